@@ -1,0 +1,4 @@
+//! Collecting frames into batches.
+
+/// Placeholder.
+pub struct Assembler;

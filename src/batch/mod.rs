@@ -1,0 +1,282 @@
+//! Batch stage: ragged crop batches with Octopus block metadata.
+//!
+//! ```text
+//! ... ! boxes format=det location=${root}/annotations ! batch max-crops=256 max-frames=4 ! preprocess ...
+//! ```
+//!
+//! Crops of many sizes from consecutive frames go into one [`CropBatch`] with no padding. The work is
+//! cut into *tiles* (a fixed number of consecutive output pixels of one crop) and *blocks* (a short
+//! range of tiles of one crop). Each block is described by one [`BlockMeta`] entry, built on the
+//! host in O(blocks): a CUDA block (or a CPU task) reads its entry and knows which crop and which
+//! output pixels are its own, with no per-pixel lookup table and no padding to the largest crop.
+
+mod assemble;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::classify::Classification;
+use crate::frame::Frame;
+
+pub use assemble::Assembler;
+
+/// Default largest number of crops in one batch.
+pub const DEFAULT_MAX_CROPS: usize = 256;
+/// Default largest number of frames in one batch.
+pub const DEFAULT_MAX_FRAMES: usize = 8;
+/// Default output pixels per tile.
+pub const DEFAULT_TILE_PIXELS: u32 = 256;
+/// Default tiles per block.
+pub const DEFAULT_TILES_PER_BLOCK: u32 = 4;
+
+/// Settings of the batch stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchConfig {
+    /// Close a batch once it holds this many crops (a frame's crops are never split across batches
+    /// unless the frame alone has more).
+    pub max_crops: usize,
+    /// Close a batch once it holds this many frames.
+    pub max_frames: usize,
+    /// Longest a frame may wait for others; `None` derives it from the frame's remaining budget.
+    pub max_wait: Option<Duration>,
+    /// Output pixels per tile.
+    pub tile_pixels: u32,
+    /// Tiles per block.
+    pub tiles_per_block: u32,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig {
+            max_crops: DEFAULT_MAX_CROPS,
+            max_frames: DEFAULT_MAX_FRAMES,
+            max_wait: None,
+            tile_pixels: DEFAULT_TILE_PIXELS,
+            tiles_per_block: DEFAULT_TILES_PER_BLOCK,
+        }
+    }
+}
+
+/// One crop: where it is in which frame, and where its output goes. `#[repr(C)]`: uploaded as is.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CropMeta {
+    /// Index into [`CropBatch::frames`].
+    pub frame: u32,
+    /// Box left edge in frame pixels (already clipped to the frame).
+    pub x: u32,
+    /// Box top edge.
+    pub y: u32,
+    /// Box width (>= 1).
+    pub w: u32,
+    /// Box height (>= 1).
+    pub h: u32,
+    /// Output width.
+    pub out_w: u32,
+    /// Output height.
+    pub out_h: u32,
+    /// First element of this crop's output in the batch tensor.
+    pub out_offset: u32,
+}
+
+impl CropMeta {
+    /// Output pixels of the crop.
+    pub fn out_pixels(&self) -> u32 {
+        self.out_w * self.out_h
+    }
+}
+
+/// One block of work: tiles `tile_begin..tile_end` of crop `crop`. `#[repr(C)]`: uploaded as is.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockMeta {
+    /// Index into [`CropBatch::crops`].
+    pub crop: u32,
+    /// First tile.
+    pub tile_begin: u32,
+    /// One past the last tile.
+    pub tile_end: u32,
+}
+
+/// Which detection of which frame a crop came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    /// Index into [`CropBatch::frames`].
+    pub frame: u32,
+    /// Index into that frame's `detections`.
+    pub detection: u32,
+}
+
+/// The reusable buffers of a batch.
+#[derive(Default)]
+struct Parts {
+    frames: Vec<Frame>,
+    crops: Vec<CropMeta>,
+    origins: Vec<Origin>,
+    blocks: Vec<BlockMeta>,
+    tensor: Vec<f32>,
+    results: Vec<Classification>,
+}
+
+/// A free list of batch buffers: a dropped [`CropBatch`] gives its vectors back for the next one.
+#[derive(Clone, Default)]
+pub struct BatchPool {
+    free: Arc<Mutex<Vec<Parts>>>,
+}
+
+impl BatchPool {
+    /// An empty pool.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty batch whose buffers come from (and go back to) this pool.
+    pub fn batch(&self) -> CropBatch {
+        let parts = self.free.lock().ok().and_then(|mut f| f.pop()).unwrap_or_default();
+        CropBatch::from_parts(parts, Some(self.clone()))
+    }
+}
+
+/// Crops from one or more frames, their block metadata, and (after preprocessing) the tensor.
+pub struct CropBatch {
+    /// The frames the crops come from, in arrival order.
+    pub frames: Vec<Frame>,
+    /// One entry per crop.
+    pub crops: Vec<CropMeta>,
+    /// Where each crop came from (parallel to `crops`).
+    pub origins: Vec<Origin>,
+    /// Octopus block metadata.
+    pub blocks: Vec<BlockMeta>,
+    /// Output pixels per tile used to build `blocks`.
+    pub tile_pixels: u32,
+    /// Preprocessed values of all crops, packed without padding (`crops[i].out_offset` onwards).
+    pub tensor: Vec<f32>,
+    /// Classifier results (parallel to `crops`) once classified.
+    pub results: Vec<Classification>,
+    pool: Option<BatchPool>,
+}
+
+impl Default for CropBatch {
+    fn default() -> Self {
+        CropBatch::from_parts(Parts::default(), None)
+    }
+}
+
+impl CropBatch {
+    fn from_parts(p: Parts, pool: Option<BatchPool>) -> Self {
+        CropBatch {
+            frames: p.frames,
+            crops: p.crops,
+            origins: p.origins,
+            blocks: p.blocks,
+            tile_pixels: DEFAULT_TILE_PIXELS,
+            tensor: p.tensor,
+            results: p.results,
+            pool,
+        }
+    }
+
+    /// Append crops for `frame`'s detections, each resized to `out_w`x`out_h` with `channels`
+    /// values per pixel, packed after the crops already present.
+    pub fn push_frame(&mut self, frame: Frame, out_w: u32, out_h: u32, channels: u32) {
+        let f = self.frames.len() as u32;
+        let mut offset = self
+            .crops
+            .last()
+            .map(|c| c.out_offset + c.out_pixels() * channels)
+            .unwrap_or(0);
+        for (i, d) in frame.detections.iter().enumerate() {
+            let [x, y, w, h] = d.bbox;
+            self.crops.push(CropMeta {
+                frame: f,
+                x,
+                y,
+                w,
+                h,
+                out_w,
+                out_h,
+                out_offset: offset,
+            });
+            self.origins.push(Origin {
+                frame: f,
+                detection: i as u32,
+            });
+            offset += out_w * out_h * channels;
+        }
+        self.frames.push(frame);
+    }
+
+    /// Number of output elements of all crops.
+    pub fn tensor_len(&self, channels: u32) -> usize {
+        self.crops
+            .last()
+            .map(|c| (c.out_offset + c.out_pixels() * channels) as usize)
+            .unwrap_or(0)
+    }
+
+    /// Rebuild [`Self::blocks`]: each crop's output pixels cut into tiles of `tile_pixels`, and
+    /// every `tiles_per_block` consecutive tiles of a crop made one block. O(blocks), no allocation
+    /// once the vector has grown.
+    pub fn build_blocks(&mut self, tile_pixels: u32, tiles_per_block: u32) {
+        let tile_pixels = tile_pixels.max(1);
+        let tiles_per_block = tiles_per_block.max(1);
+        self.tile_pixels = tile_pixels;
+        self.blocks.clear();
+        for (i, c) in self.crops.iter().enumerate() {
+            let tiles = c.out_pixels().div_ceil(tile_pixels);
+            let mut t = 0;
+            while t < tiles {
+                let end = (t + tiles_per_block).min(tiles);
+                self.blocks.push(BlockMeta {
+                    crop: i as u32,
+                    tile_begin: t,
+                    tile_end: end,
+                });
+                t = end;
+            }
+        }
+    }
+
+    /// Output pixel range `begin..end` (in the crop's raster order) of a block.
+    pub fn block_pixels(&self, b: &BlockMeta) -> (u32, u32) {
+        let c = &self.crops[b.crop as usize];
+        let begin = b.tile_begin * self.tile_pixels;
+        let end = (b.tile_end * self.tile_pixels).min(c.out_pixels());
+        (begin, end)
+    }
+
+    /// Whether the batch holds no frames.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// Drop all frames' pixel buffers (back to their pool) once the tensor is made.
+    pub fn release_pixels(&mut self) {
+        for f in &mut self.frames {
+            f.release_pixels();
+        }
+    }
+}
+
+impl Drop for CropBatch {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            let mut parts = Parts {
+                frames: std::mem::take(&mut self.frames),
+                crops: std::mem::take(&mut self.crops),
+                origins: std::mem::take(&mut self.origins),
+                blocks: std::mem::take(&mut self.blocks),
+                tensor: std::mem::take(&mut self.tensor),
+                results: std::mem::take(&mut self.results),
+            };
+            parts.frames.clear();
+            parts.crops.clear();
+            parts.origins.clear();
+            parts.blocks.clear();
+            parts.results.clear();
+            if let Ok(mut free) = pool.free.lock() {
+                free.push(parts);
+            }
+        }
+    }
+}

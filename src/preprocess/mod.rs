@@ -1,0 +1,190 @@
+//! Preprocess stage: crop + resize + colour conversion + normalization, one pass per output pixel.
+//!
+//! ```text
+//! ... ! batch ! preprocess size=64x64 mean=0.485,0.456,0.406 std=0.229,0.224,0.225 channels=rgb layout=nchw ! classify ...
+//! ```
+//!
+//! Semantics (both backends): the crop is the detection's integer box; it is resized exactly as
+//! OpenCV `cv2.resize(crop, size, interpolation=INTER_LINEAR)` does (half-pixel centres, sampling
+//! clamped to the crop's own edge pixels); YUV frames are converted to RGB at each sampled pixel
+//! with the frame's colorimetry (chroma upsampled bilinearly at its siting, as libjpeg does);
+//! then `value = (v * scale - mean) / std` per channel, written NCHW or NHWC as f32.
+
+pub mod cpu;
+
+use crate::batch::CropBatch;
+
+/// Default output size (width, height).
+pub const DEFAULT_SIZE: (u32, u32) = (64, 64);
+/// ImageNet mean, the default.
+pub const DEFAULT_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// ImageNet standard deviation, the default.
+pub const DEFAULT_STD: [f32; 3] = [0.229, 0.224, 0.225];
+/// Default scale applied to 0..255 values before mean/std.
+pub const DEFAULT_SCALE: f32 = 1.0 / 255.0;
+
+/// Channel order of the output tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChannelOrder {
+    /// Red, green, blue.
+    #[default]
+    Rgb,
+    /// Blue, green, red.
+    Bgr,
+}
+
+/// Memory layout of the output tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// Channel planes: `[n, c, h, w]`.
+    #[default]
+    Nchw,
+    /// Interleaved: `[n, h, w, c]`.
+    Nhwc,
+}
+
+/// Which implementation runs the stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendKind {
+    /// CUDA when a GPU is present, else CPU.
+    #[default]
+    Auto,
+    /// The multi-threaded CPU backend.
+    Cpu,
+    /// The CUDA backend.
+    Cuda,
+}
+
+/// Settings of the preprocess stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreprocessConfig {
+    /// Output (width, height); `None` takes it from the classifier's input shape.
+    pub size: Option<(u32, u32)>,
+    /// Per-channel mean, in the output channel order, after `scale`.
+    pub mean: [f32; 3],
+    /// Per-channel standard deviation, in the output channel order, after `scale`.
+    pub std: [f32; 3],
+    /// Factor from 0..255 values to the units of mean/std.
+    pub scale: f32,
+    /// Channel order.
+    pub channels: ChannelOrder,
+    /// Memory layout.
+    pub layout: Layout,
+    /// Backend.
+    pub backend: BackendKind,
+    /// CPU worker threads (0: one per core).
+    pub threads: usize,
+}
+
+impl Default for PreprocessConfig {
+    fn default() -> Self {
+        PreprocessConfig {
+            size: None,
+            mean: DEFAULT_MEAN,
+            std: DEFAULT_STD,
+            scale: DEFAULT_SCALE,
+            channels: ChannelOrder::Rgb,
+            layout: Layout::Nchw,
+            backend: BackendKind::Auto,
+            threads: 0,
+        }
+    }
+}
+
+impl PreprocessConfig {
+    /// Per-channel `(a, b)` with `out = v * a + b` for a 0..255 value `v`, in output channel order.
+    pub fn affine(&self) -> [(f32, f32); 3] {
+        std::array::from_fn(|c| (self.scale / self.std[c], -self.mean[c] / self.std[c]))
+    }
+
+    /// The output size, or the default when not set yet.
+    pub fn out_size(&self) -> (u32, u32) {
+        self.size.unwrap_or(DEFAULT_SIZE)
+    }
+}
+
+/// Errors of the preprocess stage.
+#[derive(Debug, thiserror::Error)]
+pub enum PreprocessError {
+    /// The batch is inconsistent (a bug upstream or a hand-built batch).
+    #[error("crop batch is invalid: {0}")]
+    InvalidBatch(String),
+    /// A frame's pixels were released before preprocessing.
+    #[error("frame {seq} of stream {stream} has no pixels")]
+    NoPixels {
+        /// Stream id.
+        stream: u32,
+        /// Frame number.
+        seq: u64,
+    },
+    /// The GPU backend failed.
+    #[error("CUDA: {0}")]
+    Cuda(String),
+}
+
+/// A preprocess implementation: fills `batch.tensor` from the batch's frames, crops and blocks.
+pub trait Backend: Send {
+    /// Short name for logs and reports.
+    fn name(&self) -> &'static str;
+    /// Write every crop's output into `batch.tensor` (resized to `batch.tensor_len(3)`).
+    fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError>;
+}
+
+/// Check that `batch` is self-consistent: crops inside their frames, outputs inside the tensor,
+/// blocks inside their crops. O(crops + blocks).
+pub fn validate(batch: &CropBatch) -> Result<(), PreprocessError> {
+    let len = batch.tensor_len(3);
+    for (i, c) in batch.crops.iter().enumerate() {
+        let f = batch.frames.get(c.frame as usize).ok_or_else(|| {
+            PreprocessError::InvalidBatch(format!("crop {i} names frame {} of {}", c.frame, batch.frames.len()))
+        })?;
+        let (fw, fh) = (f.layout.width, f.layout.height);
+        if c.w == 0 || c.h == 0 || c.out_w == 0 || c.out_h == 0 || c.x + c.w > fw || c.y + c.h > fh {
+            return Err(PreprocessError::InvalidBatch(format!(
+                "crop {i} box [{}, {}, {}, {}] -> {}x{} does not fit frame {fw}x{fh}",
+                c.x, c.y, c.w, c.h, c.out_w, c.out_h
+            )));
+        }
+        if c.out_offset as usize + (c.out_pixels() * 3) as usize > len {
+            return Err(PreprocessError::InvalidBatch(format!("crop {i} output runs past the tensor")));
+        }
+        let Some(pixels) = f.pixels.as_ref() else {
+            return Err(PreprocessError::NoPixels {
+                stream: f.stream,
+                seq: f.seq,
+            });
+        };
+        if pixels.len() < f.layout.size() {
+            return Err(PreprocessError::InvalidBatch(format!(
+                "frame {} has {} bytes, its layout needs {}",
+                f.seq,
+                pixels.len(),
+                f.layout.size()
+            )));
+        }
+    }
+    // Blocks must be in crop order and never overlap: backends write them in parallel.
+    let mut prev: Option<(u32, u32)> = None;
+    for b in &batch.blocks {
+        if let Some((crop, end)) = prev {
+            if b.crop < crop || (b.crop == crop && b.tile_begin < end) {
+                return Err(PreprocessError::InvalidBatch(format!(
+                    "block for crop {} tiles {}..{} overlaps or is out of order",
+                    b.crop, b.tile_begin, b.tile_end
+                )));
+            }
+        }
+        prev = Some((b.crop, b.tile_end));
+        let c = batch
+            .crops
+            .get(b.crop as usize)
+            .ok_or_else(|| PreprocessError::InvalidBatch(format!("block names crop {}", b.crop)))?;
+        if b.tile_begin >= b.tile_end || (b.tile_begin * batch.tile_pixels) >= c.out_pixels() {
+            return Err(PreprocessError::InvalidBatch(format!(
+                "block tiles {}..{} outside crop {}",
+                b.tile_begin, b.tile_end, b.crop
+            )));
+        }
+    }
+    Ok(())
+}
