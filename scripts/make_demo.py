@@ -296,12 +296,12 @@ def sprite_person(rng):
     w = int(rng.integers(6, 13))
     h = int(rng.integers(max(12, w + 4), 23))
     col = _vary(rng, PERSON_BASE, 25)
-    body = np.zeros((h, w), dtype=bool)
-    top = int(round(h * 0.28))
-    body[top:] = _ellipse(h - top, w)
+    r = max(2.0, w * 0.36)                 # head radius; the head overlaps the shoulders
     yy, xx = np.mgrid[0:h, 0:w]
-    r = max(2.0, w * 0.36)
-    head = (yy - r) ** 2 + (xx - (w - 1) / 2.0) ** 2 <= r * r
+    head = (yy - (r - 0.5)) ** 2 + (xx - (w - 1) / 2.0) ** 2 <= r * r
+    body = np.zeros((h, w), dtype=bool)
+    top = min(int(round(h * 0.28)), int(1.6 * r))
+    body[top:] = _ellipse(h - top, w)
     mask = body | head
     rgb = np.empty((h, w, 3))
     rgb[:] = col * _cross_shade(h, w, 0.78, 0.35)[:, :, None]
@@ -371,8 +371,11 @@ def orient(rgb, mask, heading):
         rgb, mask = np.rot90(rgb, 1), np.rot90(mask, 1)
     elif heading == "right":
         rgb, mask = np.rot90(rgb, -1), np.rot90(mask, -1)
-    rgb = np.clip(np.round(rgb), 0, 255).astype(np.uint8)
-    return np.ascontiguousarray(rgb), np.ascontiguousarray(mask)
+    # trim to the mask's bounding box so that annotation boxes are tight
+    rows, cols = np.nonzero(mask.any(axis=1))[0], np.nonzero(mask.any(axis=0))[0]
+    sl = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    rgb = np.clip(np.round(rgb[sl]), 0, 255).astype(np.uint8)
+    return np.ascontiguousarray(rgb), np.ascontiguousarray(mask[sl])
 
 
 class Obj:
@@ -578,10 +581,13 @@ def main(argv=None):
         if args.verify:
             verify_frames.append((frame, rows))
 
-    if (proto_n == 0).any():
-        sys.exit("a class has no clean object in the first %d frames; try more frames or "
-                 "another seed" % proto_frames)
-    protos = proto_sum / proto_n[:, None]
+    protos = proto_sum / np.maximum(proto_n, 1)[:, None]
+    for c in np.nonzero(proto_n == 0)[0]:
+        # no clean object of this class in the first frames (tiny frame): use its colour family
+        # mixed with asphalt, roughly what a tight crop of it looks like
+        base = {0: PERSON_BASE, 1: TWO_WHEELER_BASE, 2: CAR_BASE, 3: LARGE_BASE}[c]
+        mix = 0.75 * np.array(base, dtype=np.float64) + 0.25 * np.array([86, 87, 92])
+        protos[c] = (mix / 255.0 - MEAN) / STD
     import onnx
     model = build_model(protos)
     model_path = os.path.join(args.out_dir, "model.onnx")

@@ -1,1 +1,31 @@
-//! errors
+//! The crate's error: one variant per layer.
+
+use crate::classify::ClassifyError;
+use crate::describe::DescribeError;
+use crate::detect::DetectError;
+use crate::preprocess::PreprocessError;
+use crate::sink::SinkError;
+use crate::source::SourceError;
+
+/// Any error octopipe reports. Each layer's message names the input it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The pipeline description.
+    #[error(transparent)]
+    Describe(#[from] DescribeError),
+    /// Decoding.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// Boxes.
+    #[error(transparent)]
+    Detect(#[from] DetectError),
+    /// Crop/resize/normalize.
+    #[error(transparent)]
+    Preprocess(#[from] PreprocessError),
+    /// The classifier.
+    #[error(transparent)]
+    Classify(#[from] ClassifyError),
+    /// Output.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+}

@@ -25,4 +25,6 @@ pub mod runner;
 pub mod sink;
 pub mod source;
 
+pub use error::Error;
+
 

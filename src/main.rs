@@ -1,1 +1,120 @@
-fn main(){}
+//! The `octopipe` command line: parses arguments and calls the library.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+use octopipe::describe::{self, STAGES};
+use octopipe::runner::Pipeline;
+
+#[derive(Parser)]
+#[command(name = "octopipe", version, about = "Real-time drone-video preprocessing: decode, boxes, ragged crop batches, classify, within a frame budget")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a pipeline given as text (`stage prop=value ! stage ...`) or as a .pipe file.
+    Run {
+        /// The description, or a file holding it.
+        pipeline: String,
+        /// Set a variable used as ${name} in the description (repeatable).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        vars: Vec<String>,
+        /// Per-frame budget in ms (default: one frame interval of the source, 33.3 ms at 30 fps).
+        #[arg(long)]
+        budget_ms: Option<f64>,
+    },
+    /// List the stages and their properties, or show one stage.
+    Inspect {
+        /// A stage name.
+        stage: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("octopipe: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> Result<ExitCode> {
+    match Cli::parse().command {
+        Command::Run { pipeline, vars, budget_ms } => run(&pipeline, &vars, budget_ms),
+        Command::Inspect { stage } => {
+            print!("{}", inspect(stage.as_deref())?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn run(pipeline: &str, vars: &[String], budget_ms: Option<f64>) -> Result<ExitCode> {
+    let vars = vars
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .with_context(|| format!("--set {kv}: expected NAME=VALUE"))
+        })
+        .collect::<Result<HashMap<_, _>>>()?;
+    let (origin, text) = if Path::new(pipeline).is_file() || pipeline.ends_with(".pipe") {
+        let text = std::fs::read_to_string(pipeline).with_context(|| format!("cannot read pipeline file {pipeline}"))?;
+        (pipeline.to_string(), text)
+    } else {
+        ("<command line>".to_string(), pipeline.to_string())
+    };
+    let desc = describe::parse(&origin, &text, &vars)?;
+    let mut config = describe::build(&desc)?;
+    if let Some(ms) = budget_ms {
+        if !(ms > 0.0 && ms.is_finite()) {
+            bail!("--budget-ms must be a positive number of milliseconds, found {ms}");
+        }
+        config.budget = Duration::from_secs_f64(ms / 1000.0);
+    }
+    let pipeline = Pipeline::build(config)?;
+    let outcome = pipeline.run();
+    eprintln!("preprocess backend: {}", outcome.backend);
+    eprintln!("{}", outcome.report);
+    match outcome.error {
+        Some(e) => {
+            eprintln!("octopipe: error: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn inspect(stage: Option<&str>) -> Result<String> {
+    let mut out = String::new();
+    match stage {
+        None => {
+            for s in STAGES {
+                out += &format!("{:<12} {:<11} {}\n", s.name, s.role, s.doc);
+            }
+        }
+        Some(name) => {
+            let Some(s) = STAGES.iter().find(|s| s.name == name) else {
+                let hint = describe::closest(name, STAGES.iter().map(|s| s.name))
+                    .map(|c| format!(" (did you mean '{c}'?)"))
+                    .unwrap_or_default();
+                bail!("unknown stage '{name}'{hint}");
+            };
+            out += &format!("{} ({}): {}\n\n", s.name, s.role, s.doc);
+            out += &format!("  {:<16} {:<28} {:<18} {}\n", "property", "type", "default", "description");
+            for p in s.props {
+                out += &format!("  {:<16} {:<28} {:<18} {}\n", p.name, p.kind, p.default, p.doc);
+            }
+        }
+    }
+    Ok(out)
+}

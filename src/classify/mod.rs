@@ -1,4 +1,35 @@
 //! Classify stage: ONNX Runtime on the preprocessed crops.
+//!
+//! ```text
+//! ... ! preprocess ! classify model=visdrone-crops-64.onnx labels=person,two-wheeler,car,large-vehicle ! jsonl location=objects.jsonl
+//! ```
+//!
+//! The model is checked at start-up against the preprocess settings (rank 4, f32, 3 channels where
+//! the layout puts them, the crop size; a model with a fixed size gives the size when the
+//! preprocess stage leaves it unset). Batches of any size are run in chunks of at most
+//! `max-batch` crops (or the model's fixed batch size), followed by softmax and top-k.
+//!
+//! ONNX Runtime is loaded at run time from `ORT_DYLIB_PATH` (default `libonnxruntime.so`); one
+//! environment is shared by the whole process.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use ort::environment::Environment;
+use ort::session::Session;
+use ort::value::{TensorElementType, TensorRef, ValueType};
+
+use crate::batch::CropBatch;
+use crate::preprocess::Layout;
+
+/// Default largest number of crops per inference call.
+pub const DEFAULT_MAX_BATCH: usize = 256;
+/// Default number of results per crop.
+pub const DEFAULT_TOP_K: usize = 1;
+/// Environment variable naming the ONNX Runtime library.
+pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
+/// The ONNX Runtime version octopipe is built against.
+pub const ORT_VERSION: &str = "1.31.1";
 
 /// The classifier's answer for one crop.
 #[derive(Debug, Clone, PartialEq)]
@@ -9,4 +40,351 @@ pub struct Classification {
     pub score: f32,
     /// Further `(class_id, score)` pairs when top-k > 1, best first (excluding the top-1).
     pub topk: Vec<(u32, f32)>,
+}
+
+/// Settings of the classify stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassifyConfig {
+    /// The ONNX model file.
+    pub model: PathBuf,
+    /// Class names, in class-index order (empty: `class0`, `class1`, ...).
+    pub labels: Vec<String>,
+    /// Largest number of crops per inference call.
+    pub max_batch: usize,
+    /// Results kept per crop.
+    pub top_k: usize,
+    /// ONNX Runtime intra-op threads (0: its default).
+    pub threads: usize,
+}
+
+impl ClassifyConfig {
+    /// Defaults for `model`.
+    pub fn new(model: impl Into<PathBuf>) -> Self {
+        ClassifyConfig {
+            model: model.into(),
+            labels: Vec::new(),
+            max_batch: DEFAULT_MAX_BATCH,
+            top_k: DEFAULT_TOP_K,
+            threads: 0,
+        }
+    }
+}
+
+/// Errors of the classify stage.
+#[derive(Debug, thiserror::Error)]
+pub enum ClassifyError {
+    /// The ONNX Runtime library could not be loaded.
+    #[error("ONNX Runtime library {path}: {reason}\n  hint: pip install onnxruntime=={ORT_VERSION} and set {ORT_DYLIB_ENV} to its onnxruntime/capi/libonnxruntime.so.{ORT_VERSION} (scripts/setup.sh does both)")]
+    Runtime {
+        /// The library path tried.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The model could not be loaded.
+    #[error("model {path}: {reason}")]
+    Model {
+        /// The model file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The model's input does not fit the preprocess settings.
+    #[error("model {path}: input '{input}' is {found}, but {expected}")]
+    Shape {
+        /// The model file.
+        path: String,
+        /// Input name.
+        input: String,
+        /// What the model declares.
+        found: String,
+        /// What the preprocess settings need.
+        expected: String,
+    },
+    /// Inference failed.
+    #[error("model {path}: inference failed: {reason}")]
+    Run {
+        /// The model file.
+        path: String,
+        /// ONNX Runtime's message.
+        reason: String,
+    },
+}
+
+/// The process-wide ONNX Runtime environment, loaded on first use.
+pub fn environment() -> Result<&'static Environment, ClassifyError> {
+    static ENV: OnceLock<Result<Environment, (String, String)>> = OnceLock::new();
+    let path = std::env::var(ORT_DYLIB_ENV).unwrap_or_else(|_| "libonnxruntime.so".into());
+    ENV.get_or_init(|| {
+        let fail = |e: &dyn std::fmt::Display| (path.clone(), e.to_string());
+        ort::init_from(&path)
+            .map_err(|e| fail(&e))?
+            .with_name("octopipe")
+            .build()
+            .map_err(|e| fail(&e))
+    })
+    .as_ref()
+    .map_err(|(path, reason)| ClassifyError::Runtime {
+        path: path.clone(),
+        reason: reason.clone(),
+    })
+}
+
+/// What a model's input says about the crops it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelInput {
+    /// Fixed batch size, if the model has one.
+    pub batch: Option<usize>,
+    /// Fixed crop (width, height), if the model has one.
+    pub size: Option<(u32, u32)>,
+}
+
+/// Runtime state of the classify stage.
+pub struct Classifier {
+    config: ClassifyConfig,
+    session: Session,
+    input_name: String,
+    output_name: String,
+    input: ModelInput,
+    layout: Layout,
+    size: (u32, u32),
+    scores: Vec<f32>,
+}
+
+impl Classifier {
+    /// Load the model and check its input against `layout` (and `size` if given). Returns the
+    /// classifier and the crop size to use.
+    pub fn new(config: ClassifyConfig, layout: Layout, size: Option<(u32, u32)>) -> Result<Self, ClassifyError> {
+        let path = config.model.display().to_string();
+        let model_err = |reason: String| ClassifyError::Model {
+            path: path.clone(),
+            reason,
+        };
+        if !config.model.is_file() {
+            return Err(model_err("no such file".into()));
+        }
+        let env = environment()?;
+        let mut builder = Session::builder(env).map_err(|e| model_err(e.to_string()))?;
+        if config.threads > 0 {
+            builder = builder.with_intra_threads(config.threads).map_err(|e| model_err(e.to_string()))?;
+        }
+        let session = builder
+            .commit_from_file(&config.model)
+            .map_err(|e| model_err(format!("not a loadable ONNX model: {e}")))?;
+        let (input_name, input) = check_input(&session, &path, layout, size)?;
+        let output_name = session
+            .outputs()
+            .first()
+            .map(|o| o.name().to_string())
+            .ok_or_else(|| model_err("has no outputs".into()))?;
+        let size = size.or(input.size).ok_or_else(|| {
+            model_err("has a dynamic crop size: set preprocess size=WxH".into())
+        })?;
+        Ok(Classifier {
+            config,
+            session,
+            input_name,
+            output_name,
+            input,
+            layout,
+            size,
+            scores: Vec::new(),
+        })
+    }
+
+    /// The crop size the model takes.
+    pub fn size(&self) -> (u32, u32) {
+        self.size
+    }
+
+    /// The model file.
+    pub fn model_path(&self) -> &Path {
+        &self.config.model
+    }
+
+    /// Class name of `id`.
+    pub fn label(&self, id: u32) -> String {
+        self.config
+            .labels
+            .get(id as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("class{id}"))
+    }
+
+    /// Class names, in class-index order.
+    pub fn labels(&self) -> &[String] {
+        &self.config.labels
+    }
+
+    /// Classify every crop of `batch` (its tensor must be filled), writing `batch.results`.
+    pub fn classify(&mut self, batch: &mut CropBatch) -> Result<(), ClassifyError> {
+        batch.results.clear();
+        let n = batch.crops.len();
+        let (w, h) = (self.size.0 as usize, self.size.1 as usize);
+        let per = 3 * w * h;
+        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size) || batch.tensor.len() < n * per {
+            return Err(ClassifyError::Run {
+                path: self.config.model.display().to_string(),
+                reason: format!("batch crops are not all {w}x{h}"),
+            });
+        }
+        let chunk = self.input.batch.unwrap_or(self.config.max_batch.max(1));
+        let mut start = 0;
+        while start < n {
+            let m = chunk.min(n - start);
+            let data = &batch.tensor[start * per..(start + m) * per];
+            let shape = match self.layout {
+                Layout::Nchw => [m, 3, h, w],
+                Layout::Nhwc => [m, h, w, 3],
+            };
+            self.run_chunk(shape, data)?;
+            let classes = self.scores.len() / m;
+            for i in 0..m {
+                batch
+                    .results
+                    .push(top_k(&mut self.scores[i * classes..(i + 1) * classes], self.config.top_k));
+            }
+            start += m;
+        }
+        Ok(())
+    }
+
+    /// Run one chunk; leaves its softmax scores in `self.scores`.
+    fn run_chunk(&mut self, shape: [usize; 4], data: &[f32]) -> Result<(), ClassifyError> {
+        let path = self.config.model.display().to_string();
+        let run_err = |e: ort::Error| ClassifyError::Run {
+            path: path.clone(),
+            reason: e.to_string(),
+        };
+        let tensor = TensorRef::from_array_view((shape, data)).map_err(run_err)?;
+        let outputs = self
+            .session
+            .run(ort::inputs![self.input_name.as_str() => tensor])
+            .map_err(run_err)?;
+        let (oshape, logits) = outputs[self.output_name.as_str()]
+            .try_extract_tensor::<f32>()
+            .map_err(run_err)?;
+        if oshape.len() != 2 || oshape[0] as usize != shape[0] || oshape[1] < 1 {
+            return Err(ClassifyError::Run {
+                path,
+                reason: format!("output shape {:?}, expected [{}, classes]", &oshape[..], shape[0]),
+            });
+        }
+        self.scores.clear();
+        self.scores.extend_from_slice(logits);
+        let classes = oshape[1] as usize;
+        for row in self.scores.chunks_mut(classes) {
+            softmax(row);
+        }
+        Ok(())
+    }
+}
+
+/// Check the model's first input against the preprocess settings.
+fn check_input(
+    session: &Session,
+    path: &str,
+    layout: Layout,
+    size: Option<(u32, u32)>,
+) -> Result<(String, ModelInput), ClassifyError> {
+    let input = session.inputs().first().ok_or_else(|| ClassifyError::Model {
+        path: path.into(),
+        reason: "has no inputs".into(),
+    })?;
+    let name = input.name().to_string();
+    let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
+        return Err(ClassifyError::Shape {
+            path: path.into(),
+            input: name,
+            found: format!("{}", input.dtype()),
+            expected: "a float32 tensor is needed".into(),
+        });
+    };
+    let expected = match layout {
+        Layout::Nchw => "[batch, 3, height, width] float32 is needed for layout=nchw",
+        Layout::Nhwc => "[batch, height, width, 3] float32 is needed for layout=nhwc",
+    };
+    let found = format!("{ty:?} {:?}", &shape[..]);
+    let bad = || ClassifyError::Shape {
+        path: path.into(),
+        input: name.clone(),
+        found: found.clone(),
+        expected: expected.into(),
+    };
+    if *ty != TensorElementType::Float32 || shape.len() != 4 {
+        return Err(bad());
+    }
+    let (c, h, w) = match layout {
+        Layout::Nchw => (shape[1], shape[2], shape[3]),
+        Layout::Nhwc => (shape[3], shape[1], shape[2]),
+    };
+    if c != 3 && c != -1 {
+        return Err(bad());
+    }
+    let fixed = |d: i64| (d > 0).then_some(d as u32);
+    let model_size = fixed(w).zip(fixed(h));
+    if let (Some(want), Some(have)) = (size, model_size) {
+        if want != have {
+            return Err(ClassifyError::Shape {
+                path: path.into(),
+                input: name,
+                found,
+                expected: format!(
+                    "preprocess size={}x{} was asked for (leave size unset to take the model's {}x{})",
+                    want.0, want.1, have.0, have.1
+                ),
+            });
+        }
+    }
+    Ok((
+        name,
+        ModelInput {
+            batch: (shape[0] > 0).then_some(shape[0] as usize),
+            size: model_size,
+        },
+    ))
+}
+
+/// In-place softmax.
+pub fn softmax(v: &mut [f32]) {
+    let max = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0;
+    for x in v.iter_mut() {
+        *x = (*x - max).exp();
+        sum += *x;
+    }
+    for x in v.iter_mut() {
+        *x /= sum;
+    }
+}
+
+/// The best `k` of a score row.
+fn top_k(scores: &mut [f32], k: usize) -> Classification {
+    let mut idx: Vec<u32> = (0..scores.len() as u32).collect();
+    idx.sort_by(|a, b| scores[*b as usize].total_cmp(&scores[*a as usize]));
+    let best = idx[0];
+    Classification {
+        class_id: best,
+        score: scores[best as usize],
+        topk: idx[1..k.max(1).min(idx.len())]
+            .iter()
+            .map(|i| (*i, scores[*i as usize]))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn softmax_and_top_k() {
+        let mut v = [1.0, 3.0, 2.0, -1.0];
+        softmax(&mut v);
+        assert!((v.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        let c = top_k(&mut v, 3);
+        assert_eq!(c.class_id, 1);
+        assert!((c.score - 0.6364).abs() < 1e-3, "{}", c.score);
+        assert_eq!(c.topk.iter().map(|p| p.0).collect::<Vec<_>>(), vec![2, 0]);
+    }
 }

@@ -1,1 +1,339 @@
-//! describe
+//! Pipeline descriptions in gst-launch style: `stage prop=value ! stage ...`.
+//!
+//! ```text
+//! # pipelines/visdrone-classify.pipe
+//! images location=${root}/images framerate=30
+//!   ! boxes format=det location=${root}/annotations
+//!   ! preprocess channels=rgb layout=nchw
+//!   ! classify model=${model} labels=person,two-wheeler,car,large-vehicle
+//!   ! jsonl location=${out}
+//! ```
+//!
+//! Three steps, as gst-launch does: [`parse`] turns text into a [`Description`] (stages with their
+//! properties and positions), [`build`] checks every stage and property against the stage table
+//! and makes typed configs, and only then does the runner start GStreamer, CUDA or ONNX Runtime.
+//! `#` starts a comment, newlines are spaces (a trailing `\` is allowed), values may be quoted
+//! (`location="my file.mp4"`), and `${name}` is replaced by a variable given with `--set name=value`.
+//! A `queue size=N` between two stages sets the capacity of that edge (default 4).
+//! Errors give the line and column with a caret and suggest the closest stage or property name.
+
+mod build;
+mod stages;
+
+use std::collections::HashMap;
+use std::fmt;
+
+pub use build::build;
+pub use stages::{PropSpec, StageSpec, STAGES};
+
+/// A position in the description text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    /// Byte offset.
+    pub start: usize,
+    /// Length in bytes (at least 1 when shown).
+    pub len: usize,
+}
+
+/// One `key=value` property.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prop {
+    /// Property name.
+    pub key: String,
+    /// Value after quotes and variables are resolved.
+    pub value: String,
+    /// Where the key is.
+    pub key_span: Span,
+    /// Where the value is.
+    pub value_span: Span,
+}
+
+/// One stage of a description.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageDesc {
+    /// Stage kind (`images`, `boxes`, ...).
+    pub kind: String,
+    /// Where the kind is.
+    pub span: Span,
+    /// Its properties, in order.
+    pub props: Vec<Prop>,
+}
+
+/// A parsed description: the stages in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Description {
+    /// Where the text came from (a file name or `<command line>`).
+    pub origin: String,
+    /// The text.
+    pub text: String,
+    /// Stages in order.
+    pub stages: Vec<StageDesc>,
+}
+
+/// An error in a description, with its position.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct DescribeError {
+    /// Where the text came from.
+    pub origin: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column (characters).
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+    /// The offending line and a caret under the span.
+    pub excerpt: String,
+}
+
+impl fmt::Display for DescribeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: {}\n{}", self.origin, self.line, self.column, self.message, self.excerpt)
+    }
+}
+
+impl Description {
+    /// An error at `span` of this description.
+    pub fn error(&self, span: Span, message: impl Into<String>) -> DescribeError {
+        error_at(&self.origin, &self.text, span, message.into())
+    }
+}
+
+fn error_at(origin: &str, text: &str, span: Span, message: String) -> DescribeError {
+    let start = span.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = text[..start].matches('\n').count() + 1;
+    let column = text[line_start..start].chars().count() + 1;
+    let width = text[start..(start + span.len).min(line_end)].chars().count().max(1);
+    let excerpt = format!(
+        "  {}\n  {}{}",
+        &text[line_start..line_end],
+        " ".repeat(column - 1),
+        "^".repeat(width)
+    );
+    DescribeError {
+        origin: origin.to_string(),
+        line,
+        column,
+        message,
+        excerpt,
+    }
+}
+
+/// Parse `text` (from `origin`, used in messages), replacing `${name}` with `vars`.
+pub fn parse(origin: &str, text: &str, vars: &HashMap<String, String>) -> Result<Description, DescribeError> {
+    let err = |start: usize, len: usize, msg: String| error_at(origin, text, Span { start, len }, msg);
+    let bytes = text.as_bytes();
+    let mut stages: Vec<StageDesc> = Vec::new();
+    let mut expect_stage = true;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == b'#' {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c.is_ascii_whitespace() || (c == b'\\' && bytes.get(i + 1).is_some_and(|n| *n == b'\n' || *n == b'\r')) {
+            i += 1;
+            continue;
+        }
+        if c == b'!' {
+            if expect_stage {
+                return Err(err(i, 1, "'!' must stand between two stages".into()));
+            }
+            expect_stage = true;
+            i += 1;
+            continue;
+        }
+        // A word: a stage kind or key=value.
+        let start = i;
+        let mut key_end = None;
+        while i < bytes.len() && !bytes[i].is_ascii_whitespace() && bytes[i] != b'!' && bytes[i] != b'#' {
+            if bytes[i] == b'=' {
+                key_end = Some(i);
+                break;
+            }
+            i += 1;
+        }
+        match key_end {
+            None => {
+                let word = &text[start..i];
+                if !expect_stage {
+                    return Err(err(
+                        start,
+                        i - start,
+                        format!("expected 'key=value' or '!', found '{word}'"),
+                    ));
+                }
+                if !word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                    return Err(err(start, i - start, format!("'{word}' is not a stage name")));
+                }
+                stages.push(StageDesc {
+                    kind: word.to_string(),
+                    span: Span { start, len: i - start },
+                    props: Vec::new(),
+                });
+                expect_stage = false;
+            }
+            Some(eq) => {
+                let key = &text[start..eq];
+                let Some(stage) = stages.last_mut().filter(|_| !expect_stage) else {
+                    return Err(err(start, eq - start, format!("property '{key}' comes before any stage")));
+                };
+                if key.is_empty() {
+                    return Err(err(eq, 1, "missing property name before '='".into()));
+                }
+                i = eq + 1;
+                let vstart = i;
+                let mut value = String::new();
+                while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
+                    match bytes[i] {
+                        b'"' | b'\'' => {
+                            let q = bytes[i];
+                            let open = i;
+                            i += 1;
+                            let close = text[i..].find(q as char).ok_or_else(|| {
+                                err(open, 1, format!("unterminated quote {}", q as char))
+                            })?;
+                            expand(&text[i..i + close], i, vars, &mut value, &err)?;
+                            i += close + 1;
+                        }
+                        b'!' | b'#' => break,
+                        _ => {
+                            let s = i;
+                            while i < bytes.len()
+                                && !bytes[i].is_ascii_whitespace()
+                                && !matches!(bytes[i], b'"' | b'\'' | b'!' | b'#')
+                            {
+                                i += 1;
+                            }
+                            expand(&text[s..i], s, vars, &mut value, &err)?;
+                        }
+                    }
+                }
+                if stage.props.iter().any(|p| p.key == key) {
+                    return Err(err(start, eq - start, format!("property '{key}' is set twice")));
+                }
+                stage.props.push(Prop {
+                    key: key.to_string(),
+                    value,
+                    key_span: Span { start, len: eq - start },
+                    value_span: Span {
+                        start: vstart,
+                        len: (i - vstart).max(1),
+                    },
+                });
+            }
+        }
+    }
+    if stages.is_empty() {
+        return Err(err(text.len(), 1, "the description has no stages".into()));
+    }
+    if expect_stage {
+        return Err(err(text.trim_end().len().saturating_sub(1), 1, "a stage must follow the last '!'".into()));
+    }
+    Ok(Description {
+        origin: origin.to_string(),
+        text: text.to_string(),
+        stages,
+    })
+}
+
+/// Append `raw` to `out`, replacing `${name}` with its value; `offset` is `raw`'s position.
+fn expand(
+    raw: &str,
+    offset: usize,
+    vars: &HashMap<String, String>,
+    out: &mut String,
+    err: &dyn Fn(usize, usize, String) -> DescribeError,
+) -> Result<(), DescribeError> {
+    let mut rest = raw;
+    let mut pos = offset;
+    while let Some(open) = rest.find("${") {
+        out.push_str(&rest[..open]);
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| err(pos + open, 2, "unterminated '${'".into()))?;
+        let name = &rest[open + 2..open + close];
+        let value = vars.get(name).ok_or_else(|| {
+            err(
+                pos + open,
+                close + 1,
+                format!("variable '{name}' is not set (give it with --set {name}=VALUE)"),
+            )
+        })?;
+        out.push_str(value);
+        pos += open + close + 1;
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    Ok(())
+}
+
+/// The candidate closest to `word` by edit distance, if it is close enough to be a likely typo.
+pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn stages_props_quotes_comments_variables() {
+        let text = "# a comment\nimages location=\"${root}/my images\" \\\n ! boxes format=det # tail\n ! jsonl location=${out}.jsonl";
+        let d = parse("t.pipe", text, &vars(&[("root", "/d"), ("out", "o")])).unwrap();
+        let kinds: Vec<&str> = d.stages.iter().map(|s| s.kind.as_str()).collect();
+        assert_eq!(kinds, ["images", "boxes", "jsonl"]);
+        assert_eq!(d.stages[0].props[0].value, "/d/my images");
+        assert_eq!(d.stages[2].props[0].value, "o.jsonl");
+        assert_eq!(d.stages[1].props[0].key, "format");
+    }
+
+    #[test]
+    fn errors_point_at_line_and_column() {
+        let e = parse("p", "images\n  ! boxes location=${nope}", &HashMap::new()).unwrap_err();
+        assert_eq!((e.line, e.column), (2, 20));
+        assert!(e.message.contains("variable 'nope' is not set"), "{e}");
+        assert!(e.to_string().ends_with("  ! boxes location=${nope}\n                     ^^^^^^^"), "{e}");
+        let e = parse("p", "images ! ! jsonl", &HashMap::new()).unwrap_err();
+        assert_eq!(e.column, 10);
+        let e = parse("p", "images !", &HashMap::new()).unwrap_err();
+        assert!(e.message.contains("a stage must follow"), "{e}");
+        let e = parse("p", "a x=\"open", &HashMap::new()).unwrap_err();
+        assert!(e.message.contains("unterminated quote"), "{e}");
+        let e = parse("p", "a x=1 x=2", &HashMap::new()).unwrap_err();
+        assert!(e.message.contains("set twice"), "{e}");
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(closest("preproces", ["preprocess", "batch"]), Some("preprocess"));
+        assert_eq!(closest("sise", ["size", "mean"]), Some("size"));
+        assert_eq!(closest("zzzzzz", ["size", "mean"]), None);
+    }
+}

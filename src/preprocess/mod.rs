@@ -11,6 +11,7 @@
 //! then `value = (v * scale - mean) / std` per channel, written NCHW or NHWC as f32.
 
 pub mod cpu;
+pub mod cuda;
 
 use crate::batch::CropBatch;
 
@@ -128,6 +129,19 @@ pub trait Backend: Send {
     fn name(&self) -> &'static str;
     /// Write every crop's output into `batch.tensor` (resized to `batch.tensor_len(3)`).
     fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError>;
+}
+
+/// The backend `config.backend` asks for. `Auto` takes CUDA when a GPU is usable and otherwise
+/// falls back to the CPU with one log line saying why.
+pub fn create_backend(config: &PreprocessConfig) -> Result<Box<dyn Backend>, PreprocessError> {
+    match config.backend {
+        BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(config.clone())?)),
+        BackendKind::Cuda => Err(PreprocessError::Cuda("the CUDA backend is not built into this version".into())),
+        BackendKind::Auto => {
+            eprintln!("octopipe: preprocess on CPU (no CUDA backend in this build)");
+            Ok(Box::new(cpu::CpuBackend::new(config.clone())?))
+        }
+    }
 }
 
 /// Check that `batch` is self-consistent: crops inside their frames, outputs inside the tensor,

@@ -10,13 +10,13 @@
 //! NV12 for video, whatever the image decoder gives for pictures): colour conversion happens in the
 //! preprocess stage. Each frame's planes are copied once into a pooled buffer.
 
-// mod gst;
+mod gst;
 
 use std::time::Duration;
 
 use crate::frame::{BufferPool, Frame, PixelFormat};
 
-
+pub use gst::GstSource;
 
 /// Default frame rate for image sequences and the test source.
 pub const DEFAULT_FRAMERATE: f64 = 30.0;
@@ -115,6 +115,16 @@ pub enum SourceError {
         /// GStreamer's debug detail.
         debug: Option<String>,
     },
+    /// A setting the source cannot use (an unknown test pattern, a framerate of 0, ...).
+    #[error("invalid {setting} '{value}': expected {expected}")]
+    Setting {
+        /// Property name, as in the pipeline text.
+        setting: String,
+        /// The value given.
+        value: String,
+        /// What would have been accepted.
+        expected: String,
+    },
     /// The decoder produced a format octopipe cannot read.
     #[error("{source_name}: unsupported decoded format {format}")]
     Format {
@@ -135,5 +145,5 @@ pub trait FrameSource: Send {
 
 /// Open the GStreamer pipeline for `config`; frames' planes come from `pool`.
 pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Box<dyn FrameSource>, SourceError> {
-    let _ = (config, pool); unimplemented!()
+    Ok(Box::new(GstSource::open(config, pool)?))
 }

@@ -1,0 +1,151 @@
+// Shared device code of the preprocess kernels: the metadata structs (mirrored by #[repr(C)] structs
+// in src/preprocess/cuda/meta.rs), the reference sampling semantics of src/preprocess/cpu.rs, and the
+// output writers. Every kernel family includes this header (the Rust side prepends it at compile time).
+#pragma once
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// Pixel formats, as template arguments.
+#define FMT_I420 0
+#define FMT_NV12 1
+#define FMT_PACKED 2
+
+// One frame's planes inside the frame arena.
+struct FrameDesc {
+    u64 plane[3];     // byte offset of each plane in the arena (absolute, frame base included)
+    u32 stride[3];    // row stride in bytes of each plane
+    u32 width;
+    u32 height;
+    u32 format;       // FMT_*
+    u32 bpp;          // bytes per pixel of a packed format
+    u32 rgb[3];       // byte index of R, G, B inside a packed pixel
+    float y_off;      // YUV: luma offset
+    float m[9];       // YUV: row-major 3x3 matrix, rgb = m * (Y - y_off, U - 128, V - 128)
+    float x_shift;    // YUV: horizontal chroma siting shift (0.25 centred, 0 left)
+    u32 pad_;
+};
+
+// batch::CropMeta.
+struct CropMeta {
+    u32 frame, x, y, w, h, out_w, out_h, out_offset;
+};
+
+// batch::BlockMeta.
+struct BlockMeta {
+    u32 crop, tile_begin, tile_end;
+};
+
+// Output normalization: out[k] = v[src[k]] * a[k] + b[k], layout NCHW (nhwc = 0) or NHWC (nhwc = 1).
+struct Norm {
+    float a[3];
+    float b[3];
+    u32 bgr;    // 1: output channel 0 is blue
+    u32 nhwc;
+};
+
+// OpenCV INTER_LINEAR taps, exactly as cpu::linear_taps (no FMA contraction).
+__device__ __forceinline__ void linear_taps(u32 o, u32 len, u32 out_len, u32& i0, u32& i1, float& a) {
+    float scale = __fdiv_rn((float)len, (float)out_len);
+    float f = __fsub_rn(__fmul_rn(__fadd_rn((float)o, 0.5f), scale), 0.5f);
+    float fl = floorf(f);
+    a = __fsub_rn(f, fl);
+    int i = (int)fl;
+    int last = (int)len - 1;
+    if (i < 0) { i = 0; a = 0.0f; }
+    if (i >= last) { i = last; a = 0.0f; }
+    i0 = (u32)i;
+    i1 = (u32)min(i + 1, last);
+}
+
+// cpu::chroma_taps.
+__device__ __forceinline__ void chroma_taps(float pos, int len, int& i0, int& i1, float& a) {
+    float fl = floorf(pos);
+    int i = (int)fl;
+    if (i < 0) { i0 = 0; i1 = 0; a = 0.0f; }
+    else if (i >= len - 1) { i0 = len - 1; i1 = len - 1; a = 0.0f; }
+    else { i0 = i; i1 = i + 1; a = __fsub_rn(pos, fl); }
+}
+
+__device__ __forceinline__ float lerp_ref(float p, float q, float a) {
+    // p + (q - p) * a, rounded as the CPU rounds it.
+    return __fadd_rn(p, __fmul_rn(__fsub_rn(q, p), a));
+}
+
+// RGB (0..255) at frame pixel (x, y), as cpu::Sampler::rgb.
+template <int FMT>
+__device__ __forceinline__ void sample_rgb(const u8* __restrict__ arena, const FrameDesc& f, u32 x, u32 y,
+                                           float& r, float& g, float& b) {
+    if (FMT == FMT_PACKED) {
+        const u8* p = arena + f.plane[0] + (u64)y * f.stride[0] + (u64)x * f.bpp;
+        r = (float)__ldg(p + f.rgb[0]);
+        g = (float)__ldg(p + f.rgb[1]);
+        b = (float)__ldg(p + f.rgb[2]);
+    } else {
+        float luma = __fsub_rn((float)__ldg(arena + f.plane[0] + (u64)y * f.stride[0] + x), f.y_off);
+        int cw = (int)((f.width + 1) / 2), ch = (int)((f.height + 1) / 2);
+        int x0, x1, y0, y1;
+        float ax, ay;
+        chroma_taps(__fsub_rn((float)x * 0.5f, f.x_shift), cw, x0, x1, ax);
+        chroma_taps(__fsub_rn((float)y * 0.5f, 0.25f), ch, y0, y1, ay);
+        const u8* up = arena + f.plane[1];
+        const u8* vp = (FMT == FMT_I420) ? arena + f.plane[2] : arena + f.plane[1] + 1;
+        const u32 step = (FMT == FMT_I420) ? 1 : 2;
+        const u32 cs = f.stride[1];
+        u32 o00 = (u32)y0 * cs + (u32)x0 * step, o01 = (u32)y0 * cs + (u32)x1 * step;
+        u32 o10 = (u32)y1 * cs + (u32)x0 * step, o11 = (u32)y1 * cs + (u32)x1 * step;
+        float t, bo;
+        t = lerp_ref((float)__ldg(up + o00), (float)__ldg(up + o01), ax);
+        bo = lerp_ref((float)__ldg(up + o10), (float)__ldg(up + o11), ax);
+        float cb = __fsub_rn(lerp_ref(t, bo, ay), 128.0f);
+        t = lerp_ref((float)__ldg(vp + o00), (float)__ldg(vp + o01), ax);
+        bo = lerp_ref((float)__ldg(vp + o10), (float)__ldg(vp + o11), ax);
+        float cr = __fsub_rn(lerp_ref(t, bo, ay), 128.0f);
+        r = fminf(fmaxf(__fadd_rn(__fadd_rn(__fmul_rn(f.m[0], luma), __fmul_rn(f.m[1], cb)), __fmul_rn(f.m[2], cr)), 0.0f), 255.0f);
+        g = fminf(fmaxf(__fadd_rn(__fadd_rn(__fmul_rn(f.m[3], luma), __fmul_rn(f.m[4], cb)), __fmul_rn(f.m[5], cr)), 0.0f), 255.0f);
+        b = fminf(fmaxf(__fadd_rn(__fadd_rn(__fmul_rn(f.m[6], luma), __fmul_rn(f.m[7], cb)), __fmul_rn(f.m[8], cr)), 0.0f), 255.0f);
+    }
+}
+
+// Output element writers.
+__device__ __forceinline__ void store(float* out, u64 i, float v) { out[i] = v; }
+__device__ __forceinline__ void store(u16* out, u64 i, float v) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    out[i] = h;
+}
+
+// Bilinear value of output pixel p (raster order) of crop c, normalized and stored.
+template <int FMT, typename OUT>
+__device__ __forceinline__ void bilinear_pixel(const u8* __restrict__ arena, const FrameDesc& f, const CropMeta& c,
+                                               u32 p, const Norm& n, OUT* __restrict__ out) {
+    u32 oy = p / c.out_w;
+    u32 ox = p - oy * c.out_w;
+    u32 x0, x1, y0, y1;
+    float ax, ay;
+    linear_taps(ox, c.w, c.out_w, x0, x1, ax);
+    linear_taps(oy, c.h, c.out_h, y0, y1, ay);
+    float v[4][3];
+    sample_rgb<FMT>(arena, f, c.x + x0, c.y + y0, v[0][0], v[0][1], v[0][2]);
+    sample_rgb<FMT>(arena, f, c.x + x1, c.y + y0, v[1][0], v[1][1], v[1][2]);
+    sample_rgb<FMT>(arena, f, c.x + x0, c.y + y1, v[2][0], v[2][1], v[2][2]);
+    sample_rgb<FMT>(arena, f, c.x + x1, c.y + y1, v[3][0], v[3][1], v[3][2]);
+    float rgb[3];
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        float top = lerp_ref(v[0][k], v[1][k], ax);
+        float bot = lerp_ref(v[2][k], v[3][k], ax);
+        rgb[k] = lerp_ref(top, bot, ay);
+    }
+    const u64 base = c.out_offset;
+    const u32 plane = c.out_w * c.out_h;
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        float s = n.bgr ? rgb[2 - k] : rgb[k];
+        float val = __fadd_rn(__fmul_rn(s, n.a[k]), n.b[k]);
+        u64 idx = n.nhwc ? base + (u64)p * 3 + k : base + (u64)k * plane + p;
+        store(out, idx, val);
+    }
+}

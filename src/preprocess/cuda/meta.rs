@@ -1,0 +1,161 @@
+//! Host mirrors of the structs in `kernels/common.cuh`, and packing of a batch's metadata into one
+//! byte buffer (uploaded with one copy).
+
+use cudarc::driver::DeviceRepr;
+
+use crate::batch::{BlockMeta, CropMeta};
+use crate::frame::{ChromaSite, Colorimetry, FrameLayout, PixelFormat};
+use crate::preprocess::{ChannelOrder, Layout, PreprocessConfig};
+
+/// Kernel input family: which sampler a kernel is specialised for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InputKind {
+    /// Planar YUV 4:2:0.
+    I420,
+    /// Semi-planar YUV 4:2:0.
+    Nv12,
+    /// Packed RGB, BGR, RGBA or BGRA.
+    Packed,
+}
+
+impl InputKind {
+    /// The family of a pixel format.
+    pub fn of(format: PixelFormat) -> Self {
+        match format {
+            PixelFormat::I420 => InputKind::I420,
+            PixelFormat::Nv12 => InputKind::Nv12,
+            _ => InputKind::Packed,
+        }
+    }
+}
+
+/// `FrameDesc` of `kernels/common.cuh`: one frame's planes inside the device frame arena.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FrameDesc {
+    /// Absolute byte offset of each plane in the arena.
+    pub plane: [u64; 3],
+    /// Row stride of each plane.
+    pub stride: [u32; 3],
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// 0 I420, 1 NV12, 2 packed.
+    pub format: u32,
+    /// Bytes per pixel (packed).
+    pub bpp: u32,
+    /// Byte index of R, G, B in a packed pixel.
+    pub rgb: [u32; 3],
+    /// Luma offset (YUV).
+    pub y_off: f32,
+    /// Row-major YUV to RGB matrix.
+    pub m: [f32; 9],
+    /// Horizontal chroma siting shift.
+    pub x_shift: f32,
+    /// Padding to 8 bytes.
+    pub pad: u32,
+}
+
+impl FrameDesc {
+    /// The descriptor of a frame whose buffer starts at arena byte `base`.
+    pub fn new(layout: &FrameLayout, colorimetry: &Colorimetry, base: u64) -> Self {
+        let (y_off, m) = colorimetry.yuv_to_rgb();
+        let format = match InputKind::of(layout.format) {
+            InputKind::I420 => 0,
+            InputKind::Nv12 => 1,
+            InputKind::Packed => 2,
+        };
+        FrameDesc {
+            plane: std::array::from_fn(|i| base + layout.offsets[i] as u64),
+            stride: layout.strides.map(|s| s as u32),
+            width: layout.width,
+            height: layout.height,
+            format,
+            bpp: layout.format.packed_bytes() as u32,
+            rgb: match layout.format {
+                PixelFormat::Bgr | PixelFormat::Bgra => [2, 1, 0],
+                _ => [0, 1, 2],
+            },
+            y_off,
+            m: [m[0][0], m[0][1], m[0][2], m[1][0], m[1][1], m[1][2], m[2][0], m[2][1], m[2][2]],
+            x_shift: match colorimetry.chroma_site {
+                ChromaSite::Center => 0.25,
+                ChromaSite::Left => 0.0,
+            },
+            pad: 0,
+        }
+    }
+}
+
+/// `Norm` of `kernels/common.cuh`: `out[k] = v[k] * a[k] + b[k]`, channel order and layout.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Norm {
+    /// Scale per output channel.
+    pub a: [f32; 3],
+    /// Offset per output channel.
+    pub b: [f32; 3],
+    /// 1 when output channel 0 is blue.
+    pub bgr: u32,
+    /// 1 for NHWC, 0 for NCHW.
+    pub nhwc: u32,
+}
+
+// SAFETY: plain `#[repr(C)]` data with the layout of the kernels' `Norm`, passed by value.
+unsafe impl DeviceRepr for Norm {}
+
+impl Norm {
+    /// The normalization of a preprocess configuration.
+    pub fn from_config(config: &PreprocessConfig) -> Self {
+        let aff = config.affine();
+        Norm {
+            a: aff.map(|(a, _)| a),
+            b: aff.map(|(_, b)| b),
+            bgr: (config.channels == ChannelOrder::Bgr) as u32,
+            nhwc: (config.layout == Layout::Nhwc) as u32,
+        }
+    }
+}
+
+/// Types whose bytes can be copied as they are (no padding, no pointers).
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]` with no padding bytes.
+pub unsafe trait Pod: Copy {}
+// SAFETY: all four are `#[repr(C)]` structs of 4- and 8-byte fields with no implicit padding.
+unsafe impl Pod for FrameDesc {}
+unsafe impl Pod for CropMeta {}
+unsafe impl Pod for BlockMeta {}
+unsafe impl Pod for u32 {}
+
+/// Append `items` to `buf` at a 16-byte aligned offset; returns that offset.
+pub fn push_aligned<T: Pod>(buf: &mut Vec<u8>, items: &[T]) -> usize {
+    let start = buf.len().next_multiple_of(16);
+    buf.resize(start, 0);
+    // SAFETY: `T: Pod` has no padding, so its bytes are initialized; the slice covers exactly `items`.
+    let bytes = unsafe { std::slice::from_raw_parts(items.as_ptr() as *const u8, std::mem::size_of_val(items)) };
+    buf.extend_from_slice(bytes);
+    start
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_desc_matches_the_kernel_header() {
+        assert_eq!(std::mem::size_of::<FrameDesc>(), 112);
+        assert_eq!(std::mem::size_of::<Norm>(), 32);
+        assert_eq!(std::mem::size_of::<CropMeta>(), 32);
+        assert_eq!(std::mem::size_of::<BlockMeta>(), 12);
+    }
+
+    #[test]
+    fn push_aligned_aligns() {
+        let mut b = vec![1u8; 3];
+        assert_eq!(push_aligned(&mut b, &[7u32, 8]), 16);
+        assert_eq!(b.len(), 24);
+        assert_eq!(&b[16..20], &7u32.to_ne_bytes());
+    }
+}

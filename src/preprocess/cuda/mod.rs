@@ -1,0 +1,717 @@
+//! The CUDA backend: the same crop + resize + colour conversion + normalization as the CPU backend
+//! (its reference semantics), as NVRTC-compiled kernels driven by the batch's Octopus block metadata.
+//!
+//! ```text
+//! ... ! preprocess backend=cuda size=64x64 ! classify ...
+//! ```
+//!
+//! Per batch: the frames are uploaded once (whole, or only the rows their crops touch when that moves
+//! fewer bytes) into a device frame arena; the frame descriptors, crops and blocks are packed into one
+//! host buffer and uploaded with one copy through pinned memory; one kernel launch writes every crop;
+//! the result stays on the device ([`Engine::output_f32`]) or is copied back for ONNX Runtime on the
+//! CPU. All buffers grow and are reused: no allocation per batch in steady state.
+//!
+//! The [`Engine`] also runs the baseline strategies A, B, D and E ([`Strategy`]) that
+//! `octopipe bench preprocess` compares against.
+
+pub mod kernels;
+pub mod meta;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError, LaunchConfig,
+    PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
+};
+use cudarc::nvrtc::Ptx;
+
+use super::{validate, Backend, PreprocessConfig, PreprocessError};
+use crate::batch::{BlockMeta, CropBatch, CropMeta};
+use crate::frame::{Colorimetry, FrameLayout, PixelFormat};
+use kernels::{Kernel, KernelError, Module};
+use meta::{push_aligned, FrameDesc, InputKind, Norm};
+
+/// Threads per block of the one-thread-per-pixel kernels (A, B, D, E).
+pub const FLAT_THREADS: u32 = 256;
+
+/// Errors of the CUDA layer.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    /// No driver library or no device: the caller should fall back to the CPU backend.
+    #[error("no usable GPU: {0}")]
+    Unavailable(String),
+    /// A kernel module failed to compile.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// A CUDA driver call failed.
+    #[error("CUDA driver: {0:?}")]
+    Driver(#[from] DriverError),
+    /// The batch does not suit the kernels.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<CudaError> for PreprocessError {
+    fn from(e: CudaError) -> Self {
+        PreprocessError::Cuda(e.to_string())
+    }
+}
+
+/// `Ok` when libcuda loads and reports at least one device; otherwise why not (for one log line).
+pub fn available() -> Result<(), String> {
+    // SAFETY: only tries to dlopen libcuda by its usual names.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err("libcuda.so not found (no NVIDIA driver)".into());
+    }
+    match CudaContext::device_count() {
+        Ok(n) if n > 0 => Ok(()),
+        Ok(_) => Err("the NVIDIA driver reports no GPU".into()),
+        Err(e) => Err(format!("the NVIDIA driver cannot start: {e:?}")),
+    }
+}
+
+/// How a batch's crops are mapped to GPU threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// A: a per-output-pixel table of crop indices (O(pixels) metadata).
+    Lut,
+    /// B: each thread binary-searches the crops' pixel prefix sums.
+    Bsearch,
+    /// C: Octopus block metadata, O(blocks), one launch.
+    Octopus,
+    /// D: one launch per crop.
+    PerCrop,
+    /// E: gather crops into a stack padded to the largest crop, then resize the stack.
+    Pad,
+}
+
+impl Strategy {
+    /// All strategies, A to E.
+    pub const ALL: [Strategy; 5] = [
+        Strategy::Lut,
+        Strategy::Bsearch,
+        Strategy::Octopus,
+        Strategy::PerCrop,
+        Strategy::Pad,
+    ];
+
+    /// Row label in reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            Strategy::Lut => "A lut",
+            Strategy::Bsearch => "B bsearch",
+            Strategy::Octopus => "C octopus",
+            Strategy::PerCrop => "D per-crop",
+            Strategy::Pad => "E pad",
+        }
+    }
+}
+
+/// Output element type of the kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutType {
+    /// 32-bit float.
+    #[default]
+    F32,
+    /// IEEE half, round to nearest even (strategy C only).
+    F16,
+}
+
+/// How frames reach the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UploadMode {
+    /// Rows when they move under half the bytes of whole frames, else whole frames.
+    #[default]
+    Auto,
+    /// Every frame whole, one copy per frame.
+    Whole,
+    /// Only the row ranges the frame's crops touch (chroma rows too), one copy per range and plane.
+    Rows,
+}
+
+/// One frame to upload: its geometry, colorimetry and host bytes (pinned or pageable).
+#[derive(Clone, Copy)]
+pub struct HostFrame<'a> {
+    /// Plane geometry.
+    pub layout: FrameLayout,
+    /// YUV to RGB conversion.
+    pub colorimetry: Colorimetry,
+    /// The bytes (at least `layout.size()`).
+    pub data: &'a [u8],
+}
+
+/// Where the parts of the packed metadata lie in the device metadata buffer.
+#[derive(Debug, Clone, Copy, Default)]
+struct MetaLayout {
+    frames: (usize, usize),
+    crops: (usize, usize),
+    blocks: (usize, usize),
+    table: (usize, usize),
+    first: (usize, usize),
+}
+
+/// Byte counts of the last batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransferStats {
+    /// Frame bytes copied to the device.
+    pub frame_bytes: usize,
+    /// Frame copies issued.
+    pub frame_copies: usize,
+    /// Metadata bytes copied to the device.
+    pub meta_bytes: usize,
+}
+
+fn grow<T: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    slot: &mut Option<CudaSlice<T>>,
+    len: usize,
+) -> Result<(), DriverError> {
+    if slot.as_ref().is_none_or(|s| s.len() < len) {
+        *slot = None;
+        *slot = Some(stream.alloc_zeros::<T>((len + len / 4).max(256))?);
+    }
+    Ok(())
+}
+
+/// Launch configuration of every kernel: `grid` blocks of `threads` threads, no dynamic shared memory.
+fn launch_config(grid: (u32, u32), threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (grid.0.max(1), grid.1.max(1), 1),
+        block_dim: (threads.clamp(32, 1024), 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// A CUDA context, one stream, the loaded kernels, and the reusable device and pinned buffers.
+pub struct Engine {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    arch: String,
+    modules: HashMap<Module, Arc<CudaModule>>,
+    funcs: HashMap<Kernel, CudaFunction>,
+    descs: Vec<FrameDesc>,
+    kind: Option<InputKind>,
+    host_meta: Vec<u8>,
+    pinned_meta: Option<PinnedHostSlice<u8>>,
+    rows: Vec<(usize, usize)>,
+    arena: Option<CudaSlice<u8>>,
+    meta: Option<CudaSlice<u8>>,
+    layout: MetaLayout,
+    out32: Option<CudaSlice<f32>>,
+    out16: Option<CudaSlice<u16>>,
+    pad: Option<CudaSlice<u8>>,
+    pad_dims: (u32, u32, u32),
+    /// Byte counts of the last upload.
+    pub stats: TransferStats,
+}
+
+impl Engine {
+    /// Open GPU `ordinal` and compile (or take from the cache) every kernel module for its
+    /// architecture. Errors with [`CudaError::Unavailable`] when there is no libcuda or no GPU.
+    pub fn new(ordinal: usize) -> Result<Self, CudaError> {
+        available().map_err(CudaError::Unavailable)?;
+        let ctx = CudaContext::new(ordinal)?;
+        let (major, minor) = ctx.compute_capability()?;
+        let arch = format!("compute_{major}{minor}");
+        let stream = ctx.new_stream()?;
+        let mut modules = HashMap::new();
+        for m in Module::ALL {
+            let ptx = kernels::cached_ptx(m, &arch)?;
+            modules.insert(m, ctx.load_module(Ptx::from_src(ptx))?);
+        }
+        Ok(Engine {
+            ctx,
+            stream,
+            arch,
+            modules,
+            funcs: HashMap::new(),
+            descs: Vec::new(),
+            kind: None,
+            host_meta: Vec::new(),
+            pinned_meta: None,
+            rows: Vec::new(),
+            arena: None,
+            meta: None,
+            layout: MetaLayout::default(),
+            out32: None,
+            out16: None,
+            pad: None,
+            pad_dims: (0, 0, 0),
+            stats: TransferStats::default(),
+        })
+    }
+
+    /// The CUDA context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream all work of this engine runs on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The virtual architecture the kernels were compiled for (`compute_90`).
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    /// The GPU's name.
+    pub fn device_name(&self) -> String {
+        self.ctx.name().unwrap_or_else(|_| "unknown GPU".into())
+    }
+
+    fn func(&mut self, k: Kernel) -> Result<CudaFunction, CudaError> {
+        if let Some(f) = self.funcs.get(&k) {
+            return Ok(f.clone());
+        }
+        let module = self.modules.get(&k.module()).ok_or_else(|| CudaError::Invalid(format!("{k:?}")))?;
+        let f = module.load_function(k.name())?;
+        self.funcs.insert(k, f.clone());
+        Ok(f)
+    }
+
+    /// Copy `frames` into the device arena (once each; whole or only the rows `crops` touch, see
+    /// [`UploadMode`]) and build their descriptors. All frames must share one [`InputKind`].
+    pub fn upload_frames(
+        &mut self,
+        frames: &[HostFrame<'_>],
+        crops: &[CropMeta],
+        mode: UploadMode,
+    ) -> Result<TransferStats, CudaError> {
+        self.descs.clear();
+        self.kind = None;
+        let mut total = 0usize;
+        let mut bases = Vec::with_capacity(frames.len());
+        for f in frames {
+            let kind = InputKind::of(f.layout.format);
+            if *self.kind.get_or_insert(kind) != kind {
+                return Err(CudaError::Invalid(format!(
+                    "frames of one batch must share one input kind; found {:?} and {kind:?}",
+                    self.kind
+                )));
+            }
+            if f.data.len() < f.layout.size() {
+                return Err(CudaError::Invalid(format!(
+                    "frame has {} bytes, its layout needs {}",
+                    f.data.len(),
+                    f.layout.size()
+                )));
+            }
+            bases.push(total);
+            self.descs.push(FrameDesc::new(&f.layout, &f.colorimetry, total as u64));
+            total = (total + f.layout.size()).next_multiple_of(256);
+        }
+        grow(&self.stream, &mut self.arena, total)?;
+        let arena = self.arena.as_mut().expect("grown above");
+        let mut stats = TransferStats::default();
+        for (i, f) in frames.iter().enumerate() {
+            let size = f.layout.size();
+            // Row ranges per plane: (plane offset, stride, first row, end row).
+            self.rows.clear();
+            collect_rows(&f.layout, crops.iter().filter(|c| c.frame as usize == i), &mut self.rows);
+            let row_bytes: usize = self.rows.iter().map(|r| r.1 - r.0).sum();
+            let use_rows = match mode {
+                UploadMode::Whole => false,
+                UploadMode::Rows => true,
+                UploadMode::Auto => row_bytes * 2 < size,
+            };
+            if use_rows {
+                for &(a, b) in &self.rows {
+                    let mut dst = arena.slice_mut(bases[i] + a..bases[i] + b);
+                    self.stream.memcpy_htod(&f.data[a..b], &mut dst)?;
+                    stats.frame_bytes += b - a;
+                    stats.frame_copies += 1;
+                }
+            } else {
+                let mut dst = arena.slice_mut(bases[i]..bases[i] + size);
+                self.stream.memcpy_htod(&f.data[..size], &mut dst)?;
+                stats.frame_bytes += size;
+                stats.frame_copies += 1;
+            }
+        }
+        self.stats.frame_bytes = stats.frame_bytes;
+        self.stats.frame_copies = stats.frame_copies;
+        Ok(stats)
+    }
+
+    /// Pack the frame descriptors (from the last [`Self::upload_frames`]), `crops`, and the
+    /// strategy's own metadata (blocks for C, a per-pixel table for A, prefix sums for A and B) into
+    /// one buffer and upload it with one copy through pinned memory. Returns the metadata bytes.
+    pub fn upload_meta(&mut self, strategy: Strategy, crops: &[CropMeta], blocks: &[BlockMeta]) -> Result<usize, CudaError> {
+        let buf = &mut self.host_meta;
+        buf.clear();
+        let mut l = MetaLayout::default();
+        let off = push_aligned(buf, &self.descs);
+        l.frames = (off, buf.len());
+        let off = push_aligned(buf, crops);
+        l.crops = (off, buf.len());
+        match strategy {
+            Strategy::Octopus => {
+                let off = push_aligned(buf, blocks);
+                l.blocks = (off, buf.len());
+            }
+            Strategy::Lut | Strategy::Bsearch => {
+                // Prefix sums of output pixels (ncrops + 1 entries), then for A the per-pixel table.
+                let start = buf.len().next_multiple_of(16);
+                buf.resize(start, 0);
+                let mut acc = 0u32;
+                buf.extend_from_slice(&acc.to_ne_bytes());
+                for c in crops {
+                    acc += c.out_pixels();
+                    buf.extend_from_slice(&acc.to_ne_bytes());
+                }
+                l.first = (start, buf.len());
+                if strategy == Strategy::Lut {
+                    let start = buf.len().next_multiple_of(16);
+                    buf.resize(start, 0);
+                    buf.reserve(acc as usize * 4);
+                    for (i, c) in crops.iter().enumerate() {
+                        let b = (i as u32).to_ne_bytes();
+                        for _ in 0..c.out_pixels() {
+                            buf.extend_from_slice(&b);
+                        }
+                    }
+                    l.table = (start, buf.len());
+                }
+            }
+            Strategy::PerCrop | Strategy::Pad => {}
+        }
+        let len = buf.len().max(16);
+        buf.resize(len, 0);
+        if self.pinned_meta.as_ref().is_none_or(|p| p.len() < len) {
+            // SAFETY: the pinned buffer is fully written below before any copy reads it.
+            self.pinned_meta = Some(unsafe { self.ctx.alloc_pinned::<u8>(len + len / 4) }?);
+        }
+        let pinned = self.pinned_meta.as_mut().expect("allocated above");
+        pinned.as_mut_slice()?[..len].copy_from_slice(&self.host_meta);
+        grow(&self.stream, &mut self.meta, len)?;
+        let meta = self.meta.as_mut().expect("grown above");
+        let src = pinned.as_slice()?;
+        self.stream.memcpy_htod(&src[..len], &mut meta.slice_mut(..len))?;
+        self.layout = l;
+        self.stats.meta_bytes = len;
+        Ok(len)
+    }
+
+    /// Make the output buffer hold at least `len` elements of `ty` (done by [`Self::launch`] too;
+    /// call it ahead to keep allocation out of timed regions).
+    pub fn reserve_output(&mut self, ty: OutType, len: usize) -> Result<(), CudaError> {
+        match ty {
+            OutType::F32 => grow(&self.stream, &mut self.out32, len)?,
+            OutType::F16 => grow(&self.stream, &mut self.out16, len)?,
+        }
+        Ok(())
+    }
+
+    /// Fill the output buffer with `value` (f32 bit pattern, or the f16 bits for [`OutType::F16`]):
+    /// used by tests to prove every element gets written.
+    pub fn poison_output(&mut self, ty: OutType, len: usize, bits: u32) -> Result<(), CudaError> {
+        self.reserve_output(ty, len)?;
+        match ty {
+            OutType::F32 => {
+                let v = vec![f32::from_bits(bits); len];
+                let out = self.out32.as_mut().expect("reserved");
+                self.stream.memcpy_htod(&v, &mut out.slice_mut(..len))?;
+            }
+            OutType::F16 => {
+                let v = vec![bits as u16; len];
+                let out = self.out16.as_mut().expect("reserved");
+                self.stream.memcpy_htod(&v, &mut out.slice_mut(..len))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Launch `strategy` over the crops of the last [`Self::upload_meta`]: `out_len` output elements,
+    /// `tile_pixels` as used to build the blocks (C), threads per block `threads` (C; others use
+    /// [`FLAT_THREADS`]). Asynchronous on [`Self::stream`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &mut self,
+        strategy: Strategy,
+        ty: OutType,
+        norm: Norm,
+        crops: &[CropMeta],
+        nblocks: usize,
+        tile_pixels: u32,
+        threads: u32,
+        out_len: usize,
+    ) -> Result<(), CudaError> {
+        let kind = self.kind.ok_or_else(|| CudaError::Invalid("no frames uploaded".into()))?;
+        if crops.is_empty() || out_len == 0 {
+            return Ok(());
+        }
+        if ty == OutType::F16 && strategy != Strategy::Octopus {
+            return Err(CudaError::Invalid("f16 output is implemented for strategy C only".into()));
+        }
+        // Bounds: every crop inside its frame and its output inside `out_len`.
+        for (i, c) in crops.iter().enumerate() {
+            let f = self.descs.get(c.frame as usize).ok_or_else(|| {
+                CudaError::Invalid(format!("crop {i} names frame {} of {}", c.frame, self.descs.len()))
+            })?;
+            if c.w == 0 || c.h == 0 || c.x + c.w > f.width || c.y + c.h > f.height || c.out_w == 0 || c.out_h == 0 {
+                return Err(CudaError::Invalid(format!("crop {i} does not fit its frame")));
+            }
+            if c.out_offset as usize + c.out_pixels() as usize * 3 > out_len {
+                return Err(CudaError::Invalid(format!("crop {i} output runs past {out_len} elements")));
+            }
+        }
+        if strategy == Strategy::Octopus && (nblocks == 0 || self.layout.blocks.1 - self.layout.blocks.0 != nblocks * 12) {
+            return Err(CudaError::Invalid(format!("{nblocks} blocks, metadata holds another count")));
+        }
+        self.reserve_output(ty, out_len)?;
+        let l = self.layout;
+        let ncrops = crops.len() as u32;
+        match strategy {
+            Strategy::Octopus => {
+                let k = match (kind, ty) {
+                    (InputKind::I420, OutType::F32) => Kernel::OctopusBilinearI420F32,
+                    (InputKind::Nv12, OutType::F32) => Kernel::OctopusBilinearNv12F32,
+                    (InputKind::Packed, OutType::F32) => Kernel::OctopusBilinearPackedF32,
+                    (InputKind::I420, OutType::F16) => Kernel::OctopusBilinearI420F16,
+                    (InputKind::Nv12, OutType::F16) => Kernel::OctopusBilinearNv12F16,
+                    (InputKind::Packed, OutType::F16) => Kernel::OctopusBilinearPackedF16,
+                };
+                let f = self.func(k)?;
+                let (arena, meta) = (self.arena.as_ref().expect("uploaded"), self.meta.as_ref().expect("uploaded"));
+                let (fr, cr, bl) = (
+                    meta.slice(l.frames.0..l.frames.1.max(l.frames.0 + 1)),
+                    meta.slice(l.crops.0..l.crops.1),
+                    meta.slice(l.blocks.0..l.blocks.1),
+                );
+                let cfg = launch_config((nblocks as u32, 1), threads);
+                let mut b = self.stream.launch_builder(&f);
+                b.arg(arena).arg(&fr).arg(&cr).arg(&bl).arg(&tile_pixels).arg(&norm);
+                match ty {
+                    OutType::F32 => b.arg(self.out32.as_mut().expect("reserved")),
+                    OutType::F16 => b.arg(self.out16.as_mut().expect("reserved")),
+                };
+                // SAFETY: argument types match the kernel's signature; blocks and crops were bounds
+                // checked above (each block's tiles lie in its crop by construction), frames lie in the arena.
+                unsafe { b.launch(cfg) }?;
+            }
+            Strategy::Lut | Strategy::Bsearch => {
+                let total: u32 = crops.iter().map(|c| c.out_pixels()).sum();
+                let k = match (strategy, kind) {
+                    (Strategy::Lut, InputKind::I420) => Kernel::LutBilinearI420F32,
+                    (Strategy::Lut, InputKind::Nv12) => Kernel::LutBilinearNv12F32,
+                    (Strategy::Lut, InputKind::Packed) => Kernel::LutBilinearPackedF32,
+                    (_, InputKind::I420) => Kernel::BsearchBilinearI420F32,
+                    (_, InputKind::Nv12) => Kernel::BsearchBilinearNv12F32,
+                    (_, InputKind::Packed) => Kernel::BsearchBilinearPackedF32,
+                };
+                let f = self.func(k)?;
+                let (arena, meta) = (self.arena.as_ref().expect("uploaded"), self.meta.as_ref().expect("uploaded"));
+                let (fr, cr, first) = (
+                    meta.slice(l.frames.0..l.frames.1),
+                    meta.slice(l.crops.0..l.crops.1),
+                    meta.slice(l.first.0..l.first.1),
+                );
+                let table = meta.slice(l.table.0..l.table.1.max(l.table.0 + 1));
+                let cfg = launch_config((total.div_ceil(FLAT_THREADS), 1), FLAT_THREADS);
+                let out = self.out32.as_mut().expect("reserved");
+                let mut b = self.stream.launch_builder(&f);
+                b.arg(arena).arg(&fr).arg(&cr);
+                if strategy == Strategy::Lut {
+                    b.arg(&table).arg(&first).arg(&total);
+                } else {
+                    b.arg(&first).arg(&ncrops);
+                }
+                b.arg(&norm).arg(out);
+                // SAFETY: argument types match; the table/prefix sums cover `total` pixels of checked crops.
+                unsafe { b.launch(cfg) }?;
+            }
+            Strategy::PerCrop => {
+                let k = match kind {
+                    InputKind::I420 => Kernel::PercropBilinearI420F32,
+                    InputKind::Nv12 => Kernel::PercropBilinearNv12F32,
+                    InputKind::Packed => Kernel::PercropBilinearPackedF32,
+                };
+                let f = self.func(k)?;
+                for (i, c) in crops.iter().enumerate() {
+                    self.launch_percrop(&f, l, i as u32, c.out_pixels(), norm)?;
+                }
+            }
+            Strategy::Pad => {
+                let (pw, ph) = crops.iter().fold((1, 1), |(w, h), c| (c.w.max(w), c.h.max(h)));
+                let maxpix = crops.iter().map(|c| c.out_pixels()).max().unwrap_or(1);
+                let need = crops.len() * pw as usize * ph as usize * 3;
+                grow(&self.stream, &mut self.pad, need)?;
+                self.pad_dims = (pw, ph, ncrops);
+                let k = match kind {
+                    InputKind::I420 => Kernel::PadGatherI420U8,
+                    InputKind::Nv12 => Kernel::PadGatherNv12U8,
+                    InputKind::Packed => Kernel::PadGatherPackedU8,
+                };
+                let gather = self.func(k)?;
+                let resize = self.func(Kernel::PadResizeRgbF32)?;
+                self.launch_pad(&gather, &resize, l, (pw, ph), ncrops, maxpix, norm)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn launch_percrop(&mut self, f: &CudaFunction, l: MetaLayout, ci: u32, pixels: u32, norm: Norm) -> Result<(), CudaError> {
+        let (arena, meta) = (self.arena.as_ref().expect("uploaded"), self.meta.as_ref().expect("uploaded"));
+        let (fr, cr) = (meta.slice(l.frames.0..l.frames.1), meta.slice(l.crops.0..l.crops.1));
+        let out = self.out32.as_mut().expect("reserved");
+        let cfg = launch_config((pixels.div_ceil(FLAT_THREADS), 1), FLAT_THREADS);
+        let mut b = self.stream.launch_builder(f);
+        b.arg(arena).arg(&fr).arg(&cr).arg(&ci).arg(&norm).arg(out);
+        // SAFETY: argument types match `percrop_bilinear_*`; crop `ci` was bounds checked by `launch`.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch_pad(
+        &mut self,
+        gather: &CudaFunction,
+        resize: &CudaFunction,
+        l: MetaLayout,
+        (pw, ph): (u32, u32),
+        ncrops: u32,
+        maxpix: u32,
+        norm: Norm,
+    ) -> Result<(), CudaError> {
+        let (arena, meta) = (self.arena.as_ref().expect("uploaded"), self.meta.as_ref().expect("uploaded"));
+        let (fr, cr) = (meta.slice(l.frames.0..l.frames.1), meta.slice(l.crops.0..l.crops.1));
+        let pad = self.pad.as_mut().expect("grown");
+        let cfg = launch_config(((pw * ph).div_ceil(FLAT_THREADS), ncrops), FLAT_THREADS);
+        let mut b = self.stream.launch_builder(gather);
+        b.arg(arena).arg(&fr).arg(&cr).arg(&pw).arg(&ph).arg(&mut *pad);
+        // SAFETY: argument types match `pad_gather_*`; the stack holds ncrops slots of pw x ph x 3 bytes.
+        unsafe { b.launch(cfg) }?;
+        let out = self.out32.as_mut().expect("reserved");
+        let cfg = launch_config((maxpix.div_ceil(FLAT_THREADS), ncrops), FLAT_THREADS);
+        let mut b = self.stream.launch_builder(resize);
+        b.arg(&*pad).arg(&cr).arg(&pw).arg(&ph).arg(&norm).arg(out);
+        // SAFETY: argument types match `pad_resize_rgb_f32`; reads stay inside each crop's slot.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// The device output of the last f32 launch (for a device-side consumer).
+    pub fn output_f32(&self) -> Option<&CudaSlice<f32>> {
+        self.out32.as_ref()
+    }
+
+    /// Copy the first `dst.len()` f32 outputs to `dst` (pinned or pageable) and wait for them.
+    pub fn download_f32(&mut self, dst: &mut [f32]) -> Result<(), CudaError> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let out = self.out32.as_ref().ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
+        self.stream.memcpy_dtoh(&out.slice(..dst.len()), dst)?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Copy the first `dst.len()` f16 outputs (as bits) to `dst` and wait for them.
+    pub fn download_f16(&mut self, dst: &mut [u16]) -> Result<(), CudaError> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let out = self.out16.as_ref().ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
+        self.stream.memcpy_dtoh(&out.slice(..dst.len()), dst)?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+}
+
+/// Byte ranges (relative to the frame buffer) of the rows `crops` touch, merged, per plane.
+fn collect_rows<'a>(layout: &FrameLayout, crops: impl Iterator<Item = &'a CropMeta>, out: &mut Vec<(usize, usize)>) {
+    let h = layout.height as usize;
+    let ch = h.div_ceil(2);
+    let mut spans: Vec<(usize, usize)> = crops.map(|c| (c.y as usize, (c.y + c.h) as usize)).collect();
+    spans.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+    for (a, b) in spans {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    let mut push = |plane: usize, rows: usize, a: usize, b: usize| {
+        let (a, b) = (a.min(rows), b.min(rows));
+        if a < b {
+            let (o, s) = (layout.offsets[plane], layout.strides[plane]);
+            out.push((o + a * s, o + b * s));
+        }
+    };
+    for &(a, b) in &merged {
+        push(0, h, a, b);
+        match layout.format {
+            // Chroma taps of rows a..b reach chroma rows floor(a/2 - 0.25) ..= floor((b-1)/2 - 0.25) + 1.
+            PixelFormat::I420 => {
+                push(1, ch, (a / 2).saturating_sub(1), b / 2 + 1);
+                push(2, ch, (a / 2).saturating_sub(1), b / 2 + 1);
+            }
+            PixelFormat::Nv12 => push(1, ch, (a / 2).saturating_sub(1), b / 2 + 1),
+            _ => {}
+        }
+    }
+}
+
+/// The CUDA preprocess backend: strategy C, frames uploaded once per batch, output copied back
+/// into `batch.tensor`.
+pub struct CudaBackend {
+    config: PreprocessConfig,
+    engine: Engine,
+}
+
+impl CudaBackend {
+    /// Open GPU 0 and compile the kernels. Errors (with the reason) when there is no libcuda, no
+    /// GPU, or a kernel does not compile: the caller falls back to the CPU backend.
+    pub fn new(config: PreprocessConfig) -> Result<CudaBackend, PreprocessError> {
+        let engine = Engine::new(0)?;
+        Ok(CudaBackend { config, engine })
+    }
+
+    /// The engine (device buffers, stream, device output).
+    pub fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
+        let len = batch.tensor_len(3);
+        batch.tensor.resize(len, 0.0);
+        validate(batch)?;
+        if batch.crops.is_empty() || batch.blocks.is_empty() {
+            return Ok(());
+        }
+        let frames: Vec<HostFrame<'_>> = batch
+            .frames
+            .iter()
+            .map(|f| HostFrame {
+                layout: f.layout,
+                colorimetry: f.colorimetry,
+                data: f.data().unwrap_or(&[]),
+            })
+            .collect();
+        let e = &mut self.engine;
+        e.upload_frames(&frames, &batch.crops, UploadMode::Auto)?;
+        e.upload_meta(Strategy::Octopus, &batch.crops, &batch.blocks)?;
+        let threads = batch.tile_pixels.clamp(32, 1024);
+        e.launch(
+            Strategy::Octopus,
+            OutType::F32,
+            Norm::from_config(&self.config),
+            &batch.crops,
+            batch.blocks.len(),
+            batch.tile_pixels,
+            threads,
+            len,
+        )?;
+        e.download_f32(&mut batch.tensor)?;
+        Ok(())
+    }
+}
