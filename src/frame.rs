@@ -423,6 +423,25 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// A frame holding `pixels` laid out as `layout`, arrived now.
+    pub fn new(stream: u32, seq: u64, source: &str, layout: FrameLayout, colorimetry: Colorimetry, pixels: PooledBuf) -> Self {
+        let now = Instant::now();
+        let mut times = FrameTimes::new(now);
+        times.mark(Mark::Decoded, now);
+        Frame {
+            stream,
+            seq,
+            pts: None,
+            source: Arc::from(source),
+            layout,
+            colorimetry,
+            pixels: Some(pixels),
+            detections: Vec::new(),
+            skipped: Vec::new(),
+            times,
+        }
+    }
+
     /// Pixel bytes, if still held.
     pub fn data(&self) -> Option<&[u8]> {
         self.pixels.as_deref()

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
-use octopipe::frame::{BufferPool, ChromaSite, Colorimetry, Frame, FrameLayout, PixelFormat, Range};
+use octopipe::frame::{
+    BufferPool, ChromaSite, Colorimetry, Frame, FrameLayout, Matrix, PixelFormat, Range,
+};
 use octopipe::source::{self, FrameSource, SourceConfig, SourceError, SourceKind};
 
 /// A folder under the system temp dir, removed when dropped.
@@ -107,13 +109,15 @@ fn test_source_formats() {
         assert_eq!((f.layout.offsets, f.layout.strides), expected, "{format}");
         let data = f.data().unwrap();
         match format {
-            // SMPTE bars start with 75% white: Y 180 in limited range, neutral chroma.
+            // SMPTE bars start with white: Y 235 in limited range, neutral chroma.
             PixelFormat::I420 | PixelFormat::Nv12 => {
-                assert_eq!(f.colorimetry, Colorimetry::BT601);
-                assert!((data[0] as i32 - 180).abs() <= 2, "Y {}", data[0]);
+                // No colorimetry in videotestsrc's caps: GStreamer's SD default, BT.601 limited.
+                assert_eq!(f.colorimetry.matrix, Matrix::Bt601);
+                assert_eq!(f.colorimetry.range, Range::Limited);
+                assert!((data[0] as i32 - 235).abs() <= 2, "Y {}", data[0]);
                 assert!((data[76800] as i32 - 128).abs() <= 2, "U {}", data[76800]);
             }
-            _ => assert!(data[..3].iter().all(|&v| (v as i32 - 191).abs() <= 2), "{:?}", &data[..3]),
+            _ => assert!(data[..3].iter().all(|&v| v >= 253), "{:?}", &data[..3]),
         }
     }
 }
@@ -275,7 +279,9 @@ fn h264_mp4() {
         assert_eq!(f.colorimetry.range, Range::Limited);
         assert_eq!(f.colorimetry.chroma_site, ChromaSite::Left);
     }
-    assert_eq!(frames[9].pts, Some(Duration::from_nanos(300_000_000)));
+    // x264enc's B-frames shift the first pts; the spacing is the frame rate's.
+    let span = frames[9].pts.unwrap() - frames[0].pts.unwrap();
+    assert!(span.abs_diff(Duration::from_millis(300)) < Duration::from_millis(1), "{span:?}");
 }
 
 #[test]
@@ -331,4 +337,20 @@ fn broken_image_is_named_after_the_good_ones() {
     let err = src.next_frame().err().expect("broken file");
     assert!(err.to_string().contains("2.jpg"), "{err}");
     assert!(src.next_frame().expect("after error").is_none());
+}
+#[test]
+fn zz_probe() {
+    let dir = TempDir::new("probe");
+    image::RgbImage::new(16, 16).save(dir.join("1.jpg")).unwrap();
+    let real = std::fs::read("/work/shared/data/visdrone/clip-9999999/images/9999999_00023_d_0000001.jpg").unwrap();
+    std::fs::write(dir.join("4.jpg"), &real[..300]).unwrap();
+    image::RgbImage::new(16, 16).save(dir.join("5.jpg")).unwrap();
+        let mut src = open(images(&dir.location())).expect("open");
+        loop {
+            match src.next_frame() {
+                Ok(Some(f)) => println!("frame {} {}x{}", f.source, f.layout.width, f.layout.height),
+                Ok(None) => { println!("eos"); break }
+                Err(e) => { println!("error {e:?}"); }
+            }
+        }
 }

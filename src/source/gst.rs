@@ -21,7 +21,7 @@
 //! each decoded frame is mapped back to its file through its pts.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -92,6 +92,9 @@ struct Images {
     framerate: f64,
     /// Index of the next image expected from the decoder.
     next: usize,
+    /// Index (buffer offset) of the image the decoder is working on, `u64::MAX` before the first:
+    /// an error on the bus is about this file.
+    decoding: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,6 +276,7 @@ impl GstSource {
                     kind,
                     framerate: config.framerate,
                     next: 0,
+                    decoding: Arc::new(AtomicU64::new(u64::MAX)),
                 };
                 feeder = Some(build_images(&pipeline, &appsink, &images)?);
                 Input::Images(images)
@@ -364,7 +368,15 @@ impl GstSource {
                         });
                     }
                     let debug = err.debug().map(|d| d.to_string());
-                    return Err(self.stream_error(err.error().to_string(), debug));
+                    let source_name = match &self.input {
+                        Input::Images(images) => images.decoding_name(),
+                        _ => self.name().to_string(),
+                    };
+                    return Err(SourceError::Stream {
+                        source_name,
+                        message: err.error().to_string(),
+                        debug,
+                    });
                 }
                 _ => {}
             }
@@ -423,7 +435,7 @@ impl GstSource {
                 (images.names[index].clone(), Colorimetry::JPEG)
             }
         };
-        let colorimetry = colorimetry(&info, fallback);
+        let colorimetry = colorimetry(&info, caps, fallback);
 
         let layout = FrameLayout::packed(format, info.width(), info.height());
         let mut pixels = self.pool.take(layout.size());
@@ -520,6 +532,15 @@ impl Images {
             return Err(self.no_frame(self.next, None));
         }
         Ok(index)
+    }
+
+    /// The file the decoder was working on (the folder or glob before the first).
+    fn decoding_name(&self) -> String {
+        let index = self.decoding.load(Ordering::SeqCst);
+        match usize::try_from(index).ok().and_then(|i| self.files.get(i)) {
+            Some(path) => path.display().to_string(),
+            None => self.location.clone(),
+        }
     }
 
     fn no_frame(&self, index: usize, debug: Option<String>) -> SourceError {
@@ -829,6 +850,16 @@ fn build_images(
         .add_many(elements)
         .and_then(|_| gst::Element::link_many(elements))
         .map_err(|e| link_error(&images.location, e))?;
+    // Note which file enters the decoder (the feeder sets each buffer's offset to its index).
+    if let Some(pad) = decoder.static_pad("sink") {
+        let decoding = images.decoding.clone();
+        pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+            if let Some(buffer) = info.buffer() {
+                decoding.store(buffer.offset(), Ordering::SeqCst);
+            }
+            gst::PadProbeReturn::Ok
+        });
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let error = Arc::new(Mutex::new(None));
@@ -934,13 +965,22 @@ fn video_default(height: u32) -> Colorimetry {
     }
 }
 
-/// The colorimetry in `info`, with what it leaves unknown taken from `fallback`.
+/// The colorimetry of `caps` (parsed into `info`), with what they leave unknown taken from `fallback`.
 ///
 /// Matrices octopipe has no coefficients for map to the closest one: FCC to BT.601 (nearly the
 /// same), SMPTE 240M and BT.2020 to BT.709 (240M is within 0.2% of it; BT.2020 content is HD
-/// material whose nearest supported matrix is 709). Chroma co-sited horizontally (MPEG-2, DV,
-/// "cosited") is `Left`; chroma centred (JPEG) is `Center`.
-fn colorimetry(info: &gst_video::VideoInfo, fallback: Colorimetry) -> Colorimetry {
+/// material whose nearest supported matrix is 709). Chroma co-sited horizontally (`mpeg2`, `dv`,
+/// `cosited`) is `Left`; chroma centred (`jpeg`) is `Center`.
+///
+/// The `chroma-site` field is read from the caps themselves: GStreamer 1.22's `VideoInfo` overwrites
+/// it with its default (centred below 720 lines, co-sited above) whenever the caps carry no
+/// `colorimetry`, and leaves it unknown when they carry a colorimetry but no chroma site (H.264 from
+/// `avdec_h264`); then `fallback` decides.
+fn colorimetry(
+    info: &gst_video::VideoInfo,
+    caps: &gst::CapsRef,
+    fallback: Colorimetry,
+) -> Colorimetry {
     use gst_video::{VideoChromaSite as Site, VideoColorMatrix as M, VideoColorRange as R};
     let c = info.colorimetry();
     let matrix = match c.matrix() {
@@ -953,7 +993,11 @@ fn colorimetry(info: &gst_video::VideoInfo, fallback: Colorimetry) -> Colorimetr
         R::Range16_235 => Range::Limited,
         _ => fallback.range,
     };
-    let site = info.chroma_site();
+    let site = caps
+        .structure(0)
+        .and_then(|s| s.get::<&str>("chroma-site").ok())
+        .map(Site::from_string)
+        .unwrap_or_else(|| info.chroma_site());
     let chroma_site = if site.contains(Site::H_COSITED) {
         ChromaSite::Left
     } else if site.is_empty() {

@@ -1,0 +1,407 @@
+//! The GPU rows of the preprocess benchmark, and the auto-tuner.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
+
+use super::{max_diff_255, median, prepare, BenchError, PreprocessBenchOptions, Prepared, Row, Workload};
+use crate::batch::{BlockMeta, CropMeta};
+use crate::preprocess::cuda::meta::Norm;
+use crate::preprocess::cuda::{available, CudaError, Engine, HostFrame, OutType, Strategy, UploadMode};
+use crate::preprocess::PreprocessConfig;
+
+/// Cut each crop's output into tiles of `tile` pixels and blocks of `per_block` tiles, as
+/// [`crate::batch::CropBatch::build_blocks`] does, into `out` (cleared first).
+pub(crate) fn build_blocks_into(crops: &[CropMeta], tile: u32, per_block: u32, out: &mut Vec<BlockMeta>) {
+    out.clear();
+    for (i, c) in crops.iter().enumerate() {
+        let tiles = c.out_pixels().div_ceil(tile);
+        let mut t = 0;
+        while t < tiles {
+            let end = (t + per_block).min(tiles);
+            out.push(BlockMeta {
+                crop: i as u32,
+                tile_begin: t,
+                tile_end: end,
+            });
+            t = end;
+        }
+    }
+}
+
+fn timing_event(e: &Engine) -> Result<CudaEvent, CudaError> {
+    // Timing must be asked for: cudarc's default event disables it.
+    Ok(e.context().new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
+}
+
+/// Median ms of `reps` runs of `f` on the engine's stream, timed with device events.
+fn time_kernel(
+    e: &mut Engine,
+    reps: usize,
+    mut f: impl FnMut(&mut Engine) -> Result<(), CudaError>,
+) -> Result<f64, CudaError> {
+    let (a, b) = (timing_event(e)?, timing_event(e)?);
+    f(e)?;
+    let mut t = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        a.record(e.stream())?;
+        f(e)?;
+        b.record(e.stream())?;
+        t.push(a.elapsed_ms(&b)? as f64);
+    }
+    Ok(median(&mut t))
+}
+
+/// Median ms of `reps` runs of `f` by the host clock, each ending with a stream synchronize.
+fn time_host(
+    e: &mut Engine,
+    reps: usize,
+    mut f: impl FnMut(&mut Engine) -> Result<(), CudaError>,
+) -> Result<f64, CudaError> {
+    f(e)?;
+    e.stream().synchronize()?;
+    let mut t = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let s = Instant::now();
+        f(e)?;
+        e.stream().synchronize()?;
+        t.push(s.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(median(&mut t))
+}
+
+/// Device-to-device copy bandwidth in GB/s (bytes read + bytes written), 256 MiB buffers.
+fn copy_bandwidth(e: &mut Engine) -> Result<f64, CudaError> {
+    let n = 256usize << 20;
+    let src: CudaSlice<u8> = e.stream().alloc_zeros(n)?;
+    let mut dst: CudaSlice<u8> = e.stream().alloc_zeros(n)?;
+    let ms = time_kernel(e, 20, |e| Ok(e.stream().memcpy_dtod(&src, &mut dst)?))?;
+    Ok(2.0 * n as f64 / (ms * 1e-3) / 1e9)
+}
+
+/// The GPU state of one benchmark run.
+pub(crate) struct GpuBench {
+    engines: [Engine; 2],
+    copy_gbps: f64,
+    reps: usize,
+}
+
+impl GpuBench {
+    pub(crate) fn new(opts: &PreprocessBenchOptions) -> Result<Self, String> {
+        available()?;
+        let mut e0 = Engine::new(0).map_err(|e| e.to_string())?;
+        let e1 = Engine::new(0).map_err(|e| e.to_string())?;
+        let copy_gbps = copy_bandwidth(&mut e0).map_err(|e| e.to_string())?;
+        Ok(GpuBench {
+            engines: [e0, e1],
+            copy_gbps,
+            reps: opts.gpu_reps.max(5),
+        })
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "GPU: {} ({}); device-to-device copy {:.0} GB/s (read + write, 256 MiB)",
+            self.engines[0].device_name(),
+            self.engines[0].arch(),
+            self.copy_gbps
+        )
+    }
+
+    pub(crate) fn run(&mut self, p: &Prepared, reference: &[f32], config: &PreprocessConfig) -> Result<Vec<Row>, BenchError> {
+        let w = p.workload;
+        let batch = &p.batch;
+        let norm = Norm::from_config(config);
+        let out_len = batch.tensor_len(3);
+        let out_bytes = (out_len * 4) as u64;
+        let read_bytes: u64 = batch
+            .crops
+            .iter()
+            .map(|c| {
+                let f = &batch.frames[c.frame as usize].layout;
+                let px = c.w as u64 * c.h as u64;
+                if f.format.is_yuv() { px * 3 / 2 } else { px * f.format.packed_bytes() as u64 }
+            })
+            .sum();
+        // Frames in pinned host memory, as a decoder writing to pinned buffers would leave them.
+        let e = &mut self.engines[0];
+        let mut pinned: Vec<PinnedHostSlice<u8>> = Vec::new();
+        for f in &batch.frames {
+            let d = f.data().unwrap_or(&[]);
+            // SAFETY: filled completely right below.
+            let mut ph = unsafe { e.context().alloc_pinned_with_flags::<u8>(d.len(), 0) }.map_err(CudaError::from)?;
+            ph.as_mut_slice().map_err(CudaError::from)?.copy_from_slice(d);
+            pinned.push(ph);
+        }
+        let mut host_out = unsafe { e.context().alloc_pinned_with_flags::<f32>(out_len.max(1), 0) }.map_err(CudaError::from)?;
+        let slices: Vec<&[u8]> = pinned.iter().map(|p| p.as_slice()).collect::<Result<_, _>>().map_err(CudaError::from)?;
+        let frames: Vec<HostFrame<'_>> = batch
+            .frames
+            .iter()
+            .zip(&slices)
+            .map(|(f, d)| HostFrame {
+                layout: f.layout,
+                colorimetry: f.colorimetry,
+                data: d,
+            })
+            .collect();
+        let crops = &batch.crops;
+        let tile = batch.tile_pixels;
+        let per_block = crate::batch::DEFAULT_TILES_PER_BLOCK;
+        let mut rows = Vec::new();
+        let mut blocks = Vec::new();
+        let mut out = vec![0f32; out_len];
+        for s in Strategy::ALL {
+            let heavy = matches!(s, Strategy::Lut | Strategy::Pad) || crops.len() > 100;
+            let reps = if heavy { self.reps.min(20) } else { self.reps };
+            let e = &mut self.engines[0];
+            build_blocks_into(crops, tile, per_block, &mut blocks);
+            let whole = e.upload_frames(&frames, crops, UploadMode::Whole)?;
+            let meta_bytes = e.upload_meta(s, crops, &blocks)?;
+            e.poison_output(OutType::F32, out_len, f32::NAN.to_bits())?;
+            let nb = blocks.len();
+            e.launch(s, OutType::F32, norm, crops, nb, tile, tile, out_len)?;
+            e.download_f32(&mut out)?;
+            let diff = max_diff_255(&out, reference, config);
+            let kernel = time_kernel(e, reps, |e| e.launch(s, OutType::F32, norm, crops, nb, tile, tile, out_len))?;
+            let e2e = time_host(e, reps, |e| {
+                build_blocks_into(crops, tile, per_block, &mut blocks);
+                e.upload_meta(s, crops, &blocks)?;
+                e.launch(s, OutType::F32, norm, crops, blocks.len(), tile, tile, out_len)
+            })?;
+            let mut upload = |mode: UploadMode, back: bool, e: &mut Engine| {
+                time_host(e, reps, |e| {
+                    e.upload_frames(&frames, crops, mode)?;
+                    build_blocks_into(crops, tile, per_block, &mut blocks);
+                    e.upload_meta(s, crops, &blocks)?;
+                    e.launch(s, OutType::F32, norm, crops, blocks.len(), tile, tile, out_len)?;
+                    if back {
+                        e.download_f32_pinned(&mut host_out, out_len)?;
+                    }
+                    Ok(())
+                })
+            };
+            let up_whole = upload(UploadMode::Whole, false, e)?;
+            let rows_stats = e.upload_frames(&frames, crops, UploadMode::Rows)?;
+            let up_rows = upload(UploadMode::Rows, false, e)?;
+            let best = if up_rows < up_whole { UploadMode::Rows } else { UploadMode::Whole };
+            let back = upload(best, true, e)?;
+            let gbps = out_bytes as f64 / (kernel * 1e-3) / 1e9;
+            rows.push(Row {
+                workload: w.name().into(),
+                name: s.label().into(),
+                kernel_ms: Some(kernel),
+                e2e_ms: Some(e2e),
+                e2e_upload_ms: Some(up_whole.min(up_rows)),
+                e2e_back_ms: Some(back),
+                bytes: Some(out_bytes + read_bytes + meta_bytes as u64),
+                meta_bytes: Some(meta_bytes as u64),
+                gbps: Some(gbps),
+                of_copy: Some(gbps / self.copy_gbps),
+                max_diff: Some(diff),
+                note: format!(
+                    "upload whole {:.4} ms ({} B, {} copies), rows {:.4} ms ({} B, {} copies)",
+                    up_whole, whole.frame_bytes, whole.frame_copies, up_rows, rows_stats.frame_bytes, rows_stats.frame_copies
+                ),
+            });
+        }
+        // Strategy C with f16 output.
+        {
+            let e = &mut self.engines[0];
+            build_blocks_into(crops, tile, per_block, &mut blocks);
+            e.upload_frames(&frames, crops, UploadMode::Whole)?;
+            let meta_bytes = e.upload_meta(Strategy::Octopus, crops, &blocks)?;
+            let nb = blocks.len();
+            e.poison_output(OutType::F16, out_len, 0x7e00)?;
+            e.launch(Strategy::Octopus, OutType::F16, norm, crops, nb, tile, tile, out_len)?;
+            let mut h = vec![0u16; out_len];
+            e.download_f16(&mut h)?;
+            let as32: Vec<f32> = h.iter().map(|&b| f16_to_f32(b)).collect();
+            let diff = max_diff_255(&as32, reference, config);
+            let kernel = time_kernel(e, self.reps, |e| {
+                e.launch(Strategy::Octopus, OutType::F16, norm, crops, nb, tile, tile, out_len)
+            })?;
+            let bytes = (out_len * 2) as u64;
+            let gbps = bytes as f64 / (kernel * 1e-3) / 1e9;
+            rows.push(Row {
+                workload: w.name().into(),
+                name: "C octopus f16".into(),
+                kernel_ms: Some(kernel),
+                bytes: Some(bytes + read_bytes + meta_bytes as u64),
+                meta_bytes: Some(meta_bytes as u64),
+                gbps: Some(gbps),
+                of_copy: Some(gbps / self.copy_gbps),
+                max_diff: Some(diff),
+                note: "f16 output (diff includes f16 rounding)".into(),
+                ..Row::default()
+            });
+        }
+        if w == Workload::Streams16 {
+            rows.push(self.overlap_row(&frames, crops, norm, reference, config)?);
+        }
+        Ok(rows)
+    }
+
+    /// streams16 as 16 one-frame batches on two engines (two streams): the upload of batch k+1
+    /// overlaps the kernel of batch k. Reports ms per frame including the copy back.
+    fn overlap_row(
+        &mut self,
+        frames: &[HostFrame<'_>],
+        crops: &[CropMeta],
+        norm: Norm,
+        reference: &[f32],
+        config: &PreprocessConfig,
+    ) -> Result<Row, BenchError> {
+        let n = frames.len();
+        let per: Vec<Vec<CropMeta>> = (0..n)
+            .map(|f| {
+                let mine: Vec<CropMeta> = crops.iter().filter(|c| c.frame as usize == f).copied().collect();
+                let base = mine.first().map(|c| c.out_offset).unwrap_or(0);
+                mine.into_iter()
+                    .map(|c| CropMeta {
+                        frame: 0,
+                        out_offset: c.out_offset - base,
+                        ..c
+                    })
+                    .collect()
+            })
+            .collect();
+        let lens: Vec<usize> = per.iter().map(|c| c.last().map(|c| (c.out_offset + c.out_pixels() * 3) as usize).unwrap_or(0)).collect();
+        let maxlen = lens.iter().copied().max().unwrap_or(1).max(1);
+        let ctx = self.engines[0].context().clone();
+        let mut outs: Vec<PinnedHostSlice<f32>> = (0..n)
+            .map(|_| unsafe { ctx.alloc_pinned_with_flags::<f32>(maxlen, 0) })
+            .collect::<Result<_, _>>()
+            .map_err(CudaError::from)?;
+        let tile = crate::batch::DEFAULT_TILE_PIXELS;
+        let mut blocks = [Vec::new(), Vec::new()];
+        for e in &mut self.engines {
+            e.reserve_output(OutType::F32, maxlen)?;
+        }
+        let mut run = |engines: &mut [Engine; 2]| -> Result<f64, CudaError> {
+            let s = Instant::now();
+            for k in 0..n {
+                let e = &mut engines[k % 2];
+                let b = &mut blocks[k % 2];
+                e.upload_frames(&frames[k..k + 1], &per[k], UploadMode::Auto)?;
+                build_blocks_into(&per[k], tile, crate::batch::DEFAULT_TILES_PER_BLOCK, b);
+                e.upload_meta(Strategy::Octopus, &per[k], b)?;
+                e.launch(Strategy::Octopus, OutType::F32, norm, &per[k], b.len(), tile, tile, lens[k])?;
+                e.download_f32_pinned(&mut outs[k], lens[k])?;
+            }
+            for e in engines.iter() {
+                e.stream().synchronize()?;
+            }
+            Ok(s.elapsed().as_secs_f64() * 1e3)
+        };
+        run(&mut self.engines)?;
+        let mut t: Vec<f64> = (0..self.reps.min(50)).map(|_| run(&mut self.engines)).collect::<Result<_, _>>()?;
+        let total = median(&mut t);
+        // Parity of the last run.
+        let mut got = Vec::with_capacity(reference.len());
+        for (k, o) in outs.iter().enumerate() {
+            got.extend_from_slice(&o.as_slice().map_err(CudaError::from)?[..lens[k]]);
+        }
+        Ok(Row {
+            workload: "streams16".into(),
+            name: "C octopus 2 streams".into(),
+            e2e_back_ms: Some(total / n as f64),
+            max_diff: Some(max_diff_255(&got, reference, config)),
+            note: format!("16 one-frame batches alternating on 2 streams, total {total:.4} ms; ms per frame, upload (auto) + meta + kernel + copy back"),
+            ..Row::default()
+        })
+    }
+}
+
+/// IEEE half bits to f32.
+pub fn f16_to_f32(h: u16) -> f32 {
+    let s = ((h >> 15) as u32) << 31;
+    let e = ((h >> 10) & 0x1f) as i32;
+    let m = (h & 0x3ff) as u32;
+    let bits = if e == 0 {
+        if m == 0 {
+            s
+        } else {
+            // Subnormal: value = m * 2^-24.
+            return f32::from_bits(s) + (if s != 0 { -1.0 } else { 1.0 }) * m as f32 * (2.0f32).powi(-24);
+        }
+    } else if e == 31 {
+        s | 0x7f80_0000 | (m << 13)
+    } else {
+        s | (((e - 15 + 127) as u32) << 23) | (m << 13)
+    };
+    f32::from_bits(bits)
+}
+
+/// Options of `octopipe probe`.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeOptions {
+    /// Shared data root (real box sizes).
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Pick the strategy and tile size for the present GPU: micro-benchmarks of strategies B and C
+/// (C at several tile sizes and tiles per block) on drone28-shaped and crops1000-shaped batches
+/// (224x224 outputs, I420). Returns a report whose last line is the choice; the timed part stays
+/// under about 100 ms.
+pub fn probe(opts: &ProbeOptions) -> Result<String, BenchError> {
+    available().map_err(|e| BenchError::Options(format!("no GPU to probe: {e}")))?;
+    let t0 = Instant::now();
+    let mut e = Engine::new(0)?;
+    let setup = t0.elapsed();
+    let bopts = PreprocessBenchOptions {
+        data_dir: opts.data_dir.clone(),
+        ..Default::default()
+    };
+    let mut report = String::new();
+    let _ = writeln!(report, "GPU: {} ({}), kernels ready in {:.1} ms", e.device_name(), e.arch(), setup.as_secs_f64() * 1e3);
+    let start = Instant::now();
+    let norm = Norm::from_config(&super::bench_config(&bopts));
+    let mut best: Option<(f64, String)> = None;
+    let mut scores: Vec<((u32, u32), f64)> = Vec::new();
+    for w in [Workload::Drone28, Workload::Crops1000] {
+        let mut p = prepare(w, &bopts);
+        // Keep the probe cheap: a 200-crop slice stands in for crops1000.
+        p.batch.crops.truncate(200);
+        let frames: Vec<HostFrame<'_>> = p
+            .batch
+            .frames
+            .iter()
+            .map(|f| HostFrame {
+                layout: f.layout,
+                colorimetry: f.colorimetry,
+                data: f.data().unwrap_or(&[]),
+            })
+            .collect();
+        let crops = &p.batch.crops;
+        let out_len = p.batch.tensor_len(3);
+        e.upload_frames(&frames, crops, UploadMode::Whole)?;
+        let mut blocks = Vec::new();
+        for tile in [128u32, 256, 512] {
+            for per in [1u32, 2, 4, 8] {
+                build_blocks_into(crops, tile, per, &mut blocks);
+                e.upload_meta(Strategy::Octopus, crops, &blocks)?;
+                let nb = blocks.len();
+                let ms = time_kernel(&mut e, 5, |e| e.launch(Strategy::Octopus, OutType::F32, norm, crops, nb, tile, tile, out_len))?;
+                match scores.iter_mut().find(|(k, _)| *k == (tile, per)) {
+                    Some((_, s)) => *s += ms,
+                    None => scores.push(((tile, per), ms)),
+                }
+                let _ = writeln!(report, "{:>9} C tile {tile:>3} x {per} per block: {ms:.4} ms", w.name());
+            }
+        }
+        e.upload_meta(Strategy::Bsearch, crops, &[])?;
+        let ms = time_kernel(&mut e, 5, |e| e.launch(Strategy::Bsearch, OutType::F32, norm, crops, 0, 256, 256, out_len))?;
+        let _ = writeln!(report, "{:>9} B bsearch: {ms:.4} ms", w.name());
+        if best.as_ref().is_none_or(|(b, _)| ms < *b) && w == Workload::Drone28 {
+            best = Some((ms, "B".into()));
+        }
+    }
+    let ((tile, per), total) = scores.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap_or(((256, 4), 0.0));
+    let _ = writeln!(report, "probe took {:.1} ms (timed part)", start.elapsed().as_secs_f64() * 1e3);
+    let _ = writeln!(report, "choice: strategy C, tile-pixels={tile} tiles-per-block={per} (sum of medians {total:.4} ms)");
+    Ok(report)
+}

@@ -1,0 +1,83 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The project root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Under CI a missing prerequisite is a failure, elsewhere a printed skip.
+pub fn skip(reason: &str) -> bool {
+    if std::env::var_os("CI").is_some() {
+        panic!("prerequisite missing under CI: {reason}");
+    }
+    eprintln!("SKIPPED: {reason}");
+    true
+}
+
+/// The shared data folder (`$OCTOPIPE_DATA`, default `../shared/data`), if present.
+pub fn shared_data() -> Option<PathBuf> {
+    let dir = std::env::var_os("OCTOPIPE_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("../shared/data"));
+    if dir.join("visdrone/clip-9999999/images").is_dir() {
+        Some(dir)
+    } else {
+        skip(&format!("shared data not found at {} (set OCTOPIPE_DATA)", dir.display()));
+        None
+    }
+}
+
+/// Whether ONNX Runtime loads (`ORT_DYLIB_PATH`); prints why not.
+pub fn ort_ready() -> bool {
+    match octopipe::classify::environment() {
+        Ok(_) => true,
+        Err(e) => !skip(&format!("ONNX Runtime not available: {e}")),
+    }
+}
+
+/// VisDrone category -> class of the shared and demo classifiers
+/// (person, two-wheeler, car, large-vehicle).
+pub fn class_of(category: u64) -> Option<u64> {
+    match category {
+        1 | 2 => Some(0),
+        3 | 7 | 8 | 10 => Some(1),
+        4 => Some(2),
+        5 | 6 | 9 => Some(3),
+        _ => None,
+    }
+}
+
+/// Parse a JSONL file into objects.
+pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line {l:?}: {e}")))
+        .collect()
+}
+
+/// (labelled right, total) of JSONL objects against their annotation categories.
+pub fn accuracy(objects: &[serde_json::Value]) -> (usize, usize) {
+    let right = objects
+        .iter()
+        .filter(|o| class_of(o["category"].as_u64().unwrap()) == o["class_id"].as_u64())
+        .count();
+    (right, objects.len())
+}
+
+/// Variables for a description.
+pub fn vars(pairs: &[(&str, &Path)]) -> HashMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.display().to_string())).collect()
+}
+
+/// A fresh temporary folder for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("octopipe-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,0 +1,137 @@
+//! The whole pipeline, end to end, through the library API and the pipeline files.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use octopipe::describe;
+use octopipe::runner::{Outcome, Pipeline};
+
+fn run_file(pipe: &str, vars: &[(&str, &Path)]) -> Outcome {
+    let text = std::fs::read_to_string(common::root().join(pipe)).unwrap();
+    let desc = describe::parse(pipe, &text, &common::vars(vars)).unwrap();
+    let config = describe::build(&desc).unwrap();
+    Pipeline::build(config).unwrap().run()
+}
+
+#[test]
+fn visdrone_clip_is_labelled_like_the_reference() {
+    let Some(data) = common::shared_data() else { return };
+    if !common::ort_ready() {
+        return;
+    }
+    let out = common::temp_dir("clip").join("objects.jsonl");
+    let outcome = run_file(
+        "pipelines/visdrone-classify.pipe",
+        &[
+            ("root", &data.join("visdrone/clip-9999999")),
+            ("model", &data.join("models/visdrone-crops-64.onnx")),
+            ("out", &out),
+        ],
+    );
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let r = &outcome.report;
+    assert_eq!((r.frames_in, r.processed, r.dropped_total()), (34, 34, 0));
+    assert_eq!(r.objects, 2012, "the clip has 2,012 classifiable objects");
+    let objects = common::read_jsonl(&out);
+    assert_eq!(objects.len(), 2012);
+    let first = &objects[0];
+    assert_eq!(first["source"], "9999999_00023_d_0000001.jpg");
+    assert_eq!(first["frame"], 0);
+    assert_eq!(first["pts_ms"], 0.0);
+    assert!(first["bbox"].as_array().unwrap().len() == 4 && first["label"].is_string() && first["score"].is_f64());
+    let (right, total) = common::accuracy(&objects);
+    let share = right as f64 / total as f64;
+    eprintln!("clip: {right}/{total} labelled right ({:.2}%)", share * 100.0);
+    assert!(share >= 0.98, "only {:.2}% labelled right (reference preprocessing: 99.2%)", share * 100.0);
+}
+
+/// Generate a few frames of the project's own synthetic demo (needs python3 with numpy and onnx).
+fn demo_data(frames: u32) -> Option<std::path::PathBuf> {
+    let dir = common::temp_dir(&format!("demo{frames}"));
+    let status = Command::new("python3")
+        .arg(common::root().join("scripts/make_demo.py"))
+        .arg(&dir)
+        .args(["--frames", &frames.to_string(), "--width", "640", "--height", "360"])
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(dir),
+        other => {
+            common::skip(&format!("scripts/make_demo.py failed ({other:?}): pip install -r scripts/requirements.txt"));
+            None
+        }
+    }
+}
+
+#[test]
+fn synthetic_demo_scene_is_labelled_right_and_accounted_for() {
+    if !common::ort_ready() {
+        return;
+    }
+    let Some(dir) = demo_data(6) else { return };
+    let out = dir.join("objects.jsonl");
+    let outcome = run_file(
+        "pipelines/visdrone-classify.pipe",
+        &[("root", &dir), ("model", &dir.join("model.onnx")), ("out", &out)],
+    );
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let r = &outcome.report;
+    assert_eq!((r.frames_in, r.processed), (6, 6));
+    let objects = common::read_jsonl(&out);
+    assert_eq!(objects.len() as u64, r.objects);
+    let skipped: u64 = r.skipped.iter().map(|(_, n)| n).sum();
+    let annotated: usize = std::fs::read_dir(dir.join("annotations"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap().lines().count())
+        .sum();
+    assert_eq!(r.objects + skipped, annotated as u64, "objects in = classified + skipped");
+    let (right, total) = common::accuracy(&objects);
+    assert!(right * 100 >= total * 95, "demo: {right}/{total} labelled right");
+}
+
+#[test]
+fn a_stage_failing_mid_run_stops_the_pipeline_cleanly() {
+    if !common::ort_ready() {
+        return;
+    }
+    let Some(dir) = demo_data(5) else { return };
+    // Frame 3 has no annotation file: the boxes stage fails there.
+    std::fs::remove_file(dir.join("annotations/frame_00003.txt")).unwrap();
+    let out = dir.join("objects.jsonl");
+    let outcome = run_file(
+        "pipelines/visdrone-classify.pipe",
+        &[("root", &dir), ("model", &dir.join("model.onnx")), ("out", &out)],
+    );
+    let err = outcome.error.expect("the run must fail").to_string();
+    assert!(err.contains("frame_00003.txt") && err.contains("no annotation file"), "{err}");
+    let r = &outcome.report;
+    assert_eq!(r.processed, 2, "frames before the damage are kept");
+    assert_eq!(r.processed + r.dropped_total(), r.frames_in, "{r}");
+    let frames: Vec<u64> = common::read_jsonl(&out).iter().map(|o| o["frame"].as_u64().unwrap()).collect();
+    assert!(!frames.is_empty() && frames.iter().all(|f| *f < 2), "{frames:?}");
+}
+
+#[test]
+fn testsrc_with_synthetic_boxes_runs_without_any_files() {
+    if !common::ort_ready() {
+        return;
+    }
+    let Some(dir) = demo_data(1) else { return };
+    let out = dir.join("t.jsonl");
+    let text = format!(
+        "testsrc width=320 height=240 num-buffers=7 format=nv12 ! boxes format=synthetic count=5 seed=3 \
+         ! batch max-frames=2 ! classify model={} ! jsonl location={}",
+        dir.join("model.onnx").display(),
+        out.display()
+    );
+    let config = describe::build(&describe::parse("<test>", &text, &Default::default()).unwrap()).unwrap();
+    let outcome = Pipeline::build(config).unwrap().run();
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!((outcome.report.frames_in, outcome.report.processed), (7, 7));
+    let objects = common::read_jsonl(&out);
+    assert_eq!(objects.len(), 35);
+    let frames: Vec<u64> = objects.iter().map(|o| o["frame"].as_u64().unwrap()).collect();
+    assert!(frames.windows(2).all(|w| w[0] <= w[1]), "frame order kept: {frames:?}");
+    assert_eq!(objects[0]["source"], "videotestsrc pattern=smpte");
+}

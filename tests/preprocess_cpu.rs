@@ -1,0 +1,319 @@
+//! CPU preprocess backend against OpenCV-made golden values and a plain f64 reference.
+
+use octopipe::batch::CropBatch;
+use octopipe::detect::Detection;
+use octopipe::frame::{ChromaSite, Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
+use octopipe::preprocess::cpu::CpuBackend;
+use octopipe::preprocess::{Backend, ChannelOrder, Layout, PreprocessConfig};
+
+/// Settings that leave values on the 0..255 scale.
+fn raw_config(layout: Layout, channels: ChannelOrder) -> PreprocessConfig {
+    PreprocessConfig {
+        mean: [0.0; 3],
+        std: [1.0; 3],
+        scale: 1.0,
+        layout,
+        channels,
+        threads: 2,
+        ..PreprocessConfig::default()
+    }
+}
+
+fn det(b: [u32; 4]) -> Detection {
+    Detection {
+        bbox: b,
+        category: 4,
+        score: 1.0,
+        track: None,
+    }
+}
+
+/// One-frame batch with the given boxes, each resized to its own size.
+fn batch(frame: Frame, boxes: &[([u32; 4], (u32, u32))]) -> CropBatch {
+    let mut b = CropBatch::default();
+    // Frames of one size per push; ragged sizes go in as separate pushes of the same pixels.
+    let mut frame = Some(frame);
+    for (i, (bx, (ow, oh))) in boxes.iter().enumerate() {
+        let mut f = match frame.take() {
+            Some(f) => f,
+            None => clone_frame(&b.frames[0], i as u64),
+        };
+        f.detections = vec![det(*bx)];
+        b.push_frame(f, *ow, *oh, 3);
+    }
+    b.build_blocks(64, 2);
+    b
+}
+
+fn clone_frame(f: &Frame, seq: u64) -> Frame {
+    Frame::new(
+        0,
+        seq,
+        "clone",
+        f.layout,
+        f.colorimetry,
+        PooledBuf::unpooled(f.data().unwrap().to_vec()),
+    )
+}
+
+#[derive(serde::Deserialize)]
+struct Golden {
+    image: GoldenImage,
+    cases: Vec<GoldenCase>,
+}
+
+#[derive(serde::Deserialize)]
+struct GoldenImage {
+    width: u32,
+    height: u32,
+    data: Vec<u8>,
+}
+
+#[derive(serde::Deserialize)]
+struct GoldenCase {
+    name: String,
+    #[serde(rename = "box")]
+    bbox: [u32; 4],
+    out: [u32; 2],
+    values: Vec<f64>,
+    values_u8: Option<Vec<u8>>,
+}
+
+#[test]
+fn matches_opencv_inter_linear_golden_values() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/resize.json")).unwrap();
+    let g: Golden = serde_json::from_str(&text).unwrap();
+    let layout = FrameLayout::packed(PixelFormat::Rgb, g.image.width, g.image.height);
+    let frame = Frame::new(0, 0, "golden", layout, Colorimetry::default(), PooledBuf::unpooled(g.image.data));
+    let boxes: Vec<_> = g.cases.iter().map(|c| (c.bbox, (c.out[0], c.out[1]))).collect();
+    let mut b = batch(frame, &boxes);
+    let mut cpu = CpuBackend::new(raw_config(Layout::Nhwc, ChannelOrder::Rgb)).unwrap();
+    cpu.run(&mut b).unwrap();
+    for (case, crop) in g.cases.iter().zip(&b.crops) {
+        let out = &b.tensor[crop.out_offset as usize..][..case.values.len()];
+        let worst = out.iter().zip(&case.values).map(|(a, e)| (*a as f64 - e).abs()).fold(0.0, f64::max);
+        // OpenCV float resize: only float rounding apart.
+        assert!(worst <= 0.01, "{}: max abs difference {worst} vs OpenCV float", case.name);
+        if let Some(u8s) = &case.values_u8 {
+            let worst = out.iter().zip(u8s).map(|(a, e)| (*a as f64 - *e as f64).abs()).fold(0.0, f64::max);
+            assert!(worst <= 1.0, "{}: max abs difference {worst} vs OpenCV uint8", case.name);
+        }
+    }
+}
+
+/// Deterministic pseudo-random bytes with some smooth structure.
+fn pixels(len: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((i / 7) as u64 * 3 + (s % 64)) as u8
+        })
+        .collect()
+}
+
+/// Plain f64 reference: the frame to RGB, crop, OpenCV INTER_LINEAR, 0..255 values, HWC RGB.
+fn reference(frame: &Frame, bx: [u32; 4], ow: u32, oh: u32) -> Vec<f64> {
+    let l = frame.layout;
+    let d = frame.data().unwrap();
+    let rgb_at = |x: usize, y: usize| -> [f64; 3] {
+        match l.format {
+            PixelFormat::Rgb | PixelFormat::Bgr | PixelFormat::Rgba | PixelFormat::Bgra => {
+                let bpp = l.format.packed_bytes();
+                let i = y * l.strides[0] + x * bpp;
+                let p = [d[i] as f64, d[i + 1] as f64, d[i + 2] as f64];
+                if matches!(l.format, PixelFormat::Bgr | PixelFormat::Bgra) {
+                    [p[2], p[1], p[0]]
+                } else {
+                    p
+                }
+            }
+            PixelFormat::I420 | PixelFormat::Nv12 => {
+                let (cw, ch) = (l.width.div_ceil(2) as i64, l.height.div_ceil(2) as i64);
+                let chroma = |plane: usize, cx: i64, cy: i64| -> f64 {
+                    let (cx, cy) = (cx.clamp(0, cw - 1) as usize, cy.clamp(0, ch - 1) as usize);
+                    if l.format == PixelFormat::I420 {
+                        d[l.offsets[plane] + cy * l.strides[plane] + cx] as f64
+                    } else {
+                        d[l.offsets[1] + cy * l.strides[1] + 2 * cx + (plane - 1)] as f64
+                    }
+                };
+                let px = match frame.colorimetry.chroma_site {
+                    ChromaSite::Center => x as f64 / 2.0 - 0.25,
+                    ChromaSite::Left => x as f64 / 2.0,
+                };
+                let py = y as f64 / 2.0 - 0.25;
+                let (x0, y0) = (px.floor(), py.floor());
+                let (ax, ay) = (px - x0, py - y0);
+                let bil = |plane| {
+                    let (x0, y0) = (x0 as i64, y0 as i64);
+                    let top = chroma(plane, x0, y0) * (1.0 - ax) + chroma(plane, x0 + 1, y0) * ax;
+                    let bot = chroma(plane, x0, y0 + 1) * (1.0 - ax) + chroma(plane, x0 + 1, y0 + 1) * ax;
+                    top * (1.0 - ay) + bot * ay - 128.0
+                };
+                let (u, v) = (bil(1), bil(2));
+                let yv = d[l.offsets[0] + y * l.strides[0] + x] as f64;
+                let (kr, kb) = match frame.colorimetry.matrix {
+                    octopipe::frame::Matrix::Bt601 => (0.299, 0.114),
+                    octopipe::frame::Matrix::Bt709 => (0.2126, 0.0722),
+                };
+                let (yo, ys, cs) = match frame.colorimetry.range {
+                    octopipe::frame::Range::Full => (0.0, 1.0, 1.0),
+                    octopipe::frame::Range::Limited => (16.0, 255.0 / 219.0, 255.0 / 224.0),
+                };
+                let yy = (yv - yo) * ys;
+                let (u, v) = (u * cs, v * cs);
+                let kg = 1.0 - kr - kb;
+                let r = yy + 2.0 * (1.0 - kr) * v;
+                let b = yy + 2.0 * (1.0 - kb) * u;
+                let g = yy - (2.0 * (1.0 - kb) * kb / kg) * u - (2.0 * (1.0 - kr) * kr / kg) * v;
+                [r.clamp(0.0, 255.0), g.clamp(0.0, 255.0), b.clamp(0.0, 255.0)]
+            }
+        }
+    };
+    let taps = |o: u32, len: u32, out: u32| -> (usize, usize, f64) {
+        let f = (o as f64 + 0.5) * len as f64 / out as f64 - 0.5;
+        let mut i = f.floor();
+        let mut a = f - i;
+        if i < 0.0 {
+            i = 0.0;
+            a = 0.0;
+        }
+        if i >= (len - 1) as f64 {
+            i = (len - 1) as f64;
+            a = 0.0;
+        }
+        let i = i as usize;
+        (i, (i + 1).min(len as usize - 1), a)
+    };
+    let mut out = Vec::new();
+    for oy in 0..oh {
+        let (y0, y1, ay) = taps(oy, bx[3], oh);
+        for ox in 0..ow {
+            let (x0, x1, ax) = taps(ox, bx[2], ow);
+            let p = |x: usize, y: usize| rgb_at(bx[0] as usize + x, bx[1] as usize + y);
+            for c in 0..3 {
+                let top = p(x0, y0)[c] * (1.0 - ax) + p(x1, y0)[c] * ax;
+                let bot = p(x0, y1)[c] * (1.0 - ax) + p(x1, y1)[c] * ax;
+                out.push(top * (1.0 - ay) + bot * ay);
+            }
+        }
+    }
+    out
+}
+
+fn frame_of(format: PixelFormat, w: u32, h: u32, colorimetry: Colorimetry, seed: u64) -> Frame {
+    let layout = FrameLayout::packed(format, w, h);
+    Frame::new(0, 0, "random", layout, colorimetry, PooledBuf::unpooled(pixels(layout.size(), seed)))
+}
+
+#[test]
+fn every_format_matches_the_f64_reference() {
+    let boxes = [
+        ([0, 0, 37, 23], (16, 16)),  // top-left corner, downscale
+        ([40, 30, 1, 1], (4, 4)),    // one pixel
+        ([60, 44, 17, 13], (64, 64)), // bottom-right corner of a 77x57 frame, upscale
+        ([3, 5, 2, 40], (9, 7)),     // thin
+        ([10, 9, 67, 48], (31, 29)), // odd sizes
+    ];
+    let cases = [
+        (PixelFormat::Rgb, Colorimetry::default()),
+        (PixelFormat::Bgr, Colorimetry::default()),
+        (PixelFormat::Rgba, Colorimetry::default()),
+        (PixelFormat::Bgra, Colorimetry::default()),
+        (PixelFormat::I420, Colorimetry::JPEG),
+        (PixelFormat::I420, Colorimetry::BT709),
+        (PixelFormat::Nv12, Colorimetry::BT601),
+        (PixelFormat::Nv12, Colorimetry::JPEG),
+    ];
+    for (seed, (format, col)) in cases.into_iter().enumerate() {
+        let frame = frame_of(format, 77, 57, col, seed as u64 + 1);
+        let refs: Vec<Vec<f64>> = boxes.iter().map(|(b, (w, h))| reference(&frame, *b, *w, *h)).collect();
+        for (layout, channels) in [
+            (Layout::Nhwc, ChannelOrder::Rgb),
+            (Layout::Nchw, ChannelOrder::Rgb),
+            (Layout::Nchw, ChannelOrder::Bgr),
+        ] {
+            let mut b = batch(clone_frame(&frame, 0), &boxes);
+            // Poison: every element must be written.
+            b.tensor = vec![f32::NAN; b.tensor_len(3)];
+            let mut cpu = CpuBackend::new(raw_config(layout, channels)).unwrap();
+            cpu.run(&mut b).unwrap();
+            assert!(b.tensor.iter().all(|v| v.is_finite()), "{format} {layout:?}: unwritten output");
+            for ((crop, r), (bx, _)) in b.crops.iter().zip(&refs).zip(&boxes) {
+                let n = crop.out_pixels() as usize;
+                let out = &b.tensor[crop.out_offset as usize..][..3 * n];
+                let mut worst = 0.0f64;
+                for p in 0..n {
+                    for c in 0..3 {
+                        let k = if channels == ChannelOrder::Bgr { 2 - c } else { c };
+                        let v = match layout {
+                            Layout::Nhwc => out[p * 3 + k],
+                            Layout::Nchw => out[k * n + p],
+                        };
+                        worst = worst.max((v as f64 - r[p * 3 + c]).abs());
+                    }
+                }
+                assert!(worst <= 1.0, "{format} {col:?} {layout:?} {channels:?} box {bx:?}: max abs difference {worst}");
+                assert!(worst <= 0.01, "{format} box {bx:?}: {worst} (f32 vs f64 should agree closely)");
+            }
+        }
+    }
+}
+
+#[test]
+fn normalization_is_applied_per_channel() {
+    let frame = frame_of(PixelFormat::Rgb, 20, 10, Colorimetry::default(), 3);
+    let r = reference(&frame, [2, 2, 8, 6], 5, 5);
+    let cfg = PreprocessConfig {
+        threads: 1,
+        ..PreprocessConfig::default()
+    };
+    let mut b = batch(frame, &[([2, 2, 8, 6], (5, 5))]);
+    CpuBackend::new(cfg.clone()).unwrap().run(&mut b).unwrap();
+    for p in 0..25 {
+        for c in 0..3 {
+            let want = (r[p * 3 + c] / 255.0 - cfg.mean[c] as f64) / cfg.std[c] as f64;
+            let got = b.tensor[c * 25 + p] as f64;
+            assert!((got - want).abs() < 1e-4, "pixel {p} channel {c}: {got} vs {want}");
+        }
+    }
+}
+
+#[test]
+fn blocks_tile_every_crop_exactly_once() {
+    let frame = frame_of(PixelFormat::Rgb, 64, 48, Colorimetry::default(), 9);
+    let boxes = [([0, 0, 10, 10], (7, 3)), ([5, 5, 30, 30], (64, 64)), ([1, 1, 2, 2], (1, 1))];
+    let mut b = batch(frame, &boxes);
+    for (tile, per_block) in [(1, 1), (7, 3), (256, 4), (5000, 1)] {
+        b.build_blocks(tile, per_block);
+        let mut covered: Vec<u32> = vec![0; b.crops.len()];
+        for blk in &b.blocks {
+            let (p0, p1) = b.block_pixels(blk);
+            assert_eq!(p0, covered[blk.crop as usize], "tile {tile}: blocks must be contiguous");
+            assert!(p1 > p0);
+            covered[blk.crop as usize] = p1;
+        }
+        for (c, crop) in covered.iter().zip(&b.crops) {
+            assert_eq!(*c, crop.out_pixels(), "tile {tile}: crop not fully covered");
+        }
+        let total_tiles: u32 = b.crops.iter().map(|c| c.out_pixels().div_ceil(tile)).sum();
+        assert_eq!(b.blocks.len() as u32, b.crops.iter().map(|c| c.out_pixels().div_ceil(tile).div_ceil(per_block)).sum::<u32>());
+        assert!(total_tiles >= b.blocks.len() as u32);
+    }
+}
+
+#[test]
+fn inconsistent_batches_are_errors_not_panics() {
+    let frame = frame_of(PixelFormat::Rgb, 16, 16, Colorimetry::default(), 1);
+    let mut b = batch(frame, &[([0, 0, 8, 8], (4, 4))]);
+    b.crops[0].w = 40;
+    let e = CpuBackend::new(raw_config(Layout::Nchw, ChannelOrder::Rgb)).unwrap().run(&mut b).unwrap_err();
+    assert!(e.to_string().contains("does not fit frame 16x16"), "{e}");
+    let mut b = batch(frame_of(PixelFormat::Rgb, 16, 16, Colorimetry::default(), 1), &[([0, 0, 8, 8], (4, 4))]);
+    b.release_pixels();
+    let e = CpuBackend::new(raw_config(Layout::Nchw, ChannelOrder::Rgb)).unwrap().run(&mut b).unwrap_err();
+    assert!(e.to_string().contains("has no pixels"), "{e}");
+}
