@@ -46,9 +46,9 @@ struct Norm {
     u32 nhwc;
 };
 
-// OpenCV INTER_LINEAR taps, exactly as cpu::linear_taps (no FMA contraction).
-__device__ __forceinline__ void linear_taps(u32 o, u32 len, u32 out_len, u32& i0, u32& i1, float& a) {
-    float scale = __fdiv_rn((float)len, (float)out_len);
+// OpenCV INTER_LINEAR taps with `scale = len / out_len` computed by the caller, exactly as
+// cpu::linear_taps (no FMA contraction).
+__device__ __forceinline__ void linear_taps_s(u32 o, u32 len, float scale, u32& i0, u32& i1, float& a) {
     float f = __fsub_rn(__fmul_rn(__fadd_rn((float)o, 0.5f), scale), 0.5f);
     float fl = floorf(f);
     a = __fsub_rn(f, fl);
@@ -58,6 +58,11 @@ __device__ __forceinline__ void linear_taps(u32 o, u32 len, u32 out_len, u32& i0
     if (i >= last) { i = last; a = 0.0f; }
     i0 = (u32)i;
     i1 = (u32)min(i + 1, last);
+}
+
+// cpu::linear_taps.
+__device__ __forceinline__ void linear_taps(u32 o, u32 len, u32 out_len, u32& i0, u32& i1, float& a) {
+    linear_taps_s(o, len, __fdiv_rn((float)len, (float)out_len), i0, i1, a);
 }
 
 // cpu::chroma_taps.
@@ -111,13 +116,98 @@ __device__ __forceinline__ void sample_rgb(const u8* __restrict__ arena, const F
 
 // Output element writers.
 __device__ __forceinline__ void store(float* out, u64 i, float v) { out[i] = v; }
-__device__ __forceinline__ void store(u16* out, u64 i, float v) {
-    u16 h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    out[i] = h;
+__device__ __forceinline__ u16 to_half(float v);
+__device__ __forceinline__ void store(u16* out, u64 i, float v) { out[i] = to_half(v); }
+
+// Normalized value of channel k (output order) of an RGB triple.
+__device__ __forceinline__ float norm_channel(const float rgb[3], int k, const Norm& n) {
+    float s = n.bgr ? rgb[2 - k] : rgb[k];
+    return __fadd_rn(__fmul_rn(s, n.a[k]), n.b[k]);
 }
 
-// Bilinear value of output pixel p (raster order) of crop c, normalized and stored.
+__device__ __forceinline__ u16 to_half(float v) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+
+// Store four consecutive output pixels q..q+3 of one row with 16-byte (f32) or 8-byte (f16) stores.
+// Needs q, out_offset and out_w * out_h divisible by 4.
+__device__ __forceinline__ void store_quad(const CropMeta& c, u32 q, const float rgb[4][3], const Norm& n,
+                                           float* __restrict__ out) {
+    const u64 base = c.out_offset;
+    if (n.nhwc) {
+        float v[12];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int k = 0; k < 3; ++k) v[3 * j + k] = norm_channel(rgb[j], k, n);
+        float4* o = reinterpret_cast<float4*>(out + base + (u64)q * 3);
+        o[0] = make_float4(v[0], v[1], v[2], v[3]);
+        o[1] = make_float4(v[4], v[5], v[6], v[7]);
+        o[2] = make_float4(v[8], v[9], v[10], v[11]);
+    } else {
+        const u32 plane = c.out_w * c.out_h;
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+            *reinterpret_cast<float4*>(out + base + (u64)k * plane + q) =
+                make_float4(norm_channel(rgb[0], k, n), norm_channel(rgb[1], k, n), norm_channel(rgb[2], k, n),
+                            norm_channel(rgb[3], k, n));
+        }
+    }
+}
+__device__ __forceinline__ void store_quad(const CropMeta& c, u32 q, const float rgb[4][3], const Norm& n,
+                                           u16* __restrict__ out) {
+    const u64 base = c.out_offset;
+    if (n.nhwc) {
+        u16 v[12];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int k = 0; k < 3; ++k) v[3 * j + k] = to_half(norm_channel(rgb[j], k, n));
+        uint2* o = reinterpret_cast<uint2*>(out + base + (u64)q * 3);
+#pragma unroll
+        for (int i = 0; i < 3; ++i)
+            o[i] = make_uint2((u32)v[4 * i] | ((u32)v[4 * i + 1] << 16), (u32)v[4 * i + 2] | ((u32)v[4 * i + 3] << 16));
+    } else {
+        const u32 plane = c.out_w * c.out_h;
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+            u16 h0 = to_half(norm_channel(rgb[0], k, n)), h1 = to_half(norm_channel(rgb[1], k, n));
+            u16 h2 = to_half(norm_channel(rgb[2], k, n)), h3 = to_half(norm_channel(rgb[3], k, n));
+            *reinterpret_cast<uint2*>(out + base + (u64)k * plane + q) =
+                make_uint2((u32)h0 | ((u32)h1 << 16), (u32)h2 | ((u32)h3 << 16));
+        }
+    }
+}
+
+// Normalize the RGB value of output pixel p of crop c and store its three channels.
+template <typename OUT>
+__device__ __forceinline__ void store_pixel(const CropMeta& c, u32 p, const float rgb[3], const Norm& n,
+                                            OUT* __restrict__ out) {
+    const u64 base = c.out_offset;
+    const u32 plane = c.out_w * c.out_h;
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        float s = n.bgr ? rgb[2 - k] : rgb[k];
+        float val = __fadd_rn(__fmul_rn(s, n.a[k]), n.b[k]);
+        u64 idx = n.nhwc ? base + (u64)p * 3 + k : base + (u64)k * plane + p;
+        store(out, idx, val);
+    }
+}
+
+// Bilinear blend of four RGB taps, rounded as the CPU rounds it.
+__device__ __forceinline__ void blend(const float v[4][3], float ax, float ay, float rgb[3]) {
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        float top = lerp_ref(v[0][k], v[1][k], ax);
+        float bot = lerp_ref(v[2][k], v[3][k], ax);
+        rgb[k] = lerp_ref(top, bot, ay);
+    }
+}
+
+// Bilinear value of output pixel p (raster order) of crop c, sampled straight from the frame,
+// normalized and stored.
 template <int FMT, typename OUT>
 __device__ __forceinline__ void bilinear_pixel(const u8* __restrict__ arena, const FrameDesc& f, const CropMeta& c,
                                                u32 p, const Norm& n, OUT* __restrict__ out) {
@@ -133,19 +223,6 @@ __device__ __forceinline__ void bilinear_pixel(const u8* __restrict__ arena, con
     sample_rgb<FMT>(arena, f, c.x + x0, c.y + y1, v[2][0], v[2][1], v[2][2]);
     sample_rgb<FMT>(arena, f, c.x + x1, c.y + y1, v[3][0], v[3][1], v[3][2]);
     float rgb[3];
-#pragma unroll
-    for (int k = 0; k < 3; ++k) {
-        float top = lerp_ref(v[0][k], v[1][k], ax);
-        float bot = lerp_ref(v[2][k], v[3][k], ax);
-        rgb[k] = lerp_ref(top, bot, ay);
-    }
-    const u64 base = c.out_offset;
-    const u32 plane = c.out_w * c.out_h;
-#pragma unroll
-    for (int k = 0; k < 3; ++k) {
-        float s = n.bgr ? rgb[2 - k] : rgb[k];
-        float val = __fadd_rn(__fmul_rn(s, n.a[k]), n.b[k]);
-        u64 idx = n.nhwc ? base + (u64)p * 3 + k : base + (u64)k * plane + p;
-        store(out, idx, val);
-    }
+    blend(v, ax, ay, rgb);
+    store_pixel<OUT>(c, p, rgb, n, out);
 }

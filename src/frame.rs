@@ -229,7 +229,13 @@ impl BufferPool {
 
     /// A buffer of exactly `len` bytes (contents unspecified), reused from the pool when possible.
     pub fn take(&self, len: usize) -> PooledBuf {
-        let mut data = self.free.lock().map(|mut f| f.pop()).ok().flatten().unwrap_or_default();
+        let mut data = self
+            .free
+            .lock()
+            .map(|mut f| f.pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         data.resize(len, 0);
         PooledBuf {
             data,
@@ -424,7 +430,14 @@ pub struct Frame {
 
 impl Frame {
     /// A frame holding `pixels` laid out as `layout`, arrived now.
-    pub fn new(stream: u32, seq: u64, source: &str, layout: FrameLayout, colorimetry: Colorimetry, pixels: PooledBuf) -> Self {
+    pub fn new(
+        stream: u32,
+        seq: u64,
+        source: &str,
+        layout: FrameLayout,
+        colorimetry: Colorimetry,
+        pixels: PooledBuf,
+    ) -> Self {
         let now = Instant::now();
         let mut times = FrameTimes::new(now);
         times.mark(Mark::Decoded, now);

@@ -14,6 +14,7 @@
 //! | [budget](budget) | 1/fps per frame; per-stage p50/p95/p99/max, misses and headroom in the report |
 
 pub mod batch;
+pub mod bench;
 pub mod budget;
 pub mod classify;
 pub mod describe;
@@ -26,5 +27,3 @@ pub mod sink;
 pub mod source;
 
 pub use error::Error;
-
-

@@ -1,18 +1,24 @@
 //! The `octopipe` command line: parses arguments and calls the library.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+use octopipe::bench::{self, PreprocessBenchOptions, ProbeOptions, Workload};
 use octopipe::describe::{self, STAGES};
+use octopipe::frame::PixelFormat;
 use octopipe::runner::Pipeline;
 
 #[derive(Parser)]
-#[command(name = "octopipe", version, about = "Real-time drone-video preprocessing: decode, boxes, ragged crop batches, classify, within a frame budget")]
+#[command(
+    name = "octopipe",
+    version,
+    about = "Real-time drone-video preprocessing: decode, boxes, ragged crop batches, classify, within a frame budget"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,6 +42,45 @@ enum Command {
         /// A stage name.
         stage: Option<String>,
     },
+    /// Benchmarks (release builds only give meaningful numbers).
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+    /// Pick the GPU strategy and tile size for the present GPU with micro-benchmarks.
+    Probe {
+        /// Shared data folder (real VisDrone box sizes); default $OCTOPIPE_DATA.
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Crop + resize + normalize: CPU backend, naive CPU baseline, and GPU strategies A to E.
+    Preprocess {
+        /// Workloads: drone28, crops1000, streams16 (repeatable; default all).
+        #[arg(long = "workload")]
+        workloads: Vec<String>,
+        /// Frame pixel format: i420, nv12, rgb, bgr, rgba, bgra.
+        #[arg(long, default_value = "i420")]
+        format: String,
+        /// Output size WxH.
+        #[arg(long, default_value = "224x224")]
+        size: String,
+        /// Shared data folder (real VisDrone box sizes); default $OCTOPIPE_DATA.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Seconds spent timing each CPU row.
+        #[arg(long, default_value_t = 2.0)]
+        cpu_seconds: f64,
+        /// CPU worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Skip the GPU rows.
+        #[arg(long)]
+        no_gpu: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -50,12 +95,77 @@ fn main() -> ExitCode {
 
 fn real_main() -> Result<ExitCode> {
     match Cli::parse().command {
-        Command::Run { pipeline, vars, budget_ms } => run(&pipeline, &vars, budget_ms),
+        Command::Run {
+            pipeline,
+            vars,
+            budget_ms,
+        } => run(&pipeline, &vars, budget_ms),
         Command::Inspect { stage } => {
             print!("{}", inspect(stage.as_deref())?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Bench {
+            what:
+                BenchCommand::Preprocess {
+                    workloads,
+                    format,
+                    size,
+                    data,
+                    cpu_seconds,
+                    threads,
+                    no_gpu,
+                },
+        } => {
+            let workloads = workloads
+                .iter()
+                .map(|w| {
+                    Workload::parse(w).with_context(|| {
+                        format!("--workload {w}: expected drone28, crops1000 or streams16")
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let format = match format.as_str() {
+                "i420" => PixelFormat::I420,
+                "nv12" => PixelFormat::Nv12,
+                "rgb" => PixelFormat::Rgb,
+                "bgr" => PixelFormat::Bgr,
+                "rgba" => PixelFormat::Rgba,
+                "bgra" => PixelFormat::Bgra,
+                other => bail!("--format {other}: expected i420, nv12, rgb, bgr, rgba or bgra"),
+            };
+            let size = size
+                .split_once('x')
+                .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+                .filter(|(w, h): &(u32, u32)| *w > 0 && *h > 0)
+                .with_context(|| format!("--size {size}: expected WIDTHxHEIGHT, e.g. 224x224"))?;
+            let opts = PreprocessBenchOptions {
+                data_dir: data.or_else(data_dir),
+                workloads,
+                format,
+                size,
+                cpu_seconds,
+                threads,
+                gpu: !no_gpu,
+                ..Default::default()
+            };
+            print!("{}", bench::preprocess(&opts)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Probe { data } => {
+            print!(
+                "{}",
+                bench::probe(&ProbeOptions {
+                    data_dir: data.or_else(data_dir)
+                })?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+/// `$OCTOPIPE_DATA`, if set.
+fn data_dir() -> Option<PathBuf> {
+    std::env::var_os("OCTOPIPE_DATA").map(PathBuf::from)
 }
 
 fn run(pipeline: &str, vars: &[String], budget_ms: Option<f64>) -> Result<ExitCode> {
@@ -68,7 +178,8 @@ fn run(pipeline: &str, vars: &[String], budget_ms: Option<f64>) -> Result<ExitCo
         })
         .collect::<Result<HashMap<_, _>>>()?;
     let (origin, text) = if Path::new(pipeline).is_file() || pipeline.ends_with(".pipe") {
-        let text = std::fs::read_to_string(pipeline).with_context(|| format!("cannot read pipeline file {pipeline}"))?;
+        let text = std::fs::read_to_string(pipeline)
+            .with_context(|| format!("cannot read pipeline file {pipeline}"))?;
         (pipeline.to_string(), text)
     } else {
         ("<command line>".to_string(), pipeline.to_string())
@@ -110,9 +221,15 @@ fn inspect(stage: Option<&str>) -> Result<String> {
                 bail!("unknown stage '{name}'{hint}");
             };
             out += &format!("{} ({}): {}\n\n", s.name, s.role, s.doc);
-            out += &format!("  {:<16} {:<28} {:<18} {}\n", "property", "type", "default", "description");
+            out += &format!(
+                "  {:<16} {:<28} {:<18} {}\n",
+                "property", "type", "default", "description"
+            );
             for p in s.props {
-                out += &format!("  {:<16} {:<28} {:<18} {}\n", p.name, p.kind, p.default, p.doc);
+                out += &format!(
+                    "  {:<16} {:<28} {:<18} {}\n",
+                    p.name, p.kind, p.default, p.doc
+                );
             }
         }
     }

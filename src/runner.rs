@@ -54,7 +54,12 @@ pub struct PipelineConfig {
 
 impl PipelineConfig {
     /// A pipeline with default batch and preprocess settings.
-    pub fn new(source: SourceConfig, detect: DetectConfig, classify: ClassifyConfig, sink: JsonlConfig) -> Self {
+    pub fn new(
+        source: SourceConfig,
+        detect: DetectConfig,
+        classify: ClassifyConfig,
+        sink: JsonlConfig,
+    ) -> Self {
         PipelineConfig {
             budget: DEFAULT_BUDGET,
             source,
@@ -291,6 +296,7 @@ impl Pipeline {
             config.preprocess.out_size(),
             config.budget,
             downstream.clone(),
+            config.source.live.then(|| config.source.frame_interval()),
         );
         let mut budget = Budget::new(config.budget);
         let frames_in = Arc::new(AtomicU64::new(0));
@@ -307,17 +313,39 @@ impl Pipeline {
             let interval = config.source.frame_interval();
             thread::Builder::new()
                 .name("octopipe-source".into())
-                .spawn_scoped(s, move || run_source(source.as_mut(), tx0, ctl, counted, live, interval))
+                .spawn_scoped(s, move || {
+                    run_source(source.as_mut(), tx0, ctl, counted, live, interval)
+                })
                 .expect("spawn source thread");
             spawn(s, "octopipe-boxes", DetectStage(detector), rx0, tx1, ctl);
             spawn(s, "octopipe-batch", BatchStage(assembler), rx1, tx2, ctl);
-            spawn(s, "octopipe-preprocess", PreprocessStage(backend), rx2, tx3, ctl);
-            spawn(s, "octopipe-classify", ClassifyStage(classifier), rx3, tx4, ctl);
+            spawn(
+                s,
+                "octopipe-preprocess",
+                PreprocessStage(backend),
+                rx2,
+                tx3,
+                ctl,
+            );
+            spawn(
+                s,
+                "octopipe-classify",
+                ClassifyStage(classifier),
+                rx3,
+                tx4,
+                ctl,
+            );
             spawn(s, "octopipe-sink", SinkStage(sink), rx4, tx5, ctl);
             for batch in rx5 {
                 if let (Some(b), Some(e)) = (
-                    batch.frames.first().and_then(|f| f.times.get(Mark::Batched)),
-                    batch.frames.first().and_then(|f| f.times.get(Mark::Emitted)),
+                    batch
+                        .frames
+                        .first()
+                        .and_then(|f| f.times.get(Mark::Batched)),
+                    batch
+                        .frames
+                        .first()
+                        .and_then(|f| f.times.get(Mark::Emitted)),
                 ) {
                     // Exponential moving average of batch-to-sink time, read by the batch stage.
                     let now = e.saturating_duration_since(b).as_nanos() as u64;
@@ -349,14 +377,17 @@ fn run_source(
     live: bool,
     interval: Duration,
 ) {
-    let start = Instant::now();
+    // The live clock starts with the first frame: frame k is due at start + pts_k.
+    let mut start: Option<(Instant, Duration)> = None;
     let mut n: u32 = 0;
     while !ctl.stop.load(Ordering::SeqCst) {
         match source.next_frame() {
             Ok(Some(mut frame)) => {
                 if live {
                     // Release each frame at its presentation time; its budget starts then.
-                    let due = start + frame.pts.unwrap_or(interval * n);
+                    let pts = frame.pts.unwrap_or(interval * n);
+                    let (t0, pts0) = *start.get_or_insert((Instant::now(), pts));
+                    let due = t0 + pts.saturating_sub(pts0);
                     if let Some(wait) = due.checked_duration_since(Instant::now()) {
                         thread::sleep(wait);
                     }

@@ -28,7 +28,9 @@ fn preload_nvrtc() -> Option<PathBuf> {
         }
     }
     for root in roots {
-        let Ok(rd) = std::fs::read_dir(&root) else { continue };
+        let Ok(rd) = std::fs::read_dir(&root) else {
+            continue;
+        };
         for py in rd.flatten() {
             let name = py.file_name();
             if name.to_string_lossy().starts_with("python3") {
@@ -47,6 +49,19 @@ fn preload_nvrtc() -> Option<PathBuf> {
                 // SAFETY: dlopen with a valid NUL-terminated path; RTLD_NOW | RTLD_GLOBAL.
                 let h = unsafe { dlopen(c.as_ptr(), 0x2 | 0x100) };
                 if !h.is_null() {
+                    // NVRTC opens its builtins library by name at compile time; without an RPATH
+                    // (some wheels) that needs it loaded already.
+                    if let Ok(rd) = std::fs::read_dir(&d) {
+                        for e in rd.flatten() {
+                            let n = e.file_name().to_string_lossy().into_owned();
+                            if n.starts_with("libnvrtc-builtins.so") {
+                                if let Ok(c) = CString::new(e.path().to_string_lossy().as_bytes()) {
+                                    // SAFETY: as above.
+                                    unsafe { dlopen(c.as_ptr(), 0x2 | 0x100) };
+                                }
+                            }
+                        }
+                    }
                     return Some(p);
                 }
             }
@@ -76,10 +91,18 @@ fn every_kernel_module_compiles_under_nvrtc() {
                     let src = ptx.to_src();
                     for k in Kernel::ALL.iter().filter(|k| k.module() == m) {
                         if !src.contains(&format!(".entry {}(", k.name())) {
-                            failures.push(format!("{arch}: kernels/{} has no entry {}", m.file_name(), k.name()));
+                            failures.push(format!(
+                                "{arch}: kernels/{} has no entry {}",
+                                m.file_name(),
+                                k.name()
+                            ));
                         }
                     }
-                    eprintln!("kernels/{} compiles for {arch} ({} bytes of PTX)", m.file_name(), src.len());
+                    eprintln!(
+                        "kernels/{} compiles for {arch} ({} bytes of PTX)",
+                        m.file_name(),
+                        src.len()
+                    );
                 }
                 Err(e) => failures.push(e.to_string()),
             }
@@ -97,8 +120,15 @@ fn every_kernel_is_listed_once() {
     for k in Kernel::ALL {
         assert!(
             k.module().source().contains(&format!("{}", k.name()))
-                || k.module().source().contains(&k.name().replace("_i420", "_##SUFFIX##").replace("_nv12", "_##SUFFIX##").replace("_packed", "_##SUFFIX##"))
-                || k.module().source().contains(&format!("OCTOPUS({}", k.name())),
+                || k.module().source().contains(
+                    &k.name()
+                        .replace("_i420", "_##SUFFIX##")
+                        .replace("_nv12", "_##SUFFIX##")
+                        .replace("_packed", "_##SUFFIX##")
+                )
+                || k.module()
+                    .source()
+                    .contains(&format!("OCTOPUS({}", k.name())),
             "{} not found in kernels/{}",
             k.name(),
             k.module().file_name()

@@ -17,7 +17,9 @@ fn run_file(pipe: &str, vars: &[(&str, &Path)]) -> Outcome {
 
 #[test]
 fn visdrone_clip_is_labelled_like_the_reference() {
-    let Some(data) = common::shared_data() else { return };
+    let Some(data) = common::shared_data() else {
+        return;
+    };
     if !common::ort_ready() {
         return;
     }
@@ -40,11 +42,22 @@ fn visdrone_clip_is_labelled_like_the_reference() {
     assert_eq!(first["source"], "9999999_00023_d_0000001.jpg");
     assert_eq!(first["frame"], 0);
     assert_eq!(first["pts_ms"], 0.0);
-    assert!(first["bbox"].as_array().unwrap().len() == 4 && first["label"].is_string() && first["score"].is_f64());
+    assert!(
+        first["bbox"].as_array().unwrap().len() == 4
+            && first["label"].is_string()
+            && first["score"].is_f64()
+    );
     let (right, total) = common::accuracy(&objects);
     let share = right as f64 / total as f64;
-    eprintln!("clip: {right}/{total} labelled right ({:.2}%)", share * 100.0);
-    assert!(share >= 0.98, "only {:.2}% labelled right (reference preprocessing: 99.2%)", share * 100.0);
+    eprintln!(
+        "clip: {right}/{total} labelled right ({:.2}%)",
+        share * 100.0
+    );
+    assert!(
+        share >= 0.98,
+        "only {:.2}% labelled right (reference preprocessing: 99.2%)",
+        share * 100.0
+    );
 }
 
 /// Generate a few frames of the project's own synthetic demo (needs python3 with numpy and onnx).
@@ -53,12 +66,21 @@ fn demo_data(frames: u32) -> Option<std::path::PathBuf> {
     let status = Command::new("python3")
         .arg(common::root().join("scripts/make_demo.py"))
         .arg(&dir)
-        .args(["--frames", &frames.to_string(), "--width", "640", "--height", "360"])
+        .args([
+            "--frames",
+            &frames.to_string(),
+            "--width",
+            "640",
+            "--height",
+            "360",
+        ])
         .status();
     match status {
         Ok(s) if s.success() => Some(dir),
         other => {
-            common::skip(&format!("scripts/make_demo.py failed ({other:?}): pip install -r scripts/requirements.txt"));
+            common::skip(&format!(
+                "scripts/make_demo.py failed ({other:?}): pip install -r scripts/requirements.txt"
+            ));
             None
         }
     }
@@ -73,7 +95,11 @@ fn synthetic_demo_scene_is_labelled_right_and_accounted_for() {
     let out = dir.join("objects.jsonl");
     let outcome = run_file(
         "pipelines/visdrone-classify.pipe",
-        &[("root", &dir), ("model", &dir.join("model.onnx")), ("out", &out)],
+        &[
+            ("root", &dir),
+            ("model", &dir.join("model.onnx")),
+            ("out", &out),
+        ],
     );
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     let r = &outcome.report;
@@ -83,11 +109,23 @@ fn synthetic_demo_scene_is_labelled_right_and_accounted_for() {
     let skipped: u64 = r.skipped.iter().map(|(_, n)| n).sum();
     let annotated: usize = std::fs::read_dir(dir.join("annotations"))
         .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap().lines().count())
+        .map(|e| {
+            std::fs::read_to_string(e.unwrap().path())
+                .unwrap()
+                .lines()
+                .count()
+        })
         .sum();
-    assert_eq!(r.objects + skipped, annotated as u64, "objects in = classified + skipped");
+    assert_eq!(
+        r.objects + skipped,
+        annotated as u64,
+        "objects in = classified + skipped"
+    );
     let (right, total) = common::accuracy(&objects);
-    assert!(right * 100 >= total * 95, "demo: {right}/{total} labelled right");
+    assert!(
+        right * 100 >= total * 95,
+        "demo: {right}/{total} labelled right"
+    );
 }
 
 #[test]
@@ -101,15 +139,28 @@ fn a_stage_failing_mid_run_stops_the_pipeline_cleanly() {
     let out = dir.join("objects.jsonl");
     let outcome = run_file(
         "pipelines/visdrone-classify.pipe",
-        &[("root", &dir), ("model", &dir.join("model.onnx")), ("out", &out)],
+        &[
+            ("root", &dir),
+            ("model", &dir.join("model.onnx")),
+            ("out", &out),
+        ],
     );
     let err = outcome.error.expect("the run must fail").to_string();
-    assert!(err.contains("frame_00003.txt") && err.contains("no annotation file"), "{err}");
+    assert!(
+        err.contains("frame_00003.txt") && err.contains("no annotation file"),
+        "{err}"
+    );
     let r = &outcome.report;
     assert_eq!(r.processed, 2, "frames before the damage are kept");
     assert_eq!(r.processed + r.dropped_total(), r.frames_in, "{r}");
-    let frames: Vec<u64> = common::read_jsonl(&out).iter().map(|o| o["frame"].as_u64().unwrap()).collect();
-    assert!(!frames.is_empty() && frames.iter().all(|f| *f < 2), "{frames:?}");
+    let frames: Vec<u64> = common::read_jsonl(&out)
+        .iter()
+        .map(|o| o["frame"].as_u64().unwrap())
+        .collect();
+    assert!(
+        !frames.is_empty() && frames.iter().all(|f| *f < 2),
+        "{frames:?}"
+    );
 }
 
 #[test]
@@ -125,13 +176,20 @@ fn testsrc_with_synthetic_boxes_runs_without_any_files() {
         dir.join("model.onnx").display(),
         out.display()
     );
-    let config = describe::build(&describe::parse("<test>", &text, &Default::default()).unwrap()).unwrap();
+    let config =
+        describe::build(&describe::parse("<test>", &text, &Default::default()).unwrap()).unwrap();
     let outcome = Pipeline::build(config).unwrap().run();
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     assert_eq!((outcome.report.frames_in, outcome.report.processed), (7, 7));
     let objects = common::read_jsonl(&out);
     assert_eq!(objects.len(), 35);
-    let frames: Vec<u64> = objects.iter().map(|o| o["frame"].as_u64().unwrap()).collect();
-    assert!(frames.windows(2).all(|w| w[0] <= w[1]), "frame order kept: {frames:?}");
+    let frames: Vec<u64> = objects
+        .iter()
+        .map(|o| o["frame"].as_u64().unwrap())
+        .collect();
+    assert!(
+        frames.windows(2).all(|w| w[0] <= w[1]),
+        "frame order kept: {frames:?}"
+    );
     assert_eq!(objects[0]["source"], "videotestsrc pattern=smpte");
 }

@@ -81,22 +81,53 @@ struct GoldenCase {
 
 #[test]
 fn matches_opencv_inter_linear_golden_values() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/golden/resize.json")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/golden/resize.json"
+    ))
+    .unwrap();
     let g: Golden = serde_json::from_str(&text).unwrap();
     let layout = FrameLayout::packed(PixelFormat::Rgb, g.image.width, g.image.height);
-    let frame = Frame::new(0, 0, "golden", layout, Colorimetry::default(), PooledBuf::unpooled(g.image.data));
-    let boxes: Vec<_> = g.cases.iter().map(|c| (c.bbox, (c.out[0], c.out[1]))).collect();
+    let frame = Frame::new(
+        0,
+        0,
+        "golden",
+        layout,
+        Colorimetry::default(),
+        PooledBuf::unpooled(g.image.data),
+    );
+    let boxes: Vec<_> = g
+        .cases
+        .iter()
+        .map(|c| (c.bbox, (c.out[0], c.out[1])))
+        .collect();
     let mut b = batch(frame, &boxes);
     let mut cpu = CpuBackend::new(raw_config(Layout::Nhwc, ChannelOrder::Rgb)).unwrap();
     cpu.run(&mut b).unwrap();
     for (case, crop) in g.cases.iter().zip(&b.crops) {
         let out = &b.tensor[crop.out_offset as usize..][..case.values.len()];
-        let worst = out.iter().zip(&case.values).map(|(a, e)| (*a as f64 - e).abs()).fold(0.0, f64::max);
+        let worst = out
+            .iter()
+            .zip(&case.values)
+            .map(|(a, e)| (*a as f64 - e).abs())
+            .fold(0.0, f64::max);
         // OpenCV float resize: only float rounding apart.
-        assert!(worst <= 0.01, "{}: max abs difference {worst} vs OpenCV float", case.name);
+        assert!(
+            worst <= 0.01,
+            "{}: max abs difference {worst} vs OpenCV float",
+            case.name
+        );
         if let Some(u8s) = &case.values_u8 {
-            let worst = out.iter().zip(u8s).map(|(a, e)| (*a as f64 - *e as f64).abs()).fold(0.0, f64::max);
-            assert!(worst <= 1.0, "{}: max abs difference {worst} vs OpenCV uint8", case.name);
+            let worst = out
+                .iter()
+                .zip(u8s)
+                .map(|(a, e)| (*a as f64 - *e as f64).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                worst <= 1.0,
+                "{}: max abs difference {worst} vs OpenCV uint8",
+                case.name
+            );
         }
     }
 }
@@ -150,7 +181,8 @@ fn reference(frame: &Frame, bx: [u32; 4], ow: u32, oh: u32) -> Vec<f64> {
                 let bil = |plane| {
                     let (x0, y0) = (x0 as i64, y0 as i64);
                     let top = chroma(plane, x0, y0) * (1.0 - ax) + chroma(plane, x0 + 1, y0) * ax;
-                    let bot = chroma(plane, x0, y0 + 1) * (1.0 - ax) + chroma(plane, x0 + 1, y0 + 1) * ax;
+                    let bot =
+                        chroma(plane, x0, y0 + 1) * (1.0 - ax) + chroma(plane, x0 + 1, y0 + 1) * ax;
                     top * (1.0 - ay) + bot * ay - 128.0
                 };
                 let (u, v) = (bil(1), bil(2));
@@ -169,7 +201,11 @@ fn reference(frame: &Frame, bx: [u32; 4], ow: u32, oh: u32) -> Vec<f64> {
                 let r = yy + 2.0 * (1.0 - kr) * v;
                 let b = yy + 2.0 * (1.0 - kb) * u;
                 let g = yy - (2.0 * (1.0 - kb) * kb / kg) * u - (2.0 * (1.0 - kr) * kr / kg) * v;
-                [r.clamp(0.0, 255.0), g.clamp(0.0, 255.0), b.clamp(0.0, 255.0)]
+                [
+                    r.clamp(0.0, 255.0),
+                    g.clamp(0.0, 255.0),
+                    b.clamp(0.0, 255.0),
+                ]
             }
         }
     };
@@ -206,17 +242,24 @@ fn reference(frame: &Frame, bx: [u32; 4], ow: u32, oh: u32) -> Vec<f64> {
 
 fn frame_of(format: PixelFormat, w: u32, h: u32, colorimetry: Colorimetry, seed: u64) -> Frame {
     let layout = FrameLayout::packed(format, w, h);
-    Frame::new(0, 0, "random", layout, colorimetry, PooledBuf::unpooled(pixels(layout.size(), seed)))
+    Frame::new(
+        0,
+        0,
+        "random",
+        layout,
+        colorimetry,
+        PooledBuf::unpooled(pixels(layout.size(), seed)),
+    )
 }
 
 #[test]
 fn every_format_matches_the_f64_reference() {
     let boxes = [
-        ([0, 0, 37, 23], (16, 16)),  // top-left corner, downscale
-        ([40, 30, 1, 1], (4, 4)),    // one pixel
+        ([0, 0, 37, 23], (16, 16)),   // top-left corner, downscale
+        ([40, 30, 1, 1], (4, 4)),     // one pixel
         ([60, 44, 17, 13], (64, 64)), // bottom-right corner of a 77x57 frame, upscale
-        ([3, 5, 2, 40], (9, 7)),     // thin
-        ([10, 9, 67, 48], (31, 29)), // odd sizes
+        ([3, 5, 2, 40], (9, 7)),      // thin
+        ([10, 9, 67, 48], (31, 29)),  // odd sizes
     ];
     let cases = [
         (PixelFormat::Rgb, Colorimetry::default()),
@@ -230,7 +273,10 @@ fn every_format_matches_the_f64_reference() {
     ];
     for (seed, (format, col)) in cases.into_iter().enumerate() {
         let frame = frame_of(format, 77, 57, col, seed as u64 + 1);
-        let refs: Vec<Vec<f64>> = boxes.iter().map(|(b, (w, h))| reference(&frame, *b, *w, *h)).collect();
+        let refs: Vec<Vec<f64>> = boxes
+            .iter()
+            .map(|(b, (w, h))| reference(&frame, *b, *w, *h))
+            .collect();
         for (layout, channels) in [
             (Layout::Nhwc, ChannelOrder::Rgb),
             (Layout::Nchw, ChannelOrder::Rgb),
@@ -241,14 +287,21 @@ fn every_format_matches_the_f64_reference() {
             b.tensor = vec![f32::NAN; b.tensor_len(3)];
             let mut cpu = CpuBackend::new(raw_config(layout, channels)).unwrap();
             cpu.run(&mut b).unwrap();
-            assert!(b.tensor.iter().all(|v| v.is_finite()), "{format} {layout:?}: unwritten output");
+            assert!(
+                b.tensor.iter().all(|v| v.is_finite()),
+                "{format} {layout:?}: unwritten output"
+            );
             for ((crop, r), (bx, _)) in b.crops.iter().zip(&refs).zip(&boxes) {
                 let n = crop.out_pixels() as usize;
                 let out = &b.tensor[crop.out_offset as usize..][..3 * n];
                 let mut worst = 0.0f64;
                 for p in 0..n {
                     for c in 0..3 {
-                        let k = if channels == ChannelOrder::Bgr { 2 - c } else { c };
+                        let k = if channels == ChannelOrder::Bgr {
+                            2 - c
+                        } else {
+                            c
+                        };
                         let v = match layout {
                             Layout::Nhwc => out[p * 3 + k],
                             Layout::Nchw => out[k * n + p],
@@ -257,7 +310,10 @@ fn every_format_matches_the_f64_reference() {
                     }
                 }
                 assert!(worst <= 1.0, "{format} {col:?} {layout:?} {channels:?} box {bx:?}: max abs difference {worst}");
-                assert!(worst <= 0.01, "{format} box {bx:?}: {worst} (f32 vs f64 should agree closely)");
+                assert!(
+                    worst <= 0.01,
+                    "{format} box {bx:?}: {worst} (f32 vs f64 should agree closely)"
+                );
             }
         }
     }
@@ -277,7 +333,10 @@ fn normalization_is_applied_per_channel() {
         for c in 0..3 {
             let want = (r[p * 3 + c] / 255.0 - cfg.mean[c] as f64) / cfg.std[c] as f64;
             let got = b.tensor[c * 25 + p] as f64;
-            assert!((got - want).abs() < 1e-4, "pixel {p} channel {c}: {got} vs {want}");
+            assert!(
+                (got - want).abs() < 1e-4,
+                "pixel {p} channel {c}: {got} vs {want}"
+            );
         }
     }
 }
@@ -285,14 +344,21 @@ fn normalization_is_applied_per_channel() {
 #[test]
 fn blocks_tile_every_crop_exactly_once() {
     let frame = frame_of(PixelFormat::Rgb, 64, 48, Colorimetry::default(), 9);
-    let boxes = [([0, 0, 10, 10], (7, 3)), ([5, 5, 30, 30], (64, 64)), ([1, 1, 2, 2], (1, 1))];
+    let boxes = [
+        ([0, 0, 10, 10], (7, 3)),
+        ([5, 5, 30, 30], (64, 64)),
+        ([1, 1, 2, 2], (1, 1)),
+    ];
     let mut b = batch(frame, &boxes);
     for (tile, per_block) in [(1, 1), (7, 3), (256, 4), (5000, 1)] {
         b.build_blocks(tile, per_block);
         let mut covered: Vec<u32> = vec![0; b.crops.len()];
         for blk in &b.blocks {
             let (p0, p1) = b.block_pixels(blk);
-            assert_eq!(p0, covered[blk.crop as usize], "tile {tile}: blocks must be contiguous");
+            assert_eq!(
+                p0, covered[blk.crop as usize],
+                "tile {tile}: blocks must be contiguous"
+            );
             assert!(p1 > p0);
             covered[blk.crop as usize] = p1;
         }
@@ -300,7 +366,13 @@ fn blocks_tile_every_crop_exactly_once() {
             assert_eq!(*c, crop.out_pixels(), "tile {tile}: crop not fully covered");
         }
         let total_tiles: u32 = b.crops.iter().map(|c| c.out_pixels().div_ceil(tile)).sum();
-        assert_eq!(b.blocks.len() as u32, b.crops.iter().map(|c| c.out_pixels().div_ceil(tile).div_ceil(per_block)).sum::<u32>());
+        assert_eq!(
+            b.blocks.len() as u32,
+            b.crops
+                .iter()
+                .map(|c| c.out_pixels().div_ceil(tile).div_ceil(per_block))
+                .sum::<u32>()
+        );
         assert!(total_tiles >= b.blocks.len() as u32);
     }
 }
@@ -310,10 +382,19 @@ fn inconsistent_batches_are_errors_not_panics() {
     let frame = frame_of(PixelFormat::Rgb, 16, 16, Colorimetry::default(), 1);
     let mut b = batch(frame, &[([0, 0, 8, 8], (4, 4))]);
     b.crops[0].w = 40;
-    let e = CpuBackend::new(raw_config(Layout::Nchw, ChannelOrder::Rgb)).unwrap().run(&mut b).unwrap_err();
+    let e = CpuBackend::new(raw_config(Layout::Nchw, ChannelOrder::Rgb))
+        .unwrap()
+        .run(&mut b)
+        .unwrap_err();
     assert!(e.to_string().contains("does not fit frame 16x16"), "{e}");
-    let mut b = batch(frame_of(PixelFormat::Rgb, 16, 16, Colorimetry::default(), 1), &[([0, 0, 8, 8], (4, 4))]);
+    let mut b = batch(
+        frame_of(PixelFormat::Rgb, 16, 16, Colorimetry::default(), 1),
+        &[([0, 0, 8, 8], (4, 4))],
+    );
     b.release_pixels();
-    let e = CpuBackend::new(raw_config(Layout::Nchw, ChannelOrder::Rgb)).unwrap().run(&mut b).unwrap_err();
+    let e = CpuBackend::new(raw_config(Layout::Nchw, ChannelOrder::Rgb))
+        .unwrap()
+        .run(&mut b)
+        .unwrap_err();
     assert!(e.to_string().contains("has no pixels"), "{e}");
 }

@@ -16,7 +16,8 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("octopipe-source-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("octopipe-source-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create temp dir");
         TempDir(dir)
@@ -96,7 +97,10 @@ fn test_source_formats() {
         assert_eq!(frames.len(), 5, "{format}");
         for f in &frames {
             assert_eq!(&*f.source, "videotestsrc pattern=smpte");
-            assert_eq!((f.layout.format, f.layout.width, f.layout.height), (format, 320, 240));
+            assert_eq!(
+                (f.layout.format, f.layout.width, f.layout.height),
+                (format, 320, 240)
+            );
         }
         let f = &frames[0];
         assert_eq!(f.pts, Some(Duration::ZERO));
@@ -124,15 +128,19 @@ fn test_source_formats() {
 
 #[test]
 fn stop_ends_the_stream() {
-    let mut src = open(SourceKind::Test {
+    let mut config = SourceConfig::new(SourceKind::Test {
         pattern: "ball".into(),
         width: 64,
         height: 48,
         num_buffers: 1000,
         format: PixelFormat::I420,
-    })
-    .expect("open");
-    assert!(src.next_frame().expect("frame").is_some());
+    });
+    config.stream = 3;
+    let mut src = source::open(&config, BufferPool::new()).expect("open");
+    let frame = src.next_frame().expect("frame").expect("not eos");
+    assert_eq!((frame.stream, frame.seq), (3, 0));
+    let decode = frame.times.stage(octopipe::frame::Mark::Decoded).unwrap();
+    assert!(decode < Duration::from_secs(1), "{decode:?}");
     src.stop();
     src.stop();
     assert!(src.next_frame().expect("after stop").is_none());
@@ -160,7 +168,10 @@ fn jpeg_folder_in_name_order() {
         .iter()
         .map(|f| (&*f.source, f.layout.width, f.layout.height))
         .collect();
-    assert_eq!(got, [("a.JPG", 64, 48), ("b.jpeg", 33, 17), ("c.jpg", 80, 60)]);
+    assert_eq!(
+        got,
+        [("a.JPG", 64, 48), ("b.jpeg", 33, 17), ("c.jpg", 80, 60)]
+    );
     for (i, f) in frames.iter().enumerate() {
         assert_eq!(f.layout.format, PixelFormat::I420);
         assert_eq!(f.colorimetry, Colorimetry::JPEG);
@@ -186,7 +197,9 @@ fn png_folder_and_glob() {
     let rgba = image::RgbaImage::from_fn(20, 10, |x, y| image::Rgba([x as u8, y as u8, 9, 200]));
     rgb.save(dir.join("frame_2.png")).unwrap();
     rgba.save(dir.join("frame_10.png")).unwrap();
-    image::RgbImage::new(8, 8).save(dir.join("other.jpg")).unwrap();
+    image::RgbImage::new(8, 8)
+        .save(dir.join("other.jpg"))
+        .unwrap();
 
     let glob = format!("{}/frame_*.png", dir.location());
     let frames = drain(open(images(&glob)).expect("open").as_mut());
@@ -194,8 +207,14 @@ fn png_folder_and_glob() {
     assert_eq!(names, ["frame_10.png", "frame_2.png"]);
 
     let (a, b) = (&frames[0], &frames[1]);
-    assert_eq!((a.layout.format, a.layout.width, a.layout.height), (PixelFormat::Rgba, 20, 10));
-    assert_eq!((b.layout.format, b.layout.width, b.layout.height), (PixelFormat::Rgb, 33, 17));
+    assert_eq!(
+        (a.layout.format, a.layout.width, a.layout.height),
+        (PixelFormat::Rgba, 20, 10)
+    );
+    assert_eq!(
+        (b.layout.format, b.layout.width, b.layout.height),
+        (PixelFormat::Rgb, 33, 17)
+    );
     assert_eq!(a.data().unwrap(), rgba.as_raw().as_slice());
     assert_eq!(b.data().unwrap(), rgb.as_raw().as_slice());
 
@@ -236,7 +255,10 @@ fn visdrone_clip_frames() {
     assert_eq!(got, names);
     assert_eq!(names[0], "9999999_00023_d_0000001.jpg");
     for f in &frames {
-        assert_eq!((f.layout.format, f.layout.width, f.layout.height), (PixelFormat::I420, 2000, 1500));
+        assert_eq!(
+            (f.layout.format, f.layout.width, f.layout.height),
+            (PixelFormat::I420, 2000, 1500)
+        );
         assert_eq!(f.colorimetry, Colorimetry::JPEG);
         // An aerial photo, not a flat grey picture.
         let y = &f.data().unwrap()[..2000 * 1500];
@@ -245,19 +267,17 @@ fn visdrone_clip_frames() {
     }
 }
 
-/// Encode `frames` of H.264 at 160x120 into an mp4 with GStreamer.
-fn write_h264_mp4(path: &Path, frames: u32) {
+/// Run a `gst-launch`-style encoding line to end of stream.
+fn encode(line: &str) {
     gst::init().unwrap();
-    let line = format!(
-        "videotestsrc num-buffers={frames} pattern=ball ! video/x-raw,width=160,height=120,framerate=30/1 \
-         ! x264enc ! mp4mux ! filesink location={}",
-        path.display()
-    );
-    let pipeline = gst::parse::launch(&line).expect("encode pipeline");
+    let pipeline = gst::parse::launch(line).expect("encode pipeline");
     pipeline.set_state(gst::State::Playing).unwrap();
     let bus = pipeline.bus().unwrap();
     let msg = bus
-        .timed_pop_filtered(gst::ClockTime::from_seconds(10), &[gst::MessageType::Eos, gst::MessageType::Error])
+        .timed_pop_filtered(
+            gst::ClockTime::from_seconds(10),
+            &[gst::MessageType::Eos, gst::MessageType::Error],
+        )
         .expect("encode finished");
     pipeline.set_state(gst::State::Null).unwrap();
     assert!(matches!(msg.view(), gst::MessageView::Eos(_)), "{msg:?}");
@@ -267,21 +287,66 @@ fn write_h264_mp4(path: &Path, frames: u32) {
 fn h264_mp4() {
     let dir = TempDir::new("media");
     let path = dir.join("ball.mp4");
-    write_h264_mp4(&path, 10);
+    encode(&format!(
+        "videotestsrc num-buffers=10 pattern=ball ! video/x-raw,width=160,height=120,framerate=30/1 \
+         ! x264enc ! mp4mux ! filesink location={}",
+        path.display()
+    ));
 
-    let frames = drain(open(SourceKind::Media { location: path.display().to_string() }).expect("open").as_mut());
+    let frames = drain(
+        open(SourceKind::Media {
+            location: path.display().to_string(),
+        })
+        .expect("open")
+        .as_mut(),
+    );
     assert_eq!(frames.len(), 10);
     for f in &frames {
         assert!(f.source.starts_with("file:///"), "{}", f.source);
         assert!(f.source.ends_with("/ball.mp4"), "{}", f.source);
-        assert!(matches!(f.layout.format, PixelFormat::I420 | PixelFormat::Nv12));
+        assert!(matches!(
+            f.layout.format,
+            PixelFormat::I420 | PixelFormat::Nv12
+        ));
         assert_eq!((f.layout.width, f.layout.height), (160, 120));
         assert_eq!(f.colorimetry.range, Range::Limited);
         assert_eq!(f.colorimetry.chroma_site, ChromaSite::Left);
     }
     // x264enc's B-frames shift the first pts; the spacing is the frame rate's.
     let span = frames[9].pts.unwrap() - frames[0].pts.unwrap();
-    assert!(span.abs_diff(Duration::from_millis(300)) < Duration::from_millis(1), "{span:?}");
+    assert!(
+        span.abs_diff(Duration::from_millis(300)) < Duration::from_millis(1),
+        "{span:?}"
+    );
+}
+
+#[test]
+fn missing_decoder_is_named() {
+    let dir = TempDir::new("missing");
+    let path = dir.join("part2.mkv");
+    encode(&format!(
+        "videotestsrc num-buffers=3 ! video/x-raw,width=64,height=48 ! avenc_mpeg4 ! matroskamux \
+         ! filesink location={}",
+        path.display()
+    ));
+    // Hide the only MPEG-4 part 2 decoder from decodebin (no other test uses it).
+    let decoder = gst::Registry::get()
+        .lookup_feature("avdec_mpeg4")
+        .expect("avdec_mpeg4");
+    decoder.set_rank(gst::Rank::NONE);
+    let mut src = open(SourceKind::Media {
+        location: path.display().to_string(),
+    })
+    .expect("open");
+    let err = src.next_frame().expect_err("no decoder");
+    decoder.set_rank(gst::Rank::PRIMARY);
+    match &err {
+        SourceError::MissingElement { element, package } => {
+            assert!(element.contains("MPEG-4"), "{err}");
+            assert!(package.contains("gstreamer1.0-libav"), "{err}");
+        }
+        _ => panic!("expected MissingElement, got {err:?}"),
+    }
 }
 
 #[test]
@@ -289,16 +354,27 @@ fn input_errors() {
     let dir = TempDir::new("errors");
 
     let missing = dir.join("nope.mp4");
-    let err = open(SourceKind::Media { location: missing.display().to_string() }).err().expect("missing file");
+    let err = open(SourceKind::Media {
+        location: missing.display().to_string(),
+    })
+    .err()
+    .expect("missing file");
     assert!(matches!(err, SourceError::Input { .. }), "{err}");
     assert!(err.to_string().contains("nope.mp4"), "{err}");
 
     let text = dir.join("readme.txt");
     std::fs::write(&text, "this is not a video\n".repeat(100)).unwrap();
     let start = Instant::now();
-    let mut src = open(SourceKind::Media { location: text.display().to_string() }).expect("open");
-    let err = src.next_frame().err().expect("text file as media");
-    assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
+    let mut src = open(SourceKind::Media {
+        location: text.display().to_string(),
+    })
+    .expect("open");
+    let err = src.next_frame().expect_err("text file as media");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        start.elapsed()
+    );
     assert!(matches!(err, SourceError::Stream { .. }), "{err}");
     assert!(err.to_string().contains("readme.txt"), "{err}");
     assert!(src.next_frame().expect("after error").is_none());
@@ -308,7 +384,9 @@ fn input_errors() {
     assert!(matches!(err, SourceError::Input { .. }), "{err}");
     assert!(err.to_string().contains(&empty.location()), "{err}");
 
-    let err = open(images(&format!("{}/*.png", dir.location()))).err().expect("glob without matches");
+    let err = open(images(&format!("{}/*.png", dir.location())))
+        .err()
+        .expect("glob without matches");
     assert!(err.to_string().contains("*.png"), "{err}");
 
     let err = open(SourceKind::Test {
@@ -327,30 +405,18 @@ fn input_errors() {
 #[test]
 fn broken_image_is_named_after_the_good_ones() {
     let dir = TempDir::new("broken");
-    image::RgbImage::new(16, 16).save(dir.join("1.jpg")).unwrap();
+    image::RgbImage::new(16, 16)
+        .save(dir.join("1.jpg"))
+        .unwrap();
     std::fs::write(dir.join("2.jpg"), "not a jpeg").unwrap();
-    image::RgbImage::new(16, 16).save(dir.join("3.jpg")).unwrap();
+    image::RgbImage::new(16, 16)
+        .save(dir.join("3.jpg"))
+        .unwrap();
 
     let mut src = open(images(&dir.location())).expect("open");
     let first = src.next_frame().expect("first frame").expect("not eos");
     assert_eq!(&*first.source, "1.jpg");
-    let err = src.next_frame().err().expect("broken file");
+    let err = src.next_frame().expect_err("broken file");
     assert!(err.to_string().contains("2.jpg"), "{err}");
     assert!(src.next_frame().expect("after error").is_none());
-}
-#[test]
-fn zz_probe() {
-    let dir = TempDir::new("probe");
-    image::RgbImage::new(16, 16).save(dir.join("1.jpg")).unwrap();
-    let real = std::fs::read("/work/shared/data/visdrone/clip-9999999/images/9999999_00023_d_0000001.jpg").unwrap();
-    std::fs::write(dir.join("4.jpg"), &real[..300]).unwrap();
-    image::RgbImage::new(16, 16).save(dir.join("5.jpg")).unwrap();
-        let mut src = open(images(&dir.location())).expect("open");
-        loop {
-            match src.next_frame() {
-                Ok(Some(f)) => println!("frame {} {}x{}", f.source, f.layout.width, f.layout.height),
-                Ok(None) => { println!("eos"); break }
-                Err(e) => { println!("error {e:?}"); }
-            }
-        }
 }

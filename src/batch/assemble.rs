@@ -15,13 +15,21 @@ pub struct Assembler {
     current: Option<CropBatch>,
     budget: Duration,
     downstream: Arc<AtomicU64>,
+    interval: Option<Duration>,
 }
 
 impl Assembler {
     /// An assembler making `out_size` crops. `downstream` holds the current estimate (ns) of the
     /// time from batching to the sink, which the runner keeps up to date; a frame waits for others
-    /// only while `budget` minus that estimate allows.
-    pub fn new(config: BatchConfig, out_size: (u32, u32), budget: Duration, downstream: Arc<AtomicU64>) -> Self {
+    /// only while `budget` minus that estimate allows. For a live source, `interval` is the time
+    /// between frames: a batch is not held for a frame that cannot arrive before its deadline.
+    pub fn new(
+        config: BatchConfig,
+        out_size: (u32, u32),
+        budget: Duration,
+        downstream: Arc<AtomicU64>,
+        interval: Option<Duration>,
+    ) -> Self {
         Assembler {
             config,
             out_size,
@@ -29,6 +37,7 @@ impl Assembler {
             current: None,
             budget,
             downstream,
+            interval,
         }
     }
 
@@ -56,7 +65,12 @@ impl Assembler {
             let downstream = Duration::from_nanos(self.downstream.load(Ordering::Relaxed));
             self.budget.saturating_sub(downstream) / 2
         });
-        Some(oldest + wait)
+        let deadline = oldest + wait;
+        match (self.interval, cur.frames.last()) {
+            // The next live frame comes too late to join: close now.
+            (Some(iv), Some(newest)) if newest.times.arrival + iv > deadline => Some(oldest),
+            _ => Some(deadline),
+        }
     }
 
     /// Close the open batch, if any, building its block metadata.

@@ -132,7 +132,12 @@ impl BatchPool {
 
     /// An empty batch whose buffers come from (and go back to) this pool.
     pub fn batch(&self) -> CropBatch {
-        let parts = self.free.lock().ok().and_then(|mut f| f.pop()).unwrap_or_default();
+        let parts = self
+            .free
+            .lock()
+            .ok()
+            .and_then(|mut f| f.pop())
+            .unwrap_or_default();
         CropBatch::from_parts(parts, Some(self.clone()))
     }
 }

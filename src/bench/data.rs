@@ -40,10 +40,16 @@ pub fn box_sizes(data_dir: Option<&Path>) -> (Vec<(u32, u32)>, bool) {
             let mut files: Vec<_> = rd.flatten().map(|e| e.path()).collect();
             files.sort();
             for f in files {
-                let Ok(text) = std::fs::read_to_string(&f) else { continue };
+                let Ok(text) = std::fs::read_to_string(&f) else {
+                    continue;
+                };
                 for line in text.lines() {
-                    let v: Vec<i64> = line.split(',').filter_map(|s| s.trim().parse().ok()).collect();
-                    if v.len() >= 6 && v[4] != 0 && (1..=10).contains(&v[5]) && v[2] > 0 && v[3] > 0 {
+                    let v: Vec<i64> = line
+                        .split(',')
+                        .filter_map(|s| s.trim().parse().ok())
+                        .collect();
+                    if v.len() >= 6 && v[4] != 0 && (1..=10).contains(&v[5]) && v[2] > 0 && v[3] > 0
+                    {
                         sizes.push((v[2] as u32, v[3] as u32));
                     }
                 }
@@ -110,7 +116,11 @@ pub fn rgb_at(f: &Frame, x: u32, y: u32) -> [u8; 3] {
                 (d[i], d[i + 1])
             };
             let (cb, cr) = (u as f32 - 128.0, v as f32 - 128.0);
-            std::array::from_fn(|c| (m[c][0] * luma + m[c][1] * cb + m[c][2] * cr).round().clamp(0.0, 255.0) as u8)
+            std::array::from_fn(|c| {
+                (m[c][0] * luma + m[c][1] * cb + m[c][2] * cr)
+                    .round()
+                    .clamp(0.0, 255.0) as u8
+            })
         }
         fmt => {
             let i = l.offsets[0] + y * l.strides[0] + x * fmt.packed_bytes();

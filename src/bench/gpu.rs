@@ -7,15 +7,24 @@ use std::time::Instant;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 
-use super::{max_diff_255, median, prepare, BenchError, PreprocessBenchOptions, Prepared, Row, Workload};
+use super::{
+    max_diff_255, median, prepare, BenchError, Prepared, PreprocessBenchOptions, Row, Workload,
+};
 use crate::batch::{BlockMeta, CropMeta};
 use crate::preprocess::cuda::meta::Norm;
-use crate::preprocess::cuda::{available, CudaError, Engine, HostFrame, OutType, Strategy, UploadMode};
+use crate::preprocess::cuda::{
+    available, octopus_threads, CudaError, Engine, HostFrame, OutType, Strategy, UploadMode,
+};
 use crate::preprocess::PreprocessConfig;
 
 /// Cut each crop's output into tiles of `tile` pixels and blocks of `per_block` tiles, as
 /// [`crate::batch::CropBatch::build_blocks`] does, into `out` (cleared first).
-pub(crate) fn build_blocks_into(crops: &[CropMeta], tile: u32, per_block: u32, out: &mut Vec<BlockMeta>) {
+pub(crate) fn build_blocks_into(
+    crops: &[CropMeta],
+    tile: u32,
+    per_block: u32,
+    out: &mut Vec<BlockMeta>,
+) {
     out.clear();
     for (i, c) in crops.iter().enumerate() {
         let tiles = c.out_pixels().div_ceil(tile);
@@ -34,7 +43,8 @@ pub(crate) fn build_blocks_into(crops: &[CropMeta], tile: u32, per_block: u32, o
 
 fn timing_event(e: &Engine) -> Result<CudaEvent, CudaError> {
     // Timing must be asked for: cudarc's default event disables it.
-    Ok(e.context().new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
+    Ok(e.context()
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
 }
 
 /// Median ms of `reps` runs of `f` on the engine's stream, timed with device events.
@@ -87,6 +97,9 @@ pub(crate) struct GpuBench {
     engines: [Engine; 2],
     copy_gbps: f64,
     reps: usize,
+    /// Tile pixels and tiles per block for strategy C, chosen by [`tune`].
+    tile: (u32, u32),
+    tune_ms: f64,
 }
 
 impl GpuBench {
@@ -95,23 +108,35 @@ impl GpuBench {
         let mut e0 = Engine::new(0).map_err(|e| e.to_string())?;
         let e1 = Engine::new(0).map_err(|e| e.to_string())?;
         let copy_gbps = copy_bandwidth(&mut e0).map_err(|e| e.to_string())?;
+        let t = Instant::now();
+        let (tile, _) = tune(&mut e0, opts.data_dir.clone()).map_err(|e| e.to_string())?;
         Ok(GpuBench {
             engines: [e0, e1],
             copy_gbps,
             reps: opts.gpu_reps.max(5),
+            tile,
+            tune_ms: t.elapsed().as_secs_f64() * 1e3,
         })
     }
 
     pub(crate) fn describe(&self) -> String {
         format!(
-            "GPU: {} ({}); device-to-device copy {:.0} GB/s (read + write, 256 MiB)",
+            "GPU: {} ({}); device-to-device copy {:.0} GB/s (read + write, 256 MiB); strategy C tuned to tile-pixels={} tiles-per-block={} in {:.1} ms",
             self.engines[0].device_name(),
             self.engines[0].arch(),
-            self.copy_gbps
+            self.copy_gbps,
+            self.tile.0,
+            self.tile.1,
+            self.tune_ms
         )
     }
 
-    pub(crate) fn run(&mut self, p: &Prepared, reference: &[f32], config: &PreprocessConfig) -> Result<Vec<Row>, BenchError> {
+    pub(crate) fn run(
+        &mut self,
+        p: &Prepared,
+        reference: &[f32],
+        config: &PreprocessConfig,
+    ) -> Result<Vec<Row>, BenchError> {
         let w = p.workload;
         let batch = &p.batch;
         let norm = Norm::from_config(config);
@@ -123,7 +148,11 @@ impl GpuBench {
             .map(|c| {
                 let f = &batch.frames[c.frame as usize].layout;
                 let px = c.w as u64 * c.h as u64;
-                if f.format.is_yuv() { px * 3 / 2 } else { px * f.format.packed_bytes() as u64 }
+                if f.format.is_yuv() {
+                    px * 3 / 2
+                } else {
+                    px * f.format.packed_bytes() as u64
+                }
             })
             .sum();
         // Frames in pinned host memory, as a decoder writing to pinned buffers would leave them.
@@ -132,12 +161,23 @@ impl GpuBench {
         for f in &batch.frames {
             let d = f.data().unwrap_or(&[]);
             // SAFETY: filled completely right below.
-            let mut ph = unsafe { e.context().alloc_pinned_with_flags::<u8>(d.len(), 0) }.map_err(CudaError::from)?;
-            ph.as_mut_slice().map_err(CudaError::from)?.copy_from_slice(d);
+            let mut ph = unsafe { e.context().alloc_pinned_with_flags::<u8>(d.len(), 0) }
+                .map_err(CudaError::from)?;
+            ph.as_mut_slice()
+                .map_err(CudaError::from)?
+                .copy_from_slice(d);
             pinned.push(ph);
         }
-        let mut host_out = unsafe { e.context().alloc_pinned_with_flags::<f32>(out_len.max(1), 0) }.map_err(CudaError::from)?;
-        let slices: Vec<&[u8]> = pinned.iter().map(|p| p.as_slice()).collect::<Result<_, _>>().map_err(CudaError::from)?;
+        let mut host_out = unsafe {
+            e.context()
+                .alloc_pinned_with_flags::<f32>(out_len.max(1), 0)
+        }
+        .map_err(CudaError::from)?;
+        let slices: Vec<&[u8]> = pinned
+            .iter()
+            .map(|p| p.as_slice())
+            .collect::<Result<_, _>>()
+            .map_err(CudaError::from)?;
         let frames: Vec<HostFrame<'_>> = batch
             .frames
             .iter()
@@ -149,8 +189,8 @@ impl GpuBench {
             })
             .collect();
         let crops = &batch.crops;
-        let tile = batch.tile_pixels;
-        let per_block = crate::batch::DEFAULT_TILES_PER_BLOCK;
+        let (tile, per_block) = self.tile;
+        let threads = octopus_threads(tile, per_block);
         let mut rows = Vec::new();
         let mut blocks = Vec::new();
         let mut out = vec![0f32; out_len];
@@ -163,21 +203,41 @@ impl GpuBench {
             let meta_bytes = e.upload_meta(s, crops, &blocks)?;
             e.poison_output(OutType::F32, out_len, f32::NAN.to_bits())?;
             let nb = blocks.len();
-            e.launch(s, OutType::F32, norm, crops, nb, tile, tile, out_len)?;
+            e.launch(s, OutType::F32, norm, crops, nb, tile, threads, out_len)?;
             e.download_f32(&mut out)?;
             let diff = max_diff_255(&out, reference, config);
-            let kernel = time_kernel(e, reps, |e| e.launch(s, OutType::F32, norm, crops, nb, tile, tile, out_len))?;
+            let kernel = time_kernel(e, reps, |e| {
+                e.launch(s, OutType::F32, norm, crops, nb, tile, threads, out_len)
+            })?;
             let e2e = time_host(e, reps, |e| {
                 build_blocks_into(crops, tile, per_block, &mut blocks);
                 e.upload_meta(s, crops, &blocks)?;
-                e.launch(s, OutType::F32, norm, crops, blocks.len(), tile, tile, out_len)
+                e.launch(
+                    s,
+                    OutType::F32,
+                    norm,
+                    crops,
+                    blocks.len(),
+                    tile,
+                    threads,
+                    out_len,
+                )
             })?;
             let mut upload = |mode: UploadMode, back: bool, e: &mut Engine| {
                 time_host(e, reps, |e| {
                     e.upload_frames(&frames, crops, mode)?;
                     build_blocks_into(crops, tile, per_block, &mut blocks);
                     e.upload_meta(s, crops, &blocks)?;
-                    e.launch(s, OutType::F32, norm, crops, blocks.len(), tile, tile, out_len)?;
+                    e.launch(
+                        s,
+                        OutType::F32,
+                        norm,
+                        crops,
+                        blocks.len(),
+                        tile,
+                        threads,
+                        out_len,
+                    )?;
                     if back {
                         e.download_f32_pinned(&mut host_out, out_len)?;
                     }
@@ -187,7 +247,11 @@ impl GpuBench {
             let up_whole = upload(UploadMode::Whole, false, e)?;
             let rows_stats = e.upload_frames(&frames, crops, UploadMode::Rows)?;
             let up_rows = upload(UploadMode::Rows, false, e)?;
-            let best = if up_rows < up_whole { UploadMode::Rows } else { UploadMode::Whole };
+            let best = if up_rows < up_whole {
+                UploadMode::Rows
+            } else {
+                UploadMode::Whole
+            };
             let back = upload(best, true, e)?;
             let gbps = out_bytes as f64 / (kernel * 1e-3) / 1e9;
             rows.push(Row {
@@ -204,7 +268,12 @@ impl GpuBench {
                 max_diff: Some(diff),
                 note: format!(
                     "upload whole {:.4} ms ({} B, {} copies), rows {:.4} ms ({} B, {} copies)",
-                    up_whole, whole.frame_bytes, whole.frame_copies, up_rows, rows_stats.frame_bytes, rows_stats.frame_copies
+                    up_whole,
+                    whole.frame_bytes,
+                    whole.frame_copies,
+                    up_rows,
+                    rows_stats.frame_bytes,
+                    rows_stats.frame_copies
                 ),
             });
         }
@@ -216,13 +285,31 @@ impl GpuBench {
             let meta_bytes = e.upload_meta(Strategy::Octopus, crops, &blocks)?;
             let nb = blocks.len();
             e.poison_output(OutType::F16, out_len, 0x7e00)?;
-            e.launch(Strategy::Octopus, OutType::F16, norm, crops, nb, tile, tile, out_len)?;
+            e.launch(
+                Strategy::Octopus,
+                OutType::F16,
+                norm,
+                crops,
+                nb,
+                tile,
+                threads,
+                out_len,
+            )?;
             let mut h = vec![0u16; out_len];
             e.download_f16(&mut h)?;
             let as32: Vec<f32> = h.iter().map(|&b| f16_to_f32(b)).collect();
             let diff = max_diff_255(&as32, reference, config);
             let kernel = time_kernel(e, self.reps, |e| {
-                e.launch(Strategy::Octopus, OutType::F16, norm, crops, nb, tile, tile, out_len)
+                e.launch(
+                    Strategy::Octopus,
+                    OutType::F16,
+                    norm,
+                    crops,
+                    nb,
+                    tile,
+                    threads,
+                    out_len,
+                )
             })?;
             let bytes = (out_len * 2) as u64;
             let gbps = bytes as f64 / (kernel * 1e-3) / 1e9;
@@ -258,7 +345,11 @@ impl GpuBench {
         let n = frames.len();
         let per: Vec<Vec<CropMeta>> = (0..n)
             .map(|f| {
-                let mine: Vec<CropMeta> = crops.iter().filter(|c| c.frame as usize == f).copied().collect();
+                let mine: Vec<CropMeta> = crops
+                    .iter()
+                    .filter(|c| c.frame as usize == f)
+                    .copied()
+                    .collect();
                 let base = mine.first().map(|c| c.out_offset).unwrap_or(0);
                 mine.into_iter()
                     .map(|c| CropMeta {
@@ -269,14 +360,22 @@ impl GpuBench {
                     .collect()
             })
             .collect();
-        let lens: Vec<usize> = per.iter().map(|c| c.last().map(|c| (c.out_offset + c.out_pixels() * 3) as usize).unwrap_or(0)).collect();
+        let lens: Vec<usize> = per
+            .iter()
+            .map(|c| {
+                c.last()
+                    .map(|c| (c.out_offset + c.out_pixels() * 3) as usize)
+                    .unwrap_or(0)
+            })
+            .collect();
         let maxlen = lens.iter().copied().max().unwrap_or(1).max(1);
         let ctx = self.engines[0].context().clone();
         let mut outs: Vec<PinnedHostSlice<f32>> = (0..n)
             .map(|_| unsafe { ctx.alloc_pinned_with_flags::<f32>(maxlen, 0) })
             .collect::<Result<_, _>>()
             .map_err(CudaError::from)?;
-        let tile = crate::batch::DEFAULT_TILE_PIXELS;
+        let (tile, per_block) = self.tile;
+        let threads = octopus_threads(tile, per_block);
         let mut blocks = [Vec::new(), Vec::new()];
         for e in &mut self.engines {
             e.reserve_output(OutType::F32, maxlen)?;
@@ -287,9 +386,18 @@ impl GpuBench {
                 let e = &mut engines[k % 2];
                 let b = &mut blocks[k % 2];
                 e.upload_frames(&frames[k..k + 1], &per[k], UploadMode::Auto)?;
-                build_blocks_into(&per[k], tile, crate::batch::DEFAULT_TILES_PER_BLOCK, b);
+                build_blocks_into(&per[k], tile, per_block, b);
                 e.upload_meta(Strategy::Octopus, &per[k], b)?;
-                e.launch(Strategy::Octopus, OutType::F32, norm, &per[k], b.len(), tile, tile, lens[k])?;
+                e.launch(
+                    Strategy::Octopus,
+                    OutType::F32,
+                    norm,
+                    &per[k],
+                    b.len(),
+                    tile,
+                    threads,
+                    lens[k],
+                )?;
                 e.download_f32_pinned(&mut outs[k], lens[k])?;
             }
             for e in engines.iter() {
@@ -298,7 +406,9 @@ impl GpuBench {
             Ok(s.elapsed().as_secs_f64() * 1e3)
         };
         run(&mut self.engines)?;
-        let mut t: Vec<f64> = (0..self.reps.min(50)).map(|_| run(&mut self.engines)).collect::<Result<_, _>>()?;
+        let mut t: Vec<f64> = (0..self.reps.min(50))
+            .map(|_| run(&mut self.engines))
+            .collect::<Result<_, _>>()?;
         let total = median(&mut t);
         // Parity of the last run.
         let mut got = Vec::with_capacity(reference.len());
@@ -326,7 +436,8 @@ pub fn f16_to_f32(h: u16) -> f32 {
             s
         } else {
             // Subnormal: value = m * 2^-24.
-            return f32::from_bits(s) + (if s != 0 { -1.0 } else { 1.0 }) * m as f32 * (2.0f32).powi(-24);
+            return f32::from_bits(s)
+                + (if s != 0 { -1.0 } else { 1.0 }) * m as f32 * (2.0f32).powi(-24);
         }
     } else if e == 31 {
         s | 0x7f80_0000 | (m << 13)
@@ -343,28 +454,21 @@ pub struct ProbeOptions {
     pub data_dir: Option<PathBuf>,
 }
 
-/// Pick the strategy and tile size for the present GPU: micro-benchmarks of strategies B and C
-/// (C at several tile sizes and tiles per block) on drone28-shaped and crops1000-shaped batches
-/// (224x224 outputs, I420). Returns a report whose last line is the choice; the timed part stays
-/// under about 100 ms.
-pub fn probe(opts: &ProbeOptions) -> Result<String, BenchError> {
-    available().map_err(|e| BenchError::Options(format!("no GPU to probe: {e}")))?;
-    let t0 = Instant::now();
-    let mut e = Engine::new(0)?;
-    let setup = t0.elapsed();
+/// Micro-benchmarks of strategy C at several tile sizes and tiles per block (and of strategy B for
+/// comparison) on drone28-shaped and crops1000-shaped batches (224x224, I420; a 200-crop slice
+/// stands in for crops1000). Returns the best (tile pixels, tiles per block) by the sum of the two
+/// medians, and a report.
+pub fn tune(e: &mut Engine, data_dir: Option<PathBuf>) -> Result<((u32, u32), String), BenchError> {
     let bopts = PreprocessBenchOptions {
-        data_dir: opts.data_dir.clone(),
+        data_dir,
         ..Default::default()
     };
     let mut report = String::new();
-    let _ = writeln!(report, "GPU: {} ({}), kernels ready in {:.1} ms", e.device_name(), e.arch(), setup.as_secs_f64() * 1e3);
     let start = Instant::now();
     let norm = Norm::from_config(&super::bench_config(&bopts));
-    let mut best: Option<(f64, String)> = None;
     let mut scores: Vec<((u32, u32), f64)> = Vec::new();
     for w in [Workload::Drone28, Workload::Crops1000] {
         let mut p = prepare(w, &bopts);
-        // Keep the probe cheap: a 200-crop slice stands in for crops1000.
         p.batch.crops.truncate(200);
         let frames: Vec<HostFrame<'_>> = p
             .batch
@@ -385,23 +489,75 @@ pub fn probe(opts: &ProbeOptions) -> Result<String, BenchError> {
                 build_blocks_into(crops, tile, per, &mut blocks);
                 e.upload_meta(Strategy::Octopus, crops, &blocks)?;
                 let nb = blocks.len();
-                let ms = time_kernel(&mut e, 5, |e| e.launch(Strategy::Octopus, OutType::F32, norm, crops, nb, tile, tile, out_len))?;
+                let threads = octopus_threads(tile, per);
+                let ms = time_kernel(e, 5, |e| {
+                    e.launch(
+                        Strategy::Octopus,
+                        OutType::F32,
+                        norm,
+                        crops,
+                        nb,
+                        tile,
+                        threads,
+                        out_len,
+                    )
+                })?;
                 match scores.iter_mut().find(|(k, _)| *k == (tile, per)) {
                     Some((_, s)) => *s += ms,
                     None => scores.push(((tile, per), ms)),
                 }
-                let _ = writeln!(report, "{:>9} C tile {tile:>3} x {per} per block: {ms:.4} ms", w.name());
+                let _ = writeln!(
+                    report,
+                    "{:>9} C tile {tile:>3} x {per} per block ({threads} threads): {ms:.4} ms",
+                    w.name()
+                );
             }
         }
         e.upload_meta(Strategy::Bsearch, crops, &[])?;
-        let ms = time_kernel(&mut e, 5, |e| e.launch(Strategy::Bsearch, OutType::F32, norm, crops, 0, 256, 256, out_len))?;
+        let ms = time_kernel(e, 5, |e| {
+            e.launch(
+                Strategy::Bsearch,
+                OutType::F32,
+                norm,
+                crops,
+                0,
+                256,
+                256,
+                out_len,
+            )
+        })?;
         let _ = writeln!(report, "{:>9} B bsearch: {ms:.4} ms", w.name());
-        if best.as_ref().is_none_or(|(b, _)| ms < *b) && w == Workload::Drone28 {
-            best = Some((ms, "B".into()));
-        }
     }
-    let ((tile, per), total) = scores.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap_or(((256, 4), 0.0));
-    let _ = writeln!(report, "probe took {:.1} ms (timed part)", start.elapsed().as_secs_f64() * 1e3);
-    let _ = writeln!(report, "choice: strategy C, tile-pixels={tile} tiles-per-block={per} (sum of medians {total:.4} ms)");
-    Ok(report)
+    let (best, total) = scores
+        .iter()
+        .copied()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or(((256, 4), 0.0));
+    let _ = writeln!(
+        report,
+        "timed part took {:.1} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    let _ = writeln!(
+        report,
+        "choice: strategy C, tile-pixels={} tiles-per-block={} (sum of medians {total:.4} ms)",
+        best.0, best.1
+    );
+    Ok((best, report))
+}
+
+/// `octopipe probe`: open the GPU, compile the kernels (or take them from the cache), and run
+/// [`tune`]. Returns the report; its last line is the choice.
+pub fn probe(opts: &ProbeOptions) -> Result<String, BenchError> {
+    available().map_err(|e| BenchError::Options(format!("no GPU to probe: {e}")))?;
+    let t0 = Instant::now();
+    let mut e = Engine::new(0)?;
+    let setup = t0.elapsed();
+    let (_, report) = tune(&mut e, opts.data_dir.clone())?;
+    Ok(format!(
+        "GPU: {} ({}), kernels ready in {:.1} ms\n{report}",
+        e.device_name(),
+        e.arch(),
+        setup.as_secs_f64() * 1e3
+    ))
 }

@@ -12,12 +12,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::batch::{CropBatch, CropMeta};
-use crate::frame::{Frame, PixelFormat};
+use crate::frame::PixelFormat;
 use crate::preprocess::cpu::CpuBackend;
 use crate::preprocess::{Backend, PreprocessConfig, PreprocessError};
 
-pub use data::{box_sizes, synthetic_frame, Rng};
-pub use gpu::{probe, ProbeOptions};
+pub use data::{box_sizes, frame_from, synthetic_frame, Rng};
+pub use gpu::f16_to_f32;
+pub use gpu::{probe, tune, ProbeOptions};
 
 /// Errors of the benchmarks.
 #[derive(Debug, thiserror::Error)]
@@ -150,7 +151,10 @@ pub fn prepare(workload: Workload, opts: &PreprocessBenchOptions) -> Prepared {
         debug_assert!(batch.crops.len() - first == nboxes);
         batch.frames.push(frame);
     }
-    batch.build_blocks(crate::batch::DEFAULT_TILE_PIXELS, crate::batch::DEFAULT_TILES_PER_BLOCK);
+    batch.build_blocks(
+        crate::batch::DEFAULT_TILE_PIXELS,
+        crate::batch::DEFAULT_TILES_PER_BLOCK,
+    );
     Prepared {
         workload,
         batch,
@@ -173,7 +177,13 @@ pub fn max_diff_255(a: &[f32], b: &[f32], config: &PreprocessConfig) -> f32 {
     let m = a
         .iter()
         .zip(b)
-        .map(|(x, y)| if x.is_finite() && y.is_finite() { (x - y).abs() } else { f32::INFINITY })
+        .map(|(x, y)| {
+            if x.is_finite() && y.is_finite() {
+                (x - y).abs()
+            } else {
+                f32::INFINITY
+            }
+        })
         .fold(0.0f32, f32::max);
     if a.len() != b.len() {
         return f32::INFINITY;
@@ -219,7 +229,10 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-fn time_cpu(seconds: f64, mut f: impl FnMut() -> Result<(), BenchError>) -> Result<f64, BenchError> {
+fn time_cpu(
+    seconds: f64,
+    mut f: impl FnMut() -> Result<(), BenchError>,
+) -> Result<f64, BenchError> {
     f()?; // warm-up
     let mut t = Vec::new();
     let start = Instant::now();
@@ -254,12 +267,20 @@ pub fn naive_cpu(batch: &CropBatch, config: &PreprocessConfig, out: &mut Vec<f32
 /// Run the preprocess benchmark and return the table (CPU rows always; GPU rows when a GPU is
 /// present, otherwise one line saying why they are skipped).
 pub fn preprocess(opts: &PreprocessBenchOptions) -> Result<String, BenchError> {
-    let workloads = if opts.workloads.is_empty() { Workload::ALL.to_vec() } else { opts.workloads.clone() };
+    let workloads = if opts.workloads.is_empty() {
+        Workload::ALL.to_vec()
+    } else {
+        opts.workloads.clone()
+    };
     let config = bench_config(opts);
     let mut cpu = CpuBackend::new(config.clone())?;
     let mut rows = Vec::new();
     let mut header = String::new();
-    let mut gpu_state = if opts.gpu { Some(gpu::GpuBench::new(opts)) } else { None };
+    let mut gpu_state = if opts.gpu {
+        Some(gpu::GpuBench::new(opts))
+    } else {
+        None
+    };
     if let Some(Err(why)) = &gpu_state {
         let _ = writeln!(header, "GPU rows skipped: {why}");
     }
@@ -269,7 +290,11 @@ pub fn preprocess(opts: &PreprocessBenchOptions) -> Result<String, BenchError> {
     for w in workloads {
         let mut p = prepare(w, opts);
         if !p.real_sizes {
-            let _ = writeln!(header, "{}: VisDrone annotations not found: synthetic box sizes", w.name());
+            let _ = writeln!(
+                header,
+                "{}: VisDrone annotations not found: synthetic box sizes",
+                w.name()
+            );
         }
         // CPU reference (also the parity baseline for every other row).
         let cpu_ms = time_cpu(opts.cpu_seconds, || Ok(cpu.run(&mut p.batch)?))?;
@@ -306,7 +331,8 @@ pub fn preprocess(opts: &PreprocessBenchOptions) -> Result<String, BenchError> {
 }
 
 fn opt(v: Option<f64>, prec: usize) -> String {
-    v.map(|x| format!("{x:.prec$}")).unwrap_or_else(|| "-".into())
+    v.map(|x| format!("{x:.prec$}"))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// Render rows as one Markdown table.
@@ -326,17 +352,18 @@ pub fn format_table(header: &str, rows: &[Row]) -> String {
             opt(r.e2e_upload_ms, 4),
             opt(r.e2e_back_ms, 4),
             r.bytes.map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
-            r.meta_bytes.map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
+            r.meta_bytes
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "-".into()),
             opt(r.gbps, 1),
-            r.of_copy.map(|x| format!("{:.0}%", x * 100.0)).unwrap_or_else(|| "-".into()),
-            r.max_diff.map(|d| format!("{d:.3}")).unwrap_or_else(|| "-".into()),
+            r.of_copy
+                .map(|x| format!("{:.0}%", x * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            r.max_diff
+                .map(|d| format!("{d:.3}"))
+                .unwrap_or_else(|| "-".into()),
             r.note
         );
     }
     s
-}
-
-/// Frames of a batch (helper for callers that own frames elsewhere).
-pub fn frames_of(batch: &CropBatch) -> &[Frame] {
-    &batch.frames
 }

@@ -197,8 +197,17 @@ fn ms(d: Duration) -> f64 {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "budget {:.1} ms/frame ({:.1} fps)", ms(self.budget), 1.0 / self.budget.as_secs_f64())?;
-        writeln!(f, "{:<12} {:>9} {:>9} {:>9} {:>9}", "stage (ms)", "p50", "p95", "p99", "max")?;
+        writeln!(
+            f,
+            "budget {:.1} ms/frame ({:.1} fps)",
+            ms(self.budget),
+            1.0 / self.budget.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "{:<12} {:>9} {:>9} {:>9} {:>9}",
+            "stage (ms)", "p50", "p95", "p99", "max"
+        )?;
         let row = |f: &mut fmt::Formatter<'_>, name: &str, s: &Stats| {
             writeln!(
                 f,
@@ -274,6 +283,10 @@ mod tests {
         let r = b.finish();
         assert_eq!(r.frames_in, 5);
         assert_eq!(r.processed + r.dropped_total(), 5);
-        assert!(r.to_string().contains("5 in = 0 processed + 5 dropped (in flight at shutdown: 4, late: 1)"), "{r}");
+        assert!(
+            r.to_string()
+                .contains("5 in = 0 processed + 5 dropped (in flight at shutdown: 4, late: 1)"),
+            "{r}"
+        );
     }
 }

@@ -154,7 +154,11 @@ pub struct Classifier {
 impl Classifier {
     /// Load the model and check its input against `layout` (and `size` if given). Returns the
     /// classifier and the crop size to use.
-    pub fn new(config: ClassifyConfig, layout: Layout, size: Option<(u32, u32)>) -> Result<Self, ClassifyError> {
+    pub fn new(
+        config: ClassifyConfig,
+        layout: Layout,
+        size: Option<(u32, u32)>,
+    ) -> Result<Self, ClassifyError> {
         let path = config.model.display().to_string();
         let model_err = |reason: String| ClassifyError::Model {
             path: path.clone(),
@@ -164,9 +168,15 @@ impl Classifier {
             return Err(model_err("no such file".into()));
         }
         let env = environment()?;
-        let mut builder = Session::builder(env).map_err(|e| model_err(e.to_string()))?;
+        // ONNX Runtime's worker threads spin between runs by default; with a pipeline of busy
+        // stage threads on few cores that steals time from the other stages.
+        let mut builder = Session::builder(env)
+            .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
+            .map_err(|e| model_err(e.to_string()))?;
         if config.threads > 0 {
-            builder = builder.with_intra_threads(config.threads).map_err(|e| model_err(e.to_string()))?;
+            builder = builder
+                .with_intra_threads(config.threads)
+                .map_err(|e| model_err(e.to_string()))?;
         }
         let session = builder
             .commit_from_file(&config.model)
@@ -177,9 +187,9 @@ impl Classifier {
             .first()
             .map(|o| o.name().to_string())
             .ok_or_else(|| model_err("has no outputs".into()))?;
-        let size = size.or(input.size).ok_or_else(|| {
-            model_err("has a dynamic crop size: set preprocess size=WxH".into())
-        })?;
+        let size = size
+            .or(input.size)
+            .ok_or_else(|| model_err("has a dynamic crop size: set preprocess size=WxH".into()))?;
         Ok(Classifier {
             config,
             session,
@@ -222,7 +232,9 @@ impl Classifier {
         let n = batch.crops.len();
         let (w, h) = (self.size.0 as usize, self.size.1 as usize);
         let per = 3 * w * h;
-        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size) || batch.tensor.len() < n * per {
+        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size)
+            || batch.tensor.len() < n * per
+        {
             return Err(ClassifyError::Run {
                 path: self.config.model.display().to_string(),
                 reason: format!("batch crops are not all {w}x{h}"),
@@ -240,9 +252,10 @@ impl Classifier {
             self.run_chunk(shape, data)?;
             let classes = self.scores.len() / m;
             for i in 0..m {
-                batch
-                    .results
-                    .push(top_k(&mut self.scores[i * classes..(i + 1) * classes], self.config.top_k));
+                batch.results.push(top_k(
+                    &mut self.scores[i * classes..(i + 1) * classes],
+                    self.config.top_k,
+                ));
             }
             start += m;
         }
@@ -267,7 +280,11 @@ impl Classifier {
         if oshape.len() != 2 || oshape[0] as usize != shape[0] || oshape[1] < 1 {
             return Err(ClassifyError::Run {
                 path,
-                reason: format!("output shape {:?}, expected [{}, classes]", &oshape[..], shape[0]),
+                reason: format!(
+                    "output shape {:?}, expected [{}, classes]",
+                    &oshape[..],
+                    shape[0]
+                ),
             });
         }
         self.scores.clear();
@@ -287,10 +304,13 @@ fn check_input(
     layout: Layout,
     size: Option<(u32, u32)>,
 ) -> Result<(String, ModelInput), ClassifyError> {
-    let input = session.inputs().first().ok_or_else(|| ClassifyError::Model {
-        path: path.into(),
-        reason: "has no inputs".into(),
-    })?;
+    let input = session
+        .inputs()
+        .first()
+        .ok_or_else(|| ClassifyError::Model {
+            path: path.into(),
+            reason: "has no inputs".into(),
+        })?;
     let name = input.name().to_string();
     let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
         return Err(ClassifyError::Shape {

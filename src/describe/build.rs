@@ -40,23 +40,47 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
         let spec = stage(&st.kind).ok_or_else(|| {
             let hint = closest(&st.kind, STAGES.iter().map(|s| s.name))
                 .map(|c| format!(" (did you mean '{c}'?)"))
-                .unwrap_or_else(|| format!(" (stages: {})", STAGES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")));
+                .unwrap_or_else(|| {
+                    format!(
+                        " (stages: {})",
+                        STAGES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+                    )
+                });
             desc.error(st.span, format!("unknown stage '{}'{hint}", st.kind))
         })?;
-        let props = Props { desc, stage: st, spec };
+        let props = Props {
+            desc,
+            stage: st,
+            spec,
+        };
         props.check_known()?;
         if spec.role == "edge" {
             if !seen_source || edge >= ORDER.len() {
                 return Err(desc.error(st.span, "a queue must stand between two stages"));
             }
-            queues[edge - 1] = props.parse("size", "a positive integer", positive)?.unwrap_or(DEFAULT_QUEUE);
+            queues[edge - 1] = props
+                .parse("size", "a positive integer", positive)?
+                .unwrap_or(DEFAULT_QUEUE);
             continue;
         }
         let Some(pos) = ORDER[next_role..].iter().position(|(r, _)| *r == spec.role) else {
-            return Err(desc.error(st.span, format!("stage '{}' cannot come here: expected {}", st.kind, expected(next_role))));
+            return Err(desc.error(
+                st.span,
+                format!(
+                    "stage '{}' cannot come here: expected {}",
+                    st.kind,
+                    expected(next_role)
+                ),
+            ));
         };
-        if let Some((missing, _)) = ORDER[next_role..next_role + pos].iter().find(|(_, optional)| !optional) {
-            return Err(desc.error(st.span, format!("a {missing} stage must come before '{}'", st.kind)));
+        if let Some((missing, _)) = ORDER[next_role..next_role + pos]
+            .iter()
+            .find(|(_, optional)| !optional)
+        {
+            return Err(desc.error(
+                st.span,
+                format!("a {missing} stage must come before '{}'", st.kind),
+            ));
         }
         // Edges are numbered by the role they lead into; skipped optional roles share it.
         edge = next_role + pos + 1;
@@ -68,11 +92,23 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
             "batch" => batch = batch_config(&props)?,
             "preprocess" => preprocess = preprocess_config(&props)?,
             "classify" => classify = Some(classify_config(&props)?),
-            _ => sink = Some(JsonlConfig { location: PathBuf::from(props.required("location")?) }),
+            _ => {
+                sink = Some(JsonlConfig {
+                    location: PathBuf::from(props.required("location")?),
+                })
+            }
         }
     }
     let end = desc.stages.last().map(|s| s.span).unwrap_or_default();
-    let early = || desc.error(end, format!("the pipeline ends early: expected {} next", expected(next_role)));
+    let early = || {
+        desc.error(
+            end,
+            format!(
+                "the pipeline ends early: expected {} next",
+                expected(next_role)
+            ),
+        )
+    };
     let source = source.ok_or_else(early)?;
     Ok(PipelineConfig {
         budget: source.frame_interval(),
@@ -89,7 +125,12 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
 fn expected(role: usize) -> String {
     let mut names = Vec::new();
     for (r, optional) in &ORDER[role..] {
-        names.extend(STAGES.iter().filter(|s| s.role == *r).map(|s| format!("'{}'", s.name)));
+        names.extend(
+            STAGES
+                .iter()
+                .filter(|s| s.role == *r)
+                .map(|s| format!("'{}'", s.name)),
+        );
         if !optional {
             break;
         }
@@ -110,7 +151,10 @@ fn boolean(s: &str) -> Option<bool> {
 }
 
 fn floats3(s: &str) -> Option<[f32; 3]> {
-    let v: Vec<f32> = s.split(',').map(|x| x.trim().parse().ok()).collect::<Option<_>>()?;
+    let v: Vec<f32> = s
+        .split(',')
+        .map(|x| x.trim().parse().ok())
+        .collect::<Option<_>>()?;
     v.try_into().ok()
 }
 
@@ -132,23 +176,44 @@ impl Props<'_> {
                 let hint = closest(&p.key, self.spec.props.iter().map(|s| s.name))
                     .map(|c| format!(" (did you mean '{c}'?)"))
                     .unwrap_or_else(|| {
-                        format!(" (properties: {})", self.spec.props.iter().map(|s| s.name).collect::<Vec<_>>().join(", "))
+                        format!(
+                            " (properties: {})",
+                            self.spec
+                                .props
+                                .iter()
+                                .map(|s| s.name)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
                     });
                 return Err(self.desc.error(
                     p.key_span,
-                    format!("stage '{}' has no property '{}'{hint}", self.spec.name, p.key),
+                    format!(
+                        "stage '{}' has no property '{}'{hint}",
+                        self.spec.name, p.key
+                    ),
                 ));
             }
         }
         Ok(())
     }
 
-    fn parse<T>(&self, key: &str, expected: &str, f: impl Fn(&str) -> Option<T>) -> Result<Option<T>, DescribeError> {
-        let Some(p) = self.get(key) else { return Ok(None) };
+    fn parse<T>(
+        &self,
+        key: &str,
+        expected: &str,
+        f: impl Fn(&str) -> Option<T>,
+    ) -> Result<Option<T>, DescribeError> {
+        let Some(p) = self.get(key) else {
+            return Ok(None);
+        };
         f(&p.value).map(Some).ok_or_else(|| {
             self.desc.error(
                 p.value_span,
-                format!("{}: {key} must be {expected}, found '{}'", self.spec.name, p.value),
+                format!(
+                    "{}: {key} must be {expected}, found '{}'",
+                    self.spec.name, p.value
+                ),
             )
         })
     }
@@ -156,37 +221,57 @@ impl Props<'_> {
     fn required(&self, key: &str) -> Result<&str, DescribeError> {
         match self.get(key) {
             Some(p) if !p.value.is_empty() => Ok(&p.value),
-            Some(p) => Err(self.desc.error(p.value_span, format!("{}: {key} is empty", self.spec.name))),
-            None => Err(self.desc.error(self.stage.span, format!("stage '{}' needs {key}=...", self.spec.name))),
+            Some(p) => Err(self
+                .desc
+                .error(p.value_span, format!("{}: {key} is empty", self.spec.name))),
+            None => Err(self.desc.error(
+                self.stage.span,
+                format!("stage '{}' needs {key}=...", self.spec.name),
+            )),
         }
     }
 }
 
 fn source_config(p: &Props) -> Result<SourceConfig, DescribeError> {
     let kind = match p.spec.name {
-        "images" => SourceKind::Images { location: p.required("location")?.to_string() },
-        "media" => SourceKind::Media { location: p.required("location")?.to_string() },
+        "images" => SourceKind::Images {
+            location: p.required("location")?.to_string(),
+        },
+        "media" => SourceKind::Media {
+            location: p.required("location")?.to_string(),
+        },
         _ => SourceKind::Test {
             pattern: p.get("pattern").map_or("smpte".into(), |v| v.value.clone()),
-            width: p.parse("width", "a positive integer", positive)?.unwrap_or(DEFAULT_TEST_SIZE.0 as usize) as u32,
-            height: p.parse("height", "a positive integer", positive)?.unwrap_or(DEFAULT_TEST_SIZE.1 as usize) as u32,
-            num_buffers: p.parse("num-buffers", "a positive integer", positive)?.unwrap_or(DEFAULT_NUM_BUFFERS as usize)
-                as u32,
+            width: p
+                .parse("width", "a positive integer", positive)?
+                .unwrap_or(DEFAULT_TEST_SIZE.0 as usize) as u32,
+            height: p
+                .parse("height", "a positive integer", positive)?
+                .unwrap_or(DEFAULT_TEST_SIZE.1 as usize) as u32,
+            num_buffers: p
+                .parse("num-buffers", "a positive integer", positive)?
+                .unwrap_or(DEFAULT_NUM_BUFFERS as usize) as u32,
             format: p
-                .parse("format", "one of i420, nv12, rgb, bgr, rgba, bgra", |s| match s {
-                    "i420" => Some(PixelFormat::I420),
-                    "nv12" => Some(PixelFormat::Nv12),
-                    "rgb" => Some(PixelFormat::Rgb),
-                    "bgr" => Some(PixelFormat::Bgr),
-                    "rgba" => Some(PixelFormat::Rgba),
-                    "bgra" => Some(PixelFormat::Bgra),
-                    _ => None,
-                })?
+                .parse(
+                    "format",
+                    "one of i420, nv12, rgb, bgr, rgba, bgra",
+                    |s| match s {
+                        "i420" => Some(PixelFormat::I420),
+                        "nv12" => Some(PixelFormat::Nv12),
+                        "rgb" => Some(PixelFormat::Rgb),
+                        "bgr" => Some(PixelFormat::Bgr),
+                        "rgba" => Some(PixelFormat::Rgba),
+                        "bgra" => Some(PixelFormat::Bgra),
+                        _ => None,
+                    },
+                )?
                 .unwrap_or(PixelFormat::I420),
         },
     };
     let mut cfg = SourceConfig::new(kind);
-    if let Some(fps) = p.parse("framerate", "a positive number", |s| s.parse::<f64>().ok().filter(|f| *f > 0.0 && f.is_finite()))? {
+    if let Some(fps) = p.parse("framerate", "a positive number", |s| {
+        s.parse::<f64>().ok().filter(|f| *f > 0.0 && f.is_finite())
+    })? {
         cfg.framerate = fps;
     }
     cfg.live = p.parse("live", "true or false", boolean)?.unwrap_or(false);
@@ -196,25 +281,47 @@ fn source_config(p: &Props) -> Result<SourceConfig, DescribeError> {
 fn detect_config(p: &Props) -> Result<DetectConfig, DescribeError> {
     let format = p.get("format").map_or("det", |v| v.value.as_str());
     let source = match format {
-        "det" => BoxSource::Det { location: PathBuf::from(p.required("location")?) },
-        "mot" => BoxSource::Mot { location: PathBuf::from(p.required("location")?) },
+        "det" => BoxSource::Det {
+            location: PathBuf::from(p.required("location")?),
+        },
+        "mot" => BoxSource::Mot {
+            location: PathBuf::from(p.required("location")?),
+        },
         "synthetic" => BoxSource::Synthetic {
-            count: p.parse("count", "a non-negative integer", |s| s.parse::<u32>().ok())?.unwrap_or(DEFAULT_SYNTHETIC_COUNT),
-            seed: p.parse("seed", "a non-negative integer", |s| s.parse::<u64>().ok())?.unwrap_or(DEFAULT_SEED),
+            count: p
+                .parse("count", "a non-negative integer", |s| s.parse::<u32>().ok())?
+                .unwrap_or(DEFAULT_SYNTHETIC_COUNT),
+            seed: p
+                .parse("seed", "a non-negative integer", |s| s.parse::<u64>().ok())?
+                .unwrap_or(DEFAULT_SEED),
         },
         other => {
-            let span = p.get("format").map(|v| v.value_span).unwrap_or(p.stage.span);
-            return Err(p.desc.error(span, format!("boxes: format must be one of det, mot, synthetic, found '{other}'")));
+            let span = p
+                .get("format")
+                .map(|v| v.value_span)
+                .unwrap_or(p.stage.span);
+            return Err(p.desc.error(
+                span,
+                format!("boxes: format must be one of det, mot, synthetic, found '{other}'"),
+            ));
         }
     };
     let mut cfg = DetectConfig::new(source);
-    cfg.keep_ignored = p.parse("keep-ignored", "true or false", boolean)?.unwrap_or(false);
-    if let Some(v) = p.parse("skip-categories", "a comma-separated list of categories 0..11", |s| {
-        if s.is_empty() {
-            return Some(Vec::new());
-        }
-        s.split(',').map(|c| c.trim().parse::<u8>().ok().filter(|c| *c <= 11)).collect()
-    })? {
+    cfg.keep_ignored = p
+        .parse("keep-ignored", "true or false", boolean)?
+        .unwrap_or(false);
+    if let Some(v) = p.parse(
+        "skip-categories",
+        "a comma-separated list of categories 0..11",
+        |s| {
+            if s.is_empty() {
+                return Some(Vec::new());
+            }
+            s.split(',')
+                .map(|c| c.trim().parse::<u8>().ok().filter(|c| *c <= 11))
+                .collect()
+        },
+    )? {
         cfg.skip_categories = v;
     }
     Ok(cfg)
@@ -223,13 +330,28 @@ fn detect_config(p: &Props) -> Result<DetectConfig, DescribeError> {
 fn batch_config(p: &Props) -> Result<BatchConfig, DescribeError> {
     let d = BatchConfig::default();
     Ok(BatchConfig {
-        max_crops: p.parse("max-crops", "a positive integer", positive)?.unwrap_or(d.max_crops),
-        max_frames: p.parse("max-frames", "a positive integer", positive)?.unwrap_or(d.max_frames),
-        max_wait: p.parse("max-wait-ms", "a non-negative number of milliseconds", |s| {
-            s.parse::<f64>().ok().filter(|v| *v >= 0.0 && v.is_finite()).map(|v| Duration::from_secs_f64(v / 1000.0))
-        })?,
-        tile_pixels: p.parse("tile-pixels", "a positive integer", positive)?.map_or(d.tile_pixels, |v| v as u32),
-        tiles_per_block: p.parse("tiles-per-block", "a positive integer", positive)?.map_or(d.tiles_per_block, |v| v as u32),
+        max_crops: p
+            .parse("max-crops", "a positive integer", positive)?
+            .unwrap_or(d.max_crops),
+        max_frames: p
+            .parse("max-frames", "a positive integer", positive)?
+            .unwrap_or(d.max_frames),
+        max_wait: p.parse(
+            "max-wait-ms",
+            "a non-negative number of milliseconds",
+            |s| {
+                s.parse::<f64>()
+                    .ok()
+                    .filter(|v| *v >= 0.0 && v.is_finite())
+                    .map(|v| Duration::from_secs_f64(v / 1000.0))
+            },
+        )?,
+        tile_pixels: p
+            .parse("tile-pixels", "a positive integer", positive)?
+            .map_or(d.tile_pixels, |v| v as u32),
+        tiles_per_block: p
+            .parse("tiles-per-block", "a positive integer", positive)?
+            .map_or(d.tiles_per_block, |v| v as u32),
     })
 }
 
@@ -237,14 +359,27 @@ fn preprocess_config(p: &Props) -> Result<PreprocessConfig, DescribeError> {
     let d = PreprocessConfig::default();
     let std_ok = |s: &str| floats3(s).filter(|v| v.iter().all(|x| *x > 0.0));
     Ok(PreprocessConfig {
-        size: p.parse("size", "WIDTHxHEIGHT with both at least 1, e.g. 64x64", |s| {
-            let (w, h) = s.split_once('x')?;
-            Some((w.parse::<u32>().ok().filter(|v| *v > 0)?, h.parse::<u32>().ok().filter(|v| *v > 0)?))
-        })?,
-        mean: p.parse("mean", "three comma-separated numbers", floats3)?.unwrap_or(d.mean),
-        std: p.parse("std", "three comma-separated positive numbers", std_ok)?.unwrap_or(d.std),
+        size: p.parse(
+            "size",
+            "WIDTHxHEIGHT with both at least 1, e.g. 64x64",
+            |s| {
+                let (w, h) = s.split_once('x')?;
+                Some((
+                    w.parse::<u32>().ok().filter(|v| *v > 0)?,
+                    h.parse::<u32>().ok().filter(|v| *v > 0)?,
+                ))
+            },
+        )?,
+        mean: p
+            .parse("mean", "three comma-separated numbers", floats3)?
+            .unwrap_or(d.mean),
+        std: p
+            .parse("std", "three comma-separated positive numbers", std_ok)?
+            .unwrap_or(d.std),
         scale: p
-            .parse("scale", "a positive number", |s| s.parse::<f32>().ok().filter(|v| *v > 0.0))?
+            .parse("scale", "a positive number", |s| {
+                s.parse::<f32>().ok().filter(|v| *v > 0.0)
+            })?
             .unwrap_or(d.scale),
         channels: p
             .parse("channels", "rgb or bgr", |s| match s {
@@ -268,7 +403,11 @@ fn preprocess_config(p: &Props) -> Result<PreprocessConfig, DescribeError> {
                 _ => None,
             })?
             .unwrap_or(d.backend),
-        threads: p.parse("threads", "a non-negative integer", |s| s.parse::<usize>().ok())?.unwrap_or(d.threads),
+        threads: p
+            .parse("threads", "a non-negative integer", |s| {
+                s.parse::<usize>().ok()
+            })?
+            .unwrap_or(d.threads),
         ..d
     })
 }
@@ -279,12 +418,29 @@ fn classify_config(p: &Props) -> Result<ClassifyConfig, DescribeError> {
         cfg.labels = l.value.split(',').map(|s| s.trim().to_string()).collect();
     }
     if let Some(f) = p.get("labels-file") {
-        let text = std::fs::read_to_string(&f.value)
-            .map_err(|e| p.desc.error(f.value_span, format!("classify: cannot read labels-file '{}': {e}", f.value)))?;
-        cfg.labels = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+        let text = std::fs::read_to_string(&f.value).map_err(|e| {
+            p.desc.error(
+                f.value_span,
+                format!("classify: cannot read labels-file '{}': {e}", f.value),
+            )
+        })?;
+        cfg.labels = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect();
     }
-    cfg.max_batch = p.parse("max-batch", "a positive integer", positive)?.unwrap_or(cfg.max_batch);
-    cfg.top_k = p.parse("top-k", "a positive integer", positive)?.unwrap_or(cfg.top_k);
-    cfg.threads = p.parse("threads", "a non-negative integer", |s| s.parse::<usize>().ok())?.unwrap_or(cfg.threads);
+    cfg.max_batch = p
+        .parse("max-batch", "a positive integer", positive)?
+        .unwrap_or(cfg.max_batch);
+    cfg.top_k = p
+        .parse("top-k", "a positive integer", positive)?
+        .unwrap_or(cfg.top_k);
+    cfg.threads = p
+        .parse("threads", "a non-negative integer", |s| {
+            s.parse::<usize>().ok()
+        })?
+        .unwrap_or(cfg.threads);
     Ok(cfg)
 }

@@ -87,7 +87,11 @@ pub struct DescribeError {
 
 impl fmt::Display for DescribeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}\n{}", self.origin, self.line, self.column, self.message, self.excerpt)
+        write!(
+            f,
+            "{}:{}:{}: {}\n{}",
+            self.origin, self.line, self.column, self.message, self.excerpt
+        )
     }
 }
 
@@ -104,7 +108,10 @@ fn error_at(origin: &str, text: &str, span: Span, message: String) -> DescribeEr
     let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
     let line = text[..start].matches('\n').count() + 1;
     let column = text[line_start..start].chars().count() + 1;
-    let width = text[start..(start + span.len).min(line_end)].chars().count().max(1);
+    let width = text[start..(start + span.len).min(line_end)]
+        .chars()
+        .count()
+        .max(1);
     let excerpt = format!(
         "  {}\n  {}{}",
         &text[line_start..line_end],
@@ -121,8 +128,13 @@ fn error_at(origin: &str, text: &str, span: Span, message: String) -> DescribeEr
 }
 
 /// Parse `text` (from `origin`, used in messages), replacing `${name}` with `vars`.
-pub fn parse(origin: &str, text: &str, vars: &HashMap<String, String>) -> Result<Description, DescribeError> {
-    let err = |start: usize, len: usize, msg: String| error_at(origin, text, Span { start, len }, msg);
+pub fn parse(
+    origin: &str,
+    text: &str,
+    vars: &HashMap<String, String>,
+) -> Result<Description, DescribeError> {
+    let err =
+        |start: usize, len: usize, msg: String| error_at(origin, text, Span { start, len }, msg);
     let bytes = text.as_bytes();
     let mut stages: Vec<StageDesc> = Vec::new();
     let mut expect_stage = true;
@@ -135,7 +147,9 @@ pub fn parse(origin: &str, text: &str, vars: &HashMap<String, String>) -> Result
             }
             continue;
         }
-        if c.is_ascii_whitespace() || (c == b'\\' && bytes.get(i + 1).is_some_and(|n| *n == b'\n' || *n == b'\r')) {
+        if c.is_ascii_whitespace()
+            || (c == b'\\' && bytes.get(i + 1).is_some_and(|n| *n == b'\n' || *n == b'\r'))
+        {
             i += 1;
             continue;
         }
@@ -150,7 +164,11 @@ pub fn parse(origin: &str, text: &str, vars: &HashMap<String, String>) -> Result
         // A word: a stage kind or key=value.
         let start = i;
         let mut key_end = None;
-        while i < bytes.len() && !bytes[i].is_ascii_whitespace() && bytes[i] != b'!' && bytes[i] != b'#' {
+        while i < bytes.len()
+            && !bytes[i].is_ascii_whitespace()
+            && bytes[i] != b'!'
+            && bytes[i] != b'#'
+        {
             if bytes[i] == b'=' {
                 key_end = Some(i);
                 break;
@@ -167,12 +185,22 @@ pub fn parse(origin: &str, text: &str, vars: &HashMap<String, String>) -> Result
                         format!("expected 'key=value' or '!', found '{word}'"),
                     ));
                 }
-                if !word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-                    return Err(err(start, i - start, format!("'{word}' is not a stage name")));
+                if !word
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                {
+                    return Err(err(
+                        start,
+                        i - start,
+                        format!("'{word}' is not a stage name"),
+                    ));
                 }
                 stages.push(StageDesc {
                     kind: word.to_string(),
-                    span: Span { start, len: i - start },
+                    span: Span {
+                        start,
+                        len: i - start,
+                    },
                     props: Vec::new(),
                 });
                 expect_stage = false;
@@ -180,7 +208,11 @@ pub fn parse(origin: &str, text: &str, vars: &HashMap<String, String>) -> Result
             Some(eq) => {
                 let key = &text[start..eq];
                 let Some(stage) = stages.last_mut().filter(|_| !expect_stage) else {
-                    return Err(err(start, eq - start, format!("property '{key}' comes before any stage")));
+                    return Err(err(
+                        start,
+                        eq - start,
+                        format!("property '{key}' comes before any stage"),
+                    ));
                 };
                 if key.is_empty() {
                     return Err(err(eq, 1, "missing property name before '='".into()));
@@ -214,12 +246,19 @@ pub fn parse(origin: &str, text: &str, vars: &HashMap<String, String>) -> Result
                     }
                 }
                 if stage.props.iter().any(|p| p.key == key) {
-                    return Err(err(start, eq - start, format!("property '{key}' is set twice")));
+                    return Err(err(
+                        start,
+                        eq - start,
+                        format!("property '{key}' is set twice"),
+                    ));
                 }
                 stage.props.push(Prop {
                     key: key.to_string(),
                     value,
-                    key_span: Span { start, len: eq - start },
+                    key_span: Span {
+                        start,
+                        len: eq - start,
+                    },
                     value_span: Span {
                         start: vstart,
                         len: (i - vstart).max(1),
@@ -232,7 +271,11 @@ pub fn parse(origin: &str, text: &str, vars: &HashMap<String, String>) -> Result
         return Err(err(text.len(), 1, "the description has no stages".into()));
     }
     if expect_stage {
-        return Err(err(text.trim_end().len().saturating_sub(1), 1, "a stage must follow the last '!'".into()));
+        return Err(err(
+            text.trim_end().len().saturating_sub(1),
+            1,
+            "a stage must follow the last '!'".into(),
+        ));
     }
     Ok(Description {
         origin: origin.to_string(),
@@ -288,7 +331,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -300,7 +345,10 @@ mod tests {
     use super::*;
 
     fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -319,7 +367,11 @@ mod tests {
         let e = parse("p", "images\n  ! boxes location=${nope}", &HashMap::new()).unwrap_err();
         assert_eq!((e.line, e.column), (2, 20));
         assert!(e.message.contains("variable 'nope' is not set"), "{e}");
-        assert!(e.to_string().ends_with("  ! boxes location=${nope}\n                     ^^^^^^^"), "{e}");
+        assert!(
+            e.to_string()
+                .ends_with("  ! boxes location=${nope}\n                     ^^^^^^^"),
+            "{e}"
+        );
         let e = parse("p", "images ! ! jsonl", &HashMap::new()).unwrap_err();
         assert_eq!(e.column, 10);
         let e = parse("p", "images !", &HashMap::new()).unwrap_err();
@@ -332,7 +384,10 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(closest("preproces", ["preprocess", "batch"]), Some("preprocess"));
+        assert_eq!(
+            closest("preproces", ["preprocess", "batch"]),
+            Some("preprocess")
+        );
         assert_eq!(closest("sise", ["size", "mean"]), Some("size"));
         assert_eq!(closest("zzzzzz", ["size", "mean"]), None);
     }

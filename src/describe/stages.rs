@@ -26,12 +26,32 @@ pub struct StageSpec {
     pub props: &'static [PropSpec],
 }
 
-const fn p(name: &'static str, kind: &'static str, default: &'static str, doc: &'static str) -> PropSpec {
-    PropSpec { name, kind, default, doc }
+const fn p(
+    name: &'static str,
+    kind: &'static str,
+    default: &'static str,
+    doc: &'static str,
+) -> PropSpec {
+    PropSpec {
+        name,
+        kind,
+        default,
+        doc,
+    }
 }
 
-const LIVE: PropSpec = p("live", "bool", "false", "release frames at their presentation time (a live-rate stream)");
-const FRAMERATE: PropSpec = p("framerate", "float", "30", "frames per second; also sets the budget (1/framerate)");
+const LIVE: PropSpec = p(
+    "live",
+    "bool",
+    "false",
+    "release frames at their presentation time (a live-rate stream)",
+);
+const FRAMERATE: PropSpec = p(
+    "framerate",
+    "float",
+    "30",
+    "frames per second; also sets the budget (1/framerate)",
+);
 
 /// Every stage octopipe knows, in pipeline order.
 pub const STAGES: &[StageSpec] = &[
@@ -40,7 +60,12 @@ pub const STAGES: &[StageSpec] = &[
         role: "source",
         doc: "JPEG/PNG images in file-name order, decoded by GStreamer",
         props: &[
-            p("location", "path", "-", "a folder of .jpg/.jpeg/.png files, or a glob such as dir/*.jpg"),
+            p(
+                "location",
+                "path",
+                "-",
+                "a folder of .jpg/.jpeg/.png files, or a glob such as dir/*.jpg",
+            ),
             FRAMERATE,
             LIVE,
         ],
@@ -56,11 +81,21 @@ pub const STAGES: &[StageSpec] = &[
         role: "source",
         doc: "GStreamer videotestsrc",
         props: &[
-            p("pattern", "string", "smpte", "videotestsrc pattern (smpte, ball, snow, ...)"),
+            p(
+                "pattern",
+                "string",
+                "smpte",
+                "videotestsrc pattern (smpte, ball, snow, ...)",
+            ),
             p("width", "int", "1280", "frame width"),
             p("height", "int", "720", "frame height"),
             p("num-buffers", "int", "90", "frames before end of stream"),
-            p("format", "i420|nv12|rgb|bgr|rgba|bgra", "i420", "pixel format"),
+            p(
+                "format",
+                "i420|nv12|rgb|bgr|rgba|bgra",
+                "i420",
+                "pixel format",
+            ),
             FRAMERATE,
             LIVE,
         ],
@@ -70,12 +105,32 @@ pub const STAGES: &[StageSpec] = &[
         role: "boxes",
         doc: "attach detection boxes: VisDrone DET/MOT annotations or the synthetic generator",
         props: &[
-            p("format", "det|mot|synthetic", "det", "where boxes come from"),
-            p("location", "path", "-", "DET: folder of NAME.txt per image; MOT: the sequence's file"),
+            p(
+                "format",
+                "det|mot|synthetic",
+                "det",
+                "where boxes come from",
+            ),
+            p(
+                "location",
+                "path",
+                "-",
+                "DET: folder of NAME.txt per image; MOT: the sequence's file",
+            ),
             p("count", "int", "28", "synthetic: boxes per frame"),
             p("seed", "int", "7", "synthetic: seed"),
-            p("keep-ignored", "bool", "false", "also classify ignored regions (category 0 or score 0)"),
-            p("skip-categories", "list of int", "11", "categories not classified (VisDrone 11: others)"),
+            p(
+                "keep-ignored",
+                "bool",
+                "false",
+                "also classify ignored regions (category 0 or score 0)",
+            ),
+            p(
+                "skip-categories",
+                "list of int",
+                "11",
+                "categories not classified (VisDrone 11: others)",
+            ),
         ],
     },
     StageSpec {
@@ -83,9 +138,24 @@ pub const STAGES: &[StageSpec] = &[
         role: "batch",
         doc: "collect crops of consecutive frames into ragged batches with block metadata",
         props: &[
-            p("max-crops", "int", "256", "close a batch at this many crops"),
-            p("max-frames", "int", "8", "close a batch at this many frames"),
-            p("max-wait-ms", "float", "auto", "longest a frame waits for others (auto: from its remaining budget)"),
+            p(
+                "max-crops",
+                "int",
+                "256",
+                "close a batch at this many crops",
+            ),
+            p(
+                "max-frames",
+                "int",
+                "8",
+                "close a batch at this many frames",
+            ),
+            p(
+                "max-wait-ms",
+                "float",
+                "auto",
+                "longest a frame waits for others (auto: from its remaining budget)",
+            ),
             p("tile-pixels", "int", "256", "output pixels per tile"),
             p("tiles-per-block", "int", "4", "tiles per block of work"),
         ],
@@ -95,14 +165,44 @@ pub const STAGES: &[StageSpec] = &[
         role: "preprocess",
         doc: "crop + bilinear resize (OpenCV INTER_LINEAR) + colour conversion + mean/std",
         props: &[
-            p("size", "WxH", "auto", "output size (auto: the model's input size)"),
-            p("mean", "3 floats", "0.485,0.456,0.406", "per-channel mean, after scale"),
-            p("std", "3 floats", "0.229,0.224,0.225", "per-channel standard deviation, after scale"),
-            p("scale", "float", "0.00392157", "factor from 0..255 to the units of mean/std (1/255)"),
+            p(
+                "size",
+                "WxH",
+                "auto",
+                "output size (auto: the model's input size)",
+            ),
+            p(
+                "mean",
+                "3 floats",
+                "0.485,0.456,0.406",
+                "per-channel mean, after scale",
+            ),
+            p(
+                "std",
+                "3 floats",
+                "0.229,0.224,0.225",
+                "per-channel standard deviation, after scale",
+            ),
+            p(
+                "scale",
+                "float",
+                "0.00392157",
+                "factor from 0..255 to the units of mean/std (1/255)",
+            ),
             p("channels", "rgb|bgr", "rgb", "channel order of the tensor"),
             p("layout", "nchw|nhwc", "nchw", "tensor layout"),
-            p("backend", "auto|cpu|cuda", "auto", "implementation (auto: CUDA when a GPU is present)"),
-            p("threads", "int", "0", "CPU worker threads (0: one per core)"),
+            p(
+                "backend",
+                "auto|cpu|cuda",
+                "auto",
+                "implementation (auto: CUDA when a GPU is present)",
+            ),
+            p(
+                "threads",
+                "int",
+                "0",
+                "CPU worker threads (0: one per core)",
+            ),
         ],
     },
     StageSpec {
@@ -111,11 +211,31 @@ pub const STAGES: &[StageSpec] = &[
         doc: "ONNX Runtime classifier: softmax, top-k",
         props: &[
             p("model", "path", "-", "the .onnx file"),
-            p("labels", "list", "class0,...", "class names in class-index order"),
-            p("labels-file", "path", "-", "a file with one class name per line"),
-            p("max-batch", "int", "256", "largest number of crops per inference call"),
+            p(
+                "labels",
+                "list",
+                "class0,...",
+                "class names in class-index order",
+            ),
+            p(
+                "labels-file",
+                "path",
+                "-",
+                "a file with one class name per line",
+            ),
+            p(
+                "max-batch",
+                "int",
+                "256",
+                "largest number of crops per inference call",
+            ),
             p("top-k", "int", "1", "results per crop"),
-            p("threads", "int", "0", "ONNX Runtime intra-op threads (0: its default)"),
+            p(
+                "threads",
+                "int",
+                "0",
+                "ONNX Runtime intra-op threads (0: its default)",
+            ),
         ],
     },
     StageSpec {
@@ -128,7 +248,12 @@ pub const STAGES: &[StageSpec] = &[
         name: "queue",
         role: "edge",
         doc: "sets the capacity of the edge it stands on (between two stages)",
-        props: &[p("size", "int", "4", "frames or batches the edge holds before the upstream stage waits")],
+        props: &[p(
+            "size",
+            "int",
+            "4",
+            "frames or batches the edge holds before the upstream stage waits",
+        )],
     },
 ];
 

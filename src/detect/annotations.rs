@@ -16,13 +16,26 @@ pub struct AnnotationRow {
 }
 
 /// Split a line into its comma-separated integer fields (a trailing comma is allowed).
-fn fields(line: &str, path: &str, lineno: usize, want: usize, what: &str) -> Result<Vec<i64>, DetectError> {
-    let parts: Vec<&str> = line.trim_end_matches(',').split(',').map(str::trim).collect();
+fn fields(
+    line: &str,
+    path: &str,
+    lineno: usize,
+    want: usize,
+    what: &str,
+) -> Result<Vec<i64>, DetectError> {
+    let parts: Vec<&str> = line
+        .trim_end_matches(',')
+        .split(',')
+        .map(str::trim)
+        .collect();
     if parts.len() < want {
         return Err(DetectError::Parse {
             path: path.into(),
             line: lineno,
-            reason: format!("expected {want} comma-separated fields ({what}), found {}", parts.len()),
+            reason: format!(
+                "expected {want} comma-separated fields ({what}), found {}",
+                parts.len()
+            ),
         });
     }
     parts
@@ -38,7 +51,12 @@ fn fields(line: &str, path: &str, lineno: usize, want: usize, what: &str) -> Res
         .collect()
 }
 
-fn row(v: &[i64], path: &str, lineno: usize, track: Option<u32>) -> Result<AnnotationRow, DetectError> {
+fn row(
+    v: &[i64],
+    path: &str,
+    lineno: usize,
+    track: Option<u32>,
+) -> Result<AnnotationRow, DetectError> {
     let bad = |reason: String| DetectError::Parse {
         path: path.into(),
         line: lineno,
@@ -46,12 +64,18 @@ fn row(v: &[i64], path: &str, lineno: usize, track: Option<u32>) -> Result<Annot
     };
     let [x, y, w, h, score, category] = [v[0], v[1], v[2], v[3], v[4], v[5]];
     if w <= 0 || h <= 0 {
-        return Err(bad(format!("box width and height must be positive, found {w}x{h}")));
+        return Err(bad(format!(
+            "box width and height must be positive, found {w}x{h}"
+        )));
     }
     let category = u8::try_from(category)
         .ok()
         .filter(|c| *c <= 11)
-        .ok_or_else(|| bad(format!("object category {category} is not a VisDrone category (0..11)")))?;
+        .ok_or_else(|| {
+            bad(format!(
+                "object category {category} is not a VisDrone category (0..11)"
+            ))
+        })?;
     Ok(AnnotationRow {
         bbox: [x, y, w, h],
         score: score as f32,
@@ -105,7 +129,11 @@ mod tests {
 
     #[test]
     fn det_lines_parse_with_and_without_trailing_fields() {
-        let rows = parse_det("684,8,273,116,0,0,0,0\n406,119,265,70,1,4,0,1,\n\n1,2,3,4,1,1\n", "a.txt").unwrap();
+        let rows = parse_det(
+            "684,8,273,116,0,0,0,0\n406,119,265,70,1,4,0,1,\n\n1,2,3,4,1,1\n",
+            "a.txt",
+        )
+        .unwrap();
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[1].bbox, [406, 119, 265, 70]);
         assert_eq!(rows[1].category, 4);
@@ -115,23 +143,39 @@ mod tests {
 
     #[test]
     fn det_errors_name_file_and_line() {
-        let e = parse_det("1,2,3,4,1,4,0,0\n1,2,x,4,1,4,0,0\n", "ann/f.txt").unwrap_err().to_string();
+        let e = parse_det("1,2,3,4,1,4,0,0\n1,2,x,4,1,4,0,0\n", "ann/f.txt")
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "ann/f.txt:2: field 3 is 'x', expected an integer (x,y,w,h,score,category,truncation,occlusion)");
         let e = parse_det("1,2,3\n", "f.txt").unwrap_err().to_string();
-        assert!(e.starts_with("f.txt:1: expected 6 comma-separated fields"), "{e}");
+        assert!(
+            e.starts_with("f.txt:1: expected 6 comma-separated fields"),
+            "{e}"
+        );
         let e = parse_det("1,2,0,4,1,4\n", "f.txt").unwrap_err().to_string();
-        assert!(e.contains("f.txt:1: box width and height must be positive, found 0x4"), "{e}");
-        let e = parse_det("1,2,3,4,1,12\n", "f.txt").unwrap_err().to_string();
+        assert!(
+            e.contains("f.txt:1: box width and height must be positive, found 0x4"),
+            "{e}"
+        );
+        let e = parse_det("1,2,3,4,1,12\n", "f.txt")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("category 12"), "{e}");
     }
 
     #[test]
     fn mot_lines_keep_frame_and_track() {
-        let rows = parse_mot("98,0,808,1,47,22,1,4,0,0\n99,3,808,55,46,21,1,4,0,0\n", "m.txt").unwrap();
+        let rows = parse_mot(
+            "98,0,808,1,47,22,1,4,0,0\n99,3,808,55,46,21,1,4,0,0\n",
+            "m.txt",
+        )
+        .unwrap();
         assert_eq!(rows[0].0, 98);
         assert_eq!(rows[1].1.track, Some(3));
         assert_eq!(rows[1].1.bbox, [808, 55, 46, 21]);
-        let e = parse_mot("0,1,1,1,5,5,1,4,0,0\n", "m.txt").unwrap_err().to_string();
+        let e = parse_mot("0,1,1,1,5,5,1,4,0,0\n", "m.txt")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("m.txt:1: frame index 0"), "{e}");
     }
 }

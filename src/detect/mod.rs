@@ -166,9 +166,13 @@ impl Detector {
             }
             // MOT frame indices are 1-based.
             BoxSource::Mot { .. } => self.mot.remove(&(frame.seq + 1)).unwrap_or_default(),
-            BoxSource::Synthetic { count, seed } => {
-                Synthetic::new(*seed).frame_boxes(frame.stream, frame.seq, *count, frame.layout.width, frame.layout.height)
-            }
+            BoxSource::Synthetic { count, seed } => Synthetic::new(*seed).frame_boxes(
+                frame.stream,
+                frame.seq,
+                *count,
+                frame.layout.width,
+                frame.layout.height,
+            ),
         };
         frame.detections.clear();
         for row in rows {

@@ -14,8 +14,18 @@ const SIGMA: (f64, f64) = (0.866, 0.603);
 /// Correlation of log width and log height.
 const RHO: f64 = 0.6;
 /// VisDrone categories 1..=10 with rough frequencies (percent).
-const CATEGORY_WEIGHTS: [(u8, u32); 10] =
-    [(1, 20), (2, 8), (3, 3), (4, 40), (5, 7), (6, 3), (7, 2), (8, 1), (9, 1), (10, 15)];
+const CATEGORY_WEIGHTS: [(u8, u32); 10] = [
+    (1, 20),
+    (2, 8),
+    (3, 3),
+    (4, 40),
+    (5, 7),
+    (6, 3),
+    (7, 2),
+    (8, 1),
+    (9, 1),
+    (10, 15),
+];
 
 /// The generator.
 #[derive(Debug, Clone, Copy)]
@@ -55,8 +65,16 @@ impl Synthetic {
     }
 
     /// `count` boxes for frame `seq` of `stream` on a `width`x`height` frame, all inside it.
-    pub fn frame_boxes(&self, stream: u32, seq: u64, count: u32, width: u32, height: u32) -> Vec<AnnotationRow> {
-        let mut rng = Rng(self.seed ^ ((stream as u64) << 48) ^ seq.wrapping_mul(0x2545_F491_4F6C_DD1D));
+    pub fn frame_boxes(
+        &self,
+        stream: u32,
+        seq: u64,
+        count: u32,
+        width: u32,
+        height: u32,
+    ) -> Vec<AnnotationRow> {
+        let mut rng =
+            Rng(self.seed ^ ((stream as u64) << 48) ^ seq.wrapping_mul(0x2545_F491_4F6C_DD1D));
         let scale = width as f64 / 1920.0;
         let total: u32 = CATEGORY_WEIGHTS.iter().map(|(_, w)| w).sum();
         (0..count)
@@ -64,8 +82,12 @@ impl Synthetic {
                 let (z1, z2) = (rng.normal(), rng.normal());
                 let zw = z1;
                 let zh = RHO * z1 + (1.0 - RHO * RHO).sqrt() * z2;
-                let w = (MEDIAN.0 * (SIGMA.0 * zw).exp() * scale).round().clamp(2.0, width as f64) as i64;
-                let h = (MEDIAN.1 * (SIGMA.1 * zh).exp() * scale).round().clamp(2.0, height as f64) as i64;
+                let w = (MEDIAN.0 * (SIGMA.0 * zw).exp() * scale)
+                    .round()
+                    .clamp(2.0, width as f64) as i64;
+                let h = (MEDIAN.1 * (SIGMA.1 * zh).exp() * scale)
+                    .round()
+                    .clamp(2.0, height as f64) as i64;
                 let x = (rng.unit() * (width as i64 - w + 1) as f64) as i64;
                 let y = (rng.unit() * (height as i64 - h + 1) as f64) as i64;
                 let mut pick = (rng.unit() * total as f64) as u32;
@@ -100,7 +122,10 @@ mod tests {
         assert_ne!(a, g.frame_boxes(0, 4, 2000, 1920, 1080));
         for r in &a {
             let [x, y, w, h] = r.bbox;
-            assert!(x >= 0 && y >= 0 && x + w <= 1920 && y + h <= 1080 && w >= 2 && h >= 2, "{r:?}");
+            assert!(
+                x >= 0 && y >= 0 && x + w <= 1920 && y + h <= 1080 && w >= 2 && h >= 2,
+                "{r:?}"
+            );
             assert!((1..=10).contains(&r.category));
         }
         let mut ws: Vec<i64> = a.iter().map(|r| r.bbox[2]).collect();

@@ -7,7 +7,7 @@
 use rayon::prelude::*;
 
 use super::{validate, Backend, ChannelOrder, Layout, PreprocessConfig, PreprocessError};
-use crate::batch::{BlockMeta, CropBatch, CropMeta};
+use crate::batch::{CropBatch, CropMeta};
 use crate::frame::{ChromaSite, Frame, PixelFormat};
 
 /// Multi-threaded CPU preprocessing.
@@ -41,14 +41,23 @@ impl Backend for CpuBackend {
         let out = OutPtr(batch.tensor.as_mut_ptr());
         let cfg = &self.config;
         let batch = &*batch;
+        // Merge runs of a crop's blocks into tasks big enough to amortise the row set-up.
+        let mut tasks: Vec<(u32, u32, u32)> = Vec::with_capacity(batch.crops.len());
+        for b in &batch.blocks {
+            let (p0, p1) = batch.block_pixels(b);
+            match tasks.last_mut() {
+                Some((c, t0, t1)) if *c == b.crop && *t1 == p0 && *t1 - *t0 < CPU_TASK_PIXELS => {
+                    *t1 = p1
+                }
+                _ => tasks.push((b.crop, p0, p1)),
+            }
+        }
         self.pool.install(|| {
-            batch.blocks.par_iter().for_each(|b| {
-                let crop = &batch.crops[b.crop as usize];
-                let sampler = &samplers[crop.frame as usize];
-                let (p0, p1) = batch.block_pixels(b);
+            tasks.par_iter().for_each(|&(c, p0, p1)| {
+                let crop = &batch.crops[c as usize];
                 // SAFETY: `validate` checked that every crop's output lies inside the tensor and that
                 // blocks never overlap, so each output element is written by exactly one task.
-                unsafe { run_block(sampler, crop, b, p0, p1, cfg, out) };
+                unsafe { run_pixels(&samplers[crop.frame as usize], crop, p0, p1, cfg, out) };
             });
         });
         Ok(())
@@ -155,9 +164,18 @@ impl<'a> Sampler<'a> {
     #[inline(always)]
     fn rgb(&self, x: u32, y: u32) -> [f32; 3] {
         match *self {
-            Sampler::Packed { data, stride, bpp, rgb } => {
+            Sampler::Packed {
+                data,
+                stride,
+                bpp,
+                rgb,
+            } => {
                 let i = y as usize * stride + x as usize * bpp;
-                [data[i + rgb[0]] as f32, data[i + rgb[1]] as f32, data[i + rgb[2]] as f32]
+                [
+                    data[i + rgb[0]] as f32,
+                    data[i + rgb[1]] as f32,
+                    data[i + rgb[2]] as f32,
+                ]
             }
             Sampler::Yuv {
                 y: yp,
@@ -183,7 +201,8 @@ impl<'a> Sampler<'a> {
                     top + (bot - top) * ay - 128.0
                 };
                 let (cb, cr) = (bil(u), bil(v));
-                let px = |row: [f32; 3]| (row[0] * luma + row[1] * cb + row[2] * cr).clamp(0.0, 255.0);
+                let px =
+                    |row: [f32; 3]| (row[0] * luma + row[1] * cb + row[2] * cr).clamp(0.0, 255.0);
                 [px(m[0]), px(m[1]), px(m[2])]
             }
             Sampler::Missing => [0.0; 3],
@@ -205,15 +224,118 @@ fn chroma_taps(pos: f32, len: i64) -> (usize, usize, f32) {
     }
 }
 
-/// Compute output pixels `p0..p1` of `crop`.
+/// Output pixels a CPU task handles at least (consecutive blocks of a crop are merged up to this).
+const CPU_TASK_PIXELS: u32 = 16 * 1024;
+
+/// Per-thread scratch: x taps, a converted source row, chroma rows and two resampled rows.
+#[derive(Default)]
+struct Scratch {
+    xtaps: Vec<(u32, u32, f32)>,
+    line: Vec<f32>,
+    chroma: Vec<f32>,
+    /// (source row, planar R | G | B values of `out_w` each).
+    rows: [(u32, Vec<f32>); 2],
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+impl Sampler<'_> {
+    /// RGB of frame pixels `x..x + n` of row `y`, written to `out` as `n * 3` interleaved values.
+    fn row_rgb(&self, x: u32, y: u32, n: u32, out: &mut Vec<f32>, chroma: &mut Vec<f32>) {
+        out.clear();
+        match *self {
+            Sampler::Yuv {
+                y: yp,
+                y_stride,
+                u,
+                v,
+                c_stride,
+                c_step,
+                cw,
+                ch,
+                x_shift,
+                y_off,
+                m,
+            } => {
+                // Blend the two chroma rows once for the whole span, then interpolate horizontally.
+                let (cy0, cy1, ay) = chroma_taps(y as f32 * 0.5 - 0.25, ch);
+                let (ca, _, _) = chroma_taps(x as f32 * 0.5 - x_shift, cw);
+                let (_, cb, _) = chroma_taps((x + n - 1) as f32 * 0.5 - x_shift, cw);
+                chroma.clear();
+                for cx in ca..=cb {
+                    for p in [u, v] {
+                        let t = p[cy0 * c_stride + cx * c_step] as f32;
+                        let b = p[cy1 * c_stride + cx * c_step] as f32;
+                        chroma.push(t + (b - t) * ay - 128.0);
+                    }
+                }
+                let yrow = &yp[y as usize * y_stride..];
+                for i in x..x + n {
+                    let (c0, c1, ax) = chroma_taps(i as f32 * 0.5 - x_shift, cw);
+                    let (k0, k1) = ((c0 - ca) * 2, (c1 - ca) * 2);
+                    let cb = chroma[k0] + (chroma[k1] - chroma[k0]) * ax;
+                    let cr = chroma[k0 + 1] + (chroma[k1 + 1] - chroma[k0 + 1]) * ax;
+                    let luma = yrow[i as usize] as f32 - y_off;
+                    for row in m {
+                        out.push((row[0] * luma + row[1] * cb + row[2] * cr).clamp(0.0, 255.0));
+                    }
+                }
+            }
+            _ => {
+                for i in x..x + n {
+                    out.extend_from_slice(&self.rgb(i, y));
+                }
+            }
+        }
+    }
+}
+
+/// Fill `dst` with crop row `sy` resampled horizontally: planar, `out_w` values per channel.
+fn resample_row(
+    s: &Sampler,
+    crop: &CropMeta,
+    sy: u32,
+    xtaps: &[(u32, u32, f32)],
+    line: &mut Vec<f32>,
+    chroma: &mut Vec<f32>,
+    dst: &mut Vec<f32>,
+) {
+    let ow = xtaps.len();
+    dst.resize(3 * ow, 0.0);
+    let fy = crop.y + sy;
+    let (r, gb) = dst.split_at_mut(ow);
+    let (g, b) = gb.split_at_mut(ow);
+    if crop.w <= 2 * crop.out_w {
+        // Convert the crop's row once, then interpolate from it.
+        s.row_rgb(crop.x, fy, crop.w, line, chroma);
+        for (i, &(x0, x1, ax)) in xtaps.iter().enumerate() {
+            let (p, q) = (&line[x0 as usize * 3..][..3], &line[x1 as usize * 3..][..3]);
+            r[i] = p[0] + (q[0] - p[0]) * ax;
+            g[i] = p[1] + (q[1] - p[1]) * ax;
+            b[i] = p[2] + (q[2] - p[2]) * ax;
+        }
+    } else {
+        // Far fewer taps than pixels: convert only the taps.
+        for (i, &(x0, x1, ax)) in xtaps.iter().enumerate() {
+            let (p, q) = (s.rgb(crop.x + x0, fy), s.rgb(crop.x + x1, fy));
+            r[i] = p[0] + (q[0] - p[0]) * ax;
+            g[i] = p[1] + (q[1] - p[1]) * ax;
+            b[i] = p[2] + (q[2] - p[2]) * ax;
+        }
+    }
+}
+
+/// Compute output pixels `p0..p1` of `crop`: each needed source row is converted and resampled
+/// horizontally once, then every output pixel is one vertical blend, normalization and store.
 ///
 /// # Safety
 /// `out` must point to a tensor holding the crop's whole output, and no other thread may write
 /// pixels `p0..p1` of this crop.
-unsafe fn run_block(
+unsafe fn run_pixels(
     s: &Sampler,
     crop: &CropMeta,
-    _b: &BlockMeta,
     p0: u32,
     p1: u32,
     cfg: &PreprocessConfig,
@@ -226,30 +348,71 @@ unsafe fn run_block(
     };
     let plane = crop.out_pixels() as usize;
     let base = crop.out_offset as usize;
-    let mut p = p0;
-    while p < p1 {
-        let oy = p / crop.out_w;
-        let row_end = ((oy + 1) * crop.out_w).min(p1);
-        let (y0, y1, ay) = linear_taps(oy, crop.h, crop.out_h);
-        let (fy0, fy1) = (crop.y + y0, crop.y + y1);
-        for q in p..row_end {
-            let ox = q - oy * crop.out_w;
-            let (x0, x1, ax) = linear_taps(ox, crop.w, crop.out_w);
-            let (fx0, fx1) = (crop.x + x0, crop.x + x1);
-            let (a, b, c, d) = (s.rgb(fx0, fy0), s.rgb(fx1, fy0), s.rgb(fx0, fy1), s.rgb(fx1, fy1));
-            for (k, &ch) in order.iter().enumerate() {
-                let top = a[ch] + (b[ch] - a[ch]) * ax;
-                let bot = c[ch] + (d[ch] - c[ch]) * ax;
-                let v = top + (bot - top) * ay;
-                let (sa, sb) = affine[k];
-                let idx = match cfg.layout {
-                    Layout::Nchw => base + k * plane + q as usize,
-                    Layout::Nhwc => base + q as usize * 3 + k,
-                };
-                // SAFETY: idx < out_offset + 3 * out_pixels, inside the tensor (caller's contract).
-                unsafe { *out.0.add(idx) = v * sa + sb };
+    let ow = crop.out_w as usize;
+    SCRATCH.with_borrow_mut(|sc| {
+        let Scratch {
+            xtaps,
+            line,
+            chroma,
+            rows,
+        } = sc;
+        xtaps.clear();
+        xtaps.extend((0..crop.out_w).map(|ox| linear_taps(ox, crop.w, crop.out_w)));
+        rows[0].0 = u32::MAX;
+        rows[1].0 = u32::MAX;
+        let mut p = p0;
+        while p < p1 {
+            let oy = p / crop.out_w;
+            let row_end = ((oy + 1) * crop.out_w).min(p1);
+            let (y0, y1, ay) = linear_taps(oy, crop.h, crop.out_h);
+            // Source rows only move down: keep the two most recent.
+            for y in [y0, y1] {
+                if rows[0].0 != y && rows[1].0 != y {
+                    let slot = usize::from(rows[0].0 == y0 || rows[0].0 == y1);
+                    rows[slot].0 = y;
+                    resample_row(s, crop, y, xtaps, line, chroma, &mut rows[slot].1);
+                }
             }
+            let r0 = if rows[0].0 == y0 {
+                &rows[0].1
+            } else {
+                &rows[1].1
+            };
+            let r1 = if rows[0].0 == y1 {
+                &rows[0].1
+            } else {
+                &rows[1].1
+            };
+            let row_base = (oy * crop.out_w) as usize;
+            let (xa, xb) = ((p as usize) - row_base, (row_end as usize) - row_base);
+            for (k, &c) in order.iter().enumerate() {
+                let (sa, sb) = affine[k];
+                let (a, b) = (&r0[c * ow + xa..c * ow + xb], &r1[c * ow + xa..c * ow + xb]);
+                match cfg.layout {
+                    Layout::Nchw => {
+                        // SAFETY: the row segment lies inside this crop's channel plane (caller's contract).
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(
+                                out.0.add(base + k * plane + row_base + xa),
+                                xb - xa,
+                            )
+                        };
+                        for ((d, a), b) in dst.iter_mut().zip(a).zip(b) {
+                            *d = (a + (b - a) * ay) * sa + sb;
+                        }
+                    }
+                    Layout::Nhwc => {
+                        for (i, (a, b)) in a.iter().zip(b).enumerate() {
+                            // SAFETY: inside this crop's output (caller's contract).
+                            unsafe {
+                                *out.0.add(base + (row_base + xa + i) * 3 + k) =
+                                    (a + (b - a) * ay) * sa + sb
+                            };
+                        }
+                    }
+                }
+            }
+            p = row_end;
         }
-        p = row_end;
-    }
+    });
 }

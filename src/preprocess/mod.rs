@@ -136,7 +136,9 @@ pub trait Backend: Send {
 pub fn create_backend(config: &PreprocessConfig) -> Result<Box<dyn Backend>, PreprocessError> {
     match config.backend {
         BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(config.clone())?)),
-        BackendKind::Cuda => Err(PreprocessError::Cuda("the CUDA backend is not built into this version".into())),
+        BackendKind::Cuda => Err(PreprocessError::Cuda(
+            "the CUDA backend is not built into this version".into(),
+        )),
         BackendKind::Auto => {
             eprintln!("octopipe: preprocess on CPU (no CUDA backend in this build)");
             Ok(Box::new(cpu::CpuBackend::new(config.clone())?))
@@ -150,17 +152,24 @@ pub fn validate(batch: &CropBatch) -> Result<(), PreprocessError> {
     let len = batch.tensor_len(3);
     for (i, c) in batch.crops.iter().enumerate() {
         let f = batch.frames.get(c.frame as usize).ok_or_else(|| {
-            PreprocessError::InvalidBatch(format!("crop {i} names frame {} of {}", c.frame, batch.frames.len()))
+            PreprocessError::InvalidBatch(format!(
+                "crop {i} names frame {} of {}",
+                c.frame,
+                batch.frames.len()
+            ))
         })?;
         let (fw, fh) = (f.layout.width, f.layout.height);
-        if c.w == 0 || c.h == 0 || c.out_w == 0 || c.out_h == 0 || c.x + c.w > fw || c.y + c.h > fh {
+        if c.w == 0 || c.h == 0 || c.out_w == 0 || c.out_h == 0 || c.x + c.w > fw || c.y + c.h > fh
+        {
             return Err(PreprocessError::InvalidBatch(format!(
                 "crop {i} box [{}, {}, {}, {}] -> {}x{} does not fit frame {fw}x{fh}",
                 c.x, c.y, c.w, c.h, c.out_w, c.out_h
             )));
         }
         if c.out_offset as usize + (c.out_pixels() * 3) as usize > len {
-            return Err(PreprocessError::InvalidBatch(format!("crop {i} output runs past the tensor")));
+            return Err(PreprocessError::InvalidBatch(format!(
+                "crop {i} output runs past the tensor"
+            )));
         }
         let Some(pixels) = f.pixels.as_ref() else {
             return Err(PreprocessError::NoPixels {

@@ -101,7 +101,11 @@ impl JsonlSink {
                 score: result.score,
                 category: det.category,
                 track: det.track,
-                topk: result.topk.iter().map(|(c, s)| (label(&self.labels, *c), *s)).collect(),
+                topk: result
+                    .topk
+                    .iter()
+                    .map(|(c, s)| (label(&self.labels, *c), *s))
+                    .collect(),
             };
             let err = |e: &dyn std::fmt::Display| SinkError {
                 path: self.path.clone(),

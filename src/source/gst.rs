@@ -1,14 +1,21 @@
 //! [`GstSource`]: the three kinds of input as GStreamer pipelines ending in an `appsink`.
 //!
 //! ```text
-//! media:   uridecodebin uri=file:///flight.mp4 ! videoconvert ! video/x-raw,format={I420,NV12} ! appsink
-//! images:  appsrc (one file = one buffer) ! jpegdec|pngdec ! videoconvert
-//!            ! video/x-raw,format={I420,NV12,RGB,BGR,RGBA,BGRA,RGBx,BGRx} ! appsink
-//! test:    videotestsrc pattern=smpte num-buffers=90 ! video/x-raw,format=I420,width=1280,height=720 ! appsink
+//! media:  uridecodebin uri=file:///data/flight.mp4 ! videoconvert
+//!           ! video/x-raw,format={I420,NV12} ! appsink
+//! images: appsrc (one file per buffer) ! jpegdec idct-method=islow (or pngdec) ! videoconvert
+//!           ! video/x-raw,format={I420,NV12,RGB,BGR,RGBA,BGRA,RGBx,BGRx} ! appsink
+//! test:   videotestsrc pattern=smpte num-buffers=90
+//!           ! video/x-raw,format=I420,width=1280,height=720,framerate=30/1 ! appsink
 //! ```
 //!
-//! Run the same decode by hand with
-//! `gst-launch-1.0 uridecodebin uri=file://$PWD/flight.mp4 ! videoconvert ! video/x-raw,format=I420 ! fakesink`.
+//! The same decodes by hand (`appsink` becomes `fakesink`, `appsrc` a `multifilesrc`):
+//!
+//! ```text
+//! gst-launch-1.0 uridecodebin uri=file://$PWD/flight.mp4 ! videoconvert ! "video/x-raw,format={I420,NV12}" ! fakesink
+//! gst-launch-1.0 multifilesrc location=img_%03d.jpg caps=image/jpeg,framerate=30/1 ! jpegdec idct-method=islow ! videoconvert ! fakesink
+//! gst-launch-1.0 videotestsrc pattern=smpte num-buffers=90 ! video/x-raw,format=I420,width=1280,height=720 ! fakesink
+//! ```
 //!
 //! `videoconvert` passes the decoder's output through untouched when it is already in one of the
 //! accepted formats (JPEG 4:2:0 comes out as I420, PNG as RGB or RGBA), so no colour conversion happens
@@ -39,9 +46,9 @@ use crate::frame::{
 };
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
-pub const SINK_QUEUE: u32 = 3;
+const SINK_QUEUE: u32 = 3;
 /// Image files the `appsrc` may hold before the feeder thread waits.
-pub const IMAGE_QUEUE: u64 = 2;
+const IMAGE_QUEUE: u64 = 2;
 /// How long [`GstSource::next_frame`](FrameSource::next_frame) waits for a sample between two looks
 /// at the bus.
 const POLL: gst::ClockTime = gst::ClockTime::from_mseconds(50);
@@ -53,6 +60,24 @@ const DECODER_PACKAGES: &str =
     "a decoder for it (gstreamer1.0-libav, gstreamer1.0-plugins-bad or gstreamer1.0-plugins-ugly)";
 
 /// A [`FrameSource`] backed by a GStreamer pipeline.
+///
+/// Errors name the input: the file or URI, or for image sequences the image the decoder failed on
+/// (a picture the decoder drops without a word is an error too, so frames never shift to the wrong
+/// file name).
+///
+/// ```no_run
+/// use octopipe::frame::BufferPool;
+/// use octopipe::source::{FrameSource, GstSource, SourceConfig, SourceKind};
+///
+/// let config = SourceConfig::new(SourceKind::Images {
+///     location: "clip/images/*.jpg".into(),
+/// });
+/// let mut source = GstSource::open(&config, BufferPool::new())?;
+/// while let Some(frame) = source.next_frame()? {
+///     println!("{} {}x{} {}", frame.source, frame.layout.width, frame.layout.height, frame.layout.format);
+/// }
+/// # Ok::<(), octopipe::source::SourceError>(())
+/// ```
 pub struct GstSource {
     pipeline: gst::Pipeline,
     appsink: gst_app::AppSink,
@@ -60,12 +85,9 @@ pub struct GstSource {
     pool: BufferPool,
     input: Input,
     stream: u32,
-    live: bool,
     seq: u64,
     /// End of stream, stop or error seen: only `Ok(None)` from now on.
     done: bool,
-    /// First frame's arrival and pts, to schedule the following ones of a live-rate source.
-    anchor: Option<(Instant, Duration)>,
     /// Last warning on the bus, kept as detail for an image that produced no frame.
     warning: Option<String>,
     /// `missing-plugin` message seen on the bus: (description, caps).
@@ -128,11 +150,10 @@ impl ImageKind {
     }
 
     fn caps(self) -> gst::Caps {
-        let name = match self {
-            ImageKind::Jpeg => "image/jpeg",
-            ImageKind::Png => "image/png",
-        };
-        gst::Caps::builder(name).field("parsed", true).build()
+        match self {
+            ImageKind::Jpeg => gst::Caps::new_empty_simple("image/jpeg"),
+            ImageKind::Png => gst::Caps::new_empty_simple("image/png"),
+        }
     }
 
     /// Whether `bytes` start like a file of this kind.
@@ -170,8 +191,7 @@ struct ImageFeed {
     appsrc: gst_app::AppSrc,
     files: Arc<[PathBuf]>,
     kind: ImageKind,
-    pts: Vec<gst::ClockTime>,
-    duration: gst::ClockTime,
+    framerate: f64,
     stop: Arc<AtomicBool>,
     error: Arc<Mutex<Option<SourceError>>>,
 }
@@ -205,8 +225,10 @@ impl ImageFeed {
             };
             let mut buffer = gst::Buffer::from_mut_slice(bytes);
             if let Some(b) = buffer.get_mut() {
-                b.set_pts(self.pts[index]);
-                b.set_duration(self.duration);
+                b.set_pts(image_pts(index, self.framerate));
+                b.set_duration(
+                    image_pts(index + 1, self.framerate) - image_pts(index, self.framerate),
+                );
                 b.set_offset(index as u64);
             }
             if self.appsrc.push_buffer(buffer).is_err() {
@@ -256,13 +278,14 @@ impl GstSource {
             .map_err(|_| missing("appsink", PLUGINS_BASE))?;
         appsink.set_max_buffers(SINK_QUEUE);
         appsink.set_drop(false);
-        appsink.set_sync(config.live);
+        // As fast as the consumer pulls: live-rate pacing is the runner's (`runner::run_source`).
+        appsink.set_sync(false);
         appsink.set_property("enable-last-sample", false);
 
         let mut feeder = None;
         let input = match plan {
             Plan::Media((name, uri)) => {
-                build_media(&pipeline, &appsink, &uri, config.live)?;
+                build_media(&pipeline, &appsink, &uri)?;
                 Input::Media {
                     name,
                     uri: uri.into(),
@@ -299,10 +322,8 @@ impl GstSource {
             pool,
             input,
             stream: config.stream,
-            live: config.live,
             seq: 0,
             done: false,
-            anchor: None,
             warning: None,
             missing: None,
             feeder,
@@ -349,14 +370,17 @@ impl GstSource {
                     }
                 }
                 gst::MessageView::Warning(w) => {
-                    self.warning = Some(w.error().to_string());
+                    let debug = w.debug().map(|d| format!(" ({d})")).unwrap_or_default();
+                    self.warning = Some(format!("{}{debug}", w.error()));
                 }
                 gst::MessageView::Error(err) => {
                     self.finish();
                     if let Some(feeder_error) = self.feeder.as_ref().and_then(Feeder::take_error) {
                         return Err(feeder_error);
                     }
-                    if let Some((name, detail)) = self.missing.take() {
+                    let not_found = err.error().matches(gst::StreamError::CodecNotFound)
+                        || err.error().matches(gst::CoreError::MissingPlugin);
+                    if let Some((name, detail)) = self.missing.take().filter(|_| not_found) {
                         let element = match (name.is_empty(), detail.is_empty()) {
                             (false, _) => name,
                             (true, false) => format!("decoder for {detail}"),
@@ -367,14 +391,26 @@ impl GstSource {
                             package: DECODER_PACKAGES.to_string(),
                         });
                     }
-                    let debug = err.debug().map(|d| d.to_string());
-                    let source_name = match &self.input {
-                        Input::Images(images) => images.decoding_name(),
-                        _ => self.name().to_string(),
+                    // A decoder often warns with the real reason before the generic flow error.
+                    let debug = match (err.debug(), self.warning.take()) {
+                        (Some(d), Some(w)) => Some(format!("{d}; after warning: {w}")),
+                        (d, w) => d.map(|d| d.to_string()).or(w),
+                    };
+                    let (source_name, message) = match &self.input {
+                        // jpegdec fails some broken files with a bare flow error: say what failed.
+                        Input::Images(images) => (
+                            images.decoding_name(),
+                            format!(
+                                "cannot decode this {} file: {}",
+                                images.kind.name(),
+                                err.error()
+                            ),
+                        ),
+                        _ => (self.name().to_string(), err.error().to_string()),
                     };
                     return Err(SourceError::Stream {
                         source_name,
-                        message: err.error().to_string(),
+                        message,
                         debug,
                     });
                 }
@@ -406,8 +442,8 @@ impl GstSource {
         Ok(())
     }
 
-    fn frame(&mut self, sample: gst::Sample) -> Result<Frame, SourceError> {
-        let now = Instant::now();
+    /// The frame in `sample`; `asked` is when the caller asked for it (its arrival).
+    fn frame(&mut self, sample: gst::Sample, asked: Instant) -> Result<Frame, SourceError> {
         let (caps, buffer) = match (sample.caps(), sample.buffer()) {
             (Some(caps), Some(buffer)) => (caps, buffer),
             _ => return Err(self.stream_error("sample without caps or buffer".into(), None)),
@@ -439,28 +475,23 @@ impl GstSource {
 
         let layout = FrameLayout::packed(format, info.width(), info.height());
         let mut pixels = self.pool.take(layout.size());
-        let video = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, &info).map_err(
-            |e| SourceError::Stream {
-                source_name: source.to_string(),
-                message: format!("cannot map the decoded frame: {e}"),
-                debug: None,
-            },
-        )?;
+        let video =
+            gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, &info).map_err(|e| {
+                SourceError::Stream {
+                    source_name: source.to_string(),
+                    message: format!("cannot map the decoded frame: {e}"),
+                    debug: None,
+                }
+            })?;
         copy_planes(&video, &layout, &mut pixels).map_err(|message| SourceError::Stream {
             source_name: source.to_string(),
             message,
             debug: None,
         })?;
 
-        let arrival = match (self.live, pts) {
-            (true, Some(pts)) => {
-                let (start, first) = *self.anchor.get_or_insert((now, pts));
-                (start + pts.saturating_sub(first)).min(now)
-            }
-            _ => now,
-        };
-        let mut times = FrameTimes::new(arrival);
-        times.mark(Mark::Decoded, now);
+        // The decode stage: waiting for the decoder, plus the copy.
+        let mut times = FrameTimes::new(asked);
+        times.mark(Mark::Decoded, Instant::now());
 
         let seq = self.seq;
         self.seq += 1;
@@ -481,10 +512,14 @@ impl GstSource {
 
 impl FrameSource for GstSource {
     fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
+        let asked = Instant::now();
         while !self.done {
             self.poll_bus()?;
             if let Some(sample) = self.appsink.try_pull_sample(POLL) {
-                return self.frame(sample).map(Some).inspect_err(|_| self.finish());
+                return self
+                    .frame(sample, asked)
+                    .map(Some)
+                    .inspect_err(|_| self.finish());
             }
             if self.appsink.is_eos() {
                 self.finish();
@@ -510,11 +545,12 @@ impl Drop for GstSource {
     }
 }
 
-impl Images {
-    fn pts(&self, index: usize) -> gst::ClockTime {
-        gst::ClockTime::from_nseconds((index as f64 * 1e9 / self.framerate).round() as u64)
-    }
+/// Presentation time of image `index` of a sequence played at `framerate`.
+fn image_pts(index: usize, framerate: f64) -> gst::ClockTime {
+    gst::ClockTime::from_nseconds((index as f64 * 1e9 / framerate).round() as u64)
+}
 
+impl Images {
     /// The image a decoded frame came from, checked against the pts the feeder gave it.
     fn index_of(&self, pts: Option<gst::ClockTime>) -> Result<usize, SourceError> {
         let stray = || SourceError::Stream {
@@ -524,7 +560,8 @@ impl Images {
         };
         let pts = pts.ok_or_else(stray)?;
         let index = (pts.nseconds() as f64 * self.framerate / 1e9).round() as usize;
-        if index >= self.files.len() || self.pts(index) != pts || index < self.next {
+        if index >= self.files.len() || image_pts(index, self.framerate) != pts || index < self.next
+        {
             return Err(stray());
         }
         if index > self.next {
@@ -700,9 +737,8 @@ fn list_images(location: &str) -> Result<(String, Vec<PathBuf>, ImageKind), Sour
             reason: "no .jpg, .jpeg or .png files".into(),
         });
     };
-    let kind = ImageKind::of(first).ok_or_else(|| {
-        input_error(first, "not a .jpg, .jpeg or .png file".into())
-    })?;
+    let kind = ImageKind::of(first)
+        .ok_or_else(|| input_error(first, "not a .jpg, .jpeg or .png file".into()))?;
     if let Some(odd) = files.iter().find(|f| ImageKind::of(f) != Some(kind)) {
         let reason = match ImageKind::of(odd) {
             Some(other) => format!(
@@ -758,7 +794,6 @@ fn build_media(
     pipeline: &gst::Pipeline,
     appsink: &gst_app::AppSink,
     uri: &str,
-    live: bool,
 ) -> Result<(), SourceError> {
     let decode = make("uridecodebin", PLUGINS_BASE)?;
     decode.set_property("uri", uri);
@@ -789,7 +824,7 @@ fn build_media(
         else {
             return;
         };
-        fake.set_property("sync", live);
+        fake.set_property("sync", false);
         fake.set_property("async", false);
         if bin.add(&fake).is_ok() {
             let _ = fake.sync_state_with_parent();
@@ -830,6 +865,13 @@ fn build_images(
     appsrc.set_max_bytes(0);
     appsrc.set_max_time(gst::ClockTime::ZERO);
     let decoder = make(images.kind.decoder(), PLUGINS_GOOD)?;
+    if images.kind == ImageKind::Jpeg {
+        // jpegdec defaults to libjpeg's fast, less accurate IDCT; the accurate one (libjpeg's own
+        // default, used by OpenCV and PIL) costs under 5% more with libjpeg-turbo.
+        if let Ok(islow) = enum_value(&decoder, "idct-method", "islow") {
+            decoder.set_property_from_value("idct-method", &islow);
+        }
+    }
     let convert = make("videoconvert", PLUGINS_BASE)?;
     appsink.set_caps(Some(
         &gst_video::VideoCapsBuilder::new()
@@ -845,7 +887,12 @@ fn build_images(
             ])
             .build(),
     ));
-    let elements = [appsrc.upcast_ref(), &decoder, &convert, appsink.upcast_ref()];
+    let elements = [
+        appsrc.upcast_ref(),
+        &decoder,
+        &convert,
+        appsink.upcast_ref(),
+    ];
     pipeline
         .add_many(elements)
         .and_then(|_| gst::Element::link_many(elements))
@@ -863,15 +910,11 @@ fn build_images(
 
     let stop = Arc::new(AtomicBool::new(false));
     let error = Arc::new(Mutex::new(None));
-    let pts: Vec<_> = (0..images.files.len()).map(|i| images.pts(i)).collect();
-    let duration = gst::ClockTime::from_nseconds((1e9 / images.framerate).round() as u64);
-    let (files, kind) = (images.files.clone(), images.kind);
     let feed = ImageFeed {
         appsrc,
-        files,
-        kind,
-        pts,
-        duration,
+        files: images.files.clone(),
+        kind: images.kind,
+        framerate: images.framerate,
         stop: stop.clone(),
         error: error.clone(),
     };
@@ -893,29 +936,17 @@ fn build_test(
     test: &TestSettings,
 ) -> Result<(), SourceError> {
     let src = make("videotestsrc", PLUGINS_BASE)?;
-    src.set_property("num-buffers", i32::try_from(test.num_buffers).unwrap_or(i32::MAX));
-    let pattern = src
-        .find_property("pattern")
-        .and_then(|p| gst::glib::EnumClass::with_type(p.value_type()));
-    if let Some(patterns) = pattern {
-        let value = patterns
-            .to_value_by_nick(test.pattern)
-            .or_else(|| patterns.to_value_by_name(test.pattern))
-            .ok_or_else(|| SourceError::Setting {
-                setting: "pattern".into(),
-                value: test.pattern.to_string(),
-                expected: format!(
-                    "one of {}",
-                    patterns
-                        .values()
-                        .iter()
-                        .map(|v| v.nick())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            })?;
-        src.set_property_from_value("pattern", &value);
-    }
+    src.set_property(
+        "num-buffers",
+        i32::try_from(test.num_buffers).unwrap_or(i32::MAX),
+    );
+    let pattern =
+        enum_value(&src, "pattern", test.pattern).map_err(|expected| SourceError::Setting {
+            setting: "pattern".into(),
+            value: test.pattern.to_string(),
+            expected,
+        })?;
+    src.set_property_from_value("pattern", &pattern);
     let fps = gst::Fraction::approximate_f64(test.framerate).unwrap_or(gst::Fraction::new(30, 1));
     let caps = gst_video::VideoCapsBuilder::new()
         .format(gst_format(test.format))
@@ -928,6 +959,26 @@ fn build_test(
         .add_many([&src, appsink.upcast_ref()])
         .and_then(|_| src.link(appsink))
         .map_err(|e| link_error("videotestsrc", e))
+}
+
+/// The value of enum property `property` of `element` named `nick` (or its full name); the error
+/// lists the accepted nicks.
+fn enum_value(
+    element: &gst::Element,
+    property: &str,
+    nick: &str,
+) -> Result<gst::glib::Value, String> {
+    let class = element
+        .find_property(property)
+        .and_then(|p| gst::glib::EnumClass::with_type(p.value_type()))
+        .ok_or_else(|| format!("no enum property {property}"))?;
+    class
+        .to_value_by_nick(nick)
+        .or_else(|| class.to_value_by_name(nick))
+        .ok_or_else(|| {
+            let nicks: Vec<_> = class.values().iter().map(|v| v.nick()).collect();
+            format!("one of {}", nicks.join(", "))
+        })
 }
 
 fn gst_format(format: PixelFormat) -> gst_video::VideoFormat {

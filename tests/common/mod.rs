@@ -26,7 +26,10 @@ pub fn shared_data() -> Option<PathBuf> {
     if dir.join("visdrone/clip-9999999/images").is_dir() {
         Some(dir)
     } else {
-        skip(&format!("shared data not found at {} (set OCTOPIPE_DATA)", dir.display()));
+        skip(&format!(
+            "shared data not found at {} (set OCTOPIPE_DATA)",
+            dir.display()
+        ));
         None
     }
 }
@@ -71,7 +74,10 @@ pub fn accuracy(objects: &[serde_json::Value]) -> (usize, usize) {
 
 /// Variables for a description.
 pub fn vars(pairs: &[(&str, &Path)]) -> HashMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.display().to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.display().to_string()))
+        .collect()
 }
 
 /// A fresh temporary folder for one test.

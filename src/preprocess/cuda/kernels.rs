@@ -175,16 +175,22 @@ pub fn compile_module(module: Module, arch: &str) -> Result<Ptx, KernelError> {
     }
     let opts = CompileOptions {
         name: Some(module.file_name().to_string()),
-        options: vec![format!("--gpu-architecture={arch}"), "-std=c++17".into(), "-lineinfo".into()],
+        options: vec![
+            format!("--gpu-architecture={arch}"),
+            "-std=c++17".into(),
+            "-lineinfo".into(),
+        ],
         ..Default::default()
     };
-    cudarc::nvrtc::compile_ptx_with_opts(module.full_source(), opts).map_err(|e| KernelError::Compile {
-        file: module.file_name(),
-        arch: arch.to_string(),
-        log: match e {
-            CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
-            other => format!("{other:?}"),
-        },
+    cudarc::nvrtc::compile_ptx_with_opts(module.full_source(), opts).map_err(|e| {
+        KernelError::Compile {
+            file: module.file_name(),
+            arch: arch.to_string(),
+            log: match e {
+                CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+                other => format!("{other:?}"),
+            },
+        }
     })
 }
 
@@ -196,7 +202,11 @@ fn disk_cache_path(module: Module, arch: &str) -> Option<PathBuf> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     module.full_source().hash(&mut h);
     arch.hash(&mut h);
-    Some(dir.join(format!("{}-{arch}-{:016x}.ptx", module.file_name(), h.finish())))
+    Some(dir.join(format!(
+        "{}-{arch}-{:016x}.ptx",
+        module.file_name(),
+        h.finish()
+    )))
 }
 
 /// PTX of `module` for `arch`, compiled at most once per process; reused from the on-disk cache

@@ -78,7 +78,9 @@ impl FrameDesc {
                 _ => [0, 1, 2],
             },
             y_off,
-            m: [m[0][0], m[0][1], m[0][2], m[1][0], m[1][1], m[1][2], m[2][0], m[2][1], m[2][2]],
+            m: [
+                m[0][0], m[0][1], m[0][2], m[1][0], m[1][1], m[1][2], m[2][0], m[2][1], m[2][2],
+            ],
             x_shift: match colorimetry.chroma_site {
                 ChromaSite::Center => 0.25,
                 ChromaSite::Left => 0.0,
@@ -134,7 +136,9 @@ pub fn push_aligned<T: Pod>(buf: &mut Vec<u8>, items: &[T]) -> usize {
     let start = buf.len().next_multiple_of(16);
     buf.resize(start, 0);
     // SAFETY: `T: Pod` has no padding, so its bytes are initialized; the slice covers exactly `items`.
-    let bytes = unsafe { std::slice::from_raw_parts(items.as_ptr() as *const u8, std::mem::size_of_val(items)) };
+    let bytes = unsafe {
+        std::slice::from_raw_parts(items.as_ptr() as *const u8, std::mem::size_of_val(items))
+    };
     buf.extend_from_slice(bytes);
     start
 }

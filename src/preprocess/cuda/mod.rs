@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError, LaunchConfig,
-    PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr,
+    DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -174,6 +174,13 @@ fn grow<T: DeviceRepr + ValidAsZeroBits>(
     Ok(())
 }
 
+/// Threads per block for strategy C: one thread per four output pixels of a block, 32 to 1024.
+pub fn octopus_threads(tile_pixels: u32, tiles_per_block: u32) -> u32 {
+    (tile_pixels * tiles_per_block / 4)
+        .next_multiple_of(32)
+        .clamp(32, 1024)
+}
+
 /// Launch configuration of every kernel: `grid` blocks of `threads` threads, no dynamic shared memory.
 fn launch_config(grid: (u32, u32), threads: u32) -> LaunchConfig {
     LaunchConfig {
@@ -181,6 +188,15 @@ fn launch_config(grid: (u32, u32), threads: u32) -> LaunchConfig {
         block_dim: (threads.clamp(32, 1024), 1, 1),
         shared_mem_bytes: 0,
     }
+}
+
+/// Pinned slots the packed metadata goes through, reused round robin; `done` is recorded after
+/// the copy out of the slot, and waited on before the slot is written again.
+const META_RING: usize = 3;
+
+struct MetaSlot {
+    host: PinnedHostSlice<u8>,
+    done: CudaEvent,
 }
 
 /// A CUDA context, one stream, the loaded kernels, and the reusable device and pinned buffers.
@@ -193,7 +209,8 @@ pub struct Engine {
     descs: Vec<FrameDesc>,
     kind: Option<InputKind>,
     host_meta: Vec<u8>,
-    pinned_meta: Option<PinnedHostSlice<u8>>,
+    meta_ring: Vec<MetaSlot>,
+    ring_next: usize,
     rows: Vec<(usize, usize)>,
     arena: Option<CudaSlice<u8>>,
     meta: Option<CudaSlice<u8>>,
@@ -229,7 +246,8 @@ impl Engine {
             descs: Vec::new(),
             kind: None,
             host_meta: Vec::new(),
-            pinned_meta: None,
+            meta_ring: Vec::new(),
+            ring_next: 0,
             rows: Vec::new(),
             arena: None,
             meta: None,
@@ -266,7 +284,10 @@ impl Engine {
         if let Some(f) = self.funcs.get(&k) {
             return Ok(f.clone());
         }
-        let module = self.modules.get(&k.module()).ok_or_else(|| CudaError::Invalid(format!("{k:?}")))?;
+        let module = self
+            .modules
+            .get(&k.module())
+            .ok_or_else(|| CudaError::Invalid(format!("{k:?}")))?;
         let f = module.load_function(k.name())?;
         self.funcs.insert(k, f.clone());
         Ok(f)
@@ -300,7 +321,8 @@ impl Engine {
                 )));
             }
             bases.push(total);
-            self.descs.push(FrameDesc::new(&f.layout, &f.colorimetry, total as u64));
+            self.descs
+                .push(FrameDesc::new(&f.layout, &f.colorimetry, total as u64));
             total = (total + f.layout.size()).next_multiple_of(256);
         }
         grow(&self.stream, &mut self.arena, total)?;
@@ -310,7 +332,11 @@ impl Engine {
             let size = f.layout.size();
             // Row ranges per plane: (plane offset, stride, first row, end row).
             self.rows.clear();
-            collect_rows(&f.layout, crops.iter().filter(|c| c.frame as usize == i), &mut self.rows);
+            collect_rows(
+                &f.layout,
+                crops.iter().filter(|c| c.frame as usize == i),
+                &mut self.rows,
+            );
             let row_bytes: usize = self.rows.iter().map(|r| r.1 - r.0).sum();
             let use_rows = match mode {
                 UploadMode::Whole => false,
@@ -339,7 +365,12 @@ impl Engine {
     /// Pack the frame descriptors (from the last [`Self::upload_frames`]), `crops`, and the
     /// strategy's own metadata (blocks for C, a per-pixel table for A, prefix sums for A and B) into
     /// one buffer and upload it with one copy through pinned memory. Returns the metadata bytes.
-    pub fn upload_meta(&mut self, strategy: Strategy, crops: &[CropMeta], blocks: &[BlockMeta]) -> Result<usize, CudaError> {
+    pub fn upload_meta(
+        &mut self,
+        strategy: Strategy,
+        crops: &[CropMeta],
+        blocks: &[BlockMeta],
+    ) -> Result<usize, CudaError> {
         let buf = &mut self.host_meta;
         buf.clear();
         let mut l = MetaLayout::default();
@@ -380,16 +411,32 @@ impl Engine {
         }
         let len = buf.len().max(16);
         buf.resize(len, 0);
-        if self.pinned_meta.as_ref().is_none_or(|p| p.len() < len) {
-            // SAFETY: the pinned buffer is fully written below before any copy reads it.
-            self.pinned_meta = Some(unsafe { self.ctx.alloc_pinned::<u8>(len + len / 4) }?);
+        let i = self.ring_next;
+        self.ring_next = (i + 1) % META_RING;
+        if self.meta_ring.len() <= i || self.meta_ring[i].host.len() < len {
+            if let Some(old) = self.meta_ring.get(i) {
+                old.done.synchronize()?;
+            }
+            let slot = MetaSlot {
+                // SAFETY: the slot is written (below) before any copy reads it.
+                host: unsafe { self.ctx.alloc_pinned::<u8>(len + len / 4) }?,
+                done: self.ctx.new_event(None)?,
+            };
+            if self.meta_ring.len() <= i {
+                self.meta_ring.push(slot);
+            } else {
+                self.meta_ring[i] = slot;
+            }
         }
-        let pinned = self.pinned_meta.as_mut().expect("allocated above");
-        pinned.as_mut_slice()?[..len].copy_from_slice(&self.host_meta);
+        let slot = &mut self.meta_ring[i];
+        // The copy that last read this slot must be finished before it is overwritten.
+        slot.done.synchronize()?;
+        slot.host.as_mut_slice()?[..len].copy_from_slice(&self.host_meta);
         grow(&self.stream, &mut self.meta, len)?;
         let meta = self.meta.as_mut().expect("grown above");
-        let src = pinned.as_slice()?;
-        self.stream.memcpy_htod(&src[..len], &mut meta.slice_mut(..len))?;
+        self.stream
+            .memcpy_htod(&slot.host.as_slice()?[..len], &mut meta.slice_mut(..len))?;
+        slot.done.record(&self.stream)?;
         self.layout = l;
         self.stats.meta_bytes = len;
         Ok(len)
@@ -439,27 +486,49 @@ impl Engine {
         threads: u32,
         out_len: usize,
     ) -> Result<(), CudaError> {
-        let kind = self.kind.ok_or_else(|| CudaError::Invalid("no frames uploaded".into()))?;
+        let kind = self
+            .kind
+            .ok_or_else(|| CudaError::Invalid("no frames uploaded".into()))?;
         if crops.is_empty() || out_len == 0 {
             return Ok(());
         }
         if ty == OutType::F16 && strategy != Strategy::Octopus {
-            return Err(CudaError::Invalid("f16 output is implemented for strategy C only".into()));
+            return Err(CudaError::Invalid(
+                "f16 output is implemented for strategy C only".into(),
+            ));
         }
         // Bounds: every crop inside its frame and its output inside `out_len`.
         for (i, c) in crops.iter().enumerate() {
             let f = self.descs.get(c.frame as usize).ok_or_else(|| {
-                CudaError::Invalid(format!("crop {i} names frame {} of {}", c.frame, self.descs.len()))
+                CudaError::Invalid(format!(
+                    "crop {i} names frame {} of {}",
+                    c.frame,
+                    self.descs.len()
+                ))
             })?;
-            if c.w == 0 || c.h == 0 || c.x + c.w > f.width || c.y + c.h > f.height || c.out_w == 0 || c.out_h == 0 {
-                return Err(CudaError::Invalid(format!("crop {i} does not fit its frame")));
+            if c.w == 0
+                || c.h == 0
+                || c.x + c.w > f.width
+                || c.y + c.h > f.height
+                || c.out_w == 0
+                || c.out_h == 0
+            {
+                return Err(CudaError::Invalid(format!(
+                    "crop {i} does not fit its frame"
+                )));
             }
             if c.out_offset as usize + c.out_pixels() as usize * 3 > out_len {
-                return Err(CudaError::Invalid(format!("crop {i} output runs past {out_len} elements")));
+                return Err(CudaError::Invalid(format!(
+                    "crop {i} output runs past {out_len} elements"
+                )));
             }
         }
-        if strategy == Strategy::Octopus && (nblocks == 0 || self.layout.blocks.1 - self.layout.blocks.0 != nblocks * 12) {
-            return Err(CudaError::Invalid(format!("{nblocks} blocks, metadata holds another count")));
+        if strategy == Strategy::Octopus
+            && (nblocks == 0 || self.layout.blocks.1 - self.layout.blocks.0 != nblocks * 12)
+        {
+            return Err(CudaError::Invalid(format!(
+                "{nblocks} blocks, metadata holds another count"
+            )));
         }
         self.reserve_output(ty, out_len)?;
         let l = self.layout;
@@ -475,7 +544,10 @@ impl Engine {
                     (InputKind::Packed, OutType::F16) => Kernel::OctopusBilinearPackedF16,
                 };
                 let f = self.func(k)?;
-                let (arena, meta) = (self.arena.as_ref().expect("uploaded"), self.meta.as_ref().expect("uploaded"));
+                let (arena, meta) = (
+                    self.arena.as_ref().expect("uploaded"),
+                    self.meta.as_ref().expect("uploaded"),
+                );
                 let (fr, cr, bl) = (
                     meta.slice(l.frames.0..l.frames.1.max(l.frames.0 + 1)),
                     meta.slice(l.crops.0..l.crops.1),
@@ -483,7 +555,12 @@ impl Engine {
                 );
                 let cfg = launch_config((nblocks as u32, 1), threads);
                 let mut b = self.stream.launch_builder(&f);
-                b.arg(arena).arg(&fr).arg(&cr).arg(&bl).arg(&tile_pixels).arg(&norm);
+                b.arg(arena)
+                    .arg(&fr)
+                    .arg(&cr)
+                    .arg(&bl)
+                    .arg(&tile_pixels)
+                    .arg(&norm);
                 match ty {
                     OutType::F32 => b.arg(self.out32.as_mut().expect("reserved")),
                     OutType::F16 => b.arg(self.out16.as_mut().expect("reserved")),
@@ -503,7 +580,10 @@ impl Engine {
                     (_, InputKind::Packed) => Kernel::BsearchBilinearPackedF32,
                 };
                 let f = self.func(k)?;
-                let (arena, meta) = (self.arena.as_ref().expect("uploaded"), self.meta.as_ref().expect("uploaded"));
+                let (arena, meta) = (
+                    self.arena.as_ref().expect("uploaded"),
+                    self.meta.as_ref().expect("uploaded"),
+                );
                 let (fr, cr, first) = (
                     meta.slice(l.frames.0..l.frames.1),
                     meta.slice(l.crops.0..l.crops.1),
@@ -535,7 +615,9 @@ impl Engine {
                 }
             }
             Strategy::Pad => {
-                let (pw, ph) = crops.iter().fold((1, 1), |(w, h), c| (c.w.max(w), c.h.max(h)));
+                let (pw, ph) = crops
+                    .iter()
+                    .fold((1, 1), |(w, h), c| (c.w.max(w), c.h.max(h)));
                 let maxpix = crops.iter().map(|c| c.out_pixels()).max().unwrap_or(1);
                 let need = crops.len() * pw as usize * ph as usize * 3;
                 grow(&self.stream, &mut self.pad, need)?;
@@ -553,9 +635,22 @@ impl Engine {
         Ok(())
     }
 
-    fn launch_percrop(&mut self, f: &CudaFunction, l: MetaLayout, ci: u32, pixels: u32, norm: Norm) -> Result<(), CudaError> {
-        let (arena, meta) = (self.arena.as_ref().expect("uploaded"), self.meta.as_ref().expect("uploaded"));
-        let (fr, cr) = (meta.slice(l.frames.0..l.frames.1), meta.slice(l.crops.0..l.crops.1));
+    fn launch_percrop(
+        &mut self,
+        f: &CudaFunction,
+        l: MetaLayout,
+        ci: u32,
+        pixels: u32,
+        norm: Norm,
+    ) -> Result<(), CudaError> {
+        let (arena, meta) = (
+            self.arena.as_ref().expect("uploaded"),
+            self.meta.as_ref().expect("uploaded"),
+        );
+        let (fr, cr) = (
+            meta.slice(l.frames.0..l.frames.1),
+            meta.slice(l.crops.0..l.crops.1),
+        );
         let out = self.out32.as_mut().expect("reserved");
         let cfg = launch_config((pixels.div_ceil(FLAT_THREADS), 1), FLAT_THREADS);
         let mut b = self.stream.launch_builder(f);
@@ -576,12 +671,23 @@ impl Engine {
         maxpix: u32,
         norm: Norm,
     ) -> Result<(), CudaError> {
-        let (arena, meta) = (self.arena.as_ref().expect("uploaded"), self.meta.as_ref().expect("uploaded"));
-        let (fr, cr) = (meta.slice(l.frames.0..l.frames.1), meta.slice(l.crops.0..l.crops.1));
+        let (arena, meta) = (
+            self.arena.as_ref().expect("uploaded"),
+            self.meta.as_ref().expect("uploaded"),
+        );
+        let (fr, cr) = (
+            meta.slice(l.frames.0..l.frames.1),
+            meta.slice(l.crops.0..l.crops.1),
+        );
         let pad = self.pad.as_mut().expect("grown");
         let cfg = launch_config(((pw * ph).div_ceil(FLAT_THREADS), ncrops), FLAT_THREADS);
         let mut b = self.stream.launch_builder(gather);
-        b.arg(arena).arg(&fr).arg(&cr).arg(&pw).arg(&ph).arg(&mut *pad);
+        b.arg(arena)
+            .arg(&fr)
+            .arg(&cr)
+            .arg(&pw)
+            .arg(&ph)
+            .arg(&mut *pad);
         // SAFETY: argument types match `pad_gather_*`; the stack holds ncrops slots of pw x ph x 3 bytes.
         unsafe { b.launch(cfg) }?;
         let out = self.out32.as_mut().expect("reserved");
@@ -603,9 +709,36 @@ impl Engine {
         if dst.is_empty() {
             return Ok(());
         }
-        let out = self.out32.as_ref().ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
+        let out = self
+            .out32
+            .as_ref()
+            .ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
         self.stream.memcpy_dtoh(&out.slice(..dst.len()), dst)?;
         self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Queue the copy of the first `len` f32 outputs into pinned `dst` without waiting (the pinned
+    /// buffer's own event orders later host reads after it).
+    pub fn download_f32_pinned(
+        &mut self,
+        dst: &mut PinnedHostSlice<f32>,
+        len: usize,
+    ) -> Result<(), CudaError> {
+        if len == 0 {
+            return Ok(());
+        }
+        if len > dst.len() {
+            return Err(CudaError::Invalid(format!(
+                "{len} outputs do not fit {} pinned elements",
+                dst.len()
+            )));
+        }
+        let out = self
+            .out32
+            .as_ref()
+            .ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
+        self.stream.memcpy_dtoh(&out.slice(..len), dst)?;
         Ok(())
     }
 
@@ -614,7 +747,10 @@ impl Engine {
         if dst.is_empty() {
             return Ok(());
         }
-        let out = self.out16.as_ref().ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
+        let out = self
+            .out16
+            .as_ref()
+            .ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
         self.stream.memcpy_dtoh(&out.slice(..dst.len()), dst)?;
         self.stream.synchronize()?;
         Ok(())
@@ -622,10 +758,16 @@ impl Engine {
 }
 
 /// Byte ranges (relative to the frame buffer) of the rows `crops` touch, merged, per plane.
-fn collect_rows<'a>(layout: &FrameLayout, crops: impl Iterator<Item = &'a CropMeta>, out: &mut Vec<(usize, usize)>) {
+fn collect_rows<'a>(
+    layout: &FrameLayout,
+    crops: impl Iterator<Item = &'a CropMeta>,
+    out: &mut Vec<(usize, usize)>,
+) {
     let h = layout.height as usize;
     let ch = h.div_ceil(2);
-    let mut spans: Vec<(usize, usize)> = crops.map(|c| (c.y as usize, (c.y + c.h) as usize)).collect();
+    let mut spans: Vec<(usize, usize)> = crops
+        .map(|c| (c.y as usize, (c.y + c.h) as usize))
+        .collect();
     spans.sort_unstable();
     let mut merged: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
     for (a, b) in spans {
@@ -700,7 +842,13 @@ impl Backend for CudaBackend {
         let e = &mut self.engine;
         e.upload_frames(&frames, &batch.crops, UploadMode::Auto)?;
         e.upload_meta(Strategy::Octopus, &batch.crops, &batch.blocks)?;
-        let threads = batch.tile_pixels.clamp(32, 1024);
+        let per_block = batch
+            .blocks
+            .iter()
+            .map(|b| b.tile_end - b.tile_begin)
+            .max()
+            .unwrap_or(1);
+        let threads = octopus_threads(batch.tile_pixels, per_block);
         e.launch(
             Strategy::Octopus,
             OutType::F32,

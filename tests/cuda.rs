@@ -1,0 +1,499 @@
+//! CUDA backend vs the CPU reference: every strategy, format, layout and edge case, on random and
+//! real frames. Each test skips with a printed reason where there is no GPU (this machine, CI).
+//!
+//! Tolerance: max abs difference <= 1.0 on the 0..255 scale before normalization (f16 output: that
+//! plus f16 rounding); every output element written (the device output is poisoned with NaN first).
+//!
+//! The real clip is read from `$OCTOPIPE_DATA` (default `../shared/data` beside the crate).
+
+use std::path::PathBuf;
+
+use octopipe::batch::{CropBatch, CropMeta};
+use octopipe::bench::{self, f16_to_f32, frame_from, max_diff_255, synthetic_frame, Rng};
+use octopipe::frame::{Colorimetry, FrameLayout, PixelFormat};
+use octopipe::preprocess::cpu::CpuBackend;
+use octopipe::preprocess::cuda::meta::Norm;
+use octopipe::preprocess::cuda::{self, CudaBackend, HostFrame, OutType, Strategy, UploadMode};
+use octopipe::preprocess::{Backend, ChannelOrder, Layout, PreprocessConfig};
+
+const TOL: f32 = 1.0;
+
+fn gpu(test: &str) -> bool {
+    match cuda::available() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("SKIPPED {test}: no GPU ({why})");
+            false
+        }
+    }
+}
+
+fn data_dir() -> PathBuf {
+    std::env::var_os("OCTOPIPE_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
+}
+
+/// Push `crops` (with `out_offset` filled in, packed, ragged sizes allowed) and build the blocks.
+fn finish(batch: &mut CropBatch, crops: Vec<CropMeta>) {
+    let mut off = 0;
+    for mut c in crops {
+        c.out_offset = off;
+        off += c.out_pixels() * 3;
+        batch.crops.push(c);
+    }
+    batch.build_blocks(256, 4);
+}
+
+/// Run the CPU backend and the CUDA backend (device output poisoned first); compare.
+fn compare_backends(batch: &mut CropBatch, config: &PreprocessConfig, what: &str) -> f32 {
+    let mut cpu = CpuBackend::new(config.clone()).unwrap();
+    cpu.run(batch).unwrap();
+    let reference = batch.tensor.clone();
+    let mut gpu = CudaBackend::new(config.clone()).unwrap();
+    let len = batch.tensor_len(3);
+    gpu.engine()
+        .poison_output(OutType::F32, len, f32::NAN.to_bits())
+        .unwrap();
+    batch.tensor.iter_mut().for_each(|v| *v = f32::NAN);
+    gpu.run(batch).unwrap();
+    let unwritten = batch.tensor.iter().filter(|v| !v.is_finite()).count();
+    assert_eq!(
+        unwritten, 0,
+        "{what}: {unwritten} output elements not written"
+    );
+    let d = max_diff_255(&batch.tensor, &reference, config);
+    eprintln!(
+        "{what}: {} crops, {} values, max |gpu - cpu| = {d:.4} (0..255 scale)",
+        batch.crops.len(),
+        len
+    );
+    assert!(d <= TOL, "{what}: max difference {d} > {TOL}");
+    d
+}
+
+/// Every strategy (and C with f16) through the engine, against `reference`.
+fn compare_strategies(batch: &CropBatch, config: &PreprocessConfig, reference: &[f32], what: &str) {
+    let mut e = cuda::Engine::new(0).unwrap();
+    let frames: Vec<HostFrame<'_>> = batch
+        .frames
+        .iter()
+        .map(|f| HostFrame {
+            layout: f.layout,
+            colorimetry: f.colorimetry,
+            data: f.data().unwrap(),
+        })
+        .collect();
+    let len = batch.tensor_len(3);
+    let norm = Norm::from_config(config);
+    for mode in [UploadMode::Whole, UploadMode::Rows] {
+        for s in Strategy::ALL {
+            e.upload_frames(&frames, &batch.crops, mode).unwrap();
+            e.upload_meta(s, &batch.crops, &batch.blocks).unwrap();
+            e.poison_output(OutType::F32, len, f32::NAN.to_bits())
+                .unwrap();
+            e.launch(
+                s,
+                OutType::F32,
+                norm,
+                &batch.crops,
+                batch.blocks.len(),
+                batch.tile_pixels,
+                256,
+                len,
+            )
+            .unwrap();
+            let mut out = vec![0f32; len];
+            e.download_f32(&mut out).unwrap();
+            let unwritten = out.iter().filter(|v| !v.is_finite()).count();
+            assert_eq!(
+                unwritten, 0,
+                "{what} {s:?} {mode:?}: {unwritten} elements not written"
+            );
+            let d = max_diff_255(&out, reference, config);
+            eprintln!("{what} {} {mode:?}: max diff {d:.4}", s.label());
+            assert!(d <= TOL, "{what} {s:?} {mode:?}: max difference {d}");
+        }
+    }
+    // f16: within f16 rounding of the f32 value (half an ulp: |v| * 2^-11, plus the f32 tolerance).
+    e.upload_frames(&frames, &batch.crops, UploadMode::Whole)
+        .unwrap();
+    e.upload_meta(Strategy::Octopus, &batch.crops, &batch.blocks)
+        .unwrap();
+    e.poison_output(OutType::F16, len, 0x7e00).unwrap();
+    e.launch(
+        Strategy::Octopus,
+        OutType::F16,
+        norm,
+        &batch.crops,
+        batch.blocks.len(),
+        batch.tile_pixels,
+        256,
+        len,
+    )
+    .unwrap();
+    let mut h = vec![0u16; len];
+    e.download_f16(&mut h).unwrap();
+    let min_a = config
+        .affine()
+        .iter()
+        .map(|a| a.0)
+        .fold(f32::INFINITY, f32::min);
+    let mut worst = 0f32;
+    for (i, (&b, &r)) in h.iter().zip(reference).enumerate() {
+        let v = f16_to_f32(b);
+        assert!(v.is_finite(), "{what} f16: element {i} not written");
+        let allowed = TOL * config.affine().iter().map(|a| a.0).fold(0.0, f32::max)
+            + r.abs() * (2.0f32).powi(-11);
+        let d = (v - r).abs();
+        assert!(d <= allowed, "{what} f16: element {i}: {v} vs {r}");
+        worst = worst.max(d / min_a);
+    }
+    eprintln!("{what} C f16: max diff {worst:.4} (0..255 scale, f16 rounding included)");
+}
+
+fn random_batch(format: PixelFormat, rng: &mut Rng) -> CropBatch {
+    let mut batch = CropBatch::default();
+    let sizes = [(333u32, 251u32), (97, 61)];
+    let mut crops = Vec::new();
+    for (fi, &(w, h)) in sizes.iter().enumerate() {
+        batch
+            .frames
+            .push(synthetic_frame(format, w, h, rng.next_u64()));
+        let fi = fi as u32;
+        let mut push = |x, y, bw, bh, ow, oh| {
+            crops.push(CropMeta {
+                frame: fi,
+                x,
+                y,
+                w: bw,
+                h: bh,
+                out_w: ow,
+                out_h: oh,
+                out_offset: 0,
+            })
+        };
+        // 1-pixel boxes, frame edges and corners, the whole frame, up- and downscaling, ragged outputs.
+        push(0, 0, 1, 1, 7, 5);
+        push(w - 1, h - 1, 1, 1, 3, 3);
+        push(0, 0, w, h, 64, 48);
+        push(w - 5, 0, 5, h, 9, 31);
+        push(0, h - 3, w, 3, 17, 2);
+        push(w / 2, h / 2, 2, 2, 1, 1);
+        for _ in 0..40 {
+            let bw = 1 + rng.below(w as u64) as u32;
+            let bh = 1 + rng.below(h as u64) as u32;
+            let x = rng.below((w - bw + 1) as u64) as u32;
+            let y = rng.below((h - bh + 1) as u64) as u32;
+            push(
+                x,
+                y,
+                bw,
+                bh,
+                1 + rng.below(90) as u32,
+                1 + rng.below(90) as u32,
+            );
+        }
+    }
+    finish(&mut batch, crops);
+    batch
+}
+
+fn configs() -> Vec<(PreprocessConfig, &'static str)> {
+    vec![
+        (PreprocessConfig::default(), "rgb nchw"),
+        (
+            PreprocessConfig {
+                channels: ChannelOrder::Bgr,
+                layout: Layout::Nhwc,
+                mean: [0.1, 0.2, 0.3],
+                std: [0.5, 0.25, 0.125],
+                ..PreprocessConfig::default()
+            },
+            "bgr nhwc",
+        ),
+    ]
+}
+
+#[test]
+fn parity_random_frames_every_format_layout_and_strategy() {
+    if !gpu("parity_random_frames_every_format_layout_and_strategy") {
+        return;
+    }
+    let mut rng = Rng::new(42);
+    for format in [
+        PixelFormat::I420,
+        PixelFormat::Nv12,
+        PixelFormat::Rgb,
+        PixelFormat::Bgr,
+        PixelFormat::Rgba,
+        PixelFormat::Bgra,
+    ] {
+        for (config, name) in configs() {
+            let mut batch = random_batch(format, &mut rng);
+            let what = format!("{format} {name}");
+            compare_backends(&mut batch, &config, &what);
+            let reference = batch.tensor.clone();
+            compare_strategies(&batch, &config, &reference, &what);
+        }
+    }
+}
+
+#[test]
+fn parity_bt709_left_sited_chroma() {
+    if !gpu("parity_bt709_left_sited_chroma") {
+        return;
+    }
+    let mut rng = Rng::new(7);
+    for format in [PixelFormat::I420, PixelFormat::Nv12] {
+        let mut batch = random_batch(format, &mut rng);
+        for f in &mut batch.frames {
+            f.colorimetry = Colorimetry::BT709;
+        }
+        compare_backends(
+            &mut batch,
+            &PreprocessConfig::default(),
+            &format!("{format} bt709"),
+        );
+    }
+}
+
+#[test]
+fn boxes_larger_than_2000_px() {
+    if !gpu("boxes_larger_than_2000_px") {
+        return;
+    }
+    let mut batch = CropBatch::default();
+    batch
+        .frames
+        .push(synthetic_frame(PixelFormat::I420, 2501, 2111, 3));
+    let c = |x, y, w, h, ow, oh| CropMeta {
+        frame: 0,
+        x,
+        y,
+        w,
+        h,
+        out_w: ow,
+        out_h: oh,
+        out_offset: 0,
+    };
+    finish(
+        &mut batch,
+        vec![
+            c(0, 0, 2501, 2111, 64, 64),
+            c(50, 40, 2400, 2050, 224, 224),
+            c(1, 1, 1, 1, 300, 300),
+            c(3, 5, 2100, 7, 640, 16),
+        ],
+    );
+    compare_backends(&mut batch, &PreprocessConfig::default(), "boxes > 2000 px");
+}
+
+#[test]
+fn zero_crops() {
+    if !gpu("zero_crops") {
+        return;
+    }
+    let mut batch = CropBatch::default();
+    batch
+        .frames
+        .push(synthetic_frame(PixelFormat::Nv12, 64, 48, 1));
+    batch.build_blocks(256, 4);
+    let mut gpu = CudaBackend::new(PreprocessConfig::default()).unwrap();
+    gpu.run(&mut batch).unwrap();
+    assert!(batch.tensor.is_empty());
+}
+
+#[test]
+fn ten_thousand_crops() {
+    if !gpu("ten_thousand_crops") {
+        return;
+    }
+    let mut rng = Rng::new(10_000);
+    let mut batch = CropBatch::default();
+    batch
+        .frames
+        .push(synthetic_frame(PixelFormat::I420, 1920, 1080, 5));
+    let crops = (0..10_000)
+        .map(|_| {
+            let w = 1 + rng.below(200) as u32;
+            let h = 1 + rng.below(200) as u32;
+            CropMeta {
+                frame: 0,
+                x: rng.below((1920 - w + 1) as u64) as u32,
+                y: rng.below((1080 - h + 1) as u64) as u32,
+                w,
+                h,
+                out_w: 24,
+                out_h: 24,
+                out_offset: 0,
+            }
+        })
+        .collect();
+    finish(&mut batch, crops);
+    let config = PreprocessConfig::default();
+    compare_backends(&mut batch, &config, "10,000 crops");
+    let reference = batch.tensor.clone();
+    compare_strategies(&batch, &config, &reference, "10,000 crops");
+}
+
+/// RGB to JPEG-style I420 (BT.601 full range, chroma averaged over 2x2, centre-sited).
+fn rgb_to_i420(rgb: &[u8], w: usize, h: usize) -> Vec<u8> {
+    let (cw, ch) = (w.div_ceil(2), h.div_ceil(2));
+    let mut out = vec![0u8; w * h + 2 * cw * ch];
+    let px = |x: usize, y: usize| {
+        let i = (y * w + x) * 3;
+        (rgb[i] as f32, rgb[i + 1] as f32, rgb[i + 2] as f32)
+    };
+    for y in 0..h {
+        for x in 0..w {
+            let (r, g, b) = px(x, y);
+            out[y * w + x] = (0.299 * r + 0.587 * g + 0.114 * b)
+                .round()
+                .clamp(0.0, 255.0) as u8;
+        }
+    }
+    for cy in 0..ch {
+        for cx in 0..cw {
+            let (mut u, mut v, mut n) = (0.0, 0.0, 0.0);
+            for (x, y) in [
+                (2 * cx, 2 * cy),
+                (2 * cx + 1, 2 * cy),
+                (2 * cx, 2 * cy + 1),
+                (2 * cx + 1, 2 * cy + 1),
+            ] {
+                if x < w && y < h {
+                    let (r, g, b) = px(x, y);
+                    u += 128.0 - 0.168_736 * r - 0.331_264 * g + 0.5 * b;
+                    v += 128.0 + 0.5 * r - 0.418_688 * g - 0.081_312 * b;
+                    n += 1.0;
+                }
+            }
+            out[w * h + cy * cw + cx] = (u / n).round().clamp(0.0, 255.0) as u8;
+            out[w * h + cw * ch + cy * cw + cx] = (v / n).round().clamp(0.0, 255.0) as u8;
+        }
+    }
+    out
+}
+
+/// The clip's classifiable boxes (contract of shared/data/README.md), clipped, >= 2 px.
+fn clip_boxes(text: &str, fw: u32, fh: u32) -> Vec<(u32, u32, u32, u32)> {
+    text.lines()
+        .filter_map(|l| {
+            let v: Vec<i64> = l.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+            if v.len() < 6 || v[4] == 0 || v[5] == 0 || v[5] == 11 {
+                return None;
+            }
+            let (x0, y0) = (v[0].max(0), v[1].max(0));
+            let (x1, y1) = ((v[0] + v[2]).min(fw as i64), (v[1] + v[3]).min(fh as i64));
+            (x1 - x0 >= 2 && y1 - y0 >= 2)
+                .then(|| (x0 as u32, y0 as u32, (x1 - x0) as u32, (y1 - y0) as u32))
+        })
+        .collect()
+}
+
+#[test]
+fn parity_on_the_real_clip_rgb_and_i420() {
+    if !gpu("parity_on_the_real_clip_rgb_and_i420") {
+        return;
+    }
+    let root = data_dir().join("visdrone/clip-9999999");
+    let Ok(rd) = std::fs::read_dir(root.join("images")) else {
+        eprintln!(
+            "SKIPPED parity_on_the_real_clip: {} not found (set OCTOPIPE_DATA)",
+            root.display()
+        );
+        return;
+    };
+    let mut images: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+    images.sort();
+    let config = PreprocessConfig {
+        size: Some((64, 64)),
+        ..PreprocessConfig::default()
+    };
+    let (mut objects, mut worst) = (0usize, [0f32; 2]);
+    for chunk in images.chunks(4) {
+        for (k, format) in [PixelFormat::Rgb, PixelFormat::I420]
+            .into_iter()
+            .enumerate()
+        {
+            let mut batch = CropBatch::default();
+            let mut crops = Vec::new();
+            for path in chunk {
+                let img = image::open(path).unwrap().to_rgb8();
+                let (w, h) = img.dimensions();
+                let ann = root
+                    .join("annotations")
+                    .join(path.file_stem().unwrap())
+                    .with_extension("txt");
+                let text = std::fs::read_to_string(&ann).unwrap();
+                let fi = batch.frames.len() as u32;
+                for (x, y, bw, bh) in clip_boxes(&text, w, h) {
+                    crops.push(CropMeta {
+                        frame: fi,
+                        x,
+                        y,
+                        w: bw,
+                        h: bh,
+                        out_w: 64,
+                        out_h: 64,
+                        out_offset: 0,
+                    });
+                }
+                let rgb = img.into_raw();
+                let (data, col) = match format {
+                    PixelFormat::Rgb => (rgb, Colorimetry::JPEG),
+                    _ => (rgb_to_i420(&rgb, w as usize, h as usize), Colorimetry::JPEG),
+                };
+                batch.frames.push(frame_from(
+                    FrameLayout::packed(format, w, h),
+                    col,
+                    data,
+                    fi as u64,
+                ));
+            }
+            finish(&mut batch, crops);
+            if k == 0 {
+                objects += batch.crops.len();
+            }
+            let d = compare_backends(&mut batch, &config, &format!("clip {format}"));
+            worst[k] = worst[k].max(d);
+        }
+    }
+    eprintln!(
+        "real clip: {objects} objects; max diff RGB {:.4}, I420 {:.4}",
+        worst[0], worst[1]
+    );
+    assert!(
+        objects > 1900,
+        "expected about 2,012 objects, found {objects}"
+    );
+}
+
+/// `octopipe bench preprocess` on the device: `cargo test --release --test cuda -- --ignored --nocapture bench_table`.
+#[test]
+#[ignore = "benchmark: run explicitly"]
+fn bench_table() {
+    let opts = bench::PreprocessBenchOptions {
+        data_dir: Some(data_dir()),
+        cpu_seconds: std::env::var("OCTOPIPE_CPU_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(2.0),
+        ..Default::default()
+    };
+    println!("{}", bench::preprocess(&opts).unwrap());
+}
+
+/// `octopipe probe` on the device.
+#[test]
+#[ignore = "benchmark: run explicitly"]
+fn probe_table() {
+    if !gpu("probe_table") {
+        return;
+    }
+    let opts = bench::ProbeOptions {
+        data_dir: Some(data_dir()),
+    };
+    println!("{}", bench::probe(&opts).unwrap());
+}
