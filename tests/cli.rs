@@ -1,0 +1,147 @@
+//! The `octopipe` command: clear errors naming the bad input, non-zero exit, never a panic.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn octopipe(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_octopipe"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn fails_with(out: &Output, words: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "should fail: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for w in words {
+        assert!(stderr.contains(w), "expected {w:?} in:\n{stderr}");
+    }
+}
+
+#[test]
+fn description_errors_show_the_caret() {
+    let out = octopipe(&["run", "testsrc ! boxes format=synthetic ! preprocess sise=64x64 ! classify model=m.onnx ! jsonl location=-"]);
+    fails_with(
+        &out,
+        &[
+            "<command line>:1:47: stage 'preprocess' has no property 'sise' (did you mean 'size'?)",
+            "^^^^",
+        ],
+    );
+}
+
+#[test]
+fn a_missing_pipeline_file_is_named() {
+    fails_with(
+        &octopipe(&["run", "pipelines/nope.pipe"]),
+        &["cannot read pipeline file pipelines/nope.pipe"],
+    );
+}
+
+#[test]
+fn a_missing_model_is_named_before_anything_runs() {
+    let out = octopipe(&[
+        "run",
+        "testsrc ! boxes format=synthetic ! classify model=/nowhere/m.onnx ! jsonl location=-",
+    ]);
+    fails_with(&out, &["model /nowhere/m.onnx: no such file"]);
+}
+
+#[test]
+fn a_missing_onnx_runtime_says_how_to_fix_it() {
+    let dir = common::temp_dir("ort");
+    let model = dir.join("m.onnx");
+    std::fs::write(&model, b"not a model").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_octopipe"))
+        .env("ORT_DYLIB_PATH", "/nowhere/libonnxruntime.so.1.31.1")
+        .args([
+            "run",
+            &format!(
+                "testsrc ! boxes format=synthetic ! classify model={} ! jsonl location=-",
+                model.display()
+            ),
+        ])
+        .output()
+        .unwrap();
+    fails_with(
+        &out,
+        &[
+            "ONNX Runtime library /nowhere/libonnxruntime.so.1.31.1",
+            "pip install onnxruntime==1.31.1",
+        ],
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_model_is_named() {
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("notmodel");
+    let model = dir.join("m.onnx");
+    std::fs::write(&model, b"not a model").unwrap();
+    let out = octopipe(&[
+        "run",
+        &format!(
+            "testsrc ! boxes format=synthetic ! classify model={} ! jsonl location=-",
+            model.display()
+        ),
+    ]);
+    fails_with(
+        &out,
+        &[&format!(
+            "model {}: not a loadable ONNX model",
+            model.display()
+        )],
+    );
+}
+
+#[test]
+fn a_missing_image_folder_is_named() {
+    if !common::ort_ready() {
+        return;
+    }
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    let model = data.join("models/visdrone-crops-64.onnx");
+    let out = octopipe(&[
+        "run",
+        &format!("images location=/nowhere/images ! boxes format=synthetic ! classify model={} ! jsonl location=-", model.display()),
+    ]);
+    fails_with(&out, &["/nowhere/images"]);
+}
+
+#[test]
+fn inspect_lists_stages_and_properties() {
+    let out = octopipe(&["inspect"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for stage in [
+        "images",
+        "media",
+        "testsrc",
+        "boxes",
+        "batch",
+        "preprocess",
+        "classify",
+        "jsonl",
+        "queue",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(stage)),
+            "{stage} missing:\n{text}"
+        );
+    }
+    let out = octopipe(&["inspect", "preprocess"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("size") && text.contains("0.485,0.456,0.406") && text.contains("nchw|nhwc"),
+        "{text}"
+    );
+    fails_with(
+        &octopipe(&["inspect", "preprocss"]),
+        &["unknown stage 'preprocss' (did you mean 'preprocess'?)"],
+    );
+}
