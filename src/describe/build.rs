@@ -408,7 +408,6 @@ fn preprocess_config(p: &Props) -> Result<PreprocessConfig, DescribeError> {
                 s.parse::<usize>().ok()
             })?
             .unwrap_or(d.threads),
-        ..d
     })
 }
 
