@@ -145,3 +145,31 @@ fn inspect_lists_stages_and_properties() {
         &["unknown stage 'preprocss' (did you mean 'preprocess'?)"],
     );
 }
+
+#[test]
+fn a_model_that_does_not_fit_the_preprocess_settings_is_refused() {
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    if !common::ort_ready() {
+        return;
+    }
+    let model = data.join("models/visdrone-crops-64.onnx");
+    let run = |pre: &str| {
+        octopipe(&[
+            "run",
+            &format!("testsrc ! boxes format=synthetic ! preprocess {pre} ! classify model={} ! jsonl location=-", model.display()),
+        ])
+    };
+    fails_with(
+        &run("size=32x32"),
+        &[
+            "input 'input' is Float32 [-1, 3, 64, 64]",
+            "preprocess size=32x32 was asked for",
+        ],
+    );
+    fails_with(
+        &run("layout=nhwc"),
+        &["[batch, height, width, 3] float32 is needed for layout=nhwc"],
+    );
+}

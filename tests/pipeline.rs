@@ -193,3 +193,44 @@ fn testsrc_with_synthetic_boxes_runs_without_any_files() {
     );
     assert_eq!(objects[0]["source"], "videotestsrc pattern=smpte");
 }
+
+#[test]
+fn mot_annotations_follow_frame_numbers_and_keep_tracks() {
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    if !common::ort_ready() {
+        return;
+    }
+    let mot = data.join("visdrone/mot-test-dev-annotations/uav0000009_03358_v.txt");
+    let rows = std::fs::read_to_string(&mot).unwrap();
+    // MOT frame indices are 1-based: frames 0..3 of the stream take indices 1..=3.
+    let wanted = rows
+        .lines()
+        .filter(|l| l.split(',').next().unwrap().parse::<u64>().unwrap() <= 3)
+        .count() as u64;
+    let out = common::temp_dir("mot").join("mot.jsonl");
+    let text = format!(
+        "testsrc width=1360 height=765 num-buffers=3 ! boxes format=mot location={} \
+         ! classify model={} ! jsonl location={}",
+        mot.display(),
+        data.join("models/visdrone-crops-64.onnx").display(),
+        out.display()
+    );
+    let config =
+        describe::build(&describe::parse("<test>", &text, &Default::default()).unwrap()).unwrap();
+    let outcome = Pipeline::build(config).unwrap().run();
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let r = &outcome.report;
+    let skipped: u64 = r.skipped.iter().map(|(_, n)| n).sum();
+    assert_eq!(
+        r.objects + skipped,
+        wanted,
+        "objects in = classified + skipped"
+    );
+    let objects = common::read_jsonl(&out);
+    assert_eq!(objects.len() as u64, r.objects);
+    assert!(objects
+        .iter()
+        .all(|o| o["track"].is_u64() && o["frame"].as_u64().unwrap() < 3));
+}

@@ -190,7 +190,7 @@ impl Classifier {
         let size = size
             .or(input.size)
             .ok_or_else(|| model_err("has a dynamic crop size: set preprocess size=WxH".into()))?;
-        Ok(Classifier {
+        let mut classifier = Classifier {
             config,
             session,
             input_name,
@@ -199,7 +199,17 @@ impl Classifier {
             layout,
             size,
             scores: Vec::new(),
-        })
+        };
+        // One inference now: ONNX Runtime allocates and plans on its first run, which would
+        // otherwise land on the first frame's budget. It also proves the model runs at all.
+        let (w, h) = (size.0 as usize, size.1 as usize);
+        let n = classifier.input.batch.unwrap_or(1);
+        let shape = match layout {
+            Layout::Nchw => [n, 3, h, w],
+            Layout::Nhwc => [n, h, w, 3],
+        };
+        classifier.run_chunk(shape, &vec![0.0; n * 3 * w * h])?;
+        Ok(classifier)
     }
 
     /// The crop size the model takes.
