@@ -31,6 +31,12 @@ stage gpu; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,me
 stage nvrtc compile check; .device/kernels_compile --nocapture
 stage parity tests; time .device/cuda --nocapture --test-threads=1
 stage probe; time .device/cuda --ignored --nocapture --exact probe_table
+if [ "${PROFILE:-0}" = 1 ] && command -v ncu >/dev/null; then
+    stage ncu strategy C
+    timeout 180 ncu --clock-control none --kernel-name regex:octopus --launch-count 2 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+        .device/cuda --ignored --exact profile_octopus 2>&1 | grep -v "^==PROF==" | tee "$OUT/ncu.txt" | tail -150
+fi
 stage bench; OCTOPIPE_CPU_SECONDS=${OCTOPIPE_CPU_SECONDS:-1} .device/cuda --ignored --nocapture --exact bench_table | tee "$OUT/bench.md"
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     stage compute-sanitizer memcheck

@@ -389,6 +389,10 @@ pub enum SkipReason {
     OutsideFrame,
     /// Category with no class in the model (VisDrone "others").
     NoClass,
+    /// A malformed annotation line, skipped (`bad-lines=skip`).
+    BadLine,
+    /// Cut by the late-frame policy `cap` (lower priority than the crops kept).
+    Capped,
 }
 
 impl SkipReason {
@@ -399,6 +403,8 @@ impl SkipReason {
             SkipReason::TooSmall => "under-2px",
             SkipReason::OutsideFrame => "outside-frame",
             SkipReason::NoClass => "no-class",
+            SkipReason::Capped => "capped (late frame)",
+            SkipReason::BadLine => "bad-line",
         }
     }
 }

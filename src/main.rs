@@ -193,9 +193,13 @@ fn run(pipeline: &str, vars: &[String], budget_ms: Option<f64>) -> Result<ExitCo
         config.budget = Duration::from_secs_f64(ms / 1000.0);
     }
     let pipeline = Pipeline::build(config)?;
+    let signal = install_signal_handler(pipeline.stop_handle());
     let outcome = pipeline.run();
     eprintln!("preprocess backend: {}", outcome.backend);
     eprintln!("{}", outcome.report);
+    if let Some(code) = signal_exit(&signal, outcome.error.as_ref()) {
+        return Ok(code);
+    }
     match outcome.error {
         Some(e) => {
             eprintln!("octopipe: error: {e}");
@@ -234,4 +238,52 @@ fn inspect(stage: Option<&str>) -> Result<String> {
         }
     }
     Ok(out)
+}
+
+/// On SIGINT or SIGTERM, ask `stop` to end the run (sources stop, in-flight batches drain, the
+/// sink flushes, the report is printed); a second signal exits at once. Returns the signal
+/// received, 0 while none.
+fn install_signal_handler(
+    stop: octopipe::runner::StopHandle,
+) -> std::sync::Arc<std::sync::atomic::AtomicI32> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use std::sync::atomic::Ordering;
+    let got = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        Ok(mut signals) => {
+            let seen = got.clone();
+            std::thread::spawn(move || {
+                for sig in signals.forever() {
+                    if seen.swap(sig, Ordering::SeqCst) != 0 {
+                        eprintln!("octopipe: second signal: exiting without draining");
+                        std::process::exit(128 + sig);
+                    }
+                    stop.stop();
+                }
+            });
+        }
+        Err(e) => eprintln!("octopipe: warning: cannot handle SIGINT/SIGTERM: {e}"),
+    }
+    got
+}
+
+/// The exit status after a signal stopped the run: 128 + the signal (130 SIGINT, 143 SIGTERM).
+fn signal_exit(
+    signal: &std::sync::atomic::AtomicI32,
+    error: Option<&octopipe::Error>,
+) -> Option<ExitCode> {
+    let sig = signal.load(std::sync::atomic::Ordering::SeqCst);
+    if sig == 0 {
+        return None;
+    }
+    let name = if sig == signal_hook::consts::SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
+    if let Some(e) = error {
+        eprintln!("octopipe: error: {e}");
+    }
+    eprintln!("octopipe: stopped by {name}");
+    Some(ExitCode::from(128 + sig as u8))
 }

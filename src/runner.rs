@@ -11,15 +11,15 @@
 //! returns, which drops its channel ends: upstream stages see their sends fail and stop,
 //! downstream stages drain what they already have and finish, so no stage blocks forever.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 
-use crate::batch::{Assembler, BatchConfig, CropBatch};
-use crate::budget::{Budget, Report, DEFAULT_BUDGET};
+use crate::batch::{Assembler, BatchConfig, CropBatch, Downstream};
+use crate::budget::{Budget, Report, Tally};
 use crate::classify::{Classifier, ClassifyConfig};
 use crate::detect::{DetectConfig, Detector};
 use crate::frame::{BufferPool, Frame, Mark};
@@ -28,16 +28,28 @@ use crate::sink::{JsonlConfig, JsonlSink};
 use crate::source::{self, FrameSource, SourceConfig};
 use crate::Error;
 
-/// Default capacity of every edge.
+/// Default capacity of every edge of a file pipeline.
 pub const DEFAULT_QUEUE: usize = 4;
+
+/// Default capacity of the edges of a live pipeline: a live frame must not wait behind others.
+pub const DEFAULT_LIVE_QUEUE: usize = 1;
+
+/// One input stream: a source and its boxes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BranchConfig {
+    /// The source stage (its `stream` is the branch's index).
+    pub source: SourceConfig,
+    /// The detect stage.
+    pub detect: DetectConfig,
+    /// Capacities of the edges source -> boxes and boxes -> batch.
+    pub queues: [usize; 2],
+}
 
 /// Everything a pipeline needs, as built from a description.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelineConfig {
-    /// The source stage.
-    pub source: SourceConfig,
-    /// The detect stage.
-    pub detect: DetectConfig,
+    /// The input streams, all feeding the one batch stage.
+    pub branches: Vec<BranchConfig>,
     /// The batch stage.
     pub batch: BatchConfig,
     /// The preprocess stage.
@@ -46,29 +58,27 @@ pub struct PipelineConfig {
     pub classify: ClassifyConfig,
     /// The sink.
     pub sink: JsonlConfig,
-    /// Per-frame budget (default: one frame interval of the source).
+    /// Per-frame budget (default: the shortest frame interval of the sources).
     pub budget: Duration,
-    /// Capacities of the five edges, source to sink.
-    pub queues: [usize; 5],
+    /// Capacities of the edges batch -> preprocess -> classify -> sink.
+    pub queues: [usize; 3],
 }
 
 impl PipelineConfig {
-    /// A pipeline with default batch and preprocess settings.
-    pub fn new(
-        source: SourceConfig,
-        detect: DetectConfig,
-        classify: ClassifyConfig,
-        sink: JsonlConfig,
-    ) -> Self {
+    /// A one-stream pipeline with default batch and preprocess settings.
+    pub fn new(source: SourceConfig, detect: DetectConfig, classify: ClassifyConfig, sink: JsonlConfig) -> Self {
         PipelineConfig {
-            budget: DEFAULT_BUDGET,
-            source,
-            detect,
+            budget: source.frame_interval(),
+            branches: vec![BranchConfig {
+                source,
+                detect,
+                queues: [DEFAULT_QUEUE; 2],
+            }],
             batch: BatchConfig::default(),
             preprocess: PreprocessConfig::default(),
             classify,
             sink,
-            queues: [DEFAULT_QUEUE; 5],
+            queues: [DEFAULT_QUEUE; 3],
         }
     }
 }
@@ -233,8 +243,8 @@ pub struct Outcome {
 /// A built pipeline: every stage opened and checked, no thread started yet.
 pub struct Pipeline {
     config: PipelineConfig,
-    source: Box<dyn FrameSource>,
-    detector: Detector,
+    sources: Vec<Box<dyn FrameSource>>,
+    detectors: Vec<Detector>,
     backend: Box<dyn Backend>,
     classifier: Classifier,
     sink: JsonlSink,
@@ -243,9 +253,13 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Open every stage: the model is loaded and checked, the crop size settled, the backend
-    /// chosen, the source and sink opened. Nothing runs yet.
+    /// chosen, the sources and sink opened. Nothing runs yet.
     pub fn build(mut config: PipelineConfig) -> Result<Pipeline, Error> {
-        let detector = Detector::new(config.detect.clone())?;
+        let detectors = config
+            .branches
+            .iter()
+            .map(|b| Detector::new(b.detect.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
         let classifier = Classifier::new(
             config.classify.clone(),
             config.preprocess.layout,
@@ -255,11 +269,15 @@ impl Pipeline {
         let backend = preprocess::create_backend(&config.preprocess)?;
         let labels = (0..64).map(|i| classifier.label(i)).collect();
         let sink = JsonlSink::new(&config.sink, labels)?;
-        let source = source::open(&config.source, BufferPool::new())?;
+        let sources = config
+            .branches
+            .iter()
+            .map(|b| source::open(&b.source, BufferPool::new()))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Pipeline {
             config,
-            source,
-            detector,
+            sources,
+            detectors,
             backend,
             classifier,
             sink,
@@ -281,111 +299,99 @@ impl Pipeline {
     pub fn run(self) -> Outcome {
         let Pipeline {
             config,
-            mut source,
-            detector,
+            sources,
+            detectors,
             backend,
             classifier,
             sink,
             control,
         } = self;
         let backend_name = backend.name();
-        let q = config.queues;
-        let downstream = Arc::new(AtomicU64::new(0));
+        let tally = Tally::new(Budget::new(config.budget));
+        for b in &config.branches {
+            tally.with(|t| t.name_stream(b.source.stream, &b.source.describe()));
+        }
+        let downstream = Arc::new(Downstream::new(config.budget * 2));
+        let live = config.branches.iter().any(|b| b.source.live);
         let assembler = Assembler::new(
             config.batch.clone(),
             config.preprocess.out_size(),
             config.budget,
             downstream.clone(),
-            config.source.live.then(|| config.source.frame_interval()),
+            live.then(|| config.branches.iter().map(|b| b.source.frame_interval()).min()).flatten(),
+            tally.clone(),
         );
-        let mut budget = Budget::new(config.budget);
-        let frames_in = Arc::new(AtomicU64::new(0));
-        let (tx0, rx0) = bounded::<Frame>(q[0]);
-        let (tx1, rx1) = bounded::<Frame>(q[1]);
-        let (tx2, rx2) = bounded::<CropBatch>(q[2]);
-        let (tx3, rx3) = bounded::<CropBatch>(q[3]);
-        let (tx4, rx4) = bounded::<CropBatch>(q[4]);
-        let (tx5, rx5) = bounded::<CropBatch>(q[4]);
+        let q = config.queues;
+        let batch_queue = config.branches.iter().map(|b| b.queues[1]).sum::<usize>().max(1);
+        let (txb, rxb) = bounded::<Frame>(batch_queue);
+        let (tx2, rx2) = bounded::<CropBatch>(q[0]);
+        let (tx3, rx3) = bounded::<CropBatch>(q[1]);
+        let (tx4, rx4) = bounded::<CropBatch>(q[2]);
+        let (tx5, rx5) = bounded::<CropBatch>(1);
         thread::scope(|s| {
             let ctl = &control;
-            let counted = &frames_in;
-            let live = config.source.live;
-            let interval = config.source.frame_interval();
-            thread::Builder::new()
-                .name("octopipe-source".into())
-                .spawn_scoped(s, move || {
-                    run_source(source.as_mut(), tx0, ctl, counted, live, interval)
-                })
-                .expect("spawn source thread");
-            spawn(s, "octopipe-boxes", DetectStage(detector), rx0, tx1, ctl);
-            spawn(s, "octopipe-batch", BatchStage(assembler), rx1, tx2, ctl);
-            spawn(
-                s,
-                "octopipe-preprocess",
-                PreprocessStage(backend),
-                rx2,
-                tx3,
-                ctl,
-            );
-            spawn(
-                s,
-                "octopipe-classify",
-                ClassifyStage(classifier),
-                rx3,
-                tx4,
-                ctl,
-            );
+            for ((branch, mut source), detector) in config.branches.iter().zip(sources).zip(detectors) {
+                let (tx0, rx0) = bounded::<Frame>(branch.queues[0]);
+                let edge = SourceEdge {
+                    tx: tx0,
+                    oldest: branch.source.live.then(|| rx0.clone()),
+                    tally: tally.clone(),
+                    live: branch.source.live,
+                    interval: branch.source.frame_interval(),
+                };
+                let name = format!("octopipe-source-{}", branch.source.stream);
+                thread::Builder::new()
+                    .name(name)
+                    .spawn_scoped(s, move || run_source(source.as_mut(), edge, ctl))
+                    .expect("spawn source thread");
+                spawn(s, "octopipe-boxes", DetectStage(detector), rx0, txb.clone(), ctl);
+            }
+            drop(txb);
+            spawn(s, "octopipe-batch", BatchStage(assembler), rxb, tx2, ctl);
+            spawn(s, "octopipe-preprocess", PreprocessStage(backend), rx2, tx3, ctl);
+            spawn(s, "octopipe-classify", ClassifyStage(classifier), rx3, tx4, ctl);
             spawn(s, "octopipe-sink", SinkStage(sink), rx4, tx5, ctl);
             for batch in rx5 {
-                if let (Some(b), Some(e)) = (
-                    batch
-                        .frames
-                        .first()
-                        .and_then(|f| f.times.get(Mark::Batched)),
-                    batch
-                        .frames
-                        .first()
-                        .and_then(|f| f.times.get(Mark::Emitted)),
-                ) {
-                    // Exponential moving average of batch-to-sink time, read by the batch stage.
-                    let now = e.saturating_duration_since(b).as_nanos() as u64;
-                    let old = downstream.load(Ordering::Relaxed);
-                    let new = if old == 0 { now } else { (old * 7 + now) / 8 };
-                    downstream.store(new, Ordering::Relaxed);
+                if let Some(f) = batch.frames.first() {
+                    if let (Some(b), Some(e)) = (f.times.get(Mark::Batched), f.times.get(Mark::Emitted)) {
+                        downstream.observe(e.saturating_duration_since(b), batch.crops.len());
+                    }
                 }
-                for f in &batch.frames {
-                    budget.record(f);
-                }
+                tally.with(|t| batch.frames.iter().for_each(|f| t.record(f)));
             }
         });
-        budget.add_in(frames_in.load(Ordering::SeqCst));
         let error = control.error.lock().ok().and_then(|mut e| e.take());
         Outcome {
-            report: budget.finish(),
+            report: tally.with(|t| t.finish()).unwrap_or_else(|| Budget::new(config.budget).finish()),
             error,
             backend: backend_name,
         }
     }
 }
 
-/// The source thread: pull frames, pace them in live mode, send them on (blocking: backpressure).
-fn run_source(
-    source: &mut dyn FrameSource,
+/// The source end of a branch: where frames go, and (live) how the oldest is dropped.
+struct SourceEdge {
     tx: Sender<Frame>,
-    ctl: &Control,
-    frames_in: &AtomicU64,
+    /// Live sources only: the edge's receiving end, to drop the oldest frame when it is full.
+    oldest: Option<Receiver<Frame>>,
+    tally: Tally,
     live: bool,
     interval: Duration,
-) {
+}
+
+/// The source thread: pull frames, pace them in live mode, send them on. File input blocks when
+/// the edge is full (backpressure, no drops); live input never waits: the oldest queued frame is
+/// dropped (and counted) to make room.
+fn run_source(source: &mut dyn FrameSource, edge: SourceEdge, ctl: &Control) {
     // The live clock starts with the first frame: frame k is due at start + pts_k.
     let mut start: Option<(Instant, Duration)> = None;
     let mut n: u32 = 0;
     while !ctl.stop.load(Ordering::SeqCst) {
         match source.next_frame() {
             Ok(Some(mut frame)) => {
-                if live {
+                if edge.live {
                     // Release each frame at its presentation time; its budget starts then.
-                    let pts = frame.pts.unwrap_or(interval * n);
+                    let pts = frame.pts.unwrap_or(edge.interval * n);
                     let (t0, pts0) = *start.get_or_insert((Instant::now(), pts));
                     let due = t0 + pts.saturating_sub(pts0);
                     if let Some(wait) = due.checked_duration_since(Instant::now()) {
@@ -394,10 +400,32 @@ fn run_source(
                     frame.times.arrival = due;
                     frame.times.mark(Mark::Decoded, Instant::now().max(due));
                 }
-                frames_in.fetch_add(1, Ordering::SeqCst);
+                edge.tally.with(|t| t.add_in(frame.stream));
                 n += 1;
-                if tx.send(frame).is_err() {
-                    break;
+                let mut frame = frame;
+                loop {
+                    match edge.tx.try_send(frame) {
+                        Ok(()) => break,
+                        Err(TrySendError::Disconnected(_)) => {
+                            source.stop();
+                            return;
+                        }
+                        Err(TrySendError::Full(f)) => match &edge.oldest {
+                            Some(rx) => {
+                                if let Ok(old) = rx.try_recv() {
+                                    edge.tally.with(|t| t.drop_frame(old.stream, "live: oldest dropped at the source", 0));
+                                }
+                                frame = f;
+                            }
+                            None => {
+                                if edge.tx.send(f).is_err() {
+                                    source.stop();
+                                    return;
+                                }
+                                break;
+                            }
+                        },
+                    }
                 }
             }
             Ok(None) => break,

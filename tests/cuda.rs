@@ -497,3 +497,51 @@ fn probe_table() {
     };
     println!("{}", bench::probe(&opts).unwrap());
 }
+
+/// One launch each of strategy C on drone28 and crops1000 (224x224 f32 NCHW), for a profiler:
+/// `ncu --kernel-name regex:octopus .device/cuda --ignored --exact profile_octopus`.
+#[test]
+#[ignore = "profiling: run explicitly"]
+fn profile_octopus() {
+    if !gpu("profile_octopus") {
+        return;
+    }
+    let opts = bench::PreprocessBenchOptions {
+        data_dir: Some(data_dir()),
+        ..Default::default()
+    };
+    let mut e = cuda::Engine::new(0).unwrap();
+    let norm = Norm::from_config(&bench::bench_config(&opts));
+    for w in [bench::Workload::Drone28, bench::Workload::Crops1000] {
+        let mut p = bench::prepare(w, &opts);
+        p.batch.build_blocks(256, 2);
+        let frames: Vec<HostFrame<'_>> = p
+            .batch
+            .frames
+            .iter()
+            .map(|f| HostFrame {
+                layout: f.layout,
+                colorimetry: f.colorimetry,
+                data: f.data().unwrap(),
+            })
+            .collect();
+        let len = p.batch.tensor_len(3);
+        e.upload_frames(&frames, &p.batch.crops, UploadMode::Whole)
+            .unwrap();
+        e.upload_meta(Strategy::Octopus, &p.batch.crops, &p.batch.blocks)
+            .unwrap();
+        let threads = cuda::octopus_threads(256, 2);
+        e.launch(
+            Strategy::Octopus,
+            OutType::F32,
+            norm,
+            &p.batch.crops,
+            p.batch.blocks.len(),
+            256,
+            threads,
+            len,
+        )
+        .unwrap();
+        e.stream().synchronize().unwrap();
+    }
+}

@@ -4,8 +4,60 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{BatchConfig, BatchPool, CropBatch};
-use crate::frame::Frame;
+use super::{BatchConfig, BatchPool, CapPriority, CropBatch, LatePolicy};
+use crate::budget::Tally;
+use crate::frame::{Frame, SkipReason};
+
+/// Running estimates of the time from batching to the sink, kept by the runner (nanoseconds):
+/// per batch (fixed part) and per crop.
+#[derive(Debug)]
+pub struct Downstream {
+    /// Time from batching to the sink of a whole batch.
+    pub batch_ns: AtomicU64,
+    /// Of which, per crop.
+    pub crop_ns: AtomicU64,
+    /// When the last batch was observed (ns since `epoch`).
+    seen_ns: AtomicU64,
+    epoch: Instant,
+    /// Estimates older than this are not trusted (a policy that drops every frame would
+    /// otherwise never see the pipeline recover).
+    stale_after: Duration,
+}
+
+impl Downstream {
+    /// No estimates yet; estimates are trusted for `stale_after` after the batch they come from.
+    pub fn new(stale_after: Duration) -> Self {
+        Downstream {
+            batch_ns: AtomicU64::new(0),
+            crop_ns: AtomicU64::new(0),
+            seen_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
+            stale_after,
+        }
+    }
+
+    /// Fold in one batch of `crops` crops that took `took` from batching to the sink.
+    pub fn observe(&self, took: Duration, crops: usize) {
+        self.seen_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let ema = |a: &AtomicU64, now: u64| {
+            let old = a.load(Ordering::Relaxed);
+            a.store(if old == 0 { now } else { (old * 7 + now) / 8 }, Ordering::Relaxed);
+        };
+        let ns = took.as_nanos() as u64;
+        ema(&self.batch_ns, ns);
+        if crops > 0 {
+            ema(&self.crop_ns, ns / crops as u64);
+        }
+    }
+
+    /// Predicted batch-to-sink time of a batch of `crops` crops, from recent observations only.
+    pub fn predict(&self, crops: usize) -> Option<Duration> {
+        let seen = Duration::from_nanos(self.seen_ns.load(Ordering::Relaxed));
+        let fresh = self.batch_ns.load(Ordering::Relaxed) > 0 && self.epoch.elapsed() < seen + self.stale_after;
+        let per_crop = self.crop_ns.load(Ordering::Relaxed);
+        fresh.then(|| Duration::from_nanos(per_crop * crops.max(1) as u64))
+    }
+}
 
 /// Runtime state of the batch stage.
 pub struct Assembler {
@@ -14,21 +66,24 @@ pub struct Assembler {
     pool: BatchPool,
     current: Option<CropBatch>,
     budget: Duration,
-    downstream: Arc<AtomicU64>,
+    downstream: Arc<Downstream>,
     interval: Option<Duration>,
+    tally: Tally,
 }
 
 impl Assembler {
-    /// An assembler making `out_size` crops. `downstream` holds the current estimate (ns) of the
-    /// time from batching to the sink, which the runner keeps up to date; a frame waits for others
-    /// only while `budget` minus that estimate allows. For a live source, `interval` is the time
+    /// An assembler making `out_size` crops. `downstream` holds the running estimates of the time
+    /// from batching to the sink, which the runner keeps up to date; a frame waits for others only
+    /// while `budget` minus that estimate allows, and a frame predicted to miss its budget is
+    /// handled by `config.late` (counted in `tally`). For a live source, `interval` is the time
     /// between frames: a batch is not held for a frame that cannot arrive before its deadline.
     pub fn new(
         config: BatchConfig,
         out_size: (u32, u32),
         budget: Duration,
-        downstream: Arc<AtomicU64>,
+        downstream: Arc<Downstream>,
         interval: Option<Duration>,
+        tally: Tally,
     ) -> Self {
         Assembler {
             config,
@@ -38,11 +93,55 @@ impl Assembler {
             budget,
             downstream,
             interval,
+            tally,
+        }
+    }
+
+    /// Apply the late-frame policy; `None` when the frame is dropped.
+    fn admit(&mut self, mut frame: Frame) -> Option<Frame> {
+        let crops = frame.detections.len();
+        // No estimate before the first batch reaches the sink: nothing to predict yet.
+        let Some(predicted) = self.downstream.predict(crops) else {
+            return Some(frame);
+        };
+        let deadline = frame.times.arrival + self.budget;
+        let now = Instant::now();
+        if now + predicted <= deadline {
+            return Some(frame);
+        }
+        match self.config.late {
+            LatePolicy::Process => {
+                self.tally.with(|b| b.note("late frames processed", 1));
+                Some(frame)
+            }
+            LatePolicy::Drop => {
+                self.tally
+                    .with(|b| b.drop_frame(frame.stream, "late (policy drop)", crops as u64));
+                None
+            }
+            LatePolicy::Cap(priority) => {
+                let per_crop = predicted.as_nanos() as u64 / crops.max(1) as u64;
+                let left = deadline.saturating_duration_since(now).as_nanos() as u64;
+                let keep = (left / per_crop.max(1)) as usize;
+                let d = &mut frame.detections;
+                match priority {
+                    CapPriority::Largest => d.sort_by_key(|x| std::cmp::Reverse(x.bbox[2] as u64 * x.bbox[3] as u64)),
+                    CapPriority::Confident => d.sort_by(|a, b| b.score.total_cmp(&a.score)),
+                }
+                let cut = d.len().saturating_sub(keep);
+                d.truncate(keep);
+                for _ in 0..cut {
+                    frame.skip(SkipReason::Capped);
+                }
+                self.tally.with(|b| b.note("late frames capped", 1));
+                Some(frame)
+            }
         }
     }
 
     /// Add a frame; full batches are appended to `out`.
     pub fn push(&mut self, frame: Frame, out: &mut Vec<CropBatch>) {
+        let Some(frame) = self.admit(frame) else { return };
         let crops = frame.detections.len();
         if let Some(cur) = &self.current {
             if !cur.crops.is_empty() && cur.crops.len() + crops > self.config.max_crops {
@@ -62,7 +161,7 @@ impl Assembler {
         let cur = self.current.as_ref()?;
         let oldest = cur.frames.first()?.times.arrival;
         let wait = self.config.max_wait.unwrap_or_else(|| {
-            let downstream = Duration::from_nanos(self.downstream.load(Ordering::Relaxed));
+            let downstream = Duration::from_nanos(self.downstream.batch_ns.load(Ordering::Relaxed));
             self.budget.saturating_sub(downstream) / 2
         });
         let deadline = oldest + wait;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::classify::Classification;
 use crate::frame::Frame;
 
-pub use assemble::Assembler;
+pub use assemble::{Assembler, Downstream};
 
 /// Default largest number of crops in one batch.
 pub const DEFAULT_MAX_CROPS: usize = 256;
@@ -43,6 +43,31 @@ pub struct BatchConfig {
     pub tile_pixels: u32,
     /// Tiles per block.
     pub tiles_per_block: u32,
+    /// What to do with a frame that is predicted to miss its budget.
+    pub late: LatePolicy,
+}
+
+/// What the batch stage does with a frame predicted to finish after its deadline (prediction: the
+/// running estimates of the time from batching to the sink, per batch and per crop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LatePolicy {
+    /// Process it anyway and count it.
+    #[default]
+    Process,
+    /// Drop it (counted, with its boxes, by reason).
+    Drop,
+    /// Keep only as many crops as fit in the time left, by priority.
+    Cap(CapPriority),
+}
+
+/// Which crops a capped frame keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CapPriority {
+    /// The largest boxes first.
+    #[default]
+    Largest,
+    /// The highest detector scores first.
+    Confident,
 }
 
 impl Default for BatchConfig {
@@ -53,6 +78,7 @@ impl Default for BatchConfig {
             max_wait: None,
             tile_pixels: DEFAULT_TILE_PIXELS,
             tiles_per_block: DEFAULT_TILES_PER_BLOCK,
+            late: LatePolicy::Process,
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::preprocess::{Backend, PreprocessConfig, PreprocessError};
 
 pub use data::{box_sizes, frame_from, synthetic_frame, Rng};
 pub use gpu::f16_to_f32;
-pub use gpu::{probe, tune, ProbeOptions};
+pub use gpu::{probe, tune, ProbeOptions, TuneChoice};
 
 /// Errors of the benchmarks.
 #[derive(Debug, thiserror::Error)]
@@ -198,7 +198,7 @@ pub struct Row {
     pub workload: String,
     /// Implementation.
     pub name: String,
-    /// Kernel (or CPU compute) median ms.
+    /// Kernel median ms (GPU: 10 back-to-back launches / 10; CPU: one run).
     pub kernel_ms: Option<f64>,
     /// Metadata + metadata upload + kernel, frames already on the device, ms per batch.
     pub e2e_ms: Option<f64>,
@@ -339,7 +339,7 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 pub fn format_table(header: &str, rows: &[Row]) -> String {
     let mut s = String::new();
     s.push_str(header);
-    s.push_str("| workload | impl | kernel ms | e2e ms (meta+upload meta+kernel) | +frame upload ms | +copy back ms | bytes moved | meta bytes | GB/s written | % of d2d copy | max abs diff vs cpu (0..255) | note |\n");
+    s.push_str("| workload | impl | kernel ms (queued) | e2e ms (meta+upload meta+kernel) | +frame upload ms | +copy back ms | bytes moved | meta bytes | GB/s written | % of d2d copy | max abs diff vs cpu (0..255) | note |\n");
     s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for r in rows {
         let _ = writeln!(

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::frame::{Frame, Mark, SkipReason};
+use crate::frame::{Frame, Mark};
 
 /// Default budget: one frame at 30 fps.
 pub const DEFAULT_BUDGET: Duration = Duration::from_nanos(33_333_333);
@@ -25,11 +25,18 @@ pub struct Budget {
     start: Instant,
     end: Option<Instant>,
     stages: BTreeMap<Mark, Vec<Duration>>,
-    total: Vec<Duration>,
-    frames_in: u64,
-    dropped: BTreeMap<String, u64>,
+    streams: BTreeMap<u32, StreamAcc>,
     objects: u64,
-    skipped: BTreeMap<SkipReason, u64>,
+    skipped: BTreeMap<String, u64>,
+    actions: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Default)]
+struct StreamAcc {
+    source: String,
+    frames_in: u64,
+    total: Vec<Duration>,
+    dropped: BTreeMap<String, u64>,
 }
 
 impl Budget {
@@ -40,11 +47,10 @@ impl Budget {
             start: Instant::now(),
             end: None,
             stages: BTreeMap::new(),
-            total: Vec::new(),
-            frames_in: 0,
-            dropped: BTreeMap::new(),
+            streams: BTreeMap::new(),
             objects: 0,
             skipped: BTreeMap::new(),
+            actions: BTreeMap::new(),
         }
     }
 
@@ -53,16 +59,33 @@ impl Budget {
         self.budget
     }
 
-    /// Count frames that entered the pipeline.
-    pub fn add_in(&mut self, n: u64) {
-        self.frames_in += n;
+    /// Name stream `stream` (its source) for the report.
+    pub fn name_stream(&mut self, stream: u32, source: &str) {
+        self.streams.entry(stream).or_default().source = source.to_string();
     }
 
-    /// Count frames dropped for `reason`.
-    pub fn drop_frames(&mut self, reason: &str, n: u64) {
-        if n > 0 {
-            *self.dropped.entry(reason.to_string()).or_default() += n;
+    /// Count a frame that entered the pipeline on `stream`.
+    pub fn add_in(&mut self, stream: u32) {
+        self.streams.entry(stream).or_default().frames_in += 1;
+    }
+
+    /// Count a frame of `stream` dropped for `reason`; its `objects` boxes count as skipped.
+    pub fn drop_frame(&mut self, stream: u32, reason: &str, objects: u64) {
+        *self
+            .streams
+            .entry(stream)
+            .or_default()
+            .dropped
+            .entry(reason.to_string())
+            .or_default() += 1;
+        if objects > 0 {
+            *self.skipped.entry(format!("frame dropped ({reason})")).or_default() += objects;
         }
+    }
+
+    /// Count something a policy did (e.g. `late frames processed`).
+    pub fn note(&mut self, action: &str, n: u64) {
+        *self.actions.entry(action.to_string()).or_default() += n;
     }
 
     /// Record a frame that went all the way through.
@@ -73,45 +96,67 @@ impl Budget {
             }
         }
         if let Some(t) = frame.times.total() {
-            self.total.push(t);
+            self.streams.entry(frame.stream).or_default().total.push(t);
         }
         self.objects += frame.detections.len() as u64;
         for (reason, n) in &frame.skipped {
-            *self.skipped.entry(*reason).or_default() += *n as u64;
+            *self.skipped.entry(reason.name().to_string()).or_default() += *n as u64;
         }
     }
 
     /// Frames recorded so far.
     pub fn processed(&self) -> u64 {
-        self.total.len() as u64
+        self.streams.values().map(|s| s.total.len() as u64).sum()
     }
 
     /// Stop the clock and summarise.
     pub fn finish(&mut self) -> Report {
         let end = *self.end.get_or_insert_with(Instant::now);
         let wall = end.saturating_duration_since(self.start);
-        let processed = self.processed();
-        let accounted = processed + self.dropped.values().sum::<u64>();
-        if self.frames_in > accounted {
-            // Frames in flight when a stage failed: say so rather than lose them silently.
-            self.drop_frames("in flight at shutdown", self.frames_in - accounted);
+        let budget = self.budget;
+        let mut all = Vec::new();
+        let mut streams = Vec::new();
+        for (id, s) in &mut self.streams {
+            let accounted = s.total.len() as u64 + s.dropped.values().sum::<u64>();
+            if s.frames_in > accounted {
+                // Frames in flight when a stage failed: say so rather than lose them silently.
+                *s.dropped.entry("in flight at shutdown".into()).or_default() += s.frames_in - accounted;
+            }
+            all.extend_from_slice(&s.total);
+            streams.push(StreamReport {
+                stream: *id,
+                source: s.source.clone(),
+                frames_in: s.frames_in,
+                processed: s.total.len() as u64,
+                dropped: s.dropped.clone().into_iter().collect(),
+                over_budget: s.total.iter().filter(|t| **t > budget).count() as u64,
+                total: Stats::of(&mut s.total),
+            });
         }
-        let total = Stats::of(&mut self.total);
+        let over_budget = all.iter().filter(|t| **t > budget).count() as u64;
+        let mut dropped: BTreeMap<String, u64> = BTreeMap::new();
+        for s in &streams {
+            for (r, n) in &s.dropped {
+                *dropped.entry(r.clone()).or_default() += n;
+            }
+        }
         Report {
-            budget: self.budget,
+            budget,
             wall,
-            frames_in: self.frames_in,
-            processed,
-            dropped: self.dropped.clone().into_iter().collect(),
-            over_budget: self.total.iter().filter(|t| **t > self.budget).count() as u64,
+            frames_in: streams.iter().map(|s| s.frames_in).sum(),
+            processed: all.len() as u64,
+            dropped: dropped.into_iter().collect(),
+            over_budget,
             stages: self
                 .stages
                 .iter_mut()
                 .map(|(m, v)| (m.name(), Stats::of(v)))
                 .collect(),
-            total,
+            total: Stats::of(&mut all),
             objects: self.objects,
-            skipped: self.skipped.iter().map(|(r, n)| (r.name(), *n)).collect(),
+            skipped: self.skipped.clone().into_iter().collect(),
+            actions: self.actions.clone().into_iter().collect(),
+            streams,
         }
     }
 }
@@ -171,7 +216,37 @@ pub struct Report {
     /// Objects classified.
     pub objects: u64,
     /// Boxes not classified, by reason.
-    pub skipped: Vec<(&'static str, u64)>,
+    pub skipped: Vec<(String, u64)>,
+    /// What the late-frame policy did, and how often.
+    pub actions: Vec<(String, u64)>,
+    /// Per-stream accounting and latency.
+    pub streams: Vec<StreamReport>,
+}
+
+/// One stream's part of a [`Report`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamReport {
+    /// Stream id.
+    pub stream: u32,
+    /// Its source, as named in frames.
+    pub source: String,
+    /// Frames that entered.
+    pub frames_in: u64,
+    /// Frames that reached the sink.
+    pub processed: u64,
+    /// Frames dropped, by reason.
+    pub dropped: Vec<(String, u64)>,
+    /// Processed frames over budget.
+    pub over_budget: u64,
+    /// End-to-end latency.
+    pub total: Stats,
+}
+
+impl StreamReport {
+    /// Frames dropped, all reasons.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().map(|(_, n)| n).sum()
+    }
 }
 
 impl Report {
@@ -248,7 +323,32 @@ impl fmt::Display for Report {
             self.objects,
             skipped,
             list(&self.skipped)
-        )
+        )?;
+        if !self.actions.is_empty() {
+            write!(f, "\nlate-frame policy:{}", list(&self.actions))?;
+        }
+        if self.streams.len() > 1 {
+            write!(
+                f,
+                "\n{:<6} {:>6} {:>9} {:>8} {:>6} {:>9} {:>9}  source",
+                "stream", "in", "processed", "dropped", "over", "p50 ms", "p99 ms"
+            )?;
+            for s in &self.streams {
+                write!(
+                    f,
+                    "\n{:<6} {:>6} {:>9} {:>8} {:>6} {:>9.2} {:>9.2}  {}",
+                    s.stream,
+                    s.frames_in,
+                    s.processed,
+                    s.dropped_total(),
+                    s.over_budget,
+                    ms(s.total.p50),
+                    ms(s.total.p99),
+                    s.source
+                )?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -278,8 +378,10 @@ mod tests {
     #[test]
     fn unaccounted_frames_are_reported_as_dropped() {
         let mut b = Budget::new(DEFAULT_BUDGET);
-        b.add_in(5);
-        b.drop_frames("late", 1);
+        for _ in 0..5 {
+            b.add_in(0);
+        }
+        b.drop_frame(0, "late", 0);
         let r = b.finish();
         assert_eq!(r.frames_in, 5);
         assert_eq!(r.processed + r.dropped_total(), 5);
@@ -288,5 +390,22 @@ mod tests {
                 .contains("5 in = 0 processed + 5 dropped (in flight at shutdown: 4, late: 1)"),
             "{r}"
         );
+    }
+}
+
+/// A [`Budget`] shared by the threads of a run: sources count frames in, stages count drops and
+/// policy actions, the collector records finished frames.
+#[derive(Clone)]
+pub struct Tally(std::sync::Arc<std::sync::Mutex<Budget>>);
+
+impl Tally {
+    /// Share `budget`.
+    pub fn new(budget: Budget) -> Self {
+        Tally(std::sync::Arc::new(std::sync::Mutex::new(budget)))
+    }
+
+    /// Run `f` on the budget (nothing if a thread panicked while holding it).
+    pub fn with<R>(&self, f: impl FnOnce(&mut Budget) -> R) -> Option<R> {
+        self.0.lock().ok().map(|mut b| f(&mut b))
     }
 }

@@ -4,13 +4,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::stages::{stage, StageSpec, STAGES};
-use super::{closest, DescribeError, Description, Prop, StageDesc};
-use crate::batch::BatchConfig;
+use super::{closest, DescribeError, Description, Prop, Span, StageDesc};
+use crate::batch::{BatchConfig, CapPriority, LatePolicy};
 use crate::classify::ClassifyConfig;
 use crate::detect::{BoxSource, DetectConfig, DEFAULT_SEED, DEFAULT_SYNTHETIC_COUNT};
 use crate::frame::PixelFormat;
 use crate::preprocess::{BackendKind, ChannelOrder, Layout, PreprocessConfig};
-use crate::runner::{PipelineConfig, DEFAULT_QUEUE};
+use crate::runner::{BranchConfig, PipelineConfig, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE};
 use crate::sink::JsonlConfig;
 use crate::source::{SourceConfig, SourceKind, DEFAULT_NUM_BUFFERS, DEFAULT_TEST_SIZE};
 
@@ -24,19 +24,166 @@ const ORDER: [(&str, bool); 6] = [
     ("sink", false),
 ];
 
+/// What one chain of the description holds.
+#[derive(Default)]
+struct Chain {
+    source: Option<SourceConfig>,
+    detect: Option<DetectConfig>,
+    batch: Option<(BatchConfig, Option<String>, Span)>,
+    preprocess: Option<PreprocessConfig>,
+    classify: Option<ClassifyConfig>,
+    sink: Option<JsonlConfig>,
+    /// `name.` the chain ends in.
+    target: Option<(String, Span)>,
+    /// Edge capacities set with `queue size=N` (the rest take the file or live default).
+    queues: [Option<usize>; 5],
+    /// The role index expected next, and the last element's span.
+    next_role: usize,
+    last: Span,
+}
+
 /// Check `desc` against the stage table and make the pipeline's configs.
+///
+/// A description is one or more chains. A *branch* chain starts with a source (an octopipe source
+/// stage, or GStreamer elements that octopipe hands to GStreamer with an appsink appended) and a
+/// `boxes` stage, and either continues into the batch stage or ends in `NAME.`, a reference to the
+/// batch stage named NAME. Exactly one chain holds the batch (explicit or implied), preprocess,
+/// classify and sink stages; every branch feeds that batch as its own stream (0, 1, ... in order).
 pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
-    let mut batch = BatchConfig::default();
-    let mut preprocess = PreprocessConfig::default();
-    let mut queues = [DEFAULT_QUEUE; 5];
-    let mut next_role = 0;
+    let mut chains: Vec<Chain> = Vec::new();
+    let mut start = 0;
+    while start < desc.stages.len() {
+        let n = desc.stages[start..]
+            .iter()
+            .take_while(|s| s.chain == desc.stages[start].chain)
+            .count();
+        chains.push(chain(desc, &desc.stages[start..start + n])?);
+        start += n;
+    }
+    // A live pipeline keeps its queues short: a live frame must not wait behind others.
+    let live = chains.iter().any(|c| c.source.as_ref().is_some_and(|s| s.live));
+    let default = if live { DEFAULT_LIVE_QUEUE } else { DEFAULT_QUEUE };
+    let mut main: Option<Chain> = None;
+    let mut branches = Vec::new();
+    let mut targets = Vec::new();
+    for mut c in chains {
+        if let (Some(source), Some(detect)) = (c.source.take(), c.detect.take()) {
+            branches.push(BranchConfig {
+                source,
+                detect,
+                queues: [c.queues[0].unwrap_or(default), c.queues[1].unwrap_or(default)],
+            });
+        }
+        if let Some(t) = c.target.take() {
+            targets.push(t);
+            continue;
+        }
+        if c.classify.is_none() || c.sink.is_none() {
+            return Err(desc.error(
+                c.last,
+                format!("the pipeline ends early: expected {} next", expected(c.next_role)),
+            ));
+        }
+        if main.is_some() {
+            return Err(desc.error(
+                c.last,
+                "a second chain ends in classify ! jsonl: a pipeline has one (branches feed its batch stage by name)",
+            ));
+        }
+        main = Some(c);
+    }
+    let main = main.ok_or_else(|| {
+        desc.error(Span::default(), "the pipeline has no classify ! jsonl chain")
+    })?;
+    let (batch, batch_name, _) = main.batch.clone().unwrap_or((BatchConfig::default(), None, Span::default()));
+    for (name, span) in &targets {
+        if batch_name.as_deref() != Some(name.as_str()) {
+            let hint = batch_name
+                .as_deref()
+                .map(|b| format!(" (the batch stage is named '{b}')"))
+                .unwrap_or_else(|| " (give the batch stage name=...)".into());
+            return Err(desc.error(*span, format!("no batch stage is named '{name}'{hint}")));
+        }
+    }
+    if branches.is_empty() {
+        return Err(desc.error(
+            desc.stages[0].span,
+            format!("the pipeline has no source: expected {}", expected(0)),
+        ));
+    }
+    let budget = branches
+        .iter()
+        .map(|b| b.source.frame_interval())
+        .min()
+        .unwrap_or(crate::budget::DEFAULT_BUDGET);
+    for (i, b) in branches.iter_mut().enumerate() {
+        b.source.stream = i as u32;
+    }
+    Ok(PipelineConfig {
+        branches,
+        batch,
+        preprocess: main.preprocess.unwrap_or_default(),
+        classify: main.classify.unwrap_or_else(|| ClassifyConfig::new("")),
+        sink: main.sink.unwrap_or(JsonlConfig { location: PathBuf::new() }),
+        budget,
+        queues: [2, 3, 4].map(|i| main.queues[i].unwrap_or(default)),
+    })
+}
+
+/// Whether `kind` names a GStreamer element or caps (an element of a branch's GStreamer head).
+fn is_gstreamer(desc: &Description, st: &StageDesc) -> Result<bool, DescribeError> {
+    if st.reference || stage(&st.kind).is_some() {
+        return Ok(false);
+    }
+    if let Some(c) = closest(&st.kind, STAGES.iter().map(|s| s.name)) {
+        return Err(desc.error(st.span, format!("unknown stage '{}' (did you mean '{c}'?)", st.kind)));
+    }
+    if st.kind.contains('/') || crate::source::element_exists(&st.kind) {
+        return Ok(true);
+    }
+    Err(desc.error(
+        st.span,
+        format!(
+            "unknown stage '{}': neither an octopipe stage ({}) nor an installed GStreamer element",
+            st.kind,
+            STAGES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+        ),
+    ))
+}
+
+/// Check one chain's stages in order.
+fn chain(desc: &Description, stages: &[StageDesc]) -> Result<Chain, DescribeError> {
+    let mut c = Chain {
+        last: stages[0].span,
+        ..Chain::default()
+    };
     let mut edge = 0;
-    let mut seen_source = false;
-    let mut classify = None;
-    let mut sink = None;
-    let mut detect = None;
-    let mut source = None;
-    for st in &desc.stages {
+    // A GStreamer head: the elements before the first octopipe stage.
+    let mut head = 0;
+    while head < stages.len() && is_gstreamer(desc, &stages[head])? {
+        head += 1;
+    }
+    if head > 0 {
+        let fragment = desc.text[stages[0].span.start..stages[head - 1].end].to_string();
+        c.source = Some(SourceConfig::new(SourceKind::Launch { fragment }));
+        c.next_role = 1;
+        edge = 1;
+    }
+    for (i, st) in stages.iter().enumerate().skip(head) {
+        c.last = Span {
+            start: st.span.start,
+            len: st.end - st.span.start,
+        };
+        if st.reference {
+            if c.next_role < 2 || i + 1 != stages.len() {
+                return Err(desc.error(
+                    st.span,
+                    "a reference 'NAME.' ends a branch, after its boxes stage",
+                ));
+            }
+            c.target = Some((st.kind.clone(), st.span));
+            return Ok(c);
+        }
         let spec = stage(&st.kind).ok_or_else(|| {
             let hint = closest(&st.kind, STAGES.iter().map(|s| s.name))
                 .map(|c| format!(" (did you mean '{c}'?)"))
@@ -55,25 +202,31 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
         };
         props.check_known()?;
         if spec.role == "edge" {
-            if !seen_source || edge >= ORDER.len() {
+            if edge == 0 || edge >= ORDER.len() {
                 return Err(desc.error(st.span, "a queue must stand between two stages"));
             }
-            queues[edge - 1] = props
-                .parse("size", "a positive integer", positive)?
-                .unwrap_or(DEFAULT_QUEUE);
+            c.queues[edge - 1] = Some(
+                props
+                    .parse("size", "a positive integer", positive)?
+                    .unwrap_or(DEFAULT_QUEUE),
+            );
             continue;
         }
-        let Some(pos) = ORDER[next_role..].iter().position(|(r, _)| *r == spec.role) else {
+        // A chain may start at the batch stage (its branches reference it by name).
+        if i == head && c.next_role == 0 && spec.role == "batch" {
+            c.next_role = 2;
+        }
+        let Some(pos) = ORDER[c.next_role..].iter().position(|(r, _)| *r == spec.role) else {
             return Err(desc.error(
                 st.span,
                 format!(
                     "stage '{}' cannot come here: expected {}",
                     st.kind,
-                    expected(next_role)
+                    expected(c.next_role)
                 ),
             ));
         };
-        if let Some((missing, _)) = ORDER[next_role..next_role + pos]
+        if let Some((missing, _)) = ORDER[c.next_role..c.next_role + pos]
             .iter()
             .find(|(_, optional)| !optional)
         {
@@ -83,43 +236,28 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
             ));
         }
         // Edges are numbered by the role they lead into; skipped optional roles share it.
-        edge = next_role + pos + 1;
-        next_role += pos + 1;
-        seen_source = true;
+        edge = c.next_role + pos + 1;
+        c.next_role += pos + 1;
         match spec.role {
-            "source" => source = Some(source_config(&props)?),
-            "boxes" => detect = Some(detect_config(&props)?),
-            "batch" => batch = batch_config(&props)?,
-            "preprocess" => preprocess = preprocess_config(&props)?,
-            "classify" => classify = Some(classify_config(&props)?),
+            "source" => c.source = Some(source_config(&props)?),
+            "boxes" => c.detect = Some(detect_config(&props)?),
+            "batch" => {
+                let name = props.get("name").map(|p| p.value.clone());
+                c.batch = Some((batch_config(&props)?, name, st.span));
+            }
+            "preprocess" => c.preprocess = Some(preprocess_config(&props)?),
+            "classify" => c.classify = Some(classify_config(&props)?),
             _ => {
-                sink = Some(JsonlConfig {
+                c.sink = Some(JsonlConfig {
                     location: PathBuf::from(props.required("location")?),
                 })
             }
         }
     }
-    let end = desc.stages.last().map(|s| s.span).unwrap_or_default();
-    let early = || {
-        desc.error(
-            end,
-            format!(
-                "the pipeline ends early: expected {} next",
-                expected(next_role)
-            ),
-        )
-    };
-    let source = source.ok_or_else(early)?;
-    Ok(PipelineConfig {
-        budget: source.frame_interval(),
-        source,
-        detect: detect.ok_or_else(early)?,
-        batch,
-        preprocess,
-        classify: classify.ok_or_else(early)?,
-        sink: sink.ok_or_else(early)?,
-        queues,
-    })
+    if c.source.is_some() && c.detect.is_none() {
+        return Err(desc.error(c.last, format!("the branch ends early: expected {} next", expected(1))));
+    }
+    Ok(c)
 }
 
 fn expected(role: usize) -> String {
@@ -172,7 +310,7 @@ impl Props<'_> {
 
     fn check_known(&self) -> Result<(), DescribeError> {
         for p in &self.stage.props {
-            if !self.spec.props.iter().any(|s| s.name == p.key) {
+            if p.key != "name" && !self.spec.props.iter().any(|s| s.name == p.key) {
                 let hint = closest(&p.key, self.spec.props.iter().map(|s| s.name))
                     .map(|c| format!(" (did you mean '{c}'?)"))
                     .unwrap_or_else(|| {
@@ -329,7 +467,22 @@ fn detect_config(p: &Props) -> Result<DetectConfig, DescribeError> {
 
 fn batch_config(p: &Props) -> Result<BatchConfig, DescribeError> {
     let d = BatchConfig::default();
+    let priority = p
+        .parse("cap-priority", "largest or confident", |s| match s {
+            "largest" => Some(CapPriority::Largest),
+            "confident" => Some(CapPriority::Confident),
+            _ => None,
+        })?
+        .unwrap_or_default();
     Ok(BatchConfig {
+        late: p
+            .parse("late", "process, drop or cap", |s| match s {
+                "process" => Some(LatePolicy::Process),
+                "drop" => Some(LatePolicy::Drop),
+                "cap" => Some(LatePolicy::Cap(priority)),
+                _ => None,
+            })?
+            .unwrap_or_default(),
         max_crops: p
             .parse("max-crops", "a positive integer", positive)?
             .unwrap_or(d.max_crops),

@@ -48,18 +48,25 @@ pub struct Prop {
     pub value_span: Span,
 }
 
-/// One stage of a description.
+/// One element of a description: an octopipe stage, a GStreamer element or caps (at the head of a
+/// branch), or a `name.` reference to a named stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StageDesc {
-    /// Stage kind (`images`, `boxes`, ...).
+    /// Stage kind (`images`, `boxes`, ...), element name, caps text, or the referenced name.
     pub kind: String,
     /// Where the kind is.
     pub span: Span,
     /// Its properties, in order.
     pub props: Vec<Prop>,
+    /// Which chain (`a ! b ! c`, separated from the next chain by a stage with no `!` before it).
+    pub chain: usize,
+    /// Whether this is a `name.` reference.
+    pub reference: bool,
+    /// Byte offset just past its last property (its text is `text[span.start..end]`).
+    pub end: usize,
 }
 
-/// A parsed description: the stages in order.
+/// A parsed description: the stages in order, each tagged with its chain.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Description {
     /// Where the text came from (a file name or `<command line>`).
@@ -138,6 +145,7 @@ pub fn parse(
     let bytes = text.as_bytes();
     let mut stages: Vec<StageDesc> = Vec::new();
     let mut expect_stage = true;
+    let mut chain = 0;
     let mut i = 0;
     while i < bytes.len() {
         let c = bytes[i];
@@ -175,19 +183,26 @@ pub fn parse(
             }
             i += 1;
         }
-        match key_end {
+        // Caps (`video/x-raw,width=640`) stand as an element of a GStreamer fragment.
+        let caps = key_end.is_some_and(|eq| text[start..eq].contains('/'));
+        if caps {
+            while i < bytes.len() && !bytes[i].is_ascii_whitespace() && bytes[i] != b'!' {
+                i += 1;
+            }
+        }
+        match key_end.filter(|_| !caps) {
             None => {
                 let word = &text[start..i];
                 if !expect_stage {
-                    return Err(err(
-                        start,
-                        i - start,
-                        format!("expected 'key=value' or '!', found '{word}'"),
-                    ));
+                    // A stage with no '!' before it starts a new chain.
+                    chain += 1;
                 }
-                if !word
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                let reference = !caps && word.len() > 1 && word.ends_with('.');
+                let name = if reference { &word[..word.len() - 1] } else { word };
+                if !caps
+                    && !name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
                 {
                     return Err(err(
                         start,
@@ -196,12 +211,15 @@ pub fn parse(
                     ));
                 }
                 stages.push(StageDesc {
-                    kind: word.to_string(),
+                    kind: if caps { word.to_string() } else { name.to_string() },
                     span: Span {
                         start,
                         len: i - start,
                     },
                     props: Vec::new(),
+                    chain,
+                    reference,
+                    end: i,
                 });
                 expect_stage = false;
             }
@@ -214,6 +232,13 @@ pub fn parse(
                         format!("property '{key}' comes before any stage"),
                     ));
                 };
+                if stage.reference {
+                    return Err(err(
+                        start,
+                        eq - start,
+                        format!("a reference ('{}.') takes no properties", stage.kind),
+                    ));
+                }
                 if key.is_empty() {
                     return Err(err(eq, 1, "missing property name before '='".into()));
                 }
@@ -252,6 +277,7 @@ pub fn parse(
                         format!("property '{key}' is set twice"),
                     ));
                 }
+                stage.end = i;
                 stage.props.push(Prop {
                     key: key.to_string(),
                     value,
@@ -380,6 +406,21 @@ mod tests {
         assert!(e.message.contains("unterminated quote"), "{e}");
         let e = parse("p", "a x=1 x=2", &HashMap::new()).unwrap_err();
         assert!(e.message.contains("set twice"), "{e}");
+    }
+
+    #[test]
+    fn chains_references_and_caps() {
+        let text = "udpsrc port=5000 caps=\"application/x-rtp, media=video\" ! rtph264depay ! avdec_h264 \
+                    ! video/x-raw,format=I420 ! boxes format=synthetic ! mux.\n\
+                    images location=a ! boxes format=synthetic ! batch name=mux ! classify model=m ! jsonl location=o";
+        let d = parse("p", text, &HashMap::new()).unwrap();
+        let chains: Vec<usize> = d.stages.iter().map(|s| s.chain).collect();
+        assert_eq!(chains, [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
+        assert_eq!(d.stages[3].kind, "video/x-raw,format=I420");
+        assert!(d.stages[5].reference && d.stages[5].kind == "mux");
+        assert_eq!(&d.text[d.stages[0].span.start..d.stages[0].end], "udpsrc port=5000 caps=\"application/x-rtp, media=video\"");
+        let e = parse("p", "a ! mux. x=1", &HashMap::new()).unwrap_err();
+        assert!(e.message.contains("a reference ('mux.') takes no properties"), "{e}");
     }
 
     #[test]

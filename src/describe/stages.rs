@@ -158,6 +158,8 @@ pub const STAGES: &[StageSpec] = &[
             ),
             p("tile-pixels", "int", "256", "output pixels per tile"),
             p("tiles-per-block", "int", "4", "tiles per block of work"),
+            p("late", "process|drop|cap", "process", "a frame predicted to miss its budget: process it anyway, drop it, or keep only the crops that fit"),
+            p("cap-priority", "largest|confident", "largest", "with late=cap: which crops a late frame keeps"),
         ],
     },
     StageSpec {

@@ -85,42 +85,65 @@ fn row(
 }
 
 /// Parse a VisDrone DET file: `bbox_left,bbox_top,bbox_width,bbox_height,score,object_category,truncation,occlusion`
-/// (truncation and occlusion optional). Blank lines are skipped. `path` is used in errors.
+/// (truncation and occlusion optional). Blank lines are skipped. `path` is used in errors; the first
+/// malformed line is the error.
 pub fn parse_det(text: &str, path: &str) -> Result<Vec<AnnotationRow>, DetectError> {
+    det_lines(text, path).collect()
+}
+
+/// Every non-blank line of a VisDrone DET file, parsed, or its error (`path:line: what is wrong`).
+pub fn det_lines<'a>(
+    text: &'a str,
+    path: &'a str,
+) -> impl Iterator<Item = Result<AnnotationRow, DetectError>> + 'a {
     const WHAT: &str = "x,y,w,h,score,category,truncation,occlusion";
-    let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v = fields(line, path, i + 1, 6, WHAT)?;
-        rows.push(row(&v, path, i + 1, None)?);
-    }
-    Ok(rows)
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(move |(i, line)| {
+            let v = fields(line, path, i + 1, 6, WHAT)?;
+            row(&v, path, i + 1, None)
+        })
 }
 
 /// Parse a VisDrone MOT/VID file:
 /// `frame_index,target_id,bbox_left,bbox_top,bbox_width,bbox_height,score,object_category,truncation,occlusion`.
-/// Returns `(frame_index, row)` pairs, `frame_index` as written (1-based).
+/// Returns `(frame_index, row)` pairs, `frame_index` as written (1-based). The first malformed line
+/// is the error.
 pub fn parse_mot(text: &str, path: &str) -> Result<Vec<(u64, AnnotationRow)>, DetectError> {
+    mot_lines(text, path).map(|(_, line)| line).collect()
+}
+
+/// Every non-blank line of a VisDrone MOT/VID file: its frame index when that much can be read
+/// (an integer >= 1 in the first field), and the parsed `(frame_index, row)` or the line's error.
+pub fn mot_lines<'a>(
+    text: &'a str,
+    path: &'a str,
+) -> impl Iterator<Item = (Option<u64>, Result<(u64, AnnotationRow), DetectError>)> + 'a {
     const WHAT: &str = "frame,target,x,y,w,h,score,category,truncation,occlusion";
-    let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v = fields(line, path, i + 1, 8, WHAT)?;
-        if v[0] < 1 {
-            return Err(DetectError::Parse {
-                path: path.into(),
-                line: i + 1,
-                reason: format!("frame index {} must be >= 1", v[0]),
-            });
-        }
-        let track = u32::try_from(v[1]).ok();
-        rows.push((v[0] as u64, row(&v[2..], path, i + 1, track)?));
-    }
-    Ok(rows)
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(move |(i, line)| {
+            let frame = line
+                .split(',')
+                .next()
+                .and_then(|f| f.trim().parse::<u64>().ok())
+                .filter(|f| *f >= 1);
+            let parsed = (|| {
+                let v = fields(line, path, i + 1, 8, WHAT)?;
+                if v[0] < 1 {
+                    return Err(DetectError::Parse {
+                        path: path.into(),
+                        line: i + 1,
+                        reason: format!("frame index {} must be >= 1", v[0]),
+                    });
+                }
+                let track = u32::try_from(v[1]).ok();
+                Ok((v[0] as u64, row(&v[2..], path, i + 1, track)?))
+            })();
+            (frame, parsed)
+        })
 }
 
 #[cfg(test)]

@@ -11,16 +11,23 @@
 //! VisDrone box-size distribution. Every box is clipped to its frame; boxes under 2 px after
 //! clipping, ignored regions (category 0 or score 0) and categories the classifier does not know
 //! (11, "others") are skipped and counted by reason.
+//!
+//! A malformed annotation line is an error naming `file:line`, unless `skip_bad_lines` is set: then
+//! the line is skipped and counted as `bad-line` (on its frame: the DET file's frame, or the MOT
+//! row's frame index when that much can be read, else the stream's first frame). At the end of a
+//! run [`Detector::unused`] lists the MOT frame indices that no frame asked for (annotations for
+//! frames the stream does not have) and [`Detector::unused_det_files`] the DET files no frame
+//! matched.
 
 mod annotations;
 mod synthetic;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::frame::{Frame, SkipReason};
 
-pub use annotations::{parse_det, parse_mot, AnnotationRow};
+pub use annotations::{det_lines, mot_lines, parse_det, parse_mot, AnnotationRow};
 pub use synthetic::Synthetic;
 
 /// Smallest clipped width or height that is classified.
@@ -76,6 +83,8 @@ pub struct DetectConfig {
     pub keep_ignored: bool,
     /// Categories that are skipped as having no class.
     pub skip_categories: Vec<u8>,
+    /// Skip malformed annotation lines (counted as [`SkipReason::BadLine`]) instead of failing.
+    pub skip_bad_lines: bool,
 }
 
 impl DetectConfig {
@@ -85,6 +94,7 @@ impl DetectConfig {
             source,
             keep_ignored: false,
             skip_categories: DEFAULT_SKIP_CATEGORIES.to_vec(),
+            skip_bad_lines: false,
         }
     }
 }
@@ -120,20 +130,47 @@ pub enum DetectError {
     },
 }
 
+/// The MOT rows of one frame index, and its malformed lines when they are skipped.
+#[derive(Default)]
+struct MotFrame {
+    rows: Vec<AnnotationRow>,
+    bad_lines: u32,
+}
+
 /// Runtime state of the detect stage.
 pub struct Detector {
     config: DetectConfig,
-    mot: HashMap<u64, Vec<AnnotationRow>>,
+    /// MOT rows by frame index (1-based), removed as frames ask for them.
+    mot: HashMap<u64, MotFrame>,
+    /// Skipped malformed lines not yet counted on a frame (MOT lines with no readable frame index).
+    pending_bad_lines: u32,
+    /// The first skipped malformed line's error.
+    first_bad_line: Option<String>,
+    /// Stems of the DET files frames asked for.
+    det_used: HashSet<String>,
 }
 
 impl Detector {
     /// Open the detector: MOT files are read whole here; DET files per frame.
     pub fn new(config: DetectConfig) -> Result<Self, DetectError> {
-        let mut mot: HashMap<u64, Vec<AnnotationRow>> = HashMap::new();
+        let mut mot: HashMap<u64, MotFrame> = HashMap::new();
+        let mut pending_bad_lines = 0;
+        let mut first_bad_line = None;
         if let BoxSource::Mot { location } = &config.source {
             let text = read(location)?;
-            for (frame, row) in parse_mot(&text, &location.display().to_string())? {
-                mot.entry(frame).or_default().push(row);
+            let path = location.display().to_string();
+            for (index, line) in mot_lines(&text, &path) {
+                match line {
+                    Ok((frame, row)) => mot.entry(frame).or_default().rows.push(row),
+                    Err(e) if config.skip_bad_lines => {
+                        first_bad_line.get_or_insert_with(|| e.to_string());
+                        match index {
+                            Some(frame) => mot.entry(frame).or_default().bad_lines += 1,
+                            None => pending_bad_lines += 1,
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
         if let BoxSource::Det { location } = &config.source {
@@ -144,11 +181,52 @@ impl Detector {
                 });
             }
         }
-        Ok(Detector { config, mot })
+        Ok(Detector {
+            config,
+            mot,
+            pending_bad_lines,
+            first_bad_line,
+            det_used: HashSet::new(),
+        })
+    }
+
+    /// MOT frame indices (1-based, as written) whose rows no frame has asked for: at the end of a
+    /// run, annotations for frames the stream does not have. Sorted; empty for other box sources.
+    pub fn unused(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.mot.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// DET files (`*.txt` in the annotation folder) that no frame matched: at the end of a run,
+    /// annotations for images the stream does not have. Sorted; empty for other box sources.
+    pub fn unused_det_files(&self) -> Vec<PathBuf> {
+        let BoxSource::Det { location } = &self.config.source else {
+            return Vec::new();
+        };
+        let Ok(entries) = std::fs::read_dir(location) else {
+            return Vec::new();
+        };
+        let mut v: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "txt") && p.is_file())
+            .filter(|p| {
+                p.file_stem()
+                    .is_some_and(|s| !self.det_used.contains(&*s.to_string_lossy()))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The first malformed line skipped (with `skip_bad_lines`), as `file:line: what is wrong`.
+    pub fn first_bad_line(&self) -> Option<&str> {
+        self.first_bad_line.as_deref()
     }
 
     /// Attach the frame's boxes (clipped, filtered, skips counted).
     pub fn attach(&mut self, frame: &mut Frame) -> Result<(), DetectError> {
+        let mut bad_lines = std::mem::take(&mut self.pending_bad_lines);
         let rows = match &self.config.source {
             BoxSource::Det { location } => {
                 let stem = Path::new(&*frame.source)
@@ -162,10 +240,28 @@ impl Detector {
                         frame: frame.source.to_string(),
                     });
                 }
-                parse_det(&read(&path)?, &path.display().to_string())?
+                self.det_used.insert(stem);
+                let text = read(&path)?;
+                let path = path.display().to_string();
+                let mut rows = Vec::new();
+                for line in det_lines(&text, &path) {
+                    match line {
+                        Ok(row) => rows.push(row),
+                        Err(e) if self.config.skip_bad_lines => {
+                            self.first_bad_line.get_or_insert_with(|| e.to_string());
+                            bad_lines += 1;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                rows
             }
             // MOT frame indices are 1-based.
-            BoxSource::Mot { .. } => self.mot.remove(&(frame.seq + 1)).unwrap_or_default(),
+            BoxSource::Mot { .. } => {
+                let f = self.mot.remove(&(frame.seq + 1)).unwrap_or_default();
+                bad_lines += f.bad_lines;
+                f.rows
+            }
             BoxSource::Synthetic { count, seed } => Synthetic::new(*seed).frame_boxes(
                 frame.stream,
                 frame.seq,
@@ -175,6 +271,9 @@ impl Detector {
             ),
         };
         frame.detections.clear();
+        for _ in 0..bad_lines {
+            frame.skip(SkipReason::BadLine);
+        }
         for row in rows {
             match self.admit(&row, frame.layout.width, frame.layout.height) {
                 Ok(d) => frame.detections.push(d),
@@ -207,7 +306,10 @@ impl Detector {
 pub fn clip_box(b: [i64; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
     let [x, y, w, h] = b;
     let (x0, y0) = (x.max(0), y.max(0));
-    let (x1, y1) = ((x + w).min(fw as i64), (y + h).min(fh as i64));
+    let (x1, y1) = (
+        x.saturating_add(w).min(fw as i64),
+        y.saturating_add(h).min(fh as i64),
+    );
     let (cw, ch) = (x1 - x0, y1 - y0);
     if cw <= 0 || ch <= 0 {
         return Err(SkipReason::OutsideFrame);

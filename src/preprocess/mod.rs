@@ -136,13 +136,14 @@ pub trait Backend: Send {
 pub fn create_backend(config: &PreprocessConfig) -> Result<Box<dyn Backend>, PreprocessError> {
     match config.backend {
         BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(config.clone())?)),
-        BackendKind::Cuda => Err(PreprocessError::Cuda(
-            "the CUDA backend is not built into this version".into(),
-        )),
-        BackendKind::Auto => {
-            eprintln!("octopipe: preprocess on CPU (no CUDA backend in this build)");
-            Ok(Box::new(cpu::CpuBackend::new(config.clone())?))
-        }
+        BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::new(config.clone())?)),
+        BackendKind::Auto => match cuda::CudaBackend::new(config.clone()) {
+            Ok(gpu) => Ok(Box::new(gpu)),
+            Err(e) => {
+                eprintln!("octopipe: preprocess on CPU: {e}");
+                Ok(Box::new(cpu::CpuBackend::new(config.clone())?))
+            }
+        },
     }
 }
 

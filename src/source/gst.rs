@@ -27,6 +27,7 @@
 //! of the folder. With a time segment `jpegdec` and `pngdec` decode each buffer as one picture, and
 //! each decoded frame is mapped back to its file through its pts.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -93,6 +94,13 @@ pub struct GstSource {
     /// `missing-plugin` message seen on the bus: (description, caps).
     missing: Option<(String, String)>,
     feeder: Option<Feeder>,
+    /// Decoded samples still queued in the `appsink` when an error ended the stream: handed out
+    /// before the error, so the frames before the damage are kept.
+    held: VecDeque<gst::Sample>,
+    /// The error that ended the stream, returned once `held` is empty.
+    pending: Option<SourceError>,
+    /// End (pts + duration) of the last frame, to tell a truncated file from a complete one.
+    last_end: Option<gst::ClockTime>,
 }
 
 /// What the pipeline reads, and how to name it.
@@ -103,6 +111,8 @@ enum Input {
     Images(Images),
     /// `videotestsrc`, described as `videotestsrc pattern=..`.
     Test { name: Arc<str> },
+    /// A GStreamer launch fragment, named by its text.
+    Launch { name: Arc<str> },
 }
 
 struct Images {
@@ -117,6 +127,8 @@ struct Images {
     /// Index (buffer offset) of the image the decoder is working on, `u64::MAX` before the first:
     /// an error on the bus is about this file.
     decoding: Arc<AtomicU64>,
+    /// Times the sequence is played; image `index` of the stream is file `index % files.len()`.
+    loops: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +202,7 @@ impl Feeder {
 struct ImageFeed {
     appsrc: gst_app::AppSrc,
     files: Arc<[PathBuf]>,
+    loops: u32,
     kind: ImageKind,
     framerate: f64,
     stop: Arc<AtomicBool>,
@@ -201,7 +214,9 @@ impl ImageFeed {
     /// early (the frames before it still come out) and is left in `error`, set before the end of
     /// stream so that whoever sees the end finds it.
     fn run(self) {
-        for (index, path) in self.files.iter().enumerate() {
+        let total = self.files.len() * self.loops as usize;
+        for index in 0..total {
+            let path = &self.files[index % self.files.len()];
             if self.stop.load(Ordering::SeqCst) {
                 return;
             }
@@ -246,12 +261,22 @@ impl GstSource {
     /// folder mixing JPEG and PNG files is a [`SourceError::Input`].
     pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Self, SourceError> {
         // Check what we can before touching GStreamer.
+        if config.loops == 0
+            || (config.loops > 1 && !matches!(config.kind, SourceKind::Images { .. }))
+        {
+            return Err(SourceError::Setting {
+                setting: "loop".into(),
+                value: config.loops.to_string(),
+                expected: "a count of at least 1 (only image sequences play more than once)".into(),
+            });
+        }
         let plan = match &config.kind {
             SourceKind::Media { location } => Plan::Media(media_uri(location)?),
             SourceKind::Images { location } => {
                 check_framerate(config.framerate)?;
                 Plan::Images(list_images(location)?)
             }
+            SourceKind::Launch { fragment } => Plan::Launch(fragment),
             SourceKind::Test {
                 pattern,
                 width,
@@ -300,9 +325,16 @@ impl GstSource {
                     framerate: config.framerate,
                     next: 0,
                     decoding: Arc::new(AtomicU64::new(u64::MAX)),
+                    loops: config.loops,
                 };
                 feeder = Some(build_images(&pipeline, &appsink, &images)?);
                 Input::Images(images)
+            }
+            Plan::Launch(fragment) => {
+                build_launch(&pipeline, &appsink, fragment)?;
+                Input::Launch {
+                    name: fragment.as_str().into(),
+                }
             }
             Plan::Test(test) => {
                 build_test(&pipeline, &appsink, &test)?;
@@ -327,6 +359,9 @@ impl GstSource {
             warning: None,
             missing: None,
             feeder,
+            held: VecDeque::new(),
+            pending: None,
+            last_end: None,
         };
         if source.pipeline.set_state(gst::State::Playing).is_err() {
             // The reason is on the bus.
@@ -341,7 +376,7 @@ impl GstSource {
         match &self.input {
             Input::Media { name, .. } => name,
             Input::Images(images) => &images.location,
-            Input::Test { name } => name,
+            Input::Test { name } | Input::Launch { name } => name,
         }
     }
 
@@ -374,6 +409,10 @@ impl GstSource {
                     self.warning = Some(format!("{}{debug}", w.error()));
                 }
                 gst::MessageView::Error(err) => {
+                    // Frames decoded before the error are kept: take them before the flush.
+                    while let Some(sample) = self.appsink.try_pull_sample(gst::ClockTime::ZERO) {
+                        self.held.push_back(sample);
+                    }
                     self.finish();
                     if let Some(feeder_error) = self.feeder.as_ref().and_then(Feeder::take_error) {
                         return Err(feeder_error);
@@ -435,9 +474,46 @@ impl GstSource {
             return Err(error);
         }
         if let Input::Images(images) = &self.input {
-            if images.next < images.files.len() {
+            if images.next < images.total() {
                 return Err(images.no_frame(images.next, self.warning.clone()));
             }
+        }
+        Ok(())
+    }
+
+    /// At end of stream of a media file whose container declares its length: a stream that stops
+    /// well short of it is a truncated file. Call before the pipeline is stopped.
+    fn check_length(&self) -> Result<(), SourceError> {
+        if !matches!(self.input, Input::Media { .. }) {
+            return Ok(());
+        }
+        // Containers whose header states the duration (a raw H.264 stream's is only an estimate).
+        let declares = self
+            .pipeline
+            .iterate_recurse()
+            .into_iter()
+            .flatten()
+            .any(|e| {
+                e.factory().is_some_and(|f| {
+                    matches!(f.name().as_str(), "qtdemux" | "matroskademux" | "avidemux")
+                })
+            });
+        let duration = self.pipeline.query_duration::<gst::ClockTime>();
+        let (Some(duration), true) = (duration, declares) else {
+            return Ok(());
+        };
+        let end = self.last_end.unwrap_or(gst::ClockTime::ZERO);
+        let slack = (duration / 20).max(gst::ClockTime::from_mseconds(200));
+        if end + slack < duration {
+            return Err(self.stream_error(
+                format!(
+                    "the stream ends after {} frames at {:.2} s but the file declares {:.2} s: truncated file?",
+                    self.seq,
+                    end.nseconds() as f64 / 1e9,
+                    duration.nseconds() as f64 / 1e9
+                ),
+                None,
+            ));
         }
         Ok(())
     }
@@ -457,10 +533,15 @@ impl GstSource {
             format: info.format().to_str().to_string(),
         })?;
         let pts = buffer.pts().map(|t| Duration::from_nanos(t.nseconds()));
+        if let Some(p) = buffer.pts() {
+            self.last_end = Some(p + buffer.duration().unwrap_or(gst::ClockTime::ZERO));
+        }
 
         let (source, fallback) = match &mut self.input {
             Input::Media { uri, .. } => (uri.clone(), video_default(info.height())),
-            Input::Test { name } => (name.clone(), video_default(info.height())),
+            Input::Test { name } | Input::Launch { name } => {
+                (name.clone(), video_default(info.height()))
+            }
             Input::Images(images) => {
                 let index = images.index_of(buffer.pts())?;
                 images.next = index + 1;
@@ -468,7 +549,10 @@ impl GstSource {
                 // `chroma-site=jpeg` in its caps, which maps to Colorimetry::JPEG; what the caps leave
                 // unknown (e.g. after videoconvert turned a 4:4:4 or grey JPEG into I420) defaults to
                 // JFIF's own definition, which is Colorimetry::JPEG too.
-                (images.names[index].clone(), Colorimetry::JPEG)
+                (
+                    images.names[index % images.names.len()].clone(),
+                    Colorimetry::JPEG,
+                )
             }
         };
         let colorimetry = colorimetry(&info, caps, fallback);
@@ -513,8 +597,24 @@ impl GstSource {
 impl FrameSource for GstSource {
     fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
         let asked = Instant::now();
-        while !self.done {
-            self.poll_bus()?;
+        loop {
+            // Frames decoded before an error come out first, then the error.
+            if let Some(sample) = self.held.pop_front() {
+                return self.frame(sample, asked).map(Some).inspect_err(|_| {
+                    self.held.clear();
+                    self.pending = None;
+                });
+            }
+            if let Some(e) = self.pending.take() {
+                return Err(e);
+            }
+            if self.done {
+                return Ok(None);
+            }
+            if let Err(e) = self.poll_bus() {
+                self.pending = Some(e);
+                continue;
+            }
             if let Some(sample) = self.appsink.try_pull_sample(POLL) {
                 return self
                     .frame(sample, asked)
@@ -522,11 +622,12 @@ impl FrameSource for GstSource {
                     .inspect_err(|_| self.finish());
             }
             if self.appsink.is_eos() {
+                let length = self.check_length();
                 self.finish();
                 self.check_end()?;
+                length?;
             }
         }
-        Ok(None)
     }
 
     fn stop(&mut self) {
@@ -560,8 +661,7 @@ impl Images {
         };
         let pts = pts.ok_or_else(stray)?;
         let index = (pts.nseconds() as f64 * self.framerate / 1e9).round() as usize;
-        if index >= self.files.len() || image_pts(index, self.framerate) != pts || index < self.next
-        {
+        if index >= self.total() || image_pts(index, self.framerate) != pts || index < self.next {
             return Err(stray());
         }
         if index > self.next {
@@ -571,10 +671,19 @@ impl Images {
         Ok(index)
     }
 
+    /// Images in the stream: every file, `loops` times.
+    fn total(&self) -> usize {
+        self.files.len() * self.loops as usize
+    }
+
     /// The file the decoder was working on (the folder or glob before the first).
     fn decoding_name(&self) -> String {
         let index = self.decoding.load(Ordering::SeqCst);
-        match usize::try_from(index).ok().and_then(|i| self.files.get(i)) {
+        let file = usize::try_from(index)
+            .ok()
+            .filter(|i| *i < self.total())
+            .and_then(|i| self.files.get(i % self.files.len()));
+        match file {
             Some(path) => path.display().to_string(),
             None => self.location.clone(),
         }
@@ -582,7 +691,7 @@ impl Images {
 
     fn no_frame(&self, index: usize, debug: Option<String>) -> SourceError {
         SourceError::Stream {
-            source_name: self.files[index].display().to_string(),
+            source_name: self.files[index % self.files.len()].display().to_string(),
             message: format!(
                 "{} produced no picture from this file (corrupt {}?)",
                 self.kind.decoder(),
@@ -600,6 +709,8 @@ enum Plan<'a> {
     /// (location, files in name order, their kind)
     Images((String, Vec<PathBuf>, ImageKind)),
     Test(TestSettings<'a>),
+    /// A GStreamer launch fragment.
+    Launch(&'a String),
 }
 
 struct TestSettings<'a> {
@@ -612,6 +723,11 @@ struct TestSettings<'a> {
 }
 
 /// Initialise GStreamer once per process.
+/// Whether an element factory `name` is installed.
+pub(crate) fn element_exists(name: &str) -> bool {
+    init().is_ok() && gst::ElementFactory::find(name).is_some()
+}
+
 fn init() -> Result<(), SourceError> {
     static INIT: OnceLock<Result<(), String>> = OnceLock::new();
     INIT.get_or_init(|| gst::init().map_err(|e| e.to_string()))
@@ -848,6 +964,38 @@ fn build_media(
     Ok(())
 }
 
+/// `FRAGMENT ! videoconvert ! appsink`: any GStreamer launch fragment whose last element has an
+/// unlinked video source pad (e.g. `udpsrc ... ! rtph264depay ! avdec_h264`).
+fn build_launch(
+    pipeline: &gst::Pipeline,
+    appsink: &gst_app::AppSink,
+    fragment: &str,
+) -> Result<(), SourceError> {
+    let head = gst::parse::bin_from_description(fragment, true).map_err(|e| {
+        let missing = e.kind::<gst::ParseError>() == Some(gst::ParseError::NoSuchElement);
+        SourceError::Stream {
+            source_name: fragment.to_string(),
+            message: if missing {
+                format!("{e} (gst-inspect-1.0 lists the installed elements)")
+            } else {
+                format!("not a valid GStreamer launch fragment: {e}")
+            },
+            debug: None,
+        }
+    })?;
+    let convert = make("videoconvert", PLUGINS_BASE)?;
+    appsink.set_caps(Some(
+        &gst_video::VideoCapsBuilder::new()
+            .format_list([gst_video::VideoFormat::I420, gst_video::VideoFormat::Nv12])
+            .build(),
+    ));
+    pipeline
+        .add_many([head.upcast_ref(), &convert, appsink.upcast_ref()])
+        .and_then(|_| head.link(&convert))
+        .and_then(|_| convert.link(appsink))
+        .map_err(|e| link_error(fragment, e))
+}
+
 /// `appsrc ! jpegdec|pngdec ! videoconvert ! appsink`, fed by a thread.
 fn build_images(
     pipeline: &gst::Pipeline,
@@ -913,6 +1061,7 @@ fn build_images(
     let feed = ImageFeed {
         appsrc,
         files: images.files.clone(),
+        loops: images.loops,
         kind: images.kind,
         framerate: images.framerate,
         stop: stop.clone(),

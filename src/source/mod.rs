@@ -24,6 +24,8 @@ pub const DEFAULT_FRAMERATE: f64 = 30.0;
 pub const DEFAULT_TEST_SIZE: (u32, u32) = (1280, 720);
 /// Default number of frames of the test source.
 pub const DEFAULT_NUM_BUFFERS: u32 = 90;
+/// Default number of times an image sequence is played.
+pub const DEFAULT_LOOPS: u32 = 1;
 
 /// What to decode.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +39,13 @@ pub enum SourceKind {
     Images {
         /// A folder (all `.jpg`/`.jpeg`/`.png` files in it) or a glob such as `dir/*.jpg`.
         location: String,
+    },
+    /// Any GStreamer launch fragment ending in raw or decodable video, e.g.
+    /// `udpsrc port=5000 caps=application/x-rtp,... ! rtph264depay ! avdec_h264`; octopipe appends
+    /// `videoconvert ! appsink` (I420/NV12).
+    Launch {
+        /// The fragment, as gst-launch-1.0 would take it.
+        fragment: String,
     },
     /// GStreamer `videotestsrc`.
     Test {
@@ -64,6 +73,9 @@ pub struct SourceConfig {
     pub live: bool,
     /// Stream id stamped on every frame.
     pub stream: u32,
+    /// Times an image sequence is played, pts and frame numbers continuing (at least 1; other
+    /// sources only take 1).
+    pub loops: u32,
 }
 
 impl SourceConfig {
@@ -74,6 +86,16 @@ impl SourceConfig {
             framerate: DEFAULT_FRAMERATE,
             live: false,
             stream: 0,
+            loops: DEFAULT_LOOPS,
+        }
+    }
+
+    /// A short description for reports: the location, fragment or test pattern.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            SourceKind::Media { location } | SourceKind::Images { location } => location.clone(),
+            SourceKind::Launch { fragment } => fragment.clone(),
+            SourceKind::Test { pattern, .. } => format!("videotestsrc pattern={pattern}"),
         }
     }
 
@@ -141,6 +163,12 @@ pub trait FrameSource: Send {
     fn next_frame(&mut self) -> Result<Option<Frame>, SourceError>;
     /// Stop producing (end of stream comes next); idempotent.
     fn stop(&mut self);
+}
+
+/// Whether GStreamer has an element factory called `name` (GStreamer is initialised if needed;
+/// false when it cannot be).
+pub fn element_exists(name: &str) -> bool {
+    gst::element_exists(name)
 }
 
 /// Open the GStreamer pipeline for `config`; frames' planes come from `pool`.

@@ -173,13 +173,15 @@ pub fn compile_module(module: Module, arch: &str) -> Result<Ptx, KernelError> {
     if !nvrtc_present() {
         return Err(KernelError::NoNvrtc);
     }
+    let mut options = vec![
+        format!("--gpu-architecture={arch}"),
+        "-std=c++17".into(),
+        "-lineinfo".into(),
+    ];
+    options.extend(extra_defines());
     let opts = CompileOptions {
         name: Some(module.file_name().to_string()),
-        options: vec![
-            format!("--gpu-architecture={arch}"),
-            "-std=c++17".into(),
-            "-lineinfo".into(),
-        ],
+        options,
         ..Default::default()
     };
     cudarc::nvrtc::compile_ptx_with_opts(module.full_source(), opts).map_err(|e| {
@@ -194,6 +196,19 @@ pub fn compile_module(module: Module, arch: &str) -> Result<Ptx, KernelError> {
     })
 }
 
+/// Extra `-D` options from `$OCTOPIPE_NVRTC_DEFINES` (space separated, e.g.
+/// `-DOCTOPUS_MIN_BLOCKS=5`): for tuning experiments on the device; part of the cache key.
+fn extra_defines() -> Vec<String> {
+    std::env::var("OCTOPIPE_NVRTC_DEFINES")
+        .map(|v| {
+            v.split_whitespace()
+                .filter(|d| d.starts_with("-D"))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn disk_cache_path(module: Module, arch: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("OCTOPIPE_KERNEL_CACHE")
         .map(PathBuf::from)
@@ -202,6 +217,7 @@ fn disk_cache_path(module: Module, arch: &str) -> Option<PathBuf> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     module.full_source().hash(&mut h);
     arch.hash(&mut h);
+    extra_defines().hash(&mut h);
     Some(dir.join(format!(
         "{}-{arch}-{:016x}.ptx",
         module.file_name(),

@@ -174,11 +174,15 @@ fn grow<T: DeviceRepr + ValidAsZeroBits>(
     Ok(())
 }
 
-/// Threads per block for strategy C: one thread per four output pixels of a block, 32 to 1024.
+/// Most threads per block of the strategy C kernels (`OCTOPUS_MAX_THREADS` in `kernels/octopus.cu`).
+pub const OCTOPUS_MAX_THREADS: u32 = 256;
+
+/// Threads per block for strategy C: one thread per four output pixels of a block, 32 to
+/// [`OCTOPUS_MAX_THREADS`] (threads loop over the rest).
 pub fn octopus_threads(tile_pixels: u32, tiles_per_block: u32) -> u32 {
     (tile_pixels * tiles_per_block / 4)
         .next_multiple_of(32)
-        .clamp(32, 1024)
+        .clamp(32, OCTOPUS_MAX_THREADS)
 }
 
 /// Launch configuration of every kernel: `grid` blocks of `threads` threads, no dynamic shared memory.
@@ -278,6 +282,12 @@ impl Engine {
     /// The GPU's name.
     pub fn device_name(&self) -> String {
         self.ctx.name().unwrap_or_else(|_| "unknown GPU".into())
+    }
+
+    /// Registers per thread, local (spill) bytes per thread and static shared bytes of kernel `k`.
+    pub fn kernel_resources(&mut self, k: Kernel) -> Result<(i32, i32, i32), CudaError> {
+        let f = self.func(k)?;
+        Ok((f.num_regs()?, f.local_size_bytes()?, f.shared_size_bytes()?))
     }
 
     fn func(&mut self, k: Kernel) -> Result<CudaFunction, CudaError> {
@@ -553,7 +563,7 @@ impl Engine {
                     meta.slice(l.crops.0..l.crops.1),
                     meta.slice(l.blocks.0..l.blocks.1),
                 );
-                let cfg = launch_config((nblocks as u32, 1), threads);
+                let cfg = launch_config((nblocks as u32, 1), threads.min(OCTOPUS_MAX_THREADS));
                 let mut b = self.stream.launch_builder(&f);
                 b.arg(arena)
                     .arg(&fr)

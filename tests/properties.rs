@@ -1,0 +1,200 @@
+//! Property tests of the text parsers (the fuzz targets in `fuzz/` run the same checks for longer):
+//! arbitrary input never panics, errors name where they are, valid lines read back as written.
+
+use std::collections::HashMap;
+
+use octopipe::describe;
+use octopipe::detect::{clip_box, det_lines, mot_lines, parse_det, parse_mot};
+use proptest::prelude::*;
+
+fn vars() -> HashMap<String, String> {
+    [("root", "/r"), ("model", "/m.onnx"), ("out", "/o")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Text that looks like a description often enough to get past the first token.
+fn description_like() -> impl Strategy<Value = String> {
+    let token = prop_oneof![
+        Just("testsrc".to_string()),
+        Just("images".to_string()),
+        Just("media".to_string()),
+        Just("boxes".to_string()),
+        Just("batch".to_string()),
+        Just("preprocess".to_string()),
+        Just("classify".to_string()),
+        Just("jsonl".to_string()),
+        Just("queue".to_string()),
+        Just("!".to_string()),
+        Just("\\\n".to_string()),
+        Just("# c\n".to_string()),
+        Just("${root}".to_string()),
+        Just("${nope}".to_string()),
+        "[a-z-]{1,12}=[a-z0-9x.,/\"${}-]{0,12}",
+        "size=[0-9]{0,4}x[0-9]{0,4}",
+        "\\PC{0,6}",
+    ];
+    prop::collection::vec(token, 0..14).prop_map(|t| t.join(" "))
+}
+
+/// A valid DET row: (x, y, w, h, score, category, truncation, occlusion).
+fn det_row() -> impl Strategy<Value = (i64, i64, i64, i64, i64, u8, i64, i64)> {
+    (
+        -5000i64..5000,
+        -5000i64..5000,
+        1i64..3000,
+        1i64..3000,
+        0i64..2,
+        0u8..=11,
+        0i64..3,
+        0i64..3,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn describe_never_panics_on_any_text(text in "\\PC{0,200}") {
+        if let Err(e) = describe::parse("<p>", &text, &vars()).and_then(|d| describe::build(&d)) {
+            prop_assert!(e.line >= 1 && e.column >= 1);
+            let _ = e.to_string();
+        }
+    }
+
+    #[test]
+    fn describe_never_panics_on_description_like_text(text in description_like()) {
+        if let Err(e) = describe::parse("<p>", &text, &vars()).and_then(|d| describe::build(&d)) {
+            let prefix = format!("<p>:{}:{}: ", e.line, e.column);
+            prop_assert!(e.to_string().starts_with(&prefix), "{}", e);
+        }
+    }
+
+    #[test]
+    fn annotation_parsers_never_panic_on_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
+        let text = String::from_utf8_lossy(&bytes);
+        for rows in parse_det(&text, "a.txt").into_iter() {
+            for r in rows {
+                let _ = clip_box(r.bbox, 1920, 1080);
+            }
+        }
+        let _ = parse_mot(&text, "m.txt");
+        let _ = det_lines(&text, "a.txt").count();
+        let _ = mot_lines(&text, "m.txt").count();
+    }
+
+    #[test]
+    fn annotation_parsers_never_panic_on_number_soup(
+        fields in prop::collection::vec(
+            prop_oneof![any::<i64>().prop_map(|v| v.to_string()), "[0-9 x,-]{0,4}"], 0..24),
+        newline_every in 1usize..12,
+    ) {
+        let text: String = fields
+            .chunks(newline_every)
+            .map(|c| c.join(","))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if let Ok(rows) = parse_det(&text, "a.txt") {
+            for r in rows {
+                if let Ok(b) = clip_box(r.bbox, 1920, 1080) {
+                    prop_assert!(b[0] + b[2] <= 1920 && b[1] + b[3] <= 1080);
+                    prop_assert!(b[2] >= 2 && b[3] >= 2);
+                }
+            }
+        }
+        if let Ok(rows) = parse_mot(&text, "m.txt") {
+            for (_, r) in rows {
+                let _ = clip_box(r.bbox, 1360, 765);
+            }
+        }
+    }
+
+    #[test]
+    fn valid_det_lines_read_back_as_written(
+        rows in prop::collection::vec(det_row(), 1..20),
+        trailing_comma in any::<bool>(),
+        short in any::<bool>(),
+    ) {
+        let text: String = rows
+            .iter()
+            .map(|(x, y, w, h, s, c, t, o)| {
+                let mut line = if short {
+                    format!("{x},{y},{w},{h},{s},{c}")
+                } else {
+                    format!("{x},{y},{w},{h},{s},{c},{t},{o}")
+                };
+                if trailing_comma {
+                    line.push(',');
+                }
+                line + "\n"
+            })
+            .collect();
+        let parsed = parse_det(&text, "a.txt").unwrap();
+        prop_assert_eq!(parsed.len(), rows.len());
+        for (p, (x, y, w, h, s, c, _, _)) in parsed.iter().zip(&rows) {
+            prop_assert_eq!(p.bbox, [*x, *y, *w, *h]);
+            prop_assert_eq!(p.score, *s as f32);
+            prop_assert_eq!(p.category, *c);
+            prop_assert_eq!(p.track, None);
+        }
+    }
+
+    #[test]
+    fn valid_mot_lines_read_back_as_written(
+        rows in prop::collection::vec((1u64..100_000, 0u32..10_000, det_row()), 1..20),
+    ) {
+        let text: String = rows
+            .iter()
+            .map(|(f, id, (x, y, w, h, s, c, t, o))| format!("{f},{id},{x},{y},{w},{h},{s},{c},{t},{o}\n"))
+            .collect();
+        let parsed = parse_mot(&text, "m.txt").unwrap();
+        prop_assert_eq!(parsed.len(), rows.len());
+        for ((frame, p), (f, id, (x, y, w, h, _, c, _, _))) in parsed.iter().zip(&rows) {
+            prop_assert_eq!(*frame, *f);
+            prop_assert_eq!(p.track, Some(*id));
+            prop_assert_eq!(p.bbox, [*x, *y, *w, *h]);
+            prop_assert_eq!(p.category, *c);
+        }
+    }
+
+    #[test]
+    fn det_errors_name_the_file_and_the_bad_line(
+        good in prop::collection::vec(det_row(), 0..10),
+        bad in prop_oneof![
+            Just("1,2,3".to_string()),
+            Just("1,2,x,4,1,4,0,0".to_string()),
+            Just("1,2,0,4,1,4,0,0".to_string()),
+            Just("1,2,-3,4,1,4,0,0".to_string()),
+            Just("1,2,3,4,1,12,0,0".to_string()),
+            "[a-z;]{1,20}",
+        ],
+        at in any::<prop::sample::Index>(),
+    ) {
+        let mut lines: Vec<String> = good
+            .iter()
+            .map(|(x, y, w, h, s, c, t, o)| format!("{x},{y},{w},{h},{s},{c},{t},{o}"))
+            .collect();
+        let pos = at.index(lines.len() + 1);
+        lines.insert(pos, bad);
+        let text = lines.join("\n");
+        let e = parse_det(&text, "ann/f.txt").unwrap_err().to_string();
+        let prefix = format!("ann/f.txt:{}: ", pos + 1);
+        prop_assert!(e.starts_with(&prefix), "{} does not start with {}", e, prefix);
+        // Read leniently, every other line still parses.
+        let ok = det_lines(&text, "ann/f.txt").filter(|l| l.is_ok()).count();
+        prop_assert_eq!(ok, good.len());
+    }
+
+    #[test]
+    fn clipped_boxes_stay_inside_the_frame(
+        b in (any::<i64>(), any::<i64>(), any::<i64>(), any::<i64>()),
+        fw in 1u32..5000,
+        fh in 1u32..5000,
+    ) {
+        if let Ok([x, y, w, h]) = clip_box([b.0, b.1, b.2, b.3], fw, fh) {
+            prop_assert!(w >= 2 && h >= 2);
+            prop_assert!(x as u64 + w as u64 <= fw as u64 && y as u64 + h as u64 <= fh as u64);
+        }
+    }
+}
