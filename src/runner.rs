@@ -66,7 +66,12 @@ pub struct PipelineConfig {
 
 impl PipelineConfig {
     /// A one-stream pipeline with default batch and preprocess settings.
-    pub fn new(source: SourceConfig, detect: DetectConfig, classify: ClassifyConfig, sink: JsonlConfig) -> Self {
+    pub fn new(
+        source: SourceConfig,
+        detect: DetectConfig,
+        classify: ClassifyConfig,
+        sink: JsonlConfig,
+    ) -> Self {
         PipelineConfig {
             budget: source.frame_interval(),
             branches: vec![BranchConfig {
@@ -163,7 +168,8 @@ impl Stage for BatchStage {
     }
 }
 
-struct PreprocessStage(Box<dyn Backend>);
+/// The backend, and whether frames keep their pixels after it.
+struct PreprocessStage(Box<dyn Backend>, bool);
 
 impl Stage for PreprocessStage {
     type In = CropBatch;
@@ -171,7 +177,9 @@ impl Stage for PreprocessStage {
     const MARK: Mark = Mark::Preprocessed;
     fn process(&mut self, mut batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
         self.0.run(&mut batch)?;
-        batch.release_pixels();
+        if !self.1 {
+            batch.release_pixels();
+        }
         out.push(batch);
         Ok(())
     }
@@ -240,8 +248,20 @@ pub struct Outcome {
     pub backend: &'static str,
 }
 
+/// Watches a run from the collector thread: every finished batch (frames with their timestamps
+/// and detections, the crops' tensor and results; pixels only with [`Pipeline::keep_pixels`]),
+/// then the report. Progress lines, metrics, plots and annotated output are observers.
+pub trait Observer: Send {
+    /// A batch reached the end of the pipeline.
+    fn batch(&mut self, _batch: &CropBatch, _budget: Duration) {}
+    /// The run is over: add to the report (lines in `report.extra`) or write files.
+    fn finish(&mut self, _report: &mut Report) {}
+}
+
 /// A built pipeline: every stage opened and checked, no thread started yet.
 pub struct Pipeline {
+    observers: Vec<Box<dyn Observer>>,
+    keep_pixels: bool,
     config: PipelineConfig,
     sources: Vec<Box<dyn FrameSource>>,
     detectors: Vec<Detector>,
@@ -275,6 +295,8 @@ impl Pipeline {
             .map(|b| source::open(&b.source, BufferPool::new()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Pipeline {
+            observers: Vec::new(),
+            keep_pixels: false,
             config,
             sources,
             detectors,
@@ -283,6 +305,17 @@ impl Pipeline {
             sink,
             control: Arc::new(Control::default()),
         })
+    }
+
+    /// Add an observer of finished batches and of the report.
+    pub fn observe(&mut self, observer: Box<dyn Observer>) {
+        self.observers.push(observer);
+    }
+
+    /// Keep frames' pixels until the end of the pipeline (for observers that draw on frames);
+    /// by default they go back to their pool right after preprocessing.
+    pub fn keep_pixels(&mut self, keep: bool) {
+        self.keep_pixels = keep;
     }
 
     /// A handle that stops the run from another thread (e.g. on Ctrl-C).
@@ -298,6 +331,8 @@ impl Pipeline {
     /// Run to end of stream (or the first error, or a stop request) and report.
     pub fn run(self) -> Outcome {
         let Pipeline {
+            mut observers,
+            keep_pixels,
             config,
             sources,
             detectors,
@@ -318,11 +353,23 @@ impl Pipeline {
             config.preprocess.out_size(),
             config.budget,
             downstream.clone(),
-            live.then(|| config.branches.iter().map(|b| b.source.frame_interval()).min()).flatten(),
+            live.then(|| {
+                config
+                    .branches
+                    .iter()
+                    .map(|b| b.source.frame_interval())
+                    .min()
+            })
+            .flatten(),
             tally.clone(),
         );
         let q = config.queues;
-        let batch_queue = config.branches.iter().map(|b| b.queues[1]).sum::<usize>().max(1);
+        let batch_queue = config
+            .branches
+            .iter()
+            .map(|b| b.queues[1])
+            .sum::<usize>()
+            .max(1);
         let (txb, rxb) = bounded::<Frame>(batch_queue);
         let (tx2, rx2) = bounded::<CropBatch>(q[0]);
         let (tx3, rx3) = bounded::<CropBatch>(q[1]);
@@ -330,7 +377,9 @@ impl Pipeline {
         let (tx5, rx5) = bounded::<CropBatch>(1);
         thread::scope(|s| {
             let ctl = &control;
-            for ((branch, mut source), detector) in config.branches.iter().zip(sources).zip(detectors) {
+            for ((branch, mut source), detector) in
+                config.branches.iter().zip(sources).zip(detectors)
+            {
                 let (tx0, rx0) = bounded::<Frame>(branch.queues[0]);
                 let edge = SourceEdge {
                     tx: tx0,
@@ -344,25 +393,57 @@ impl Pipeline {
                     .name(name)
                     .spawn_scoped(s, move || run_source(source.as_mut(), edge, ctl))
                     .expect("spawn source thread");
-                spawn(s, "octopipe-boxes", DetectStage(detector), rx0, txb.clone(), ctl);
+                spawn(
+                    s,
+                    "octopipe-boxes",
+                    DetectStage(detector),
+                    rx0,
+                    txb.clone(),
+                    ctl,
+                );
             }
             drop(txb);
             spawn(s, "octopipe-batch", BatchStage(assembler), rxb, tx2, ctl);
-            spawn(s, "octopipe-preprocess", PreprocessStage(backend), rx2, tx3, ctl);
-            spawn(s, "octopipe-classify", ClassifyStage(classifier), rx3, tx4, ctl);
+            spawn(
+                s,
+                "octopipe-preprocess",
+                PreprocessStage(backend, keep_pixels),
+                rx2,
+                tx3,
+                ctl,
+            );
+            spawn(
+                s,
+                "octopipe-classify",
+                ClassifyStage(classifier),
+                rx3,
+                tx4,
+                ctl,
+            );
             spawn(s, "octopipe-sink", SinkStage(sink), rx4, tx5, ctl);
             for batch in rx5 {
                 if let Some(f) = batch.frames.first() {
-                    if let (Some(b), Some(e)) = (f.times.get(Mark::Batched), f.times.get(Mark::Emitted)) {
+                    if let (Some(b), Some(e)) =
+                        (f.times.get(Mark::Batched), f.times.get(Mark::Emitted))
+                    {
                         downstream.observe(e.saturating_duration_since(b), batch.crops.len());
                     }
                 }
                 tally.with(|t| batch.frames.iter().for_each(|f| t.record(f)));
+                for o in &mut observers {
+                    o.batch(&batch, config.budget);
+                }
             }
         });
         let error = control.error.lock().ok().and_then(|mut e| e.take());
+        let mut report = tally
+            .with(|t| t.finish())
+            .unwrap_or_else(|| Budget::new(config.budget).finish());
+        for o in &mut observers {
+            o.finish(&mut report);
+        }
         Outcome {
-            report: tally.with(|t| t.finish()).unwrap_or_else(|| Budget::new(config.budget).finish()),
+            report,
             error,
             backend: backend_name,
         }
@@ -413,7 +494,13 @@ fn run_source(source: &mut dyn FrameSource, edge: SourceEdge, ctl: &Control) {
                         Err(TrySendError::Full(f)) => match &edge.oldest {
                             Some(rx) => {
                                 if let Ok(old) = rx.try_recv() {
-                                    edge.tally.with(|t| t.drop_frame(old.stream, "live: oldest dropped at the source", 0));
+                                    edge.tally.with(|t| {
+                                        t.drop_frame(
+                                            old.stream,
+                                            "live: oldest dropped at the source",
+                                            0,
+                                        )
+                                    });
                                 }
                                 frame = f;
                             }

@@ -38,10 +38,14 @@ impl Downstream {
 
     /// Fold in one batch of `crops` crops that took `took` from batching to the sink.
     pub fn observe(&self, took: Duration, crops: usize) {
-        self.seen_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.seen_ns
+            .store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let ema = |a: &AtomicU64, now: u64| {
             let old = a.load(Ordering::Relaxed);
-            a.store(if old == 0 { now } else { (old * 7 + now) / 8 }, Ordering::Relaxed);
+            a.store(
+                if old == 0 { now } else { (old * 7 + now) / 8 },
+                Ordering::Relaxed,
+            );
         };
         let ns = took.as_nanos() as u64;
         ema(&self.batch_ns, ns);
@@ -53,7 +57,8 @@ impl Downstream {
     /// Predicted batch-to-sink time of a batch of `crops` crops, from recent observations only.
     pub fn predict(&self, crops: usize) -> Option<Duration> {
         let seen = Duration::from_nanos(self.seen_ns.load(Ordering::Relaxed));
-        let fresh = self.batch_ns.load(Ordering::Relaxed) > 0 && self.epoch.elapsed() < seen + self.stale_after;
+        let fresh = self.batch_ns.load(Ordering::Relaxed) > 0
+            && self.epoch.elapsed() < seen + self.stale_after;
         let per_crop = self.crop_ns.load(Ordering::Relaxed);
         fresh.then(|| Duration::from_nanos(per_crop * crops.max(1) as u64))
     }
@@ -125,7 +130,9 @@ impl Assembler {
                 let keep = (left / per_crop.max(1)) as usize;
                 let d = &mut frame.detections;
                 match priority {
-                    CapPriority::Largest => d.sort_by_key(|x| std::cmp::Reverse(x.bbox[2] as u64 * x.bbox[3] as u64)),
+                    CapPriority::Largest => {
+                        d.sort_by_key(|x| std::cmp::Reverse(x.bbox[2] as u64 * x.bbox[3] as u64))
+                    }
                     CapPriority::Confident => d.sort_by(|a, b| b.score.total_cmp(&a.score)),
                 }
                 let cut = d.len().saturating_sub(keep);
@@ -141,7 +148,9 @@ impl Assembler {
 
     /// Add a frame; full batches are appended to `out`.
     pub fn push(&mut self, frame: Frame, out: &mut Vec<CropBatch>) {
-        let Some(frame) = self.admit(frame) else { return };
+        let Some(frame) = self.admit(frame) else {
+            return;
+        };
         let crops = frame.detections.len();
         if let Some(cur) = &self.current {
             if !cur.crops.is_empty() && cur.crops.len() + crops > self.config.max_crops {

@@ -79,7 +79,10 @@ impl Budget {
             .entry(reason.to_string())
             .or_default() += 1;
         if objects > 0 {
-            *self.skipped.entry(format!("frame dropped ({reason})")).or_default() += objects;
+            *self
+                .skipped
+                .entry(format!("frame dropped ({reason})"))
+                .or_default() += objects;
         }
     }
 
@@ -120,7 +123,8 @@ impl Budget {
             let accounted = s.total.len() as u64 + s.dropped.values().sum::<u64>();
             if s.frames_in > accounted {
                 // Frames in flight when a stage failed: say so rather than lose them silently.
-                *s.dropped.entry("in flight at shutdown".into()).or_default() += s.frames_in - accounted;
+                *s.dropped.entry("in flight at shutdown".into()).or_default() +=
+                    s.frames_in - accounted;
             }
             all.extend_from_slice(&s.total);
             streams.push(StreamReport {
@@ -157,6 +161,7 @@ impl Budget {
             skipped: self.skipped.clone().into_iter().collect(),
             actions: self.actions.clone().into_iter().collect(),
             streams,
+            extra: Vec::new(),
         }
     }
 }
@@ -221,6 +226,8 @@ pub struct Report {
     pub actions: Vec<(String, u64)>,
     /// Per-stream accounting and latency.
     pub streams: Vec<StreamReport>,
+    /// Further lines from observers (energy, files written, ...).
+    pub extra: Vec<String>,
 }
 
 /// One stream's part of a [`Report`].
@@ -324,8 +331,8 @@ impl fmt::Display for Report {
             skipped,
             list(&self.skipped)
         )?;
-        if !self.actions.is_empty() {
-            write!(f, "\nlate-frame policy:{}", list(&self.actions))?;
+        for (action, n) in &self.actions {
+            write!(f, "\nlate-frame policy: {action}: {n}")?;
         }
         if self.streams.len() > 1 {
             write!(
@@ -347,6 +354,9 @@ impl fmt::Display for Report {
                     s.source
                 )?;
             }
+        }
+        for line in &self.extra {
+            write!(f, "\n{line}")?;
         }
         Ok(())
     }

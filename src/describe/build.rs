@@ -61,8 +61,14 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
         start += n;
     }
     // A live pipeline keeps its queues short: a live frame must not wait behind others.
-    let live = chains.iter().any(|c| c.source.as_ref().is_some_and(|s| s.live));
-    let default = if live { DEFAULT_LIVE_QUEUE } else { DEFAULT_QUEUE };
+    let live = chains
+        .iter()
+        .any(|c| c.source.as_ref().is_some_and(|s| s.live));
+    let default = if live {
+        DEFAULT_LIVE_QUEUE
+    } else {
+        DEFAULT_QUEUE
+    };
     let mut main: Option<Chain> = None;
     let mut branches = Vec::new();
     let mut targets = Vec::new();
@@ -71,7 +77,10 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
             branches.push(BranchConfig {
                 source,
                 detect,
-                queues: [c.queues[0].unwrap_or(default), c.queues[1].unwrap_or(default)],
+                queues: [
+                    c.queues[0].unwrap_or(default),
+                    c.queues[1].unwrap_or(default),
+                ],
             });
         }
         if let Some(t) = c.target.take() {
@@ -81,7 +90,10 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
         if c.classify.is_none() || c.sink.is_none() {
             return Err(desc.error(
                 c.last,
-                format!("the pipeline ends early: expected {} next", expected(c.next_role)),
+                format!(
+                    "the pipeline ends early: expected {} next",
+                    expected(c.next_role)
+                ),
             ));
         }
         if main.is_some() {
@@ -93,9 +105,15 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
         main = Some(c);
     }
     let main = main.ok_or_else(|| {
-        desc.error(Span::default(), "the pipeline has no classify ! jsonl chain")
+        desc.error(
+            Span::default(),
+            "the pipeline has no classify ! jsonl chain",
+        )
     })?;
-    let (batch, batch_name, _) = main.batch.clone().unwrap_or((BatchConfig::default(), None, Span::default()));
+    let (batch, batch_name, _) =
+        main.batch
+            .clone()
+            .unwrap_or((BatchConfig::default(), None, Span::default()));
     for (name, span) in &targets {
         if batch_name.as_deref() != Some(name.as_str()) {
             let hint = batch_name
@@ -124,7 +142,9 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
         batch,
         preprocess: main.preprocess.unwrap_or_default(),
         classify: main.classify.unwrap_or_else(|| ClassifyConfig::new("")),
-        sink: main.sink.unwrap_or(JsonlConfig { location: PathBuf::new() }),
+        sink: main.sink.unwrap_or(JsonlConfig {
+            location: PathBuf::new(),
+        }),
         budget,
         queues: [2, 3, 4].map(|i| main.queues[i].unwrap_or(default)),
     })
@@ -136,7 +156,10 @@ fn is_gstreamer(desc: &Description, st: &StageDesc) -> Result<bool, DescribeErro
         return Ok(false);
     }
     if let Some(c) = closest(&st.kind, STAGES.iter().map(|s| s.name)) {
-        return Err(desc.error(st.span, format!("unknown stage '{}' (did you mean '{c}'?)", st.kind)));
+        return Err(desc.error(
+            st.span,
+            format!("unknown stage '{}' (did you mean '{c}'?)", st.kind),
+        ));
     }
     if st.kind.contains('/') || crate::source::element_exists(&st.kind) {
         return Ok(true);
@@ -216,7 +239,10 @@ fn chain(desc: &Description, stages: &[StageDesc]) -> Result<Chain, DescribeErro
         if i == head && c.next_role == 0 && spec.role == "batch" {
             c.next_role = 2;
         }
-        let Some(pos) = ORDER[c.next_role..].iter().position(|(r, _)| *r == spec.role) else {
+        let Some(pos) = ORDER[c.next_role..]
+            .iter()
+            .position(|(r, _)| *r == spec.role)
+        else {
             return Err(desc.error(
                 st.span,
                 format!(
@@ -255,7 +281,10 @@ fn chain(desc: &Description, stages: &[StageDesc]) -> Result<Chain, DescribeErro
         }
     }
     if c.source.is_some() && c.detect.is_none() {
-        return Err(desc.error(c.last, format!("the branch ends early: expected {} next", expected(1))));
+        return Err(desc.error(
+            c.last,
+            format!("the branch ends early: expected {} next", expected(1)),
+        ));
     }
     Ok(c)
 }

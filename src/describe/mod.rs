@@ -198,7 +198,11 @@ pub fn parse(
                     chain += 1;
                 }
                 let reference = !caps && word.len() > 1 && word.ends_with('.');
-                let name = if reference { &word[..word.len() - 1] } else { word };
+                let name = if reference {
+                    &word[..word.len() - 1]
+                } else {
+                    word
+                };
                 if !caps
                     && !name
                         .chars()
@@ -211,7 +215,11 @@ pub fn parse(
                     ));
                 }
                 stages.push(StageDesc {
-                    kind: if caps { word.to_string() } else { name.to_string() },
+                    kind: if caps {
+                        word.to_string()
+                    } else {
+                        name.to_string()
+                    },
                     span: Span {
                         start,
                         len: i - start,
@@ -418,9 +426,16 @@ mod tests {
         assert_eq!(chains, [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
         assert_eq!(d.stages[3].kind, "video/x-raw,format=I420");
         assert!(d.stages[5].reference && d.stages[5].kind == "mux");
-        assert_eq!(&d.text[d.stages[0].span.start..d.stages[0].end], "udpsrc port=5000 caps=\"application/x-rtp, media=video\"");
+        assert_eq!(
+            &d.text[d.stages[0].span.start..d.stages[0].end],
+            "udpsrc port=5000 caps=\"application/x-rtp, media=video\""
+        );
         let e = parse("p", "a ! mux. x=1", &HashMap::new()).unwrap_err();
-        assert!(e.message.contains("a reference ('mux.') takes no properties"), "{e}");
+        assert!(
+            e.message
+                .contains("a reference ('mux.') takes no properties"),
+            "{e}"
+        );
     }
 
     #[test]
