@@ -41,7 +41,7 @@ stage bench; OCTOPIPE_CPU_SECONDS=${OCTOPIPE_CPU_SECONDS:-1} .device/cuda --igno
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     stage compute-sanitizer memcheck
     timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-        .device/cuda --test-threads=1 zero_crops boxes_larger parity_bt709 parity_random 2>&1 | tail -40
+        .device/cuda --test-threads=1 zero_crops boxes_larger parity_bt709 parity_random parity_area f16_output 2>&1 | tail -40
     echo "memcheck exit: $?"
 fi
 } 2>&1 | tee "$OUT/device.log"

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Make golden values for octopipe's CPU crop+resize tests, with OpenCV as the reference.
 
-Writes tests/data/golden/resize.json (path relative to the repository root; pass another path as
-the only argument to write elsewhere). Made with OpenCV 5.0.0 (opencv-python-headless) and
+Writes tests/data/golden/resize.json (INTER_LINEAR) and tests/data/golden/resize_area.json
+(INTER_AREA: same image and format, `values` = cv2.resize(float32 crop, (ow, oh), INTER_AREA)
+rounded to 3 decimals, no values_u8) (paths relative to the repository root; pass another path
+for resize.json as the only argument to write it elsewhere; resize_area.json goes beside it). Made with OpenCV 5.0.0 (opencv-python-headless) and
 numpy 2.4; the JSON records the OpenCV version that made it in `opencv_version`.
 
 Contents:
@@ -77,6 +79,42 @@ def r3(a):
     return [float(v) for v in np.round(a.astype(np.float64), 3).ravel()]
 
 
+# INTER_AREA: integer and non-integer downscales (OpenCV's area tables), exact identity, and the
+# upscale fallback (INTER_AREA's 2-tap linear filter) on one or both axes.
+AREA_CASES = [
+    ("area exact 2x downscale 32x16 -> 16x8", [30, 22, 32, 16], [16, 8]),
+    ("area exact 3x4 downscale 60x40 -> 20x10", [2, 3, 60, 40], [20, 10]),
+    ("area non-integer downscale 33x17 -> 7x5", [20, 10, 33, 17], [7, 5]),
+    ("area non-integer downscale 67x45 -> 16x11 (whole image)", [0, 0, 67, 45], [16, 11]),
+    ("area slight downscale 17x15 -> 12x12", [50, 30, 17, 15], [12, 12]),
+    ("area downscale to 1x1 13x9 -> 1x1", [5, 6, 13, 9], [1, 1]),
+    ("area same size 9x6 -> 9x6", [12, 30, 9, 6], [9, 6]),
+    ("area mixed: upscale x, downscale y 7x30 -> 15x9", [55, 8, 7, 30], [15, 9]),
+    ("area mixed: downscale x, upscale y 20x6 -> 6x14", [40, 2, 20, 6], [6, 14]),
+    ("area integer upscale 5x7 -> 10x14", [3, 4, 5, 7], [10, 14]),
+    ("area non-integer upscale 5x7 -> 16x16", [3, 4, 5, 7], [16, 16]),
+    ("area 1-pixel box 1x1 -> 4x3", [33, 17, 1, 1], [4, 3]),
+    ("area 1-pixel-wide box 1x12 -> 4x5", [33, 10, 1, 12], [4, 5]),
+]
+
+
+def write_doc(out, doc, cases):
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    # one case per line: small diffs when regenerated
+    with open(out, "w") as f:
+        f.write("{\n")
+        for k in ("description", "opencv_version", "numpy_version", "seed", "interpolation",
+                  "image"):
+            f.write("  %s: %s,\n" % (json.dumps(k), json.dumps(doc[k], separators=(",", ":"))))
+        f.write('  "cases": [\n')
+        f.write(",\n".join("    " + json.dumps(c, separators=(",", ":")) for c in cases))
+        f.write("\n  ]\n}\n")
+    json.load(open(out))  # sanity: valid JSON
+    n_vals = sum(len(c["values"]) for c in cases)
+    print("wrote %s: %d cases, %d values, %d bytes (OpenCV %s)"
+          % (out, len(cases), n_vals, os.path.getsize(out), cv2.__version__))
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "tests", "data", "golden",
@@ -106,20 +144,21 @@ def main():
                   "data": [int(v) for v in img.ravel()]},
         "cases": cases,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    # one case per line: small diffs when regenerated
-    with open(out, "w") as f:
-        f.write("{\n")
-        for k in ("description", "opencv_version", "numpy_version", "seed", "interpolation",
-                  "image"):
-            f.write("  %s: %s,\n" % (json.dumps(k), json.dumps(doc[k], separators=(",", ":"))))
-        f.write('  "cases": [\n')
-        f.write(",\n".join("    " + json.dumps(c, separators=(",", ":")) for c in cases))
-        f.write("\n  ]\n}\n")
-    json.load(open(out))  # sanity: valid JSON
-    n_vals = sum(len(c["values"]) for c in cases)
-    print("wrote %s: %d cases, %d values, %d bytes (OpenCV %s)"
-          % (out, len(cases), n_vals, os.path.getsize(out), cv2.__version__))
+    write_doc(out, doc, cases)
+
+    area = []
+    for name, (x, y, w, h), (ow, oh) in AREA_CASES:
+        assert 0 <= x and 0 <= y and x + w <= WIDTH and y + h <= HEIGHT, name
+        crop = np.ascontiguousarray(img[y:y + h, x:x + w])
+        res = cv2.resize(crop.astype(np.float32), (ow, oh), interpolation=cv2.INTER_AREA)
+        area.append({"name": name, "box": [x, y, w, h], "out": [ow, oh],
+                     "values": r3(res.reshape(oh, ow, 3))})
+    adoc = dict(doc)
+    adoc["description"] = ("Golden values for crop + area resize: values = cv2.resize("
+                           "img[y:y+h, x:x+w].astype(float32), (ow, oh), INTER_AREA) rounded to "
+                           "3 decimals, flat row-major HWC. Made by scripts/make_golden.py.")
+    adoc["interpolation"] = "INTER_AREA"
+    write_doc(os.path.join(os.path.dirname(os.path.abspath(out)), "resize_area.json"), adoc, area)
 
 
 if __name__ == "__main__":

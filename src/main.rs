@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use octopipe::bench::{self, PreprocessBenchOptions, ProbeOptions, Workload};
 use octopipe::describe::{self, STAGES};
 use octopipe::frame::PixelFormat;
+use octopipe::observe;
 use octopipe::runner::Pipeline;
 
 #[derive(Parser)]
@@ -36,6 +37,8 @@ enum Command {
         /// Per-frame budget in ms (default: one frame interval of the source, 33.3 ms at 30 fps).
         #[arg(long)]
         budget_ms: Option<f64>,
+        #[command(flatten)]
+        observe: ObserveArgs,
     },
     /// List the stages and their properties, or show one stage.
     Inspect {
@@ -94,12 +97,19 @@ fn main() -> ExitCode {
 }
 
 fn real_main() -> Result<ExitCode> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     match Cli::parse().command {
         Command::Run {
             pipeline,
             vars,
             budget_ms,
-        } => run(&pipeline, &vars, budget_ms),
+            observe,
+        } => run(&pipeline, &vars, budget_ms, &observe),
         Command::Inspect { stage } => {
             print!("{}", inspect(stage.as_deref())?);
             Ok(ExitCode::SUCCESS)
@@ -168,7 +178,12 @@ fn data_dir() -> Option<PathBuf> {
     std::env::var_os("OCTOPIPE_DATA").map(PathBuf::from)
 }
 
-fn run(pipeline: &str, vars: &[String], budget_ms: Option<f64>) -> Result<ExitCode> {
+fn run(
+    pipeline: &str,
+    vars: &[String],
+    budget_ms: Option<f64>,
+    observe: &ObserveArgs,
+) -> Result<ExitCode> {
     let vars = vars
         .iter()
         .map(|kv| {
@@ -192,11 +207,18 @@ fn run(pipeline: &str, vars: &[String], budget_ms: Option<f64>) -> Result<ExitCo
         }
         config.budget = Duration::from_secs_f64(ms / 1000.0);
     }
-    let pipeline = Pipeline::build(config)?;
+    let mut pipeline = Pipeline::build(config)?;
+    let _metrics = add_observers(&mut pipeline, observe)?;
     let signal = install_signal_handler(pipeline.stop_handle());
     let outcome = pipeline.run();
-    eprintln!("preprocess backend: {}", outcome.backend);
-    eprintln!("{}", outcome.report);
+    if observe.report == ReportFormat::Json {
+        let mut json = serde_json::to_value(&outcome.report)?;
+        json["backend"] = outcome.backend.into();
+        println!("{json}");
+    } else {
+        eprintln!("preprocess backend: {}", outcome.backend);
+        eprintln!("{}", outcome.report);
+    }
     if let Some(code) = signal_exit(&signal, outcome.error.as_ref()) {
         return Ok(code);
     }
@@ -207,6 +229,112 @@ fn run(pipeline: &str, vars: &[String], budget_ms: Option<f64>) -> Result<ExitCo
         }
         None => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// What a run shows besides its output (`octopipe::observe`).
+#[derive(clap::Args)]
+struct ObserveArgs {
+    /// Live progress on stderr: auto (a bar when stderr is a terminal, nothing otherwise), on (a
+    /// bar on a terminal, a plain line every 2 s otherwise), bar, lines, off.
+    #[arg(long, value_name = "WHEN", default_value = "auto", default_missing_value = "on", num_args = 0..=1)]
+    progress: ProgressArg,
+    /// End-of-run report: a text table on stderr, or one JSON object on stdout.
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    report: ReportFormat,
+    /// Write a latency plot (per-frame end-to-end with the budget, per-stage stack): .svg or .png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Draw boxes, labels and scores on the frames: a folder of PNG files, or FILE.mp4 (a live
+    /// stream skips frames, counted, when the writer falls behind).
+    #[arg(long, value_name = "DIR|FILE.mp4")]
+    annotate: Option<PathBuf>,
+    /// Write the first crops as the classifier saw them (de-normalized tensors) as a PNG grid.
+    #[arg(long, value_name = "FILE.png")]
+    mosaic: Option<PathBuf>,
+    /// Crops in the mosaic.
+    #[arg(long, value_name = "N", default_value_t = 48)]
+    mosaic_crops: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics while running (e.g. 127.0.0.1:9184).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<String>,
+    /// Report GPU energy per frame from NVML (or why it is not available).
+    #[arg(long)]
+    energy: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProgressArg {
+    Auto,
+    On,
+    Bar,
+    Lines,
+    Off,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ReportFormat {
+    Text,
+    Json,
+}
+
+/// Attach the observers `args` asks for; the metrics server (if any) lives as long as the value
+/// returned.
+fn add_observers(
+    pipeline: &mut Pipeline,
+    args: &ObserveArgs,
+) -> Result<Option<observe::MetricsServer>> {
+    use std::io::IsTerminal;
+    let every = Duration::from_secs(2);
+    let style = match (args.progress, std::io::stderr().is_terminal()) {
+        (ProgressArg::Off, _) | (ProgressArg::Auto, false) => None,
+        (ProgressArg::Bar, _) | (ProgressArg::Auto | ProgressArg::On, true) => {
+            Some(observe::ProgressStyle::Bar)
+        }
+        (ProgressArg::Lines, _) | (ProgressArg::On, false) => {
+            Some(observe::ProgressStyle::Lines(every))
+        }
+    };
+    if let Some(style) = style {
+        pipeline.observe(Box::new(observe::Progress::new(style)));
+    }
+    let config = pipeline.config().clone();
+    let labels = &config.classify.labels;
+    if let Some(path) = &args.plot {
+        pipeline.observe(Box::new(observe::LatencyPlot::new(path)));
+    }
+    if let Some(path) = &args.annotate {
+        let target = observe::AnnotateTarget::from_path(path);
+        let annotator =
+            observe::Annotator::new(target, labels, config.branches[0].source.frame_interval())
+                .map_err(|e| anyhow::anyhow!("--annotate {}: {e}", path.display()))?;
+        let live = config.branches.iter().any(|b| b.source.live);
+        pipeline.keep_pixels(true);
+        pipeline.observe(Box::new(annotator.skip_when_behind(live)));
+    }
+    if let Some(path) = &args.mosaic {
+        let mosaic = observe::Mosaic::new(
+            path,
+            config.preprocess.clone(),
+            labels,
+            args.mosaic_crops,
+            2,
+        );
+        pipeline.observe(Box::new(mosaic));
+    }
+    if args.energy {
+        pipeline.observe(Box::new(observe::Energy::new()));
+    }
+    let metrics = match &args.metrics_addr {
+        Some(addr) => {
+            let server = observe::MetricsServer::serve(addr.as_str())
+                .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
+            eprintln!("metrics: http://{}/metrics", server.local_addr());
+            pipeline.observe(server.observer());
+            Some(server)
+        }
+        None => None,
+    };
+    Ok(metrics)
 }
 
 fn inspect(stage: Option<&str>) -> Result<String> {

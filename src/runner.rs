@@ -24,7 +24,7 @@ use crate::classify::{Classifier, ClassifyConfig};
 use crate::detect::{DetectConfig, Detector};
 use crate::frame::{BufferPool, Frame, Mark};
 use crate::preprocess::{self, Backend, PreprocessConfig};
-use crate::sink::{JsonlConfig, JsonlSink};
+use crate::sink::{JsonlConfig, JsonlSink, Object};
 use crate::source::{self, FrameSource, SourceConfig};
 use crate::Error;
 
@@ -34,6 +34,39 @@ pub const DEFAULT_QUEUE: usize = 4;
 /// Default capacity of the edges of a live pipeline: a live frame must not wait behind others.
 pub const DEFAULT_LIVE_QUEUE: usize = 1;
 
+/// What an edge does when it is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EdgePolicy {
+    /// The upstream stage waits (file input: nothing is lost).
+    #[default]
+    Block,
+    /// The oldest item on the edge is dropped, and its frames counted (live input: the freshest
+    /// frames go on, latency cannot pile up).
+    DropOldest,
+}
+
+/// One edge between two stages: its capacity and policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queue {
+    /// Items it holds before the policy applies.
+    pub size: usize,
+    /// What happens when it is full.
+    pub policy: EdgePolicy,
+}
+
+impl Queue {
+    /// The default edge of a file pipeline: 4 items, block.
+    pub const FILE: Queue = Queue {
+        size: DEFAULT_QUEUE,
+        policy: EdgePolicy::Block,
+    };
+    /// The default edge of a live pipeline: 1 item, drop the oldest.
+    pub const LIVE: Queue = Queue {
+        size: DEFAULT_LIVE_QUEUE,
+        policy: EdgePolicy::DropOldest,
+    };
+}
+
 /// One input stream: a source and its boxes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BranchConfig {
@@ -41,8 +74,8 @@ pub struct BranchConfig {
     pub source: SourceConfig,
     /// The detect stage.
     pub detect: DetectConfig,
-    /// Capacities of the edges source -> boxes and boxes -> batch.
-    pub queues: [usize; 2],
+    /// The edges source -> boxes and boxes -> batch.
+    pub queues: [Queue; 2],
 }
 
 /// Everything a pipeline needs, as built from a description.
@@ -56,12 +89,12 @@ pub struct PipelineConfig {
     pub preprocess: PreprocessConfig,
     /// The classify stage.
     pub classify: ClassifyConfig,
-    /// The sink.
-    pub sink: JsonlConfig,
+    /// The JSONL sink (`None` when results are only read in code, see [`Pipeline::results`]).
+    pub sink: Option<JsonlConfig>,
     /// Per-frame budget (default: the shortest frame interval of the sources).
     pub budget: Duration,
-    /// Capacities of the edges batch -> preprocess -> classify -> sink.
-    pub queues: [usize; 3],
+    /// The edges batch -> preprocess -> classify -> sink.
+    pub queues: [Queue; 3],
 }
 
 impl PipelineConfig {
@@ -70,20 +103,20 @@ impl PipelineConfig {
         source: SourceConfig,
         detect: DetectConfig,
         classify: ClassifyConfig,
-        sink: JsonlConfig,
+        sink: Option<JsonlConfig>,
     ) -> Self {
         PipelineConfig {
             budget: source.frame_interval(),
             branches: vec![BranchConfig {
                 source,
                 detect,
-                queues: [DEFAULT_QUEUE; 2],
+                queues: [Queue::FILE; 2],
             }],
             batch: BatchConfig::default(),
             preprocess: PreprocessConfig::default(),
             classify,
             sink,
-            queues: [DEFAULT_QUEUE; 3],
+            queues: [Queue::FILE; 3],
         }
     }
 }
@@ -198,24 +231,27 @@ impl Stage for ClassifyStage {
     }
 }
 
-struct SinkStage(JsonlSink);
+struct SinkStage(Option<JsonlSink>);
 
 impl Stage for SinkStage {
     type In = CropBatch;
     type Out = CropBatch;
     const MARK: Mark = Mark::Emitted;
     fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        self.0.write(&batch)?;
+        if let Some(sink) = &mut self.0 {
+            sink.write(&batch)?;
+        }
         out.push(batch);
         Ok(())
     }
 }
 
-/// Shared by all threads of a run: the first error and the stop flag.
+/// Shared by all threads of a run: the first error, the stop flag, and the sources' interrupters.
 #[derive(Default)]
 struct Control {
     stop: AtomicBool,
     error: Mutex<Option<Error>>,
+    interrupters: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
 impl Control {
@@ -232,9 +268,13 @@ impl Control {
 pub struct StopHandle(Arc<Control>);
 
 impl StopHandle {
-    /// Request the stop.
+    /// Request the stop: sources end their streams (also when blocked waiting for a frame),
+    /// the other stages drain what is in flight.
     pub fn stop(&self) {
         self.0.stop.store(true, Ordering::SeqCst);
+        if let Ok(interrupters) = self.0.interrupters.lock() {
+            interrupters.iter().for_each(|interrupt| interrupt());
+        }
     }
 }
 
@@ -258,6 +298,23 @@ pub trait Observer: Send {
     fn finish(&mut self, _report: &mut Report) {}
 }
 
+/// Sends every classified object to a channel.
+struct ResultsObserver {
+    tx: Sender<Object>,
+    labels: Vec<String>,
+}
+
+impl Observer for ResultsObserver {
+    fn batch(&mut self, batch: &CropBatch, _budget: Duration) {
+        for object in Object::all(batch, &self.labels) {
+            // A reader that went away stops listening; the run goes on.
+            if self.tx.send(object).is_err() {
+                return;
+            }
+        }
+    }
+}
+
 /// A built pipeline: every stage opened and checked, no thread started yet.
 pub struct Pipeline {
     observers: Vec<Box<dyn Observer>>,
@@ -267,7 +324,8 @@ pub struct Pipeline {
     detectors: Vec<Detector>,
     backend: Box<dyn Backend>,
     classifier: Classifier,
-    sink: JsonlSink,
+    sink: Option<JsonlSink>,
+    labels: Vec<String>,
     control: Arc<Control>,
 }
 
@@ -287,13 +345,21 @@ impl Pipeline {
         )?;
         config.preprocess.size = Some(classifier.size());
         let backend = preprocess::create_backend(&config.preprocess)?;
-        let labels = (0..64).map(|i| classifier.label(i)).collect();
-        let sink = JsonlSink::new(&config.sink, labels)?;
+        let labels: Vec<String> = (0..64).map(|i| classifier.label(i)).collect();
+        let sink = config
+            .sink
+            .as_ref()
+            .map(|s| JsonlSink::new(s, labels.clone()))
+            .transpose()?;
         let sources = config
             .branches
             .iter()
             .map(|b| source::open(&b.source, BufferPool::new()))
             .collect::<Result<Vec<_>, _>>()?;
+        let control = Arc::new(Control::default());
+        if let Ok(mut i) = control.interrupters.lock() {
+            i.extend(sources.iter().map(|s| s.interrupter()));
+        }
         Ok(Pipeline {
             observers: Vec::new(),
             keep_pixels: false,
@@ -303,8 +369,20 @@ impl Pipeline {
             backend,
             classifier,
             sink,
-            control: Arc::new(Control::default()),
+            labels,
+            control,
         })
+    }
+
+    /// A channel of every classified object, in pipeline order (each stream's frames in order).
+    /// The channel holds `capacity` objects; a reader that falls behind holds the pipeline back.
+    pub fn results(&mut self, capacity: usize) -> Receiver<Object> {
+        let (tx, rx) = bounded(capacity.max(1));
+        self.observe(Box::new(ResultsObserver {
+            tx,
+            labels: self.labels.clone(),
+        }));
+        rx
     }
 
     /// Add an observer of finished batches and of the report.
@@ -340,6 +418,7 @@ impl Pipeline {
             classifier,
             sink,
             control,
+            ..
         } = self;
         let backend_name = backend.name();
         let tally = Tally::new(Budget::new(config.budget));
@@ -364,28 +443,31 @@ impl Pipeline {
             tally.clone(),
         );
         let q = config.queues;
-        let batch_queue = config
-            .branches
-            .iter()
-            .map(|b| b.queues[1])
-            .sum::<usize>()
-            .max(1);
-        let (txb, rxb) = bounded::<Frame>(batch_queue);
-        let (tx2, rx2) = bounded::<CropBatch>(q[0]);
-        let (tx3, rx3) = bounded::<CropBatch>(q[1]);
-        let (tx4, rx4) = bounded::<CropBatch>(q[2]);
-        let (tx5, rx5) = bounded::<CropBatch>(1);
+        // All branches feed the batch stage through one edge, as large as theirs together.
+        let batch_edge = Queue {
+            size: config
+                .branches
+                .iter()
+                .map(|b| b.queues[1].size)
+                .sum::<usize>()
+                .max(1),
+            policy: config.branches[0].queues[1].policy,
+        };
+        let (txb, rxb) = Edge::<Frame>::new(batch_edge, "boxes -> batch", &tally);
+        let (tx2, rx2) = Edge::<CropBatch>::new(q[0], "batch -> preprocess", &tally);
+        let (tx3, rx3) = Edge::<CropBatch>::new(q[1], "preprocess -> classify", &tally);
+        let (tx4, rx4) = Edge::<CropBatch>::new(q[2], "classify -> sink", &tally);
+        let (tx5, rx5) = Edge::<CropBatch>::new(Queue::FILE, "sink -> report", &tally);
         thread::scope(|s| {
             let ctl = &control;
             for ((branch, mut source), detector) in
                 config.branches.iter().zip(sources).zip(detectors)
             {
-                let (tx0, rx0) = bounded::<Frame>(branch.queues[0]);
+                let (tx0, rx0) = Edge::<Frame>::new(branch.queues[0], "source -> boxes", &tally);
                 let edge = SourceEdge {
                     tx: tx0,
-                    oldest: branch.source.live.then(|| rx0.clone()),
                     tally: tally.clone(),
-                    live: branch.source.live,
+                    paced: branch.source.paced(),
                     interval: branch.source.frame_interval(),
                 };
                 let name = format!("octopipe-source-{}", branch.source.stream);
@@ -450,13 +532,86 @@ impl Pipeline {
     }
 }
 
-/// The source end of a branch: where frames go, and (live) how the oldest is dropped.
-struct SourceEdge {
-    tx: Sender<Frame>,
-    /// Live sources only: the edge's receiving end, to drop the oldest frame when it is full.
-    oldest: Option<Receiver<Frame>>,
+/// Something that travels on an edge and can be dropped there: its frames are counted.
+trait Counted {
+    /// Count the frames (and their boxes) of a dropped item.
+    fn count_drop(&self, tally: &Tally, reason: &str);
+}
+
+impl Counted for Frame {
+    fn count_drop(&self, tally: &Tally, reason: &str) {
+        tally.with(|t| t.drop_frame(self.stream, reason, self.detections.len() as u64));
+    }
+}
+
+impl Counted for CropBatch {
+    fn count_drop(&self, tally: &Tally, reason: &str) {
+        for f in &self.frames {
+            f.count_drop(tally, reason);
+        }
+    }
+}
+
+/// The sending end of an edge, with its policy.
+struct Edge<T> {
+    tx: Sender<T>,
+    /// Drop-oldest edges only: the receiving end, to take out the oldest item when full.
+    oldest: Option<Receiver<T>>,
+    reason: Arc<str>,
     tally: Tally,
-    live: bool,
+}
+
+impl<T> Clone for Edge<T> {
+    fn clone(&self) -> Self {
+        Edge {
+            tx: self.tx.clone(),
+            oldest: self.oldest.clone(),
+            reason: self.reason.clone(),
+            tally: self.tally.clone(),
+        }
+    }
+}
+
+impl<T: Counted> Edge<T> {
+    /// A bounded edge called `name` (e.g. `batch -> preprocess`) and its receiving end.
+    fn new(queue: Queue, name: &str, tally: &Tally) -> (Edge<T>, Receiver<T>) {
+        let (tx, rx) = bounded(queue.size.max(1));
+        let oldest = (queue.policy == EdgePolicy::DropOldest).then(|| rx.clone());
+        let edge = Edge {
+            tx,
+            oldest,
+            reason: format!("live: oldest dropped at {name}").into(),
+            tally: tally.clone(),
+        };
+        (edge, rx)
+    }
+
+    /// Send by the edge's policy; false when the receiving stage is gone.
+    fn send(&self, mut item: T) -> bool {
+        loop {
+            match self.tx.try_send(item) {
+                Ok(()) => return true,
+                Err(TrySendError::Disconnected(_)) => return false,
+                Err(TrySendError::Full(back)) => match &self.oldest {
+                    None => return self.tx.send(back).is_ok(),
+                    Some(rx) => {
+                        if let Ok(old) = rx.try_recv() {
+                            old.count_drop(&self.tally, &self.reason);
+                        }
+                        item = back;
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// The source end of a branch.
+struct SourceEdge {
+    tx: Edge<Frame>,
+    tally: Tally,
+    /// Release frames at their presentation time (files played as a live stream).
+    paced: bool,
     interval: Duration,
 }
 
@@ -464,13 +619,15 @@ struct SourceEdge {
 /// the edge is full (backpressure, no drops); live input never waits: the oldest queued frame is
 /// dropped (and counted) to make room.
 fn run_source(source: &mut dyn FrameSource, edge: SourceEdge, ctl: &Control) {
+    let _span =
+        tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
     // The live clock starts with the first frame: frame k is due at start + pts_k.
     let mut start: Option<(Instant, Duration)> = None;
     let mut n: u32 = 0;
     while !ctl.stop.load(Ordering::SeqCst) {
         match source.next_frame() {
             Ok(Some(mut frame)) => {
-                if edge.live {
+                if edge.paced {
                     // Release each frame at its presentation time; its budget starts then.
                     let pts = frame.pts.unwrap_or(edge.interval * n);
                     let (t0, pts0) = *start.get_or_insert((Instant::now(), pts));
@@ -483,36 +640,8 @@ fn run_source(source: &mut dyn FrameSource, edge: SourceEdge, ctl: &Control) {
                 }
                 edge.tally.with(|t| t.add_in(frame.stream));
                 n += 1;
-                let mut frame = frame;
-                loop {
-                    match edge.tx.try_send(frame) {
-                        Ok(()) => break,
-                        Err(TrySendError::Disconnected(_)) => {
-                            source.stop();
-                            return;
-                        }
-                        Err(TrySendError::Full(f)) => match &edge.oldest {
-                            Some(rx) => {
-                                if let Ok(old) = rx.try_recv() {
-                                    edge.tally.with(|t| {
-                                        t.drop_frame(
-                                            old.stream,
-                                            "live: oldest dropped at the source",
-                                            0,
-                                        )
-                                    });
-                                }
-                                frame = f;
-                            }
-                            None => {
-                                if edge.tx.send(f).is_err() {
-                                    source.stop();
-                                    return;
-                                }
-                                break;
-                            }
-                        },
-                    }
+                if !edge.tx.send(frame) {
+                    break;
                 }
             }
             Ok(None) => break,
@@ -531,10 +660,14 @@ fn spawn<'s, 'e, S: Stage>(
     name: &str,
     mut stage: S,
     rx: Receiver<S::In>,
-    tx: Sender<S::Out>,
+    tx: Edge<S::Out>,
     ctl: &'e Control,
-) {
+) where
+    S::Out: Counted,
+{
     let body = move || {
+        let _span =
+            tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
         let mut out = Vec::new();
         let result = (|| -> Result<(), Error> {
             loop {
@@ -567,11 +700,11 @@ fn spawn<'s, 'e, S: Stage>(
 }
 
 /// Stamp and send `out`'s items; false when downstream is gone.
-fn send_all<T: Stamp>(out: &mut Vec<T>, tx: &Sender<T>, mark: Mark) -> bool {
+fn send_all<T: Stamp + Counted>(out: &mut Vec<T>, tx: &Edge<T>, mark: Mark) -> bool {
     let now = Instant::now();
     for mut item in out.drain(..) {
         item.stamp(mark, now);
-        if tx.send(item).is_err() {
+        if !tx.send(item) {
             return false;
         }
     }

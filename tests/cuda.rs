@@ -14,7 +14,7 @@ use octopipe::frame::{Colorimetry, FrameLayout, PixelFormat};
 use octopipe::preprocess::cpu::CpuBackend;
 use octopipe::preprocess::cuda::meta::Norm;
 use octopipe::preprocess::cuda::{self, CudaBackend, HostFrame, OutType, Strategy, UploadMode};
-use octopipe::preprocess::{Backend, ChannelOrder, Layout, PreprocessConfig};
+use octopipe::preprocess::{Backend, ChannelOrder, DType, Interpolation, Layout, PreprocessConfig};
 
 const TOL: f32 = 1.0;
 
@@ -468,6 +468,125 @@ fn parity_on_the_real_clip_rgb_and_i420() {
         objects > 1900,
         "expected about 2,012 objects, found {objects}"
     );
+}
+
+/// Area (antialiased, OpenCV INTER_AREA) and letterbox, CPU vs CUDA backend, every format and
+/// both layouts, with block sizes weighted by input pixels (and with plain blocks).
+#[test]
+fn parity_area_and_letterbox() {
+    if !gpu("parity_area_and_letterbox") {
+        return;
+    }
+    let mut rng = Rng::new(2024);
+    for format in [
+        PixelFormat::I420,
+        PixelFormat::Nv12,
+        PixelFormat::Rgb,
+        PixelFormat::Bgra,
+    ] {
+        for (base, name) in configs() {
+            for (interpolation, letterbox, what) in [
+                (Interpolation::Area, None, "area"),
+                (Interpolation::Area, Some(114.0), "area letterbox"),
+                (Interpolation::Bilinear, Some(0.0), "bilinear letterbox"),
+            ] {
+                let config = PreprocessConfig {
+                    interpolation,
+                    letterbox,
+                    ..base.clone()
+                };
+                let mut batch = random_batch(format, &mut rng);
+                let what = format!("{format} {name} {what}");
+                compare_backends(&mut batch, &config, &format!("{what} (4 tiles per block)"));
+                batch.build_blocks_weighted(256, 4, 16 * 1024);
+                let d = compare_backends(&mut batch, &config, &format!("{what} (weighted blocks)"));
+                let _ = d; // printed by compare_backends: 0.0000 when bit-identical
+            }
+        }
+    }
+    // Large downscales (many taps per output) and a 1-px-high box.
+    let mut batch = CropBatch::default();
+    batch
+        .frames
+        .push(synthetic_frame(PixelFormat::I420, 2501, 2111, 3));
+    let c = |x, y, w, h, ow, oh| CropMeta {
+        frame: 0,
+        x,
+        y,
+        w,
+        h,
+        out_w: ow,
+        out_h: oh,
+        out_offset: 0,
+    };
+    finish(
+        &mut batch,
+        vec![
+            c(0, 0, 2501, 2111, 64, 64),
+            c(50, 40, 2400, 2050, 224, 224),
+            c(3, 5, 2100, 7, 640, 16),
+            c(7, 9, 1000, 1, 224, 224),
+        ],
+    );
+    batch.build_blocks_weighted(256, 4, 16 * 1024);
+    for letterbox in [None, Some(0.0)] {
+        let config = PreprocessConfig {
+            interpolation: Interpolation::Area,
+            letterbox,
+            ..PreprocessConfig::default()
+        };
+        compare_backends(
+            &mut batch,
+            &config,
+            &format!("area large boxes, letterbox {letterbox:?}"),
+        );
+    }
+}
+
+/// `dtype=f16` through the `Backend` path: CUDA and CPU give the same half bits, in
+/// `tensor_f16`, for the bilinear fast path and the area path; `tensor` is left empty.
+#[test]
+fn f16_output_through_the_backend() {
+    if !gpu("f16_output_through_the_backend") {
+        return;
+    }
+    let mut rng = Rng::new(16);
+    for interpolation in [Interpolation::Bilinear, Interpolation::Area] {
+        let config = PreprocessConfig {
+            dtype: DType::F16,
+            interpolation,
+            ..PreprocessConfig::default()
+        };
+        let mut batch = random_batch(PixelFormat::I420, &mut rng);
+        CpuBackend::new(config.clone())
+            .unwrap()
+            .run(&mut batch)
+            .unwrap();
+        let reference = batch.tensor_f16.clone();
+        assert!(batch.tensor.is_empty());
+        batch.tensor_f16.iter_mut().for_each(|v| *v = 0x7e00);
+        let mut gpu = CudaBackend::new(config.clone()).unwrap();
+        gpu.run(&mut batch).unwrap();
+        assert!(batch.tensor.is_empty());
+        assert_eq!(batch.tensor_f16.len(), reference.len());
+        let differ = batch
+            .tensor_f16
+            .iter()
+            .zip(&reference)
+            .filter(|(a, b)| a != b)
+            .count();
+        let worst = batch
+            .tensor_f16
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| (f16_to_f32(*a) - f16_to_f32(*b)).abs())
+            .fold(0f32, f32::max);
+        eprintln!(
+            "f16 {interpolation:?}: {} values, {differ} differ from the CPU's, max diff {worst} (normalized)",
+            reference.len()
+        );
+        assert_eq!(differ, 0, "f16 {interpolation:?}: {differ} values differ");
+    }
 }
 
 /// `octopipe bench preprocess` on the device: `cargo test --release --test cuda -- --ignored --nocapture bench_table`.

@@ -88,5 +88,5 @@ fn the_visdrone_pipeline_uses_the_shared_models_contract() {
         ["person", "two-wheeler", "car", "large-vehicle"]
     );
     assert!(!cfg.branches[0].source.live, "file input: backpressure, no drops");
-    assert_eq!(cfg.queues, [4, 4, 4]);
+    assert_eq!(cfg.queues, [octopipe::runner::Queue::FILE; 3]);
 }

@@ -398,3 +398,153 @@ fn inconsistent_batches_are_errors_not_panics() {
         .unwrap_err();
     assert!(e.to_string().contains("has no pixels"), "{e}");
 }
+
+/// `interpolation=area` against OpenCV `INTER_AREA` (scripts/make_golden.py writes
+/// `resize_area.json`): integer and non-integer downscales, identity, and OpenCV's upscale
+/// fallback on one or both axes; also letterbox and f16 output built on the same cases.
+#[test]
+fn matches_opencv_inter_area_golden_values() {
+    use octopipe::preprocess::{f32_to_f16, letterbox_rect, DType, Interpolation};
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/golden/resize_area.json"
+    ))
+    .unwrap();
+    let g: Golden = serde_json::from_str(&text).unwrap();
+    let layout = FrameLayout::packed(PixelFormat::Rgb, g.image.width, g.image.height);
+    let frame = || {
+        Frame::new(
+            0,
+            0,
+            "golden",
+            layout,
+            Colorimetry::default(),
+            PooledBuf::unpooled(g.image.data.clone()),
+        )
+    };
+    let boxes: Vec<_> = g
+        .cases
+        .iter()
+        .map(|c| (c.bbox, (c.out[0], c.out[1])))
+        .collect();
+    let area = PreprocessConfig {
+        interpolation: Interpolation::Area,
+        ..raw_config(Layout::Nhwc, ChannelOrder::Rgb)
+    };
+    let mut b = batch(frame(), &boxes);
+    CpuBackend::new(area.clone()).unwrap().run(&mut b).unwrap();
+    for (case, crop) in g.cases.iter().zip(&b.crops) {
+        let out = &b.tensor[crop.out_offset as usize..][..case.values.len()];
+        let worst = out
+            .iter()
+            .zip(&case.values)
+            .map(|(a, e)| (*a as f64 - e).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            worst <= 0.01,
+            "{}: max abs difference {worst} vs OpenCV INTER_AREA float",
+            case.name
+        );
+    }
+
+    // f16 output: the f32 values rounded to nearest even, in tensor_f16; tensor left empty.
+    let f32_values = b.tensor.clone();
+    let mut h = batch(frame(), &boxes);
+    let f16 = PreprocessConfig {
+        dtype: DType::F16,
+        ..area.clone()
+    };
+    CpuBackend::new(f16).unwrap().run(&mut h).unwrap();
+    assert!(h.tensor.is_empty());
+    assert_eq!(h.tensor_f16.len(), f32_values.len());
+    assert!(h
+        .tensor_f16
+        .iter()
+        .zip(&f32_values)
+        .all(|(a, b)| *a == f32_to_f16(*b)));
+
+    // Letterbox: the inner rectangle is the same area resize of the crop to the letterboxed size,
+    // the rest is the pad value.
+    let pad = 114.0;
+    let mut lb = batch(frame(), &boxes);
+    let lb_cfg = PreprocessConfig {
+        letterbox: Some(pad),
+        ..area.clone()
+    };
+    CpuBackend::new(lb_cfg).unwrap().run(&mut lb).unwrap();
+    let inner_boxes: Vec<_> = g
+        .cases
+        .iter()
+        .map(|c| {
+            let (_, _, nw, nh) = letterbox_rect(c.bbox[2], c.bbox[3], c.out[0], c.out[1]);
+            (c.bbox, (nw, nh))
+        })
+        .collect();
+    let mut inner = batch(frame(), &inner_boxes);
+    CpuBackend::new(area).unwrap().run(&mut inner).unwrap();
+    for ((case, crop), ic) in g.cases.iter().zip(&lb.crops).zip(&inner.crops) {
+        let (ox, oy, nw, nh) = letterbox_rect(crop.w, crop.h, crop.out_w, crop.out_h);
+        assert!(nw == crop.out_w || nh == crop.out_h, "{}", case.name);
+        for y in 0..crop.out_h {
+            for x in 0..crop.out_w {
+                for k in 0..3 {
+                    let got = lb.tensor[(crop.out_offset + (y * crop.out_w + x) * 3 + k) as usize];
+                    let inside = x >= ox && x < ox + nw && y >= oy && y < oy + nh;
+                    let want = if inside {
+                        inner.tensor[(ic.out_offset + ((y - oy) * nw + (x - ox)) * 3 + k) as usize]
+                    } else {
+                        pad
+                    };
+                    assert_eq!(got, want, "{} letterbox ({x}, {y}) channel {k}", case.name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn letterbox_rect_keeps_the_aspect_and_centres() {
+    use octopipe::preprocess::letterbox_rect;
+    assert_eq!(letterbox_rect(100, 50, 64, 64), (0, 16, 64, 32));
+    assert_eq!(letterbox_rect(50, 100, 64, 64), (16, 0, 32, 64));
+    assert_eq!(letterbox_rect(30, 30, 64, 64), (0, 0, 64, 64));
+    // 1000x1 -> 224x224: the short side never rounds to 0.
+    assert_eq!(letterbox_rect(1000, 1, 224, 224), (0, 111, 224, 1));
+    // Odd spare: the extra pixel goes after the image.
+    assert_eq!(letterbox_rect(3, 2, 8, 8), (0, 1, 8, 5));
+}
+
+#[test]
+fn weighted_blocks_balance_input_pixels() {
+    use octopipe::batch::CropMeta;
+    let mut b = CropBatch::default();
+    for (i, (w, h)) in [(20u32, 20u32), (1000, 800), (224, 224)].iter().enumerate() {
+        b.crops.push(CropMeta {
+            frame: 0,
+            x: 0,
+            y: 0,
+            w: *w,
+            h: *h,
+            out_w: 224,
+            out_h: 224,
+            out_offset: i as u32 * 224 * 224 * 3,
+        });
+    }
+    b.build_blocks_weighted(256, 8, 16 * 1024);
+    // Every tile of every crop once, in order.
+    for (i, c) in b.crops.iter().enumerate() {
+        let mine: Vec<_> = b.blocks.iter().filter(|x| x.crop == i as u32).collect();
+        assert_eq!(mine[0].tile_begin, 0);
+        assert_eq!(mine.last().unwrap().tile_end, c.out_pixels().div_ceil(256));
+        assert!(mine.windows(2).all(|w| w[0].tile_end == w[1].tile_begin));
+    }
+    let per = |i: u32| {
+        let mine: Vec<_> = b.blocks.iter().filter(|x| x.crop == i).collect();
+        mine[0].tile_end - mine[0].tile_begin
+    };
+    // Upscaled and same-size crops: 16 Ki input / 256 = 64 tiles, capped at 8.
+    assert_eq!(per(0), 8);
+    assert_eq!(per(2), 8);
+    // 1000x800 -> 224x224 reads ~15.9 source pixels per output: 4 tiles per block.
+    assert_eq!(per(1), 4);
+}

@@ -198,3 +198,21 @@ proptest! {
         }
     }
 }
+
+/// Found by `fuzz/describe_parse`: an error whose span ended inside a multi-byte character made the
+/// caret excerpt slice the text off a character boundary (a panic).
+#[test]
+fn describe_error_spans_stay_on_character_boundaries() {
+    let bytes = include_bytes!("../fuzz/corpus/describe_parse/regression-multibyte-span");
+    let text = std::str::from_utf8(bytes).unwrap();
+    let e = describe::parse("<p>", text, &vars()).unwrap_err();
+    assert!(e.to_string().contains('^'), "{e}");
+    for text in [
+        "testsrc !\u{5d2}",
+        "testsrc ! \u{1F681}=",
+        "é ! ü=\u{5d2}",
+        "testsrc size=\u{5d2}",
+    ] {
+        let _ = describe::parse("<p>", text, &vars()).and_then(|d| describe::build(&d));
+    }
+}

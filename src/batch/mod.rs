@@ -141,6 +141,7 @@ struct Parts {
     origins: Vec<Origin>,
     blocks: Vec<BlockMeta>,
     tensor: Vec<f32>,
+    tensor_f16: Vec<u16>,
     results: Vec<Classification>,
 }
 
@@ -182,6 +183,9 @@ pub struct CropBatch {
     pub tile_pixels: u32,
     /// Preprocessed values of all crops, packed without padding (`crops[i].out_offset` onwards).
     pub tensor: Vec<f32>,
+    /// The same values as IEEE half bits when the preprocess stage runs with `dtype=f16` (then
+    /// `tensor` is empty). For f16 consumers; the classifier takes `tensor` (f32) only.
+    pub tensor_f16: Vec<u16>,
     /// Classifier results (parallel to `crops`) once classified.
     pub results: Vec<Classification>,
     pool: Option<BatchPool>,
@@ -202,6 +206,7 @@ impl CropBatch {
             blocks: p.blocks,
             tile_pixels: DEFAULT_TILE_PIXELS,
             tensor: p.tensor,
+            tensor_f16: p.tensor_f16,
             results: p.results,
             pool,
         }
@@ -268,6 +273,43 @@ impl CropBatch {
         }
     }
 
+    /// Rebuild [`Self::blocks`] with block sizes weighted by the input each block reads: a crop
+    /// whose output pixels each read `r = max(1, (w * h) / (out_w * out_h))` source pixels (the
+    /// area-weighted filter reads every covered source pixel; an upscaled crop reads about one per
+    /// output) gets `clamp(input_pixels_per_block / (tile_pixels * r), 1, max_tiles_per_block)`
+    /// tiles per block, so heavily downscaled crops are cut into more, smaller blocks and every
+    /// block reads about `input_pixels_per_block` source pixels (or, for light crops, writes
+    /// `max_tiles_per_block` tiles). O(blocks), no allocation once the vector has grown.
+    pub fn build_blocks_weighted(
+        &mut self,
+        tile_pixels: u32,
+        max_tiles_per_block: u32,
+        input_pixels_per_block: u64,
+    ) {
+        let tile_pixels = tile_pixels.max(1);
+        let max_tiles = max_tiles_per_block.max(1);
+        self.tile_pixels = tile_pixels;
+        self.blocks.clear();
+        for (i, c) in self.crops.iter().enumerate() {
+            let out = c.out_pixels().max(1) as u64;
+            let input = (c.w as u64 * c.h as u64).max(out);
+            // Tiles per block = budget / (tile_pixels * input / out), in integers.
+            let per = (input_pixels_per_block * out / (tile_pixels as u64 * input))
+                .clamp(1, max_tiles as u64) as u32;
+            let tiles = c.out_pixels().div_ceil(tile_pixels);
+            let mut t = 0;
+            while t < tiles {
+                let end = (t + per).min(tiles);
+                self.blocks.push(BlockMeta {
+                    crop: i as u32,
+                    tile_begin: t,
+                    tile_end: end,
+                });
+                t = end;
+            }
+        }
+    }
+
     /// Output pixel range `begin..end` (in the crop's raster order) of a block.
     pub fn block_pixels(&self, b: &BlockMeta) -> (u32, u32) {
         let c = &self.crops[b.crop as usize];
@@ -298,6 +340,7 @@ impl Drop for CropBatch {
                 origins: std::mem::take(&mut self.origins),
                 blocks: std::mem::take(&mut self.blocks),
                 tensor: std::mem::take(&mut self.tensor),
+                tensor_f16: std::mem::take(&mut self.tensor_f16),
                 results: std::mem::take(&mut self.results),
             };
             parts.frames.clear();

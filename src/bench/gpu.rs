@@ -115,10 +115,19 @@ fn copy_bandwidth(e: &mut Engine) -> Result<f64, CudaError> {
     Ok(2.0 * n as f64 / (ms * 1e-3) / 1e9)
 }
 
+/// Device write bandwidth in GB/s (bytes written only): `cuMemsetD8Async` of 256 MiB.
+fn write_bandwidth(e: &mut Engine) -> Result<f64, CudaError> {
+    let n = 256usize << 20;
+    let mut dst: CudaSlice<u8> = e.stream().alloc_zeros(n)?;
+    let ms = time_kernel(e, 20, |e| Ok(e.stream().memset_zeros(&mut dst)?))?;
+    Ok(n as f64 / (ms * 1e-3) / 1e9)
+}
+
 /// The GPU state of one benchmark run.
 pub(crate) struct GpuBench {
     engines: [Engine; 2],
     copy_gbps: f64,
+    write_gbps: f64,
     reps: usize,
     /// Tile pixels and tiles per block for strategy C, chosen by [`tune`].
     tile: TuneChoice,
@@ -131,11 +140,13 @@ impl GpuBench {
         let mut e0 = Engine::new(0).map_err(|e| e.to_string())?;
         let e1 = Engine::new(0).map_err(|e| e.to_string())?;
         let copy_gbps = copy_bandwidth(&mut e0).map_err(|e| e.to_string())?;
+        let write_gbps = write_bandwidth(&mut e0).map_err(|e| e.to_string())?;
         let t = Instant::now();
         let (tile, _) = tune(&mut e0, opts.data_dir.clone()).map_err(|e| e.to_string())?;
         Ok(GpuBench {
             engines: [e0, e1],
             copy_gbps,
+            write_gbps,
             reps: opts.gpu_reps.max(5),
             tile,
             tune_ms: t.elapsed().as_secs_f64() * 1e3,
@@ -144,10 +155,11 @@ impl GpuBench {
 
     pub(crate) fn describe(&self) -> String {
         format!(
-            "GPU: {} ({}); device-to-device copy {:.0} GB/s (read + write, 256 MiB); strategy C tuned to tile-pixels={} tiles-per-block={} below {} output pixels, else {} x {}, in {:.1} ms",
+            "GPU: {} ({}); device-to-device copy {:.0} GB/s (read + write, 256 MiB); device write (memset) {:.0} GB/s (bytes written, 256 MiB); strategy C tuned to tile-pixels={} tiles-per-block={} below {} output pixels, else {} x {}, in {:.1} ms",
             self.engines[0].device_name(),
             self.engines[0].arch(),
             self.copy_gbps,
+            self.write_gbps,
             self.tile.small.0,
             self.tile.small.1,
             self.tile.threshold,
@@ -301,7 +313,8 @@ impl GpuBench {
                 of_copy: Some(gbps / self.copy_gbps),
                 max_diff: Some(diff),
                 note: format!(
-                    "one launch alone {single:.4} ms; upload whole {:.4} ms ({} B, {} copies), rows {:.4} ms ({} B, {} copies)",
+                    "{:.0}% of memset write; one launch alone {single:.4} ms; upload whole {:.4} ms ({} B, {} copies), rows {:.4} ms ({} B, {} copies)",
+                    gbps / self.write_gbps * 100.0,
                     up_whole,
                     whole.frame_bytes,
                     whole.frame_copies,
@@ -362,6 +375,133 @@ impl GpuBench {
         }
         if w == Workload::Streams16 {
             rows.push(self.overlap_row(&frames, crops, norm, reference, config)?);
+        }
+        rows.extend(self.resample_rows(p, &frames, config)?);
+        Ok(rows)
+    }
+
+    /// Area (uniform and input-weighted blocks) and letterbox rows, each against the CPU backend
+    /// with the same settings; and the `CudaBackend` path end to end (pinned vs pageable output).
+    fn resample_rows(
+        &mut self,
+        p: &Prepared,
+        frames: &[HostFrame<'_>],
+        config: &PreprocessConfig,
+    ) -> Result<Vec<Row>, BenchError> {
+        use crate::preprocess::{cpu::CpuBackend, Backend, Interpolation};
+        let w = p.workload;
+        let crops = &p.batch.crops;
+        let out_len = p.batch.tensor_len(3);
+        let out_bytes = (out_len * 4) as u64;
+        let (tile, per_block) = self.tile.for_pixels((out_len / 3) as u64);
+        let threads = octopus_threads(tile, per_block);
+        let mut rows = Vec::new();
+        let variants: [(&str, Interpolation, Option<f32>, bool); 4] = [
+            ("C area, uniform blocks", Interpolation::Area, None, false),
+            ("C area, weighted blocks", Interpolation::Area, None, true),
+            (
+                "C letterbox bilinear",
+                Interpolation::Bilinear,
+                Some(114.0),
+                false,
+            ),
+            (
+                "C letterbox area, weighted",
+                Interpolation::Area,
+                Some(114.0),
+                true,
+            ),
+        ];
+        let mut batch = crate::batch::CropBatch::default();
+        batch.crops = crops.clone();
+        for (name, interpolation, letterbox, weighted) in variants {
+            let cfg = PreprocessConfig {
+                interpolation,
+                letterbox,
+                ..config.clone()
+            };
+            // CPU reference with the same settings (a fresh batch over the same frames).
+            let mut cpu_batch = crate::batch::CropBatch::default();
+            cpu_batch.frames = p.batch.frames.iter().map(clone_frame).collect();
+            cpu_batch.crops = crops.clone();
+            cpu_batch.build_blocks(256, 4);
+            let t = Instant::now();
+            CpuBackend::new(cfg.clone())?.run(&mut cpu_batch)?;
+            let cpu_ms = t.elapsed().as_secs_f64() * 1e3;
+            if weighted {
+                batch.build_blocks_weighted(tile, per_block, WEIGHTED_INPUT_PER_BLOCK);
+            } else {
+                batch.build_blocks(tile, per_block);
+            }
+            let e = &mut self.engines[0];
+            e.upload_frames(frames, crops, UploadMode::Whole)?;
+            let meta_bytes = e.upload_meta(Strategy::Octopus, crops, &batch.blocks)?;
+            let nb = batch.blocks.len();
+            e.poison_output(OutType::F32, out_len, f32::NAN.to_bits())?;
+            let go = |e: &mut Engine| {
+                e.launch_resample(
+                    interpolation,
+                    letterbox,
+                    OutType::F32,
+                    Norm::from_config(&cfg),
+                    crops,
+                    nb,
+                    tile,
+                    threads,
+                    out_len,
+                )
+            };
+            go(e)?;
+            let mut out = vec![0f32; out_len];
+            e.download_f32(&mut out)?;
+            let diff = max_diff_255(&out, &cpu_batch.tensor, &cfg);
+            let reps = if crops.len() > 100 { 20 } else { self.reps };
+            let kernel = time_kernel_queued(e, reps, 10, go)?;
+            let gbps = out_bytes as f64 / (kernel * 1e-3) / 1e9;
+            rows.push(Row {
+                workload: w.name().into(),
+                name: name.into(),
+                kernel_ms: Some(kernel),
+                meta_bytes: Some(meta_bytes as u64),
+                gbps: Some(gbps),
+                of_copy: Some(gbps / self.copy_gbps),
+                max_diff: Some(diff),
+                note: format!(
+                    "{nb} blocks; vs CPU with the same settings (CPU one run {cpu_ms:.1} ms); {:.0}% of memset write",
+                    gbps / self.write_gbps * 100.0
+                ),
+                ..Row::default()
+            });
+        }
+        // The Backend path (what the pipeline runs), host clock: frame upload from pageable
+        // memory + metadata + kernel + copy back into batch.tensor.
+        if w != Workload::Streams16 {
+            for pinned in [false, true] {
+                let mut b = crate::batch::CropBatch::default();
+                b.frames = p.batch.frames.iter().map(clone_frame).collect();
+                b.crops = crops.clone();
+                b.build_blocks(tile, per_block);
+                let mut backend = crate::preprocess::cuda::CudaBackend::new(config.clone())?;
+                backend.pinned_output = pinned;
+                backend.run(&mut b)?;
+                let mut t = Vec::new();
+                for _ in 0..self.reps.min(30) {
+                    let s = Instant::now();
+                    backend.run(&mut b)?;
+                    t.push(s.elapsed().as_secs_f64() * 1e3);
+                }
+                rows.push(Row {
+                    workload: w.name().into(),
+                    name: format!(
+                        "CudaBackend::run, {} output",
+                        if pinned { "pinned" } else { "pageable" }
+                    ),
+                    e2e_back_ms: Some(median(&mut t)),
+                    note: "host clock; pageable frames in, whole tensor back into batch.tensor"
+                        .into(),
+                    ..Row::default()
+                });
+            }
         }
         Ok(rows)
     }
@@ -458,6 +598,20 @@ impl GpuBench {
             ..Row::default()
         })
     }
+}
+
+/// Source pixels per block for the input-weighted blocks of the area rows.
+pub const WEIGHTED_INPUT_PER_BLOCK: u64 = 16 * 1024;
+
+fn clone_frame(f: &crate::frame::Frame) -> crate::frame::Frame {
+    crate::frame::Frame::new(
+        f.stream,
+        f.seq,
+        "bench",
+        f.layout,
+        f.colorimetry,
+        crate::frame::PooledBuf::unpooled(f.data().unwrap_or(&[]).to_vec()),
+    )
 }
 
 /// IEEE half bits to f32.

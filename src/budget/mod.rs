@@ -166,18 +166,22 @@ impl Budget {
     }
 }
 
-/// Percentiles of a set of durations.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// Percentiles of a set of durations (serialized in milliseconds: `p50_ms`, ...).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Stats {
     /// Samples.
     pub count: usize,
     /// Median.
+    #[serde(rename = "p50_ms", serialize_with = "ser_ms")]
     pub p50: Duration,
     /// 95th percentile.
+    #[serde(rename = "p95_ms", serialize_with = "ser_ms")]
     pub p95: Duration,
     /// 99th percentile.
+    #[serde(rename = "p99_ms", serialize_with = "ser_ms")]
     pub p99: Duration,
     /// Largest.
+    #[serde(rename = "max_ms", serialize_with = "ser_ms")]
     pub max: Duration,
 }
 
@@ -231,7 +235,7 @@ pub struct Report {
 }
 
 /// One stream's part of a [`Report`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StreamReport {
     /// Stream id.
     pub stream: u32,
@@ -242,6 +246,7 @@ pub struct StreamReport {
     /// Frames that reached the sink.
     pub processed: u64,
     /// Frames dropped, by reason.
+    #[serde(serialize_with = "ser_counts")]
     pub dropped: Vec<(String, u64)>,
     /// Processed frames over budget.
     pub over_budget: u64,
@@ -275,6 +280,66 @@ impl Report {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(ms(*d))
+}
+
+/// `[(name, n)]` as a JSON object, in order.
+fn ser_counts<S: serde::Serializer, K: AsRef<str>>(
+    v: &[(K, u64)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(v.iter().map(|(k, n)| (k.as_ref(), n)))
+}
+
+/// The report as one JSON object (`octopipe run --report json`): durations in milliseconds
+/// (`budget_ms`, `wall_ms`, `p50_ms`, ...), counts by reason as objects, stages in pipeline
+/// order, plus the derived `dropped_total`, `headroom_ms` and `fps`.
+impl serde::Serialize for Report {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Counts<'a, K>(&'a [(K, u64)]);
+        impl<K: AsRef<str>> serde::Serialize for Counts<'_, K> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                ser_counts(self.0, s)
+            }
+        }
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("budget_ms", &ms(self.budget))?;
+        m.serialize_entry("wall_ms", &ms(self.wall))?;
+        m.serialize_entry("frames_in", &self.frames_in)?;
+        m.serialize_entry("processed", &self.processed)?;
+        m.serialize_entry("dropped_total", &self.dropped_total())?;
+        m.serialize_entry("dropped", &Counts(&self.dropped))?;
+        m.serialize_entry("over_budget", &self.over_budget)?;
+        m.serialize_entry("headroom_ms", &self.headroom_ms())?;
+        m.serialize_entry("fps", &self.fps())?;
+        let stages: Vec<_> = self
+            .stages
+            .iter()
+            .map(|(name, st)| StageRow {
+                stage: name,
+                stats: st,
+            })
+            .collect();
+        m.serialize_entry("stages", &stages)?;
+        m.serialize_entry("total", &self.total)?;
+        m.serialize_entry("objects", &self.objects)?;
+        m.serialize_entry("skipped", &Counts(&self.skipped))?;
+        m.serialize_entry("actions", &Counts(&self.actions))?;
+        m.serialize_entry("streams", &self.streams)?;
+        m.serialize_entry("extra", &self.extra)?;
+        m.end()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct StageRow<'a> {
+    stage: &'a str,
+    #[serde(flatten)]
+    stats: &'a Stats,
 }
 
 impl fmt::Display for Report {

@@ -9,8 +9,10 @@ use crate::batch::{BatchConfig, CapPriority, LatePolicy};
 use crate::classify::ClassifyConfig;
 use crate::detect::{BoxSource, DetectConfig, DEFAULT_SEED, DEFAULT_SYNTHETIC_COUNT};
 use crate::frame::PixelFormat;
-use crate::preprocess::{BackendKind, ChannelOrder, Layout, PreprocessConfig};
-use crate::runner::{BranchConfig, PipelineConfig, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE};
+use crate::preprocess::{
+    BackendKind, ChannelOrder, DType, Interpolation, Layout, PreprocessConfig,
+};
+use crate::runner::{BranchConfig, EdgePolicy, PipelineConfig, Queue};
 use crate::sink::JsonlConfig;
 use crate::source::{SourceConfig, SourceKind, DEFAULT_NUM_BUFFERS, DEFAULT_TEST_SIZE};
 
@@ -35,8 +37,8 @@ struct Chain {
     sink: Option<JsonlConfig>,
     /// `name.` the chain ends in.
     target: Option<(String, Span)>,
-    /// Edge capacities set with `queue size=N` (the rest take the file or live default).
-    queues: [Option<usize>; 5],
+    /// Edge settings from `queue size=N policy=...` (what is unset takes the file or live default).
+    queues: [(Option<usize>, Option<EdgePolicy>); 5],
     /// The role index expected next, and the last element's span.
     next_role: usize,
     last: Span,
@@ -60,14 +62,15 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
         chains.push(chain(desc, &desc.stages[start..start + n])?);
         start += n;
     }
-    // A live pipeline keeps its queues short: a live frame must not wait behind others.
+    // A live pipeline keeps its queues short and drops the oldest: a live frame must not wait
+    // behind others.
     let live = chains
         .iter()
         .any(|c| c.source.as_ref().is_some_and(|s| s.live));
-    let default = if live {
-        DEFAULT_LIVE_QUEUE
-    } else {
-        DEFAULT_QUEUE
+    let default = if live { Queue::LIVE } else { Queue::FILE };
+    let resolve = |(size, policy): (Option<usize>, Option<EdgePolicy>)| Queue {
+        size: size.unwrap_or(default.size),
+        policy: policy.unwrap_or(default.policy),
     };
     let mut main: Option<Chain> = None;
     let mut branches = Vec::new();
@@ -77,10 +80,7 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
             branches.push(BranchConfig {
                 source,
                 detect,
-                queues: [
-                    c.queues[0].unwrap_or(default),
-                    c.queues[1].unwrap_or(default),
-                ],
+                queues: [resolve(c.queues[0]), resolve(c.queues[1])],
             });
         }
         if let Some(t) = c.target.take() {
@@ -142,11 +142,9 @@ pub fn build(desc: &Description) -> Result<PipelineConfig, DescribeError> {
         batch,
         preprocess: main.preprocess.unwrap_or_default(),
         classify: main.classify.unwrap_or_else(|| ClassifyConfig::new("")),
-        sink: main.sink.unwrap_or(JsonlConfig {
-            location: PathBuf::new(),
-        }),
+        sink: main.sink,
         budget,
-        queues: [2, 3, 4].map(|i| main.queues[i].unwrap_or(default)),
+        queues: [2, 3, 4].map(|i| resolve(main.queues[i])),
     })
 }
 
@@ -164,10 +162,14 @@ fn is_gstreamer(desc: &Description, st: &StageDesc) -> Result<bool, DescribeErro
     if st.kind.contains('/') || crate::source::element_exists(&st.kind) {
         return Ok(true);
     }
+    let elements = crate::source::element_names();
+    let hint = closest(&st.kind, elements.iter().map(String::as_str))
+        .map(|c| format!(" (did you mean the GStreamer element '{c}'?)"))
+        .unwrap_or_default();
     Err(desc.error(
         st.span,
         format!(
-            "unknown stage '{}': neither an octopipe stage ({}) nor an installed GStreamer element",
+            "unknown stage '{}': neither an octopipe stage ({}) nor an installed GStreamer element{hint}",
             st.kind,
             STAGES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
         ),
@@ -187,8 +189,29 @@ fn chain(desc: &Description, stages: &[StageDesc]) -> Result<Chain, DescribeErro
         head += 1;
     }
     if head > 0 {
-        let fragment = desc.text[stages[0].span.start..stages[head - 1].end].to_string();
-        c.source = Some(SourceConfig::new(SourceKind::Launch { fragment }));
+        // Rebuilt from the parsed elements, so that variables are substituted.
+        let fragment = stages[..head]
+            .iter()
+            .map(|st| {
+                let mut e = st.kind.clone();
+                for p in &st.props {
+                    let quote = p.value.is_empty()
+                        || p.value
+                            .contains(|c: char| c.is_whitespace() || "!\"'#".contains(c));
+                    if quote {
+                        e += &format!(" {}=\"{}\"", p.key, p.value.replace('"', "\\\""));
+                    } else {
+                        e += &format!(" {}={}", p.key, p.value);
+                    }
+                }
+                e
+            })
+            .collect::<Vec<_>>()
+            .join(" ! ");
+        let live = crate::source::fragment_is_live(&fragment);
+        let mut source = SourceConfig::new(SourceKind::Launch { fragment });
+        source.live = live;
+        c.source = Some(source);
         c.next_role = 1;
         edge = 1;
     }
@@ -228,10 +251,13 @@ fn chain(desc: &Description, stages: &[StageDesc]) -> Result<Chain, DescribeErro
             if edge == 0 || edge >= ORDER.len() {
                 return Err(desc.error(st.span, "a queue must stand between two stages"));
             }
-            c.queues[edge - 1] = Some(
-                props
-                    .parse("size", "a positive integer", positive)?
-                    .unwrap_or(DEFAULT_QUEUE),
+            c.queues[edge - 1] = (
+                props.parse("size", "a positive integer", positive)?,
+                props.parse("policy", "block or drop-oldest", |s| match s {
+                    "block" => Some(EdgePolicy::Block),
+                    "drop-oldest" => Some(EdgePolicy::DropOldest),
+                    _ => None,
+                })?,
             );
             continue;
         }
@@ -541,6 +567,18 @@ fn preprocess_config(p: &Props) -> Result<PreprocessConfig, DescribeError> {
     let d = PreprocessConfig::default();
     let std_ok = |s: &str| floats3(s).filter(|v| v.iter().all(|x| *x > 0.0));
     Ok(PreprocessConfig {
+        interpolation: p
+            .parse("interpolation", "bilinear or area", |s| match s {
+                "bilinear" => Some(Interpolation::Bilinear),
+                "area" => Some(Interpolation::Area),
+                _ => None,
+            })?
+            .unwrap_or(d.interpolation),
+        letterbox: p.parse("letterbox", "a pad value from 0 to 255", |s| {
+            s.parse::<f32>().ok().filter(|v| (0.0..=255.0).contains(v))
+        })?,
+        // f16 output is for device-side consumers of the library; the classify stage takes f32.
+        dtype: DType::F32,
         size: p.parse(
             "size",
             "WIDTHxHEIGHT with both at least 1, e.g. 64x64",

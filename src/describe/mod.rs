@@ -110,15 +110,21 @@ impl Description {
 }
 
 fn error_at(origin: &str, text: &str, span: Span, message: String) -> DescribeError {
-    let start = span.start.min(text.len());
+    // Spans are byte offsets: keep both ends on character boundaries (fuzzing found a span
+    // ending inside a multi-byte character).
+    let mut start = span.start.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
     let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
     let line = text[..start].matches('\n').count() + 1;
     let column = text[line_start..start].chars().count() + 1;
-    let width = text[start..(start + span.len).min(line_end)]
-        .chars()
-        .count()
-        .max(1);
+    let mut end = start.saturating_add(span.len).min(line_end);
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    let width = text[start..end].chars().count().max(1);
     let excerpt = format!(
         "  {}\n  {}{}",
         &text[line_start..line_end],

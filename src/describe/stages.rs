@@ -205,6 +205,18 @@ pub const STAGES: &[StageSpec] = &[
                 "0",
                 "CPU worker threads (0: one per core)",
             ),
+            p(
+                "interpolation",
+                "bilinear|area",
+                "bilinear",
+                "OpenCV INTER_LINEAR, or INTER_AREA (antialiased downscaling)",
+            ),
+            p(
+                "letterbox",
+                "0..255",
+                "-",
+                "keep the aspect ratio and pad with this value (0..255 scale) instead of stretching",
+            ),
         ],
     },
     StageSpec {
@@ -249,13 +261,21 @@ pub const STAGES: &[StageSpec] = &[
     StageSpec {
         name: "queue",
         role: "edge",
-        doc: "sets the capacity of the edge it stands on (between two stages)",
-        props: &[p(
-            "size",
-            "int",
-            "4",
-            "frames or batches the edge holds before the upstream stage waits",
-        )],
+        doc: "sets the capacity and policy of the edge it stands on (between two stages)",
+        props: &[
+            p(
+                "size",
+                "int",
+                "4 (live: 1)",
+                "frames or batches the edge holds before its policy applies",
+            ),
+            p(
+                "policy",
+                "block|drop-oldest",
+                "block (live: drop-oldest)",
+                "when full: the upstream stage waits, or the oldest item is dropped and counted",
+            ),
+        ],
     },
 ];
 

@@ -9,6 +9,11 @@
 //! clamped to the crop's own edge pixels); YUV frames are converted to RGB at each sampled pixel
 //! with the frame's colorimetry (chroma upsampled bilinearly at its siting, as libjpeg does);
 //! then `value = (v * scale - mean) / std` per channel, written NCHW or NHWC as f32.
+//!
+//! Options (both backends, bit-identical): `interpolation` ([`Interpolation::Area`]: OpenCV
+//! `INTER_AREA`, antialiased downscaling), `letterbox` (aspect-preserving resize into the output,
+//! centred, padded; [`letterbox_rect`]) and `dtype` ([`DType::F16`]: half output in
+//! `CropBatch::tensor_f16`, for f16 consumers; the classifier needs f32).
 
 pub mod cpu;
 pub mod cuda;
@@ -44,6 +49,30 @@ pub enum Layout {
     Nhwc,
 }
 
+/// How a crop is resampled to the output size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interpolation {
+    /// OpenCV `INTER_LINEAR` (half-pixel centres, 2x2 taps, no antialiasing).
+    #[default]
+    Bilinear,
+    /// OpenCV `INTER_AREA`: when the crop is downscaled on both axes, each output pixel is the
+    /// area-weighted mean of the source pixels its footprint covers (antialiased); otherwise
+    /// OpenCV's own fallback, a 2-tap linear filter with `INTER_AREA`'s tap positions.
+    Area,
+}
+
+/// Element type of the output tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DType {
+    /// 32-bit float into [`CropBatch::tensor`] (what the classifier takes).
+    #[default]
+    F32,
+    /// IEEE half (bits, round to nearest even of the f32 value) into
+    /// [`CropBatch::tensor_f16`]; `tensor` is left empty. For device-side / f16 consumers: the
+    /// classify stage only takes f32.
+    F16,
+}
+
 /// Which implementation runs the stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackendKind {
@@ -75,6 +104,15 @@ pub struct PreprocessConfig {
     pub backend: BackendKind,
     /// CPU worker threads (0: one per core).
     pub threads: usize,
+    /// Resampling filter.
+    pub interpolation: Interpolation,
+    /// `Some(pad)`: letterbox. The crop keeps its aspect ratio: it is resized to the largest size
+    /// that fits the output (the other side rounded to nearest, at least 1 pixel), centred (the
+    /// spare columns or rows split with the odd one at the right / bottom), and the rest is filled
+    /// with `pad` (on the 0..255 scale, normalized like the pixels). `None`: stretch to the output.
+    pub letterbox: Option<f32>,
+    /// Output element type.
+    pub dtype: DType,
 }
 
 impl Default for PreprocessConfig {
@@ -88,6 +126,9 @@ impl Default for PreprocessConfig {
             layout: Layout::Nchw,
             backend: BackendKind::Auto,
             threads: 0,
+            interpolation: Interpolation::Bilinear,
+            letterbox: None,
+            dtype: DType::F32,
         }
     }
 }
@@ -98,10 +139,83 @@ impl PreprocessConfig {
         std::array::from_fn(|c| (self.scale / self.std[c], -self.mean[c] / self.std[c]))
     }
 
+    /// Whether the plain stretch-bilinear path applies (no letterbox, bilinear): the original fast
+    /// paths of both backends.
+    pub fn is_plain_bilinear(&self) -> bool {
+        self.interpolation == Interpolation::Bilinear && self.letterbox.is_none()
+    }
+
     /// The output size, or the default when not set yet.
     pub fn out_size(&self) -> (u32, u32) {
         self.size.unwrap_or(DEFAULT_SIZE)
     }
+}
+
+/// Where a crop of `w`x`h` lands inside an `out_w`x`out_h` output when letterboxed:
+/// `(x offset, y offset, inner width, inner height)`. Integer arithmetic (the CUDA kernels compute
+/// the same): the limiting side fills the output, the other is `round(len * out / limiting len)`,
+/// clamped to 1..=out, and the spare pixels are split with the odd one after the image.
+pub fn letterbox_rect(w: u32, h: u32, out_w: u32, out_h: u32) -> (u32, u32, u32, u32) {
+    let (w, h, ow, oh) = (w as u64, h as u64, out_w as u64, out_h as u64);
+    let (nw, nh) = if ow * h <= oh * w {
+        (ow, ((2 * h * ow + w) / (2 * w)).clamp(1, oh))
+    } else {
+        (((2 * w * oh + h) / (2 * h)).clamp(1, ow), oh)
+    };
+    (
+        ((ow - nw) / 2) as u32,
+        ((oh - nh) / 2) as u32,
+        nw as u32,
+        nh as u32,
+    )
+}
+
+/// f32 to IEEE half bits, round to nearest even (as the kernels' `cvt.rn.f16.f32`).
+pub fn f32_to_f16(v: f32) -> u16 {
+    let x = v.to_bits();
+    let sign = ((x >> 16) & 0x8000) as u16;
+    let exp = ((x >> 23) & 0xff) as i32;
+    let man = x & 0x7f_ffff;
+    if exp == 0xff {
+        // Inf or NaN (keep NaN quiet).
+        return sign
+            | 0x7c00
+            | if man != 0 {
+                0x200 | (man >> 13) as u16
+            } else {
+                0
+            };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        // Subnormal half (or zero): shift the full mantissa, round to nearest even.
+        if e < -10 {
+            return sign;
+        }
+        let m = man | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = m >> shift;
+        let rem = m & ((1 << shift) - 1);
+        let mid = 1 << (shift - 1);
+        let r = if rem > mid || (rem == mid && (half & 1) == 1) {
+            half + 1
+        } else {
+            half
+        };
+        return sign | r as u16;
+    }
+    let half = ((e as u32) << 10) | (man >> 13);
+    let rem = man & 0x1fff;
+    let r = if rem > 0x1000 || (rem == 0x1000 && (half & 1) == 1) {
+        half + 1
+    } else {
+        half
+    };
+    // A carry out of the mantissa correctly bumps the exponent (up to infinity).
+    sign | r as u16
 }
 
 /// Errors of the preprocess stage.
@@ -123,11 +237,13 @@ pub enum PreprocessError {
     Cuda(String),
 }
 
-/// A preprocess implementation: fills `batch.tensor` from the batch's frames, crops and blocks.
+/// A preprocess implementation: fills `batch.tensor` (or `batch.tensor_f16` for
+/// [`DType::F16`]) from the batch's frames, crops and blocks.
 pub trait Backend: Send {
     /// Short name for logs and reports.
     fn name(&self) -> &'static str;
-    /// Write every crop's output into `batch.tensor` (resized to `batch.tensor_len(3)`).
+    /// Write every crop's output into `batch.tensor` (resized to `batch.tensor_len(3)`), or for
+    /// [`DType::F16`] into `batch.tensor_f16` (and `batch.tensor` cleared).
     fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError>;
 }
 

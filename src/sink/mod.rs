@@ -34,22 +34,67 @@ pub struct SinkError {
     pub reason: String,
 }
 
-/// One output line.
-#[derive(Debug, Serialize)]
-struct Line<'a> {
-    stream: u32,
-    frame: u64,
-    source: &'a str,
-    pts_ms: Option<f64>,
-    bbox: [u32; 4],
-    label: &'a str,
-    class_id: u32,
-    score: f32,
-    category: u8,
+/// One classified object: a JSONL line, or an item of [`crate::runner::Pipeline::results`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Object {
+    /// Stream (branch) id.
+    pub stream: u32,
+    /// Frame number in its stream.
+    pub frame: u64,
+    /// Image file name, or the URI / element description.
+    pub source: std::sync::Arc<str>,
+    /// Presentation time in ms.
+    pub pts_ms: Option<f64>,
+    /// The clipped integer box `[x, y, w, h]`.
+    pub bbox: [u32; 4],
+    /// Top-1 class name.
+    pub label: String,
+    /// Top-1 class index.
+    pub class_id: u32,
+    /// Top-1 softmax score.
+    pub score: f32,
+    /// The box's VisDrone category (from annotations or the synthetic generator).
+    pub category: u8,
+    /// MOT track id.
     #[serde(skip_serializing_if = "Option::is_none")]
-    track: Option<u32>,
+    pub track: Option<u32>,
+    /// Further classes when top-k > 1.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    topk: Vec<(&'a str, f32)>,
+    pub topk: Vec<(String, f32)>,
+}
+
+impl Object {
+    /// Every classified crop of `batch`, with class names from `labels`.
+    pub fn all<'a>(
+        batch: &'a CropBatch,
+        labels: &'a [String],
+    ) -> impl Iterator<Item = Object> + 'a {
+        batch
+            .origins
+            .iter()
+            .zip(&batch.results)
+            .map(move |(origin, result)| {
+                let frame = &batch.frames[origin.frame as usize];
+                let det = &frame.detections[origin.detection as usize];
+                Object {
+                    stream: frame.stream,
+                    frame: frame.seq,
+                    source: frame.source.clone(),
+                    pts_ms: frame.pts.map(|p| p.as_secs_f64() * 1000.0),
+                    bbox: det.bbox,
+                    label: label(labels, result.class_id).to_string(),
+                    class_id: result.class_id,
+                    score: result.score,
+                    category: det.category,
+                    track: det.track,
+                    topk: result
+                        .topk
+                        .iter()
+                        .map(|(c, s)| (label(labels, *c).to_string(), *s))
+                        .collect(),
+                }
+            })
+    }
 }
 
 /// Runtime state of the JSONL sink.
@@ -87,38 +132,17 @@ impl JsonlSink {
 
     /// Write one line per classified crop of `batch`, then flush.
     pub fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
-        for ((origin, result), _) in batch.origins.iter().zip(&batch.results).zip(&batch.crops) {
-            let frame = &batch.frames[origin.frame as usize];
-            let det = &frame.detections[origin.detection as usize];
-            let line = Line {
-                stream: frame.stream,
-                frame: frame.seq,
-                source: &frame.source,
-                pts_ms: frame.pts.map(|p| p.as_secs_f64() * 1000.0),
-                bbox: det.bbox,
-                label: label(&self.labels, result.class_id),
-                class_id: result.class_id,
-                score: result.score,
-                category: det.category,
-                track: det.track,
-                topk: result
-                    .topk
-                    .iter()
-                    .map(|(c, s)| (label(&self.labels, *c), *s))
-                    .collect(),
-            };
-            let err = |e: &dyn std::fmt::Display| SinkError {
-                path: self.path.clone(),
-                reason: format!("write failed: {e}"),
-            };
-            serde_json::to_writer(&mut self.out, &line).map_err(|e| err(&e))?;
+        let path = &self.path;
+        let err = |e: &dyn std::fmt::Display| SinkError {
+            path: path.clone(),
+            reason: format!("write failed: {e}"),
+        };
+        for object in Object::all(batch, &self.labels) {
+            serde_json::to_writer(&mut self.out, &object).map_err(|e| err(&e))?;
             self.out.write_all(b"\n").map_err(|e| err(&e))?;
             self.lines += 1;
         }
-        self.out.flush().map_err(|e| SinkError {
-            path: self.path.clone(),
-            reason: format!("write failed: {e}"),
-        })
+        self.out.flush().map_err(|e| err(&e))
     }
 }
 

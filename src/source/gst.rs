@@ -101,6 +101,8 @@ pub struct GstSource {
     pending: Option<SourceError>,
     /// End (pts + duration) of the last frame, to tell a truncated file from a complete one.
     last_end: Option<gst::ClockTime>,
+    /// Set by the interrupter: the end of stream that follows is ours, not the file's end.
+    interrupted: Arc<AtomicBool>,
 }
 
 /// What the pipeline reads, and how to name it.
@@ -362,6 +364,7 @@ impl GstSource {
             held: VecDeque::new(),
             pending: None,
             last_end: None,
+            interrupted: Arc::new(AtomicBool::new(false)),
         };
         if source.pipeline.set_state(gst::State::Playing).is_err() {
             // The reason is on the bus.
@@ -484,7 +487,7 @@ impl GstSource {
     /// At end of stream of a media file whose container declares its length: a stream that stops
     /// well short of it is a truncated file. Call before the pipeline is stopped.
     fn check_length(&self) -> Result<(), SourceError> {
-        if !matches!(self.input, Input::Media { .. }) {
+        if !matches!(self.input, Input::Media { .. }) || self.interrupted.load(Ordering::SeqCst) {
             return Ok(());
         }
         // Containers whose header states the duration (a raw H.264 stream's is only an estimate).
@@ -519,6 +522,19 @@ impl GstSource {
     }
 
     /// The frame in `sample`; `asked` is when the caller asked for it (its arrival).
+    /// The instant at which a buffer of a live pipeline was captured or received: its running time
+    /// on the pipeline clock, seen from now. `None` when the pipeline has no clock yet.
+    fn arrival(&self, sample: &gst::Sample, pts: Option<gst::ClockTime>) -> Option<Instant> {
+        let clock = self.pipeline.clock()?;
+        let segment = sample.segment()?.downcast_ref::<gst::ClockTime>()?;
+        let running = segment.to_running_time(pts?)?;
+        let at = self.pipeline.base_time()? + running;
+        let age = clock.time().checked_sub(at).unwrap_or(gst::ClockTime::ZERO);
+        // A stamp from the future or from long ago is not an arrival time.
+        (age < gst::ClockTime::from_seconds(10))
+            .then(|| Instant::now() - Duration::from_nanos(age.nseconds()))
+    }
+
     fn frame(&mut self, sample: gst::Sample, asked: Instant) -> Result<Frame, SourceError> {
         let (caps, buffer) = match (sample.caps(), sample.buffer()) {
             (Some(caps), Some(buffer)) => (caps, buffer),
@@ -573,8 +589,13 @@ impl GstSource {
             debug: None,
         })?;
 
-        // The decode stage: waiting for the decoder, plus the copy.
-        let mut times = FrameTimes::new(asked);
+        // The decode stage: waiting for the decoder, plus the copy. A live GStreamer head stamps
+        // buffers with the running time they were captured or received at: the frame arrived then.
+        let arrival = match &self.input {
+            Input::Launch { .. } => self.arrival(&sample, buffer.pts()).unwrap_or(asked),
+            _ => asked,
+        };
+        let mut times = FrameTimes::new(arrival);
         times.mark(Mark::Decoded, Instant::now());
 
         let seq = self.seq;
@@ -611,6 +632,11 @@ impl FrameSource for GstSource {
             if self.done {
                 return Ok(None);
             }
+            if self.interrupted.load(Ordering::SeqCst) {
+                // Asked to stop: end the stream here (at most one POLL after the request).
+                self.finish();
+                return Ok(None);
+            }
             if let Err(e) = self.poll_bus() {
                 self.pending = Some(e);
                 continue;
@@ -634,6 +660,14 @@ impl FrameSource for GstSource {
         if !self.done {
             self.finish();
         }
+    }
+
+    fn interrupter(&self) -> Box<dyn Fn() + Send + Sync> {
+        // A flag `next_frame` reads between waits of at most POLL. Not an EOS event sent into the
+        // pipeline: `send_event` from another thread blocked (on a full appsink) against the
+        // source thread's `set_state(Null)` and hung the run on SIGTERM.
+        let interrupted = self.interrupted.clone();
+        Box::new(move || interrupted.store(true, Ordering::SeqCst))
     }
 }
 
@@ -723,6 +757,42 @@ struct TestSettings<'a> {
 }
 
 /// Initialise GStreamer once per process.
+/// Whether a launch fragment holds a live source (`udpsrc`, `rtspsrc`, a live `videotestsrc`, ...).
+/// The fragment is parsed but never started; false when it does not parse.
+pub(crate) fn fragment_is_live(fragment: &str) -> bool {
+    use gst::prelude::*;
+    if init().is_err() {
+        return false;
+    }
+    let Ok(bin) = gst::parse::bin_from_description(fragment, false) else {
+        return false;
+    };
+    bin.iterate_recurse()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.downcast::<gstreamer_base::BaseSrc>().ok())
+        .any(|src| src.is_live())
+        || fragment.split_whitespace().next().is_some_and(|first| {
+            // Bins that create their live source only when started.
+            matches!(
+                first,
+                "rtspsrc" | "srtsrc" | "srtclientsrc" | "srtserversrc" | "ristsrc" | "webrtcbin"
+            )
+        })
+}
+
+/// Names of every installed element factory.
+pub(crate) fn element_names() -> Vec<String> {
+    if init().is_err() {
+        return Vec::new();
+    }
+    gst::Registry::get()
+        .features(gst::ElementFactory::static_type())
+        .into_iter()
+        .map(|f| f.name().to_string())
+        .collect()
+}
+
 /// Whether an element factory `name` is installed.
 pub(crate) fn element_exists(name: &str) -> bool {
     init().is_ok() && gst::ElementFactory::find(name).is_some()

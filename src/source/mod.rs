@@ -90,6 +90,12 @@ impl SourceConfig {
         }
     }
 
+    /// Whether the runner releases frames at their presentation time: a live file or image
+    /// sequence, or the test source; a live GStreamer head (`udpsrc`, ...) brings its own clock.
+    pub fn paced(&self) -> bool {
+        self.live && !matches!(self.kind, SourceKind::Launch { .. })
+    }
+
     /// A short description for reports: the location, fragment or test pattern.
     pub fn describe(&self) -> String {
         match &self.kind {
@@ -163,12 +169,25 @@ pub trait FrameSource: Send {
     fn next_frame(&mut self) -> Result<Option<Frame>, SourceError>;
     /// Stop producing (end of stream comes next); idempotent.
     fn stop(&mut self);
+    /// A function another thread may call to end the stream while [`FrameSource::next_frame`]
+    /// is blocked waiting for a frame (e.g. a live source that has gone quiet).
+    fn interrupter(&self) -> Box<dyn Fn() + Send + Sync>;
 }
 
 /// Whether GStreamer has an element factory called `name` (GStreamer is initialised if needed;
 /// false when it cannot be).
 pub fn element_exists(name: &str) -> bool {
     gst::element_exists(name)
+}
+
+/// Names of every installed GStreamer element (empty when GStreamer cannot be initialised).
+pub fn element_names() -> Vec<String> {
+    gst::element_names()
+}
+
+/// Whether a GStreamer launch fragment holds a live source (it is parsed, never started).
+pub fn fragment_is_live(fragment: &str) -> bool {
+    gst::fragment_is_live(fragment)
 }
 
 /// Open the GStreamer pipeline for `config`; frames' planes come from `pool`.

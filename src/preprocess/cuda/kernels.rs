@@ -19,17 +19,20 @@ pub enum Module {
     Octopus,
     /// `kernels/baselines.cu`: strategies A, B, D and E.
     Baselines,
+    /// `kernels/resample.cu`: strategy C for area (antialiased) resizing and letterbox.
+    Resample,
 }
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 2] = [Module::Octopus, Module::Baselines];
+    pub const ALL: [Module; 3] = [Module::Octopus, Module::Baselines, Module::Resample];
 
     /// File name under `kernels/`, shown in compile logs.
     pub fn file_name(self) -> &'static str {
         match self {
             Module::Octopus => "octopus.cu",
             Module::Baselines => "baselines.cu",
+            Module::Resample => "resample.cu",
         }
     }
 
@@ -38,6 +41,7 @@ impl Module {
         match self {
             Module::Octopus => include_str!("../../../kernels/octopus.cu"),
             Module::Baselines => include_str!("../../../kernels/baselines.cu"),
+            Module::Resample => include_str!("../../../kernels/resample.cu"),
         }
     }
 
@@ -82,11 +86,23 @@ pub enum Kernel {
     PadGatherNv12U8,
     PadGatherPackedU8,
     PadResizeRgbF32,
+    ResampleBilinearI420F32,
+    ResampleBilinearI420F16,
+    ResampleBilinearNv12F32,
+    ResampleBilinearNv12F16,
+    ResampleBilinearPackedF32,
+    ResampleBilinearPackedF16,
+    ResampleAreaI420F32,
+    ResampleAreaI420F16,
+    ResampleAreaNv12F32,
+    ResampleAreaNv12F16,
+    ResampleAreaPackedF32,
+    ResampleAreaPackedF16,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 19] = [
+    pub const ALL: [Kernel; 31] = [
         Kernel::OctopusBilinearI420F32,
         Kernel::OctopusBilinearNv12F32,
         Kernel::OctopusBilinearPackedF32,
@@ -106,6 +122,18 @@ impl Kernel {
         Kernel::PadGatherNv12U8,
         Kernel::PadGatherPackedU8,
         Kernel::PadResizeRgbF32,
+        Kernel::ResampleBilinearI420F32,
+        Kernel::ResampleBilinearI420F16,
+        Kernel::ResampleBilinearNv12F32,
+        Kernel::ResampleBilinearNv12F16,
+        Kernel::ResampleBilinearPackedF32,
+        Kernel::ResampleBilinearPackedF16,
+        Kernel::ResampleAreaI420F32,
+        Kernel::ResampleAreaI420F16,
+        Kernel::ResampleAreaNv12F32,
+        Kernel::ResampleAreaNv12F16,
+        Kernel::ResampleAreaPackedF32,
+        Kernel::ResampleAreaPackedF16,
     ];
 
     /// The `extern "C"` name.
@@ -131,6 +159,18 @@ impl Kernel {
             PadGatherNv12U8 => "pad_gather_nv12_u8",
             PadGatherPackedU8 => "pad_gather_packed_u8",
             PadResizeRgbF32 => "pad_resize_rgb_f32",
+            ResampleBilinearI420F32 => "resample_bilinear_i420_f32",
+            ResampleBilinearI420F16 => "resample_bilinear_i420_f16",
+            ResampleBilinearNv12F32 => "resample_bilinear_nv12_f32",
+            ResampleBilinearNv12F16 => "resample_bilinear_nv12_f16",
+            ResampleBilinearPackedF32 => "resample_bilinear_packed_f32",
+            ResampleBilinearPackedF16 => "resample_bilinear_packed_f16",
+            ResampleAreaI420F32 => "resample_area_i420_f32",
+            ResampleAreaI420F16 => "resample_area_i420_f16",
+            ResampleAreaNv12F32 => "resample_area_nv12_f32",
+            ResampleAreaNv12F16 => "resample_area_nv12_f16",
+            ResampleAreaPackedF32 => "resample_area_packed_f32",
+            ResampleAreaPackedF16 => "resample_area_packed_f16",
         }
     }
 
@@ -138,6 +178,8 @@ impl Kernel {
     pub fn module(self) -> Module {
         if self.name().starts_with("octopus_") {
             Module::Octopus
+        } else if self.name().starts_with("resample_") {
+            Module::Resample
         } else {
             Module::Baselines
         }

@@ -1,0 +1,373 @@
+//! A Prometheus endpoint: a tiny HTTP/1.1 server on its own thread, text exposition format.
+//!
+//! ```text
+//! octopipe run pipelines/demo.pipe --set root=demo-data --set out=o.jsonl --metrics-addr 127.0.0.1:9184
+//! curl -s 127.0.0.1:9184/metrics
+//! ```
+//!
+//! | metric | type | labels |
+//! | --- | --- | --- |
+//! | `octopipe_stage_latency_seconds` | histogram | `stream`, `stage` (`decode` .. `sink`, and `end-to-end`) |
+//! | `octopipe_frames_total` | counter | `stream`: frames that reached the sink |
+//! | `octopipe_objects_total` | counter | `stream`: objects classified |
+//! | `octopipe_frames_dropped_total` | counter | `stream`, `reason` |
+//! | `octopipe_budget_misses_total` | counter | `stream`: frames whose end-to-end latency exceeded the budget |
+//! | `octopipe_budget_seconds` | gauge | the per-frame budget |
+//! | `octopipe_fps` | gauge | frames per second reaching the sink over the last 2 s |
+//! | `octopipe_running` | gauge | 1 while the pipeline runs, 0 once it finished |
+//!
+//! Drops: while the run goes on, the observer sees only the gaps in frame numbers of the frames
+//! that reached the end (`reason="seq-gap"`); when the run finishes they are replaced by the
+//! report's exact counts by reason. The server stays up until the [`MetricsServer`] is dropped.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::{secs, stages, GapCounter};
+use crate::batch::CropBatch;
+use crate::budget::Report;
+use crate::runner::Observer;
+
+/// Upper bounds (seconds) of the latency histogram buckets (`+Inf` is added).
+pub const LATENCY_BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.0333, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
+
+#[derive(Debug, Clone, Default)]
+struct Histogram {
+    counts: [u64; LATENCY_BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl Histogram {
+    fn observe(&mut self, v: f64) {
+        if let Some(i) = LATENCY_BUCKETS.iter().position(|b| v <= *b) {
+            self.counts[i] += 1;
+        }
+        self.count += 1;
+        self.sum += v;
+    }
+}
+
+#[derive(Debug, Default)]
+struct StreamState {
+    frames: u64,
+    objects: u64,
+    misses: u64,
+    /// Keyed by stage name.
+    latency: BTreeMap<&'static str, Histogram>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    streams: BTreeMap<u32, StreamState>,
+    gaps: GapCounter,
+    /// Exact drops from the report, once the run finished.
+    final_drops: Option<Vec<(u32, String, u64)>>,
+    budget: Duration,
+    recent: VecDeque<Instant>,
+    running: bool,
+}
+
+impl State {
+    fn render(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "# HELP octopipe_stage_latency_seconds Time a frame spent in each stage (gap since its previous mark); end-to-end from arrival to the sink."
+        );
+        let _ = writeln!(o, "# TYPE octopipe_stage_latency_seconds histogram");
+        for (stream, s) in &self.streams {
+            for (stage, h) in &s.latency {
+                let mut acc = 0;
+                for (b, n) in LATENCY_BUCKETS.iter().zip(h.counts) {
+                    acc += n;
+                    let _ = writeln!(
+                        o,
+                        "octopipe_stage_latency_seconds_bucket{{stream=\"{stream}\",stage=\"{stage}\",le=\"{b}\"}} {acc}"
+                    );
+                }
+                let _ = writeln!(
+                    o,
+                    "octopipe_stage_latency_seconds_bucket{{stream=\"{stream}\",stage=\"{stage}\",le=\"+Inf\"}} {}",
+                    h.count
+                );
+                let _ = writeln!(
+                    o,
+                    "octopipe_stage_latency_seconds_sum{{stream=\"{stream}\",stage=\"{stage}\"}} {}",
+                    h.sum
+                );
+                let _ = writeln!(
+                    o,
+                    "octopipe_stage_latency_seconds_count{{stream=\"{stream}\",stage=\"{stage}\"}} {}",
+                    h.count
+                );
+            }
+        }
+        let mut counter = |name: &str, help: &str, f: &dyn Fn(&StreamState) -> u64| {
+            let _ = writeln!(o, "# HELP {name} {help}");
+            let _ = writeln!(o, "# TYPE {name} counter");
+            for (stream, s) in &self.streams {
+                let _ = writeln!(o, "{name}{{stream=\"{stream}\"}} {}", f(s));
+            }
+        };
+        counter(
+            "octopipe_frames_total",
+            "Frames that reached the sink.",
+            &|s| s.frames,
+        );
+        counter("octopipe_objects_total", "Objects classified.", &|s| {
+            s.objects
+        });
+        counter(
+            "octopipe_budget_misses_total",
+            "Frames whose end-to-end latency exceeded the budget.",
+            &|s| s.misses,
+        );
+        let _ = writeln!(
+            o,
+            "# HELP octopipe_frames_dropped_total Frames dropped, by reason (seq-gap: missing frame numbers seen at the sink while running)."
+        );
+        let _ = writeln!(o, "# TYPE octopipe_frames_dropped_total counter");
+        match &self.final_drops {
+            Some(drops) => {
+                for (stream, reason, n) in drops {
+                    let reason = reason.replace('\\', "\\\\").replace('"', "\\\"");
+                    let _ = writeln!(
+                        o,
+                        "octopipe_frames_dropped_total{{stream=\"{stream}\",reason=\"{reason}\"}} {n}"
+                    );
+                }
+            }
+            None => {
+                for stream in self.streams.keys() {
+                    let _ = writeln!(
+                        o,
+                        "octopipe_frames_dropped_total{{stream=\"{stream}\",reason=\"seq-gap\"}} {}",
+                        self.gaps.missing(*stream)
+                    );
+                }
+            }
+        }
+        let _ = writeln!(o, "# HELP octopipe_budget_seconds The per-frame budget.");
+        let _ = writeln!(o, "# TYPE octopipe_budget_seconds gauge");
+        let _ = writeln!(o, "octopipe_budget_seconds {}", secs(self.budget));
+        let _ = writeln!(
+            o,
+            "# HELP octopipe_fps Frames per second reaching the sink over the last 2 s."
+        );
+        let _ = writeln!(o, "# TYPE octopipe_fps gauge");
+        let _ = writeln!(o, "octopipe_fps {}", self.fps());
+        let _ = writeln!(o, "# HELP octopipe_running 1 while the pipeline runs.");
+        let _ = writeln!(o, "# TYPE octopipe_running gauge");
+        let _ = writeln!(o, "octopipe_running {}", u8::from(self.running));
+        o
+    }
+
+    fn fps(&self) -> f64 {
+        let now = Instant::now();
+        let window = Duration::from_secs(2);
+        let n = self
+            .recent
+            .iter()
+            .filter(|t| now.duration_since(**t) <= window)
+            .count();
+        n as f64 / window.as_secs_f64()
+    }
+}
+
+/// A running metrics endpoint. [`MetricsServer::observer`] gives the observer that feeds it;
+/// the server answers `GET /metrics` until this value is dropped.
+pub struct MetricsServer {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+    scrapes: Arc<AtomicU64>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Listen on `addr` (e.g. `127.0.0.1:9184`; port 0 picks a free one, see
+    /// [`MetricsServer::local_addr`]) and serve on a thread of its own.
+    pub fn serve(addr: impl ToSocketAddrs) -> std::io::Result<MetricsServer> {
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(Mutex::new(State {
+            running: true,
+            ..State::default()
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let scrapes = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let (state, stop, scrapes) = (state.clone(), stop.clone(), scrapes.clone());
+            thread::Builder::new()
+                .name("octopipe-metrics".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        match listener.accept() {
+                            Ok((conn, _)) => {
+                                if let Err(e) = answer(conn, &state, &scrapes) {
+                                    tracing::debug!("metrics: request failed: {e}");
+                                }
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                                thread::sleep(Duration::from_millis(10));
+                            }
+                            Err(e) => {
+                                tracing::warn!("metrics: accept failed: {e}");
+                                thread::sleep(Duration::from_millis(100));
+                            }
+                        }
+                    }
+                })?
+        };
+        Ok(MetricsServer {
+            addr,
+            state,
+            stop,
+            scrapes,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address bound (with the port picked when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `GET /metrics` requests answered so far.
+    pub fn scrapes(&self) -> u64 {
+        self.scrapes.load(Ordering::SeqCst)
+    }
+
+    /// The exposition text as a scrape would get it now.
+    pub fn render(&self) -> String {
+        self.state.lock().map(|s| s.render()).unwrap_or_default()
+    }
+
+    /// The observer that feeds this server (add it with
+    /// [`Pipeline::observe`](crate::runner::Pipeline::observe)).
+    pub fn observer(&self) -> Box<dyn Observer> {
+        Box::new(MetricsObserver {
+            state: self.state.clone(),
+            addr: self.addr,
+        })
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Answer one connection: `GET /metrics` (or `/`) with the exposition text, anything else 404.
+fn answer(conn: TcpStream, state: &Mutex<State>, scrapes: &AtomicU64) -> std::io::Result<()> {
+    conn.set_nonblocking(false)?;
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut request = String::new();
+    reader.read_line(&mut request)?;
+    // Skip the headers.
+    let mut line = String::new();
+    while reader.read_line(&mut line)? > 2 {
+        line.clear();
+    }
+    let mut parts = request.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, body, kind) = match (method, path) {
+        ("GET", "/metrics") | ("GET", "/") => {
+            scrapes.fetch_add(1, Ordering::SeqCst);
+            let body = state.lock().map(|s| s.render()).unwrap_or_default();
+            ("200 OK", body, "text/plain; version=0.0.4; charset=utf-8")
+        }
+        ("GET", _) => (
+            "404 Not Found",
+            "not found: try /metrics\n".into(),
+            "text/plain",
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "only GET /metrics\n".into(),
+            "text/plain",
+        ),
+    };
+    let mut conn = conn;
+    write!(
+        conn,
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    conn.flush()
+}
+
+struct MetricsObserver {
+    state: Arc<Mutex<State>>,
+    addr: SocketAddr,
+}
+
+impl Observer for MetricsObserver {
+    fn batch(&mut self, batch: &CropBatch, budget: Duration) {
+        let Ok(mut s) = self.state.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        s.budget = budget;
+        s.gaps.add(batch);
+        while s
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > Duration::from_secs(2))
+        {
+            s.recent.pop_front();
+        }
+        for f in &batch.frames {
+            s.recent.push_back(now);
+            let st = s.streams.entry(f.stream).or_default();
+            st.frames += 1;
+            st.objects += f.detections.len() as u64;
+            for (mark, name) in stages() {
+                if let Some(d) = f.times.stage(mark) {
+                    st.latency.entry(name).or_default().observe(secs(d));
+                }
+            }
+            if let Some(t) = f.times.total() {
+                st.latency.entry("end-to-end").or_default().observe(secs(t));
+                st.misses += u64::from(t > budget);
+            }
+        }
+    }
+
+    fn finish(&mut self, report: &mut Report) {
+        if let Ok(mut s) = self.state.lock() {
+            s.running = false;
+            s.budget = report.budget;
+            s.final_drops = Some(
+                report
+                    .streams
+                    .iter()
+                    .flat_map(|st| {
+                        st.dropped
+                            .iter()
+                            .map(move |(r, n)| (st.stream, r.clone(), *n))
+                    })
+                    .collect(),
+            );
+        }
+        report
+            .extra
+            .push(format!("metrics: http://{}/metrics", self.addr));
+    }
+}

@@ -1,0 +1,96 @@
+//! Observers: what a user sees of a run besides the JSONL output.
+//!
+//! ```text
+//! octopipe run pipelines/demo.pipe --set root=demo-data --set out=objects.jsonl \
+//!     --progress --plot latency.svg --annotate frames/ --mosaic crops.png \
+//!     --metrics-addr 127.0.0.1:9184 --energy --report json
+//! ```
+//!
+//! Each observer implements [`Observer`](crate::runner::Observer): the runner calls
+//! [`batch`](crate::runner::Observer::batch) on its collector thread for every finished batch and
+//! [`finish`](crate::runner::Observer::finish) once with the report. An observer must be quick (a
+//! slow one delays the sink, and so every frame after it); those that encode images do it on their
+//! own thread.
+//!
+//! | observer | what it gives |
+//! | --- | --- |
+//! | [`Progress`] | a live line (indicatif on a terminal, plain lines otherwise): fps, frames, objects, p99 against the budget, drops |
+//! | [`MetricsServer`] | a Prometheus endpoint: per-stage latency histograms, frames, drops, budget misses, fps |
+//! | [`LatencyPlot`] | an SVG or PNG plot: end-to-end latency per frame with the budget line, and the per-stage breakdown |
+//! | [`Annotator`] | the frames with boxes, labels and scores drawn: PNG files or an MP4 (x264) |
+//! | [`Mosaic`] | the tensors fed to the classifier, de-normalized back to pixels, in a labelled grid |
+//! | [`Energy`] | GPU energy per frame from NVML's total-energy counter (or why it is not available) |
+
+mod annotate;
+mod energy;
+mod metrics;
+mod plot;
+mod progress;
+
+pub use annotate::{draw_box, draw_text, text_width, AnnotateTarget, Annotator, Mosaic, GLYPH};
+pub use energy::Energy;
+pub use metrics::{MetricsServer, LATENCY_BUCKETS};
+pub use plot::LatencyPlot;
+pub use progress::{Progress, ProgressStyle};
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::batch::CropBatch;
+use crate::frame::Mark;
+
+/// Frames that went missing upstream, seen from the end of the pipeline: per stream, the gaps in
+/// frame numbers (`seq`) of the frames that arrived. Frames dropped by a live source or by the
+/// late-frame policy leave such gaps; drops after the last frame seen are not visible until the
+/// report.
+#[derive(Debug, Default, Clone)]
+pub struct GapCounter {
+    streams: HashMap<u32, (u64, u64)>,
+}
+
+impl GapCounter {
+    /// Account for the frames of `batch`.
+    pub fn add(&mut self, batch: &CropBatch) {
+        for f in &batch.frames {
+            let (next, seen) = self.streams.entry(f.stream).or_default();
+            *next = (*next).max(f.seq + 1);
+            *seen += 1;
+        }
+    }
+
+    /// Frames of `stream` not seen below the highest frame number seen.
+    pub fn missing(&self, stream: u32) -> u64 {
+        self.streams
+            .get(&stream)
+            .map(|(next, seen)| next.saturating_sub(*seen))
+            .unwrap_or(0)
+    }
+
+    /// All streams' missing frames.
+    pub fn total(&self) -> u64 {
+        self.streams.keys().map(|s| self.missing(*s)).sum()
+    }
+}
+
+/// Seconds as the plots and metrics print them.
+pub(crate) fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// Milliseconds.
+pub(crate) fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The stages in report order, with their names.
+pub(crate) fn stages() -> impl Iterator<Item = (Mark, &'static str)> {
+    Mark::ALL.into_iter().map(|m| (m, m.name()))
+}
+
+/// A class name for `id` from `labels` (`class{id}` when missing).
+pub(crate) fn label(labels: &[String], id: u32) -> String {
+    labels
+        .get(id as usize)
+        .cloned()
+        .unwrap_or_else(|| format!("class{id}"))
+}

@@ -1,0 +1,354 @@
+//! The latency plot: end-to-end latency of every frame over the run with the budget line (frames
+//! over budget marked), and under it the same frames' latency stacked by stage.
+//!
+//! ```text
+//! octopipe run pipelines/demo.pipe --set root=demo-data --set out=o.jsonl --plot latency.svg
+//! ```
+//!
+//! `.svg` files are drawn with plotters' SVG backend; `.png` files with a small raster backend of
+//! this module whose text uses the built-in 8x8 bitmap font (no system fonts needed).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use image::{Rgb, RgbImage};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters_backend::text_anchor::{HPos, VPos};
+use plotters_backend::{
+    BackendColor, BackendCoord, BackendTextStyle, DrawingErrorKind, FontTransform,
+};
+
+use super::{ms, stages};
+use crate::batch::CropBatch;
+use crate::budget::Report;
+use crate::runner::Observer;
+
+/// Fill colours of the stages in the stacked panel, in [`Mark::ALL`](crate::frame::Mark::ALL) order.
+const STAGE_COLORS: [RGBColor; 6] = [
+    RGBColor(0x4e, 0x79, 0xa7),
+    RGBColor(0xf2, 0x8e, 0x2b),
+    RGBColor(0x59, 0xa1, 0x4f),
+    RGBColor(0xe1, 0x57, 0x59),
+    RGBColor(0x76, 0xb7, 0xb2),
+    RGBColor(0xb0, 0x7a, 0xa1),
+];
+
+/// One processed frame: when it arrived (s since the first), its end-to-end and stage times (ms).
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    t: f64,
+    total: f64,
+    stages: [f64; 6],
+}
+
+/// Records every frame's timings and draws the plot when the run finishes.
+pub struct LatencyPlot {
+    path: PathBuf,
+    size: (u32, u32),
+    t0: Option<Instant>,
+    budget: Duration,
+    rows: Vec<Row>,
+}
+
+impl LatencyPlot {
+    /// Plot to `path` (`.svg` or `.png`), 1200x800 pixels.
+    pub fn new(path: &Path) -> Self {
+        LatencyPlot {
+            path: path.to_path_buf(),
+            size: (1200, 800),
+            t0: None,
+            budget: Duration::ZERO,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Frames recorded so far.
+    pub fn frames(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Draw the plot to the file now.
+    pub fn write(&mut self) -> Result<(), String> {
+        self.rows.sort_by(|a, b| a.t.total_cmp(&b.t));
+        let png = self
+            .path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+        if png {
+            let mut img = RgbImage::from_pixel(self.size.0, self.size.1, Rgb([255, 255, 255]));
+            draw(
+                RasterBackend { img: &mut img }.into_drawing_area(),
+                &self.rows,
+                ms(self.budget),
+            )?;
+            img.save(&self.path)
+                .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+        } else {
+            draw(
+                SVGBackend::new(&self.path, self.size).into_drawing_area(),
+                &self.rows,
+                ms(self.budget),
+            )
+        }
+    }
+}
+
+impl Observer for LatencyPlot {
+    fn batch(&mut self, batch: &CropBatch, budget: Duration) {
+        self.budget = budget;
+        for f in &batch.frames {
+            let Some(total) = f.times.total() else {
+                continue;
+            };
+            let t0 = *self.t0.get_or_insert(f.times.arrival);
+            let mut row = Row {
+                t: f.times.arrival.saturating_duration_since(t0).as_secs_f64(),
+                total: ms(total),
+                stages: [0.0; 6],
+            };
+            for (mark, _) in stages() {
+                row.stages[mark as usize] = f.times.stage(mark).map(ms).unwrap_or(0.0);
+            }
+            self.rows.push(row);
+        }
+    }
+
+    fn finish(&mut self, report: &mut Report) {
+        if self.budget.is_zero() {
+            self.budget = report.budget;
+        }
+        let line = match self.write() {
+            Ok(()) => format!(
+                "plot: latency of {} frames written to {}",
+                self.rows.len(),
+                self.path.display()
+            ),
+            Err(e) => format!("plot: cannot draw {}: {e}", self.path.display()),
+        };
+        report.extra.push(line);
+    }
+}
+
+/// Both panels on `root`.
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    rows: &[Row],
+    budget: f64,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let (_, h) = root.dim_in_pixel();
+    let (top, bottom) = root.split_vertically(h / 2);
+    let t_max = rows.last().map(|r| r.t).unwrap_or(0.0).max(1e-3) * 1.02;
+    let y_max = rows
+        .iter()
+        .map(|r| r.total)
+        .fold(budget, f64::max)
+        .max(1e-3)
+        * 1.15;
+    let misses = rows.iter().filter(|r| r.total > budget).count();
+
+    let mut chart = ChartBuilder::on(&top)
+        .caption(
+            format!(
+                "end-to-end latency per frame: {} frames, {} over the {:.1} ms budget",
+                rows.len(),
+                misses,
+                budget
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(34)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0f64..t_max, 0f64..y_max)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("frame arrival (s)")
+        .y_desc("latency (ms)")
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(err)?;
+    chart
+        .draw_series(LineSeries::new(
+            rows.iter().map(|r| (r.t, r.total)),
+            BLUE.stroke_width(1),
+        ))
+        .map_err(err)?
+        .label("end-to-end")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
+    chart
+        .draw_series(
+            rows.iter()
+                .filter(|r| r.total > budget)
+                .map(|r| Circle::new((r.t, r.total), 3, RED.filled())),
+        )
+        .map_err(err)?;
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(0.0, budget), (t_max, budget)],
+            8,
+            5,
+            RED.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label(format!("budget {budget:.1} ms"))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+
+    let stack_max = rows
+        .iter()
+        .map(|r| r.stages.iter().sum::<f64>())
+        .fold(budget, f64::max)
+        .max(1e-3)
+        * 1.15;
+    let mut chart = ChartBuilder::on(&bottom)
+        .caption(
+            "the same frames, stacked by stage (each stage: time since the previous mark)",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(34)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0f64..t_max, 0f64..stack_max)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("frame arrival (s)")
+        .y_desc("latency (ms)")
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(err)?;
+    // Top layer first, so that each lower cumulative area paints over the ones above it.
+    for (mark, name) in stages().collect::<Vec<_>>().into_iter().rev() {
+        let k = mark as usize;
+        let color = STAGE_COLORS[k];
+        chart
+            .draw_series(AreaSeries::new(
+                rows.iter()
+                    .map(|r| (r.t, r.stages[..=k].iter().sum::<f64>())),
+                0.0,
+                color.mix(0.9).filled(),
+            ))
+            .map_err(err)?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(0.0, budget), (t_max, budget)],
+            8,
+            5,
+            RED.stroke_width(2),
+        ))
+        .map_err(err)?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// A raster backend over an [`RgbImage`] with the built-in bitmap font for text.
+struct RasterBackend<'a> {
+    img: &'a mut RgbImage,
+}
+
+/// Font pixels per glyph pixel for a plotters font size.
+fn text_scale(size: f64) -> u32 {
+    if size >= 24.0 {
+        2
+    } else {
+        1
+    }
+}
+
+impl DrawingBackend for RasterBackend<'_> {
+    type ErrorType = std::io::Error;
+
+    fn get_size(&self) -> (u32, u32) {
+        self.img.dimensions()
+    }
+
+    fn ensure_prepared(&mut self) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        Ok(())
+    }
+
+    fn present(&mut self) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        Ok(())
+    }
+
+    fn draw_pixel(
+        &mut self,
+        (x, y): BackendCoord,
+        color: BackendColor,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        let (w, h) = self.img.dimensions();
+        if x < 0 || y < 0 || x >= w as i32 || y >= h as i32 || color.alpha <= 0.0 {
+            return Ok(());
+        }
+        let a = color.alpha.min(1.0);
+        let p = self.img.get_pixel_mut(x as u32, y as u32);
+        let src = [color.rgb.0, color.rgb.1, color.rgb.2];
+        for (d, s) in p.0.iter_mut().zip(src) {
+            *d = (*d as f64 * (1.0 - a) + s as f64 * a).round() as u8;
+        }
+        Ok(())
+    }
+
+    fn estimate_text_size<TStyle: BackendTextStyle>(
+        &self,
+        text: &str,
+        style: &TStyle,
+    ) -> Result<(u32, u32), DrawingErrorKind<Self::ErrorType>> {
+        let s = text_scale(style.size());
+        Ok((super::text_width(text, s), super::GLYPH * s))
+    }
+
+    fn draw_text<TStyle: BackendTextStyle>(
+        &mut self,
+        text: &str,
+        style: &TStyle,
+        pos: BackendCoord,
+    ) -> Result<(), DrawingErrorKind<Self::ErrorType>> {
+        let color = style.color();
+        let s = text_scale(style.size());
+        let (tw, th) = (super::text_width(text, s) as i32, (super::GLYPH * s) as i32);
+        let dx = match style.anchor().h_pos {
+            HPos::Left => 0,
+            HPos::Right => -tw,
+            HPos::Center => -tw / 2,
+        };
+        let dy = match style.anchor().v_pos {
+            VPos::Top => 0,
+            VPos::Center => -th / 2,
+            VPos::Bottom => -th,
+        };
+        // Render upright into a scratch image, then copy its set pixels with the rotation.
+        let mut glyphs = RgbImage::new(tw.max(1) as u32, th.max(1) as u32);
+        super::draw_text(&mut glyphs, 0, 0, text, [255, 255, 255], s, None);
+        let trans = style.transform();
+        for (gx, gy, p) in glyphs.enumerate_pixels() {
+            if p.0[0] == 0 {
+                continue;
+            }
+            let (x, y) = match trans {
+                FontTransform::None => (gx as i32 + dx, gy as i32 + dy),
+                _ => trans.transform(gx as i32 + dx, gy as i32 + dy),
+            };
+            self.draw_pixel((pos.0 + x, pos.1 + y), color)?;
+        }
+        Ok(())
+    }
+}
