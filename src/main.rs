@@ -354,15 +354,19 @@ fn inspect(stage: Option<&str>) -> Result<String> {
             };
             out += &format!("{} ({}): {}\n\n", s.name, s.role, s.doc);
             out += &format!(
-                "  {:<16} {:<28} {:<18} {}\n",
+                "  {:<16} {:<20} {:<26} {}\n",
                 "property", "type", "default", "description"
             );
             for p in s.props {
                 out += &format!(
-                    "  {:<16} {:<28} {:<18} {}\n",
+                    "  {:<16} {:<20} {:<26} {}\n",
                     p.name, p.kind, p.default, p.doc
                 );
             }
+            out += &format!(
+                "  {:<16} {:<20} {:<26} {}\n",
+                "name", "string", "-", "a name, for references: `NAME.` ends a branch feeding it"
+            );
         }
     }
     Ok(out)
