@@ -44,6 +44,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod batch;
 pub mod bench;
 pub mod budget;
