@@ -131,6 +131,26 @@ __device__ __forceinline__ u16 to_half(float v) {
     return h;
 }
 
+// Vector output stores: plain, or streaming (`st.global.cs`, evict-first: the output is written once
+// and read by nobody on the device before it leaves L2) when OCTOPUS_STCS is 1.
+#ifndef OCTOPUS_STCS
+#define OCTOPUS_STCS 1
+#endif
+__device__ __forceinline__ void st_vec(float4* p, float4 v) {
+#if OCTOPUS_STCS
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
+__device__ __forceinline__ void st_vec(uint2* p, uint2 v) {
+#if OCTOPUS_STCS
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
+
 // Store four consecutive output pixels q..q+3 of one row with 16-byte (f32) or 8-byte (f16) stores.
 // Needs q, out_offset and out_w * out_h divisible by 4.
 __device__ __forceinline__ void store_quad(const CropMeta& c, u32 q, const float rgb[4][3], const Norm& n,
@@ -143,16 +163,16 @@ __device__ __forceinline__ void store_quad(const CropMeta& c, u32 q, const float
 #pragma unroll
             for (int k = 0; k < 3; ++k) v[3 * j + k] = norm_channel(rgb[j], k, n);
         float4* o = reinterpret_cast<float4*>(out + base + (u64)q * 3);
-        o[0] = make_float4(v[0], v[1], v[2], v[3]);
-        o[1] = make_float4(v[4], v[5], v[6], v[7]);
-        o[2] = make_float4(v[8], v[9], v[10], v[11]);
+        st_vec(o, make_float4(v[0], v[1], v[2], v[3]));
+        st_vec(o + 1, make_float4(v[4], v[5], v[6], v[7]));
+        st_vec(o + 2, make_float4(v[8], v[9], v[10], v[11]));
     } else {
         const u32 plane = c.out_w * c.out_h;
 #pragma unroll
         for (int k = 0; k < 3; ++k) {
-            *reinterpret_cast<float4*>(out + base + (u64)k * plane + q) =
-                make_float4(norm_channel(rgb[0], k, n), norm_channel(rgb[1], k, n), norm_channel(rgb[2], k, n),
-                            norm_channel(rgb[3], k, n));
+            st_vec(reinterpret_cast<float4*>(out + base + (u64)k * plane + q),
+                   make_float4(norm_channel(rgb[0], k, n), norm_channel(rgb[1], k, n), norm_channel(rgb[2], k, n),
+                               norm_channel(rgb[3], k, n)));
         }
     }
 }
@@ -168,15 +188,15 @@ __device__ __forceinline__ void store_quad(const CropMeta& c, u32 q, const float
         uint2* o = reinterpret_cast<uint2*>(out + base + (u64)q * 3);
 #pragma unroll
         for (int i = 0; i < 3; ++i)
-            o[i] = make_uint2((u32)v[4 * i] | ((u32)v[4 * i + 1] << 16), (u32)v[4 * i + 2] | ((u32)v[4 * i + 3] << 16));
+            st_vec(o + i, make_uint2((u32)v[4 * i] | ((u32)v[4 * i + 1] << 16), (u32)v[4 * i + 2] | ((u32)v[4 * i + 3] << 16)));
     } else {
         const u32 plane = c.out_w * c.out_h;
 #pragma unroll
         for (int k = 0; k < 3; ++k) {
             u16 h0 = to_half(norm_channel(rgb[0], k, n)), h1 = to_half(norm_channel(rgb[1], k, n));
             u16 h2 = to_half(norm_channel(rgb[2], k, n)), h3 = to_half(norm_channel(rgb[3], k, n));
-            *reinterpret_cast<uint2*>(out + base + (u64)k * plane + q) =
-                make_uint2((u32)h0 | ((u32)h1 << 16), (u32)h2 | ((u32)h3 << 16));
+            st_vec(reinterpret_cast<uint2*>(out + base + (u64)k * plane + q),
+                   make_uint2((u32)h0 | ((u32)h1 << 16), (u32)h2 | ((u32)h3 << 16)));
         }
     }
 }

@@ -5,8 +5,10 @@
 #   scripts/device-run.sh stage            # copies stripped binaries + data into .device/
 #   (device) scripts/device-run.sh run     # with carry: [".device"]; logs go to $OUT
 #
-# Stages: gpu info, NVRTC compile check, GPU vs CPU parity tests, bench table, probe,
-# compute-sanitizer memcheck on a subset of the tests.
+# Stages: gpu info, NVRTC compile check, GPU vs CPU parity tests, probe, strategy C kernel variants
+# (one process per variant: kernel defines via OCTOPIPE_NVRTC_DEFINES, persistent grid via
+# OCTOPIPE_OCTOPUS_GRID_PER_SM), bench table, compute-sanitizer memcheck on a subset of the tests.
+# Skip a stage with PARITY=0, PROBE=0, VARIANTS=0, BENCH=0, SANITIZE=0.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-run}
@@ -29,19 +31,40 @@ stage() { echo; echo "=== $* ($(date -u +%FT%TZ))"; }
 {
 stage gpu; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
 stage nvrtc compile check; .device/kernels_compile --nocapture
-stage parity tests; time .device/cuda --nocapture --test-threads=1
-stage probe; time .device/cuda --ignored --nocapture --exact probe_table
+if [ "${PARITY:-1}" = 1 ]; then stage parity tests; time .device/cuda --nocapture --test-threads=1; fi
+if [ "${PROBE:-1}" = 1 ]; then stage probe; time .device/cuda --ignored --nocapture --exact probe_table; fi
+if [ "${VARIANTS:-1}" = 1 ]; then
+    stage strategy C variants
+    while IFS='|' read -r defs grid; do
+        OCTOPIPE_NVRTC_DEFINES="$defs" OCTOPIPE_OCTOPUS_GRID_PER_SM="$grid" \
+            .device/cuda --ignored --nocapture --exact octopus_variants 2>&1 | grep -E " \| |panicked|FAILED"
+    done <<'VARIANTS' | tee "$OUT/variants.txt"
+|
+-DOCTOPUS_STCS=0|
+-DOCTOPUS_PERSISTENT=1|4
+-DOCTOPUS_PERSISTENT=1 -DOCTOPUS_SEPARABLE=1 -DOCTOPUS_NOINLINE_PIXELS=1|4
+VARIANTS
+    if [ "${BEST:-0}" = 1 ]; then
+        # The fastest variant on crops1000 (tile 512 x 4) runs the bench and memcheck below.
+        best=$(grep "crops1000 | tile 512 x 4" "$OUT/variants.txt" | sort -t'|' -k5,5g | head -1)
+        export OCTOPIPE_NVRTC_DEFINES=$(echo "$best" | sed 's/.*defines \[\([^]]*\)\].*/\1/')
+        export OCTOPIPE_OCTOPUS_GRID_PER_SM=$(echo "$best" | sed 's/.*grid\/SM \([0-9]*\).*/\1/')
+        echo "best: $best"
+        echo "bench and memcheck with OCTOPIPE_NVRTC_DEFINES='$OCTOPIPE_NVRTC_DEFINES' OCTOPIPE_OCTOPUS_GRID_PER_SM=$OCTOPIPE_OCTOPUS_GRID_PER_SM"
+    fi
+fi
 if [ "${PROFILE:-0}" = 1 ] && command -v ncu >/dev/null; then
     stage ncu strategy C
     timeout 180 ncu --clock-control none --kernel-name regex:octopus --launch-count 2 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
         .device/cuda --ignored --exact profile_octopus 2>&1 | grep -v "^==PROF==" | tee "$OUT/ncu.txt" | tail -150
 fi
-stage bench; OCTOPIPE_CPU_SECONDS=${OCTOPIPE_CPU_SECONDS:-1} .device/cuda --ignored --nocapture --exact bench_table | tee "$OUT/bench.md"
+[ "${BENCH:-1}" = 1 ] && stage bench && OCTOPIPE_CPU_SECONDS=${OCTOPIPE_CPU_SECONDS:-1} .device/cuda --ignored --nocapture --exact bench_table | tee "$OUT/bench.md"
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     stage compute-sanitizer memcheck
-    timeout 240 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-        .device/cuda --test-threads=1 zero_crops boxes_larger parity_bt709 parity_random parity_area f16_output 2>&1 | tail -40
+    timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+        .device/cuda --test-threads=1 zero_crops boxes_larger parity_bt709 parity_random parity_area f16_output \
+        parity_octopus_separable submit_flush 2>&1 | tail -40
     echo "memcheck exit: $?"
 fi
 } 2>&1 | tee "$OUT/device.log"

@@ -165,7 +165,8 @@ pub trait Stage: Send + 'static {
     }
 }
 
-struct DetectStage(Detector);
+/// The detector, and where its end-of-run notes go.
+struct DetectStage(Detector, Tally);
 
 impl Stage for DetectStage {
     type In = Frame;
@@ -174,6 +175,11 @@ impl Stage for DetectStage {
     fn process(&mut self, mut frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
         self.0.attach(&mut frame)?;
         out.push(frame);
+        Ok(())
+    }
+    fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Error> {
+        let notes = self.0.end_notes();
+        self.1.with(|t| notes.into_iter().for_each(|n| t.add_line(n)));
         Ok(())
     }
 }
@@ -478,7 +484,7 @@ impl Pipeline {
                 spawn(
                     s,
                     "octopipe-boxes",
-                    DetectStage(detector),
+                    DetectStage(detector, tally.clone()),
                     rx0,
                     txb.clone(),
                     ctl,

@@ -157,7 +157,8 @@ fn unreadable_media_file() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
     if std::fs::read(&path).is_ok() {
-        common::skip("running as root: a mode 000 file is still readable");
+        // Not a missing prerequisite (CI runs as root too): nothing to test here.
+        eprintln!("SKIPPED: running as root: a mode 000 file is still readable");
         return;
     }
     fails_with(
@@ -231,7 +232,7 @@ fn a_truncated_mp4_keeps_the_frames_before_the_cut() {
     );
     let (frames_in, processed, dropped) = common::frame_accounting(&stderr);
     assert_eq!(frames_in, processed + dropped, "{stderr}");
-    assert!(processed >= 10 && processed < 60, "{stderr}");
+    assert!((10..60).contains(&processed), "{stderr}");
     assert_eq!(dropped, 0, "file input never drops: {stderr}");
     let frames = jsonl_frames(&out);
     assert_eq!(

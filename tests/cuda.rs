@@ -86,7 +86,7 @@ fn compare_strategies(batch: &CropBatch, config: &PreprocessConfig, reference: &
         .collect();
     let len = batch.tensor_len(3);
     let norm = Norm::from_config(config);
-    for mode in [UploadMode::Whole, UploadMode::Rows] {
+    for mode in [UploadMode::Whole, UploadMode::Rows, UploadMode::Rects] {
         for s in Strategy::ALL {
             e.upload_frames(&frames, &batch.crops, mode).unwrap();
             e.upload_meta(s, &batch.crops, &batch.blocks).unwrap();
@@ -236,6 +236,175 @@ fn parity_random_frames_every_format_layout_and_strategy() {
             let reference = batch.tensor.clone();
             compare_strategies(&batch, &config, &reference, &what);
         }
+    }
+}
+
+/// Strategy C version 7: the separable two-stage path (crops whose output rows are multiples of 4),
+/// its row chunks (large boxes whose rows do not fit the stages at once), the fallback paths (ragged
+/// outputs), persistent and one-block-per-entry grids, whole-frame and crop-rectangle uploads:
+/// bit-identical to the CPU backend.
+#[test]
+fn parity_octopus_separable_persistent_rects() {
+    if !gpu("parity_octopus_separable_persistent_rects") {
+        return;
+    }
+    let mut rng = Rng::new(2026);
+    for format in [
+        PixelFormat::I420,
+        PixelFormat::Nv12,
+        PixelFormat::Rgb,
+        PixelFormat::Bgra,
+    ] {
+        let mut batch = CropBatch::default();
+        let mut aligned = Vec::new();
+        let mut ragged = Vec::new();
+        for (fi, (w, h)) in [(1280u32, 720u32), (333, 251)].into_iter().enumerate() {
+            batch
+                .frames
+                .push(synthetic_frame(format, w, h, rng.next_u64()));
+            let fi = fi as u32;
+            let c = |x, y, bw, bh, ow, oh| CropMeta {
+                frame: fi,
+                x,
+                y,
+                w: bw,
+                h: bh,
+                out_w: ow,
+                out_h: oh,
+                out_offset: 0,
+            };
+            aligned.push(c(0, 0, w, h, 224, 224));
+            aligned.push(c(w - 1, h - 1, 1, 1, 64, 64));
+            aligned.push(c(0, h - 2, w, 2, 96, 32));
+            aligned.push(c(w / 3, 0, (w / 2).min(700), h, 64, 224));
+            for i in 0..36 {
+                let cap = [48u64, 300, w as u64][i % 3];
+                let bw = 1 + rng.below(cap.min(w as u64)) as u32;
+                let bh = 1 + rng.below(cap.min(h as u64)) as u32;
+                let x = rng.below((w - bw + 1) as u64) as u32;
+                let y = rng.below((h - bh + 1) as u64) as u32;
+                let (ow, oh) = [(224, 224), (64, 64), (96, 32), (8, 4), (128, 60)][i % 5];
+                aligned.push(c(x, y, bw, bh, ow, oh));
+            }
+            ragged.push(c(3, 2, 50, 40, 31, 17));
+            ragged.push(c(0, 0, w, h, 99, 45));
+        }
+        aligned.extend(ragged);
+        finish(&mut batch, aligned);
+        for (config, name) in configs() {
+            let mut cpu = CpuBackend::new(config.clone()).unwrap();
+            cpu.run(&mut batch).unwrap();
+            let reference = batch.tensor.clone();
+            let mut e = cuda::Engine::new(0).unwrap();
+            let frames: Vec<HostFrame<'_>> = batch
+                .frames
+                .iter()
+                .map(|f| HostFrame {
+                    layout: f.layout,
+                    colorimetry: f.colorimetry,
+                    data: f.data().unwrap(),
+                })
+                .collect();
+            let len = batch.tensor_len(3);
+            let norm = Norm::from_config(&config);
+            let sms = e.multiprocessors();
+            for mode in [UploadMode::Whole, UploadMode::Rects] {
+                for (tile, per) in [(256u32, 4u32), (512, 1), (256, 8), (128, 2)] {
+                    for grid in [0, 2 * sms, 3] {
+                        if !e.set_octopus_grid(grid) {
+                            continue; // kernels built without -DOCTOPUS_PERSISTENT=1
+                        }
+                        let mut b = CropBatch::default();
+                        b.crops = batch.crops.clone();
+                        b.build_blocks(tile, per);
+                        e.upload_frames(&frames, &b.crops, mode).unwrap();
+                        e.upload_meta(Strategy::Octopus, &b.crops, &b.blocks)
+                            .unwrap();
+                        e.poison_output(OutType::F32, len, f32::NAN.to_bits())
+                            .unwrap();
+                        e.launch(
+                            Strategy::Octopus,
+                            OutType::F32,
+                            norm,
+                            &b.crops,
+                            b.blocks.len(),
+                            tile,
+                            cuda::octopus_threads(tile, per),
+                            len,
+                        )
+                        .unwrap();
+                        let mut out = vec![0f32; len];
+                        e.download_f32(&mut out).unwrap();
+                        let what =
+                            format!("{format} {name} {mode:?} tile {tile}x{per} grid {grid}");
+                        assert!(
+                            out.iter().all(|v| v.is_finite()),
+                            "{what}: elements not written"
+                        );
+                        let d = max_diff_255(&out, &reference, &config);
+                        assert!(d == 0.0, "{what}: max difference {d}");
+                    }
+                }
+            }
+            eprintln!("{format} {name}: C v7 paths bit-identical to the CPU backend");
+        }
+    }
+}
+
+/// `CudaBackend::submit` / `flush`: batches come back one call late, in order, each with its own
+/// tensor (f32 and f16), equal to `run`'s.
+#[test]
+fn submit_flush_two_in_flight() {
+    if !gpu("submit_flush_two_in_flight") {
+        return;
+    }
+    let mut rng = Rng::new(5);
+    for dtype in [DType::F32, DType::F16] {
+        let config = PreprocessConfig {
+            dtype,
+            ..PreprocessConfig::default()
+        };
+        let formats = [
+            PixelFormat::I420,
+            PixelFormat::Nv12,
+            PixelFormat::Rgb,
+            PixelFormat::I420,
+            PixelFormat::Bgra,
+        ];
+        let mut expected = Vec::new();
+        let mut batches = Vec::new();
+        let mut run = CudaBackend::new(config.clone()).unwrap();
+        for f in formats {
+            let mut b = random_batch(f, &mut rng);
+            run.run(&mut b).unwrap();
+            expected.push((b.tensor.clone(), b.tensor_f16.clone()));
+            b.tensor.clear();
+            b.tensor_f16.clear();
+            batches.push(b);
+        }
+        let mut backend = CudaBackend::new(config.clone()).unwrap();
+        let mut got = Vec::new();
+        for (i, b) in batches.into_iter().enumerate() {
+            // Pageable copy back for the first batches, then through the pinned buffers.
+            backend.pinned_output = i >= 2;
+            let back = backend.submit(b).unwrap();
+            assert_eq!(back.is_some(), i > 0, "one call late");
+            got.extend(back);
+        }
+        got.extend(backend.flush().unwrap());
+        assert!(backend.flush().unwrap().is_none());
+        assert_eq!(got.len(), expected.len());
+        for (i, (b, (t32, t16))) in got.iter().zip(&expected).enumerate() {
+            assert!(
+                b.tensor == *t32,
+                "{dtype:?} batch {i}: f32 tensor differs from run()"
+            );
+            assert!(
+                b.tensor_f16 == *t16,
+                "{dtype:?} batch {i}: f16 tensor differs from run()"
+            );
+        }
+        eprintln!("submit/flush {dtype:?}: 5 batches back in order, equal to run()");
     }
 }
 
@@ -662,5 +831,136 @@ fn profile_octopus() {
         )
         .unwrap();
         e.stream().synchronize().unwrap();
+    }
+}
+
+/// Strategy C kernel variants on drone28 and crops1000 (224x224 f32 NCHW): parity with the CPU
+/// backend and the queued kernel time per tile setting, against the device copy and write rates of
+/// the same process. Variants come from the environment: `OCTOPIPE_NVRTC_DEFINES` (kernel
+/// defines, e.g. `-DOCTOPUS_SEPARABLE=0 -DOCTOPUS_STCS=1`) and `OCTOPIPE_OCTOPUS_GRID_PER_SM`.
+/// `scripts/device-run.sh variants` runs it once per variant.
+#[test]
+#[ignore = "benchmark: run explicitly"]
+fn octopus_variants() {
+    use cudarc::driver::sys::CUevent_flags;
+    use cudarc::driver::CudaSlice;
+    if !gpu("octopus_variants") {
+        return;
+    }
+    let label = format!(
+        "defines [{}] grid/SM {}",
+        std::env::var("OCTOPIPE_NVRTC_DEFINES").unwrap_or_default(),
+        std::env::var("OCTOPIPE_OCTOPUS_GRID_PER_SM").unwrap_or_else(|_| "default".into())
+    );
+    let opts = bench::PreprocessBenchOptions {
+        data_dir: Some(data_dir()),
+        ..Default::default()
+    };
+    let config = bench::bench_config(&opts);
+    let mut e = cuda::Engine::new(0).unwrap();
+    let ctx = e.context().clone();
+    let ev = || {
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .unwrap()
+    };
+    let (a, b) = (ev(), ev());
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|x, y| x.total_cmp(y));
+        v[v.len() / 2]
+    };
+    // Copy (read + write) and memset (write) rates, 256 MiB.
+    let n = 256usize << 20;
+    let src: CudaSlice<u8> = e.stream().alloc_zeros(n).unwrap();
+    let mut dst: CudaSlice<u8> = e.stream().alloc_zeros(n).unwrap();
+    let mut tc = Vec::new();
+    let mut tw = Vec::new();
+    for i in 0..21 {
+        a.record(e.stream()).unwrap();
+        e.stream().memcpy_dtod(&src, &mut dst).unwrap();
+        b.record(e.stream()).unwrap();
+        let c = a.elapsed_ms(&b).unwrap() as f64;
+        a.record(e.stream()).unwrap();
+        e.stream().memset_zeros(&mut dst).unwrap();
+        b.record(e.stream()).unwrap();
+        let w = a.elapsed_ms(&b).unwrap() as f64;
+        if i > 0 {
+            tc.push(c);
+            tw.push(w);
+        }
+    }
+    let copy = 2.0 * n as f64 / (median(tc) * 1e-3) / 1e9;
+    let write = n as f64 / (median(tw) * 1e-3) / 1e9;
+    drop((src, dst));
+    println!(
+        "{} | {label} | copy {copy:.0} GB/s (r+w), memset {write:.0} GB/s",
+        e.device_name()
+    );
+    for w in [bench::Workload::Drone28, bench::Workload::Crops1000] {
+        let mut p = bench::prepare(w, &opts);
+        let mut cpu = CpuBackend::new(config.clone()).unwrap();
+        cpu.run(&mut p.batch).unwrap();
+        let reference = p.batch.tensor.clone();
+        let frames: Vec<HostFrame<'_>> = p
+            .batch
+            .frames
+            .iter()
+            .map(|f| HostFrame {
+                layout: f.layout,
+                colorimetry: f.colorimetry,
+                data: f.data().unwrap(),
+            })
+            .collect();
+        let len = p.batch.tensor_len(3);
+        let norm = Norm::from_config(&config);
+        e.upload_frames(&frames, &p.batch.crops, UploadMode::Whole)
+            .unwrap();
+        for (tile, per) in [(512u32, 1u32), (256, 2), (256, 4), (512, 4), (256, 8)] {
+            p.batch.build_blocks(tile, per);
+            let nb = p.batch.blocks.len();
+            let threads = cuda::octopus_threads(tile, per);
+            e.upload_meta(Strategy::Octopus, &p.batch.crops, &p.batch.blocks)
+                .unwrap();
+            e.poison_output(OutType::F32, len, f32::NAN.to_bits())
+                .unwrap();
+            let crops = p.batch.crops.clone();
+            let go = |e: &mut cuda::Engine| {
+                e.launch(
+                    Strategy::Octopus,
+                    OutType::F32,
+                    norm,
+                    &crops,
+                    nb,
+                    tile,
+                    threads,
+                    len,
+                )
+                .unwrap()
+            };
+            go(&mut e);
+            let mut out = vec![0f32; len];
+            e.download_f32(&mut out).unwrap();
+            let unwritten = out.iter().filter(|v| !v.is_finite()).count();
+            let d = max_diff_255(&out, &reference, &config);
+            let mut t = Vec::new();
+            for _ in 0..30 {
+                a.record(e.stream()).unwrap();
+                for _ in 0..10 {
+                    go(&mut e);
+                }
+                b.record(e.stream()).unwrap();
+                t.push(a.elapsed_ms(&b).unwrap() as f64 / 10.0);
+            }
+            let ms = median(t);
+            let gbps = (len * 4) as f64 / (ms * 1e-3) / 1e9;
+            println!(
+                "{} | {label} | {:>9} | tile {tile:>3} x {per} ({nb} blocks) | {ms:.4} ms | {gbps:.0} GB/s written | {:.0}% of copy | {:.0}% of memset | diff {d:.4} | unwritten {unwritten}",
+                e.device_name(),
+                w.name(),
+                100.0 * gbps / copy,
+                100.0 * gbps / write
+            );
+            assert_eq!(unwritten, 0);
+            assert!(d == 0.0, "{label} {} tile {tile}x{per}: diff {d}", w.name());
+        }
     }
 }

@@ -24,18 +24,20 @@ pub struct Budget {
     budget: Duration,
     start: Instant,
     end: Option<Instant>,
-    stages: BTreeMap<Mark, Vec<Duration>>,
+    stages: BTreeMap<Mark, Series>,
     streams: BTreeMap<u32, StreamAcc>,
     objects: u64,
     skipped: BTreeMap<String, u64>,
     actions: BTreeMap<String, u64>,
+    lines: Vec<String>,
 }
 
 #[derive(Debug, Default)]
 struct StreamAcc {
     source: String,
     frames_in: u64,
-    total: Vec<Duration>,
+    total: Series,
+    over_budget: u64,
     dropped: BTreeMap<String, u64>,
 }
 
@@ -51,6 +53,7 @@ impl Budget {
             objects: 0,
             skipped: BTreeMap::new(),
             actions: BTreeMap::new(),
+            lines: Vec::new(),
         }
     }
 
@@ -86,6 +89,11 @@ impl Budget {
         }
     }
 
+    /// Add a line to the report.
+    pub fn add_line(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
     /// Count something a policy did (e.g. `late frames processed`).
     pub fn note(&mut self, action: &str, n: u64) {
         *self.actions.entry(action.to_string()).or_default() += n;
@@ -99,7 +107,9 @@ impl Budget {
             }
         }
         if let Some(t) = frame.times.total() {
-            self.streams.entry(frame.stream).or_default().total.push(t);
+            let s = self.streams.entry(frame.stream).or_default();
+            s.total.push(t);
+            s.over_budget += u64::from(t > self.budget);
         }
         self.objects += frame.detections.len() as u64;
         for (reason, n) in &frame.skipped {
@@ -109,7 +119,7 @@ impl Budget {
 
     /// Frames recorded so far.
     pub fn processed(&self) -> u64 {
-        self.streams.values().map(|s| s.total.len() as u64).sum()
+        self.streams.values().map(|s| s.total.count()).sum()
     }
 
     /// Stop the clock and summarise.
@@ -117,27 +127,26 @@ impl Budget {
         let end = *self.end.get_or_insert_with(Instant::now);
         let wall = end.saturating_duration_since(self.start);
         let budget = self.budget;
-        let mut all = Vec::new();
+        let mut all = Series::default();
         let mut streams = Vec::new();
         for (id, s) in &mut self.streams {
-            let accounted = s.total.len() as u64 + s.dropped.values().sum::<u64>();
+            let accounted = s.total.count() + s.dropped.values().sum::<u64>();
             if s.frames_in > accounted {
                 // Frames in flight when a stage failed: say so rather than lose them silently.
-                *s.dropped.entry("in flight at shutdown".into()).or_default() +=
-                    s.frames_in - accounted;
+                *s.dropped.entry("in flight at shutdown".into()).or_default() += s.frames_in - accounted;
             }
-            all.extend_from_slice(&s.total);
+            all.merge(&s.total);
             streams.push(StreamReport {
                 stream: *id,
                 source: s.source.clone(),
                 frames_in: s.frames_in,
-                processed: s.total.len() as u64,
+                processed: s.total.count(),
                 dropped: s.dropped.clone().into_iter().collect(),
-                over_budget: s.total.iter().filter(|t| **t > budget).count() as u64,
-                total: Stats::of(&mut s.total),
+                over_budget: s.over_budget,
+                total: s.total.stats(),
             });
         }
-        let over_budget = all.iter().filter(|t| **t > budget).count() as u64;
+        let over_budget = streams.iter().map(|s| s.over_budget).sum();
         let mut dropped: BTreeMap<String, u64> = BTreeMap::new();
         for s in &streams {
             for (r, n) in &s.dropped {
@@ -148,20 +157,133 @@ impl Budget {
             budget,
             wall,
             frames_in: streams.iter().map(|s| s.frames_in).sum(),
-            processed: all.len() as u64,
+            processed: all.count(),
             dropped: dropped.into_iter().collect(),
             over_budget,
             stages: self
                 .stages
                 .iter_mut()
-                .map(|(m, v)| (m.name(), Stats::of(v)))
+                .map(|(m, v)| (m.name(), v.stats()))
                 .collect(),
-            total: Stats::of(&mut all),
+            total: all.stats(),
             objects: self.objects,
             skipped: self.skipped.clone().into_iter().collect(),
             actions: self.actions.clone().into_iter().collect(),
             streams,
-            extra: Vec::new(),
+            extra: self.lines.clone(),
+        }
+    }
+}
+
+/// Durations kept exactly up to [`Series::EXACT`] samples, then in a log histogram (128 buckets
+/// per octave: percentiles within 0.8%), so a run of any length holds bounded memory.
+#[derive(Debug, Clone, Default)]
+pub struct Series {
+    exact: Vec<Duration>,
+    /// Counts per bucket once the exact samples were folded in.
+    hist: Vec<u64>,
+    count: u64,
+    max: Duration,
+}
+
+impl Series {
+    /// Samples kept exactly.
+    pub const EXACT: usize = 10_000;
+    const SUB: u32 = 7;
+
+    fn bucket(ns: u64) -> usize {
+        let ns = ns.max(1);
+        let octave = 63 - ns.leading_zeros();
+        let mask = (1u64 << Self::SUB) - 1;
+        let sub = if octave >= Self::SUB {
+            (ns >> (octave - Self::SUB)) & mask
+        } else {
+            (ns << (Self::SUB - octave)) & mask
+        };
+        ((octave as usize) << Self::SUB) | sub as usize
+    }
+
+    /// The smallest duration of bucket `b`.
+    fn floor(b: usize) -> Duration {
+        let octave = (b >> Self::SUB) as u32;
+        let mantissa = (1u64 << Self::SUB) | (b as u64 & ((1 << Self::SUB) - 1));
+        let ns = if octave >= Self::SUB {
+            mantissa << (octave - Self::SUB)
+        } else {
+            mantissa >> (Self::SUB - octave)
+        };
+        Duration::from_nanos(ns)
+    }
+
+    fn fold(&mut self, d: Duration) {
+        let b = Self::bucket(d.as_nanos().min(u64::MAX as u128) as u64);
+        if self.hist.len() <= b {
+            self.hist.resize(b + 1, 0);
+        }
+        self.hist[b] += 1;
+    }
+
+    /// Add a sample.
+    pub fn push(&mut self, d: Duration) {
+        self.count += 1;
+        self.max = self.max.max(d);
+        if self.hist.is_empty() && self.exact.len() < Self::EXACT {
+            self.exact.push(d);
+            return;
+        }
+        for e in std::mem::take(&mut self.exact) {
+            self.fold(e);
+        }
+        self.fold(d);
+    }
+
+    /// Add every sample of `other`.
+    pub fn merge(&mut self, other: &Series) {
+        for d in &other.exact {
+            self.push(*d);
+        }
+        if !other.hist.is_empty() {
+            for e in std::mem::take(&mut self.exact) {
+                self.fold(e);
+            }
+            if self.hist.len() < other.hist.len() {
+                self.hist.resize(other.hist.len(), 0);
+            }
+            for (a, b) in self.hist.iter_mut().zip(&other.hist) {
+                *a += b;
+            }
+            self.count += other.hist.iter().sum::<u64>();
+            self.max = self.max.max(other.max);
+        }
+    }
+
+    /// Samples added.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Percentiles: exact while the samples are kept, else to the histogram's precision.
+    pub fn stats(&self) -> Stats {
+        if self.hist.is_empty() {
+            return Stats::of(&mut self.exact.clone());
+        }
+        let rank = |p: f64| {
+            let want = ((p * self.count as f64).ceil() as u64).clamp(1, self.count);
+            let mut seen = 0;
+            for (b, n) in self.hist.iter().enumerate() {
+                seen += n;
+                if seen >= want {
+                    return Self::floor(b).min(self.max);
+                }
+            }
+            self.max
+        };
+        Stats {
+            count: self.count as usize,
+            p50: rank(0.50),
+            p95: rank(0.95),
+            p99: rank(0.99),
+            max: self.max,
         }
     }
 }
@@ -448,6 +570,28 @@ mod tests {
         assert_eq!(s.p99, Duration::from_millis(99));
         assert_eq!(s.max, Duration::from_millis(100));
         assert_eq!(Stats::of(&mut []).count, 0);
+    }
+
+    #[test]
+    fn long_series_keep_bounded_memory_and_close_percentiles() {
+        let mut s = Series::default();
+        for i in 1..=100_000u64 {
+            s.push(Duration::from_micros(i));
+        }
+        assert!(s.exact.is_empty() && s.hist.len() < 4096, "{}", s.hist.len());
+        let st = s.stats();
+        assert_eq!((st.count, st.max), (100_000, Duration::from_micros(100_000)));
+        for (got, want) in [(st.p50, 50_000.0), (st.p95, 95_000.0), (st.p99, 99_000.0)] {
+            let got = got.as_secs_f64() * 1e6;
+            assert!((got - want).abs() / want < 0.01, "{got} vs {want}");
+        }
+        let mut short = Series::default();
+        (1..=100).for_each(|i| short.push(Duration::from_millis(i)));
+        let mut merged = Series::default();
+        merged.merge(&short);
+        merged.merge(&s);
+        assert_eq!(merged.count(), 100_100);
+        assert_eq!(short.stats().p50, Duration::from_millis(50), "exact while small");
     }
 
     #[test]

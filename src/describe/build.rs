@@ -467,6 +467,9 @@ fn source_config(p: &Props) -> Result<SourceConfig, DescribeError> {
     })? {
         cfg.framerate = fps;
     }
+    if let Some(n) = p.parse("loop", "a count of at least 1", |s| s.parse::<u32>().ok().filter(|n| *n >= 1))? {
+        cfg.loops = n;
+    }
     cfg.live = p.parse("live", "true or false", boolean)?.unwrap_or(false);
     Ok(cfg)
 }
@@ -517,6 +520,13 @@ fn detect_config(p: &Props) -> Result<DetectConfig, DescribeError> {
     )? {
         cfg.skip_categories = v;
     }
+    cfg.skip_bad_lines = p
+        .parse("bad-lines", "error or skip", |s| match s {
+            "error" => Some(false),
+            "skip" => Some(true),
+            _ => None,
+        })?
+        .unwrap_or(false);
     Ok(cfg)
 }
 

@@ -67,6 +67,12 @@ pub const STAGES: &[StageSpec] = &[
                 "a folder of .jpg/.jpeg/.png files, or a glob such as dir/*.jpg",
             ),
             FRAMERATE,
+            p(
+                "loop",
+                "int",
+                "1",
+                "play the images this many times (pts and frame numbers go on)",
+            ),
             LIVE,
         ],
     },
@@ -124,6 +130,12 @@ pub const STAGES: &[StageSpec] = &[
                 "bool",
                 "false",
                 "also classify ignored regions (category 0 or score 0)",
+            ),
+            p(
+                "bad-lines",
+                "error|skip",
+                "error",
+                "a malformed annotation line fails the run (file:line), or is skipped and counted",
             ),
             p(
                 "skip-categories",

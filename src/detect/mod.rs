@@ -219,6 +219,32 @@ impl Detector {
         v
     }
 
+    /// Report lines at the end of a run: annotations for frames the stream did not have, and the
+    /// first malformed line skipped.
+    pub fn end_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        let mot = self.unused();
+        if let (Some(first), Some(last), BoxSource::Mot { location }) = (mot.first(), mot.last(), &self.config.source) {
+            notes.push(format!(
+                "boxes: {} frame indices of {} have no frame in the stream ({first}..={last})",
+                mot.len(),
+                location.display()
+            ));
+        }
+        let det = self.unused_det_files();
+        if let Some(first) = det.first() {
+            notes.push(format!(
+                "boxes: {} annotation files matched no image (first: {})",
+                det.len(),
+                first.display()
+            ));
+        }
+        if let Some(line) = self.first_bad_line() {
+            notes.push(format!("boxes: malformed lines skipped, the first: {line}"));
+        }
+        notes
+    }
+
     /// The first malformed line skipped (with `skip_bad_lines`), as `file:line: what is wrong`.
     pub fn first_bad_line(&self) -> Option<&str> {
         self.first_bad_line.as_deref()

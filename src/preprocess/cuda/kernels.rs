@@ -251,6 +251,18 @@ fn extra_defines() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The value of `-DNAME=VALUE` (or `"1"` for `-DNAME`) in `$OCTOPIPE_NVRTC_DEFINES`, if given.
+pub fn nvrtc_define(name: &str) -> Option<String> {
+    extra_defines().iter().find_map(|d| {
+        let d = d.strip_prefix("-D")?;
+        match d.split_once('=') {
+            Some((n, v)) if n == name => Some(v.to_string()),
+            None if d == name => Some("1".into()),
+            _ => None,
+        }
+    })
+}
+
 fn disk_cache_path(module: Module, arch: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("OCTOPIPE_KERNEL_CACHE")
         .map(PathBuf::from)

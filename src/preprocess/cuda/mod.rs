@@ -128,6 +128,10 @@ pub enum UploadMode {
     Whole,
     /// Only the row ranges the frame's crops touch (chroma rows too), one copy per range and plane.
     Rows,
+    /// Only each crop's own rectangle (per plane; chroma widened by one sample for the bilinear
+    /// chroma taps), gathered on the host into one pinned staging buffer and uploaded with one
+    /// copy; each crop gets its own frame descriptor pointing at its rectangle.
+    Rects,
 }
 
 /// One frame to upload: its geometry, colorimetry and host bytes (pinned or pageable).
@@ -227,7 +231,25 @@ pub struct Engine {
     pad_dims: (u32, u32, u32),
     /// Byte counts of the last upload.
     pub stats: TransferStats,
+    /// Most CUDA blocks of a strategy C launch; 0: one CUDA block per `BlockMeta` entry. Only
+    /// with kernels built with `-DOCTOPUS_PERSISTENT=1` (in `$OCTOPIPE_NVRTC_DEFINES`), which loop
+    /// over the block list with stride gridDim.x; then [`OCTOPUS_GRID_PER_SM`] per multiprocessor,
+    /// or `$OCTOPIPE_OCTOPUS_GRID_PER_SM`. See [`Self::set_octopus_grid`].
+    octopus_grid: u32,
+    persistent: bool,
+    sms: u32,
+    /// (width, height) of each frame of the last upload.
+    dims: Vec<(u32, u32)>,
+    /// [`UploadMode::Rects`]: the crops with `frame` = the crop's own index (one descriptor each).
+    rect_crops: Vec<CropMeta>,
+    remap: bool,
+    rect_host: Option<PinnedHostSlice<u8>>,
+    rect_done: Option<CudaEvent>,
 }
+
+/// CUDA blocks per multiprocessor of a persistent strategy C launch (kernels built with
+/// `-DOCTOPUS_PERSISTENT=1`; the default build launches one CUDA block per `BlockMeta` entry).
+pub const OCTOPUS_GRID_PER_SM: u32 = 4;
 
 impl Engine {
     /// Open GPU `ordinal` and compile (or take from the cache) every kernel module for its
@@ -238,6 +260,16 @@ impl Engine {
         let (major, minor) = ctx.compute_capability()?;
         let arch = format!("compute_{major}{minor}");
         let stream = ctx.new_stream()?;
+        let sms = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )?
+            .max(1) as u32;
+        let per_sm = std::env::var("OCTOPIPE_OCTOPUS_GRID_PER_SM")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(OCTOPUS_GRID_PER_SM);
+        let persistent = kernels::nvrtc_define("OCTOPUS_PERSISTENT").is_some_and(|v| v == "1");
         let mut modules = HashMap::new();
         for m in Module::ALL {
             let ptx = kernels::cached_ptx(m, &arch)?;
@@ -265,6 +297,14 @@ impl Engine {
             pad: None,
             pad_dims: (0, 0, 0),
             stats: TransferStats::default(),
+            octopus_grid: if persistent { sms * per_sm } else { 0 },
+            persistent,
+            sms,
+            dims: Vec::new(),
+            rect_crops: Vec::new(),
+            remap: false,
+            rect_host: None,
+            rect_done: None,
         })
     }
 
@@ -281,6 +321,23 @@ impl Engine {
     /// The virtual architecture the kernels were compiled for (`compute_90`).
     pub fn arch(&self) -> &str {
         &self.arch
+    }
+
+    /// Launch strategy C on at most `grid` CUDA blocks (0: one per `BlockMeta` entry). Returns
+    /// false, and leaves one block per entry, unless the kernels loop over the block list
+    /// (`-DOCTOPUS_PERSISTENT=1`).
+    pub fn set_octopus_grid(&mut self, grid: u32) -> bool {
+        if self.persistent || grid == 0 {
+            self.octopus_grid = grid;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Multiprocessors of the GPU.
+    pub fn multiprocessors(&self) -> u32 {
+        self.sms
     }
 
     /// The GPU's name.
@@ -316,6 +373,8 @@ impl Engine {
         mode: UploadMode,
     ) -> Result<TransferStats, CudaError> {
         self.descs.clear();
+        self.dims.clear();
+        self.remap = false;
         self.kind = None;
         let mut total = 0usize;
         let mut bases = std::mem::take(&mut self.bases);
@@ -338,7 +397,36 @@ impl Engine {
             bases.push(total);
             self.descs
                 .push(FrameDesc::new(&f.layout, &f.colorimetry, total as u64));
+            self.dims.push((f.layout.width, f.layout.height));
             total = (total + f.layout.size()).next_multiple_of(256);
+        }
+        let rects = match mode {
+            UploadMode::Rects => true,
+            UploadMode::Whole | UploadMode::Rows => false,
+            // The host gather costs about what the copy saves per byte: only when far fewer.
+            UploadMode::Auto => {
+                let frame_bytes: usize = frames.iter().map(|f| f.layout.size()).sum();
+                let fits = |c: &CropMeta| {
+                    frames.get(c.frame as usize).is_some_and(|f| {
+                        c.w > 0
+                            && c.h > 0
+                            && c.x.saturating_add(c.w) <= f.layout.width
+                            && c.y.saturating_add(c.h) <= f.layout.height
+                    })
+                };
+                // A crop outside its frame: upload whole frames and let `launch` report it.
+                crops.iter().all(fits)
+                    && crops
+                        .iter()
+                        .map(|c| rect_bytes(&frames[c.frame as usize].layout, c))
+                        .sum::<usize>()
+                        * 4
+                        < frame_bytes
+            }
+        };
+        if rects {
+            self.bases = bases;
+            return self.upload_rects(frames, crops);
         }
         grow(&self.stream, &mut self.arena, total)?;
         let arena = self.arena.as_mut().expect("grown above");
@@ -355,7 +443,7 @@ impl Engine {
             );
             let row_bytes: usize = self.rows.iter().map(|r| r.1 - r.0).sum();
             let use_rows = match mode {
-                UploadMode::Whole => false,
+                UploadMode::Whole | UploadMode::Rects => false,
                 UploadMode::Rows => true,
                 UploadMode::Auto => row_bytes * 2 < size,
             };
@@ -379,6 +467,81 @@ impl Engine {
         Ok(stats)
     }
 
+    /// [`UploadMode::Rects`]: gather every crop's rectangles into the pinned staging buffer, one
+    /// copy to the arena, one descriptor per crop (plane offsets shifted so that the kernels'
+    /// absolute frame coordinates land in the rectangle).
+    fn upload_rects(
+        &mut self,
+        frames: &[HostFrame<'_>],
+        crops: &[CropMeta],
+    ) -> Result<TransferStats, CudaError> {
+        let mut total = 0usize;
+        for c in crops {
+            let f = frames.get(c.frame as usize).ok_or_else(|| {
+                CudaError::Invalid(format!("crop names frame {} of {}", c.frame, frames.len()))
+            })?;
+            if c.w == 0
+                || c.h == 0
+                || c.x.saturating_add(c.w) > f.layout.width
+                || c.y.saturating_add(c.h) > f.layout.height
+            {
+                return Err(CudaError::Invalid("crop does not fit its frame".into()));
+            }
+            total += rect_bytes(&f.layout, c).next_multiple_of(16);
+        }
+        let total = total.max(16);
+        if let Some(done) = &self.rect_done {
+            // The copy that last read the staging buffer must be finished before it is rewritten.
+            done.synchronize()?;
+        }
+        grow_pinned(&self.ctx, &mut self.rect_host, total)?;
+        grow(&self.stream, &mut self.arena, total)?;
+        let host = self.rect_host.as_mut().expect("grown").as_mut_slice()?;
+        self.descs.clear();
+        self.rect_crops.clear();
+        let mut off = 0usize;
+        for (i, c) in crops.iter().enumerate() {
+            let f = &frames[c.frame as usize];
+            let mut d = FrameDesc::new(&f.layout, &f.colorimetry, 0);
+            for (plane, xb, rb, y0, rows) in crop_rects(&f.layout, c).into_iter().flatten() {
+                let (po, ps) = (f.layout.offsets[plane], f.layout.strides[plane]);
+                for r in 0..rows {
+                    let src = po + (y0 + r) * ps + xb;
+                    host[off + r * rb..off + (r + 1) * rb].copy_from_slice(&f.data[src..src + rb]);
+                }
+                // Row y, byte x of the plane lies at off + (y - y0) * rb + (x - xb).
+                d.plane[plane] = (off as u64).wrapping_sub((y0 * rb + xb) as u64);
+                d.stride[plane] = rb as u32;
+                off += rb * rows;
+            }
+            off = off.next_multiple_of(16);
+            self.descs.push(d);
+            self.rect_crops.push(CropMeta {
+                frame: i as u32,
+                ..*c
+            });
+        }
+        let arena = self.arena.as_mut().expect("grown above");
+        let host = self.rect_host.as_ref().expect("grown");
+        self.stream
+            .memcpy_htod(&host.as_slice()?[..total], &mut arena.slice_mut(..total))?;
+        if self.rect_done.is_none() {
+            self.rect_done = Some(self.ctx.new_event(None)?);
+        }
+        self.rect_done
+            .as_ref()
+            .expect("made")
+            .record(&self.stream)?;
+        self.remap = true;
+        self.stats.frame_bytes = total;
+        self.stats.frame_copies = 1;
+        Ok(TransferStats {
+            frame_bytes: total,
+            frame_copies: 1,
+            meta_bytes: self.stats.meta_bytes,
+        })
+    }
+
     /// Pack the frame descriptors (from the last [`Self::upload_frames`]), `crops`, and the
     /// strategy's own metadata (blocks for C, a per-pixel table for A, prefix sums for A and B) into
     /// one buffer and upload it with one copy through pinned memory. Returns the metadata bytes.
@@ -393,8 +556,20 @@ impl Engine {
         let mut l = MetaLayout::default();
         let off = push_aligned(buf, &self.descs);
         l.frames = (off, buf.len());
-        let off = push_aligned(buf, crops);
-        l.crops = (off, buf.len());
+        if self.remap {
+            if self.rect_crops.len() != crops.len() {
+                return Err(CudaError::Invalid(format!(
+                    "{} crops, the rectangle upload was made for {}",
+                    crops.len(),
+                    self.rect_crops.len()
+                )));
+            }
+            let off = push_aligned(buf, &self.rect_crops);
+            l.crops = (off, buf.len());
+        } else {
+            let off = push_aligned(buf, crops);
+            l.crops = (off, buf.len());
+        }
         match strategy {
             Strategy::Octopus => {
                 let off = push_aligned(buf, blocks);
@@ -546,12 +721,19 @@ impl Engine {
                     meta.slice(l.crops.0..l.crops.1),
                     meta.slice(l.blocks.0..l.blocks.1),
                 );
-                let cfg = launch_config((nblocks as u32, 1), threads.min(OCTOPUS_MAX_THREADS));
+                let nb = nblocks as u32;
+                let grid = if self.octopus_grid > 0 {
+                    nb.min(self.octopus_grid)
+                } else {
+                    nb
+                };
+                let cfg = launch_config((grid, 1), threads.min(OCTOPUS_MAX_THREADS));
                 let mut b = self.stream.launch_builder(&f);
                 b.arg(arena)
                     .arg(&fr)
                     .arg(&cr)
                     .arg(&bl)
+                    .arg(&nb)
                     .arg(&tile_pixels)
                     .arg(&norm);
                 match ty {
@@ -709,17 +891,17 @@ impl Engine {
     /// Every crop inside its frame and its output inside `out_len` elements.
     fn check_crops(&self, crops: &[CropMeta], out_len: usize) -> Result<(), CudaError> {
         for (i, c) in crops.iter().enumerate() {
-            let f = self.descs.get(c.frame as usize).ok_or_else(|| {
+            let &(fw, fh) = self.dims.get(c.frame as usize).ok_or_else(|| {
                 CudaError::Invalid(format!(
                     "crop {i} names frame {} of {}",
                     c.frame,
-                    self.descs.len()
+                    self.dims.len()
                 ))
             })?;
             if c.w == 0
                 || c.h == 0
-                || c.x + c.w > f.width
-                || c.y + c.h > f.height
+                || c.x + c.w > fw
+                || c.y + c.h > fh
                 || c.out_w == 0
                 || c.out_h == 0
             {
@@ -886,6 +1068,47 @@ impl Engine {
     }
 }
 
+/// One plane's rectangle: (plane, first byte of a row, bytes per row, first row, rows).
+type Rect = (usize, usize, usize, usize, usize);
+
+/// The rectangles of crop `c` that the kernels read, per plane. Chroma is widened by one sample on
+/// each side (the bilinear chroma taps reach floor(x / 2 - shift) and one past it), clamped to the
+/// plane.
+fn crop_rects(layout: &FrameLayout, c: &CropMeta) -> [Option<Rect>; 3] {
+    let (x, y, w, h) = (c.x as usize, c.y as usize, c.w as usize, c.h as usize);
+    let (cw, ch) = (
+        (layout.width as usize).div_ceil(2),
+        (layout.height as usize).div_ceil(2),
+    );
+    let (cx0, cx1) = ((x / 2).saturating_sub(1), ((x + w - 1) / 2 + 2).min(cw));
+    let (cy0, cy1) = ((y / 2).saturating_sub(1), ((y + h - 1) / 2 + 2).min(ch));
+    match layout.format {
+        PixelFormat::I420 => [
+            Some((0, x, w, y, h)),
+            Some((1, cx0, cx1 - cx0, cy0, cy1 - cy0)),
+            Some((2, cx0, cx1 - cx0, cy0, cy1 - cy0)),
+        ],
+        PixelFormat::Nv12 => [
+            Some((0, x, w, y, h)),
+            Some((1, 2 * cx0, 2 * (cx1 - cx0), cy0, cy1 - cy0)),
+            None,
+        ],
+        other => {
+            let bpp = other.packed_bytes();
+            [Some((0, x * bpp, w * bpp, y, h)), None, None]
+        }
+    }
+}
+
+/// Bytes of [`crop_rects`].
+fn rect_bytes(layout: &FrameLayout, c: &CropMeta) -> usize {
+    crop_rects(layout, c)
+        .iter()
+        .flatten()
+        .map(|r| r.2 * r.4)
+        .sum()
+}
+
 /// Byte ranges (relative to the frame buffer) of the rows `crops` touch, merged, per plane.
 fn collect_rows<'a>(
     layout: &FrameLayout,
@@ -938,13 +1161,26 @@ fn collect_rows<'a>(
 /// or through a reused pinned buffer ([`Self::pinned_output`]). No allocation per batch in steady
 /// state: the frame list, the engine's scratch and device buffers and the pinned output all grow
 /// and are reused.
+///
+/// Two ways to drive it:
+/// - [`Backend::run`]: one batch in, its tensor out; everything on one stream, nothing overlaps
+///   across batches (the next batch is not known until `run` returns).
+/// - [`Self::submit`] / [`Self::flush`]: two batches in flight on two engines (two CUDA streams,
+///   their own device and pinned buffers). `submit(k + 1)` queues batch k + 1's upload, kernel and
+///   copy back, then waits for batch k and returns it with its tensor filled, so batch k + 1's
+///   transfers and kernel run while the host finishes batch k and the caller works on it.
 pub struct CudaBackend {
     config: PreprocessConfig,
     engine: Engine,
-    host32: Option<PinnedHostSlice<f32>>,
-    host16: Option<PinnedHostSlice<u16>>,
+    /// The second engine of [`Self::submit`], opened on first use.
+    engine2: Option<Engine>,
+    host32: [Option<PinnedHostSlice<f32>>; 2],
+    host16: [Option<PinnedHostSlice<u16>>; 2],
     /// Empty between batches: only its buffer is kept.
     frames: Vec<HostFrame<'static>>,
+    /// The batch queued by the last [`Self::submit`] and the engine it runs on.
+    in_flight: Option<(CropBatch, usize)>,
+    next_slot: usize,
     /// Copy the output back through a reused pinned buffer, then into the batch's vector. Off by
     /// default: measured slower than the direct pageable copy (H100, 2026-11-21: drone28 1.84 vs
     /// 1.21 ms, crops1000 58.2 vs 36.4 ms per `run`), because the extra host copy costs more than
@@ -960,9 +1196,12 @@ impl CudaBackend {
         Ok(CudaBackend {
             config,
             engine,
-            host32: None,
-            host16: None,
+            engine2: None,
+            host32: [None, None],
+            host16: [None, None],
             frames: Vec::new(),
+            in_flight: None,
+            next_slot: 0,
             pinned_output: false,
         })
     }
@@ -970,6 +1209,167 @@ impl CudaBackend {
     /// The engine (device buffers, stream, device output).
     pub fn engine(&mut self) -> &mut Engine {
         &mut self.engine
+    }
+
+    /// Pipelined preprocessing: queue `batch` (upload and kernel, and with [`Self::pinned_output`]
+    /// the copy back into a pinned buffer, asynchronous on one of two engines), then complete the
+    /// batch submitted before it (copy its output into its `tensor` / `tensor_f16`, straight from
+    /// the device by default, while the new batch's kernel runs) and return that one; `None`
+    /// on the first call. Batches come back in submission order, one call late: call
+    /// [`Self::flush`] at the end (and before dropping the backend) for the last one. On an error
+    /// the batch being queued is dropped; the one in flight stays in flight.
+    pub fn submit(&mut self, mut batch: CropBatch) -> Result<Option<CropBatch>, PreprocessError> {
+        let slot = self.next_slot;
+        if slot == 1 && self.engine2.is_none() {
+            self.engine2 = Some(Engine::new(0)?);
+        }
+        self.prepare_tensor(&mut batch)?;
+        let len = batch.tensor_len(3);
+        if !batch.crops.is_empty() && !batch.blocks.is_empty() {
+            let f16 = self.config.dtype == DType::F16;
+            let e = if slot == 0 {
+                &mut self.engine
+            } else {
+                self.engine2.as_mut().expect("opened above")
+            };
+            enqueue(e, &self.config, &mut self.frames, &batch)?;
+            // With pinned output the copy back is queued now; else `complete` copies straight
+            // into the batch's vector (pageable: the driver copies while the host waits).
+            if self.pinned_output && f16 {
+                grow_pinned(&e.ctx, &mut self.host16[slot], len)?;
+                e.download_f16_pinned(self.host16[slot].as_mut().expect("grown"), len)?;
+            } else if self.pinned_output {
+                grow_pinned(&e.ctx, &mut self.host32[slot], len)?;
+                e.download_f32_pinned(self.host32[slot].as_mut().expect("grown"), len)?;
+            }
+        }
+        self.next_slot ^= 1;
+        match self.in_flight.replace((batch, slot)) {
+            Some((done, s)) => self.complete(done, s).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Complete and return the batch still in flight, if any (see [`Self::submit`]).
+    pub fn flush(&mut self) -> Result<Option<CropBatch>, PreprocessError> {
+        match self.in_flight.take() {
+            Some((done, s)) => self.complete(done, s).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn complete(
+        &mut self,
+        mut batch: CropBatch,
+        slot: usize,
+    ) -> Result<CropBatch, PreprocessError> {
+        if batch.crops.is_empty() || batch.blocks.is_empty() {
+            return Ok(batch);
+        }
+        let e = if slot == 0 {
+            &mut self.engine
+        } else {
+            self.engine2.as_mut().expect("opened by submit")
+        };
+        let f16 = self.config.dtype == DType::F16;
+        if !self.pinned_output {
+            if f16 {
+                e.download_f16(&mut batch.tensor_f16)?;
+            } else {
+                e.download_f32(&mut batch.tensor)?;
+            }
+            return Ok(batch);
+        }
+        e.stream.synchronize().map_err(CudaError::from)?;
+        let len = batch.tensor_len(3);
+        if f16 {
+            let host = self.host16[slot].as_ref().expect("grown by submit");
+            batch
+                .tensor_f16
+                .copy_from_slice(&host.as_slice().map_err(CudaError::from)?[..len]);
+        } else {
+            let host = self.host32[slot].as_ref().expect("grown by submit");
+            batch
+                .tensor
+                .copy_from_slice(&host.as_slice().map_err(CudaError::from)?[..len]);
+        }
+        Ok(batch)
+    }
+
+    /// Size the output vector of `batch` and check the batch.
+    fn prepare_tensor(&self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
+        let len = batch.tensor_len(3);
+        if self.config.dtype == DType::F16 {
+            batch.tensor.clear();
+            batch.tensor_f16.resize(len, 0);
+        } else {
+            batch.tensor.resize(len, 0.0);
+        }
+        validate(batch)
+    }
+}
+
+/// Queue on `e` the upload of `batch`'s frames (whole, rows or crop rectangles, see
+/// [`UploadMode::Auto`]) and metadata, and the kernel writing its tensor into the engine's device
+/// output. `store` is an empty vector whose buffer is reused for the frame list.
+fn enqueue(
+    e: &mut Engine,
+    config: &PreprocessConfig,
+    store: &mut Vec<HostFrame<'static>>,
+    batch: &CropBatch,
+) -> Result<(), CudaError> {
+    // The frame list borrows the batch; its (empty) vector is kept between batches: collecting
+    // an empty vector into one of a same-layout type reuses its buffer, so steady state does
+    // not allocate.
+    let frames: Vec<HostFrame<'static>> = std::mem::take(store);
+    let mut local: Vec<HostFrame<'_>> = frames.into_iter().map(|_| unreachable!()).collect();
+    local.extend(batch.frames.iter().map(|f| HostFrame {
+        layout: f.layout,
+        colorimetry: f.colorimetry,
+        data: f.data().unwrap_or(&[]),
+    }));
+    let uploaded = e.upload_frames(&local, &batch.crops, UploadMode::Auto);
+    local.clear();
+    *store = local.into_iter().map(|_| unreachable!()).collect();
+    uploaded?;
+    e.upload_meta(Strategy::Octopus, &batch.crops, &batch.blocks)?;
+    let len = batch.tensor_len(3);
+    let per_block = batch
+        .blocks
+        .iter()
+        .map(|b| b.tile_end - b.tile_begin)
+        .max()
+        .unwrap_or(1);
+    let threads = octopus_threads(batch.tile_pixels, per_block);
+    let ty = if config.dtype == DType::F16 {
+        OutType::F16
+    } else {
+        OutType::F32
+    };
+    let norm = Norm::from_config(config);
+    if config.is_plain_bilinear() {
+        e.launch(
+            Strategy::Octopus,
+            ty,
+            norm,
+            &batch.crops,
+            batch.blocks.len(),
+            batch.tile_pixels,
+            threads,
+            len,
+        )
+    } else {
+        e.launch_resample(
+            config.interpolation,
+            config.letterbox,
+            ty,
+            norm,
+            &batch.crops,
+            batch.blocks.len(),
+            batch.tile_pixels,
+            threads,
+            len,
+        )
     }
 }
 
@@ -993,78 +1393,27 @@ impl Backend for CudaBackend {
     }
 
     fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
-        let len = batch.tensor_len(3);
-        let f16 = self.config.dtype == DType::F16;
-        if f16 {
-            batch.tensor.clear();
-            batch.tensor_f16.resize(len, 0);
-        } else {
-            batch.tensor.resize(len, 0.0);
-        }
-        validate(batch)?;
+        self.prepare_tensor(batch)?;
         if batch.crops.is_empty() || batch.blocks.is_empty() {
             return Ok(());
         }
-        // The frame list borrows the batch; its (empty) vector is kept between batches: collecting
-        // an empty vector into one of a same-layout type reuses its buffer, so steady state does
-        // not allocate.
-        let frames: Vec<HostFrame<'static>> = std::mem::take(&mut self.frames);
-        let mut local: Vec<HostFrame<'_>> = frames.into_iter().map(|_| unreachable!()).collect();
+        let len = batch.tensor_len(3);
+        let f16 = self.config.dtype == DType::F16;
+        let e = &mut self.engine;
         let result = (|| -> Result<(), CudaError> {
-            local.extend(batch.frames.iter().map(|f| HostFrame {
-                layout: f.layout,
-                colorimetry: f.colorimetry,
-                data: f.data().unwrap_or(&[]),
-            }));
-            let e = &mut self.engine;
-            e.upload_frames(&local, &batch.crops, UploadMode::Auto)?;
-            local.clear();
-            e.upload_meta(Strategy::Octopus, &batch.crops, &batch.blocks)?;
-            let per_block = batch
-                .blocks
-                .iter()
-                .map(|b| b.tile_end - b.tile_begin)
-                .max()
-                .unwrap_or(1);
-            let threads = octopus_threads(batch.tile_pixels, per_block);
-            let ty = if f16 { OutType::F16 } else { OutType::F32 };
-            let norm = Norm::from_config(&self.config);
-            if self.config.is_plain_bilinear() {
-                e.launch(
-                    Strategy::Octopus,
-                    ty,
-                    norm,
-                    &batch.crops,
-                    batch.blocks.len(),
-                    batch.tile_pixels,
-                    threads,
-                    len,
-                )?;
-            } else {
-                e.launch_resample(
-                    self.config.interpolation,
-                    self.config.letterbox,
-                    ty,
-                    norm,
-                    &batch.crops,
-                    batch.blocks.len(),
-                    batch.tile_pixels,
-                    threads,
-                    len,
-                )?;
-            }
+            enqueue(e, &self.config, &mut self.frames, batch)?;
             match (f16, self.pinned_output) {
                 (false, true) => {
-                    grow_pinned(&e.ctx, &mut self.host32, len)?;
-                    let host = self.host32.as_mut().expect("grown");
+                    grow_pinned(&e.ctx, &mut self.host32[0], len)?;
+                    let host = self.host32[0].as_mut().expect("grown");
                     e.download_f32_pinned(host, len)?;
                     e.stream.synchronize()?;
                     batch.tensor.copy_from_slice(&host.as_slice()?[..len]);
                 }
                 (false, false) => e.download_f32(&mut batch.tensor)?,
                 (true, true) => {
-                    grow_pinned(&e.ctx, &mut self.host16, len)?;
-                    let host = self.host16.as_mut().expect("grown");
+                    grow_pinned(&e.ctx, &mut self.host16[0], len)?;
+                    let host = self.host16[0].as_mut().expect("grown");
                     e.download_f16_pinned(host, len)?;
                     e.stream.synchronize()?;
                     batch.tensor_f16.copy_from_slice(&host.as_slice()?[..len]);
@@ -1073,8 +1422,18 @@ impl Backend for CudaBackend {
             }
             Ok(())
         })();
-        local.clear();
-        self.frames = local.into_iter().map(|_| unreachable!()).collect();
         result.map_err(Into::into)
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        // A batch still in flight is copying into a pinned buffer about to be freed: let it finish.
+        if self.in_flight.is_some() {
+            let _ = self.engine.stream.synchronize();
+            if let Some(e) = &self.engine2 {
+                let _ = e.stream.synchronize();
+            }
+        }
     }
 }
