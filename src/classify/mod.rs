@@ -203,7 +203,8 @@ impl Classifier {
         // One inference now: ONNX Runtime allocates and plans on its first run, which would
         // otherwise land on the first frame's budget. It also proves the model runs at all.
         let (w, h) = (size.0 as usize, size.1 as usize);
-        let n = classifier.input.batch.unwrap_or(1);
+        // At the largest batch it will see, so that its memory arena is sized once, here.
+        let n = classifier.input.batch.unwrap_or(classifier.config.max_batch.max(1));
         let shape = match layout {
             Layout::Nchw => [n, 3, h, w],
             Layout::Nhwc => [n, h, w, 3],

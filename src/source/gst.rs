@@ -256,6 +256,9 @@ impl ImageFeed {
     }
 }
 
+/// Nice value of the decoder threads of file and image sources (see `GstSource::open`).
+const DECODER_NICE: libc::c_int = 10;
+
 impl GstSource {
     /// Build and start the pipeline for `config`; frames' planes are taken from `pool`.
     ///
@@ -349,6 +352,20 @@ impl GstSource {
         let bus = pipeline
             .bus()
             .ok_or_else(|| SourceError::Init("pipeline has no bus".into()))?;
+        if !matches!(config.kind, SourceKind::Launch { .. }) {
+            // Files and image sequences are decoded ahead of need: their decoder threads run at a
+            // lower priority, so that they yield the cores to the stages working on due frames.
+            // (A live head's decoder is on the critical path and keeps its priority.)
+            bus.set_sync_handler(|_, msg| {
+                if let gst::MessageView::StreamStatus(s) = msg.view() {
+                    if s.get().0 == gst::StreamStatusType::Enter {
+                        // SAFETY: setpriority on the calling thread (who = 0) only changes its nice value.
+                        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, DECODER_NICE) };
+                    }
+                }
+                gst::BusSyncReply::Pass
+            });
+        }
         let mut source = GstSource {
             pipeline,
             appsink,
