@@ -252,14 +252,78 @@ pub trait Backend: Send {
 pub fn create_backend(config: &PreprocessConfig) -> Result<Box<dyn Backend>, PreprocessError> {
     match config.backend {
         BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(config.clone())?)),
-        BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::new(config.clone())?)),
+        BackendKind::Cuda => Ok(Box::new(GpuWithFallback::new(
+            Box::new(cuda::CudaBackend::new(config.clone())?),
+            config.clone(),
+        ))),
         BackendKind::Auto => match cuda::CudaBackend::new(config.clone()) {
-            Ok(gpu) => Ok(Box::new(gpu)),
+            Ok(gpu) => Ok(Box::new(GpuWithFallback::new(Box::new(gpu), config.clone()))),
             Err(e) => {
                 eprintln!("octopipe: preprocess on CPU: {e}");
                 Ok(Box::new(cpu::CpuBackend::new(config.clone())?))
             }
         },
+    }
+}
+
+/// Whether a GPU error is the device running out of memory.
+pub fn is_out_of_memory(e: &PreprocessError) -> bool {
+    matches!(e, PreprocessError::Cuda(m) if m.contains("OUT_OF_MEMORY") || m.contains("out of memory"))
+}
+
+/// A GPU backend whose batches fall back to the CPU backend when the device runs out of memory
+/// (one message the first time; the report counts them). Any other GPU error (a lost device, a
+/// failed launch) stops the pipeline with that error.
+pub struct GpuWithFallback {
+    gpu: Box<dyn Backend>,
+    cpu: Option<cpu::CpuBackend>,
+    config: PreprocessConfig,
+    fallbacks: u64,
+}
+
+impl GpuWithFallback {
+    /// Wrap `gpu`; the CPU backend is made from `config` when first needed.
+    pub fn new(gpu: Box<dyn Backend>, config: PreprocessConfig) -> Self {
+        GpuWithFallback {
+            gpu,
+            cpu: None,
+            config,
+            fallbacks: 0,
+        }
+    }
+
+    /// Batches that were preprocessed on the CPU after the GPU ran out of memory.
+    pub fn fallbacks(&self) -> u64 {
+        self.fallbacks
+    }
+}
+
+impl Backend for GpuWithFallback {
+    fn name(&self) -> &'static str {
+        self.gpu.name()
+    }
+
+    fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
+        match self.gpu.run(batch) {
+            Err(e) if is_out_of_memory(&e) => {
+                if self.fallbacks == 0 {
+                    eprintln!(
+                        "octopipe: GPU out of memory on a batch of {} crops: preprocessing such batches on the CPU ({e})",
+                        batch.crops.len()
+                    );
+                }
+                self.fallbacks += 1;
+                let cpu = match &mut self.cpu {
+                    Some(cpu) => cpu,
+                    None => self.cpu.insert(cpu::CpuBackend::new(self.config.clone())?),
+                };
+                cpu.run(batch)
+            }
+            Err(PreprocessError::Cuda(m)) => Err(PreprocessError::Cuda(format!(
+                "GPU preprocessing failed (is the device still there? nvidia-smi shows it): {m}"
+            ))),
+            other => other,
+        }
     }
 }
 
