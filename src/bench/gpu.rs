@@ -285,7 +285,9 @@ impl GpuBench {
                         out_len,
                     )?;
                     if back {
-                        e.download_f32_pinned(&mut host_out, out_len)?;
+                        // SAFETY: `time_host` synchronizes the stream after each run; `host_out`
+                        // outlives the loop.
+                        unsafe { e.download_f32_pinned(&mut host_out, out_len) }?;
                     }
                     Ok(())
                 })
@@ -621,7 +623,8 @@ impl GpuBench {
                     threads,
                     lens[k],
                 )?;
-                e.download_f32_pinned(&mut outs[k], lens[k])?;
+                // SAFETY: both streams are synchronized below before `outs` is read or dropped.
+                unsafe { e.download_f32_pinned(&mut outs[k], lens[k]) }?;
             }
             for e in engines.iter() {
                 e.stream().synchronize()?;

@@ -1001,28 +1001,24 @@ impl Engine {
         Ok(())
     }
 
-    /// Queue the copy of the first `len` f32 outputs into pinned `dst` without waiting (the pinned
-    /// buffer's own event orders later host reads after it).
-    pub fn download_f32_pinned(
+    /// Queue the copy of the first `len` f32 outputs into the first `len` elements of pinned
+    /// `dst` without waiting. Exactly `len` elements move (cudarc's own `memcpy_dtoh` copies the
+    /// whole host slice, which reads past the device output once `dst` has headroom).
+    ///
+    /// # Safety
+    /// The copy is not tracked by `dst`'s event: `dst` must not be read, written or dropped until
+    /// this engine's stream has been synchronized.
+    pub unsafe fn download_f32_pinned(
         &mut self,
         dst: &mut PinnedHostSlice<f32>,
         len: usize,
     ) -> Result<(), CudaError> {
-        if len == 0 {
-            return Ok(());
-        }
-        if len > dst.len() {
-            return Err(CudaError::Invalid(format!(
-                "{len} outputs do not fit {} pinned elements",
-                dst.len()
-            )));
-        }
         let out = self
             .out32
             .as_ref()
             .ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
-        self.stream.memcpy_dtoh(&out.slice(..len), dst)?;
-        Ok(())
+        // SAFETY: forwarded to the caller.
+        unsafe { download_exact(&self.ctx, &self.stream, out, dst, len) }
     }
 
     /// The device output of the last f16 launch (IEEE half bits, for a device-side consumer).
@@ -1030,27 +1026,22 @@ impl Engine {
         self.out16.as_ref()
     }
 
-    /// Queue the copy of the first `len` f16 outputs into pinned `dst` without waiting.
-    pub fn download_f16_pinned(
+    /// Queue the copy of the first `len` f16 outputs into the first `len` elements of pinned
+    /// `dst` without waiting (see [`Self::download_f32_pinned`]).
+    ///
+    /// # Safety
+    /// As [`Self::download_f32_pinned`].
+    pub unsafe fn download_f16_pinned(
         &mut self,
         dst: &mut PinnedHostSlice<u16>,
         len: usize,
     ) -> Result<(), CudaError> {
-        if len == 0 {
-            return Ok(());
-        }
-        if len > dst.len() {
-            return Err(CudaError::Invalid(format!(
-                "{len} outputs do not fit {} pinned elements",
-                dst.len()
-            )));
-        }
         let out = self
             .out16
             .as_ref()
             .ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
-        self.stream.memcpy_dtoh(&out.slice(..len), dst)?;
-        Ok(())
+        // SAFETY: forwarded to the caller.
+        unsafe { download_exact(&self.ctx, &self.stream, out, dst, len) }
     }
 
     /// Copy the first `dst.len()` f16 outputs (as bits) to `dst` and wait for them.
@@ -1066,6 +1057,37 @@ impl Engine {
         self.stream.synchronize()?;
         Ok(())
     }
+}
+
+/// Queue the copy of `src[..len]` into `dst[..len]` on `stream`.
+///
+/// # Safety
+/// `dst` must not be read, written or dropped until `stream` has been synchronized.
+unsafe fn download_exact<T: DeviceRepr + ValidAsZeroBits>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    src: &CudaSlice<T>,
+    dst: &mut PinnedHostSlice<T>,
+    len: usize,
+) -> Result<(), CudaError> {
+    if len == 0 {
+        return Ok(());
+    }
+    if len > dst.len() || len > src.len() {
+        return Err(CudaError::Invalid(format!(
+            "{len} outputs do not fit {} pinned / {} device elements",
+            dst.len(),
+            src.len()
+        )));
+    }
+    ctx.bind_to_thread()?;
+    let view = src.slice(..len);
+    let host = &mut dst.as_mut_slice()?[..len];
+    let (ptr, _record) = cudarc::driver::DevicePtr::device_ptr(&view, stream);
+    // SAFETY: `host` and the device view both hold `len` elements; the caller keeps `host` alive
+    // and untouched until the stream is synchronized.
+    unsafe { cudarc::driver::result::memcpy_dtoh_async(host, ptr, stream.cu_stream()) }?;
+    Ok(())
 }
 
 /// One plane's rectangle: (plane, first byte of a row, bytes per row, first row, rows).
@@ -1178,8 +1200,9 @@ pub struct CudaBackend {
     host16: [Option<PinnedHostSlice<u16>>; 2],
     /// Empty between batches: only its buffer is kept.
     frames: Vec<HostFrame<'static>>,
-    /// The batch queued by the last [`Self::submit`] and the engine it runs on.
-    in_flight: Option<(CropBatch, usize)>,
+    /// The batch queued by the last [`Self::submit`], the engine it runs on, and whether its
+    /// output goes through the pinned buffer ([`Self::pinned_output`] when it was submitted).
+    in_flight: Option<(CropBatch, usize, bool)>,
     next_slot: usize,
     /// Copy the output back through a reused pinned buffer, then into the batch's vector. Off by
     /// default: measured slower than the direct pageable copy (H100, 2026-11-21: drone28 1.84 vs
@@ -1237,15 +1260,18 @@ impl CudaBackend {
             // into the batch's vector (pageable: the driver copies while the host waits).
             if self.pinned_output && f16 {
                 grow_pinned(&e.ctx, &mut self.host16[slot], len)?;
-                e.download_f16_pinned(self.host16[slot].as_mut().expect("grown"), len)?;
+                // SAFETY: the buffer is read in `complete` after a stream synchronize, and only
+                // regrown (dropped) by a later submit on this slot, after that.
+                unsafe { e.download_f16_pinned(self.host16[slot].as_mut().expect("grown"), len) }?;
             } else if self.pinned_output {
                 grow_pinned(&e.ctx, &mut self.host32[slot], len)?;
-                e.download_f32_pinned(self.host32[slot].as_mut().expect("grown"), len)?;
+                // SAFETY: as above.
+                unsafe { e.download_f32_pinned(self.host32[slot].as_mut().expect("grown"), len) }?;
             }
         }
         self.next_slot ^= 1;
-        match self.in_flight.replace((batch, slot)) {
-            Some((done, s)) => self.complete(done, s).map(Some),
+        match self.in_flight.replace((batch, slot, self.pinned_output)) {
+            Some((done, s, pinned)) => self.complete(done, s, pinned).map(Some),
             None => Ok(None),
         }
     }
@@ -1253,7 +1279,7 @@ impl CudaBackend {
     /// Complete and return the batch still in flight, if any (see [`Self::submit`]).
     pub fn flush(&mut self) -> Result<Option<CropBatch>, PreprocessError> {
         match self.in_flight.take() {
-            Some((done, s)) => self.complete(done, s).map(Some),
+            Some((done, s, pinned)) => self.complete(done, s, pinned).map(Some),
             None => Ok(None),
         }
     }
@@ -1262,6 +1288,7 @@ impl CudaBackend {
         &mut self,
         mut batch: CropBatch,
         slot: usize,
+        pinned: bool,
     ) -> Result<CropBatch, PreprocessError> {
         if batch.crops.is_empty() || batch.blocks.is_empty() {
             return Ok(batch);
@@ -1272,7 +1299,7 @@ impl CudaBackend {
             self.engine2.as_mut().expect("opened by submit")
         };
         let f16 = self.config.dtype == DType::F16;
-        if !self.pinned_output {
+        if !pinned {
             if f16 {
                 e.download_f16(&mut batch.tensor_f16)?;
             } else {
@@ -1406,7 +1433,8 @@ impl Backend for CudaBackend {
                 (false, true) => {
                     grow_pinned(&e.ctx, &mut self.host32[0], len)?;
                     let host = self.host32[0].as_mut().expect("grown");
-                    e.download_f32_pinned(host, len)?;
+                    // SAFETY: read right after the synchronize below.
+                    unsafe { e.download_f32_pinned(host, len) }?;
                     e.stream.synchronize()?;
                     batch.tensor.copy_from_slice(&host.as_slice()?[..len]);
                 }
@@ -1414,7 +1442,8 @@ impl Backend for CudaBackend {
                 (true, true) => {
                     grow_pinned(&e.ctx, &mut self.host16[0], len)?;
                     let host = self.host16[0].as_mut().expect("grown");
-                    e.download_f16_pinned(host, len)?;
+                    // SAFETY: read right after the synchronize below.
+                    unsafe { e.download_f16_pinned(host, len) }?;
                     e.stream.synchronize()?;
                     batch.tensor_f16.copy_from_slice(&host.as_slice()?[..len]);
                 }
