@@ -179,7 +179,8 @@ impl Stage for DetectStage {
     }
     fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Error> {
         let notes = self.0.end_notes();
-        self.1.with(|t| notes.into_iter().for_each(|n| t.add_line(n)));
+        self.1
+            .with(|t| notes.into_iter().for_each(|n| t.add_line(n)));
         Ok(())
     }
 }

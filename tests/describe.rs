@@ -87,6 +87,9 @@ fn the_visdrone_pipeline_uses_the_shared_models_contract() {
         cfg.classify.labels,
         ["person", "two-wheeler", "car", "large-vehicle"]
     );
-    assert!(!cfg.branches[0].source.live, "file input: backpressure, no drops");
+    assert!(
+        !cfg.branches[0].source.live,
+        "file input: backpressure, no drops"
+    );
     assert_eq!(cfg.queues, [octopipe::runner::Queue::FILE; 3]);
 }

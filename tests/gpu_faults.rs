@@ -23,7 +23,14 @@ impl Backend for FailingGpu {
 fn batch() -> CropBatch {
     let layout = FrameLayout::packed(PixelFormat::I420, 64, 48);
     let pixels: Vec<u8> = (0..layout.size()).map(|i| (i * 7 % 251) as u8).collect();
-    let mut frame = Frame::new(0, 0, "t", layout, Colorimetry::JPEG, PooledBuf::unpooled(pixels));
+    let mut frame = Frame::new(
+        0,
+        0,
+        "t",
+        layout,
+        Colorimetry::JPEG,
+        PooledBuf::unpooled(pixels),
+    );
     frame.detections = [[0, 0, 20, 10], [30, 20, 34, 28]]
         .map(|bbox| Detection {
             bbox,
@@ -49,7 +56,10 @@ fn out_of_memory_falls_back_to_the_cpu_with_the_same_values() {
     let mut b = batch();
     gpu.run(&mut b).unwrap();
     let mut reference = batch();
-    CpuBackend::new(config).unwrap().run(&mut reference).unwrap();
+    CpuBackend::new(config)
+        .unwrap()
+        .run(&mut reference)
+        .unwrap();
     assert_eq!(b.tensor, reference.tensor);
     assert_eq!(gpu.fallbacks(), 1);
     assert_eq!(gpu.name(), "cuda");
@@ -57,9 +67,13 @@ fn out_of_memory_falls_back_to_the_cpu_with_the_same_values() {
 
 #[test]
 fn other_gpu_errors_are_clear_errors() {
-    let lost = "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access was encountered\")";
+    let lost =
+        "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access was encountered\")";
     let mut gpu = GpuWithFallback::new(Box::new(FailingGpu(lost)), PreprocessConfig::default());
     let e = gpu.run(&mut batch()).unwrap_err().to_string();
-    assert!(e.contains("GPU preprocessing failed") && e.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{e}");
+    assert!(
+        e.contains("GPU preprocessing failed") && e.contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "{e}"
+    );
     assert_eq!(gpu.fallbacks(), 0);
 }

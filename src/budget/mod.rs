@@ -133,7 +133,8 @@ impl Budget {
             let accounted = s.total.count() + s.dropped.values().sum::<u64>();
             if s.frames_in > accounted {
                 // Frames in flight when a stage failed: say so rather than lose them silently.
-                *s.dropped.entry("in flight at shutdown".into()).or_default() += s.frames_in - accounted;
+                *s.dropped.entry("in flight at shutdown".into()).or_default() +=
+                    s.frames_in - accounted;
             }
             all.merge(&s.total);
             streams.push(StreamReport {
@@ -578,9 +579,16 @@ mod tests {
         for i in 1..=100_000u64 {
             s.push(Duration::from_micros(i));
         }
-        assert!(s.exact.is_empty() && s.hist.len() < 4096, "{}", s.hist.len());
+        assert!(
+            s.exact.is_empty() && s.hist.len() < 4096,
+            "{}",
+            s.hist.len()
+        );
         let st = s.stats();
-        assert_eq!((st.count, st.max), (100_000, Duration::from_micros(100_000)));
+        assert_eq!(
+            (st.count, st.max),
+            (100_000, Duration::from_micros(100_000))
+        );
         for (got, want) in [(st.p50, 50_000.0), (st.p95, 95_000.0), (st.p99, 99_000.0)] {
             let got = got.as_secs_f64() * 1e6;
             assert!((got - want).abs() / want < 0.01, "{got} vs {want}");
@@ -591,7 +599,11 @@ mod tests {
         merged.merge(&short);
         merged.merge(&s);
         assert_eq!(merged.count(), 100_100);
-        assert_eq!(short.stats().p50, Duration::from_millis(50), "exact while small");
+        assert_eq!(
+            short.stats().p50,
+            Duration::from_millis(50),
+            "exact while small"
+        );
     }
 
     #[test]

@@ -204,7 +204,10 @@ impl Classifier {
         // otherwise land on the first frame's budget. It also proves the model runs at all.
         let (w, h) = (size.0 as usize, size.1 as usize);
         // At the largest batch it will see, so that its memory arena is sized once, here.
-        let n = classifier.input.batch.unwrap_or(classifier.config.max_batch.max(1));
+        let n = classifier
+            .input
+            .batch
+            .unwrap_or(classifier.config.max_batch.max(1));
         let shape = match layout {
             Layout::Nchw => [n, 3, h, w],
             Layout::Nhwc => [n, h, w, 3],

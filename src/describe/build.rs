@@ -467,7 +467,9 @@ fn source_config(p: &Props) -> Result<SourceConfig, DescribeError> {
     })? {
         cfg.framerate = fps;
     }
-    if let Some(n) = p.parse("loop", "a count of at least 1", |s| s.parse::<u32>().ok().filter(|n| *n >= 1))? {
+    if let Some(n) = p.parse("loop", "a count of at least 1", |s| {
+        s.parse::<u32>().ok().filter(|n| *n >= 1)
+    })? {
         cfg.loops = n;
     }
     cfg.live = p.parse("live", "true or false", boolean)?.unwrap_or(false);

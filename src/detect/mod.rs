@@ -224,7 +224,9 @@ impl Detector {
     pub fn end_notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         let mot = self.unused();
-        if let (Some(first), Some(last), BoxSource::Mot { location }) = (mot.first(), mot.last(), &self.config.source) {
+        if let (Some(first), Some(last), BoxSource::Mot { location }) =
+            (mot.first(), mot.last(), &self.config.source)
+        {
             notes.push(format!(
                 "boxes: {} frame indices of {} have no frame in the stream ({first}..={last})",
                 mot.len(),

@@ -257,7 +257,10 @@ pub fn create_backend(config: &PreprocessConfig) -> Result<Box<dyn Backend>, Pre
             config.clone(),
         ))),
         BackendKind::Auto => match cuda::CudaBackend::new(config.clone()) {
-            Ok(gpu) => Ok(Box::new(GpuWithFallback::new(Box::new(gpu), config.clone()))),
+            Ok(gpu) => Ok(Box::new(GpuWithFallback::new(
+                Box::new(gpu),
+                config.clone(),
+            ))),
             Err(e) => {
                 eprintln!("octopipe: preprocess on CPU: {e}");
                 Ok(Box::new(cpu::CpuBackend::new(config.clone())?))
