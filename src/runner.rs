@@ -450,23 +450,13 @@ impl Pipeline {
             tally.clone(),
         );
         let q = config.queues;
-        // All branches feed the batch stage through one edge, as large as theirs together.
-        let batch_edge = Queue {
-            size: config
-                .branches
-                .iter()
-                .map(|b| b.queues[1].size)
-                .sum::<usize>()
-                .max(1),
-            policy: config.branches[0].queues[1].policy,
-        };
-        let (txb, rxb) = Edge::<Frame>::new(batch_edge, "boxes -> batch", &tally);
         let (tx2, rx2) = Edge::<CropBatch>::new(q[0], "batch -> preprocess", &tally);
         let (tx3, rx3) = Edge::<CropBatch>::new(q[1], "preprocess -> classify", &tally);
         let (tx4, rx4) = Edge::<CropBatch>::new(q[2], "classify -> sink", &tally);
         let (tx5, rx5) = Edge::<CropBatch>::new(Queue::FILE, "sink -> report", &tally);
         thread::scope(|s| {
             let ctl = &control;
+            let mut batch_inputs = Vec::new();
             for ((branch, mut source), detector) in
                 config.branches.iter().zip(sources).zip(detectors)
             {
@@ -482,22 +472,31 @@ impl Pipeline {
                     .name(name)
                     .spawn_scoped(s, move || run_source(source.as_mut(), edge, ctl))
                     .expect("spawn source thread");
+                // Each branch has its own edge into the batch stage, which serves them in turn.
+                let (txb, rxb) = Edge::<Frame>::new(branch.queues[1], "boxes -> batch", &tally);
+                batch_inputs.push(rxb);
                 spawn(
                     s,
                     "octopipe-boxes",
                     DetectStage(detector, tally.clone()),
-                    rx0,
-                    txb.clone(),
+                    Inbox::new(vec![rx0]),
+                    txb,
                     ctl,
                 );
             }
-            drop(txb);
-            spawn(s, "octopipe-batch", BatchStage(assembler), rxb, tx2, ctl);
+            spawn(
+                s,
+                "octopipe-batch",
+                BatchStage(assembler),
+                Inbox::new(batch_inputs),
+                tx2,
+                ctl,
+            );
             spawn(
                 s,
                 "octopipe-preprocess",
                 PreprocessStage(backend, keep_pixels),
-                rx2,
+                Inbox::new(vec![rx2]),
                 tx3,
                 ctl,
             );
@@ -505,11 +504,18 @@ impl Pipeline {
                 s,
                 "octopipe-classify",
                 ClassifyStage(classifier),
-                rx3,
+                Inbox::new(vec![rx3]),
                 tx4,
                 ctl,
             );
-            spawn(s, "octopipe-sink", SinkStage(sink), rx4, tx5, ctl);
+            spawn(
+                s,
+                "octopipe-sink",
+                SinkStage(sink),
+                Inbox::new(vec![rx4]),
+                tx5,
+                ctl,
+            );
             for batch in rx5 {
                 if let Some(f) = batch.frames.first() {
                     if let (Some(b), Some(e)) =
@@ -666,7 +672,7 @@ fn spawn<'s, 'e, S: Stage>(
     scope: &'s thread::Scope<'s, 'e>,
     name: &str,
     mut stage: S,
-    rx: Receiver<S::In>,
+    mut rx: Inbox<S::In>,
     tx: Edge<S::Out>,
     ctl: &'e Control,
 ) where
@@ -678,10 +684,7 @@ fn spawn<'s, 'e, S: Stage>(
         let mut out = Vec::new();
         let result = (|| -> Result<(), Error> {
             loop {
-                let next = match stage.deadline() {
-                    Some(d) => rx.recv_deadline(d),
-                    None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                };
+                let next = rx.recv(stage.deadline());
                 match next {
                     Ok(item) => stage.process(item, &mut out)?,
                     Err(RecvTimeoutError::Timeout) => stage.timeout(&mut out)?,
@@ -704,6 +707,70 @@ fn spawn<'s, 'e, S: Stage>(
         .name(name.into())
         .spawn_scoped(scope, body)
         .expect("spawn stage thread");
+}
+
+/// The receiving end of a stage: one edge, or several (the batch stage's branches) served in turn.
+struct Inbox<T> {
+    edges: Vec<Receiver<T>>,
+    /// The edge to try first next time: after an item, the one after it.
+    next: usize,
+}
+
+impl<T> Inbox<T> {
+    fn new(edges: Vec<Receiver<T>>) -> Self {
+        Inbox { edges, next: 0 }
+    }
+
+    /// The next item, taking edges round-robin so that no branch waits behind another; waits
+    /// until `deadline` (if any). `Disconnected` once every edge is closed and empty.
+    fn recv(&mut self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        loop {
+            let n = self.edges.len();
+            if n == 0 {
+                return Err(RecvTimeoutError::Disconnected);
+            }
+            for k in 0..n {
+                let i = (self.next + k) % n;
+                match self.edges[i].try_recv() {
+                    Ok(item) => {
+                        self.next = (i + 1) % n;
+                        return Ok(item);
+                    }
+                    Err(crossbeam_channel::TryRecvError::Empty) => {}
+                    Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                        self.edges.remove(i);
+                        self.next = 0;
+                        break;
+                    }
+                }
+            }
+            if self.edges.len() < n {
+                continue;
+            }
+            // Nothing ready: wait for whichever edge has something first.
+            let mut sel = crossbeam_channel::Select::new();
+            for e in &self.edges {
+                sel.recv(e);
+            }
+            let op = match deadline {
+                Some(d) => sel
+                    .select_deadline(d)
+                    .map_err(|_| RecvTimeoutError::Timeout)?,
+                None => sel.select(),
+            };
+            let i = op.index();
+            match op.recv(&self.edges[i]) {
+                Ok(item) => {
+                    self.next = (i + 1) % self.edges.len();
+                    return Ok(item);
+                }
+                Err(_) => {
+                    self.edges.remove(i);
+                    self.next = 0;
+                }
+            }
+        }
+    }
 }
 
 /// Stamp and send `out`'s items; false when downstream is gone.

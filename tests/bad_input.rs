@@ -250,12 +250,16 @@ fn a_truncated_mp4_without_its_index() {
     let dir = common::temp_dir("bad-trunc-moov");
     let path = h264_mp4(&dir, false);
     truncate(&path, 0.5);
-    fails_with(
+    // GStreamer reports it (qtdemux: no playable streams); once in a while its demuxer instead
+    // waits for data that never comes, and octopipe's stall check reports it.
+    let stderr = fails_with(
         &run(&testsrc_free(&format!("media location={}", path.display()))),
-        &[
-            &format!("octopipe: error: {}: ", path.display()),
-            "This file contains no playable streams.",
-        ],
+        &[&format!("octopipe: error: {}: ", path.display())],
+    );
+    assert!(
+        stderr.contains("This file contains no playable streams.")
+            || stderr.contains("decoding stalled"),
+        "{stderr}"
     );
 }
 

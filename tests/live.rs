@@ -11,7 +11,6 @@ use std::time::Duration;
 use gstreamer as gst;
 use gstreamer::prelude::*;
 use octopipe::budget::Report;
-use octopipe::describe;
 use octopipe::runner::Pipeline;
 
 /// A free UDP port on 127.0.0.1.
@@ -55,8 +54,7 @@ fn receive(model: &Path, out: &Path, count: u32, frames: u32) -> Report {
         model.display(),
         out.display()
     );
-    let config =
-        describe::build(&describe::parse("<test>", &text, &Default::default()).unwrap()).unwrap();
+    let config = common::config(&text);
     assert!(config.branches[0].source.live, "udpsrc is a live source");
     assert_eq!(
         config.queues,

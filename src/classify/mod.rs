@@ -200,19 +200,24 @@ impl Classifier {
             size,
             scores: Vec::new(),
         };
-        // One inference now: ONNX Runtime allocates and plans on its first run, which would
-        // otherwise land on the first frame's budget. It also proves the model runs at all.
+        // Inference now: ONNX Runtime allocates and plans on its first runs, which would otherwise
+        // land on the first frames' budget. The smallest batch must run (it proves the model runs
+        // at all); the largest only sizes the memory arena once, here: if it fails, the first
+        // batch that size reports the error with its frames.
         let (w, h) = (size.0 as usize, size.1 as usize);
-        // At the largest batch it will see, so that its memory arena is sized once, here.
-        let n = classifier
-            .input
-            .batch
-            .unwrap_or(classifier.config.max_batch.max(1));
-        let shape = match layout {
+        let shape = |n: usize| match layout {
             Layout::Nchw => [n, 3, h, w],
             Layout::Nhwc => [n, h, w, 3],
         };
-        classifier.run_chunk(shape, &vec![0.0; n * 3 * w * h])?;
+        let smallest = classifier.input.batch.unwrap_or(1);
+        classifier.run_chunk(shape(smallest), &vec![0.0; smallest * 3 * w * h])?;
+        let largest = classifier
+            .input
+            .batch
+            .unwrap_or(classifier.config.max_batch.max(1));
+        if largest > smallest {
+            let _ = classifier.run_chunk(shape(largest), &vec![0.0; largest * 3 * w * h]);
+        }
         Ok(classifier)
     }
 

@@ -53,6 +53,9 @@ const IMAGE_QUEUE: u64 = 2;
 /// How long [`GstSource::next_frame`](FrameSource::next_frame) waits for a sample between two looks
 /// at the bus.
 const POLL: gst::ClockTime = gst::ClockTime::from_mseconds(50);
+/// A file input that gives neither a frame nor end of stream nor an error for this long has
+/// stalled (seen with truncated MP4s, where a demuxer waits for data that never comes).
+const STALL: Duration = Duration::from_secs(10);
 
 const PLUGINS_BASE: &str = "gstreamer1.0-plugins-base";
 const PLUGINS_GOOD: &str = "gstreamer1.0-plugins-good";
@@ -663,6 +666,17 @@ impl FrameSource for GstSource {
                     .frame(sample, asked)
                     .map(Some)
                     .inspect_err(|_| self.finish());
+            }
+            // A live head may wait for its sender as long as it likes; files may not.
+            if !matches!(self.input, Input::Launch { .. }) && asked.elapsed() > STALL {
+                self.finish();
+                return Err(self.stream_error(
+                    format!(
+                        "decoding stalled: no frame, no end of stream and no error for {} s (a damaged or truncated file?)",
+                        STALL.as_secs()
+                    ),
+                    None,
+                ));
             }
             if self.appsink.is_eos() {
                 let length = self.check_length();

@@ -80,6 +80,13 @@ pub fn vars(pairs: &[(&str, &Path)]) -> HashMap<String, String> {
         .collect()
 }
 
+/// Parse and build a description given in a test.
+pub fn config(text: &str) -> octopipe::runner::PipelineConfig {
+    let desc = octopipe::describe::parse("<test>", text, &HashMap::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    octopipe::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// A fresh temporary folder for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("octopipe-test-{}-{name}", std::process::id()));
@@ -135,12 +142,12 @@ pub fn output_within(
     }
 }
 
-/// `(in, processed, dropped)` from a report's `frames: N in = P processed + D dropped` line.
-pub fn frame_accounting(report: &str) -> (u64, u64, u64) {
+/// The three numbers of a report line starting with `prefix` (`N in = A ... + B ...`).
+fn accounting(report: &str, prefix: &str) -> (u64, u64, u64) {
     let line = report
         .lines()
-        .find(|l| l.starts_with("frames: "))
-        .unwrap_or_else(|| panic!("no frames line in:\n{report}"));
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{report}"));
     let n: Vec<u64> = line
         .split(|c: char| !c.is_ascii_digit())
         .filter(|s| !s.is_empty())
@@ -150,17 +157,12 @@ pub fn frame_accounting(report: &str) -> (u64, u64, u64) {
     (n[0], n[1], n[2])
 }
 
+/// `(in, processed, dropped)` from a report's `frames: N in = P processed + D dropped` line.
+pub fn frame_accounting(report: &str) -> (u64, u64, u64) {
+    accounting(report, "frames: ")
+}
+
 /// `(in, classified, skipped)` from a report's `objects: N in = C classified + S skipped` line.
 pub fn object_accounting(report: &str) -> (u64, u64, u64) {
-    let line = report
-        .lines()
-        .find(|l| l.starts_with("objects: "))
-        .unwrap_or_else(|| panic!("no objects line in:\n{report}"));
-    let n: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .take(3)
-        .map(|s| s.parse().unwrap())
-        .collect();
-    (n[0], n[1], n[2])
+    accounting(report, "objects: ")
 }
