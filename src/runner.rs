@@ -392,6 +392,12 @@ impl Pipeline {
         rx
     }
 
+    /// Replace the preprocess backend chosen from the settings with `backend` (your own
+    /// preprocessing, or a test double). It must fill `batch.tensor` as [`Backend::run`] says.
+    pub fn set_backend(&mut self, backend: Box<dyn Backend>) {
+        self.backend = backend;
+    }
+
     /// Add an observer of finished batches and of the report.
     pub fn observe(&mut self, observer: Box<dyn Observer>) {
         self.observers.push(observer);

@@ -290,3 +290,59 @@ fn several_streams_share_one_batch_keep_their_order_and_none_starves() {
         );
     }
 }
+
+/// A preprocess backend that works for `ok` batches, then fails.
+struct FailingAfter {
+    ok: usize,
+    cpu: octopipe::preprocess::cpu::CpuBackend,
+}
+
+impl octopipe::preprocess::Backend for FailingAfter {
+    fn name(&self) -> &'static str {
+        "failing"
+    }
+    fn run(
+        &mut self,
+        batch: &mut octopipe::batch::CropBatch,
+    ) -> Result<(), octopipe::preprocess::PreprocessError> {
+        if self.ok == 0 {
+            return Err(octopipe::preprocess::PreprocessError::Cuda(
+                "DriverError(CUDA_ERROR_LAUNCH_FAILED, \"unspecified launch failure\")".into(),
+            ));
+        }
+        self.ok -= 1;
+        self.cpu.run(batch)
+    }
+}
+
+#[test]
+fn a_preprocess_stage_failing_mid_run_stops_the_pipeline_cleanly() {
+    if !common::ort_ready() {
+        return;
+    }
+    let Some(dir) = demo_data(1) else { return };
+    let out = dir.join("pre.jsonl");
+    let config = common::config(&format!(
+        "testsrc width=320 height=240 num-buffers=200 ! boxes format=synthetic count=5 \
+         ! batch max-frames=1 ! classify model={} ! jsonl location={}",
+        dir.join("model.onnx").display(),
+        out.display()
+    ));
+    let mut pipeline = Pipeline::build(config.clone()).unwrap();
+    let cpu = octopipe::preprocess::cpu::CpuBackend::new(config.preprocess.clone()).unwrap();
+    pipeline.set_backend(Box::new(FailingAfter { ok: 3, cpu }));
+    let outcome = pipeline.run();
+    let err = outcome.error.expect("the run must fail").to_string();
+    assert!(err.contains("CUDA_ERROR_LAUNCH_FAILED"), "{err}");
+    let r = &outcome.report;
+    assert_eq!(
+        r.processed, 3,
+        "the batches before the failure are kept: {r}"
+    );
+    assert_eq!(r.processed + r.dropped_total(), r.frames_in, "{r}");
+    assert_eq!(
+        common::read_jsonl(&out).len(),
+        15,
+        "their objects are written"
+    );
+}
