@@ -14,8 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use gstreamer as gst;
-use gstreamer::prelude::*;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -52,22 +50,6 @@ fn testsrc_with(pre: &str, model: &Path) -> String {
     )
 }
 
-/// Run a `gst-launch`-style encoding line to end of stream.
-fn encode(line: &str) {
-    gst::init().unwrap();
-    let pipeline = gst::parse::launch(line).expect("encode pipeline");
-    pipeline.set_state(gst::State::Playing).unwrap();
-    let bus = pipeline.bus().unwrap();
-    let msg = bus
-        .timed_pop_filtered(
-            gst::ClockTime::from_seconds(20),
-            &[gst::MessageType::Eos, gst::MessageType::Error],
-        )
-        .expect("encode finished");
-    pipeline.set_state(gst::State::Null).unwrap();
-    assert!(matches!(msg.view(), gst::MessageView::Eos(_)), "{msg:?}");
-}
-
 /// A 2 s, 60-frame 160x120 H.264 mp4 (`faststart`: the index first, as a camera writes it).
 fn h264_mp4(dir: &Path, faststart: bool) -> PathBuf {
     let path = dir.join(if faststart {
@@ -75,7 +57,7 @@ fn h264_mp4(dir: &Path, faststart: bool) -> PathBuf {
     } else {
         "flight-moov-last.mp4"
     });
-    encode(&format!(
+    common::encode(&format!(
         "videotestsrc num-buffers=60 pattern=ball ! video/x-raw,width=160,height=120,framerate=30/1 \
          ! x264enc key-int-max=10 ! mp4mux faststart={faststart} ! filesink location={}",
         path.display()
@@ -274,7 +256,7 @@ fn a_damaged_h264_stream_is_decoded_with_concealment() {
     }
     let dir = common::temp_dir("bad-h264");
     let path = dir.join("flight.h264");
-    encode(&format!(
+    common::encode(&format!(
         "videotestsrc num-buffers=60 pattern=ball ! video/x-raw,width=160,height=120,framerate=30/1 \
          ! x264enc key-int-max=10 ! h264parse ! video/x-h264,stream-format=byte-stream \
          ! filesink location={}",
@@ -304,7 +286,7 @@ fn a_missing_decoder_names_the_package() {
     }
     let dir = common::temp_dir("bad-decoder");
     let path = dir.join("part2.mkv");
-    encode(&format!(
+    common::encode(&format!(
         "videotestsrc num-buffers=3 ! video/x-raw,width=64,height=48 ! avenc_mpeg4 ! matroskamux \
          ! filesink location={}",
         path.display()

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use gstreamer as gst;
 use gstreamer::prelude::*;
 use octopipe::frame::{
@@ -267,27 +269,11 @@ fn visdrone_clip_frames() {
     }
 }
 
-/// Run a `gst-launch`-style encoding line to end of stream.
-fn encode(line: &str) {
-    gst::init().unwrap();
-    let pipeline = gst::parse::launch(line).expect("encode pipeline");
-    pipeline.set_state(gst::State::Playing).unwrap();
-    let bus = pipeline.bus().unwrap();
-    let msg = bus
-        .timed_pop_filtered(
-            gst::ClockTime::from_seconds(10),
-            &[gst::MessageType::Eos, gst::MessageType::Error],
-        )
-        .expect("encode finished");
-    pipeline.set_state(gst::State::Null).unwrap();
-    assert!(matches!(msg.view(), gst::MessageView::Eos(_)), "{msg:?}");
-}
-
 #[test]
 fn h264_mp4() {
     let dir = TempDir::new("media");
     let path = dir.join("ball.mp4");
-    encode(&format!(
+    common::encode(&format!(
         "videotestsrc num-buffers=10 pattern=ball ! video/x-raw,width=160,height=120,framerate=30/1 \
          ! x264enc ! mp4mux ! filesink location={}",
         path.display()
@@ -324,7 +310,7 @@ fn h264_mp4() {
 fn missing_decoder_is_named() {
     let dir = TempDir::new("missing");
     let path = dir.join("part2.mkv");
-    encode(&format!(
+    common::encode(&format!(
         "videotestsrc num-buffers=3 ! video/x-raw,width=64,height=48 ! avenc_mpeg4 ! matroskamux \
          ! filesink location={}",
         path.display()

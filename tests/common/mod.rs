@@ -87,6 +87,24 @@ pub fn config(text: &str) -> octopipe::runner::PipelineConfig {
     octopipe::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Run a `gst-launch`-style encoding line to end of stream (test inputs made by the tests).
+pub fn encode(line: &str) {
+    use gstreamer as gst;
+    use gstreamer::prelude::*;
+    gst::init().unwrap();
+    let pipeline = gst::parse::launch(line).expect("encode pipeline");
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let bus = pipeline.bus().unwrap();
+    let msg = bus
+        .timed_pop_filtered(
+            gst::ClockTime::from_seconds(20),
+            &[gst::MessageType::Eos, gst::MessageType::Error],
+        )
+        .expect("encode finished");
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert!(matches!(msg.view(), gst::MessageView::Eos(_)), "{msg:?}");
+}
+
 /// A fresh temporary folder for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("octopipe-test-{}-{name}", std::process::id()));
