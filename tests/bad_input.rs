@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn octopipe() -> Command {
