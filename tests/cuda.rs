@@ -45,6 +45,29 @@ fn finish(batch: &mut CropBatch, crops: Vec<CropMeta>) {
     batch.build_blocks(256, 4);
 }
 
+/// A batch holding one 2501x2111 I420 frame and no crops yet.
+fn big_frame_batch() -> CropBatch {
+    let mut batch = CropBatch::default();
+    batch
+        .frames
+        .push(synthetic_frame(PixelFormat::I420, 2501, 2111, 3));
+    batch
+}
+
+/// A crop of frame 0 (its output offset is set by [`finish`]).
+fn crop(x: u32, y: u32, w: u32, h: u32, out_w: u32, out_h: u32) -> CropMeta {
+    CropMeta {
+        frame: 0,
+        x,
+        y,
+        w,
+        h,
+        out_w,
+        out_h,
+        out_offset: 0,
+    }
+}
+
 /// Run the CPU backend and the CUDA backend (device output poisoned first); compare.
 fn compare_backends(batch: &mut CropBatch, config: &PreprocessConfig, what: &str) -> f32 {
     let mut cpu = CpuBackend::new(config.clone()).unwrap();
@@ -432,27 +455,14 @@ fn boxes_larger_than_2000_px() {
     if !gpu("boxes_larger_than_2000_px") {
         return;
     }
-    let mut batch = CropBatch::default();
-    batch
-        .frames
-        .push(synthetic_frame(PixelFormat::I420, 2501, 2111, 3));
-    let c = |x, y, w, h, ow, oh| CropMeta {
-        frame: 0,
-        x,
-        y,
-        w,
-        h,
-        out_w: ow,
-        out_h: oh,
-        out_offset: 0,
-    };
+    let mut batch = big_frame_batch();
     finish(
         &mut batch,
         vec![
-            c(0, 0, 2501, 2111, 64, 64),
-            c(50, 40, 2400, 2050, 224, 224),
-            c(1, 1, 1, 1, 300, 300),
-            c(3, 5, 2100, 7, 640, 16),
+            crop(0, 0, 2501, 2111, 64, 64),
+            crop(50, 40, 2400, 2050, 224, 224),
+            crop(1, 1, 1, 1, 300, 300),
+            crop(3, 5, 2100, 7, 640, 16),
         ],
     );
     compare_backends(&mut batch, &PreprocessConfig::default(), "boxes > 2000 px");
@@ -674,27 +684,14 @@ fn parity_area_and_letterbox() {
         }
     }
     // Large downscales (many taps per output) and a 1-px-high box.
-    let mut batch = CropBatch::default();
-    batch
-        .frames
-        .push(synthetic_frame(PixelFormat::I420, 2501, 2111, 3));
-    let c = |x, y, w, h, ow, oh| CropMeta {
-        frame: 0,
-        x,
-        y,
-        w,
-        h,
-        out_w: ow,
-        out_h: oh,
-        out_offset: 0,
-    };
+    let mut batch = big_frame_batch();
     finish(
         &mut batch,
         vec![
-            c(0, 0, 2501, 2111, 64, 64),
-            c(50, 40, 2400, 2050, 224, 224),
-            c(3, 5, 2100, 7, 640, 16),
-            c(7, 9, 1000, 1, 224, 224),
+            crop(0, 0, 2501, 2111, 64, 64),
+            crop(50, 40, 2400, 2050, 224, 224),
+            crop(3, 5, 2100, 7, 640, 16),
+            crop(7, 9, 1000, 1, 224, 224),
         ],
     );
     batch.build_blocks_weighted(256, 4, 16 * 1024);
