@@ -38,6 +38,17 @@ struct BlockMeta {
     u32 crop, tile_begin, tile_end;
 };
 
+// One plane rectangle of a crop for kernels/gather.cu: `rows` rows of `row_bytes` bytes, the first at
+// device address `src` (page-locked host memory), rows `src_stride` apart, packed to arena byte `dst`.
+struct GatherRect {
+    u64 src;
+    u64 dst;
+    u32 src_stride;
+    u32 row_bytes;
+    u32 rows;
+    u32 pad_;
+};
+
 // Output normalization: out[k] = v[src[k]] * a[k] + b[k], layout NCHW (nhwc = 0) or NHWC (nhwc = 1).
 struct Norm {
     float a[3];

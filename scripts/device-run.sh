@@ -40,9 +40,10 @@ if [ "${VARIANTS:-1}" = 1 ]; then
             .device/cuda --ignored --nocapture --exact octopus_variants 2>&1 | grep -E " \| |panicked|FAILED"
     done <<'VARIANTS' | tee "$OUT/variants.txt"
 |
--DOCTOPUS_STCS=0|
--DOCTOPUS_PERSISTENT=1|4
--DOCTOPUS_PERSISTENT=1 -DOCTOPUS_SEPARABLE=1 -DOCTOPUS_NOINLINE_PIXELS=1|4
+-DOCTOPUS_STAGE4=0 -DSTAGE_FLOATS=2048|
+-DOCTOPUS_STAGE4=0|
+-DSTAGE_FLOATS=4096|
+-DSTAGE_FLOATS=12288|
 VARIANTS
     if [ "${BEST:-0}" = 1 ]; then
         # The fastest variant on crops1000 (tile 512 x 4) runs the bench and memcheck below.

@@ -109,9 +109,41 @@ fn compare_strategies(batch: &CropBatch, config: &PreprocessConfig, reference: &
         .collect();
     let len = batch.tensor_len(3);
     let norm = Norm::from_config(config);
-    for mode in [UploadMode::Whole, UploadMode::Rows, UploadMode::Rects] {
+    // Page-locked copies of the frames, for the rectangles the GPU gathers itself.
+    let pinned: Vec<_> = frames
+        .iter()
+        .map(|f| {
+            // SAFETY: filled right below, before any copy reads it.
+            let mut p = unsafe { e.context().alloc_pinned::<u8>(f.data.len()) }.unwrap();
+            p.as_mut_slice().unwrap().copy_from_slice(f.data);
+            p
+        })
+        .collect();
+    let pinned_frames: Vec<HostFrame<'_>> = frames
+        .iter()
+        .zip(&pinned)
+        .map(|(f, p)| HostFrame {
+            data: p.as_slice().unwrap(),
+            ..*f
+        })
+        .collect();
+    let runs = [
+        (&frames, UploadMode::Whole, false),
+        (&frames, UploadMode::Rows, false),
+        (&frames, UploadMode::Rects, false),
+        (&pinned_frames, UploadMode::Rects, true),
+    ];
+    for (frames, mode, device_gather) in runs {
+        // SAFETY: the pinned frames outlive every launch here, each waited for by its download.
+        unsafe { e.set_device_gather(device_gather) };
+        let how = if device_gather { "device gather" } else { "" };
         for s in Strategy::ALL {
-            e.upload_frames(&frames, &batch.crops, mode).unwrap();
+            let stats = e.upload_frames(frames, &batch.crops, mode).unwrap();
+            assert_eq!(
+                stats.device_rects > 0,
+                device_gather,
+                "{what} {mode:?} {how}"
+            );
             e.upload_meta(s, &batch.crops, &batch.blocks).unwrap();
             e.poison_output(OutType::F32, len, f32::NAN.to_bits())
                 .unwrap();
@@ -131,13 +163,21 @@ fn compare_strategies(batch: &CropBatch, config: &PreprocessConfig, reference: &
             let unwritten = out.iter().filter(|v| !v.is_finite()).count();
             assert_eq!(
                 unwritten, 0,
-                "{what} {s:?} {mode:?}: {unwritten} elements not written"
+                "{what} {s:?} {mode:?} {how}: {unwritten} elements not written"
             );
             let d = max_diff_255(&out, reference, config);
-            eprintln!("{what} {} {mode:?}: max diff {d:.4}", s.label());
-            assert!(d <= TOL, "{what} {s:?} {mode:?}: max difference {d}");
+            eprintln!("{what} {} {mode:?} {how}: max diff {d:.4}", s.label());
+            assert!(d <= TOL, "{what} {s:?} {mode:?} {how}: max difference {d}");
         }
     }
+    // The device gather refuses pageable frames, naming the frame.
+    let err = e
+        .upload_frames(&frames, &batch.crops, UploadMode::Rects)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("frame 0 is not page-locked"), "{err}");
+    // SAFETY: back to host gathers.
+    unsafe { e.set_device_gather(false) };
     // f16: within f16 rounding of the f32 value (half an ulp: |v| * 2^-11, plus the f32 tolerance).
     e.upload_frames(&frames, &batch.crops, UploadMode::Whole)
         .unwrap();

@@ -255,7 +255,12 @@ impl GpuBench {
             let kernel = time_kernel_queued(e, queued, 10, |e| {
                 e.launch(s, OutType::F32, norm, crops, nb, tile, threads, out_len)
             })?;
-            let e2e = time_host(e, reps, |e| {
+            // One batch: the frame upload (`None`: frames left from before), metadata, kernel, and
+            // with `back` the copy back to pinned memory.
+            let mut once = |e: &mut Engine, up: Option<UploadMode>, back: bool| {
+                if let Some(mode) = up {
+                    e.upload_frames(&frames, crops, mode)?;
+                }
                 build_blocks_into(crops, tile, per_block, &mut blocks);
                 e.upload_meta(s, crops, &blocks)?;
                 e.launch(
@@ -267,53 +272,57 @@ impl GpuBench {
                     tile,
                     threads,
                     out_len,
-                )
-            })?;
-            let mut upload = |mode: UploadMode, back: bool, e: &mut Engine| {
-                time_host(e, reps, |e| {
-                    e.upload_frames(&frames, crops, mode)?;
-                    build_blocks_into(crops, tile, per_block, &mut blocks);
-                    e.upload_meta(s, crops, &blocks)?;
-                    e.launch(
-                        s,
-                        OutType::F32,
-                        norm,
-                        crops,
-                        blocks.len(),
-                        tile,
-                        threads,
-                        out_len,
-                    )?;
-                    if back {
-                        // SAFETY: `time_host` synchronizes the stream after each run; `host_out`
-                        // outlives the loop.
-                        unsafe { e.download_f32_pinned(&mut host_out, out_len) }?;
-                    }
-                    Ok(())
-                })
+                )?;
+                if back {
+                    // SAFETY: `time_host` synchronizes the stream after each run; `host_out`
+                    // outlives the loop.
+                    unsafe { e.download_f32_pinned(&mut host_out, out_len) }?;
+                }
+                Ok(())
             };
-            let up_whole = upload(UploadMode::Whole, false, e)?;
+            let e2e = time_host(e, reps, |e| once(e, None, false))?;
+            // `gpu`: the GPU gathers the crop rectangles from the pinned frames itself.
+            let mut upload = |mode: UploadMode, gpu: bool, back: bool, e: &mut Engine| {
+                // SAFETY: `pinned` outlives every run, and `time_host` synchronizes after each.
+                unsafe { e.set_device_gather(gpu) };
+                let t = time_host(e, reps, |e| once(e, Some(mode), back));
+                // SAFETY: host gathers again.
+                unsafe { e.set_device_gather(false) };
+                t
+            };
+            let up_whole = upload(UploadMode::Whole, false, false, e)?;
             let rows_stats = e.upload_frames(&frames, crops, UploadMode::Rows)?;
-            let up_rows = upload(UploadMode::Rows, false, e)?;
+            let up_rows = upload(UploadMode::Rows, false, false, e)?;
             let rects_stats = e.upload_frames(&frames, crops, UploadMode::Rects)?;
-            let up_rects = upload(UploadMode::Rects, false, e)?;
+            let up_rects = upload(UploadMode::Rects, false, false, e)?;
+            let up_gpu = upload(UploadMode::Rects, true, false, e)?;
+            // The GPU gather step alone: by events (host listing + launch + gather) and by the
+            // host clock (with a synchronize).
+            // SAFETY: `pinned` outlives the runs; both timers synchronize after each.
+            unsafe { e.set_device_gather(true) };
+            let gather_step = |e: &mut Engine| e.upload_frames(&frames, crops, UploadMode::Rects);
+            let gather_dev = time_kernel(e, reps, |e| gather_step(e).map(drop))?;
+            let gather_host = time_host(e, reps, |e| gather_step(e).map(drop))?;
+            // SAFETY: host gathers again.
+            unsafe { e.set_device_gather(false) };
             let best = [
-                (up_whole, UploadMode::Whole),
-                (up_rows, UploadMode::Rows),
-                (up_rects, UploadMode::Rects),
+                (up_whole, UploadMode::Whole, false),
+                (up_rows, UploadMode::Rows, false),
+                (up_rects, UploadMode::Rects, false),
+                (up_gpu, UploadMode::Rects, true),
             ]
             .into_iter()
             .min_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|b| b.1)
-            .unwrap_or(UploadMode::Whole);
-            let back = upload(best, true, e)?;
+            .map(|b| (b.1, b.2))
+            .unwrap_or((UploadMode::Whole, false));
+            let back = upload(best.0, best.1, true, e)?;
             let gbps = out_bytes as f64 / (kernel * 1e-3) / 1e9;
             rows.push(Row {
                 workload: w.name().into(),
                 name: s.label().into(),
                 kernel_ms: Some(kernel),
                 e2e_ms: Some(e2e),
-                e2e_upload_ms: Some(up_whole.min(up_rows).min(up_rects)),
+                e2e_upload_ms: Some(up_whole.min(up_rows).min(up_rects).min(up_gpu)),
                 e2e_back_ms: Some(back),
                 bytes: Some(out_bytes + read_bytes + meta_bytes as u64),
                 meta_bytes: Some(meta_bytes as u64),
@@ -321,7 +330,7 @@ impl GpuBench {
                 of_copy: Some(gbps / self.copy_gbps),
                 max_diff: Some(diff),
                 note: format!(
-                    "{:.0}% of memset write; one launch alone {single:.4} ms; upload whole {:.4} ms ({} B, {} copies), rows {:.4} ms ({} B, {} copies), crop rects {:.4} ms ({} B, 1 copy after a host gather)",
+                    "{:.0}% of memset write; one launch alone {single:.4} ms; upload whole {:.4} ms ({} B, {} copies), rows {:.4} ms ({} B, {} copies), crop rects {:.4} ms ({} B, 1 copy after a host gather), crop rects gathered by the GPU {up_gpu:.4} ms (no copy; the gather step alone {gather_dev:.4} ms by events, {gather_host:.4} ms host clock)",
                     gbps / self.write_gbps * 100.0,
                     up_whole,
                     whole.frame_bytes,
@@ -384,7 +393,9 @@ impl GpuBench {
             });
         }
         if w == Workload::Streams16 {
-            rows.push(self.overlap_row(&frames, crops, norm, reference, config)?);
+            for back in [false, true] {
+                rows.push(self.overlap_row(&frames, crops, norm, reference, config, back)?);
+            }
         }
         rows.extend(self.resample_rows(p, &frames, reference, config)?);
         Ok(rows)
@@ -557,8 +568,11 @@ impl GpuBench {
         Ok(rows)
     }
 
-    /// streams16 as 16 one-frame batches on two engines (two streams): the upload of batch k+1
-    /// overlaps the kernel of batch k. Reports ms per frame including the copy back.
+    /// streams16 as 16 one-frame (drone28-like) batches on two engines (two streams): the upload
+    /// of batch k+1 overlaps the kernel of batch k, and the host builds batch k+1's metadata while
+    /// the GPU works. Upload `Auto` with the GPU gathering the crop rectangles from the pinned
+    /// frames. Reports ms per frame, with the copy of each output back to pinned memory (`back`)
+    /// or without it (the output stays on the device for a device-side consumer).
     fn overlap_row(
         &mut self,
         frames: &[HostFrame<'_>],
@@ -566,6 +580,7 @@ impl GpuBench {
         norm: Norm,
         reference: &[f32],
         config: &PreprocessConfig,
+        back: bool,
     ) -> Result<Row, BenchError> {
         let n = frames.len();
         let per: Vec<Vec<CropMeta>> = (0..n)
@@ -604,6 +619,8 @@ impl GpuBench {
         let mut blocks = [Vec::new(), Vec::new()];
         for e in &mut self.engines {
             e.reserve_output(OutType::F32, maxlen)?;
+            // SAFETY: the frames outlive the runs below, each of which synchronizes both streams.
+            unsafe { e.set_device_gather(true) };
         }
         let mut run = |engines: &mut [Engine; 2]| -> Result<f64, CudaError> {
             let s = Instant::now();
@@ -623,8 +640,10 @@ impl GpuBench {
                     threads,
                     lens[k],
                 )?;
-                // SAFETY: both streams are synchronized below before `outs` is read or dropped.
-                unsafe { e.download_f32_pinned(&mut outs[k], lens[k]) }?;
+                if back {
+                    // SAFETY: both streams are synchronized below before `outs` is read or dropped.
+                    unsafe { e.download_f32_pinned(&mut outs[k], lens[k]) }?;
+                }
             }
             for e in engines.iter() {
                 e.stream().synchronize()?;
@@ -636,6 +655,19 @@ impl GpuBench {
             .map(|_| run(&mut self.engines))
             .collect::<Result<_, _>>()?;
         let total = median(&mut t);
+        for e in &mut self.engines {
+            // SAFETY: host gathers again.
+            unsafe { e.set_device_gather(false) };
+        }
+        if !back {
+            return Ok(Row {
+                workload: "streams16".into(),
+                name: "C octopus 2 streams, per frame".into(),
+                e2e_upload_ms: Some(total / n as f64),
+                note: format!("16 one-frame batches alternating on 2 streams, total {total:.4} ms; ms per frame: metadata + crop rects gathered by the GPU + kernel, output left on the device"),
+                ..Row::default()
+            });
+        }
         // Parity of the last run.
         let mut got = Vec::with_capacity(reference.len());
         for (k, o) in outs.iter().enumerate() {
@@ -643,10 +675,10 @@ impl GpuBench {
         }
         Ok(Row {
             workload: "streams16".into(),
-            name: "C octopus 2 streams".into(),
+            name: "C octopus 2 streams, per frame".into(),
             e2e_back_ms: Some(total / n as f64),
             max_diff: Some(max_diff_255(&got, reference, config)),
-            note: format!("16 one-frame batches alternating on 2 streams, total {total:.4} ms; ms per frame, upload (auto) + meta + kernel + copy back"),
+            note: format!("16 one-frame batches alternating on 2 streams, total {total:.4} ms; ms per frame: metadata + crop rects gathered by the GPU + kernel + copy back to pinned memory"),
             ..Row::default()
         })
     }

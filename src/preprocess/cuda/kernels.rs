@@ -21,11 +21,18 @@ pub enum Module {
     Baselines,
     /// `kernels/resample.cu`: strategy C for area (antialiased) resizing and letterbox.
     Resample,
+    /// `kernels/gather.cu`: crop rectangles pulled from page-locked host frames by the GPU.
+    Gather,
 }
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 3] = [Module::Octopus, Module::Baselines, Module::Resample];
+    pub const ALL: [Module; 4] = [
+        Module::Octopus,
+        Module::Baselines,
+        Module::Resample,
+        Module::Gather,
+    ];
 
     /// File name under `kernels/`, shown in compile logs.
     pub fn file_name(self) -> &'static str {
@@ -33,6 +40,7 @@ impl Module {
             Module::Octopus => "octopus.cu",
             Module::Baselines => "baselines.cu",
             Module::Resample => "resample.cu",
+            Module::Gather => "gather.cu",
         }
     }
 
@@ -42,6 +50,7 @@ impl Module {
             Module::Octopus => include_str!("../../../kernels/octopus.cu"),
             Module::Baselines => include_str!("../../../kernels/baselines.cu"),
             Module::Resample => include_str!("../../../kernels/resample.cu"),
+            Module::Gather => include_str!("../../../kernels/gather.cu"),
         }
     }
 
@@ -98,11 +107,12 @@ pub enum Kernel {
     ResampleAreaNv12F16,
     ResampleAreaPackedF32,
     ResampleAreaPackedF16,
+    GatherRects,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 31] = [
+    pub const ALL: [Kernel; 32] = [
         Kernel::OctopusBilinearI420F32,
         Kernel::OctopusBilinearNv12F32,
         Kernel::OctopusBilinearPackedF32,
@@ -134,6 +144,7 @@ impl Kernel {
         Kernel::ResampleAreaNv12F16,
         Kernel::ResampleAreaPackedF32,
         Kernel::ResampleAreaPackedF16,
+        Kernel::GatherRects,
     ];
 
     /// The `extern "C"` name.
@@ -171,6 +182,7 @@ impl Kernel {
             ResampleAreaNv12F16 => "resample_area_nv12_f16",
             ResampleAreaPackedF32 => "resample_area_packed_f32",
             ResampleAreaPackedF16 => "resample_area_packed_f16",
+            GatherRects => "gather_rects",
         }
     }
 
@@ -180,6 +192,8 @@ impl Kernel {
             Module::Octopus
         } else if self.name().starts_with("resample_") {
             Module::Resample
+        } else if self.name().starts_with("gather_") {
+            Module::Gather
         } else {
             Module::Baselines
         }

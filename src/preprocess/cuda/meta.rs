@@ -120,6 +120,25 @@ impl Norm {
     }
 }
 
+/// `GatherRect` of `kernels/common.cuh`: one plane rectangle of a crop that `kernels/gather.cu`
+/// pulls from page-locked host memory into the frame arena.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GatherRect {
+    /// Device address of the rectangle's first byte (a page-locked host address).
+    pub src: u64,
+    /// Arena byte the rectangle is packed to.
+    pub dst: u64,
+    /// Bytes between the starts of two source rows.
+    pub src_stride: u32,
+    /// Bytes per row.
+    pub row_bytes: u32,
+    /// Rows.
+    pub rows: u32,
+    /// Padding to 8 bytes.
+    pub pad: u32,
+}
+
 /// Types whose bytes can be copied as they are (no padding, no pointers).
 ///
 /// # Safety
@@ -153,6 +172,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Norm>(), 32);
         assert_eq!(std::mem::size_of::<CropMeta>(), 32);
         assert_eq!(std::mem::size_of::<BlockMeta>(), 12);
+        assert_eq!(std::mem::size_of::<GatherRect>(), 32);
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! ... ! preprocess backend=cuda size=64x64 ! classify ...
 //! ```
 //!
-//! Per batch: the frames are uploaded once (whole, or only the rows their crops touch when that moves
-//! fewer bytes) into a device frame arena; the frame descriptors, crops and blocks are packed into one
+//! Per batch: the frames are uploaded once (whole, only the rows their crops touch, or only each
+//! crop's rectangle: gathered on the host and copied, or pulled by the GPU from page-locked frames)
+//! into a device frame arena; the frame descriptors, crops and blocks are packed into one
 //! host buffer and uploaded with one copy through pinned memory; one kernel launch writes every crop;
 //! the result stays on the device ([`Engine::output_f32`]) or is copied back for ONNX Runtime on the
 //! CPU. All buffers grow and are reused: no allocation per batch in steady state.
@@ -21,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr,
+    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr,
     DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
@@ -30,7 +31,7 @@ use super::{validate, Backend, DType, Interpolation, PreprocessConfig, Preproces
 use crate::batch::{BlockMeta, CropBatch, CropMeta};
 use crate::frame::{Colorimetry, FrameLayout, PixelFormat};
 use kernels::{Kernel, KernelError, Module};
-use meta::{push_aligned, FrameDesc, InputKind, Norm};
+use meta::{push_aligned, FrameDesc, GatherRect, InputKind, Norm};
 
 /// Threads per block of the one-thread-per-pixel kernels (A, B, D, E).
 pub const FLAT_THREADS: u32 = 256;
@@ -130,7 +131,8 @@ pub enum UploadMode {
     Rows,
     /// Only each crop's own rectangle (per plane; chroma widened by one sample for the bilinear
     /// chroma taps), gathered on the host into one pinned staging buffer and uploaded with one
-    /// copy; each crop gets its own frame descriptor pointing at its rectangle.
+    /// copy, or pulled by the GPU from page-locked frames (see [`Engine::set_device_gather`]);
+    /// each crop gets its own frame descriptor pointing at its rectangle.
     Rects,
 }
 
@@ -164,6 +166,9 @@ pub struct TransferStats {
     pub frame_copies: usize,
     /// Metadata bytes copied to the device.
     pub meta_bytes: usize,
+    /// Crop rectangles the GPU pulled from page-locked frames ([`Engine::set_device_gather`]);
+    /// their bytes count in `frame_bytes`, with no frame copy.
+    pub device_rects: usize,
 }
 
 fn grow<T: DeviceRepr + ValidAsZeroBits>(
@@ -197,6 +202,25 @@ fn launch_config(grid: (u32, u32), threads: u32) -> LaunchConfig {
         shared_mem_bytes: 0,
     }
 }
+
+/// Threads per block of `gather_rects` (each issues 8 loads per round: `GATHER_UNROLL`).
+const GATHER_THREADS: u32 = 256;
+
+/// Rectangles per `gather_rects` launch (`GATHER_MAX` in `kernels/gather.cu`): the table is a
+/// kernel parameter, which must stay under 4 KiB.
+const GATHER_MAX: usize = 120;
+
+/// `GatherTable` of `kernels/gather.cu`, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GatherTable {
+    n: u32,
+    pad: u32,
+    rects: [GatherRect; GATHER_MAX],
+}
+
+// SAFETY: `#[repr(C)]` plain data with the layout of the kernel's `GatherTable`.
+unsafe impl DeviceRepr for GatherTable {}
 
 /// Pinned slots the packed metadata goes through, reused round robin; `done` is recorded after
 /// the copy out of the slot, and waited on before the slot is written again.
@@ -245,6 +269,10 @@ pub struct Engine {
     remap: bool,
     rect_host: Option<PinnedHostSlice<u8>>,
     rect_done: Option<CudaEvent>,
+    /// [`Self::set_device_gather`].
+    device_gather: bool,
+    /// The rectangles of the last device gather, cut into kernel-parameter tables.
+    gathers: Vec<GatherRect>,
 }
 
 /// CUDA blocks per multiprocessor of a persistent strategy C launch (kernels built with
@@ -305,6 +333,8 @@ impl Engine {
             remap: false,
             rect_host: None,
             rect_done: None,
+            device_gather: false,
+            gathers: Vec::new(),
         })
     }
 
@@ -333,6 +363,44 @@ impl Engine {
         } else {
             false
         }
+    }
+
+    /// Let [`UploadMode::Rects`] (and `Auto` where it picks rectangles) have the GPU pull the crop
+    /// rectangles straight out of the frames (`kernels/gather.cu`) instead of gathering their rows
+    /// on the host and copying them: no host work per row and no copy for the pixels. The
+    /// rectangle table travels in the gather kernel's parameters, so the gather is queued at once
+    /// and runs while the host builds the metadata.
+    ///
+    /// # Safety
+    /// While on, every frame given to [`Self::upload_frames`] must be page-locked host memory
+    /// (`CudaContext::alloc_pinned*`, `cuMemHostAlloc` or registered; checked: an error
+    /// otherwise), and must stay alive and unchanged until this engine's stream has run that
+    /// batch's gather (a download or a stream synchronize waits for it): the GPU reads it after
+    /// the calls return.
+    pub unsafe fn set_device_gather(&mut self, on: bool) {
+        self.device_gather = on;
+    }
+
+    /// The device address of page-locked host bytes, or an error naming frame `i`.
+    fn device_address(&self, i: usize, data: &[u8]) -> Result<u64, CudaError> {
+        self.ctx.bind_to_thread()?;
+        let mut addr: sys::CUdeviceptr = 0;
+        let mut attr = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_POINTER;
+        let mut out = [(&mut addr as *mut sys::CUdeviceptr).cast::<std::ffi::c_void>()];
+        // SAFETY: one attribute, written to `addr` (a CUdeviceptr); the host address is only
+        // looked up, not dereferenced. Unlike `cuPointerGetAttribute`, the plural call answers 0
+        // (not an error) for memory CUDA does not know.
+        unsafe {
+            sys::cuPointerGetAttributes(1, &mut attr, out.as_mut_ptr(), data.as_ptr() as u64)
+        }
+        .result()?;
+        if addr == 0 {
+            return Err(CudaError::Invalid(format!(
+                "frame {i} is not page-locked host memory: the device gather reads frames from \
+                 pinned buffers only"
+            )));
+        }
+        Ok(addr)
     }
 
     /// Multiprocessors of the GPU.
@@ -463,6 +531,7 @@ impl Engine {
         }
         self.stats.frame_bytes = stats.frame_bytes;
         self.stats.frame_copies = stats.frame_copies;
+        self.stats.device_rects = 0;
         self.bases = bases;
         Ok(stats)
     }
@@ -490,6 +559,9 @@ impl Engine {
             total += rect_bytes(&f.layout, c).next_multiple_of(16);
         }
         let total = total.max(16);
+        if self.device_gather {
+            return self.device_gather(frames, crops, total);
+        }
         if let Some(done) = &self.rect_done {
             // The copy that last read the staging buffer must be finished before it is rewritten.
             done.synchronize()?;
@@ -535,11 +607,82 @@ impl Engine {
         self.remap = true;
         self.stats.frame_bytes = total;
         self.stats.frame_copies = 1;
-        Ok(TransferStats {
-            frame_bytes: total,
-            frame_copies: 1,
-            meta_bytes: self.stats.meta_bytes,
-        })
+        self.stats.device_rects = 0;
+        Ok(self.stats)
+    }
+
+    /// [`UploadMode::Rects`] with [`Self::set_device_gather`]: the same arena layout and
+    /// descriptors as the host gather, but the host only lists the rectangles (source address,
+    /// stride, size, arena offset) and queues `gather_rects` over them.
+    fn device_gather(
+        &mut self,
+        frames: &[HostFrame<'_>],
+        crops: &[CropMeta],
+        total: usize,
+    ) -> Result<TransferStats, CudaError> {
+        let mut addrs = std::mem::take(&mut self.bases);
+        addrs.clear();
+        for (i, f) in frames.iter().enumerate() {
+            addrs.push(self.device_address(i, f.data)? as usize);
+        }
+        grow(&self.stream, &mut self.arena, total)?;
+        self.descs.clear();
+        self.rect_crops.clear();
+        self.gathers.clear();
+        let mut off = 0usize;
+        for (i, c) in crops.iter().enumerate() {
+            let f = &frames[c.frame as usize];
+            let mut d = FrameDesc::new(&f.layout, &f.colorimetry, 0);
+            for (plane, xb, rb, y0, rows) in crop_rects(&f.layout, c).into_iter().flatten() {
+                let (po, ps) = (f.layout.offsets[plane], f.layout.strides[plane]);
+                self.gathers.push(GatherRect {
+                    src: (addrs[c.frame as usize] + po + y0 * ps + xb) as u64,
+                    dst: off as u64,
+                    src_stride: ps as u32,
+                    row_bytes: rb as u32,
+                    rows: rows as u32,
+                    pad: 0,
+                });
+                d.plane[plane] = (off as u64).wrapping_sub((y0 * rb + xb) as u64);
+                d.stride[plane] = rb as u32;
+                off += rb * rows;
+            }
+            off = off.next_multiple_of(16);
+            self.descs.push(d);
+            self.rect_crops.push(CropMeta {
+                frame: i as u32,
+                ..*c
+            });
+        }
+        self.bases = addrs;
+        self.remap = true;
+        self.stats.frame_bytes = total;
+        self.stats.frame_copies = 0;
+        self.stats.device_rects = self.gathers.len();
+        let f = self.func(Kernel::GatherRects)?;
+        let arena = self.arena.as_mut().expect("grown above");
+        for chunk in self.gathers.chunks(GATHER_MAX) {
+            let mut table = GatherTable {
+                n: chunk.len() as u32,
+                pad: 0,
+                rects: [GatherRect::default(); GATHER_MAX],
+            };
+            table.rects[..chunk.len()].copy_from_slice(chunk);
+            // CUDA blocks per rectangle: enough for one round of loads per thread (8 bytes each).
+            let per = chunk
+                .iter()
+                .map(|g| (g.row_bytes * g.rows).div_ceil(GATHER_THREADS * 8))
+                .max()
+                .unwrap_or(1)
+                .clamp(1, 64);
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&table).arg(&mut *arena);
+            // SAFETY: argument types match `gather_rects`; every destination lies in the arena
+            // (sized above), every source in a frame that `set_device_gather`'s caller keeps
+            // page-locked, alive and unchanged until the stream has run this.
+            unsafe { b.launch(launch_config((table.n, per), GATHER_THREADS)) }?;
+        }
+        Ok(self.stats)
     }
 
     /// Pack the frame descriptors (from the last [`Self::upload_frames`]), `crops`, and the
@@ -678,27 +821,15 @@ impl Engine {
         threads: u32,
         out_len: usize,
     ) -> Result<(), CudaError> {
-        let kind = self
-            .kind
-            .ok_or_else(|| CudaError::Invalid("no frames uploaded".into()))?;
-        if crops.is_empty() || out_len == 0 {
-            return Ok(());
-        }
         if ty == OutType::F16 && strategy != Strategy::Octopus {
             return Err(CudaError::Invalid(
                 "f16 output is implemented for strategy C only".into(),
             ));
         }
-        // Bounds: every crop inside its frame and its output inside `out_len`.
-        self.check_crops(crops, out_len)?;
-        if strategy == Strategy::Octopus
-            && (nblocks == 0 || self.layout.blocks.1 - self.layout.blocks.0 != nblocks * 12)
-        {
-            return Err(CudaError::Invalid(format!(
-                "{nblocks} blocks, metadata holds another count"
-            )));
-        }
-        self.reserve_output(ty, out_len)?;
+        let blocks = (strategy == Strategy::Octopus).then_some(nblocks);
+        let Some(kind) = self.prepare_launch(crops, out_len, ty, blocks)? else {
+            return Ok(());
+        };
         let l = self.layout;
         let ncrops = crops.len() as u32;
         match strategy {
@@ -826,19 +957,9 @@ impl Engine {
         threads: u32,
         out_len: usize,
     ) -> Result<(), CudaError> {
-        let kind = self
-            .kind
-            .ok_or_else(|| CudaError::Invalid("no frames uploaded".into()))?;
-        if crops.is_empty() || out_len == 0 {
+        let Some(kind) = self.prepare_launch(crops, out_len, ty, Some(nblocks))? else {
             return Ok(());
-        }
-        self.check_crops(crops, out_len)?;
-        if nblocks == 0 || self.layout.blocks.1 - self.layout.blocks.0 != nblocks * 12 {
-            return Err(CudaError::Invalid(format!(
-                "{nblocks} blocks, metadata holds another count"
-            )));
-        }
-        self.reserve_output(ty, out_len)?;
+        };
         use Kernel::*;
         let area = interpolation == Interpolation::Area;
         let k = match (area, kind, ty) {
@@ -886,6 +1007,34 @@ impl Engine {
         // and each block's tiles lie in its crop by construction; frames lie in the arena.
         unsafe { b.launch(cfg) }?;
         Ok(())
+    }
+
+    /// What every launcher checks first: frames uploaded (their input kind is returned), something
+    /// to do (`None`: nothing to launch), every crop inside its frame and its output inside
+    /// `out_len`, with `nblocks`: the block count the metadata holds; then the output reserved.
+    fn prepare_launch(
+        &mut self,
+        crops: &[CropMeta],
+        out_len: usize,
+        ty: OutType,
+        nblocks: Option<usize>,
+    ) -> Result<Option<InputKind>, CudaError> {
+        let kind = self
+            .kind
+            .ok_or_else(|| CudaError::Invalid("no frames uploaded".into()))?;
+        if crops.is_empty() || out_len == 0 {
+            return Ok(None);
+        }
+        self.check_crops(crops, out_len)?;
+        if let Some(n) = nblocks {
+            if n == 0 || self.layout.blocks.1 - self.layout.blocks.0 != n * 12 {
+                return Err(CudaError::Invalid(format!(
+                    "{n} blocks, metadata holds another count"
+                )));
+            }
+        }
+        self.reserve_output(ty, out_len)?;
+        Ok(Some(kind))
     }
 
     /// Every crop inside its frame and its output inside `out_len` elements.
