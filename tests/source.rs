@@ -241,6 +241,8 @@ fn visdrone_clip_frames() {
         eprintln!("skipping: no VisDrone clip at {}", clip.display());
         return;
     };
+    // Absolute, so that the links below resolve from the temporary folder.
+    let clip = clip.canonicalize().unwrap();
     let mut names: Vec<_> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.ends_with(".jpg"))

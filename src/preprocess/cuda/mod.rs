@@ -569,30 +569,13 @@ impl Engine {
         grow_pinned(&self.ctx, &mut self.rect_host, total)?;
         grow(&self.stream, &mut self.arena, total)?;
         let host = self.rect_host.as_mut().expect("grown").as_mut_slice()?;
-        self.descs.clear();
-        self.rect_crops.clear();
-        let mut off = 0usize;
-        for (i, c) in crops.iter().enumerate() {
-            let f = &frames[c.frame as usize];
-            let mut d = FrameDesc::new(&f.layout, &f.colorimetry, 0);
-            for (plane, xb, rb, y0, rows) in crop_rects(&f.layout, c).into_iter().flatten() {
-                let (po, ps) = (f.layout.offsets[plane], f.layout.strides[plane]);
-                for r in 0..rows {
-                    let src = po + (y0 + r) * ps + xb;
-                    host[off + r * rb..off + (r + 1) * rb].copy_from_slice(&f.data[src..src + rb]);
-                }
-                // Row y, byte x of the plane lies at off + (y - y0) * rb + (x - xb).
-                d.plane[plane] = (off as u64).wrapping_sub((y0 * rb + xb) as u64);
-                d.stride[plane] = rb as u32;
-                off += rb * rows;
+        layout_rects(frames, crops, &mut self.descs, &mut self.rect_crops, |r| {
+            let data = frames[r.frame].data;
+            for i in 0..r.rows {
+                let (d, s) = (r.dst + i * r.row_bytes, r.src + i * r.stride);
+                host[d..d + r.row_bytes].copy_from_slice(&data[s..s + r.row_bytes]);
             }
-            off = off.next_multiple_of(16);
-            self.descs.push(d);
-            self.rect_crops.push(CropMeta {
-                frame: i as u32,
-                ..*c
-            });
-        }
+        });
         let arena = self.arena.as_mut().expect("grown above");
         let host = self.rect_host.as_ref().expect("grown");
         self.stream
@@ -626,34 +609,18 @@ impl Engine {
             addrs.push(self.device_address(i, f.data)? as usize);
         }
         grow(&self.stream, &mut self.arena, total)?;
-        self.descs.clear();
-        self.rect_crops.clear();
         self.gathers.clear();
-        let mut off = 0usize;
-        for (i, c) in crops.iter().enumerate() {
-            let f = &frames[c.frame as usize];
-            let mut d = FrameDesc::new(&f.layout, &f.colorimetry, 0);
-            for (plane, xb, rb, y0, rows) in crop_rects(&f.layout, c).into_iter().flatten() {
-                let (po, ps) = (f.layout.offsets[plane], f.layout.strides[plane]);
-                self.gathers.push(GatherRect {
-                    src: (addrs[c.frame as usize] + po + y0 * ps + xb) as u64,
-                    dst: off as u64,
-                    src_stride: ps as u32,
-                    row_bytes: rb as u32,
-                    rows: rows as u32,
-                    pad: 0,
-                });
-                d.plane[plane] = (off as u64).wrapping_sub((y0 * rb + xb) as u64);
-                d.stride[plane] = rb as u32;
-                off += rb * rows;
-            }
-            off = off.next_multiple_of(16);
-            self.descs.push(d);
-            self.rect_crops.push(CropMeta {
-                frame: i as u32,
-                ..*c
-            });
-        }
+        let gathers = &mut self.gathers;
+        layout_rects(frames, crops, &mut self.descs, &mut self.rect_crops, |r| {
+            gathers.push(GatherRect {
+                src: (addrs[r.frame] + r.src) as u64,
+                dst: r.dst as u64,
+                src_stride: r.stride as u32,
+                row_bytes: r.row_bytes as u32,
+                rows: r.rows as u32,
+                pad: 0,
+            })
+        });
         self.bases = addrs;
         self.remap = true;
         self.stats.frame_bytes = total;
@@ -1268,6 +1235,60 @@ fn crop_rects(layout: &FrameLayout, c: &CropMeta) -> [Option<Rect>; 3] {
             let bpp = other.packed_bytes();
             [Some((0, x * bpp, w * bpp, y, h)), None, None]
         }
+    }
+}
+
+/// One plane rectangle of [`layout_rects`]: `rows` rows of `row_bytes` bytes from byte `src` of
+/// frame `frame`'s buffer (rows `stride` apart), packed to arena byte `dst`.
+struct RectCopy {
+    frame: usize,
+    src: usize,
+    stride: usize,
+    row_bytes: usize,
+    rows: usize,
+    dst: usize,
+}
+
+/// The arena layout of [`UploadMode::Rects`]: each crop's plane rectangles packed one after
+/// another (each crop 16-byte aligned), one descriptor per crop into `descs` whose plane offsets
+/// are shifted (wrapping) so that the kernels' absolute frame coordinates land in its
+/// rectangles, and the crops renumbered to their own descriptors into `rect_crops`. `each` moves
+/// one rectangle (on the host, or lists it for the GPU). The crops were checked against their
+/// frames by the caller.
+fn layout_rects(
+    frames: &[HostFrame<'_>],
+    crops: &[CropMeta],
+    descs: &mut Vec<FrameDesc>,
+    rect_crops: &mut Vec<CropMeta>,
+    mut each: impl FnMut(RectCopy),
+) {
+    descs.clear();
+    rect_crops.clear();
+    let mut off = 0usize;
+    for (i, c) in crops.iter().enumerate() {
+        let f = &frames[c.frame as usize];
+        let mut d = FrameDesc::new(&f.layout, &f.colorimetry, 0);
+        for (plane, xb, rb, y0, rows) in crop_rects(&f.layout, c).into_iter().flatten() {
+            let (po, ps) = (f.layout.offsets[plane], f.layout.strides[plane]);
+            each(RectCopy {
+                frame: c.frame as usize,
+                src: po + y0 * ps + xb,
+                stride: ps,
+                row_bytes: rb,
+                rows,
+                dst: off,
+            });
+            // Row y, byte x of the plane lies at off + (y - y0) * rb + (x - xb).
+            d.plane[plane] = (off as u64).wrapping_sub((y0 * rb + xb) as u64);
+            d.stride[plane] = rb as u32;
+            off += rb * rows;
+        }
+        off = off.next_multiple_of(16);
+        descs.push(d);
+        rect_crops.push(CropMeta {
+            frame: i as u32,
+            ..*c
+        });
     }
 }
 
