@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 
-use crate::batch::{Assembler, BatchConfig, CropBatch, Downstream};
+use crate::batch::{Assembler, BatchConfig, CropBatch, Downstream, AREA_INPUT_PER_BLOCK};
 use crate::budget::{Budget, Report, Tally};
 use crate::classify::{Classifier, ClassifyConfig};
 use crate::detect::{DetectConfig, Detector};
 use crate::frame::{BufferPool, Frame, Mark};
-use crate::preprocess::{self, Backend, PreprocessConfig};
+use crate::preprocess::{self, Backend, Interpolation, PreprocessConfig};
 use crate::sink::{JsonlConfig, JsonlSink, Object};
 use crate::source::{self, FrameSource, SourceConfig};
 use crate::Error;
@@ -440,8 +440,14 @@ impl Pipeline {
         }
         let downstream = Arc::new(Downstream::new(config.budget * 2));
         let live = config.branches.iter().any(|b| b.source.live);
+        let mut batch_config = config.batch.clone();
+        if config.preprocess.interpolation == Interpolation::Area {
+            batch_config
+                .input_per_block
+                .get_or_insert(AREA_INPUT_PER_BLOCK);
+        }
         let assembler = Assembler::new(
-            config.batch.clone(),
+            batch_config,
             config.preprocess.out_size(),
             config.budget,
             downstream.clone(),

@@ -346,3 +346,53 @@ fn a_preprocess_stage_failing_mid_run_stops_the_pipeline_cleanly() {
         "their objects are written"
     );
 }
+
+/// With `interpolation=area`, the batch stage sizes blocks by the source pixels they read: a large
+/// box shrunk to 64x64 is cut into more blocks than a small one; with bilinear every crop gets
+/// blocks of equal output.
+#[test]
+fn area_pipelines_weight_blocks_by_input() {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    struct Blocks(Arc<Mutex<Vec<usize>>>);
+    impl octopipe::runner::Observer for Blocks {
+        fn batch(&mut self, batch: &octopipe::batch::CropBatch, _: Duration) {
+            self.0.lock().unwrap().push(batch.blocks.len());
+        }
+    }
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("area-blocks");
+    // Frame 1: a 600x400 box (240,000 source pixels for 4,096 outputs) and a 30x30 one.
+    let mot = dir.join("boxes.txt");
+    std::fs::write(
+        &mot,
+        "1,1,10,10,600,400,1,4,0,0\n1,2,700,10,30,30,1,4,0,0\n",
+    )
+    .unwrap();
+    let blocks = |interpolation: &str| {
+        let text = format!(
+            "testsrc width=800 height=600 num-buffers=1 ! boxes format=mot location={} \
+             ! preprocess interpolation={interpolation} ! classify model={} ! jsonl location={}",
+            mot.display(),
+            common::root()
+                .join("tests/data/models/valid-64.onnx")
+                .display(),
+            dir.join(format!("{interpolation}.jsonl")).display()
+        );
+        let mut p = Pipeline::build(common::config(&text)).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        p.observe(Box::new(Blocks(seen.clone())));
+        let outcome = p.run();
+        assert!(outcome.error.is_none(), "{:?}", outcome.error);
+        assert_eq!(outcome.report.objects, 2);
+        let seen = seen.lock().unwrap().clone();
+        seen
+    };
+    // 64x64 = 16 tiles of 256 pixels. Bilinear: 4 tiles per block for both crops (4 + 4 blocks).
+    // Area: the large crop reads ~59 source pixels per output, so 16 Ki source pixels per block
+    // allow one tile (16 blocks); the small one keeps 4 tiles per block (4 blocks).
+    assert_eq!(blocks("bilinear"), vec![8]);
+    assert_eq!(blocks("area"), vec![20]);
+}

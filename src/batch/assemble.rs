@@ -184,7 +184,11 @@ impl Assembler {
     /// Close the open batch, if any, building its block metadata.
     pub fn flush(&mut self) -> Option<CropBatch> {
         let mut batch = self.current.take()?;
-        batch.build_blocks(self.config.tile_pixels, self.config.tiles_per_block);
+        let (tile, per) = (self.config.tile_pixels, self.config.tiles_per_block);
+        match self.config.input_per_block {
+            Some(input) => batch.build_blocks_weighted(tile, per, input),
+            None => batch.build_blocks(tile, per),
+        }
         Some(batch)
     }
 }

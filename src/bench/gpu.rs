@@ -10,7 +10,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 use super::{
     max_diff_255, median, prepare, BenchError, Prepared, PreprocessBenchOptions, Row, Workload,
 };
-use crate::batch::{BlockMeta, CropMeta};
+use crate::batch::{BlockMeta, CropMeta, AREA_INPUT_PER_BLOCK};
 use crate::preprocess::cuda::meta::Norm;
 use crate::preprocess::cuda::{
     available, octopus_threads, CudaError, Engine, HostFrame, OutType, Strategy, UploadMode,
@@ -412,13 +412,8 @@ impl GpuBench {
     ) -> Result<Vec<Row>, BenchError> {
         use crate::preprocess::{cpu::CpuBackend, Backend, Interpolation};
         let w = p.workload;
-        let crops = &p.batch.crops;
-        let out_len = p.batch.tensor_len(3);
-        let out_bytes = (out_len * 4) as u64;
-        let (tile, per_block) = self.tile.for_pixels((out_len / 3) as u64);
-        let threads = octopus_threads(tile, per_block);
         let mut rows = Vec::new();
-        let variants: [(&str, Interpolation, Option<f32>, bool); 4] = [
+        let variants: [(&str, Interpolation, Option<f32>, bool); 6] = [
             ("C area, uniform blocks", Interpolation::Area, None, false),
             ("C area, weighted blocks", Interpolation::Area, None, true),
             (
@@ -433,10 +428,43 @@ impl GpuBench {
                 Some(114.0),
                 true,
             ),
+            // Every crop to 64x64 (the shared classifier's input): most boxes shrink, the large
+            // ones by far, so their blocks read far more source pixels than a small box's; this
+            // is where blocks sized by the input they read should pay.
+            (
+                "C area 64x64, uniform blocks",
+                Interpolation::Area,
+                None,
+                false,
+            ),
+            (
+                "C area 64x64, weighted blocks",
+                Interpolation::Area,
+                None,
+                true,
+            ),
         ];
         let mut batch = crate::batch::CropBatch::default();
-        batch.crops = crops.clone();
         for (name, interpolation, letterbox, weighted) in variants {
+            batch.crops.clear();
+            batch
+                .crops
+                .extend(p.batch.crops.iter().enumerate().map(|(i, c)| {
+                    if name.contains("64x64") {
+                        CropMeta {
+                            out_w: 64,
+                            out_h: 64,
+                            out_offset: i as u32 * 64 * 64 * 3,
+                            ..*c
+                        }
+                    } else {
+                        *c
+                    }
+                }));
+            let out_len = batch.tensor_len(3);
+            let out_bytes = (out_len * 4) as u64;
+            let (tile, per_block) = self.tile.for_pixels((out_len / 3) as u64);
+            let threads = octopus_threads(tile, per_block);
             let cfg = PreprocessConfig {
                 interpolation,
                 letterbox,
@@ -445,16 +473,17 @@ impl GpuBench {
             // CPU reference with the same settings (a fresh batch over the same frames).
             let mut cpu_batch = crate::batch::CropBatch::default();
             cpu_batch.frames = p.batch.frames.iter().map(clone_frame).collect();
-            cpu_batch.crops = crops.clone();
+            cpu_batch.crops.clone_from(&batch.crops);
             cpu_batch.build_blocks(256, 4);
             let t = Instant::now();
             CpuBackend::new(cfg.clone())?.run(&mut cpu_batch)?;
             let cpu_ms = t.elapsed().as_secs_f64() * 1e3;
             if weighted {
-                batch.build_blocks_weighted(tile, per_block, WEIGHTED_INPUT_PER_BLOCK);
+                batch.build_blocks_weighted(tile, per_block, AREA_INPUT_PER_BLOCK);
             } else {
                 batch.build_blocks(tile, per_block);
             }
+            let crops = &batch.crops;
             let e = &mut self.engines[0];
             e.upload_frames(frames, crops, UploadMode::Whole)?;
             let meta_bytes = e.upload_meta(Strategy::Octopus, crops, &batch.blocks)?;
@@ -497,6 +526,8 @@ impl GpuBench {
         }
         // The Backend path (what the pipeline runs), host clock: frame upload from pageable
         // memory + metadata + kernel + copy back into batch.tensor.
+        let crops = &p.batch.crops;
+        let (tile, per_block) = self.tile.for_pixels((p.batch.tensor_len(3) / 3) as u64);
         if w != Workload::Streams16 {
             for pinned in [false, true] {
                 let mut b = crate::batch::CropBatch::default();
@@ -683,9 +714,6 @@ impl GpuBench {
         })
     }
 }
-
-/// Source pixels per block for the input-weighted blocks of the area rows.
-pub const WEIGHTED_INPUT_PER_BLOCK: u64 = 16 * 1024;
 
 fn clone_frame(f: &crate::frame::Frame) -> crate::frame::Frame {
     crate::frame::Frame::new(

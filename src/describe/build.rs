@@ -572,6 +572,7 @@ fn batch_config(p: &Props) -> Result<BatchConfig, DescribeError> {
         tiles_per_block: p
             .parse("tiles-per-block", "a positive integer", positive)?
             .map_or(d.tiles_per_block, |v| v as u32),
+        input_per_block: d.input_per_block,
     })
 }
 

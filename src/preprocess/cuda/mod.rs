@@ -560,7 +560,7 @@ impl Engine {
         }
         let total = total.max(16);
         if self.device_gather {
-            return self.device_gather(frames, crops, total);
+            return self.gather_on_device(frames, crops, total);
         }
         if let Some(done) = &self.rect_done {
             // The copy that last read the staging buffer must be finished before it is rewritten.
@@ -597,7 +597,7 @@ impl Engine {
     /// [`UploadMode::Rects`] with [`Self::set_device_gather`]: the same arena layout and
     /// descriptors as the host gather, but the host only lists the rectangles (source address,
     /// stride, size, arena offset) and queues `gather_rects` over them.
-    fn device_gather(
+    fn gather_on_device(
         &mut self,
         frames: &[HostFrame<'_>],
         crops: &[CropMeta],
