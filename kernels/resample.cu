@@ -7,12 +7,17 @@
 // CPU rounds it (no FMA contraction), so the two backends agree bit for bit.
 //
 // Blocks for area mode come from CropBatch::build_blocks_weighted: a block of a heavily downscaled
-// crop covers fewer output pixels, so that blocks read balanced numbers of source pixels.
+// crop covers fewer output pixels, so that blocks read balanced numbers of source pixels. A block
+// whose source rows fit converts them to RGB once in shared memory ("staging", as octopus.cu).
 #include "common.cuh"
 
 #define RESAMPLE_MAX_THREADS 256
 #ifndef RESAMPLE_MIN_BLOCKS
 #define RESAMPLE_MIN_BLOCKS 4
+#endif
+// Source pixels a block may stage as float4 RGB (32 KiB, as octopus.cu).
+#ifndef RESAMPLE_STAGE_PX
+#define RESAMPLE_STAGE_PX 2048
 #endif
 
 // cpu::AreaTaps.
@@ -82,33 +87,56 @@ __device__ __forceinline__ void letterbox_rect(u32 w, u32 h, u32 ow, u32 oh, u32
     oy = (oh - nh) / 2;
 }
 
-template <int FMT, bool AREA, typename OUT>
-__device__ __forceinline__ void resample(const u8* __restrict__ arena, const FrameDesc* __restrict__ frames,
-                                         const CropMeta* __restrict__ crops, const BlockMeta* __restrict__ blocks,
-                                         u32 tile_pixels, Norm n, u32 letterbox, float pad, OUT* __restrict__ out) {
-    const BlockMeta b = blocks[blockIdx.x];
-    const CropMeta c = crops[b.crop];
-    const FrameDesc& f = frames[c.frame];
-    const u32 npix = c.out_w * c.out_h;
-    const u32 p0 = b.tile_begin * tile_pixels;
-    const u32 p1 = min(b.tile_end * tile_pixels, npix);
-    u32 offx = 0, offy = 0, nw = c.out_w, nh = c.out_h;
-    if (letterbox) letterbox_rect(c.w, c.h, c.out_w, c.out_h, offx, offy, nw, nh);
-    const bool boxed = c.w >= nw && c.h >= nh;
-    // Per block: OpenCV's inv_scale = dsize / ssize and scale = 1 / inv_scale (f64); bilinear scales (f32).
-    const double invx = __ddiv_rn((double)nw, (double)c.w), invy = __ddiv_rn((double)nh, (double)c.h);
-    const double scx = __ddiv_rn(1.0, invx), scy = __ddiv_rn(1.0, invy);
-    const float sx = __fdiv_rn((float)c.w, (float)nw), sy = __fdiv_rn((float)c.h, (float)nh);
+// RGB of crop pixel (x, y): from the staged rows (sy0 onwards, float4 per pixel) or the frame.
+template <int FMT, bool STAGED>
+__device__ __forceinline__ void fetch(const float4* stage, u32 sy0, const u8* __restrict__ arena, const FrameDesc& f,
+                                      const CropMeta& c, u32 x, u32 y, float v[3]) {
+    if (STAGED) {
+        const float4 s = stage[(y - sy0) * c.w + x];
+        v[0] = s.x;
+        v[1] = s.y;
+        v[2] = s.z;
+    } else {
+        sample_rgb<FMT>(arena, f, c.x + x, c.y + y, v[0], v[1], v[2]);
+    }
+}
+
+// The source rows r0..=r1 that content row iy reads.
+template <bool AREA>
+__device__ __forceinline__ void src_rows(u32 iy, u32 h, double invy, double scy, float sy, bool boxed, u32& r0,
+                                         u32& r1) {
+    if (AREA) {
+        const AreaTaps t = area_taps(iy, h, invy, scy, boxed);
+        r0 = min(t.i0, h - 1);
+        r1 = min(t.i0 + t.n - 1, h - 1);
+    } else {
+        float a;
+        linear_taps_s(iy, h, sy, r0, r1, a);
+    }
+}
+
+// Per-crop scales and letterbox placement, as the CPU computes them.
+struct Geometry {
+    u32 offx, offy, nw, nh;
+    bool boxed;
+    double invx, invy, scx, scy;  // OpenCV's inv_scale = dsize / ssize and scale = 1 / inv_scale (f64)
+    float sx, sy;                 // bilinear scales (f32)
+};
+
+template <int FMT, bool AREA, bool STAGED, typename OUT>
+__device__ __forceinline__ void resample_pixels(const float4* stage, u32 sy0, const u8* __restrict__ arena,
+                                                const FrameDesc& f, const CropMeta& c, const Geometry& g, u32 p0,
+                                                u32 p1, const Norm& n, float pad, OUT* __restrict__ out) {
     for (u32 p = p0 + threadIdx.x; p < p1; p += blockDim.x) {
         const u32 oy = p / c.out_w;
         const u32 ox = p - oy * c.out_w;
         float rgb[3];
-        if (ox < offx || ox >= offx + nw || oy < offy || oy >= offy + nh) {
+        if (ox < g.offx || ox >= g.offx + g.nw || oy < g.offy || oy >= g.offy + g.nh) {
             rgb[0] = rgb[1] = rgb[2] = pad;
         } else if (AREA) {
-            const u32 ix = ox - offx, iy = oy - offy;
-            const AreaTaps xt = area_taps(ix, c.w, invx, scx, boxed);
-            const AreaTaps yt = area_taps(iy, c.h, invy, scy, boxed);
+            const u32 ix = ox - g.offx, iy = oy - g.offy;
+            const AreaTaps xt = area_taps(ix, c.w, g.invx, g.scx, g.boxed);
+            const AreaTaps yt = area_taps(iy, c.h, g.invy, g.scy, g.boxed);
             for (u32 ky = 0; ky < yt.n; ++ky) {
                 const u32 y = min(yt.i0 + ky, c.h - 1);
                 const float wy = tap_weight(yt, ky);
@@ -117,7 +145,7 @@ __device__ __forceinline__ void resample(const u8* __restrict__ arena, const Fra
                     const u32 x = min(xt.i0 + kx, c.w - 1);
                     const float wx = tap_weight(xt, kx);
                     float v[3];
-                    sample_rgb<FMT>(arena, f, c.x + x, c.y + y, v[0], v[1], v[2]);
+                    fetch<FMT, STAGED>(stage, sy0, arena, f, c, x, y, v);
 #pragma unroll
                     for (int k = 0; k < 3; ++k) h[k] = __fadd_rn(h[k], __fmul_rn(v[k], wx));
                 }
@@ -125,20 +153,73 @@ __device__ __forceinline__ void resample(const u8* __restrict__ arena, const Fra
                 for (int k = 0; k < 3; ++k) rgb[k] = ky == 0 ? __fmul_rn(wy, h[k]) : __fadd_rn(rgb[k], __fmul_rn(wy, h[k]));
             }
         } else {
-            const u32 ix = ox - offx, iy = oy - offy;
+            const u32 ix = ox - g.offx, iy = oy - g.offy;
             u32 x0, x1, y0, y1;
             float ax, ay;
-            linear_taps_s(ix, c.w, sx, x0, x1, ax);
-            linear_taps_s(iy, c.h, sy, y0, y1, ay);
+            linear_taps_s(ix, c.w, g.sx, x0, x1, ax);
+            linear_taps_s(iy, c.h, g.sy, y0, y1, ay);
             float v[4][3];
-            sample_rgb<FMT>(arena, f, c.x + x0, c.y + y0, v[0][0], v[0][1], v[0][2]);
-            sample_rgb<FMT>(arena, f, c.x + x1, c.y + y0, v[1][0], v[1][1], v[1][2]);
-            sample_rgb<FMT>(arena, f, c.x + x0, c.y + y1, v[2][0], v[2][1], v[2][2]);
-            sample_rgb<FMT>(arena, f, c.x + x1, c.y + y1, v[3][0], v[3][1], v[3][2]);
+            fetch<FMT, STAGED>(stage, sy0, arena, f, c, x0, y0, v[0]);
+            fetch<FMT, STAGED>(stage, sy0, arena, f, c, x1, y0, v[1]);
+            fetch<FMT, STAGED>(stage, sy0, arena, f, c, x0, y1, v[2]);
+            fetch<FMT, STAGED>(stage, sy0, arena, f, c, x1, y1, v[3]);
             blend(v, ax, ay, rgb);
         }
         store_pixel<OUT>(c, p, rgb, n, out);
     }
+}
+
+// One BlockMeta entry: the block first converts the source rows its outputs read to RGB once, in
+// shared memory, when they fit RESAMPLE_STAGE_PX and that converts fewer pixels than 4 per output
+// (upscaled and mildly downscaled crops); otherwise it samples the frame per tap. Both paths
+// compute the same values.
+template <int FMT, bool AREA, typename OUT>
+__device__ __forceinline__ void resample(const u8* __restrict__ arena, const FrameDesc* __restrict__ frames,
+                                         const CropMeta* __restrict__ crops, const BlockMeta* __restrict__ blocks,
+                                         u32 tile_pixels, Norm n, u32 letterbox, float pad, OUT* __restrict__ out) {
+    __shared__ float4 stage[RESAMPLE_STAGE_PX];
+    const BlockMeta b = blocks[blockIdx.x];
+    const CropMeta c = crops[b.crop];
+    const FrameDesc& f = frames[c.frame];
+    const u32 npix = c.out_w * c.out_h;
+    const u32 p0 = b.tile_begin * tile_pixels;
+    const u32 p1 = min(b.tile_end * tile_pixels, npix);
+    if (p0 >= p1) return;
+    Geometry g;
+    g.offx = 0;
+    g.offy = 0;
+    g.nw = c.out_w;
+    g.nh = c.out_h;
+    if (letterbox) letterbox_rect(c.w, c.h, c.out_w, c.out_h, g.offx, g.offy, g.nw, g.nh);
+    g.boxed = c.w >= g.nw && c.h >= g.nh;
+    g.invx = __ddiv_rn((double)g.nw, (double)c.w);
+    g.invy = __ddiv_rn((double)g.nh, (double)c.h);
+    g.scx = __ddiv_rn(1.0, g.invx);
+    g.scy = __ddiv_rn(1.0, g.invy);
+    g.sx = __fdiv_rn((float)c.w, (float)g.nw);
+    g.sy = __fdiv_rn((float)c.h, (float)g.nh);
+    // Content rows (outside the letterbox pad) of the block's output rows, and the source rows they read.
+    const u32 cy0 = max(p0 / c.out_w, g.offy), cy1 = min((p1 - 1) / c.out_w, g.offy + g.nh - 1);
+    if (cy0 <= cy1) {
+        u32 sy0, sy1, t;
+        src_rows<AREA>(cy0 - g.offy, c.h, g.invy, g.scy, g.sy, g.boxed, sy0, t);
+        src_rows<AREA>(cy1 - g.offy, c.h, g.invy, g.scy, g.sy, g.boxed, t, sy1);
+        const u32 spx = (sy1 - sy0 + 1) * c.w;
+        if (spx <= RESAMPLE_STAGE_PX && spx < 4 * (p1 - p0)) {
+            for (u32 i = threadIdx.x; i < spx; i += blockDim.x) {
+                const u32 r = i / c.w;
+                const u32 x = i - r * c.w;
+                float4 v;
+                sample_rgb<FMT>(arena, f, c.x + x, c.y + sy0 + r, v.x, v.y, v.z);
+                v.w = 0.0f;
+                stage[i] = v;
+            }
+            __syncthreads();
+            resample_pixels<FMT, AREA, true, OUT>(stage, sy0, arena, f, c, g, p0, p1, n, pad, out);
+            return;
+        }
+    }
+    resample_pixels<FMT, AREA, false, OUT>(stage, 0, arena, f, c, g, p0, p1, n, pad, out);
 }
 
 #define RESAMPLE(NAME, FMT, AREA, OUT)                                                                          \
