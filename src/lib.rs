@@ -9,9 +9,9 @@
 //! | [frame](frame::Frame) | decoded planes (I420/NV12/RGB) in a pooled buffer, with stream, sequence, pts and stage timestamps |
 //! | [crop batch](batch::CropBatch) | crops from consecutive frames, each with its own size and output offset, packed without padding |
 //! | [block metadata](batch::BlockMeta) | one tiny entry per unit of work: which crop, which tiles of its output |
-//! | [stage](runner::Stage) | one step of the pipeline, run on its own thread by the [runner](runner) |
+//! | [stage](runner::Stage) | one step of the pipeline, run on its own thread by the [runner] |
 //! | edge | a bounded channel between two stages (capacity set per edge in the pipeline text) |
-//! | [budget](budget) | 1/fps per frame; per-stage p50/p95/p99/max, misses and headroom in the report |
+//! | [budget] | 1/fps per frame; per-stage p50/p95/p99/max, misses and headroom in the report |
 //! | [observer](runner::Observer) | sees every finished batch and the report: [progress, metrics, plots, annotated frames, energy](observe) |
 //!
 //! ## Example

@@ -202,7 +202,9 @@ pub struct Row {
     pub kernel_ms: Option<f64>,
     /// Metadata + metadata upload + kernel, frames already on the device, ms per batch.
     pub e2e_ms: Option<f64>,
-    /// The same plus the frame upload (the cheaper of whole frames and touched rows), ms.
+    /// The same plus moving the frames' pixels to the device: the cheapest of whole frames,
+    /// touched rows, crop rectangles gathered on the host, and crop rectangles gathered by the GPU
+    /// from the pinned frames, ms.
     pub e2e_upload_ms: Option<f64>,
     /// The same plus the copy of the output back to pinned host memory, ms.
     pub e2e_back_ms: Option<f64>,
