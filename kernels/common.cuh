@@ -125,6 +125,28 @@ __device__ __forceinline__ void sample_rgb(const u8* __restrict__ arena, const F
     }
 }
 
+// The output pixels p0..p1 (raster order) of crop c that block entry b covers (empty when p0 >= p1).
+__device__ __forceinline__ void block_pixels(const BlockMeta& b, const CropMeta& c, u32 tile_pixels, u32& p0, u32& p1) {
+    p0 = b.tile_begin * tile_pixels;
+    p1 = min(b.tile_end * tile_pixels, c.out_w * c.out_h);
+}
+
+// Staging: source rows sy0 .. sy0 + spx / c.w - 1 of crop c as RGB float4 (w unused) in shared memory,
+// each pixel converted once; every thread of the block takes part, then waits for the others.
+template <int FMT>
+__device__ __forceinline__ void stage_rows(float4* stage, const u8* __restrict__ arena, const FrameDesc& f,
+                                           const CropMeta& c, u32 sy0, u32 spx) {
+    for (u32 i = threadIdx.x; i < spx; i += blockDim.x) {
+        const u32 r = i / c.w;
+        const u32 x = i - r * c.w;
+        float4 v;
+        sample_rgb<FMT>(arena, f, c.x + x, c.y + sy0 + r, v.x, v.y, v.z);
+        v.w = 0.0f;
+        stage[i] = v;
+    }
+    __syncthreads();
+}
+
 // Output element writers.
 __device__ __forceinline__ void store(float* out, u64 i, float v) { out[i] = v; }
 __device__ __forceinline__ u16 to_half(float v);

@@ -220,9 +220,8 @@ __device__ __forceinline__ void octopus_block(OctoShared& sh, const BlockMeta b,
                                               u32 tile_pixels, const Norm& n, OUT* __restrict__ out) {
     const CropMeta c = crops[b.crop];
     const FrameDesc& f = frames[c.frame];
-    const u32 npix = c.out_w * c.out_h;
-    const u32 p0 = b.tile_begin * tile_pixels;
-    const u32 p1 = min(b.tile_end * tile_pixels, npix);
+    u32 p0, p1;
+    block_pixels(b, c, tile_pixels, p0, p1);
     if (p0 >= p1) return;
     const float sx = __fdiv_rn((float)c.w, (float)c.out_w);
     const float sy = __fdiv_rn((float)c.h, (float)c.out_h);
@@ -273,19 +272,16 @@ __device__ __forceinline__ void octopus_block(OctoShared& sh, const BlockMeta b,
     }
 #endif
     if (staged_px * STAGE_PX_FLOATS <= STAGE_FLOATS && staged_px < 4 * (p1 - p0)) {
+#if OCTOPUS_STAGE4
+        stage_rows<FMT>(reinterpret_cast<float4*>(sh.stage), arena, f, c, sy0, staged_px);
+#else
         for (u32 i = threadIdx.x; i < staged_px; i += blockDim.x) {
             u32 r = i / c.w;
             u32 x = i - r * c.w;
-#if OCTOPUS_STAGE4
-            float4 v;
-            sample_rgb<FMT>(arena, f, c.x + x, c.y + sy0 + r, v.x, v.y, v.z);
-            v.w = 0.0f;
-            reinterpret_cast<float4*>(sh.stage)[i] = v;
-#else
             sample_rgb<FMT>(arena, f, c.x + x, c.y + sy0 + r, sh.stage[3 * i], sh.stage[3 * i + 1], sh.stage[3 * i + 2]);
-#endif
         }
         __syncthreads();
+#endif
         octopus_pixels<FMT, true, OUT>(sh.stage, sy0, arena, f, c, p0, p1, sx, sy, quads, n, out);
 #if OCTOPUS_PERSISTENT
         __syncthreads();  // the next entry's staging overwrites the stage

@@ -181,9 +181,8 @@ __device__ __forceinline__ void resample(const u8* __restrict__ arena, const Fra
     const BlockMeta b = blocks[blockIdx.x];
     const CropMeta c = crops[b.crop];
     const FrameDesc& f = frames[c.frame];
-    const u32 npix = c.out_w * c.out_h;
-    const u32 p0 = b.tile_begin * tile_pixels;
-    const u32 p1 = min(b.tile_end * tile_pixels, npix);
+    u32 p0, p1;
+    block_pixels(b, c, tile_pixels, p0, p1);
     if (p0 >= p1) return;
     Geometry g;
     g.offx = 0;
@@ -206,15 +205,7 @@ __device__ __forceinline__ void resample(const u8* __restrict__ arena, const Fra
         src_rows<AREA>(cy1 - g.offy, c.h, g.invy, g.scy, g.sy, g.boxed, t, sy1);
         const u32 spx = (sy1 - sy0 + 1) * c.w;
         if (spx <= RESAMPLE_STAGE_PX && spx < 4 * (p1 - p0)) {
-            for (u32 i = threadIdx.x; i < spx; i += blockDim.x) {
-                const u32 r = i / c.w;
-                const u32 x = i - r * c.w;
-                float4 v;
-                sample_rgb<FMT>(arena, f, c.x + x, c.y + sy0 + r, v.x, v.y, v.z);
-                v.w = 0.0f;
-                stage[i] = v;
-            }
-            __syncthreads();
+            stage_rows<FMT>(stage, arena, f, c, sy0, spx);
             resample_pixels<FMT, AREA, true, OUT>(stage, sy0, arena, f, c, g, p0, p1, n, pad, out);
             return;
         }
