@@ -8,6 +8,13 @@ use std::process::Command;
 use octopipe::describe;
 use octopipe::runner::{Outcome, Pipeline};
 
+/// One pipeline of this file at a time: each starts several threads, and the fairness test below
+/// assumes its sources outrun its pipeline, which a second pipeline on a 2-core machine can break.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn run_file(pipe: &str, vars: &[(&str, &Path)]) -> Outcome {
     let text = std::fs::read_to_string(common::root().join(pipe)).unwrap();
     let desc = describe::parse(pipe, &text, &common::vars(vars)).unwrap();
@@ -17,6 +24,7 @@ fn run_file(pipe: &str, vars: &[(&str, &Path)]) -> Outcome {
 
 #[test]
 fn visdrone_clip_is_labelled_like_the_reference() {
+    let _serial = serial();
     let Some(data) = common::shared_data() else {
         return;
     };
@@ -88,6 +96,7 @@ fn demo_data(frames: u32) -> Option<std::path::PathBuf> {
 
 #[test]
 fn synthetic_demo_scene_is_labelled_right_and_accounted_for() {
+    let _serial = serial();
     if !common::ort_ready() {
         return;
     }
@@ -130,6 +139,7 @@ fn synthetic_demo_scene_is_labelled_right_and_accounted_for() {
 
 #[test]
 fn a_stage_failing_mid_run_stops_the_pipeline_cleanly() {
+    let _serial = serial();
     if !common::ort_ready() {
         return;
     }
@@ -165,6 +175,7 @@ fn a_stage_failing_mid_run_stops_the_pipeline_cleanly() {
 
 #[test]
 fn testsrc_with_synthetic_boxes_runs_without_any_files() {
+    let _serial = serial();
     if !common::ort_ready() {
         return;
     }
@@ -195,6 +206,7 @@ fn testsrc_with_synthetic_boxes_runs_without_any_files() {
 
 #[test]
 fn mot_annotations_follow_frame_numbers_and_keep_tracks() {
+    let _serial = serial();
     let Some(data) = common::shared_data() else {
         return;
     };
@@ -235,6 +247,7 @@ fn mot_annotations_follow_frame_numbers_and_keep_tracks() {
 
 #[test]
 fn several_streams_share_one_batch_keep_their_order_and_none_starves() {
+    let _serial = serial();
     if !common::ort_ready() {
         return;
     }
@@ -317,6 +330,7 @@ impl octopipe::preprocess::Backend for FailingAfter {
 
 #[test]
 fn a_preprocess_stage_failing_mid_run_stops_the_pipeline_cleanly() {
+    let _serial = serial();
     if !common::ort_ready() {
         return;
     }
@@ -352,6 +366,7 @@ fn a_preprocess_stage_failing_mid_run_stops_the_pipeline_cleanly() {
 /// blocks of equal output.
 #[test]
 fn area_pipelines_weight_blocks_by_input() {
+    let _serial = serial();
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
     struct Blocks(Arc<Mutex<Vec<usize>>>);
