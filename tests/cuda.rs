@@ -98,15 +98,7 @@ fn compare_backends(batch: &mut CropBatch, config: &PreprocessConfig, what: &str
 /// Every strategy (and C with f16) through the engine, against `reference`.
 fn compare_strategies(batch: &CropBatch, config: &PreprocessConfig, reference: &[f32], what: &str) {
     let mut e = cuda::Engine::new(0).unwrap();
-    let frames: Vec<HostFrame<'_>> = batch
-        .frames
-        .iter()
-        .map(|f| HostFrame {
-            layout: f.layout,
-            colorimetry: f.colorimetry,
-            data: f.data().unwrap(),
-        })
-        .collect();
+    let frames: Vec<HostFrame<'_>> = batch.frames.iter().map(HostFrame::of).collect();
     let len = batch.tensor_len(3);
     let norm = Norm::from_config(config);
     // Page-locked copies of the frames, for the rectangles the GPU gathers itself.
@@ -359,15 +351,7 @@ fn parity_octopus_separable_persistent_rects() {
             cpu.run(&mut batch).unwrap();
             let reference = batch.tensor.clone();
             let mut e = cuda::Engine::new(0).unwrap();
-            let frames: Vec<HostFrame<'_>> = batch
-                .frames
-                .iter()
-                .map(|f| HostFrame {
-                    layout: f.layout,
-                    colorimetry: f.colorimetry,
-                    data: f.data().unwrap(),
-                })
-                .collect();
+            let frames: Vec<HostFrame<'_>> = batch.frames.iter().map(HostFrame::of).collect();
             let len = batch.tensor_len(3);
             let norm = Norm::from_config(&config);
             let sms = e.multiprocessors();
@@ -840,16 +824,7 @@ fn profile_octopus() {
     for w in [bench::Workload::Drone28, bench::Workload::Crops1000] {
         let mut p = bench::prepare(w, &opts);
         p.batch.build_blocks(256, 2);
-        let frames: Vec<HostFrame<'_>> = p
-            .batch
-            .frames
-            .iter()
-            .map(|f| HostFrame {
-                layout: f.layout,
-                colorimetry: f.colorimetry,
-                data: f.data().unwrap(),
-            })
-            .collect();
+        let frames: Vec<HostFrame<'_>> = p.batch.frames.iter().map(HostFrame::of).collect();
         let len = p.batch.tensor_len(3);
         e.upload_frames(&frames, &p.batch.crops, UploadMode::Whole)
             .unwrap();
@@ -937,16 +912,7 @@ fn octopus_variants() {
         let mut cpu = CpuBackend::new(config.clone()).unwrap();
         cpu.run(&mut p.batch).unwrap();
         let reference = p.batch.tensor.clone();
-        let frames: Vec<HostFrame<'_>> = p
-            .batch
-            .frames
-            .iter()
-            .map(|f| HostFrame {
-                layout: f.layout,
-                colorimetry: f.colorimetry,
-                data: f.data().unwrap(),
-            })
-            .collect();
+        let frames: Vec<HostFrame<'_>> = p.batch.frames.iter().map(HostFrame::of).collect();
         let len = p.batch.tensor_len(3);
         let norm = Norm::from_config(&config);
         e.upload_frames(&frames, &p.batch.crops, UploadMode::Whole)

@@ -45,6 +45,14 @@ fn batch(frame: Frame, boxes: &[([u32; 4], (u32, u32))]) -> CropBatch {
     b
 }
 
+/// Largest |out - expected| over the pairs.
+fn max_abs_diff(out: &[f32], expected: impl Iterator<Item = f64>) -> f64 {
+    out.iter()
+        .zip(expected)
+        .map(|(a, e)| (*a as f64 - e).abs())
+        .fold(0.0, f64::max)
+}
+
 fn clone_frame(f: &Frame, seq: u64) -> Frame {
     Frame::new(
         0,
@@ -106,11 +114,7 @@ fn matches_opencv_inter_linear_golden_values() {
     cpu.run(&mut b).unwrap();
     for (case, crop) in g.cases.iter().zip(&b.crops) {
         let out = &b.tensor[crop.out_offset as usize..][..case.values.len()];
-        let worst = out
-            .iter()
-            .zip(&case.values)
-            .map(|(a, e)| (*a as f64 - e).abs())
-            .fold(0.0, f64::max);
+        let worst = max_abs_diff(out, case.values.iter().copied());
         // OpenCV float resize: only float rounding apart.
         assert!(
             worst <= 0.01,
@@ -118,11 +122,7 @@ fn matches_opencv_inter_linear_golden_values() {
             case.name
         );
         if let Some(u8s) = &case.values_u8 {
-            let worst = out
-                .iter()
-                .zip(u8s)
-                .map(|(a, e)| (*a as f64 - *e as f64).abs())
-                .fold(0.0, f64::max);
+            let worst = max_abs_diff(out, u8s.iter().map(|&e| e as f64));
             assert!(
                 worst <= 1.0,
                 "{}: max abs difference {worst} vs OpenCV uint8",
@@ -435,11 +435,7 @@ fn matches_opencv_inter_area_golden_values() {
     CpuBackend::new(area.clone()).unwrap().run(&mut b).unwrap();
     for (case, crop) in g.cases.iter().zip(&b.crops) {
         let out = &b.tensor[crop.out_offset as usize..][..case.values.len()];
-        let worst = out
-            .iter()
-            .zip(&case.values)
-            .map(|(a, e)| (*a as f64 - e).abs())
-            .fold(0.0, f64::max);
+        let worst = max_abs_diff(out, case.values.iter().copied());
         assert!(
             worst <= 0.01,
             "{}: max abs difference {worst} vs OpenCV INTER_AREA float",

@@ -121,6 +121,14 @@ impl CropMeta {
     pub fn out_pixels(&self) -> u32 {
         self.out_w * self.out_h
     }
+
+    /// Whether the box is non-empty and lies inside a `width` x `height` frame.
+    pub fn inside(&self, width: u32, height: u32) -> bool {
+        self.w > 0
+            && self.h > 0
+            && self.x.saturating_add(self.w) <= width
+            && self.y.saturating_add(self.h) <= height
+    }
 }
 
 /// One block of work: tiles `tile_begin..tile_end` of crop `crop`. `#[repr(C)]`: uploaded as is.
@@ -208,6 +216,43 @@ impl Default for CropBatch {
     }
 }
 
+/// The blocks of [`CropBatch::build_blocks`] for `crops`, into `out` (cleared first): each crop's
+/// output pixels cut into tiles of `tile_pixels`, every `tiles_per_block` consecutive tiles of a
+/// crop one block.
+pub fn build_blocks_into(
+    crops: &[CropMeta],
+    tile_pixels: u32,
+    tiles_per_block: u32,
+    out: &mut Vec<BlockMeta>,
+) {
+    let per = tiles_per_block.max(1);
+    cut_blocks(crops, tile_pixels.max(1), out, |_| per);
+}
+
+/// Cut each crop's output into tiles of `tile_pixels` and blocks of `per(crop)` tiles, into `out`.
+fn cut_blocks(
+    crops: &[CropMeta],
+    tile_pixels: u32,
+    out: &mut Vec<BlockMeta>,
+    per: impl Fn(&CropMeta) -> u32,
+) {
+    out.clear();
+    for (i, c) in crops.iter().enumerate() {
+        let per = per(c);
+        let tiles = c.out_pixels().div_ceil(tile_pixels);
+        let mut t = 0;
+        while t < tiles {
+            let end = (t + per).min(tiles);
+            out.push(BlockMeta {
+                crop: i as u32,
+                tile_begin: t,
+                tile_end: end,
+            });
+            t = end;
+        }
+    }
+}
+
 impl CropBatch {
     fn from_parts(p: Parts, pool: Option<BatchPool>) -> Self {
         CropBatch {
@@ -262,26 +307,11 @@ impl CropBatch {
     }
 
     /// Rebuild [`Self::blocks`]: each crop's output pixels cut into tiles of `tile_pixels`, and
-    /// every `tiles_per_block` consecutive tiles of a crop made one block. O(blocks), no allocation
-    /// once the vector has grown.
+    /// every `tiles_per_block` consecutive tiles of a crop made one block ([`build_blocks_into`]).
+    /// O(blocks), no allocation once the vector has grown.
     pub fn build_blocks(&mut self, tile_pixels: u32, tiles_per_block: u32) {
-        let tile_pixels = tile_pixels.max(1);
-        let tiles_per_block = tiles_per_block.max(1);
-        self.tile_pixels = tile_pixels;
-        self.blocks.clear();
-        for (i, c) in self.crops.iter().enumerate() {
-            let tiles = c.out_pixels().div_ceil(tile_pixels);
-            let mut t = 0;
-            while t < tiles {
-                let end = (t + tiles_per_block).min(tiles);
-                self.blocks.push(BlockMeta {
-                    crop: i as u32,
-                    tile_begin: t,
-                    tile_end: end,
-                });
-                t = end;
-            }
-        }
+        self.tile_pixels = tile_pixels.max(1);
+        build_blocks_into(&self.crops, tile_pixels, tiles_per_block, &mut self.blocks);
     }
 
     /// Rebuild [`Self::blocks`] with block sizes weighted by the input each block reads: a crop
@@ -298,27 +328,14 @@ impl CropBatch {
         input_pixels_per_block: u64,
     ) {
         let tile_pixels = tile_pixels.max(1);
-        let max_tiles = max_tiles_per_block.max(1);
+        let max_tiles = max_tiles_per_block.max(1) as u64;
         self.tile_pixels = tile_pixels;
-        self.blocks.clear();
-        for (i, c) in self.crops.iter().enumerate() {
+        cut_blocks(&self.crops, tile_pixels, &mut self.blocks, |c| {
             let out = c.out_pixels().max(1) as u64;
             let input = (c.w as u64 * c.h as u64).max(out);
             // Tiles per block = budget / (tile_pixels * input / out), in integers.
-            let per = (input_pixels_per_block * out / (tile_pixels as u64 * input))
-                .clamp(1, max_tiles as u64) as u32;
-            let tiles = c.out_pixels().div_ceil(tile_pixels);
-            let mut t = 0;
-            while t < tiles {
-                let end = (t + per).min(tiles);
-                self.blocks.push(BlockMeta {
-                    crop: i as u32,
-                    tile_begin: t,
-                    tile_end: end,
-                });
-                t = end;
-            }
-        }
+            (input_pixels_per_block * out / (tile_pixels as u64 * input)).clamp(1, max_tiles) as u32
+        });
     }
 
     /// Output pixel range `begin..end` (in the crop's raster order) of a block.

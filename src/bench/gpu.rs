@@ -10,36 +10,12 @@ use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 use super::{
     max_diff_255, median, prepare, BenchError, Prepared, PreprocessBenchOptions, Row, Workload,
 };
-use crate::batch::{BlockMeta, CropMeta, AREA_INPUT_PER_BLOCK};
+use crate::batch::{build_blocks_into, CropMeta, AREA_INPUT_PER_BLOCK};
 use crate::preprocess::cuda::meta::Norm;
 use crate::preprocess::cuda::{
     available, octopus_threads, CudaError, Engine, HostFrame, OutType, Strategy, UploadMode,
 };
 use crate::preprocess::PreprocessConfig;
-
-/// Cut each crop's output into tiles of `tile` pixels and blocks of `per_block` tiles, as
-/// [`crate::batch::CropBatch::build_blocks`] does, into `out` (cleared first).
-pub(crate) fn build_blocks_into(
-    crops: &[CropMeta],
-    tile: u32,
-    per_block: u32,
-    out: &mut Vec<BlockMeta>,
-) {
-    out.clear();
-    for (i, c) in crops.iter().enumerate() {
-        let tiles = c.out_pixels().div_ceil(tile);
-        let mut t = 0;
-        while t < tiles {
-            let end = (t + per_block).min(tiles);
-            out.push(BlockMeta {
-                crop: i as u32,
-                tile_begin: t,
-                tile_end: end,
-            });
-            t = end;
-        }
-    }
-}
 
 fn timing_event(e: &Engine) -> Result<CudaEvent, CudaError> {
     // Timing must be asked for: cudarc's default event disables it.
@@ -241,20 +217,18 @@ impl GpuBench {
             let meta_bytes = e.upload_meta(s, crops, &blocks)?;
             e.poison_output(OutType::F32, out_len, f32::NAN.to_bits())?;
             let nb = blocks.len();
-            e.launch(s, OutType::F32, norm, crops, nb, tile, threads, out_len)?;
+            let go =
+                |e: &mut Engine| e.launch(s, OutType::F32, norm, crops, nb, tile, threads, out_len);
+            go(e)?;
             e.download_f32(&mut out)?;
             let diff = max_diff_255(&out, reference, config);
-            let single = time_kernel(e, reps, |e| {
-                e.launch(s, OutType::F32, norm, crops, nb, tile, threads, out_len)
-            })?;
+            let single = time_kernel(e, reps, go)?;
             let queued = if s == Strategy::PerCrop {
                 reps.min(20)
             } else {
                 reps
             };
-            let kernel = time_kernel_queued(e, queued, 10, |e| {
-                e.launch(s, OutType::F32, norm, crops, nb, tile, threads, out_len)
-            })?;
+            let kernel = time_kernel_queued(e, queued, 10, go)?;
             // One batch: the frame upload (`None`: frames left from before), metadata, kernel, and
             // with `back` the copy back to pinned memory.
             let mut once = |e: &mut Engine, up: Option<UploadMode>, back: bool| {
@@ -350,22 +324,7 @@ impl GpuBench {
             e.upload_frames(&frames, crops, UploadMode::Whole)?;
             let meta_bytes = e.upload_meta(Strategy::Octopus, crops, &blocks)?;
             let nb = blocks.len();
-            e.poison_output(OutType::F16, out_len, 0x7e00)?;
-            e.launch(
-                Strategy::Octopus,
-                OutType::F16,
-                norm,
-                crops,
-                nb,
-                tile,
-                threads,
-                out_len,
-            )?;
-            let mut h = vec![0u16; out_len];
-            e.download_f16(&mut h)?;
-            let as32: Vec<f32> = h.iter().map(|&b| f16_to_f32(b)).collect();
-            let diff = max_diff_255(&as32, reference, config);
-            let kernel = time_kernel_queued(e, self.reps, 10, |e| {
+            let go = |e: &mut Engine| {
                 e.launch(
                     Strategy::Octopus,
                     OutType::F16,
@@ -376,7 +335,14 @@ impl GpuBench {
                     threads,
                     out_len,
                 )
-            })?;
+            };
+            e.poison_output(OutType::F16, out_len, 0x7e00)?;
+            go(e)?;
+            let mut h = vec![0u16; out_len];
+            e.download_f16(&mut h)?;
+            let as32: Vec<f32> = h.iter().map(|&b| f16_to_f32(b)).collect();
+            let diff = max_diff_255(&as32, reference, config);
+            let kernel = time_kernel_queued(e, self.reps, 10, go)?;
             let bytes = (out_len * 2) as u64;
             let gbps = bytes as f64 / (kernel * 1e-3) / 1e9;
             rows.push(Row {
@@ -793,16 +759,7 @@ pub fn tune(e: &mut Engine, data_dir: Option<PathBuf>) -> Result<(TuneChoice, St
     for w in [Workload::Drone28, Workload::Crops1000] {
         let mut p = prepare(w, &bopts);
         p.batch.crops.truncate(200);
-        let frames: Vec<HostFrame<'_>> = p
-            .batch
-            .frames
-            .iter()
-            .map(|f| HostFrame {
-                layout: f.layout,
-                colorimetry: f.colorimetry,
-                data: f.data().unwrap_or(&[]),
-            })
-            .collect();
+        let frames: Vec<HostFrame<'_>> = p.batch.frames.iter().map(HostFrame::of).collect();
         let crops = &p.batch.crops;
         let out_len = p.batch.tensor_len(3);
         e.upload_frames(&frames, crops, UploadMode::Whole)?;

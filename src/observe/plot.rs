@@ -149,28 +149,17 @@ fn draw<DB: DrawingBackend>(
         * 1.15;
     let misses = rows.iter().filter(|r| r.total > budget).count();
 
-    let mut chart = ChartBuilder::on(&top)
-        .caption(
-            format!(
-                "end-to-end latency per frame: {} frames, {} over the {:.1} ms budget",
-                rows.len(),
-                misses,
-                budget
-            ),
-            ("sans-serif", 18),
-        )
-        .margin(12)
-        .x_label_area_size(34)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0f64..t_max, 0f64..y_max)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("frame arrival (s)")
-        .y_desc("latency (ms)")
-        .light_line_style(WHITE.mix(0.0))
-        .draw()
-        .map_err(err)?;
+    let mut chart = panel(
+        &top,
+        &format!(
+            "end-to-end latency per frame: {} frames, {} over the {:.1} ms budget",
+            rows.len(),
+            misses,
+            budget
+        ),
+        t_max,
+        y_max,
+    )?;
     chart
         .draw_series(LineSeries::new(
             rows.iter().map(|r| (r.t, r.total)),
@@ -196,13 +185,7 @@ fn draw<DB: DrawingBackend>(
         .map_err(err)?
         .label(format!("budget {budget:.1} ms"))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart)?;
 
     let stack_max = rows
         .iter()
@@ -210,23 +193,12 @@ fn draw<DB: DrawingBackend>(
         .fold(budget, f64::max)
         .max(1e-3)
         * 1.15;
-    let mut chart = ChartBuilder::on(&bottom)
-        .caption(
-            "the same frames, stacked by stage (each stage: time since the previous mark)",
-            ("sans-serif", 18),
-        )
-        .margin(12)
-        .x_label_area_size(34)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0f64..t_max, 0f64..stack_max)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("frame arrival (s)")
-        .y_desc("latency (ms)")
-        .light_line_style(WHITE.mix(0.0))
-        .draw()
-        .map_err(err)?;
+    let mut chart = panel(
+        &bottom,
+        "the same frames, stacked by stage (each stage: time since the previous mark)",
+        t_max,
+        stack_max,
+    )?;
     // Top layer first, so that each lower cumulative area paints over the ones above it.
     for (mark, name) in stages().collect::<Vec<_>>().into_iter().rev() {
         let k = mark as usize;
@@ -250,14 +222,50 @@ fn draw<DB: DrawingBackend>(
             RED.stroke_width(2),
         ))
         .map_err(err)?;
+    legend(&mut chart)?;
+    root.present().map_err(err)
+}
+
+/// The coordinates of both panels: seconds across, milliseconds up.
+type Latency =
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>;
+
+/// A panel's chart: `caption` above, frame arrival 0..`t_max` s across, latency 0..`y_max` ms up,
+/// with its mesh drawn.
+fn panel<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: &str,
+    t_max: f64,
+    y_max: f64,
+) -> Result<ChartContext<'a, DB, Latency>, String> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(34)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0f64..t_max, 0f64..y_max)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("frame arrival (s)")
+        .y_desc("latency (ms)")
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(chart)
+}
+
+/// The legend box of a panel's labelled series, upper right.
+fn legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut ChartContext<'a, DB, Latency>,
+) -> Result<(), String> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+        .map_err(|e| e.to_string())
 }
 
 /// A raster backend over an [`RgbImage`] with the built-in bitmap font for text.

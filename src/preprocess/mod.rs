@@ -343,8 +343,7 @@ pub fn validate(batch: &CropBatch) -> Result<(), PreprocessError> {
             ))
         })?;
         let (fw, fh) = (f.layout.width, f.layout.height);
-        if c.w == 0 || c.h == 0 || c.out_w == 0 || c.out_h == 0 || c.x + c.w > fw || c.y + c.h > fh
-        {
+        if !c.inside(fw, fh) || c.out_w == 0 || c.out_h == 0 {
             return Err(PreprocessError::InvalidBatch(format!(
                 "crop {i} box [{}, {}, {}, {}] -> {}x{} does not fit frame {fw}x{fh}",
                 c.x, c.y, c.w, c.h, c.out_w, c.out_h

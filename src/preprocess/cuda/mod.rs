@@ -22,14 +22,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr,
-    DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
+    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView,
+    DeviceRepr, DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
 
 use super::{validate, Backend, DType, Interpolation, PreprocessConfig, PreprocessError};
 use crate::batch::{BlockMeta, CropBatch, CropMeta};
-use crate::frame::{Colorimetry, FrameLayout, PixelFormat};
+use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat};
 use kernels::{Kernel, KernelError, Module};
 use meta::{push_aligned, FrameDesc, GatherRect, InputKind, Norm};
 
@@ -145,6 +145,18 @@ pub struct HostFrame<'a> {
     pub colorimetry: Colorimetry,
     /// The bytes (at least `layout.size()`).
     pub data: &'a [u8],
+}
+
+impl<'a> HostFrame<'a> {
+    /// A pipeline frame's geometry, colorimetry and pixels (none once released: the upload then
+    /// reports the frame's missing bytes).
+    pub fn of(frame: &'a Frame) -> Self {
+        HostFrame {
+            layout: frame.layout,
+            colorimetry: frame.colorimetry,
+            data: frame.data().unwrap_or(&[]),
+        }
+    }
 }
 
 /// Where the parts of the packed metadata lie in the device metadata buffer.
@@ -475,12 +487,9 @@ impl Engine {
             UploadMode::Auto => {
                 let frame_bytes: usize = frames.iter().map(|f| f.layout.size()).sum();
                 let fits = |c: &CropMeta| {
-                    frames.get(c.frame as usize).is_some_and(|f| {
-                        c.w > 0
-                            && c.h > 0
-                            && c.x.saturating_add(c.w) <= f.layout.width
-                            && c.y.saturating_add(c.h) <= f.layout.height
-                    })
+                    frames
+                        .get(c.frame as usize)
+                        .is_some_and(|f| c.inside(f.layout.width, f.layout.height))
                 };
                 // A crop outside its frame: upload whole frames and let `launch` report it.
                 crops.iter().all(fits)
@@ -549,11 +558,7 @@ impl Engine {
             let f = frames.get(c.frame as usize).ok_or_else(|| {
                 CudaError::Invalid(format!("crop names frame {} of {}", c.frame, frames.len()))
             })?;
-            if c.w == 0
-                || c.h == 0
-                || c.x.saturating_add(c.w) > f.layout.width
-                || c.y.saturating_add(c.h) > f.layout.height
-            {
+            if !c.inside(f.layout.width, f.layout.height) {
                 return Err(CudaError::Invalid("crop does not fit its frame".into()));
             }
             total += rect_bytes(&f.layout, c).next_multiple_of(16);
@@ -810,14 +815,11 @@ impl Engine {
                     (InputKind::Packed, OutType::F16) => Kernel::OctopusBilinearPackedF16,
                 };
                 let f = self.func(k)?;
-                let (arena, meta) = (
-                    self.arena.as_ref().expect("uploaded"),
-                    self.meta.as_ref().expect("uploaded"),
-                );
+                let (arena, meta) = uploaded(&self.arena, &self.meta);
                 let (fr, cr, bl) = (
-                    meta.slice(l.frames.0..l.frames.1.max(l.frames.0 + 1)),
-                    meta.slice(l.crops.0..l.crops.1),
-                    meta.slice(l.blocks.0..l.blocks.1),
+                    part(meta, l.frames),
+                    part(meta, l.crops),
+                    part(meta, l.blocks),
                 );
                 let nb = nblocks as u32;
                 let grid = if self.octopus_grid > 0 {
@@ -853,16 +855,13 @@ impl Engine {
                     (_, InputKind::Packed) => Kernel::BsearchBilinearPackedF32,
                 };
                 let f = self.func(k)?;
-                let (arena, meta) = (
-                    self.arena.as_ref().expect("uploaded"),
-                    self.meta.as_ref().expect("uploaded"),
+                let (arena, meta) = uploaded(&self.arena, &self.meta);
+                let (fr, cr, first, table) = (
+                    part(meta, l.frames),
+                    part(meta, l.crops),
+                    part(meta, l.first),
+                    part(meta, l.table),
                 );
-                let (fr, cr, first) = (
-                    meta.slice(l.frames.0..l.frames.1),
-                    meta.slice(l.crops.0..l.crops.1),
-                    meta.slice(l.first.0..l.first.1),
-                );
-                let table = meta.slice(l.table.0..l.table.1.max(l.table.0 + 1));
                 let cfg = launch_config((total.div_ceil(FLAT_THREADS), 1), FLAT_THREADS);
                 let out = self.out32.as_mut().expect("reserved");
                 let mut b = self.stream.launch_builder(&f);
@@ -945,14 +944,11 @@ impl Engine {
         };
         let f = self.func(k)?;
         let l = self.layout;
-        let (arena, meta) = (
-            self.arena.as_ref().expect("uploaded"),
-            self.meta.as_ref().expect("uploaded"),
-        );
+        let (arena, meta) = uploaded(&self.arena, &self.meta);
         let (fr, cr, bl) = (
-            meta.slice(l.frames.0..l.frames.1.max(l.frames.0 + 1)),
-            meta.slice(l.crops.0..l.crops.1),
-            meta.slice(l.blocks.0..l.blocks.1),
+            part(meta, l.frames),
+            part(meta, l.crops),
+            part(meta, l.blocks),
         );
         let lb = letterbox.is_some() as u32;
         let pad = letterbox.unwrap_or(0.0);
@@ -1014,13 +1010,7 @@ impl Engine {
                     self.dims.len()
                 ))
             })?;
-            if c.w == 0
-                || c.h == 0
-                || c.x + c.w > fw
-                || c.y + c.h > fh
-                || c.out_w == 0
-                || c.out_h == 0
-            {
+            if !c.inside(fw, fh) || c.out_w == 0 || c.out_h == 0 {
                 return Err(CudaError::Invalid(format!(
                     "crop {i} does not fit its frame"
                 )));
@@ -1042,14 +1032,8 @@ impl Engine {
         pixels: u32,
         norm: Norm,
     ) -> Result<(), CudaError> {
-        let (arena, meta) = (
-            self.arena.as_ref().expect("uploaded"),
-            self.meta.as_ref().expect("uploaded"),
-        );
-        let (fr, cr) = (
-            meta.slice(l.frames.0..l.frames.1),
-            meta.slice(l.crops.0..l.crops.1),
-        );
+        let (arena, meta) = uploaded(&self.arena, &self.meta);
+        let (fr, cr) = (part(meta, l.frames), part(meta, l.crops));
         let out = self.out32.as_mut().expect("reserved");
         let cfg = launch_config((pixels.div_ceil(FLAT_THREADS), 1), FLAT_THREADS);
         let mut b = self.stream.launch_builder(f);
@@ -1070,14 +1054,8 @@ impl Engine {
         maxpix: u32,
         norm: Norm,
     ) -> Result<(), CudaError> {
-        let (arena, meta) = (
-            self.arena.as_ref().expect("uploaded"),
-            self.meta.as_ref().expect("uploaded"),
-        );
-        let (fr, cr) = (
-            meta.slice(l.frames.0..l.frames.1),
-            meta.slice(l.crops.0..l.crops.1),
-        );
+        let (arena, meta) = uploaded(&self.arena, &self.meta);
+        let (fr, cr) = (part(meta, l.frames), part(meta, l.crops));
         let pad = self.pad.as_mut().expect("grown");
         let cfg = launch_config(((pw * ph).div_ceil(FLAT_THREADS), ncrops), FLAT_THREADS);
         let mut b = self.stream.launch_builder(gather);
@@ -1204,6 +1182,24 @@ unsafe fn download_exact<T: DeviceRepr + ValidAsZeroBits>(
     // and untouched until the stream is synchronized.
     unsafe { cudarc::driver::result::memcpy_dtoh_async(host, ptr, stream.cu_stream()) }?;
     Ok(())
+}
+
+/// The frame arena and the packed metadata of the last upload (both made by the uploads every
+/// launcher checks for first).
+fn uploaded<'a>(
+    arena: &'a Option<CudaSlice<u8>>,
+    meta: &'a Option<CudaSlice<u8>>,
+) -> (&'a CudaSlice<u8>, &'a CudaSlice<u8>) {
+    (
+        arena.as_ref().expect("uploaded"),
+        meta.as_ref().expect("uploaded"),
+    )
+}
+
+/// One part (byte range) of the packed metadata as a kernel argument; an empty part gives one
+/// byte, since a device view may not be empty (the kernels do not read it then).
+fn part(meta: &CudaSlice<u8>, (a, b): (usize, usize)) -> CudaView<'_, u8> {
+    meta.slice(a..b.max(a + 1))
 }
 
 /// One plane's rectangle: (plane, first byte of a row, bytes per row, first row, rows).
@@ -1520,11 +1516,7 @@ fn enqueue(
     // not allocate.
     let frames: Vec<HostFrame<'static>> = std::mem::take(store);
     let mut local: Vec<HostFrame<'_>> = frames.into_iter().map(|_| unreachable!()).collect();
-    local.extend(batch.frames.iter().map(|f| HostFrame {
-        layout: f.layout,
-        colorimetry: f.colorimetry,
-        data: f.data().unwrap_or(&[]),
-    }));
+    local.extend(batch.frames.iter().map(HostFrame::of));
     let uploaded = e.upload_frames(&local, &batch.crops, UploadMode::Auto);
     local.clear();
     *store = local.into_iter().map(|_| unreachable!()).collect();
