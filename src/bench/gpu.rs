@@ -27,18 +27,9 @@ fn timing_event(e: &Engine) -> Result<CudaEvent, CudaError> {
 fn time_kernel(
     e: &mut Engine,
     reps: usize,
-    mut f: impl FnMut(&mut Engine) -> Result<(), CudaError>,
+    f: impl FnMut(&mut Engine) -> Result<(), CudaError>,
 ) -> Result<f64, CudaError> {
-    let (a, b) = (timing_event(e)?, timing_event(e)?);
-    f(e)?;
-    let mut t = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        a.record(e.stream())?;
-        f(e)?;
-        b.record(e.stream())?;
-        t.push(a.elapsed_ms(&b)? as f64);
-    }
-    Ok(median(&mut t))
+    time_kernel_queued(e, reps, 1, f)
 }
 
 /// Median over `reps` samples of the time of `n` back-to-back runs of `f` divided by `n`, timed

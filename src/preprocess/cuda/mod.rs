@@ -1083,16 +1083,7 @@ impl Engine {
 
     /// Copy the first `dst.len()` f32 outputs to `dst` (pinned or pageable) and wait for them.
     pub fn download_f32(&mut self, dst: &mut [f32]) -> Result<(), CudaError> {
-        if dst.is_empty() {
-            return Ok(());
-        }
-        let out = self
-            .out32
-            .as_ref()
-            .ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
-        self.stream.memcpy_dtoh(&out.slice(..dst.len()), dst)?;
-        self.stream.synchronize()?;
-        Ok(())
+        download_now(&self.stream, &self.out32, dst)
     }
 
     /// Queue the copy of the first `len` f32 outputs into the first `len` elements of pinned
@@ -1107,12 +1098,8 @@ impl Engine {
         dst: &mut PinnedHostSlice<f32>,
         len: usize,
     ) -> Result<(), CudaError> {
-        let out = self
-            .out32
-            .as_ref()
-            .ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
         // SAFETY: forwarded to the caller.
-        unsafe { download_exact(&self.ctx, &self.stream, out, dst, len) }
+        unsafe { download_exact(&self.ctx, &self.stream, launched(&self.out32)?, dst, len) }
     }
 
     /// The device output of the last f16 launch (IEEE half bits, for a device-side consumer).
@@ -1130,27 +1117,34 @@ impl Engine {
         dst: &mut PinnedHostSlice<u16>,
         len: usize,
     ) -> Result<(), CudaError> {
-        let out = self
-            .out16
-            .as_ref()
-            .ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
         // SAFETY: forwarded to the caller.
-        unsafe { download_exact(&self.ctx, &self.stream, out, dst, len) }
+        unsafe { download_exact(&self.ctx, &self.stream, launched(&self.out16)?, dst, len) }
     }
 
     /// Copy the first `dst.len()` f16 outputs (as bits) to `dst` and wait for them.
     pub fn download_f16(&mut self, dst: &mut [u16]) -> Result<(), CudaError> {
-        if dst.is_empty() {
-            return Ok(());
-        }
-        let out = self
-            .out16
-            .as_ref()
-            .ok_or_else(|| CudaError::Invalid("nothing launched".into()))?;
-        self.stream.memcpy_dtoh(&out.slice(..dst.len()), dst)?;
-        self.stream.synchronize()?;
-        Ok(())
+        download_now(&self.stream, &self.out16, dst)
     }
+}
+
+/// The device output of the last launch of its type.
+fn launched<T>(out: &Option<CudaSlice<T>>) -> Result<&CudaSlice<T>, CudaError> {
+    out.as_ref()
+        .ok_or_else(|| CudaError::Invalid("nothing launched".into()))
+}
+
+/// Copy the first `dst.len()` elements of the device output to `dst` and wait for them.
+fn download_now<T: DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    out: &Option<CudaSlice<T>>,
+    dst: &mut [T],
+) -> Result<(), CudaError> {
+    if dst.is_empty() {
+        return Ok(());
+    }
+    stream.memcpy_dtoh(&launched(out)?.slice(..dst.len()), dst)?;
+    stream.synchronize()?;
+    Ok(())
 }
 
 /// Queue the copy of `src[..len]` into `dst[..len]` on `stream`.
