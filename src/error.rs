@@ -3,6 +3,7 @@
 use crate::classify::ClassifyError;
 use crate::describe::DescribeError;
 use crate::detect::DetectError;
+use crate::pipeline::PipelineError;
 use crate::preprocess::PreprocessError;
 use crate::sink::SinkError;
 use crate::source::SourceError;
@@ -28,4 +29,7 @@ pub enum Error {
     /// Output.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// The runner (a graph that cannot run as wired).
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
 }

@@ -55,9 +55,11 @@ pub mod detect;
 pub mod error;
 pub mod frame;
 pub mod observe;
+pub mod pipeline;
 pub mod preprocess;
-pub mod runner;
 pub mod sink;
 pub mod source;
+pub mod stage;
+pub mod tensor;
 
 pub use error::Error;

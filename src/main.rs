@@ -9,10 +9,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use octopipe::bench::{self, PreprocessBenchOptions, ProbeOptions, Workload};
-use octopipe::describe::{self, STAGES};
+use octopipe::describe;
 use octopipe::frame::PixelFormat;
 use octopipe::observe;
-use octopipe::runner::Pipeline;
+use octopipe::pipeline::Pipeline;
+use octopipe::stage::Registry;
 
 #[derive(Parser)]
 #[command(
@@ -200,23 +201,20 @@ fn run(
         ("<command line>".to_string(), pipeline.to_string())
     };
     let desc = describe::parse(&origin, &text, &vars)?;
-    let mut config = describe::build(&desc)?;
+    let mut graph = describe::build(&desc)?;
     if let Some(ms) = budget_ms {
         if !(ms > 0.0 && ms.is_finite()) {
             bail!("--budget-ms must be a positive number of milliseconds, found {ms}");
         }
-        config.budget = Duration::from_secs_f64(ms / 1000.0);
+        graph.budget = Duration::from_secs_f64(ms / 1000.0);
     }
-    let mut pipeline = Pipeline::build(config)?;
+    let mut pipeline = Pipeline::build(graph)?;
     let _metrics = add_observers(&mut pipeline, observe)?;
     let signal = install_signal_handler(pipeline.stop_handle());
     let outcome = pipeline.run();
     if observe.report == ReportFormat::Json {
-        let mut json = serde_json::to_value(&outcome.report)?;
-        json["backend"] = outcome.backend.into();
-        println!("{json}");
+        println!("{}", serde_json::to_value(&outcome.report)?);
     } else {
-        eprintln!("preprocess backend: {}", outcome.backend);
         eprintln!("{}", outcome.report);
     }
     if let Some(code) = signal_exit(&signal, outcome.error.as_ref()) {
@@ -297,28 +295,21 @@ fn add_observers(
     if let Some(style) = style {
         pipeline.observe(Box::new(observe::Progress::new(style)));
     }
-    let config = pipeline.config().clone();
-    let labels = &config.classify.labels;
     if let Some(path) = &args.plot {
         pipeline.observe(Box::new(observe::LatencyPlot::new(path)));
     }
     if let Some(path) = &args.annotate {
         let target = observe::AnnotateTarget::from_path(path);
-        let annotator =
-            observe::Annotator::new(target, labels, config.branches[0].source.frame_interval())
-                .map_err(|e| anyhow::anyhow!("--annotate {}: {e}", path.display()))?;
-        let live = config.branches.iter().any(|b| b.source.live);
+        let interval = pipeline.frame_interval().unwrap_or(pipeline.budget());
+        let annotator = observe::Annotator::new(target, interval)
+            .map_err(|e| anyhow::anyhow!("--annotate {}: {e}", path.display()))?;
+        let live = pipeline.is_live();
         pipeline.keep_pixels(true);
         pipeline.observe(Box::new(annotator.skip_when_behind(live)));
     }
     if let Some(path) = &args.mosaic {
-        let mosaic = observe::Mosaic::new(
-            path,
-            config.preprocess.clone(),
-            labels,
-            args.mosaic_crops,
-            2,
-        );
+        let preprocess = pipeline.caps().preprocess.clone().unwrap_or_default();
+        let mosaic = observe::Mosaic::new(path, preprocess, args.mosaic_crops, 2);
         pipeline.observe(Box::new(mosaic));
     }
     if args.energy {
@@ -338,16 +329,17 @@ fn add_observers(
 }
 
 fn inspect(stage: Option<&str>) -> Result<String> {
+    let registry = Registry::builtin();
     let mut out = String::new();
     match stage {
         None => {
-            for s in STAGES {
+            for s in registry.decls() {
                 out += &format!("{:<12} {:<11} {}\n", s.name, s.role, s.doc);
             }
         }
         Some(name) => {
-            let Some(s) = STAGES.iter().find(|s| s.name == name) else {
-                let hint = describe::closest(name, STAGES.iter().map(|s| s.name))
+            let Some(s) = registry.get(name) else {
+                let hint = describe::closest(name, registry.names())
                     .map(|c| format!(" (did you mean '{c}'?)"))
                     .unwrap_or_default();
                 bail!("unknown stage '{name}'{hint}");
@@ -360,7 +352,10 @@ fn inspect(stage: Option<&str>) -> Result<String> {
             for p in s.props {
                 out += &format!(
                     "  {:<16} {:<20} {:<26} {}\n",
-                    p.name, p.kind, p.default, p.doc
+                    p.name,
+                    p.ty.name(),
+                    p.default,
+                    p.doc
                 );
             }
             out += &format!(
@@ -376,7 +371,7 @@ fn inspect(stage: Option<&str>) -> Result<String> {
 /// sink flushes, the report is printed); a second signal exits at once. Returns the signal
 /// received, 0 while none.
 fn install_signal_handler(
-    stop: octopipe::runner::StopHandle,
+    stop: octopipe::pipeline::StopHandle,
 ) -> std::sync::Arc<std::sync::atomic::AtomicI32> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     use std::sync::atomic::Ordering;

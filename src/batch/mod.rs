@@ -13,10 +13,15 @@
 mod assemble;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::classify::Classification;
+use crate::describe::DescribeError;
+use crate::preprocess::Interpolation;
+use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl};
+use crate::Error;
+
 use crate::frame::Frame;
+use crate::tensor::{Layout, Tensor};
 
 pub use assemble::{Assembler, Downstream};
 
@@ -159,9 +164,7 @@ struct Parts {
     crops: Vec<CropMeta>,
     origins: Vec<Origin>,
     blocks: Vec<BlockMeta>,
-    tensor: Vec<f32>,
-    tensor_f16: Vec<u16>,
-    results: Vec<Classification>,
+    tensor: Tensor,
 }
 
 /// A free list of batch buffers: a dropped [`CropBatch`] gives its vectors back for the next one.
@@ -200,13 +203,9 @@ pub struct CropBatch {
     pub blocks: Vec<BlockMeta>,
     /// Output pixels per tile used to build `blocks`.
     pub tile_pixels: u32,
-    /// Preprocessed values of all crops, packed without padding (`crops[i].out_offset` onwards).
-    pub tensor: Vec<f32>,
-    /// The same values as IEEE half bits when the preprocess stage runs with `dtype=f16` (then
-    /// `tensor` is empty). For f16 consumers; the classifier takes `tensor` (f32) only.
-    pub tensor_f16: Vec<u16>,
-    /// Classifier results (parallel to `crops`) once classified.
-    pub results: Vec<Classification>,
+    /// Preprocessed values of all crops, packed without padding (`crops[i].out_offset` onwards),
+    /// host or device, f32 or f16.
+    pub tensor: Tensor,
     pool: Option<BatchPool>,
 }
 
@@ -262,8 +261,6 @@ impl CropBatch {
             blocks: p.blocks,
             tile_pixels: DEFAULT_TILE_PIXELS,
             tensor: p.tensor,
-            tensor_f16: p.tensor_f16,
-            results: p.results,
             pool,
         }
     }
@@ -304,6 +301,23 @@ impl CropBatch {
             .last()
             .map(|c| (c.out_offset + c.out_pixels() * channels) as usize)
             .unwrap_or(0)
+    }
+
+    /// The tensor's shape for `layout`: `[n, 3, h, w]` or `[n, h, w, 3]` when every crop has the
+    /// same output size, `[elements]` for a ragged batch.
+    pub fn tensor_shape(&self, layout: Layout) -> Vec<usize> {
+        let Some(first) = self.crops.first() else {
+            return vec![0];
+        };
+        let (w, h) = (first.out_w as usize, first.out_h as usize);
+        if self.crops.iter().any(|c| (c.out_w, c.out_h) != (first.out_w, first.out_h)) {
+            return vec![self.tensor_len(3)];
+        }
+        let n = self.crops.len();
+        match layout {
+            Layout::Nchw => vec![n, 3, h, w],
+            Layout::Nhwc => vec![n, h, w, 3],
+        }
     }
 
     /// Rebuild [`Self::blocks`]: each crop's output pixels cut into tiles of `tile_pixels`, and
@@ -368,17 +382,113 @@ impl Drop for CropBatch {
                 origins: std::mem::take(&mut self.origins),
                 blocks: std::mem::take(&mut self.blocks),
                 tensor: std::mem::take(&mut self.tensor),
-                tensor_f16: std::mem::take(&mut self.tensor_f16),
-                results: std::mem::take(&mut self.results),
             };
             parts.frames.clear();
             parts.crops.clear();
             parts.origins.clear();
             parts.blocks.clear();
-            parts.results.clear();
+            parts.tensor.clear();
             if let Ok(mut free) = pool.free.lock() {
                 free.push(parts);
             }
         }
     }
+}
+
+impl Stage<Frame, CropBatch> for Assembler {
+    fn process(&mut self, frame: Frame, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        self.push(frame, out);
+        Ok(())
+    }
+    fn deadline(&self) -> Option<Instant> {
+        Assembler::deadline(self)
+    }
+    fn timeout(&mut self, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        out.extend(self.flush());
+        Ok(())
+    }
+    fn finish(&mut self, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        out.extend(self.flush());
+        Ok(())
+    }
+}
+
+impl Element for BatchConfig {
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        let mut config = *self;
+        let preprocess = ctx.caps.preprocess.clone().unwrap_or_default();
+        if preprocess.interpolation == Interpolation::Area {
+            config.input_per_block.get_or_insert(AREA_INPUT_PER_BLOCK);
+        }
+        Ok(Running::Batcher(Box::new(Assembler::new(
+            config,
+            preprocess.out_size(),
+            ctx.budget,
+            ctx.downstream.clone(),
+            ctx.live_interval,
+            ctx.tally.clone(),
+        ))))
+    }
+}
+
+/// `batch max-crops=256 max-frames=8`: ragged batches of consecutive frames' crops.
+pub const BATCH: StageDecl = StageDecl {
+    name: "batch",
+    role: Role::Batch,
+    doc: "collect crops of consecutive frames into ragged batches with block metadata",
+    props: &[
+        PropSpec::new("max-crops", PropType::POSITIVE, "256", "close a batch at this many crops"),
+        PropSpec::new("max-frames", PropType::POSITIVE, "8", "close a batch at this many frames"),
+        PropSpec::new(
+            "max-wait-ms",
+            PropType::Float {
+                min: 0.0,
+                max: f64::INFINITY,
+                open_min: false,
+            },
+            "auto",
+            "longest a frame waits for others (auto: from its remaining budget)",
+        ),
+        PropSpec::new("tile-pixels", PropType::POSITIVE, "256", "output pixels per tile"),
+        PropSpec::new("tiles-per-block", PropType::POSITIVE, "4", "tiles per block of work"),
+        PropSpec::new(
+            "late",
+            PropType::Choice(&["process", "drop", "cap"]),
+            "process",
+            "a frame predicted to miss its budget: process it anyway, drop it, or keep only the crops that fit",
+        ),
+        PropSpec::new(
+            "cap-priority",
+            PropType::Choice(&["largest", "confident"]),
+            "largest",
+            "with late=cap: which crops a late frame keeps",
+        ),
+    ],
+    needs: &[],
+    provides: &[],
+    make: batch_config,
+};
+
+fn batch_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
+    let d = BatchConfig::default();
+    let priority = match p.str("cap-priority") {
+        Some("confident") => CapPriority::Confident,
+        _ => CapPriority::Largest,
+    };
+    let small = |k: &str, d: u32| p.int(k).map_or(d, |v| u32::try_from(v).unwrap_or(u32::MAX));
+    Ok(Box::new(BatchConfig {
+        late: match p.str("late") {
+            Some("drop") => LatePolicy::Drop,
+            Some("cap") => LatePolicy::Cap(priority),
+            _ => LatePolicy::Process,
+        },
+        max_crops: p.usize("max-crops").unwrap_or(d.max_crops),
+        max_frames: p.usize("max-frames").unwrap_or(d.max_frames),
+        max_wait: p
+            .float("max-wait-ms")
+            .map(|v| Duration::from_secs_f64(v / 1000.0)),
+        tile_pixels: small("tile-pixels", d.tile_pixels),
+        tiles_per_block: small("tiles-per-block", d.tiles_per_block),
+        input_per_block: d.input_per_block,
+    }))
 }

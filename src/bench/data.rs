@@ -1,10 +1,8 @@
 //! Benchmark inputs: a small seeded generator, real VisDrone box sizes, synthetic frames.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Instant;
 
-use crate::frame::{Colorimetry, Frame, FrameLayout, FrameTimes, PixelFormat, PooledBuf};
+use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
 
 /// xorshift64* : deterministic, seeded, good enough for benchmark inputs.
 #[derive(Debug, Clone)]
@@ -83,18 +81,14 @@ pub fn synthetic_frame(format: PixelFormat, w: u32, h: u32, seed: u64) -> Frame 
 
 /// A frame holding `data` laid out as `layout`.
 pub fn frame_from(layout: FrameLayout, colorimetry: Colorimetry, data: Vec<u8>, seq: u64) -> Frame {
-    Frame {
-        stream: 0,
+    Frame::new(
+        0,
         seq,
-        pts: None,
-        source: Arc::from("synthetic"),
+        "synthetic",
         layout,
         colorimetry,
-        pixels: Some(PooledBuf::unpooled(data)),
-        detections: Vec::new(),
-        skipped: Vec::new(),
-        times: FrameTimes::new(Instant::now()),
-    }
+        PooledBuf::unpooled(data),
+    )
 }
 
 /// RGB bytes at pixel (x, y) with nearest chroma: what a naive conversion does.

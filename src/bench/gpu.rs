@@ -462,7 +462,7 @@ impl GpuBench {
             go(e)?;
             let mut out = vec![0f32; out_len];
             e.download_f32(&mut out)?;
-            let diff = max_diff_255(&out, &cpu_batch.tensor, &cfg);
+            let diff = max_diff_255(&out, cpu_batch.tensor.as_f32().unwrap_or(&[]), &cfg);
             let reps = if crops.len() > 100 { 20 } else { self.reps };
             let kernel = time_kernel_queued(e, reps, 10, go)?;
             let gbps = out_bytes as f64 / (kernel * 1e-3) / 1e9;
@@ -543,7 +543,7 @@ impl GpuBench {
             go(&mut backend, &mut pool, 4)?;
             let ms = go(&mut backend, &mut pool, n)?;
             // The last batch pushed back is the last one completed (one of the three never left).
-            let diff = max_diff_255(&pool[pool.len() - 1].tensor, reference, config);
+            let diff = max_diff_255(pool[pool.len() - 1].tensor.as_f32().unwrap_or(&[]), reference, config);
             rows.push(Row {
                 workload: w.name().into(),
                 name: "CudaBackend::submit/flush, 2 in flight".into(),

@@ -300,7 +300,7 @@ pub fn preprocess(opts: &PreprocessBenchOptions) -> Result<String, BenchError> {
         }
         // CPU reference (also the parity baseline for every other row).
         let cpu_ms = time_cpu(opts.cpu_seconds, || Ok(cpu.run(&mut p.batch)?))?;
-        let reference = p.batch.tensor.clone();
+        let reference = p.batch.tensor.as_f32().unwrap_or(&[]).to_vec();
         let out_bytes = (reference.len() * 4) as u64;
         rows.push(Row {
             workload: w.name().into(),

@@ -5,7 +5,7 @@
 //! ```
 //!
 //! Each frame carries the instant it arrived and the instant it passed every stage
-//! ([`Mark`]). The stage time of a frame is the gap from its previous mark; its end-to-end
+//! ([`FrameTimes`](crate::frame::FrameTimes)), by the stage's row in the report. The stage time of a frame is the gap from its previous mark; its end-to-end
 //! latency runs from arrival to the sink. A frame whose end-to-end latency exceeds the budget is
 //! a miss; the headroom is the budget minus the p99 latency.
 
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::frame::{Frame, Mark};
+use crate::frame::Frame;
 
 /// Default budget: one frame at 30 fps.
 pub const DEFAULT_BUDGET: Duration = Duration::from_nanos(33_333_333);
@@ -24,7 +24,10 @@ pub struct Budget {
     budget: Duration,
     start: Instant,
     end: Option<Instant>,
-    stages: BTreeMap<Mark, Series>,
+    /// Report rows (stage names), by slot.
+    rows: Vec<String>,
+    /// Per-row series, by slot.
+    stages: Vec<Series>,
     streams: BTreeMap<u32, StreamAcc>,
     objects: u64,
     skipped: BTreeMap<String, u64>,
@@ -42,13 +45,15 @@ struct StreamAcc {
 }
 
 impl Budget {
-    /// A fresh tracker for `budget` per frame.
-    pub fn new(budget: Duration) -> Self {
+    /// A fresh tracker for `budget` per frame, with a row per stage name in `rows` (a frame's
+    /// marks name rows by their index).
+    pub fn new(budget: Duration, rows: Vec<String>) -> Self {
         Budget {
             budget,
             start: Instant::now(),
             end: None,
-            stages: BTreeMap::new(),
+            stages: vec![Series::default(); rows.len()],
+            rows,
             streams: BTreeMap::new(),
             objects: 0,
             skipped: BTreeMap::new(),
@@ -60,6 +65,11 @@ impl Budget {
     /// The per-frame budget.
     pub fn budget(&self) -> Duration {
         self.budget
+    }
+
+    /// Change the per-frame budget (before frames are recorded).
+    pub fn set_budget(&mut self, budget: Duration) {
+        self.budget = budget;
     }
 
     /// Name stream `stream` (its source) for the report.
@@ -101,9 +111,9 @@ impl Budget {
 
     /// Record a frame that went all the way through.
     pub fn record(&mut self, frame: &Frame) {
-        for mark in Mark::ALL {
-            if let Some(d) = frame.times.stage(mark) {
-                self.stages.entry(mark).or_default().push(d);
+        for (slot, d) in frame.times.stages() {
+            if let Some(series) = self.stages.get_mut(slot as usize) {
+                series.push(d);
             }
         }
         if let Some(t) = frame.times.total() {
@@ -162,9 +172,11 @@ impl Budget {
             dropped: dropped.into_iter().collect(),
             over_budget,
             stages: self
-                .stages
-                .iter_mut()
-                .map(|(m, v)| (m.name(), v.stats()))
+                .rows
+                .iter()
+                .zip(&mut self.stages)
+                .filter(|(_, v)| v.count() > 0)
+                .map(|(name, v)| (name.clone(), v.stats()))
                 .collect(),
             total: all.stats(),
             objects: self.objects,
@@ -342,7 +354,7 @@ pub struct Report {
     /// Processed frames whose end-to-end latency exceeded the budget.
     pub over_budget: u64,
     /// Per-stage time, in pipeline order.
-    pub stages: Vec<(&'static str, Stats)>,
+    pub stages: Vec<(String, Stats)>,
     /// End-to-end latency (arrival to sink).
     pub total: Stats,
     /// Objects classified.

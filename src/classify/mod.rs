@@ -13,14 +13,18 @@
 //! environment is shared by the whole process.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use ort::environment::Environment;
 use ort::session::Session;
 use ort::value::{TensorElementType, TensorRef, ValueType};
 
 use crate::batch::CropBatch;
+use crate::describe::DescribeError;
+use crate::frame::{ClassScore, Classification};
 use crate::preprocess::Layout;
+use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl};
+use crate::Error;
 
 /// Default largest number of crops per inference call.
 pub const DEFAULT_MAX_BATCH: usize = 256;
@@ -30,17 +34,6 @@ pub const DEFAULT_TOP_K: usize = 1;
 pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
 /// The ONNX Runtime version octopipe is built against.
 pub const ORT_VERSION: &str = "1.31.1";
-
-/// The classifier's answer for one crop.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Classification {
-    /// Top-1 class index.
-    pub class_id: u32,
-    /// Top-1 softmax score.
-    pub score: f32,
-    /// Further `(class_id, score)` pairs when top-k > 1, best first (excluding the top-1).
-    pub topk: Vec<(u32, f32)>,
-}
 
 /// Settings of the classify stage.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,6 +142,8 @@ pub struct Classifier {
     layout: Layout,
     size: (u32, u32),
     scores: Vec<f32>,
+    /// Class names as shared strings, grown as class ids are met.
+    names: Vec<Arc<str>>,
 }
 
 impl Classifier {
@@ -199,6 +194,7 @@ impl Classifier {
             layout,
             size,
             scores: Vec::new(),
+            names: Vec::new(),
         };
         // Inference now: ONNX Runtime allocates and plans on its first runs, which would otherwise
         // land on the first frames' budget. The smallest batch must run (it proves the model runs
@@ -245,38 +241,70 @@ impl Classifier {
         &self.config.labels
     }
 
-    /// Classify every crop of `batch` (its tensor must be filled), writing `batch.results`.
+    /// The shared name of class `id`.
+    fn name(&mut self, id: u32) -> Arc<str> {
+        while self.names.len() <= id as usize {
+            let next = self.names.len() as u32;
+            self.names.push(Arc::from(self.label(next)));
+        }
+        self.names[id as usize].clone()
+    }
+
+    /// Classify every crop of `batch` (its f32 host tensor must be filled), writing each crop's
+    /// [`Classification`] onto its detection.
     pub fn classify(&mut self, batch: &mut CropBatch) -> Result<(), ClassifyError> {
-        batch.results.clear();
         let n = batch.crops.len();
         let (w, h) = (self.size.0 as usize, self.size.1 as usize);
         let per = 3 * w * h;
-        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size)
-            || batch.tensor.len() < n * per
+        let path = || self.config.model.display().to_string();
+        let Some(tensor) = batch.tensor.as_f32() else {
+            return Err(ClassifyError::Run {
+                path: path(),
+                reason: format!(
+                    "the classifier takes an f32 tensor in host memory, the batch holds {:?} in {} memory (preprocess dtype=f32)",
+                    batch.tensor.dtype,
+                    batch.tensor.memory()
+                ),
+            });
+        };
+        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size) || tensor.len() < n * per
         {
             return Err(ClassifyError::Run {
-                path: self.config.model.display().to_string(),
+                path: path(),
                 reason: format!("batch crops are not all {w}x{h}"),
             });
         }
         let chunk = self.input.batch.unwrap_or(self.config.max_batch.max(1));
+        let mut results = Vec::with_capacity(n);
         let mut start = 0;
         while start < n {
             let m = chunk.min(n - start);
-            let data = &batch.tensor[start * per..(start + m) * per];
             let shape = match self.layout {
                 Layout::Nchw => [m, 3, h, w],
                 Layout::Nhwc => [m, h, w, 3],
             };
-            self.run_chunk(shape, data)?;
+            self.run_chunk(shape, &tensor[start * per..(start + m) * per])?;
             let classes = self.scores.len() / m;
             for i in 0..m {
-                batch.results.push(top_k(
-                    &mut self.scores[i * classes..(i + 1) * classes],
-                    self.config.top_k,
-                ));
+                let row = i * classes..(i + 1) * classes;
+                let ranked = top_k(&mut self.scores[row], self.config.top_k);
+                results.push(ranked);
             }
             start += m;
+        }
+        for (origin, ranked) in batch.origins.iter().zip(results) {
+            let mut scores = ranked.into_iter().map(|(id, score)| ClassScore {
+                class_id: id,
+                label: self.name(id),
+                score,
+            });
+            let best = scores.next().expect("top_k gives at least one class");
+            let c = Classification {
+                best,
+                topk: scores.collect(),
+            };
+            let frame = &mut batch.frames[origin.frame as usize];
+            frame.detections[origin.detection as usize].classification = Some(c);
         }
         Ok(())
     }
@@ -397,19 +425,86 @@ pub fn softmax(v: &mut [f32]) {
     }
 }
 
-/// The best `k` of a score row.
-fn top_k(scores: &mut [f32], k: usize) -> Classification {
+/// The best `k` (at least 1) of a score row, best first, as `(class, score)`.
+fn top_k(scores: &mut [f32], k: usize) -> Vec<(u32, f32)> {
     let mut idx: Vec<u32> = (0..scores.len() as u32).collect();
     idx.sort_by(|a, b| scores[*b as usize].total_cmp(&scores[*a as usize]));
-    let best = idx[0];
-    Classification {
-        class_id: best,
-        score: scores[best as usize],
-        topk: idx[1..k.max(1).min(idx.len())]
-            .iter()
-            .map(|i| (*i, scores[*i as usize]))
-            .collect(),
+    idx.truncate(k.max(1));
+    idx.into_iter().map(|i| (i, scores[i as usize])).collect()
+}
+
+/// The classify stage at run time.
+struct ClassifyStage(Classifier);
+
+impl Stage<CropBatch, CropBatch> for ClassifyStage {
+    fn process(&mut self, mut batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        self.0.classify(&mut batch)?;
+        out.push(batch);
+        Ok(())
     }
+}
+
+impl Element for ClassifyConfig {
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        let preprocess = ctx.caps.preprocess.get_or_insert_with(Default::default);
+        let classifier = Classifier::new(*self, preprocess.layout, preprocess.size)?;
+        preprocess.size = Some(classifier.size());
+        ctx.caps.labels = classifier.labels().to_vec();
+        Ok(Running::Batches(Box::new(ClassifyStage(classifier))))
+    }
+}
+
+/// `classify model=m.onnx labels=a,b,c`: ONNX Runtime on the batch's tensor.
+pub const CLASSIFY: StageDecl = StageDecl {
+    name: "classify",
+    role: Role::Infer,
+    doc: "ONNX Runtime classifier: softmax, top-k",
+    props: &[
+        PropSpec::new("model", PropType::Path, "-", "the .onnx file"),
+        PropSpec::new("labels", PropType::List, "class0,...", "class names in class-index order"),
+        PropSpec::new("labels-file", PropType::Path, "-", "a file with one class name per line"),
+        PropSpec::new(
+            "max-batch",
+            PropType::POSITIVE,
+            "256",
+            "largest number of crops per inference call",
+        ),
+        PropSpec::new("top-k", PropType::POSITIVE, "1", "results per crop"),
+        PropSpec::new(
+            "threads",
+            PropType::COUNT,
+            "0",
+            "ONNX Runtime intra-op threads (0: its default)",
+        ),
+    ],
+    needs: &[Role::Boxes, Role::Batch, Role::Preprocess],
+    provides: &[],
+    make: classify_config,
+};
+
+fn classify_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
+    let mut cfg = ClassifyConfig::new(p.required("model")?);
+    if let Some(l) = p.given("labels") {
+        cfg.labels = l.split(',').map(|s| s.trim().to_string()).collect();
+    }
+    if let Some(f) = p.given("labels-file") {
+        let text = std::fs::read_to_string(f).map_err(|e| {
+            p.error(
+                "labels-file",
+                format!("classify: cannot read labels-file '{f}': {e}"),
+            )
+        })?;
+        cfg.labels = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect();
+    }
+    cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);
+    cfg.top_k = p.usize("top-k").unwrap_or(cfg.top_k);
+    cfg.threads = p.usize("threads").unwrap_or(cfg.threads);
+    Ok(Box::new(cfg))
 }
 
 #[cfg(test)]
@@ -422,8 +517,8 @@ mod tests {
         softmax(&mut v);
         assert!((v.iter().sum::<f32>() - 1.0).abs() < 1e-6);
         let c = top_k(&mut v, 3);
-        assert_eq!(c.class_id, 1);
-        assert!((c.score - 0.6572).abs() < 1e-3, "{}", c.score);
-        assert_eq!(c.topk.iter().map(|p| p.0).collect::<Vec<_>>(), vec![2, 0]);
+        assert_eq!(c[0].0, 1);
+        assert!((c[0].1 - 0.6572).abs() < 1e-3, "{}", c[0].1);
+        assert_eq!(c.iter().map(|p| p.0).collect::<Vec<_>>(), vec![1, 2, 0]);
     }
 }

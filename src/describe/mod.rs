@@ -10,21 +10,21 @@
 //! ```
 //!
 //! Three steps, as gst-launch does: [`parse`] turns text into a [`Description`] (stages with their
-//! properties and positions), [`build`] checks every stage and property against the stage table
-//! and makes typed configs, and only then does the runner start GStreamer, CUDA or ONNX Runtime.
+//! properties and positions), [`build`] checks every stage and property against the
+//! [registry](crate::stage::Registry) and makes the [graph](crate::pipeline::Graph) of typed
+//! settings, and only then does [`Pipeline::build`](crate::pipeline::Pipeline::build) start
+//! GStreamer, CUDA or ONNX Runtime.
 //! `#` starts a comment, newlines are spaces (a trailing `\` is allowed), values may be quoted
 //! (`location="my file.mp4"`), and `${name}` is replaced by a variable given with `--set name=value`.
 //! A `queue size=N` between two stages sets the capacity of that edge (default 4).
 //! Errors give the line and column with a caret and suggest the closest stage or property name.
 
 mod build;
-mod stages;
 
 use std::collections::HashMap;
 use std::fmt;
 
-pub use build::build;
-pub use stages::{PropSpec, StageSpec, STAGES};
+pub use build::{build, build_with};
 
 /// A position in the description text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

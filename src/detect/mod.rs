@@ -24,8 +24,13 @@ mod synthetic;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use crate::frame::{Frame, SkipReason};
+use crate::budget::Tally;
+use crate::describe::DescribeError;
+use crate::frame::{Detection, Frame, SkipReason};
+use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl};
+use crate::Error;
 
 pub use annotations::{det_lines, mot_lines, parse_det, parse_mot, AnnotationRow};
 pub use synthetic::Synthetic;
@@ -39,18 +44,21 @@ pub const DEFAULT_SEED: u64 = 7;
 /// VisDrone categories with no class in the shared classifier ("others").
 pub const DEFAULT_SKIP_CATEGORIES: &[u8] = &[11];
 
-/// One object box on a frame, already clipped to it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Detection {
-    /// `[x, y, w, h]` in integer frame pixels, inside the frame, `w, h >= 2`.
-    pub bbox: [u32; 4],
-    /// VisDrone object category (1 pedestrian .. 11 others).
-    pub category: u8,
-    /// Detector or annotation score.
-    pub score: f32,
-    /// Track id for MOT annotations.
-    pub track: Option<u32>,
-}
+/// VisDrone's object categories, by category number: the names annotation boxes carry.
+pub const VISDRONE_CATEGORIES: [&str; 12] = [
+    "ignored-region",
+    "pedestrian",
+    "people",
+    "bicycle",
+    "car",
+    "van",
+    "truck",
+    "tricycle",
+    "awning-tricycle",
+    "bus",
+    "motor",
+    "others",
+];
 
 /// Where boxes come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -322,9 +330,13 @@ impl Detector {
         let bbox = clip_box(row.bbox, w, h)?;
         Ok(Detection {
             bbox,
-            category: row.category,
+            class_id: Some(row.category as u32),
+            label: VISDRONE_CATEGORIES
+                .get(row.category as usize)
+                .map(|n| Arc::from(*n)),
             score: row.score,
             track: row.track,
+            classification: None,
         })
     }
 }
@@ -353,4 +365,99 @@ fn read(path: &Path) -> Result<String, DetectError> {
         path: path.display().to_string(),
         reason: e.to_string(),
     })
+}
+
+/// The detect stage at run time: the detector, and where its end-of-run notes go.
+struct DetectStage(Detector, Tally);
+
+impl Stage<Frame, Frame> for DetectStage {
+    fn process(&mut self, mut frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
+        self.0.attach(&mut frame)?;
+        out.push(frame);
+        Ok(())
+    }
+    fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Error> {
+        let notes = self.0.end_notes();
+        self.1
+            .with(|t| notes.into_iter().for_each(|n| t.add_line(n)));
+        Ok(())
+    }
+}
+
+impl Element for DetectConfig {
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        let detector = Detector::new(*self)?;
+        Ok(Running::Frames(Box::new(DetectStage(
+            detector,
+            ctx.tally.clone(),
+        ))))
+    }
+}
+
+/// `boxes format=det|mot|synthetic`: annotation replay or the synthetic generator.
+pub const BOXES: StageDecl = StageDecl {
+    name: "boxes",
+    role: Role::Boxes,
+    doc: "attach detection boxes: VisDrone DET/MOT annotations or the synthetic generator",
+    props: &[
+        PropSpec::new(
+            "format",
+            PropType::Choice(&["det", "mot", "synthetic"]),
+            "det",
+            "where boxes come from",
+        ),
+        PropSpec::new(
+            "location",
+            PropType::Path,
+            "-",
+            "DET: folder of NAME.txt per image; MOT: the sequence's file",
+        ),
+        PropSpec::new("count", PropType::COUNT, "28", "synthetic: boxes per frame"),
+        PropSpec::new("seed", PropType::COUNT, "7", "synthetic: seed"),
+        PropSpec::new(
+            "keep-ignored",
+            PropType::Bool,
+            "false",
+            "also classify ignored regions (category 0 or score 0)",
+        ),
+        PropSpec::new(
+            "bad-lines",
+            PropType::Choice(&["error", "skip"]),
+            "error",
+            "a malformed annotation line fails the run (file:line), or is skipped and counted",
+        ),
+        PropSpec::new(
+            "skip-categories",
+            PropType::Ints { max: 11 },
+            "11",
+            "categories not classified (VisDrone 11: others)",
+        ),
+    ],
+    needs: &[],
+    provides: &[],
+    make: detect_config,
+};
+
+fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
+    let source = match p.str("format") {
+        Some("mot") => BoxSource::Mot {
+            location: PathBuf::from(p.required("location")?),
+        },
+        Some("synthetic") => BoxSource::Synthetic {
+            count: p.int("count").map_or(DEFAULT_SYNTHETIC_COUNT, |v| {
+                u32::try_from(v).unwrap_or(u32::MAX)
+            }),
+            seed: p.int("seed").map_or(DEFAULT_SEED, |v| v as u64),
+        },
+        _ => BoxSource::Det {
+            location: PathBuf::from(p.required("location")?),
+        },
+    };
+    let mut cfg = DetectConfig::new(source);
+    cfg.keep_ignored = p.bool("keep-ignored").unwrap_or(false);
+    if let Some(v) = p.ints("skip-categories") {
+        cfg.skip_categories = v.into_iter().map(|c| c as u8).collect();
+    }
+    cfg.skip_bad_lines = p.str("bad-lines") == Some("skip");
+    Ok(Box::new(cfg))
 }

@@ -13,7 +13,6 @@
 //! every frame can cost a slow machine its real-time budget).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -23,13 +22,12 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use image::{Rgb, RgbImage};
 
-use super::label;
 use crate::batch::CropBatch;
 use crate::budget::Report;
 use crate::frame::{Colorimetry, Frame, FrameLayout, PooledBuf};
 use crate::preprocess::cpu::frame_to_rgb;
 use crate::preprocess::{ChannelOrder, Layout, PreprocessConfig};
-use crate::runner::Observer;
+use crate::pipeline::Observer;
 
 /// Box colours by class id (cycled), chosen to stand out from aerial footage.
 const PALETTE: [[u8; 3]; 6] = [
@@ -228,10 +226,9 @@ impl AnnotateTarget {
 }
 
 /// Draws boxes, labels and scores on every frame and writes them out. Needs the frames' pixels:
-/// call [`Pipeline::keep_pixels`](crate::runner::Pipeline::keep_pixels)`(true)`.
+/// call [`Pipeline::keep_pixels`](crate::pipeline::Pipeline::keep_pixels)`(true)`.
 pub struct Annotator {
     target: AnnotateTarget,
-    labels: Arc<[String]>,
     tx: Option<Sender<Job>>,
     worker: Option<thread::JoinHandle<Result<u64, String>>>,
     without_pixels: u64,
@@ -241,12 +238,10 @@ pub struct Annotator {
 }
 
 impl Annotator {
-    /// Write annotated frames to `target`, naming classes with `labels` (the classifier's class
-    /// names; `class{id}` past the end). `frame_interval` times the MP4's frames when the source
-    /// gives no timestamps. Fails when the folder cannot be made or (MP4) GStreamer lacks an element.
+    /// Write annotated frames to `target` (classes named as the classifier names them).
+    /// `frame_interval` times the MP4's frames when the source gives no timestamps. Fails when the folder cannot be made or (MP4) GStreamer lacks an element.
     pub fn new(
         target: AnnotateTarget,
-        labels: &[String],
         frame_interval: Duration,
     ) -> Result<Annotator, String> {
         let (tx, rx) = bounded::<Job>(4);
@@ -288,7 +283,6 @@ impl Annotator {
         .map_err(|e| format!("cannot start the annotate thread: {e}"))?;
         Ok(Annotator {
             target,
-            labels: labels.into(),
             tx: Some(tx),
             worker: Some(worker),
             without_pixels: 0,
@@ -324,12 +318,12 @@ impl Observer for Annotator {
                 .iter()
                 .enumerate()
                 .filter(|(_, o)| o.frame as usize == fi)
-                .filter_map(|(ci, o)| {
+                .filter_map(|(_, o)| {
                     let d = f.detections.get(o.detection as usize)?;
-                    let (class, caption) = match batch.results.get(ci) {
-                        Some(r) => (
-                            r.class_id,
-                            format!("{} {:.2}", label(&self.labels, r.class_id), r.score),
+                    let (class, caption) = match &d.classification {
+                        Some(c) => (
+                            c.best.class_id,
+                            format!("{} {:.2}", c.best.label, c.best.score),
                         ),
                         None => (u32::MAX, "?".into()),
                     };
@@ -522,7 +516,6 @@ impl Mp4Encoder {
 pub struct Mosaic {
     path: PathBuf,
     config: PreprocessConfig,
-    labels: Arc<[String]>,
     max: usize,
     scale: u32,
     tiles: Vec<(RgbImage, String)>,
@@ -535,14 +528,12 @@ impl Mosaic {
     pub fn new(
         path: &Path,
         config: PreprocessConfig,
-        labels: &[String],
         max: usize,
         scale: u32,
     ) -> Self {
         Mosaic {
             path: path.to_path_buf(),
             config,
-            labels: labels.into(),
             max,
             scale: scale.max(1),
             tiles: Vec::new(),
@@ -555,7 +546,7 @@ impl Mosaic {
         let c = batch.crops.get(i)?;
         let n = c.out_pixels() as usize;
         let base = c.out_offset as usize;
-        let t = batch.tensor.get(base..base + 3 * n)?;
+        let t = batch.tensor.as_f32()?.get(base..base + 3 * n)?;
         let affine = config.affine();
         let mut img = RgbImage::new(c.out_w, c.out_h);
         for (p, px) in img.pixels_mut().enumerate() {
@@ -637,8 +628,13 @@ impl Observer for Mosaic {
             let Some(tile) = Mosaic::crop_image(&self.config, batch, i) else {
                 continue;
             };
-            let caption = match batch.results.get(i) {
-                Some(r) => format!("{} {:.2}", label(&self.labels, r.class_id), r.score),
+            let classified = batch.origins.get(i).and_then(|o| {
+                batch.frames[o.frame as usize].detections[o.detection as usize]
+                    .classification
+                    .as_ref()
+            });
+            let caption = match classified {
+                Some(c) => format!("{} {:.2}", c.best.label, c.best.score),
                 None => "?".into(),
             };
             self.tiles.push((tile, caption));

@@ -29,10 +29,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{secs, stages, GapCounter};
+use super::{secs, GapCounter};
 use crate::batch::CropBatch;
 use crate::budget::Report;
-use crate::runner::Observer;
+use crate::pipeline::Observer;
 
 /// Upper bounds (seconds) of the latency histogram buckets (`+Inf` is added).
 pub const LATENCY_BUCKETS: [f64; 12] = [
@@ -62,7 +62,7 @@ struct StreamState {
     objects: u64,
     misses: u64,
     /// Keyed by stage name.
-    latency: BTreeMap<&'static str, Histogram>,
+    latency: BTreeMap<String, Histogram>,
 }
 
 #[derive(Debug, Default)]
@@ -254,11 +254,12 @@ impl MetricsServer {
     }
 
     /// The observer that feeds this server (add it with
-    /// [`Pipeline::observe`](crate::runner::Pipeline::observe)).
+    /// [`Pipeline::observe`](crate::pipeline::Pipeline::observe)).
     pub fn observer(&self) -> Box<dyn Observer> {
         Box::new(MetricsObserver {
             state: self.state.clone(),
             addr: self.addr,
+            names: Vec::new(),
         })
     }
 }
@@ -316,10 +317,17 @@ fn answer(conn: TcpStream, state: &Mutex<State>, scrapes: &AtomicU64) -> std::io
 struct MetricsObserver {
     state: Arc<Mutex<State>>,
     addr: SocketAddr,
+    /// The report rows (stage names).
+    names: Vec<String>,
 }
 
 impl Observer for MetricsObserver {
+    fn start(&mut self, stages: &[String]) {
+        self.names = stages.to_vec();
+    }
+
     fn batch(&mut self, batch: &CropBatch, budget: Duration) {
+        let names = &self.names;
         let Ok(mut s) = self.state.lock() else {
             return;
         };
@@ -338,13 +346,16 @@ impl Observer for MetricsObserver {
             let st = s.streams.entry(f.stream).or_default();
             st.frames += 1;
             st.objects += f.detections.len() as u64;
-            for (mark, name) in stages() {
-                if let Some(d) = f.times.stage(mark) {
-                    st.latency.entry(name).or_default().observe(secs(d));
+            for (slot, d) in f.times.stages() {
+                if let Some(name) = names.get(slot as usize) {
+                    st.latency.entry(name.clone()).or_default().observe(secs(d));
                 }
             }
             if let Some(t) = f.times.total() {
-                st.latency.entry("end-to-end").or_default().observe(secs(t));
+                st.latency
+                    .entry("end-to-end".into())
+                    .or_default()
+                    .observe(secs(t));
                 st.misses += u64::from(t > budget);
             }
         }

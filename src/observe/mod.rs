@@ -6,9 +6,9 @@
 //!     --metrics-addr 127.0.0.1:9184 --energy --report json
 //! ```
 //!
-//! Each observer implements [`Observer`](crate::runner::Observer): the runner calls
-//! [`batch`](crate::runner::Observer::batch) on its collector thread for every finished batch and
-//! [`finish`](crate::runner::Observer::finish) once with the report. An observer must be quick (a
+//! Each observer implements [`Observer`](crate::pipeline::Observer): the runner calls
+//! [`batch`](crate::pipeline::Observer::batch) on its collector thread for every finished batch and
+//! [`finish`](crate::pipeline::Observer::finish) once with the report. An observer must be quick (a
 //! slow one delays the sink, and so every frame after it); those that encode images do it on their
 //! own thread.
 //!
@@ -37,7 +37,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::batch::CropBatch;
-use crate::frame::Mark;
 
 /// Frames that went missing upstream, seen from the end of the pipeline: per stream, the gaps in
 /// frame numbers (`seq`) of the frames that arrived. Frames dropped by a live source or by the
@@ -80,17 +79,4 @@ pub(crate) fn secs(d: Duration) -> f64 {
 /// Milliseconds.
 pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-/// The stages in report order, with their names.
-pub(crate) fn stages() -> impl Iterator<Item = (Mark, &'static str)> {
-    Mark::ALL.into_iter().map(|m| (m, m.name()))
-}
-
-/// A class name for `id` from `labels` (`class{id}` when missing).
-pub(crate) fn label(labels: &[String], id: u32) -> String {
-    labels
-        .get(id as usize)
-        .cloned()
-        .unwrap_or_else(|| format!("class{id}"))
 }

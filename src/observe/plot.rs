@@ -19,12 +19,12 @@ use plotters_backend::{
     BackendColor, BackendCoord, BackendTextStyle, DrawingErrorKind, FontTransform,
 };
 
-use super::{ms, stages};
+use super::ms;
 use crate::batch::CropBatch;
 use crate::budget::Report;
-use crate::runner::Observer;
+use crate::pipeline::Observer;
 
-/// Fill colours of the stages in the stacked panel, in [`Mark::ALL`](crate::frame::Mark::ALL) order.
+/// Fill colours of the stages in the stacked panel, in pipeline order (repeating after six).
 const STAGE_COLORS: [RGBColor; 6] = [
     RGBColor(0x4e, 0x79, 0xa7),
     RGBColor(0xf2, 0x8e, 0x2b),
@@ -35,11 +35,12 @@ const STAGE_COLORS: [RGBColor; 6] = [
 ];
 
 /// One processed frame: when it arrived (s since the first), its end-to-end and stage times (ms).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Row {
     t: f64,
     total: f64,
-    stages: [f64; 6],
+    /// By report row.
+    stages: Vec<f64>,
 }
 
 /// Records every frame's timings and draws the plot when the run finishes.
@@ -49,6 +50,8 @@ pub struct LatencyPlot {
     t0: Option<Instant>,
     budget: Duration,
     rows: Vec<Row>,
+    /// The report rows (stage names).
+    names: Vec<String>,
 }
 
 impl LatencyPlot {
@@ -60,6 +63,7 @@ impl LatencyPlot {
             t0: None,
             budget: Duration::ZERO,
             rows: Vec::new(),
+            names: Vec::new(),
         }
     }
 
@@ -80,6 +84,7 @@ impl LatencyPlot {
             draw(
                 RasterBackend { img: &mut img }.into_drawing_area(),
                 &self.rows,
+                &self.names,
                 ms(self.budget),
             )?;
             img.save(&self.path)
@@ -88,6 +93,7 @@ impl LatencyPlot {
             draw(
                 SVGBackend::new(&self.path, self.size).into_drawing_area(),
                 &self.rows,
+                &self.names,
                 ms(self.budget),
             )
         }
@@ -95,6 +101,10 @@ impl LatencyPlot {
 }
 
 impl Observer for LatencyPlot {
+    fn start(&mut self, stages: &[String]) {
+        self.names = stages.to_vec();
+    }
+
     fn batch(&mut self, batch: &CropBatch, budget: Duration) {
         self.budget = budget;
         for f in &batch.frames {
@@ -105,10 +115,12 @@ impl Observer for LatencyPlot {
             let mut row = Row {
                 t: f.times.arrival.saturating_duration_since(t0).as_secs_f64(),
                 total: ms(total),
-                stages: [0.0; 6],
+                stages: vec![0.0; self.names.len()],
             };
-            for (mark, _) in stages() {
-                row.stages[mark as usize] = f.times.stage(mark).map(ms).unwrap_or(0.0);
+            for (slot, d) in f.times.stages() {
+                if let Some(v) = row.stages.get_mut(slot as usize) {
+                    *v += ms(d);
+                }
             }
             self.rows.push(row);
         }
@@ -134,6 +146,7 @@ impl Observer for LatencyPlot {
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     rows: &[Row],
+    names: &[String],
     budget: f64,
 ) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
@@ -200,9 +213,8 @@ fn draw<DB: DrawingBackend>(
         stack_max,
     )?;
     // Top layer first, so that each lower cumulative area paints over the ones above it.
-    for (mark, name) in stages().collect::<Vec<_>>().into_iter().rev() {
-        let k = mark as usize;
-        let color = STAGE_COLORS[k];
+    for (k, name) in names.iter().enumerate().rev() {
+        let color = STAGE_COLORS[k % STAGE_COLORS.len()];
         chart
             .draw_series(AreaSeries::new(
                 rows.iter()
@@ -211,7 +223,7 @@ fn draw<DB: DrawingBackend>(
                 color.mix(0.9).filled(),
             ))
             .map_err(err)?
-            .label(name)
+            .label(name.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
     chart

@@ -17,6 +17,8 @@ use crate::frame::{ChromaSite, Frame, PixelFormat};
 pub struct CpuBackend {
     config: PreprocessConfig,
     pool: rayon::ThreadPool,
+    /// f32 values before rounding to f16 (`dtype=f16` only).
+    scratch: Vec<f32>,
 }
 
 impl CpuBackend {
@@ -27,7 +29,11 @@ impl CpuBackend {
             .thread_name(|i| format!("octopipe-cpu-{i}"))
             .build()
             .map_err(|e| PreprocessError::InvalidBatch(format!("cannot start CPU workers: {e}")))?;
-        Ok(CpuBackend { config, pool })
+        Ok(CpuBackend {
+            config,
+            pool,
+            scratch: Vec::new(),
+        })
     }
 }
 
@@ -37,28 +43,45 @@ impl Backend for CpuBackend {
     }
 
     fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
-        self.run_f32(batch)?;
-        if self.config.dtype == DType::F16 {
-            // The f16 value is the f32 value rounded to nearest even, as the kernels store it.
-            batch.tensor_f16.clear();
-            batch
-                .tensor_f16
-                .extend(batch.tensor.iter().map(|&v| f32_to_f16(v)));
-            batch.tensor.clear();
+        validate(batch)?;
+        if let Some(f) = batch.frames.iter().find(|f| f.data().is_none()) {
+            return Err(PreprocessError::NotOnHost {
+                stream: f.stream,
+                seq: f.seq,
+            });
         }
+        let len = batch.tensor_len(3);
+        let shape = batch.tensor_shape(self.config.layout);
+        match self.config.dtype {
+            DType::F32 => {
+                let mut out = std::mem::take(batch.tensor.host_f32(len));
+                self.fill(batch, &mut out);
+                *batch.tensor.host_f32(0) = out;
+            }
+            DType::F16 => {
+                // The f16 value is the f32 value rounded to nearest even, as the kernels store it.
+                let mut values = std::mem::take(&mut self.scratch);
+                values.resize(len, 0.0);
+                self.fill(batch, &mut values);
+                let out = batch.tensor.host_f16(len);
+                for (o, v) in out.iter_mut().zip(&values) {
+                    *o = f32_to_f16(*v);
+                }
+                self.scratch = values;
+            }
+        }
+        batch.tensor.layout = self.config.layout;
+        batch.tensor.shape = shape;
         Ok(())
     }
 }
 
 impl CpuBackend {
-    fn run_f32(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
-        let len = batch.tensor_len(3);
-        batch.tensor.resize(len, 0.0);
-        validate(batch)?;
+    /// Every crop's f32 values into `out` (`batch.tensor_len(3)` long), blocks in parallel.
+    fn fill(&mut self, batch: &CropBatch, out: &mut [f32]) {
         let samplers: Vec<Sampler> = batch.frames.iter().map(Sampler::new).collect();
-        let out = OutPtr(batch.tensor.as_mut_ptr());
+        let out = OutPtr(out.as_mut_ptr());
         let cfg = &self.config;
-        let batch = &*batch;
         // Merge runs of a crop's blocks into tasks big enough to amortise the row set-up.
         let mut tasks: Vec<(u32, u32, u32)> = Vec::with_capacity(batch.crops.len());
         for b in &batch.blocks {
@@ -86,13 +109,12 @@ impl CpuBackend {
                 };
             });
         });
-        Ok(())
     }
 }
 
 #[derive(Clone, Copy)]
 struct OutPtr(*mut f32);
-// SAFETY: tasks write disjoint ranges (see `CpuBackend::run`).
+// SAFETY: tasks write disjoint ranges (see `CpuBackend::fill`).
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 

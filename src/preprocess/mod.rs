@@ -18,7 +18,16 @@
 pub mod cpu;
 pub mod cuda;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use crate::batch::CropBatch;
+use crate::describe::DescribeError;
+use crate::stage::{
+    Caps, Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+};
+use crate::Error;
+pub use crate::tensor::{DType, Layout};
 
 /// Default output size (width, height).
 pub const DEFAULT_SIZE: (u32, u32) = (64, 64);
@@ -39,16 +48,6 @@ pub enum ChannelOrder {
     Bgr,
 }
 
-/// Memory layout of the output tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Layout {
-    /// Channel planes: `[n, c, h, w]`.
-    #[default]
-    Nchw,
-    /// Interleaved: `[n, h, w, c]`.
-    Nhwc,
-}
-
 /// How a crop is resampled to the output size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Interpolation {
@@ -59,18 +58,6 @@ pub enum Interpolation {
     /// area-weighted mean of the source pixels its footprint covers (antialiased); otherwise
     /// OpenCV's own fallback, a 2-tap linear filter with `INTER_AREA`'s tap positions.
     Area,
-}
-
-/// Element type of the output tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DType {
-    /// 32-bit float into [`CropBatch::tensor`] (what the classifier takes).
-    #[default]
-    F32,
-    /// IEEE half (bits, round to nearest even of the f32 value) into
-    /// [`CropBatch::tensor_f16`]; `tensor` is left empty. For device-side / f16 consumers: the
-    /// classify stage only takes f32.
-    F16,
 }
 
 /// Which implementation runs the stage.
@@ -232,6 +219,14 @@ pub enum PreprocessError {
         /// Frame number.
         seq: u64,
     },
+    /// A frame's planes are in device memory and this backend reads host memory.
+    #[error("frame {seq} of stream {stream} is in CUDA device memory: the CPU backend reads host frames (preprocess backend=cuda takes device frames)")]
+    NotOnHost {
+        /// Stream id.
+        stream: u32,
+        /// Frame number.
+        seq: u64,
+    },
     /// The GPU backend failed.
     #[error("CUDA: {0}")]
     Cuda(String),
@@ -354,43 +349,192 @@ pub fn validate(batch: &CropBatch) -> Result<(), PreprocessError> {
                 "crop {i} output runs past the tensor"
             )));
         }
-        let Some(pixels) = f.pixels.as_ref() else {
+        let Some(planes) = f.planes.as_ref() else {
             return Err(PreprocessError::NoPixels {
                 stream: f.stream,
                 seq: f.seq,
             });
         };
-        if pixels.len() < f.layout.size() {
+        f.layout
+            .check(planes.host().map(<[u8]>::len))
+            .map_err(|e| {
+                PreprocessError::InvalidBatch(format!("frame {} of stream {}: {e}", f.seq, f.stream))
+            })?;
+    }
+    // Blocks must be in crop order and never overlap (backends write them in parallel), and
+    // must cover every crop's tiles: an uncovered crop would be left unwritten.
+    let uncovered = |crop: u32, from: u32| -> Result<(), PreprocessError> {
+        let c = &batch.crops[crop as usize];
+        let tiles = c.out_pixels().div_ceil(batch.tile_pixels.max(1));
+        if from < tiles {
             return Err(PreprocessError::InvalidBatch(format!(
-                "frame {} has {} bytes, its layout needs {}",
-                f.seq,
-                pixels.len(),
-                f.layout.size()
+                "crop {crop} has no block for its tiles {from}..{tiles}: build the batch's blocks (CropBatch::build_blocks) after adding its crops"
             )));
         }
-    }
-    // Blocks must be in crop order and never overlap: backends write them in parallel.
-    let mut prev: Option<(u32, u32)> = None;
+        Ok(())
+    };
+    // The crop and tile the next block must start at (or the crop after it).
+    let mut next = (0u32, 0u32);
     for b in &batch.blocks {
-        if let Some((crop, end)) = prev {
-            if b.crop < crop || (b.crop == crop && b.tile_begin < end) {
-                return Err(PreprocessError::InvalidBatch(format!(
-                    "block for crop {} tiles {}..{} overlaps or is out of order",
-                    b.crop, b.tile_begin, b.tile_end
-                )));
-            }
-        }
-        prev = Some((b.crop, b.tile_end));
         let c = batch
             .crops
             .get(b.crop as usize)
             .ok_or_else(|| PreprocessError::InvalidBatch(format!("block names crop {}", b.crop)))?;
+        if b.crop < next.0 || (b.crop == next.0 && b.tile_begin < next.1) {
+            return Err(PreprocessError::InvalidBatch(format!(
+                "block for crop {} tiles {}..{} overlaps or is out of order",
+                b.crop, b.tile_begin, b.tile_end
+            )));
+        }
         if b.tile_begin >= b.tile_end || (b.tile_begin * batch.tile_pixels) >= c.out_pixels() {
             return Err(PreprocessError::InvalidBatch(format!(
                 "block tiles {}..{} outside crop {}",
                 b.tile_begin, b.tile_end, b.crop
             )));
         }
+        while next.0 < b.crop {
+            uncovered(next.0, next.1)?;
+            next = (next.0 + 1, 0);
+        }
+        if b.tile_begin > next.1 {
+            uncovered(b.crop, next.1)?;
+        }
+        next = (b.crop, b.tile_end);
+    }
+    while (next.0 as usize) < batch.crops.len() {
+        uncovered(next.0, next.1)?;
+        next = (next.0 + 1, 0);
     }
     Ok(())
+}
+
+/// The preprocess stage at run time: the backend, and whether frames keep their pixels after it.
+struct PreprocessStage(Box<dyn Backend>, Arc<AtomicBool>);
+
+impl Stage<CropBatch, CropBatch> for PreprocessStage {
+    fn process(&mut self, mut batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        self.0.run(&mut batch)?;
+        if !self.1.load(Ordering::Relaxed) {
+            batch.release_pixels();
+        }
+        out.push(batch);
+        Ok(())
+    }
+}
+
+impl Element for PreprocessConfig {
+    fn configure(&self, caps: &mut Caps) {
+        caps.preprocess = Some(self.clone());
+    }
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        let mut config = *self;
+        // The model downstream settles the size when it opens first.
+        if let Some(settled) = ctx.caps.preprocess.as_ref().and_then(|c| c.size) {
+            config.size = Some(settled);
+        }
+        let backend = create_backend(&config)?;
+        let line = format!("preprocess backend: {}", backend.name());
+        ctx.tally.with(|t| t.add_line(line));
+        ctx.caps.preprocess = Some(config);
+        Ok(Running::Batches(Box::new(PreprocessStage(
+            backend,
+            ctx.keep_pixels.clone(),
+        ))))
+    }
+}
+
+/// `preprocess size=64x64 mean=... std=... channels=rgb layout=nchw`.
+pub const PREPROCESS: StageDecl = StageDecl {
+    name: "preprocess",
+    role: Role::Preprocess,
+    doc: "crop + bilinear resize (OpenCV INTER_LINEAR) + colour conversion + mean/std",
+    props: &[
+        PropSpec::new("size", PropType::Size, "auto", "output size (auto: the model's input size)"),
+        PropSpec::new(
+            "mean",
+            PropType::Floats3 { positive: false },
+            "0.485,0.456,0.406",
+            "per-channel mean, after scale",
+        ),
+        PropSpec::new(
+            "std",
+            PropType::Floats3 { positive: true },
+            "0.229,0.224,0.225",
+            "per-channel standard deviation, after scale",
+        ),
+        PropSpec::new(
+            "scale",
+            PropType::POSITIVE_FLOAT,
+            "auto",
+            "factor from 0..255 to the units of mean/std (auto: 1/255)",
+        ),
+        PropSpec::new("channels", PropType::Choice(&["rgb", "bgr"]), "rgb", "channel order of the tensor"),
+        PropSpec::new("layout", PropType::Choice(&["nchw", "nhwc"]), "nchw", "tensor layout"),
+        PropSpec::new(
+            "dtype",
+            PropType::Choice(&["f32", "f16"]),
+            "f32",
+            "tensor element type (the classify stage takes f32)",
+        ),
+        PropSpec::new(
+            "backend",
+            PropType::Choice(&["auto", "cpu", "cuda"]),
+            "auto",
+            "implementation (auto: CUDA when a GPU is present)",
+        ),
+        PropSpec::new("threads", PropType::COUNT, "0", "CPU worker threads (0: one per core)"),
+        PropSpec::new(
+            "interpolation",
+            PropType::Choice(&["bilinear", "area"]),
+            "bilinear",
+            "OpenCV INTER_LINEAR, or INTER_AREA (antialiased downscaling)",
+        ),
+        PropSpec::new(
+            "letterbox",
+            PropType::Float {
+                min: 0.0,
+                max: 255.0,
+                open_min: false,
+            },
+            "-",
+            "keep the aspect ratio and pad with this value (0..255 scale) instead of stretching",
+        ),
+    ],
+    needs: &[Role::Batch],
+    provides: &[],
+    make: preprocess_config,
+};
+
+fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
+    let d = PreprocessConfig::default();
+    Ok(Box::new(PreprocessConfig {
+        size: p.size("size"),
+        mean: p.floats3("mean").unwrap_or(d.mean),
+        std: p.floats3("std").unwrap_or(d.std),
+        // Not from the declared default string: 1/255 exactly as f32.
+        scale: p.float("scale").map_or(d.scale, |v| v as f32),
+        channels: match p.str("channels") {
+            Some("bgr") => ChannelOrder::Bgr,
+            _ => ChannelOrder::Rgb,
+        },
+        layout: match p.str("layout") {
+            Some("nhwc") => Layout::Nhwc,
+            _ => Layout::Nchw,
+        },
+        dtype: match p.str("dtype") {
+            Some("f16") => DType::F16,
+            _ => DType::F32,
+        },
+        backend: match p.str("backend") {
+            Some("cpu") => BackendKind::Cpu,
+            Some("cuda") => BackendKind::Cuda,
+            _ => BackendKind::Auto,
+        },
+        threads: p.usize("threads").unwrap_or(d.threads),
+        interpolation: match p.str("interpolation") {
+            Some("area") => Interpolation::Area,
+            _ => Interpolation::Bilinear,
+        },
+        letterbox: p.float("letterbox").map(|v| v as f32),
+    }))
 }

@@ -9,13 +9,21 @@
 //! clipped integer box, `category` the annotation's VisDrone category (when boxes come from
 //! annotations) and `track` the MOT track id when there is one. `location=-` writes to stdout.
 
+mod tensors;
+
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::batch::CropBatch;
+use crate::describe::DescribeError;
+use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl};
+use crate::Error;
+
+pub use tensors::{TensorsConfig, TensorsSink, TENSORS};
 
 /// Settings of the JSONL sink.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,7 +42,16 @@ pub struct SinkError {
     pub reason: String,
 }
 
-/// One classified object: a JSONL line, or an item of [`crate::runner::Pipeline::results`].
+/// What the box source said of a box.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BoxInfo {
+    /// The box source's class name.
+    pub label: Arc<str>,
+    /// Its score.
+    pub score: f32,
+}
+
+/// One object: a JSONL line, or an item of [`crate::pipeline::Pipeline::results`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Object {
     /// Stream (branch) id.
@@ -42,58 +59,61 @@ pub struct Object {
     /// Frame number in its stream.
     pub frame: u64,
     /// Image file name, or the URI / element description.
-    pub source: std::sync::Arc<str>,
+    pub source: Arc<str>,
     /// Presentation time in ms.
     pub pts_ms: Option<f64>,
     /// The clipped integer box `[x, y, w, h]`.
     pub bbox: [u32; 4],
-    /// Top-1 class name.
-    pub label: String,
+    /// Top-1 class name (when classified).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<Arc<str>>,
     /// Top-1 class index.
-    pub class_id: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class_id: Option<u32>,
     /// Top-1 softmax score.
-    pub score: f32,
-    /// The box's VisDrone category (from annotations or the synthetic generator).
-    pub category: u8,
-    /// MOT track id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+    /// The box source's class id (the VisDrone category for annotation boxes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<u32>,
+    /// The box source's class name and score, when it names its classes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detection: Option<BoxInfo>,
+    /// Track id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub track: Option<u32>,
     /// Further classes when top-k > 1.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub topk: Vec<(String, f32)>,
+    pub topk: Vec<(Arc<str>, f32)>,
 }
 
 impl Object {
-    /// Every classified crop of `batch`, with class names from `labels`.
-    pub fn all<'a>(
-        batch: &'a CropBatch,
-        labels: &'a [String],
-    ) -> impl Iterator<Item = Object> + 'a {
-        batch
-            .origins
-            .iter()
-            .zip(&batch.results)
-            .map(move |(origin, result)| {
-                let frame = &batch.frames[origin.frame as usize];
-                let det = &frame.detections[origin.detection as usize];
-                Object {
-                    stream: frame.stream,
-                    frame: frame.seq,
-                    source: frame.source.clone(),
-                    pts_ms: frame.pts.map(|p| p.as_secs_f64() * 1000.0),
-                    bbox: det.bbox,
-                    label: label(labels, result.class_id).to_string(),
-                    class_id: result.class_id,
-                    score: result.score,
-                    category: det.category,
-                    track: det.track,
-                    topk: result
-                        .topk
-                        .iter()
-                        .map(|(c, s)| (label(labels, *c).to_string(), *s))
-                        .collect(),
-                }
-            })
+    /// Every crop's object of `batch`, in crop order.
+    pub fn all(batch: &CropBatch) -> impl Iterator<Item = Object> + '_ {
+        batch.origins.iter().map(move |origin| {
+            let frame = &batch.frames[origin.frame as usize];
+            let det = &frame.detections[origin.detection as usize];
+            let c = det.classification.as_ref();
+            Object {
+                stream: frame.stream,
+                frame: frame.seq,
+                source: frame.source.clone(),
+                pts_ms: frame.pts.map(|p| p.as_secs_f64() * 1000.0),
+                bbox: det.bbox,
+                label: c.map(|c| c.best.label.clone()),
+                class_id: c.map(|c| c.best.class_id),
+                score: c.map(|c| c.best.score),
+                category: det.class_id,
+                detection: det.label.clone().map(|label| BoxInfo {
+                    label,
+                    score: det.score,
+                }),
+                track: det.track,
+                topk: c
+                    .map(|c| c.topk.iter().map(|s| (s.label.clone(), s.score)).collect())
+                    .unwrap_or_default(),
+            }
+        })
     }
 }
 
@@ -101,13 +121,12 @@ impl Object {
 pub struct JsonlSink {
     path: String,
     out: BufWriter<Box<dyn Write + Send>>,
-    labels: Vec<String>,
     lines: u64,
 }
 
 impl JsonlSink {
-    /// Create (truncate) the output; `labels` name the class ids.
-    pub fn new(config: &JsonlConfig, labels: Vec<String>) -> Result<Self, SinkError> {
+    /// Create (truncate) the output.
+    pub fn new(config: &JsonlConfig) -> Result<Self, SinkError> {
         let path = config.location.display().to_string();
         let out: Box<dyn Write + Send> = if path == "-" {
             Box::new(std::io::stdout())
@@ -120,7 +139,6 @@ impl JsonlSink {
         Ok(JsonlSink {
             path,
             out: BufWriter::new(out),
-            labels,
             lines: 0,
         })
     }
@@ -130,14 +148,14 @@ impl JsonlSink {
         self.lines
     }
 
-    /// Write one line per classified crop of `batch`, then flush.
+    /// Write one line per crop of `batch`, then flush.
     pub fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
         let path = &self.path;
         let err = |e: &dyn std::fmt::Display| SinkError {
             path: path.clone(),
             reason: format!("write failed: {e}"),
         };
-        for object in Object::all(batch, &self.labels) {
+        for object in Object::all(batch) {
             serde_json::to_writer(&mut self.out, &object).map_err(|e| err(&e))?;
             self.out.write_all(b"\n").map_err(|e| err(&e))?;
             self.lines += 1;
@@ -146,6 +164,68 @@ impl JsonlSink {
     }
 }
 
-fn label(labels: &[String], id: u32) -> &str {
-    labels.get(id as usize).map_or("?", String::as_str)
+impl Stage<CropBatch, CropBatch> for JsonlSink {
+    fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        self.write(&batch)?;
+        out.push(batch);
+        Ok(())
+    }
 }
+
+impl Element for JsonlConfig {
+    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
+        Ok(Running::Batches(Box::new(JsonlSink::new(&self)?)))
+    }
+}
+
+/// `jsonl location=FILE|-`: one JSON line per object.
+pub const JSONL: StageDecl = StageDecl {
+    name: "jsonl",
+    role: Role::Sink,
+    doc: "one JSON line per object (box, and the classifier's label when classified)",
+    props: &[PropSpec::new(
+        "location",
+        PropType::Path,
+        "-",
+        "output file, or - for stdout",
+    )],
+    needs: &[Role::Boxes, Role::Batch],
+    provides: &[],
+    make: |p| {
+        Ok(Box::new(JsonlConfig {
+            location: PathBuf::from(p.required("location")?),
+        }))
+    },
+};
+
+/// The `appsink` stage: writes nothing; the application reads the results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AppSinkConfig;
+
+/// Passes batches on untouched.
+struct PassOn;
+
+impl Stage<CropBatch, CropBatch> for PassOn {
+    fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        out.push(batch);
+        Ok(())
+    }
+}
+
+impl Element for AppSinkConfig {
+    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
+        Ok(Running::Batches(Box::new(PassOn)))
+    }
+}
+
+/// `appsink`: the application reads objects (`Pipeline::results`) or whole batches with their
+/// tensors (`Pipeline::batches`); nothing is written.
+pub const APPSINK: StageDecl = StageDecl {
+    name: "appsink",
+    role: Role::Sink,
+    doc: "writes nothing: the application reads objects or batches (Pipeline::results, ::batches)",
+    props: &[],
+    needs: &[Role::Batch],
+    provides: &[],
+    make: |_: &Props| -> Result<Box<dyn Element>, DescribeError> { Ok(Box::new(AppSinkConfig)) },
+};

@@ -42,7 +42,7 @@ use gstreamer_video::prelude::*;
 
 use super::{FrameSource, SourceConfig, SourceError, SourceKind};
 use crate::frame::{
-    BufferPool, ChromaSite, Colorimetry, Frame, FrameLayout, FrameTimes, Mark, Matrix, PixelFormat,
+    BufferPool, ChromaSite, Colorimetry, Frame, FrameLayout, FrameTimes, Matrix, PixelFormat,
     Range,
 };
 
@@ -615,23 +615,12 @@ impl GstSource {
             Input::Launch { .. } => self.arrival(&sample, buffer.pts()).unwrap_or(asked),
             _ => asked,
         };
-        let mut times = FrameTimes::new(arrival);
-        times.mark(Mark::Decoded, Instant::now());
-
         let seq = self.seq;
         self.seq += 1;
-        Ok(Frame {
-            stream: self.stream,
-            seq,
-            pts,
-            source,
-            layout,
-            colorimetry,
-            pixels: Some(pixels),
-            detections: Vec::new(),
-            skipped: Vec::new(),
-            times,
-        })
+        let mut frame = Frame::new(self.stream, seq, &source, layout, colorimetry, pixels);
+        frame.pts = pts;
+        frame.times = FrameTimes::new(arrival);
+        Ok(frame)
     }
 }
 

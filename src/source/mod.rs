@@ -6,16 +6,24 @@
 //! testsrc width=1280 height=720 num-buffers=60 ! ...
 //! ```
 //!
-//! Three kinds of input, all decoded by GStreamer and delivered in the decoder's own format (I420 or
+//! Sources decoded by GStreamer (`images`, `media`, `testsrc`, or any GStreamer launch fragment
+//! as the head of a branch), or fed by the application (`app`, [`AppSource`]).
+//!
+//! Three kinds of GStreamer input, all decoded by GStreamer and delivered in the decoder's own format (I420 or
 //! NV12 for video, whatever the image decoder gives for pictures): colour conversion happens in the
 //! preprocess stage. Each frame's planes are copied once into a pooled buffer.
 
+mod app;
 mod gst;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::describe::DescribeError;
 use crate::frame::{BufferPool, Frame, PixelFormat};
+use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
+use crate::Error;
 
+pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
 
 /// Default frame rate for image sequences and the test source.
@@ -193,4 +201,193 @@ pub fn fragment_is_live(fragment: &str) -> bool {
 /// Open the GStreamer pipeline for `config`; frames' planes come from `pool`.
 pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Box<dyn FrameSource>, SourceError> {
     Ok(Box::new(GstSource::open(config, pool)?))
+}
+
+impl Element for SourceConfig {
+    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
+        let source = open(&self, BufferPool::new())?;
+        Ok(Running::Source(if self.paced() {
+            Box::new(Paced::new(source, self.frame_interval()))
+        } else {
+            source
+        }))
+    }
+    fn is_live(&self) -> bool {
+        self.live
+    }
+    fn frame_interval(&self) -> Option<Duration> {
+        Some(SourceConfig::frame_interval(self))
+    }
+    fn describe_source(&self) -> Option<String> {
+        Some(self.describe())
+    }
+    fn set_stream(&mut self, stream: u32) {
+        self.stream = stream;
+    }
+}
+
+/// Releases a file source's frames at their presentation times (`live=true`): frame k is due at
+/// the first frame's release plus `pts_k - pts_0`, and its budget starts then.
+struct Paced {
+    inner: Box<dyn FrameSource>,
+    interval: Duration,
+    start: Option<(Instant, Duration)>,
+    n: u32,
+}
+
+impl Paced {
+    fn new(inner: Box<dyn FrameSource>, interval: Duration) -> Self {
+        Paced {
+            inner,
+            interval,
+            start: None,
+            n: 0,
+        }
+    }
+}
+
+impl FrameSource for Paced {
+    fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
+        let Some(mut frame) = self.inner.next_frame()? else {
+            return Ok(None);
+        };
+        let pts = frame.pts.unwrap_or(self.interval * self.n);
+        self.n += 1;
+        let (t0, pts0) = *self.start.get_or_insert((Instant::now(), pts));
+        let due = t0 + pts.saturating_sub(pts0);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        frame.times.arrival = due;
+        Ok(Some(frame))
+    }
+    fn stop(&mut self) {
+        self.inner.stop();
+    }
+    fn interrupter(&self) -> Box<dyn Fn() + Send + Sync> {
+        self.inner.interrupter()
+    }
+}
+
+const LIVE: PropSpec = PropSpec::new(
+    "live",
+    PropType::Bool,
+    "false",
+    "release frames at their presentation time (a live-rate stream)",
+);
+const FRAMERATE: PropSpec = PropSpec::new(
+    "framerate",
+    PropType::POSITIVE_FLOAT,
+    "30",
+    "frames per second; also sets the budget (1/framerate)",
+);
+
+/// `images location=DIR framerate=30`: JPEG/PNG images in file-name order.
+pub const IMAGES: StageDecl = StageDecl {
+    name: "images",
+    role: Role::Source,
+    doc: "JPEG/PNG images in file-name order, decoded by GStreamer",
+    props: &[
+        PropSpec::new(
+            "location",
+            PropType::Path,
+            "-",
+            "a folder of .jpg/.jpeg/.png files, or a glob such as dir/*.jpg",
+        ),
+        FRAMERATE,
+        PropSpec::new(
+            "loop",
+            PropType::POSITIVE,
+            "1",
+            "play the images this many times (pts and frame numbers go on)",
+        ),
+        LIVE,
+    ],
+    needs: &[],
+    provides: &[],
+    make: |p| {
+        let location = p.required("location")?.to_string();
+        source_config(p, SourceKind::Images { location })
+    },
+};
+
+/// `media location=FILE|URI`: any media through decodebin.
+pub const MEDIA: StageDecl = StageDecl {
+    name: "media",
+    role: Role::Source,
+    doc: "any media file or URI through GStreamer's decodebin, delivered as I420/NV12",
+    props: &[
+        PropSpec::new("location", PropType::Path, "-", "the file or URI"),
+        LIVE,
+    ],
+    needs: &[],
+    provides: &[],
+    make: |p| {
+        let location = p.required("location")?.to_string();
+        source_config(p, SourceKind::Media { location })
+    },
+};
+
+/// `testsrc`: GStreamer's videotestsrc.
+pub const TESTSRC: StageDecl = StageDecl {
+    name: "testsrc",
+    role: Role::Source,
+    doc: "GStreamer videotestsrc",
+    props: &[
+        PropSpec::new(
+            "pattern",
+            PropType::Str,
+            "smpte",
+            "videotestsrc pattern (smpte, ball, snow, ...)",
+        ),
+        PropSpec::new("width", PropType::POSITIVE, "1280", "frame width"),
+        PropSpec::new("height", PropType::POSITIVE, "720", "frame height"),
+        PropSpec::new(
+            "num-buffers",
+            PropType::POSITIVE,
+            "90",
+            "frames before end of stream",
+        ),
+        PropSpec::new(
+            "format",
+            PropType::Choice(&["i420", "nv12", "rgb", "bgr", "rgba", "bgra"]),
+            "i420",
+            "pixel format",
+        ),
+        FRAMERATE,
+        LIVE,
+    ],
+    needs: &[],
+    provides: &[],
+    make: |p| {
+        let dim = |k: &str| p.int(k).map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX));
+        let kind = SourceKind::Test {
+            pattern: p.str("pattern").unwrap_or("smpte").to_string(),
+            width: dim("width"),
+            height: dim("height"),
+            num_buffers: dim("num-buffers"),
+            format: match p.str("format") {
+                Some("nv12") => PixelFormat::Nv12,
+                Some("rgb") => PixelFormat::Rgb,
+                Some("bgr") => PixelFormat::Bgr,
+                Some("rgba") => PixelFormat::Rgba,
+                Some("bgra") => PixelFormat::Bgra,
+                _ => PixelFormat::I420,
+            },
+        };
+        source_config(p, kind)
+    },
+};
+
+/// The settings every GStreamer source shares.
+fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, DescribeError> {
+    let mut cfg = SourceConfig::new(kind);
+    if p.decl().props.iter().any(|s| s.name == "framerate") {
+        cfg.framerate = p.float("framerate").unwrap_or(DEFAULT_FRAMERATE);
+    }
+    if p.decl().props.iter().any(|s| s.name == "loop") {
+        cfg.loops = p.int("loop").map_or(DEFAULT_LOOPS, |n| n as u32);
+    }
+    cfg.live = p.bool("live").unwrap_or(false);
+    Ok(Box::new(cfg))
 }

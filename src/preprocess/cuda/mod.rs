@@ -1459,25 +1459,27 @@ impl CudaBackend {
             self.engine2.as_mut().expect("opened by submit")
         };
         let f16 = self.config.dtype == DType::F16;
+        let len = batch.tensor_len(3);
         if !pinned {
             if f16 {
-                e.download_f16(&mut batch.tensor_f16)?;
+                e.download_f16(batch.tensor.host_f16(len))?;
             } else {
-                e.download_f32(&mut batch.tensor)?;
+                e.download_f32(batch.tensor.host_f32(len))?;
             }
             return Ok(batch);
         }
         e.stream.synchronize().map_err(CudaError::from)?;
-        let len = batch.tensor_len(3);
         if f16 {
             let host = self.host16[slot].as_ref().expect("grown by submit");
             batch
-                .tensor_f16
+                .tensor
+                .host_f16(len)
                 .copy_from_slice(&host.as_slice().map_err(CudaError::from)?[..len]);
         } else {
             let host = self.host32[slot].as_ref().expect("grown by submit");
             batch
                 .tensor
+                .host_f32(len)
                 .copy_from_slice(&host.as_slice().map_err(CudaError::from)?[..len]);
         }
         Ok(batch)
@@ -1487,11 +1489,12 @@ impl CudaBackend {
     fn prepare_tensor(&self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
         let len = batch.tensor_len(3);
         if self.config.dtype == DType::F16 {
-            batch.tensor.clear();
-            batch.tensor_f16.resize(len, 0);
+            batch.tensor.host_f16(len);
         } else {
-            batch.tensor.resize(len, 0.0);
+            batch.tensor.host_f32(len);
         }
+        batch.tensor.layout = self.config.layout;
+        batch.tensor.shape = batch.tensor_shape(self.config.layout);
         validate(batch)
     }
 }
@@ -1592,18 +1595,18 @@ impl Backend for CudaBackend {
                     // SAFETY: read right after the synchronize below.
                     unsafe { e.download_f32_pinned(host, len) }?;
                     e.stream.synchronize()?;
-                    batch.tensor.copy_from_slice(&host.as_slice()?[..len]);
+                    batch.tensor.host_f32(len).copy_from_slice(&host.as_slice()?[..len]);
                 }
-                (false, false) => e.download_f32(&mut batch.tensor)?,
+                (false, false) => e.download_f32(batch.tensor.host_f32(len))?,
                 (true, true) => {
                     grow_pinned(&e.ctx, &mut self.host16[0], len)?;
                     let host = self.host16[0].as_mut().expect("grown");
                     // SAFETY: read right after the synchronize below.
                     unsafe { e.download_f16_pinned(host, len) }?;
                     e.stream.synchronize()?;
-                    batch.tensor_f16.copy_from_slice(&host.as_slice()?[..len]);
+                    batch.tensor.host_f16(len).copy_from_slice(&host.as_slice()?[..len]);
                 }
-                (true, false) => e.download_f16(&mut batch.tensor_f16)?,
+                (true, false) => e.download_f16(batch.tensor.host_f16(len))?,
             }
             Ok(())
         })();

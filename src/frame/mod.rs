@@ -1,0 +1,169 @@
+//! Frames: decoded pixels, where they came from and when, and what the pipeline learned about them.
+//!
+//! A [`Frame`] is what a source emits and what every later stage refers to. Its planes live in
+//! host memory (a [`PooledBuf`]: dropping the frame, or [`Frame::release_pixels`], returns it to
+//! its [`BufferPool`]) or in CUDA device memory ([`DeviceFrame`], kept alive by its owner); the
+//! [`Planes`] say which. Its [`Detection`]s carry the boxes and, once classified, the classifier's
+//! answer; its [`FrameTimes`] the instant it passed each stage.
+
+mod memory;
+mod objects;
+mod pixels;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use memory::{BufferPool, DeviceFrame, Memory, Planes, PooledBuf};
+pub use objects::{ClassScore, Classification, Detection, SkipReason};
+pub use pixels::{ChromaSite, Colorimetry, FrameLayout, Matrix, PixelFormat, Range};
+
+/// A stage's row in the budget report: its index in the pipeline's list of stage names
+/// (`Pipeline::stage_names`). Stages of different branches at the same place share a row.
+pub type StageSlot = u16;
+
+/// When a frame arrived and when it passed each stage.
+#[derive(Debug, Clone)]
+pub struct FrameTimes {
+    /// When the frame was due: for a paced (live-rate) source its scheduled presentation instant,
+    /// for a live GStreamer head when it was captured, for a pushed frame when it was pushed,
+    /// otherwise when the source was asked for it.
+    pub arrival: Instant,
+    /// `(stage, when)` in the order the frame passed them.
+    marks: Vec<(StageSlot, Instant)>,
+}
+
+impl FrameTimes {
+    /// Times of a frame that arrives at `arrival`.
+    pub fn new(arrival: Instant) -> Self {
+        FrameTimes {
+            arrival,
+            marks: Vec::new(),
+        }
+    }
+
+    /// Record that the frame passed stage `slot` at `at`.
+    pub fn mark(&mut self, slot: StageSlot, at: Instant) {
+        self.marks.push((slot, at));
+    }
+
+    /// When the frame passed stage `slot`, if it did.
+    pub fn get(&self, slot: StageSlot) -> Option<Instant> {
+        self.marks.iter().find(|(s, _)| *s == slot).map(|(_, t)| *t)
+    }
+
+    /// The marks in passing order.
+    pub fn marks(&self) -> &[(StageSlot, Instant)] {
+        &self.marks
+    }
+
+    /// Time spent in each stage passed: from the previous mark (or arrival) to its own, in order.
+    pub fn stages(&self) -> impl Iterator<Item = (StageSlot, Duration)> + '_ {
+        let mut prev = self.arrival;
+        self.marks.iter().map(move |(slot, at)| {
+            let start = std::mem::replace(&mut prev, *at);
+            (*slot, at.saturating_duration_since(start))
+        })
+    }
+
+    /// Arrival to the last mark.
+    pub fn total(&self) -> Option<Duration> {
+        let (_, last) = self.marks.last()?;
+        Some(last.saturating_duration_since(self.arrival))
+    }
+}
+
+/// One decoded frame and what the pipeline learned about it.
+#[derive(Debug)]
+pub struct Frame {
+    /// Which input stream (branch) the frame came from.
+    pub stream: u32,
+    /// 0-based position in its stream.
+    pub seq: u64,
+    /// Presentation timestamp.
+    pub pts: Option<Duration>,
+    /// The image file name for image sequences, otherwise the URI or element description.
+    pub source: Arc<str>,
+    /// Plane geometry.
+    pub layout: FrameLayout,
+    /// YUV to RGB conversion for YUV formats.
+    pub colorimetry: Colorimetry,
+    /// The planes, host or device; `None` once released after preprocessing.
+    pub planes: Option<Planes>,
+    /// Detections (already clipped to the frame), with the classifier's answers once classified.
+    pub detections: Vec<Detection>,
+    /// Boxes the box stages dropped, by reason.
+    pub skipped: Vec<(SkipReason, u32)>,
+    /// Budget timestamps.
+    pub times: FrameTimes,
+}
+
+impl Frame {
+    /// A frame whose planes, laid out as `layout`, are in host memory.
+    pub fn new(
+        stream: u32,
+        seq: u64,
+        source: &str,
+        layout: FrameLayout,
+        colorimetry: Colorimetry,
+        pixels: PooledBuf,
+    ) -> Self {
+        Self::with_planes(stream, seq, source, layout, colorimetry, Planes::Host(pixels))
+    }
+
+    /// A frame whose planes, laid out as `layout`, are in CUDA device memory.
+    pub fn on_device(
+        stream: u32,
+        seq: u64,
+        source: &str,
+        layout: FrameLayout,
+        colorimetry: Colorimetry,
+        planes: DeviceFrame,
+    ) -> Self {
+        Self::with_planes(stream, seq, source, layout, colorimetry, Planes::Device(planes))
+    }
+
+    fn with_planes(
+        stream: u32,
+        seq: u64,
+        source: &str,
+        layout: FrameLayout,
+        colorimetry: Colorimetry,
+        planes: Planes,
+    ) -> Self {
+        Frame {
+            stream,
+            seq,
+            pts: None,
+            source: Arc::from(source),
+            layout,
+            colorimetry,
+            planes: Some(planes),
+            detections: Vec::new(),
+            skipped: Vec::new(),
+            times: FrameTimes::new(Instant::now()),
+        }
+    }
+
+    /// Host pixel bytes, if the frame holds its planes in host memory.
+    pub fn data(&self) -> Option<&[u8]> {
+        self.planes.as_ref().and_then(Planes::host)
+    }
+
+    /// Where the planes are, if still held.
+    pub fn memory(&self) -> Option<Memory> {
+        self.planes.as_ref().map(Planes::memory)
+    }
+
+    /// Give the planes back (to their pool or owner); metadata and detections stay.
+    pub fn release_pixels(&mut self) {
+        self.planes = None;
+    }
+
+    /// Count a skipped box.
+    pub fn skip(&mut self, reason: SkipReason) {
+        match self.skipped.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => self.skipped.push((reason, 1)),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The graph a pipeline runs: nodes (opened stages to be) and the edges between them.
+
+use std::time::Duration;
+
+use super::Queue;
+use crate::stage::{Element, Role};
+
+/// One stage of the graph.
+#[derive(Debug)]
+pub struct Node {
+    /// Stage kind (`images`, `boxes`, ...; `launch` for a GStreamer head).
+    pub kind: &'static str,
+    /// Its role.
+    pub role: Role,
+    /// The `name=` it was given, if any.
+    pub name: Option<String>,
+    /// Its row in the budget report (nodes of different branches at the same place share one).
+    pub row: String,
+    /// Its settings, opened when the pipeline is built.
+    pub element: Box<dyn Element>,
+    /// Where its output goes: another node, or (`None`) the end of the pipeline.
+    pub output: Option<usize>,
+    /// The edge its output travels on.
+    pub queue: Queue,
+}
+
+/// Nodes and edges, validated: every node's input matches what its upstream nodes give, roles
+/// come in order, and all chains meet in one that ends in a sink. Nodes are in an order where
+/// every node comes after the nodes that feed it.
+#[derive(Debug)]
+pub struct Graph {
+    /// The nodes, upstream first.
+    pub nodes: Vec<Node>,
+    /// The per-frame budget (default: the shortest frame interval of the sources).
+    pub budget: Duration,
+}
+
+impl Graph {
+    /// The nodes feeding node `i`, in description order.
+    pub fn inputs(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(move |(_, n)| n.output == Some(i))
+            .map(|(j, _)| j)
+    }
+
+    /// The settings of the first node whose element is a `T`.
+    pub fn element<T: Element>(&self) -> Option<&T> {
+        self.elements().next()
+    }
+
+    /// The settings of every node whose element is a `T`, upstream first.
+    pub fn elements<T: Element>(&self) -> impl Iterator<Item = &T> {
+        self.nodes.iter().filter_map(|n| n.element.downcast_ref())
+    }
+
+    /// The source nodes, in stream order.
+    pub fn sources(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| n.role == Role::Source)
+    }
+
+    /// Whether any source is live.
+    pub fn is_live(&self) -> bool {
+        self.sources().any(|n| n.element.is_live())
+    }
+
+    /// The shortest nominal time between frames of the sources.
+    pub fn frame_interval(&self) -> Option<Duration> {
+        self.sources()
+            .filter_map(|n| n.element.frame_interval())
+            .min()
+    }
+
+    /// The report rows, in pipeline order.
+    pub fn rows(&self) -> Vec<String> {
+        let mut rows: Vec<String> = Vec::new();
+        for n in &self.nodes {
+            if !rows.contains(&n.row) {
+                rows.push(n.row.clone());
+            }
+        }
+        rows
+    }
+}

@@ -1,0 +1,568 @@
+//! The pipeline: a [`Graph`] of stages opened, then run with one thread per stage and bounded
+//! channels between them.
+//!
+//! ```text
+//! source --> boxes --+
+//! source --> boxes --+--> batch --> preprocess --> classify --> sink --> report
+//! ```
+//!
+//! Stage code implements [`Stage`](crate::stage::Stage) and never touches a channel: the runner
+//! receives, calls `process`, stamps the outputs with the stage's report row and the time, and
+//! sends them on. Every edge is a bounded channel with its [`Queue`] (capacity and policy), so a
+//! slow stage makes the source wait (backpressure) or, live, drops the oldest item (counted).
+//! When a stage fails it returns, which drops its channel ends: upstream stages see their sends
+//! fail and stop, downstream stages drain what they already have and finish, so no stage blocks
+//! forever. Nothing here knows what a stage does: only what it takes and gives.
+
+mod edge;
+mod graph;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+
+use crate::batch::{CropBatch, Downstream};
+use crate::budget::{Budget, Report, Tally};
+use crate::frame::{Frame, StageSlot};
+use crate::sink::Object;
+use crate::source::{AppSource, AppSourceSettings, FrameSource};
+use crate::stage::{Caps, Item, OpenContext, Role, Running, Stage};
+use crate::Error;
+
+pub use edge::{EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE, QUEUE};
+pub use graph::{Graph, Node};
+
+use edge::{Edge, Inbox, Travels};
+
+/// Errors of the runner itself (a graph that cannot run as wired).
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// A declaration that is not a stage (`queue`) was asked to open.
+    #[error("'{0}' is not a stage: it sets the edge it stands on")]
+    NotAStage(&'static str),
+    /// A stage opened as something other than its role says.
+    #[error("stage '{stage}' takes {takes} but is fed {fed}")]
+    Wiring {
+        /// The stage kind.
+        stage: String,
+        /// What it takes.
+        takes: String,
+        /// What its upstream gives.
+        fed: String,
+    },
+    /// A stage's thread could not be started.
+    #[error("cannot start the thread of stage '{stage}': {reason}")]
+    Spawn {
+        /// The stage kind.
+        stage: String,
+        /// The system's reason.
+        reason: String,
+    },
+}
+
+/// Shared by all threads of a run: the first error, the stop flag, and the sources' interrupters.
+#[derive(Default)]
+struct Control {
+    stop: AtomicBool,
+    error: Mutex<Option<Error>>,
+    interrupters: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+}
+
+impl Control {
+    fn fail(&self, e: Error) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Ok(mut slot) = self.error.lock() {
+            slot.get_or_insert(e);
+        }
+    }
+}
+
+/// Asks a running pipeline to stop: sources end their stream, the rest drains.
+#[derive(Clone)]
+pub struct StopHandle(Arc<Control>);
+
+impl StopHandle {
+    /// Request the stop: sources end their streams (also when blocked waiting for a frame),
+    /// the other stages drain what is in flight.
+    pub fn stop(&self) {
+        self.0.stop.store(true, Ordering::SeqCst);
+        if let Ok(interrupters) = self.0.interrupters.lock() {
+            interrupters.iter().for_each(|interrupt| interrupt());
+        }
+    }
+}
+
+/// The result of a run: the report, and the first error if a stage failed.
+pub struct Outcome {
+    /// Budget report (frames, latencies, accounting).
+    pub report: Report,
+    /// The first error, if any stage failed.
+    pub error: Option<Error>,
+}
+
+/// Watches a run from the collector thread: every finished batch (frames with their timestamps
+/// and detections and classifications, the crops' tensor; pixels only with
+/// [`Pipeline::keep_pixels`]), then the report. Progress lines, metrics, plots and annotated
+/// output are observers.
+pub trait Observer: Send {
+    /// The run starts; `stages` are the report rows a frame's marks refer to (by index).
+    fn start(&mut self, _stages: &[String]) {}
+    /// A batch reached the end of the pipeline.
+    fn batch(&mut self, _batch: &CropBatch, _budget: Duration) {}
+    /// The run is over: add to the report (lines in `report.extra`) or write files.
+    fn finish(&mut self, _report: &mut Report) {}
+}
+
+/// Sends every classified object to a channel.
+struct ResultsObserver(Sender<Object>);
+
+impl Observer for ResultsObserver {
+    fn batch(&mut self, batch: &CropBatch, _budget: Duration) {
+        for object in Object::all(batch) {
+            // A reader that went away stops listening; the run goes on.
+            if self.0.send(object).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// One opened node, waiting for its thread.
+struct Ready {
+    kind: &'static str,
+    running: Running,
+    output: Option<usize>,
+    queue: Queue,
+    slot: StageSlot,
+    /// `source` for sources, else the kind: how edges are named in drop reasons.
+    label: &'static str,
+}
+
+/// A built pipeline: every stage opened and checked, no thread started yet.
+pub struct Pipeline {
+    observers: Vec<Box<dyn Observer>>,
+    keep_pixels: Arc<AtomicBool>,
+    nodes: Vec<Ready>,
+    rows: Vec<String>,
+    budget: Duration,
+    frame_interval: Option<Duration>,
+    live: bool,
+    caps: Caps,
+    apps: Vec<(Option<String>, AppSource)>,
+    batches: Option<Sender<CropBatch>>,
+    tally: Tally,
+    control: Arc<Control>,
+}
+
+impl Pipeline {
+    /// Open every stage of `graph`: models are loaded and checked, the crop size settled, the
+    /// backends chosen, the sources and sinks opened. Nothing runs yet.
+    pub fn build(graph: Graph) -> Result<Pipeline, Error> {
+        let rows = graph.rows();
+        let live = graph.is_live();
+        let frame_interval = graph.frame_interval();
+        let Graph { nodes, budget } = graph;
+        let mut caps = Caps::default();
+        for n in &nodes {
+            n.element.configure(&mut caps);
+        }
+        let tally = Tally::new(Budget::new(budget, rows.clone()));
+        let mut apps = Vec::new();
+        let mut stream = 0;
+        for n in nodes.iter().filter(|n| n.role == Role::Source) {
+            let name = n.element.describe_source().unwrap_or_default();
+            tally.with(|t| t.name_stream(stream, &name));
+            stream += 1;
+            if let Some(app) = n.element.downcast_ref::<AppSourceSettings>() {
+                apps.push((n.name.clone(), app.handle()));
+            }
+        }
+        let keep_pixels = Arc::new(AtomicBool::new(false));
+        let mut ctx = OpenContext {
+            caps: &mut caps,
+            tally: tally.clone(),
+            budget,
+            live_interval: frame_interval.filter(|_| live),
+            downstream: Arc::new(Downstream::new(budget * 2)),
+            keep_pixels: keep_pixels.clone(),
+        };
+        // Sink to source: a model's input size is known before the stages that make its tensors.
+        let mut ready = Vec::with_capacity(nodes.len());
+        for n in nodes.into_iter().rev() {
+            let slot = rows.iter().position(|r| *r == n.row).unwrap_or(0) as StageSlot;
+            let label = if n.role == Role::Source {
+                "source"
+            } else {
+                n.kind
+            };
+            ready.push(Ready {
+                kind: n.kind,
+                running: n.element.open(&mut ctx)?,
+                output: n.output,
+                queue: n.queue,
+                slot,
+                label,
+            });
+        }
+        ready.reverse();
+        let control = Arc::new(Control::default());
+        if let Ok(mut i) = control.interrupters.lock() {
+            for n in &ready {
+                if let Running::Source(s) = &n.running {
+                    i.push(s.interrupter());
+                }
+            }
+        }
+        Ok(Pipeline {
+            observers: Vec::new(),
+            keep_pixels,
+            nodes: ready,
+            rows,
+            budget,
+            frame_interval,
+            live,
+            caps,
+            apps,
+            batches: None,
+            tally,
+            control,
+        })
+    }
+
+    /// A channel of every classified object, in pipeline order (each stream's frames in order).
+    /// The channel holds `capacity` objects; a reader that falls behind holds the pipeline back.
+    pub fn results(&mut self, capacity: usize) -> Receiver<Object> {
+        let (tx, rx) = bounded(capacity.max(1));
+        self.observe(Box::new(ResultsObserver(tx)));
+        rx
+    }
+
+    /// A channel of every finished batch, after the observers saw it: its frames (boxes,
+    /// classifications, timestamps), crops and the preprocessed tensor, for applications that run
+    /// their own model. The channel holds `capacity` batches; a reader that falls behind holds the
+    /// pipeline back. Asking again replaces the earlier channel.
+    pub fn batches(&mut self, capacity: usize) -> Receiver<CropBatch> {
+        let (tx, rx) = bounded(capacity.max(1));
+        self.batches = Some(tx);
+        rx
+    }
+
+    /// The handle that feeds the application source named `name` (`app name=NAME`), or the
+    /// first application source when `name` is `None`.
+    pub fn app_source(&self, name: Option<&str>) -> Option<AppSource> {
+        self.apps
+            .iter()
+            .find(|(n, _)| name.is_none() || n.as_deref() == name)
+            .map(|(_, a)| a.clone())
+    }
+
+    /// Add an observer of finished batches and of the report.
+    pub fn observe(&mut self, observer: Box<dyn Observer>) {
+        self.observers.push(observer);
+    }
+
+    /// Keep frames' pixels until the end of the pipeline (for observers that draw on frames);
+    /// by default they go back to their pool right after preprocessing.
+    pub fn keep_pixels(&mut self, keep: bool) {
+        self.keep_pixels.store(keep, Ordering::Relaxed);
+    }
+
+    /// A handle that stops the run from another thread (e.g. on Ctrl-C).
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle(self.control.clone())
+    }
+
+    /// What the stages settled when they opened: the preprocess settings (with the model's
+    /// input size) and the classifier's class names.
+    pub fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    /// The report rows (stage names), in pipeline order.
+    pub fn stage_names(&self) -> &[String] {
+        &self.rows
+    }
+
+    /// The per-frame budget.
+    pub fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// Set the per-frame budget.
+    pub fn set_budget(&mut self, budget: Duration) {
+        self.budget = budget;
+        self.tally.with(|t| t.set_budget(budget));
+    }
+
+    /// The shortest nominal time between frames of the sources.
+    pub fn frame_interval(&self) -> Option<Duration> {
+        self.frame_interval
+    }
+
+    /// Whether a source is live.
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
+    /// Run to end of stream (or the first error, or a stop request) and report.
+    pub fn run(self) -> Outcome {
+        let Pipeline {
+            mut observers,
+            nodes,
+            rows,
+            budget,
+            batches,
+            tally,
+            control,
+            ..
+        } = self;
+        for o in &mut observers {
+            o.start(&rows);
+        }
+        let batch_slot = nodes
+            .iter()
+            .find(|n| matches!(n.running, Running::Batcher(_)))
+            .map(|n| n.slot);
+        let downstream = Arc::new(Downstream::new(budget * 2));
+        let (ends, end_rx) = match wire(&nodes, &tally) {
+            Ok(w) => w,
+            Err(e) => {
+                control.fail(e);
+                return finish(observers, &tally, budget, &control);
+            }
+        };
+        thread::scope(|s| {
+            for (n, (inputs, output)) in nodes.into_iter().zip(ends) {
+                if let Err(e) = spawn(s, n, inputs, output, &control) {
+                    control.fail(e);
+                }
+            }
+            // The collector: the report, the observers and the application's channel.
+            for batch in end_rx {
+                if let (Some(slot), Some(f)) = (batch_slot, batch.frames.first()) {
+                    if let (Some(b), Some((_, e))) = (f.times.get(slot), f.times.marks().last())
+                    {
+                        downstream.observe(e.saturating_duration_since(b), batch.crops.len());
+                    }
+                }
+                tally.with(|t| batch.frames.iter().for_each(|f| t.record(f)));
+                for o in &mut observers {
+                    o.batch(&batch, budget);
+                }
+                if let Some(tx) = &batches {
+                    // A reader that went away stops listening; the run goes on.
+                    let _ = tx.send(batch);
+                }
+            }
+        });
+        finish(observers, &tally, budget, &control)
+    }
+}
+
+fn finish(
+    mut observers: Vec<Box<dyn Observer>>,
+    tally: &Tally,
+    budget: Duration,
+    control: &Control,
+) -> Outcome {
+    let error = control.error.lock().ok().and_then(|mut e| e.take());
+    let mut report = tally
+        .with(|t| t.finish())
+        .unwrap_or_else(|| Budget::new(budget, Vec::new()).finish());
+    for o in &mut observers {
+        o.finish(&mut report);
+    }
+    Outcome { report, error }
+}
+
+/// The sending end of an edge, of the type that travels on it.
+enum Tx {
+    Frames(Edge<Frame>),
+    Batches(Edge<CropBatch>),
+}
+
+/// A receiving end.
+enum Rx {
+    Frames(Receiver<Frame>),
+    Batches(Receiver<CropBatch>),
+}
+
+/// Each node's incoming edges and outgoing edge, and the end of the pipeline's receiver.
+#[allow(clippy::type_complexity)]
+fn wire(nodes: &[Ready], tally: &Tally) -> Result<(Vec<(Vec<Rx>, Tx)>, Receiver<CropBatch>), Error> {
+    let mut inputs: Vec<Vec<Rx>> = nodes.iter().map(|_| Vec::new()).collect();
+    let mut outputs = Vec::with_capacity(nodes.len());
+    let mut end = None;
+    for n in nodes {
+        let to = n.output.map_or("report", |j| nodes[j].label);
+        let name = format!("{} -> {to}", n.label);
+        let (tx, rx) = match n.running.items().1 {
+            Item::Frames => {
+                let (tx, rx) = Edge::new(n.queue, &name, tally);
+                (Tx::Frames(tx), Rx::Frames(rx))
+            }
+            Item::Batches => {
+                let (tx, rx) = Edge::new(n.queue, &name, tally);
+                (Tx::Batches(tx), Rx::Batches(rx))
+            }
+        };
+        match (n.output, rx) {
+            (Some(j), rx) => inputs[j].push(rx),
+            (None, Rx::Batches(rx)) => end = Some(rx),
+            (None, Rx::Frames(_)) => {
+                return Err(PipelineError::Wiring {
+                    stage: "report".into(),
+                    takes: "batches".into(),
+                    fed: format!("frames by '{}'", n.kind),
+                }
+                .into())
+            }
+        }
+        outputs.push(tx);
+    }
+    let end = end.ok_or_else(|| PipelineError::Wiring {
+        stage: "report".into(),
+        takes: "batches".into(),
+        fed: "nothing".into(),
+    })?;
+    Ok((inputs.into_iter().zip(outputs).collect(), end))
+}
+
+/// Start node `n`'s thread between `inputs` and `output`.
+fn spawn<'s, 'e>(
+    s: &'s thread::Scope<'s, 'e>,
+    n: Ready,
+    inputs: Vec<Rx>,
+    output: Tx,
+    ctl: &'e Control,
+) -> Result<(), Error> {
+    let wiring = |takes: &str, fed: &str| -> Error {
+        PipelineError::Wiring {
+            stage: n.kind.to_string(),
+            takes: takes.into(),
+            fed: fed.into(),
+        }
+        .into()
+    };
+    let name = format!("octopipe-{}", n.kind);
+    let slot = n.slot;
+    match (n.running, output) {
+        (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => {
+            thread::Builder::new()
+                .name(name.clone())
+                .spawn_scoped(s, move || run_source(source, tx, slot, ctl))
+                .map(|_| ())
+                .map_err(|e| spawn_error(&name, e))
+        }
+        (Running::Frames(stage), Tx::Frames(tx)) => {
+            run_stage(s, name, stage, frames(inputs).ok_or_else(|| wiring("frames", "batches"))?, tx, slot, ctl)
+        }
+        (Running::Batcher(stage), Tx::Batches(tx)) => {
+            run_stage(s, name, stage, frames(inputs).ok_or_else(|| wiring("frames", "batches"))?, tx, slot, ctl)
+        }
+        (Running::Batches(stage), Tx::Batches(tx)) => {
+            run_stage(s, name, stage, batches(inputs).ok_or_else(|| wiring("batches", "frames"))?, tx, slot, ctl)
+        }
+        _ => Err(wiring("its role's items", "something else")),
+    }
+}
+
+fn frames(inputs: Vec<Rx>) -> Option<Inbox<Frame>> {
+    let rx: Option<Vec<_>> = inputs
+        .into_iter()
+        .map(|r| match r {
+            Rx::Frames(r) => Some(r),
+            Rx::Batches(_) => None,
+        })
+        .collect();
+    rx.filter(|r| !r.is_empty()).map(Inbox::new)
+}
+
+fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
+    let rx: Option<Vec<_>> = inputs
+        .into_iter()
+        .map(|r| match r {
+            Rx::Batches(r) => Some(r),
+            Rx::Frames(_) => None,
+        })
+        .collect();
+    rx.filter(|r| !r.is_empty()).map(Inbox::new)
+}
+
+/// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
+/// full (backpressure, no drops); live input never waits: the oldest queued frame is dropped (and
+/// counted) to make room.
+fn run_source(mut source: Box<dyn FrameSource>, edge: Edge<Frame>, slot: StageSlot, ctl: &Control) {
+    let _span =
+        tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
+    while !ctl.stop.load(Ordering::SeqCst) {
+        match source.next_frame() {
+            Ok(Some(mut frame)) => {
+                frame.times.mark(slot, Instant::now());
+                edge.tally().with(|t| t.add_in(frame.stream));
+                if !edge.send(frame) {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                ctl.fail(e.into());
+                break;
+            }
+        }
+    }
+    source.stop();
+}
+
+/// Start `stage` on its own thread between `rx` and `tx`.
+fn run_stage<'s, 'e, I: Travels, O: Travels>(
+    scope: &'s thread::Scope<'s, 'e>,
+    name: String,
+    mut stage: Box<dyn Stage<I, O>>,
+    mut rx: Inbox<I>,
+    tx: Edge<O>,
+    slot: StageSlot,
+    ctl: &'e Control,
+) -> Result<(), Error> {
+    let thread_name = name.clone();
+    let body = move || {
+        let _span =
+            tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
+        let mut out = Vec::new();
+        let result = (|| -> Result<(), Error> {
+            loop {
+                match rx.recv(stage.deadline()) {
+                    Ok(item) => stage.process(item, &mut out)?,
+                    Err(RecvTimeoutError::Timeout) => stage.timeout(&mut out)?,
+                    Err(RecvTimeoutError::Disconnected) => {
+                        stage.finish(&mut out)?;
+                        tx.send_all(&mut out, slot);
+                        return Ok(());
+                    }
+                }
+                if !tx.send_all(&mut out, slot) {
+                    return Ok(());
+                }
+            }
+        })();
+        if let Err(e) = result {
+            ctl.fail(e);
+        }
+    };
+    thread::Builder::new()
+        .name(thread_name)
+        .spawn_scoped(scope, body)
+        .map(|_| ())
+        .map_err(|e| spawn_error(&name, e))
+}
+
+fn spawn_error(name: &str, e: std::io::Error) -> Error {
+    PipelineError::Spawn {
+        stage: name.to_string(),
+        reason: e.to_string(),
+    }
+    .into()
+}

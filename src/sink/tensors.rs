@@ -1,0 +1,176 @@
+//! The `tensors` sink: every batch's preprocessed tensor as a `.npy` file, and an index of which
+//! crop is which, for applications that run their own model on octopipe's tensors.
+//!
+//! ```text
+//! ... ! preprocess size=224x224 ! tensors location=out/
+//! ```
+//!
+//! `out/batch-000000.npy`, `out/batch-000001.npy`, ...: the tensor of each batch, `<f4` (or
+//! `<f2` with `preprocess dtype=f16`), shaped `[n, 3, h, w]` / `[n, h, w, 3]` (or flat for a
+//! ragged batch). `out/index.jsonl`: one line per crop, `{"file":"batch-000000.npy","index":0,
+//! "offset":0,...}` followed by the object's fields (stream, frame, source, bbox, ...). A folder
+//! that already holds such files is refused: nothing is overwritten.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::{Object, SinkError};
+use crate::batch::CropBatch;
+use crate::stage::{Element, OpenContext, PropSpec, PropType, Role, Running, Stage, StageDecl};
+use crate::tensor::TensorData;
+use crate::Error;
+
+/// Settings of the tensors sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorsConfig {
+    /// The output folder (created if missing).
+    pub location: PathBuf,
+}
+
+/// `tensors location=DIR`.
+pub const TENSORS: StageDecl = StageDecl {
+    name: "tensors",
+    role: Role::Sink,
+    doc: "each batch's tensor as a .npy file plus index.jsonl (which crop is which)",
+    props: &[PropSpec::new(
+        "location",
+        PropType::Path,
+        "-",
+        "output folder (created if missing; must not hold earlier output)",
+    )],
+    needs: &[Role::Boxes, Role::Batch, Role::Preprocess],
+    provides: &[],
+    make: |p| {
+        Ok(Box::new(TensorsConfig {
+            location: PathBuf::from(p.required("location")?),
+        }))
+    },
+};
+
+impl Element for TensorsConfig {
+    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
+        Ok(Running::Batches(Box::new(TensorsSink::new(&self)?)))
+    }
+}
+
+/// One line of `index.jsonl`.
+#[derive(Serialize)]
+struct IndexLine<'a> {
+    file: &'a str,
+    index: usize,
+    offset: u32,
+    #[serde(flatten)]
+    object: Object,
+}
+
+/// Runtime state of the tensors sink.
+pub struct TensorsSink {
+    dir: PathBuf,
+    index: BufWriter<File>,
+    batches: u64,
+}
+
+impl TensorsSink {
+    /// Create the folder (or take an empty one) and the index.
+    pub fn new(config: &TensorsConfig) -> Result<Self, SinkError> {
+        let dir = config.location.clone();
+        let err = |reason: String| SinkError {
+            path: dir.display().to_string(),
+            reason,
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| err(format!("cannot create the folder: {e}")))?;
+        let taken = std::fs::read_dir(&dir)
+            .map_err(|e| err(format!("cannot read the folder: {e}")))?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n == "index.jsonl" || (n.starts_with("batch-") && n.ends_with(".npy")));
+        if let Some(name) = taken {
+            return Err(err(format!(
+                "already holds {name} from an earlier run: give an empty or new folder"
+            )));
+        }
+        let index = File::create(dir.join("index.jsonl"))
+            .map_err(|e| err(format!("cannot create index.jsonl: {e}")))?;
+        Ok(TensorsSink {
+            dir,
+            index: BufWriter::new(index),
+            batches: 0,
+        })
+    }
+
+    /// Write `batch`'s tensor and its index lines.
+    pub fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
+        if batch.crops.is_empty() {
+            return Ok(());
+        }
+        let name = format!("batch-{:06}.npy", self.batches);
+        let path = self.dir.join(&name);
+        let err = |reason: String| SinkError {
+            path: path.display().to_string(),
+            reason,
+        };
+        let t = &batch.tensor;
+        let (descr, bytes): (&str, Vec<u8>) = match &t.data {
+            TensorData::F32(v) => ("<f4", v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+            TensorData::F16(v) => ("<f2", v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+            TensorData::Device(_) => {
+                return Err(err(
+                    "the tensor is in device memory: the tensors sink writes host tensors".into(),
+                ))
+            }
+        };
+        write_npy(&path, descr, &t.shape, &bytes).map_err(|e| err(format!("write failed: {e}")))?;
+        for (i, object) in Object::all(batch).enumerate() {
+            let line = IndexLine {
+                file: &name,
+                index: i,
+                offset: batch.crops[i].out_offset,
+                object,
+            };
+            let index_err = |e: &dyn std::fmt::Display| SinkError {
+                path: self.dir.join("index.jsonl").display().to_string(),
+                reason: format!("write failed: {e}"),
+            };
+            serde_json::to_writer(&mut self.index, &line).map_err(|e| index_err(&e))?;
+            self.index.write_all(b"\n").map_err(|e| index_err(&e))?;
+        }
+        self.index.flush().map_err(|e| SinkError {
+            path: self.dir.join("index.jsonl").display().to_string(),
+            reason: format!("write failed: {e}"),
+        })?;
+        self.batches += 1;
+        Ok(())
+    }
+}
+
+impl Stage<CropBatch, CropBatch> for TensorsSink {
+    fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        self.write(&batch)?;
+        out.push(batch);
+        Ok(())
+    }
+}
+
+/// Write a NumPy `.npy` (format 1.0) file of little-endian `descr` values with `shape`.
+fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> std::io::Result<()> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    // Magic (6) + version (2) + header length (2) + header + '\n', padded to 64 bytes.
+    let unpadded = 10 + header.len() + 1;
+    header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    header.push('\n');
+    let mut f = BufWriter::new(File::create(path)?);
+    f.write_all(b"\x93NUMPY\x01\x00")?;
+    f.write_all(&(header.len() as u16).to_le_bytes())?;
+    f.write_all(header.as_bytes())?;
+    f.write_all(data)?;
+    f.flush()
+}

@@ -1,0 +1,357 @@
+//! Stages: what each kind of stage declares about itself, and the registry that holds them.
+//!
+//! A stage kind lives in its own module and declares itself once, as a [`StageDecl`]: its name,
+//! its [`Role`] in the pipeline, its properties ([`PropSpec`]: type, default, range, doc) and a
+//! constructor that turns checked properties into an [`Element`] (its validated settings). That
+//! one declaration drives parsing and validation of descriptions, `octopipe inspect` and the
+//! docs, as a GStreamer element's ParamSpecs do. The [`Registry`] lists the declarations: the
+//! built-in ones ([`Registry::builtin`]) plus any an application registers, each with one line:
+//!
+//! ```
+//! # use octopipe::stage::*;
+//! # use octopipe::frame::Frame;
+//! # use octopipe::Error;
+//! /// Counts frames and passes them on.
+//! #[derive(Debug)]
+//! struct Count;
+//!
+//! struct Counting(u64);
+//!
+//! impl Stage<Frame, Frame> for Counting {
+//!     fn process(&mut self, frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
+//!         self.0 += 1;
+//!         out.push(frame);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! impl Element for Count {
+//!     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
+//!         Ok(Running::Frames(Box::new(Counting(0))))
+//!     }
+//! }
+//!
+//! const COUNT: StageDecl = StageDecl {
+//!     name: "count",
+//!     role: Role::Filter(Item::Frames),
+//!     doc: "counts frames",
+//!     props: &[],
+//!     needs: &[],
+//!     provides: &[],
+//!     make: |_| Ok(Box::new(Count)),
+//! };
+//!
+//! let mut registry = Registry::builtin();
+//! registry.register(COUNT);
+//! ```
+//!
+//! At run time every stage runs on its own thread as a [`Stage`]; the runner owns the thread,
+//! the channels, the timestamps and the shutdown.
+
+mod props;
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::batch::{CropBatch, Downstream};
+use crate::budget::Tally;
+use crate::frame::Frame;
+use crate::preprocess::PreprocessConfig;
+use crate::source::FrameSource;
+use crate::Error;
+
+pub use props::{PropSpec, PropType, Props};
+
+/// What travels on an edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Item {
+    /// Single frames (with their boxes).
+    Frames,
+    /// Crop batches (frames, crops, block metadata, the tensor).
+    Batches,
+}
+
+impl fmt::Display for Item {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Item::Frames => "frames",
+            Item::Batches => "batches",
+        })
+    }
+}
+
+/// A stage's place in a pipeline. The role fixes what a stage takes and gives ([`Role::input`],
+/// [`Role::output`]) and the order stages must come in ([`Role::rank`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Makes frames: decoders, an application's frames.
+    Source,
+    /// Attaches boxes to frames: annotation replay, a detector.
+    Boxes,
+    /// Follows boxes from frame to frame.
+    Track,
+    /// Collects frames' crops into ragged batches.
+    Batch,
+    /// Makes a batch's tensor: crop + resize + normalize.
+    Preprocess,
+    /// Runs a model on a batch's tensor.
+    Infer,
+    /// Writes results out; ends a chain.
+    Sink,
+    /// Passes frames or batches on, anywhere they travel (counters, filters, taps).
+    Filter(Item),
+    /// Not a stage: sets the capacity and policy of the edge it stands on (`queue`).
+    Edge,
+}
+
+impl Role {
+    /// What the stage takes (`None`: nothing, a source).
+    pub fn input(self) -> Option<Item> {
+        match self {
+            Role::Source | Role::Edge => None,
+            Role::Boxes | Role::Track | Role::Batch => Some(Item::Frames),
+            Role::Preprocess | Role::Infer | Role::Sink => Some(Item::Batches),
+            Role::Filter(item) => Some(item),
+        }
+    }
+
+    /// What the stage gives.
+    pub fn output(self) -> Option<Item> {
+        match self {
+            Role::Edge => None,
+            Role::Source | Role::Boxes | Role::Track => Some(Item::Frames),
+            Role::Batch | Role::Preprocess | Role::Infer | Role::Sink => Some(Item::Batches),
+            Role::Filter(item) => Some(item),
+        }
+    }
+
+    /// Order within a chain: a stage may not follow one of a higher rank. Filters and edges
+    /// stand anywhere their items travel.
+    pub fn rank(self) -> Option<u8> {
+        match self {
+            Role::Source => Some(0),
+            Role::Boxes => Some(1),
+            Role::Track => Some(2),
+            Role::Batch => Some(3),
+            Role::Preprocess => Some(4),
+            Role::Infer => Some(5),
+            Role::Sink => Some(6),
+            Role::Filter(_) | Role::Edge => None,
+        }
+    }
+
+    /// Lower-case name, as `octopipe inspect` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Source => "source",
+            Role::Boxes => "boxes",
+            Role::Track => "track",
+            Role::Batch => "batch",
+            Role::Preprocess => "preprocess",
+            Role::Infer => "infer",
+            Role::Sink => "sink",
+            Role::Filter(Item::Frames) => "filter",
+            Role::Filter(Item::Batches) => "filter",
+            Role::Edge => "edge",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A stage kind's declaration: everything parsing, validation, `inspect` and the runner need.
+#[derive(Clone, Copy)]
+pub struct StageDecl {
+    /// Name as written in descriptions.
+    pub name: &'static str,
+    /// Its role.
+    pub role: Role,
+    /// What it does, in one line.
+    pub doc: &'static str,
+    /// Its properties (besides `name`, which every stage has).
+    pub props: &'static [PropSpec],
+    /// Roles that must come before it on its way from the source. A missing batch or preprocess
+    /// stage is put in with its defaults; another missing role is an error naming this stage.
+    pub needs: &'static [Role],
+    /// Roles it does the job of (an application source whose frames bring their own boxes
+    /// provides [`Role::Boxes`]).
+    pub provides: &'static [Role],
+    /// Make the stage's settings from its checked properties. No GStreamer, CUDA or ONNX Runtime
+    /// work here: that happens in [`Element::open`].
+    pub make: fn(&Props) -> Result<Box<dyn Element>, crate::describe::DescribeError>,
+}
+
+impl fmt::Debug for StageDecl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StageDecl")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The stage kinds a description may use.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    decls: Vec<StageDecl>,
+}
+
+impl Registry {
+    /// No stages at all.
+    pub fn empty() -> Self {
+        Registry { decls: Vec::new() }
+    }
+
+    /// Every stage octopipe has, in pipeline order.
+    pub fn builtin() -> Self {
+        let mut r = Registry::empty();
+        r.register(crate::source::IMAGES);
+        r.register(crate::source::MEDIA);
+        r.register(crate::source::TESTSRC);
+        r.register(crate::source::APP);
+        r.register(crate::detect::BOXES);
+        r.register(crate::batch::BATCH);
+        r.register(crate::preprocess::PREPROCESS);
+        r.register(crate::classify::CLASSIFY);
+        r.register(crate::sink::JSONL);
+        r.register(crate::sink::TENSORS);
+        r.register(crate::sink::APPSINK);
+        r.register(crate::pipeline::QUEUE);
+        r
+    }
+
+    /// Add a stage kind (replacing one of the same name).
+    pub fn register(&mut self, decl: StageDecl) -> &mut Self {
+        self.decls.retain(|d| d.name != decl.name);
+        self.decls.push(decl);
+        self
+    }
+
+    /// The stage called `name`.
+    pub fn get(&self, name: &str) -> Option<&StageDecl> {
+        self.decls.iter().find(|d| d.name == name)
+    }
+
+    /// Every declaration, in registration order.
+    pub fn decls(&self) -> &[StageDecl] {
+        &self.decls
+    }
+
+    /// Every stage name, in registration order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.decls.iter().map(|d| d.name)
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::builtin()
+    }
+}
+
+/// One step of a running pipeline: takes `I`, gives `O`. The runner owns its thread and
+/// channels, stamps its outputs with the time and sends them on.
+pub trait Stage<I, O>: Send {
+    /// Handle one input, pushing any outputs.
+    fn process(&mut self, input: I, out: &mut Vec<O>) -> Result<(), Error>;
+    /// When [`Stage::timeout`] must run if no input comes first.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+    /// Called at the deadline.
+    fn timeout(&mut self, _out: &mut Vec<O>) -> Result<(), Error> {
+        Ok(())
+    }
+    /// Called once at end of stream: push what is still held.
+    fn finish(&mut self, _out: &mut Vec<O>) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// An opened stage, ready to run: which variant says what it takes and gives.
+pub enum Running {
+    /// A source of frames.
+    Source(Box<dyn FrameSource>),
+    /// Frames to frames.
+    Frames(Box<dyn Stage<Frame, Frame>>),
+    /// Frames to batches.
+    Batcher(Box<dyn Stage<Frame, CropBatch>>),
+    /// Batches to batches.
+    Batches(Box<dyn Stage<CropBatch, CropBatch>>),
+}
+
+impl Running {
+    /// What it takes and gives.
+    pub fn items(&self) -> (Option<Item>, Item) {
+        match self {
+            Running::Source(_) => (None, Item::Frames),
+            Running::Frames(_) => (Some(Item::Frames), Item::Frames),
+            Running::Batcher(_) => (Some(Item::Frames), Item::Batches),
+            Running::Batches(_) => (Some(Item::Batches), Item::Batches),
+        }
+    }
+}
+
+/// A stage's validated settings, made from its properties when a description is built, and
+/// opened (files, models, devices) when the pipeline is built.
+pub trait Element: Send + fmt::Debug + Any {
+    /// Publish what later stages must know before anything opens (called source to sink).
+    fn configure(&self, _caps: &mut Caps) {}
+    /// Open the stage (called sink to source, so that a model's input size is known before the
+    /// stages that make its tensors open).
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error>;
+    /// Whether it is a live source (its edges then default to drop-oldest).
+    fn is_live(&self) -> bool {
+        false
+    }
+    /// A source's nominal time between frames.
+    fn frame_interval(&self) -> Option<Duration> {
+        None
+    }
+    /// A source's description for the report (its location, fragment or pattern).
+    fn describe_source(&self) -> Option<String> {
+        None
+    }
+    /// The stream id a source stamps on its frames (set by the graph builder).
+    fn set_stream(&mut self, _stream: u32) {}
+}
+
+impl dyn Element {
+    /// The settings as their concrete type, if they are a `T`.
+    pub fn downcast_ref<T: Element>(&self) -> Option<&T> {
+        (self as &dyn Any).downcast_ref()
+    }
+}
+
+/// What stages tell each other before they open: set in [`Element::configure`] (source to
+/// sink) and settled in [`Element::open`] (sink to source).
+#[derive(Debug, Clone, Default)]
+pub struct Caps {
+    /// The preprocess stage's settings (its output size settled by the model when it opens).
+    pub preprocess: Option<PreprocessConfig>,
+    /// Class names of the classifier, once it opened.
+    pub labels: Vec<String>,
+}
+
+/// What a stage gets when it opens.
+pub struct OpenContext<'a> {
+    /// What stages told each other.
+    pub caps: &'a mut Caps,
+    /// The run's report: stages add counts and lines.
+    pub tally: Tally,
+    /// The per-frame budget.
+    pub budget: Duration,
+    /// For a live pipeline, the shortest time between frames of its sources.
+    pub live_interval: Option<Duration>,
+    /// Running estimates of the time from batching to the end of the pipeline.
+    pub downstream: Arc<Downstream>,
+    /// Frames' pixels stay until the end of the pipeline (observers that draw on frames); set by
+    /// the application after the stages opened, read while they run.
+    pub keep_pixels: Arc<std::sync::atomic::AtomicBool>,
+}
