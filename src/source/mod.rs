@@ -9,12 +9,18 @@
 //! Sources decoded by GStreamer (`images`, `media`, `testsrc`, or any GStreamer launch fragment
 //! as the head of a branch), or fed by the application (`app`, [`AppSource`]).
 //!
-//! Three kinds of GStreamer input, all decoded by GStreamer and delivered in the decoder's own format (I420 or
-//! NV12 for video, whatever the image decoder gives for pictures): colour conversion happens in the
-//! preprocess stage. Each frame's planes are copied once into a pooled buffer.
+//! Four kinds of input (media files, image sequences, GStreamer launch fragments, the test source),
+//! all decoded by GStreamer and delivered in the decoder's own format (I420 or NV12 for video,
+//! whatever the image decoder gives for pictures): colour conversion happens in the preprocess
+//! stage. Each frame's planes are copied once into a pooled buffer.
 
 mod app;
+mod caps;
 mod gst;
+mod images;
+mod launch;
+mod media;
+mod test;
 
 use std::time::{Duration, Instant};
 
@@ -195,7 +201,7 @@ pub fn element_names() -> Vec<String> {
 
 /// Whether a GStreamer launch fragment holds a live source (it is parsed, never started).
 pub fn fragment_is_live(fragment: &str) -> bool {
-    gst::fragment_is_live(fragment)
+    launch::fragment_is_live(fragment)
 }
 
 /// Open the GStreamer pipeline for `config`; frames' planes come from `pool`.

@@ -1,0 +1,525 @@
+//! Image sequences: JPEG or PNG files played in file-name order.
+//!
+//! ```text
+//! appsrc (one file per buffer) ! jpegdec idct-method=islow (or pngdec) ! videoconvert
+//!   ! video/x-raw,format={I420,NV12,RGB,BGR,RGBA,BGRA,RGBx,BGRx} ! appsink
+//! ```
+//!
+//! Image files are read by a feeder thread that pushes one file per buffer with `pts = index /
+//! framerate`; `appsrc` holds at most [`IMAGE_QUEUE`] files, so memory stays bounded whatever the size
+//! of the folder. With a time segment `jpegdec` and `pngdec` decode each buffer as one picture, and
+//! each decoded frame is mapped back to its file through its pts.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use gstreamer_video as gst_video;
+
+use super::gst::{enum_value, link_error, make, missing, PLUGINS_BASE, PLUGINS_GOOD};
+use super::SourceError;
+use crate::frame::Colorimetry;
+
+/// Image files the `appsrc` may hold before the feeder thread waits.
+const IMAGE_QUEUE: u64 = 2;
+
+/// The files of an image sequence, as listed before any GStreamer work.
+pub(super) struct ImageList {
+    location: String,
+    /// In file-name order.
+    files: Vec<PathBuf>,
+    kind: ImageKind,
+}
+
+/// An image sequence being decoded: its files and which of them the decoder is at.
+pub(super) struct Images {
+    /// The folder or glob, as the user wrote it.
+    pub(super) location: String,
+    files: Arc<[PathBuf]>,
+    /// File names, shared by every frame of the file.
+    names: Vec<Arc<str>>,
+    kind: ImageKind,
+    framerate: f64,
+    /// Index of the next image expected from the decoder.
+    next: usize,
+    /// Index (buffer offset) of the image the decoder is working on, `u64::MAX` before the first:
+    /// an error on the bus is about this file.
+    decoding: Arc<AtomicU64>,
+    /// Times the sequence is played; image `index` of the stream is file `index % files.len()`.
+    loops: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ImageKind {
+    Jpeg,
+    Png,
+}
+
+impl ImageKind {
+    fn of(path: &Path) -> Option<Self> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "jpg" | "jpeg" => Some(ImageKind::Jpeg),
+            "png" => Some(ImageKind::Png),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            ImageKind::Jpeg => "JPEG",
+            ImageKind::Png => "PNG",
+        }
+    }
+
+    fn decoder(self) -> &'static str {
+        match self {
+            ImageKind::Jpeg => "jpegdec",
+            ImageKind::Png => "pngdec",
+        }
+    }
+
+    fn caps(self) -> gst::Caps {
+        match self {
+            ImageKind::Jpeg => gst::Caps::new_empty_simple("image/jpeg"),
+            ImageKind::Png => gst::Caps::new_empty_simple("image/png"),
+        }
+    }
+
+    /// Whether `bytes` start like a file of this kind.
+    fn has_magic(self, bytes: &[u8]) -> bool {
+        match self {
+            ImageKind::Jpeg => bytes.starts_with(&[0xFF, 0xD8]),
+            ImageKind::Png => bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+        }
+    }
+}
+
+/// The thread that pushes image files into `appsrc`.
+pub(super) struct Feeder {
+    thread: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    /// A file the feeder could not use; reported once the frames before it are out.
+    error: Arc<Mutex<Option<SourceError>>>,
+}
+
+impl Feeder {
+    /// The file the feeder could not use, once.
+    pub(super) fn take_error(&self) -> Option<SourceError> {
+        self.error.lock().ok().and_then(|mut e| e.take())
+    }
+
+    /// Ask the thread to push nothing more (it may be blocked on a full `appsrc` until the
+    /// pipeline flushes).
+    pub(super) fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn stop_and_join(&mut self) {
+        self.request_stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// What the feeder thread owns.
+struct ImageFeed {
+    appsrc: gst_app::AppSrc,
+    files: Arc<[PathBuf]>,
+    loops: u32,
+    kind: ImageKind,
+    framerate: f64,
+    stop: Arc<AtomicBool>,
+    error: Arc<Mutex<Option<SourceError>>>,
+}
+
+impl ImageFeed {
+    /// Push every file as one buffer, then end of stream. A file that cannot be read ends the stream
+    /// early (the frames before it still come out) and is left in `error`, set before the end of
+    /// stream so that whoever sees the end finds it.
+    fn run(self) {
+        let total = self.files.len() * self.loops as usize;
+        for index in 0..total {
+            let path = &self.files[index % self.files.len()];
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let bytes = match self.read(path) {
+                Ok(bytes) => bytes,
+                Err(reason) => {
+                    if let Ok(mut slot) = self.error.lock() {
+                        *slot = Some(SourceError::Input {
+                            path: path.display().to_string(),
+                            reason,
+                        });
+                    }
+                    let _ = self.appsrc.end_of_stream();
+                    return;
+                }
+            };
+            let mut buffer = gst::Buffer::from_mut_slice(bytes);
+            if let Some(b) = buffer.get_mut() {
+                b.set_pts(image_pts(index, self.framerate));
+                b.set_duration(
+                    image_pts(index + 1, self.framerate) - image_pts(index, self.framerate),
+                );
+                b.set_offset(index as u64);
+            }
+            if self.appsrc.push_buffer(buffer).is_err() {
+                return; // flushing: the pipeline is stopping
+            }
+        }
+        let _ = self.appsrc.end_of_stream();
+    }
+
+    /// The bytes of `path`, which must start like a file of the sequence's kind.
+    fn read(&self, path: &Path) -> Result<Vec<u8>, String> {
+        match std::fs::read(path) {
+            Ok(bytes) if self.kind.has_magic(&bytes) => Ok(bytes),
+            Ok(_) => Err(format!("not a {} file", self.kind.name())),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// Presentation time of image `index` of a sequence played at `framerate`.
+fn image_pts(index: usize, framerate: f64) -> gst::ClockTime {
+    gst::ClockTime::from_nseconds((index as f64 * 1e9 / framerate).round() as u64)
+}
+
+impl Images {
+    /// The sequence of `list`'s files played `loops` times at `framerate`.
+    pub(super) fn new(list: ImageList, framerate: f64, loops: u32) -> Self {
+        Images {
+            names: list.files.iter().map(|f| file_name(f).into()).collect(),
+            location: list.location,
+            files: list.files.into(),
+            kind: list.kind,
+            framerate,
+            next: 0,
+            decoding: Arc::new(AtomicU64::new(u64::MAX)),
+            loops,
+        }
+    }
+
+    /// The file name and fallback colorimetry of the decoded frame stamped `pts`; the next frame
+    /// is expected from the image after it.
+    pub(super) fn origin(
+        &mut self,
+        pts: Option<gst::ClockTime>,
+    ) -> Result<(Arc<str>, Colorimetry), SourceError> {
+        let index = self.index_of(pts)?;
+        self.next = index + 1;
+        // jpegdec 1.22 puts `colorimetry=1:4:0:0` (full range, BT.601) and `chroma-site=jpeg` in
+        // its caps, which maps to Colorimetry::JPEG; what the caps leave unknown (e.g. after
+        // videoconvert turned a 4:4:4 or grey JPEG into I420) defaults to JFIF's own definition,
+        // which is Colorimetry::JPEG too.
+        Ok((
+            self.names[index % self.names.len()].clone(),
+            Colorimetry::JPEG,
+        ))
+    }
+
+    /// The image a decoded frame came from, checked against the pts the feeder gave it.
+    fn index_of(&self, pts: Option<gst::ClockTime>) -> Result<usize, SourceError> {
+        let stray = || SourceError::Stream {
+            source_name: self.location.clone(),
+            message: format!("decoded frame with pts {pts:?} matches no image"),
+            debug: None,
+        };
+        let pts = pts.ok_or_else(stray)?;
+        let index = (pts.nseconds() as f64 * self.framerate / 1e9).round() as usize;
+        if index >= self.total() || image_pts(index, self.framerate) != pts || index < self.next {
+            return Err(stray());
+        }
+        if index > self.next {
+            // jpegdec and pngdec drop a picture they cannot decode (with at most a warning).
+            return Err(self.no_frame(self.next, None));
+        }
+        Ok(index)
+    }
+
+    /// At end of stream: an image that produced no frame is an error, with the last warning on the
+    /// bus as detail.
+    pub(super) fn check_end(&self, warning: Option<&str>) -> Result<(), SourceError> {
+        if self.next < self.total() {
+            return Err(self.no_frame(self.next, warning.map(str::to_string)));
+        }
+        Ok(())
+    }
+
+    /// (source name, message) of a decoder error: the file being decoded, and what failed (jpegdec
+    /// fails some broken files with a bare flow error).
+    pub(super) fn decode_failure(&self, error: &gst::glib::Error) -> (String, String) {
+        (
+            self.decoding_name(),
+            format!("cannot decode this {} file: {}", self.kind.name(), error),
+        )
+    }
+
+    /// Images in the stream: every file, `loops` times.
+    fn total(&self) -> usize {
+        self.files.len() * self.loops as usize
+    }
+
+    /// The file the decoder was working on (the folder or glob before the first).
+    fn decoding_name(&self) -> String {
+        let index = self.decoding.load(Ordering::SeqCst);
+        let file = usize::try_from(index)
+            .ok()
+            .filter(|i| *i < self.total())
+            .and_then(|i| self.files.get(i % self.files.len()));
+        match file {
+            Some(path) => path.display().to_string(),
+            None => self.location.clone(),
+        }
+    }
+
+    fn no_frame(&self, index: usize, debug: Option<String>) -> SourceError {
+        SourceError::Stream {
+            source_name: self.files[index % self.files.len()].display().to_string(),
+            message: format!(
+                "{} produced no picture from this file (corrupt {}?)",
+                self.kind.decoder(),
+                self.kind.name()
+            ),
+            debug,
+        }
+    }
+}
+
+/// The image files of a folder or glob, in file-name order, all of one kind.
+pub(super) fn list_images(location: &str) -> Result<ImageList, SourceError> {
+    let input_error = |path: &Path, reason: String| SourceError::Input {
+        path: path.display().to_string(),
+        reason,
+    };
+    let files = matching_files(location)?;
+    let Some(first) = files.first() else {
+        return Err(SourceError::Input {
+            path: location.to_string(),
+            reason: "no .jpg, .jpeg or .png files".into(),
+        });
+    };
+    let kind = ImageKind::of(first)
+        .ok_or_else(|| input_error(first, "not a .jpg, .jpeg or .png file".into()))?;
+    if let Some(odd) = files.iter().find(|f| ImageKind::of(f) != Some(kind)) {
+        let reason = match ImageKind::of(odd) {
+            Some(other) => format!(
+                "is {} but {} starts a {} sequence: mixed image formats are not supported",
+                other.name(),
+                file_name(first),
+                kind.name()
+            ),
+            None => "not a .jpg, .jpeg or .png file".into(),
+        };
+        return Err(input_error(odd, reason));
+    }
+    Ok(ImageList {
+        location: location.to_string(),
+        files,
+        kind,
+    })
+}
+
+/// The files `location` names, sorted by file name: those matching its last component when that
+/// is a glob, else the image files of the folder.
+fn matching_files(location: &str) -> Result<Vec<PathBuf>, SourceError> {
+    let input_error = |path: &Path, reason: String| SourceError::Input {
+        path: path.display().to_string(),
+        reason,
+    };
+    let path = Path::new(location);
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let (dir, pattern) = if name.contains(['*', '?']) {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        (dir, Some(name))
+    } else {
+        (path, None)
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| input_error(dir, e.to_string()))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| input_error(dir, e.to_string()))?;
+        let file = entry.path();
+        let Some(name) = file.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let wanted = match pattern {
+            Some(pattern) => glob_match(pattern, name),
+            None => ImageKind::of(&file).is_some(),
+        };
+        if wanted && file.is_file() {
+            files.push(file);
+        }
+    }
+    files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    Ok(files)
+}
+
+/// Shell-style match of a file name: `*` any run of characters, `?` one character.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    // Classic greedy matcher with backtracking to the last `*`.
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || c == n[ni] => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    pi = sp + 1;
+                    ni = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// `appsrc ! jpegdec|pngdec ! videoconvert ! appsink`, fed by a thread.
+pub(super) fn build_images(
+    pipeline: &gst::Pipeline,
+    appsink: &gst_app::AppSink,
+    images: &Images,
+) -> Result<Feeder, SourceError> {
+    let appsrc = image_appsrc(images.kind)?;
+    let decoder = image_decoder(images.kind)?;
+    let convert = make("videoconvert", PLUGINS_BASE)?;
+    accept_image_formats(appsink);
+    let elements = [
+        appsrc.upcast_ref(),
+        &decoder,
+        &convert,
+        appsink.upcast_ref(),
+    ];
+    pipeline
+        .add_many(elements)
+        .and_then(|_| gst::Element::link_many(elements))
+        .map_err(|e| link_error(&images.location, e))?;
+    watch_decoding(&decoder, &images.decoding);
+    spawn_feeder(appsrc, images)
+}
+
+/// An `appsrc` for files of `kind` that blocks the feeder once [`IMAGE_QUEUE`] files wait.
+fn image_appsrc(kind: ImageKind) -> Result<gst_app::AppSrc, SourceError> {
+    let appsrc = make("appsrc", PLUGINS_BASE)?
+        .downcast::<gst_app::AppSrc>()
+        .map_err(|_| missing("appsrc", PLUGINS_BASE))?;
+    appsrc.set_caps(Some(&kind.caps()));
+    appsrc.set_format(gst::Format::Time);
+    appsrc.set_block(true);
+    appsrc.set_max_buffers(IMAGE_QUEUE);
+    appsrc.set_max_bytes(0);
+    appsrc.set_max_time(gst::ClockTime::ZERO);
+    Ok(appsrc)
+}
+
+/// The decoder for files of `kind`.
+fn image_decoder(kind: ImageKind) -> Result<gst::Element, SourceError> {
+    let decoder = make(kind.decoder(), PLUGINS_GOOD)?;
+    if kind == ImageKind::Jpeg {
+        // The accurate IDCT (libjpeg's own default, the one OpenCV and PIL use) rather than
+        // jpegdec's fast, less accurate default.
+        if let Ok(islow) = enum_value(&decoder, "idct-method", "islow") {
+            decoder.set_property_from_value("idct-method", &islow);
+        }
+    }
+    Ok(decoder)
+}
+
+/// The decoded formats taken as they come: the YUV layouts and the RGB ones image decoders give.
+fn accept_image_formats(appsink: &gst_app::AppSink) {
+    use gst_video::VideoFormat as F;
+    appsink.set_caps(Some(
+        &gst_video::VideoCapsBuilder::new()
+            .format_list([
+                F::I420,
+                F::Nv12,
+                F::Rgb,
+                F::Bgr,
+                F::Rgba,
+                F::Bgra,
+                F::Rgbx,
+                F::Bgrx,
+            ])
+            .build(),
+    ));
+}
+
+/// Note in `decoding` which file enters `decoder` (the feeder sets each buffer's offset to its
+/// index).
+fn watch_decoding(decoder: &gst::Element, decoding: &Arc<AtomicU64>) {
+    if let Some(pad) = decoder.static_pad("sink") {
+        let decoding = decoding.clone();
+        pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+            if let Some(buffer) = info.buffer() {
+                decoding.store(buffer.offset(), Ordering::SeqCst);
+            }
+            gst::PadProbeReturn::Ok
+        });
+    }
+}
+
+/// Start the thread that pushes `images`' files into `appsrc`.
+fn spawn_feeder(appsrc: gst_app::AppSrc, images: &Images) -> Result<Feeder, SourceError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let error = Arc::new(Mutex::new(None));
+    let feed = ImageFeed {
+        appsrc,
+        files: images.files.clone(),
+        loops: images.loops,
+        kind: images.kind,
+        framerate: images.framerate,
+        stop: stop.clone(),
+        error: error.clone(),
+    };
+    let thread = std::thread::Builder::new()
+        .name("octopipe-images".into())
+        .spawn(move || feed.run())
+        .map_err(|e| SourceError::Init(format!("cannot start the image feeder thread: {e}")))?;
+    Ok(Feeder {
+        thread: Some(thread),
+        stop,
+        error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn glob() {
+        assert!(glob_match("*.jpg", "a.jpg"));
+        assert!(glob_match("img_??.png", "img_01.png"));
+        assert!(!glob_match("img_??.png", "img_1.png"));
+        assert!(glob_match("*_d_*.jpg", "9999999_00023_d_0000001.jpg"));
+        assert!(!glob_match("*.jpg", "a.jpeg"));
+        assert!(glob_match("*", "x"));
+        assert!(glob_match("a*b*c", "aXbYbZc"));
+    }
+}

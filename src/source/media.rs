@@ -1,0 +1,145 @@
+//! Media files and URIs, decoded by `uridecodebin`:
+//!
+//! ```text
+//! uridecodebin uri=file:///data/flight.mp4 ! videoconvert ! video/x-raw,format={I420,NV12} ! appsink
+//! ```
+//!
+//! Local files are checked (exist, are files, can be read) before any GStreamer work. Pads other
+//! than the first video stream go to a `fakesink`; an input without video is an error.
+
+use std::path::{Path, PathBuf};
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+
+use super::caps::ask_for_yuv;
+use super::gst::{link_error, make, PLUGINS_BASE};
+use super::SourceError;
+
+/// (name for errors, URI) of a media location; local files must exist and be readable.
+pub(super) fn media_uri(location: &str) -> Result<(String, String), SourceError> {
+    let input_error = |path: &Path, reason: String| SourceError::Input {
+        path: path.display().to_string(),
+        reason,
+    };
+    let path = if is_uri(location) {
+        if !location.starts_with("file:") {
+            return Ok((location.to_string(), location.to_string()));
+        }
+        let (path, _) = gst::glib::filename_from_uri(location)
+            .map_err(|e| input_error(Path::new(location), e.to_string()))?;
+        path
+    } else {
+        PathBuf::from(location)
+    };
+    let meta = std::fs::metadata(&path).map_err(|e| input_error(&path, e.to_string()))?;
+    if meta.is_dir() {
+        return Err(input_error(
+            &path,
+            "is a folder, not a media file (use `images` for a folder of pictures)".into(),
+        ));
+    }
+    std::fs::File::open(&path).map_err(|e| input_error(&path, e.to_string()))?;
+    let absolute = std::fs::canonicalize(&path).map_err(|e| input_error(&path, e.to_string()))?;
+    let uri = gst::glib::filename_to_uri(&absolute, None)
+        .map_err(|e| input_error(&path, e.to_string()))?;
+    Ok((location.to_string(), uri.to_string()))
+}
+
+/// `scheme://...` with a plausible scheme.
+fn is_uri(location: &str) -> bool {
+    match location.split_once("://") {
+        Some((scheme, _)) => {
+            scheme.len() > 1
+                && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        }
+        None => false,
+    }
+}
+
+/// `uridecodebin ! videoconvert ! appsink`; pads other than raw video go to a `fakesink`.
+pub(super) fn build_media(
+    pipeline: &gst::Pipeline,
+    appsink: &gst_app::AppSink,
+    uri: &str,
+) -> Result<(), SourceError> {
+    let decode = make("uridecodebin", PLUGINS_BASE)?;
+    decode.set_property("uri", uri);
+    let convert = make("videoconvert", PLUGINS_BASE)?;
+    ask_for_yuv(appsink);
+    pipeline
+        .add_many([&decode, &convert, appsink.upcast_ref()])
+        .and_then(|_| convert.link(appsink))
+        .map_err(|e| link_error(uri, e))?;
+
+    let video_sink = convert.static_pad("sink");
+    let bin = pipeline.downgrade();
+    decode.connect_pad_added(move |_, pad| {
+        let is_video = pad
+            .current_caps()
+            .and_then(|c| c.structure(0).map(|s| s.name().starts_with("video/")))
+            .unwrap_or(false);
+        if let Some(sink) = video_sink.as_ref().filter(|s| is_video && !s.is_linked()) {
+            let _ = pad.link(sink);
+            return;
+        }
+        // Audio, subtitles or a second video stream: consume and ignore.
+        let (Some(bin), Ok(fake)) = (bin.upgrade(), gst::ElementFactory::make("fakesink").build())
+        else {
+            return;
+        };
+        fake.set_property("sync", false);
+        fake.set_property("async", false);
+        if bin.add(&fake).is_ok() {
+            let _ = fake.sync_state_with_parent();
+            if let Some(sink) = fake.static_pad("sink") {
+                let _ = pad.link(&sink);
+            }
+        }
+    });
+    let video_sink = convert.static_pad("sink");
+    decode.connect_no_more_pads(move |decode| {
+        if video_sink.as_ref().is_some_and(|s| !s.is_linked()) {
+            let msg = gst::message::Error::builder(
+                gst::StreamError::WrongType,
+                "no video stream in this input",
+            )
+            .src(decode)
+            .build();
+            let _ = decode.post_message(msg);
+        }
+    });
+    Ok(())
+}
+
+/// At end of stream of a media file whose container declares its length: a stream that stops well
+/// short of it (after `frames` frames, the last ending at `last_end`) is a truncated file; the
+/// message says so. Call before the pipeline is stopped.
+pub(super) fn truncation(
+    pipeline: &gst::Pipeline,
+    last_end: Option<gst::ClockTime>,
+    frames: u64,
+) -> Option<String> {
+    // Containers whose header states the duration (a raw H.264 stream's is only an estimate).
+    let declares = pipeline.iterate_recurse().into_iter().flatten().any(|e| {
+        e.factory()
+            .is_some_and(|f| matches!(f.name().as_str(), "qtdemux" | "matroskademux" | "avidemux"))
+    });
+    let duration = pipeline.query_duration::<gst::ClockTime>();
+    let (Some(duration), true) = (duration, declares) else {
+        return None;
+    };
+    let end = last_end.unwrap_or(gst::ClockTime::ZERO);
+    let slack = (duration / 20).max(gst::ClockTime::from_mseconds(200));
+    (end + slack < duration).then(|| {
+        format!(
+            "the stream ends after {frames} frames at {:.2} s but the file declares {:.2} s: truncated file?",
+            end.nseconds() as f64 / 1e9,
+            duration.nseconds() as f64 / 1e9
+        )
+    })
+}

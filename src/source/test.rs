@@ -1,0 +1,65 @@
+//! GStreamer's `videotestsrc`, in the requested size, format and frame rate:
+//!
+//! ```text
+//! videotestsrc pattern=smpte num-buffers=90
+//!   ! video/x-raw,format=I420,width=1280,height=720,framerate=30/1 ! appsink
+//! ```
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use gstreamer_video as gst_video;
+
+use super::caps::gst_format;
+use super::gst::{enum_value, link_error, make, PLUGINS_BASE};
+use super::SourceError;
+use crate::frame::PixelFormat;
+
+/// What the test source produces.
+pub(super) struct TestSettings<'a> {
+    pub(super) pattern: &'a str,
+    pub(super) width: u32,
+    pub(super) height: u32,
+    pub(super) num_buffers: u32,
+    pub(super) format: PixelFormat,
+    pub(super) framerate: f64,
+}
+
+impl TestSettings<'_> {
+    /// How errors and frames name the test source.
+    pub(super) fn name(&self) -> String {
+        format!("videotestsrc pattern={}", self.pattern)
+    }
+}
+
+/// `videotestsrc ! appsink` with the requested caps.
+pub(super) fn build_test(
+    pipeline: &gst::Pipeline,
+    appsink: &gst_app::AppSink,
+    test: &TestSettings,
+) -> Result<(), SourceError> {
+    let src = make("videotestsrc", PLUGINS_BASE)?;
+    src.set_property(
+        "num-buffers",
+        i32::try_from(test.num_buffers).unwrap_or(i32::MAX),
+    );
+    let pattern =
+        enum_value(&src, "pattern", test.pattern).map_err(|expected| SourceError::Setting {
+            setting: "pattern".into(),
+            value: test.pattern.to_string(),
+            expected,
+        })?;
+    src.set_property_from_value("pattern", &pattern);
+    let fps = gst::Fraction::approximate_f64(test.framerate).unwrap_or(gst::Fraction::new(30, 1));
+    let caps = gst_video::VideoCapsBuilder::new()
+        .format(gst_format(test.format))
+        .width(i32::try_from(test.width).unwrap_or(i32::MAX))
+        .height(i32::try_from(test.height).unwrap_or(i32::MAX))
+        .framerate(fps)
+        .build();
+    appsink.set_caps(Some(&caps));
+    pipeline
+        .add_many([&src, appsink.upcast_ref()])
+        .and_then(|_| src.link(appsink))
+        .map_err(|e| link_error("videotestsrc", e))
+}
