@@ -63,3 +63,8 @@ pub mod stage;
 pub mod tensor;
 
 pub use error::Error;
+pub use frame::{Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat};
+pub use pipeline::{Observer, Outcome, Pipeline, StopHandle};
+pub use sink::Object;
+pub use source::{AppBox, AppFrame, AppSource, PushError};
+pub use tensor::{DType, Layout, Tensor, TensorData};

@@ -126,6 +126,22 @@ impl Tensor {
         }
     }
 
+    /// The f32 host values to change in place, if that is what it holds.
+    pub fn as_f32_mut(&mut self) -> Option<&mut [f32]> {
+        match &mut self.data {
+            TensorData::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The f16 host values to change in place, if that is what it holds.
+    pub fn as_f16_mut(&mut self) -> Option<&mut [u16]> {
+        match &mut self.data {
+            TensorData::F16(v) => Some(v),
+            _ => None,
+        }
+    }
+
     /// The f16 host values (IEEE half bits), if that is what it holds.
     pub fn as_f16(&self) -> Option<&[u16]> {
         match &self.data {

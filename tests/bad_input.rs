@@ -948,7 +948,7 @@ fn skipped_bad_lines_are_accounted_for_in_a_run() {
         return;
     }
     use octopipe::describe;
-    use octopipe::runner::Pipeline;
+    use octopipe::pipeline::Pipeline;
     let dir = common::temp_dir("lib-skip-run");
     jpeg_clip(&dir, 3);
     write_det(&dir, 0, "1,2,30,20,1,4,0,0\nbad\n");
@@ -958,7 +958,10 @@ fn skipped_bad_lines_are_accounted_for_in_a_run() {
     let text = images_det(&dir, "", &out.display().to_string());
     let mut config =
         describe::build(&describe::parse("<t>", &text, &Default::default()).unwrap()).unwrap();
-    config.branches[0].detect.skip_bad_lines = true;
+    config
+        .element_mut::<octopipe::detect::DetectConfig>()
+        .unwrap()
+        .skip_bad_lines = true;
     let outcome = Pipeline::build(config).unwrap().run();
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     let r = &outcome.report;

@@ -72,20 +72,20 @@ fn crop(x: u32, y: u32, w: u32, h: u32, out_w: u32, out_h: u32) -> CropMeta {
 fn compare_backends(batch: &mut CropBatch, config: &PreprocessConfig, what: &str) -> f32 {
     let mut cpu = CpuBackend::new(config.clone()).unwrap();
     cpu.run(batch).unwrap();
-    let reference = batch.tensor.clone();
+    let reference = batch.tensor.as_f32().unwrap().to_vec();
     let mut gpu = CudaBackend::new(config.clone()).unwrap();
     let len = batch.tensor_len(3);
     gpu.engine()
         .poison_output(OutType::F32, len, f32::NAN.to_bits())
         .unwrap();
-    batch.tensor.iter_mut().for_each(|v| *v = f32::NAN);
+    batch.tensor.as_f32_mut().unwrap().iter_mut().for_each(|v| *v = f32::NAN);
     gpu.run(batch).unwrap();
-    let unwritten = batch.tensor.iter().filter(|v| !v.is_finite()).count();
+    let unwritten = batch.tensor.as_f32().unwrap().iter().filter(|v| !v.is_finite()).count();
     assert_eq!(
         unwritten, 0,
         "{what}: {unwritten} output elements not written"
     );
-    let d = max_diff_255(&batch.tensor, &reference, config);
+    let d = max_diff_255(batch.tensor.as_f32().unwrap(), &reference, config);
     eprintln!(
         "{what}: {} crops, {} values, max |gpu - cpu| = {d:.4} (0..255 scale)",
         batch.crops.len(),
@@ -288,7 +288,7 @@ fn parity_random_frames_every_format_layout_and_strategy() {
             let mut batch = random_batch(format, &mut rng);
             let what = format!("{format} {name}");
             compare_backends(&mut batch, &config, &what);
-            let reference = batch.tensor.clone();
+            let reference = batch.tensor.as_f32().unwrap().to_vec();
             compare_strategies(&batch, &config, &reference, &what);
         }
     }
@@ -349,7 +349,7 @@ fn parity_octopus_separable_persistent_rects() {
         for (config, name) in configs() {
             let mut cpu = CpuBackend::new(config.clone()).unwrap();
             cpu.run(&mut batch).unwrap();
-            let reference = batch.tensor.clone();
+            let reference = batch.tensor.as_f32().unwrap().to_vec();
             let mut e = cuda::Engine::new(0).unwrap();
             let frames: Vec<HostFrame<'_>> = batch.frames.iter().map(HostFrame::of).collect();
             let len = batch.tensor_len(3);
@@ -424,9 +424,11 @@ fn submit_flush_two_in_flight() {
         for f in formats {
             let mut b = random_batch(f, &mut rng);
             run.run(&mut b).unwrap();
-            expected.push((b.tensor.clone(), b.tensor_f16.clone()));
+            expected.push((
+                b.tensor.as_f32().map(<[f32]>::to_vec),
+                b.tensor.as_f16().map(<[u16]>::to_vec),
+            ));
             b.tensor.clear();
-            b.tensor_f16.clear();
             batches.push(b);
         }
         let mut backend = CudaBackend::new(config.clone()).unwrap();
@@ -443,11 +445,11 @@ fn submit_flush_two_in_flight() {
         assert_eq!(got.len(), expected.len());
         for (i, (b, (t32, t16))) in got.iter().zip(&expected).enumerate() {
             assert!(
-                b.tensor == *t32,
+                b.tensor.as_f32().map(<[f32]>::to_vec) == *t32,
                 "{dtype:?} batch {i}: f32 tensor differs from run()"
             );
             assert!(
-                b.tensor_f16 == *t16,
+                b.tensor.as_f16().map(<[u16]>::to_vec) == *t16,
                 "{dtype:?} batch {i}: f16 tensor differs from run()"
             );
         }
@@ -536,7 +538,7 @@ fn ten_thousand_crops() {
     finish(&mut batch, crops);
     let config = PreprocessConfig::default();
     compare_backends(&mut batch, &config, "10,000 crops");
-    let reference = batch.tensor.clone();
+    let reference = batch.tensor.as_f32().unwrap().to_vec();
     compare_strategies(&batch, &config, &reference, "10,000 crops");
 }
 
@@ -734,7 +736,7 @@ fn parity_area_and_letterbox() {
 }
 
 /// `dtype=f16` through the `Backend` path: CUDA and CPU give the same half bits, in
-/// `tensor_f16`, for the bilinear fast path and the area path; `tensor` is left empty.
+/// an f16 tensor, for the bilinear fast path and the area path.
 #[test]
 fn f16_output_through_the_backend() {
     if !gpu("f16_output_through_the_backend") {
@@ -752,21 +754,25 @@ fn f16_output_through_the_backend() {
             .unwrap()
             .run(&mut batch)
             .unwrap();
-        let reference = batch.tensor_f16.clone();
-        assert!(batch.tensor.is_empty());
-        batch.tensor_f16.iter_mut().for_each(|v| *v = 0x7e00);
+        let reference = batch.tensor.as_f16().unwrap().to_vec();
+        assert!(batch.tensor.as_f32().is_none());
+        batch.tensor.as_f16_mut().unwrap().iter_mut().for_each(|v| *v = 0x7e00);
         let mut gpu = CudaBackend::new(config.clone()).unwrap();
         gpu.run(&mut batch).unwrap();
-        assert!(batch.tensor.is_empty());
-        assert_eq!(batch.tensor_f16.len(), reference.len());
+        assert!(batch.tensor.as_f32().is_none());
+        assert_eq!(batch.tensor.as_f16().unwrap().len(), reference.len());
         let differ = batch
-            .tensor_f16
+            .tensor
+            .as_f16()
+            .unwrap()
             .iter()
             .zip(&reference)
             .filter(|(a, b)| a != b)
             .count();
         let worst = batch
-            .tensor_f16
+            .tensor
+            .as_f16()
+            .unwrap()
             .iter()
             .zip(&reference)
             .map(|(a, b)| (f16_to_f32(*a) - f16_to_f32(*b)).abs())
@@ -911,7 +917,7 @@ fn octopus_variants() {
         let mut p = bench::prepare(w, &opts);
         let mut cpu = CpuBackend::new(config.clone()).unwrap();
         cpu.run(&mut p.batch).unwrap();
-        let reference = p.batch.tensor.clone();
+        let reference = p.batch.tensor.as_f32().unwrap().to_vec();
         let frames: Vec<HostFrame<'_>> = p.batch.frames.iter().map(HostFrame::of).collect();
         let len = p.batch.tensor_len(3);
         let norm = Norm::from_config(&config);

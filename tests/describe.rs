@@ -69,7 +69,9 @@ fn the_visdrone_pipeline_uses_the_shared_models_contract() {
         .collect();
     let cfg =
         describe::build(&describe::parse("visdrone-classify.pipe", &text, &vars).unwrap()).unwrap();
-    let p = &cfg.preprocess;
+    let p = cfg
+        .element::<octopipe::preprocess::PreprocessConfig>()
+        .unwrap();
     assert_eq!(
         (p.mean, p.std),
         ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
@@ -84,12 +86,17 @@ fn the_visdrone_pipeline_uses_the_shared_models_contract() {
     assert!((p.scale - 1.0 / 255.0).abs() < 1e-9);
     assert_eq!(p.size, None, "the crop size comes from the model (64x64)");
     assert_eq!(
-        cfg.classify.labels,
+        cfg.element::<octopipe::classify::ClassifyConfig>()
+            .unwrap()
+            .labels,
         ["person", "two-wheeler", "car", "large-vehicle"]
     );
     assert!(
-        !cfg.branches[0].source.live,
+        !cfg.is_live(),
         "file input: backpressure, no drops"
     );
-    assert_eq!(cfg.queues, [octopipe::runner::Queue::FILE; 3]);
+    assert!(cfg
+        .nodes
+        .iter()
+        .all(|n| n.queue == octopipe::pipeline::Queue::FILE));
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use gstreamer as gst;
 use gstreamer::prelude::*;
 use octopipe::budget::Report;
-use octopipe::runner::Pipeline;
+use octopipe::pipeline::Pipeline;
 
 /// A free UDP port on 127.0.0.1.
 fn free_port() -> u16 {
@@ -54,11 +54,13 @@ fn receive(model: &Path, out: &Path, count: u32, frames: u32) -> Report {
         model.display(),
         out.display()
     );
-    let config = common::config(&text);
-    assert!(config.branches[0].source.live, "udpsrc is a live source");
-    assert_eq!(
-        config.queues,
-        [octopipe::runner::Queue::LIVE; 3],
+    let config = common::graph(&text);
+    assert!(config.is_live(), "udpsrc is a live source");
+    assert!(
+        config
+            .nodes
+            .iter()
+            .all(|n| n.queue == octopipe::pipeline::Queue::LIVE),
         "live edges are short and drop the oldest"
     );
     let pipeline = Pipeline::build(config).unwrap();

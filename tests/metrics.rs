@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use octopipe::describe;
 use octopipe::observe::{MetricsServer, LATENCY_BUCKETS};
-use octopipe::runner::Pipeline;
+use octopipe::pipeline::Pipeline;
 
 /// `GET path` with a plain TcpStream: (status line, body).
 fn get(addr: SocketAddr, path: &str) -> (String, String) {

@@ -10,14 +10,14 @@ use image::RgbImage;
 use octopipe::batch::CropBatch;
 use octopipe::budget::Report;
 use octopipe::describe;
-use octopipe::detect::Detection;
-use octopipe::frame::{Colorimetry, Frame, FrameLayout, Mark, PixelFormat, PooledBuf};
+use octopipe::frame::Detection;
+use octopipe::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
 use octopipe::observe::{
     AnnotateTarget, Annotator, Energy, LatencyPlot, Mosaic, Progress, ProgressStyle,
 };
 use octopipe::preprocess::cpu::CpuBackend;
 use octopipe::preprocess::{Backend, ChannelOrder, Layout, PreprocessConfig};
-use octopipe::runner::{Observer, Outcome, Pipeline};
+use octopipe::pipeline::{Observer, Outcome, Pipeline};
 
 const FRAMES: u64 = 12;
 
@@ -56,24 +56,12 @@ fn annotated_frames_mosaic_and_plots_are_written() {
     let dir = common::temp_dir("observe");
     let frames = dir.join("frames");
     let outcome = run(&dir, |p| {
-        let labels = p.config().classify.labels.clone();
-        let pre = p.config().preprocess.clone();
+        let pre = p.caps().preprocess.clone().unwrap();
         p.keep_pixels(true);
         p.observe(Box::new(
-            Annotator::new(
-                AnnotateTarget::from_path(&frames),
-                &labels,
-                Duration::from_millis(33),
-            )
-            .unwrap(),
+            Annotator::new(AnnotateTarget::from_path(&frames), Duration::from_millis(33)).unwrap(),
         ));
-        p.observe(Box::new(Mosaic::new(
-            &dir.join("mosaic.png"),
-            pre,
-            &labels,
-            20,
-            2,
-        )));
+        p.observe(Box::new(Mosaic::new(&dir.join("mosaic.png"), pre, 20, 2)));
         p.observe(Box::new(LatencyPlot::new(&dir.join("latency.svg"))));
         p.observe(Box::new(LatencyPlot::new(&dir.join("latency.png"))));
         p.observe(Box::new(Progress::new(ProgressStyle::Lines(
@@ -257,12 +245,7 @@ fn two_colour_frame(a: [u8; 3], b: [u8; 3]) -> Frame {
         PooledBuf::unpooled(px),
     );
     for bbox in [[2, 2, 20, 30], [40, 10, 16, 16]] {
-        f.detections.push(Detection {
-            bbox,
-            category: 4,
-            score: 1.0,
-            track: None,
-        });
+        f.detections.push(Detection::new(bbox));
     }
     f
 }
@@ -313,7 +296,7 @@ fn progress_counts_frames_objects_misses_and_gaps() {
         f.seq = seq;
         let t = f.times.arrival;
         let done = t + if late { budget * 3 } else { budget / 2 };
-        f.times.mark(Mark::Emitted, done);
+        f.times.mark(0, done);
         batch.frames.push(f);
     }
     p.batch(&batch, budget);
@@ -323,7 +306,7 @@ fn progress_counts_frames_objects_misses_and_gaps() {
     assert!(s.contains("over 1"), "{s}");
     assert!(s.contains("drops 2"), "{s}");
     assert!(s.contains("/ 10.00 ms"), "{s}");
-    let mut report: Report = octopipe::budget::Budget::new(budget).finish();
+    let mut report: Report = octopipe::budget::Budget::new(budget, vec!["sink".into()]).finish();
     p.finish(&mut report);
 }
 
@@ -339,12 +322,11 @@ fn annotated_mp4_decodes_back_to_every_frame() {
     let dir = common::temp_dir("observe-mp4");
     let mp4 = dir.join("annotated.mp4");
     let outcome = run(&dir, |p| {
-        let labels = p.config().classify.labels.clone();
         p.keep_pixels(true);
         let target = AnnotateTarget::from_path(&mp4);
         assert_eq!(target, AnnotateTarget::Mp4(mp4.clone()));
         p.observe(Box::new(
-            Annotator::new(target, &labels, Duration::from_millis(33)).unwrap(),
+            Annotator::new(target, Duration::from_millis(33)).unwrap(),
         ));
     });
     assert!(outcome

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use octopipe::describe;
-use octopipe::runner::{Outcome, Pipeline};
+use octopipe::pipeline::{Outcome, Pipeline};
 
 /// One pipeline of this file at a time: each starts several threads, and the fairness test below
 /// assumes its sources outrun its pipeline, which a second pipeline on a 2-core machine can break.
@@ -187,7 +187,7 @@ fn testsrc_with_synthetic_boxes_runs_without_any_files() {
         dir.join("model.onnx").display(),
         out.display()
     );
-    let config = common::config(&text);
+    let config = common::graph(&text);
     let outcome = Pipeline::build(config).unwrap().run();
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     assert_eq!((outcome.report.frames_in, outcome.report.processed), (7, 7));
@@ -228,7 +228,7 @@ fn mot_annotations_follow_frame_numbers_and_keep_tracks() {
         data.join("models/visdrone-crops-64.onnx").display(),
         out.display()
     );
-    let config = common::config(&text);
+    let config = common::graph(&text);
     let outcome = Pipeline::build(config).unwrap().run();
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     let r = &outcome.report;
@@ -266,8 +266,8 @@ fn several_streams_share_one_batch_keep_their_order_and_none_starves() {
         dir.join("model.onnx").display(),
         out.display()
     );
-    let config = common::config(&text);
-    assert_eq!(config.branches.len(), 3);
+    let config = common::graph(&text);
+    assert_eq!(config.sources().count(), 3);
     let outcome = Pipeline::build(config).unwrap().run();
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     let r = &outcome.report;
@@ -304,48 +304,87 @@ fn several_streams_share_one_batch_keep_their_order_and_none_starves() {
     }
 }
 
-/// A preprocess backend that works for `ok` batches, then fails.
-struct FailingAfter {
+/// A preprocess stage, registered by this test, that works for `ok` batches, then fails.
+#[derive(Debug)]
+struct FailingAfter(usize);
+
+struct Failing {
     ok: usize,
     cpu: octopipe::preprocess::cpu::CpuBackend,
 }
 
-impl octopipe::preprocess::Backend for FailingAfter {
-    fn name(&self) -> &'static str {
-        "failing"
-    }
-    fn run(
+impl octopipe::stage::Stage<octopipe::batch::CropBatch, octopipe::batch::CropBatch> for Failing {
+    fn process(
         &mut self,
-        batch: &mut octopipe::batch::CropBatch,
-    ) -> Result<(), octopipe::preprocess::PreprocessError> {
+        mut batch: octopipe::batch::CropBatch,
+        out: &mut Vec<octopipe::batch::CropBatch>,
+    ) -> Result<(), octopipe::Error> {
+        use octopipe::preprocess::Backend;
         if self.ok == 0 {
             return Err(octopipe::preprocess::PreprocessError::Cuda(
                 "DriverError(CUDA_ERROR_LAUNCH_FAILED, \"unspecified launch failure\")".into(),
-            ));
+            )
+            .into());
         }
         self.ok -= 1;
-        self.cpu.run(batch)
+        self.cpu.run(&mut batch)?;
+        out.push(batch);
+        Ok(())
     }
 }
 
+impl octopipe::stage::Element for FailingAfter {
+    fn configure(&self, caps: &mut octopipe::stage::Caps) {
+        caps.preprocess = Some(Default::default());
+    }
+    fn open(
+        self: Box<Self>,
+        ctx: &mut octopipe::stage::OpenContext,
+    ) -> Result<octopipe::stage::Running, octopipe::Error> {
+        let config = ctx.caps.preprocess.clone().unwrap_or_default();
+        let cpu = octopipe::preprocess::cpu::CpuBackend::new(config)?;
+        Ok(octopipe::stage::Running::Batches(Box::new(Failing {
+            ok: self.0,
+            cpu,
+        })))
+    }
+}
+
+const OK_PROPS: &[octopipe::stage::PropSpec] = &[octopipe::stage::PropSpec::new(
+    "ok",
+    octopipe::stage::PropType::COUNT,
+    "3",
+    "batches before failing",
+)];
+
 #[test]
 fn a_preprocess_stage_failing_mid_run_stops_the_pipeline_cleanly() {
+    use octopipe::stage::{Registry, Role, StageDecl};
     let _serial = serial();
     if !common::ort_ready() {
         return;
     }
     let Some(dir) = demo_data(1) else { return };
     let out = dir.join("pre.jsonl");
-    let config = common::config(&format!(
+    let mut registry = Registry::builtin();
+    registry.register(StageDecl {
+        name: "failing-preprocess",
+        role: Role::Preprocess,
+        doc: "preprocesses `ok` batches on the CPU, then fails",
+        props: OK_PROPS,
+        needs: &[Role::Batch],
+        provides: &[],
+        make: |p| Ok(Box::new(FailingAfter(p.usize("ok").unwrap_or(3)))),
+    });
+    let text = format!(
         "testsrc width=320 height=240 num-buffers=200 ! boxes format=synthetic count=5 \
-         ! batch max-frames=1 ! classify model={} ! jsonl location={}",
+         ! batch max-frames=1 ! failing-preprocess ok=3 ! classify model={} ! jsonl location={}",
         dir.join("model.onnx").display(),
         out.display()
-    ));
-    let mut pipeline = Pipeline::build(config.clone()).unwrap();
-    let cpu = octopipe::preprocess::cpu::CpuBackend::new(config.preprocess.clone()).unwrap();
-    pipeline.set_backend(Box::new(FailingAfter { ok: 3, cpu }));
-    let outcome = pipeline.run();
+    );
+    let desc = octopipe::describe::parse("<test>", &text, &Default::default()).unwrap();
+    let graph = octopipe::describe::build_with(&desc, &registry).unwrap();
+    let outcome = Pipeline::build(graph).unwrap().run();
     let err = outcome.error.expect("the run must fail").to_string();
     assert!(err.contains("CUDA_ERROR_LAUNCH_FAILED"), "{err}");
     let r = &outcome.report;
@@ -370,7 +409,7 @@ fn area_pipelines_weight_blocks_by_input() {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
     struct Blocks(Arc<Mutex<Vec<usize>>>);
-    impl octopipe::runner::Observer for Blocks {
+    impl octopipe::pipeline::Observer for Blocks {
         fn batch(&mut self, batch: &octopipe::batch::CropBatch, _: Duration) {
             self.0.lock().unwrap().push(batch.blocks.len());
         }
@@ -396,7 +435,7 @@ fn area_pipelines_weight_blocks_by_input() {
                 .display(),
             dir.join(format!("{interpolation}.jsonl")).display()
         );
-        let mut p = Pipeline::build(common::config(&text)).unwrap();
+        let mut p = Pipeline::build(common::graph(&text)).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         p.observe(Box::new(Blocks(seen.clone())));
         let outcome = p.run();

@@ -1,7 +1,7 @@
 //! CPU preprocess backend against OpenCV-made golden values and a plain f64 reference.
 
 use octopipe::batch::CropBatch;
-use octopipe::detect::Detection;
+use octopipe::frame::Detection;
 use octopipe::frame::{ChromaSite, Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
 use octopipe::preprocess::cpu::CpuBackend;
 use octopipe::preprocess::{Backend, ChannelOrder, Layout, PreprocessConfig};
@@ -20,12 +20,7 @@ fn raw_config(layout: Layout, channels: ChannelOrder) -> PreprocessConfig {
 }
 
 fn det(b: [u32; 4]) -> Detection {
-    Detection {
-        bbox: b,
-        category: 4,
-        score: 1.0,
-        track: None,
-    }
+    Detection::new(b)
 }
 
 /// One-frame batch with the given boxes, each resized to its own size.
@@ -113,7 +108,7 @@ fn matches_opencv_inter_linear_golden_values() {
     let mut cpu = CpuBackend::new(raw_config(Layout::Nhwc, ChannelOrder::Rgb)).unwrap();
     cpu.run(&mut b).unwrap();
     for (case, crop) in g.cases.iter().zip(&b.crops) {
-        let out = &b.tensor[crop.out_offset as usize..][..case.values.len()];
+        let out = &b.tensor.as_f32().unwrap()[crop.out_offset as usize..][..case.values.len()];
         let worst = max_abs_diff(out, case.values.iter().copied());
         // OpenCV float resize: only float rounding apart.
         assert!(
@@ -284,16 +279,17 @@ fn every_format_matches_the_f64_reference() {
         ] {
             let mut b = batch(clone_frame(&frame, 0), &boxes);
             // Poison: every element must be written.
-            b.tensor = vec![f32::NAN; b.tensor_len(3)];
+            let n = b.tensor_len(3);
+            b.tensor.host_f32(n).fill(f32::NAN);
             let mut cpu = CpuBackend::new(raw_config(layout, channels)).unwrap();
             cpu.run(&mut b).unwrap();
             assert!(
-                b.tensor.iter().all(|v| v.is_finite()),
+                b.tensor.as_f32().unwrap().iter().all(|v| v.is_finite()),
                 "{format} {layout:?}: unwritten output"
             );
             for ((crop, r), (bx, _)) in b.crops.iter().zip(&refs).zip(&boxes) {
                 let n = crop.out_pixels() as usize;
-                let out = &b.tensor[crop.out_offset as usize..][..3 * n];
+                let out = &b.tensor.as_f32().unwrap()[crop.out_offset as usize..][..3 * n];
                 let mut worst = 0.0f64;
                 for p in 0..n {
                     for c in 0..3 {
@@ -332,7 +328,7 @@ fn normalization_is_applied_per_channel() {
     for p in 0..25 {
         for c in 0..3 {
             let want = (r[p * 3 + c] / 255.0 - cfg.mean[c] as f64) / cfg.std[c] as f64;
-            let got = b.tensor[c * 25 + p] as f64;
+            let got = b.tensor.as_f32().unwrap()[c * 25 + p] as f64;
             assert!(
                 (got - want).abs() < 1e-4,
                 "pixel {p} channel {c}: {got} vs {want}"
@@ -434,7 +430,7 @@ fn matches_opencv_inter_area_golden_values() {
     let mut b = batch(frame(), &boxes);
     CpuBackend::new(area.clone()).unwrap().run(&mut b).unwrap();
     for (case, crop) in g.cases.iter().zip(&b.crops) {
-        let out = &b.tensor[crop.out_offset as usize..][..case.values.len()];
+        let out = &b.tensor.as_f32().unwrap()[crop.out_offset as usize..][..case.values.len()];
         let worst = max_abs_diff(out, case.values.iter().copied());
         assert!(
             worst <= 0.01,
@@ -443,18 +439,20 @@ fn matches_opencv_inter_area_golden_values() {
         );
     }
 
-    // f16 output: the f32 values rounded to nearest even, in tensor_f16; tensor left empty.
-    let f32_values = b.tensor.clone();
+    // f16 output: the f32 values rounded to nearest even, in an f16 tensor.
+    let f32_values = b.tensor.as_f32().unwrap().to_vec();
     let mut h = batch(frame(), &boxes);
     let f16 = PreprocessConfig {
         dtype: DType::F16,
         ..area.clone()
     };
     CpuBackend::new(f16).unwrap().run(&mut h).unwrap();
-    assert!(h.tensor.is_empty());
-    assert_eq!(h.tensor_f16.len(), f32_values.len());
+    assert!(h.tensor.as_f32().is_none());
+    assert_eq!(h.tensor.as_f16().unwrap().len(), f32_values.len());
     assert!(h
-        .tensor_f16
+        .tensor
+        .as_f16()
+        .unwrap()
         .iter()
         .zip(&f32_values)
         .all(|(a, b)| *a == f32_to_f16(*b)));
@@ -484,10 +482,10 @@ fn matches_opencv_inter_area_golden_values() {
         for y in 0..crop.out_h {
             for x in 0..crop.out_w {
                 for k in 0..3 {
-                    let got = lb.tensor[(crop.out_offset + (y * crop.out_w + x) * 3 + k) as usize];
+                    let got = lb.tensor.as_f32().unwrap()[(crop.out_offset + (y * crop.out_w + x) * 3 + k) as usize];
                     let inside = x >= ox && x < ox + nw && y >= oy && y < oy + nh;
                     let want = if inside {
-                        inner.tensor[(ic.out_offset + ((y - oy) * nw + (x - ox)) * 3 + k) as usize]
+                        inner.tensor.as_f32().unwrap()[(ic.out_offset + ((y - oy) * nw + (x - ox)) * 3 + k) as usize]
                     } else {
                         pad
                     };

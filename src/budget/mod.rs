@@ -620,7 +620,7 @@ mod tests {
 
     #[test]
     fn unaccounted_frames_are_reported_as_dropped() {
-        let mut b = Budget::new(DEFAULT_BUDGET);
+        let mut b = Budget::new(DEFAULT_BUDGET, Vec::new());
         for _ in 0..5 {
             b.add_in(0);
         }

@@ -241,7 +241,7 @@ mod tests {
     #[test]
     fn absent_counters_are_reported_as_absent() {
         let mut e = Energy::new();
-        let mut report = crate::budget::Budget::new(Duration::from_millis(33)).finish();
+        let mut report = crate::budget::Budget::new(Duration::from_millis(33), Vec::new()).finish();
         e.finish(&mut report);
         assert!(!report.extra.is_empty());
         for line in &report.extra {

@@ -232,6 +232,16 @@ impl Pipeline {
         })
     }
 
+    /// Parse a description (as `octopipe run` takes it; `${name}` from `vars`), check it against
+    /// the built-in stages and build it.
+    pub fn from_description(
+        text: &str,
+        vars: &std::collections::HashMap<String, String>,
+    ) -> Result<Pipeline, Error> {
+        let desc = crate::describe::parse("<description>", text, vars)?;
+        Pipeline::build(crate::describe::build(&desc)?)
+    }
+
     /// A channel of every classified object, in pipeline order (each stream's frames in order).
     /// The channel holds `capacity` objects; a reader that falls behind holds the pipeline back.
     pub fn results(&mut self, capacity: usize) -> Receiver<Object> {

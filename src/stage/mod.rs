@@ -327,6 +327,11 @@ impl dyn Element {
     pub fn downcast_ref<T: Element>(&self) -> Option<&T> {
         (self as &dyn Any).downcast_ref()
     }
+
+    /// The settings as their concrete type, to change them before the pipeline is built.
+    pub fn downcast_mut<T: Element>(&mut self) -> Option<&mut T> {
+        (self as &mut dyn Any).downcast_mut()
+    }
 }
 
 /// What stages tell each other before they open: set in [`Element::configure`] (source to

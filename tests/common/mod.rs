@@ -81,7 +81,7 @@ pub fn vars(pairs: &[(&str, &Path)]) -> HashMap<String, String> {
 }
 
 /// Parse and build a description given in a test.
-pub fn config(text: &str) -> octopipe::runner::PipelineConfig {
+pub fn graph(text: &str) -> octopipe::pipeline::Graph {
     let desc = octopipe::describe::parse("<test>", text, &HashMap::new())
         .unwrap_or_else(|e| panic!("{e}"));
     octopipe::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"))
