@@ -6,7 +6,7 @@ use crate::detect::DetectError;
 use crate::pipeline::PipelineError;
 use crate::preprocess::PreprocessError;
 use crate::sink::SinkError;
-use crate::source::SourceError;
+use crate::source::{PushError, SourceError};
 
 /// Any error octopipe reports. Each layer's message names the input it is about.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +29,9 @@ pub enum Error {
     /// Output.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// A frame the application pushed.
+    #[error(transparent)]
+    Push(#[from] PushError),
     /// The runner (a graph that cannot run as wired).
     #[error(transparent)]
     Pipeline(#[from] PipelineError),

@@ -55,6 +55,7 @@ pub mod detect;
 pub mod error;
 pub mod frame;
 pub mod observe;
+pub mod oneshot;
 pub mod pipeline;
 pub mod preprocess;
 pub mod sink;
