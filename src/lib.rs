@@ -6,34 +6,35 @@
 //!
 //! | concept | what it is |
 //! | --- | --- |
-//! | [frame](frame::Frame) | decoded planes (I420/NV12/RGB) in a pooled buffer, with stream, sequence, pts and stage timestamps |
+//! | [frame](frame::Frame) | decoded planes (I420/NV12/RGB...) in host or CUDA device memory ([`Memory`]), with stream, sequence, pts, boxes and stage timestamps |
+//! | [stage](stage::StageDecl) | one kind of step (source, boxes, batch, preprocess, infer, sink, filter): it declares its name, role and properties once, in its own module, and is registered with one line in a [`stage::Registry`] |
+//! | [graph](pipeline::Graph) | the stages of a pipeline and the edges between them, built from a description ([`describe`]) |
+//! | edge | a bounded channel between two stages (capacity and policy set per edge in the pipeline text) |
 //! | [crop batch](batch::CropBatch) | crops from consecutive frames, each with its own size and output offset, packed without padding |
 //! | [block metadata](batch::BlockMeta) | one tiny entry per unit of work: which crop, which tiles of its output |
-//! | [stage](runner::Stage) | one step of the pipeline, run on its own thread by the [runner] |
-//! | edge | a bounded channel between two stages (capacity set per edge in the pipeline text) |
+//! | [tensor](Tensor) | the preprocessed crops of a batch: f32 or f16, NCHW or NHWC, host or device |
 //! | [budget] | 1/fps per frame; per-stage p50/p95/p99/max, misses and headroom in the report |
-//! | [observer](runner::Observer) | sees every finished batch and the report: [progress, metrics, plots, annotated frames, energy](observe) |
+//! | [observer](Observer) | sees every finished batch and the report: [progress, metrics, plots, annotated frames, energy](observe) |
+//! | [app source](AppSource) | frames and boxes an application pushes; [`oneshot`] for one frame at a time |
 //!
 //! ## Example
 //!
 //! Build a pipeline from its text, watch it with a few [observers](observe) and run it:
 //!
 //! ```no_run
-//! use octopipe::{describe, observe, runner::Pipeline};
+//! use octopipe::{observe, Pipeline};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let text = "testsrc num-buffers=300 live=true ! boxes format=synthetic count=20 \
 //!             ! classify model=model.onnx ! jsonl location=objects.jsonl";
-//! let config = describe::build(&describe::parse("<example>", text, &Default::default())?)?;
-//! let mut pipeline = Pipeline::build(config)?;
-//! let labels = pipeline.config().classify.labels.clone();
-//! let preprocess = pipeline.config().preprocess.clone();
+//! let mut pipeline = Pipeline::from_description(text, &Default::default())?;
+//! let preprocess = pipeline.caps().preprocess.clone().unwrap_or_default();
 //!
 //! let metrics = observe::MetricsServer::serve("127.0.0.1:9184")?; // GET /metrics while it runs
 //! pipeline.observe(metrics.observer());
 //! pipeline.observe(Box::new(observe::Progress::auto()));
 //! pipeline.observe(Box::new(observe::LatencyPlot::new("latency.svg".as_ref())));
-//! pipeline.observe(Box::new(observe::Mosaic::new("crops.png".as_ref(), preprocess, &labels, 48, 2)));
+//! pipeline.observe(Box::new(observe::Mosaic::new("crops.png".as_ref(), preprocess, 48, 2)));
 //!
 //! let outcome = pipeline.run();
 //! println!("{}", outcome.report); // the table; serde_json::to_string(&outcome.report) for machines

@@ -330,41 +330,13 @@ fn add_observers(
 
 fn inspect(stage: Option<&str>) -> Result<String> {
     let registry = Registry::builtin();
-    let mut out = String::new();
-    match stage {
-        None => {
-            for s in registry.decls() {
-                out += &format!("{:<12} {:<11} {}\n", s.name, s.role, s.doc);
-            }
-        }
-        Some(name) => {
-            let Some(s) = registry.get(name) else {
-                let hint = describe::closest(name, registry.names())
-                    .map(|c| format!(" (did you mean '{c}'?)"))
-                    .unwrap_or_default();
-                bail!("unknown stage '{name}'{hint}");
-            };
-            out += &format!("{} ({}): {}\n\n", s.name, s.role, s.doc);
-            out += &format!(
-                "  {:<16} {:<20} {:<26} {}\n",
-                "property", "type", "default", "description"
-            );
-            for p in s.props {
-                out += &format!(
-                    "  {:<16} {:<20} {:<26} {}\n",
-                    p.name,
-                    p.ty.name(),
-                    p.default,
-                    p.doc
-                );
-            }
-            out += &format!(
-                "  {:<16} {:<20} {:<26} {}\n",
-                "name", "string", "-", "a name, for references: `NAME.` ends a branch feeding it"
-            );
-        }
-    }
-    Ok(out)
+    registry.inspect(stage).with_context(|| {
+        let hint = stage
+            .and_then(|name| describe::closest(name, registry.names()))
+            .map(|c| format!(" (did you mean '{c}'?)"))
+            .unwrap_or_default();
+        format!("unknown stage '{}'{hint}", stage.unwrap_or_default())
+    })
 }
 
 /// On SIGINT or SIGTERM, ask `stop` to end the run (sources stop, in-flight batches drain, the

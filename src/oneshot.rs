@@ -25,7 +25,7 @@
 use std::path::PathBuf;
 
 use crate::batch::{BatchPool, CropBatch, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
-use crate::classify::{ClassifyConfig, Classifier as OnnxClassifier};
+use crate::classify::{Classifier as OnnxClassifier, ClassifyConfig};
 use crate::frame::SkipReason;
 use crate::preprocess::{create_backend, Backend, PreprocessConfig};
 use crate::sink::Object;
@@ -43,6 +43,9 @@ pub struct Preprocessed {
     /// Boxes left out (under 2 px after clipping), with their index.
     pub skipped: Vec<(usize, SkipReason)>,
 }
+
+/// A frame's batch, the boxes that became its crops, and the boxes left out.
+type Checked = (CropBatch, Vec<usize>, Vec<(usize, SkipReason)>);
 
 /// Crop + resize + normalize one frame's boxes at a time, on the backend the settings ask for.
 pub struct Preprocessor {
@@ -69,7 +72,7 @@ impl Preprocessor {
     }
 
     /// The frame's boxes, checked, as the batch the backends take (blocks built).
-    fn batch(&self, frame: AppFrame) -> Result<(CropBatch, Vec<usize>, Vec<(usize, SkipReason)>), Error> {
+    fn batch(&self, frame: AppFrame) -> Result<Checked, Error> {
         let (w, h) = self.config.out_size();
         let (fw, fh) = (frame.layout.width, frame.layout.height);
         // Which boxes survive clipping, to say which crop is which.

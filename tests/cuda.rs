@@ -78,9 +78,20 @@ fn compare_backends(batch: &mut CropBatch, config: &PreprocessConfig, what: &str
     gpu.engine()
         .poison_output(OutType::F32, len, f32::NAN.to_bits())
         .unwrap();
-    batch.tensor.as_f32_mut().unwrap().iter_mut().for_each(|v| *v = f32::NAN);
+    batch
+        .tensor
+        .as_f32_mut()
+        .unwrap()
+        .iter_mut()
+        .for_each(|v| *v = f32::NAN);
     gpu.run(batch).unwrap();
-    let unwritten = batch.tensor.as_f32().unwrap().iter().filter(|v| !v.is_finite()).count();
+    let unwritten = batch
+        .tensor
+        .as_f32()
+        .unwrap()
+        .iter()
+        .filter(|v| !v.is_finite())
+        .count();
     assert_eq!(
         unwritten, 0,
         "{what}: {unwritten} output elements not written"
@@ -756,7 +767,12 @@ fn f16_output_through_the_backend() {
             .unwrap();
         let reference = batch.tensor.as_f16().unwrap().to_vec();
         assert!(batch.tensor.as_f32().is_none());
-        batch.tensor.as_f16_mut().unwrap().iter_mut().for_each(|v| *v = 0x7e00);
+        batch
+            .tensor
+            .as_f16_mut()
+            .unwrap()
+            .iter_mut()
+            .for_each(|v| *v = 0x7e00);
         let mut gpu = CudaBackend::new(config.clone()).unwrap();
         gpu.run(&mut batch).unwrap();
         assert!(batch.tensor.as_f32().is_none());

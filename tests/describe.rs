@@ -91,10 +91,7 @@ fn the_visdrone_pipeline_uses_the_shared_models_contract() {
             .labels,
         ["person", "two-wheeler", "car", "large-vehicle"]
     );
-    assert!(
-        !cfg.is_live(),
-        "file input: backpressure, no drops"
-    );
+    assert!(!cfg.is_live(), "file input: backpressure, no drops");
     assert!(cfg
         .nodes
         .iter()

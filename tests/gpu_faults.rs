@@ -32,7 +32,7 @@ fn batch() -> CropBatch {
         PooledBuf::unpooled(pixels),
     );
     frame.detections = [[0, 0, 20, 10], [30, 20, 34, 28]]
-        .map(|bbox| Detection::new(bbox))
+        .map(Detection::new)
         .to_vec();
     let mut b = CropBatch::default();
     b.push_frame(frame, 16, 16, 3);

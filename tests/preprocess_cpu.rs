@@ -482,10 +482,12 @@ fn matches_opencv_inter_area_golden_values() {
         for y in 0..crop.out_h {
             for x in 0..crop.out_w {
                 for k in 0..3 {
-                    let got = lb.tensor.as_f32().unwrap()[(crop.out_offset + (y * crop.out_w + x) * 3 + k) as usize];
+                    let got = lb.tensor.as_f32().unwrap()
+                        [(crop.out_offset + (y * crop.out_w + x) * 3 + k) as usize];
                     let inside = x >= ox && x < ox + nw && y >= oy && y < oy + nh;
                     let want = if inside {
-                        inner.tensor.as_f32().unwrap()[(ic.out_offset + ((y - oy) * nw + (x - ox)) * 3 + k) as usize]
+                        inner.tensor.as_f32().unwrap()
+                            [(ic.out_offset + ((y - oy) * nw + (x - ox)) * 3 + k) as usize]
                     } else {
                         pad
                     };

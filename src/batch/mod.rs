@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use crate::describe::DescribeError;
 use crate::preprocess::Interpolation;
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl};
+use crate::stage::{
+    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+};
 use crate::Error;
 
 use crate::frame::Frame;
@@ -310,7 +312,11 @@ impl CropBatch {
             return vec![0];
         };
         let (w, h) = (first.out_w as usize, first.out_h as usize);
-        if self.crops.iter().any(|c| (c.out_w, c.out_h) != (first.out_w, first.out_h)) {
+        if self
+            .crops
+            .iter()
+            .any(|c| (c.out_w, c.out_h) != (first.out_w, first.out_h))
+        {
             return vec![self.tensor_len(3)];
         }
         let n = self.crops.len();

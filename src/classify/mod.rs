@@ -23,7 +23,9 @@ use crate::batch::CropBatch;
 use crate::describe::DescribeError;
 use crate::frame::{ClassScore, Classification};
 use crate::preprocess::Layout;
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl};
+use crate::stage::{
+    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+};
 use crate::Error;
 
 /// Default largest number of crops per inference call.
@@ -267,8 +269,7 @@ impl Classifier {
                 ),
             });
         };
-        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size) || tensor.len() < n * per
-        {
+        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size) || tensor.len() < n * per {
             return Err(ClassifyError::Run {
                 path: path(),
                 reason: format!("batch crops are not all {w}x{h}"),
@@ -461,8 +462,18 @@ pub const CLASSIFY: StageDecl = StageDecl {
     doc: "ONNX Runtime classifier: softmax, top-k",
     props: &[
         PropSpec::new("model", PropType::Path, "-", "the .onnx file"),
-        PropSpec::new("labels", PropType::List, "class0,...", "class names in class-index order"),
-        PropSpec::new("labels-file", PropType::Path, "-", "a file with one class name per line"),
+        PropSpec::new(
+            "labels",
+            PropType::List,
+            "class0,...",
+            "class names in class-index order",
+        ),
+        PropSpec::new(
+            "labels-file",
+            PropType::Path,
+            "-",
+            "a file with one class name per line",
+        ),
         PropSpec::new(
             "max-batch",
             PropType::POSITIVE,

@@ -33,7 +33,11 @@ pub fn build_with(desc: &Description, registry: &Registry) -> Result<Graph, Desc
             .iter()
             .take_while(|s| s.chain == desc.stages[start].chain)
             .count();
-        chains.push(Chain::build(desc, registry, &desc.stages[start..start + n])?);
+        chains.push(Chain::build(
+            desc,
+            registry,
+            &desc.stages[start..start + n],
+        )?);
         start += n;
     }
     assemble(desc, registry, chains)
@@ -109,7 +113,9 @@ impl Chain {
                 c.target = Some((st.kind.clone(), st.span));
                 return Ok(c);
             }
-            let decl = registry.get(&st.kind).ok_or_else(|| unknown(desc, registry, st))?;
+            let decl = registry
+                .get(&st.kind)
+                .ok_or_else(|| unknown(desc, registry, st))?;
             let props = Props::new(desc, st, decl);
             props.check()?;
             let element = (decl.make)(&props)?;
@@ -124,7 +130,10 @@ impl Chain {
             if c.nodes.last().is_some_and(|n| n.role == Role::Sink) {
                 return Err(desc.error(
                     st.span,
-                    format!("stage '{}' cannot come here: a sink ends the pipeline", st.kind),
+                    format!(
+                        "stage '{}' cannot come here: a sink ends the pipeline",
+                        st.kind
+                    ),
                 ));
             }
             // A chain that does not start with a source continues the chains that name it.
@@ -180,7 +189,10 @@ impl Chain {
         if c.item == Some(Item::Frames) && !c.has_boxes {
             return Err(desc.error(
                 c.last,
-                format!("the branch ends early: expected {} next", c.expected(registry)),
+                format!(
+                    "the branch ends early: expected {} next",
+                    c.expected(registry)
+                ),
             ));
         }
         if c.nodes.last().is_none_or(|n| n.role != Role::Sink) {
@@ -235,7 +247,9 @@ impl Chain {
         let rank = self.nodes.iter().filter_map(|n| n.role.rank()).max();
         match (self.item, rank) {
             (None, _) => names(registry, |d| d.role == Role::Source),
-            (Some(Item::Frames), _) if !self.has_boxes => names(registry, |d| d.role == Role::Boxes),
+            (Some(Item::Frames), _) if !self.has_boxes => {
+                names(registry, |d| d.role == Role::Boxes)
+            }
             (item, rank) => names(registry, |d| {
                 let input = d.role.input();
                 let batch_ok = item == Some(Item::Frames) && input == Some(Item::Batches);
@@ -286,8 +300,8 @@ fn assemble(
     }
     let mut output: Vec<Option<usize>> = vec![None; nodes.len()];
     for &(first, last) in &chain_of {
-        for i in first..last {
-            output[i] = Some(i + 1);
+        for (i, o) in output.iter_mut().enumerate().take(last).skip(first) {
+            *o = Some(i + 1);
         }
     }
     for (from, name, span, item) in targets {
@@ -307,7 +321,10 @@ fn assemble(
                 format!(
                     "'{name}.' cannot take this branch: stage '{}' takes {}",
                     nodes[to].kind,
-                    nodes[to].role.input().map_or("nothing".into(), |i| i.to_string())
+                    nodes[to]
+                        .role
+                        .input()
+                        .map_or("nothing".into(), |i| i.to_string())
                 ),
             ));
         }

@@ -29,7 +29,9 @@ use std::sync::Arc;
 use crate::budget::Tally;
 use crate::describe::DescribeError;
 use crate::frame::{Detection, Frame, SkipReason};
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl};
+use crate::stage::{
+    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+};
 use crate::Error;
 
 pub use annotations::{det_lines, mot_lines, parse_det, parse_mot, AnnotationRow};

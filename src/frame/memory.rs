@@ -79,7 +79,6 @@ impl fmt::Debug for PooledBuf {
     }
 }
 
-
 /// A frame's planes in CUDA device memory, laid out as the frame's [`FrameLayout`](super::FrameLayout)
 /// says (byte offsets and row pitches from `ptr`). The memory belongs to whoever produced it (an
 /// application's own allocation, a decoder's pool): `owner` keeps it alive while the frame holds it

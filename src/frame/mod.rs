@@ -107,7 +107,14 @@ impl Frame {
         colorimetry: Colorimetry,
         pixels: PooledBuf,
     ) -> Self {
-        Self::with_planes(stream, seq, source, layout, colorimetry, Planes::Host(pixels))
+        Self::with_planes(
+            stream,
+            seq,
+            source,
+            layout,
+            colorimetry,
+            Planes::Host(pixels),
+        )
     }
 
     /// A frame whose planes, laid out as `layout`, are in CUDA device memory.
@@ -119,7 +126,14 @@ impl Frame {
         colorimetry: Colorimetry,
         planes: DeviceFrame,
     ) -> Self {
-        Self::with_planes(stream, seq, source, layout, colorimetry, Planes::Device(planes))
+        Self::with_planes(
+            stream,
+            seq,
+            source,
+            layout,
+            colorimetry,
+            Planes::Device(planes),
+        )
     }
 
     fn with_planes(

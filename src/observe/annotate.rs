@@ -25,9 +25,9 @@ use image::{Rgb, RgbImage};
 use crate::batch::CropBatch;
 use crate::budget::Report;
 use crate::frame::{Colorimetry, Frame, FrameLayout, PooledBuf};
+use crate::pipeline::Observer;
 use crate::preprocess::cpu::frame_to_rgb;
 use crate::preprocess::{ChannelOrder, Layout, PreprocessConfig};
-use crate::pipeline::Observer;
 
 /// Box colours by class id (cycled), chosen to stand out from aerial footage.
 const PALETTE: [[u8; 3]; 6] = [
@@ -240,10 +240,7 @@ pub struct Annotator {
 impl Annotator {
     /// Write annotated frames to `target` (classes named as the classifier names them).
     /// `frame_interval` times the MP4's frames when the source gives no timestamps. Fails when the folder cannot be made or (MP4) GStreamer lacks an element.
-    pub fn new(
-        target: AnnotateTarget,
-        frame_interval: Duration,
-    ) -> Result<Annotator, String> {
+    pub fn new(target: AnnotateTarget, frame_interval: Duration) -> Result<Annotator, String> {
         let (tx, rx) = bounded::<Job>(4);
         let worker = match &target {
             AnnotateTarget::PngDir(dir) => {
@@ -525,12 +522,7 @@ pub struct Mosaic {
 impl Mosaic {
     /// Collect up to `max` crops (preprocessed with `config`) and write them as a PNG to `path`
     /// at the end of the run, each tile enlarged `scale` times.
-    pub fn new(
-        path: &Path,
-        config: PreprocessConfig,
-        max: usize,
-        scale: u32,
-    ) -> Self {
+    pub fn new(path: &Path, config: PreprocessConfig, max: usize, scale: u32) -> Self {
         Mosaic {
             path: path.to_path_buf(),
             config,

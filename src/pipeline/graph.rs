@@ -53,9 +53,7 @@ impl Graph {
     /// The settings of the first node whose element is a `T`, to change them before the
     /// pipeline is built.
     pub fn element_mut<T: Element>(&mut self) -> Option<&mut T> {
-        self.nodes
-            .iter_mut()
-            .find_map(|n| n.element.downcast_mut())
+        self.nodes.iter_mut().find_map(|n| n.element.downcast_mut())
     }
 
     /// The settings of every node whose element is a `T`, upstream first.

@@ -6,7 +6,7 @@
 //! source --> boxes --+--> batch --> preprocess --> classify --> sink --> report
 //! ```
 //!
-//! Stage code implements [`Stage`](crate::stage::Stage) and never touches a channel: the runner
+//! Stage code implements [`Stage`] and never touches a channel: the runner
 //! receives, calls `process`, stamps the outputs with the stage's report row and the time, and
 //! sends them on. Every edge is a bounded channel with its [`Queue`] (capacity and policy), so a
 //! slow stage makes the source wait (backpressure) or, live, drops the oldest item (counted).
@@ -171,11 +171,10 @@ impl Pipeline {
         }
         let tally = Tally::new(Budget::new(budget, rows.clone()));
         let mut apps = Vec::new();
-        let mut stream = 0;
-        for n in nodes.iter().filter(|n| n.role == Role::Source) {
+        for (stream, n) in nodes.iter().filter(|n| n.role == Role::Source).enumerate() {
+            let stream = stream as u32;
             let name = n.element.describe_source().unwrap_or_default();
             tally.with(|t| t.name_stream(stream, &name));
-            stream += 1;
             if let Some(app) = n.element.downcast_ref::<AppSourceSettings>() {
                 apps.push((n.name.clone(), app.handle()));
             }
@@ -353,8 +352,7 @@ impl Pipeline {
             // The collector: the report, the observers and the application's channel.
             for batch in end_rx {
                 if let (Some(slot), Some(f)) = (batch_slot, batch.frames.first()) {
-                    if let (Some(b), Some((_, e))) = (f.times.get(slot), f.times.marks().last())
-                    {
+                    if let (Some(b), Some((_, e))) = (f.times.get(slot), f.times.marks().last()) {
                         downstream.observe(e.saturating_duration_since(b), batch.crops.len());
                     }
                 }
@@ -402,7 +400,10 @@ enum Rx {
 
 /// Each node's incoming edges and outgoing edge, and the end of the pipeline's receiver.
 #[allow(clippy::type_complexity)]
-fn wire(nodes: &[Ready], tally: &Tally) -> Result<(Vec<(Vec<Rx>, Tx)>, Receiver<CropBatch>), Error> {
+fn wire(
+    nodes: &[Ready],
+    tally: &Tally,
+) -> Result<(Vec<(Vec<Rx>, Tx)>, Receiver<CropBatch>), Error> {
     let mut inputs: Vec<Vec<Rx>> = nodes.iter().map(|_| Vec::new()).collect();
     let mut outputs = Vec::with_capacity(nodes.len());
     let mut end = None;
@@ -460,22 +461,38 @@ fn spawn<'s, 'e>(
     let name = format!("octopipe-{}", n.kind);
     let slot = n.slot;
     match (n.running, output) {
-        (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => {
-            thread::Builder::new()
-                .name(name.clone())
-                .spawn_scoped(s, move || run_source(source, tx, slot, ctl))
-                .map(|_| ())
-                .map_err(|e| spawn_error(&name, e))
-        }
-        (Running::Frames(stage), Tx::Frames(tx)) => {
-            run_stage(s, name, stage, frames(inputs).ok_or_else(|| wiring("frames", "batches"))?, tx, slot, ctl)
-        }
-        (Running::Batcher(stage), Tx::Batches(tx)) => {
-            run_stage(s, name, stage, frames(inputs).ok_or_else(|| wiring("frames", "batches"))?, tx, slot, ctl)
-        }
-        (Running::Batches(stage), Tx::Batches(tx)) => {
-            run_stage(s, name, stage, batches(inputs).ok_or_else(|| wiring("batches", "frames"))?, tx, slot, ctl)
-        }
+        (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => thread::Builder::new()
+            .name(name.clone())
+            .spawn_scoped(s, move || run_source(source, tx, slot, ctl))
+            .map(|_| ())
+            .map_err(|e| spawn_error(&name, e)),
+        (Running::Frames(stage), Tx::Frames(tx)) => run_stage(
+            s,
+            name,
+            stage,
+            frames(inputs).ok_or_else(|| wiring("frames", "batches"))?,
+            tx,
+            slot,
+            ctl,
+        ),
+        (Running::Batcher(stage), Tx::Batches(tx)) => run_stage(
+            s,
+            name,
+            stage,
+            frames(inputs).ok_or_else(|| wiring("frames", "batches"))?,
+            tx,
+            slot,
+            ctl,
+        ),
+        (Running::Batches(stage), Tx::Batches(tx)) => run_stage(
+            s,
+            name,
+            stage,
+            batches(inputs).ok_or_else(|| wiring("batches", "frames"))?,
+            tx,
+            slot,
+            ctl,
+        ),
         _ => Err(wiring("its role's items", "something else")),
     }
 }

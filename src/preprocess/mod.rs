@@ -26,8 +26,8 @@ use crate::describe::DescribeError;
 use crate::stage::{
     Caps, Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
-use crate::Error;
 pub use crate::tensor::{DType, Layout};
+use crate::Error;
 
 /// Default output size (width, height).
 pub const DEFAULT_SIZE: (u32, u32) = (64, 64);
@@ -358,7 +358,10 @@ pub fn validate(batch: &CropBatch) -> Result<(), PreprocessError> {
         f.layout
             .check(planes.host().map(<[u8]>::len))
             .map_err(|e| {
-                PreprocessError::InvalidBatch(format!("frame {} of stream {}: {e}", f.seq, f.stream))
+                PreprocessError::InvalidBatch(format!(
+                    "frame {} of stream {}: {e}",
+                    f.seq, f.stream
+                ))
             })?;
     }
     // Blocks must be in crop order and never overlap (backends write them in parallel), and
@@ -449,7 +452,12 @@ pub const PREPROCESS: StageDecl = StageDecl {
     role: Role::Preprocess,
     doc: "crop + bilinear resize (OpenCV INTER_LINEAR) + colour conversion + mean/std",
     props: &[
-        PropSpec::new("size", PropType::Size, "auto", "output size (auto: the model's input size)"),
+        PropSpec::new(
+            "size",
+            PropType::Size,
+            "auto",
+            "output size (auto: the model's input size)",
+        ),
         PropSpec::new(
             "mean",
             PropType::Floats3 { positive: false },
@@ -468,8 +476,18 @@ pub const PREPROCESS: StageDecl = StageDecl {
             "auto",
             "factor from 0..255 to the units of mean/std (auto: 1/255)",
         ),
-        PropSpec::new("channels", PropType::Choice(&["rgb", "bgr"]), "rgb", "channel order of the tensor"),
-        PropSpec::new("layout", PropType::Choice(&["nchw", "nhwc"]), "nchw", "tensor layout"),
+        PropSpec::new(
+            "channels",
+            PropType::Choice(&["rgb", "bgr"]),
+            "rgb",
+            "channel order of the tensor",
+        ),
+        PropSpec::new(
+            "layout",
+            PropType::Choice(&["nchw", "nhwc"]),
+            "nchw",
+            "tensor layout",
+        ),
         PropSpec::new(
             "dtype",
             PropType::Choice(&["f32", "f16"]),
@@ -482,7 +500,12 @@ pub const PREPROCESS: StageDecl = StageDecl {
             "auto",
             "implementation (auto: CUDA when a GPU is present)",
         ),
-        PropSpec::new("threads", PropType::COUNT, "0", "CPU worker threads (0: one per core)"),
+        PropSpec::new(
+            "threads",
+            PropType::COUNT,
+            "0",
+            "CPU worker threads (0: one per core)",
+        ),
         PropSpec::new(
             "interpolation",
             PropType::Choice(&["bilinear", "area"]),

@@ -20,7 +20,9 @@ use serde::Serialize;
 
 use crate::batch::CropBatch;
 use crate::describe::DescribeError;
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl};
+use crate::stage::{
+    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+};
 use crate::Error;
 
 pub use tensors::{TensorsConfig, TensorsSink, TENSORS};

@@ -249,6 +249,35 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// What `octopipe inspect` prints: every stage with its role and doc, or one stage's
+    /// properties (type, default, doc), like gst-inspect-1.0. `None` for an unknown stage.
+    pub fn inspect(&self, stage: Option<&str>) -> Option<String> {
+        let mut out = String::new();
+        let Some(name) = stage else {
+            for s in &self.decls {
+                out += &format!("{:<12} {:<11} {}\n", s.name, s.role, s.doc);
+            }
+            return Some(out);
+        };
+        let s = self.get(name)?;
+        out += &format!("{} ({}): {}\n\n", s.name, s.role, s.doc);
+        let row =
+            |n: &str, t: &str, d: &str, doc: &str| format!("  {n:<16} {t:<20} {d:<26} {doc}\n");
+        out += &row("property", "type", "default", "description");
+        for p in s.props {
+            out += &row(p.name, &p.ty.name(), p.default, p.doc);
+        }
+        out += &row(
+            "name",
+            "string",
+            "-",
+            "a name, for references: `NAME.` ends a branch feeding it",
+        );
+        Some(out)
+    }
+}
+
 impl Default for Registry {
     fn default() -> Self {
         Registry::builtin()

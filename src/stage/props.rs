@@ -106,9 +106,7 @@ impl PropType {
             PropType::Choice(c) => format!("one of {}", c.join(", ")),
             PropType::Size => "WIDTHxHEIGHT with both at least 1, e.g. 64x64".into(),
             PropType::Floats3 { positive: false } => "three comma-separated numbers".into(),
-            PropType::Floats3 { positive: true } => {
-                "three comma-separated positive numbers".into()
-            }
+            PropType::Floats3 { positive: true } => "three comma-separated positive numbers".into(),
             PropType::List => "a comma-separated list".into(),
             PropType::Ints { max } => format!("a comma-separated list of integers 0..{max}"),
         }
@@ -118,9 +116,9 @@ impl PropType {
     pub fn accepts(&self, v: &str) -> bool {
         match *self {
             PropType::Int { min, max } => v.parse::<i64>().is_ok_and(|n| n >= min && n <= max),
-            PropType::Float { min, max, open_min } => v.parse::<f64>().is_ok_and(|x| {
-                x.is_finite() && x <= max && (x > min || (!open_min && x == min))
-            }),
+            PropType::Float { min, max, open_min } => v
+                .parse::<f64>()
+                .is_ok_and(|x| x.is_finite() && x <= max && (x > min || (!open_min && x == min))),
             PropType::Bool => parse_bool(v).is_some(),
             PropType::Str | PropType::Path | PropType::List => true,
             PropType::Choice(c) => c.contains(&v),
@@ -130,8 +128,11 @@ impl PropType {
             }
             PropType::Ints { max } => {
                 v.is_empty()
-                    || v.split(',')
-                        .all(|x| x.trim().parse::<i64>().is_ok_and(|n| (0..=max).contains(&n)))
+                    || v.split(',').all(|x| {
+                        x.trim()
+                            .parse::<i64>()
+                            .is_ok_and(|n| (0..=max).contains(&n))
+                    })
             }
         }
     }
@@ -285,10 +286,9 @@ impl<'a> Props<'a> {
     pub fn required(&self, key: &str) -> Result<&'a str, DescribeError> {
         match self.stage.props.iter().find(|p| p.key == key) {
             Some(p) if !p.value.is_empty() => Ok(&p.value),
-            Some(p) => Err(self.desc.error(
-                p.value_span,
-                format!("{}: {key} is empty", self.decl.name),
-            )),
+            Some(p) => Err(self
+                .desc
+                .error(p.value_span, format!("{}: {key} is empty", self.decl.name))),
             None => Err(self.desc.error(
                 self.stage.span,
                 format!("stage '{}' needs {key}=...", self.decl.name),
