@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::describe::DescribeError;
-use crate::preprocess::Interpolation;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
@@ -422,13 +421,12 @@ impl Stage<Frame, CropBatch> for Assembler {
 impl Element for BatchConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         let mut config = *self;
-        let preprocess = ctx.caps.preprocess.clone().unwrap_or_default();
-        if preprocess.interpolation == Interpolation::Area {
+        if ctx.caps.input_weighted_blocks() {
             config.input_per_block.get_or_insert(AREA_INPUT_PER_BLOCK);
         }
         Ok(Running::Batcher(Box::new(Assembler::new(
             config,
-            preprocess.out_size(),
+            ctx.caps.crop_size(),
             ctx.budget,
             ctx.downstream.clone(),
             ctx.live_interval,

@@ -64,6 +64,10 @@ struct Chain {
     last: Span,
     /// Whether its items carry boxes by the end (a boxes stage, or a source that brings them).
     has_boxes: bool,
+    /// The roles met so far (and those they provide).
+    seen: Vec<Role>,
+    /// The highest rank met so far.
+    rank: u8,
 }
 
 impl Chain {
@@ -78,9 +82,9 @@ impl Chain {
             item: None,
             last: stages[0].span,
             has_boxes: false,
+            seen: Vec::new(),
+            rank: 0,
         };
-        let mut seen: Vec<Role> = Vec::new();
-        let mut rank = 0u8;
         // A GStreamer head: the elements before the first octopipe stage.
         let head = gstreamer_head(desc, registry, stages)?;
         if head > 0 {
@@ -95,7 +99,7 @@ impl Chain {
                 element: Box::new(source),
                 queue: QueueSettings::default(),
             });
-            seen.push(Role::Source);
+            c.seen.push(Role::Source);
             c.item = Some(Item::Frames);
         }
         for (i, st) in stages.iter().enumerate().skip(head) {
@@ -127,64 +131,8 @@ impl Chain {
                 }
                 continue;
             }
-            if c.nodes.last().is_some_and(|n| n.role == Role::Sink) {
-                return Err(desc.error(
-                    st.span,
-                    format!(
-                        "stage '{}' cannot come here: a sink ends the pipeline",
-                        st.kind
-                    ),
-                ));
-            }
-            // A chain that does not start with a source continues the chains that name it.
-            if c.nodes.is_empty() && decl.role != Role::Source {
-                seen.extend([Role::Source, Role::Boxes]);
-                c.has_boxes = true;
-                c.item = decl.role.input();
-            }
-            for need in decl.needs {
-                if !seen.contains(need) && !matches!(need, Role::Batch | Role::Preprocess) {
-                    return Err(desc.error(
-                        st.span,
-                        format!("a {need} stage must come before '{}'", st.kind),
-                    ));
-                }
-            }
-            if c.item == Some(Item::Frames) && decl.role.input() == Some(Item::Batches) {
-                c.implied(desc, registry, "batch", st.span)?;
-                seen.push(Role::Batch);
-                rank = rank.max(3);
-            }
-            if decl.needs.contains(&Role::Preprocess) && !seen.contains(&Role::Preprocess) {
-                c.implied(desc, registry, "preprocess", st.span)?;
-                seen.push(Role::Preprocess);
-                rank = rank.max(4);
-            }
-            let fits = decl.role.input() == c.item
-                && decl.role.rank().is_none_or(|r| r >= rank)
-                && (decl.role != Role::Source || c.nodes.is_empty());
-            if !fits {
-                return Err(desc.error(
-                    st.span,
-                    format!(
-                        "stage '{}' cannot come here: expected {}",
-                        st.kind,
-                        c.expected(registry)
-                    ),
-                ));
-            }
-            rank = decl.role.rank().unwrap_or(rank).max(rank);
-            seen.push(decl.role);
-            seen.extend(decl.provides);
-            c.has_boxes |= seen.contains(&Role::Boxes);
-            c.item = decl.role.output();
-            c.push(Pending {
-                kind: decl.name,
-                role: decl.role,
-                name: props.given("name").map(String::from),
-                element,
-                queue: QueueSettings::default(),
-            });
+            let name = props.given("name").map(String::from);
+            c.place(desc, registry, st, decl, element, name)?;
         }
         if c.item == Some(Item::Frames) && !c.has_boxes {
             return Err(desc.error(
@@ -211,6 +159,80 @@ impl Chain {
         self.nodes.push(node);
     }
 
+    /// Append the stage `st` of kind `decl`, after checking that it takes what the chain gives,
+    /// keeps the roles' order and has what it needs before it (putting in an implied batch or
+    /// preprocess stage).
+    fn place(
+        &mut self,
+        desc: &Description,
+        registry: &Registry,
+        st: &StageDesc,
+        decl: &StageDecl,
+        element: Box<dyn Element>,
+        name: Option<String>,
+    ) -> Result<(), DescribeError> {
+        if self.nodes.last().is_some_and(|n| n.role == Role::Sink) {
+            return Err(desc.error(
+                st.span,
+                format!(
+                    "stage '{}' cannot come here: a sink ends the pipeline",
+                    st.kind
+                ),
+            ));
+        }
+        // A chain that does not start with a source continues the chains that name it.
+        if self.nodes.is_empty() && decl.role != Role::Source {
+            self.seen.extend([Role::Source, Role::Boxes]);
+            self.has_boxes = true;
+            self.item = decl.role.input();
+        }
+        for need in decl.needs {
+            if !self.seen.contains(need) && !matches!(need, Role::Batch | Role::Preprocess) {
+                return Err(desc.error(
+                    st.span,
+                    format!("a {need} stage must come before '{}'", st.kind),
+                ));
+            }
+        }
+        if self.item == Some(Item::Frames) && decl.role.input() == Some(Item::Batches) {
+            self.implied(desc, registry, "batch", st.span)?;
+        }
+        if decl.needs.contains(&Role::Preprocess) && !self.seen.contains(&Role::Preprocess) {
+            self.implied(desc, registry, "preprocess", st.span)?;
+        }
+        let fits = decl.role.input() == self.item
+            && decl.role.rank().is_none_or(|r| r >= self.rank)
+            && (decl.role != Role::Source || self.nodes.is_empty());
+        if !fits {
+            return Err(desc.error(
+                st.span,
+                format!(
+                    "stage '{}' cannot come here: expected {}",
+                    st.kind,
+                    self.expected(registry)
+                ),
+            ));
+        }
+        self.met(decl);
+        self.push(Pending {
+            kind: decl.name,
+            role: decl.role,
+            name,
+            element,
+            queue: QueueSettings::default(),
+        });
+        Ok(())
+    }
+
+    /// Note that a stage of kind `decl` now ends the chain.
+    fn met(&mut self, decl: &StageDecl) {
+        self.rank = decl.role.rank().unwrap_or(self.rank).max(self.rank);
+        self.seen.push(decl.role);
+        self.seen.extend(decl.provides);
+        self.has_boxes |= self.seen.contains(&Role::Boxes);
+        self.item = decl.role.output();
+    }
+
     /// Put in the stage `kind` with its defaults, before the stage at `span`.
     fn implied(
         &mut self,
@@ -231,7 +253,7 @@ impl Chain {
             end: span.start,
         };
         let element = (decl.make)(&Props::new(desc, &none, decl))?;
-        self.item = decl.role.output();
+        self.met(decl);
         self.push(Pending {
             kind: decl.name,
             role: decl.role,
@@ -305,30 +327,7 @@ fn assemble(
         }
     }
     for (from, name, span, item) in targets {
-        let named: Vec<&str> = nodes.iter().filter_map(|n| n.name.as_deref()).collect();
-        let to = nodes
-            .iter()
-            .position(|n| n.name.as_deref() == Some(name.as_str()))
-            .ok_or_else(|| {
-                let hint = closest(&name, named.iter().copied())
-                    .map(|c| format!(" (did you mean '{c}'?)"))
-                    .unwrap_or_else(|| " (give the stage it feeds name=...)".into());
-                desc.error(span, format!("no stage is named '{name}'{hint}"))
-            })?;
-        if nodes[to].role.input() != item || to == from {
-            return Err(desc.error(
-                span,
-                format!(
-                    "'{name}.' cannot take this branch: stage '{}' takes {}",
-                    nodes[to].kind,
-                    nodes[to]
-                        .role
-                        .input()
-                        .map_or("nothing".into(), |i| i.to_string())
-                ),
-            ));
-        }
-        output[from] = Some(to);
+        output[from] = Some(target(desc, &nodes, from, &name, span, item)?);
     }
     if !nodes.iter().any(|n| n.role == Role::Source) {
         return Err(desc.error(
@@ -382,6 +381,39 @@ fn assemble(
             budget
         },
     })
+}
+
+/// The node named `name` that the chain ending at node `from` (giving `item`) feeds.
+fn target(
+    desc: &Description,
+    nodes: &[Pending],
+    from: usize,
+    name: &str,
+    span: Span,
+    item: Option<Item>,
+) -> Result<usize, DescribeError> {
+    let to = nodes
+        .iter()
+        .position(|n| n.name.as_deref() == Some(name))
+        .ok_or_else(|| {
+            let named = nodes.iter().filter_map(|n| n.name.as_deref());
+            let hint = closest(name, named)
+                .map(|c| format!(" (did you mean '{c}'?)"))
+                .unwrap_or_else(|| " (give the stage it feeds name=...)".into());
+            desc.error(span, format!("no stage is named '{name}'{hint}"))
+        })?;
+    let takes = nodes[to].role.input();
+    if takes != item || to == from {
+        return Err(desc.error(
+            span,
+            format!(
+                "'{name}.' cannot take this branch: stage '{}' takes {}",
+                nodes[to].kind,
+                takes.map_or("nothing".into(), |i| i.to_string())
+            ),
+        ));
+    }
+    Ok(to)
 }
 
 /// Node indices ordered so that every node comes after the nodes feeding it (sources in

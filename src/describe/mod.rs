@@ -141,6 +141,8 @@ fn error_at(origin: &str, text: &str, span: Span, message: String) -> DescribeEr
 }
 
 /// Parse `text` (from `origin`, used in messages), replacing `${name}` with `vars`.
+// One pass of a hand-written scanner over the bytes: its states (stage, key, quoted value,
+// comment) share the position and the error context, which splitting would thread through.
 pub fn parse(
     origin: &str,
     text: &str,

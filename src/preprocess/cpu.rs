@@ -615,6 +615,8 @@ fn cached_row(
 ///
 /// # Safety
 /// As [`run_pixels`].
+// Long: the general per-pixel path (letterbox, area, every format) is one loop whose state stays
+// in locals; helpers would have to pass it by the dozen.
 unsafe fn run_pixels_general(
     s: &Sampler,
     crop: &CropMeta,

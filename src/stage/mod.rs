@@ -373,6 +373,24 @@ pub struct Caps {
     pub labels: Vec<String>,
 }
 
+impl Caps {
+    /// The crops' output size (the model's input once it opened; 64x64 before anything says).
+    pub fn crop_size(&self) -> (u32, u32) {
+        self.preprocess
+            .as_ref()
+            .map_or(crate::preprocess::DEFAULT_SIZE, |p| p.out_size())
+    }
+
+    /// Whether blocks should be sized by the source pixels they read: the preprocess stage
+    /// averages areas (`interpolation=area`), where a heavily downscaled crop's output pixels
+    /// each read many source pixels.
+    pub fn input_weighted_blocks(&self) -> bool {
+        self.preprocess
+            .as_ref()
+            .is_some_and(|p| p.interpolation == crate::preprocess::Interpolation::Area)
+    }
+}
+
 /// What a stage gets when it opens.
 pub struct OpenContext<'a> {
     /// What stages told each other.
