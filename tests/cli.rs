@@ -122,11 +122,14 @@ fn inspect_lists_stages_and_properties() {
         "images",
         "media",
         "testsrc",
+        "app",
         "boxes",
         "batch",
         "preprocess",
         "classify",
         "jsonl",
+        "tensors",
+        "appsink",
         "queue",
     ] {
         assert!(
