@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod budget;
 pub mod classify;

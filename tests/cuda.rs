@@ -5,6 +5,10 @@
 //! plus f16 rounding); every output element written (the device output is poisoned with NaN first).
 //!
 //! The real clip is read from `$OCTOPIPE_DATA` (default `../shared/data` beside the crate).
+//!
+//! Needs the `bench` feature (the baseline strategies and the benchmark inputs):
+//! `cargo test --features bench`.
+#![cfg(feature = "bench")]
 
 use std::path::PathBuf;
 

@@ -1,4 +1,5 @@
-//! Benchmarks and the GPU auto-tuner: `octopipe bench preprocess` and `octopipe probe`.
+//! Benchmarks and the GPU auto-tuner: `octopipe bench preprocess` and `octopipe probe`. Built only
+//! with the cargo feature `bench` (off by default).
 //!
 //! [`preprocess`] times the CPU backend, a naive CPU baseline, and (when a GPU is present) the CUDA
 //! strategies A to E on three workloads, and returns one printed table. The baseline strategies
