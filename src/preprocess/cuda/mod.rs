@@ -53,17 +53,33 @@ pub enum CudaError {
     /// A kernel module failed to compile.
     #[error(transparent)]
     Kernel(#[from] KernelError),
-    /// A CUDA driver call failed.
+    /// The device ran out of memory (`CUDA_ERROR_OUT_OF_MEMORY`): the batch may fit on the CPU.
     #[error("CUDA driver: {0:?}")]
-    Driver(#[from] DriverError),
+    OutOfMemory(DriverError),
+    /// Any other failed CUDA driver call.
+    #[error("CUDA driver: {0:?}")]
+    Driver(DriverError),
     /// The batch does not suit the kernels.
     #[error("{0}")]
     Invalid(String),
 }
 
+impl From<DriverError> for CudaError {
+    fn from(e: DriverError) -> Self {
+        if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            CudaError::OutOfMemory(e)
+        } else {
+            CudaError::Driver(e)
+        }
+    }
+}
+
 impl From<CudaError> for PreprocessError {
     fn from(e: CudaError) -> Self {
-        PreprocessError::Cuda(e.to_string())
+        match e {
+            CudaError::OutOfMemory(_) => PreprocessError::OutOfMemory(e.to_string()),
+            other => PreprocessError::Cuda(other.to_string()),
+        }
     }
 }
 
@@ -77,5 +93,18 @@ pub fn available() -> Result<(), String> {
         Ok(n) if n > 0 => Ok(()),
         Ok(_) => Err("the NVIDIA driver reports no GPU".into()),
         Err(e) => Err(format!("the NVIDIA driver cannot start: {e:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_memory_is_its_own_variant() {
+        let oom = DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY);
+        assert!(matches!(CudaError::from(oom), CudaError::OutOfMemory(_)));
+        let lost = DriverError(sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
+        assert!(matches!(CudaError::from(lost), CudaError::Driver(_)));
     }
 }
