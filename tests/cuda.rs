@@ -311,7 +311,7 @@ fn parity_random_frames_every_format_layout_and_strategy() {
     }
 }
 
-/// Strategy C version 7: the separable two-stage path (crops whose output rows are multiples of 4),
+/// Strategy C's separable two-stage path (crops whose output rows are multiples of 4),
 /// its row chunks (large boxes whose rows do not fit the stages at once), the fallback paths (ragged
 /// outputs), persistent and one-block-per-entry grids, whole-frame and crop-rectangle uploads:
 /// bit-identical to the CPU backend.
@@ -408,7 +408,7 @@ fn parity_octopus_separable_persistent_rects() {
                     }
                 }
             }
-            eprintln!("{format} {name}: C v7 paths bit-identical to the CPU backend");
+            eprintln!("{format} {name}: strategy C paths bit-identical to the CPU backend");
         }
     }
 }

@@ -40,9 +40,8 @@ pub struct CudaBackend {
     in_flight: Option<(CropBatch, usize, bool)>,
     next_slot: usize,
     /// Copy the output back through a reused pinned buffer, then into the batch's vector. Off by
-    /// default: measured slower than the direct pageable copy (H100, 2026-11-21: drone28 1.84 vs
-    /// 1.21 ms, crops1000 58.2 vs 36.4 ms per `run`), because the extra host copy costs more than
-    /// pinning saves; it pays only once the consumer reads the pinned buffer itself.
+    /// default: the extra host copy out of the pinned buffer costs more than pinning saves (see
+    /// docs/gpu-notes.md); it pays only once the consumer reads the pinned buffer itself.
     pub pinned_output: bool,
 }
 
