@@ -8,30 +8,31 @@
 // STAGE_FLOATS and staging converts fewer pixels than the direct path would (4 taps per output);
 // otherwise it samples the frame directly. Both paths compute the same values.
 //
-// Version 7a (OCTOPUS_SEPARABLE, off by default: measured slower, see below): the bilinear blend is separable in the CPU's own order
-// (top = lerp(row y0 at x0, x1), bot = the same on row y1, out = lerp(top, bot, ay)), so a block
-// converts its source rows to RGB once (S), then blends each staged row horizontally once per output
-// column (H, planar, one float4 per 4 columns), then each output quad is two float4 reads per channel
-// and one vertical lerp: about half the instructions per output pixel of version 6. Rows are taken
-// in chunks that fit the stages, so large (downscaled) crops stage too. The grid may be smaller than
-// the block list (persistent: each CUDA block loops over BlockMeta entries, stride gridDim.x).
+// Separable path (OCTOPUS_SEPARABLE, off by default): the bilinear blend is separable in the CPU's
+// own order (top = lerp(row y0 at x0, x1), bot = the same on row y1, out = lerp(top, bot, ay)), so a
+// block converts its source rows to RGB once (S), then blends each staged row horizontally once per
+// output column (H, planar, one float4 per 4 columns), then each output quad is two float4 reads per
+// channel and one vertical lerp: about half the instructions per output pixel of the direct and
+// staged paths. Rows are taken in chunks that fit the stages, so large (downscaled) crops stage too.
+// The grid may be smaller than the block list (persistent: each CUDA block loops over BlockMeta
+// entries, stride gridDim.x).
 #include "common.cuh"
 
-// Measured slower than the direct / staged paths of version 6 on the H100 (docs/gpu-notes.md,
-// version 7): off by default, kept for experiments (-DOCTOPUS_SEPARABLE=1).
+// The separable path: for experiments (-DOCTOPUS_SEPARABLE=1); the direct and staged paths are
+// faster (docs/gpu-notes.md).
 #ifndef OCTOPUS_SEPARABLE
 #define OCTOPUS_SEPARABLE 0
 #endif
 // Persistent grid: each CUDA block loops over BlockMeta entries blockIdx.x, + gridDim.x, ... (the
 // host may then launch fewer blocks than entries). Off by default: the loop's extra live state
-// makes the I420 kernels spill, and it measured slower than one block per entry with streaming
-// stores. Engine::new reads this define to allow a smaller grid.
+// makes the I420 kernels spill, which costs more than the launch tail it removes once the stores
+// stream (docs/gpu-notes.md). Engine::new reads this define to allow a smaller grid.
 #ifndef OCTOPUS_PERSISTENT
 #define OCTOPUS_PERSISTENT 0
 #endif
-// Version 8: four times the staging room of version 7 (32 KiB), so that the blocks of larger crops
-// stage too, and staged pixels as float4 (R, G, B, unused): one 16-byte shared load per tap instead
-// of three 4-byte ones.
+// Staged pixels as float4 (R, G, B, unused): one 16-byte shared load per tap instead of three
+// 4-byte ones (OCTOPUS_STAGE4=0: three floats per pixel). The stage holds 32 KiB (STAGE_FLOATS) so
+// that the blocks of larger crops stage too.
 #ifndef OCTOPUS_STAGE4
 #define OCTOPUS_STAGE4 1
 #endif

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Run the GPU checks and benchmarks on the device machine, from binaries built here:
 #
-#   cargo test --release --no-run          # note the test binaries' paths
-#   scripts/device-run.sh stage            # copies stripped binaries + data into .device/
-#   (device) scripts/device-run.sh run     # with carry: [".device"]; logs go to $OUT
+#   cargo test --release --features bench --no-run   # note the test binaries' paths
+#   scripts/device-run.sh stage                      # copies stripped binaries + data into .device/
+#   (device) scripts/device-run.sh run               # with carry: [".device"]; logs go to $OUT
 #
 # Stages: gpu info, NVRTC compile check, GPU vs CPU parity tests, probe, strategy C kernel variants
 # (one process per variant: kernel defines via OCTOPIPE_NVRTC_DEFINES, persistent grid via

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command: install what is missing, then format, lint, check the API docs and run every
-# test.
+# The test command: install what is missing, then format, lint (with and without the `bench`
+# feature), check the API docs and run every test (with `bench`, so the GPU tests build too).
 # Shared VisDrone data is taken from $OCTOPIPE_DATA (default ../shared/data); tests that need it,
 # ONNX Runtime or a GPU say why when they skip (under CI=true a missing prerequisite fails).
 set -euo pipefail
@@ -9,5 +9,6 @@ bash scripts/setup.sh
 . scripts/env.sh
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
+cargo clippy --all-targets --quiet --features bench -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
-cargo test
+cargo test --features bench

@@ -48,6 +48,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod budget;
 pub mod classify;

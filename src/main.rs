@@ -8,8 +8,10 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+#[cfg(feature = "bench")]
 use octopipe::bench::{self, PreprocessBenchOptions, ProbeOptions, Workload};
 use octopipe::describe;
+#[cfg(feature = "bench")]
 use octopipe::frame::PixelFormat;
 use octopipe::observe;
 use octopipe::pipeline::Pipeline;
@@ -47,11 +49,13 @@ enum Command {
         stage: Option<String>,
     },
     /// Benchmarks (release builds only give meaningful numbers).
+    #[cfg(feature = "bench")]
     Bench {
         #[command(subcommand)]
         what: BenchCommand,
     },
     /// Pick the GPU strategy and tile size for the present GPU with micro-benchmarks.
+    #[cfg(feature = "bench")]
     Probe {
         /// Shared data folder (real VisDrone box sizes); default $OCTOPIPE_DATA.
         #[arg(long)]
@@ -59,6 +63,7 @@ enum Command {
     },
 }
 
+#[cfg(feature = "bench")]
 #[derive(Subcommand)]
 enum BenchCommand {
     /// Crop + resize + normalize: CPU backend, naive CPU baseline, and GPU strategies A to E.
@@ -115,53 +120,9 @@ fn real_main() -> Result<ExitCode> {
             print!("{}", inspect(stage.as_deref())?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench {
-            what:
-                BenchCommand::Preprocess {
-                    workloads,
-                    format,
-                    size,
-                    data,
-                    cpu_seconds,
-                    threads,
-                    no_gpu,
-                },
-        } => {
-            let workloads = workloads
-                .iter()
-                .map(|w| {
-                    Workload::parse(w).with_context(|| {
-                        format!("--workload {w}: expected drone28, crops1000 or streams16")
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let format = match format.as_str() {
-                "i420" => PixelFormat::I420,
-                "nv12" => PixelFormat::Nv12,
-                "rgb" => PixelFormat::Rgb,
-                "bgr" => PixelFormat::Bgr,
-                "rgba" => PixelFormat::Rgba,
-                "bgra" => PixelFormat::Bgra,
-                other => bail!("--format {other}: expected i420, nv12, rgb, bgr, rgba or bgra"),
-            };
-            let size = size
-                .split_once('x')
-                .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
-                .filter(|(w, h): &(u32, u32)| *w > 0 && *h > 0)
-                .with_context(|| format!("--size {size}: expected WIDTHxHEIGHT, e.g. 224x224"))?;
-            let opts = PreprocessBenchOptions {
-                data_dir: data.or_else(data_dir),
-                workloads,
-                format,
-                size,
-                cpu_seconds,
-                threads,
-                gpu: !no_gpu,
-                ..Default::default()
-            };
-            print!("{}", bench::preprocess(&opts)?);
-            Ok(ExitCode::SUCCESS)
-        }
+        #[cfg(feature = "bench")]
+        Command::Bench { what } => bench_command(what),
+        #[cfg(feature = "bench")]
         Command::Probe { data } => {
             print!(
                 "{}",
@@ -174,7 +135,56 @@ fn real_main() -> Result<ExitCode> {
     }
 }
 
+/// `octopipe bench ...`.
+#[cfg(feature = "bench")]
+fn bench_command(what: BenchCommand) -> Result<ExitCode> {
+    let BenchCommand::Preprocess {
+        workloads,
+        format,
+        size,
+        data,
+        cpu_seconds,
+        threads,
+        no_gpu,
+    } = what;
+    let workloads = workloads
+        .iter()
+        .map(|w| {
+            Workload::parse(w).with_context(|| {
+                format!("--workload {w}: expected drone28, crops1000 or streams16")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let format = match format.as_str() {
+        "i420" => PixelFormat::I420,
+        "nv12" => PixelFormat::Nv12,
+        "rgb" => PixelFormat::Rgb,
+        "bgr" => PixelFormat::Bgr,
+        "rgba" => PixelFormat::Rgba,
+        "bgra" => PixelFormat::Bgra,
+        other => bail!("--format {other}: expected i420, nv12, rgb, bgr, rgba or bgra"),
+    };
+    let size = size
+        .split_once('x')
+        .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+        .filter(|(w, h): &(u32, u32)| *w > 0 && *h > 0)
+        .with_context(|| format!("--size {size}: expected WIDTHxHEIGHT, e.g. 224x224"))?;
+    let opts = PreprocessBenchOptions {
+        data_dir: data.or_else(data_dir),
+        workloads,
+        format,
+        size,
+        cpu_seconds,
+        threads,
+        gpu: !no_gpu,
+        ..Default::default()
+    };
+    print!("{}", bench::preprocess(&opts)?);
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `$OCTOPIPE_DATA`, if set.
+#[cfg(feature = "bench")]
 fn data_dir() -> Option<PathBuf> {
     std::env::var_os("OCTOPIPE_DATA").map(PathBuf::from)
 }

@@ -5,15 +5,21 @@
 //! plus f16 rounding); every output element written (the device output is poisoned with NaN first).
 //!
 //! The real clip is read from `$OCTOPIPE_DATA` (default `../shared/data` beside the crate).
+//!
+//! Needs the `bench` feature (the baseline strategies and the benchmark inputs):
+//! `cargo test --features bench`.
+#![cfg(feature = "bench")]
 
 use std::path::PathBuf;
 
 use octopipe::batch::{CropBatch, CropMeta};
-use octopipe::bench::{self, f16_to_f32, frame_from, max_diff_255, synthetic_frame, Rng};
+use octopipe::bench::{
+    self, f16_to_f32, frame_from, max_diff_255, synthetic_frame, BenchEngine, Rng, Strategy,
+};
 use octopipe::frame::{Colorimetry, FrameLayout, PixelFormat};
 use octopipe::preprocess::cpu::CpuBackend;
 use octopipe::preprocess::cuda::meta::Norm;
-use octopipe::preprocess::cuda::{self, CudaBackend, HostFrame, OutType, Strategy, UploadMode};
+use octopipe::preprocess::cuda::{self, CudaBackend, HostFrame, OutType, UploadMode};
 use octopipe::preprocess::{Backend, ChannelOrder, DType, Interpolation, Layout, PreprocessConfig};
 
 const TOL: f32 = 1.0;
@@ -108,7 +114,7 @@ fn compare_backends(batch: &mut CropBatch, config: &PreprocessConfig, what: &str
 
 /// Every strategy (and C with f16) through the engine, against `reference`.
 fn compare_strategies(batch: &CropBatch, config: &PreprocessConfig, reference: &[f32], what: &str) {
-    let mut e = cuda::Engine::new(0).unwrap();
+    let mut e = BenchEngine::new(0).unwrap();
     let frames: Vec<HostFrame<'_>> = batch.frames.iter().map(HostFrame::of).collect();
     let len = batch.tensor_len(3);
     let norm = Norm::from_config(config);
@@ -147,10 +153,10 @@ fn compare_strategies(batch: &CropBatch, config: &PreprocessConfig, reference: &
                 device_gather,
                 "{what} {mode:?} {how}"
             );
-            e.upload_meta(s, &batch.crops, &batch.blocks).unwrap();
+            e.upload_meta_for(s, &batch.crops, &batch.blocks).unwrap();
             e.poison_output(OutType::F32, len, f32::NAN.to_bits())
                 .unwrap();
-            e.launch(
+            e.launch_strategy(
                 s,
                 OutType::F32,
                 norm,
@@ -181,16 +187,27 @@ fn compare_strategies(batch: &CropBatch, config: &PreprocessConfig, reference: &
     assert!(err.contains("frame 0 is not page-locked"), "{err}");
     // SAFETY: back to host gathers.
     unsafe { e.set_device_gather(false) };
-    // f16: within f16 rounding of the f32 value (half an ulp: |v| * 2^-11, plus the f32 tolerance).
-    e.upload_frames(&frames, &batch.crops, UploadMode::Whole)
+    compare_f16(&mut e, batch, &frames, config, reference, what);
+}
+
+/// Strategy C with f16 output against `reference`: within f16 rounding of the f32 value (half an
+/// ulp: |v| * 2^-11, plus the f32 tolerance).
+fn compare_f16(
+    e: &mut cuda::Engine,
+    batch: &CropBatch,
+    frames: &[HostFrame<'_>],
+    config: &PreprocessConfig,
+    reference: &[f32],
+    what: &str,
+) {
+    let len = batch.tensor_len(3);
+    e.upload_frames(frames, &batch.crops, UploadMode::Whole)
         .unwrap();
-    e.upload_meta(Strategy::Octopus, &batch.crops, &batch.blocks)
-        .unwrap();
+    e.upload_meta(&batch.crops, &batch.blocks).unwrap();
     e.poison_output(OutType::F16, len, 0x7e00).unwrap();
     e.launch(
-        Strategy::Octopus,
         OutType::F16,
-        norm,
+        Norm::from_config(config),
         &batch.crops,
         batch.blocks.len(),
         batch.tile_pixels,
@@ -305,7 +322,7 @@ fn parity_random_frames_every_format_layout_and_strategy() {
     }
 }
 
-/// Strategy C version 7: the separable two-stage path (crops whose output rows are multiples of 4),
+/// Strategy C's separable two-stage path (crops whose output rows are multiples of 4),
 /// its row chunks (large boxes whose rows do not fit the stages at once), the fallback paths (ragged
 /// outputs), persistent and one-block-per-entry grids, whole-frame and crop-rectangle uploads:
 /// bit-identical to the CPU backend.
@@ -376,12 +393,10 @@ fn parity_octopus_separable_persistent_rects() {
                         b.crops = batch.crops.clone();
                         b.build_blocks(tile, per);
                         e.upload_frames(&frames, &b.crops, mode).unwrap();
-                        e.upload_meta(Strategy::Octopus, &b.crops, &b.blocks)
-                            .unwrap();
+                        e.upload_meta(&b.crops, &b.blocks).unwrap();
                         e.poison_output(OutType::F32, len, f32::NAN.to_bits())
                             .unwrap();
                         e.launch(
-                            Strategy::Octopus,
                             OutType::F32,
                             norm,
                             &b.crops,
@@ -404,7 +419,7 @@ fn parity_octopus_separable_persistent_rects() {
                     }
                 }
             }
-            eprintln!("{format} {name}: C v7 paths bit-identical to the CPU backend");
+            eprintln!("{format} {name}: strategy C paths bit-identical to the CPU backend");
         }
     }
 }
@@ -850,11 +865,9 @@ fn profile_octopus() {
         let len = p.batch.tensor_len(3);
         e.upload_frames(&frames, &p.batch.crops, UploadMode::Whole)
             .unwrap();
-        e.upload_meta(Strategy::Octopus, &p.batch.crops, &p.batch.blocks)
-            .unwrap();
+        e.upload_meta(&p.batch.crops, &p.batch.blocks).unwrap();
         let threads = cuda::octopus_threads(256, 2);
         e.launch(
-            Strategy::Octopus,
             OutType::F32,
             norm,
             &p.batch.crops,
@@ -868,6 +881,43 @@ fn profile_octopus() {
     }
 }
 
+/// Median of `v` (not empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|x, y| x.total_cmp(y));
+    v[v.len() / 2]
+}
+
+/// The device's copy (read + write) and memset (write) rates in GB/s on 256 MiB, timed with the
+/// events `a` and `b` (medians of 20 runs after one warm-up).
+fn device_rates(
+    e: &cuda::Engine,
+    a: &cudarc::driver::CudaEvent,
+    b: &cudarc::driver::CudaEvent,
+) -> (f64, f64) {
+    let n = 256usize << 20;
+    let src: cudarc::driver::CudaSlice<u8> = e.stream().alloc_zeros(n).unwrap();
+    let mut dst: cudarc::driver::CudaSlice<u8> = e.stream().alloc_zeros(n).unwrap();
+    let mut tc = Vec::new();
+    let mut tw = Vec::new();
+    for i in 0..21 {
+        a.record(e.stream()).unwrap();
+        e.stream().memcpy_dtod(&src, &mut dst).unwrap();
+        b.record(e.stream()).unwrap();
+        let c = a.elapsed_ms(b).unwrap() as f64;
+        a.record(e.stream()).unwrap();
+        e.stream().memset_zeros(&mut dst).unwrap();
+        b.record(e.stream()).unwrap();
+        let w = a.elapsed_ms(b).unwrap() as f64;
+        if i > 0 {
+            tc.push(c);
+            tw.push(w);
+        }
+    }
+    let copy = 2.0 * n as f64 / (median(tc) * 1e-3) / 1e9;
+    let write = n as f64 / (median(tw) * 1e-3) / 1e9;
+    (copy, write)
+}
+
 /// Strategy C kernel variants on drone28 and crops1000 (224x224 f32 NCHW): parity with the CPU
 /// backend and the queued kernel time per tile setting, against the device copy and write rates of
 /// the same process. Variants come from the environment: `OCTOPIPE_NVRTC_DEFINES` (kernel
@@ -877,7 +927,6 @@ fn profile_octopus() {
 #[ignore = "benchmark: run explicitly"]
 fn octopus_variants() {
     use cudarc::driver::sys::CUevent_flags;
-    use cudarc::driver::CudaSlice;
     if !gpu("octopus_variants") {
         return;
     }
@@ -898,33 +947,7 @@ fn octopus_variants() {
             .unwrap()
     };
     let (a, b) = (ev(), ev());
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(|x, y| x.total_cmp(y));
-        v[v.len() / 2]
-    };
-    // Copy (read + write) and memset (write) rates, 256 MiB.
-    let n = 256usize << 20;
-    let src: CudaSlice<u8> = e.stream().alloc_zeros(n).unwrap();
-    let mut dst: CudaSlice<u8> = e.stream().alloc_zeros(n).unwrap();
-    let mut tc = Vec::new();
-    let mut tw = Vec::new();
-    for i in 0..21 {
-        a.record(e.stream()).unwrap();
-        e.stream().memcpy_dtod(&src, &mut dst).unwrap();
-        b.record(e.stream()).unwrap();
-        let c = a.elapsed_ms(&b).unwrap() as f64;
-        a.record(e.stream()).unwrap();
-        e.stream().memset_zeros(&mut dst).unwrap();
-        b.record(e.stream()).unwrap();
-        let w = a.elapsed_ms(&b).unwrap() as f64;
-        if i > 0 {
-            tc.push(c);
-            tw.push(w);
-        }
-    }
-    let copy = 2.0 * n as f64 / (median(tc) * 1e-3) / 1e9;
-    let write = n as f64 / (median(tw) * 1e-3) / 1e9;
-    drop((src, dst));
+    let (copy, write) = device_rates(&e, &a, &b);
     println!(
         "{} | {label} | copy {copy:.0} GB/s (r+w), memset {write:.0} GB/s",
         e.device_name()
@@ -943,23 +966,13 @@ fn octopus_variants() {
             p.batch.build_blocks(tile, per);
             let nb = p.batch.blocks.len();
             let threads = cuda::octopus_threads(tile, per);
-            e.upload_meta(Strategy::Octopus, &p.batch.crops, &p.batch.blocks)
-                .unwrap();
+            e.upload_meta(&p.batch.crops, &p.batch.blocks).unwrap();
             e.poison_output(OutType::F32, len, f32::NAN.to_bits())
                 .unwrap();
             let crops = p.batch.crops.clone();
             let go = |e: &mut cuda::Engine| {
-                e.launch(
-                    Strategy::Octopus,
-                    OutType::F32,
-                    norm,
-                    &crops,
-                    nb,
-                    tile,
-                    threads,
-                    len,
-                )
-                .unwrap()
+                e.launch(OutType::F32, norm, &crops, nb, tile, threads, len)
+                    .unwrap()
             };
             go(&mut e);
             let mut out = vec![0f32; len];

@@ -8,15 +8,15 @@ use octopipe::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
 use octopipe::preprocess::cpu::CpuBackend;
 use octopipe::preprocess::{Backend, GpuWithFallback, PreprocessConfig, PreprocessError};
 
-/// Fails every batch with `error`.
-struct FailingGpu(&'static str);
+/// Fails every batch with the error it makes.
+struct FailingGpu(fn() -> PreprocessError);
 
 impl Backend for FailingGpu {
     fn name(&self) -> &'static str {
         "cuda"
     }
     fn run(&mut self, _batch: &mut CropBatch) -> Result<(), PreprocessError> {
-        Err(PreprocessError::Cuda(self.0.into()))
+        Err((self.0)())
     }
 }
 
@@ -46,7 +46,12 @@ fn out_of_memory_falls_back_to_the_cpu_with_the_same_values() {
         size: Some((16, 16)),
         ..PreprocessConfig::default()
     };
-    let oom = "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")";
+    // What the CUDA backend returns when cudarc reports `CUDA_ERROR_OUT_OF_MEMORY`.
+    let oom = || {
+        PreprocessError::OutOfMemory(
+            "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
+        )
+    };
     let mut gpu = GpuWithFallback::new(Box::new(FailingGpu(oom)), config.clone());
     let mut b = batch();
     gpu.run(&mut b).unwrap();
@@ -62,8 +67,12 @@ fn out_of_memory_falls_back_to_the_cpu_with_the_same_values() {
 
 #[test]
 fn other_gpu_errors_are_clear_errors() {
-    let lost =
-        "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access was encountered\")";
+    let lost = || {
+        PreprocessError::Cuda(
+            "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access was encountered\")"
+                .into(),
+        )
+    };
     let mut gpu = GpuWithFallback::new(Box::new(FailingGpu(lost)), PreprocessConfig::default());
     let e = gpu.run(&mut batch()).unwrap_err().to_string();
     assert!(

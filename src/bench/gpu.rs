@@ -7,15 +7,18 @@ use std::time::Instant;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 
+use super::baselines::{BenchEngine, Strategy};
 use super::{
     max_diff_255, median, prepare, BenchError, Prepared, PreprocessBenchOptions, Row, Workload,
 };
-use crate::batch::{build_blocks_into, CropMeta, AREA_INPUT_PER_BLOCK};
+use crate::batch::{build_blocks_into, CropBatch, CropMeta, AREA_INPUT_PER_BLOCK};
+use crate::preprocess::cpu::CpuBackend;
 use crate::preprocess::cuda::meta::Norm;
 use crate::preprocess::cuda::{
-    available, octopus_threads, CudaError, Engine, HostFrame, OutType, Strategy, UploadMode,
+    available, octopus_threads, CudaBackend, CudaError, Engine, HostFrame, OutType, TransferStats,
+    UploadMode,
 };
-use crate::preprocess::PreprocessConfig;
+use crate::preprocess::{Backend, Interpolation, PreprocessConfig};
 
 fn timing_event(e: &Engine) -> Result<CudaEvent, CudaError> {
     // Timing must be asked for: cudarc's default event disables it.
@@ -25,9 +28,9 @@ fn timing_event(e: &Engine) -> Result<CudaEvent, CudaError> {
 
 /// Median ms of `reps` runs of `f` on the engine's stream, timed with device events.
 fn time_kernel(
-    e: &mut Engine,
+    e: &mut BenchEngine,
     reps: usize,
-    f: impl FnMut(&mut Engine) -> Result<(), CudaError>,
+    f: impl FnMut(&mut BenchEngine) -> Result<(), CudaError>,
 ) -> Result<f64, CudaError> {
     time_kernel_queued(e, reps, 1, f)
 }
@@ -36,10 +39,10 @@ fn time_kernel(
 /// with device events: the kernel's own duration, with the host's launch latency hidden behind the
 /// queue (what a profiler reports as the kernel's duration, plus the small gap between kernels).
 fn time_kernel_queued(
-    e: &mut Engine,
+    e: &mut BenchEngine,
     reps: usize,
     n: usize,
-    mut f: impl FnMut(&mut Engine) -> Result<(), CudaError>,
+    mut f: impl FnMut(&mut BenchEngine) -> Result<(), CudaError>,
 ) -> Result<f64, CudaError> {
     let (a, b) = (timing_event(e)?, timing_event(e)?);
     f(e)?;
@@ -57,9 +60,9 @@ fn time_kernel_queued(
 
 /// Median ms of `reps` runs of `f` by the host clock, each ending with a stream synchronize.
 fn time_host(
-    e: &mut Engine,
+    e: &mut BenchEngine,
     reps: usize,
-    mut f: impl FnMut(&mut Engine) -> Result<(), CudaError>,
+    mut f: impl FnMut(&mut BenchEngine) -> Result<(), CudaError>,
 ) -> Result<f64, CudaError> {
     f(e)?;
     e.stream().synchronize()?;
@@ -74,7 +77,7 @@ fn time_host(
 }
 
 /// Device-to-device copy bandwidth in GB/s (bytes read + bytes written), 256 MiB buffers.
-fn copy_bandwidth(e: &mut Engine) -> Result<f64, CudaError> {
+fn copy_bandwidth(e: &mut BenchEngine) -> Result<f64, CudaError> {
     let n = 256usize << 20;
     let src: CudaSlice<u8> = e.stream().alloc_zeros(n)?;
     let mut dst: CudaSlice<u8> = e.stream().alloc_zeros(n)?;
@@ -83,7 +86,7 @@ fn copy_bandwidth(e: &mut Engine) -> Result<f64, CudaError> {
 }
 
 /// Device write bandwidth in GB/s (bytes written only): `cuMemsetD8Async` of 256 MiB.
-fn write_bandwidth(e: &mut Engine) -> Result<f64, CudaError> {
+fn write_bandwidth(e: &mut BenchEngine) -> Result<f64, CudaError> {
     let n = 256usize << 20;
     let mut dst: CudaSlice<u8> = e.stream().alloc_zeros(n)?;
     let ms = time_kernel(e, 20, |e| Ok(e.stream().memset_zeros(&mut dst)?))?;
@@ -92,7 +95,7 @@ fn write_bandwidth(e: &mut Engine) -> Result<f64, CudaError> {
 
 /// The GPU state of one benchmark run.
 pub(crate) struct GpuBench {
-    engines: [Engine; 2],
+    engines: [BenchEngine; 2],
     copy_gbps: f64,
     write_gbps: f64,
     reps: usize,
@@ -101,11 +104,78 @@ pub(crate) struct GpuBench {
     tune_ms: f64,
 }
 
+/// One workload as the strategy rows see it: the frames (in pinned memory), the crops, and the
+/// strategy C settings for its size.
+#[derive(Clone, Copy)]
+struct GpuInput<'a> {
+    frames: &'a [HostFrame<'a>],
+    crops: &'a [CropMeta],
+    norm: Norm,
+    out_len: usize,
+    tile: u32,
+    per_block: u32,
+    threads: u32,
+    /// Source bytes the crops read (for the bytes-moved column).
+    read_bytes: u64,
+}
+
+/// Host-clock times (ms) of one batch through one strategy with each way of moving the frames.
+struct UploadTimes {
+    /// Metadata + metadata upload + kernel, the frames already on the device.
+    e2e: f64,
+    /// The same plus the frames uploaded whole, as touched rows, as crop rectangles gathered on
+    /// the host, and as crop rectangles gathered by the GPU.
+    whole: f64,
+    rows: f64,
+    rects: f64,
+    gpu: f64,
+    /// The GPU gather step alone, by events and by the host clock.
+    gather_dev: f64,
+    gather_host: f64,
+    /// The cheapest upload plus the copy back to pinned memory.
+    back: f64,
+    rows_stats: TransferStats,
+    rects_stats: TransferStats,
+}
+
+/// The area and letterbox rows: name, filter, letterbox pad, blocks weighted by input pixels.
+const RESAMPLE_VARIANTS: [(&str, Interpolation, Option<f32>, bool); 6] = [
+    ("C area, uniform blocks", Interpolation::Area, None, false),
+    ("C area, weighted blocks", Interpolation::Area, None, true),
+    (
+        "C letterbox bilinear",
+        Interpolation::Bilinear,
+        Some(114.0),
+        false,
+    ),
+    (
+        "C letterbox area, weighted",
+        Interpolation::Area,
+        Some(114.0),
+        true,
+    ),
+    // Every crop to 64x64 (the shared classifier's input): most boxes shrink, the large ones by
+    // far, so their blocks read far more source pixels than a small box's; this is where blocks
+    // sized by the input they read should pay.
+    (
+        "C area 64x64, uniform blocks",
+        Interpolation::Area,
+        None,
+        false,
+    ),
+    (
+        "C area 64x64, weighted blocks",
+        Interpolation::Area,
+        None,
+        true,
+    ),
+];
+
 impl GpuBench {
     pub(crate) fn new(opts: &PreprocessBenchOptions) -> Result<Self, String> {
         available()?;
-        let mut e0 = Engine::new(0).map_err(|e| e.to_string())?;
-        let e1 = Engine::new(0).map_err(|e| e.to_string())?;
+        let mut e0 = BenchEngine::new(0).map_err(|e| e.to_string())?;
+        let e1 = BenchEngine::new(0).map_err(|e| e.to_string())?;
         let copy_gbps = copy_bandwidth(&mut e0).map_err(|e| e.to_string())?;
         let write_gbps = write_bandwidth(&mut e0).map_err(|e| e.to_string())?;
         let t = Instant::now();
@@ -136,48 +206,31 @@ impl GpuBench {
         )
     }
 
+    /// Every GPU row of workload `p`: strategies A to E, C with f16 output, for streams16 the two
+    /// streams, then the area / letterbox rows and the `CudaBackend` rows.
     pub(crate) fn run(
         &mut self,
         p: &Prepared,
         reference: &[f32],
         config: &PreprocessConfig,
     ) -> Result<Vec<Row>, BenchError> {
-        let w = p.workload;
         let batch = &p.batch;
-        let norm = Norm::from_config(config);
         let out_len = batch.tensor_len(3);
-        let out_bytes = (out_len * 4) as u64;
-        let read_bytes: u64 = batch
-            .crops
-            .iter()
-            .map(|c| {
-                let f = &batch.frames[c.frame as usize].layout;
-                let px = c.w as u64 * c.h as u64;
-                if f.format.is_yuv() {
-                    px * 3 / 2
-                } else {
-                    px * f.format.packed_bytes() as u64
-                }
-            })
-            .sum();
         // Frames in pinned host memory, as a decoder writing to pinned buffers would leave them.
-        let e = &mut self.engines[0];
+        let ctx = self.engines[0].context().clone();
         let mut pinned: Vec<PinnedHostSlice<u8>> = Vec::new();
         for f in &batch.frames {
             let d = f.data().unwrap_or(&[]);
             // SAFETY: filled completely right below.
-            let mut ph = unsafe { e.context().alloc_pinned_with_flags::<u8>(d.len(), 0) }
+            let mut ph = unsafe { ctx.alloc_pinned_with_flags::<u8>(d.len(), 0) }
                 .map_err(CudaError::from)?;
             ph.as_mut_slice()
                 .map_err(CudaError::from)?
                 .copy_from_slice(d);
             pinned.push(ph);
         }
-        let mut host_out = unsafe {
-            e.context()
-                .alloc_pinned_with_flags::<f32>(out_len.max(1), 0)
-        }
-        .map_err(CudaError::from)?;
+        let mut host_out = unsafe { ctx.alloc_pinned_with_flags::<f32>(out_len.max(1), 0) }
+            .map_err(CudaError::from)?;
         let slices: Vec<&[u8]> = pinned
             .iter()
             .map(|p| p.as_slice())
@@ -193,216 +246,179 @@ impl GpuBench {
                 data: d,
             })
             .collect();
-        let crops = &batch.crops;
         let (tile, per_block) = self.tile.for_pixels((out_len / 3) as u64);
-        let threads = octopus_threads(tile, per_block);
+        let input = GpuInput {
+            frames: &frames,
+            crops: &batch.crops,
+            norm: Norm::from_config(config),
+            out_len,
+            tile,
+            per_block,
+            threads: octopus_threads(tile, per_block),
+            read_bytes: read_bytes(batch),
+        };
+        let w = p.workload;
         let mut rows = Vec::new();
-        let mut blocks = Vec::new();
-        let mut out = vec![0f32; out_len];
         for s in Strategy::ALL {
-            let heavy = matches!(s, Strategy::Lut | Strategy::Pad) || crops.len() > 100;
-            let reps = if heavy { self.reps.min(20) } else { self.reps };
-            let e = &mut self.engines[0];
-            build_blocks_into(crops, tile, per_block, &mut blocks);
-            let whole = e.upload_frames(&frames, crops, UploadMode::Whole)?;
-            let meta_bytes = e.upload_meta(s, crops, &blocks)?;
-            e.poison_output(OutType::F32, out_len, f32::NAN.to_bits())?;
-            let nb = blocks.len();
-            let go =
-                |e: &mut Engine| e.launch(s, OutType::F32, norm, crops, nb, tile, threads, out_len);
-            go(e)?;
-            e.download_f32(&mut out)?;
-            let diff = max_diff_255(&out, reference, config);
-            let single = time_kernel(e, reps, go)?;
-            let queued = if s == Strategy::PerCrop {
-                reps.min(20)
-            } else {
-                reps
-            };
-            let kernel = time_kernel_queued(e, queued, 10, go)?;
-            // One batch: the frame upload (`None`: frames left from before), metadata, kernel, and
-            // with `back` the copy back to pinned memory.
-            let mut once = |e: &mut Engine, up: Option<UploadMode>, back: bool| {
-                if let Some(mode) = up {
-                    e.upload_frames(&frames, crops, mode)?;
-                }
-                build_blocks_into(crops, tile, per_block, &mut blocks);
-                e.upload_meta(s, crops, &blocks)?;
-                e.launch(
-                    s,
-                    OutType::F32,
-                    norm,
-                    crops,
-                    blocks.len(),
-                    tile,
-                    threads,
-                    out_len,
-                )?;
-                if back {
-                    // SAFETY: `time_host` synchronizes the stream after each run; `host_out`
-                    // outlives the loop.
-                    unsafe { e.download_f32_pinned(&mut host_out, out_len) }?;
-                }
-                Ok(())
-            };
-            let e2e = time_host(e, reps, |e| once(e, None, false))?;
-            // `gpu`: the GPU gathers the crop rectangles from the pinned frames itself.
-            let mut upload = |mode: UploadMode, gpu: bool, back: bool, e: &mut Engine| {
-                // SAFETY: `pinned` outlives every run, and `time_host` synchronizes after each.
-                unsafe { e.set_device_gather(gpu) };
-                let t = time_host(e, reps, |e| once(e, Some(mode), back));
-                // SAFETY: host gathers again.
-                unsafe { e.set_device_gather(false) };
-                t
-            };
-            let up_whole = upload(UploadMode::Whole, false, false, e)?;
-            let rows_stats = e.upload_frames(&frames, crops, UploadMode::Rows)?;
-            let up_rows = upload(UploadMode::Rows, false, false, e)?;
-            let rects_stats = e.upload_frames(&frames, crops, UploadMode::Rects)?;
-            let up_rects = upload(UploadMode::Rects, false, false, e)?;
-            let up_gpu = upload(UploadMode::Rects, true, false, e)?;
-            // The GPU gather step alone: by events (host listing + launch + gather) and by the
-            // host clock (with a synchronize).
-            // SAFETY: `pinned` outlives the runs; both timers synchronize after each.
-            unsafe { e.set_device_gather(true) };
-            let gather_step = |e: &mut Engine| e.upload_frames(&frames, crops, UploadMode::Rects);
-            let gather_dev = time_kernel(e, reps, |e| gather_step(e).map(drop))?;
-            let gather_host = time_host(e, reps, |e| gather_step(e).map(drop))?;
-            // SAFETY: host gathers again.
-            unsafe { e.set_device_gather(false) };
-            let best = [
-                (up_whole, UploadMode::Whole, false),
-                (up_rows, UploadMode::Rows, false),
-                (up_rects, UploadMode::Rects, false),
-                (up_gpu, UploadMode::Rects, true),
-            ]
-            .into_iter()
-            .min_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|b| (b.1, b.2))
-            .unwrap_or((UploadMode::Whole, false));
-            let back = upload(best.0, best.1, true, e)?;
-            let gbps = out_bytes as f64 / (kernel * 1e-3) / 1e9;
-            rows.push(Row {
-                workload: w.name().into(),
-                name: s.label().into(),
-                kernel_ms: Some(kernel),
-                e2e_ms: Some(e2e),
-                e2e_upload_ms: Some(up_whole.min(up_rows).min(up_rects).min(up_gpu)),
-                e2e_back_ms: Some(back),
-                bytes: Some(out_bytes + read_bytes + meta_bytes as u64),
-                meta_bytes: Some(meta_bytes as u64),
-                gbps: Some(gbps),
-                of_copy: Some(gbps / self.copy_gbps),
-                max_diff: Some(diff),
-                note: format!(
-                    "{:.0}% of memset write; one launch alone {single:.4} ms; upload whole {:.4} ms ({} B, {} copies), rows {:.4} ms ({} B, {} copies), crop rects {:.4} ms ({} B, 1 copy after a host gather), crop rects gathered by the GPU {up_gpu:.4} ms (no copy; the gather step alone {gather_dev:.4} ms by events, {gather_host:.4} ms host clock)",
-                    gbps / self.write_gbps * 100.0,
-                    up_whole,
-                    whole.frame_bytes,
-                    whole.frame_copies,
-                    up_rows,
-                    rows_stats.frame_bytes,
-                    rows_stats.frame_copies,
-                    up_rects,
-                    rects_stats.frame_bytes,
-                ),
-            });
+            rows.push(self.strategy_row(w, s, &input, &mut host_out, reference, config)?);
         }
-        // Strategy C with f16 output.
-        {
-            let e = &mut self.engines[0];
-            build_blocks_into(crops, tile, per_block, &mut blocks);
-            e.upload_frames(&frames, crops, UploadMode::Whole)?;
-            let meta_bytes = e.upload_meta(Strategy::Octopus, crops, &blocks)?;
-            let nb = blocks.len();
-            let go = |e: &mut Engine| {
-                e.launch(
-                    Strategy::Octopus,
-                    OutType::F16,
-                    norm,
-                    crops,
-                    nb,
-                    tile,
-                    threads,
-                    out_len,
-                )
-            };
-            e.poison_output(OutType::F16, out_len, 0x7e00)?;
-            go(e)?;
-            let mut h = vec![0u16; out_len];
-            e.download_f16(&mut h)?;
-            let as32: Vec<f32> = h.iter().map(|&b| f16_to_f32(b)).collect();
-            let diff = max_diff_255(&as32, reference, config);
-            let kernel = time_kernel_queued(e, self.reps, 10, go)?;
-            let bytes = (out_len * 2) as u64;
-            let gbps = bytes as f64 / (kernel * 1e-3) / 1e9;
-            rows.push(Row {
-                workload: w.name().into(),
-                name: "C octopus f16".into(),
-                kernel_ms: Some(kernel),
-                bytes: Some(bytes + read_bytes + meta_bytes as u64),
-                meta_bytes: Some(meta_bytes as u64),
-                gbps: Some(gbps),
-                of_copy: Some(gbps / self.copy_gbps),
-                max_diff: Some(diff),
-                note: "f16 output (diff includes f16 rounding)".into(),
-                ..Row::default()
-            });
-        }
+        rows.push(self.f16_row(w, &input, reference, config)?);
         if w == Workload::Streams16 {
             for back in [false, true] {
-                rows.push(self.overlap_row(&frames, crops, norm, reference, config, back)?);
+                rows.push(self.overlap_row(
+                    &frames,
+                    &batch.crops,
+                    input.norm,
+                    reference,
+                    config,
+                    back,
+                )?);
             }
         }
-        rows.extend(self.resample_rows(p, &frames, reference, config)?);
+        rows.extend(self.resample_rows(p, &frames, config)?);
+        if w != Workload::Streams16 {
+            rows.extend(self.backend_rows(p, reference, config)?);
+        }
         Ok(rows)
     }
 
+    /// Strategy `s` on one workload: parity with the CPU, the kernel alone (one launch, and
+    /// queued), and one batch end to end with each way of moving the frames (see [`UploadTimes`]).
+    fn strategy_row(
+        &mut self,
+        w: Workload,
+        s: Strategy,
+        inp: &GpuInput<'_>,
+        host_out: &mut PinnedHostSlice<f32>,
+        reference: &[f32],
+        config: &PreprocessConfig,
+    ) -> Result<Row, BenchError> {
+        let &GpuInput {
+            frames,
+            crops,
+            norm,
+            out_len,
+            tile,
+            per_block,
+            threads,
+            read_bytes,
+        } = inp;
+        let heavy = matches!(s, Strategy::Lut | Strategy::Pad) || crops.len() > 100;
+        let reps = if heavy { self.reps.min(20) } else { self.reps };
+        let out_bytes = (out_len * 4) as u64;
+        let e = &mut self.engines[0];
+        let mut blocks = Vec::new();
+        build_blocks_into(crops, tile, per_block, &mut blocks);
+        let whole = e.upload_frames(frames, crops, UploadMode::Whole)?;
+        let meta_bytes = e.upload_meta_for(s, crops, &blocks)?;
+        e.poison_output(OutType::F32, out_len, f32::NAN.to_bits())?;
+        let nb = blocks.len();
+        let go = |e: &mut BenchEngine| {
+            e.launch_strategy(s, OutType::F32, norm, crops, nb, tile, threads, out_len)
+        };
+        go(e)?;
+        let mut out = vec![0f32; out_len];
+        e.download_f32(&mut out)?;
+        let diff = max_diff_255(&out, reference, config);
+        let single = time_kernel(e, reps, go)?;
+        let queued = if s == Strategy::PerCrop {
+            reps.min(20)
+        } else {
+            reps
+        };
+        let kernel = time_kernel_queued(e, queued, 10, go)?;
+        let t = upload_times(e, s, inp, reps, host_out)?;
+        let gbps = out_bytes as f64 / (kernel * 1e-3) / 1e9;
+        Ok(Row {
+            workload: w.name().into(),
+            name: s.label().into(),
+            kernel_ms: Some(kernel),
+            e2e_ms: Some(t.e2e),
+            e2e_upload_ms: Some(t.whole.min(t.rows).min(t.rects).min(t.gpu)),
+            e2e_back_ms: Some(t.back),
+            bytes: Some(out_bytes + read_bytes + meta_bytes as u64),
+            meta_bytes: Some(meta_bytes as u64),
+            gbps: Some(gbps),
+            of_copy: Some(gbps / self.copy_gbps),
+            max_diff: Some(diff),
+            note: format!(
+                "{:.0}% of memset write; one launch alone {single:.4} ms; upload whole {:.4} ms ({} B, {} copies), rows {:.4} ms ({} B, {} copies), crop rects {:.4} ms ({} B, 1 copy after a host gather), crop rects gathered by the GPU {:.4} ms (no copy; the gather step alone {:.4} ms by events, {:.4} ms host clock)",
+                gbps / self.write_gbps * 100.0,
+                t.whole,
+                whole.frame_bytes,
+                whole.frame_copies,
+                t.rows,
+                t.rows_stats.frame_bytes,
+                t.rows_stats.frame_copies,
+                t.rects,
+                t.rects_stats.frame_bytes,
+                t.gpu,
+                t.gather_dev,
+                t.gather_host,
+            ),
+        })
+    }
+
+    /// Strategy C with f16 output: parity (within f16 rounding) and the queued kernel time.
+    fn f16_row(
+        &mut self,
+        w: Workload,
+        inp: &GpuInput<'_>,
+        reference: &[f32],
+        config: &PreprocessConfig,
+    ) -> Result<Row, BenchError> {
+        let &GpuInput {
+            frames,
+            crops,
+            norm,
+            out_len,
+            tile,
+            per_block,
+            threads,
+            read_bytes,
+        } = inp;
+        let e = &mut self.engines[0];
+        let mut blocks = Vec::new();
+        build_blocks_into(crops, tile, per_block, &mut blocks);
+        e.upload_frames(frames, crops, UploadMode::Whole)?;
+        let meta_bytes = e.upload_meta(crops, &blocks)?;
+        let nb = blocks.len();
+        let go =
+            |e: &mut BenchEngine| e.launch(OutType::F16, norm, crops, nb, tile, threads, out_len);
+        e.poison_output(OutType::F16, out_len, 0x7e00)?;
+        go(e)?;
+        let mut h = vec![0u16; out_len];
+        e.download_f16(&mut h)?;
+        let as32: Vec<f32> = h.iter().map(|&b| f16_to_f32(b)).collect();
+        let diff = max_diff_255(&as32, reference, config);
+        let kernel = time_kernel_queued(e, self.reps, 10, go)?;
+        let bytes = (out_len * 2) as u64;
+        let gbps = bytes as f64 / (kernel * 1e-3) / 1e9;
+        Ok(Row {
+            workload: w.name().into(),
+            name: "C octopus f16".into(),
+            kernel_ms: Some(kernel),
+            bytes: Some(bytes + read_bytes + meta_bytes as u64),
+            meta_bytes: Some(meta_bytes as u64),
+            gbps: Some(gbps),
+            of_copy: Some(gbps / self.copy_gbps),
+            max_diff: Some(diff),
+            note: "f16 output (diff includes f16 rounding)".into(),
+            ..Row::default()
+        })
+    }
+
     /// Area (uniform and input-weighted blocks) and letterbox rows, each against the CPU backend
-    /// with the same settings; and the `CudaBackend` path end to end (pinned vs pageable output).
+    /// with the same settings.
     fn resample_rows(
         &mut self,
         p: &Prepared,
         frames: &[HostFrame<'_>],
-        reference: &[f32],
         config: &PreprocessConfig,
     ) -> Result<Vec<Row>, BenchError> {
-        use crate::preprocess::{cpu::CpuBackend, Backend, Interpolation};
-        let w = p.workload;
         let mut rows = Vec::new();
-        let variants: [(&str, Interpolation, Option<f32>, bool); 6] = [
-            ("C area, uniform blocks", Interpolation::Area, None, false),
-            ("C area, weighted blocks", Interpolation::Area, None, true),
-            (
-                "C letterbox bilinear",
-                Interpolation::Bilinear,
-                Some(114.0),
-                false,
-            ),
-            (
-                "C letterbox area, weighted",
-                Interpolation::Area,
-                Some(114.0),
-                true,
-            ),
-            // Every crop to 64x64 (the shared classifier's input): most boxes shrink, the large
-            // ones by far, so their blocks read far more source pixels than a small box's; this
-            // is where blocks sized by the input they read should pay.
-            (
-                "C area 64x64, uniform blocks",
-                Interpolation::Area,
-                None,
-                false,
-            ),
-            (
-                "C area 64x64, weighted blocks",
-                Interpolation::Area,
-                None,
-                true,
-            ),
-        ];
-        let mut batch = crate::batch::CropBatch::default();
-        for (name, interpolation, letterbox, weighted) in variants {
+        let mut batch = CropBatch::default();
+        for (name, interpolation, letterbox, weighted) in RESAMPLE_VARIANTS {
             batch.crops.clear();
             batch
                 .crops
@@ -418,145 +434,160 @@ impl GpuBench {
                         *c
                     }
                 }));
-            let out_len = batch.tensor_len(3);
-            let out_bytes = (out_len * 4) as u64;
-            let (tile, per_block) = self.tile.for_pixels((out_len / 3) as u64);
-            let threads = octopus_threads(tile, per_block);
             let cfg = PreprocessConfig {
                 interpolation,
                 letterbox,
                 ..config.clone()
             };
-            // CPU reference with the same settings (a fresh batch over the same frames).
-            let mut cpu_batch = crate::batch::CropBatch::default();
-            cpu_batch.frames = p.batch.frames.iter().map(clone_frame).collect();
-            cpu_batch.crops.clone_from(&batch.crops);
-            cpu_batch.build_blocks(256, 4);
-            let t = Instant::now();
-            CpuBackend::new(cfg.clone())?.run(&mut cpu_batch)?;
-            let cpu_ms = t.elapsed().as_secs_f64() * 1e3;
-            if weighted {
-                batch.build_blocks_weighted(tile, per_block, AREA_INPUT_PER_BLOCK);
-            } else {
-                batch.build_blocks(tile, per_block);
+            rows.push(self.resample_row(p, frames, &mut batch, name, &cfg, weighted)?);
+        }
+        Ok(rows)
+    }
+
+    /// One row of [`RESAMPLE_VARIANTS`]: `batch`'s crops (over `p`'s frames) with settings `cfg`
+    /// on the GPU, against the CPU backend with the same settings.
+    fn resample_row(
+        &mut self,
+        p: &Prepared,
+        frames: &[HostFrame<'_>],
+        batch: &mut CropBatch,
+        name: &str,
+        cfg: &PreprocessConfig,
+        weighted: bool,
+    ) -> Result<Row, BenchError> {
+        let out_len = batch.tensor_len(3);
+        let out_bytes = (out_len * 4) as u64;
+        let (tile, per_block) = self.tile.for_pixels((out_len / 3) as u64);
+        let threads = octopus_threads(tile, per_block);
+        // CPU reference with the same settings (a fresh batch over the same frames).
+        let mut cpu_batch = CropBatch::default();
+        cpu_batch.frames = p.batch.frames.iter().map(clone_frame).collect();
+        cpu_batch.crops.clone_from(&batch.crops);
+        cpu_batch.build_blocks(256, 4);
+        let t = Instant::now();
+        CpuBackend::new(cfg.clone())?.run(&mut cpu_batch)?;
+        let cpu_ms = t.elapsed().as_secs_f64() * 1e3;
+        if weighted {
+            batch.build_blocks_weighted(tile, per_block, AREA_INPUT_PER_BLOCK);
+        } else {
+            batch.build_blocks(tile, per_block);
+        }
+        let crops = &batch.crops;
+        let e = &mut self.engines[0];
+        e.upload_frames(frames, crops, UploadMode::Whole)?;
+        let meta_bytes = e.upload_meta(crops, &batch.blocks)?;
+        let nb = batch.blocks.len();
+        e.poison_output(OutType::F32, out_len, f32::NAN.to_bits())?;
+        let norm = Norm::from_config(cfg);
+        let go = |e: &mut BenchEngine| {
+            e.launch_resample(
+                cfg.interpolation,
+                cfg.letterbox,
+                OutType::F32,
+                norm,
+                crops,
+                nb,
+                tile,
+                threads,
+                out_len,
+            )
+        };
+        go(e)?;
+        let mut out = vec![0f32; out_len];
+        e.download_f32(&mut out)?;
+        let diff = max_diff_255(&out, cpu_batch.tensor.as_f32().unwrap_or(&[]), cfg);
+        let reps = if crops.len() > 100 { 20 } else { self.reps };
+        let kernel = time_kernel_queued(e, reps, 10, go)?;
+        let gbps = out_bytes as f64 / (kernel * 1e-3) / 1e9;
+        Ok(Row {
+            workload: p.workload.name().into(),
+            name: name.into(),
+            kernel_ms: Some(kernel),
+            meta_bytes: Some(meta_bytes as u64),
+            gbps: Some(gbps),
+            of_copy: Some(gbps / self.copy_gbps),
+            max_diff: Some(diff),
+            note: format!(
+                "{nb} blocks; vs CPU with the same settings (CPU one run {cpu_ms:.1} ms); {:.0}% of memset write",
+                gbps / self.write_gbps * 100.0
+            ),
+            ..Row::default()
+        })
+    }
+
+    /// The `Backend` path (what the pipeline runs), host clock: frame upload from pageable memory,
+    /// metadata, kernel and copy back into `batch.tensor`; `run` with pageable and with pinned
+    /// output, then `submit` / `flush` with two batches in flight.
+    fn backend_rows(
+        &mut self,
+        p: &Prepared,
+        reference: &[f32],
+        config: &PreprocessConfig,
+    ) -> Result<Vec<Row>, BenchError> {
+        let w = p.workload;
+        let (tile, per_block) = self.tile.for_pixels((p.batch.tensor_len(3) / 3) as u64);
+        let copy = || {
+            let mut b = CropBatch::default();
+            b.frames = p.batch.frames.iter().map(clone_frame).collect();
+            b.crops = p.batch.crops.clone();
+            b.build_blocks(tile, per_block);
+            b
+        };
+        let mut rows = Vec::new();
+        for pinned in [false, true] {
+            let mut b = copy();
+            let mut backend = CudaBackend::new(config.clone())?;
+            backend.pinned_output = pinned;
+            backend.run(&mut b)?;
+            let mut t = Vec::new();
+            for _ in 0..self.reps.min(30) {
+                let s = Instant::now();
+                backend.run(&mut b)?;
+                t.push(s.elapsed().as_secs_f64() * 1e3);
             }
-            let crops = &batch.crops;
-            let e = &mut self.engines[0];
-            e.upload_frames(frames, crops, UploadMode::Whole)?;
-            let meta_bytes = e.upload_meta(Strategy::Octopus, crops, &batch.blocks)?;
-            let nb = batch.blocks.len();
-            e.poison_output(OutType::F32, out_len, f32::NAN.to_bits())?;
-            let go = |e: &mut Engine| {
-                e.launch_resample(
-                    interpolation,
-                    letterbox,
-                    OutType::F32,
-                    Norm::from_config(&cfg),
-                    crops,
-                    nb,
-                    tile,
-                    threads,
-                    out_len,
-                )
-            };
-            go(e)?;
-            let mut out = vec![0f32; out_len];
-            e.download_f32(&mut out)?;
-            let diff = max_diff_255(&out, cpu_batch.tensor.as_f32().unwrap_or(&[]), &cfg);
-            let reps = if crops.len() > 100 { 20 } else { self.reps };
-            let kernel = time_kernel_queued(e, reps, 10, go)?;
-            let gbps = out_bytes as f64 / (kernel * 1e-3) / 1e9;
             rows.push(Row {
                 workload: w.name().into(),
-                name: name.into(),
-                kernel_ms: Some(kernel),
-                meta_bytes: Some(meta_bytes as u64),
-                gbps: Some(gbps),
-                of_copy: Some(gbps / self.copy_gbps),
-                max_diff: Some(diff),
-                note: format!(
-                    "{nb} blocks; vs CPU with the same settings (CPU one run {cpu_ms:.1} ms); {:.0}% of memset write",
-                    gbps / self.write_gbps * 100.0
+                name: format!(
+                    "CudaBackend::run, {} output",
+                    if pinned { "pinned" } else { "pageable" }
                 ),
+                e2e_back_ms: Some(median(&mut t)),
+                note: "host clock; pageable frames in, whole tensor back into batch.tensor".into(),
                 ..Row::default()
             });
         }
-        // The Backend path (what the pipeline runs), host clock: frame upload from pageable
-        // memory + metadata + kernel + copy back into batch.tensor.
-        let crops = &p.batch.crops;
-        let (tile, per_block) = self.tile.for_pixels((p.batch.tensor_len(3) / 3) as u64);
-        if w != Workload::Streams16 {
-            for pinned in [false, true] {
-                let mut b = crate::batch::CropBatch::default();
-                b.frames = p.batch.frames.iter().map(clone_frame).collect();
-                b.crops = crops.clone();
-                b.build_blocks(tile, per_block);
-                let mut backend = crate::preprocess::cuda::CudaBackend::new(config.clone())?;
-                backend.pinned_output = pinned;
-                backend.run(&mut b)?;
-                let mut t = Vec::new();
-                for _ in 0..self.reps.min(30) {
-                    let s = Instant::now();
-                    backend.run(&mut b)?;
-                    t.push(s.elapsed().as_secs_f64() * 1e3);
-                }
-                rows.push(Row {
-                    workload: w.name().into(),
-                    name: format!(
-                        "CudaBackend::run, {} output",
-                        if pinned { "pinned" } else { "pageable" }
-                    ),
-                    e2e_back_ms: Some(median(&mut t)),
-                    note: "host clock; pageable frames in, whole tensor back into batch.tensor"
-                        .into(),
-                    ..Row::default()
-                });
-            }
-            // Pipelined: submit(k + 1) then complete k, three batches recycled.
-            let mut backend = crate::preprocess::cuda::CudaBackend::new(config.clone())?;
-            let mut pool: Vec<crate::batch::CropBatch> = (0..3)
-                .map(|_| {
-                    let mut b = crate::batch::CropBatch::default();
-                    b.frames = p.batch.frames.iter().map(clone_frame).collect();
-                    b.crops = crops.clone();
-                    b.build_blocks(tile, per_block);
-                    b
-                })
-                .collect();
-            let n = self.reps.clamp(10, 60);
-            let go = |backend: &mut crate::preprocess::cuda::CudaBackend,
-                      pool: &mut Vec<crate::batch::CropBatch>,
-                      n: usize|
-             -> Result<f64, BenchError> {
-                let s = Instant::now();
-                for _ in 0..n {
-                    let b = pool.pop().expect("three batches, at most two in flight");
-                    if let Some(done) = backend.submit(b)? {
-                        pool.push(done);
-                    }
-                }
-                if let Some(done) = backend.flush()? {
+        // Pipelined: submit(k + 1) then complete k, three batches recycled.
+        let mut backend = CudaBackend::new(config.clone())?;
+        let mut pool: Vec<CropBatch> = (0..3).map(|_| copy()).collect();
+        let n = self.reps.clamp(10, 60);
+        let go = |backend: &mut CudaBackend,
+                  pool: &mut Vec<CropBatch>,
+                  n: usize|
+         -> Result<f64, BenchError> {
+            let s = Instant::now();
+            for _ in 0..n {
+                let b = pool.pop().expect("three batches, at most two in flight");
+                if let Some(done) = backend.submit(b)? {
                     pool.push(done);
                 }
-                Ok(s.elapsed().as_secs_f64() * 1e3 / n as f64)
-            };
-            go(&mut backend, &mut pool, 4)?;
-            let ms = go(&mut backend, &mut pool, n)?;
-            // The last batch pushed back is the last one completed (one of the three never left).
-            let diff = max_diff_255(
-                pool[pool.len() - 1].tensor.as_f32().unwrap_or(&[]),
-                reference,
-                config,
-            );
-            rows.push(Row {
-                workload: w.name().into(),
-                name: "CudaBackend::submit/flush, 2 in flight".into(),
-                e2e_back_ms: Some(ms),
-                max_diff: Some(diff),
-                note: format!("host clock, ms per batch over {n} batches (submit k+1, then batch k comes back); pageable frames in, copy back straight into batch.tensor (pageable)"),
-                ..Row::default()
-            });
-        }
+            }
+            if let Some(done) = backend.flush()? {
+                pool.push(done);
+            }
+            Ok(s.elapsed().as_secs_f64() * 1e3 / n as f64)
+        };
+        go(&mut backend, &mut pool, 4)?;
+        let ms = go(&mut backend, &mut pool, n)?;
+        // The last batch pushed back is the last one completed (one of the three never left).
+        let diff = max_diff_255(pool[pool.len() - 1].tensor.as_f32().unwrap_or(&[]), reference, config);
+        rows.push(Row {
+            workload: w.name().into(),
+            name: "CudaBackend::submit/flush, 2 in flight".into(),
+            e2e_back_ms: Some(ms),
+            max_diff: Some(diff),
+            note: format!("host clock, ms per batch over {n} batches (submit k+1, then batch k comes back); pageable frames in, copy back straight into batch.tensor (pageable)"),
+            ..Row::default()
+        });
         Ok(rows)
     }
 
@@ -575,31 +606,7 @@ impl GpuBench {
         back: bool,
     ) -> Result<Row, BenchError> {
         let n = frames.len();
-        let per: Vec<Vec<CropMeta>> = (0..n)
-            .map(|f| {
-                let mine: Vec<CropMeta> = crops
-                    .iter()
-                    .filter(|c| c.frame as usize == f)
-                    .copied()
-                    .collect();
-                let base = mine.first().map(|c| c.out_offset).unwrap_or(0);
-                mine.into_iter()
-                    .map(|c| CropMeta {
-                        frame: 0,
-                        out_offset: c.out_offset - base,
-                        ..c
-                    })
-                    .collect()
-            })
-            .collect();
-        let lens: Vec<usize> = per
-            .iter()
-            .map(|c| {
-                c.last()
-                    .map(|c| (c.out_offset + c.out_pixels() * 3) as usize)
-                    .unwrap_or(0)
-            })
-            .collect();
+        let (per, lens) = per_frame_crops(n, crops);
         let maxlen = lens.iter().copied().max().unwrap_or(1).max(1);
         let ctx = self.engines[0].context().clone();
         let mut outs: Vec<PinnedHostSlice<f32>> = (0..n)
@@ -614,24 +621,15 @@ impl GpuBench {
             // SAFETY: the frames outlive the runs below, each of which synchronizes both streams.
             unsafe { e.set_device_gather(true) };
         }
-        let mut run = |engines: &mut [Engine; 2]| -> Result<f64, CudaError> {
+        let mut run = |engines: &mut [BenchEngine; 2]| -> Result<f64, CudaError> {
             let s = Instant::now();
             for k in 0..n {
                 let e = &mut engines[k % 2];
                 let b = &mut blocks[k % 2];
                 e.upload_frames(&frames[k..k + 1], &per[k], UploadMode::Auto)?;
                 build_blocks_into(&per[k], tile, per_block, b);
-                e.upload_meta(Strategy::Octopus, &per[k], b)?;
-                e.launch(
-                    Strategy::Octopus,
-                    OutType::F32,
-                    norm,
-                    &per[k],
-                    b.len(),
-                    tile,
-                    threads,
-                    lens[k],
-                )?;
+                e.upload_meta(&per[k], b)?;
+                e.launch(OutType::F32, norm, &per[k], b.len(), tile, threads, lens[k])?;
                 if back {
                     // SAFETY: both streams are synchronized below before `outs` is read or dropped.
                     unsafe { e.download_f32_pinned(&mut outs[k], lens[k]) }?;
@@ -674,6 +672,150 @@ impl GpuBench {
             ..Row::default()
         })
     }
+}
+
+/// Source bytes the crops of `batch` read: luma plus half as much chroma for YUV frames, else
+/// the packed pixels.
+fn read_bytes(batch: &CropBatch) -> u64 {
+    batch
+        .crops
+        .iter()
+        .map(|c| {
+            let f = &batch.frames[c.frame as usize].layout;
+            let px = c.w as u64 * c.h as u64;
+            if f.format.is_yuv() {
+                px * 3 / 2
+            } else {
+                px * f.format.packed_bytes() as u64
+            }
+        })
+        .sum()
+}
+
+/// Strategy `s` over one workload's batch (`inp`) timed by the host clock with each way of moving
+/// the frames (see [`UploadTimes`]), the frames in pinned memory; `host_out` takes the copy back.
+fn upload_times(
+    e: &mut BenchEngine,
+    s: Strategy,
+    inp: &GpuInput<'_>,
+    reps: usize,
+    host_out: &mut PinnedHostSlice<f32>,
+) -> Result<UploadTimes, CudaError> {
+    let &GpuInput {
+        frames,
+        crops,
+        norm,
+        out_len,
+        tile,
+        per_block,
+        threads,
+        ..
+    } = inp;
+    let mut blocks = Vec::new();
+    // One batch: the frame upload (`None`: frames left from before), metadata, kernel, and with
+    // `back` the copy back to pinned memory.
+    let mut once = |e: &mut BenchEngine, up: Option<UploadMode>, back: bool| {
+        if let Some(mode) = up {
+            e.upload_frames(frames, crops, mode)?;
+        }
+        build_blocks_into(crops, tile, per_block, &mut blocks);
+        e.upload_meta_for(s, crops, &blocks)?;
+        e.launch_strategy(
+            s,
+            OutType::F32,
+            norm,
+            crops,
+            blocks.len(),
+            tile,
+            threads,
+            out_len,
+        )?;
+        if back {
+            // SAFETY: `time_host` synchronizes the stream after each run; `host_out` outlives
+            // the loop.
+            unsafe { e.download_f32_pinned(host_out, out_len) }?;
+        }
+        Ok(())
+    };
+    let e2e = time_host(e, reps, |e| once(e, None, false))?;
+    // `gpu`: the GPU gathers the crop rectangles from the pinned frames itself.
+    let mut upload = |mode: UploadMode, gpu: bool, back: bool, e: &mut BenchEngine| {
+        // SAFETY: the pinned frames outlive every run, and `time_host` synchronizes after each.
+        unsafe { e.set_device_gather(gpu) };
+        let t = time_host(e, reps, |e| once(e, Some(mode), back));
+        // SAFETY: host gathers again.
+        unsafe { e.set_device_gather(false) };
+        t
+    };
+    let whole = upload(UploadMode::Whole, false, false, e)?;
+    let rows_stats = e.upload_frames(frames, crops, UploadMode::Rows)?;
+    let rows = upload(UploadMode::Rows, false, false, e)?;
+    let rects_stats = e.upload_frames(frames, crops, UploadMode::Rects)?;
+    let rects = upload(UploadMode::Rects, false, false, e)?;
+    let gpu = upload(UploadMode::Rects, true, false, e)?;
+    // The GPU gather step alone: by events (host listing + launch + gather) and by the host
+    // clock (with a synchronize).
+    // SAFETY: the pinned frames outlive the runs; both timers synchronize after each.
+    unsafe { e.set_device_gather(true) };
+    let gather_step = |e: &mut BenchEngine| e.upload_frames(frames, crops, UploadMode::Rects);
+    let gather_dev = time_kernel(e, reps, |e| gather_step(e).map(drop))?;
+    let gather_host = time_host(e, reps, |e| gather_step(e).map(drop))?;
+    // SAFETY: host gathers again.
+    unsafe { e.set_device_gather(false) };
+    let best = [
+        (whole, UploadMode::Whole, false),
+        (rows, UploadMode::Rows, false),
+        (rects, UploadMode::Rects, false),
+        (gpu, UploadMode::Rects, true),
+    ]
+    .into_iter()
+    .min_by(|a, b| a.0.total_cmp(&b.0))
+    .map(|b| (b.1, b.2))
+    .unwrap_or((UploadMode::Whole, false));
+    let back = upload(best.0, best.1, true, e)?;
+    Ok(UploadTimes {
+        e2e,
+        whole,
+        rows,
+        rects,
+        gpu,
+        gather_dev,
+        gather_host,
+        back,
+        rows_stats,
+        rects_stats,
+    })
+}
+
+/// `crops` split per frame (of `n`), each frame's crops renumbered to frame 0 with output offsets
+/// from 0, and each frame's output length.
+fn per_frame_crops(n: usize, crops: &[CropMeta]) -> (Vec<Vec<CropMeta>>, Vec<usize>) {
+    let per: Vec<Vec<CropMeta>> = (0..n)
+        .map(|f| {
+            let mine: Vec<CropMeta> = crops
+                .iter()
+                .filter(|c| c.frame as usize == f)
+                .copied()
+                .collect();
+            let base = mine.first().map(|c| c.out_offset).unwrap_or(0);
+            mine.into_iter()
+                .map(|c| CropMeta {
+                    frame: 0,
+                    out_offset: c.out_offset - base,
+                    ..c
+                })
+                .collect()
+        })
+        .collect();
+    let lens = per
+        .iter()
+        .map(|c| {
+            c.last()
+                .map(|c| (c.out_offset + c.out_pixels() * 3) as usize)
+                .unwrap_or(0)
+        })
+        .collect();
+    (per, lens)
 }
 
 fn clone_frame(f: &crate::frame::Frame) -> crate::frame::Frame {
@@ -742,7 +884,10 @@ impl TuneChoice {
 /// comparison) on a drone28-shaped batch and a crops1000-shaped one (224x224, I420; a 200-crop
 /// slice stands in for crops1000). Returns the fastest configuration for each (the threshold
 /// between them halfway, in output pixels) and a report.
-pub fn tune(e: &mut Engine, data_dir: Option<PathBuf>) -> Result<(TuneChoice, String), BenchError> {
+pub fn tune(
+    e: &mut BenchEngine,
+    data_dir: Option<PathBuf>,
+) -> Result<(TuneChoice, String), BenchError> {
     let bopts = PreprocessBenchOptions {
         data_dir,
         ..Default::default()
@@ -763,20 +908,11 @@ pub fn tune(e: &mut Engine, data_dir: Option<PathBuf>) -> Result<(TuneChoice, St
         for tile in [128u32, 256, 512] {
             for per in [1u32, 2, 4, 8] {
                 build_blocks_into(crops, tile, per, &mut blocks);
-                e.upload_meta(Strategy::Octopus, crops, &blocks)?;
+                e.upload_meta(crops, &blocks)?;
                 let nb = blocks.len();
                 let threads = octopus_threads(tile, per);
                 let ms = time_kernel_queued(e, 3, 5, |e| {
-                    e.launch(
-                        Strategy::Octopus,
-                        OutType::F32,
-                        norm,
-                        crops,
-                        nb,
-                        tile,
-                        threads,
-                        out_len,
-                    )
+                    e.launch(OutType::F32, norm, crops, nb, tile, threads, out_len)
                 })?;
                 if best.is_none_or(|(_, b)| ms < b) {
                     best = Some(((tile, per), ms));
@@ -788,9 +924,9 @@ pub fn tune(e: &mut Engine, data_dir: Option<PathBuf>) -> Result<(TuneChoice, St
                 );
             }
         }
-        e.upload_meta(Strategy::Bsearch, crops, &[])?;
+        e.upload_meta_for(Strategy::Bsearch, crops, &[])?;
         let ms = time_kernel_queued(e, 3, 5, |e| {
-            e.launch(
+            e.launch_strategy(
                 Strategy::Bsearch,
                 OutType::F32,
                 norm,
@@ -828,7 +964,7 @@ pub fn tune(e: &mut Engine, data_dir: Option<PathBuf>) -> Result<(TuneChoice, St
 pub fn probe(opts: &ProbeOptions) -> Result<String, BenchError> {
     available().map_err(|e| BenchError::Options(format!("no GPU to probe: {e}")))?;
     let t0 = Instant::now();
-    let mut e = Engine::new(0)?;
+    let mut e = BenchEngine::new(0)?;
     let setup = t0.elapsed();
     let mut resources = String::new();
     for k in crate::preprocess::cuda::kernels::Kernel::ALL {

@@ -1,9 +1,13 @@
-//! Benchmarks and the GPU auto-tuner: `octopipe bench preprocess` and `octopipe probe`.
+//! Benchmarks and the GPU auto-tuner: `octopipe bench preprocess` and `octopipe probe`. Built only
+//! with the cargo feature `bench` (off by default).
 //!
 //! [`preprocess`] times the CPU backend, a naive CPU baseline, and (when a GPU is present) the CUDA
-//! strategies A to E on three workloads, and returns one printed table. [`probe`] picks the
-//! strategy and tile size for the present GPU with a few micro-benchmarks.
+//! strategies A to E on three workloads, and returns one printed table. The baseline strategies
+//! A, B, D and E live here ([`Strategy`], [`BenchEngine`]), beside the production strategy C of
+//! [`crate::preprocess::cuda`]. [`probe`] picks the strategy and tile size for the present GPU with
+//! a few micro-benchmarks.
 
+mod baselines;
 mod data;
 mod gpu;
 
@@ -16,6 +20,7 @@ use crate::frame::PixelFormat;
 use crate::preprocess::cpu::CpuBackend;
 use crate::preprocess::{Backend, PreprocessConfig, PreprocessError};
 
+pub use baselines::{BenchEngine, Strategy, FLAT_THREADS};
 pub use data::{box_sizes, frame_from, synthetic_frame, Rng};
 pub use gpu::f16_to_f32;
 pub use gpu::{probe, tune, ProbeOptions, TuneChoice};

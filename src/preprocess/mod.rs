@@ -230,6 +230,10 @@ pub enum PreprocessError {
     /// The GPU backend failed.
     #[error("CUDA: {0}")]
     Cuda(String),
+    /// The GPU ran out of memory on this batch (`CUDA_ERROR_OUT_OF_MEMORY`); the batch may still
+    /// fit on the CPU ([`GpuWithFallback`] does that).
+    #[error("CUDA: {0}")]
+    OutOfMemory(String),
 }
 
 /// A preprocess implementation: fills `batch.tensor` (or `batch.tensor_f16` for
@@ -257,20 +261,20 @@ pub fn create_backend(config: &PreprocessConfig) -> Result<Box<dyn Backend>, Pre
                 config.clone(),
             ))),
             Err(e) => {
-                eprintln!("octopipe: preprocess on CPU: {e}");
+                tracing::info!("preprocess on CPU: {e}");
                 Ok(Box::new(cpu::CpuBackend::new(config.clone())?))
             }
         },
     }
 }
 
-/// Whether a GPU error is the device running out of memory.
+/// Whether a GPU error is the device running out of memory ([`PreprocessError::OutOfMemory`]).
 pub fn is_out_of_memory(e: &PreprocessError) -> bool {
-    matches!(e, PreprocessError::Cuda(m) if m.contains("OUT_OF_MEMORY") || m.contains("out of memory"))
+    matches!(e, PreprocessError::OutOfMemory(_))
 }
 
 /// A GPU backend whose batches fall back to the CPU backend when the device runs out of memory
-/// (one message the first time; the report counts them). Any other GPU error (a lost device, a
+/// (one warning logged the first time; the report counts them). Any other GPU error (a lost device, a
 /// failed launch) stops the pipeline with that error.
 pub struct GpuWithFallback {
     gpu: Box<dyn Backend>,
@@ -303,10 +307,10 @@ impl Backend for GpuWithFallback {
 
     fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
         match self.gpu.run(batch) {
-            Err(e) if is_out_of_memory(&e) => {
+            Err(e @ PreprocessError::OutOfMemory(_)) => {
                 if self.fallbacks == 0 {
-                    eprintln!(
-                        "octopipe: GPU out of memory on a batch of {} crops: preprocessing such batches on the CPU ({e})",
+                    tracing::warn!(
+                        "GPU out of memory on a batch of {} crops: preprocessing such batches on the CPU ({e})",
                         batch.crops.len()
                     );
                 }

@@ -1,0 +1,286 @@
+//! [`CudaBackend`]: the preprocess [`Backend`] on the GPU, one batch at a time ([`Backend::run`]) or
+//! two in flight on two engines ([`CudaBackend::submit`] / [`CudaBackend::flush`]).
+
+use cudarc::driver::PinnedHostSlice;
+
+use super::engine::{grow_pinned, Engine};
+use super::launch::octopus_threads;
+use super::meta::Norm;
+use super::output::OutType;
+use super::upload::{HostFrame, UploadMode};
+use super::CudaError;
+use crate::batch::CropBatch;
+use crate::preprocess::{validate, Backend, DType, PreprocessConfig, PreprocessError};
+
+/// The CUDA preprocess backend: strategy C (the bilinear fast path of `octopus.cu`, or
+/// `resample.cu` for `interpolation=area` and letterbox), frames uploaded once per batch, the
+/// output copied back into `batch.tensor` (or `batch.tensor_f16` for [`DType::F16`]), straight
+/// or through a reused pinned buffer ([`Self::pinned_output`]). No allocation per batch in steady
+/// state: the frame list, the engine's scratch and device buffers and the pinned output all grow
+/// and are reused.
+///
+/// Two ways to drive it:
+/// - [`Backend::run`]: one batch in, its tensor out; everything on one stream, nothing overlaps
+///   across batches (the next batch is not known until `run` returns).
+/// - [`Self::submit`] / [`Self::flush`]: two batches in flight on two engines (two CUDA streams,
+///   their own device and pinned buffers). `submit(k + 1)` queues batch k + 1's upload, kernel and
+///   copy back, then waits for batch k and returns it with its tensor filled, so batch k + 1's
+///   transfers and kernel run while the host finishes batch k and the caller works on it.
+pub struct CudaBackend {
+    config: PreprocessConfig,
+    engine: Engine,
+    /// The second engine of [`Self::submit`], opened on first use.
+    engine2: Option<Engine>,
+    host32: [Option<PinnedHostSlice<f32>>; 2],
+    host16: [Option<PinnedHostSlice<u16>>; 2],
+    /// Empty between batches: only its buffer is kept.
+    frames: Vec<HostFrame<'static>>,
+    /// The batch queued by the last [`Self::submit`], the engine it runs on, and whether its
+    /// output goes through the pinned buffer ([`Self::pinned_output`] when it was submitted).
+    in_flight: Option<(CropBatch, usize, bool)>,
+    next_slot: usize,
+    /// Copy the output back through a reused pinned buffer, then into the batch's vector. Off by
+    /// default: the extra host copy out of the pinned buffer costs more than pinning saves (see
+    /// docs/gpu-notes.md); it pays only once the consumer reads the pinned buffer itself.
+    pub pinned_output: bool,
+}
+
+impl CudaBackend {
+    /// Open GPU 0 and compile the kernels. Errors (with the reason) when there is no libcuda, no
+    /// GPU, or a kernel does not compile: the caller falls back to the CPU backend.
+    pub fn new(config: PreprocessConfig) -> Result<CudaBackend, PreprocessError> {
+        let engine = Engine::new(0)?;
+        Ok(CudaBackend {
+            config,
+            engine,
+            engine2: None,
+            host32: [None, None],
+            host16: [None, None],
+            frames: Vec::new(),
+            in_flight: None,
+            next_slot: 0,
+            pinned_output: false,
+        })
+    }
+
+    /// The engine (device buffers, stream, device output).
+    pub fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    /// Pipelined preprocessing: queue `batch` (upload and kernel, and with [`Self::pinned_output`]
+    /// the copy back into a pinned buffer, asynchronous on one of two engines), then complete the
+    /// batch submitted before it (copy its output into its `tensor` / `tensor_f16`, straight from
+    /// the device by default, while the new batch's kernel runs) and return that one; `None`
+    /// on the first call. Batches come back in submission order, one call late: call
+    /// [`Self::flush`] at the end (and before dropping the backend) for the last one. On an error
+    /// the batch being queued is dropped; the one in flight stays in flight.
+    pub fn submit(&mut self, mut batch: CropBatch) -> Result<Option<CropBatch>, PreprocessError> {
+        let slot = self.next_slot;
+        if slot == 1 && self.engine2.is_none() {
+            self.engine2 = Some(Engine::new(0)?);
+        }
+        self.prepare_tensor(&mut batch)?;
+        let len = batch.tensor_len(3);
+        if !batch.crops.is_empty() && !batch.blocks.is_empty() {
+            let f16 = self.config.dtype == DType::F16;
+            let e = if slot == 0 {
+                &mut self.engine
+            } else {
+                self.engine2.as_mut().expect("opened above")
+            };
+            enqueue(e, &self.config, &mut self.frames, &batch)?;
+            // With pinned output the copy back is queued now; else `complete` copies straight
+            // into the batch's vector (pageable: the driver copies while the host waits).
+            if self.pinned_output && f16 {
+                grow_pinned(&e.ctx, &mut self.host16[slot], len)?;
+                // SAFETY: the buffer is read in `complete` after a stream synchronize, and only
+                // regrown (dropped) by a later submit on this slot, after that.
+                unsafe { e.download_f16_pinned(self.host16[slot].as_mut().expect("grown"), len) }?;
+            } else if self.pinned_output {
+                grow_pinned(&e.ctx, &mut self.host32[slot], len)?;
+                // SAFETY: as above.
+                unsafe { e.download_f32_pinned(self.host32[slot].as_mut().expect("grown"), len) }?;
+            }
+        }
+        self.next_slot ^= 1;
+        match self.in_flight.replace((batch, slot, self.pinned_output)) {
+            Some((done, s, pinned)) => self.complete(done, s, pinned).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Complete and return the batch still in flight, if any (see [`Self::submit`]).
+    pub fn flush(&mut self) -> Result<Option<CropBatch>, PreprocessError> {
+        match self.in_flight.take() {
+            Some((done, s, pinned)) => self.complete(done, s, pinned).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn complete(
+        &mut self,
+        mut batch: CropBatch,
+        slot: usize,
+        pinned: bool,
+    ) -> Result<CropBatch, PreprocessError> {
+        if batch.crops.is_empty() || batch.blocks.is_empty() {
+            return Ok(batch);
+        }
+        let e = if slot == 0 {
+            &mut self.engine
+        } else {
+            self.engine2.as_mut().expect("opened by submit")
+        };
+        let f16 = self.config.dtype == DType::F16;
+        let len = batch.tensor_len(3);
+        if !pinned {
+            if f16 {
+                e.download_f16(batch.tensor.host_f16(len))?;
+            } else {
+                e.download_f32(batch.tensor.host_f32(len))?;
+            }
+            return Ok(batch);
+        }
+        e.stream.synchronize().map_err(CudaError::from)?;
+        if f16 {
+            let host = self.host16[slot].as_ref().expect("grown by submit");
+            batch
+                .tensor
+                .host_f16(len)
+                .copy_from_slice(&host.as_slice().map_err(CudaError::from)?[..len]);
+        } else {
+            let host = self.host32[slot].as_ref().expect("grown by submit");
+            batch
+                .tensor
+                .host_f32(len)
+                .copy_from_slice(&host.as_slice().map_err(CudaError::from)?[..len]);
+        }
+        Ok(batch)
+    }
+
+    /// Size the output vector of `batch` and check the batch.
+    fn prepare_tensor(&self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
+        let len = batch.tensor_len(3);
+        if self.config.dtype == DType::F16 {
+            batch.tensor.host_f16(len);
+        } else {
+            batch.tensor.host_f32(len);
+        }
+        batch.tensor.layout = self.config.layout;
+        batch.tensor.shape = batch.tensor_shape(self.config.layout);
+        validate(batch)
+    }
+}
+
+/// Queue on `e` the upload of `batch`'s frames (whole, rows or crop rectangles, see
+/// [`UploadMode::Auto`]) and metadata, and the kernel writing its tensor into the engine's device
+/// output. `store` is an empty vector whose buffer is reused for the frame list.
+fn enqueue(
+    e: &mut Engine,
+    config: &PreprocessConfig,
+    store: &mut Vec<HostFrame<'static>>,
+    batch: &CropBatch,
+) -> Result<(), CudaError> {
+    // The frame list borrows the batch; its (empty) vector is kept between batches: collecting
+    // an empty vector into one of a same-layout type reuses its buffer, so steady state does
+    // not allocate.
+    let frames: Vec<HostFrame<'static>> = std::mem::take(store);
+    let mut local: Vec<HostFrame<'_>> = frames.into_iter().map(|_| unreachable!()).collect();
+    local.extend(batch.frames.iter().map(HostFrame::of));
+    let uploaded = e.upload_frames(&local, &batch.crops, UploadMode::Auto);
+    local.clear();
+    *store = local.into_iter().map(|_| unreachable!()).collect();
+    uploaded?;
+    e.upload_meta(&batch.crops, &batch.blocks)?;
+    let len = batch.tensor_len(3);
+    let per_block = batch
+        .blocks
+        .iter()
+        .map(|b| b.tile_end - b.tile_begin)
+        .max()
+        .unwrap_or(1);
+    let threads = octopus_threads(batch.tile_pixels, per_block);
+    let ty = if config.dtype == DType::F16 {
+        OutType::F16
+    } else {
+        OutType::F32
+    };
+    let norm = Norm::from_config(config);
+    if config.is_plain_bilinear() {
+        e.launch(
+            ty,
+            norm,
+            &batch.crops,
+            batch.blocks.len(),
+            batch.tile_pixels,
+            threads,
+            len,
+        )
+    } else {
+        e.launch_resample(
+            config.interpolation,
+            config.letterbox,
+            ty,
+            norm,
+            &batch.crops,
+            batch.blocks.len(),
+            batch.tile_pixels,
+            threads,
+            len,
+        )
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
+        self.prepare_tensor(batch)?;
+        if batch.crops.is_empty() || batch.blocks.is_empty() {
+            return Ok(());
+        }
+        let len = batch.tensor_len(3);
+        let f16 = self.config.dtype == DType::F16;
+        let e = &mut self.engine;
+        let result = (|| -> Result<(), CudaError> {
+            enqueue(e, &self.config, &mut self.frames, batch)?;
+            match (f16, self.pinned_output) {
+                (false, true) => {
+                    grow_pinned(&e.ctx, &mut self.host32[0], len)?;
+                    let host = self.host32[0].as_mut().expect("grown");
+                    // SAFETY: read right after the synchronize below.
+                    unsafe { e.download_f32_pinned(host, len) }?;
+                    e.stream.synchronize()?;
+                    batch.tensor.host_f32(len).copy_from_slice(&host.as_slice()?[..len]);
+                }
+                (false, false) => e.download_f32(batch.tensor.host_f32(len))?,
+                (true, true) => {
+                    grow_pinned(&e.ctx, &mut self.host16[0], len)?;
+                    let host = self.host16[0].as_mut().expect("grown");
+                    // SAFETY: read right after the synchronize below.
+                    unsafe { e.download_f16_pinned(host, len) }?;
+                    e.stream.synchronize()?;
+                    batch.tensor.host_f16(len).copy_from_slice(&host.as_slice()?[..len]);
+                }
+                (true, false) => e.download_f16(batch.tensor.host_f16(len))?,
+            }
+            Ok(())
+        })();
+        result.map_err(Into::into)
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        // A batch still in flight is copying into a pinned buffer about to be freed: let it finish.
+        if self.in_flight.is_some() {
+            let _ = self.engine.stream.synchronize();
+            if let Some(e) = &self.engine2 {
+                let _ = e.stream.synchronize();
+            }
+        }
+    }
+}

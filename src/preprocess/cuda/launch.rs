@@ -1,0 +1,237 @@
+//! The production launchers: strategy C over the block metadata of the last upload, either the
+//! bilinear fast path (`kernels/octopus.cu`) or the area / letterbox kernels
+//! (`kernels/resample.cu`), and the launch configuration helpers they share.
+
+use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+
+use super::engine::Engine;
+use super::kernels::Kernel;
+use super::meta::{InputKind, Norm};
+use super::output::OutType;
+use super::CudaError;
+use crate::batch::CropMeta;
+use crate::preprocess::Interpolation;
+
+/// Most threads per block of the strategy C kernels (`OCTOPUS_MAX_THREADS` in `kernels/octopus.cu`).
+pub const OCTOPUS_MAX_THREADS: u32 = 256;
+
+/// Threads per block for strategy C: one thread per four output pixels of a block, 32 to
+/// [`OCTOPUS_MAX_THREADS`] (threads loop over the rest).
+pub fn octopus_threads(tile_pixels: u32, tiles_per_block: u32) -> u32 {
+    (tile_pixels * tiles_per_block / 4)
+        .next_multiple_of(32)
+        .clamp(32, OCTOPUS_MAX_THREADS)
+}
+
+/// Launch configuration of every kernel: `grid` blocks of `threads` threads, no dynamic shared memory.
+pub(crate) fn launch_config(grid: (u32, u32), threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (grid.0.max(1), grid.1.max(1), 1),
+        block_dim: (threads.clamp(32, 1024), 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The frame arena and the packed metadata of the last upload (both made by the uploads every
+/// launcher checks for first).
+pub(crate) fn uploaded<'a>(
+    arena: &'a Option<CudaSlice<u8>>,
+    meta: &'a Option<CudaSlice<u8>>,
+) -> (&'a CudaSlice<u8>, &'a CudaSlice<u8>) {
+    (
+        arena.as_ref().expect("uploaded"),
+        meta.as_ref().expect("uploaded"),
+    )
+}
+
+/// One part (byte range) of the packed metadata as a kernel argument; an empty part gives one
+/// byte, since a device view may not be empty (the kernels do not read it then).
+pub(crate) fn part(meta: &CudaSlice<u8>, (a, b): (usize, usize)) -> CudaView<'_, u8> {
+    meta.slice(a..b.max(a + 1))
+}
+
+/// The bilinear strategy C kernel for `kind` frames and `ty` output.
+fn octopus_kernel(kind: InputKind, ty: OutType) -> Kernel {
+    match (kind, ty) {
+        (InputKind::I420, OutType::F32) => Kernel::OctopusBilinearI420F32,
+        (InputKind::Nv12, OutType::F32) => Kernel::OctopusBilinearNv12F32,
+        (InputKind::Packed, OutType::F32) => Kernel::OctopusBilinearPackedF32,
+        (InputKind::I420, OutType::F16) => Kernel::OctopusBilinearI420F16,
+        (InputKind::Nv12, OutType::F16) => Kernel::OctopusBilinearNv12F16,
+        (InputKind::Packed, OutType::F16) => Kernel::OctopusBilinearPackedF16,
+    }
+}
+
+/// The resample kernel (area or bilinear with letterbox) for `kind` frames and `ty` output.
+fn resample_kernel(area: bool, kind: InputKind, ty: OutType) -> Kernel {
+    use Kernel::*;
+    match (area, kind, ty) {
+        (false, InputKind::I420, OutType::F32) => ResampleBilinearI420F32,
+        (false, InputKind::Nv12, OutType::F32) => ResampleBilinearNv12F32,
+        (false, InputKind::Packed, OutType::F32) => ResampleBilinearPackedF32,
+        (false, InputKind::I420, OutType::F16) => ResampleBilinearI420F16,
+        (false, InputKind::Nv12, OutType::F16) => ResampleBilinearNv12F16,
+        (false, InputKind::Packed, OutType::F16) => ResampleBilinearPackedF16,
+        (true, InputKind::I420, OutType::F32) => ResampleAreaI420F32,
+        (true, InputKind::Nv12, OutType::F32) => ResampleAreaNv12F32,
+        (true, InputKind::Packed, OutType::F32) => ResampleAreaPackedF32,
+        (true, InputKind::I420, OutType::F16) => ResampleAreaI420F16,
+        (true, InputKind::Nv12, OutType::F16) => ResampleAreaNv12F16,
+        (true, InputKind::Packed, OutType::F16) => ResampleAreaPackedF16,
+    }
+}
+
+impl Engine {
+    /// Launch strategy C (the bilinear fast path of `kernels/octopus.cu`) over the crops and
+    /// blocks of the last [`Self::upload_meta`]: `out_len` output elements of `ty`, `tile_pixels`
+    /// as used to build the blocks, `threads` per CUDA block (see [`octopus_threads`]).
+    /// Asynchronous on [`Self::stream`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &mut self,
+        ty: OutType,
+        norm: Norm,
+        crops: &[CropMeta],
+        nblocks: usize,
+        tile_pixels: u32,
+        threads: u32,
+        out_len: usize,
+    ) -> Result<(), CudaError> {
+        let Some(kind) = self.prepare_launch(crops, out_len, ty, Some(nblocks))? else {
+            return Ok(());
+        };
+        let f = self.func(octopus_kernel(kind, ty))?;
+        let l = self.layout;
+        let (arena, meta) = uploaded(&self.arena, &self.meta);
+        let (fr, cr, bl) = (
+            part(meta, l.frames),
+            part(meta, l.crops),
+            part(meta, l.blocks),
+        );
+        let nb = nblocks as u32;
+        let grid = if self.octopus_grid > 0 {
+            nb.min(self.octopus_grid)
+        } else {
+            nb
+        };
+        let cfg = launch_config((grid, 1), threads.min(OCTOPUS_MAX_THREADS));
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(arena)
+            .arg(&fr)
+            .arg(&cr)
+            .arg(&bl)
+            .arg(&nb)
+            .arg(&tile_pixels)
+            .arg(&norm);
+        match ty {
+            OutType::F32 => b.arg(self.out32.as_mut().expect("reserved")),
+            OutType::F16 => b.arg(self.out16.as_mut().expect("reserved")),
+        };
+        // SAFETY: argument types match the kernel's signature; blocks and crops were bounds
+        // checked above (each block's tiles lie in its crop by construction), frames lie in the arena.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// Launch the area / letterbox kernels (`kernels/resample.cu`, block metadata as strategy C)
+    /// over the crops and blocks of the last [`Self::upload_meta`]. `letterbox`: the pad value
+    /// (0..255 scale) when letterboxing. Asynchronous on [`Self::stream`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_resample(
+        &mut self,
+        interpolation: Interpolation,
+        letterbox: Option<f32>,
+        ty: OutType,
+        norm: Norm,
+        crops: &[CropMeta],
+        nblocks: usize,
+        tile_pixels: u32,
+        threads: u32,
+        out_len: usize,
+    ) -> Result<(), CudaError> {
+        let Some(kind) = self.prepare_launch(crops, out_len, ty, Some(nblocks))? else {
+            return Ok(());
+        };
+        let area = interpolation == Interpolation::Area;
+        let f = self.func(resample_kernel(area, kind, ty))?;
+        let l = self.layout;
+        let (arena, meta) = uploaded(&self.arena, &self.meta);
+        let (fr, cr, bl) = (
+            part(meta, l.frames),
+            part(meta, l.crops),
+            part(meta, l.blocks),
+        );
+        let lb = letterbox.is_some() as u32;
+        let pad = letterbox.unwrap_or(0.0);
+        let cfg = launch_config((nblocks as u32, 1), threads.min(OCTOPUS_MAX_THREADS));
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(arena)
+            .arg(&fr)
+            .arg(&cr)
+            .arg(&bl)
+            .arg(&tile_pixels)
+            .arg(&norm)
+            .arg(&lb)
+            .arg(&pad);
+        match ty {
+            OutType::F32 => b.arg(self.out32.as_mut().expect("reserved")),
+            OutType::F16 => b.arg(self.out16.as_mut().expect("reserved")),
+        };
+        // SAFETY: argument types match `resample_*`'s signature; crops were bounds checked above
+        // and each block's tiles lie in its crop by construction; frames lie in the arena.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// What every launcher checks first: frames uploaded (their input kind is returned), something
+    /// to do (`None`: nothing to launch), every crop inside its frame and its output inside
+    /// `out_len`, with `nblocks`: the block count the metadata holds; then the output reserved.
+    pub(crate) fn prepare_launch(
+        &mut self,
+        crops: &[CropMeta],
+        out_len: usize,
+        ty: OutType,
+        nblocks: Option<usize>,
+    ) -> Result<Option<InputKind>, CudaError> {
+        let kind = self
+            .kind
+            .ok_or_else(|| CudaError::Invalid("no frames uploaded".into()))?;
+        if crops.is_empty() || out_len == 0 {
+            return Ok(None);
+        }
+        self.check_crops(crops, out_len)?;
+        if let Some(n) = nblocks {
+            if n == 0 || self.layout.blocks.1 - self.layout.blocks.0 != n * 12 {
+                return Err(CudaError::Invalid(format!(
+                    "{n} blocks, metadata holds another count"
+                )));
+            }
+        }
+        self.reserve_output(ty, out_len)?;
+        Ok(Some(kind))
+    }
+
+    /// Every crop inside its frame and its output inside `out_len` elements.
+    fn check_crops(&self, crops: &[CropMeta], out_len: usize) -> Result<(), CudaError> {
+        for (i, c) in crops.iter().enumerate() {
+            let &(fw, fh) = self.dims.get(c.frame as usize).ok_or_else(|| {
+                CudaError::Invalid(format!(
+                    "crop {i} names frame {} of {}",
+                    c.frame,
+                    self.dims.len()
+                ))
+            })?;
+            if !c.inside(fw, fh) || c.out_w == 0 || c.out_h == 0 {
+                return Err(CudaError::Invalid(format!(
+                    "crop {i} does not fit its frame"
+                )));
+            }
+            if c.out_offset as usize + c.out_pixels() as usize * 3 > out_len {
+                return Err(CudaError::Invalid(format!(
+                    "crop {i} output runs past {out_len} elements"
+                )));
+            }
+        }
+        Ok(())
+    }
+}

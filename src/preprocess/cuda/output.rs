@@ -1,0 +1,153 @@
+//! The engine's device output (f32 or f16 bits, grown and reused) and its copies back to the host:
+//! waited for into any slice, or queued into pinned buffers.
+
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
+};
+
+use super::engine::{grow, Engine};
+use super::CudaError;
+
+/// Output element type of the kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutType {
+    /// 32-bit float.
+    #[default]
+    F32,
+    /// IEEE half, round to nearest even.
+    F16,
+}
+
+impl Engine {
+    /// Make the output buffer hold at least `len` elements of `ty` (done by [`Self::launch`] too;
+    /// call it ahead to keep allocation out of timed regions).
+    pub fn reserve_output(&mut self, ty: OutType, len: usize) -> Result<(), CudaError> {
+        match ty {
+            OutType::F32 => grow(&self.stream, &mut self.out32, len)?,
+            OutType::F16 => grow(&self.stream, &mut self.out16, len)?,
+        }
+        Ok(())
+    }
+
+    /// Fill the output buffer with `value` (f32 bit pattern, or the f16 bits for [`OutType::F16`]):
+    /// used by tests to prove every element gets written.
+    pub fn poison_output(&mut self, ty: OutType, len: usize, bits: u32) -> Result<(), CudaError> {
+        self.reserve_output(ty, len)?;
+        match ty {
+            OutType::F32 => {
+                let v = vec![f32::from_bits(bits); len];
+                let out = self.out32.as_mut().expect("reserved");
+                self.stream.memcpy_htod(&v, &mut out.slice_mut(..len))?;
+            }
+            OutType::F16 => {
+                let v = vec![bits as u16; len];
+                let out = self.out16.as_mut().expect("reserved");
+                self.stream.memcpy_htod(&v, &mut out.slice_mut(..len))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The device output of the last f32 launch (for a device-side consumer).
+    pub fn output_f32(&self) -> Option<&CudaSlice<f32>> {
+        self.out32.as_ref()
+    }
+
+    /// Copy the first `dst.len()` f32 outputs to `dst` (pinned or pageable) and wait for them.
+    pub fn download_f32(&mut self, dst: &mut [f32]) -> Result<(), CudaError> {
+        download_now(&self.stream, &self.out32, dst)
+    }
+
+    /// Queue the copy of the first `len` f32 outputs into the first `len` elements of pinned
+    /// `dst` without waiting. Exactly `len` elements move (cudarc's own `memcpy_dtoh` copies the
+    /// whole host slice, which reads past the device output once `dst` has headroom).
+    ///
+    /// # Safety
+    /// The copy is not tracked by `dst`'s event: `dst` must not be read, written or dropped until
+    /// this engine's stream has been synchronized.
+    pub unsafe fn download_f32_pinned(
+        &mut self,
+        dst: &mut PinnedHostSlice<f32>,
+        len: usize,
+    ) -> Result<(), CudaError> {
+        // SAFETY: forwarded to the caller.
+        unsafe { download_exact(&self.ctx, &self.stream, launched(&self.out32)?, dst, len) }
+    }
+
+    /// The device output of the last f16 launch (IEEE half bits, for a device-side consumer).
+    pub fn output_f16(&self) -> Option<&CudaSlice<u16>> {
+        self.out16.as_ref()
+    }
+
+    /// Queue the copy of the first `len` f16 outputs into the first `len` elements of pinned
+    /// `dst` without waiting (see [`Self::download_f32_pinned`]).
+    ///
+    /// # Safety
+    /// As [`Self::download_f32_pinned`].
+    pub unsafe fn download_f16_pinned(
+        &mut self,
+        dst: &mut PinnedHostSlice<u16>,
+        len: usize,
+    ) -> Result<(), CudaError> {
+        // SAFETY: forwarded to the caller.
+        unsafe { download_exact(&self.ctx, &self.stream, launched(&self.out16)?, dst, len) }
+    }
+
+    /// Copy the first `dst.len()` f16 outputs (as bits) to `dst` and wait for them.
+    pub fn download_f16(&mut self, dst: &mut [u16]) -> Result<(), CudaError> {
+        download_now(&self.stream, &self.out16, dst)
+    }
+}
+
+/// The device output of the last launch of its type.
+fn launched<T>(out: &Option<CudaSlice<T>>) -> Result<&CudaSlice<T>, CudaError> {
+    out.as_ref()
+        .ok_or_else(|| CudaError::Invalid("nothing launched".into()))
+}
+
+/// Copy the first `dst.len()` elements of the device output to `dst` and wait for them.
+fn download_now<T: DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    out: &Option<CudaSlice<T>>,
+    dst: &mut [T],
+) -> Result<(), CudaError> {
+    if dst.is_empty() {
+        return Ok(());
+    }
+    stream.memcpy_dtoh(&launched(out)?.slice(..dst.len()), dst)?;
+    stream.synchronize()?;
+    Ok(())
+}
+
+/// Queue the copy of `src[..len]` into `dst[..len]` on `stream`.
+///
+/// # Safety
+/// `dst` must not be read, written or dropped until `stream` has been synchronized.
+unsafe fn download_exact<T: DeviceRepr + ValidAsZeroBits>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    src: &CudaSlice<T>,
+    dst: &mut PinnedHostSlice<T>,
+    len: usize,
+) -> Result<(), CudaError> {
+    if len == 0 {
+        return Ok(());
+    }
+    if len > dst.len() || len > src.len() {
+        return Err(CudaError::Invalid(format!(
+            "{len} outputs do not fit {} pinned / {} device elements",
+            dst.len(),
+            src.len()
+        )));
+    }
+    ctx.bind_to_thread()?;
+    let view = src.slice(..len);
+    let host = &mut dst.as_mut_slice()?[..len];
+    let (ptr, _record) = cudarc::driver::DevicePtr::device_ptr(&view, stream);
+    // SAFETY: `host` and the device view both hold `len` elements; the caller keeps `host` alive
+    // and untouched until the stream is synchronized.
+    unsafe { cudarc::driver::result::memcpy_dtoh_async(host, ptr, stream.cu_stream()) }?;
+    Ok(())
+}
