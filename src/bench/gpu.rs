@@ -579,7 +579,11 @@ impl GpuBench {
         go(&mut backend, &mut pool, 4)?;
         let ms = go(&mut backend, &mut pool, n)?;
         // The last batch pushed back is the last one completed (one of the three never left).
-        let diff = max_diff_255(pool[pool.len() - 1].tensor.as_f32().unwrap_or(&[]), reference, config);
+        let diff = max_diff_255(
+            pool[pool.len() - 1].tensor.as_f32().unwrap_or(&[]),
+            reference,
+            config,
+        );
         rows.push(Row {
             workload: w.name().into(),
             name: "CudaBackend::submit/flush, 2 in flight".into(),

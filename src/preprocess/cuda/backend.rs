@@ -254,7 +254,10 @@ impl Backend for CudaBackend {
                     // SAFETY: read right after the synchronize below.
                     unsafe { e.download_f32_pinned(host, len) }?;
                     e.stream.synchronize()?;
-                    batch.tensor.host_f32(len).copy_from_slice(&host.as_slice()?[..len]);
+                    batch
+                        .tensor
+                        .host_f32(len)
+                        .copy_from_slice(&host.as_slice()?[..len]);
                 }
                 (false, false) => e.download_f32(batch.tensor.host_f32(len))?,
                 (true, true) => {
@@ -263,7 +266,10 @@ impl Backend for CudaBackend {
                     // SAFETY: read right after the synchronize below.
                     unsafe { e.download_f16_pinned(host, len) }?;
                     e.stream.synchronize()?;
-                    batch.tensor.host_f16(len).copy_from_slice(&host.as_slice()?[..len]);
+                    batch
+                        .tensor
+                        .host_f16(len)
+                        .copy_from_slice(&host.as_slice()?[..len]);
                 }
                 (true, false) => e.download_f16(batch.tensor.host_f16(len))?,
             }
