@@ -244,6 +244,7 @@ impl GpuBench {
                 layout: f.layout,
                 colorimetry: f.colorimetry,
                 data: d,
+                device: None,
             })
             .collect();
         let (tile, per_block) = self.tile.for_pixels((out_len / 3) as u64);

@@ -10,6 +10,7 @@ use super::output::OutType;
 use super::upload::{HostFrame, UploadMode};
 use super::CudaError;
 use crate::batch::CropBatch;
+use crate::frame::Planes;
 use crate::preprocess::{validate, Backend, DType, PreprocessConfig, PreprocessError};
 
 /// The CUDA preprocess backend: strategy C (the bilinear fast path of `octopus.cu`, or
@@ -185,6 +186,20 @@ fn enqueue(
     // The frame list borrows the batch; its (empty) vector is kept between batches: collecting
     // an empty vector into one of a same-layout type reuses its buffer, so steady state does
     // not allocate.
+    for f in &batch.frames {
+        if let Some(Planes::Device(d)) = &f.planes {
+            if d.device != e.ctx.ordinal() {
+                return Err(CudaError::Invalid(format!(
+                    "frame {} of stream {} is on cuda:{}, this backend runs on cuda:{}",
+                    f.seq,
+                    f.stream,
+                    d.device,
+                    e.ctx.ordinal()
+                )));
+            }
+            e.after_stream(d.stream)?;
+        }
+    }
     let frames: Vec<HostFrame<'static>> = std::mem::take(store);
     let mut local: Vec<HostFrame<'_>> = frames.into_iter().map(|_| unreachable!()).collect();
     local.extend(batch.frames.iter().map(HostFrame::of));

@@ -58,7 +58,9 @@ pub struct FrameDesc {
 }
 
 impl FrameDesc {
-    /// The descriptor of a frame whose buffer starts at arena byte `base`.
+    /// The descriptor of a frame whose buffer starts at arena byte `base` (an offset that may
+    /// wrap around: the kernels add it to the arena's address modulo 2^64, which is how a frame
+    /// outside the arena is reached).
     pub fn new(layout: &FrameLayout, colorimetry: &Colorimetry, base: u64) -> Self {
         let (y_off, m) = colorimetry.yuv_to_rgb();
         let format = match InputKind::of(layout.format) {
@@ -67,7 +69,7 @@ impl FrameDesc {
             InputKind::Packed => 2,
         };
         FrameDesc {
-            plane: std::array::from_fn(|i| base + layout.offsets[i] as u64),
+            plane: std::array::from_fn(|i| base.wrapping_add(layout.offsets[i] as u64)),
             stride: layout.strides.map(|s| s as u32),
             width: layout.width,
             height: layout.height,

@@ -3,7 +3,7 @@
 //! engine's frame arena, and its metadata (frame descriptors, crops, blocks) with one copy through
 //! a ring of pinned buffers.
 
-use cudarc::driver::{sys, CudaEvent, DeviceRepr, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{sys, CudaEvent, DevicePtr, DeviceRepr, PinnedHostSlice, PushKernelArg};
 
 use super::engine::{grow, grow_pinned, Engine};
 use super::kernels::Kernel;
@@ -11,7 +11,7 @@ use super::launch::launch_config;
 use super::meta::{push_aligned, FrameDesc, GatherRect, InputKind};
 use super::CudaError;
 use crate::batch::{BlockMeta, CropMeta};
-use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat};
+use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, Planes};
 
 /// How frames reach the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,25 +30,33 @@ pub enum UploadMode {
     Rects,
 }
 
-/// One frame to upload: its geometry, colorimetry and host bytes (pinned or pageable).
+/// One frame of a batch: its geometry, colorimetry and planes, as host bytes (pinned or
+/// pageable) to upload, or already in the engine's device memory.
 #[derive(Clone, Copy)]
 pub struct HostFrame<'a> {
     /// Plane geometry.
     pub layout: FrameLayout,
     /// YUV to RGB conversion.
     pub colorimetry: Colorimetry,
-    /// The bytes (at least `layout.size()`).
+    /// The host bytes (at least `layout.size()`); empty for a device frame.
     pub data: &'a [u8],
+    /// The device address of the planes when they are on the engine's device already: read in
+    /// place, nothing uploaded.
+    pub device: Option<u64>,
 }
 
 impl<'a> HostFrame<'a> {
-    /// A pipeline frame's geometry, colorimetry and pixels (none once released: the upload then
+    /// A pipeline frame's geometry, colorimetry and planes (none once released: the upload then
     /// reports the frame's missing bytes).
     pub fn of(frame: &'a Frame) -> Self {
         HostFrame {
             layout: frame.layout,
             colorimetry: frame.colorimetry,
             data: frame.data().unwrap_or(&[]),
+            device: match &frame.planes {
+                Some(Planes::Device(d)) => Some(d.ptr),
+                _ => None,
+            },
         }
     }
 }
@@ -136,6 +144,14 @@ impl Engine {
                     self.kind
                 )));
             }
+            self.dims.push((f.layout.width, f.layout.height));
+            if f.device.is_some() {
+                // Read in place: its descriptor is made once the arena's address is known.
+                self.bases.push(0);
+                self.descs
+                    .push(FrameDesc::new(&f.layout, &f.colorimetry, 0));
+                continue;
+            }
             if f.data.len() < f.layout.size() {
                 return Err(CudaError::Invalid(format!(
                     "frame has {} bytes, its layout needs {}",
@@ -146,7 +162,6 @@ impl Engine {
             self.bases.push(total);
             self.descs
                 .push(FrameDesc::new(&f.layout, &f.colorimetry, total as u64));
-            self.dims.push((f.layout.width, f.layout.height));
             total = (total + f.layout.size()).next_multiple_of(256);
         }
         Ok(total)
@@ -161,10 +176,17 @@ impl Engine {
         mode: UploadMode,
         total: usize,
     ) -> Result<TransferStats, CudaError> {
-        grow(&self.stream, &mut self.arena, total)?;
+        grow(&self.stream, &mut self.arena, total.max(256))?;
         let arena = self.arena.as_mut().expect("grown above");
         let mut stats = TransferStats::default();
         for (i, f) in frames.iter().enumerate() {
+            if let Some(ptr) = f.device {
+                // The kernels read `arena + plane offset` (64-bit wrapping): an offset of
+                // `ptr - arena` reaches the frame's own memory.
+                let (base, _sync) = arena.device_ptr(&self.stream);
+                self.descs[i] = FrameDesc::new(&f.layout, &f.colorimetry, ptr.wrapping_sub(base));
+                continue;
+            }
             let size = f.layout.size();
             let base = self.bases[i];
             self.rows.clear();
@@ -312,6 +334,30 @@ impl Engine {
         Ok(self.stats)
     }
 
+    /// Order the engine's work after everything queued so far on `producer` (a raw `CUstream` of
+    /// another component, e.g. the one that wrote a device frame; 0 for none): the engine's
+    /// stream waits on an event recorded there, no device-wide synchronization.
+    pub fn after_stream(&self, producer: u64) -> Result<(), CudaError> {
+        if producer == 0 {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread()?;
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        let mut event: sys::CUevent = std::ptr::null_mut();
+        // SAFETY: the event is created, recorded on the producer's stream, waited on by the
+        // engine's stream and destroyed (CUDA keeps it alive until the wait is resolved); the
+        // producer's stream belongs to this context, as its frame's device says.
+        unsafe {
+            sys::cuEventCreate(&mut event, flags).result()?;
+            let ordered = sys::cuEventRecord(event, producer as sys::CUstream)
+                .result()
+                .and_then(|()| sys::cuStreamWaitEvent(self.stream.cu_stream(), event, 0).result());
+            sys::cuEventDestroy_v2(event).result()?;
+            ordered?;
+        }
+        Ok(())
+    }
+
     /// The device address of page-locked host bytes, or an error naming frame `i`.
     fn device_address(&self, i: usize, data: &[u8]) -> Result<u64, CudaError> {
         self.ctx.bind_to_thread()?;
@@ -415,6 +461,10 @@ impl Engine {
 /// rectangles are under a quarter of the frames' bytes: the host gather costs about what the copy
 /// saves per byte, so only when far fewer bytes move.
 fn use_rects(frames: &[HostFrame<'_>], crops: &[CropMeta], mode: UploadMode) -> bool {
+    if frames.iter().any(|f| f.device.is_some()) {
+        // Frames on the device are read in place.
+        return false;
+    }
     match mode {
         UploadMode::Rects => true,
         UploadMode::Whole | UploadMode::Rows => false,

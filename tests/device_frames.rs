@@ -1,0 +1,211 @@
+//! Frames whose planes are in CUDA device memory: the CUDA backend reads them in place (no copy)
+//! and gives exactly what it gives for the same frames in host memory, which is what the CPU
+//! backend gives; the CPU backend refuses them with a message naming the frame. The GPU tests put
+//! the frames on the device themselves and skip, saying why, where there is no GPU.
+
+mod common;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, DevicePtr};
+use octopipe::batch::CropBatch;
+use octopipe::frame::{Colorimetry, DeviceFrame, Frame, FrameLayout, PixelFormat, PooledBuf};
+use octopipe::preprocess::cpu::CpuBackend;
+use octopipe::preprocess::cuda::{self, CudaBackend};
+use octopipe::preprocess::{Backend, Interpolation, PreprocessConfig, PreprocessError};
+use octopipe::Detection;
+
+const FORMATS: [PixelFormat; 6] = [
+    PixelFormat::I420,
+    PixelFormat::Nv12,
+    PixelFormat::Rgb,
+    PixelFormat::Bgr,
+    PixelFormat::Rgba,
+    PixelFormat::Bgra,
+];
+
+/// A frame of pseudo-random bytes with a padded stride (rows longer than the pixels).
+fn host_frame(format: PixelFormat, w: u32, h: u32, seed: u64) -> Frame {
+    let mut layout = FrameLayout::packed(format, w, h);
+    // Pad every plane's rows by 64 bytes, as decoders and CUDA pitched allocations do.
+    let mut offset = 0;
+    for p in 0..format.planes() {
+        let rows = if p == 0 { h } else { h.div_ceil(2) } as usize;
+        layout.strides[p] += 64;
+        layout.offsets[p] = offset;
+        offset += layout.strides[p] * rows;
+    }
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let data: Vec<u8> = (0..layout.size())
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let colorimetry = if format.is_yuv() {
+        Colorimetry::BT709
+    } else {
+        Colorimetry::default()
+    };
+    let mut f = Frame::new(
+        0,
+        seed,
+        "random",
+        layout,
+        colorimetry,
+        PooledBuf::unpooled(data),
+    );
+    for (i, b) in [
+        [0, 0, 37, 53],
+        [w - 61, h - 29, 61, 29],
+        [w / 3, h / 4, 2, 2],
+        [5, h / 2, w - 10, 9],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut d = Detection::new(b);
+        d.track = Some(i as u32);
+        f.detections.push(d);
+    }
+    f
+}
+
+/// The same frame with its planes copied into device memory that the test owns (the frame keeps
+/// the allocation alive), written on a stream of the test's own.
+fn on_device(f: &Frame, ctx: &Arc<CudaContext>) -> Frame {
+    let stream = ctx.new_stream().unwrap();
+    let slice = stream.clone_htod(f.data().unwrap()).unwrap();
+    let ptr = {
+        let (ptr, _sync) = slice.device_ptr(&stream);
+        ptr
+    };
+    let planes = DeviceFrame {
+        ptr,
+        device: 0,
+        stream: stream.cu_stream() as u64,
+        owner: Box::new((slice, stream)),
+    };
+    let mut d = Frame::on_device(f.stream, f.seq, &f.source, f.layout, f.colorimetry, planes);
+    d.detections = f.detections.clone();
+    d
+}
+
+fn batch_of(frames: Vec<Frame>) -> CropBatch {
+    let mut batch = CropBatch::default();
+    for f in frames {
+        batch.push_frame(f, 64, 48, 3);
+    }
+    batch.build_blocks(256, 4);
+    batch
+}
+
+#[test]
+fn the_cpu_backend_refuses_device_frames_naming_them() {
+    let f = host_frame(PixelFormat::Rgb, 160, 120, 7);
+    let planes = DeviceFrame {
+        // Never read: the CPU backend refuses the frame before touching its planes.
+        ptr: 0x1000,
+        device: 0,
+        stream: 0,
+        owner: Box::new(()),
+    };
+    let mut d = Frame::on_device(3, 42, "cam", f.layout, f.colorimetry, planes);
+    d.detections = f.detections.clone();
+    let mut batch = batch_of(vec![d]);
+    let mut cpu = CpuBackend::new(PreprocessConfig::default()).unwrap();
+    let e = cpu.run(&mut batch).unwrap_err();
+    assert!(matches!(
+        e,
+        PreprocessError::NotOnHost { stream: 3, seq: 42 }
+    ));
+    assert!(
+        e.to_string()
+            .contains("frame 42 of stream 3 is in CUDA device memory"),
+        "{e}"
+    );
+    assert!(batch.tensor.as_f32().unwrap().iter().all(|v| *v == 0.0));
+}
+
+#[test]
+fn device_frames_give_the_cpu_backends_values_bit_for_bit() {
+    if let Err(why) = cuda::available() {
+        eprintln!("SKIPPED device_frames_give_the_cpu_backends_values_bit_for_bit: no GPU ({why})");
+        return;
+    }
+    let ctx = CudaContext::new(0).unwrap();
+    for interpolation in [Interpolation::Bilinear, Interpolation::Area] {
+        for letterbox in [None, Some(114.0)] {
+            let config = PreprocessConfig {
+                interpolation,
+                letterbox,
+                ..PreprocessConfig::default()
+            };
+            for (k, format) in FORMATS.into_iter().enumerate() {
+                let host: Vec<Frame> = (0..3)
+                    .map(|i| {
+                        host_frame(
+                            format,
+                            301 + 64 * i,
+                            217 + 32 * i,
+                            (k * 10) as u64 + i as u64,
+                        )
+                    })
+                    .collect();
+                // Reference: the CPU backend on host frames.
+                let mut reference = batch_of(host.iter().map(on_host_copy).collect());
+                CpuBackend::new(config.clone())
+                    .unwrap()
+                    .run(&mut reference)
+                    .unwrap();
+                // Every frame on the device, then host and device frames mixed in one batch.
+                for mixed in [false, true] {
+                    let frames = host
+                        .iter()
+                        .enumerate()
+                        .map(|(i, f)| {
+                            if mixed && i % 2 == 1 {
+                                on_host_copy(f)
+                            } else {
+                                on_device(f, &ctx)
+                            }
+                        })
+                        .collect();
+                    let mut batch = batch_of(frames);
+                    let mut gpu = CudaBackend::new(config.clone()).unwrap();
+                    gpu.run(&mut batch).unwrap();
+                    let (a, b) = (
+                        batch.tensor.as_f32().unwrap(),
+                        reference.tensor.as_f32().unwrap(),
+                    );
+                    assert_eq!(a.len(), b.len());
+                    let differ = a.iter().zip(b).filter(|(x, y)| x != y).count();
+                    eprintln!(
+                        "{format} {interpolation:?} letterbox {letterbox:?} mixed {mixed}: {} values, {differ} differ",
+                        a.len()
+                    );
+                    assert_eq!(
+                        differ, 0,
+                        "{format} {interpolation:?} {letterbox:?} mixed {mixed}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A host copy of a (host) frame.
+fn on_host_copy(f: &Frame) -> Frame {
+    let mut c = Frame::new(
+        f.stream,
+        f.seq,
+        &f.source,
+        f.layout,
+        f.colorimetry,
+        PooledBuf::unpooled(f.data().unwrap().to_vec()),
+    );
+    c.detections = f.detections.clone();
+    c
+}
