@@ -5,7 +5,7 @@
 #   scripts/device-run.sh stage                      # copies stripped binaries + data into .device/
 #   (device) scripts/device-run.sh run               # with carry: [".device"]; logs go to $OUT
 #
-# Stages: gpu info, NVRTC compile check, GPU vs CPU parity tests, probe, strategy C kernel variants
+# Stages: gpu info, NVRTC compile check, GPU vs CPU parity tests (host and device frames), probe, strategy C kernel variants
 # (one process per variant: kernel defines via OCTOPIPE_NVRTC_DEFINES, persistent grid via
 # OCTOPIPE_OCTOPUS_GRID_PER_SM), bench table, compute-sanitizer memcheck on a subset of the tests.
 # Skip a stage with PARITY=0, PROBE=0, VARIANTS=0, BENCH=0, SANITIZE=0.
@@ -15,7 +15,7 @@ mode=${1:-run}
 if [ "$mode" = stage ]; then
     mkdir -p .device/data/visdrone
     target=${CARGO_TARGET_DIR:-target}
-    for t in cuda kernels_compile; do
+    for t in cuda kernels_compile device_frames; do
         bin=$(ls -t "$target"/release/deps/$t-* | grep -v '\.d$' | head -1)
         strip -o .device/$t "$bin"
     done
@@ -31,7 +31,10 @@ stage() { echo; echo "=== $* ($(date -u +%FT%TZ))"; }
 {
 stage gpu; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
 stage nvrtc compile check; .device/kernels_compile --nocapture
-if [ "${PARITY:-1}" = 1 ]; then stage parity tests; time .device/cuda --nocapture --test-threads=1; fi
+if [ "${PARITY:-1}" = 1 ]; then
+    stage parity tests; time .device/cuda --nocapture --test-threads=1
+    stage device frames; time .device/device_frames --nocapture --test-threads=1
+fi
 if [ "${PROBE:-1}" = 1 ]; then stage probe; time .device/cuda --ignored --nocapture --exact probe_table; fi
 if [ "${VARIANTS:-1}" = 1 ]; then
     stage strategy C variants
@@ -67,5 +70,8 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
         .device/cuda --test-threads=1 zero_crops boxes_larger parity_bt709 parity_random parity_area f16_output \
         parity_octopus_separable submit_flush 2>&1 | tail -40
     echo "memcheck exit: $?"
+    timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+        .device/device_frames --test-threads=1 2>&1 | tail -20
+    echo "memcheck (device frames) exit: $?"
 fi
 } 2>&1 | tee "$OUT/device.log"
