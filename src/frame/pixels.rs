@@ -216,8 +216,13 @@ impl FrameLayout {
                 ));
             }
         }
+        let need = self.span().ok_or_else(|| {
+            format!(
+                "{} {w}x{h} planes: offsets {:?} and strides {:?} span more bytes than memory has",
+                self.format, self.offsets, self.strides
+            )
+        })?;
         if let Some(held) = held {
-            let need = self.size();
             if held < need {
                 return Err(format!(
                     "{} {w}x{h} planes need {need} bytes, {held} given",
@@ -228,18 +233,25 @@ impl FrameLayout {
         Ok(())
     }
 
-    /// Bytes the planes span from the start of the buffer.
+    /// Bytes the planes span from the start of the buffer (saturating: [`FrameLayout::check`]
+    /// refuses a layout whose span does not fit in a `usize`).
     pub fn size(&self) -> usize {
+        self.span().unwrap_or(usize::MAX)
+    }
+
+    /// Bytes the planes span, `None` when that overflows.
+    fn span(&self) -> Option<usize> {
         let h = self.height as usize;
         let ch = h.div_ceil(2);
+        let end = |plane: usize, rows: usize| {
+            self.strides[plane]
+                .checked_mul(rows)?
+                .checked_add(self.offsets[plane])
+        };
         match self.format {
-            PixelFormat::I420 => (self.offsets[0] + self.strides[0] * h)
-                .max(self.offsets[1] + self.strides[1] * ch)
-                .max(self.offsets[2] + self.strides[2] * ch),
-            PixelFormat::Nv12 => {
-                (self.offsets[0] + self.strides[0] * h).max(self.offsets[1] + self.strides[1] * ch)
-            }
-            _ => self.offsets[0] + self.strides[0] * h,
+            PixelFormat::I420 => Some(end(0, h)?.max(end(1, ch)?).max(end(2, ch)?)),
+            PixelFormat::Nv12 => Some(end(0, h)?.max(end(1, ch)?)),
+            _ => end(0, h),
         }
     }
 }

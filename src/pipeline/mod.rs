@@ -326,8 +326,12 @@ impl Pipeline {
             batches,
             tally,
             control,
+            apps,
             ..
         } = self;
+        // The application holds the handles it took: when it drops its last one without closing,
+        // the `app` source sees the end of its stream instead of waiting for ever on ours.
+        drop(apps);
         for o in &mut observers {
             o.start(&rows);
         }

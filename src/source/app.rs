@@ -15,7 +15,7 @@
 //! multi-stream batching and the report apply as to decoded frames.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, SendTimeoutError, Sender};
@@ -358,10 +358,13 @@ struct Shared {
     closed: AtomicBool,
     /// The pipeline's side is gone (ended, failed, stopped).
     stopped: AtomicBool,
+    /// Held by a push from its check to its send, and by close.
+    turn: Mutex<()>,
 }
 
 /// The application's handle on an `app` source: push frames, then close. Cheap to clone and
-/// send to other threads; frames from several threads are numbered in the order pushed.
+/// send to other threads; frames from several threads are numbered in the order they enter the
+/// pipeline.
 #[derive(Clone)]
 pub struct AppSource {
     tx: Sender<Msg>,
@@ -377,28 +380,28 @@ impl AppSource {
     /// Check and push one frame; waits while the pipeline is busy (unless `live=true`).
     pub fn push(&self, frame: AppFrame) -> Result<(), PushError> {
         let s = &self.shared;
+        // One push at a time from check to send: frames enter the pipeline in the order they are
+        // numbered, and a close cannot come between a push's check and its send.
+        let _turn = s.turn.lock().unwrap_or_else(|e| e.into_inner());
         if s.closed.load(Ordering::SeqCst) {
             return Err(PushError::Closed {
                 source_name: s.name.clone(),
             });
         }
-        let seq = s.seq.fetch_add(1, Ordering::SeqCst);
-        let frame = match frame.into_frame(&s.name, s.stream.load(Ordering::SeqCst), seq) {
-            Ok(f) => f,
-            Err(e) => {
-                // The number stays free: the next frame takes it.
-                let _ = s
-                    .seq
-                    .compare_exchange(seq + 1, seq, Ordering::SeqCst, Ordering::SeqCst);
-                return Err(e);
-            }
-        };
-        self.send(Msg::Frame(Box::new(frame)))
+        // A frame that is refused (or not sent) takes no number: the next frame takes it.
+        let seq = s.seq.load(Ordering::SeqCst);
+        let frame = frame.into_frame(&s.name, s.stream.load(Ordering::SeqCst), seq)?;
+        self.send(Msg::Frame(Box::new(frame)))?;
+        s.seq.store(seq + 1, Ordering::SeqCst);
+        Ok(())
     }
 
-    /// End the stream: the pipeline finishes the frames pushed so far. Later pushes fail.
+    /// End the stream: the pipeline finishes the frames pushed so far (waiting for a push under
+    /// way on another thread). Later pushes fail.
     pub fn close(&self) {
         if !self.shared.closed.swap(true, Ordering::SeqCst) {
+            // Pushes that take their turn from now on see `closed`; one under way finishes first.
+            let _turn = self.shared.turn.lock().unwrap_or_else(|e| e.into_inner());
             let _ = self.send(Msg::Close);
         }
     }
@@ -465,6 +468,7 @@ impl AppSourceSettings {
                 seq: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
                 stopped: AtomicBool::new(false),
+                turn: Mutex::new(()),
             }),
         }
     }
