@@ -103,12 +103,16 @@ fn main() -> ExitCode {
 }
 
 fn real_main() -> Result<ExitCode> {
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .init();
-    }
+    // The library logs through tracing; warnings (a GPU that fell back to the CPU, a live source
+    // gone quiet, ...) reach stderr by default, RUST_LOG asks for more.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
     match Cli::parse().command {
         Command::Run {
             pipeline,

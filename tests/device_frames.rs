@@ -209,3 +209,103 @@ fn on_host_copy(f: &Frame) -> Frame {
     c.detections = f.detections.clone();
     c
 }
+
+#[test]
+fn device_output_needs_a_gpu_backend() {
+    let config = PreprocessConfig {
+        device_output: true,
+        backend: octopipe::preprocess::BackendKind::Cpu,
+        ..PreprocessConfig::default()
+    };
+    let e = octopipe::preprocess::create_backend(&config).err().unwrap();
+    assert_eq!(
+        e.to_string(),
+        "preprocess: memory=device needs backend=cuda (or auto with a GPU)"
+    );
+    if cuda::available().is_err() {
+        let auto = PreprocessConfig {
+            device_output: true,
+            ..PreprocessConfig::default()
+        };
+        let e = octopipe::preprocess::create_backend(&auto).err().unwrap();
+        assert!(
+            e.to_string()
+                .starts_with("preprocess: memory=device needs a CUDA GPU: "),
+            "{e}"
+        );
+    }
+}
+
+/// `memory=device`: the tensor stays on the device (no copy back) and holds exactly the values
+/// the host output has.
+#[test]
+fn device_output_leaves_the_tensor_on_the_gpu() {
+    use cudarc::driver::sys;
+    if let Err(why) = cuda::available() {
+        eprintln!("SKIPPED device_output_leaves_the_tensor_on_the_gpu: no GPU ({why})");
+        return;
+    }
+    let ctx = CudaContext::new(0).unwrap();
+    for dtype in [octopipe::DType::F32, octopipe::DType::F16] {
+        let host_config = PreprocessConfig {
+            dtype,
+            ..PreprocessConfig::default()
+        };
+        let frames = || {
+            (0..2)
+                .map(|i| host_frame(PixelFormat::I420, 640, 360, 90 + i))
+                .collect::<Vec<_>>()
+        };
+        let mut reference = batch_of(frames());
+        CudaBackend::new(host_config.clone())
+            .unwrap()
+            .run(&mut reference)
+            .unwrap();
+        let mut batch = batch_of(frames().iter().map(|f| on_device(f, &ctx)).collect());
+        let mut gpu = CudaBackend::new(PreprocessConfig {
+            device_output: true,
+            ..host_config
+        })
+        .unwrap();
+        gpu.run(&mut batch).unwrap();
+        assert_eq!(batch.tensor.memory(), octopipe::Memory::Device(0));
+        assert_eq!(batch.tensor.dtype, dtype);
+        let d = batch.tensor.device().expect("device tensor");
+        let bytes = d.len * dtype.size();
+        let mut back = vec![0u8; bytes];
+        ctx.bind_to_thread().unwrap();
+        // SAFETY: the tensor's buffer holds `len` elements; its stream is synchronized first.
+        unsafe {
+            sys::cuStreamSynchronize(d.stream as sys::CUstream)
+                .result()
+                .unwrap();
+            sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), d.ptr, bytes)
+                .result()
+                .unwrap();
+        }
+        let expected: Vec<u8> = match dtype {
+            octopipe::DType::F32 => reference
+                .tensor
+                .as_f32()
+                .unwrap()
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect(),
+            octopipe::DType::F16 => reference
+                .tensor
+                .as_f16()
+                .unwrap()
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect(),
+        };
+        assert!(
+            back == expected,
+            "{dtype:?}: device tensor differs from the host output"
+        );
+        eprintln!(
+            "{dtype:?}: {} values left on the device, equal to the host output",
+            d.len
+        );
+    }
+}

@@ -100,6 +100,9 @@ pub struct PreprocessConfig {
     pub letterbox: Option<f32>,
     /// Output element type.
     pub dtype: DType,
+    /// Leave the tensor in device memory (`TensorData::Device`, CUDA backend only) instead of
+    /// copying it to the host: for consumers that read device memory.
+    pub device_output: bool,
 }
 
 impl Default for PreprocessConfig {
@@ -116,6 +119,7 @@ impl Default for PreprocessConfig {
             interpolation: Interpolation::Bilinear,
             letterbox: None,
             dtype: DType::F32,
+            device_output: false,
         }
     }
 }
@@ -219,6 +223,9 @@ pub enum PreprocessError {
         /// Frame number.
         seq: u64,
     },
+    /// Settings that cannot work together or on this machine.
+    #[error("preprocess: {0}")]
+    Setting(String),
     /// A frame's planes are in device memory and this backend reads host memory.
     #[error("frame {seq} of stream {stream} is in CUDA device memory: the CPU backend reads host frames (preprocess backend=cuda takes device frames)")]
     NotOnHost {
@@ -249,6 +256,20 @@ pub trait Backend: Send {
 /// The backend `config.backend` asks for. `Auto` takes CUDA when a GPU is usable and otherwise
 /// falls back to the CPU with one log line saying why.
 pub fn create_backend(config: &PreprocessConfig) -> Result<Box<dyn Backend>, PreprocessError> {
+    if config.device_output {
+        // Device memory only a GPU gives: no CPU backend, no falling back to one.
+        if config.backend == BackendKind::Cpu {
+            return Err(PreprocessError::Setting(
+                "memory=device needs backend=cuda (or auto with a GPU)".into(),
+            ));
+        }
+        return match cuda::CudaBackend::new(config.clone()) {
+            Ok(gpu) => Ok(Box::new(gpu)),
+            Err(e) => Err(PreprocessError::Setting(format!(
+                "memory=device needs a CUDA GPU: {e}"
+            ))),
+        };
+    }
     match config.backend {
         BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(config.clone())?)),
         BackendKind::Cuda => Ok(Box::new(GpuWithFallback::new(
@@ -499,6 +520,12 @@ pub const PREPROCESS: StageDecl = StageDecl {
             "tensor element type (the classify stage takes f32)",
         ),
         PropSpec::new(
+            "memory",
+            PropType::Choice(&["host", "device"]),
+            "host",
+            "where the tensor is left: host memory, or (backend=cuda) device memory for consumers that read it there",
+        ),
+        PropSpec::new(
             "backend",
             PropType::Choice(&["auto", "cpu", "cuda"]),
             "auto",
@@ -563,5 +590,6 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             _ => Interpolation::Bilinear,
         },
         letterbox: p.float("letterbox").map(|v| v as f32),
+        device_output: p.str("memory") == Some("device"),
     }))
 }

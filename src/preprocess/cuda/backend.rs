@@ -12,6 +12,7 @@ use super::CudaError;
 use crate::batch::CropBatch;
 use crate::frame::Planes;
 use crate::preprocess::{validate, Backend, DType, PreprocessConfig, PreprocessError};
+use crate::tensor::TensorData;
 
 /// The CUDA preprocess backend: strategy C (the bilinear fast path of `octopus.cu`, or
 /// `resample.cu` for `interpolation=area` and letterbox), frames uploaded once per batch, the
@@ -262,6 +263,11 @@ impl Backend for CudaBackend {
         let e = &mut self.engine;
         let result = (|| -> Result<(), CudaError> {
             enqueue(e, &self.config, &mut self.frames, batch)?;
+            if self.config.device_output {
+                let ty = if f16 { OutType::F16 } else { OutType::F32 };
+                batch.tensor.data = TensorData::Device(e.take_output(ty, len)?);
+                return Ok(());
+            }
             match (f16, self.pinned_output) {
                 (false, true) => {
                     grow_pinned(&e.ctx, &mut self.host32[0], len)?;

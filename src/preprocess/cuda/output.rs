@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
+    CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
 };
 
 use super::engine::{grow, Engine};
 use super::CudaError;
+use crate::tensor::DeviceTensor;
 
 /// Output element type of the kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,6 +49,32 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// Hand the last launch's output over as a [`DeviceTensor`] of `len` elements: the tensor owns
+    /// the buffer from now on (the next launch allocates a new one), and says which stream wrote
+    /// it so that readers order their work after it.
+    pub fn take_output(&mut self, ty: OutType, len: usize) -> Result<DeviceTensor, CudaError> {
+        let stream = self.stream.clone();
+        let (ptr, owner): (u64, Box<dyn Send + Sync>) = match ty {
+            OutType::F32 => {
+                let out = self.out32.take();
+                let ptr = launched(&out)?.device_ptr(&stream).0;
+                (ptr, Box::new((out, stream.clone())))
+            }
+            OutType::F16 => {
+                let out = self.out16.take();
+                let ptr = launched(&out)?.device_ptr(&stream).0;
+                (ptr, Box::new((out, stream.clone())))
+            }
+        };
+        Ok(DeviceTensor {
+            ptr,
+            len,
+            device: self.ctx.ordinal(),
+            stream: stream.cu_stream() as u64,
+            owner,
+        })
     }
 
     /// The device output of the last f32 launch (for a device-side consumer).
