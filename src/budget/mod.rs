@@ -67,6 +67,11 @@ impl Budget {
         self.budget
     }
 
+    /// Restart the wall clock: the run starts now (the stages opened before it).
+    pub fn start_now(&mut self) {
+        self.start = Instant::now();
+    }
+
     /// Change the per-frame budget (before frames are recorded).
     pub fn set_budget(&mut self, budget: Duration) {
         self.budget = budget;

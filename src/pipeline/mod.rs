@@ -335,6 +335,8 @@ impl Pipeline {
         for o in &mut observers {
             o.start(&rows);
         }
+        // The wall clock of the report covers the run, not the opening of the stages.
+        tally.with(|t| t.start_now());
         let batch_slot = nodes
             .iter()
             .find(|n| matches!(n.running, Running::Batcher(_)))
