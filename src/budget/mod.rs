@@ -72,11 +72,6 @@ impl Budget {
         self.start = Instant::now();
     }
 
-    /// Change the per-frame budget (before frames are recorded).
-    pub fn set_budget(&mut self, budget: Duration) {
-        self.budget = budget;
-    }
-
     /// Name stream `stream` (its source) for the report.
     pub fn name_stream(&mut self, stream: u32, source: &str) {
         self.streams.entry(stream).or_default().source = source.to_string();

@@ -36,15 +36,6 @@ pub struct Graph {
 }
 
 impl Graph {
-    /// The nodes feeding node `i`, in description order.
-    pub fn inputs(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter(move |(_, n)| n.output == Some(i))
-            .map(|(j, _)| j)
-    }
-
     /// The settings of the first node whose element is a `T`.
     pub fn element<T: Element>(&self) -> Option<&T> {
         self.elements().next()

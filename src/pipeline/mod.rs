@@ -300,12 +300,6 @@ impl Pipeline {
         self.budget
     }
 
-    /// Set the per-frame budget.
-    pub fn set_budget(&mut self, budget: Duration) {
-        self.budget = budget;
-        self.tally.with(|t| t.set_budget(budget));
-    }
-
     /// The shortest nominal time between frames of the sources.
     pub fn frame_interval(&self) -> Option<Duration> {
         self.frame_interval
