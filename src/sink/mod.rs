@@ -8,6 +8,9 @@
 //! "bbox":[x,y,w,h],"label":"car","class_id":2,"score":0.97,"category":4}` where `bbox` is the
 //! clipped integer box, `category` the annotation's VisDrone category (when boxes come from
 //! annotations) and `track` the MOT track id when there is one. `location=-` writes to stdout.
+//!
+//! An object whose classifier output was not finite (with `classify non-finite=flag`) has
+//! `"non_finite":true` and no label, class or score.
 
 mod tensors;
 
@@ -75,6 +78,10 @@ pub struct Object {
     /// Top-1 softmax score.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
+    /// The classifier's output for this crop was not finite (NaN or infinite logits, with
+    /// `classify non-finite=flag`): no label, class or score is given.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub non_finite: bool,
     /// The box source's class id (the VisDrone category for annotation boxes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub category: Option<u32>,
@@ -105,6 +112,7 @@ impl Object {
                 label: c.map(|c| c.best.label.clone()),
                 class_id: c.map(|c| c.best.class_id),
                 score: c.map(|c| c.best.score),
+                non_finite: frame.non_finite.contains(&origin.detection),
                 category: det.class_id,
                 detection: det.label.clone().map(|label| BoxInfo {
                     label,
