@@ -103,6 +103,7 @@ fn main() -> ExitCode {
 }
 
 fn real_main() -> Result<ExitCode> {
+    ignore_file_size_signal();
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -132,6 +133,17 @@ fn real_main() -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// A write past the file-size limit (`ulimit -f`) fails with an error the sinks report (after
+/// cutting their output back to its last complete line), instead of SIGXFSZ killing the process
+/// with no report. Set first thing: GStreamer may write its registry cache while it starts.
+fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code; it is
+    // process-wide and done once, before any other thread starts.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 

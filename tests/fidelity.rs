@@ -1,6 +1,8 @@
 //! What a run writes is what it says, and never costs the user an input: each test is a class of
 //! fault of `docs/bad-inputs.md` (Outputs, Models), run through the real binary.
 //!
+//! - A write that fails part-way (here: a real file-size limit, `RLIMIT_FSIZE`) leaves a JSONL
+//!   whose every line parses, and the run fails naming the file, with its report.
 //! - Non-finite logits fail the run naming the model and the frame, or (`non-finite=flag`) are
 //!   written flagged and counted; class names must match the model's classes.
 
@@ -39,6 +41,68 @@ fn succeeds(out: &Output) -> String {
 
 fn model(name: &str) -> PathBuf {
     common::root().join("tests/data/models").join(name)
+}
+
+#[test]
+fn a_write_that_fails_part_way_leaves_only_whole_jsonl_lines() {
+    use std::os::unix::process::CommandExt;
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("fidelity-fsize");
+    let out_path = dir.join("o.jsonl");
+    let text = format!(
+        "testsrc width=160 height=120 num-buffers=30 ! boxes format=synthetic count=5 \
+         ! classify model={} ! jsonl location={}",
+        model("valid-64.onnx").display(),
+        out_path.display()
+    );
+    // A real file-size limit: writes past 3000 bytes fail with EFBIG (octopipe ignores the
+    // SIGXFSZ that comes with it), after a short write that ends mid-line.
+    const LIMIT: u64 = 3000;
+    let mut cmd = octopipe();
+    cmd.args(["run", &text]);
+    // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: LIMIT,
+                rlim_max: LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let stderr = fails_with(
+        &output(&mut cmd),
+        &[
+            &format!(
+                "octopipe: error: {}: write failed: File too large (os error 27); the file was cut back to its last complete line (",
+                out_path.display()
+            ),
+            "frames: ",
+        ],
+    );
+    let (frames_in, processed, dropped) = common::frame_accounting(&stderr);
+    assert_eq!(frames_in, processed + dropped, "{stderr}");
+    let bytes = std::fs::read(&out_path).unwrap();
+    assert!(
+        !bytes.is_empty() && bytes.len() as u64 <= LIMIT,
+        "{}",
+        bytes.len()
+    );
+    assert_eq!(bytes.last(), Some(&b'\n'), "ends with a complete line");
+    let lines = common::read_jsonl(&out_path);
+    let said: usize = stderr
+        .split("last complete line (")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert_eq!(lines.len(), said, "{stderr}");
+    assert!(lines.iter().all(|o| o["bbox"].is_array()));
 }
 
 /// `testsrc` (3 frames, 3 boxes each) classified by `model` with `props`, to `location`.

@@ -4,6 +4,10 @@
 //! ... ! classify model=m.onnx ! jsonl location=objects.jsonl
 //! ```
 //!
+//! Lines are written whole: a batch's lines are written together, and when a write fails
+//! part-way (a full disk, a file-size limit) the file is cut back to its last complete line and
+//! the run fails naming the file.
+//!
 //! Each line: `{"stream":0,"frame":12,"source":"9999999_00023_d_0000001.jpg","pts_ms":400.0,
 //! "bbox":[x,y,w,h],"label":"car","class_id":2,"score":0.97,"category":4}` where `bbox` is the
 //! clipped integer box, `category` the annotation's VisDrone category (when boxes come from
@@ -12,10 +16,9 @@
 //! An object whose classifier output was not finite (with `classify non-finite=flag`) has
 //! `"non_finite":true` and no label, class or score.
 
+mod lines;
 mod tensors;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -28,6 +31,7 @@ use crate::stage::{
 };
 use crate::Error;
 
+use lines::JsonLines;
 pub use tensors::{TensorsConfig, TensorsSink, TENSORS};
 
 /// Settings of the JSONL sink.
@@ -129,48 +133,29 @@ impl Object {
 
 /// Runtime state of the JSONL sink.
 pub struct JsonlSink {
-    path: String,
-    out: BufWriter<Box<dyn Write + Send>>,
-    lines: u64,
+    out: JsonLines,
 }
 
 impl JsonlSink {
     /// Create (truncate) the output.
     pub fn new(config: &JsonlConfig) -> Result<Self, SinkError> {
-        let path = config.location.display().to_string();
-        let out: Box<dyn Write + Send> = if path == "-" {
-            Box::new(std::io::stdout())
-        } else {
-            Box::new(File::create(&config.location).map_err(|e| SinkError {
-                path: path.clone(),
-                reason: format!("cannot create: {e}"),
-            })?)
-        };
         Ok(JsonlSink {
-            path,
-            out: BufWriter::new(out),
-            lines: 0,
+            out: JsonLines::create(&config.location)?,
         })
     }
 
-    /// Lines written so far.
+    /// Complete lines written so far.
     pub fn lines(&self) -> u64 {
-        self.lines
+        self.out.lines()
     }
 
-    /// Write one line per crop of `batch`, then flush.
+    /// Write one line per crop of `batch`, whole: after a failed write the file ends with its
+    /// last complete line.
     pub fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
-        let path = &self.path;
-        let err = |e: &dyn std::fmt::Display| SinkError {
-            path: path.clone(),
-            reason: format!("write failed: {e}"),
-        };
         for object in Object::all(batch) {
-            serde_json::to_writer(&mut self.out, &object).map_err(|e| err(&e))?;
-            self.out.write_all(b"\n").map_err(|e| err(&e))?;
-            self.lines += 1;
+            self.out.push(&object)?;
         }
-        self.out.flush().map_err(|e| err(&e))
+        self.out.commit()
     }
 }
 

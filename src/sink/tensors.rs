@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::lines::JsonLines;
 use super::{Object, SinkError};
 use crate::batch::CropBatch;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Role, Running, Stage, StageDecl};
@@ -69,7 +70,7 @@ struct IndexLine<'a> {
 /// Runtime state of the tensors sink.
 pub struct TensorsSink {
     dir: PathBuf,
-    index: BufWriter<File>,
+    index: JsonLines,
     batches: u64,
 }
 
@@ -92,11 +93,10 @@ impl TensorsSink {
                 "already holds {name} from an earlier run: give an empty or new folder"
             )));
         }
-        let index = File::create(dir.join("index.jsonl"))
-            .map_err(|e| err(format!("cannot create index.jsonl: {e}")))?;
+        let index = JsonLines::create(&dir.join("index.jsonl"))?;
         Ok(TensorsSink {
             dir,
-            index: BufWriter::new(index),
+            index,
             batches: 0,
         })
     }
@@ -122,25 +122,22 @@ impl TensorsSink {
                 ))
             }
         };
-        write_npy(&path, descr, &t.shape, &bytes).map_err(|e| err(format!("write failed: {e}")))?;
+        if let Err(e) = write_npy(&path, descr, &t.shape, &bytes) {
+            // No partial tensor file is left behind.
+            let _ = std::fs::remove_file(&path);
+            return Err(err(format!("write failed: {e}; the file was removed")));
+        }
         for (i, object) in Object::all(batch).enumerate() {
-            let line = IndexLine {
+            self.index.push(&IndexLine {
                 file: &name,
                 index: i,
                 offset: batch.crops[i].out_offset,
                 object,
-            };
-            let index_err = |e: &dyn std::fmt::Display| SinkError {
-                path: self.dir.join("index.jsonl").display().to_string(),
-                reason: format!("write failed: {e}"),
-            };
-            serde_json::to_writer(&mut self.index, &line).map_err(|e| index_err(&e))?;
-            self.index.write_all(b"\n").map_err(|e| index_err(&e))?;
+            })?;
         }
-        self.index.flush().map_err(|e| SinkError {
-            path: self.dir.join("index.jsonl").display().to_string(),
-            reason: format!("write failed: {e}"),
-        })?;
+        // On failure the index ends with its last complete line; every line it keeps names a
+        // whole tensor file.
+        self.index.commit()?;
         self.batches += 1;
         Ok(())
     }
