@@ -28,6 +28,7 @@ use ort::value::{TensorElementType, TensorRef, ValueType};
 use crate::batch::CropBatch;
 use crate::describe::DescribeError;
 use crate::frame::{ClassScore, Classification};
+use crate::pipeline::RunPath;
 use crate::preprocess::Layout;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
@@ -607,6 +608,13 @@ impl Element for ClassifyConfig {
         preprocess.size = Some(classifier.size());
         ctx.caps.labels = classifier.labels().to_vec();
         Ok(Running::Batches(Box::new(ClassifyStage(classifier))))
+    }
+    fn inputs(&self) -> Vec<RunPath> {
+        let mut inputs = vec![RunPath::file("classify model", &self.model)];
+        if let Some(file) = &self.labels_file {
+            inputs.push(RunPath::file("classify labels-file", file));
+        }
+        inputs
     }
 }
 

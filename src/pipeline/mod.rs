@@ -16,6 +16,7 @@
 
 mod edge;
 mod graph;
+mod paths;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,7 @@ use crate::Error;
 
 pub use edge::{EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE, QUEUE};
 pub use graph::{Graph, Node};
+pub use paths::{check as check_paths, RunPath};
 
 use edge::{Edge, Inbox, Travels};
 
@@ -52,6 +54,14 @@ pub enum PipelineError {
         takes: String,
         /// What its upstream gives.
         fed: String,
+    },
+    /// An output that would overwrite or write into an input of the run, or another output.
+    #[error("{output} {what}: choose another path (nothing was written)")]
+    OutputOnInput {
+        /// The output, as given (`jsonl location=o.jsonl`, `--plot p.svg`).
+        output: String,
+        /// What it meets and how (`would overwrite classify model=m.onnx, an input of this run`).
+        what: String,
     },
     /// A stage's thread could not be started.
     #[error("cannot start the thread of stage '{stage}': {reason}")]
@@ -159,8 +169,12 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Open every stage of `graph`: models are loaded and checked, the crop size settled, the
-    /// backends chosen, the sources and sinks opened. Nothing runs yet.
+    /// backends chosen, the sources and sinks opened. Nothing runs yet. First of all, an output
+    /// of a stage that resolves to an input of the run (or to another output) is refused
+    /// ([`Graph::check_paths`]), so nothing is created or truncated.
     pub fn build(graph: Graph) -> Result<Pipeline, Error> {
+        // Before any stage opens (a sink creates its file when it opens).
+        graph.check_paths(&[])?;
         let rows = graph.rows();
         let live = graph.is_live();
         let frame_interval = graph.frame_interval();

@@ -15,6 +15,8 @@
 //!
 //! An object whose classifier output was not finite (with `classify non-finite=flag`) has
 //! `"non_finite":true` and no label, class or score.
+//!
+//! The output may not resolve to one of the run's inputs (checked before anything opens).
 
 mod lines;
 mod tensors;
@@ -26,6 +28,7 @@ use serde::Serialize;
 
 use crate::batch::CropBatch;
 use crate::describe::DescribeError;
+use crate::pipeline::RunPath;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
@@ -170,6 +173,15 @@ impl Stage<CropBatch, CropBatch> for JsonlSink {
 impl Element for JsonlConfig {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
         Ok(Running::Batches(Box::new(JsonlSink::new(&self)?)))
+    }
+    fn outputs(&self) -> Vec<RunPath> {
+        if self.writes_stdout() {
+            return Vec::new();
+        }
+        vec![RunPath::file("jsonl location", &self.location)]
+    }
+    fn writes_stdout(&self) -> bool {
+        self.location.as_os_str() == "-"
     }
 }
 

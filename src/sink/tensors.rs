@@ -9,7 +9,9 @@
 //! `<f2` with `preprocess dtype=f16`), shaped `[n, 3, h, w]` / `[n, h, w, 3]` (or flat for a
 //! ragged batch). `out/index.jsonl`: one line per crop, `{"file":"batch-000000.npy","index":0,
 //! "offset":0,...}` followed by the object's fields (stream, frame, source, bbox, ...). A folder
-//! that already holds such files is refused: nothing is overwritten.
+//! that already holds such files is refused: nothing is overwritten; so is a folder the run
+//! reads, or one holding an input of the run. When a write fails, a partial `.npy` file is removed
+//! and the index ends with its last complete line.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -20,6 +22,7 @@ use serde::Serialize;
 use super::lines::JsonLines;
 use super::{Object, SinkError};
 use crate::batch::CropBatch;
+use crate::pipeline::RunPath;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Role, Running, Stage, StageDecl};
 use crate::tensor::TensorData;
 use crate::Error;
@@ -54,6 +57,9 @@ pub const TENSORS: StageDecl = StageDecl {
 impl Element for TensorsConfig {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
         Ok(Running::Batches(Box::new(TensorsSink::new(&self)?)))
+    }
+    fn outputs(&self) -> Vec<RunPath> {
+        vec![RunPath::folder("tensors location", &self.location)]
     }
 }
 

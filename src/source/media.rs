@@ -47,6 +47,22 @@ pub(super) fn media_uri(location: &str) -> Result<(String, String), SourceError>
     Ok((location.to_string(), uri.to_string()))
 }
 
+/// The local file a media location reads (`None` for a URI of another scheme, or a `file:` URI
+/// that does not parse).
+pub(super) fn local_path(location: &str) -> Option<PathBuf> {
+    if !is_uri(location) {
+        return Some(PathBuf::from(location));
+    }
+    location
+        .starts_with("file:")
+        .then(|| {
+            gst::glib::filename_from_uri(location)
+                .ok()
+                .map(|(path, _)| path)
+        })
+        .flatten()
+}
+
 /// `scheme://...` with a plausible scheme.
 fn is_uri(location: &str) -> bool {
     match location.split_once("://") {
