@@ -18,7 +18,7 @@ mod edge;
 mod graph;
 mod paths;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -120,6 +120,11 @@ pub struct Outcome {
 pub trait Observer: Send {
     /// The run starts; `stages` are the report rows a frame's marks refer to (by index).
     fn start(&mut self, _stages: &[String]) {}
+    /// The sources will give `total` frames in all. Called once, as soon as every source knows
+    /// its length (image sequences and test sources when they open, a media file declaring its
+    /// duration once its first frame decoded); never when one cannot tell (a live or an
+    /// application stream).
+    fn expected_frames(&mut self, _total: u64) {}
     /// A batch reached the end of the pipeline.
     fn batch(&mut self, _batch: &CropBatch, _budget: Duration) {}
     /// The run is over: add to the report (lines in `report.extra`) or write files.
@@ -140,6 +145,31 @@ impl Observer for ResultsObserver {
     }
 }
 
+/// The frames each source expects to give, as they learn it (`UNKNOWN` until then).
+struct Expected(Vec<AtomicU64>);
+
+impl Expected {
+    const UNKNOWN: u64 = u64::MAX;
+
+    /// All sources' frames, once every source knows its own.
+    fn total(&self) -> Option<u64> {
+        self.0.iter().try_fold(0u64, |sum, n| {
+            let n = n.load(Ordering::Relaxed);
+            (n != Self::UNKNOWN).then(|| sum.saturating_add(n))
+        })
+    }
+
+    /// Ask source `i` for its length, until it tells.
+    fn learn(&self, i: usize, source: &dyn FrameSource) {
+        let Some(slot) = self.0.get(i) else { return };
+        if slot.load(Ordering::Relaxed) == Self::UNKNOWN {
+            if let Some(n) = source.expected_frames() {
+                slot.store(n.min(Self::UNKNOWN - 1), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// One opened node, waiting for its thread.
 struct Ready {
     kind: &'static str,
@@ -149,6 +179,8 @@ struct Ready {
     slot: StageSlot,
     /// `source` for sources, else the kind: how edges are named in drop reasons.
     label: &'static str,
+    /// For a source: its place in the run's [`Expected`] frames.
+    source: Option<usize>,
 }
 
 /// A built pipeline: every stage opened and checked, no thread started yet.
@@ -165,6 +197,7 @@ pub struct Pipeline {
     batches: Option<Sender<CropBatch>>,
     tally: Tally,
     control: Arc<Control>,
+    expected: Arc<Expected>,
 }
 
 impl Pipeline {
@@ -218,9 +251,11 @@ impl Pipeline {
                 queue: n.queue,
                 slot,
                 label,
+                source: None,
             });
         }
         ready.reverse();
+        let expected = expected_frames(&mut ready);
         let control = Arc::new(Control::default());
         if let Ok(mut i) = control.interrupters.lock() {
             for n in &ready {
@@ -242,6 +277,7 @@ impl Pipeline {
             batches: None,
             tally,
             control,
+            expected,
         })
     }
 
@@ -330,6 +366,13 @@ impl Pipeline {
         self.live
     }
 
+    /// The frames the sources will give in all, if each knows its length now (image sequences
+    /// and test sources do once open; a media file's duration may only be known once it
+    /// decodes: observers hear of it then, [`Observer::expected_frames`]).
+    pub fn expected_frames(&self) -> Option<u64> {
+        self.expected.total()
+    }
+
     /// Run to end of stream (or the first error, or a stop request) and report.
     pub fn run(self) -> Outcome {
         let Pipeline {
@@ -341,6 +384,7 @@ impl Pipeline {
             tally,
             control,
             apps,
+            expected,
             ..
         } = self;
         // The application holds the handles it took: when it drops its last one without closing,
@@ -354,6 +398,8 @@ impl Pipeline {
             .find(|n| matches!(n.running, Running::Batcher(_)))
             .map(|n| n.slot);
         let downstream = Arc::new(Downstream::new(budget * 2));
+        let mut announced = false;
+        announce(&expected, &mut announced, &mut observers);
         let (ends, end_rx) = match wire(&nodes, &tally) {
             Ok(w) => w,
             Err(e) => {
@@ -363,7 +409,7 @@ impl Pipeline {
         };
         thread::scope(|s| {
             for (n, (inputs, output)) in nodes.into_iter().zip(ends) {
-                if let Err(e) = spawn(s, n, inputs, output, &control) {
+                if let Err(e) = spawn(s, n, inputs, output, &control, &expected) {
                     control.fail(e);
                 }
             }
@@ -375,6 +421,7 @@ impl Pipeline {
                     }
                 }
                 tally.with(|t| batch.frames.iter().for_each(|f| t.record(f)));
+                announce(&expected, &mut announced, &mut observers);
                 for o in &mut observers {
                     o.batch(&batch, budget);
                 }
@@ -385,6 +432,30 @@ impl Pipeline {
             }
         });
         finish(observers, &tally, budget, &control)
+    }
+}
+
+/// Number the sources of `ready` in order and ask each for its length.
+fn expected_frames(ready: &mut [Ready]) -> Arc<Expected> {
+    let mut lengths = Vec::new();
+    for n in ready.iter_mut() {
+        if let Running::Source(source) = &n.running {
+            n.source = Some(lengths.len());
+            let length = source.expected_frames();
+            lengths.push(AtomicU64::new(length.unwrap_or(Expected::UNKNOWN)));
+        }
+    }
+    Arc::new(Expected(lengths))
+}
+
+/// Tell the observers the run's length, once it is known.
+fn announce(expected: &Expected, announced: &mut bool, observers: &mut [Box<dyn Observer>]) {
+    if *announced {
+        return;
+    }
+    if let Some(total) = expected.total() {
+        *announced = true;
+        observers.iter_mut().for_each(|o| o.expected_frames(total));
     }
 }
 
@@ -467,6 +538,7 @@ fn spawn<'s, 'e>(
     inputs: Vec<Rx>,
     output: Tx,
     ctl: &'e Control,
+    expected: &'e Expected,
 ) -> Result<(), Error> {
     let wiring = |takes: &str, fed: &str| -> Error {
         PipelineError::Wiring {
@@ -478,10 +550,11 @@ fn spawn<'s, 'e>(
     };
     let name = format!("octopipe-{}", n.kind);
     let slot = n.slot;
+    let learn = n.source.map(|i| (expected, i));
     match (n.running, output) {
         (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => thread::Builder::new()
             .name(name.clone())
-            .spawn_scoped(s, move || run_source(source, tx, slot, ctl))
+            .spawn_scoped(s, move || run_source(source, tx, slot, ctl, learn))
             .map(|_| ())
             .map_err(|e| spawn_error(&name, e)),
         (Running::Frames(stage), Tx::Frames(tx)) => run_stage(
@@ -539,13 +612,25 @@ fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
 
 /// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
 /// full (backpressure, no drops); live input never waits: the oldest queued frame is dropped (and
-/// counted) to make room.
-fn run_source(mut source: Box<dyn FrameSource>, edge: Edge<Frame>, slot: StageSlot, ctl: &Control) {
+/// counted) to make room. A source that could not tell its length when it opened is asked again
+/// after its first frame (a media file knows its duration once it decoded).
+fn run_source(
+    mut source: Box<dyn FrameSource>,
+    edge: Edge<Frame>,
+    slot: StageSlot,
+    ctl: &Control,
+    learn: Option<(&Expected, usize)>,
+) {
     let _span =
         tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
+    let mut first = true;
     while !ctl.stop.load(Ordering::SeqCst) {
         match source.next_frame() {
             Ok(Some(mut frame)) => {
+                if let (true, Some((expected, i))) = (first, learn) {
+                    expected.learn(i, source.as_ref());
+                    first = false;
+                }
                 frame.times.mark(slot, Instant::now());
                 edge.tally().with(|t| t.add_in(frame.stream));
                 if !edge.send(frame) {

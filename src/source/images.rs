@@ -263,7 +263,7 @@ impl Images {
     }
 
     /// Images in the stream: every file, `loops` times.
-    fn total(&self) -> usize {
+    pub(super) fn total(&self) -> usize {
         self.files.len() * self.loops as usize
     }
 

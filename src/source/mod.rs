@@ -187,6 +187,12 @@ pub trait FrameSource: Send {
     /// A function another thread may call to end the stream while [`FrameSource::next_frame`]
     /// is blocked waiting for a frame (e.g. a live source that has gone quiet).
     fn interrupter(&self) -> Box<dyn Fn() + Send + Sync>;
+    /// How many frames the stream holds, when the source knows: an image sequence (images x
+    /// loops), the test source (`num-buffers`), a media file that declares its duration (x its
+    /// frame rate, known once the first frame decoded). `None` for live and application streams.
+    fn expected_frames(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Whether GStreamer has an element factory called `name` (GStreamer is initialised if needed;
@@ -301,6 +307,9 @@ impl FrameSource for Paced {
     }
     fn interrupter(&self) -> Box<dyn Fn() + Send + Sync> {
         self.inner.interrupter()
+    }
+    fn expected_frames(&self) -> Option<u64> {
+        self.inner.expected_frames()
     }
 }
 
