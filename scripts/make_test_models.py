@@ -14,6 +14,9 @@ Each model averages its input over the spatial axes and maps the 3 channel means
     batch-reshape.onnx   float32 [batch, 3, 64, 64] -> [1, 3*batch]
         passes the start-up check and the one-crop warm-up run, then fails on the first batch of
         more than one crop (its output is not [batch, classes]): a classify stage failing mid-run.
+    nan-logits.onnx      as valid-64, but the logit of class 2 (car) is NaN for every input
+    inf-logits.onnx      as valid-64, but the logit of class 1 (two-wheeler) is +Inf for every input
+        non-finite model outputs: an error by default, flagged objects with non-finite=flag.
 
 Dependencies: numpy and onnx (scripts/requirements.txt).
 """
@@ -38,16 +41,23 @@ def model(name, input_type, input_shape, nodes, outputs, initializers):
     return m
 
 
-def mean_classifier(name, input_type=TensorProto.FLOAT, channels=3, size=64, rank=4):
-    """input -> (Cast) -> ReduceMean over the spatial axes -> Gemm to 4 logits."""
+def mean_classifier(name, input_type=TensorProto.FLOAT, channels=3, size=64, rank=4,
+                    weight_row=None, bias=None):
+    """input -> (Cast) -> ReduceMean over the spatial axes -> Gemm to 4 logits.
+
+    weight_row=(class, value) sets one class's weights (NaN makes its logit NaN for any input);
+    bias=[4 values] replaces the zero bias (inf makes a logit infinite)."""
     axes = [2, 3] if rank == 4 else [1, 2]
     shape = ["batch", channels, size, size] if rank == 4 else ["batch", size, size]
     width = channels if rank == 4 else 1
+    weight = np.arange(4 * width, dtype=np.float32).reshape(4, width) / 10
+    if weight_row is not None:
+        weight[weight_row[0], :] = weight_row[1]
     inits = [
         numpy_helper.from_array(np.array(axes, dtype=np.int64), "axes"),
-        numpy_helper.from_array(np.arange(4 * width, dtype=np.float32).reshape(4, width) / 10,
-                                "weight"),
-        numpy_helper.from_array(np.zeros(4, dtype=np.float32), "bias"),
+        numpy_helper.from_array(weight, "weight"),
+        numpy_helper.from_array(np.array(bias if bias is not None else np.zeros(4),
+                                         dtype=np.float32), "bias"),
     ]
     nodes = []
     x = "input"
@@ -89,6 +99,8 @@ def main():
         "gray-64.onnx": mean_classifier("gray_64", channels=1),
         "size-32.onnx": mean_classifier("size_32", size=32),
         "batch-reshape.onnx": batch_reshape(),
+        "nan-logits.onnx": mean_classifier("nan_logits", weight_row=(2, np.nan)),
+        "inf-logits.onnx": mean_classifier("inf_logits", bias=[0, np.inf, 0, 0]),
     }
     for name, m in models.items():
         path = os.path.join(out_dir, name)

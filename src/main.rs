@@ -14,7 +14,7 @@ use octopipe::describe;
 #[cfg(feature = "bench")]
 use octopipe::frame::PixelFormat;
 use octopipe::observe;
-use octopipe::pipeline::Pipeline;
+use octopipe::pipeline::{Pipeline, RunPath};
 use octopipe::stage::Registry;
 
 #[derive(Parser)]
@@ -103,6 +103,7 @@ fn main() -> ExitCode {
 }
 
 fn real_main() -> Result<ExitCode> {
+    ignore_file_size_signal();
     // The library logs through tracing; warnings (a GPU that fell back to the CPU, a live source
     // gone quiet, ...) reach stderr by default, RUST_LOG asks for more.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -136,6 +137,17 @@ fn real_main() -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// A write past the file-size limit (`ulimit -f`) fails with an error the sinks report (after
+/// cutting their output back to its last complete line), instead of SIGXFSZ killing the process
+/// with no report. Set first thing: GStreamer may write its registry cache while it starts.
+fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code; it is
+    // process-wide and done once, before any other thread starts.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 
@@ -222,14 +234,16 @@ fn run(
         }
         graph.budget = Duration::from_secs_f64(ms / 1000.0);
     }
+    // Before anything opens: no output of ours may land on an input of the run.
+    graph.check_paths(&observe.outputs())?;
+    let mut report = ReportTarget::open(observe, graph.writes_stdout())?;
     let mut pipeline = Pipeline::build(graph)?;
     let _metrics = add_observers(&mut pipeline, observe)?;
     let signal = install_signal_handler(pipeline.stop_handle());
     let outcome = pipeline.run();
-    if observe.report == ReportFormat::Json {
-        println!("{}", serde_json::to_value(&outcome.report)?);
-    } else {
-        eprintln!("{}", outcome.report);
+    let report_error = report.write(&outcome.report).err();
+    if let Some(e) = &report_error {
+        eprintln!("octopipe: error: {e}");
     }
     if let Some(code) = signal_exit(&signal, outcome.error.as_ref()) {
         return Ok(code);
@@ -239,7 +253,67 @@ fn run(
             eprintln!("octopipe: error: {e}");
             Ok(ExitCode::FAILURE)
         }
+        None if report_error.is_some() => Ok(ExitCode::FAILURE),
         None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Where the end-of-run report goes: `--report-file`, else a JSON report on stdout (on stderr
+/// when stdout carries the JSONL), else the text table on stderr.
+enum ReportTarget {
+    File {
+        path: PathBuf,
+        file: std::fs::File,
+        json: bool,
+    },
+    Stdout,
+    Stderr {
+        json: bool,
+    },
+}
+
+impl ReportTarget {
+    /// Create the report file now (a folder that does not exist fails before the run, not
+    /// after it).
+    fn open(args: &ObserveArgs, stdout_taken: bool) -> Result<ReportTarget> {
+        let json = args.report == ReportFormat::Json;
+        Ok(match &args.report_file {
+            Some(path) => ReportTarget::File {
+                file: std::fs::File::create(path)
+                    .with_context(|| format!("--report-file {}: cannot create", path.display()))?,
+                path: path.clone(),
+                json,
+            },
+            None if json && !stdout_taken => ReportTarget::Stdout,
+            None => ReportTarget::Stderr { json },
+        })
+    }
+
+    /// Write `report`; a report file that cannot be written is an error, and the report goes to
+    /// stderr instead.
+    fn write(&mut self, report: &octopipe::budget::Report) -> std::result::Result<(), String> {
+        use std::io::Write;
+        let text = |json: bool| {
+            if json {
+                serde_json::to_string(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+            } else {
+                report.to_string()
+            }
+        };
+        match self {
+            ReportTarget::Stdout => println!("{}", text(true)),
+            ReportTarget::Stderr { json } => eprintln!("{}", text(*json)),
+            ReportTarget::File { path, file, json } => {
+                if let Err(e) = writeln!(file, "{}", text(*json)).and_then(|_| file.flush()) {
+                    eprintln!("{report}");
+                    return Err(format!(
+                        "--report-file {}: write failed: {e}",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -250,9 +324,14 @@ struct ObserveArgs {
     /// bar on a terminal, a plain line every 2 s otherwise), bar, lines, off.
     #[arg(long, value_name = "WHEN", default_value = "auto", default_missing_value = "on", num_args = 0..=1)]
     progress: ProgressArg,
-    /// End-of-run report: a text table on stderr, or one JSON object on stdout.
+    /// End-of-run report: a text table on stderr, or one JSON object on stdout (on stderr when
+    /// the JSONL goes to stdout, `jsonl location=-`).
     #[arg(long, value_name = "FORMAT", default_value = "text")]
     report: ReportFormat,
+    /// Write the report (in the --report format) to this file instead; it may not be an input
+    /// of the run.
+    #[arg(long, value_name = "PATH")]
+    report_file: Option<PathBuf>,
     /// Write a latency plot (per-frame end-to-end with the budget, per-stage stack): .svg or .png.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
@@ -272,6 +351,29 @@ struct ObserveArgs {
     /// Report GPU energy per frame from NVML (or why it is not available).
     #[arg(long)]
     energy: bool,
+}
+
+impl ObserveArgs {
+    /// The files and folders these options write, for the check against the run's inputs.
+    fn outputs(&self) -> Vec<RunPath> {
+        let annotate = self
+            .annotate
+            .as_ref()
+            .map(|path| match observe::AnnotateTarget::from_path(path) {
+                observe::AnnotateTarget::Mp4(_) => RunPath::file("--annotate", path),
+                observe::AnnotateTarget::PngDir(_) => RunPath::folder("--annotate", path),
+            });
+        let files = [
+            ("--plot", &self.plot),
+            ("--mosaic", &self.mosaic),
+            ("--report-file", &self.report_file),
+        ];
+        files
+            .into_iter()
+            .filter_map(|(what, path)| path.as_ref().map(|p| RunPath::file(what, p)))
+            .chain(annotate)
+            .collect()
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -319,6 +319,115 @@ fn progress_counts_frames_objects_misses_and_gaps() {
 }
 
 #[test]
+fn progress_shows_the_total_and_the_percentage_when_known() {
+    let mut p = Progress::new(ProgressStyle::Lines(Duration::from_secs(3600)));
+    p.expected_frames(8);
+    let mut batch = CropBatch::default();
+    for seq in [0u64, 1, 4] {
+        let mut f = two_colour_frame([0; 3], [255; 3]);
+        f.seq = seq;
+        f.times.mark(0, f.times.arrival);
+        batch.frames.push(f);
+    }
+    p.batch(&batch, Duration::from_millis(10));
+    // 3 processed and 2 missing below frame 4 (dropped upstream): 5 of 8 done.
+    let s = p.status();
+    assert!(s.starts_with("frames 3/8 (62%) at "), "{s}");
+}
+
+/// Records what the runner tells observers of the run's length.
+struct Length(std::sync::Arc<std::sync::Mutex<Option<u64>>>);
+
+impl Observer for Length {
+    fn expected_frames(&mut self, total: u64) {
+        *self.0.lock().unwrap() = Some(total);
+    }
+}
+
+/// Build `text` (no classifier: no ONNX Runtime needed), run it, and return
+/// (`Pipeline::expected_frames` once built, what the observers heard, frames processed).
+fn length_of(text: &str) -> (Option<u64>, Option<u64>, u64) {
+    let desc = describe::parse("<test>", text, &Default::default()).unwrap();
+    let mut pipeline = Pipeline::build(describe::build(&desc).unwrap()).unwrap();
+    let built = pipeline.expected_frames();
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(None));
+    pipeline.observe(Box::new(Length(heard.clone())));
+    let outcome = pipeline.run();
+    assert!(outcome.error.is_none(), "{text}: {:?}", outcome.error);
+    let heard = *heard.lock().unwrap();
+    (built, heard, outcome.report.processed)
+}
+
+#[test]
+fn sources_tell_their_length() {
+    let dir = common::temp_dir("observe-length");
+    std::fs::create_dir_all(dir.join("images")).unwrap();
+    for i in 0..3 {
+        RgbImage::from_pixel(64, 48, image::Rgb([i as u8 * 40, 80, 120]))
+            .save(dir.join(format!("images/f{i}.png")))
+            .unwrap();
+    }
+    let out = dir.join("o.jsonl");
+    let tail = format!(
+        "boxes format=synthetic count=2 ! jsonl location={}",
+        out.display()
+    );
+    // An image sequence: images x loops.
+    let images = format!("images location={}/images loop=2 ! {tail}", dir.display());
+    assert_eq!(length_of(&images), (Some(6), Some(6), 6));
+    // The test source: num-buffers; two streams add up.
+    let two = format!(
+        "testsrc width=64 height=48 num-buffers=4 ! boxes format=synthetic count=2 ! mux. \
+         testsrc width=64 height=48 num-buffers=5 ! boxes format=synthetic count=2 ! batch name=mux \
+         ! jsonl location={}",
+        out.display()
+    );
+    let desc = describe::parse("<test>", &two, &Default::default()).unwrap();
+    let graph = describe::build(&desc).unwrap();
+    let pipeline = Pipeline::build(graph).unwrap();
+    assert_eq!(pipeline.expected_frames(), Some(9));
+    drop(pipeline);
+    // A media file declaring its duration: known once it decodes (60 frames at 30 fps).
+    let mp4 = dir.join("flight.mp4");
+    common::encode(&format!(
+        "videotestsrc num-buffers=60 ! video/x-raw,width=64,height=48,framerate=30/1 \
+         ! x264enc ! mp4mux ! filesink location={}",
+        mp4.display()
+    ));
+    let media = format!("media location={} ! {tail}", mp4.display());
+    let (_, heard, processed) = length_of(&media);
+    assert_eq!((heard, processed), (Some(60), 60));
+}
+
+#[test]
+fn cli_progress_lines_show_the_total_and_the_percentage() {
+    let dir = common::temp_dir("observe-progress-cli");
+    let text = format!(
+        "testsrc width=64 height=48 num-buffers=6 ! boxes format=synthetic count=2 ! jsonl location={}",
+        dir.join("o.jsonl").display()
+    );
+    let out = common::output_within(
+        std::process::Command::new(env!("CARGO_BIN_EXE_octopipe")).args([
+            "run",
+            &text,
+            "--progress",
+            "lines",
+        ]),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The plain lines end with where the run got to.
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("progress "))
+        .unwrap_or_else(|| panic!("no progress line:\n{stderr}"));
+    assert!(last.contains(": frames 6/6 (100%) at "), "{last}");
+    assert!(last.contains("| objects 12 |"), "{last}");
+}
+
+#[test]
 fn annotated_mp4_decodes_back_to_every_frame() {
     if !common::ort_ready() {
         return;

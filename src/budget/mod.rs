@@ -30,6 +30,7 @@ pub struct Budget {
     stages: Vec<Series>,
     streams: BTreeMap<u32, StreamAcc>,
     objects: u64,
+    non_finite: u64,
     skipped: BTreeMap<String, u64>,
     actions: BTreeMap<String, u64>,
     lines: Vec<String>,
@@ -56,6 +57,7 @@ impl Budget {
             rows,
             streams: BTreeMap::new(),
             objects: 0,
+            non_finite: 0,
             skipped: BTreeMap::new(),
             actions: BTreeMap::new(),
             lines: Vec::new(),
@@ -121,7 +123,9 @@ impl Budget {
             s.total.push(t);
             s.over_budget += u64::from(t > self.budget);
         }
-        self.objects += frame.detections.len() as u64;
+        let non_finite = frame.non_finite.len() as u64;
+        self.objects += (frame.detections.len() as u64).saturating_sub(non_finite);
+        self.non_finite += non_finite;
         for (reason, n) in &frame.skipped {
             *self.skipped.entry(reason.name().to_string()).or_default() += *n as u64;
         }
@@ -180,6 +184,7 @@ impl Budget {
                 .collect(),
             total: all.stats(),
             objects: self.objects,
+            non_finite: self.non_finite,
             skipped: self.skipped.clone().into_iter().collect(),
             actions: self.actions.clone().into_iter().collect(),
             streams,
@@ -359,6 +364,9 @@ pub struct Report {
     pub total: Stats,
     /// Objects classified.
     pub objects: u64,
+    /// Objects the classifier ran on whose output was not finite (NaN or infinite logits),
+    /// written flagged with no label (`classify non-finite=flag`).
+    pub non_finite: u64,
     /// Boxes not classified, by reason.
     pub skipped: Vec<(String, u64)>,
     /// What the late-frame policy did, and how often.
@@ -462,6 +470,7 @@ impl serde::Serialize for Report {
         m.serialize_entry("stages", &stages)?;
         m.serialize_entry("total", &self.total)?;
         m.serialize_entry("objects", &self.objects)?;
+        m.serialize_entry("non_finite", &self.non_finite)?;
         m.serialize_entry("skipped", &Counts(&self.skipped))?;
         m.serialize_entry("actions", &Counts(&self.actions))?;
         m.serialize_entry("streams", &self.streams)?;
@@ -523,10 +532,15 @@ impl fmt::Display for Report {
             self.wall.as_secs_f64()
         )?;
         let skipped: u64 = self.skipped.iter().map(|(_, n)| n).sum();
+        // Objects whose classifier output was not finite are neither classified nor skipped.
+        let non_finite = match self.non_finite {
+            0 => String::new(),
+            n => format!(" + {n} non-finite"),
+        };
         write!(
             f,
-            "objects: {} in = {} classified + {} skipped{}",
-            self.objects + skipped,
+            "objects: {} in = {} classified{non_finite} + {} skipped{}",
+            self.objects + self.non_finite + skipped,
             self.objects,
             skipped,
             list(&self.skipped)

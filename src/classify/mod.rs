@@ -9,6 +9,12 @@
 //! preprocess stage leaves it unset). Batches of any size are run in chunks of at most
 //! `max-batch` crops (or the model's fixed batch size), followed by softmax and top-k.
 //!
+//! `labels` (or `labels-file`) must name exactly as many classes as the model's output has: a
+//! list too short or too long is an error when the pipeline is built. A crop whose logits are
+//! not finite (NaN or infinite) has no answer: by default the run fails naming the model and the
+//! frame; with `non-finite=flag` the object is written with `"non_finite":true` and no label,
+//! and the report counts it (`objects: N in = C classified + F non-finite + S skipped`).
+//!
 //! ONNX Runtime is loaded at run time from `ORT_DYLIB_PATH` (default `libonnxruntime.so`); one
 //! environment is shared by the whole process.
 
@@ -22,6 +28,7 @@ use ort::value::{TensorElementType, TensorRef, ValueType};
 use crate::batch::CropBatch;
 use crate::describe::DescribeError;
 use crate::frame::{ClassScore, Classification};
+use crate::pipeline::RunPath;
 use crate::preprocess::Layout;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
@@ -37,13 +44,29 @@ pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
 /// The ONNX Runtime version octopipe is built against.
 pub const ORT_VERSION: &str = "1.31.1";
 
+/// What to do with a crop whose logits are not finite (NaN or infinite).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NonFinite {
+    /// Fail the run, naming the model and the frame (the default).
+    #[default]
+    Error,
+    /// Write the object flagged (`"non_finite":true`, no label, class or score) and count it in
+    /// the report.
+    Flag,
+}
+
 /// Settings of the classify stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassifyConfig {
     /// The ONNX model file.
     pub model: PathBuf,
-    /// Class names, in class-index order (empty: `class0`, `class1`, ...).
+    /// Class names, in class-index order (empty: `class0`, `class1`, ...); when given, one per
+    /// class of the model.
     pub labels: Vec<String>,
+    /// The file `labels` were read from (`labels-file`), for messages and the input check.
+    pub labels_file: Option<PathBuf>,
+    /// What a crop with non-finite logits does.
+    pub non_finite: NonFinite,
     /// Largest number of crops per inference call.
     pub max_batch: usize,
     /// Results kept per crop.
@@ -58,6 +81,8 @@ impl ClassifyConfig {
         ClassifyConfig {
             model: model.into(),
             labels: Vec::new(),
+            labels_file: None,
+            non_finite: NonFinite::Error,
             max_batch: DEFAULT_MAX_BATCH,
             top_k: DEFAULT_TOP_K,
             threads: 0,
@@ -104,6 +129,36 @@ pub enum ClassifyError {
         /// ONNX Runtime's message.
         reason: String,
     },
+    /// The class names do not match the model's classes.
+    #[error("model {path} has {classes} classes but {given} names {names}: give one name per class, in class-index order")]
+    Labels {
+        /// The model file.
+        path: String,
+        /// Classes in the model's output.
+        classes: usize,
+        /// Where the names came from: `labels=a,b,c` or `labels-file=FILE`.
+        given: String,
+        /// How many names it gave.
+        names: usize,
+    },
+    /// The model's output for a crop was not finite (with `non-finite=error`).
+    #[error("model {path}: {kind} logits for stream {stream} frame {frame}, box {bbox:?} (batch {batch}, crop {crop}): no class can be given (classify non-finite=flag writes such objects flagged instead)")]
+    NonFinite {
+        /// The model file.
+        path: String,
+        /// `NaN` or `infinite`.
+        kind: &'static str,
+        /// The frame's stream.
+        stream: u32,
+        /// The frame's number in its stream.
+        frame: u64,
+        /// The crop's box.
+        bbox: [u32; 4],
+        /// The batch's number in this run (0-based).
+        batch: u64,
+        /// The crop's index in the batch.
+        crop: usize,
+    },
 }
 
 /// The process-wide ONNX Runtime environment, loaded on first use.
@@ -143,14 +198,21 @@ pub struct Classifier {
     input: ModelInput,
     layout: Layout,
     size: (u32, u32),
+    /// Softmax scores of the last chunk, row by row.
     scores: Vec<f32>,
+    /// Classes in the model's output (from the warm-up run).
+    classes: usize,
+    /// Rows of the last chunk whose logits were not finite, with `NaN` or `infinite`.
+    non_finite: Vec<(usize, &'static str)>,
+    /// Batches classified so far.
+    batches: u64,
     /// Class names as shared strings, grown as class ids are met.
     names: Vec<Arc<str>>,
 }
 
 impl Classifier {
-    /// Load the model and check its input against `layout` (and `size` if given). Returns the
-    /// classifier and the crop size to use.
+    /// Load the model and check its input against `layout` (and `size` if given), and its
+    /// classes against the labels. Returns the classifier and the crop size to use.
     pub fn new(
         config: ClassifyConfig,
         layout: Layout,
@@ -164,20 +226,7 @@ impl Classifier {
         if !config.model.is_file() {
             return Err(model_err("no such file".into()));
         }
-        let env = environment()?;
-        // ONNX Runtime's worker threads spin between runs by default; with a pipeline of busy
-        // stage threads on few cores that steals time from the other stages.
-        let mut builder = Session::builder(env)
-            .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
-            .map_err(|e| model_err(e.to_string()))?;
-        if config.threads > 0 {
-            builder = builder
-                .with_intra_threads(config.threads)
-                .map_err(|e| model_err(e.to_string()))?;
-        }
-        let session = builder
-            .commit_from_file(&config.model)
-            .map_err(|e| model_err(format!("not a loadable ONNX model: {e}")))?;
+        let session = session(&config, &path)?;
         let (input_name, input) = check_input(&session, &path, layout, size)?;
         let output_name = session
             .outputs()
@@ -196,32 +245,63 @@ impl Classifier {
             layout,
             size,
             scores: Vec::new(),
+            classes: 0,
+            non_finite: Vec::new(),
+            batches: 0,
             names: Vec::new(),
         };
-        // Inference now: ONNX Runtime allocates and plans on its first runs, which would otherwise
-        // land on the first frames' budget. The smallest batch must run (it proves the model runs
-        // at all); the largest only sizes the memory arena once, here: if it fails, the first
-        // batch that size reports the error with its frames.
-        let (w, h) = (size.0 as usize, size.1 as usize);
+        classifier.warm_up()?;
+        classifier.check_labels()?;
+        Ok(classifier)
+    }
+
+    /// Inference now: ONNX Runtime allocates and plans on its first runs, which would otherwise
+    /// land on the first frames' budget. The smallest batch must run (it proves the model runs at
+    /// all, and gives its number of classes); the largest only sizes the memory arena once,
+    /// here: if it fails, the first batch that size reports the error with its frames.
+    fn warm_up(&mut self) -> Result<(), ClassifyError> {
+        let (w, h) = (self.size.0 as usize, self.size.1 as usize);
+        let layout = self.layout;
         let shape = |n: usize| match layout {
             Layout::Nchw => [n, 3, h, w],
             Layout::Nhwc => [n, h, w, 3],
         };
-        let smallest = classifier.input.batch.unwrap_or(1);
-        classifier.run_chunk(shape(smallest), &vec![0.0; smallest * 3 * w * h])?;
-        let largest = classifier
-            .input
-            .batch
-            .unwrap_or(classifier.config.max_batch.max(1));
+        let smallest = self.input.batch.unwrap_or(1);
+        self.run_chunk(shape(smallest), &vec![0.0; smallest * 3 * w * h])?;
+        self.classes = self.scores.len() / smallest.max(1);
+        let largest = self.input.batch.unwrap_or(self.config.max_batch.max(1));
         if largest > smallest {
-            let _ = classifier.run_chunk(shape(largest), &vec![0.0; largest * 3 * w * h]);
+            let _ = self.run_chunk(shape(largest), &vec![0.0; largest * 3 * w * h]);
         }
-        Ok(classifier)
+        Ok(())
+    }
+
+    /// Given class names must name every class of the model, no more, no fewer.
+    fn check_labels(&self) -> Result<(), ClassifyError> {
+        let labels = &self.config.labels;
+        if labels.is_empty() || labels.len() == self.classes {
+            return Ok(());
+        }
+        let given = match &self.config.labels_file {
+            Some(file) => format!("labels-file={}", file.display()),
+            None => format!("labels={}", labels.join(",")),
+        };
+        Err(ClassifyError::Labels {
+            path: self.config.model.display().to_string(),
+            classes: self.classes,
+            given,
+            names: labels.len(),
+        })
     }
 
     /// The crop size the model takes.
     pub fn size(&self) -> (u32, u32) {
         self.size
+    }
+
+    /// The number of classes in the model's output.
+    pub fn classes(&self) -> usize {
+        self.classes
     }
 
     /// The model file.
@@ -253,8 +333,10 @@ impl Classifier {
     }
 
     /// Classify every crop of `batch` (its f32 host tensor must be filled), writing each crop's
-    /// [`Classification`] onto its detection.
-    pub fn classify(&mut self, batch: &mut CropBatch) -> Result<(), ClassifyError> {
+    /// [`Classification`] onto its detection. A crop whose logits are not finite fails the
+    /// batch (`non-finite=error`) or is listed in its frame's `non_finite` with no
+    /// classification (`non-finite=flag`); returns how many were flagged.
+    pub fn classify(&mut self, batch: &mut CropBatch) -> Result<u64, ClassifyError> {
         let n = batch.crops.len();
         let (w, h) = (self.size.0 as usize, self.size.1 as usize);
         let per = 3 * w * h;
@@ -276,7 +358,8 @@ impl Classifier {
             });
         }
         let chunk = self.input.batch.unwrap_or(self.config.max_batch.max(1));
-        let mut results = Vec::with_capacity(n);
+        // Per crop: its ranked classes, or why it has none.
+        let mut results: Vec<Result<Vec<(u32, f32)>, &'static str>> = Vec::with_capacity(n);
         let mut start = 0;
         while start < n {
             let m = chunk.min(n - start);
@@ -287,30 +370,72 @@ impl Classifier {
             self.run_chunk(shape, &tensor[start * per..(start + m) * per])?;
             let classes = self.scores.len() / m;
             for i in 0..m {
-                let row = i * classes..(i + 1) * classes;
-                let ranked = top_k(&mut self.scores[row], self.config.top_k);
-                results.push(ranked);
+                match self.non_finite.iter().find(|(row, _)| *row == i) {
+                    Some((_, kind)) => results.push(Err(*kind)),
+                    None => {
+                        let row = i * classes..(i + 1) * classes;
+                        results.push(Ok(top_k(&mut self.scores[row], self.config.top_k)));
+                    }
+                }
             }
             start += m;
         }
-        for (origin, ranked) in batch.origins.iter().zip(results) {
+        let flagged = self.answer(batch, results)?;
+        self.batches += 1;
+        Ok(flagged)
+    }
+
+    /// Write each crop's answer onto its detection; a crop with none fails the batch or is
+    /// flagged, as configured. Returns how many were flagged.
+    fn answer(
+        &mut self,
+        batch: &mut CropBatch,
+        results: Vec<Result<Vec<(u32, f32)>, &'static str>>,
+    ) -> Result<u64, ClassifyError> {
+        let mut flagged = 0;
+        for (crop, (origin, ranked)) in batch.origins.iter().zip(results).enumerate() {
+            let frame = &mut batch.frames[origin.frame as usize];
+            let ranked = match ranked {
+                Ok(ranked) => ranked,
+                Err(kind) => {
+                    let error = ClassifyError::NonFinite {
+                        path: self.config.model.display().to_string(),
+                        kind,
+                        stream: frame.stream,
+                        frame: frame.seq,
+                        bbox: frame.detections[origin.detection as usize].bbox,
+                        batch: self.batches,
+                        crop,
+                    };
+                    if self.config.non_finite == NonFinite::Error {
+                        return Err(error);
+                    }
+                    if flagged == 0 {
+                        tracing::warn!("{error}: flagged");
+                    }
+                    frame.non_finite.push(origin.detection);
+                    frame.detections[origin.detection as usize].classification = None;
+                    flagged += 1;
+                    continue;
+                }
+            };
             let mut scores = ranked.into_iter().map(|(id, score)| ClassScore {
                 class_id: id,
                 label: self.name(id),
                 score,
             });
-            let best = scores.next().expect("top_k gives at least one class");
+            let Some(best) = scores.next() else { continue };
             let c = Classification {
                 best,
                 topk: scores.collect(),
             };
-            let frame = &mut batch.frames[origin.frame as usize];
             frame.detections[origin.detection as usize].classification = Some(c);
         }
-        Ok(())
+        Ok(flagged)
     }
 
-    /// Run one chunk; leaves its softmax scores in `self.scores`.
+    /// Run one chunk; leaves its softmax scores in `self.scores`, and in `self.non_finite` the
+    /// rows whose logits were not finite (their scores are left as they came).
     fn run_chunk(&mut self, shape: [usize; 4], data: &[f32]) -> Result<(), ClassifyError> {
         let path = self.config.model.display().to_string();
         let run_err = |e: ort::Error| ClassifyError::Run {
@@ -337,12 +462,42 @@ impl Classifier {
         }
         self.scores.clear();
         self.scores.extend_from_slice(logits);
+        self.non_finite.clear();
         let classes = oshape[1] as usize;
-        for row in self.scores.chunks_mut(classes) {
-            softmax(row);
+        for (i, row) in self.scores.chunks_mut(classes).enumerate() {
+            // Softmax of a NaN or infinite logit is NaN: such a row has no answer.
+            if row.iter().any(|x| x.is_nan()) {
+                self.non_finite.push((i, "NaN"));
+            } else if row.iter().any(|x| x.is_infinite()) {
+                self.non_finite.push((i, "infinite"));
+            } else {
+                softmax(row);
+            }
         }
         Ok(())
     }
+}
+
+/// An ONNX Runtime session for `config`'s model.
+fn session(config: &ClassifyConfig, path: &str) -> Result<Session, ClassifyError> {
+    let model_err = |reason: String| ClassifyError::Model {
+        path: path.to_string(),
+        reason,
+    };
+    let env = environment()?;
+    // ONNX Runtime's worker threads spin between runs by default; with a pipeline of busy
+    // stage threads on few cores that steals time from the other stages.
+    let mut builder = Session::builder(env)
+        .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
+        .map_err(|e| model_err(e.to_string()))?;
+    if config.threads > 0 {
+        builder = builder
+            .with_intra_threads(config.threads)
+            .map_err(|e| model_err(e.to_string()))?;
+    }
+    builder
+        .commit_from_file(&config.model)
+        .map_err(|e| model_err(format!("not a loadable ONNX model: {e}")))
 }
 
 /// Check the model's first input against the preprocess settings.
@@ -439,6 +594,7 @@ struct ClassifyStage(Classifier);
 
 impl Stage<CropBatch, CropBatch> for ClassifyStage {
     fn process(&mut self, mut batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        // Flagged objects are counted by the report from their frames.
         self.0.classify(&mut batch)?;
         out.push(batch);
         Ok(())
@@ -453,6 +609,13 @@ impl Element for ClassifyConfig {
         ctx.caps.labels = classifier.labels().to_vec();
         Ok(Running::Batches(Box::new(ClassifyStage(classifier))))
     }
+    fn inputs(&self) -> Vec<RunPath> {
+        let mut inputs = vec![RunPath::file("classify model", &self.model)];
+        if let Some(file) = &self.labels_file {
+            inputs.push(RunPath::file("classify labels-file", file));
+        }
+        inputs
+    }
 }
 
 /// `classify model=m.onnx labels=a,b,c`: ONNX Runtime on the batch's tensor.
@@ -466,13 +629,13 @@ pub const CLASSIFY: StageDecl = StageDecl {
             "labels",
             PropType::List,
             "class0,...",
-            "class names in class-index order",
+            "class names in class-index order, one per class of the model",
         ),
         PropSpec::new(
             "labels-file",
             PropType::Path,
             "-",
-            "a file with one class name per line",
+            "a file with one class name per line, one per class of the model",
         ),
         PropSpec::new(
             "max-batch",
@@ -486,6 +649,12 @@ pub const CLASSIFY: StageDecl = StageDecl {
             PropType::COUNT,
             "0",
             "ONNX Runtime intra-op threads (0: its default)",
+        ),
+        PropSpec::new(
+            "non-finite",
+            PropType::Choice(&["error", "flag"]),
+            "error",
+            "a crop with NaN or infinite logits fails the run, or is written flagged (\"non_finite\":true, no label) and counted",
         ),
     ],
     needs: &[Role::Boxes, Role::Batch, Role::Preprocess],
@@ -511,10 +680,15 @@ fn classify_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             .filter(|l| !l.is_empty())
             .map(String::from)
             .collect();
+        cfg.labels_file = Some(PathBuf::from(f));
     }
     cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);
     cfg.top_k = p.usize("top-k").unwrap_or(cfg.top_k);
     cfg.threads = p.usize("threads").unwrap_or(cfg.threads);
+    cfg.non_finite = match p.str("non-finite") {
+        Some("flag") => NonFinite::Flag,
+        _ => NonFinite::Error,
+    };
     Ok(Box::new(cfg))
 }
 

@@ -394,6 +394,14 @@ impl Element for DetectConfig {
             ctx.tally.clone(),
         ))))
     }
+    fn inputs(&self) -> Vec<crate::pipeline::RunPath> {
+        use crate::pipeline::RunPath;
+        match &self.source {
+            BoxSource::Det { location } => vec![RunPath::folder("boxes location", location)],
+            BoxSource::Mot { location } => vec![RunPath::file("boxes location", location)],
+            BoxSource::Synthetic { .. } => Vec::new(),
+        }
+    }
 }
 
 /// `boxes format=det|mot|synthetic`: annotation replay or the synthetic generator.

@@ -93,6 +93,10 @@ pub struct Frame {
     pub detections: Vec<Detection>,
     /// Boxes the box stages dropped, by reason.
     pub skipped: Vec<(SkipReason, u32)>,
+    /// Detections (indices into `detections`) the classifier ran on but whose output was not
+    /// finite (NaN or infinite logits, kept with `classify non-finite=flag`): they carry no
+    /// classification.
+    pub non_finite: Vec<u32>,
     /// Budget timestamps.
     pub times: FrameTimes,
 }
@@ -154,6 +158,7 @@ impl Frame {
             planes: Some(planes),
             detections: Vec::new(),
             skipped: Vec::new(),
+            non_finite: Vec::new(),
             times: FrameTimes::new(Instant::now()),
         }
     }

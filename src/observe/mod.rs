@@ -14,7 +14,7 @@
 //!
 //! | observer | what it gives |
 //! | --- | --- |
-//! | [`Progress`] | a live line (indicatif on a terminal, plain lines otherwise): fps, frames, objects, p99 against the budget, drops |
+//! | [`Progress`] | a live line (indicatif on a terminal, plain lines otherwise): fps, frames (of the total, with the share done, when the sources know their length), objects, p99 against the budget, drops |
 //! | [`MetricsServer`] | a Prometheus endpoint: per-stage latency histograms, frames, drops, budget misses, fps |
 //! | [`LatencyPlot`] | an SVG or PNG plot: end-to-end latency per frame with the budget line, and the per-stage breakdown |
 //! | [`Annotator`] | the frames with boxes, labels and scores drawn: PNG files or an MP4 (x264) |

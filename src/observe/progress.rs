@@ -1,4 +1,9 @@
-//! Live progress: fps, frames, objects, p99 end-to-end latency against the budget, drops.
+//! Live progress: fps, frames (of the total and the percentage done, when the sources know their
+//! length), objects, p99 end-to-end latency against the budget, drops.
+//!
+//! ```text
+//! progress    2.0 s: frames 60/90 (66%) at 30.0 fps | objects 360 | p99 3.21 ms / 33.33 ms | over 0 | drops 0
+//! ```
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -36,6 +41,8 @@ pub struct Progress {
     /// (emitted, end-to-end) of the last [`WINDOW`] frames.
     recent: VecDeque<(Instant, Duration)>,
     budget: Duration,
+    /// Frames the sources will give in all, when they know.
+    total: Option<u64>,
 }
 
 impl Progress {
@@ -66,6 +73,7 @@ impl Progress {
             gaps: GapCounter::default(),
             recent: VecDeque::with_capacity(WINDOW),
             budget: Duration::ZERO,
+            total: None,
         }
     }
 
@@ -80,7 +88,9 @@ impl Progress {
     }
 
     /// The current status, e.g.
-    /// `frames 300 (30.0 fps) | objects 10421 | p99 12.31 ms / 33.33 ms | over 0 | drops 0`.
+    /// `frames 300 (30.0 fps) | objects 10421 | p99 12.31 ms / 33.33 ms | over 0 | drops 0`, or
+    /// with the sources' length known `frames 120/340 (35%) at 30.0 fps | objects ...`. The
+    /// percentage counts frames done, processed or dropped upstream, of the total.
     pub fn status(&self) -> String {
         let mut totals: Vec<Duration> = self.recent.iter().map(|(_, t)| *t).collect();
         let p99 = crate::budget::Stats::of(&mut totals).p99;
@@ -90,10 +100,16 @@ impl Progress {
             }
             _ => 0.0,
         };
+        let frames = match self.total {
+            Some(total) => format!(
+                "frames {}/{total} ({}%) at {fps:.1} fps",
+                self.frames,
+                self.done() * 100 / total.max(1)
+            ),
+            None => format!("frames {} ({fps:.1} fps)", self.frames),
+        };
         format!(
-            "frames {} ({:.1} fps) | objects {} | p99 {:.2} ms / {:.2} ms | over {} | drops {}",
-            self.frames,
-            fps,
+            "{frames} | objects {} | p99 {:.2} ms / {:.2} ms | over {} | drops {}",
             self.objects,
             ms(p99),
             ms(self.budget),
@@ -103,7 +119,33 @@ impl Progress {
     }
 }
 
+impl Progress {
+    /// Frames done: processed, or missing below the highest frame number seen (dropped
+    /// upstream); at most the total.
+    fn done(&self) -> u64 {
+        let done = self.frames + self.gaps.total();
+        self.total.map_or(done, |t| done.min(t))
+    }
+
+    /// The plain line, with the time since the start.
+    fn line(&self, now: Instant) {
+        let t = now.duration_since(self.start).as_secs_f64();
+        let _ = writeln!(std::io::stderr(), "progress {t:6.1} s: {}", self.status());
+    }
+}
+
 impl Observer for Progress {
+    fn expected_frames(&mut self, total: u64) {
+        self.total = Some(total);
+        if let Some(bar) = &self.bar {
+            bar.set_length(total);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {elapsed} [{bar:24}] {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+        }
+    }
+
     fn batch(&mut self, batch: &CropBatch, budget: Duration) {
         self.budget = budget;
         let now = Instant::now();
@@ -122,14 +164,14 @@ impl Observer for Progress {
         match self.style {
             ProgressStyle::Bar => {
                 if let Some(bar) = &self.bar {
+                    bar.set_position(self.done());
                     bar.set_message(self.status());
                 }
             }
             ProgressStyle::Lines(every) => {
                 if now.duration_since(self.last_line) >= every {
                     self.last_line = now;
-                    let t = now.duration_since(self.start).as_secs_f64();
-                    let _ = writeln!(std::io::stderr(), "progress {t:6.1} s: {}", self.status());
+                    self.line(now);
                 }
             }
         }
@@ -138,6 +180,10 @@ impl Observer for Progress {
     fn finish(&mut self, _report: &mut Report) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
+        }
+        // A log ends with where the run got to.
+        if matches!(self.style, ProgressStyle::Lines(_)) {
+            self.line(Instant::now());
         }
     }
 }

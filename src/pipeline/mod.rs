@@ -16,8 +16,9 @@
 
 mod edge;
 mod graph;
+mod paths;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -34,6 +35,7 @@ use crate::Error;
 
 pub use edge::{EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE, QUEUE};
 pub use graph::{Graph, Node};
+pub use paths::{check as check_paths, RunPath};
 
 use edge::{Edge, Inbox, Travels};
 
@@ -52,6 +54,14 @@ pub enum PipelineError {
         takes: String,
         /// What its upstream gives.
         fed: String,
+    },
+    /// An output that would overwrite or write into an input of the run, or another output.
+    #[error("{output} {what}: choose another path (nothing was written)")]
+    OutputOnInput {
+        /// The output, as given (`jsonl location=o.jsonl`, `--plot p.svg`).
+        output: String,
+        /// What it meets and how (`would overwrite classify model=m.onnx, an input of this run`).
+        what: String,
     },
     /// A stage's thread could not be started.
     #[error("cannot start the thread of stage '{stage}': {reason}")]
@@ -110,6 +120,11 @@ pub struct Outcome {
 pub trait Observer: Send {
     /// The run starts; `stages` are the report rows a frame's marks refer to (by index).
     fn start(&mut self, _stages: &[String]) {}
+    /// The sources will give `total` frames in all. Called once, as soon as every source knows
+    /// its length (image sequences and test sources when they open, a media file declaring its
+    /// duration once its first frame decoded); never when one cannot tell (a live or an
+    /// application stream).
+    fn expected_frames(&mut self, _total: u64) {}
     /// A batch reached the end of the pipeline.
     fn batch(&mut self, _batch: &CropBatch, _budget: Duration) {}
     /// The run is over: add to the report (lines in `report.extra`) or write files.
@@ -130,6 +145,31 @@ impl Observer for ResultsObserver {
     }
 }
 
+/// The frames each source expects to give, as they learn it (`UNKNOWN` until then).
+struct Expected(Vec<AtomicU64>);
+
+impl Expected {
+    const UNKNOWN: u64 = u64::MAX;
+
+    /// All sources' frames, once every source knows its own.
+    fn total(&self) -> Option<u64> {
+        self.0.iter().try_fold(0u64, |sum, n| {
+            let n = n.load(Ordering::Relaxed);
+            (n != Self::UNKNOWN).then(|| sum.saturating_add(n))
+        })
+    }
+
+    /// Ask source `i` for its length, until it tells.
+    fn learn(&self, i: usize, source: &dyn FrameSource) {
+        let Some(slot) = self.0.get(i) else { return };
+        if slot.load(Ordering::Relaxed) == Self::UNKNOWN {
+            if let Some(n) = source.expected_frames() {
+                slot.store(n.min(Self::UNKNOWN - 1), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// One opened node, waiting for its thread.
 struct Ready {
     kind: &'static str,
@@ -139,6 +179,8 @@ struct Ready {
     slot: StageSlot,
     /// `source` for sources, else the kind: how edges are named in drop reasons.
     label: &'static str,
+    /// For a source: its place in the run's [`Expected`] frames.
+    source: Option<usize>,
 }
 
 /// A built pipeline: every stage opened and checked, no thread started yet.
@@ -155,12 +197,17 @@ pub struct Pipeline {
     batches: Option<Sender<CropBatch>>,
     tally: Tally,
     control: Arc<Control>,
+    expected: Arc<Expected>,
 }
 
 impl Pipeline {
     /// Open every stage of `graph`: models are loaded and checked, the crop size settled, the
-    /// backends chosen, the sources and sinks opened. Nothing runs yet.
+    /// backends chosen, the sources and sinks opened. Nothing runs yet. First of all, an output
+    /// of a stage that resolves to an input of the run (or to another output) is refused
+    /// ([`Graph::check_paths`]), so nothing is created or truncated.
     pub fn build(graph: Graph) -> Result<Pipeline, Error> {
+        // Before any stage opens (a sink creates its file when it opens).
+        graph.check_paths(&[])?;
         let rows = graph.rows();
         let live = graph.is_live();
         let frame_interval = graph.frame_interval();
@@ -204,9 +251,11 @@ impl Pipeline {
                 queue: n.queue,
                 slot,
                 label,
+                source: None,
             });
         }
         ready.reverse();
+        let expected = expected_frames(&mut ready);
         let control = Arc::new(Control::default());
         if let Ok(mut i) = control.interrupters.lock() {
             for n in &ready {
@@ -228,6 +277,7 @@ impl Pipeline {
             batches: None,
             tally,
             control,
+            expected,
         })
     }
 
@@ -310,6 +360,13 @@ impl Pipeline {
         self.live
     }
 
+    /// The frames the sources will give in all, if each knows its length now (image sequences
+    /// and test sources do once open; a media file's duration may only be known once it
+    /// decodes: observers hear of it then, [`Observer::expected_frames`]).
+    pub fn expected_frames(&self) -> Option<u64> {
+        self.expected.total()
+    }
+
     /// Run to end of stream (or the first error, or a stop request) and report.
     pub fn run(self) -> Outcome {
         let Pipeline {
@@ -321,6 +378,7 @@ impl Pipeline {
             tally,
             control,
             apps,
+            expected,
             ..
         } = self;
         // The application holds the handles it took: when it drops its last one without closing,
@@ -336,6 +394,8 @@ impl Pipeline {
             .find(|n| matches!(n.running, Running::Batcher(_)))
             .map(|n| n.slot);
         let downstream = Arc::new(Downstream::new(budget * 2));
+        let mut announced = false;
+        announce(&expected, &mut announced, &mut observers);
         let (ends, end_rx) = match wire(&nodes, &tally) {
             Ok(w) => w,
             Err(e) => {
@@ -345,7 +405,7 @@ impl Pipeline {
         };
         thread::scope(|s| {
             for (n, (inputs, output)) in nodes.into_iter().zip(ends) {
-                if let Err(e) = spawn(s, n, inputs, output, &control) {
+                if let Err(e) = spawn(s, n, inputs, output, &control, &expected) {
                     control.fail(e);
                 }
             }
@@ -357,6 +417,7 @@ impl Pipeline {
                     }
                 }
                 tally.with(|t| batch.frames.iter().for_each(|f| t.record(f)));
+                announce(&expected, &mut announced, &mut observers);
                 for o in &mut observers {
                     o.batch(&batch, budget);
                 }
@@ -367,6 +428,30 @@ impl Pipeline {
             }
         });
         finish(observers, &tally, budget, &control)
+    }
+}
+
+/// Number the sources of `ready` in order and ask each for its length.
+fn expected_frames(ready: &mut [Ready]) -> Arc<Expected> {
+    let mut lengths = Vec::new();
+    for n in ready.iter_mut() {
+        if let Running::Source(source) = &n.running {
+            n.source = Some(lengths.len());
+            let length = source.expected_frames();
+            lengths.push(AtomicU64::new(length.unwrap_or(Expected::UNKNOWN)));
+        }
+    }
+    Arc::new(Expected(lengths))
+}
+
+/// Tell the observers the run's length, once it is known.
+fn announce(expected: &Expected, announced: &mut bool, observers: &mut [Box<dyn Observer>]) {
+    if *announced {
+        return;
+    }
+    if let Some(total) = expected.total() {
+        *announced = true;
+        observers.iter_mut().for_each(|o| o.expected_frames(total));
     }
 }
 
@@ -449,6 +534,7 @@ fn spawn<'s, 'e>(
     inputs: Vec<Rx>,
     output: Tx,
     ctl: &'e Control,
+    expected: &'e Expected,
 ) -> Result<(), Error> {
     let wiring = |takes: &str, fed: &str| -> Error {
         PipelineError::Wiring {
@@ -460,10 +546,11 @@ fn spawn<'s, 'e>(
     };
     let name = format!("octopipe-{}", n.kind);
     let slot = n.slot;
+    let learn = n.source.map(|i| (expected, i));
     match (n.running, output) {
         (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => thread::Builder::new()
             .name(name.clone())
-            .spawn_scoped(s, move || run_source(source, tx, slot, ctl))
+            .spawn_scoped(s, move || run_source(source, tx, slot, ctl, learn))
             .map(|_| ())
             .map_err(|e| spawn_error(&name, e)),
         (Running::Frames(stage), Tx::Frames(tx)) => run_stage(
@@ -521,13 +608,25 @@ fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
 
 /// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
 /// full (backpressure, no drops); live input never waits: the oldest queued frame is dropped (and
-/// counted) to make room.
-fn run_source(mut source: Box<dyn FrameSource>, edge: Edge<Frame>, slot: StageSlot, ctl: &Control) {
+/// counted) to make room. A source that could not tell its length when it opened is asked again
+/// after its first frame (a media file knows its duration once it decoded).
+fn run_source(
+    mut source: Box<dyn FrameSource>,
+    edge: Edge<Frame>,
+    slot: StageSlot,
+    ctl: &Control,
+    learn: Option<(&Expected, usize)>,
+) {
     let _span =
         tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
+    let mut first = true;
     while !ctl.stop.load(Ordering::SeqCst) {
         match source.next_frame() {
             Ok(Some(mut frame)) => {
+                if let (true, Some((expected, i))) = (first, learn) {
+                    expected.learn(i, source.as_ref());
+                    first = false;
+                }
                 frame.times.mark(slot, Instant::now());
                 edge.tally().with(|t| t.add_in(frame.stream));
                 if !edge.send(frame) {

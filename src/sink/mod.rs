@@ -4,15 +4,23 @@
 //! ... ! classify model=m.onnx ! jsonl location=objects.jsonl
 //! ```
 //!
+//! Lines are written whole: a batch's lines are written together, and when a write fails
+//! part-way (a full disk, a file-size limit) the file is cut back to its last complete line and
+//! the run fails naming the file.
+//!
 //! Each line: `{"stream":0,"frame":12,"source":"9999999_00023_d_0000001.jpg","pts_ms":400.0,
 //! "bbox":[x,y,w,h],"label":"car","class_id":2,"score":0.97,"category":4}` where `bbox` is the
 //! clipped integer box, `category` the annotation's VisDrone category (when boxes come from
 //! annotations) and `track` the MOT track id when there is one. `location=-` writes to stdout.
+//!
+//! An object whose classifier output was not finite (with `classify non-finite=flag`) has
+//! `"non_finite":true` and no label, class or score.
+//!
+//! The output may not resolve to one of the run's inputs (checked before anything opens).
 
+mod lines;
 mod tensors;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -20,11 +28,13 @@ use serde::Serialize;
 
 use crate::batch::CropBatch;
 use crate::describe::DescribeError;
+use crate::pipeline::RunPath;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
 use crate::Error;
 
+use lines::JsonLines;
 pub use tensors::{TensorsConfig, TensorsSink, TENSORS};
 
 /// Settings of the JSONL sink.
@@ -75,6 +85,10 @@ pub struct Object {
     /// Top-1 softmax score.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
+    /// The classifier's output for this crop was not finite (NaN or infinite logits, with
+    /// `classify non-finite=flag`): no label, class or score is given.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub non_finite: bool,
     /// The box source's class id (the VisDrone category for annotation boxes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub category: Option<u32>,
@@ -105,6 +119,7 @@ impl Object {
                 label: c.map(|c| c.best.label.clone()),
                 class_id: c.map(|c| c.best.class_id),
                 score: c.map(|c| c.best.score),
+                non_finite: frame.non_finite.contains(&origin.detection),
                 category: det.class_id,
                 detection: det.label.clone().map(|label| BoxInfo {
                     label,
@@ -121,48 +136,29 @@ impl Object {
 
 /// Runtime state of the JSONL sink.
 pub struct JsonlSink {
-    path: String,
-    out: BufWriter<Box<dyn Write + Send>>,
-    lines: u64,
+    out: JsonLines,
 }
 
 impl JsonlSink {
     /// Create (truncate) the output.
     pub fn new(config: &JsonlConfig) -> Result<Self, SinkError> {
-        let path = config.location.display().to_string();
-        let out: Box<dyn Write + Send> = if path == "-" {
-            Box::new(std::io::stdout())
-        } else {
-            Box::new(File::create(&config.location).map_err(|e| SinkError {
-                path: path.clone(),
-                reason: format!("cannot create: {e}"),
-            })?)
-        };
         Ok(JsonlSink {
-            path,
-            out: BufWriter::new(out),
-            lines: 0,
+            out: JsonLines::create(&config.location)?,
         })
     }
 
-    /// Lines written so far.
+    /// Complete lines written so far.
     pub fn lines(&self) -> u64 {
-        self.lines
+        self.out.lines()
     }
 
-    /// Write one line per crop of `batch`, then flush.
+    /// Write one line per crop of `batch`, whole: after a failed write the file ends with its
+    /// last complete line.
     pub fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
-        let path = &self.path;
-        let err = |e: &dyn std::fmt::Display| SinkError {
-            path: path.clone(),
-            reason: format!("write failed: {e}"),
-        };
         for object in Object::all(batch) {
-            serde_json::to_writer(&mut self.out, &object).map_err(|e| err(&e))?;
-            self.out.write_all(b"\n").map_err(|e| err(&e))?;
-            self.lines += 1;
+            self.out.push(&object)?;
         }
-        self.out.flush().map_err(|e| err(&e))
+        self.out.commit()
     }
 }
 
@@ -177,6 +173,15 @@ impl Stage<CropBatch, CropBatch> for JsonlSink {
 impl Element for JsonlConfig {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
         Ok(Running::Batches(Box::new(JsonlSink::new(&self)?)))
+    }
+    fn outputs(&self) -> Vec<RunPath> {
+        if self.writes_stdout() {
+            return Vec::new();
+        }
+        vec![RunPath::file("jsonl location", &self.location)]
+    }
+    fn writes_stdout(&self) -> bool {
+        self.location.as_os_str() == "-"
     }
 }
 

@@ -9,7 +9,9 @@
 //! `<f2` with `preprocess dtype=f16`), shaped `[n, 3, h, w]` / `[n, h, w, 3]` (or flat for a
 //! ragged batch). `out/index.jsonl`: one line per crop, `{"file":"batch-000000.npy","index":0,
 //! "offset":0,...}` followed by the object's fields (stream, frame, source, bbox, ...). A folder
-//! that already holds such files is refused: nothing is overwritten.
+//! that already holds such files is refused: nothing is overwritten; so is a folder the run
+//! reads, or one holding an input of the run. When a write fails, a partial `.npy` file is removed
+//! and the index ends with its last complete line.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -17,8 +19,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::lines::JsonLines;
 use super::{Object, SinkError};
 use crate::batch::CropBatch;
+use crate::pipeline::RunPath;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Role, Running, Stage, StageDecl};
 use crate::tensor::TensorData;
 use crate::Error;
@@ -54,6 +58,9 @@ impl Element for TensorsConfig {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
         Ok(Running::Batches(Box::new(TensorsSink::new(&self)?)))
     }
+    fn outputs(&self) -> Vec<RunPath> {
+        vec![RunPath::folder("tensors location", &self.location)]
+    }
 }
 
 /// One line of `index.jsonl`.
@@ -69,7 +76,7 @@ struct IndexLine<'a> {
 /// Runtime state of the tensors sink.
 pub struct TensorsSink {
     dir: PathBuf,
-    index: BufWriter<File>,
+    index: JsonLines,
     batches: u64,
 }
 
@@ -92,11 +99,10 @@ impl TensorsSink {
                 "already holds {name} from an earlier run: give an empty or new folder"
             )));
         }
-        let index = File::create(dir.join("index.jsonl"))
-            .map_err(|e| err(format!("cannot create index.jsonl: {e}")))?;
+        let index = JsonLines::create(&dir.join("index.jsonl"))?;
         Ok(TensorsSink {
             dir,
-            index: BufWriter::new(index),
+            index,
             batches: 0,
         })
     }
@@ -122,25 +128,22 @@ impl TensorsSink {
                 ))
             }
         };
-        write_npy(&path, descr, &t.shape, &bytes).map_err(|e| err(format!("write failed: {e}")))?;
+        if let Err(e) = write_npy(&path, descr, &t.shape, &bytes) {
+            // No partial tensor file is left behind.
+            let _ = std::fs::remove_file(&path);
+            return Err(err(format!("write failed: {e}; the file was removed")));
+        }
         for (i, object) in Object::all(batch).enumerate() {
-            let line = IndexLine {
+            self.index.push(&IndexLine {
                 file: &name,
                 index: i,
                 offset: batch.crops[i].out_offset,
                 object,
-            };
-            let index_err = |e: &dyn std::fmt::Display| SinkError {
-                path: self.dir.join("index.jsonl").display().to_string(),
-                reason: format!("write failed: {e}"),
-            };
-            serde_json::to_writer(&mut self.index, &line).map_err(|e| index_err(&e))?;
-            self.index.write_all(b"\n").map_err(|e| index_err(&e))?;
+            })?;
         }
-        self.index.flush().map_err(|e| SinkError {
-            path: self.dir.join("index.jsonl").display().to_string(),
-            reason: format!("write failed: {e}"),
-        })?;
+        // On failure the index ends with its last complete line; every line it keeps names a
+        // whole tensor file.
+        self.index.commit()?;
         self.batches += 1;
         Ok(())
     }

@@ -41,7 +41,7 @@ use gstreamer_video as gst_video;
 use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
 use super::images::{build_images, list_images, Feeder, ImageList, Images};
 use super::launch::build_launch;
-use super::media::{build_media, media_uri, truncation};
+use super::media::{build_media, expected_frames, media_uri, truncation};
 use super::test::{build_test, TestSettings};
 use super::{FrameSource, SourceConfig, SourceError, SourceKind};
 use crate::frame::{BufferPool, Colorimetry, Frame, FrameLayout, FrameTimes, PixelFormat};
@@ -114,8 +114,8 @@ enum Input {
     Media { name: String, uri: Arc<str> },
     /// An image sequence.
     Images(Images),
-    /// `videotestsrc`, described as `videotestsrc pattern=..`.
-    Test { name: Arc<str> },
+    /// `videotestsrc`, described as `videotestsrc pattern=..`, giving `frames` frames.
+    Test { name: Arc<str>, frames: u64 },
     /// A GStreamer launch fragment, named by its text.
     Launch { name: Arc<str> },
 }
@@ -196,7 +196,8 @@ impl<'a> Plan<'a> {
             Plan::Test(test) => {
                 build_test(pipeline, appsink, &test)?;
                 let name = test.name().into();
-                (Input::Test { name }, None)
+                let frames = u64::from(test.num_buffers);
+                (Input::Test { name, frames }, None)
             }
         })
     }
@@ -253,7 +254,7 @@ impl GstSource {
         match &self.input {
             Input::Media { name, .. } => name,
             Input::Images(images) => &images.location,
-            Input::Test { name } | Input::Launch { name } => name,
+            Input::Test { name, .. } | Input::Launch { name } => name,
         }
     }
 
@@ -402,7 +403,7 @@ impl GstSource {
     ) -> Result<(Arc<str>, Colorimetry), SourceError> {
         match &mut self.input {
             Input::Media { uri, .. } => Ok((uri.clone(), video_default(height))),
-            Input::Test { name } | Input::Launch { name } => {
+            Input::Test { name, .. } | Input::Launch { name } => {
                 Ok((name.clone(), video_default(height)))
             }
             Input::Images(images) => images.origin(pts),
@@ -502,6 +503,15 @@ impl FrameSource for GstSource {
     fn stop(&mut self) {
         if !self.done {
             self.finish();
+        }
+    }
+
+    fn expected_frames(&self) -> Option<u64> {
+        match &self.input {
+            Input::Images(images) => Some(images.total() as u64),
+            Input::Test { frames, .. } => Some(*frames),
+            Input::Media { .. } => expected_frames(&self.pipeline, &self.appsink),
+            Input::Launch { .. } => None,
         }
     }
 

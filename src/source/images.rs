@@ -263,7 +263,7 @@ impl Images {
     }
 
     /// Images in the stream: every file, `loops` times.
-    fn total(&self) -> usize {
+    pub(super) fn total(&self) -> usize {
         self.files.len() * self.loops as usize
     }
 
@@ -329,7 +329,7 @@ pub(super) fn list_images(location: &str) -> Result<ImageList, SourceError> {
 
 /// The files `location` names, sorted by file name: those matching its last component when that
 /// is a glob, else the image files of the folder.
-fn matching_files(location: &str) -> Result<Vec<PathBuf>, SourceError> {
+pub(super) fn matching_files(location: &str) -> Result<Vec<PathBuf>, SourceError> {
     let input_error = |path: &Path, reason: String| SourceError::Input {
         path: path.display().to_string(),
         reason,

@@ -47,6 +47,37 @@ pub(super) fn media_uri(location: &str) -> Result<(String, String), SourceError>
     Ok((location.to_string(), uri.to_string()))
 }
 
+/// The local file a media location reads (`None` for a URI of another scheme, or a `file:` URI
+/// that does not parse).
+pub(super) fn local_path(location: &str) -> Option<PathBuf> {
+    if !is_uri(location) {
+        return Some(PathBuf::from(location));
+    }
+    location
+        .starts_with("file:")
+        .then(|| {
+            gst::glib::filename_from_uri(location)
+                .ok()
+                .map(|(path, _)| path)
+        })
+        .flatten()
+}
+
+/// Frames a media file will give, from the duration its container declares and the frame rate
+/// of the decoded stream; `None` while either is unknown (before the pipeline prerolled, a
+/// stream without a declared duration, a variable frame rate).
+pub(super) fn expected_frames(pipeline: &gst::Pipeline, appsink: &gst_app::AppSink) -> Option<u64> {
+    let duration = pipeline.query_duration::<gst::ClockTime>()?;
+    let caps = appsink.static_pad("sink")?.current_caps()?;
+    let rate = caps.structure(0)?.get::<gst::Fraction>("framerate").ok()?;
+    let (num, den) = (rate.numer(), rate.denom());
+    if num <= 0 || den <= 0 {
+        return None;
+    }
+    let frames = duration.nseconds() as f64 / 1e9 * num as f64 / den as f64;
+    Some(frames.round() as u64)
+}
+
 /// `scheme://...` with a plausible scheme.
 fn is_uri(location: &str) -> bool {
     match location.split_once("://") {

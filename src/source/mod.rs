@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::describe::DescribeError;
 use crate::frame::{BufferPool, Frame, PixelFormat};
+use crate::pipeline::RunPath;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
 use crate::Error;
 
@@ -186,6 +187,12 @@ pub trait FrameSource: Send {
     /// A function another thread may call to end the stream while [`FrameSource::next_frame`]
     /// is blocked waiting for a frame (e.g. a live source that has gone quiet).
     fn interrupter(&self) -> Box<dyn Fn() + Send + Sync>;
+    /// How many frames the stream holds, when the source knows: an image sequence (images x
+    /// loops), the test source (`num-buffers`), a media file that declares its duration (x its
+    /// frame rate, known once the first frame decoded). `None` for live and application streams.
+    fn expected_frames(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Whether GStreamer has an element factory called `name` (GStreamer is initialised if needed;
@@ -230,6 +237,34 @@ impl Element for SourceConfig {
     fn set_stream(&mut self, stream: u32) {
         self.stream = stream;
     }
+    fn inputs(&self) -> Vec<RunPath> {
+        match &self.kind {
+            SourceKind::Images { location } => image_inputs(location),
+            SourceKind::Media { location } => media::local_path(location)
+                .map(|path| RunPath::file("media location", path))
+                .into_iter()
+                .collect(),
+            // A launch fragment's own file elements are not looked into.
+            SourceKind::Launch { .. } | SourceKind::Test { .. } => Vec::new(),
+        }
+    }
+}
+
+/// What an `images` location reads: the folder, or the files its glob matches (a folder or glob
+/// that cannot be read reads nothing; opening the source reports it).
+fn image_inputs(location: &str) -> Vec<RunPath> {
+    let name = std::path::Path::new(location)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    if !name.contains(['*', '?']) {
+        return vec![RunPath::folder("images location", location)];
+    }
+    images::matching_files(location)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|file| RunPath::file("images location", file))
+        .collect()
 }
 
 /// Releases a file source's frames at their presentation times (`live=true`): frame k is due at
@@ -272,6 +307,9 @@ impl FrameSource for Paced {
     }
     fn interrupter(&self) -> Box<dyn Fn() + Send + Sync> {
         self.inner.interrupter()
+    }
+    fn expected_frames(&self) -> Option<u64> {
+        self.inner.expected_frames()
     }
 }
 

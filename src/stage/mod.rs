@@ -58,6 +58,7 @@ use std::time::{Duration, Instant};
 use crate::batch::{CropBatch, Downstream};
 use crate::budget::Tally;
 use crate::frame::Frame;
+use crate::pipeline::RunPath;
 use crate::preprocess::PreprocessConfig;
 use crate::source::FrameSource;
 use crate::Error;
@@ -349,6 +350,20 @@ pub trait Element: Send + fmt::Debug + Any {
     }
     /// The stream id a source stamps on its frames (set by the graph builder).
     fn set_stream(&mut self, _stream: u32) {}
+    /// The files and folders the stage reads (a model, a labels file, images, annotations): no
+    /// output of the run may resolve to one of them, checked before anything opens.
+    fn inputs(&self) -> Vec<RunPath> {
+        Vec::new()
+    }
+    /// The files and folders the stage writes (stdout, `-`, is not one: see
+    /// [`Element::writes_stdout`]).
+    fn outputs(&self) -> Vec<RunPath> {
+        Vec::new()
+    }
+    /// Whether the stage writes to stdout (then nothing else may, such as a JSON report).
+    fn writes_stdout(&self) -> bool {
+        false
+    }
 }
 
 impl dyn Element {
