@@ -25,7 +25,7 @@ struct FrameDesc {
     float y_off;      // YUV: luma offset
     float m[9];       // YUV: row-major 3x3 matrix, rgb = m * (Y - y_off, U - 128, V - 128)
     float x_shift;    // YUV: horizontal chroma siting shift (0.25 centred, 0 left)
-    u32 pad_;
+    u32 jpeg;         // YUV: 1 for JPEG colorimetry, converted with libjpeg-turbo's integer arithmetic
 };
 
 // batch::CropMeta.
@@ -90,6 +90,34 @@ __device__ __forceinline__ float lerp_ref(float p, float q, float a) {
     return __fadd_rn(p, __fmul_rn(__fsub_rn(q, p), a));
 }
 
+// JPEG frames (FrameDesc.jpeg): libjpeg-turbo's own integer decoding, as src/preprocess/jpeg.rs.
+// The chroma samples luma column (or row) i takes: nearer (weight 3) and further (weight 1), clamped
+// to a plane of len samples; a plane 2 samples wide or less is replicated instead (not fancy).
+__device__ __forceinline__ void jpeg_taps(u32 i, int len, bool fancy, int& near, int& far) {
+    near = (int)(i >> 1);
+    far = !fancy ? near : (i & 1) ? min(near + 1, len - 1) : max(near - 1, 0);
+}
+
+// h2v2_fancy_upsample's chroma byte at luma column x: column sums 3 * nearer row + further row,
+// then 3 * nearer column + further column with the bias 8 (even x) or 7 (odd x), shifted by 4.
+__device__ __forceinline__ int jpeg_chroma(const u8* __restrict__ p, u32 step, u32 cs, int xn, int xf, int yn,
+                                           int yf, u32 x) {
+    const u32 rn = (u32)yn * cs, rf = (u32)yf * cs;
+    int sn = 3 * (int)__ldg(p + rn + (u32)xn * step) + (int)__ldg(p + rf + (u32)xn * step);
+    int sf = 3 * (int)__ldg(p + rn + (u32)xf * step) + (int)__ldg(p + rf + (u32)xf * step);
+    return (3 * sn + sf + 8 - (int)(x & 1)) >> 4;
+}
+
+// ycc_rgb_convert with jdcolor.c's tables: SCALEBITS 16, ONE_HALF 32768, FIX(1.40200) = 91881,
+// FIX(1.77200) = 116130, FIX(0.71414) = 46802, FIX(0.34414) = 22554; arithmetic shifts, clamped.
+__device__ __forceinline__ void jpeg_rgb(int y, int cb, int cr, float& r, float& g, float& b) {
+    cb -= 128;
+    cr -= 128;
+    r = (float)min(max(y + ((91881 * cr + 32768) >> 16), 0), 255);
+    g = (float)min(max(y + ((-22554 * cb + 32768 - 46802 * cr) >> 16), 0), 255);
+    b = (float)min(max(y + ((116130 * cb + 32768) >> 16), 0), 255);
+}
+
 // RGB (0..255) at frame pixel (x, y), as cpu::Sampler::rgb.
 template <int FMT>
 __device__ __forceinline__ void sample_rgb(const u8* __restrict__ arena, const FrameDesc& f, u32 x, u32 y,
@@ -100,16 +128,26 @@ __device__ __forceinline__ void sample_rgb(const u8* __restrict__ arena, const F
         g = (float)__ldg(p + f.rgb[1]);
         b = (float)__ldg(p + f.rgb[2]);
     } else {
-        float luma = __fsub_rn((float)__ldg(arena + f.plane[0] + (u64)y * f.stride[0] + x), f.y_off);
+        const u8 y8 = __ldg(arena + f.plane[0] + (u64)y * f.stride[0] + x);
         int cw = (int)((f.width + 1) / 2), ch = (int)((f.height + 1) / 2);
-        int x0, x1, y0, y1;
-        float ax, ay;
-        chroma_taps(__fsub_rn((float)x * 0.5f, f.x_shift), cw, x0, x1, ax);
-        chroma_taps(__fsub_rn((float)y * 0.5f, 0.25f), ch, y0, y1, ay);
         const u8* up = arena + f.plane[1];
         const u8* vp = (FMT == FMT_I420) ? arena + f.plane[2] : arena + f.plane[1] + 1;
         const u32 step = (FMT == FMT_I420) ? 1 : 2;
         const u32 cs = f.stride[1];
+        if (f.jpeg) {
+            const bool fancy = cw > 2;
+            int xn, xf, yn, yf;
+            jpeg_taps(x, cw, fancy, xn, xf);
+            jpeg_taps(y, ch, fancy, yn, yf);
+            jpeg_rgb((int)y8, jpeg_chroma(up, step, cs, xn, xf, yn, yf, x), jpeg_chroma(vp, step, cs, xn, xf, yn, yf, x),
+                     r, g, b);
+            return;
+        }
+        float luma = __fsub_rn((float)y8, f.y_off);
+        int x0, x1, y0, y1;
+        float ax, ay;
+        chroma_taps(__fsub_rn((float)x * 0.5f, f.x_shift), cw, x0, x1, ax);
+        chroma_taps(__fsub_rn((float)y * 0.5f, 0.25f), ch, y0, y1, ay);
         u32 o00 = (u32)y0 * cs + (u32)x0 * step, o01 = (u32)y0 * cs + (u32)x1 * step;
         u32 o10 = (u32)y1 * cs + (u32)x0 * step, o11 = (u32)y1 * cs + (u32)x1 * step;
         float t, bo;

@@ -1,4 +1,5 @@
-//! CPU preprocess backend against OpenCV-made golden values and a plain f64 reference.
+//! CPU preprocess backend against OpenCV-made golden values and a plain f64 reference (for JPEG
+//! frames: libjpeg-turbo's row loops written out).
 
 use octopipe::batch::CropBatch;
 use octopipe::frame::Detection;
@@ -140,11 +141,92 @@ fn pixels(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Byte of chroma plane `plane` (1 Cb, 2 Cr) of a YUV frame at sample (cx, cy), clamped to the plane.
+fn chroma_byte(frame: &Frame, plane: usize, cx: i64, cy: i64) -> u8 {
+    let l = frame.layout;
+    let d = frame.data().unwrap();
+    let (cw, ch) = (l.width.div_ceil(2) as i64, l.height.div_ceil(2) as i64);
+    let (cx, cy) = (cx.clamp(0, cw - 1) as usize, cy.clamp(0, ch - 1) as usize);
+    if l.format == PixelFormat::I420 {
+        d[l.offsets[plane] + cy * l.strides[plane] + cx]
+    } else {
+        d[l.offsets[1] + cy * l.strides[1] + 2 * cx + (plane - 1)]
+    }
+}
+
+/// libjpeg-turbo's decoding of a YUV frame, written as its C code does it for whole rows (the
+/// reference for JPEG colorimetry): `h2v2_fancy_upsample` of jdsample.c (context rows above the
+/// first and below the last chroma row are copies of them; planes of 2 samples a row or less are
+/// replicated by `h2v2_upsample`), then `ycc_rgb_convert` with jdcolor.c's tables. RGB per pixel,
+/// row-major.
+fn libjpeg_rgb(frame: &Frame) -> Vec<[u8; 3]> {
+    let l = frame.layout;
+    let (w, h) = (l.width as usize, l.height as usize);
+    let (cw, ch) = (w.div_ceil(2), h.div_ceil(2));
+    // One plane upsampled to 2cw x 2ch (one column / row past an odd size).
+    let upsample = |plane: usize| -> Vec<i32> {
+        let c = |cx: usize, cy: usize| chroma_byte(frame, plane, cx as i64, cy as i64) as i32;
+        let mut out = Vec::with_capacity(4 * cw * ch);
+        for inrow in 0..ch {
+            for v in 0..2 {
+                if cw <= 2 {
+                    for cx in 0..cw {
+                        out.extend([c(cx, inrow); 2]);
+                    }
+                    continue;
+                }
+                let other = if v == 0 {
+                    inrow.saturating_sub(1)
+                } else {
+                    (inrow + 1).min(ch - 1)
+                };
+                let colsum = |cx: usize| c(cx, inrow) * 3 + c(cx, other);
+                let mut this = colsum(0);
+                let mut next = colsum(1);
+                out.push((this * 4 + 8) >> 4);
+                out.push((this * 3 + next + 7) >> 4);
+                let mut last = this;
+                this = next;
+                for cx in 2..cw {
+                    next = colsum(cx);
+                    out.push((this * 3 + last + 8) >> 4);
+                    out.push((this * 3 + next + 7) >> 4);
+                    last = this;
+                    this = next;
+                }
+                out.push((this * 3 + last + 8) >> 4);
+                out.push((this * 4 + 7) >> 4);
+            }
+        }
+        out
+    };
+    let (cb, cr) = (upsample(1), upsample(2));
+    let fix = |x: f64| (x * 65536.0 + 0.5) as i32;
+    let d = frame.data().unwrap();
+    let mut rgb = Vec::with_capacity(w * h);
+    for y in 0..h {
+        for x in 0..w {
+            let luma = d[l.offsets[0] + y * l.strides[0] + x] as i32;
+            let (b, r) = (cb[y * 2 * cw + x] - 128, cr[y * 2 * cw + x] - 128);
+            let cr_r = (fix(1.40200) * r + 32768) >> 16;
+            let cb_b = (fix(1.77200) * b + 32768) >> 16;
+            let g = ((-fix(0.34414) * b + 32768) + (-fix(0.71414) * r)) >> 16;
+            rgb.push([luma + cr_r, luma + g, luma + cb_b].map(|v| v.clamp(0, 255) as u8));
+        }
+    }
+    rgb
+}
+
 /// Plain f64 reference: the frame to RGB, crop, OpenCV INTER_LINEAR, 0..255 values, HWC RGB.
 fn reference(frame: &Frame, bx: [u32; 4], ow: u32, oh: u32) -> Vec<f64> {
     let l = frame.layout;
     let d = frame.data().unwrap();
+    let jpeg =
+        (l.format.is_yuv() && frame.colorimetry == Colorimetry::JPEG).then(|| libjpeg_rgb(frame));
     let rgb_at = |x: usize, y: usize| -> [f64; 3] {
+        if let Some(jpeg) = &jpeg {
+            return jpeg[y * l.width as usize + x].map(f64::from);
+        }
         match l.format {
             PixelFormat::Rgb | PixelFormat::Bgr | PixelFormat::Rgba | PixelFormat::Bgra => {
                 let bpp = l.format.packed_bytes();
@@ -157,14 +239,8 @@ fn reference(frame: &Frame, bx: [u32; 4], ow: u32, oh: u32) -> Vec<f64> {
                 }
             }
             PixelFormat::I420 | PixelFormat::Nv12 => {
-                let (cw, ch) = (l.width.div_ceil(2) as i64, l.height.div_ceil(2) as i64);
                 let chroma = |plane: usize, cx: i64, cy: i64| -> f64 {
-                    let (cx, cy) = (cx.clamp(0, cw - 1) as usize, cy.clamp(0, ch - 1) as usize);
-                    if l.format == PixelFormat::I420 {
-                        d[l.offsets[plane] + cy * l.strides[plane] + cx] as f64
-                    } else {
-                        d[l.offsets[1] + cy * l.strides[1] + 2 * cx + (plane - 1)] as f64
-                    }
+                    chroma_byte(frame, plane, cx, cy) as f64
                 };
                 let px = match frame.colorimetry.chroma_site {
                     ChromaSite::Center => x as f64 / 2.0 - 0.25,
@@ -265,6 +341,14 @@ fn every_format_matches_the_f64_reference() {
         (PixelFormat::I420, Colorimetry::BT709),
         (PixelFormat::Nv12, Colorimetry::BT601),
         (PixelFormat::Nv12, Colorimetry::JPEG),
+        // BT.601 full range with co-sited chroma is not JPEG: the float path.
+        (
+            PixelFormat::I420,
+            Colorimetry {
+                chroma_site: ChromaSite::Left,
+                ..Colorimetry::JPEG
+            },
+        ),
     ];
     for (seed, (format, col)) in cases.into_iter().enumerate() {
         let frame = frame_of(format, 77, 57, col, seed as u64 + 1);
@@ -310,6 +394,63 @@ fn every_format_matches_the_f64_reference() {
                     worst <= 0.01,
                     "{format} box {bx:?}: {worst} (f32 vs f64 should agree closely)"
                 );
+            }
+        }
+    }
+}
+
+/// JPEG frames of every small size, odd and even, including planes of 1 and 2 chroma samples a row
+/// (replicated, not filtered, by libjpeg): `frame_to_rgb` (the row converter) and 1x1 crops of 3x1
+/// boxes (the per-pixel sampler) both give libjpeg-turbo's bytes at every pixel.
+#[test]
+fn jpeg_frames_are_libjpegs_bytes_at_every_size() {
+    use octopipe::frame::Detection;
+    use octopipe::preprocess::cpu::frame_to_rgb;
+    for (seed, (w, h)) in [
+        (1, 1),
+        (2, 3),
+        (3, 2),
+        (4, 7),
+        (5, 4),
+        (6, 6),
+        (9, 5),
+        (16, 11),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for format in [PixelFormat::I420, PixelFormat::Nv12] {
+            let frame = frame_of(format, w, h, Colorimetry::JPEG, 40 + seed as u64);
+            let want = libjpeg_rgb(&frame);
+            let rows: Vec<[u8; 3]> = frame_to_rgb(&frame)
+                .unwrap()
+                .chunks(3)
+                .map(|p| [p[0], p[1], p[2]])
+                .collect();
+            assert_eq!(rows, want, "{format} {w}x{h} by row");
+            if w < 3 {
+                continue;
+            }
+            let mut f = clone_frame(&frame, 0);
+            let points: Vec<(u32, u32)> = (0..h)
+                .flat_map(|y| (1..w - 1).map(move |x| (x, y)))
+                .collect();
+            f.detections = points
+                .iter()
+                .map(|&(x, y)| Detection::new([x - 1, y, 3, 1]))
+                .collect();
+            let mut b = CropBatch::default();
+            b.push_frame(f, 1, 1, 3);
+            b.build_blocks(64, 2);
+            CpuBackend::new(raw_config(Layout::Nhwc, ChannelOrder::Rgb))
+                .unwrap()
+                .run(&mut b)
+                .unwrap();
+            let out = b.tensor.as_f32().unwrap();
+            for ((x, y), crop) in points.iter().zip(&b.crops) {
+                let got = &out[crop.out_offset as usize..][..3];
+                let want = want[(y * w + x) as usize].map(f32::from);
+                assert_eq!(got, want, "{format} {w}x{h} pixel ({x}, {y}) by 1x1 crop");
             }
         }
     }

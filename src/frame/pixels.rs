@@ -100,7 +100,10 @@ pub struct Colorimetry {
 }
 
 impl Colorimetry {
-    /// JPEG/JFIF: BT.601, full range, centred chroma.
+    /// JPEG/JFIF: BT.601, full range, centred chroma. The preprocess backends convert YUV frames
+    /// of exactly this colorimetry with libjpeg-turbo's integer arithmetic (its "fancy" chroma
+    /// upsampling and fixed-point matrix), giving the RGB bytes `cv2.imread` gives;
+    /// [`Colorimetry::yuv_to_rgb`] is the float form of the same matrix.
     pub const JPEG: Colorimetry = Colorimetry {
         matrix: Matrix::Bt601,
         range: Range::Full,

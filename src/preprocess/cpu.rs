@@ -7,11 +7,11 @@
 use rayon::prelude::*;
 
 use super::{
-    f32_to_f16, letterbox_rect, validate, Backend, ChannelOrder, DType, Interpolation, Layout,
-    PreprocessConfig, PreprocessError,
+    f32_to_f16, jpeg, letterbox_rect, validate, Backend, ChannelOrder, DType, Interpolation,
+    Layout, PreprocessConfig, PreprocessError,
 };
 use crate::batch::{CropBatch, CropMeta};
-use crate::frame::{ChromaSite, Frame, PixelFormat};
+use crate::frame::{ChromaSite, Colorimetry, Frame, PixelFormat};
 
 /// Multi-threaded CPU preprocessing.
 pub struct CpuBackend {
@@ -139,6 +139,28 @@ pub fn linear_taps(o: u32, len: u32, out_len: u32) -> (u32, u32, f32) {
     (i0 as u32, i1 as u32, a)
 }
 
+/// A frame's chroma planes: Cb at `u`, Cr at `v`, sample (cx, cy) at `cy * stride + cx * step`.
+#[derive(Clone, Copy)]
+struct ChromaPlanes<'a> {
+    u: &'a [u8],
+    v: &'a [u8],
+    stride: usize,
+    /// Bytes between horizontally adjacent samples (1 planar, 2 interleaved).
+    step: usize,
+    /// Samples per row and rows.
+    cw: usize,
+    ch: usize,
+}
+
+impl ChromaPlanes<'_> {
+    /// (Cb, Cr) bytes of sample (cx, cy).
+    #[inline(always)]
+    fn at(&self, cx: usize, cy: usize) -> (u8, u8) {
+        let i = cy * self.stride + cx * self.step;
+        (self.u[i], self.v[i])
+    }
+}
+
 /// Reads RGB values (0..255, as f32) at integer pixel positions of one frame.
 enum Sampler<'a> {
     Packed {
@@ -162,6 +184,14 @@ enum Sampler<'a> {
         y_off: f32,
         m: [[f32; 3]; 3],
     },
+    /// JPEG colorimetry: libjpeg-turbo's integer upsampling and conversion (see `jpeg`).
+    Jpeg {
+        y: &'a [u8],
+        y_stride: usize,
+        c: ChromaPlanes<'a>,
+        /// libjpeg's triangle filter (planes wider than 2 samples) rather than replication.
+        fancy: bool,
+    },
     Missing,
 }
 
@@ -179,6 +209,23 @@ impl<'a> Sampler<'a> {
                 } else {
                     (&data[l.offsets[1]..], &data[l.offsets[1] + 1..], 2)
                 };
+                // JPEG frames: libjpeg-turbo's integers, so that the RGB equals cv2.imread's.
+                if frame.colorimetry == Colorimetry::JPEG {
+                    let cw = l.width.div_ceil(2) as usize;
+                    return Sampler::Jpeg {
+                        y: &data[l.offsets[0]..],
+                        y_stride: l.strides[0],
+                        c: ChromaPlanes {
+                            u,
+                            v,
+                            stride: l.strides[1],
+                            step: c_step,
+                            cw,
+                            ch: l.height.div_ceil(2) as usize,
+                        },
+                        fancy: jpeg::fancy(cw),
+                    };
+                }
                 Sampler::Yuv {
                     y: &data[l.offsets[0]..],
                     y_stride: l.strides[0],
@@ -253,6 +300,24 @@ impl<'a> Sampler<'a> {
                     |row: [f32; 3]| (row[0] * luma + row[1] * cb + row[2] * cr).clamp(0.0, 255.0);
                 [px(m[0]), px(m[1]), px(m[2])]
             }
+            Sampler::Jpeg {
+                y: yp,
+                y_stride,
+                c,
+                fancy,
+            } => {
+                let (xn, xf) = jpeg::taps(x, c.cw, fancy);
+                let (yn, yf) = jpeg::taps(y, c.ch, fancy);
+                // Column sums of the nearer and further chroma columns, then across them.
+                let sums = |cx: usize| {
+                    let ((un, vn), (uf, vf)) = (c.at(cx, yn), c.at(cx, yf));
+                    (jpeg::colsum(un, uf), jpeg::colsum(vn, vf))
+                };
+                let ((un, vn), (uf, vf)) = (sums(xn), sums(xf));
+                let luma = yp[y as usize * y_stride + x as usize] as i32;
+                jpeg::ycc_to_rgb(luma, jpeg::upsample(x, un, uf), jpeg::upsample(x, vn, vf))
+                    .map(f32::from)
+            }
             Sampler::Missing => [0.0; 3],
         }
     }
@@ -275,12 +340,22 @@ fn chroma_taps(pos: f32, len: i64) -> (usize, usize, f32) {
 /// Output pixels a CPU task handles at least (consecutive blocks of a crop are merged up to this).
 const CPU_TASK_PIXELS: u32 = 16 * 1024;
 
+/// The chroma of one source row span, computed once for the span by [`Sampler::row_rgb`]: Cb and
+/// Cr interleaved per chroma column.
+#[derive(Default)]
+struct ChromaRow {
+    /// Float path: the two chroma rows blended vertically, minus 128.
+    blended: Vec<f32>,
+    /// JPEG path: libjpeg's vertical column sums (`3 * nearer row + further row`).
+    sums: Vec<i32>,
+}
+
 /// Per-thread scratch: x taps, a converted source row, chroma rows and two resampled rows.
 #[derive(Default)]
 struct Scratch {
     xtaps: Vec<(u32, u32, f32)>,
     line: Vec<f32>,
-    chroma: Vec<f32>,
+    chroma: ChromaRow,
     /// (source row, planar R | G | B values of `out_w` each).
     rows: [(u32, Vec<f32>); 2],
 }
@@ -291,7 +366,7 @@ thread_local! {
 
 impl Sampler<'_> {
     /// RGB of frame pixels `x..x + n` of row `y`, written to `out` as `n * 3` interleaved values.
-    fn row_rgb(&self, x: u32, y: u32, n: u32, out: &mut Vec<f32>, chroma: &mut Vec<f32>) {
+    fn row_rgb(&self, x: u32, y: u32, n: u32, out: &mut Vec<f32>, chroma: &mut ChromaRow) {
         out.clear();
         match *self {
             Sampler::Yuv {
@@ -311,6 +386,7 @@ impl Sampler<'_> {
                 let (cy0, cy1, ay) = chroma_taps(y as f32 * 0.5 - 0.25, ch);
                 let (ca, _, _) = chroma_taps(x as f32 * 0.5 - x_shift, cw);
                 let (_, cb, _) = chroma_taps((x + n - 1) as f32 * 0.5 - x_shift, cw);
+                let chroma = &mut chroma.blended;
                 chroma.clear();
                 for cx in ca..=cb {
                     for p in [u, v] {
@@ -331,6 +407,35 @@ impl Sampler<'_> {
                     }
                 }
             }
+            Sampler::Jpeg {
+                y: yp,
+                y_stride,
+                c,
+                fancy,
+            } => {
+                // libjpeg's vertical column sums of the span's chroma columns once, then each
+                // pixel's horizontal pass and conversion.
+                let (yn, yf) = jpeg::taps(y, c.ch, fancy);
+                let (an, af) = jpeg::taps(x, c.cw, fancy);
+                let (bn, bf) = jpeg::taps(x + n - 1, c.cw, fancy);
+                let (ca, cb) = (an.min(af), bn.max(bf));
+                let sums = &mut chroma.sums;
+                sums.clear();
+                for cx in ca..=cb {
+                    let ((un, vn), (uf, vf)) = (c.at(cx, yn), c.at(cx, yf));
+                    sums.push(jpeg::colsum(un, uf));
+                    sums.push(jpeg::colsum(vn, vf));
+                }
+                let yrow = &yp[y as usize * y_stride..];
+                for i in x..x + n {
+                    let (xn, xf) = jpeg::taps(i, c.cw, fancy);
+                    let (kn, kf) = (2 * (xn - ca), 2 * (xf - ca));
+                    let cb = jpeg::upsample(i, sums[kn], sums[kf]);
+                    let cr = jpeg::upsample(i, sums[kn + 1], sums[kf + 1]);
+                    let rgb = jpeg::ycc_to_rgb(yrow[i as usize] as i32, cb, cr);
+                    out.extend(rgb.map(f32::from));
+                }
+            }
             _ => {
                 for i in x..x + n {
                     out.extend_from_slice(&self.rgb(i, y));
@@ -347,7 +452,7 @@ fn resample_row(
     sy: u32,
     xtaps: &[(u32, u32, f32)],
     line: &mut Vec<f32>,
-    chroma: &mut Vec<f32>,
+    chroma: &mut ChromaRow,
     dst: &mut Vec<f32>,
 ) {
     let ow = xtaps.len();
@@ -466,8 +571,9 @@ unsafe fn run_pixels(
 }
 
 /// The whole frame as packed 8-bit RGB (`width * height * 3` bytes), converted exactly as the
-/// backend samples it (the frame's colorimetry, chroma upsampled at its siting); `None` when the
-/// frame's pixels were released. For observers that draw on frames.
+/// backend samples it (the frame's colorimetry, chroma upsampled at its siting; a JPEG frame's
+/// bytes are libjpeg-turbo's, those `cv2.imread` gives); `None` when the frame's pixels were
+/// released. For observers that draw on frames.
 pub fn frame_to_rgb(frame: &Frame) -> Option<Vec<u8>> {
     let data = frame.data()?;
     if data.len() < frame.layout.size() {
@@ -476,7 +582,7 @@ pub fn frame_to_rgb(frame: &Frame) -> Option<Vec<u8>> {
     let s = Sampler::new(frame);
     let (w, h) = (frame.layout.width, frame.layout.height);
     let mut out = Vec::with_capacity(w as usize * h as usize * 3);
-    let (mut line, mut chroma) = (Vec::new(), Vec::new());
+    let (mut line, mut chroma) = (Vec::new(), ChromaRow::default());
     for y in 0..h {
         s.row_rgb(0, y, w, &mut line, &mut chroma);
         out.extend(line.iter().map(|v| v.round() as u8));
@@ -576,7 +682,7 @@ struct GeneralScratch {
     xarea: Vec<AreaTaps>,
     /// Slot in `rows` of each vertical tap of the current output row.
     slots: Vec<usize>,
-    chroma: Vec<f32>,
+    chroma: ChromaRow,
     /// (source row or u32::MAX when free, interleaved RGB of the crop's row).
     rows: Vec<(u32, Vec<f32>)>,
 }
@@ -591,7 +697,7 @@ fn cached_row(
     crop: &CropMeta,
     sy: u32,
     rows: &mut Vec<(u32, Vec<f32>)>,
-    chroma: &mut Vec<f32>,
+    chroma: &mut ChromaRow,
 ) -> usize {
     if let Some(i) = rows.iter().position(|r| r.0 == sy) {
         return i;

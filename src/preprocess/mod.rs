@@ -6,9 +6,12 @@
 //!
 //! Semantics (both backends): the crop is the detection's integer box; it is resized exactly as
 //! OpenCV `cv2.resize(crop, size, interpolation=INTER_LINEAR)` does (half-pixel centres, sampling
-//! clamped to the crop's own edge pixels); YUV frames are converted to RGB at each sampled pixel
-//! with the frame's colorimetry (chroma upsampled bilinearly at its siting, as libjpeg does);
-//! then `value = (v * scale - mean) / std` per channel, written NCHW or NHWC as f32.
+//! clamped to the crop's own edge pixels); YUV frames are converted to RGB at each sampled pixel:
+//! JPEG frames ([`Colorimetry::JPEG`](crate::frame::Colorimetry::JPEG)) with libjpeg-turbo's own
+//! integer arithmetic (its "fancy" chroma upsampling and fixed-point YCbCr to RGB), so that they
+//! equal `cv2.imread`'s RGB byte for byte; other colorimetries in floating point with the frame's
+//! matrix and range, chroma upsampled bilinearly at its siting; then
+//! `value = (v * scale - mean) / std` per channel, written NCHW or NHWC as f32.
 //!
 //! Options (both backends, bit-identical): `interpolation` ([`Interpolation::Area`]: OpenCV
 //! `INTER_AREA`, antialiased downscaling), `letterbox` (aspect-preserving resize into the output,
@@ -17,6 +20,7 @@
 
 pub mod cpu;
 pub mod cuda;
+mod jpeg;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

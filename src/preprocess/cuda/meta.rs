@@ -53,8 +53,9 @@ pub struct FrameDesc {
     pub m: [f32; 9],
     /// Horizontal chroma siting shift.
     pub x_shift: f32,
-    /// Padding to 8 bytes.
-    pub pad: u32,
+    /// 1: a YUV frame of JPEG colorimetry, converted with libjpeg-turbo's integer arithmetic
+    /// (`preprocess::jpeg`) instead of `m`, `y_off` and `x_shift`.
+    pub jpeg: u32,
 }
 
 impl FrameDesc {
@@ -87,7 +88,7 @@ impl FrameDesc {
                 ChromaSite::Center => 0.25,
                 ChromaSite::Left => 0.0,
             },
-            pad: 0,
+            jpeg: (layout.format.is_yuv() && *colorimetry == Colorimetry::JPEG) as u32,
         }
     }
 }
