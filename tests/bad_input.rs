@@ -501,6 +501,80 @@ fn a_malformed_mot_line_names_file_and_line() {
     );
 }
 
+#[test]
+fn annotation_files_with_a_byte_order_mark_are_read() {
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("bad-bom");
+    jpeg_clip(&dir, 1);
+    std::fs::write(
+        dir.join("annotations/frame_00000.txt"),
+        b"\xEF\xBB\xBF1,2,30,20,1,4,0,0\r\n5,5,10,10,1,1,0,0\r\n",
+    )
+    .unwrap();
+    let o = run(&images_det(&dir, "", "-"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("objects: 2 in = 2 classified"), "{stderr}");
+
+    let mot = dir.join("seq.txt");
+    std::fs::write(
+        &mot,
+        b"\xEF\xBB\xBF1,1,5,5,20,20,1,4,0,0\n2,1,6,6,20,20,1,4,0,0\n",
+    )
+    .unwrap();
+    let o = run(&format!(
+        "testsrc width=64 height=48 num-buffers=3 ! boxes format=mot location={} ! classify model={} ! jsonl location=-",
+        mot.display(),
+        model("valid-64.onnx").display()
+    ));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("objects: 2 in = 2 classified"), "{stderr}");
+}
+
+#[test]
+fn an_invisible_or_non_utf8_byte_in_an_annotation_is_named() {
+    let dir = common::temp_dir("bad-bytes");
+    jpeg_clip(&dir, 1);
+    let cases: [(&[u8], &str); 4] = [
+        (
+            b"1,2,30,20,1,4,0,0\n5,5,10,10,1,1,0,0\n\xEF\xBB\xBF7,7,10,10,1,1,0,0\n",
+            ":3: byte 0xEF at column 1 is not part of a number (field 1: U+FEFF, an invisible character)",
+        ),
+        (
+            b"1,2,30,20\xA0,1,4,0,0\n",
+            ":1: byte 0xA0 at column 10 is not part of a number (field 4: not UTF-8 text)",
+        ),
+        (
+            "1,2,30\u{200B},20,1,4,0,0\n".as_bytes(),
+            ":1: byte 0xE2 at column 7 is not part of a number (field 3: U+200B, an invisible character)",
+        ),
+        (
+            b"1,2,99999999999999999999,20,1,4,0,0\n",
+            ":1: field 3 is '99999999999999999999', out of range for a 64-bit integer (x,y,w,h,score,category,truncation,occlusion)",
+        ),
+    ];
+    let ann = dir.join("annotations/frame_00000.txt");
+    for (bytes, message) in cases {
+        std::fs::write(&ann, bytes).unwrap();
+        fails_with(
+            &run(&images_det(&dir, "", "-")),
+            &[&format!("octopipe: error: {}{message}", ann.display())],
+        );
+    }
+    // A UTF-16 file (Windows "Unicode") is refused as a whole.
+    std::fs::write(&ann, b"\xFF\xFE1\x00,\x002\x00").unwrap();
+    fails_with(
+        &run(&images_det(&dir, "", "-")),
+        &[&format!(
+            "octopipe: error: {}: UTF-16 text (it starts with the byte-order mark 0xFF 0xFE): save it as UTF-8",
+            ann.display()
+        )],
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Models and ONNX Runtime
 

@@ -73,15 +73,18 @@ proptest! {
 
     #[test]
     fn annotation_parsers_never_panic_on_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
-        let text = String::from_utf8_lossy(&bytes);
-        for rows in parse_det(&text, "a.txt").into_iter() {
-            for r in rows {
-                let _ = clip_box(r.bbox, 1920, 1080);
+        // The readers take a file's bytes as they are; the lossy text of them too.
+        let lossy = String::from_utf8_lossy(&bytes);
+        for text in [&bytes[..], lossy.as_bytes()] {
+            for rows in parse_det(text, "a.txt").into_iter() {
+                for r in rows {
+                    let _ = clip_box(r.bbox, 1920, 1080);
+                }
             }
+            let _ = parse_mot(text, "m.txt");
+            let _ = det_lines(text, "a.txt").count();
+            let _ = mot_lines(text, "m.txt").count();
         }
-        let _ = parse_mot(&text, "m.txt");
-        let _ = det_lines(&text, "a.txt").count();
-        let _ = mot_lines(&text, "m.txt").count();
     }
 
     #[test]
@@ -214,5 +217,88 @@ fn describe_error_spans_stay_on_character_boundaries() {
         "testsrc size=\u{5d2}",
     ] {
         let _ = describe::parse("<p>", text, &vars()).and_then(|d| describe::build(&d));
+    }
+}
+
+/// Bytes of an annotation file: lines of numbers (some huge, some not numbers), with byte-order
+/// marks, invisible characters and stray bytes mixed in.
+fn annotation_bytes() -> impl Strategy<Value = Vec<u8>> {
+    let piece = prop_oneof![
+        any::<i64>().prop_map(|v| v.to_string().into_bytes()),
+        "[0-9]{19,30}".prop_map(String::into_bytes),
+        (0i64..2000).prop_map(|v| v.to_string().into_bytes()),
+        Just(b",".to_vec()),
+        Just(b"\n".to_vec()),
+        Just(b"\r\n".to_vec()),
+        Just(b"\xEF\xBB\xBF".to_vec()),
+        Just(b"\xFF\xFE".to_vec()),
+        Just("\u{200B}".as_bytes().to_vec()),
+        Just("\u{A0}".as_bytes().to_vec()),
+        any::<u8>().prop_map(|b| vec![b]),
+    ];
+    (any::<bool>(), prop::collection::vec(piece, 0..60)).prop_map(|(bom, pieces)| {
+        let mut bytes = if bom {
+            b"\xEF\xBB\xBF".to_vec()
+        } else {
+            Vec::new()
+        };
+        pieces.iter().for_each(|p| bytes.extend_from_slice(p));
+        bytes
+    })
+}
+
+/// The 1-based line number an error names (`file:LINE: ...`).
+fn error_line(e: &str, file: &str) -> Option<usize> {
+    e.strip_prefix(file)?
+        .strip_prefix(':')?
+        .split(':')
+        .next()?
+        .parse()
+        .ok()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn annotation_readers_take_any_bytes_and_name_the_line(bytes in annotation_bytes()) {
+        let lines = bytes.split(|b| *b == b'\n').count();
+        for line in det_lines(&bytes[..], "a.txt") {
+            if let Err(e) = line {
+                let e = e.to_string();
+                let n = error_line(&e, "a.txt");
+                prop_assert!(n.is_some_and(|n| (1..=lines).contains(&n)), "{}", e);
+            }
+        }
+        for (frame, line) in mot_lines(&bytes[..], "m.txt") {
+            match line {
+                Ok((f, r)) => {
+                    prop_assert_eq!(Some(f), frame);
+                    prop_assert!(f >= 1 && r.bbox[2] > 0 && r.bbox[3] > 0);
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    let n = error_line(&e, "m.txt");
+                    prop_assert!(n.is_some_and(|n| (1..=lines).contains(&n)), "{}", e);
+                }
+            }
+        }
+        prop_assert_eq!(
+            parse_det(&bytes[..], "a.txt").is_ok(),
+            det_lines(&bytes[..], "a.txt").all(|l| l.is_ok())
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_changes_nothing(rows in prop::collection::vec(det_row(), 1..10)) {
+        let text: String = rows
+            .iter()
+            .map(|(x, y, w, h, s, c, t, o)| format!("{x},{y},{w},{h},{s},{c},{t},{o}\r\n"))
+            .collect();
+        let with_bom = [b"\xEF\xBB\xBF".as_slice(), text.as_bytes()].concat();
+        prop_assert_eq!(parse_det(&with_bom[..], "a.txt").unwrap(), parse_det(&text, "a.txt").unwrap());
+        let mot: String = text.lines().map(|l| format!("3,1,{l}\n")).collect();
+        let mot_bom = [b"\xEF\xBB\xBF".as_slice(), mot.as_bytes()].concat();
+        prop_assert_eq!(parse_mot(&mot_bom[..], "m.txt").unwrap(), parse_mot(&mot, "m.txt").unwrap());
     }
 }

@@ -169,7 +169,7 @@ impl Detector {
         if let BoxSource::Mot { location } = &config.source {
             let text = read(location)?;
             let path = location.display().to_string();
-            for (index, line) in mot_lines(&text, &path) {
+            for (index, line) in mot_lines(&text[..], &path) {
                 match line {
                     Ok((frame, row)) => mot.entry(frame).or_default().rows.push(row),
                     Err(e) if config.skip_bad_lines => {
@@ -282,7 +282,7 @@ impl Detector {
                 let text = read(&path)?;
                 let path = path.display().to_string();
                 let mut rows = Vec::new();
-                for line in det_lines(&text, &path) {
+                for line in det_lines(&text[..], &path) {
                     match line {
                         Ok(row) => rows.push(row),
                         Err(e) if self.config.skip_bad_lines => {
@@ -362,11 +362,21 @@ pub fn clip_box(b: [i64; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
     Ok([x0 as u32, y0 as u32, cw as u32, ch as u32])
 }
 
-fn read(path: &Path) -> Result<String, DetectError> {
-    std::fs::read_to_string(path).map_err(|e| DetectError::Io {
+/// A file's bytes; the line readers name any byte that is not text they expect. A UTF-16 file
+/// (it starts with a UTF-16 byte-order mark) is refused as a whole: every line of it would fail.
+fn read(path: &Path) -> Result<Vec<u8>, DetectError> {
+    let io = |reason: String| DetectError::Io {
         path: path.display().to_string(),
-        reason: e.to_string(),
-    })
+        reason,
+    };
+    let bytes = std::fs::read(path).map_err(|e| io(e.to_string()))?;
+    if let Some(bom @ ([0xFF, 0xFE] | [0xFE, 0xFF])) = bytes.get(..2) {
+        return Err(io(format!(
+            "UTF-16 text (it starts with the byte-order mark 0x{:02X} 0x{:02X}): save it as UTF-8",
+            bom[0], bom[1]
+        )));
+    }
+    Ok(bytes)
 }
 
 /// The detect stage at run time: the detector, and where its end-of-run notes go.
