@@ -768,6 +768,33 @@ fn zero_boxes_is_a_valid_run() {
     assert!(out.stdout.is_empty());
 }
 
+#[test]
+fn tiny_frames_with_synthetic_boxes() {
+    // Every frame size works: boxes are as large as the frame allows; those under 2 px are
+    // skipped and counted.
+    if !common::ort_ready() {
+        return;
+    }
+    for (w, h, skipped) in [(1, 1, true), (3, 1, true), (1, 3, true), (2, 2, false)] {
+        let out = run(&format!(
+            "testsrc width={w} height={h} num-buffers=2 ! boxes format=synthetic count=5 ! classify model={} ! jsonl location=-",
+            model("valid-64.onnx").display()
+        ));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{w}x{h}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let (objects, classified, skip) = common::object_accounting(&stderr);
+        assert_eq!(objects, 10, "{w}x{h}: {stderr}");
+        if skipped {
+            assert_eq!((classified, skip), (0, 10), "{w}x{h}: {stderr}");
+            assert!(stderr.contains("(under-2px: 10)"), "{stderr}");
+        } else {
+            assert_eq!((classified, skip), (10, 0), "{w}x{h}: {stderr}");
+            assert_eq!(out.stdout.iter().filter(|b| **b == b'\n').count(), 10);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sinks
 

@@ -1,10 +1,16 @@
 //! Property tests of the text parsers (the fuzz targets in `fuzz/` run the same checks for longer):
-//! arbitrary input never panics, errors name where they are, valid lines read back as written.
+//! arbitrary input never panics, errors name where they are, valid lines read back as written. And
+//! of frame sizes and box counts: every frame size from 1x1 goes through the box generator, the
+//! batch stage and the CPU preprocess.
 
 use std::collections::HashMap;
 
 use octopipe::describe;
-use octopipe::detect::{clip_box, det_lines, mot_lines, parse_det, parse_mot};
+use octopipe::detect::{
+    clip_box, det_lines, mot_lines, parse_det, parse_mot, BoxSource, DetectConfig, Detector,
+    Synthetic,
+};
+use octopipe::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
 use proptest::prelude::*;
 
 fn vars() -> HashMap<String, String> {
@@ -220,6 +226,20 @@ fn describe_error_spans_stay_on_character_boundaries() {
     }
 }
 
+/// A `w`x`h` frame of `format` with some pixel pattern.
+fn tiny_frame(format: PixelFormat, w: u32, h: u32) -> Frame {
+    let layout = FrameLayout::packed(format, w, h);
+    let data = (0..layout.size()).map(|i| (i * 37 % 251) as u8).collect();
+    Frame::new(
+        0,
+        0,
+        "tiny",
+        layout,
+        Colorimetry::default(),
+        PooledBuf::unpooled(data),
+    )
+}
+
 /// Bytes of an annotation file: lines of numbers (some huge, some not numbers), with byte-order
 /// marks, invisible characters and stray bytes mixed in.
 fn annotation_bytes() -> impl Strategy<Value = Vec<u8>> {
@@ -300,5 +320,33 @@ proptest! {
         let mot: String = text.lines().map(|l| format!("3,1,{l}\n")).collect();
         let mot_bom = [b"\xEF\xBB\xBF".as_slice(), mot.as_bytes()].concat();
         prop_assert_eq!(parse_mot(&mot_bom[..], "m.txt").unwrap(), parse_mot(&mot, "m.txt").unwrap());
+    }
+
+    #[test]
+    fn synthetic_boxes_fit_every_frame_size(
+        w in 1u32..=64,
+        h in 1u32..=64,
+        count in 0u32..40,
+        seed in any::<u64>(),
+        seq in any::<u64>(),
+    ) {
+        let boxes = Synthetic::new(seed).frame_boxes(0, seq, count, w, h);
+        prop_assert_eq!(boxes.len(), count as usize);
+        for r in &boxes {
+            let [x, y, bw, bh] = r.bbox;
+            prop_assert!(x >= 0 && y >= 0 && x + bw <= w as i64 && y + bh <= h as i64, "{:?}", r);
+            prop_assert!(bw >= 2.min(w as i64) && bh >= 2.min(h as i64), "{:?}", r);
+        }
+        // Through the detect stage: every box classified or skipped, none lost.
+        let mut detector = Detector::new(DetectConfig::new(BoxSource::Synthetic { count, seed })).unwrap();
+        let mut frame = tiny_frame(PixelFormat::I420, w, h);
+        frame.seq = seq;
+        detector.attach(&mut frame).unwrap();
+        let skipped: u32 = frame.skipped.iter().map(|(_, n)| n).sum();
+        prop_assert_eq!(frame.detections.len() as u32 + skipped, count);
+        for d in &frame.detections {
+            let [x, y, bw, bh] = d.bbox;
+            prop_assert!(bw >= 2 && bh >= 2 && x + bw <= w && y + bh <= h, "{:?}", d);
+        }
     }
 }
