@@ -42,6 +42,8 @@ struct StreamAcc {
     total: Series,
     over_budget: u64,
     dropped: BTreeMap<String, u64>,
+    /// Frames that never entered: lost by the decoder (gaps in presentation time).
+    lost: u64,
 }
 
 impl Budget {
@@ -99,6 +101,13 @@ impl Budget {
         }
     }
 
+    /// Count `n` frames of `stream` that never entered the pipeline: the decoder lost or
+    /// concealed them (a gap in presentation time). They are not among the frames in, processed
+    /// or dropped; the report gives them a line of their own.
+    pub fn lose_frames(&mut self, stream: u32, n: u64) {
+        self.streams.entry(stream).or_default().lost += n;
+    }
+
     /// Add a line to the report.
     pub fn add_line(&mut self, line: String) {
         self.lines.push(line);
@@ -153,6 +162,7 @@ impl Budget {
                 frames_in: s.frames_in,
                 processed: s.total.count(),
                 dropped: s.dropped.clone().into_iter().collect(),
+                lost: s.lost,
                 over_budget: s.over_budget,
                 total: s.total.stats(),
             });
@@ -170,6 +180,7 @@ impl Budget {
             frames_in: streams.iter().map(|s| s.frames_in).sum(),
             processed: all.count(),
             dropped: dropped.into_iter().collect(),
+            lost: streams.iter().map(|s| s.lost).sum(),
             over_budget,
             stages: self
                 .rows
@@ -351,6 +362,9 @@ pub struct Report {
     pub processed: u64,
     /// Frames dropped, by reason.
     pub dropped: Vec<(String, u64)>,
+    /// Frames lost by the decoder (gaps in presentation time): they never entered, so they are
+    /// not among `frames_in`.
+    pub lost: u64,
     /// Processed frames whose end-to-end latency exceeded the budget.
     pub over_budget: u64,
     /// Per-stage time, in pipeline order.
@@ -383,6 +397,8 @@ pub struct StreamReport {
     /// Frames dropped, by reason.
     #[serde(serialize_with = "ser_counts")]
     pub dropped: Vec<(String, u64)>,
+    /// Frames lost by the decoder (gaps in presentation time), not among `frames_in`.
+    pub lost: u64,
     /// Processed frames over budget.
     pub over_budget: u64,
     /// End-to-end latency.
@@ -448,6 +464,7 @@ impl serde::Serialize for Report {
         m.serialize_entry("processed", &self.processed)?;
         m.serialize_entry("dropped_total", &self.dropped_total())?;
         m.serialize_entry("dropped", &Counts(&self.dropped))?;
+        m.serialize_entry("lost", &self.lost)?;
         m.serialize_entry("over_budget", &self.over_budget)?;
         m.serialize_entry("headroom_ms", &self.headroom_ms())?;
         m.serialize_entry("fps", &self.fps())?;
@@ -513,6 +530,14 @@ impl fmt::Display for Report {
             self.dropped_total(),
             list(&self.dropped)
         )?;
+        if self.lost > 0 {
+            writeln!(
+                f,
+                "lost by the decoder: {} frame{} (gaps in presentation time; not among the frames in)",
+                self.lost,
+                if self.lost == 1 { "" } else { "s" }
+            )?;
+        }
         writeln!(
             f,
             "over budget: {} of {} frames; headroom at p99: {:+.2} ms; throughput {:.1} fps over {:.2} s",

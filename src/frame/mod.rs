@@ -77,7 +77,10 @@ impl FrameTimes {
 pub struct Frame {
     /// Which input stream (branch) the frame came from.
     pub stream: u32,
-    /// 0-based position in its stream.
+    /// 0-based position in its stream by presentation time: a source whose frame interval is
+    /// known numbers frames `round(pts / interval)`, so frames the decoder lost leave gaps (the
+    /// runner counts them) and the frames after a gap keep their own numbers. Otherwise frames
+    /// are numbered in arrival order.
     pub seq: u64,
     /// Presentation timestamp.
     pub pts: Option<Duration>,
