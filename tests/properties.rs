@@ -4,13 +4,19 @@
 //! batch stage and the CPU preprocess.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
+use octopipe::batch::{Assembler, BatchConfig, Downstream};
+use octopipe::budget::{Budget, Tally, DEFAULT_BUDGET};
 use octopipe::describe;
 use octopipe::detect::{
     clip_box, det_lines, mot_lines, parse_det, parse_mot, BoxSource, DetectConfig, Detector,
     Synthetic,
 };
-use octopipe::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
+use octopipe::frame::{Colorimetry, Detection, Frame, FrameLayout, PixelFormat, PooledBuf};
+use octopipe::preprocess::cpu::CpuBackend;
+use octopipe::preprocess::{Backend, PreprocessConfig};
 use proptest::prelude::*;
 
 fn vars() -> HashMap<String, String> {
@@ -348,5 +354,51 @@ proptest! {
             let [x, y, bw, bh] = d.bbox;
             prop_assert!(bw >= 2 && bh >= 2 && x + bw <= w && y + bh <= h, "{:?}", d);
         }
+    }
+
+    #[test]
+    fn tiny_frames_and_boxes_go_through_batch_and_preprocess(
+        w in 1u32..=64,
+        h in 1u32..=64,
+        format in prop_oneof![
+            Just(PixelFormat::I420),
+            Just(PixelFormat::Nv12),
+            Just(PixelFormat::Rgb),
+            Just(PixelFormat::Bgra),
+        ],
+        boxes in prop::collection::vec(any::<[prop::sample::Index; 4]>(), 1..8),
+        out in 1u32..=12,
+        max_crops in 1usize..4,
+    ) {
+        // Boxes of 1..=size px, anywhere inside the frame.
+        let mut frame = tiny_frame(format, w, h);
+        frame.detections = boxes
+            .iter()
+            .map(|[a, b, c, d]| {
+                let (bw, bh) = (1 + c.index(w as usize) as u32, 1 + d.index(h as usize) as u32);
+                let x = a.index((w - bw + 1) as usize) as u32;
+                let y = b.index((h - bh + 1) as usize) as u32;
+                Detection::new([x, y, bw, bh])
+            })
+            .collect();
+        let config = BatchConfig { max_crops, ..BatchConfig::default() };
+        let tally = Tally::new(Budget::new(DEFAULT_BUDGET, Vec::new()));
+        let downstream = Arc::new(Downstream::new(Duration::from_secs(1)));
+        let mut assembler = Assembler::new(config, (out, out), DEFAULT_BUDGET, downstream, None, tally);
+        let mut batches = Vec::new();
+        assembler.push(frame, &mut batches);
+        batches.extend(assembler.flush());
+        let mut backend = CpuBackend::new(PreprocessConfig { threads: 1, ..PreprocessConfig::default() }).unwrap();
+        let (mut crops, count) = (0, batches.len());
+        for (i, batch) in batches.iter_mut().enumerate() {
+            prop_assert!(batch.crops.len() <= max_crops);
+            prop_assert_eq!(batch.frames[0].part.is_last(), i + 1 == count);
+            crops += batch.crops.len();
+            backend.run(batch).unwrap();
+            let values = batch.tensor.as_f32().unwrap();
+            prop_assert_eq!(values.len(), batch.crops.len() * (out * out * 3) as usize);
+            prop_assert!(values.iter().all(|v| v.is_finite()));
+        }
+        prop_assert_eq!(crops, boxes.len());
     }
 }

@@ -93,6 +93,12 @@ impl Budget {
             .dropped
             .entry(reason.to_string())
             .or_default() += 1;
+        self.drop_boxes(reason, objects);
+    }
+
+    /// Count `objects` boxes skipped because the frame (or the part of a frame) that carried them
+    /// was dropped for `reason`; the frame itself is counted by [`Budget::drop_frame`].
+    pub fn drop_boxes(&mut self, reason: &str, objects: u64) {
         if objects > 0 {
             *self
                 .skipped
@@ -118,8 +124,16 @@ impl Budget {
         *self.actions.entry(action.to_string()).or_default() += n;
     }
 
-    /// Record a frame that went all the way through.
+    /// Record a frame that went all the way through: its objects, and (at its last part, for a
+    /// frame whose boxes travelled in several batches) the frame itself with its latency.
     pub fn record(&mut self, frame: &Frame) {
+        self.objects += frame.detections.len() as u64;
+        for (reason, n) in &frame.skipped {
+            *self.skipped.entry(reason.name().to_string()).or_default() += *n as u64;
+        }
+        if !frame.part.is_last() {
+            return;
+        }
         for (slot, d) in frame.times.stages() {
             if let Some(series) = self.stages.get_mut(slot as usize) {
                 series.push(d);
@@ -129,10 +143,6 @@ impl Budget {
             let s = self.streams.entry(frame.stream).or_default();
             s.total.push(t);
             s.over_budget += u64::from(t > self.budget);
-        }
-        self.objects += frame.detections.len() as u64;
-        for (reason, n) in &frame.skipped {
-            *self.skipped.entry(reason.name().to_string()).or_default() += *n as u64;
         }
     }
 
