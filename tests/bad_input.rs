@@ -278,6 +278,94 @@ fn a_damaged_h264_stream_is_decoded_with_concealment() {
     );
 }
 
+/// A 34-frame 160x120 H.264 mp4 (index first) with 1000 bytes zeroed in the middle of its data,
+/// and a MOT file with one box per frame index `i` at `x = 2 * i`: a box's position says which
+/// frame it belongs to.
+fn damaged_mp4_with_mot(dir: &Path) -> (PathBuf, PathBuf) {
+    let path = dir.join("damaged.mp4");
+    common::encode(&format!(
+        "videotestsrc num-buffers=34 pattern=ball \
+         ! video/x-raw,format=I420,width=160,height=120,framerate=30/1 \
+         ! x264enc key-int-max=10 ! mp4mux faststart=true ! filesink location={}",
+        path.display()
+    ));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid..mid + 1000].fill(0);
+    std::fs::write(&path, bytes).unwrap();
+    let mot = dir.join("seq.txt");
+    let rows: String = (1..=34)
+        .map(|i| format!("{i},{i},{},10,20,20,1,4,0,0\n", 2 * i))
+        .collect();
+    std::fs::write(&mot, rows).unwrap();
+    (path, mot)
+}
+
+#[test]
+fn a_damaged_mp4_loses_frames_but_never_moves_boxes() {
+    // The decoder skips the frames it cannot decode and GStreamer says nothing (exit 0). Frames
+    // are numbered by presentation time, so the frames after the damage keep their own MOT rows;
+    // the lost ones are counted, logged and their rows listed as having no frame.
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("bad-mp4-gap");
+    let (path, mot) = damaged_mp4_with_mot(&dir);
+    let out = dir.join("o.jsonl");
+    let o = common::output_within(
+        octopipe().env("RUST_LOG", "warn").args([
+            "run",
+            &format!(
+                "media location={} ! boxes format=mot location={} ! classify model={} ! jsonl location={}",
+                path.display(),
+                mot.display(),
+                model("valid-64.onnx").display(),
+                out.display()
+            ),
+        ]),
+        TIMEOUT,
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let (frames_in, processed, dropped) = common::frame_accounting(&stderr);
+    assert_eq!((frames_in, dropped), (processed, 0), "{stderr}");
+    let lost = 34 - processed;
+    assert!((1..20).contains(&lost), "the damage loses frames: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "lost by the decoder: {lost} frame{} (gaps in presentation time; not among the frames in)",
+            if lost == 1 { "" } else { "s" }
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("frame(s) lost by the decoder (pts gap): frames "),
+        "the run warns: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "boxes: {lost} frame indices of {} got no frame (lost by the decoder or dropped before boxes): ",
+            mot.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("have no frame in the stream"), "{stderr}");
+    let objects = common::read_jsonl(&out);
+    assert_eq!(objects.len() as u64, processed, "one box per frame");
+    let mut frames = Vec::new();
+    for o in &objects {
+        let frame = o["frame"].as_u64().unwrap();
+        // Frame `frame` (0-based) is MOT frame index `frame + 1`: its box is at 2 * (frame + 1).
+        assert_eq!(o["bbox"][0].as_u64(), Some(2 * (frame + 1)), "{o}");
+        frames.push(frame);
+    }
+    assert!(frames.windows(2).all(|w| w[0] < w[1]), "{frames:?}");
+    assert!(
+        *frames.last().unwrap() == 33,
+        "frames after the damage: {frames:?}"
+    );
+}
+
 #[test]
 fn a_missing_decoder_names_the_package() {
     if !common::ort_ready() {
@@ -501,6 +589,130 @@ fn a_malformed_mot_line_names_file_and_line() {
     );
 }
 
+#[test]
+fn annotation_files_with_a_byte_order_mark_are_read() {
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("bad-bom");
+    jpeg_clip(&dir, 1);
+    std::fs::write(
+        dir.join("annotations/frame_00000.txt"),
+        b"\xEF\xBB\xBF1,2,30,20,1,4,0,0\r\n5,5,10,10,1,1,0,0\r\n",
+    )
+    .unwrap();
+    let o = run(&images_det(&dir, "", "-"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("objects: 2 in = 2 classified"), "{stderr}");
+
+    // Frame 3 has no row: counted in a note.
+    let mot = dir.join("seq.txt");
+    std::fs::write(
+        &mot,
+        b"\xEF\xBB\xBF1,1,5,5,20,20,1,4,0,0\n2,1,6,6,20,20,1,4,0,0\n",
+    )
+    .unwrap();
+    let o = run(&format!(
+        "testsrc width=64 height=48 num-buffers=3 ! boxes format=mot location={} ! classify model={} ! jsonl location=-",
+        mot.display(),
+        model("valid-64.onnx").display()
+    ));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("objects: 2 in = 2 classified"), "{stderr}");
+    assert!(
+        stderr.contains("boxes: 1 frame had no annotation rows (no boxes)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_invisible_or_non_utf8_byte_in_an_annotation_is_named() {
+    let dir = common::temp_dir("bad-bytes");
+    jpeg_clip(&dir, 1);
+    let cases: [(&[u8], &str); 4] = [
+        (
+            b"1,2,30,20,1,4,0,0\n5,5,10,10,1,1,0,0\n\xEF\xBB\xBF7,7,10,10,1,1,0,0\n",
+            ":3: byte 0xEF at column 1 is not part of a number (field 1: U+FEFF, an invisible character)",
+        ),
+        (
+            b"1,2,30,20\xA0,1,4,0,0\n",
+            ":1: byte 0xA0 at column 10 is not part of a number (field 4: not UTF-8 text)",
+        ),
+        (
+            "1,2,30\u{200B},20,1,4,0,0\n".as_bytes(),
+            ":1: byte 0xE2 at column 7 is not part of a number (field 3: U+200B, an invisible character)",
+        ),
+        (
+            b"1,2,99999999999999999999,20,1,4,0,0\n",
+            ":1: field 3 is '99999999999999999999', out of range for a 64-bit integer (x,y,w,h,score,category,truncation,occlusion)",
+        ),
+    ];
+    let ann = dir.join("annotations/frame_00000.txt");
+    for (bytes, message) in cases {
+        std::fs::write(&ann, bytes).unwrap();
+        fails_with(
+            &run(&images_det(&dir, "", "-")),
+            &[&format!("octopipe: error: {}{message}", ann.display())],
+        );
+    }
+    // A UTF-16 file (Windows "Unicode") is refused as a whole.
+    std::fs::write(&ann, b"\xFF\xFE1\x00,\x002\x00").unwrap();
+    fails_with(
+        &run(&images_det(&dir, "", "-")),
+        &[&format!(
+            "octopipe: error: {}: UTF-16 text (it starts with the byte-order mark 0xFF 0xFE): save it as UTF-8",
+            ann.display()
+        )],
+    );
+}
+
+#[test]
+fn after_an_early_stop_unread_mot_frames_are_not_reached() {
+    // A truncated file stops the run early: the MOT rows of the frames after the cut were not
+    // reached, which is not the same as the stream not having those frames.
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("bad-mot-early");
+    let path = h264_mp4(&dir, true);
+    truncate(&path, 0.5);
+    let mot = dir.join("seq.txt");
+    let rows: String = (1..=60)
+        .map(|i| format!("{i},1,5,5,20,20,1,4,0,0\n"))
+        .collect();
+    std::fs::write(&mot, rows).unwrap();
+    let stderr = fails_with(
+        &run(&format!(
+            "media location={} ! boxes format=mot location={} ! classify model={} ! jsonl location=-",
+            path.display(),
+            mot.display(),
+            model("valid-64.onnx").display()
+        )),
+        &["truncated file?"],
+    );
+    // The frames read, and any the decoder lost among them (the cut can take a frame the
+    // frames after it needed), are the indices reached.
+    let (_, processed, _) = common::frame_accounting(&stderr);
+    let lost: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("lost by the decoder: "))
+        .and_then(|l| l.split(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    let reached = processed + lost;
+    assert!(
+        stderr.contains(&format!(
+            "boxes: stopped early: {} frame indices of {} not reached ({}..=60)",
+            60 - reached,
+            mot.display(),
+            reached + 1
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("have no frame in the stream"), "{stderr}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Models and ONNX Runtime
 
@@ -694,6 +906,33 @@ fn zero_boxes_is_a_valid_run() {
     assert!(out.stdout.is_empty());
 }
 
+#[test]
+fn tiny_frames_with_synthetic_boxes() {
+    // Every frame size works: boxes are as large as the frame allows; those under 2 px are
+    // skipped and counted.
+    if !common::ort_ready() {
+        return;
+    }
+    for (w, h, skipped) in [(1, 1, true), (3, 1, true), (1, 3, true), (2, 2, false)] {
+        let out = run(&format!(
+            "testsrc width={w} height={h} num-buffers=2 ! boxes format=synthetic count=5 ! classify model={} ! jsonl location=-",
+            model("valid-64.onnx").display()
+        ));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{w}x{h}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let (objects, classified, skip) = common::object_accounting(&stderr);
+        assert_eq!(objects, 10, "{w}x{h}: {stderr}");
+        if skipped {
+            assert_eq!((classified, skip), (0, 10), "{w}x{h}: {stderr}");
+            assert!(stderr.contains("(under-2px: 10)"), "{stderr}");
+        } else {
+            assert_eq!((classified, skip), (10, 0), "{w}x{h}: {stderr}");
+            assert_eq!(out.stdout.iter().filter(|b| **b == b'\n').count(), 10);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sinks
 
@@ -875,8 +1114,16 @@ fn bad_mot_lines_skipped_and_frames_that_do_not_exist_listed() {
         (f1.detections.len(), f1.skipped.clone()),
         (1, vec![(SkipReason::BadLine, 1)])
     );
-    // A 2-frame stream: the rows of frame indices 9 and 12 (a bad line) are for frames it lacks.
+    // A 2-frame stream: the rows of frame indices 9 and 12 (a bad line) are for frames it lacks,
+    // or, had the run stopped early, frames not reached.
     assert_eq!(detector.unused(), [9, 12]);
+    let m = mot.display();
+    assert!(detector.end_notes(false).contains(&format!(
+        "boxes: 2 frame indices of {m} have no frame in the stream (9, 12)"
+    )));
+    assert!(detector.end_notes(true).contains(&format!(
+        "boxes: stopped early: 2 frame indices of {m} not reached (9, 12)"
+    )));
 }
 
 #[test]
@@ -977,4 +1224,43 @@ fn skipped_bad_lines_are_accounted_for_in_a_run() {
         .to_string()
         .contains("objects: 6 in = 2 classified + 4 skipped"));
     assert_eq!(common::read_jsonl(&out).len(), 2);
+}
+
+#[test]
+fn a_stop_request_leaves_mot_frames_not_reached() {
+    // Ctrl-C (the CLI's handler calls `StopHandle::stop`) ends the stream early: the rows of the
+    // frames not read are "not reached", not frames the stream lacks.
+    use octopipe::pipeline::Pipeline;
+    let dir = common::temp_dir("lib-mot-stop");
+    let mot = dir.join("seq.txt");
+    let rows: String = (1..=100_000)
+        .map(|i| format!("{i},1,5,5,20,20,1,4,0,0\n"))
+        .collect();
+    std::fs::write(&mot, rows).unwrap();
+    let text = format!(
+        "testsrc width=64 height=48 num-buffers=100000 ! boxes format=mot location={} ! jsonl location={}",
+        mot.display(),
+        dir.join("o.jsonl").display()
+    );
+    let pipeline = Pipeline::from_description(&text, &Default::default()).unwrap();
+    let stop = pipeline.stop_handle();
+    let run = std::thread::spawn(move || pipeline.run());
+    std::thread::sleep(Duration::from_millis(300));
+    stop.stop();
+    let outcome = run.join().unwrap();
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let r = &outcome.report;
+    assert!(r.processed > 0 && r.processed < 100_000, "{r}");
+    assert_eq!(r.frames_in, r.processed + r.dropped_total(), "{r}");
+    let note = format!(
+        "boxes: stopped early: {} frame indices of {} not reached ({}..=100000)",
+        100_000 - r.frames_in,
+        mot.display(),
+        r.frames_in + 1
+    );
+    assert!(r.extra.contains(&note), "{note:?} not in {:?}", r.extra);
+    assert!(
+        !r.to_string().contains("have no frame in the stream"),
+        "{r}"
+    );
 }

@@ -146,11 +146,21 @@ impl Assembler {
         }
     }
 
-    /// Add a frame; full batches are appended to `out`.
+    /// Add a frame; full batches are appended to `out`. A frame with more boxes than
+    /// `max_crops` is cut into parts ([`Frame::into_parts`]) that fill a batch each, the last one
+    /// staying open for the frames that follow: no batch ever holds more than `max_crops` crops,
+    /// so the memory of a batch's tensor is bounded whatever one frame brings.
     pub fn push(&mut self, frame: Frame, out: &mut Vec<CropBatch>) {
         let Some(frame) = self.admit(frame) else {
             return;
         };
+        for part in frame.into_parts(self.config.max_crops) {
+            self.push_part(part, out);
+        }
+    }
+
+    /// Add a frame (or a part of one) of at most `max_crops` boxes.
+    fn push_part(&mut self, frame: Frame, out: &mut Vec<CropBatch>) {
         let crops = frame.detections.len();
         if let Some(cur) = &self.current {
             if !cur.crops.is_empty() && cur.crops.len() + crops > self.config.max_crops {

@@ -38,8 +38,9 @@ pub const DEFAULT_TILES_PER_BLOCK: u32 = 4;
 /// Settings of the batch stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchConfig {
-    /// Close a batch once it holds this many crops (a frame's crops are never split across batches
-    /// unless the frame alone has more).
+    /// Close a batch once it holds this many crops. A frame's crops stay in one batch unless the
+    /// frame alone has more: then it travels in parts of at most this many crops, a batch each
+    /// ([`crate::frame::Part`]).
     pub max_crops: usize,
     /// Close a batch once it holds this many frames.
     pub max_frames: usize,
@@ -168,7 +169,13 @@ struct Parts {
     tensor: Tensor,
 }
 
-/// A free list of batch buffers: a dropped [`CropBatch`] gives its vectors back for the next one.
+/// Batch buffers a [`BatchPool`] keeps for reuse; more come back only after a burst (a frame in
+/// hundreds of parts puts hundreds of batches in flight at once), and those are freed, so the pool
+/// never holds more than this many tensors.
+pub const POOL_KEEP: usize = 16;
+
+/// A free list of batch buffers: a dropped [`CropBatch`] gives its vectors back for the next one
+/// (at most [`POOL_KEEP`] are kept).
 #[derive(Clone, Default)]
 pub struct BatchPool {
     free: Arc<Mutex<Vec<Parts>>>,
@@ -394,7 +401,9 @@ impl Drop for CropBatch {
             parts.blocks.clear();
             parts.tensor.clear();
             if let Ok(mut free) = pool.free.lock() {
-                free.push(parts);
+                if free.len() < POOL_KEEP {
+                    free.push(parts);
+                }
             }
         }
     }

@@ -43,6 +43,8 @@ struct StreamAcc {
     total: Series,
     over_budget: u64,
     dropped: BTreeMap<String, u64>,
+    /// Frames that never entered: lost by the decoder (gaps in presentation time).
+    lost: u64,
 }
 
 impl Budget {
@@ -93,12 +95,25 @@ impl Budget {
             .dropped
             .entry(reason.to_string())
             .or_default() += 1;
+        self.drop_boxes(reason, objects);
+    }
+
+    /// Count `objects` boxes skipped because the frame (or the part of a frame) that carried them
+    /// was dropped for `reason`; the frame itself is counted by [`Budget::drop_frame`].
+    pub fn drop_boxes(&mut self, reason: &str, objects: u64) {
         if objects > 0 {
             *self
                 .skipped
                 .entry(format!("frame dropped ({reason})"))
                 .or_default() += objects;
         }
+    }
+
+    /// Count `n` frames of `stream` that never entered the pipeline: the decoder lost or
+    /// concealed them (a gap in presentation time). They are not among the frames in, processed
+    /// or dropped; the report gives them a line of their own.
+    pub fn lose_frames(&mut self, stream: u32, n: u64) {
+        self.streams.entry(stream).or_default().lost += n;
     }
 
     /// Add a line to the report.
@@ -111,8 +126,18 @@ impl Budget {
         *self.actions.entry(action.to_string()).or_default() += n;
     }
 
-    /// Record a frame that went all the way through.
+    /// Record a frame that went all the way through: its objects, and (at its last part, for a
+    /// frame whose boxes travelled in several batches) the frame itself with its latency.
     pub fn record(&mut self, frame: &Frame) {
+        let non_finite = frame.non_finite.len() as u64;
+        self.objects += (frame.detections.len() as u64).saturating_sub(non_finite);
+        self.non_finite += non_finite;
+        for (reason, n) in &frame.skipped {
+            *self.skipped.entry(reason.name().to_string()).or_default() += *n as u64;
+        }
+        if !frame.part.is_last() {
+            return;
+        }
         for (slot, d) in frame.times.stages() {
             if let Some(series) = self.stages.get_mut(slot as usize) {
                 series.push(d);
@@ -122,12 +147,6 @@ impl Budget {
             let s = self.streams.entry(frame.stream).or_default();
             s.total.push(t);
             s.over_budget += u64::from(t > self.budget);
-        }
-        let non_finite = frame.non_finite.len() as u64;
-        self.objects += (frame.detections.len() as u64).saturating_sub(non_finite);
-        self.non_finite += non_finite;
-        for (reason, n) in &frame.skipped {
-            *self.skipped.entry(reason.name().to_string()).or_default() += *n as u64;
         }
     }
 
@@ -157,6 +176,7 @@ impl Budget {
                 frames_in: s.frames_in,
                 processed: s.total.count(),
                 dropped: s.dropped.clone().into_iter().collect(),
+                lost: s.lost,
                 over_budget: s.over_budget,
                 total: s.total.stats(),
             });
@@ -174,6 +194,7 @@ impl Budget {
             frames_in: streams.iter().map(|s| s.frames_in).sum(),
             processed: all.count(),
             dropped: dropped.into_iter().collect(),
+            lost: streams.iter().map(|s| s.lost).sum(),
             over_budget,
             stages: self
                 .rows
@@ -356,6 +377,9 @@ pub struct Report {
     pub processed: u64,
     /// Frames dropped, by reason.
     pub dropped: Vec<(String, u64)>,
+    /// Frames lost by the decoder (gaps in presentation time): they never entered, so they are
+    /// not among `frames_in`.
+    pub lost: u64,
     /// Processed frames whose end-to-end latency exceeded the budget.
     pub over_budget: u64,
     /// Per-stage time, in pipeline order.
@@ -391,6 +415,8 @@ pub struct StreamReport {
     /// Frames dropped, by reason.
     #[serde(serialize_with = "ser_counts")]
     pub dropped: Vec<(String, u64)>,
+    /// Frames lost by the decoder (gaps in presentation time), not among `frames_in`.
+    pub lost: u64,
     /// Processed frames over budget.
     pub over_budget: u64,
     /// End-to-end latency.
@@ -456,6 +482,7 @@ impl serde::Serialize for Report {
         m.serialize_entry("processed", &self.processed)?;
         m.serialize_entry("dropped_total", &self.dropped_total())?;
         m.serialize_entry("dropped", &Counts(&self.dropped))?;
+        m.serialize_entry("lost", &self.lost)?;
         m.serialize_entry("over_budget", &self.over_budget)?;
         m.serialize_entry("headroom_ms", &self.headroom_ms())?;
         m.serialize_entry("fps", &self.fps())?;
@@ -522,6 +549,14 @@ impl fmt::Display for Report {
             self.dropped_total(),
             list(&self.dropped)
         )?;
+        if self.lost > 0 {
+            writeln!(
+                f,
+                "lost by the decoder: {} frame{} (gaps in presentation time; not among the frames in)",
+                self.lost,
+                if self.lost == 1 { "" } else { "s" }
+            )?;
+        }
         writeln!(
             f,
             "over budget: {} of {} frames; headroom at p99: {:+.2} ms; throughput {:.1} fps over {:.2} s",

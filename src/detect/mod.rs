@@ -16,14 +16,19 @@
 //! the line is skipped and counted as `bad-line` (on its frame: the DET file's frame, or the MOT
 //! row's frame index when that much can be read, else the stream's first frame). At the end of a
 //! run [`Detector::unused`] lists the MOT frame indices that no frame asked for (annotations for
-//! frames the stream does not have) and [`Detector::unused_det_files`] the DET files no frame
-//! matched.
+//! frames the stream does not have, or, after an early stop, frames not reached) and
+//! [`Detector::unused_det_files`] the DET files no frame matched.
+//!
+//! MOT rows are matched to frames by the frame's position in its stream (`Frame::seq`), which
+//! sources number by presentation time: a frame the decoder lost leaves its index unused, and the
+//! frames after it keep their own rows. DET files are matched by the image's file name.
 
 mod annotations;
 mod synthetic;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::budget::Tally;
@@ -158,6 +163,11 @@ pub struct Detector {
     first_bad_line: Option<String>,
     /// Stems of the DET files frames asked for.
     det_used: HashSet<String>,
+    /// The highest MOT frame index a frame asked for: after an early stop, unused indices above
+    /// it were not reached rather than missing from the stream.
+    reached: Option<u64>,
+    /// Frames that got no annotation rows at all.
+    frames_without_rows: u64,
 }
 
 impl Detector {
@@ -169,7 +179,7 @@ impl Detector {
         if let BoxSource::Mot { location } = &config.source {
             let text = read(location)?;
             let path = location.display().to_string();
-            for (index, line) in mot_lines(&text, &path) {
+            for (index, line) in mot_lines(&text[..], &path) {
                 match line {
                     Ok((frame, row)) => mot.entry(frame).or_default().rows.push(row),
                     Err(e) if config.skip_bad_lines => {
@@ -197,6 +207,8 @@ impl Detector {
             pending_bad_lines,
             first_bad_line,
             det_used: HashSet::new(),
+            reached: None,
+            frames_without_rows: 0,
         })
     }
 
@@ -229,19 +241,45 @@ impl Detector {
         v
     }
 
-    /// Report lines at the end of a run: annotations for frames the stream did not have, and the
-    /// first malformed line skipped.
-    pub fn end_notes(&self) -> Vec<String> {
+    /// Report lines at the end of a run: MOT frame indices no frame asked for, frames with no
+    /// annotation rows, DET files no image matched, and the first malformed line skipped.
+    ///
+    /// Unused MOT indices below the last one a frame asked for were skipped by the stream (the
+    /// decoder lost those frames, or they were dropped before this stage); those above it have no
+    /// frame in the stream, or, when `stopped_early` (an error, a stop request), were not reached.
+    pub fn end_notes(&self, stopped_early: bool) -> Vec<String> {
         let mut notes = Vec::new();
-        let mot = self.unused();
-        if let (Some(first), Some(last), BoxSource::Mot { location }) =
-            (mot.first(), mot.last(), &self.config.source)
+        if let BoxSource::Mot { location } = &self.config.source {
+            let file = location.display();
+            let mut skipped = self.unused();
+            let beyond = skipped.split_off(skipped.partition_point(|i| Some(*i) < self.reached));
+            if !skipped.is_empty() {
+                notes.push(format!(
+                    "boxes: {} frame indices of {file} got no frame (lost by the decoder or dropped before boxes): {}",
+                    skipped.len(),
+                    list_indices(&skipped)
+                ));
+            }
+            if !beyond.is_empty() {
+                let (n, list) = (beyond.len(), list_indices(&beyond));
+                notes.push(match stopped_early {
+                    true => format!(
+                        "boxes: stopped early: {n} frame indices of {file} not reached ({list})"
+                    ),
+                    false => format!(
+                        "boxes: {n} frame indices of {file} have no frame in the stream ({list})"
+                    ),
+                });
+            }
+        }
+        if self.frames_without_rows > 0
+            && !matches!(self.config.source, BoxSource::Synthetic { .. })
         {
-            notes.push(format!(
-                "boxes: {} frame indices of {} have no frame in the stream ({first}..={last})",
-                mot.len(),
-                location.display()
-            ));
+            let n = self.frames_without_rows;
+            notes.push(match n {
+                1 => "boxes: 1 frame had no annotation rows (no boxes)".to_string(),
+                _ => format!("boxes: {n} frames had no annotation rows (no boxes)"),
+            });
         }
         let det = self.unused_det_files();
         if let Some(first) = det.first() {
@@ -282,7 +320,7 @@ impl Detector {
                 let text = read(&path)?;
                 let path = path.display().to_string();
                 let mut rows = Vec::new();
-                for line in det_lines(&text, &path) {
+                for line in det_lines(&text[..], &path) {
                     match line {
                         Ok(row) => rows.push(row),
                         Err(e) if self.config.skip_bad_lines => {
@@ -294,9 +332,11 @@ impl Detector {
                 }
                 rows
             }
-            // MOT frame indices are 1-based.
+            // MOT frame indices are 1-based; `seq` is the frame's position by presentation time.
             BoxSource::Mot { .. } => {
-                let f = self.mot.remove(&(frame.seq + 1)).unwrap_or_default();
+                let index = frame.seq + 1;
+                self.reached = self.reached.max(Some(index));
+                let f = self.mot.remove(&index).unwrap_or_default();
                 bad_lines += f.bad_lines;
                 f.rows
             }
@@ -308,6 +348,9 @@ impl Detector {
                 frame.layout.height,
             ),
         };
+        if rows.is_empty() && bad_lines == 0 {
+            self.frames_without_rows += 1;
+        }
         frame.detections.clear();
         for _ in 0..bad_lines {
             frame.skip(SkipReason::BadLine);
@@ -343,6 +386,14 @@ impl Detector {
     }
 }
 
+/// Sorted frame indices for a report line: all of a few, or the range of many.
+fn list_indices(v: &[u64]) -> String {
+    match v {
+        [first, .., last] if v.len() > 8 => format!("{first}..={last}"),
+        _ => v.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+    }
+}
+
 /// Clip an `[x, y, w, h]` box to a `fw`x`fh` frame; boxes outside the frame or under
 /// [`MIN_BOX_SIZE`] after clipping are refused with the reason.
 pub fn clip_box(b: [i64; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
@@ -362,15 +413,26 @@ pub fn clip_box(b: [i64; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
     Ok([x0 as u32, y0 as u32, cw as u32, ch as u32])
 }
 
-fn read(path: &Path) -> Result<String, DetectError> {
-    std::fs::read_to_string(path).map_err(|e| DetectError::Io {
+/// A file's bytes; the line readers name any byte that is not text they expect. A UTF-16 file
+/// (it starts with a UTF-16 byte-order mark) is refused as a whole: every line of it would fail.
+fn read(path: &Path) -> Result<Vec<u8>, DetectError> {
+    let io = |reason: String| DetectError::Io {
         path: path.display().to_string(),
-        reason: e.to_string(),
-    })
+        reason,
+    };
+    let bytes = std::fs::read(path).map_err(|e| io(e.to_string()))?;
+    if let Some(bom @ ([0xFF, 0xFE] | [0xFE, 0xFF])) = bytes.get(..2) {
+        return Err(io(format!(
+            "UTF-16 text (it starts with the byte-order mark 0x{:02X} 0x{:02X}): save it as UTF-8",
+            bom[0], bom[1]
+        )));
+    }
+    Ok(bytes)
 }
 
-/// The detect stage at run time: the detector, and where its end-of-run notes go.
-struct DetectStage(Detector, Tally);
+/// The detect stage at run time: the detector, where its end-of-run notes go, and whether the
+/// run was cut short (which changes what the notes can say about frames not seen).
+struct DetectStage(Detector, Tally, Arc<AtomicBool>);
 
 impl Stage<Frame, Frame> for DetectStage {
     fn process(&mut self, mut frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
@@ -379,7 +441,7 @@ impl Stage<Frame, Frame> for DetectStage {
         Ok(())
     }
     fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Error> {
-        let notes = self.0.end_notes();
+        let notes = self.0.end_notes(self.2.load(Ordering::SeqCst));
         self.1
             .with(|t| notes.into_iter().for_each(|n| t.add_line(n)));
         Ok(())
@@ -392,6 +454,7 @@ impl Element for DetectConfig {
         Ok(Running::Frames(Box::new(DetectStage(
             detector,
             ctx.tally.clone(),
+            ctx.stopped_early.clone(),
         ))))
     }
     fn inputs(&self) -> Vec<crate::pipeline::RunPath> {

@@ -64,7 +64,10 @@ impl Synthetic {
         Synthetic { seed }
     }
 
-    /// `count` boxes for frame `seq` of `stream` on a `width`x`height` frame, all inside it.
+    /// `count` boxes for frame `seq` of `stream` on a `width`x`height` frame, all inside it: at
+    /// least 2x2 px where the frame is that large, else as wide or tall as the frame (a 1-px-wide
+    /// frame gets 1-px-wide boxes, which the detect stage then skips as too small). A frame of
+    /// width or height 0 gets no boxes.
     pub fn frame_boxes(
         &self,
         stream: u32,
@@ -75,19 +78,25 @@ impl Synthetic {
     ) -> Vec<AnnotationRow> {
         let mut rng =
             Rng(self.seed ^ ((stream as u64) << 48) ^ seq.wrapping_mul(0x2545_F491_4F6C_DD1D));
+        if width == 0 || height == 0 {
+            return Vec::new();
+        }
         let scale = width as f64 / 1920.0;
+        // Each side is at least 2 px, or the whole side of a frame smaller than that.
+        let side = |median: f64, sigma: f64, z: f64, limit: u32| {
+            let limit = limit as f64;
+            (median * (sigma * z).exp() * scale)
+                .round()
+                .clamp(limit.min(2.0), limit) as i64
+        };
         let total: u32 = CATEGORY_WEIGHTS.iter().map(|(_, w)| w).sum();
         (0..count)
             .map(|_| {
                 let (z1, z2) = (rng.normal(), rng.normal());
                 let zw = z1;
                 let zh = RHO * z1 + (1.0 - RHO * RHO).sqrt() * z2;
-                let w = (MEDIAN.0 * (SIGMA.0 * zw).exp() * scale)
-                    .round()
-                    .clamp(2.0, width as f64) as i64;
-                let h = (MEDIAN.1 * (SIGMA.1 * zh).exp() * scale)
-                    .round()
-                    .clamp(2.0, height as f64) as i64;
+                let w = side(MEDIAN.0, SIGMA.0, zw, width);
+                let h = side(MEDIAN.1, SIGMA.1, zh, height);
                 let x = (rng.unit() * (width as i64 - w + 1) as f64) as i64;
                 let y = (rng.unit() * (height as i64 - h + 1) as f64) as i64;
                 let mut pick = (rng.unit() * total as f64) as u32;

@@ -5,6 +5,10 @@
 //! its [`BufferPool`]) or in CUDA device memory ([`DeviceFrame`], kept alive by its owner); the
 //! [`Planes`] say which. Its [`Detection`]s carry the boxes and, once classified, the classifier's
 //! answer; its [`FrameTimes`] the instant it passed each stage.
+//!
+//! A frame with more boxes than one batch may hold travels in [`Part`]s ([`Frame::into_parts`]):
+//! each part shares the frame's planes and carries a run of its boxes, and the frame is done when
+//! its last part is.
 
 mod memory;
 mod objects;
@@ -72,12 +76,47 @@ impl FrameTimes {
     }
 }
 
+/// Which part of its frame a [`Frame`] is. A frame whose boxes do not fit in one batch travels
+/// as several parts, in order, each in a batch of its own; all share the frame's planes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// 0-based number of this part.
+    pub index: u32,
+    /// How many parts the frame travels in.
+    pub count: u32,
+    /// Index of this part's first box among all the frame's boxes.
+    pub first_box: u32,
+}
+
+impl Part {
+    /// A frame that travels whole.
+    pub const WHOLE: Part = Part {
+        index: 0,
+        count: 1,
+        first_box: 0,
+    };
+
+    /// Whether this is the frame's last part (or the whole frame): the frame is done with it.
+    pub fn is_last(&self) -> bool {
+        self.index + 1 >= self.count
+    }
+}
+
+impl Default for Part {
+    fn default() -> Self {
+        Part::WHOLE
+    }
+}
+
 /// One decoded frame and what the pipeline learned about it.
 #[derive(Debug)]
 pub struct Frame {
     /// Which input stream (branch) the frame came from.
     pub stream: u32,
-    /// 0-based position in its stream.
+    /// 0-based position in its stream by presentation time: a source whose frame interval is
+    /// known numbers frames `round(pts / interval)`, so frames the decoder lost leave gaps (the
+    /// runner counts them) and the frames after a gap keep their own numbers. Otherwise frames
+    /// are numbered in arrival order.
     pub seq: u64,
     /// Presentation timestamp.
     pub pts: Option<Duration>,
@@ -87,8 +126,9 @@ pub struct Frame {
     pub layout: FrameLayout,
     /// YUV to RGB conversion for YUV formats.
     pub colorimetry: Colorimetry,
-    /// The planes, host or device; `None` once released after preprocessing.
-    pub planes: Option<Planes>,
+    /// The planes, host or device (shared by the parts of a frame that travels in parts);
+    /// `None` once released after preprocessing.
+    pub planes: Option<Arc<Planes>>,
     /// Detections (already clipped to the frame), with the classifier's answers once classified.
     pub detections: Vec<Detection>,
     /// Boxes the box stages dropped, by reason.
@@ -99,6 +139,9 @@ pub struct Frame {
     pub non_finite: Vec<u32>,
     /// Budget timestamps.
     pub times: FrameTimes,
+    /// Which part of its frame this is ([`Part::WHOLE`] unless the frame's boxes were cut into
+    /// several batches).
+    pub part: Part,
 }
 
 impl Frame {
@@ -155,25 +198,75 @@ impl Frame {
             source: Arc::from(source),
             layout,
             colorimetry,
-            planes: Some(planes),
+            planes: Some(Arc::new(planes)),
             detections: Vec::new(),
             skipped: Vec::new(),
             non_finite: Vec::new(),
             times: FrameTimes::new(Instant::now()),
+            part: Part::WHOLE,
         }
     }
 
     /// Host pixel bytes, if the frame holds its planes in host memory.
     pub fn data(&self) -> Option<&[u8]> {
-        self.planes.as_ref().and_then(Planes::host)
+        self.planes.as_deref().and_then(Planes::host)
     }
 
     /// Where the planes are, if still held.
     pub fn memory(&self) -> Option<Memory> {
-        self.planes.as_ref().map(Planes::memory)
+        self.planes.as_deref().map(Planes::memory)
     }
 
-    /// Give the planes back (to their pool or owner); metadata and detections stay.
+    /// Cut the frame into parts of at most `max_boxes` boxes each (at least 1), in box order:
+    /// every part shares the planes and carries a copy of the times; the skipped-box counts go
+    /// with the first part. A frame with no more than `max_boxes` boxes comes back whole. Each
+    /// part is sent in a batch of its own, so the memory a batch takes stays bounded by the
+    /// batch limits however many boxes one frame has.
+    pub fn into_parts(mut self, max_boxes: usize) -> Vec<Frame> {
+        let max = max_boxes.max(1);
+        let n = self.detections.len();
+        if n <= max {
+            return vec![self];
+        }
+        let count = n.div_ceil(max);
+        // Cut from the end: each split moves only the boxes of the part it cuts off.
+        let mut boxes = std::mem::take(&mut self.detections);
+        let mut runs = Vec::with_capacity(count);
+        for k in (1..count).rev() {
+            runs.push(boxes.split_off(k * max));
+        }
+        runs.push(boxes);
+        runs.reverse();
+        let skipped = std::mem::take(&mut self.skipped);
+        let mut parts: Vec<Frame> = runs
+            .into_iter()
+            .enumerate()
+            .map(|(k, detections)| Frame {
+                stream: self.stream,
+                seq: self.seq,
+                pts: self.pts,
+                source: self.source.clone(),
+                layout: self.layout,
+                colorimetry: self.colorimetry,
+                planes: self.planes.clone(),
+                detections,
+                skipped: Vec::new(),
+                // Parts are cut before classification: nothing is flagged yet.
+                non_finite: Vec::new(),
+                times: self.times.clone(),
+                part: Part {
+                    index: u32::try_from(k).unwrap_or(u32::MAX),
+                    count: u32::try_from(count).unwrap_or(u32::MAX),
+                    first_box: u32::try_from(k * max).unwrap_or(u32::MAX),
+                },
+            })
+            .collect();
+        parts[0].skipped = skipped;
+        parts
+    }
+
+    /// Give the planes back (to their pool or owner; for a frame in parts, once every part has
+    /// given them back); metadata and detections stay.
     pub fn release_pixels(&mut self) {
         self.planes = None;
     }

@@ -225,7 +225,8 @@ impl Default for Energy {
 
 impl Observer for Energy {
     fn batch(&mut self, batch: &CropBatch, _budget: Duration) {
-        self.frames += batch.frames.len() as u64;
+        // A frame in parts counts once, with its last part.
+        self.frames += batch.frames.iter().filter(|f| f.part.is_last()).count() as u64;
     }
 
     fn finish(&mut self, report: &mut Report) {

@@ -342,10 +342,13 @@ impl Observer for MetricsObserver {
             s.recent.pop_front();
         }
         for f in &batch.frames {
-            s.recent.push_back(now);
             let st = s.streams.entry(f.stream).or_default();
-            st.frames += 1;
             st.objects += f.detections.len() as u64;
+            // A frame in parts counts once, with its last part.
+            if !f.part.is_last() {
+                continue;
+            }
+            st.frames += 1;
             for (slot, d) in f.times.stages() {
                 if let Some(name) = names.get(slot as usize) {
                     st.latency.entry(name.clone()).or_default().observe(secs(d));
@@ -358,6 +361,7 @@ impl Observer for MetricsObserver {
                     .observe(secs(t));
                 st.misses += u64::from(t > budget);
             }
+            s.recent.push_back(now);
         }
     }
 

@@ -50,7 +50,8 @@ pub struct GapCounter {
 impl GapCounter {
     /// Account for the frames of `batch`.
     pub fn add(&mut self, batch: &CropBatch) {
-        for f in &batch.frames {
+        // A frame in parts is seen once, with its last part.
+        for f in batch.frames.iter().filter(|f| f.part.is_last()) {
             let (next, seen) = self.streams.entry(f.stream).or_default();
             *next = (*next).max(f.seq + 1);
             *seen += 1;

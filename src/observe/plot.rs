@@ -107,7 +107,8 @@ impl Observer for LatencyPlot {
 
     fn batch(&mut self, batch: &CropBatch, budget: Duration) {
         self.budget = budget;
-        for f in &batch.frames {
+        // A frame in parts is plotted once, with its last part.
+        for f in batch.frames.iter().filter(|f| f.part.is_last()) {
             let Some(total) = f.times.total() else {
                 continue;
             };

@@ -151,8 +151,12 @@ impl Observer for Progress {
         let now = Instant::now();
         self.gaps.add(batch);
         for f in &batch.frames {
-            self.frames += 1;
             self.objects += f.detections.len() as u64;
+            // A frame in parts counts once, with its last part.
+            if !f.part.is_last() {
+                continue;
+            }
+            self.frames += 1;
             if let Some(t) = f.times.total() {
                 self.over += u64::from(t > budget);
                 if self.recent.len() == WINDOW {

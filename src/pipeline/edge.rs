@@ -125,7 +125,12 @@ impl Travels for Frame {
         self.times.mark(slot, at);
     }
     fn count_drop(&self, tally: &Tally, reason: &str) {
-        tally.with(|t| t.drop_frame(self.stream, reason, self.detections.len() as u64));
+        let boxes = self.detections.len() as u64;
+        // A frame in parts is counted once, by its last part; an earlier part's boxes are skipped.
+        tally.with(|t| match self.part.is_last() {
+            true => t.drop_frame(self.stream, reason, boxes),
+            false => t.drop_boxes(reason, boxes),
+        });
     }
 }
 

@@ -73,10 +73,12 @@ pub enum PipelineError {
     },
 }
 
-/// Shared by all threads of a run: the first error, the stop flag, and the sources' interrupters.
+/// Shared by all threads of a run: the first error, the stop flag (shared with the stages, which
+/// read it at the end of their stream: [`OpenContext::stopped_early`]), and the sources'
+/// interrupters.
 #[derive(Default)]
 struct Control {
-    stop: AtomicBool,
+    stop: Arc<AtomicBool>,
     error: Mutex<Option<Error>>,
     interrupters: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
@@ -227,6 +229,7 @@ impl Pipeline {
             }
         }
         let keep_pixels = Arc::new(AtomicBool::new(false));
+        let control = Arc::new(Control::default());
         let mut ctx = OpenContext {
             caps: &mut caps,
             tally: tally.clone(),
@@ -234,6 +237,7 @@ impl Pipeline {
             live_interval: frame_interval.filter(|_| live),
             downstream: Arc::new(Downstream::new(budget * 2)),
             keep_pixels: keep_pixels.clone(),
+            stopped_early: control.stop.clone(),
         };
         // Sink to source: a model's input size is known before the stages that make its tensors.
         let mut ready = Vec::with_capacity(nodes.len());
@@ -256,7 +260,6 @@ impl Pipeline {
         }
         ready.reverse();
         let expected = expected_frames(&mut ready);
-        let control = Arc::new(Control::default());
         if let Ok(mut i) = control.interrupters.lock() {
             for n in &ready {
                 if let Running::Source(s) = &n.running {
@@ -609,7 +612,9 @@ fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
 /// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
 /// full (backpressure, no drops); live input never waits: the oldest queued frame is dropped (and
 /// counted) to make room. A source that could not tell its length when it opened is asked again
-/// after its first frame (a media file knows its duration once it decoded).
+/// after its first frame (a media file knows its duration once it decoded). Gaps in the frames'
+/// numbers (sources number them by presentation time) are frames the decoder lost: counted and
+/// logged, as they never enter.
 fn run_source(
     mut source: Box<dyn FrameSource>,
     edge: Edge<Frame>,
@@ -620,6 +625,7 @@ fn run_source(
     let _span =
         tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
     let mut first = true;
+    let mut next = 0;
     while !ctl.stop.load(Ordering::SeqCst) {
         match source.next_frame() {
             Ok(Some(mut frame)) => {
@@ -627,6 +633,10 @@ fn run_source(
                     expected.learn(i, source.as_ref());
                     first = false;
                 }
+                if frame.seq > next {
+                    lost_before(&frame, frame.seq - next, edge.tally());
+                }
+                next = frame.seq.saturating_add(1);
                 frame.times.mark(slot, Instant::now());
                 edge.tally().with(|t| t.add_in(frame.stream));
                 if !edge.send(frame) {
@@ -641,6 +651,22 @@ fn run_source(
         }
     }
     source.stop();
+}
+
+/// Count and log `lost` frames that the decoder lost just before `frame` (a gap in presentation
+/// time): they never entered, so they are not among the frames in.
+fn lost_before(frame: &Frame, lost: u64, tally: &Tally) {
+    tally.with(|t| t.lose_frames(frame.stream, lost));
+    tracing::warn!(
+        "{}: {lost} frame(s) lost by the decoder (pts gap): frames {}..={} of stream {} are missing before the frame at pts {}",
+        frame.source,
+        frame.seq - lost,
+        frame.seq - 1,
+        frame.stream,
+        frame
+            .pts
+            .map_or("?".to_string(), |p| format!("{:.3} s", p.as_secs_f64())),
+    );
 }
 
 /// Start `stage` on its own thread between `rx` and `tx`.

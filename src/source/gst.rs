@@ -43,6 +43,7 @@ use super::images::{build_images, list_images, Feeder, ImageList, Images};
 use super::launch::build_launch;
 use super::media::{build_media, expected_frames, media_uri, truncation};
 use super::test::{build_test, TestSettings};
+use super::timeline::{interval_of, Origin, Timeline};
 use super::{FrameSource, SourceConfig, SourceError, SourceKind};
 use crate::frame::{BufferPool, Colorimetry, Frame, FrameLayout, FrameTimes, PixelFormat};
 
@@ -89,7 +90,10 @@ pub struct GstSource {
     pool: BufferPool,
     input: Input,
     stream: u32,
+    /// Frames made so far.
     seq: u64,
+    /// Numbers frames by presentation time (`Frame::seq`), so lost frames leave gaps.
+    timeline: Timeline,
     /// End of stream, stop or error seen: only `Ok(None)` from now on.
     done: bool,
     /// Last warning on the bus, kept as detail for an image that produced no frame.
@@ -217,7 +221,8 @@ impl GstSource {
         let bus = pipeline
             .bus()
             .ok_or_else(|| SourceError::Init("pipeline has no bus".into()))?;
-        if !matches!(config.kind, SourceKind::Launch { .. }) {
+        let live_head = matches!(config.kind, SourceKind::Launch { .. });
+        if !live_head {
             lower_decoder_priority(&bus);
         }
         GstSource {
@@ -228,6 +233,12 @@ impl GstSource {
             input,
             stream: config.stream,
             seq: 0,
+            // A GStreamer head's timestamps start wherever its clock stood; a file's at zero.
+            timeline: Timeline::new(if live_head {
+                Origin::FirstFrame
+            } else {
+                Origin::Zero
+            }),
             done: false,
             warning: None,
             missing: None,
@@ -439,7 +450,19 @@ impl GstSource {
             Input::Launch { .. } => self.arrival(&sample, buffer.pts()).unwrap_or(asked),
             _ => asked,
         };
-        let seq = self.seq;
+        // The frame's place in its stream by presentation time (its running time, which starts
+        // at zero for a file whatever its timestamps' offset), against the caps' frame rate.
+        let running = sample
+            .segment()
+            .and_then(|s| s.downcast_ref::<gst::ClockTime>())
+            .zip(buffer.pts())
+            .and_then(|(segment, pts)| segment.to_running_time(pts))
+            .or(buffer.pts())
+            .map(|t| Duration::from_nanos(t.nseconds()));
+        let fps = info.fps();
+        let seq = self
+            .timeline
+            .place(running, interval_of(fps.numer(), fps.denom()));
         self.seq += 1;
         let mut frame = Frame::new(self.stream, seq, &source, layout, colorimetry, pixels);
         frame.pts = pts;

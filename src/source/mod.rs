@@ -21,6 +21,7 @@ mod images;
 mod launch;
 mod media;
 mod test;
+mod timeline;
 
 use std::time::{Duration, Instant};
 

@@ -421,4 +421,7 @@ pub struct OpenContext<'a> {
     /// Frames' pixels stay until the end of the pipeline (observers that draw on frames); set by
     /// the application after the stages opened, read while they run.
     pub keep_pixels: Arc<std::sync::atomic::AtomicBool>,
+    /// Set once the run is cut short (a stage failed, or a stop was asked for): read in
+    /// [`Stage::finish`] to tell a stream that ended from one that was stopped early.
+    pub stopped_early: Arc<std::sync::atomic::AtomicBool>,
 }

@@ -188,7 +188,7 @@ fn enqueue(
     // an empty vector into one of a same-layout type reuses its buffer, so steady state does
     // not allocate.
     for f in &batch.frames {
-        if let Some(Planes::Device(d)) = &f.planes {
+        if let Some(Planes::Device(d)) = f.planes.as_deref() {
             if d.device != e.ctx.ordinal() {
                 return Err(CudaError::Invalid(format!(
                     "frame {} of stream {} is on cuda:{}, this backend runs on cuda:{}",

@@ -53,7 +53,7 @@ impl<'a> HostFrame<'a> {
             layout: frame.layout,
             colorimetry: frame.colorimetry,
             data: frame.data().unwrap_or(&[]),
-            device: match &frame.planes {
+            device: match frame.planes.as_deref() {
                 Some(Planes::Device(d)) => Some(d.ptr),
                 _ => None,
             },
