@@ -217,6 +217,7 @@ pub struct Pipeline {
     tally: Tally,
     control: Arc<Control>,
     stop_grace: Duration,
+    downstream: Arc<Downstream>,
 }
 
 impl Pipeline {
@@ -242,12 +243,14 @@ impl Pipeline {
             }
         }
         let keep_pixels = Arc::new(AtomicBool::new(false));
+        // The batch stage predicts from it; the collector feeds it.
+        let downstream = Arc::new(Downstream::new(budget * 2));
         let mut ctx = OpenContext {
             caps: &mut caps,
             tally: tally.clone(),
             budget,
             live_interval: frame_interval.filter(|_| live),
-            downstream: Arc::new(Downstream::new(budget * 2)),
+            downstream: downstream.clone(),
             keep_pixels: keep_pixels.clone(),
         };
         // Sink to source: a model's input size is known before the stages that make its tensors.
@@ -291,6 +294,7 @@ impl Pipeline {
             tally,
             control,
             stop_grace: DEFAULT_STOP_GRACE,
+            downstream,
         })
     }
 
@@ -399,6 +403,7 @@ impl Pipeline {
             control,
             apps,
             stop_grace,
+            downstream,
             ..
         } = self;
         // The application holds the handles it took: when it drops its last one without closing,
@@ -432,7 +437,7 @@ impl Pipeline {
             tally: &tally,
             budget,
             batch_slot,
-            downstream: Downstream::new(budget * 2),
+            downstream,
         };
         let gave_up = collector.collect(&end_rx, &control, stop_grace);
         // Whatever is still queued for the collector is in flight from here on.
@@ -462,7 +467,7 @@ struct Collector<'a> {
     tally: &'a Tally,
     budget: Duration,
     batch_slot: Option<StageSlot>,
-    downstream: Downstream,
+    downstream: Arc<Downstream>,
 }
 
 impl Collector<'_> {
