@@ -426,8 +426,13 @@ impl Pipeline {
         let mut threads = Vec::new();
         for (n, (inputs, output)) in nodes.into_iter().zip(ends) {
             let kind = n.kind;
-            match spawn(n, inputs, output, &control) {
-                Ok(handle) => threads.push((kind, handle)),
+            let working = Arc::new(AtomicBool::new(false));
+            match spawn(n, inputs, output, &control, working.clone()) {
+                Ok(handle) => threads.push(StageThread {
+                    kind,
+                    handle,
+                    working,
+                }),
                 Err(e) => control.fail(e),
             }
         }
@@ -509,19 +514,32 @@ impl Collector<'_> {
     }
 }
 
+/// A stage's thread, and whether it is in its own work (a `process` call, or a source waiting
+/// for its next frame) rather than waiting on an edge.
+struct StageThread {
+    kind: &'static str,
+    handle: thread::JoinHandle<()>,
+    working: Arc<AtomicBool>,
+}
+
+/// Run `f` with `working` set: the stage is in its own work.
+fn working<R>(flag: &AtomicBool, f: impl FnOnce() -> R) -> R {
+    flag.store(true, Ordering::Relaxed);
+    let r = f();
+    flag.store(false, Ordering::Relaxed);
+    r
+}
+
 /// Wait for the stage threads to end; after a stop request only until its deadline. Returns
-/// the kinds of the stages still busy then (their threads are left to end on their own). A
-/// stage that panicked is the run's error.
-fn join(
-    threads: Vec<(&'static str, thread::JoinHandle<()>)>,
-    ctl: &Control,
-    grace: Duration,
-) -> Vec<String> {
+/// the kinds of the stages still in their own work then (or, if none is, of those still
+/// running); their threads are left to end on their own. A stage that panicked is the run's
+/// error.
+fn join(threads: Vec<StageThread>, ctl: &Control, grace: Duration) -> Vec<String> {
     loop {
-        if threads.iter().all(|(_, t)| t.is_finished()) {
-            for (kind, t) in threads {
-                if t.join().is_err() {
-                    ctl.fail(PipelineError::Panic(kind.to_string()).into());
+        if threads.iter().all(|t| t.handle.is_finished()) {
+            for t in threads {
+                if t.handle.join().is_err() {
+                    ctl.fail(PipelineError::Panic(t.kind.to_string()).into());
                 }
             }
             return Vec::new();
@@ -530,11 +548,17 @@ fn join(
             .stop_deadline(grace)
             .is_some_and(|d| Instant::now() >= d)
         {
-            return threads
+            let running: Vec<&StageThread> =
+                threads.iter().filter(|t| !t.handle.is_finished()).collect();
+            let busy: Vec<String> = running
                 .iter()
-                .filter(|(_, t)| !t.is_finished())
-                .map(|(kind, _)| kind.to_string())
+                .filter(|t| t.working.load(Ordering::Relaxed))
+                .map(|t| t.kind.to_string())
                 .collect();
+            if !busy.is_empty() {
+                return busy;
+            }
+            return running.iter().map(|t| t.kind.to_string()).collect();
         }
         thread::sleep(JOIN_POLL);
     }
@@ -623,6 +647,7 @@ fn spawn(
     inputs: Vec<Rx>,
     output: Tx,
     ctl: &Arc<Control>,
+    busy: Arc<AtomicBool>,
 ) -> Result<thread::JoinHandle<()>, Error> {
     let wiring = |takes: &str, fed: &str| -> Error {
         PipelineError::Wiring {
@@ -638,19 +663,19 @@ fn spawn(
     match (n.running, output) {
         (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => thread::Builder::new()
             .name(name.clone())
-            .spawn(move || run_source(source, tx, slot, &ctl))
+            .spawn(move || run_source(source, tx, slot, &ctl, &busy))
             .map_err(|e| spawn_error(&name, e)),
         (Running::Frames(stage), Tx::Frames(tx)) => {
             let rx = frames(inputs).ok_or_else(|| wiring("frames", "batches"))?;
-            run_stage(name, stage, rx, tx, slot, ctl)
+            run_stage(name, stage, rx, tx, slot, ctl, busy)
         }
         (Running::Batcher(stage), Tx::Batches(tx)) => {
             let rx = frames(inputs).ok_or_else(|| wiring("frames", "batches"))?;
-            run_stage(name, stage, rx, tx, slot, ctl)
+            run_stage(name, stage, rx, tx, slot, ctl, busy)
         }
         (Running::Batches(stage), Tx::Batches(tx)) => {
             let rx = batches(inputs).ok_or_else(|| wiring("batches", "frames"))?;
-            run_stage(name, stage, rx, tx, slot, ctl)
+            run_stage(name, stage, rx, tx, slot, ctl, busy)
         }
         _ => Err(wiring("its role's items", "something else")),
     }
@@ -681,11 +706,17 @@ fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
 /// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
 /// full (backpressure, no drops); live input never waits: the oldest queued frame is dropped (and
 /// counted) to make room.
-fn run_source(mut source: Box<dyn FrameSource>, edge: Edge<Frame>, slot: StageSlot, ctl: &Control) {
+fn run_source(
+    mut source: Box<dyn FrameSource>,
+    edge: Edge<Frame>,
+    slot: StageSlot,
+    ctl: &Control,
+    busy: &AtomicBool,
+) {
     let _span =
         tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
     while !ctl.stop.load(Ordering::SeqCst) {
-        match source.next_frame() {
+        match working(busy, || source.next_frame()) {
             Ok(Some(mut frame)) => {
                 frame.times.mark(slot, Instant::now());
                 edge.tally().with(|t| t.add_in(frame.stream));
@@ -711,6 +742,7 @@ fn run_stage<I: Travels, O: Travels>(
     tx: Edge<O>,
     slot: StageSlot,
     ctl: Arc<Control>,
+    busy: Arc<AtomicBool>,
 ) -> Result<thread::JoinHandle<()>, Error> {
     let thread_name = name.clone();
     let body = move || {
@@ -720,10 +752,10 @@ fn run_stage<I: Travels, O: Travels>(
         let result = (|| -> Result<(), Error> {
             loop {
                 match rx.recv(stage.deadline()) {
-                    Ok(item) => stage.process(item, &mut out)?,
-                    Err(RecvTimeoutError::Timeout) => stage.timeout(&mut out)?,
+                    Ok(item) => working(&busy, || stage.process(item, &mut out))?,
+                    Err(RecvTimeoutError::Timeout) => working(&busy, || stage.timeout(&mut out))?,
                     Err(RecvTimeoutError::Disconnected) => {
-                        stage.finish(&mut out)?;
+                        working(&busy, || stage.finish(&mut out))?;
                         tx.send_all(&mut out, slot);
                         return Ok(());
                     }
