@@ -290,7 +290,14 @@ impl GstSource {
             in_a_row: 0,
             tally: None,
         };
-        source.start()?;
+        if let Err(e) = source.start() {
+            // A network source that cannot connect yet retries from its first wait for a frame.
+            if !source.may_retry(Some(&e)) {
+                return Err(e);
+            }
+            source.finish();
+            source.pending = Some(e);
+        }
         Ok(source)
     }
 
@@ -353,7 +360,13 @@ impl GstSource {
                 debug,
             } if self.in_a_row > 0 => SourceError::Stream {
                 source_name,
-                message: format!("{message} (after {} reconnects in a row)", self.in_a_row),
+                message: format!(
+                    "{message} (after {} in a row)",
+                    match self.in_a_row {
+                        1 => "1 reconnect".to_string(),
+                        n => format!("{n} reconnects"),
+                    }
+                ),
                 debug,
             },
             e => e,
@@ -405,10 +418,9 @@ impl GstSource {
                 tracing::warn!("{name}: {what} {} s (timeout={t}): still waiting", secs(waited));
                 return Ok(());
             }
-            Verdict::Starting { waited } => {
+            Verdict::Starting => {
                 tracing::warn!(
-                    "{name}: the decoder has given no first frame in {} s: still starting (start-timeout={start})",
-                    secs(waited)
+                    "{name}: the decoder has given no first frame in {stall} s: still starting (start-timeout={start})"
                 );
                 return Ok(());
             }

@@ -150,9 +150,9 @@ pub(super) enum Verdict {
     Quiet { waited: Duration, first: bool },
     /// Silent for the timeout with `timeout-action=fail`.
     TimedOut,
-    /// A file's decoder is slower to start than a stall would be, but within `start-timeout`:
-    /// say so once.
-    Starting { waited: Duration },
+    /// A file's decoder has given no first frame for as long as a stall would take, but is
+    /// within `start-timeout`: say so once.
+    Starting,
     /// A file's decoder gave no first frame within `start-timeout`.
     NoStart,
     /// A file's decoder gave no frame for `stall-timeout` after its first.
@@ -208,7 +208,7 @@ impl Wait {
             0 if waited > limits.start => Verdict::NoStart,
             0 if waited > limits.stall && limits.start > limits.stall && !self.warned => {
                 self.warned = true;
-                Verdict::Starting { waited }
+                Verdict::Starting
             }
             0 => Verdict::Fine,
             _ if waited > limits.stall => Verdict::Stalled,
@@ -334,7 +334,7 @@ mod tests {
         );
         let mut w = Wait::new(&l);
         std::thread::sleep(Duration::from_millis(30));
-        assert!(matches!(w.check(&l, 0), Verdict::Starting { .. }));
+        assert_eq!(w.check(&l, 0), Verdict::Starting);
         assert_eq!(w.check(&l, 0), Verdict::Fine, "said once");
         assert_eq!(w.check(&l, 1), Verdict::Stalled, "after a first frame");
         std::thread::sleep(Duration::from_millis(400));
@@ -371,6 +371,8 @@ mod tests {
             action: TimeoutAction::Fail,
             ..l
         };
+        let mut w = Wait::new(&fail);
+        std::thread::sleep(Duration::from_millis(110));
         assert_eq!(w.check(&fail, 3), Verdict::TimedOut);
     }
 }
