@@ -7,7 +7,17 @@
 //! ```
 //!
 //! Sources decoded by GStreamer (`images`, `media`, `testsrc`, or any GStreamer launch fragment
-//! as the head of a branch), or fed by the application (`app`, [`AppSource`]).
+//! as the head of a branch, with its settings on a `head` stage after it), or fed by the
+//! application (`app`, [`AppSource`]).
+//!
+//! ```text
+//! udpsrc port=5000 caps=... ! rtph264depay ! avdec_h264 ! head timeout=2 timeout-action=fail ! ...
+//! ```
+//!
+//! GStreamer sources watch each wait for a frame ([`Watch`]): a live or network source that goes
+//! quiet says so or fails (`timeout`, `timeout-action`), a file's decoder has `start-timeout` for
+//! its first frame and `stall-timeout` after it, and a network source rebuilds its pipeline after
+//! an error or end of stream (`retry`, `retry-interval`), counted in the report.
 //!
 //! Four kinds of input (media files, image sequences, GStreamer launch fragments, the test source),
 //! all decoded by GStreamer and delivered in the decoder's own format (I420 or NV12 for video,
