@@ -25,7 +25,7 @@ pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
 /// this long after its first frame has stalled (a truncated MP4 can leave a demuxer waiting for
 /// data that never comes).
 pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default `retry` of network sources.
+/// Default `retry` of live and network sources.
 pub const DEFAULT_NETWORK_RETRY: u32 = 3;
 /// Default `retry-interval`.
 pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(1);
@@ -58,7 +58,7 @@ pub struct Watch {
     /// downstream) before decoding counts as stalled.
     pub stall_timeout: Duration,
     /// Reconnects in a row (with no frame between them) after an error or end of stream.
-    /// `None`: [`DEFAULT_NETWORK_RETRY`] for network sources, 0 otherwise.
+    /// `None`: [`DEFAULT_NETWORK_RETRY`] for live and network sources, 0 for files.
     pub retry: Option<u32>,
     /// Wait before a reconnect; it doubles with each reconnect in a row, up to
     /// [`MAX_RETRY_INTERVAL`].
@@ -271,7 +271,7 @@ pub(super) const RETRY: PropSpec = PropSpec::new(
     "retry",
     PropType::COUNT,
     "auto",
-    "reconnects in a row after an error or end of stream (auto: 3 for network sources, else 0)",
+    "reconnects in a row after an error or end of stream (auto: 3 live/network, 0 files)",
 );
 /// `retry-interval=SECONDS`.
 pub(super) const RETRY_INTERVAL: PropSpec = PropSpec::new(
