@@ -104,16 +104,19 @@ fn main() -> ExitCode {
 
 fn real_main() -> Result<ExitCode> {
     ignore_file_size_signal();
-    // The library logs through tracing; warnings (a GPU that fell back to the CPU, a live source
-    // gone quiet, ...) reach stderr by default, RUST_LOG asks for more.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
-        .init();
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        // Warnings (a live source gone quiet, a reconnect) are for the user: one plain line each.
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .event_format(PlainLines)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     match Cli::parse().command {
         Command::Run {
             pipeline,
@@ -239,23 +242,60 @@ fn run(
     let mut report = ReportTarget::open(observe, graph.writes_stdout())?;
     let mut pipeline = Pipeline::build(graph)?;
     let _metrics = add_observers(&mut pipeline, observe)?;
-    let signal = install_signal_handler(pipeline.stop_handle());
+    let signals = Signals::install(pipeline.stop_handle(), observe.report);
     let outcome = pipeline.run();
-    let report_error = report.write(&outcome.report).err();
+    let report_error = if signals.take_report() {
+        report.write(&outcome.report).err()
+    } else {
+        None
+    };
     if let Some(e) = &report_error {
         eprintln!("octopipe: error: {e}");
     }
-    if let Some(code) = signal_exit(&signal, outcome.error.as_ref()) {
-        return Ok(code);
-    }
-    match outcome.error {
-        Some(e) => {
-            eprintln!("octopipe: error: {e}");
-            Ok(ExitCode::FAILURE)
+    let code = match signals.exit_code() {
+        Some(code) => {
+            if let Some(e) = &outcome.error {
+                eprintln!("octopipe: error: {e}");
+            }
+            eprintln!("octopipe: stopped by {}", signal_name(code - 128));
+            code
         }
-        None if report_error.is_some() => Ok(ExitCode::FAILURE),
-        None => Ok(ExitCode::SUCCESS),
+        None => match &outcome.error {
+            Some(e) => {
+                eprintln!("octopipe: error: {e}");
+                1
+            }
+            None if report_error.is_some() => 1,
+            None => 0,
+        },
+    };
+    if !outcome.abandoned.is_empty() {
+        // Stages still busy (a batch in a model, a sink blocked on its reader) keep their
+        // threads: end the process now, without the exit handlers that would tear down
+        // libraries those threads are inside.
+        exit_now(code);
     }
+    Ok(ExitCode::from(code as u8))
+}
+
+/// The end-of-run report: a table on stderr, or one JSON object on stdout.
+fn print_report(report: &octopipe::budget::Report, format: ReportFormat) {
+    if format == ReportFormat::Json {
+        match serde_json::to_value(report) {
+            Ok(json) => println!("{json}"),
+            Err(e) => eprintln!("octopipe: error: the report as JSON: {e}"),
+        }
+    } else {
+        eprintln!("{report}");
+    }
+}
+
+/// End the process with `code` at once, skipping the exit handlers. Nothing is flushed: stderr
+/// is unbuffered, the report's JSON line went out with its newline, and stdout may belong to a
+/// sink blocked on a reader that stopped reading.
+fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit ends the process; nothing after it runs.
+    unsafe { libc::_exit(code) }
 }
 
 /// Where the end-of-run report goes: `--report-file`, else a JSON report on stdout (on stderr
@@ -455,50 +495,102 @@ fn inspect(stage: Option<&str>) -> Result<String> {
     })
 }
 
-/// On SIGINT or SIGTERM, ask `stop` to end the run (sources stop, in-flight batches drain, the
-/// sink flushes, the report is printed); a second signal exits at once. Returns the signal
-/// received, 0 while none.
-fn install_signal_handler(
-    stop: octopipe::pipeline::StopHandle,
-) -> std::sync::Arc<std::sync::atomic::AtomicI32> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    use std::sync::atomic::Ordering;
-    let got = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
-    match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
-        Ok(mut signals) => {
-            let seen = got.clone();
-            std::thread::spawn(move || {
-                for sig in signals.forever() {
-                    if seen.swap(sig, Ordering::SeqCst) != 0 {
-                        eprintln!("octopipe: second signal: exiting without draining");
-                        std::process::exit(128 + sig);
-                    }
-                    stop.stop();
-                }
-            });
-        }
-        Err(e) => eprintln!("octopipe: warning: cannot handle SIGINT/SIGTERM: {e}"),
-    }
-    got
+/// SIGINT and SIGTERM during a run: the first is acknowledged at once and stops the run (it
+/// ends within the stop grace, the report printed); the second prints the report so far and
+/// exits at once. Either way the exit status is 128 + the signal (130 SIGINT, 143 SIGTERM).
+struct Signals {
+    /// The first signal received, 0 while none.
+    got: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    /// Whether the report was printed (by the main thread or on a second signal).
+    reported: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// The exit status after a signal stopped the run: 128 + the signal (130 SIGINT, 143 SIGTERM).
-fn signal_exit(
-    signal: &std::sync::atomic::AtomicI32,
-    error: Option<&octopipe::Error>,
-) -> Option<ExitCode> {
-    let sig = signal.load(std::sync::atomic::Ordering::SeqCst);
-    if sig == 0 {
-        return None;
+impl Signals {
+    fn install(stop: octopipe::pipeline::StopHandle, format: ReportFormat) -> Signals {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        use std::sync::atomic::Ordering;
+        let signals = Signals {
+            got: Default::default(),
+            reported: Default::default(),
+        };
+        let (got, reported) = (signals.got.clone(), signals.reported.clone());
+        match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+            Ok(mut incoming) => {
+                std::thread::spawn(move || {
+                    for sig in incoming.forever() {
+                        let name = signal_name(sig);
+                        if got.swap(sig, Ordering::SeqCst) == 0 {
+                            eprintln!("octopipe: {name}: stopping (again to exit now)");
+                            stop.stop();
+                            continue;
+                        }
+                        eprintln!("octopipe: second {name}: exiting now");
+                        if !reported.swap(true, Ordering::SeqCst) {
+                            print_report_within(stop.report(), format, Duration::from_secs(1));
+                        }
+                        exit_now(128 + sig);
+                    }
+                });
+            }
+            Err(e) => eprintln!("octopipe: warning: cannot handle SIGINT/SIGTERM: {e}"),
+        }
+        signals
     }
-    let name = if sig == signal_hook::consts::SIGINT {
+
+    /// Whether the caller is to print the report (false once a second signal printed it).
+    fn take_report(&self) -> bool {
+        !self
+            .reported
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// 128 + the first signal received, if any.
+    fn exit_code(&self) -> Option<i32> {
+        let sig = self.got.load(std::sync::atomic::Ordering::SeqCst);
+        (sig != 0).then_some(128 + sig)
+    }
+}
+
+/// Print `report` from a thread of its own and wait at most `limit`: a reader that stopped
+/// reading stdout must not keep the process from exiting.
+fn print_report_within(report: octopipe::budget::Report, format: ReportFormat, limit: Duration) {
+    let (done, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        print_report(&report, format);
+        let _ = done.send(());
+    });
+    let _ = wait.recv_timeout(limit);
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    if sig == signal_hook::consts::SIGINT {
         "SIGINT"
     } else {
         "SIGTERM"
-    };
-    if let Some(e) = error {
-        eprintln!("octopipe: error: {e}");
     }
-    eprintln!("octopipe: stopped by {name}");
-    Some(ExitCode::from(128 + sig as u8))
+}
+
+/// Warnings and errors logged by the library, as `octopipe: warning: ...` lines.
+struct PlainLines;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for PlainLines
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            _ => "note",
+        };
+        write!(writer, "octopipe: {level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }

@@ -19,7 +19,7 @@ use crate::frame::Frame;
 pub const DEFAULT_BUDGET: Duration = Duration::from_nanos(33_333_333);
 
 /// Collects per-frame timings and counts while a pipeline runs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Budget {
     budget: Duration,
     start: Instant,
@@ -36,7 +36,7 @@ pub struct Budget {
     lines: Vec<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct StreamAcc {
     source: String,
     frames_in: u64,
@@ -45,6 +45,8 @@ struct StreamAcc {
     dropped: BTreeMap<String, u64>,
     /// Frames that never entered: lost by the decoder (gaps in presentation time).
     lost: u64,
+    /// What happened to its source (`reconnects`, `went quiet`), how often.
+    events: BTreeMap<String, u64>,
 }
 
 impl Budget {
@@ -116,6 +118,29 @@ impl Budget {
         self.streams.entry(stream).or_default().lost += n;
     }
 
+    /// Count an event of stream `stream`'s source (`reconnects`, `went quiet`): the report shows
+    /// each stream's events on a `source N:` line.
+    pub fn source_event(&mut self, stream: u32, event: &str) {
+        *self
+            .streams
+            .entry(stream)
+            .or_default()
+            .events
+            .entry(event.to_string())
+            .or_default() += 1;
+    }
+
+    /// Count every frame that entered but was neither recorded nor dropped yet as dropped for
+    /// `reason` (a run that stopped waiting for the work in flight: `in flight at stop`).
+    pub fn drop_in_flight(&mut self, reason: &str) {
+        for s in self.streams.values_mut() {
+            let accounted = s.total.count() + s.dropped.values().sum::<u64>();
+            if s.frames_in > accounted {
+                *s.dropped.entry(reason.to_string()).or_default() += s.frames_in - accounted;
+            }
+        }
+    }
+
     /// Add a line to the report.
     pub fn add_line(&mut self, line: String) {
         self.lines.push(line);
@@ -179,6 +204,7 @@ impl Budget {
                 lost: s.lost,
                 over_budget: s.over_budget,
                 total: s.total.stats(),
+                events: s.events.clone().into_iter().collect(),
             });
         }
         let over_budget = streams.iter().map(|s| s.over_budget).sum();
@@ -421,6 +447,9 @@ pub struct StreamReport {
     pub over_budget: u64,
     /// End-to-end latency.
     pub total: Stats,
+    /// What happened to its source, how often (`reconnects`, `went quiet`).
+    #[serde(serialize_with = "ser_counts")]
+    pub events: Vec<(String, u64)>,
 }
 
 impl StreamReport {
@@ -603,6 +632,10 @@ impl fmt::Display for Report {
                     s.source
                 )?;
             }
+        }
+        for s in self.streams.iter().filter(|s| !s.events.is_empty()) {
+            let events: Vec<String> = s.events.iter().map(|(e, n)| format!("{e}: {n}")).collect();
+            write!(f, "\nsource {}: {}", s.stream, events.join(", "))?;
         }
         for line in &self.extra {
             write!(f, "\n{line}")?;

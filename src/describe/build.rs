@@ -10,13 +10,20 @@
 //! batch before preprocess before infer before sink), and what a stage needs must come before it:
 //! a missing batch or preprocess stage is put in with its defaults, anything else missing is an
 //! error naming the stage that needs it.
+//!
+//! A GStreamer head is the run of GStreamer elements (and caps) a chain starts with, up to the
+//! first octopipe stage. Inside it, a name that is both an octopipe stage and a GStreamer
+//! element (`queue`) is the GStreamer element, unless it is written with one of the octopipe
+//! stage's own properties (`queue size=2`, `queue policy=drop-oldest`): that is octopipe's edge
+//! queue, and it ends the head. A `head` stage right after the head (or after such a queue)
+//! sets the head's timeouts and reconnects.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{closest, DescribeError, Description, Span, StageDesc};
 use crate::pipeline::{Graph, Node, Queue, QueueSettings};
-use crate::source::{SourceConfig, SourceKind};
+use crate::source::{HeadSettings, SourceConfig, SourceKind};
 use crate::stage::{Element, Item, Props, Registry, Role, StageDecl};
 
 /// Check `desc` against the built-in stages and make its graph.
@@ -123,6 +130,10 @@ impl Chain {
             let props = Props::new(desc, st, decl);
             props.check()?;
             let element = (decl.make)(&props)?;
+            if decl.role == Role::Head {
+                c.set_head(desc, st, head, &*element)?;
+                continue;
+            }
             if decl.role == Role::Edge {
                 let queue = element.downcast_ref::<QueueSettings>().copied();
                 match (c.nodes.last_mut(), queue) {
@@ -157,6 +168,33 @@ impl Chain {
 
     fn push(&mut self, node: Pending) {
         self.nodes.push(node);
+    }
+
+    /// Apply a `head` stage (`settings`) to the GStreamer head of the chain, which must be the
+    /// only node so far (`head` elements of the chain formed it).
+    fn set_head(
+        &mut self,
+        desc: &Description,
+        st: &StageDesc,
+        head: usize,
+        settings: &dyn Element,
+    ) -> Result<(), DescribeError> {
+        let settings = settings.downcast_ref::<HeadSettings>();
+        let source = match self.nodes.as_mut_slice() {
+            [only] if head > 0 => only.element.downcast_mut::<SourceConfig>(),
+            _ => None,
+        };
+        match (source, settings) {
+            (Some(source), Some(settings)) => {
+                source.watch = settings.watch;
+                Ok(())
+            }
+            _ => Err(desc.error(
+                st.span,
+                "'head' sets the GStreamer elements a branch starts with: put it right after them \
+                 (udpsrc ... ! avdec_h264 ! head timeout=5 ! boxes ...)",
+            )),
+        }
     }
 
     /// Append the stage `st` of kind `decl`, after checking that it takes what the chain gives,
@@ -472,10 +510,29 @@ fn gstreamer_head(
     stages: &[StageDesc],
 ) -> Result<usize, DescribeError> {
     let mut head = 0;
-    while head < stages.len() && is_gstreamer(desc, registry, &stages[head])? {
+    while head < stages.len() {
+        let st = &stages[head];
+        let element =
+            (head > 0 && is_gstreamer_namesake(registry, st)) || is_gstreamer(desc, registry, st)?;
+        if !element {
+            break;
+        }
         head += 1;
     }
     Ok(head)
+}
+
+/// Inside a GStreamer head: whether `st` names a GStreamer element that has an octopipe stage's
+/// name (`queue`) and none of that stage's properties, and so is the GStreamer element.
+fn is_gstreamer_namesake(registry: &Registry, st: &StageDesc) -> bool {
+    let Some(decl) = registry.get(&st.kind) else {
+        return false;
+    };
+    let octopipe_prop = st
+        .props
+        .iter()
+        .any(|p| decl.props.iter().any(|d| d.name == p.key));
+    !st.reference && !octopipe_prop && crate::source::element_exists(&st.kind)
 }
 
 /// The head's elements as gst-launch text, rebuilt from the parsed elements so that variables
@@ -522,11 +579,12 @@ fn is_gstreamer(
     if st.reference || registry.get(&st.kind).is_some() {
         return Ok(false);
     }
-    if closest(&st.kind, registry.names()).is_some() {
-        return Err(unknown(desc, registry, st));
-    }
+    // An installed element first: `queue2` is GStreamer's, not a misspelt `queue`.
     if st.kind.contains('/') || crate::source::element_exists(&st.kind) {
         return Ok(true);
+    }
+    if closest(&st.kind, registry.names()).is_some() {
+        return Err(unknown(desc, registry, st));
     }
     let elements = crate::source::element_names();
     let hint = closest(&st.kind, elements.iter().map(String::as_str))

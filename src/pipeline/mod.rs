@@ -63,6 +63,9 @@ pub enum PipelineError {
         /// What it meets and how (`would overwrite classify model=m.onnx, an input of this run`).
         what: String,
     },
+    /// A stage's thread panicked (a bug: please report it).
+    #[error("stage '{0}' panicked")]
+    Panic(String),
     /// A stage's thread could not be started.
     #[error("cannot start the thread of stage '{stage}': {reason}")]
     Spawn {
@@ -73,37 +76,91 @@ pub enum PipelineError {
     },
 }
 
-/// Shared by all threads of a run: the first error, the stop flag (shared with the stages, which
-/// read it at the end of their stream: [`OpenContext::stopped_early`]), and the sources'
-/// interrupters.
-#[derive(Default)]
+/// How long a stopped run waits for the work in flight before it gives up on it, by default.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// The report's reason for frames still in flight when a stopped run gave up waiting for them.
+pub const IN_FLIGHT_AT_STOP: &str = "in flight at stop";
+
+/// How often the runner looks whether the stage threads have ended.
+const JOIN_POLL: Duration = Duration::from_millis(10);
+
+/// Shared by all threads of a run: the first error, the stop request, the sources' interrupters
+/// and the report.
 struct Control {
+    /// Set by a stop request or a failure: sources stop producing (shared with the stages, which
+    /// read it at the end of their stream: [`OpenContext::stopped_early`]).
     stop: Arc<AtomicBool>,
+    /// When a stop was requested ([`StopHandle::stop`]): the work in flight has until this plus
+    /// the grace.
+    stopped_at: Mutex<Option<Instant>>,
+    /// Wakes the collector when a stop is requested.
+    wake: (Sender<()>, Receiver<()>),
     error: Mutex<Option<Error>>,
     interrupters: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+    tally: Tally,
 }
 
 impl Control {
+    fn new(tally: Tally) -> Self {
+        Control {
+            stop: Arc::new(AtomicBool::new(false)),
+            stopped_at: Mutex::new(None),
+            wake: bounded(1),
+            error: Mutex::new(None),
+            interrupters: Mutex::new(Vec::new()),
+            tally,
+        }
+    }
+
     fn fail(&self, e: Error) {
         self.stop.store(true, Ordering::SeqCst);
         if let Ok(mut slot) = self.error.lock() {
             slot.get_or_insert(e);
         }
     }
+
+    /// After a stop request: when the runner stops waiting for the work in flight.
+    fn stop_deadline(&self, grace: Duration) -> Option<Instant> {
+        self.stopped_at
+            .lock()
+            .ok()
+            .and_then(|at| *at)
+            .map(|at| at + grace)
+    }
 }
 
-/// Asks a running pipeline to stop: sources end their stream, the rest drains.
+/// Asks a running pipeline to stop: sources end their stream, the rest drains for a grace time
+/// ([`Pipeline::set_stop_grace`]), then the run ends whatever is still in flight.
 #[derive(Clone)]
 pub struct StopHandle(Arc<Control>);
 
 impl StopHandle {
-    /// Request the stop: sources end their streams (also when blocked waiting for a frame),
-    /// the other stages drain what is in flight.
+    /// Request the stop: sources end their streams (also when blocked waiting for a frame), the
+    /// other stages drain what is in flight. [`Pipeline::run`] returns at most the stop grace
+    /// later: frames still in flight then are counted as dropped ([`IN_FLIGHT_AT_STOP`]) and
+    /// stages still busy are left to end on their own threads.
     pub fn stop(&self) {
         self.0.stop.store(true, Ordering::SeqCst);
+        if let Ok(mut at) = self.0.stopped_at.lock() {
+            at.get_or_insert_with(Instant::now);
+        }
+        let _ = self.0.wake.0.try_send(());
         if let Ok(interrupters) = self.0.interrupters.lock() {
             interrupters.iter().for_each(|interrupt| interrupt());
         }
+    }
+
+    /// The report so far, with every frame not yet through counted as [`IN_FLIGHT_AT_STOP`]:
+    /// for a program that must exit now (a second Ctrl-C) and still say what happened.
+    pub fn report(&self) -> Report {
+        let mut budget = self
+            .0
+            .tally
+            .with(|b| b.clone())
+            .unwrap_or_else(|| Budget::new(crate::budget::DEFAULT_BUDGET, Vec::new()));
+        budget.drop_in_flight(IN_FLIGHT_AT_STOP);
+        budget.finish()
     }
 }
 
@@ -113,6 +170,9 @@ pub struct Outcome {
     pub report: Report,
     /// The first error, if any stage failed.
     pub error: Option<Error>,
+    /// Stages still busy when a stopped run gave up waiting for them (their threads end on
+    /// their own); empty when every stage ended.
+    pub abandoned: Vec<String>,
 }
 
 /// Watches a run from the collector thread: every finished batch (frames with their timestamps
@@ -200,6 +260,8 @@ pub struct Pipeline {
     tally: Tally,
     control: Arc<Control>,
     expected: Arc<Expected>,
+    stop_grace: Duration,
+    downstream: Arc<Downstream>,
 }
 
 impl Pipeline {
@@ -229,13 +291,15 @@ impl Pipeline {
             }
         }
         let keep_pixels = Arc::new(AtomicBool::new(false));
-        let control = Arc::new(Control::default());
+        let control = Arc::new(Control::new(tally.clone()));
+        // The batch stage predicts from it; the collector feeds it.
+        let downstream = Arc::new(Downstream::new(budget * 2));
         let mut ctx = OpenContext {
             caps: &mut caps,
             tally: tally.clone(),
             budget,
             live_interval: frame_interval.filter(|_| live),
-            downstream: Arc::new(Downstream::new(budget * 2)),
+            downstream: downstream.clone(),
             keep_pixels: keep_pixels.clone(),
             stopped_early: control.stop.clone(),
         };
@@ -281,6 +345,8 @@ impl Pipeline {
             tally,
             control,
             expected,
+            stop_grace: DEFAULT_STOP_GRACE,
+            downstream,
         })
     }
 
@@ -348,6 +414,11 @@ impl Pipeline {
         &self.rows
     }
 
+    /// How long a stopped run waits for the work in flight ([`DEFAULT_STOP_GRACE`]).
+    pub fn set_stop_grace(&mut self, grace: Duration) {
+        self.stop_grace = grace;
+    }
+
     /// The per-frame budget.
     pub fn budget(&self) -> Duration {
         self.budget
@@ -371,6 +442,9 @@ impl Pipeline {
     }
 
     /// Run to end of stream (or the first error, or a stop request) and report.
+    ///
+    /// After a stop request the run ends within the stop grace whatever is in flight: a stage
+    /// blocked in its work cannot be interrupted, so the runner stops waiting for it.
     pub fn run(self) -> Outcome {
         let Pipeline {
             mut observers,
@@ -382,6 +456,8 @@ impl Pipeline {
             control,
             apps,
             expected,
+            stop_grace,
+            downstream,
             ..
         } = self;
         // The application holds the handles it took: when it drops its last one without closing,
@@ -392,45 +468,163 @@ impl Pipeline {
         }
         // The wall clock of the report covers the run, not the opening of the stages.
         tally.with(|t| t.start_now());
+        let mut announced = false;
+        announce(&expected, &mut announced, &mut observers);
         let batch_slot = nodes
             .iter()
             .find(|n| matches!(n.running, Running::Batcher(_)))
             .map(|n| n.slot);
-        let downstream = Arc::new(Downstream::new(budget * 2));
-        let mut announced = false;
-        announce(&expected, &mut announced, &mut observers);
         let (ends, end_rx) = match wire(&nodes, &tally) {
             Ok(w) => w,
             Err(e) => {
                 control.fail(e);
-                return finish(observers, &tally, budget, &control);
+                return finish(observers, &tally, budget, &control, Vec::new());
             }
         };
-        thread::scope(|s| {
-            for (n, (inputs, output)) in nodes.into_iter().zip(ends) {
-                if let Err(e) = spawn(s, n, inputs, output, &control, &expected) {
-                    control.fail(e);
+        let mut threads = Vec::new();
+        for (n, (inputs, output)) in nodes.into_iter().zip(ends) {
+            let kind = n.kind;
+            let working = Arc::new(AtomicBool::new(false));
+            match spawn(n, inputs, output, &control, working.clone(), &expected) {
+                Ok(handle) => threads.push(StageThread {
+                    kind,
+                    handle,
+                    working,
+                }),
+                Err(e) => control.fail(e),
+            }
+        }
+        let mut collector = Collector {
+            observers,
+            batches,
+            tally: &tally,
+            budget,
+            batch_slot,
+            downstream,
+            expected,
+            announced,
+        };
+        let gave_up = collector.collect(&end_rx, &control, stop_grace);
+        // Whatever is still queued for the collector is in flight from here on.
+        drop(end_rx);
+        let abandoned = join(threads, &control, stop_grace);
+        if gave_up || !abandoned.is_empty() {
+            tally.with(|t| {
+                t.drop_in_flight(IN_FLIGHT_AT_STOP);
+                if !abandoned.is_empty() {
+                    t.add_line(format!(
+                        "stopped: did not wait for {} (still busy {:.1} s after the stop)",
+                        abandoned.join(", "),
+                        stop_grace.as_secs_f64()
+                    ));
+                }
+            });
+        }
+        finish(collector.observers, &tally, budget, &control, abandoned)
+    }
+}
+
+/// The end of the pipeline, on the calling thread: the report, the observers and the
+/// application's channel.
+struct Collector<'a> {
+    observers: Vec<Box<dyn Observer>>,
+    batches: Option<Sender<CropBatch>>,
+    tally: &'a Tally,
+    budget: Duration,
+    batch_slot: Option<StageSlot>,
+    downstream: Arc<Downstream>,
+    /// The frames the sources expect, told to the observers once known.
+    expected: Arc<Expected>,
+    announced: bool,
+}
+
+impl Collector<'_> {
+    /// Take finished batches until the pipeline is drained, or, after a stop request, until the
+    /// stop grace is over; true when it gave up with work in flight.
+    fn collect(&mut self, end_rx: &Receiver<CropBatch>, ctl: &Control, grace: Duration) -> bool {
+        loop {
+            let next = match ctl.stop_deadline(grace) {
+                Some(deadline) => end_rx.recv_deadline(deadline).map_err(|e| e.is_timeout()),
+                None => crossbeam_channel::select! {
+                    recv(end_rx) -> batch => batch.map_err(|_| false),
+                    // A stop request: from now on wait until its deadline only.
+                    recv(ctl.wake.1) -> _ => continue,
+                },
+            };
+            match next {
+                Ok(batch) => self.batch(batch),
+                Err(timed_out) => return timed_out,
+            }
+        }
+    }
+
+    fn batch(&mut self, batch: CropBatch) {
+        if let (Some(slot), Some(f)) = (self.batch_slot, batch.frames.first()) {
+            if let (Some(b), Some((_, e))) = (f.times.get(slot), f.times.marks().last()) {
+                self.downstream
+                    .observe(e.saturating_duration_since(b), batch.crops.len());
+            }
+        }
+        self.tally
+            .with(|t| batch.frames.iter().for_each(|f| t.record(f)));
+        announce(&self.expected, &mut self.announced, &mut self.observers);
+        for o in &mut self.observers {
+            o.batch(&batch, self.budget);
+        }
+        if let Some(tx) = &self.batches {
+            // A reader that went away stops listening; the run goes on.
+            let _ = tx.send(batch);
+        }
+    }
+}
+
+/// A stage's thread, and whether it is in its own work (a `process` call, or a source waiting
+/// for its next frame) rather than waiting on an edge.
+struct StageThread {
+    kind: &'static str,
+    handle: thread::JoinHandle<()>,
+    working: Arc<AtomicBool>,
+}
+
+/// Run `f` with `working` set: the stage is in its own work.
+fn working<R>(flag: &AtomicBool, f: impl FnOnce() -> R) -> R {
+    flag.store(true, Ordering::Relaxed);
+    let r = f();
+    flag.store(false, Ordering::Relaxed);
+    r
+}
+
+/// Wait for the stage threads to end; after a stop request only until its deadline. Returns
+/// the kinds of the stages still in their own work then (or, if none is, of those still
+/// running); their threads are left to end on their own. A stage that panicked is the run's
+/// error.
+fn join(threads: Vec<StageThread>, ctl: &Control, grace: Duration) -> Vec<String> {
+    loop {
+        if threads.iter().all(|t| t.handle.is_finished()) {
+            for t in threads {
+                if t.handle.join().is_err() {
+                    ctl.fail(PipelineError::Panic(t.kind.to_string()).into());
                 }
             }
-            // The collector: the report, the observers and the application's channel.
-            for batch in end_rx {
-                if let (Some(slot), Some(f)) = (batch_slot, batch.frames.first()) {
-                    if let (Some(b), Some((_, e))) = (f.times.get(slot), f.times.marks().last()) {
-                        downstream.observe(e.saturating_duration_since(b), batch.crops.len());
-                    }
-                }
-                tally.with(|t| batch.frames.iter().for_each(|f| t.record(f)));
-                announce(&expected, &mut announced, &mut observers);
-                for o in &mut observers {
-                    o.batch(&batch, budget);
-                }
-                if let Some(tx) = &batches {
-                    // A reader that went away stops listening; the run goes on.
-                    let _ = tx.send(batch);
-                }
+            return Vec::new();
+        }
+        if ctl
+            .stop_deadline(grace)
+            .is_some_and(|d| Instant::now() >= d)
+        {
+            let running: Vec<&StageThread> =
+                threads.iter().filter(|t| !t.handle.is_finished()).collect();
+            let busy: Vec<String> = running
+                .iter()
+                .filter(|t| t.working.load(Ordering::Relaxed))
+                .map(|t| t.kind.to_string())
+                .collect();
+            if !busy.is_empty() {
+                return busy;
             }
-        });
-        finish(observers, &tally, budget, &control)
+            return running.iter().map(|t| t.kind.to_string()).collect();
+        }
+        thread::sleep(JOIN_POLL);
     }
 }
 
@@ -463,6 +657,7 @@ fn finish(
     tally: &Tally,
     budget: Duration,
     control: &Control,
+    abandoned: Vec<String>,
 ) -> Outcome {
     let error = control.error.lock().ok().and_then(|mut e| e.take());
     let mut report = tally
@@ -471,7 +666,11 @@ fn finish(
     for o in &mut observers {
         o.finish(&mut report);
     }
-    Outcome { report, error }
+    Outcome {
+        report,
+        error,
+        abandoned,
+    }
 }
 
 /// The sending end of an edge, of the type that travels on it.
@@ -531,14 +730,14 @@ fn wire(
 }
 
 /// Start node `n`'s thread between `inputs` and `output`.
-fn spawn<'s, 'e>(
-    s: &'s thread::Scope<'s, 'e>,
+fn spawn(
     n: Ready,
     inputs: Vec<Rx>,
     output: Tx,
-    ctl: &'e Control,
-    expected: &'e Expected,
-) -> Result<(), Error> {
+    ctl: &Arc<Control>,
+    busy: Arc<AtomicBool>,
+    expected: &Arc<Expected>,
+) -> Result<thread::JoinHandle<()>, Error> {
     let wiring = |takes: &str, fed: &str| -> Error {
         PipelineError::Wiring {
             stage: n.kind.to_string(),
@@ -549,40 +748,25 @@ fn spawn<'s, 'e>(
     };
     let name = format!("octopipe-{}", n.kind);
     let slot = n.slot;
-    let learn = n.source.map(|i| (expected, i));
+    let ctl = ctl.clone();
+    let learn = n.source.map(|i| (expected.clone(), i));
     match (n.running, output) {
         (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => thread::Builder::new()
             .name(name.clone())
-            .spawn_scoped(s, move || run_source(source, tx, slot, ctl, learn))
-            .map(|_| ())
+            .spawn(move || run_source(source, tx, slot, &ctl, &busy, learn))
             .map_err(|e| spawn_error(&name, e)),
-        (Running::Frames(stage), Tx::Frames(tx)) => run_stage(
-            s,
-            name,
-            stage,
-            frames(inputs).ok_or_else(|| wiring("frames", "batches"))?,
-            tx,
-            slot,
-            ctl,
-        ),
-        (Running::Batcher(stage), Tx::Batches(tx)) => run_stage(
-            s,
-            name,
-            stage,
-            frames(inputs).ok_or_else(|| wiring("frames", "batches"))?,
-            tx,
-            slot,
-            ctl,
-        ),
-        (Running::Batches(stage), Tx::Batches(tx)) => run_stage(
-            s,
-            name,
-            stage,
-            batches(inputs).ok_or_else(|| wiring("batches", "frames"))?,
-            tx,
-            slot,
-            ctl,
-        ),
+        (Running::Frames(stage), Tx::Frames(tx)) => {
+            let rx = frames(inputs).ok_or_else(|| wiring("frames", "batches"))?;
+            run_stage(name, stage, rx, tx, slot, ctl, busy)
+        }
+        (Running::Batcher(stage), Tx::Batches(tx)) => {
+            let rx = frames(inputs).ok_or_else(|| wiring("frames", "batches"))?;
+            run_stage(name, stage, rx, tx, slot, ctl, busy)
+        }
+        (Running::Batches(stage), Tx::Batches(tx)) => {
+            let rx = batches(inputs).ok_or_else(|| wiring("batches", "frames"))?;
+            run_stage(name, stage, rx, tx, slot, ctl, busy)
+        }
         _ => Err(wiring("its role's items", "something else")),
     }
 }
@@ -611,26 +795,24 @@ fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
 
 /// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
 /// full (backpressure, no drops); live input never waits: the oldest queued frame is dropped (and
-/// counted) to make room. A source that could not tell its length when it opened is asked again
-/// after its first frame (a media file knows its duration once it decoded). Gaps in the frames'
-/// numbers (sources number them by presentation time) are frames the decoder lost: counted and
-/// logged, as they never enter.
+/// counted) to make room.
 fn run_source(
     mut source: Box<dyn FrameSource>,
     edge: Edge<Frame>,
     slot: StageSlot,
     ctl: &Control,
-    learn: Option<(&Expected, usize)>,
+    busy: &AtomicBool,
+    learn: Option<(Arc<Expected>, usize)>,
 ) {
     let _span =
         tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
     let mut first = true;
     let mut next = 0;
     while !ctl.stop.load(Ordering::SeqCst) {
-        match source.next_frame() {
+        match working(busy, || source.next_frame()) {
             Ok(Some(mut frame)) => {
-                if let (true, Some((expected, i))) = (first, learn) {
-                    expected.learn(i, source.as_ref());
+                if let (true, Some((expected, i))) = (first, &learn) {
+                    expected.learn(*i, source.as_ref());
                     first = false;
                 }
                 if frame.seq > next {
@@ -670,15 +852,15 @@ fn lost_before(frame: &Frame, lost: u64, tally: &Tally) {
 }
 
 /// Start `stage` on its own thread between `rx` and `tx`.
-fn run_stage<'s, 'e, I: Travels, O: Travels>(
-    scope: &'s thread::Scope<'s, 'e>,
+fn run_stage<I: Travels, O: Travels>(
     name: String,
     mut stage: Box<dyn Stage<I, O>>,
     mut rx: Inbox<I>,
     tx: Edge<O>,
     slot: StageSlot,
-    ctl: &'e Control,
-) -> Result<(), Error> {
+    ctl: Arc<Control>,
+    busy: Arc<AtomicBool>,
+) -> Result<thread::JoinHandle<()>, Error> {
     let thread_name = name.clone();
     let body = move || {
         let _span =
@@ -687,10 +869,10 @@ fn run_stage<'s, 'e, I: Travels, O: Travels>(
         let result = (|| -> Result<(), Error> {
             loop {
                 match rx.recv(stage.deadline()) {
-                    Ok(item) => stage.process(item, &mut out)?,
-                    Err(RecvTimeoutError::Timeout) => stage.timeout(&mut out)?,
+                    Ok(item) => working(&busy, || stage.process(item, &mut out))?,
+                    Err(RecvTimeoutError::Timeout) => working(&busy, || stage.timeout(&mut out))?,
                     Err(RecvTimeoutError::Disconnected) => {
-                        stage.finish(&mut out)?;
+                        working(&busy, || stage.finish(&mut out))?;
                         tx.send_all(&mut out, slot);
                         return Ok(());
                     }
@@ -706,8 +888,7 @@ fn run_stage<'s, 'e, I: Travels, O: Travels>(
     };
     thread::Builder::new()
         .name(thread_name)
-        .spawn_scoped(scope, body)
-        .map(|_| ())
+        .spawn(body)
         .map_err(|e| spawn_error(&name, e))
 }
 

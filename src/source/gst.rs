@@ -13,7 +13,10 @@
 //! ```
 //!
 //! Each kind's pipeline is built in its own module (`media`, `images`, `test`, `launch`); caps,
-//! formats and the plane copy are in `caps`.
+//! formats and the plane copy are in `caps`; what a wait for a frame comes to (a quiet live
+//! source, a file that does not start or stalls) and the reconnect backoff in `watch`. A
+//! reconnect tears the whole GStreamer pipeline down and builds it again from the settings, as
+//! GStreamer's `fallbacksrc` restarts its source.
 //!
 //! The same decodes by hand (`appsink` becomes `fakesink`, `appsrc` a `multifilesrc`):
 //!
@@ -44,7 +47,9 @@ use super::launch::build_launch;
 use super::media::{build_media, expected_frames, media_uri, truncation};
 use super::test::{build_test, TestSettings};
 use super::timeline::{interval_of, Origin, Timeline};
+use super::watch::{backoff, secs, Limits, Verdict, Wait};
 use super::{FrameSource, SourceConfig, SourceError, SourceKind};
+use crate::budget::Tally;
 use crate::frame::{BufferPool, Colorimetry, Frame, FrameLayout, FrameTimes, PixelFormat};
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
@@ -52,9 +57,12 @@ const SINK_QUEUE: u32 = 3;
 /// How long [`GstSource::next_frame`](FrameSource::next_frame) waits for a sample between two looks
 /// at the bus.
 const POLL: gst::ClockTime = gst::ClockTime::from_mseconds(50);
-/// A file input that gives neither a frame nor end of stream nor an error for this long has
-/// stalled (a truncated MP4 can leave a demuxer waiting for data that never comes).
-const STALL: Duration = Duration::from_secs(10);
+/// URI schemes of sources that receive from a sender over a network (a head whose element
+/// handles one is a network head, as is one whose element is of the `Source/Network` class).
+const NETWORK_SCHEMES: &[&str] = &[
+    "udp", "tcp", "rtsp", "rtsps", "rtspt", "rtspu", "srt", "rist", "rtmp", "rtmps", "http",
+    "https",
+];
 /// Nice value of the decoder threads of file and image sources (see [`lower_decoder_priority`]).
 const DECODER_NICE: libc::c_int = 10;
 
@@ -110,6 +118,57 @@ pub struct GstSource {
     last_end: Option<gst::ClockTime>,
     /// Set by the interrupter: the end of stream that follows is ours, not the file's end.
     interrupted: Arc<AtomicBool>,
+    /// The settings, to build the pipeline again on a reconnect.
+    config: SourceConfig,
+    /// Timeouts and reconnects in force.
+    limits: Limits,
+    /// Reconnects since the last frame.
+    in_a_row: u32,
+    /// Where reconnects and silences are counted (the run's report).
+    tally: Option<Tally>,
+}
+
+/// One build of the GStreamer pipeline of an input.
+struct Parts {
+    pipeline: gst::Pipeline,
+    appsink: gst_app::AppSink,
+    bus: gst::Bus,
+    input: Input,
+    feeder: Option<Feeder>,
+}
+
+impl Parts {
+    /// Check the settings and paths (before any GStreamer work), then build the pipeline.
+    fn build(config: &SourceConfig) -> Result<Parts, SourceError> {
+        let plan = Plan::check(config)?;
+        init()?;
+        let pipeline = gst::Pipeline::new();
+        let appsink = new_appsink()?;
+        let (input, feeder) = plan.build(&pipeline, &appsink, config)?;
+        let bus = pipeline
+            .bus()
+            .ok_or_else(|| SourceError::Init("pipeline has no bus".into()))?;
+        if !matches!(config.kind, SourceKind::Launch { .. }) {
+            lower_decoder_priority(&bus);
+        }
+        Ok(Parts {
+            pipeline,
+            appsink,
+            bus,
+            input,
+            feeder,
+        })
+    }
+
+    /// Whether frames come from a sender rather than a file: a live or network head, or a
+    /// media URI other than `file:`.
+    fn receives(&self, config: &SourceConfig) -> bool {
+        match &self.input {
+            Input::Launch { .. } => config.live || has_network_element(&self.pipeline),
+            Input::Media { uri, .. } => !uri.starts_with("file:"),
+            Input::Images(_) | Input::Test { .. } => false,
+        }
+    }
 }
 
 /// What the pipeline reads, and how to name it.
@@ -213,24 +272,15 @@ impl GstSource {
     /// Paths are checked before any GStreamer work: a missing file or folder, an empty folder or a
     /// folder mixing JPEG and PNG files is a [`SourceError::Input`].
     pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Self, SourceError> {
-        let plan = Plan::check(config)?;
-        init()?;
-        let pipeline = gst::Pipeline::new();
-        let appsink = new_appsink()?;
-        let (input, feeder) = plan.build(&pipeline, &appsink, config)?;
-        let bus = pipeline
-            .bus()
-            .ok_or_else(|| SourceError::Init("pipeline has no bus".into()))?;
+        let parts = Parts::build(config)?;
+        let limits = config.watch.limits(parts.receives(config));
         let live_head = matches!(config.kind, SourceKind::Launch { .. });
-        if !live_head {
-            lower_decoder_priority(&bus);
-        }
-        GstSource {
-            pipeline,
-            appsink,
-            bus,
+        let mut source = GstSource {
+            pipeline: parts.pipeline,
+            appsink: parts.appsink,
+            bus: parts.bus,
             pool,
-            input,
+            input: parts.input,
             stream: config.stream,
             seq: 0,
             // A GStreamer head's timestamps start wherever its clock stood; a file's at zero.
@@ -242,22 +292,168 @@ impl GstSource {
             done: false,
             warning: None,
             missing: None,
-            feeder,
+            feeder: parts.feeder,
             held: VecDeque::new(),
             pending: None,
             last_end: None,
             interrupted: Arc::new(AtomicBool::new(false)),
+            config: config.clone(),
+            limits,
+            in_a_row: 0,
+            tally: None,
+        };
+        if let Err(e) = source.start() {
+            // A network source that cannot connect yet retries from its first wait for a frame.
+            if !source.may_retry(Some(&e)) {
+                return Err(e);
+            }
+            source.finish();
+            source.pending = Some(e);
         }
-        .start()
+        Ok(source)
+    }
+
+    /// Count reconnects and silences in `tally` (the run's report), as events of this source's
+    /// stream.
+    pub fn report_to(&mut self, tally: Tally) {
+        self.tally = Some(tally);
     }
 
     /// Set the pipeline playing; when it will not start, the reason is on the bus.
-    fn start(mut self) -> Result<Self, SourceError> {
+    fn start(&mut self) -> Result<(), SourceError> {
         if self.pipeline.set_state(gst::State::Playing).is_err() {
             self.poll_bus()?;
             return Err(self.stream_error("could not start the pipeline".into(), None));
         }
-        Ok(self)
+        Ok(())
+    }
+
+    /// Tear the pipeline down and build it again (a reconnect); frame numbers go on.
+    fn rebuild(&mut self) -> Result<(), SourceError> {
+        self.finish();
+        if let Some(mut feeder) = self.feeder.take() {
+            feeder.stop_and_join();
+        }
+        let parts = Parts::build(&self.config)?;
+        self.pipeline = parts.pipeline;
+        self.appsink = parts.appsink;
+        self.bus = parts.bus;
+        self.input = parts.input;
+        self.feeder = parts.feeder;
+        self.done = false;
+        self.warning = None;
+        self.missing = None;
+        self.last_end = None;
+        self.start()
+    }
+
+    /// Count an event of this source in the report.
+    fn event(&self, what: &str) {
+        if let Some(tally) = &self.tally {
+            tally.with(|t| t.source_event(self.stream, what));
+        }
+    }
+
+    /// Whether the end of the pipeline (an end of stream, or `error`) is followed by a
+    /// reconnect: retries are left, no stop was asked for, and the error is about the stream
+    /// (a missing element or a bad setting stays what it is).
+    fn may_retry(&self, error: Option<&SourceError>) -> bool {
+        self.in_a_row < self.limits.retry
+            && !self.interrupted.load(Ordering::SeqCst)
+            && error.is_none_or(|e| matches!(e, SourceError::Stream { .. }))
+    }
+
+    /// `error` as the final one: after reconnects, it says how many failed.
+    fn after_retries(&self, error: SourceError) -> SourceError {
+        match error {
+            SourceError::Stream {
+                source_name,
+                message,
+                debug,
+            } if self.in_a_row > 0 => SourceError::Stream {
+                source_name,
+                message: format!(
+                    "{message} (after {} in a row)",
+                    match self.in_a_row {
+                        1 => "1 reconnect".to_string(),
+                        n => format!("{n} reconnects"),
+                    }
+                ),
+                debug,
+            },
+            e => e,
+        }
+    }
+
+    /// Wait the backoff (interruptibly), then build the pipeline again; a build that fails
+    /// leaves its error pending, for the next look to retry or return.
+    fn reconnect(&mut self, cause: &str) {
+        self.in_a_row += 1;
+        let wait = backoff(self.limits.interval, self.in_a_row);
+        self.event("reconnects");
+        tracing::warn!(
+            "{}: {cause}; reconnecting in {} s ({} of {} in a row)",
+            self.name(),
+            secs(wait),
+            self.in_a_row,
+            self.limits.retry
+        );
+        let until = Instant::now() + wait;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            if self.interrupted.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(left.min(Duration::from_nanos(POLL.nseconds())));
+        }
+        if let Err(e) = self.rebuild() {
+            self.pending = Some(e);
+        }
+    }
+
+    /// Judge the wait so far: warn about a quiet source, fail a timed-out one or a file that
+    /// does not start or has stalled.
+    fn watch(&mut self, wait: &mut Wait) -> Result<(), SourceError> {
+        let name = self.name().to_string();
+        let stalled = |message: String| SourceError::Stalled {
+            source_name: name.clone(),
+            message,
+        };
+        let (start, stall) = (secs(self.limits.start), secs(self.limits.stall));
+        let error = match wait.check(&self.limits, self.seq) {
+            Verdict::Fine => return Ok(()),
+            Verdict::Quiet { waited, first } => {
+                if first {
+                    self.event("went quiet");
+                }
+                let t = secs(self.limits.timeout.unwrap_or(waited));
+                let what = if self.seq == 0 { "no frame yet after" } else { "no frame for" };
+                tracing::warn!("{name}: {what} {} s (timeout={t}): still waiting", secs(waited));
+                return Ok(());
+            }
+            Verdict::Starting => {
+                tracing::warn!(
+                    "{name}: the decoder has given no first frame in {stall} s: still starting (start-timeout={start})"
+                );
+                return Ok(());
+            }
+            Verdict::TimedOut => {
+                self.event("went quiet");
+                SourceError::Quiet {
+                    source_name: name.clone(),
+                    timeout: self.limits.timeout.unwrap_or_default(),
+                    frames: self.seq,
+                }
+            }
+            Verdict::NoStart => stalled(format!(
+                "the decoder gave no first frame in {start} s (start-timeout={start}): a damaged file, or a decoder that cannot start?"
+            )),
+            Verdict::Stalled => stalled(format!(
+                "decoding stalled: no frame, no end of stream and no error for {stall} s after frame {} (stall-timeout={stall}; a damaged or truncated file?)",
+                self.seq
+            )),
+        };
+        self.finish();
+        Err(error)
     }
 
     /// How errors name this input.
@@ -471,19 +667,45 @@ impl GstSource {
     }
 }
 
+impl GstSource {
+    /// The frame in `sample`, at the end of `wait`: the reconnect count starts again, and a
+    /// source that was quiet says it is back.
+    fn deliver(&mut self, sample: gst::Sample, wait: &Wait) -> Result<Frame, SourceError> {
+        let frame = self.frame(sample, wait.asked())?;
+        self.in_a_row = 0;
+        if wait.warned {
+            let what = if self.seq == 1 {
+                "first frame after"
+            } else {
+                "frames again after"
+            };
+            tracing::warn!("{}: {what} {} s", self.name(), secs(wait.waited()));
+        }
+        Ok(frame)
+    }
+}
+
 impl FrameSource for GstSource {
     fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
-        let asked = Instant::now();
+        let mut wait = Wait::new(&self.limits);
         loop {
-            // Frames decoded before an error come out first, then the error.
+            // Frames decoded before an error come out first, then the error (or a reconnect).
             if let Some(sample) = self.held.pop_front() {
-                return self.frame(sample, asked).map(Some).inspect_err(|_| {
+                return self.deliver(sample, &wait).map(Some).inspect_err(|_| {
                     self.held.clear();
                     self.pending = None;
                 });
             }
             if let Some(e) = self.pending.take() {
-                return Err(e);
+                if self.may_retry(Some(&e)) {
+                    let cause = match &e {
+                        SourceError::Stream { message, .. } => message.clone(),
+                        other => other.to_string(),
+                    };
+                    self.reconnect(&cause);
+                    continue;
+                }
+                return Err(self.after_retries(e));
             }
             if self.done {
                 return Ok(None);
@@ -499,22 +721,17 @@ impl FrameSource for GstSource {
             }
             if let Some(sample) = self.appsink.try_pull_sample(POLL) {
                 return self
-                    .frame(sample, asked)
+                    .deliver(sample, &wait)
                     .map(Some)
                     .inspect_err(|_| self.finish());
             }
-            // A live head may wait for its sender as long as it likes; files may not.
-            if !matches!(self.input, Input::Launch { .. }) && asked.elapsed() > STALL {
-                self.finish();
-                return Err(self.stream_error(
-                    format!(
-                        "decoding stalled: no frame, no end of stream and no error for {} s (a damaged or truncated file?)",
-                        STALL.as_secs()
-                    ),
-                    None,
-                ));
-            }
+            self.watch(&mut wait)?;
             if self.appsink.is_eos() {
+                if self.may_retry(None) {
+                    self.finish();
+                    self.reconnect("the stream ended");
+                    continue;
+                }
                 let length = self.check_length();
                 self.finish();
                 self.check_end()?;
@@ -584,6 +801,20 @@ fn lower_decoder_priority(bus: &gst::Bus) {
         }
         gst::BusSyncReply::Pass
     });
+}
+
+/// Whether `bin` holds an element that receives over a network: of the `Source/Network` class
+/// (`udpsrc`, `tcpclientsrc`, `rtspsrc`, `srtsrc`, ...) or handling a network URI scheme.
+fn has_network_element(bin: &gst::Pipeline) -> bool {
+    bin.iterate_recurse().into_iter().flatten().any(|e| {
+        e.factory().is_some_and(|f| {
+            f.klass().contains("Network")
+                || (f.uri_type() == gst::URIType::Src
+                    && f.uri_protocols()
+                        .iter()
+                        .any(|p| NETWORK_SCHEMES.contains(&p.as_str())))
+        })
+    })
 }
 
 /// Names of every installed element factory.

@@ -3,6 +3,10 @@
 //! ```text
 //! FRAGMENT ! videoconvert ! video/x-raw,format={I420,NV12} ! appsink
 //! ```
+//!
+//! `FRAGMENT ! videoconvert` is parsed as one description by GStreamer's own parser, so anything
+//! gst-launch-1.0 accepts works as a head: a demuxer's or decodebin's pads, which appear only once
+//! the stream is playing, are linked when they appear, as gst-launch-1.0 links them.
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
@@ -10,7 +14,7 @@ use gstreamer_app as gst_app;
 use gstreamer_base::prelude::*;
 
 use super::caps::ask_for_yuv;
-use super::gst::{init, link_error, make, PLUGINS_BASE};
+use super::gst::{init, link_error, missing, PLUGINS_BASE};
 use super::SourceError;
 
 /// Whether a launch fragment holds a live source (`udpsrc`, `rtspsrc`, a live `videotestsrc`, ...).
@@ -36,14 +40,21 @@ pub(crate) fn fragment_is_live(fragment: &str) -> bool {
         })
 }
 
-/// `FRAGMENT ! videoconvert ! appsink`: any GStreamer launch fragment whose last element has an
-/// unlinked video source pad (e.g. `udpsrc ... ! rtph264depay ! avdec_h264`).
+/// The name of the `videoconvert` appended to a head.
+const CONVERT: &str = "octopipe-convert";
+
+/// `FRAGMENT ! videoconvert ! appsink`: any GStreamer launch fragment ending in video (e.g.
+/// `udpsrc ... ! rtph264depay ! avdec_h264`, `filesrc location=a.mp4 ! qtdemux ! h264parse !
+/// avdec_h264`, `filesrc location=a.mp4 ! decodebin`).
 pub(super) fn build_launch(
     pipeline: &gst::Pipeline,
     appsink: &gst_app::AppSink,
     fragment: &str,
 ) -> Result<(), SourceError> {
-    let head = gst::parse::bin_from_description(fragment, true).map_err(|e| {
+    // One description: the parser links pads that appear later (demuxers, decodebin) itself.
+    // Unlinked pads are not ghosted: a pad waiting for a delayed link must stay free for it.
+    let description = format!("{fragment} ! videoconvert name={CONVERT}");
+    let head = gst::parse::bin_from_description(&description, false).map_err(|e| {
         let missing = e.kind::<gst::ParseError>() == Some(gst::ParseError::NoSuchElement);
         SourceError::Stream {
             source_name: fragment.to_string(),
@@ -55,11 +66,12 @@ pub(super) fn build_launch(
             debug: None,
         }
     })?;
-    let convert = make("videoconvert", PLUGINS_BASE)?;
+    let convert = head
+        .by_name(CONVERT)
+        .ok_or_else(|| missing("videoconvert", PLUGINS_BASE))?;
     ask_for_yuv(appsink);
     pipeline
-        .add_many([head.upcast_ref(), &convert, appsink.upcast_ref()])
-        .and_then(|_| head.link(&convert))
+        .add_many([head.upcast_ref::<gst::Element>(), appsink.upcast_ref()])
         .and_then(|_| convert.link(appsink))
         .map_err(|e| link_error(fragment, e))
 }

@@ -7,7 +7,17 @@
 //! ```
 //!
 //! Sources decoded by GStreamer (`images`, `media`, `testsrc`, or any GStreamer launch fragment
-//! as the head of a branch), or fed by the application (`app`, [`AppSource`]).
+//! as the head of a branch, with its settings on a `head` stage after it), or fed by the
+//! application (`app`, [`AppSource`]).
+//!
+//! ```text
+//! udpsrc port=5000 caps=... ! rtph264depay ! avdec_h264 ! head timeout=2 timeout-action=fail ! ...
+//! ```
+//!
+//! GStreamer sources watch each wait for a frame ([`Watch`]): a live or network source that goes
+//! quiet says so or fails (`timeout`, `timeout-action`), a file's decoder has `start-timeout` for
+//! its first frame and `stall-timeout` after it, and a network source rebuilds its pipeline after
+//! an error or end of stream (`retry`, `retry-interval`), counted in the report.
 //!
 //! Four kinds of input (media files, image sequences, GStreamer launch fragments, the test source),
 //! all decoded by GStreamer and delivered in the decoder's own format (I420 or NV12 for video,
@@ -22,6 +32,7 @@ mod launch;
 mod media;
 mod test;
 mod timeline;
+mod watch;
 
 use std::time::{Duration, Instant};
 
@@ -30,9 +41,14 @@ use crate::frame::{BufferPool, Frame, PixelFormat};
 use crate::pipeline::RunPath;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
 use crate::Error;
+use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOUT_ACTION};
 
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
+pub use watch::{
+    TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
+};
 
 /// Default frame rate for image sequences and the test source.
 pub const DEFAULT_FRAMERATE: f64 = 30.0;
@@ -92,6 +108,8 @@ pub struct SourceConfig {
     /// Times an image sequence is played, pts and frame numbers continuing (at least 1; other
     /// sources only take 1).
     pub loops: u32,
+    /// Silence, stalls and reconnects.
+    pub watch: Watch,
 }
 
 impl SourceConfig {
@@ -103,6 +121,7 @@ impl SourceConfig {
             live: false,
             stream: 0,
             loops: DEFAULT_LOOPS,
+            watch: Watch::default(),
         }
     }
 
@@ -169,6 +188,25 @@ pub enum SourceError {
         /// What would have been accepted.
         expected: String,
     },
+    /// A source delivered nothing for its `timeout`, with `timeout-action=fail`.
+    #[error("{source_name}: {}", quiet_message(*timeout, *frames))]
+    Quiet {
+        /// The input.
+        source_name: String,
+        /// Its `timeout`.
+        timeout: Duration,
+        /// Frames it delivered before it went quiet.
+        frames: u64,
+    },
+    /// A file's decoder gave no first frame within `start-timeout`, or no frame for
+    /// `stall-timeout` after its first (not counting time held back by downstream).
+    #[error("{source_name}: {message}")]
+    Stalled {
+        /// The input.
+        source_name: String,
+        /// What happened, with the setting that decided it.
+        message: String,
+    },
     /// The decoder produced a format octopipe cannot read.
     #[error("{source_name}: unsupported decoded format {format}")]
     Format {
@@ -177,6 +215,16 @@ pub enum SourceError {
         /// The caps or format name.
         format: String,
     },
+}
+
+/// The message of [`SourceError::Quiet`].
+fn quiet_message(timeout: Duration, frames: u64) -> String {
+    let t = watch::secs(timeout);
+    if frames == 0 {
+        format!("no frame in {t} s (timeout={t}, timeout-action=fail): nothing was received; is the sender running?")
+    } else {
+        format!("no frame for {t} s after {frames} frames (timeout={t}, timeout-action=fail)")
+    }
 }
 
 /// A producer of decoded frames.
@@ -218,8 +266,10 @@ pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Box<dyn FrameSour
 }
 
 impl Element for SourceConfig {
-    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        let source = open(&self, BufferPool::new())?;
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        let mut source = GstSource::open(&self, BufferPool::new())?;
+        source.report_to(ctx.tally.clone());
+        let source: Box<dyn FrameSource> = Box::new(source);
         Ok(Running::Source(if self.paced() {
             Box::new(Paced::new(source, self.frame_interval()))
         } else {
@@ -347,6 +397,10 @@ pub const IMAGES: StageDecl = StageDecl {
             "play the images this many times (pts and frame numbers go on)",
         ),
         LIVE,
+        TIMEOUT,
+        TIMEOUT_ACTION,
+        START_TIMEOUT,
+        STALL_TIMEOUT,
     ],
     needs: &[],
     provides: &[],
@@ -364,6 +418,12 @@ pub const MEDIA: StageDecl = StageDecl {
     props: &[
         PropSpec::new("location", PropType::Path, "-", "the file or URI"),
         LIVE,
+        TIMEOUT,
+        TIMEOUT_ACTION,
+        START_TIMEOUT,
+        STALL_TIMEOUT,
+        RETRY,
+        RETRY_INTERVAL,
     ],
     needs: &[],
     provides: &[],
@@ -401,6 +461,10 @@ pub const TESTSRC: StageDecl = StageDecl {
         ),
         FRAMERATE,
         LIVE,
+        TIMEOUT,
+        TIMEOUT_ACTION,
+        START_TIMEOUT,
+        STALL_TIMEOUT,
     ],
     needs: &[],
     provides: &[],
@@ -434,5 +498,42 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
         cfg.loops = p.int("loop").map_or(DEFAULT_LOOPS, |n| n as u32);
     }
     cfg.live = p.bool("live").unwrap_or(false);
+    cfg.watch = Watch::from_props(p);
     Ok(Box::new(cfg))
 }
+
+/// The `head` pseudo-stage: how the GStreamer head before it is watched and reconnected.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeadSettings {
+    /// Timeouts and reconnects of the head.
+    pub watch: Watch,
+}
+
+impl Element for HeadSettings {
+    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
+        Err(crate::pipeline::PipelineError::NotAStage("head").into())
+    }
+}
+
+/// `GSTREAMER ELEMENTS ! head timeout=2 retry=5 ! ...`: the settings of the GStreamer head
+/// before it (a launch fragment has no octopipe properties of its own).
+pub const HEAD: StageDecl = StageDecl {
+    name: "head",
+    role: Role::Head,
+    doc: "settings of the GStreamer head before it: timeouts and reconnects",
+    props: &[
+        TIMEOUT,
+        TIMEOUT_ACTION,
+        START_TIMEOUT,
+        STALL_TIMEOUT,
+        RETRY,
+        RETRY_INTERVAL,
+    ],
+    needs: &[],
+    provides: &[],
+    make: |p| {
+        Ok(Box::new(HeadSettings {
+            watch: Watch::from_props(p),
+        }))
+    },
+};

@@ -105,13 +105,15 @@ pub enum Role {
     Filter(Item),
     /// Not a stage: sets the capacity and policy of the edge it stands on (`queue`).
     Edge,
+    /// Not a stage: settings of the GStreamer head before it (`head`: timeouts, reconnects).
+    Head,
 }
 
 impl Role {
     /// What the stage takes (`None`: nothing, a source).
     pub fn input(self) -> Option<Item> {
         match self {
-            Role::Source | Role::Edge => None,
+            Role::Source | Role::Edge | Role::Head => None,
             Role::Boxes | Role::Track | Role::Batch => Some(Item::Frames),
             Role::Preprocess | Role::Infer | Role::Sink => Some(Item::Batches),
             Role::Filter(item) => Some(item),
@@ -121,7 +123,7 @@ impl Role {
     /// What the stage gives.
     pub fn output(self) -> Option<Item> {
         match self {
-            Role::Edge => None,
+            Role::Edge | Role::Head => None,
             Role::Source | Role::Boxes | Role::Track => Some(Item::Frames),
             Role::Batch | Role::Preprocess | Role::Infer | Role::Sink => Some(Item::Batches),
             Role::Filter(item) => Some(item),
@@ -139,7 +141,7 @@ impl Role {
             Role::Preprocess => Some(4),
             Role::Infer => Some(5),
             Role::Sink => Some(6),
-            Role::Filter(_) | Role::Edge => None,
+            Role::Filter(_) | Role::Edge | Role::Head => None,
         }
     }
 
@@ -156,6 +158,7 @@ impl Role {
             Role::Filter(Item::Frames) => "filter",
             Role::Filter(Item::Batches) => "filter",
             Role::Edge => "edge",
+            Role::Head => "head",
         }
     }
 }
@@ -224,6 +227,7 @@ impl Registry {
         r.register(crate::sink::TENSORS);
         r.register(crate::sink::APPSINK);
         r.register(crate::pipeline::QUEUE);
+        r.register(crate::source::HEAD);
         r
     }
 

@@ -18,6 +18,15 @@ pub fn skip(reason: &str) -> bool {
     true
 }
 
+/// Whether GStreamer element `name` is installed; prints or (under CI) fails with the package
+/// to install when not.
+pub fn element_or_skip(name: &str, package: &str) -> bool {
+    octopipe::source::element_exists(name)
+        || !skip(&format!(
+            "GStreamer element {name} missing: apt-get install {package}"
+        ))
+}
+
 /// The shared data folder (`$OCTOPIPE_DATA`, default `../shared/data`), if present.
 pub fn shared_data() -> Option<PathBuf> {
     let dir = std::env::var_os("OCTOPIPE_DATA")

@@ -1,0 +1,378 @@
+//! Watching a source while it waits for frames: a live or network source that goes quiet
+//! (`timeout`, `timeout-action`), a file whose decoder does not start or stalls (`start-timeout`,
+//! `stall-timeout`), and reconnecting a network source (`retry`, `retry-interval`).
+//!
+//! ```text
+//! udpsrc port=5000 caps=... ! rtph264depay ! avdec_h264 ! head timeout=2 timeout-action=fail ! ...
+//! rtspsrc location=rtsp://cam/stream ! rtph264depay ! avdec_h264 ! head retry=10 retry-interval=0.5 ! ...
+//! media location=flight.mp4 start-timeout=120 ! ...
+//! ```
+//!
+//! Time is measured while the source waits for its next frame only: a source held back because
+//! the stages after it are busy (its edge full) is not waiting, so it is neither quiet nor
+//! stalled.
+
+use std::time::{Duration, Instant};
+
+use crate::stage::{PropSpec, PropType, Props};
+
+/// Default `timeout` of live and network sources.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `start-timeout`: how long a file's decoder may take to give its first frame (many
+/// hardware decoders starting at once can take tens of seconds).
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default `stall-timeout`: a file input that gives no frame, no end of stream and no error for
+/// this long after its first frame has stalled (a truncated MP4 can leave a demuxer waiting for
+/// data that never comes).
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `retry` of live and network sources.
+pub const DEFAULT_NETWORK_RETRY: u32 = 3;
+/// Default `retry-interval`.
+pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest wait between two reconnects, however many failed in a row.
+pub const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(30);
+
+/// What a source does when it has delivered nothing for its `timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeoutAction {
+    /// Say so (a warning, and a count in the report) and keep waiting.
+    #[default]
+    Wait,
+    /// Fail, naming the source: the run ends with the frames received so far accounted for.
+    Fail,
+}
+
+/// How a source watches its input: silence, a decoder that does not start or stalls, and
+/// reconnects. Properties `timeout`, `timeout-action`, `start-timeout`, `stall-timeout`,
+/// `retry`, `retry-interval`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Watch {
+    /// Time without a frame after which the source says so. `None`: [`DEFAULT_TIMEOUT`] for live
+    /// and network sources, never for files; `Some(Duration::ZERO)`: never.
+    pub timeout: Option<Duration>,
+    /// What happens then.
+    pub timeout_action: TimeoutAction,
+    /// Files: the longest wait for the decoder's first frame.
+    pub start_timeout: Duration,
+    /// Files: the longest wait for a frame after the first (not counting time held back by
+    /// downstream) before decoding counts as stalled.
+    pub stall_timeout: Duration,
+    /// Reconnects in a row (with no frame between them) after an error or end of stream.
+    /// `None`: [`DEFAULT_NETWORK_RETRY`] for live and network sources, 0 for files.
+    pub retry: Option<u32>,
+    /// Wait before a reconnect; it doubles with each reconnect in a row, up to
+    /// [`MAX_RETRY_INTERVAL`].
+    pub retry_interval: Duration,
+}
+
+impl Default for Watch {
+    fn default() -> Self {
+        Watch {
+            timeout: None,
+            timeout_action: TimeoutAction::Wait,
+            start_timeout: DEFAULT_START_TIMEOUT,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
+            retry: None,
+            retry_interval: DEFAULT_RETRY_INTERVAL,
+        }
+    }
+}
+
+impl Watch {
+    /// The settings given as properties (those a stage does not declare keep their default).
+    pub(crate) fn from_props(p: &Props) -> Watch {
+        let declared = |name: &str| p.decl().props.iter().any(|s| s.name == name);
+        let seconds = |name: &str| {
+            declared(name)
+                .then(|| p.float(name))
+                .flatten()
+                .map(Duration::from_secs_f64)
+        };
+        let d = Watch::default();
+        Watch {
+            timeout: seconds("timeout"),
+            timeout_action: match declared("timeout-action").then(|| p.str("timeout-action")) {
+                Some(Some("fail")) => TimeoutAction::Fail,
+                _ => TimeoutAction::Wait,
+            },
+            start_timeout: seconds("start-timeout").unwrap_or(d.start_timeout),
+            stall_timeout: seconds("stall-timeout").unwrap_or(d.stall_timeout),
+            retry: declared("retry")
+                .then(|| p.int("retry"))
+                .flatten()
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            retry_interval: seconds("retry-interval").unwrap_or(d.retry_interval),
+        }
+    }
+
+    /// The settings in force for a source that receives from a sender (`stream`: a network or
+    /// live source) or reads a file.
+    pub(super) fn limits(&self, stream: bool) -> Limits {
+        let timeout = match self.timeout {
+            None if stream => Some(DEFAULT_TIMEOUT),
+            None => None,
+            Some(t) => Some(t).filter(|t| !t.is_zero()),
+        };
+        Limits {
+            stream,
+            timeout,
+            action: self.timeout_action,
+            start: self.start_timeout,
+            stall: self.stall_timeout,
+            retry: self
+                .retry
+                .unwrap_or(if stream { DEFAULT_NETWORK_RETRY } else { 0 }),
+            interval: self.retry_interval,
+        }
+    }
+}
+
+/// [`Watch`] resolved for one source.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    /// Frames come from a sender: silence is reported (`timeout`), never a stall.
+    pub(super) stream: bool,
+    pub(super) timeout: Option<Duration>,
+    pub(super) action: TimeoutAction,
+    pub(super) start: Duration,
+    pub(super) stall: Duration,
+    pub(super) retry: u32,
+    pub(super) interval: Duration,
+}
+
+/// What a wait for a frame has come to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Verdict {
+    /// Nothing to say yet.
+    Fine,
+    /// Silent for `waited` (the timeout, then twice as long, ...): warn, keep waiting. `first`
+    /// on the first warning of this wait (counted in the report).
+    Quiet { waited: Duration, first: bool },
+    /// Silent for the timeout with `timeout-action=fail`.
+    TimedOut,
+    /// A file's decoder has given no first frame for as long as a stall would take, but is
+    /// within `start-timeout`: say so once.
+    Starting,
+    /// A file's decoder gave no first frame within `start-timeout`.
+    NoStart,
+    /// A file's decoder gave no frame for `stall-timeout` after its first.
+    Stalled,
+}
+
+/// One wait for a frame (one call of `next_frame`).
+pub(super) struct Wait {
+    asked: Instant,
+    /// The silence after which the next warning is due.
+    next_warning: Option<Duration>,
+    /// Whether a warning (or the start-up note) was given in this wait.
+    pub(super) warned: bool,
+}
+
+impl Wait {
+    pub(super) fn new(limits: &Limits) -> Wait {
+        Wait {
+            asked: Instant::now(),
+            next_warning: limits.timeout,
+            warned: false,
+        }
+    }
+
+    /// When the frame was asked for.
+    pub(super) fn asked(&self) -> Instant {
+        self.asked
+    }
+
+    /// How long this wait has lasted.
+    pub(super) fn waited(&self) -> Duration {
+        self.asked.elapsed()
+    }
+
+    /// Judge the wait so far, after `frames` frames delivered.
+    pub(super) fn check(&mut self, limits: &Limits, frames: u64) -> Verdict {
+        let waited = self.waited();
+        if let Some(due) = self.next_warning.filter(|due| waited >= *due) {
+            if limits.action == TimeoutAction::Fail {
+                return Verdict::TimedOut;
+            }
+            let first = !self.warned;
+            self.warned = true;
+            // Warn again after twice the silence, and so on: a long outage stays visible without
+            // flooding the log.
+            self.next_warning = Some(due * 2);
+            return Verdict::Quiet { waited: due, first };
+        }
+        if limits.stream {
+            return Verdict::Fine;
+        }
+        match frames {
+            0 if waited > limits.start => Verdict::NoStart,
+            0 if waited > limits.stall && limits.start > limits.stall && !self.warned => {
+                self.warned = true;
+                Verdict::Starting
+            }
+            0 => Verdict::Fine,
+            _ if waited > limits.stall => Verdict::Stalled,
+            _ => Verdict::Fine,
+        }
+    }
+}
+
+/// The wait before reconnect number `attempt` in a row (1, 2, ...): the interval, doubled for
+/// each earlier attempt, at most [`MAX_RETRY_INTERVAL`].
+pub(super) fn backoff(interval: Duration, attempt: u32) -> Duration {
+    let doublings = attempt.saturating_sub(1).min(16);
+    interval
+        .saturating_mul(1 << doublings)
+        .min(MAX_RETRY_INTERVAL.max(interval))
+}
+
+/// Seconds as a short number (`1`, `0.5`, `12.3`), for messages.
+pub(crate) fn secs(d: Duration) -> String {
+    let s = (d.as_secs_f64() * 10.0).round() / 10.0;
+    format!("{s}")
+}
+
+const NON_NEGATIVE: PropType = PropType::Float {
+    min: 0.0,
+    max: f64::INFINITY,
+    open_min: false,
+};
+
+/// `timeout=SECONDS`.
+pub(super) const TIMEOUT: PropSpec = PropSpec::new(
+    "timeout",
+    NON_NEGATIVE,
+    "auto",
+    "seconds without a frame before the source says so (auto: 10 live/network, off for files; 0: off)",
+);
+/// `timeout-action=wait|fail`.
+pub(super) const TIMEOUT_ACTION: PropSpec = PropSpec::new(
+    "timeout-action",
+    PropType::Choice(&["wait", "fail"]),
+    "wait",
+    "after timeout: warn and keep waiting, or fail naming the source",
+);
+/// `start-timeout=SECONDS`.
+pub(super) const START_TIMEOUT: PropSpec = PropSpec::new(
+    "start-timeout",
+    PropType::POSITIVE_FLOAT,
+    "60",
+    "files: seconds the decoder may take to give its first frame",
+);
+/// `stall-timeout=SECONDS`.
+pub(super) const STALL_TIMEOUT: PropSpec = PropSpec::new(
+    "stall-timeout",
+    PropType::POSITIVE_FLOAT,
+    "10",
+    "files: seconds without a frame after the first (not held back by downstream) = stalled",
+);
+/// `retry=N`.
+pub(super) const RETRY: PropSpec = PropSpec::new(
+    "retry",
+    PropType::COUNT,
+    "auto",
+    "reconnects in a row after an error or end of stream (auto: 3 live/network, 0 files)",
+);
+/// `retry-interval=SECONDS`.
+pub(super) const RETRY_INTERVAL: PropSpec = PropSpec::new(
+    "retry-interval",
+    PropType::POSITIVE_FLOAT,
+    "1",
+    "seconds before a reconnect; doubles with each one in a row (at most 30)",
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(stream: bool, watch: Watch) -> Limits {
+        watch.limits(stream)
+    }
+
+    #[test]
+    fn defaults_depend_on_the_kind_of_source() {
+        let live = limits(true, Watch::default());
+        assert_eq!(
+            (live.timeout, live.retry),
+            (Some(DEFAULT_TIMEOUT), DEFAULT_NETWORK_RETRY)
+        );
+        let file = limits(false, Watch::default());
+        assert_eq!((file.timeout, file.retry), (None, 0));
+        let off = limits(
+            true,
+            Watch {
+                timeout: Some(Duration::ZERO),
+                ..Watch::default()
+            },
+        );
+        assert_eq!(off.timeout, None);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let s = Duration::from_secs;
+        assert_eq!(backoff(s(1), 1), s(1));
+        assert_eq!(backoff(s(1), 2), s(2));
+        assert_eq!(backoff(s(1), 4), s(8));
+        assert_eq!(backoff(s(1), 40), MAX_RETRY_INTERVAL);
+        assert_eq!(
+            backoff(s(60), 3),
+            s(60),
+            "an interval above the cap is kept"
+        );
+    }
+
+    #[test]
+    fn a_file_is_starting_before_it_is_stalled() {
+        let l = limits(
+            false,
+            Watch {
+                start_timeout: Duration::from_millis(400),
+                stall_timeout: Duration::from_millis(20),
+                ..Watch::default()
+            },
+        );
+        let mut w = Wait::new(&l);
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(w.check(&l, 0), Verdict::Starting);
+        assert_eq!(w.check(&l, 0), Verdict::Fine, "said once");
+        assert_eq!(w.check(&l, 1), Verdict::Stalled, "after a first frame");
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(w.check(&l, 0), Verdict::NoStart);
+    }
+
+    #[test]
+    fn a_quiet_stream_warns_at_growing_intervals() {
+        let l = limits(
+            true,
+            Watch {
+                timeout: Some(Duration::from_millis(100)),
+                ..Watch::default()
+            },
+        );
+        let mut w = Wait::new(&l);
+        assert_eq!(w.check(&l, 0), Verdict::Fine);
+        std::thread::sleep(Duration::from_millis(110));
+        let first = w.check(&l, 0);
+        assert_eq!(
+            first,
+            Verdict::Quiet {
+                waited: Duration::from_millis(100),
+                first: true
+            }
+        );
+        assert_eq!(w.check(&l, 0), Verdict::Fine, "next one at 200 ms");
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(matches!(
+            w.check(&l, 0),
+            Verdict::Quiet { first: false, .. }
+        ));
+        let fail = Limits {
+            action: TimeoutAction::Fail,
+            ..l
+        };
+        let mut w = Wait::new(&fail);
+        std::thread::sleep(Duration::from_millis(110));
+        assert_eq!(w.check(&fail, 3), Verdict::TimedOut);
+    }
+}
