@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::fails_with;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -23,17 +25,6 @@ fn octopipe() -> Command {
 /// `octopipe run TEXT`, killed after [`TIMEOUT`].
 fn run(text: &str) -> Output {
     common::output_within(octopipe().args(["run", text]), TIMEOUT)
-}
-
-/// Fails with a non-zero exit, no panic, and every one of `words` on stderr; returns stderr.
-fn fails_with(out: &Output, words: &[&str]) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "should fail:\n{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    for w in words {
-        assert!(stderr.contains(w), "expected {w:?} in:\n{stderr}");
-    }
-    stderr
 }
 
 fn model(name: &str) -> PathBuf {

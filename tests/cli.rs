@@ -4,20 +4,13 @@ mod common;
 
 use std::process::{Command, Output};
 
+use common::fails_with;
+
 fn octopipe(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_octopipe"))
         .args(args)
         .output()
         .unwrap()
-}
-
-fn fails_with(out: &Output, words: &[&str]) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "should fail: {stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    for w in words {
-        assert!(stderr.contains(w), "expected {w:?} in:\n{stderr}");
-    }
 }
 
 #[test]

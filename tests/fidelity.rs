@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::fails_with;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -24,17 +26,6 @@ fn octopipe() -> Command {
 
 fn output(cmd: &mut Command) -> Output {
     common::output_within(cmd, TIMEOUT)
-}
-
-/// Fails with a non-zero exit, no panic, and every one of `words` on stderr; returns stderr.
-fn fails_with(out: &Output, words: &[&str]) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "should fail:\n{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    for w in words {
-        assert!(stderr.contains(w), "expected {w:?} in:\n{stderr}");
-    }
-    stderr
 }
 
 fn succeeds(out: &Output) -> String {

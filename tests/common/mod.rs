@@ -169,6 +169,17 @@ pub fn output_within(
     }
 }
 
+/// Fails with a non-zero exit, no panic, and every one of `words` on stderr; returns stderr.
+pub fn fails_with(out: &std::process::Output, words: &[&str]) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "should fail:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for w in words {
+        assert!(stderr.contains(w), "expected {w:?} in:\n{stderr}");
+    }
+    stderr
+}
+
 /// The three numbers of a report line starting with `prefix` (`N in = A ... + B ...`).
 fn accounting(report: &str, prefix: &str) -> (u64, u64, u64) {
     let line = report
