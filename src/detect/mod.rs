@@ -284,7 +284,7 @@ impl Detector {
         let det = self.unused_det_files();
         if let Some(first) = det.first() {
             notes.push(format!(
-                "boxes: {} annotation files matched no image (first: {})",
+                "boxes: {} annotation files matched no frame that reached this stage (no such image, or the frame was dropped before it; first: {})",
                 det.len(),
                 first.display()
             ));
