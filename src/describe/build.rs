@@ -99,7 +99,7 @@ impl Chain {
             let live = crate::source::fragment_is_live(&fragment);
             let mut source = SourceConfig::new(SourceKind::Launch { fragment });
             source.live = live;
-            c.push(Pending {
+            c.nodes.push(Pending {
                 kind: "launch",
                 role: Role::Source,
                 name: None,
@@ -164,10 +164,6 @@ impl Chain {
             ));
         }
         Ok(c)
-    }
-
-    fn push(&mut self, node: Pending) {
-        self.nodes.push(node);
     }
 
     /// Apply a `head` stage (`settings`) to the GStreamer head of the chain, which must be the
@@ -252,7 +248,7 @@ impl Chain {
             ));
         }
         self.met(decl);
-        self.push(Pending {
+        self.nodes.push(Pending {
             kind: decl.name,
             role: decl.role,
             name,
@@ -292,7 +288,7 @@ impl Chain {
         };
         let element = (decl.make)(&Props::new(desc, &none, decl))?;
         self.met(decl);
-        self.push(Pending {
+        self.nodes.push(Pending {
             kind: decl.name,
             role: decl.role,
             name: None,
