@@ -33,7 +33,7 @@ use octopipe::{AppBox, AppFrame, Pipeline, PixelFormat};
 const LABELS: [&str; 4] = ["person", "two-wheeler", "car", "large-vehicle"];
 
 /// VisDrone's category names, by category number.
-const CATEGORIES: [&str; 12] = octopipe::detect::VISDRONE_CATEGORIES;
+const CATEGORIES: [&str; 12] = octopipe::boxes::VISDRONE_CATEGORIES;
 
 /// The classifier's class of a VisDrone category (none for ignored regions and "others").
 fn class_of(category: u32) -> Option<u32> {

@@ -1,8 +1,8 @@
 //! The crate's error: one variant per layer.
 
+use crate::boxes::BoxesError;
 use crate::classify::ClassifyError;
 use crate::describe::DescribeError;
-use crate::detect::DetectError;
 use crate::pipeline::PipelineError;
 use crate::preprocess::PreprocessError;
 use crate::sink::SinkError;
@@ -19,7 +19,7 @@ pub enum Error {
     Source(#[from] SourceError),
     /// Boxes.
     #[error(transparent)]
-    Detect(#[from] DetectError),
+    Boxes(#[from] BoxesError),
     /// Crop/resize/normalize.
     #[error(transparent)]
     Preprocess(#[from] PreprocessError),

@@ -50,14 +50,15 @@
 pub mod batch;
 #[cfg(feature = "bench")]
 pub mod bench;
+pub mod boxes;
 pub mod budget;
 pub mod classify;
 pub mod describe;
-pub mod detect;
 pub mod error;
 pub mod frame;
 pub mod observe;
 pub mod oneshot;
+pub mod onnx;
 pub mod pipeline;
 pub mod preprocess;
 pub mod sink;

@@ -19,7 +19,7 @@ use octopipe::{
 const LABELS: [&str; 4] = ["person", "two-wheeler", "car", "large-vehicle"];
 
 /// VisDrone's category names, by category number.
-const CATEGORIES: [&str; 12] = octopipe::detect::VISDRONE_CATEGORIES;
+const CATEGORIES: [&str; 12] = octopipe::boxes::VISDRONE_CATEGORIES;
 
 /// One pipeline of this file at a time: each starts several threads on a 2-core machine, and the
 /// back-pressure and live tests depend on which side is the slower one.

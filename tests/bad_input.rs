@@ -1169,9 +1169,9 @@ fn sink_failing_mid_run() {
 
 // ---------------------------------------------------------------------------------------------
 // Through the library, until the description wires them: `skip_bad_lines` (`bad-lines=skip`),
-// annotations for frames that do not exist (`Detector::unused`, `unused_det_files`), `loops`.
+// annotations for frames that do not exist (`Boxes::unused`, `unused_det_files`), `loops`.
 
-use octopipe::detect::{BoxSource, DetectConfig, Detector};
+use octopipe::boxes::{BoxSource, Boxes, BoxesConfig};
 use octopipe::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf, SkipReason};
 
 fn frame(seq: u64, name: &str) -> Frame {
@@ -1195,10 +1195,10 @@ fn bad_det_lines_can_be_skipped_and_counted() {
         0,
         "1,2,30,20,1,4,0,0\n1,2,x,4,1,4\n1,2,0,4,1,4,0,0\n3,3,10,10,1,1,0,0\n",
     );
-    let mut config = DetectConfig::new(BoxSource::Det {
+    let mut config = BoxesConfig::new(BoxSource::Det {
         location: dir.join("annotations"),
     });
-    let err = Detector::new(config.clone())
+    let err = Boxes::new(config.clone())
         .unwrap()
         .attach(&mut frame(0, "frame_00000.jpg"))
         .unwrap_err()
@@ -1206,7 +1206,7 @@ fn bad_det_lines_can_be_skipped_and_counted() {
     assert!(err.starts_with(&format!("{}:2: ", ann.display())), "{err}");
 
     config.skip_bad_lines = true;
-    let mut detector = Detector::new(config).unwrap();
+    let mut detector = Boxes::new(config).unwrap();
     let mut f = frame(0, "frame_00000.jpg");
     detector.attach(&mut f).unwrap();
     assert_eq!(f.detections.len(), 2);
@@ -1238,17 +1238,17 @@ fn bad_mot_lines_skipped_and_frames_that_do_not_exist_listed() {
          12,1,6,6,0,20,1,4,0,0\n",
     )
     .unwrap();
-    let mut config = DetectConfig::new(BoxSource::Mot {
+    let mut config = BoxesConfig::new(BoxSource::Mot {
         location: mot.clone(),
     });
-    let err = Detector::new(config.clone()).err().unwrap().to_string();
+    let err = Boxes::new(config.clone()).err().unwrap().to_string();
     assert!(
         err.starts_with(&format!("{}:3: field 5 is 'x'", mot.display())),
         "{err}"
     );
 
     config.skip_bad_lines = true;
-    let mut detector = Detector::new(config).unwrap();
+    let mut detector = Boxes::new(config).unwrap();
     let (mut f0, mut f1) = (frame(0, "t"), frame(1, "t"));
     detector.attach(&mut f0).unwrap();
     detector.attach(&mut f1).unwrap();
@@ -1280,7 +1280,7 @@ fn det_files_for_images_that_do_not_exist_are_listed() {
     write_det(&dir, 0, "1,2,30,20,1,4,0,0\n");
     write_det(&dir, 1, "1,2,30,20,1,4,0,0\n");
     std::fs::write(dir.join("annotations/other.txt"), "").unwrap();
-    let mut detector = Detector::new(DetectConfig::new(BoxSource::Det {
+    let mut detector = Boxes::new(BoxesConfig::new(BoxSource::Det {
         location: dir.join("annotations"),
     }))
     .unwrap();
@@ -1353,7 +1353,7 @@ fn skipped_bad_lines_are_accounted_for_in_a_run() {
     let mut config =
         describe::build(&describe::parse("<t>", &text, &Default::default()).unwrap()).unwrap();
     config
-        .element_mut::<octopipe::detect::DetectConfig>()
+        .element_mut::<octopipe::boxes::BoxesConfig>()
         .unwrap()
         .skip_bad_lines = true;
     let outcome = Pipeline::build(config).unwrap().run();

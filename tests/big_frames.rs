@@ -10,7 +10,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use octopipe::detect::{clip_box, Synthetic};
+use octopipe::boxes::{clip_box, Synthetic};
 
 const BOXES: u32 = 100_000;
 

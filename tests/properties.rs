@@ -8,12 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use octopipe::batch::{Assembler, BatchConfig, Downstream};
+use octopipe::boxes::{
+    clip_box, det_lines, mot_lines, parse_det, parse_mot, BoxSource, Boxes, BoxesConfig, Synthetic,
+};
 use octopipe::budget::{Budget, Tally, DEFAULT_BUDGET};
 use octopipe::describe;
-use octopipe::detect::{
-    clip_box, det_lines, mot_lines, parse_det, parse_mot, BoxSource, DetectConfig, Detector,
-    Synthetic,
-};
 use octopipe::frame::{Colorimetry, Detection, Frame, FrameLayout, PixelFormat, PooledBuf};
 use octopipe::preprocess::cpu::CpuBackend;
 use octopipe::preprocess::{Backend, PreprocessConfig};
@@ -344,7 +343,7 @@ proptest! {
             prop_assert!(bw >= 2.min(w as i64) && bh >= 2.min(h as i64), "{:?}", r);
         }
         // Through the detect stage: every box classified or skipped, none lost.
-        let mut detector = Detector::new(DetectConfig::new(BoxSource::Synthetic { count, seed })).unwrap();
+        let mut detector = Boxes::new(BoxesConfig::new(BoxSource::Synthetic { count, seed })).unwrap();
         let mut frame = tiny_frame(PixelFormat::I420, w, h);
         frame.seq = seq;
         detector.attach(&mut frame).unwrap();

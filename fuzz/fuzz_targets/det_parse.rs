@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use octopipe::detect::{clip_box, det_lines, parse_det};
+use octopipe::boxes::{clip_box, det_lines, parse_det};
 
 fuzz_target!(|data: &[u8]| {
     let text = data;

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use octopipe::detect::{clip_box, mot_lines, parse_mot};
+use octopipe::boxes::{clip_box, mot_lines, parse_mot};
 
 fuzz_target!(|data: &[u8]| {
     let text = data;

@@ -15,19 +15,18 @@
 //! frame; with `non-finite=flag` the object is written with `"non_finite":true` and no label,
 //! and the report counts it (`objects: N in = C classified + F non-finite + S skipped`).
 //!
-//! ONNX Runtime is loaded at run time from `ORT_DYLIB_PATH` (default `libonnxruntime.so`); one
-//! environment is shared by the whole process.
+//! ONNX Runtime is loaded at run time ([`crate::onnx`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use ort::environment::Environment;
 use ort::session::Session;
 use ort::value::{TensorElementType, TensorRef, ValueType};
 
 use crate::batch::CropBatch;
 use crate::describe::DescribeError;
 use crate::frame::{ClassScore, Classification};
+use crate::onnx::OnnxError;
 use crate::pipeline::RunPath;
 use crate::preprocess::Layout;
 use crate::stage::{
@@ -39,10 +38,6 @@ use crate::Error;
 pub const DEFAULT_MAX_BATCH: usize = 256;
 /// Default number of results per crop.
 pub const DEFAULT_TOP_K: usize = 1;
-/// Environment variable naming the ONNX Runtime library.
-pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
-/// The ONNX Runtime version octopipe is built against.
-pub const ORT_VERSION: &str = "1.31.1";
 
 /// What to do with a crop whose logits are not finite (NaN or infinite).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,15 +88,10 @@ impl ClassifyConfig {
 /// Errors of the classify stage.
 #[derive(Debug, thiserror::Error)]
 pub enum ClassifyError {
-    /// The ONNX Runtime library could not be loaded.
-    #[error("ONNX Runtime library {path}: {reason}\n  hint: pip install onnxruntime=={ORT_VERSION} and set {ORT_DYLIB_ENV} to its onnxruntime/capi/libonnxruntime.so.{ORT_VERSION} (scripts/setup.sh does both)")]
-    Runtime {
-        /// The library path tried.
-        path: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The model could not be loaded.
+    /// ONNX Runtime or the model could not be loaded.
+    #[error(transparent)]
+    Onnx(#[from] OnnxError),
+    /// The model is not usable as a classifier.
     #[error("model {path}: {reason}")]
     Model {
         /// The model file.
@@ -161,25 +151,6 @@ pub enum ClassifyError {
     },
 }
 
-/// The process-wide ONNX Runtime environment, loaded on first use.
-pub fn environment() -> Result<&'static Environment, ClassifyError> {
-    static ENV: OnceLock<Result<Environment, (String, String)>> = OnceLock::new();
-    let path = std::env::var(ORT_DYLIB_ENV).unwrap_or_else(|_| "libonnxruntime.so".into());
-    ENV.get_or_init(|| {
-        let fail = |e: &dyn std::fmt::Display| (path.clone(), e.to_string());
-        ort::init_from(&path)
-            .map_err(|e| fail(&e))?
-            .with_name("octopipe")
-            .build()
-            .map_err(|e| fail(&e))
-    })
-    .as_ref()
-    .map_err(|(path, reason)| ClassifyError::Runtime {
-        path: path.clone(),
-        reason: reason.clone(),
-    })
-}
-
 /// What a model's input says about the crops it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelInput {
@@ -223,10 +194,7 @@ impl Classifier {
             path: path.clone(),
             reason,
         };
-        if !config.model.is_file() {
-            return Err(model_err("no such file".into()));
-        }
-        let session = session(&config, &path)?;
+        let session = crate::onnx::session(&config.model, config.threads)?;
         let (input_name, input) = check_input(&session, &path, layout, size)?;
         let output_name = session
             .outputs()
@@ -476,28 +444,6 @@ impl Classifier {
         }
         Ok(())
     }
-}
-
-/// An ONNX Runtime session for `config`'s model.
-fn session(config: &ClassifyConfig, path: &str) -> Result<Session, ClassifyError> {
-    let model_err = |reason: String| ClassifyError::Model {
-        path: path.to_string(),
-        reason,
-    };
-    let env = environment()?;
-    // ONNX Runtime's worker threads spin between runs by default; with a pipeline of busy
-    // stage threads on few cores that steals time from the other stages.
-    let mut builder = Session::builder(env)
-        .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
-        .map_err(|e| model_err(e.to_string()))?;
-    if config.threads > 0 {
-        builder = builder
-            .with_intra_threads(config.threads)
-            .map_err(|e| model_err(e.to_string()))?;
-    }
-    builder
-        .commit_from_file(&config.model)
-        .map_err(|e| model_err(format!("not a loadable ONNX model: {e}")))
 }
 
 /// Check the model's first input against the preprocess settings.

@@ -13,7 +13,7 @@ pub struct Detection {
     pub class_id: Option<u32>,
     /// The box source's name for that class.
     pub label: Option<Arc<str>>,
-    /// Detector or annotation score.
+    /// Boxes or annotation score.
     pub score: f32,
     /// Track id (from MOT annotations, an application or a tracker).
     pub track: Option<u32>,

@@ -21,7 +21,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 
 use super::{FrameSource, SourceError, DEFAULT_FRAMERATE};
-use crate::detect::clip_box;
+use crate::boxes::clip_box;
 use crate::frame::{
     Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, PixelFormat, PooledBuf, SkipReason,
 };

@@ -219,7 +219,7 @@ impl Registry {
         r.register(crate::source::MEDIA);
         r.register(crate::source::TESTSRC);
         r.register(crate::source::APP);
-        r.register(crate::detect::BOXES);
+        r.register(crate::boxes::BOXES);
         r.register(crate::batch::BATCH);
         r.register(crate::preprocess::PREPROCESS);
         r.register(crate::classify::CLASSIFY);

@@ -45,7 +45,7 @@ pub fn shared_data() -> Option<PathBuf> {
 
 /// Whether ONNX Runtime loads (`ORT_DYLIB_PATH`); prints why not.
 pub fn ort_ready() -> bool {
-    match octopipe::classify::environment() {
+    match octopipe::onnx::environment() {
         Ok(_) => true,
         Err(e) => !skip(&format!("ONNX Runtime not available: {e}")),
     }

@@ -1,4 +1,4 @@
-//! Detect stage: attaches boxes to frames.
+//! Boxes stage: attaches boxes to frames from annotation files or a generator.
 //!
 //! ```text
 //! images location=${root}/images ! boxes format=det location=${root}/annotations ! ...
@@ -15,9 +15,9 @@
 //! A malformed annotation line is an error naming `file:line`, unless `skip_bad_lines` is set: then
 //! the line is skipped and counted as `bad-line` (on its frame: the DET file's frame, or the MOT
 //! row's frame index when that much can be read, else the stream's first frame). At the end of a
-//! run [`Detector::unused`] lists the MOT frame indices that no frame asked for (annotations for
+//! run [`Boxes::unused`] lists the MOT frame indices that no frame asked for (annotations for
 //! frames the stream does not have, or, after an early stop, frames not reached) and
-//! [`Detector::unused_det_files`] the DET files no frame matched.
+//! [`Boxes::unused_det_files`] the DET files no frame matched.
 //!
 //! MOT rows are matched to frames by the frame's position in its stream (`Frame::seq`), which
 //! sources number by presentation time: a frame the decoder lost leaves its index unused, and the
@@ -89,9 +89,9 @@ pub enum BoxSource {
     },
 }
 
-/// Settings of the detect stage.
+/// Settings of the boxes stage.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DetectConfig {
+pub struct BoxesConfig {
     /// Where boxes come from.
     pub source: BoxSource,
     /// Also classify ignored regions (category 0 or score 0).
@@ -102,10 +102,10 @@ pub struct DetectConfig {
     pub skip_bad_lines: bool,
 }
 
-impl DetectConfig {
+impl BoxesConfig {
     /// A config reading boxes from `source`, with default filters.
     pub fn new(source: BoxSource) -> Self {
-        DetectConfig {
+        BoxesConfig {
             source,
             keep_ignored: false,
             skip_categories: DEFAULT_SKIP_CATEGORIES.to_vec(),
@@ -114,9 +114,9 @@ impl DetectConfig {
     }
 }
 
-/// Errors of the detect stage; each names the file (and line) it is about.
+/// Errors of the boxes stage; each names the file (and line) it is about.
 #[derive(Debug, thiserror::Error)]
-pub enum DetectError {
+pub enum BoxesError {
     /// A file cannot be read.
     #[error("{path}: {reason}")]
     Io {
@@ -152,9 +152,9 @@ struct MotFrame {
     bad_lines: u32,
 }
 
-/// Runtime state of the detect stage.
-pub struct Detector {
-    config: DetectConfig,
+/// Runtime state of the boxes stage.
+pub struct Boxes {
+    config: BoxesConfig,
     /// MOT rows by frame index (1-based), removed as frames ask for them.
     mot: HashMap<u64, MotFrame>,
     /// Skipped malformed lines not yet counted on a frame (MOT lines with no readable frame index).
@@ -170,9 +170,9 @@ pub struct Detector {
     frames_without_rows: u64,
 }
 
-impl Detector {
-    /// Open the detector: MOT files are read whole here; DET files per frame.
-    pub fn new(config: DetectConfig) -> Result<Self, DetectError> {
+impl Boxes {
+    /// Open the replay: MOT files are read whole here; DET files per frame.
+    pub fn new(config: BoxesConfig) -> Result<Self, BoxesError> {
         let mut mot: HashMap<u64, MotFrame> = HashMap::new();
         let mut pending_bad_lines = 0;
         let mut first_bad_line = None;
@@ -195,13 +195,13 @@ impl Detector {
         }
         if let BoxSource::Det { location } = &config.source {
             if !location.is_dir() {
-                return Err(DetectError::Io {
+                return Err(BoxesError::Io {
                     path: location.display().to_string(),
                     reason: "not a folder of DET annotation files".into(),
                 });
             }
         }
-        Ok(Detector {
+        Ok(Boxes {
             config,
             mot,
             pending_bad_lines,
@@ -301,7 +301,7 @@ impl Detector {
     }
 
     /// Attach the frame's boxes (clipped, filtered, skips counted).
-    pub fn attach(&mut self, frame: &mut Frame) -> Result<(), DetectError> {
+    pub fn attach(&mut self, frame: &mut Frame) -> Result<(), BoxesError> {
         let mut bad_lines = std::mem::take(&mut self.pending_bad_lines);
         let rows = match &self.config.source {
             BoxSource::Det { location } => {
@@ -311,7 +311,7 @@ impl Detector {
                     .unwrap_or_default();
                 let path = location.join(format!("{stem}.txt"));
                 if !path.is_file() {
-                    return Err(DetectError::MissingAnnotations {
+                    return Err(BoxesError::MissingAnnotations {
                         path: path.display().to_string(),
                         frame: frame.source.to_string(),
                     });
@@ -415,8 +415,8 @@ pub fn clip_box(b: [i64; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
 
 /// A file's bytes; the line readers name any byte that is not text they expect. A UTF-16 file
 /// (it starts with a UTF-16 byte-order mark) is refused as a whole: every line of it would fail.
-fn read(path: &Path) -> Result<Vec<u8>, DetectError> {
-    let io = |reason: String| DetectError::Io {
+fn read(path: &Path) -> Result<Vec<u8>, BoxesError> {
+    let io = |reason: String| BoxesError::Io {
         path: path.display().to_string(),
         reason,
     };
@@ -430,11 +430,11 @@ fn read(path: &Path) -> Result<Vec<u8>, DetectError> {
     Ok(bytes)
 }
 
-/// The detect stage at run time: the detector, where its end-of-run notes go, and whether the
+/// The boxes stage at run time: the replay, where its end-of-run notes go, and whether the
 /// run was cut short (which changes what the notes can say about frames not seen).
-struct DetectStage(Detector, Tally, Arc<AtomicBool>);
+struct BoxesStage(Boxes, Tally, Arc<AtomicBool>);
 
-impl Stage<Frame, Frame> for DetectStage {
+impl Stage<Frame, Frame> for BoxesStage {
     fn process(&mut self, mut frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
         self.0.attach(&mut frame)?;
         out.push(frame);
@@ -448,11 +448,11 @@ impl Stage<Frame, Frame> for DetectStage {
     }
 }
 
-impl Element for DetectConfig {
+impl Element for BoxesConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        let detector = Detector::new(*self)?;
-        Ok(Running::Frames(Box::new(DetectStage(
-            detector,
+        let boxes = Boxes::new(*self)?;
+        Ok(Running::Frames(Box::new(BoxesStage(
+            boxes,
             ctx.tally.clone(),
             ctx.stopped_early.clone(),
         ))))
@@ -508,10 +508,10 @@ pub const BOXES: StageDecl = StageDecl {
     ],
     needs: &[],
     provides: &[],
-    make: detect_config,
+    make: boxes_config,
 };
 
-fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
+fn boxes_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     let source = match p.str("format") {
         Some("mot") => BoxSource::Mot {
             location: PathBuf::from(p.required("location")?),
@@ -526,7 +526,7 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             location: PathBuf::from(p.required("location")?),
         },
     };
-    let mut cfg = DetectConfig::new(source);
+    let mut cfg = BoxesConfig::new(source);
     cfg.keep_ignored = p.bool("keep-ignored").unwrap_or(false);
     if let Some(v) = p.ints("skip-categories") {
         cfg.skip_categories = v.into_iter().map(|c| c as u8).collect();

@@ -5,7 +5,7 @@
 //! character, a byte that is not UTF-8) is named in the line's error with its value and column,
 //! since printing the field would show nothing wrong.
 
-use super::DetectError;
+use super::BoxesError;
 
 /// The UTF-8 encoding of U+FEFF, written by some editors at the start of a text file.
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -32,8 +32,8 @@ struct Line<'a> {
 }
 
 impl Line<'_> {
-    fn error(&self, reason: String) -> DetectError {
-        DetectError::Parse {
+    fn error(&self, reason: String) -> BoxesError {
+        BoxesError::Parse {
             path: self.path.into(),
             line: self.number,
             reason,
@@ -66,7 +66,7 @@ fn invisible(c: char) -> bool {
 /// The error for a field that is not an integer: the offending byte by value and column when it
 /// is not plain visible ASCII (an invisible character or a byte that is not UTF-8), else the field
 /// as written. `start` is the field's byte offset in the line.
-fn not_an_integer(line: &Line, field: usize, start: usize, raw: &[u8], what: &str) -> DetectError {
+fn not_an_integer(line: &Line, field: usize, start: usize, raw: &[u8], what: &str) -> BoxesError {
     let text = String::from_utf8_lossy(raw);
     let trimmed = text.trim();
     let plain = |b: &u8| b.is_ascii_graphic() || *b == b' ' || *b == b'\t';
@@ -101,7 +101,7 @@ fn not_an_integer(line: &Line, field: usize, start: usize, raw: &[u8], what: &st
 }
 
 /// Split a line into its comma-separated integer fields (a trailing comma is allowed).
-fn fields(line: &Line, want: usize, what: &str) -> Result<Vec<i64>, DetectError> {
+fn fields(line: &Line, want: usize, what: &str) -> Result<Vec<i64>, BoxesError> {
     let mut end = line.bytes.len();
     while end > 0 && line.bytes[end - 1] == b',' {
         end -= 1;
@@ -127,7 +127,7 @@ fn fields(line: &Line, want: usize, what: &str) -> Result<Vec<i64>, DetectError>
         .collect()
 }
 
-fn row(v: &[i64], line: &Line, track: Option<u32>) -> Result<AnnotationRow, DetectError> {
+fn row(v: &[i64], line: &Line, track: Option<u32>) -> Result<AnnotationRow, BoxesError> {
     let [x, y, w, h, score, category] = [v[0], v[1], v[2], v[3], v[4], v[5]];
     if w <= 0 || h <= 0 {
         return Err(line.error(format!(
@@ -157,7 +157,7 @@ fn row(v: &[i64], line: &Line, track: Option<u32>) -> Result<AnnotationRow, Dete
 pub fn parse_det<T: AsRef<[u8]> + ?Sized>(
     text: &T,
     path: &str,
-) -> Result<Vec<AnnotationRow>, DetectError> {
+) -> Result<Vec<AnnotationRow>, BoxesError> {
     det_lines(text, path).collect()
 }
 
@@ -165,7 +165,7 @@ pub fn parse_det<T: AsRef<[u8]> + ?Sized>(
 pub fn det_lines<'a, T: AsRef<[u8]> + ?Sized>(
     text: &'a T,
     path: &'a str,
-) -> impl Iterator<Item = Result<AnnotationRow, DetectError>> + 'a {
+) -> impl Iterator<Item = Result<AnnotationRow, BoxesError>> + 'a {
     const WHAT: &str = "x,y,w,h,score,category,truncation,occlusion";
     lines(text.as_ref(), path).map(|line| {
         let v = fields(&line, 6, WHAT)?;
@@ -181,7 +181,7 @@ pub fn det_lines<'a, T: AsRef<[u8]> + ?Sized>(
 pub fn parse_mot<T: AsRef<[u8]> + ?Sized>(
     text: &T,
     path: &str,
-) -> Result<Vec<(u64, AnnotationRow)>, DetectError> {
+) -> Result<Vec<(u64, AnnotationRow)>, BoxesError> {
     mot_lines(text, path).map(|(_, line)| line).collect()
 }
 
@@ -190,7 +190,7 @@ pub fn parse_mot<T: AsRef<[u8]> + ?Sized>(
 pub fn mot_lines<'a, T: AsRef<[u8]> + ?Sized>(
     text: &'a T,
     path: &'a str,
-) -> impl Iterator<Item = (Option<u64>, Result<(u64, AnnotationRow), DetectError>)> + 'a {
+) -> impl Iterator<Item = (Option<u64>, Result<(u64, AnnotationRow), BoxesError>)> + 'a {
     const WHAT: &str = "frame,target,x,y,w,h,score,category,truncation,occlusion";
     lines(text.as_ref(), path).map(|line| {
         let frame = line

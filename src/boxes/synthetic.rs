@@ -66,7 +66,7 @@ impl Synthetic {
 
     /// `count` boxes for frame `seq` of `stream` on a `width`x`height` frame, all inside it: at
     /// least 2x2 px where the frame is that large, else as wide or tall as the frame (a 1-px-wide
-    /// frame gets 1-px-wide boxes, which the detect stage then skips as too small). A frame of
+    /// frame gets 1-px-wide boxes, which the boxes stage then skips as too small). A frame of
     /// width or height 0 gets no boxes.
     pub fn frame_boxes(
         &self,
