@@ -3,6 +3,7 @@
 use crate::boxes::BoxesError;
 use crate::classify::ClassifyError;
 use crate::describe::DescribeError;
+use crate::detect::DetectError;
 use crate::pipeline::PipelineError;
 use crate::preprocess::PreprocessError;
 use crate::sink::SinkError;
@@ -20,6 +21,9 @@ pub enum Error {
     /// Boxes.
     #[error(transparent)]
     Boxes(#[from] BoxesError),
+    /// The detector.
+    #[error(transparent)]
+    Detect(#[from] DetectError),
     /// Crop/resize/normalize.
     #[error(transparent)]
     Preprocess(#[from] PreprocessError),

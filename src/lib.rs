@@ -54,6 +54,7 @@ pub mod boxes;
 pub mod budget;
 pub mod classify;
 pub mod describe;
+pub mod detect;
 pub mod error;
 pub mod frame;
 pub mod observe;

@@ -1,0 +1,1092 @@
+//! Detect stage: an ONNX object detector finds the boxes, on the whole frame or on overlapping
+//! tiles of it (sliced inference).
+//!
+//! ```text
+//! images location=${root}/images ! detect model=coco-centernet-512.onnx labels=coco scale=1 tiles=640x640 overlap=0.15 ! track ! classify ... ! jsonl ...
+//! media location=flight.mp4 ! detect model=yolov8n.onnx labels-file=coco.names fit=letterbox ! jsonl ...
+//! ```
+//!
+//! **Input.** The tiles of a frame (and/or the whole frame) are the crops of one ragged batch,
+//! made by the same preprocess backends as the classifier's crops (CPU, or one CUDA kernel launch
+//! for all of a frame's tiles): each is resized to the model's input size (`fit=stretch`, or
+//! `letterbox` with `pad`), in the model's layout (NCHW or NHWC, read from the model's input),
+//! channel order (`channels`), `value = (v * scale - mean) / std`, and the model's element type
+//! (f32 or f16, read from the model). A model with a fixed batch of 1 runs tile by tile; a model
+//! with a dynamic batch gets up to `max-batch` tiles per run.
+//!
+//! **Output.** `decoder` reads the output ([`Decoder`]; `auto` picks it from the output's shape):
+//! `end2end` rows `x1, y1, x2, y2, score, class`, `yolov8` `[B, 4 + classes, anchors]`, `yolov5`
+//! `[B, anchors, 5 + classes]`. Boxes under `score` are left out; the rest go back to frame
+//! pixels (undoing the letterbox or stretch and the tile's offset), are merged across tiles and
+//! suppressed within a tile by one per-class NMS (a box is dropped when a better one of its class
+//! overlaps it by more than `iou`, or, with `ios` below 1, covers more than `ios` of the smaller
+//! of the two: a box that a tile border cut short lies inside the whole object's box),
+//! at most `max-detections` per frame, rounded to whole pixels and clipped to the frame (boxes
+//! under 2 px are counted as skipped, as annotation boxes are).
+//!
+//! **Classes.** Names come from `labels` (`coco` is COCO's 80) or `labels-file`; `classes` keeps
+//! only the named classes (names or indices); `map=from:to,...` renames classes for the stages
+//! after (the classifier's crops, the JSONL `detection.label`).
+//!
+//! The report gets the stage's row like any stage, and a line with the detector's own split per
+//! frame (preprocessing, inference, decoding and merging) and its box counts.
+
+mod coco;
+mod decode;
+pub mod tiles;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ort::memory::Allocator;
+use ort::session::Session;
+use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, ValueType};
+
+use crate::batch::{CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
+use crate::budget::Tally;
+use crate::describe::DescribeError;
+use crate::frame::{Detection, Frame, SkipReason};
+use crate::onnx::OnnxError;
+use crate::pipeline::RunPath;
+use crate::preprocess::{
+    create_backend, Backend, BackendKind, ChannelOrder, DType, Interpolation, Layout,
+    PreprocessConfig, PreprocessError,
+};
+use crate::stage::{
+    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+};
+use crate::tensor::TensorData;
+use crate::Error;
+
+pub use coco::COCO_LABELS;
+pub use decode::{nms, Decoder, RawBox, Suppress};
+pub use tiles::{Fit, Rect};
+
+/// Default score threshold.
+pub const DEFAULT_SCORE: f32 = 0.3;
+/// Default NMS overlap threshold.
+pub const DEFAULT_IOU: f32 = 0.5;
+/// Default largest number of boxes per frame.
+pub const DEFAULT_MAX_DETECTIONS: usize = 300;
+/// Default largest number of tiles per inference call (dynamic-batch models).
+pub const DEFAULT_MAX_BATCH: usize = 16;
+
+/// Settings of the detect stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectConfig {
+    /// The ONNX model file.
+    pub model: PathBuf,
+    /// How the output is read; `None` picks it from the output's shape.
+    pub decoder: Option<Decoder>,
+    /// The output to read; `None`: the first one a decoder reads.
+    pub output: Option<String>,
+    /// The model input's (width, height) when the model leaves it dynamic.
+    pub size: Option<(u32, u32)>,
+    /// Tile size; `None`: the whole frame only.
+    pub tiles: Option<(u32, u32)>,
+    /// Fraction of a tile shared with its neighbours.
+    pub overlap: f64,
+    /// With tiles, also look at the whole frame (as SAHI's standard prediction does).
+    pub whole_frame: bool,
+    /// How a tile is fitted to the input.
+    pub fit: Fit,
+    /// Letterbox padding value (0..255 scale).
+    pub pad: f32,
+    /// Resampling filter of the tiles.
+    pub interpolation: Interpolation,
+    /// Channel order the model takes.
+    pub channels: ChannelOrder,
+    /// Factor from 0..255 values to the model's units, before mean/std.
+    pub scale: f32,
+    /// Per-channel mean (after `scale`).
+    pub mean: [f32; 3],
+    /// Per-channel standard deviation (after `scale`).
+    pub std: [f32; 3],
+    /// Least score kept.
+    pub score: f32,
+    /// When NMS drops a box.
+    pub suppress: Suppress,
+    /// Most boxes per frame.
+    pub max_detections: usize,
+    /// Class names in class-index order (empty: `class0`, `class1`, ...).
+    pub labels: Vec<String>,
+    /// Classes kept (names or indices); empty: all.
+    pub classes: Vec<String>,
+    /// Class renames for the stages after: `(from, to)`.
+    pub map: Vec<(String, String)>,
+    /// Preprocess backend for the tiles.
+    pub backend: BackendKind,
+    /// CPU preprocess threads (0: one per core).
+    pub threads: usize,
+    /// ONNX Runtime intra-op threads (0: its default).
+    pub ort_threads: usize,
+    /// Most tiles per inference call for a dynamic-batch model.
+    pub max_batch: usize,
+}
+
+impl DetectConfig {
+    /// Defaults for `model`: the whole frame, stretched, RGB, `/255`, no mean/std.
+    pub fn new(model: impl Into<PathBuf>) -> Self {
+        DetectConfig {
+            model: model.into(),
+            decoder: None,
+            output: None,
+            size: None,
+            tiles: None,
+            overlap: 0.2,
+            whole_frame: false,
+            fit: Fit::Stretch,
+            pad: 114.0,
+            interpolation: Interpolation::Bilinear,
+            channels: ChannelOrder::Rgb,
+            scale: 1.0 / 255.0,
+            mean: [0.0; 3],
+            std: [1.0; 3],
+            score: DEFAULT_SCORE,
+            suppress: Suppress {
+                iou: DEFAULT_IOU,
+                ios: 1.0,
+            },
+            max_detections: DEFAULT_MAX_DETECTIONS,
+            labels: Vec::new(),
+            classes: Vec::new(),
+            map: Vec::new(),
+            backend: BackendKind::Auto,
+            threads: 0,
+            ort_threads: 0,
+            max_batch: DEFAULT_MAX_BATCH,
+        }
+    }
+
+    /// The regions of a `w`x`h` frame the detector looks at: the tiles, and the whole frame when
+    /// there are no tiles or `whole_frame` is set.
+    pub fn regions(&self, w: u32, h: u32) -> Vec<Rect> {
+        let mut r = match self.tiles {
+            Some((tw, th)) => tiles::place(w, h, tw, th, self.overlap),
+            None => Vec::new(),
+        };
+        if self.tiles.is_none() || self.whole_frame {
+            r.push([0, 0, w, h]);
+        }
+        r
+    }
+
+    /// The preprocessing that makes the model's input: `input` size, `layout` and `dtype` as the
+    /// model takes them.
+    pub fn preprocess_config(
+        &self,
+        input: (u32, u32),
+        layout: Layout,
+        dtype: DType,
+    ) -> PreprocessConfig {
+        PreprocessConfig {
+            size: Some(input),
+            mean: self.mean,
+            std: self.std,
+            scale: self.scale,
+            channels: self.channels,
+            layout,
+            backend: self.backend,
+            threads: self.threads,
+            interpolation: self.interpolation,
+            letterbox: (self.fit == Fit::Letterbox).then_some(self.pad),
+            dtype,
+            ..PreprocessConfig::default()
+        }
+    }
+}
+
+/// The batch of a frame's `regions`, each a crop resized to `input`: preprocessing all of them is
+/// one backend run (one kernel launch on the GPU, one parallel pass on the CPU).
+pub fn region_batch(frame: Frame, regions: &[Rect], input: (u32, u32)) -> CropBatch {
+    let mut batch = CropBatch::default();
+    let per = input.0 * input.1 * 3;
+    for (i, r) in regions.iter().enumerate() {
+        batch.crops.push(CropMeta {
+            frame: 0,
+            x: r[0],
+            y: r[1],
+            w: r[2],
+            h: r[3],
+            out_w: input.0,
+            out_h: input.1,
+            out_offset: i as u32 * per,
+        });
+    }
+    batch.frames.push(frame);
+    batch.build_blocks(DEFAULT_TILE_PIXELS, DEFAULT_TILES_PER_BLOCK);
+    batch
+}
+
+/// Errors of the detect stage; each names the model.
+#[derive(Debug, thiserror::Error)]
+pub enum DetectError {
+    /// ONNX Runtime or the model file could not be loaded.
+    #[error(transparent)]
+    Onnx(#[from] OnnxError),
+    /// The model is not usable as configured.
+    #[error("detect: model {path}: {reason}")]
+    Model {
+        /// The model file.
+        path: String,
+        /// What does not fit.
+        reason: String,
+    },
+    /// Preprocessing the tiles failed.
+    #[error("detect: {0}")]
+    Preprocess(#[from] PreprocessError),
+    /// Inference failed.
+    #[error("detect: model {path}: inference failed on stream {stream} frame {frame}: {reason}")]
+    Run {
+        /// The model file.
+        path: String,
+        /// The frame's stream.
+        stream: u32,
+        /// The frame's number.
+        frame: u64,
+        /// ONNX Runtime's message.
+        reason: String,
+    },
+}
+
+/// What the model's input and output are.
+#[derive(Debug, Clone)]
+struct ModelIo {
+    input: String,
+    size: (u32, u32),
+    layout: Layout,
+    dtype: DType,
+    batch: Option<usize>,
+    output: String,
+    output_dtype: DType,
+    decoder: Decoder,
+}
+
+/// Per-frame time spent in each part of the stage, and box counts, for the report.
+#[derive(Debug, Default)]
+struct Split {
+    preprocess: Vec<Duration>,
+    infer: Vec<Duration>,
+    decode: Vec<Duration>,
+    regions: usize,
+    kept: u64,
+    other_classes: u64,
+    non_finite: u64,
+}
+
+/// Runtime state of the detect stage.
+pub struct Detector {
+    config: DetectConfig,
+    session: Session,
+    io: ModelIo,
+    backend: Box<dyn Backend>,
+    /// Class names after `map`, grown as class ids are met.
+    names: Vec<Arc<str>>,
+    /// Classes kept (`None`: all).
+    keep: Option<Vec<u32>>,
+    split: Split,
+    boxes: Vec<RawBox>,
+    per_region: Vec<RawBox>,
+}
+
+impl Detector {
+    /// Load the model, read its input and output, and make the preprocess backend.
+    pub fn new(config: DetectConfig) -> Result<Self, DetectError> {
+        let path = config.model.display().to_string();
+        let model_err = |reason: String| DetectError::Model {
+            path: path.clone(),
+            reason,
+        };
+        let session = crate::onnx::session(&config.model, config.ort_threads)?;
+        let io = model_io(&session, &config).map_err(model_err)?;
+        let keep = class_filter(&config).map_err(model_err)?;
+        let pre = config.preprocess_config(io.size, io.layout, io.dtype);
+        let backend = create_backend(&pre)?;
+        let mut d = Detector {
+            config,
+            session,
+            io,
+            backend,
+            names: Vec::new(),
+            keep,
+            split: Split::default(),
+            boxes: Vec::new(),
+            per_region: Vec::new(),
+        };
+        d.warm_up()?;
+        Ok(d)
+    }
+
+    /// The model input's (width, height).
+    pub fn input_size(&self) -> (u32, u32) {
+        self.io.size
+    }
+
+    /// The decoder in use.
+    pub fn decoder(&self) -> Decoder {
+        self.io.decoder
+    }
+
+    /// The preprocess backend's name.
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// One run on a zero input, so that ONNX Runtime's first-run planning does not land on the
+    /// first frame's budget, and a model that cannot run fails at start-up.
+    fn warm_up(&mut self) -> Result<(), DetectError> {
+        let n = self.io.batch.unwrap_or(1);
+        let len = n * self.io.size.0 as usize * self.io.size.1 as usize * 3;
+        let zeros = match self.io.dtype {
+            DType::F32 => TensorData::F32(vec![0.0; len]),
+            DType::F16 => TensorData::F16(vec![0; len]),
+        };
+        let mut sink = Vec::new();
+        self.run(&zeros, 0, n, &mut sink)
+            .map_err(|reason| DetectError::Model {
+                path: self.config.model.display().to_string(),
+                reason: format!("does not run on a zero input: {reason}"),
+            })?;
+        Ok(())
+    }
+
+    /// Find the boxes of `frame` and put them in its detections (replacing any there).
+    pub fn detect(&mut self, frame: Frame) -> Result<Frame, DetectError> {
+        let (w, h) = (frame.layout.width, frame.layout.height);
+        let regions = self.config.regions(w, h);
+        self.split.regions = regions.len();
+        let t0 = Instant::now();
+        let mut batch = region_batch(frame, &regions, self.io.size);
+        self.backend.run(&mut batch)?;
+        let t1 = Instant::now();
+        let mut frame = batch.frames.pop().expect("the batch holds its frame");
+        let tensor = std::mem::take(&mut batch.tensor.data);
+        let (stream, seq) = (frame.stream, frame.seq);
+        let path = self.config.model.display().to_string();
+        let run_err = |reason: String| DetectError::Run {
+            path: path.clone(),
+            stream,
+            frame: seq,
+            reason,
+        };
+        let chunk = self.io.batch.unwrap_or(self.config.max_batch.max(1));
+        let mut boxes = std::mem::take(&mut self.boxes);
+        boxes.clear();
+        let mut decode_time = Duration::ZERO;
+        let mut start = 0;
+        while start < regions.len() {
+            let n = chunk.min(regions.len() - start);
+            let mut per_region = std::mem::take(&mut self.per_region);
+            per_region.clear();
+            let outputs = self.run(&tensor, start, n, &mut per_region);
+            let d0 = Instant::now();
+            let outputs = outputs.map_err(&run_err)?;
+            for (i, found) in outputs.into_iter().enumerate() {
+                let region = regions[start + i];
+                for b in &per_region[found] {
+                    let mapped = tiles::to_frame(b.b, region, self.io.size, self.config.fit);
+                    boxes.push(RawBox { b: mapped, ..*b });
+                }
+            }
+            self.per_region = per_region;
+            decode_time += d0.elapsed();
+            start += n;
+        }
+        let t2 = Instant::now();
+        if let Some(keep) = &self.keep {
+            let before = boxes.len();
+            boxes.retain(|b| keep.contains(&b.class));
+            self.split.other_classes += (before - boxes.len()) as u64;
+        }
+        // Classes a map renames alike are merged as one: the class whose name comes first.
+        let top = boxes.iter().map(|b| b.class).max().unwrap_or(0);
+        self.name(top);
+        let names = &self.names;
+        let group = |c: u32| {
+            let name = &names[c as usize];
+            names.iter().position(|n| n == name).unwrap_or(c as usize) as u32
+        };
+        nms(
+            &mut boxes,
+            self.config.suppress,
+            self.config.max_detections,
+            group,
+        );
+        frame.detections.clear();
+        for b in &boxes {
+            match pixel_box(b.b, w, h) {
+                Ok(bbox) => {
+                    let label = self.name(b.class);
+                    frame.detections.push(Detection {
+                        bbox,
+                        class_id: Some(b.class),
+                        label: Some(label),
+                        score: b.score,
+                        track: None,
+                        classification: None,
+                    });
+                }
+                Err(reason) => frame.skip(reason),
+            }
+        }
+        self.split.kept += frame.detections.len() as u64;
+        self.boxes = boxes;
+        let t3 = Instant::now();
+        self.split.preprocess.push(t1 - t0);
+        self.split.infer.push(t2 - t1 - decode_time);
+        self.split.decode.push(t3 - t2 + decode_time);
+        Ok(frame)
+    }
+
+    /// Run regions `start..start + n` of `tensor` through the model; their boxes (model input
+    /// pixels, over the score threshold) go into `out`, and the result gives each region's range
+    /// of `out`.
+    fn run(
+        &mut self,
+        tensor: &TensorData,
+        start: usize,
+        n: usize,
+        out: &mut Vec<RawBox>,
+    ) -> Result<Vec<std::ops::Range<usize>>, String> {
+        let (w, h) = (self.io.size.0 as usize, self.io.size.1 as usize);
+        let per = w * h * 3;
+        let shape = match self.io.layout {
+            Layout::Nchw => [n, 3, h, w],
+            Layout::Nhwc => [n, h, w, 3],
+        };
+        let range = start * per..(start + n) * per;
+        let name = self.io.input.as_str();
+        let outputs = match tensor {
+            TensorData::F32(v) => {
+                let t =
+                    TensorRef::from_array_view((shape, &v[range])).map_err(|e| e.to_string())?;
+                self.session.run(ort::inputs![name => t])
+            }
+            TensorData::F16(v) => {
+                let mut t =
+                    DynTensor::new(&Allocator::default(), TensorElementType::Float16, shape)
+                        .map_err(|e| e.to_string())?;
+                let src = &v[range];
+                // SAFETY: the tensor was just allocated in CPU memory with `src.len()` f16 elements.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        src.as_ptr(),
+                        t.data_ptr_mut().cast::<u16>(),
+                        src.len(),
+                    )
+                };
+                self.session.run(ort::inputs![name => t])
+            }
+            TensorData::Device(_) => {
+                return Err(
+                    "the tiles' tensor is in device memory; the detector reads host memory".into(),
+                )
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        let value = &outputs[self.io.output.as_str()];
+        let (oshape, data): (Vec<usize>, std::borrow::Cow<[f32]>) = match self.io.output_dtype {
+            DType::F32 => {
+                let (s, d) = value
+                    .try_extract_tensor::<f32>()
+                    .map_err(|e| e.to_string())?;
+                (s.iter().map(|&x| x as usize).collect(), d.into())
+            }
+            DType::F16 => {
+                let t = value
+                    .view()
+                    .downcast::<DynTensorValueType>()
+                    .map_err(|e| e.to_string())?;
+                let s: Vec<usize> = t.shape().iter().map(|&x| x as usize).collect();
+                let len: usize = s.iter().product();
+                // SAFETY: an f16 CPU tensor of `len` elements, read while `outputs` lives.
+                let halves = unsafe { std::slice::from_raw_parts(t.data_ptr().cast::<u16>(), len) };
+                (
+                    s,
+                    halves
+                        .iter()
+                        .map(|&x| f16_to_f32(x))
+                        .collect::<Vec<f32>>()
+                        .into(),
+                )
+            }
+        };
+        let images = match (self.io.decoder, oshape.len()) {
+            (Decoder::End2End, 2) => 1,
+            _ => oshape[0],
+        };
+        if images != n {
+            return Err(format!(
+                "output '{}' has shape {oshape:?}: {} images for a batch of {n}",
+                self.io.output, images
+            ));
+        }
+        let mut ranges = Vec::with_capacity(n);
+        for i in 0..n {
+            let from = out.len();
+            self.split.non_finite +=
+                self.io
+                    .decoder
+                    .decode(&data, &oshape, i, self.config.score, out) as u64;
+            ranges.push(from..out.len());
+        }
+        Ok(ranges)
+    }
+
+    /// The shared name of class `id`, after `map`.
+    fn name(&mut self, id: u32) -> Arc<str> {
+        while self.names.len() <= id as usize {
+            let next = self.names.len();
+            let name = self
+                .config
+                .labels
+                .get(next)
+                .cloned()
+                .unwrap_or_else(|| format!("class{next}"));
+            let name = self
+                .config
+                .map
+                .iter()
+                .find(|(from, _)| *from == name)
+                .map_or(name, |(_, to)| to.clone());
+            self.names.push(Arc::from(name));
+        }
+        self.names[id as usize].clone()
+    }
+
+    /// The report line: the split of the stage's time per frame, and box counts.
+    pub fn report_line(&self) -> Option<String> {
+        let s = &self.split;
+        let frames = s.preprocess.len();
+        if frames == 0 {
+            return None;
+        }
+        let p50 = |v: &[Duration]| {
+            let mut v = v.to_vec();
+            v.sort_unstable();
+            v[v.len() / 2].as_secs_f64() * 1000.0
+        };
+        let mut line = format!(
+            "detect: {} region{} per frame ({} preprocessing, {}); per frame p50: preprocess {:.2} ms, inference {:.2} ms, decode+merge {:.2} ms; {} boxes kept",
+            s.regions,
+            if s.regions == 1 { "" } else { "s" },
+            self.backend.name(),
+            self.io.decoder.name(),
+            p50(&s.preprocess),
+            p50(&s.infer),
+            p50(&s.decode),
+            s.kept,
+        );
+        if s.other_classes > 0 {
+            line += &format!(", {} of other classes left out", s.other_classes);
+        }
+        if s.non_finite > 0 {
+            line += &format!(", {} output rows not finite (left out)", s.non_finite);
+        }
+        Some(line)
+    }
+}
+
+/// A frame box `[x1, y1, x2, y2]` as whole pixels `[x, y, w, h]` inside a `fw`x`fh` frame (edges
+/// rounded to the nearest pixel); refused when outside or under 2 px.
+fn pixel_box(b: [f32; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
+    let x0 = b[0].round() as i64;
+    let y0 = b[1].round() as i64;
+    let x1 = b[2].round() as i64;
+    let y1 = b[3].round() as i64;
+    crate::boxes::clip_box([x0, y0, x1 - x0, y1 - y0], fw, fh)
+}
+
+/// IEEE half bits to f32.
+fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h as u32) & 0x8000) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, m) => {
+            // Subnormal: normalize.
+            let shift = m.leading_zeros() - 21;
+            sign | ((113 - shift) << 23) | (((m << shift) & 0x3ff) << 13)
+        }
+        (0x1f, m) => sign | 0x7f80_0000 | (m << 13),
+        (e, m) => sign | ((e + 112) << 23) | (m << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// Read the model's input (rank 4, 3 channels, f32 or f16; the layout from where the 3 is) and
+/// pick its output and decoder.
+fn model_io(session: &Session, config: &DetectConfig) -> Result<ModelIo, String> {
+    let input = session.inputs().first().ok_or("has no inputs")?;
+    let name = input.name().to_string();
+    let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
+        return Err(format!("input '{name}' is not a tensor"));
+    };
+    let dtype = element(*ty)
+        .ok_or_else(|| format!("input '{name}' is {ty:?}: a float32 or float16 image is needed"))?;
+    let layout = match &shape[..] {
+        [_, 3, _, _] => Layout::Nchw,
+        [_, _, _, 3] => Layout::Nhwc,
+        _ => {
+            return Err(format!(
+                "input '{name}' is {:?}: an image [batch, 3, height, width] or [batch, height, width, 3] is needed",
+                &shape[..]
+            ))
+        }
+    };
+    let (h, w) = match layout {
+        Layout::Nchw => (shape[2], shape[3]),
+        Layout::Nhwc => (shape[1], shape[2]),
+    };
+    let fixed = (w > 0 && h > 0).then_some((w as u32, h as u32));
+    let size = match (fixed, config.size) {
+        (Some(m), Some(s)) if m != s => {
+            return Err(format!(
+                "input '{name}' is {}x{}, but size={}x{} was given (leave size unset)",
+                m.0, m.1, s.0, s.1
+            ))
+        }
+        (Some(m), _) => m,
+        (None, Some(s)) => s,
+        (None, None) => {
+            return Err(format!(
+                "input '{name}' has a dynamic size {:?}: set detect size=WxH",
+                &shape[..]
+            ))
+        }
+    };
+    let outputs: Vec<(String, Vec<i64>, Option<DType>)> = session
+        .outputs()
+        .iter()
+        .map(|o| match o.dtype() {
+            ValueType::Tensor { ty, shape, .. } => {
+                (o.name().to_string(), shape.to_vec(), element(*ty))
+            }
+            _ => (o.name().to_string(), Vec::new(), None),
+        })
+        .collect();
+    let listed = || {
+        outputs
+            .iter()
+            .map(|(n, s, _)| format!("'{n}' {s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let fits = |s: &[i64]| match config.decoder {
+        Some(d) => d.check(s).is_ok(),
+        None => Decoder::detect(s).is_some(),
+    };
+    let (out_name, out_shape, out_dtype) = match &config.output {
+        Some(want) => outputs
+            .iter()
+            .find(|(n, _, _)| n == want)
+            .ok_or_else(|| format!("has no output '{want}' (outputs: {})", listed()))?,
+        None => outputs.iter().find(|(_, s, _)| fits(s)).ok_or_else(|| {
+            format!(
+                "no output reads as detections with decoder={} (outputs: {}); set decoder= and output=",
+                config.decoder.map_or("auto", Decoder::name),
+                listed()
+            )
+        })?,
+    };
+    let decoder = match config.decoder {
+        Some(d) => d,
+        None => Decoder::detect(out_shape).ok_or_else(|| {
+            format!("output '{out_name}' {out_shape:?} fits no decoder: set decoder=end2end|yolov8|yolov5")
+        })?,
+    };
+    decoder
+        .check(out_shape)
+        .map_err(|e| format!("output '{out_name}' is {out_shape:?}: {e}"))?;
+    let output_dtype = out_dtype
+        .ok_or_else(|| format!("output '{out_name}' is not a float32 or float16 tensor"))?;
+    Ok(ModelIo {
+        input: name,
+        size,
+        layout,
+        dtype,
+        batch: (shape[0] > 0).then_some(shape[0] as usize),
+        output: out_name.clone(),
+        output_dtype,
+        decoder,
+    })
+}
+
+fn element(ty: TensorElementType) -> Option<DType> {
+    match ty {
+        TensorElementType::Float32 => Some(DType::F32),
+        TensorElementType::Float16 => Some(DType::F16),
+        _ => None,
+    }
+}
+
+/// The class ids `classes` names (names through `labels`, or indices); `None` keeps all.
+fn class_filter(config: &DetectConfig) -> Result<Option<Vec<u32>>, String> {
+    if config.classes.is_empty() {
+        return Ok(None);
+    }
+    config
+        .classes
+        .iter()
+        .map(|c| {
+            if let Some(i) = config.labels.iter().position(|l| l == c) {
+                return Ok(i as u32);
+            }
+            c.parse::<u32>().map_err(|_| {
+                format!("classes: '{c}' is neither a class name in labels nor a class index")
+            })
+        })
+        .collect::<Result<Vec<u32>, String>>()
+        .map(Some)
+}
+
+/// The detect stage at run time: the detector and where its report line goes.
+struct DetectStage(Detector, Tally);
+
+impl Stage<Frame, Frame> for DetectStage {
+    fn process(&mut self, frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
+        out.push(self.0.detect(frame)?);
+        Ok(())
+    }
+    fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Error> {
+        if let Some(line) = self.0.report_line() {
+            self.1.with(|t| t.add_line(line));
+        }
+        Ok(())
+    }
+}
+
+impl Element for DetectConfig {
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        let detector = Detector::new(*self)?;
+        tracing::info!(
+            "detect: {}x{} input, {} decoder, {} preprocessing",
+            detector.io.size.0,
+            detector.io.size.1,
+            detector.io.decoder.name(),
+            detector.backend.name()
+        );
+        Ok(Running::Frames(Box::new(DetectStage(
+            detector,
+            ctx.tally.clone(),
+        ))))
+    }
+    fn inputs(&self) -> Vec<RunPath> {
+        vec![RunPath::file("detect model", &self.model)]
+    }
+}
+
+/// `detect model=m.onnx tiles=640x640 overlap=0.15 score=0.3`: an ONNX detector.
+pub const DETECT: StageDecl = StageDecl {
+    name: "detect",
+    role: Role::Boxes,
+    doc: "ONNX object detector on the whole frame or its tiles (sliced inference): boxes, NMS",
+    props: &[
+        PropSpec::new("model", PropType::Path, "-", "the .onnx detector"),
+        PropSpec::new(
+            "decoder",
+            PropType::Choice(&["auto", "end2end", "yolov8", "yolov5"]),
+            "auto",
+            "output format (auto: from the output's shape)",
+        ),
+        PropSpec::new(
+            "output",
+            PropType::Str,
+            "auto",
+            "the output to read (auto: the first a decoder reads)",
+        ),
+        PropSpec::new(
+            "size",
+            PropType::Size,
+            "auto",
+            "the model's input size when the model leaves it dynamic",
+        ),
+        PropSpec::new(
+            "tiles",
+            PropType::Size,
+            "-",
+            "tile size for sliced inference (unset: the whole frame)",
+        ),
+        PropSpec::new(
+            "overlap",
+            PropType::Float {
+                min: 0.0,
+                max: 0.9,
+                open_min: false,
+            },
+            "0.2",
+            "fraction of a tile shared with its neighbours",
+        ),
+        PropSpec::new(
+            "whole-frame",
+            PropType::Bool,
+            "false",
+            "with tiles, also run on the whole frame",
+        ),
+        PropSpec::new(
+            "fit",
+            PropType::Choice(&["stretch", "letterbox"]),
+            "stretch",
+            "how a tile is fitted to the input",
+        ),
+        PropSpec::new(
+            "pad",
+            PropType::Float {
+                min: 0.0,
+                max: 255.0,
+                open_min: false,
+            },
+            "114",
+            "letterbox padding (0..255)",
+        ),
+        PropSpec::new(
+            "interpolation",
+            PropType::Choice(&["bilinear", "area"]),
+            "bilinear",
+            "resampling of the tiles: OpenCV INTER_LINEAR, or INTER_AREA (antialiased downscaling)",
+        ),
+        PropSpec::new(
+            "channels",
+            PropType::Choice(&["rgb", "bgr"]),
+            "rgb",
+            "channel order the model takes",
+        ),
+        PropSpec::new(
+            "scale",
+            PropType::POSITIVE_FLOAT,
+            "auto",
+            "factor from 0..255 to the model's units (auto: 1/255; 1: raw 0..255)",
+        ),
+        PropSpec::new(
+            "mean",
+            PropType::Floats3 { positive: false },
+            "0,0,0",
+            "per-channel mean, after scale",
+        ),
+        PropSpec::new(
+            "std",
+            PropType::Floats3 { positive: true },
+            "1,1,1",
+            "per-channel standard deviation, after scale",
+        ),
+        PropSpec::new(
+            "score",
+            PropType::Float {
+                min: 0.0,
+                max: 1.0,
+                open_min: false,
+            },
+            "0.3",
+            "least score kept",
+        ),
+        PropSpec::new(
+            "iou",
+            PropType::Float {
+                min: 0.0,
+                max: 1.0,
+                open_min: false,
+            },
+            "0.5",
+            "NMS: a box overlapping a better one of its class by more than this is dropped",
+        ),
+        PropSpec::new(
+            "ios",
+            PropType::Float {
+                min: 0.0,
+                max: 1.0,
+                open_min: false,
+            },
+            "1",
+            "NMS: also drop a box whose overlap covers more than this share of the smaller box (a box a tile border cut short; 1: off)",
+        ),
+        PropSpec::new(
+            "max-detections",
+            PropType::POSITIVE,
+            "300",
+            "most boxes per frame",
+        ),
+        PropSpec::new(
+            "labels",
+            PropType::List,
+            "class0,...",
+            "class names in class-index order (coco: COCO's 80)",
+        ),
+        PropSpec::new(
+            "labels-file",
+            PropType::Path,
+            "-",
+            "a file with one class name per line",
+        ),
+        PropSpec::new(
+            "classes",
+            PropType::List,
+            "all",
+            "keep only these classes (names or indices)",
+        ),
+        PropSpec::new(
+            "map",
+            PropType::List,
+            "-",
+            "rename classes for the stages after: from:to,...",
+        ),
+        PropSpec::new(
+            "backend",
+            PropType::Choice(&["auto", "cpu", "cuda"]),
+            "auto",
+            "preprocessing of the tiles (auto: CUDA when a GPU is present)",
+        ),
+        PropSpec::new(
+            "threads",
+            PropType::COUNT,
+            "0",
+            "CPU preprocessing threads (0: one per core)",
+        ),
+        PropSpec::new(
+            "ort-threads",
+            PropType::COUNT,
+            "0",
+            "ONNX Runtime intra-op threads (0: its default)",
+        ),
+        PropSpec::new(
+            "max-batch",
+            PropType::POSITIVE,
+            "16",
+            "most tiles per inference call (models with a dynamic batch)",
+        ),
+    ],
+    needs: &[],
+    provides: &[],
+    make: detect_config,
+};
+
+fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
+    let mut cfg = DetectConfig::new(p.required("model")?);
+    cfg.decoder = match p.str("decoder") {
+        Some("end2end") => Some(Decoder::End2End),
+        Some("yolov8") => Some(Decoder::Yolov8),
+        Some("yolov5") => Some(Decoder::Yolov5),
+        _ => None,
+    };
+    cfg.output = p.given("output").map(String::from);
+    cfg.size = p.size("size");
+    cfg.tiles = p.size("tiles");
+    cfg.overlap = p.float("overlap").unwrap_or(cfg.overlap);
+    cfg.whole_frame = p.bool("whole-frame").unwrap_or(false);
+    if p.given("whole-frame").is_some() && cfg.tiles.is_none() {
+        return Err(p.error(
+            "whole-frame",
+            "detect: whole-frame adds the whole frame to the tiles: set tiles=WxH too",
+        ));
+    }
+    cfg.fit = match p.str("fit") {
+        Some("letterbox") => Fit::Letterbox,
+        _ => Fit::Stretch,
+    };
+    cfg.pad = p.float("pad").map_or(cfg.pad, |v| v as f32);
+    cfg.interpolation = match p.str("interpolation") {
+        Some("area") => Interpolation::Area,
+        _ => Interpolation::Bilinear,
+    };
+    cfg.channels = match p.str("channels") {
+        Some("bgr") => ChannelOrder::Bgr,
+        _ => ChannelOrder::Rgb,
+    };
+    cfg.scale = p.float("scale").map_or(cfg.scale, |v| v as f32);
+    cfg.mean = p.floats3("mean").unwrap_or(cfg.mean);
+    cfg.std = p.floats3("std").unwrap_or(cfg.std);
+    cfg.score = p.float("score").map_or(cfg.score, |v| v as f32);
+    cfg.suppress = Suppress {
+        iou: p.float("iou").map_or(DEFAULT_IOU, |v| v as f32),
+        ios: p.float("ios").map_or(1.0, |v| v as f32),
+    };
+    cfg.max_detections = p.usize("max-detections").unwrap_or(cfg.max_detections);
+    if let Some(l) = p.given("labels") {
+        cfg.labels = match l.trim() {
+            "coco" => COCO_LABELS.iter().map(|s| s.to_string()).collect(),
+            _ => l.split(',').map(|s| s.trim().to_string()).collect(),
+        };
+    }
+    if let Some(f) = p.given("labels-file") {
+        cfg.labels = read_labels(Path::new(f))
+            .map_err(|e| p.error("labels-file", format!("detect: labels-file '{f}': {e}")))?;
+    }
+    let list = |key| p.given(key).map(|v| v.split(',').map(str::trim));
+    if let Some(c) = list("classes") {
+        cfg.classes = c.map(String::from).collect();
+    }
+    if let Some(m) = list("map") {
+        cfg.map = m
+            .map(|pair| match pair.split_once(':') {
+                Some((from, to)) if !from.trim().is_empty() && !to.trim().is_empty() => {
+                    Ok((from.trim().to_string(), to.trim().to_string()))
+                }
+                _ => Err(p.error(
+                    "map",
+                    format!("detect: map entry '{pair}' is not from:to (e.g. map=car:vehicle,bus:vehicle)"),
+                )),
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    cfg.backend = match p.str("backend") {
+        Some("cpu") => BackendKind::Cpu,
+        Some("cuda") => BackendKind::Cuda,
+        _ => BackendKind::Auto,
+    };
+    cfg.threads = p.usize("threads").unwrap_or(0);
+    cfg.ort_threads = p.usize("ort-threads").unwrap_or(0);
+    cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);
+    Ok(Box::new(cfg))
+}
+
+/// One class name per non-empty line.
+fn read_labels(path: &Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let labels: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    if labels.is_empty() {
+        return Err("no class names in it".into());
+    }
+    Ok(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_floats_read_back() {
+        for v in [0.0f32, 1.0, -2.5, 65504.0, 6.1e-5, 5.96e-8, 0.333] {
+            let h = crate::preprocess::f32_to_f16(v);
+            let back = f16_to_f32(h);
+            assert!((back - v).abs() <= v.abs() * 1e-3 + 1e-7, "{v} -> {back}");
+        }
+        assert!(f16_to_f32(0x7e00).is_nan());
+        assert_eq!(f16_to_f32(0xfc00), f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn pixel_boxes_round_and_clip() {
+        assert_eq!(
+            pixel_box([10.4, 20.6, 30.5, 40.0], 100, 100),
+            Ok([10, 21, 21, 19])
+        );
+        assert_eq!(
+            pixel_box([-5.0, -5.0, 10.0, 10.0], 100, 100),
+            Ok([0, 0, 10, 10])
+        );
+        assert_eq!(
+            pixel_box([99.2, 0.0, 120.0, 10.0], 100, 100),
+            Err(SkipReason::TooSmall)
+        );
+        assert_eq!(
+            pixel_box([150.0, 0.0, 160.0, 10.0], 100, 100),
+            Err(SkipReason::OutsideFrame)
+        );
+    }
+}
