@@ -390,7 +390,10 @@ impl GpuBench {
         go(e)?;
         let mut h = vec![0u16; out_len];
         e.download_f16(&mut h)?;
-        let as32: Vec<f32> = h.iter().map(|&b| f16_to_f32(b)).collect();
+        let as32: Vec<f32> = h
+            .iter()
+            .map(|&b| crate::preprocess::f16_to_f32(b))
+            .collect();
         let diff = max_diff_255(&as32, reference, config);
         let kernel = time_kernel_queued(e, self.reps, 10, go)?;
         let bytes = (out_len * 2) as u64;
@@ -832,27 +835,6 @@ fn clone_frame(f: &crate::frame::Frame) -> crate::frame::Frame {
         f.colorimetry,
         crate::frame::PooledBuf::unpooled(f.data().unwrap_or(&[]).to_vec()),
     )
-}
-
-/// IEEE half bits to f32.
-pub fn f16_to_f32(h: u16) -> f32 {
-    let s = ((h >> 15) as u32) << 31;
-    let e = ((h >> 10) & 0x1f) as i32;
-    let m = (h & 0x3ff) as u32;
-    let bits = if e == 0 {
-        if m == 0 {
-            s
-        } else {
-            // Subnormal: value = m * 2^-24.
-            return f32::from_bits(s)
-                + (if s != 0 { -1.0 } else { 1.0 }) * m as f32 * (2.0f32).powi(-24);
-        }
-    } else if e == 31 {
-        s | 0x7f80_0000 | (m << 13)
-    } else {
-        s | (((e - 15 + 127) as u32) << 23) | (m << 13)
-    };
-    f32::from_bits(bits)
 }
 
 /// Options of `octopipe probe`.

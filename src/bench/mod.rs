@@ -20,9 +20,9 @@ use crate::frame::PixelFormat;
 use crate::preprocess::cpu::CpuBackend;
 use crate::preprocess::{Backend, PreprocessConfig, PreprocessError};
 
+pub use crate::preprocess::f16_to_f32;
 pub use baselines::{BenchEngine, Strategy, FLAT_THREADS};
 pub use data::{box_sizes, frame_from, synthetic_frame, Rng};
-pub use gpu::f16_to_f32;
 pub use gpu::{probe, tune, ProbeOptions, TuneChoice};
 
 /// Errors of the benchmarks.

@@ -53,12 +53,14 @@ impl Decoder {
         }
     }
 
-    /// Why an output of `shape` cannot be read by this decoder (dynamic axes pass).
+    /// Why an output of `shape` cannot be read by this decoder (dynamic axes, -1, pass): YOLO
+    /// outputs have more anchors than values per anchor.
     pub fn check(self, shape: &[i64]) -> Result<(), String> {
+        let more = |a: i64, c: i64| a < 0 || c < 0 || a > c;
         let ok = match (self, shape) {
             (Decoder::End2End, [_, c] | [_, _, c]) => *c == 6 || *c < 0,
-            (Decoder::Yolov8, [_, c, _]) => *c > 4 || *c < 0,
-            (Decoder::Yolov5, [_, _, c]) => *c > 5 || *c < 0,
+            (Decoder::Yolov8, [_, c, a]) => (*c > 4 || *c < 0) && more(*a, *c),
+            (Decoder::Yolov5, [_, a, c]) => (*c > 5 || *c < 0) && more(*a, *c),
             _ => false,
         };
         if ok {
@@ -66,8 +68,12 @@ impl Decoder {
         }
         Err(match self {
             Decoder::End2End => "end2end reads [1, N, 6] or [N, 6] (x1, y1, x2, y2, score, class)",
-            Decoder::Yolov8 => "yolov8 reads [batch, 4 + classes, anchors]",
-            Decoder::Yolov5 => "yolov5 reads [batch, anchors, 5 + classes]",
+            Decoder::Yolov8 => {
+                "yolov8 reads [batch, 4 + classes, anchors] (more anchors than classes)"
+            }
+            Decoder::Yolov5 => {
+                "yolov5 reads [batch, anchors, 5 + classes] (more anchors than classes)"
+            }
         }
         .to_string())
     }
@@ -207,7 +213,9 @@ mod tests {
         assert_eq!(Decoder::detect(&[1, 25200, 6]), Some(Decoder::Yolov5));
         assert_eq!(Decoder::detect(&[1, 128, 128, 80]), None);
         assert_eq!(Decoder::detect(&[1, 1000]), None);
-        assert!(Decoder::Yolov5.check(&[1, 84, 8400]).is_ok());
+        assert!(Decoder::Yolov5.check(&[1, 84, 8400]).is_err());
+        assert!(Decoder::Yolov5.check(&[1, 8400, 84]).is_ok());
+        assert!(Decoder::Yolov8.check(&[-1, 84, -1]).is_ok());
         assert!(Decoder::End2End.check(&[1, 84, 8400]).is_err());
     }
 

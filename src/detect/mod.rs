@@ -50,7 +50,7 @@ use crate::frame::{Detection, Frame, SkipReason};
 use crate::onnx::OnnxError;
 use crate::pipeline::RunPath;
 use crate::preprocess::{
-    create_backend, Backend, BackendKind, ChannelOrder, DType, Interpolation, Layout,
+    create_backend, f16_to_f32, Backend, BackendKind, ChannelOrder, DType, Interpolation, Layout,
     PreprocessConfig, PreprocessError,
 };
 use crate::stage::{
@@ -598,24 +598,6 @@ fn pixel_box(b: [f32; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
     crate::boxes::clip_box([x0, y0, x1 - x0, y1 - y0], fw, fh)
 }
 
-/// IEEE half bits to f32.
-fn f16_to_f32(h: u16) -> f32 {
-    let sign = ((h as u32) & 0x8000) << 16;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let man = (h & 0x3ff) as u32;
-    let bits = match (exp, man) {
-        (0, 0) => sign,
-        (0, m) => {
-            // Subnormal: normalize.
-            let shift = m.leading_zeros() - 21;
-            sign | ((113 - shift) << 23) | (((m << shift) & 0x3ff) << 13)
-        }
-        (0x1f, m) => sign | 0x7f80_0000 | (m << 13),
-        (e, m) => sign | ((e + 112) << 23) | (m << 13),
-    };
-    f32::from_bits(bits)
-}
-
 /// Read the model's input (rank 4, 3 channels, f32 or f16; the layout from where the 3 is) and
 /// pick its output and decoder.
 fn model_io(session: &Session, config: &DetectConfig) -> Result<ModelIo, String> {
@@ -1058,17 +1040,6 @@ fn read_labels(path: &Path) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn half_floats_read_back() {
-        for v in [0.0f32, 1.0, -2.5, 65504.0, 6.1e-5, 5.96e-8, 0.333] {
-            let h = crate::preprocess::f32_to_f16(v);
-            let back = f16_to_f32(h);
-            assert!((back - v).abs() <= v.abs() * 1e-3 + 1e-7, "{v} -> {back}");
-        }
-        assert!(f16_to_f32(0x7e00).is_nan());
-        assert_eq!(f16_to_f32(0xfc00), f32::NEG_INFINITY);
-    }
 
     #[test]
     fn pixel_boxes_round_and_clip() {

@@ -213,6 +213,24 @@ pub fn f32_to_f16(v: f32) -> u16 {
     sign | r as u16
 }
 
+/// IEEE half bits to f32.
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h as u32) & 0x8000) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, m) => {
+            // Subnormal: normalize.
+            let shift = m.leading_zeros() - 21;
+            sign | ((113 - shift) << 23) | (((m << shift) & 0x3ff) << 13)
+        }
+        (0x1f, m) => sign | 0x7f80_0000 | (m << 13),
+        (e, m) => sign | ((e + 112) << 23) | (m << 13),
+    };
+    f32::from_bits(bits)
+}
+
 /// Errors of the preprocess stage.
 #[derive(Debug, thiserror::Error)]
 pub enum PreprocessError {
@@ -596,4 +614,20 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         letterbox: p.float("letterbox").map(|v| v as f32),
         device_output: p.str("memory") == Some("device"),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_floats_read_back() {
+        for v in [0.0f32, 1.0, -2.5, 65504.0, 6.1e-5, 5.96e-8, 0.333] {
+            let h = f32_to_f16(v);
+            let back = f16_to_f32(h);
+            assert!((back - v).abs() <= v.abs() * 1e-3 + 1e-7, "{v} -> {back}");
+        }
+        assert!(f16_to_f32(0x7e00).is_nan());
+        assert_eq!(f16_to_f32(0xfc00), f32::NEG_INFINITY);
+    }
 }

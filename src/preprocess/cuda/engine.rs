@@ -52,6 +52,9 @@ pub struct Engine {
     pub(super) out16: Option<CudaSlice<u16>>,
     /// Byte counts of the last upload.
     pub stats: TransferStats,
+    /// Preprocessing kernels launched so far (strategy C, area and letterbox; not the uploads'
+    /// gathers): a batch is one launch whatever its crops.
+    pub launches: u64,
     /// Most CUDA blocks of a strategy C launch; 0: one CUDA block per `BlockMeta` entry. Only
     /// with kernels built with `-DOCTOPUS_PERSISTENT=1` (in `$OCTOPIPE_NVRTC_DEFINES`), which loop
     /// over the block list with stride gridDim.x; then [`OCTOPUS_GRID_PER_SM`] per multiprocessor,
@@ -119,6 +122,7 @@ impl Engine {
             out32: None,
             out16: None,
             stats: TransferStats::default(),
+            launches: 0,
             octopus_grid: if persistent { sms * per_sm } else { 0 },
             persistent,
             sms,

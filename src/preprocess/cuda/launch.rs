@@ -130,6 +130,7 @@ impl Engine {
         // SAFETY: argument types match the kernel's signature; blocks and crops were bounds
         // checked above (each block's tiles lie in its crop by construction), frames lie in the arena.
         unsafe { b.launch(cfg) }?;
+        self.launches += 1;
         Ok(())
     }
 
@@ -180,6 +181,7 @@ impl Engine {
         // SAFETY: argument types match `resample_*`'s signature; crops were bounds checked above
         // and each block's tiles lie in its crop by construction; frames lie in the arena.
         unsafe { b.launch(cfg) }?;
+        self.launches += 1;
         Ok(())
     }
 
