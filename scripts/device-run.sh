@@ -8,7 +8,7 @@
 # Stages: gpu info, NVRTC compile check, GPU vs CPU parity tests (host and device frames), probe, strategy C kernel variants
 # (one process per variant: kernel defines via OCTOPIPE_NVRTC_DEFINES, persistent grid via
 # OCTOPIPE_OCTOPUS_GRID_PER_SM), bench table, compute-sanitizer memcheck on a subset of the tests.
-# Skip a stage with PARITY=0, PROBE=0, VARIANTS=0, BENCH=0, SANITIZE=0.
+# Skip a stage with PARITY=0, PROBE=0, VARIANTS=0, DETECT=0, BENCH=0, SANITIZE=0.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-run}
@@ -63,12 +63,13 @@ if [ "${PROFILE:-0}" = 1 ] && command -v ncu >/dev/null; then
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
         .device/cuda --ignored --exact profile_octopus 2>&1 | grep -v "^==PROF==" | tee "$OUT/ncu.txt" | tail -150
 fi
+[ "${DETECT:-1}" = 1 ] && stage detector tiles && .device/cuda --ignored --nocapture --exact detect_tiles_table | tee "$OUT/detect-tiles.md"
 [ "${BENCH:-1}" = 1 ] && stage bench && OCTOPIPE_CPU_SECONDS=${OCTOPIPE_CPU_SECONDS:-1} .device/cuda --ignored --nocapture --exact bench_table | tee "$OUT/bench.md"
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     stage compute-sanitizer memcheck
     timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
         .device/cuda --test-threads=1 zero_crops boxes_larger parity_bt709 parity_random parity_area f16_output \
-        parity_octopus_separable submit_flush 2>&1 | tail -40
+        parity_octopus_separable submit_flush detector_tiles 2>&1 | tail -40
     echo "memcheck exit: $?"
     timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
         .device/device_frames --test-threads=1 2>&1 | tail -20

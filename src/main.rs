@@ -90,6 +90,18 @@ enum BenchCommand {
         #[arg(long)]
         no_gpu: bool,
     },
+    /// The detector's input: a frame's tiles preprocessed as one batch, CPU and GPU.
+    DetectTiles {
+        /// Seconds spent timing each row.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// CPU worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Skip the GPU row.
+        #[arg(long)]
+        no_gpu: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -157,15 +169,31 @@ fn ignore_file_size_signal() {
 /// `octopipe bench ...`.
 #[cfg(feature = "bench")]
 fn bench_command(what: BenchCommand) -> Result<ExitCode> {
-    let BenchCommand::Preprocess {
-        workloads,
-        format,
-        size,
-        data,
-        cpu_seconds,
-        threads,
-        no_gpu,
-    } = what;
+    let (workloads, format, size, data, cpu_seconds, threads, no_gpu) = match what {
+        BenchCommand::DetectTiles {
+            seconds,
+            threads,
+            no_gpu,
+        } => {
+            let opts = bench::DetectTilesOptions {
+                seconds,
+                threads,
+                gpu: !no_gpu,
+                ..Default::default()
+            };
+            print!("{}", bench::detect_tiles(&opts)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        BenchCommand::Preprocess {
+            workloads,
+            format,
+            size,
+            data,
+            cpu_seconds,
+            threads,
+            no_gpu,
+        } => (workloads, format, size, data, cpu_seconds, threads, no_gpu),
+    };
     let workloads = workloads
         .iter()
         .map(|w| {

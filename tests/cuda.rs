@@ -816,6 +816,85 @@ fn f16_output_through_the_backend() {
     }
 }
 
+/// The detector's input: the 12 tiles of a real 2000x1500 clip frame (640x640, overlap 0.15) to
+/// 512x512 as the shared CenterNet takes them (NHWC, raw 0..255; and letterboxed NCHW f16 as
+/// YOLO exports take them) are one kernel launch, equal to the CPU backend's pass.
+#[test]
+fn detector_tiles_are_one_launch_and_match_the_cpu() {
+    if !gpu("detector_tiles_are_one_launch_and_match_the_cpu") {
+        return;
+    }
+    use octopipe::detect::{region_batch, DetectConfig, Fit};
+    let path = data_dir().join("visdrone/clip-9999999/images/9999999_00023_d_0000001.jpg");
+    let img = image::open(&path).unwrap().to_rgb8();
+    let (w, h) = img.dimensions();
+    let rgb = img.into_raw();
+    let mut cfg = DetectConfig::new("-");
+    cfg.tiles = Some((640, 640));
+    cfg.overlap = 0.15;
+    cfg.scale = 1.0;
+    let regions = cfg.regions(w, h);
+    assert_eq!(regions.len(), 12);
+    for format in [PixelFormat::Rgb, PixelFormat::I420] {
+        let data = match format {
+            PixelFormat::Rgb => rgb.clone(),
+            _ => rgb_to_i420(&rgb, w as usize, h as usize),
+        };
+        let frame = frame_from(
+            FrameLayout::packed(format, w, h),
+            Colorimetry::JPEG,
+            data,
+            0,
+        );
+        let mut batch = region_batch(frame, &regions, (512, 512));
+        let config = cfg.preprocess_config((512, 512), Layout::Nhwc, DType::F32);
+        let mut gpu = CudaBackend::new(config.clone()).unwrap();
+        let before = gpu.engine().launches;
+        gpu.run(&mut batch).unwrap();
+        assert_eq!(
+            gpu.engine().launches - before,
+            1,
+            "one launch for the 12 tiles"
+        );
+        compare_backends(&mut batch, &config, &format!("detector tiles {format}"));
+        // Letterboxed, f16, NCHW, /255.
+        let mut lb = cfg.clone();
+        lb.fit = Fit::Letterbox;
+        lb.scale = 1.0 / 255.0;
+        let config = lb.preprocess_config((640, 384), Layout::Nchw, DType::F16);
+        let mut cpu = CpuBackend::new(config.clone()).unwrap();
+        let mut batch = region_batch(batch.frames.pop().unwrap(), &regions, (640, 384));
+        cpu.run(&mut batch).unwrap();
+        let reference = batch.tensor.as_f16().unwrap().to_vec();
+        let mut gpu = CudaBackend::new(config).unwrap();
+        gpu.run(&mut batch).unwrap();
+        assert_eq!(gpu.engine().launches, 1);
+        let worst = batch
+            .tensor
+            .as_f16()
+            .unwrap()
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| (f16_to_f32(*a) - f16_to_f32(*b)).abs() * 255.0)
+            .fold(0.0f32, f32::max);
+        eprintln!("detector tiles letterbox f16 {format}: max diff {worst:.3} (0..255)");
+        assert!(
+            worst <= TOL + 0.5,
+            "letterboxed f16 tiles differ by {worst}"
+        );
+    }
+}
+
+/// `octopipe bench detect-tiles` on the device.
+#[test]
+#[ignore = "benchmark: run explicitly"]
+fn detect_tiles_table() {
+    println!(
+        "{}",
+        bench::detect_tiles(&bench::DetectTilesOptions::default()).unwrap()
+    );
+}
+
 /// `octopipe bench preprocess` on the device: `cargo test --release --test cuda -- --ignored --nocapture bench_table`.
 #[test]
 #[ignore = "benchmark: run explicitly"]

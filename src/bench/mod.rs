@@ -5,10 +5,12 @@
 //! strategies A to E on three workloads, and returns one printed table. The baseline strategies
 //! A, B, D and E live here ([`Strategy`], [`BenchEngine`]), beside the production strategy C of
 //! [`crate::preprocess::cuda`]. [`probe`] picks the strategy and tile size for the present GPU with
-//! a few micro-benchmarks.
+//! a few micro-benchmarks. [`detect_tiles`] times the detector's input (a frame's tiles as one
+//! batch) per backend.
 
 mod baselines;
 mod data;
+mod detect;
 mod gpu;
 
 use std::fmt::Write as _;
@@ -23,6 +25,7 @@ use crate::preprocess::{Backend, PreprocessConfig, PreprocessError};
 pub use crate::preprocess::f16_to_f32;
 pub use baselines::{BenchEngine, Strategy, FLAT_THREADS};
 pub use data::{box_sizes, frame_from, synthetic_frame, Rng};
+pub use detect::{detect_tiles, DetectTilesOptions};
 pub use gpu::{probe, tune, ProbeOptions, TuneChoice};
 
 /// Errors of the benchmarks.
