@@ -555,8 +555,9 @@ impl Detector {
         self.names[id as usize].clone()
     }
 
-    /// The report line: the split of the stage's time per frame, and box counts.
-    pub fn report_line(&self) -> Option<String> {
+    /// The report line: the stage's time per frame against the frame `budget`, its split, and
+    /// box counts.
+    pub fn report_line(&self, budget: Duration) -> Option<String> {
         let s = &self.split;
         let frames = s.preprocess.len();
         if frames == 0 {
@@ -567,12 +568,17 @@ impl Detector {
             v.sort_unstable();
             v[v.len() / 2].as_secs_f64() * 1000.0
         };
+        let total: Vec<Duration> = (0..frames)
+            .map(|i| s.preprocess[i] + s.infer[i] + s.decode[i])
+            .collect();
+        let share = p50(&total) / (budget.as_secs_f64() * 1000.0).max(1e-9) * 100.0;
         let mut line = format!(
-            "detect: {} region{} per frame ({} preprocessing, {}); per frame p50: preprocess {:.2} ms, inference {:.2} ms, decode+merge {:.2} ms; {} boxes kept",
+            "detect: {} region{} per frame ({} preprocessing, {}); per frame p50 {:.2} ms ({share:.0}% of the frame budget): preprocess {:.2} ms, inference {:.2} ms, decode+merge {:.2} ms; {} boxes kept",
             s.regions,
             if s.regions == 1 { "" } else { "s" },
             self.backend.name(),
             self.io.decoder.name(),
+            p50(&total),
             p50(&s.preprocess),
             p50(&s.infer),
             p50(&s.decode),
@@ -725,7 +731,7 @@ fn class_filter(config: &DetectConfig) -> Result<Option<Vec<u32>>, String> {
 }
 
 /// The detect stage at run time: the detector and where its report line goes.
-struct DetectStage(Detector, Tally);
+struct DetectStage(Detector, Tally, Duration);
 
 impl Stage<Frame, Frame> for DetectStage {
     fn process(&mut self, frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
@@ -733,7 +739,7 @@ impl Stage<Frame, Frame> for DetectStage {
         Ok(())
     }
     fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Error> {
-        if let Some(line) = self.0.report_line() {
+        if let Some(line) = self.0.report_line(self.2) {
             self.1.with(|t| t.add_line(line));
         }
         Ok(())
@@ -753,6 +759,7 @@ impl Element for DetectConfig {
         Ok(Running::Frames(Box::new(DetectStage(
             detector,
             ctx.tally.clone(),
+            ctx.budget,
         ))))
     }
     fn inputs(&self) -> Vec<RunPath> {
