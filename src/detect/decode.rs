@@ -156,31 +156,48 @@ fn cxcywh(cx: f32, cy: f32, w: f32, h: f32) -> [f32; 4] {
 /// When a box is suppressed by a better one of its class.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Suppress {
-    /// Intersection over union above this.
+    /// Intersection over union above this: a duplicate of the better box.
     pub iou: f32,
-    /// Or intersection over the smaller box's area above this: a box that a tile border cut
-    /// short lies inside the whole object's box from the next tile, at any IoU (SAHI merges
-    /// slices by this measure). 1 or more: never.
+    /// Or intersection over the smaller box's area above this: one box lies inside the other, as
+    /// a box that a tile border cut short lies inside the whole object's box from the next tile
+    /// (SAHI merges slices by this measure); the better box then grows to cover both. 1 or more:
+    /// never.
     pub ios: f32,
 }
 
+/// What a better box does to a box of its class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Keep,
+    /// Dropped as a duplicate.
+    Duplicate,
+    /// Dropped into the better box, which grows to cover it.
+    Merge,
+}
+
 impl Suppress {
-    /// Whether `b` is suppressed by `a` (`[x1, y1, x2, y2]` each).
-    pub fn by(&self, a: &[f32; 4], b: &[f32; 4]) -> bool {
+    fn verdict(&self, a: &[f32; 4], b: &[f32; 4]) -> Verdict {
         let iw = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
         let ih = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
         let inter = iw * ih;
         if inter <= 0.0 {
-            return false;
+            return Verdict::Keep;
         }
         let area = |r: &[f32; 4]| (r[2] - r[0]) * (r[3] - r[1]);
         let (aa, ab) = (area(a), area(b));
-        inter / (aa + ab - inter) > self.iou || inter / aa.min(ab) > self.ios
+        if inter / (aa + ab - inter) > self.iou {
+            Verdict::Duplicate
+        } else if inter / aa.min(ab) > self.ios {
+            Verdict::Merge
+        } else {
+            Verdict::Keep
+        }
     }
 }
 
 /// Per-class greedy non-maximum suppression: boxes by descending score (ties keep their order),
-/// each kept unless a kept box of its class suppresses it (`rule`); at most `max` kept. Classes with the same `group` are one class here (classes a map renames alike). The
+/// each kept unless a kept box of its class suppresses it (`rule`: as a duplicate, or merged into
+/// it, the kept box growing to the union of both); at most `max` kept. Classes with the same `group` are one class here (classes a map renames alike). The
 /// result is in descending score order.
 pub fn nms(boxes: &mut Vec<RawBox>, rule: Suppress, max: usize, group: impl Fn(u32) -> u32) {
     boxes.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -189,10 +206,22 @@ pub fn nms(boxes: &mut Vec<RawBox>, rule: Suppress, max: usize, group: impl Fn(u
         if kept.len() >= max {
             break;
         }
-        if kept
-            .iter()
-            .all(|k| group(k.class) != group(b.class) || !rule.by(&k.b, &b.b))
-        {
+        let mut verdict = Verdict::Keep;
+        for k in kept.iter_mut().filter(|k| group(k.class) == group(b.class)) {
+            verdict = rule.verdict(&k.b, &b.b);
+            if verdict == Verdict::Merge {
+                k.b = [
+                    k.b[0].min(b.b[0]),
+                    k.b[1].min(b.b[1]),
+                    k.b[2].max(b.b[2]),
+                    k.b[3].max(b.b[3]),
+                ];
+            }
+            if verdict != Verdict::Keep {
+                break;
+            }
+        }
+        if verdict == Verdict::Keep {
             kept.push(b);
         }
     }
@@ -337,8 +366,8 @@ mod tests {
         let whole = rb([100., 0., 160., 30.], 0.8, 2);
         let cut = rb([100., 0., 120., 30.], 0.6, 2);
         // IoU 1/3, IOS 1.
-        assert!(!IOU.by(&whole.b, &cut.b));
-        assert!(IOS.by(&whole.b, &cut.b));
+        assert_eq!(IOU.verdict(&whole.b, &cut.b), Verdict::Keep);
+        assert_eq!(IOS.verdict(&whole.b, &cut.b), Verdict::Merge);
         let mut v = vec![whole, cut];
         nms(&mut v, IOU, 10, |c| c);
         assert_eq!(v.len(), 2);
