@@ -50,7 +50,9 @@ use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{backoff, secs, Limits, Verdict, Wait};
 use super::{FrameSource, SourceConfig, SourceError, SourceKind};
 use crate::budget::Tally;
-use crate::frame::{BufferPool, Colorimetry, Frame, FrameLayout, FrameTimes, PixelFormat};
+use crate::frame::{
+    BufferPool, Colorimetry, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,
+};
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
 const SINK_QUEUE: u32 = 3;
@@ -602,18 +604,21 @@ impl GstSource {
     }
 
     /// How frames name where they came from (the URI, the image file, the fragment or test
-    /// pattern), and the colorimetry for what a frame's caps leave unknown.
+    /// pattern), what an image's file name says, and the colorimetry for what a frame's caps
+    /// leave unknown.
     fn origin(
         &mut self,
         pts: Option<gst::ClockTime>,
         height: u32,
-    ) -> Result<(Arc<str>, Colorimetry), SourceError> {
+    ) -> Result<(Arc<str>, Option<ImageFile>, Colorimetry), SourceError> {
         match &mut self.input {
-            Input::Media { uri, .. } => Ok((uri.clone(), video_default(height))),
+            Input::Media { uri, .. } => Ok((uri.clone(), None, video_default(height))),
             Input::Test { name, .. } | Input::Launch { name } => {
-                Ok((name.clone(), video_default(height)))
+                Ok((name.clone(), None, video_default(height)))
             }
-            Input::Images(images) => images.origin(pts),
+            Input::Images(images) => images
+                .origin(pts)
+                .map(|(name, file, colorimetry)| (name, Some(file), colorimetry)),
         }
     }
 
@@ -629,7 +634,7 @@ impl GstSource {
         if let Some(p) = buffer.pts() {
             self.last_end = Some(p + buffer.duration().unwrap_or(gst::ClockTime::ZERO));
         }
-        let (source, fallback) = self.origin(buffer.pts(), info.height())?;
+        let (source, image, fallback) = self.origin(buffer.pts(), info.height())?;
         let colorimetry = colorimetry(&info, caps, fallback);
 
         let layout = FrameLayout::packed(format, info.width(), info.height());
@@ -662,6 +667,7 @@ impl GstSource {
         self.seq += 1;
         let mut frame = Frame::new(self.stream, seq, &source, layout, colorimetry, pixels);
         frame.pts = pts;
+        frame.image = image;
         frame.times = FrameTimes::new(arrival);
         Ok(frame)
     }
