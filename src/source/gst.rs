@@ -104,6 +104,8 @@ pub struct GstSource {
     seq: u64,
     /// Numbers frames by presentation time (`Frame::seq`), so lost frames leave gaps.
     timeline: Timeline,
+    /// Whether the warning that frames are numbered as they come (no frame rate known) was given.
+    told_no_rate: bool,
     /// End of stream, stop or error seen: only `Ok(None)` from now on.
     done: bool,
     /// Last warning on the bus, kept as detail for an image that produced no frame.
@@ -213,7 +215,12 @@ impl<'a> Plan<'a> {
                 check_framerate(config.framerate)?;
                 Plan::Images(list_images(location)?)
             }
-            SourceKind::Launch { fragment } => Plan::Launch(fragment),
+            SourceKind::Launch { fragment } => {
+                if let Some(framerate) = config.head_framerate {
+                    check_framerate(framerate)?;
+                }
+                Plan::Launch(fragment)
+            }
             SourceKind::Test {
                 pattern,
                 width,
@@ -291,6 +298,7 @@ impl GstSource {
             } else {
                 Origin::Zero
             }),
+            told_no_rate: false,
             done: false,
             warning: None,
             missing: None,
@@ -622,6 +630,29 @@ impl GstSource {
         }
     }
 
+    /// The frame interval to number frames by: the decoded caps' frame rate, else the head's
+    /// `framerate`; `None` (frames numbered as they come, with a warning once) when neither says.
+    fn interval(&mut self, info: &gst_video::VideoInfo) -> Option<Duration> {
+        let fps = info.fps();
+        let interval = interval_of(fps.numer(), fps.denom()).or_else(|| {
+            self.config
+                .head_framerate
+                .map(|f| Duration::from_secs_f64(1.0 / f))
+        });
+        if interval.is_none() && !self.told_no_rate {
+            self.told_no_rate = true;
+            let fix = match self.input {
+                Input::Launch { .. } => "; set the stream's rate with head framerate=F",
+                _ => " (a variable-rate file)",
+            };
+            tracing::warn!(
+                "{}: the decoded stream gives no frame rate: frames are numbered as they come, so a lost frame moves the boxes keyed by frame number (MOT rows) after it{fix}",
+                self.name()
+            );
+        }
+        interval
+    }
+
     /// The frame in `sample`; `asked` is when the caller asked for it (its arrival). The only place
     /// a [`Frame`] is made.
     fn frame(&mut self, sample: gst::Sample, asked: Instant) -> Result<Frame, SourceError> {
@@ -660,10 +691,8 @@ impl GstSource {
             .and_then(|(segment, pts)| segment.to_running_time(pts))
             .or(buffer.pts())
             .map(|t| Duration::from_nanos(t.nseconds()));
-        let fps = info.fps();
-        let seq = self
-            .timeline
-            .place(running, interval_of(fps.numer(), fps.denom()));
+        let interval = self.interval(&info);
+        let seq = self.timeline.place(running, interval);
         self.seq += 1;
         let mut frame = Frame::new(self.stream, seq, &source, layout, colorimetry, pixels);
         frame.pts = pts;

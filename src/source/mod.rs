@@ -110,6 +110,11 @@ pub struct SourceConfig {
     pub loops: u32,
     /// Silence, stalls and reconnects.
     pub watch: Watch,
+    /// For a GStreamer head (`head framerate=F`): the frame rate to number frames by
+    /// (`Frame::seq`) when the decoded caps carry none, as an RTP stream whose encoder wrote no
+    /// timing in its SPS, or MJPEG over RTP. `None`: such frames are numbered as they come (a
+    /// warning says so), so a lost frame would move the boxes keyed by frame number after it.
+    pub head_framerate: Option<f64>,
 }
 
 impl SourceConfig {
@@ -122,6 +127,7 @@ impl SourceConfig {
             stream: 0,
             loops: DEFAULT_LOOPS,
             watch: Watch::default(),
+            head_framerate: None,
         }
     }
 
@@ -507,6 +513,9 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
 pub struct HeadSettings {
     /// Timeouts and reconnects of the head.
     pub watch: Watch,
+    /// The stream's frame rate when its decoded caps carry none (`framerate`): see
+    /// [`SourceConfig::head_framerate`].
+    pub framerate: Option<f64>,
 }
 
 impl Element for HeadSettings {
@@ -520,8 +529,14 @@ impl Element for HeadSettings {
 pub const HEAD: StageDecl = StageDecl {
     name: "head",
     role: Role::Head,
-    doc: "settings of the GStreamer head before it: timeouts and reconnects",
+    doc: "settings of the GStreamer head before it: timeouts, reconnects, frame rate",
     props: &[
+        PropSpec::new(
+            "framerate",
+            PropType::POSITIVE_FLOAT,
+            "-",
+            "frames per second when the decoded stream says none: frames are numbered by time at it",
+        ),
         TIMEOUT,
         TIMEOUT_ACTION,
         START_TIMEOUT,
@@ -534,6 +549,7 @@ pub const HEAD: StageDecl = StageDecl {
     make: |p| {
         Ok(Box::new(HeadSettings {
             watch: Watch::from_props(p),
+            framerate: p.float("framerate"),
         }))
     },
 };
