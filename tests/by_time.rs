@@ -1,0 +1,381 @@
+//! Boxes are matched to a frame by its presentation time or its image name, never by how many
+//! frames came before it: the real clip with five frames removed from the middle, as an image
+//! folder (DET and MOT boxes) and as an H.264 file whose timestamps keep the gap, each frame's
+//! objects checked against that frame's own annotation.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+
+use octopipe::boxes::clip_box;
+use octopipe::pipeline::{Outcome, Pipeline};
+use serde_json::Value;
+
+/// The image numbers removed from the middle of the clip.
+const REMOVED: RangeInclusive<u64> = 10..=14;
+/// The clip's frame size.
+const FRAME: (u32, u32) = (2000, 1500);
+
+/// One box of the clip's annotation.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    /// The number the image name ends with (the MOT frame index).
+    frame: u64,
+    bbox: [i64; 4],
+    score: f32,
+    category: u64,
+}
+
+impl Row {
+    /// Whether octopipe classifies it (not an ignored region, not "others", not under 2 px), and
+    /// its box clipped to the frame.
+    fn classified(&self) -> Option<[u32; 4]> {
+        let counted = self.score != 0.0 && !matches!(self.category, 0 | 11);
+        counted
+            .then(|| clip_box(self.bbox, FRAME.0, FRAME.1).ok())
+            .flatten()
+    }
+}
+
+/// The number an image or annotation file name ends with.
+fn number(path: &Path) -> u64 {
+    let stem = path.file_stem().unwrap().to_str().unwrap();
+    stem.rsplit('_').next().unwrap().parse().unwrap()
+}
+
+/// The clip's images in name order, each with its number.
+fn clip_images(data: &Path) -> Vec<(PathBuf, u64)> {
+    let dir = data.join("visdrone/clip-9999999/images");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 34);
+    files
+        .into_iter()
+        .map(|f| {
+            let n = number(&f);
+            (f, n)
+        })
+        .collect()
+}
+
+/// The DET annotation of image `image` (a path or a file name).
+fn det_rows(data: &Path, image: &Path) -> Vec<Row> {
+    let stem = image.file_stem().unwrap().to_str().unwrap();
+    let path = data.join(format!("visdrone/clip-9999999/annotations/{stem}.txt"));
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Vec<&str> = l.split(',').map(str::trim).collect();
+            Row {
+                frame: number(image),
+                bbox: [0, 1, 2, 3].map(|i| v[i].parse().unwrap()),
+                score: v[4].parse().unwrap(),
+                category: v[5].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// The clip's DET annotations as one MOT file at `path` (all 34 frames): frame index = the
+/// number in the image name, track id = the line number, the rest copied. Returns the rows by
+/// track id.
+fn mot_of_clip(data: &Path, path: &Path) -> HashMap<u64, Row> {
+    let mut text = String::new();
+    let mut rows = HashMap::new();
+    for (image, n) in clip_images(data) {
+        let lines = std::fs::read_to_string(
+            data.join("visdrone/clip-9999999/annotations")
+                .join(image.with_extension("txt").file_name().unwrap()),
+        )
+        .unwrap();
+        for (line, row) in lines
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .zip(det_rows(data, &image))
+        {
+            let track = rows.len() as u64 + 1;
+            text.push_str(&format!("{n},{track},{}\n", line.trim()));
+            rows.insert(track, row);
+        }
+    }
+    std::fs::write(path, text).unwrap();
+    rows
+}
+
+/// The clip's images but those numbered in [`REMOVED`], linked into `DIR/images`.
+fn gapped_images(data: &Path, dir: &Path) -> Vec<(PathBuf, u64)> {
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    let mut kept = Vec::new();
+    for (file, n) in clip_images(data) {
+        if !REMOVED.contains(&n) {
+            let link = images.join(file.file_name().unwrap());
+            std::os::unix::fs::symlink(&file, &link).unwrap();
+            kept.push((link, n));
+        }
+    }
+    assert_eq!(kept.len(), 29);
+    kept
+}
+
+/// How many objects of `images` octopipe classifies.
+fn classified_in(data: &Path, images: &[(PathBuf, u64)]) -> u64 {
+    images
+        .iter()
+        .flat_map(|(f, _)| det_rows(data, f))
+        .filter(|r| r.classified().is_some())
+        .count() as u64
+}
+
+/// `preprocess ! classify ! jsonl` as `pipelines/visdrone-classify.pipe` has them.
+fn classify_to(data: &Path, out: &Path) -> String {
+    format!(
+        "preprocess channels=rgb layout=nchw mean=0.485,0.456,0.406 std=0.229,0.224,0.225 \
+         ! classify model={} labels=person,two-wheeler,car,large-vehicle ! jsonl location={}",
+        data.join("models/visdrone-crops-64.onnx").display(),
+        out.display()
+    )
+}
+
+fn run(text: &str) -> Outcome {
+    let outcome = Pipeline::build(common::graph(text)).unwrap().run();
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    outcome
+}
+
+/// The share of `objects` labelled as annotated; at least 98%, as in the other clip tests.
+fn labelled_as_annotated(objects: &[Value], what: &str) -> f64 {
+    let (right, total) = common::accuracy(objects);
+    let share = right as f64 / total as f64;
+    eprintln!(
+        "{what}: {right}/{total} labelled as annotated ({:.2}%)",
+        share * 100.0
+    );
+    assert!(share >= 0.98, "{what}: only {:.2}%", share * 100.0);
+    share
+}
+
+/// Every object carries its MOT row (track id = line number) and its box is that row's, and
+/// the row is of the object's own frame, whose image number `frame_of` says. Returns the image
+/// numbers seen.
+fn boxes_of_their_own_frames(
+    objects: &[Value],
+    rows: &HashMap<u64, Row>,
+    frame_of: impl Fn(&Value) -> u64,
+) -> HashSet<u64> {
+    let mut frames = HashSet::new();
+    for o in objects {
+        let row = rows[&o["track"].as_u64().expect("a track id")];
+        let frame = frame_of(o);
+        assert_eq!(
+            row.frame, frame,
+            "a box of image {} on image {frame}: {o}",
+            row.frame
+        );
+        let bbox: Vec<u64> = o["bbox"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(bbox, row.classified().unwrap().map(u64::from), "{o}");
+        assert_eq!(o["category"].as_u64(), Some(row.category), "{o}");
+        frames.insert(frame);
+    }
+    frames
+}
+
+fn prerequisites() -> Option<PathBuf> {
+    let data = common::shared_data()?;
+    common::ort_ready().then_some(data)
+}
+
+#[test]
+fn images_with_frames_missing_keep_their_mot_rows() {
+    let Some(data) = prerequisites() else { return };
+    let dir = common::temp_dir("gap-images-mot");
+    let images = gapped_images(&data, &dir);
+    let mot = dir.join("clip-mot.txt");
+    let rows = mot_of_clip(&data, &mot);
+    let out = dir.join("o.jsonl");
+    let outcome = run(&format!(
+        "images location={} ! boxes format=mot location={} ! {}",
+        dir.join("images").display(),
+        mot.display(),
+        classify_to(&data, &out)
+    ));
+    let r = &outcome.report;
+    assert_eq!((r.frames_in, r.processed), (29, 29), "{r}");
+    assert_eq!(r.objects, classified_in(&data, &images), "{r}");
+    let note = format!(
+        "boxes: 5 frame indices of {} got no frame (no image name ends with them, or dropped before boxes): 10, 11, 12, 13, 14",
+        mot.display()
+    );
+    assert!(r.extra.contains(&note), "{note}\nnot in:\n{r}");
+    let objects = common::read_jsonl(&out);
+    assert_eq!(objects.len() as u64, r.objects);
+    let frames = boxes_of_their_own_frames(&objects, &rows, |o| {
+        number(Path::new(o["source"].as_str().unwrap()))
+    });
+    assert_eq!(frames.len(), 29);
+    assert!(frames.iter().all(|n| !REMOVED.contains(n)));
+    labelled_as_annotated(&objects, "images with a gap, MOT");
+}
+
+#[test]
+fn images_with_frames_missing_keep_their_det_files() {
+    let Some(data) = prerequisites() else { return };
+    let dir = common::temp_dir("gap-images-det");
+    let images = gapped_images(&data, &dir);
+    let annotations = data.join("visdrone/clip-9999999/annotations");
+    let out = dir.join("o.jsonl");
+    let outcome = run(&format!(
+        "images location={} ! boxes format=det location={} ! {}",
+        dir.join("images").display(),
+        annotations.display(),
+        classify_to(&data, &out)
+    ));
+    let r = &outcome.report;
+    assert_eq!((r.frames_in, r.processed), (29, 29), "{r}");
+    assert_eq!(r.objects, classified_in(&data, &images), "{r}");
+    let note = format!(
+        "boxes: 5 annotation files matched no frame that reached this stage (no such image, or the frame was dropped before it; first: {})",
+        annotations.join("9999999_00047_d_0000010.txt").display()
+    );
+    assert!(r.extra.contains(&note), "{note}\nnot in:\n{r}");
+    let objects = common::read_jsonl(&out);
+    assert_eq!(objects.len() as u64, r.objects);
+    for o in &objects {
+        let image = Path::new(o["source"].as_str().unwrap());
+        assert!(!REMOVED.contains(&number(image)), "{o}");
+        let bbox: Vec<u64> = o["bbox"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        let own: Vec<Vec<u64>> = det_rows(&data, image)
+            .iter()
+            .filter_map(Row::classified)
+            .map(|b| b.map(u64::from).to_vec())
+            .collect();
+        assert!(own.contains(&bbox), "not a box of {}: {o}", image.display());
+    }
+    labelled_as_annotated(&objects, "images with a gap, DET");
+}
+
+/// The clip's images but those in [`REMOVED`] encoded to H.264 in `container` at 30 fps, each at
+/// its own time (image n at (n - 1) / 30 s): the timestamps keep the gap.
+fn gapped_video(data: &Path, dir: &Path, container: &str) -> PathBuf {
+    let path = dir.join(format!("gap.{container}"));
+    let frames: Vec<(PathBuf, u64)> = clip_images(data)
+        .into_iter()
+        .filter(|(_, n)| !REMOVED.contains(n))
+        .map(|(f, n)| (f, n - 1))
+        .collect();
+    let mux = if container == "mp4" {
+        "mp4mux"
+    } else {
+        "matroskamux"
+    };
+    common::play_jpegs(
+        &frames,
+        &format!(
+            "x264enc speed-preset=ultrafast tune=zerolatency pass=quant quantizer=20 key-int-max=30 \
+             ! {mux} ! filesink location={}",
+            path.display()
+        ),
+    );
+    path
+}
+
+#[test]
+fn a_video_with_frames_missing_keeps_its_mot_rows() {
+    let Some(data) = prerequisites() else { return };
+    if !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly") {
+        return;
+    }
+    let dir = common::temp_dir("gap-video-mot");
+    let mot = dir.join("clip-mot.txt");
+    let rows = mot_of_clip(&data, &mot);
+    for container in ["mp4", "mkv"] {
+        let video = gapped_video(&data, &dir, container);
+        let out = dir.join(format!("{container}.jsonl"));
+        let outcome = run(&format!(
+            "media location={} ! boxes format=mot location={} ! {}",
+            video.display(),
+            mot.display(),
+            classify_to(&data, &out)
+        ));
+        let r = &outcome.report;
+        eprintln!("{container}:\n{r}");
+        assert_eq!(
+            (r.frames_in, r.processed, r.lost),
+            (29, 29, 5),
+            "{container}: {r}"
+        );
+        let note = format!(
+            "boxes: 5 frame indices of {} got no frame (lost by the decoder or dropped before boxes): 10, 11, 12, 13, 14",
+            mot.display()
+        );
+        assert!(r.extra.contains(&note), "{note}\nnot in:\n{r}");
+        let objects = common::read_jsonl(&out);
+        // Frame `frame` (0-based, by presentation time) is MOT frame index `frame + 1`.
+        let frames =
+            boxes_of_their_own_frames(&objects, &rows, |o| o["frame"].as_u64().unwrap() + 1);
+        assert_eq!(frames.len(), 29, "{container}");
+        labelled_as_annotated(&objects, &format!("{container} with a gap, MOT"));
+    }
+}
+
+#[test]
+fn a_head_whose_stream_gives_no_frame_rate_numbers_frames_by_its_framerate_setting() {
+    let Some(data) = prerequisites() else { return };
+    if !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly")
+        || !common::element_or_skip("capssetter", "gstreamer1.0-plugins-good")
+    {
+        return;
+    }
+    let dir = common::temp_dir("gap-head-rate");
+    let mot = dir.join("clip-mot.txt");
+    let rows = mot_of_clip(&data, &mot);
+    let video = gapped_video(&data, &dir, "mkv");
+    // The decoded caps lose their frame rate, as those of a stream whose encoder wrote none.
+    let head = format!(
+        "filesrc location={} ! matroskademux ! h264parse ! avdec_h264 \
+         ! capssetter caps=video/x-raw,framerate=(fraction)0/1",
+        video.display()
+    );
+    let out = dir.join("o.jsonl");
+    let run_with = |settings: &str| {
+        run(&format!(
+            "{head} {settings} ! boxes format=mot location={} ! {}",
+            mot.display(),
+            classify_to(&data, &out)
+        ))
+        .report
+    };
+    // Without a rate, frames are numbered as they come: the frames after the gap would take
+    // the rows of the frames before them (the run warns).
+    let r = run_with("");
+    assert_eq!((r.frames_in, r.lost), (29, 0), "{r}");
+    let shifted = format!(
+        "boxes: 5 frame indices of {} have no frame in the stream (30, 31, 32, 33, 34)",
+        mot.display()
+    );
+    assert!(r.extra.contains(&shifted), "{shifted}\nnot in:\n{r}");
+    // With the rate stated, by presentation time: the gap stays a gap.
+    let r = run_with("! head framerate=30");
+    assert_eq!((r.frames_in, r.lost), (29, 5), "{r}");
+    let objects = common::read_jsonl(&out);
+    let frames = boxes_of_their_own_frames(&objects, &rows, |o| o["frame"].as_u64().unwrap() + 1);
+    assert_eq!(frames.len(), 29);
+    labelled_as_annotated(&objects, "head framerate=30, MOT");
+}
