@@ -379,3 +379,175 @@ fn a_head_whose_stream_gives_no_frame_rate_numbers_frames_by_its_framerate_setti
     assert_eq!(frames.len(), 29);
     labelled_as_annotated(&objects, "head framerate=30, MOT");
 }
+
+/// A free UDP port on 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Per frame (keyed by `frame_of`), the share of its objects labelled as annotated: a frame
+/// whose boxes belong to another frame of the clip gets about a third right.
+fn worst_frame(objects: &[Value], frame_of: impl Fn(&Value) -> u64) -> (u64, f64) {
+    let mut by_frame: HashMap<u64, Vec<Value>> = HashMap::new();
+    for o in objects {
+        by_frame.entry(frame_of(o)).or_default().push(o.clone());
+    }
+    by_frame
+        .iter()
+        .map(|(f, objects)| {
+            let (right, total) = common::accuracy(objects);
+            (*f, right as f64 / total as f64)
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap()
+}
+
+/// The clip encoded to H.264 at 30 fps ahead of sending (so that sending keeps its rate on a
+/// busy machine, as a camera's encoder does), image n at (n - 1) / 30 s, without the images
+/// `missing`; x264enc writes the frame rate into the SPS and the receiver's decoder caps carry it.
+fn sender_clip(data: &Path, dir: &Path, missing: &[u64]) -> PathBuf {
+    let clip = dir.join("sent.mkv");
+    let frames: Vec<(PathBuf, u64)> = clip_images(data)
+        .into_iter()
+        .filter(|(_, n)| !missing.contains(n))
+        .map(|(f, n)| (f, n - 1))
+        .collect();
+    common::play_jpegs(
+        &frames,
+        &format!(
+            "video/x-raw,format=I420 \
+             ! x264enc tune=zerolatency speed-preset=ultrafast pass=quant quantizer=20 key-int-max=30 \
+             ! matroskamux ! filesink location={}",
+            clip.display()
+        ),
+    );
+    clip
+}
+
+/// Send `clip` over RTP to 127.0.0.1 live (udpsink sends each frame at its presentation time)
+/// while octopipe receives it with MOT boxes from `mot` into `out`; the receiver runs before the
+/// sender starts (a live stream's frame 0 is its first frame).
+fn receive_over_rtp(data: &Path, clip: &Path, mot: &Path, out: &Path) -> octopipe::budget::Report {
+    let port = free_port();
+    // The head of pipelines/rtp-mot.pipe. Frames are numbered by their RTP timestamps (the
+    // sender's clock), so neither a busy sender nor a busy receiver moves them; rtpjitterbuffer
+    // reads the socket on a thread of its own while the decoder works (a 2000x1500 frame is
+    // hundreds of packets: without it the socket buffer overflows on a busy receiver).
+    let text = format!(
+        "udpsrc address=127.0.0.1 port={port} buffer-size=4194304 \
+         caps=\"application/x-rtp,media=video,encoding-name=H264,payload=96,clock-rate=90000\" \
+         ! rtpjitterbuffer latency=0 ! rtph264depay ! avdec_h264 \
+         ! boxes format=mot location={} ! {}",
+        mot.display(),
+        classify_to(data, out)
+    );
+    let pipeline = Pipeline::build(common::graph(&text)).unwrap();
+    let stop = pipeline.stop_handle();
+    let receiver = std::thread::spawn(move || pipeline.run());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    common::encode(&format!(
+        "filesrc location={} ! matroskademux ! h264parse ! rtph264pay config-interval=1 pt=96 \
+         ! udpsink host=127.0.0.1 port={port} sync=true",
+        clip.display()
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    stop.stop();
+    let outcome = receiver.join().unwrap();
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let r = outcome.report;
+    eprintln!("{r}");
+    assert_eq!(r.frames_in, r.processed + r.dropped_total(), "{r}");
+    r
+}
+
+/// The elements an RTP test needs.
+fn rtp_elements() -> bool {
+    [
+        ("x264enc", "gstreamer1.0-plugins-ugly"),
+        ("rtph264pay", "gstreamer1.0-plugins-good"),
+        ("avdec_h264", "gstreamer1.0-libav"),
+    ]
+    .iter()
+    .all(|(element, package)| common::element_or_skip(element, package))
+}
+
+/// Every object's box is its frame's own (by track id, frame `frame` being MOT frame index
+/// `frame + 1`), and every frame's objects are labelled as annotated (a frame with another
+/// frame's boxes gets about a third right). Returns the share labelled as annotated.
+fn rtp_objects_on_their_frames(
+    out: &Path,
+    rows: &HashMap<u64, Row>,
+    what: &str,
+) -> (f64, HashSet<u64>) {
+    let objects = common::read_jsonl(out);
+    let frame_of = |o: &Value| o["frame"].as_u64().unwrap() + 1;
+    let frames = boxes_of_their_own_frames(&objects, rows, frame_of);
+    let (frame, worst) = worst_frame(&objects, frame_of);
+    assert!(
+        worst >= 0.9,
+        "{what}: frame index {frame}: {:.1}% labelled as annotated: its boxes belong to another frame",
+        worst * 100.0
+    );
+    (labelled_as_annotated(&objects, what), frames)
+}
+
+#[test]
+fn the_clip_streamed_over_rtp_keeps_its_mot_rows_by_time() {
+    let Some(data) = prerequisites() else { return };
+    if !rtp_elements() {
+        return;
+    }
+    let dir = common::temp_dir("rtp-mot");
+    let mot = dir.join("clip-mot.txt");
+    let rows = mot_of_clip(&data, &mot);
+
+    // The reference: the same boxes on the image files.
+    let out = dir.join("images.jsonl");
+    run(&format!(
+        "images location={} ! boxes format=mot location={} ! {}",
+        data.join("visdrone/clip-9999999/images").display(),
+        mot.display(),
+        classify_to(&data, &out)
+    ));
+    let from_files = labelled_as_annotated(&common::read_jsonl(&out), "the clip's image files");
+
+    let clip = sender_clip(&data, &dir, &[]);
+    let out = dir.join("rtp.jsonl");
+    let r = receive_over_rtp(&data, &clip, &mot, &out);
+    assert!(r.frames_in >= 30, "most of the 34 frames arrive: {r}");
+    assert!(r.processed >= 25, "{r}");
+    let (over_rtp, _) = rtp_objects_on_their_frames(&out, &rows, "the clip over RTP");
+    assert!(
+        (over_rtp - from_files).abs() <= 0.01,
+        "over RTP {:.2}%, from the files {:.2}%",
+        over_rtp * 100.0,
+        from_files * 100.0
+    );
+}
+
+#[test]
+fn frames_missing_from_an_rtp_stream_leave_a_gap() {
+    let Some(data) = prerequisites() else { return };
+    if !rtp_elements() {
+        return;
+    }
+    let dir = common::temp_dir("rtp-gap");
+    let mot = dir.join("clip-mot.txt");
+    let rows = mot_of_clip(&data, &mot);
+    let missing: Vec<u64> = REMOVED.collect();
+    let clip = sender_clip(&data, &dir, &missing);
+    let out = dir.join("rtp.jsonl");
+    let r = receive_over_rtp(&data, &clip, &mot, &out);
+    assert!(r.frames_in >= 25, "most of the 29 frames arrive: {r}");
+    assert!(r.lost >= 5, "the five frames never sent: {r}");
+    let (_, frames) = rtp_objects_on_their_frames(&out, &rows, "the clip with a gap over RTP");
+    assert!(frames.iter().all(|n| !REMOVED.contains(n)), "{frames:?}");
+    assert!(
+        frames.iter().any(|n| *n > *REMOVED.end()),
+        "frames after the gap: {frames:?}"
+    );
+}

@@ -45,6 +45,7 @@ use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
 use super::images::{build_images, list_images, Feeder, ImageList, Images};
 use super::launch::build_launch;
 use super::media::{build_media, expected_frames, media_uri, truncation};
+use super::rtp::RtpTimes;
 use super::test::{build_test, TestSettings};
 use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{backoff, secs, Limits, Verdict, Wait};
@@ -183,8 +184,11 @@ enum Input {
     Images(Images),
     /// `videotestsrc`, described as `videotestsrc pattern=..`, giving `frames` frames.
     Test { name: Arc<str>, frames: u64 },
-    /// A GStreamer launch fragment, named by its text.
-    Launch { name: Arc<str> },
+    /// A GStreamer launch fragment, named by its text; `rtp` when it receives RTP.
+    Launch {
+        name: Arc<str>,
+        rtp: Option<Arc<RtpTimes>>,
+    },
 }
 
 /// What `open` checked before building the pipeline.
@@ -261,9 +265,9 @@ impl<'a> Plan<'a> {
                 (Input::Images(images), Some(feeder))
             }
             Plan::Launch(fragment) => {
-                build_launch(pipeline, appsink, fragment)?;
+                let rtp = build_launch(pipeline, appsink, fragment)?;
                 let name = fragment.as_str().into();
-                (Input::Launch { name }, None)
+                (Input::Launch { name, rtp }, None)
             }
             Plan::Test(test) => {
                 build_test(pipeline, appsink, &test)?;
@@ -350,6 +354,8 @@ impl GstSource {
         self.bus = parts.bus;
         self.input = parts.input;
         self.feeder = parts.feeder;
+        // A live head's new pipeline stamps on a clock of its own: its frames number on.
+        self.timeline.restart();
         self.done = false;
         self.warning = None;
         self.missing = None;
@@ -471,7 +477,7 @@ impl GstSource {
         match &self.input {
             Input::Media { name, .. } => name,
             Input::Images(images) => &images.location,
-            Input::Test { name, .. } | Input::Launch { name } => name,
+            Input::Test { name, .. } | Input::Launch { name, .. } => name,
         }
     }
 
@@ -621,7 +627,7 @@ impl GstSource {
     ) -> Result<(Arc<str>, Option<ImageFile>, Colorimetry), SourceError> {
         match &mut self.input {
             Input::Media { uri, .. } => Ok((uri.clone(), None, video_default(height))),
-            Input::Test { name, .. } | Input::Launch { name } => {
+            Input::Test { name, .. } | Input::Launch { name, .. } => {
                 Ok((name.clone(), None, video_default(height)))
             }
             Input::Images(images) => images
@@ -683,7 +689,8 @@ impl GstSource {
             _ => asked,
         };
         // The frame's place in its stream by presentation time (its running time, which starts
-        // at zero for a file whatever its timestamps' offset), against the caps' frame rate.
+        // at zero for a file whatever its timestamps' offset; over RTP the sender's own time,
+        // whatever the packets' arrival), against the caps' frame rate.
         let running = sample
             .segment()
             .and_then(|s| s.downcast_ref::<gst::ClockTime>())
@@ -691,8 +698,19 @@ impl GstSource {
             .and_then(|(segment, pts)| segment.to_running_time(pts))
             .or(buffer.pts())
             .map(|t| Duration::from_nanos(t.nseconds()));
+        let time = match &self.input {
+            Input::Launch { rtp: Some(rtp), .. } => {
+                let sent = buffer.pts().and_then(|pts| rtp.sender_time(pts));
+                if sent.is_some_and(|s| s.new_sender) {
+                    // A sender that restarted starts a clock of its own: number on from here.
+                    self.timeline.restart();
+                }
+                sent.map(|s| s.time)
+            }
+            _ => running,
+        };
         let interval = self.interval(&info);
-        let seq = self.timeline.place(running, interval);
+        let seq = self.timeline.place(time, interval);
         self.seq += 1;
         let mut frame = Frame::new(self.stream, seq, &source, layout, colorimetry, pixels);
         frame.pts = pts;

@@ -30,6 +30,7 @@ mod gst;
 mod images;
 mod launch;
 mod media;
+mod rtp;
 mod test;
 mod timeline;
 mod watch;
