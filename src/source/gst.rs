@@ -636,15 +636,17 @@ impl GstSource {
         }
     }
 
-    /// The frame interval to number frames by: the decoded caps' frame rate, else the head's
-    /// `framerate`; `None` (frames numbered as they come, with a warning once) when neither says.
+    /// The frame interval to number frames by: the decoded caps' frame rate, else the rate the
+    /// settings give (an image sequence's `framerate`, which its pts follow; a head's
+    /// `framerate`); `None` (frames numbered as they come, with a warning once) when none says.
     fn interval(&mut self, info: &gst_video::VideoInfo) -> Option<Duration> {
         let fps = info.fps();
-        let interval = interval_of(fps.numer(), fps.denom()).or_else(|| {
-            self.config
-                .head_framerate
-                .map(|f| Duration::from_secs_f64(1.0 / f))
-        });
+        let stated = match self.input {
+            Input::Images(_) => Some(self.config.framerate),
+            _ => self.config.head_framerate,
+        };
+        let interval = interval_of(fps.numer(), fps.denom())
+            .or_else(|| stated.map(|f| Duration::from_secs_f64(1.0 / f)));
         if interval.is_none() && !self.told_no_rate {
             self.told_no_rate = true;
             let fix = match self.input {
