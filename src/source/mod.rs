@@ -19,6 +19,15 @@
 //! its first frame and `stall-timeout` after it, and a network source rebuilds its pipeline after
 //! an error or end of stream (`retry`, `retry-interval`), counted in the report.
 //!
+//! Frames are numbered by presentation time (`Frame::seq`), so a frame lost on the way leaves a
+//! gap: a file's from time zero, a GStreamer head's from its first frame, a head with an RTP
+//! depayloader by the sender's RTP timestamps (whatever the packets' arrival), at the frame rate
+//! of the decoded caps or, when they give none, the head's `framerate`:
+//!
+//! ```text
+//! udpsrc port=5000 caps=... ! rtpjitterbuffer latency=0 ! rtph264depay ! avdec_h264 ! head framerate=30 ! ...
+//! ```
+//!
 //! Four kinds of input (media files, image sequences, GStreamer launch fragments, the test source),
 //! all decoded by GStreamer and delivered in the decoder's own format (I420 or NV12 for video,
 //! whatever the image decoder gives for pictures): colour conversion happens in the preprocess
