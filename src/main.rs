@@ -90,6 +90,23 @@ enum BenchCommand {
         #[arg(long)]
         no_gpu: bool,
     },
+    /// Score a detector's boxes (a JSONL file) against VisDrone DET ground truth: per group
+    /// recall at IoU >= 0.5 and false positives per frame.
+    Detections {
+        /// The objects, as the jsonl sink writes them (with "detection": {"label", "score"}).
+        #[arg(long)]
+        objects: PathBuf,
+        /// The ground truth folder: STEM.txt for each image.
+        #[arg(long)]
+        truth: PathBuf,
+        /// The images run: every image is a frame scored, with or without detections.
+        #[arg(long)]
+        images: PathBuf,
+        /// Detector classes per group, CLASS=GROUP,... (default COCO: person=people,
+        /// car=vehicles,bus=vehicles,truck=vehicles,bicycle=two-wheelers,motorcycle=two-wheelers).
+        #[arg(long)]
+        classes: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -165,7 +182,10 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
         cpu_seconds,
         threads,
         no_gpu,
-    } = what;
+    } = what
+    else {
+        return bench_detections(what);
+    };
     let workloads = workloads
         .iter()
         .map(|w| {
@@ -199,6 +219,27 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
         ..Default::default()
     };
     print!("{}", bench::preprocess(&opts)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `octopipe bench detections`: the table of recall and false positives per frame.
+#[cfg(feature = "bench")]
+fn bench_detections(what: BenchCommand) -> Result<ExitCode> {
+    let BenchCommand::Detections {
+        objects,
+        truth,
+        images,
+        classes,
+    } = what
+    else {
+        bail!("octopipe bench: not a detections benchmark");
+    };
+    let map = classes
+        .as_deref()
+        .map(bench::eval::ClassMap::parse)
+        .transpose()?;
+    let scores = bench::eval::evaluate_files(&objects, &truth, &images, map.as_ref())?;
+    println!("{scores}");
     Ok(ExitCode::SUCCESS)
 }
 

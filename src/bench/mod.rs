@@ -5,10 +5,12 @@
 //! strategies A to E on three workloads, and returns one printed table. The baseline strategies
 //! A, B, D and E live here ([`Strategy`], [`BenchEngine`]), beside the production strategy C of
 //! [`crate::preprocess::cuda`]. [`probe`] picks the strategy and tile size for the present GPU with
-//! a few micro-benchmarks.
+//! a few micro-benchmarks. [`eval`] scores a detector's boxes against VisDrone ground truth
+//! (`octopipe bench detections`).
 
 mod baselines;
 mod data;
+pub mod eval;
 mod gpu;
 
 use std::fmt::Write as _;
