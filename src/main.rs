@@ -102,6 +102,23 @@ enum BenchCommand {
         #[arg(long)]
         no_gpu: bool,
     },
+    /// Score a detector's boxes (a JSONL file) against VisDrone DET ground truth: per group
+    /// recall at IoU >= 0.5 and false positives per frame.
+    Detections {
+        /// The objects, as the jsonl sink writes them (with "detection": {"label", "score"}).
+        #[arg(long)]
+        objects: PathBuf,
+        /// The ground truth folder: STEM.txt for each image.
+        #[arg(long)]
+        truth: PathBuf,
+        /// The images run: every image is a frame scored, with or without detections.
+        #[arg(long)]
+        images: PathBuf,
+        /// Detector classes per group, CLASS=GROUP,... (default COCO: person=people,
+        /// car=vehicles,bus=vehicles,truck=vehicles,bicycle=two-wheelers,motorcycle=two-wheelers).
+        #[arg(long)]
+        classes: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -184,6 +201,12 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
             print!("{}", bench::detect_tiles(&opts)?);
             return Ok(ExitCode::SUCCESS);
         }
+        BenchCommand::Detections {
+            objects,
+            truth,
+            images,
+            classes,
+        } => return bench_detections(&objects, &truth, &images, classes.as_deref()),
         BenchCommand::Preprocess {
             workloads,
             format,
@@ -227,6 +250,22 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
         ..Default::default()
     };
     print!("{}", bench::preprocess(&opts)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `octopipe bench detections`: the table of recall and false positives per frame.
+#[cfg(feature = "bench")]
+fn bench_detections(
+    objects: &Path,
+    truth: &Path,
+    images: &Path,
+    classes: Option<&str>,
+) -> Result<ExitCode> {
+    let map = classes
+        .map(bench::eval::ClassMap::parse)
+        .transpose()?;
+    let scores = bench::eval::evaluate_files(objects, truth, images, map.as_ref())?;
+    println!("{scores}");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -719,6 +719,54 @@ fn a_missing_mot_file() {
 }
 
 #[test]
+fn image_names_that_number_frames_inconsistently_fail_naming_the_image() {
+    // MOT rows of an image are those of the number its name ends with: names counting from 0
+    // cannot be MOT frame indices (1-based), and a name without a number among numbered ones
+    // has none. Either fails before the image's frame gets boxes, never guessing.
+    let dir = common::temp_dir("bad-image-numbers");
+    jpeg_clip(&dir, 3);
+    let mot = dir.join("seq.txt");
+    std::fs::write(&mot, "1,1,5,5,20,20,1,4,0,0\n2,1,5,5,20,20,1,4,0,0\n").unwrap();
+    let text = format!(
+        "images location={}/images ! boxes format=mot location={} ! classify model={} ! jsonl location=-",
+        dir.display(),
+        mot.display(),
+        model("valid-64.onnx").display()
+    );
+    let hint = format!(
+        "boxes format=mot location={} takes an image's frame index from the number its name ends \
+         with; name every image of the sequence by its 1-based frame index (as VisDrone's \
+         0000001.jpg), or none (then images are numbered by position)",
+        mot.display()
+    );
+    fails_with(
+        &run(&text),
+        &[&format!(
+            "octopipe: error: frame_00000.jpg: its name ends with frame number 0, but MOT frame indices start at 1: {hint}"
+        )],
+    );
+    for i in 0..3 {
+        let from = dir.join(format!("images/frame_{i:05}.jpg"));
+        std::fs::rename(&from, dir.join(format!("images/{:07}.jpg", i + 1))).unwrap();
+    }
+    let cover = dir.join("images/cover.jpg");
+    std::fs::copy(dir.join("images/0000001.jpg"), &cover).unwrap();
+    fails_with(
+        &run(&text),
+        &[&format!(
+            "octopipe: error: cover.jpg: its name ends with no frame number, but the sequence's first image, 0000001.jpg, ends with one: {hint}"
+        )],
+    );
+    std::fs::remove_file(&cover).unwrap();
+    let out = run(&text);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn a_malformed_mot_line_names_file_and_line() {
     let dir = common::temp_dir("bad-mot");
     let mot = dir.join("seq.txt");

@@ -6,11 +6,13 @@
 //! A, B, D and E live here ([`Strategy`], [`BenchEngine`]), beside the production strategy C of
 //! [`crate::preprocess::cuda`]. [`probe`] picks the strategy and tile size for the present GPU with
 //! a few micro-benchmarks. [`detect_tiles`] times the detector's input (a frame's tiles as one
-//! batch) per backend.
+//! batch) per backend; [`eval`] scores a detector's boxes against VisDrone ground truth
+//! (`octopipe bench detections`).
 
 mod baselines;
 mod data;
 mod detect;
+pub mod eval;
 mod gpu;
 
 use std::fmt::Write as _;

@@ -19,9 +19,27 @@
 //! frames the stream does not have, or, after an early stop, frames not reached) and
 //! [`Boxes::unused_det_files`] the DET files no frame matched.
 //!
-//! MOT rows are matched to frames by the frame's position in its stream (`Frame::seq`), which
-//! sources number by presentation time: a frame the decoder lost leaves its index unused, and the
-//! frames after it keep their own rows. DET files are matched by the image's file name.
+//! Boxes are matched to a frame by what the frame is, never by how many frames came before it:
+//!
+//! - **DET** files by the image's file name (`NAME.txt` for `NAME.jpg`).
+//! - **MOT** rows of a frame of an image sequence by the number its file name ends with
+//!   (VisDrone names a sequence's images by their 1-based frame index: `0000007.jpg`, and the
+//!   shared clip's `9999999_00023_d_0000007.jpg`, are frame index 7), so images missing from the
+//!   folder leave their indices unused and every other image keeps its own rows; the same image
+//!   played again (`loop`) gets the same rows. When no name of the sequence ends with digits,
+//!   images are frame index `position + 1` in name order. Names that say it inconsistently are an
+//!   error naming the image, never a guess: some names end with a number and some not, two
+//!   images end with the same number, or a name ends with 0 (MOT frame indices start at 1).
+//! - **MOT** rows of any other frame (a media file, a GStreamer head, the test source) by its
+//!   position in its stream (`Frame::seq`, index `seq + 1`), which sources number by
+//!   presentation time: a frame the decoder lost, or a packet loss took, leaves its index unused
+//!   and the frames after it keep their own rows. A file's first frame is at time zero; a live
+//!   head's is the first frame it sees, so the receiver must run before the sender's first frame,
+//!   and the frame rate must be known (the decoded caps, or `head framerate=F`): without it frames
+//!   are numbered as they come.
+//!
+//! Frames that get no rows are counted (`boxes: N frames had no annotation rows`), and at the end
+//! the MOT indices no frame asked for are listed.
 
 mod annotations;
 mod synthetic;
@@ -143,6 +161,21 @@ pub enum BoxesError {
         /// The frame's source name.
         frame: String,
     },
+    /// An image's file name cannot say which MOT frame index it is: the sequence's names end
+    /// with numbers inconsistently.
+    #[error(
+        "{image}: {reason}: boxes format=mot location={mot} takes an image's frame index from the \
+         number its name ends with; name every image of the sequence by its 1-based frame index \
+         (as VisDrone's 0000001.jpg), or none (then images are numbered by position)"
+    )]
+    ImageNumber {
+        /// The image's file name.
+        image: String,
+        /// The MOT file.
+        mot: String,
+        /// What is inconsistent.
+        reason: String,
+    },
 }
 
 /// The MOT rows of one frame index, and its malformed lines when they are skipped.
@@ -155,8 +188,18 @@ struct MotFrame {
 /// Runtime state of the boxes stage.
 pub struct Boxes {
     config: BoxesConfig,
-    /// MOT rows by frame index (1-based), removed as frames ask for them.
+    /// MOT rows by frame index (1-based).
     mot: HashMap<u64, MotFrame>,
+    /// MOT frame indices some frame asked for.
+    asked: HashSet<u64>,
+    /// Per stream of image frames: whether its first image's name ends with a number, and that
+    /// image; every later image of the stream must agree.
+    naming: HashMap<u32, (bool, Arc<str>)>,
+    /// Per stream: which image took each frame number, so that two images cannot both take one.
+    numbered: HashMap<(u32, u64), Arc<str>>,
+    /// Some frame's MOT index came from its image name (the end notes say why indices went
+    /// unused accordingly).
+    by_name: bool,
     /// Skipped malformed lines not yet counted on a frame (MOT lines with no readable frame index).
     pending_bad_lines: u32,
     /// The first skipped malformed line's error.
@@ -204,6 +247,10 @@ impl Boxes {
         Ok(Boxes {
             config,
             mot,
+            asked: HashSet::new(),
+            naming: HashMap::new(),
+            numbered: HashMap::new(),
+            by_name: false,
             pending_bad_lines,
             first_bad_line,
             det_used: HashSet::new(),
@@ -215,7 +262,12 @@ impl Boxes {
     /// MOT frame indices (1-based, as written) whose rows no frame has asked for: at the end of a
     /// run, annotations for frames the stream does not have. Sorted; empty for other box sources.
     pub fn unused(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.mot.keys().copied().collect();
+        let mut v: Vec<u64> = self
+            .mot
+            .keys()
+            .filter(|i| !self.asked.contains(i))
+            .copied()
+            .collect();
         v.sort_unstable();
         v
     }
@@ -244,9 +296,10 @@ impl Boxes {
     /// Report lines at the end of a run: MOT frame indices no frame asked for, frames with no
     /// annotation rows, DET files no image matched, and the first malformed line skipped.
     ///
-    /// Unused MOT indices below the last one a frame asked for were skipped by the stream (the
-    /// decoder lost those frames, or they were dropped before this stage); those above it have no
-    /// frame in the stream, or, when `stopped_early` (an error, a stop request), were not reached.
+    /// Unused MOT indices below the last one a frame asked for were skipped by the stream (no
+    /// image has that number, the decoder lost those frames, or they were dropped before this
+    /// stage); those above it have no frame in the stream, or, when `stopped_early` (an error, a
+    /// stop request), were not reached.
     pub fn end_notes(&self, stopped_early: bool) -> Vec<String> {
         let mut notes = Vec::new();
         if let BoxSource::Mot { location } = &self.config.source {
@@ -254,8 +307,12 @@ impl Boxes {
             let mut skipped = self.unused();
             let beyond = skipped.split_off(skipped.partition_point(|i| Some(*i) < self.reached));
             if !skipped.is_empty() {
+                let why = match self.by_name {
+                    true => "no image name ends with them, or dropped before boxes",
+                    false => "lost by the decoder or dropped before boxes",
+                };
                 notes.push(format!(
-                    "boxes: {} frame indices of {file} got no frame (lost by the decoder or dropped before boxes): {}",
+                    "boxes: {} frame indices of {file} got no frame ({why}): {}",
                     skipped.len(),
                     list_indices(&skipped)
                 ));
@@ -332,13 +389,17 @@ impl Boxes {
                 }
                 rows
             }
-            // MOT frame indices are 1-based; `seq` is the frame's position by presentation time.
             BoxSource::Mot { .. } => {
-                let index = frame.seq + 1;
+                let index = self.mot_index(frame)?;
                 self.reached = self.reached.max(Some(index));
-                let f = self.mot.remove(&index).unwrap_or_default();
-                bad_lines += f.bad_lines;
-                f.rows
+                self.asked.insert(index);
+                match self.mot.get(&index) {
+                    Some(f) => {
+                        bad_lines += f.bad_lines;
+                        f.rows.clone()
+                    }
+                    None => Vec::new(),
+                }
             }
             BoxSource::Synthetic { count, seed } => Synthetic::new(*seed).frame_boxes(
                 frame.stream,
@@ -362,6 +423,49 @@ impl Boxes {
             }
         }
         Ok(())
+    }
+
+    /// The MOT frame index (1-based) of `frame`: the number its image name ends with, or its
+    /// position by presentation time plus one (see the module docs).
+    fn mot_index(&mut self, frame: &Frame) -> Result<u64, BoxesError> {
+        let Some(image) = frame.image else {
+            return Ok(frame.seq + 1);
+        };
+        let (numbered, first) = self
+            .naming
+            .entry(frame.stream)
+            .or_insert_with(|| (image.number.is_some(), frame.source.clone()))
+            .clone();
+        let reason = match (image.number, numbered) {
+            (None, false) => return Ok(frame.seq + 1),
+            (Some(0), true) => "its name ends with frame number 0, but MOT frame indices start at 1".to_string(),
+            (Some(n), true) => {
+                let taken = self
+                    .numbered
+                    .entry((frame.stream, n))
+                    .or_insert_with(|| frame.source.clone());
+                if **taken == *frame.source {
+                    self.by_name = true;
+                    return Ok(n);
+                }
+                format!("its name ends with frame number {n}, as {taken}'s does: two images cannot both be frame {n}")
+            }
+            (Some(n), false) => format!(
+                "its name ends with frame number {n}, but the sequence's first image, {first}, has no number"
+            ),
+            (None, true) => format!(
+                "its name ends with no frame number, but the sequence's first image, {first}, ends with one"
+            ),
+        };
+        let mot = match &self.config.source {
+            BoxSource::Mot { location } => location.display().to_string(),
+            _ => String::new(),
+        };
+        Err(BoxesError::ImageNumber {
+            image: frame.source.to_string(),
+            mot,
+            reason,
+        })
     }
 
     /// Clip `row` to a `w`x`h` frame and decide whether it is classified.
@@ -533,4 +637,128 @@ fn boxes_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     }
     cfg.skip_bad_lines = p.str("bad-lines") == Some("skip");
     Ok(Box::new(cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{Colorimetry, FrameLayout, ImageFile, PixelFormat, PooledBuf};
+
+    /// A 64x48 frame at position `seq`, from image `name` when given.
+    fn frame(seq: u64, name: Option<&str>) -> Frame {
+        let layout = FrameLayout::packed(PixelFormat::Rgb, 64, 48);
+        let pixels = PooledBuf::unpooled(vec![0; layout.size()]);
+        let mut f = Frame::new(
+            0,
+            seq,
+            name.unwrap_or("t"),
+            layout,
+            Colorimetry::JPEG,
+            pixels,
+        );
+        f.image = name.map(ImageFile::from_name);
+        f
+    }
+
+    /// A MOT replay of one box per frame index 1..=`n`, the box at x = 2 * index.
+    fn mot(name: &str, n: u64) -> Boxes {
+        let dir = std::env::temp_dir().join(format!("octopipe-boxes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.txt"));
+        let rows: String = (1..=n)
+            .map(|i| format!("{i},{i},{},1,6,6,1,4,0,0\n", 2 * i))
+            .collect();
+        std::fs::write(&path, rows).unwrap();
+        Boxes::new(BoxesConfig::new(BoxSource::Mot { location: path })).unwrap()
+    }
+
+    /// The MOT frame index a frame got (its box's x / 2), after attaching.
+    fn index_of(boxes: &mut Boxes, mut f: Frame) -> Result<Option<u32>, BoxesError> {
+        boxes.attach(&mut f)?;
+        Ok(f.detections.first().map(|d| d.bbox[0] / 2))
+    }
+
+    #[test]
+    fn images_take_the_mot_rows_of_the_number_their_names_end_with() {
+        let mut b = mot("gap", 8);
+        // Images 3 and 4 are missing from the folder: positions 0, 1, 2, 3 are images 1, 2, 5, 6.
+        let names = [
+            "s_0000001.jpg",
+            "s_0000002.jpg",
+            "s_0000005.jpg",
+            "s_0000006.jpg",
+        ];
+        let got: Vec<_> = names
+            .iter()
+            .enumerate()
+            .map(|(seq, n)| index_of(&mut b, frame(seq as u64, Some(n))).unwrap())
+            .collect();
+        assert_eq!(got, [Some(1), Some(2), Some(5), Some(6)]);
+        assert_eq!(b.unused(), [3, 4, 7, 8]);
+        let notes = b.end_notes(false);
+        assert!(
+            notes[0].ends_with(
+                "got no frame (no image name ends with them, or dropped before boxes): 3, 4"
+            ),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].ends_with("have no frame in the stream (7, 8)"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn images_without_numbers_and_video_frames_go_by_position() {
+        let mut b = mot("position", 4);
+        assert_eq!(index_of(&mut b, frame(0, Some("a.jpg"))).unwrap(), Some(1));
+        assert_eq!(index_of(&mut b, frame(1, Some("b.jpg"))).unwrap(), Some(2));
+        // A video frame: its position by presentation time (frame 2 was lost).
+        let mut b = mot("video", 4);
+        assert_eq!(index_of(&mut b, frame(0, None)).unwrap(), Some(1));
+        assert_eq!(index_of(&mut b, frame(3, None)).unwrap(), Some(4));
+        assert!(b.end_notes(false)[0]
+            .ends_with("got no frame (lost by the decoder or dropped before boxes): 2, 3"));
+    }
+
+    #[test]
+    fn an_image_played_again_gets_its_rows_again() {
+        let mut b = mot("loop", 2);
+        for seq in 0..4 {
+            let name = ["0000001.jpg", "0000002.jpg"][seq as usize % 2];
+            let want = (seq % 2 + 1) as u32;
+            assert_eq!(
+                index_of(&mut b, frame(seq, Some(name))).unwrap(),
+                Some(want)
+            );
+        }
+        assert!(b.unused().is_empty());
+    }
+
+    #[test]
+    fn names_that_number_frames_inconsistently_are_an_error_naming_the_image() {
+        let message = |names: &[&str]| {
+            let mut b = mot("bad", 4);
+            let mut error = None;
+            for (seq, n) in names.iter().enumerate() {
+                if let Err(e) = index_of(&mut b, frame(seq as u64, Some(n))) {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+            error.expect("an error")
+        };
+        let e = message(&["0000001.jpg", "cover.jpg"]);
+        assert!(
+            e.starts_with("cover.jpg: its name ends with no frame number, but the sequence's first image, 0000001.jpg, ends with one: boxes format=mot location="),
+            "{e}"
+        );
+        assert!(e.ends_with("name every image of the sequence by its 1-based frame index (as VisDrone's 0000001.jpg), or none (then images are numbered by position)"), "{e}");
+        let e = message(&["cover.jpg", "0000002.jpg"]);
+        assert!(e.starts_with("0000002.jpg: its name ends with frame number 2, but the sequence's first image, cover.jpg, has no number"), "{e}");
+        let e = message(&["cam1_0001.jpg", "cam2_0001.jpg"]);
+        assert!(e.starts_with("cam2_0001.jpg: its name ends with frame number 1, as cam1_0001.jpg's does: two images cannot both be frame 1"), "{e}");
+        let e = message(&["frame_00000.jpg"]);
+        assert!(e.starts_with("frame_00000.jpg: its name ends with frame number 0, but MOT frame indices start at 1"), "{e}");
+    }
 }

@@ -183,6 +183,10 @@ impl Chain {
         match (source, settings) {
             (Some(source), Some(settings)) => {
                 source.watch = settings.watch;
+                if let Some(framerate) = settings.framerate {
+                    source.framerate = framerate;
+                    source.head_framerate = Some(framerate);
+                }
                 Ok(())
             }
             _ => Err(desc.error(

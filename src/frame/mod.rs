@@ -108,6 +108,31 @@ impl Default for Part {
     }
 }
 
+/// What a frame of an image sequence knows from its file name (the name itself is
+/// [`Frame::source`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ImageFile {
+    /// The number the file name ends with before its extension, if it ends with digits:
+    /// `0000007.jpg` and `9999999_00023_d_0000007.jpg` both give 7 (VisDrone names a sequence's
+    /// images by their 1-based frame index). Annotation replay keyed by frame index reads it.
+    pub number: Option<u64>,
+}
+
+impl ImageFile {
+    /// What the file name `name` says: the decimal number its stem ends with (`None` when the
+    /// stem does not end with a digit, or the number does not fit 64 bits).
+    pub fn from_name(name: &str) -> Self {
+        let stem = std::path::Path::new(name)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("");
+        let digits = stem.len() - stem.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        ImageFile {
+            number: stem[stem.len() - digits..].parse().ok(),
+        }
+    }
+}
+
 /// One decoded frame and what the pipeline learned about it.
 #[derive(Debug)]
 pub struct Frame {
@@ -122,6 +147,9 @@ pub struct Frame {
     pub pts: Option<Duration>,
     /// The image file name for image sequences, otherwise the URI or element description.
     pub source: Arc<str>,
+    /// For a frame of an image sequence, what its file name says ([`ImageFile`]); `None` for
+    /// video, launch heads, the test source and the application's frames.
+    pub image: Option<ImageFile>,
     /// Plane geometry.
     pub layout: FrameLayout,
     /// YUV to RGB conversion for YUV formats.
@@ -196,6 +224,7 @@ impl Frame {
             seq,
             pts: None,
             source: Arc::from(source),
+            image: None,
             layout,
             colorimetry,
             planes: Some(Arc::new(planes)),
@@ -246,6 +275,7 @@ impl Frame {
                 seq: self.seq,
                 pts: self.pts,
                 source: self.source.clone(),
+                image: self.image,
                 layout: self.layout,
                 colorimetry: self.colorimetry,
                 planes: self.planes.clone(),
@@ -277,5 +307,23 @@ impl Frame {
             Some((_, n)) => *n += 1,
             None => self.skipped.push((reason, 1)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ImageFile;
+
+    #[test]
+    fn image_names_give_the_number_they_end_with() {
+        let n = |name: &str| ImageFile::from_name(name).number;
+        assert_eq!(n("0000007.jpg"), Some(7));
+        assert_eq!(n("9999999_00023_d_0000001.jpg"), Some(1));
+        assert_eq!(n("frame_00000.png"), Some(0));
+        assert_eq!(n("img12"), Some(12));
+        assert_eq!(n("frame.jpg"), None);
+        assert_eq!(n("12_frame.jpg"), None);
+        assert_eq!(n(".jpg"), None);
+        assert_eq!(n("a_99999999999999999999999.jpg"), None, "too big for u64");
     }
 }

@@ -45,12 +45,15 @@ use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
 use super::images::{build_images, list_images, Feeder, ImageList, Images};
 use super::launch::build_launch;
 use super::media::{build_media, expected_frames, media_uri, truncation};
+use super::rtp::RtpTimes;
 use super::test::{build_test, TestSettings};
 use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{backoff, secs, Limits, Verdict, Wait};
 use super::{FrameSource, SourceConfig, SourceError, SourceKind};
 use crate::budget::Tally;
-use crate::frame::{BufferPool, Colorimetry, Frame, FrameLayout, FrameTimes, PixelFormat};
+use crate::frame::{
+    BufferPool, Colorimetry, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,
+};
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
 const SINK_QUEUE: u32 = 3;
@@ -102,6 +105,8 @@ pub struct GstSource {
     seq: u64,
     /// Numbers frames by presentation time (`Frame::seq`), so lost frames leave gaps.
     timeline: Timeline,
+    /// Whether the warning that frames are numbered as they come (no frame rate known) was given.
+    told_no_rate: bool,
     /// End of stream, stop or error seen: only `Ok(None)` from now on.
     done: bool,
     /// Last warning on the bus, kept as detail for an image that produced no frame.
@@ -179,8 +184,11 @@ enum Input {
     Images(Images),
     /// `videotestsrc`, described as `videotestsrc pattern=..`, giving `frames` frames.
     Test { name: Arc<str>, frames: u64 },
-    /// A GStreamer launch fragment, named by its text.
-    Launch { name: Arc<str> },
+    /// A GStreamer launch fragment, named by its text; `rtp` when it receives RTP.
+    Launch {
+        name: Arc<str>,
+        rtp: Option<Arc<RtpTimes>>,
+    },
 }
 
 /// What `open` checked before building the pipeline.
@@ -211,7 +219,12 @@ impl<'a> Plan<'a> {
                 check_framerate(config.framerate)?;
                 Plan::Images(list_images(location)?)
             }
-            SourceKind::Launch { fragment } => Plan::Launch(fragment),
+            SourceKind::Launch { fragment } => {
+                if let Some(framerate) = config.head_framerate {
+                    check_framerate(framerate)?;
+                }
+                Plan::Launch(fragment)
+            }
             SourceKind::Test {
                 pattern,
                 width,
@@ -252,9 +265,9 @@ impl<'a> Plan<'a> {
                 (Input::Images(images), Some(feeder))
             }
             Plan::Launch(fragment) => {
-                build_launch(pipeline, appsink, fragment)?;
+                let rtp = build_launch(pipeline, appsink, fragment)?;
                 let name = fragment.as_str().into();
-                (Input::Launch { name }, None)
+                (Input::Launch { name, rtp }, None)
             }
             Plan::Test(test) => {
                 build_test(pipeline, appsink, &test)?;
@@ -289,6 +302,7 @@ impl GstSource {
             } else {
                 Origin::Zero
             }),
+            told_no_rate: false,
             done: false,
             warning: None,
             missing: None,
@@ -340,6 +354,8 @@ impl GstSource {
         self.bus = parts.bus;
         self.input = parts.input;
         self.feeder = parts.feeder;
+        // A live head's new pipeline stamps on a clock of its own: its frames number on.
+        self.timeline.restart();
         self.done = false;
         self.warning = None;
         self.missing = None;
@@ -461,7 +477,7 @@ impl GstSource {
         match &self.input {
             Input::Media { name, .. } => name,
             Input::Images(images) => &images.location,
-            Input::Test { name, .. } | Input::Launch { name } => name,
+            Input::Test { name, .. } | Input::Launch { name, .. } => name,
         }
     }
 
@@ -602,19 +618,47 @@ impl GstSource {
     }
 
     /// How frames name where they came from (the URI, the image file, the fragment or test
-    /// pattern), and the colorimetry for what a frame's caps leave unknown.
+    /// pattern), what an image's file name says, and the colorimetry for what a frame's caps
+    /// leave unknown.
     fn origin(
         &mut self,
         pts: Option<gst::ClockTime>,
         height: u32,
-    ) -> Result<(Arc<str>, Colorimetry), SourceError> {
+    ) -> Result<(Arc<str>, Option<ImageFile>, Colorimetry), SourceError> {
         match &mut self.input {
-            Input::Media { uri, .. } => Ok((uri.clone(), video_default(height))),
-            Input::Test { name, .. } | Input::Launch { name } => {
-                Ok((name.clone(), video_default(height)))
+            Input::Media { uri, .. } => Ok((uri.clone(), None, video_default(height))),
+            Input::Test { name, .. } | Input::Launch { name, .. } => {
+                Ok((name.clone(), None, video_default(height)))
             }
-            Input::Images(images) => images.origin(pts),
+            Input::Images(images) => images
+                .origin(pts)
+                .map(|(name, file, colorimetry)| (name, Some(file), colorimetry)),
         }
+    }
+
+    /// The frame interval to number frames by: the decoded caps' frame rate, else the rate the
+    /// settings give (an image sequence's `framerate`, which its pts follow; a head's
+    /// `framerate`); `None` (frames numbered as they come, with a warning once) when none says.
+    fn interval(&mut self, info: &gst_video::VideoInfo) -> Option<Duration> {
+        let fps = info.fps();
+        let stated = match self.input {
+            Input::Images(_) => Some(self.config.framerate),
+            _ => self.config.head_framerate,
+        };
+        let interval = interval_of(fps.numer(), fps.denom())
+            .or_else(|| stated.map(|f| Duration::from_secs_f64(1.0 / f)));
+        if interval.is_none() && !self.told_no_rate {
+            self.told_no_rate = true;
+            let fix = match self.input {
+                Input::Launch { .. } => "; set the stream's rate with head framerate=F",
+                _ => " (a variable-rate file)",
+            };
+            tracing::warn!(
+                "{}: the decoded stream gives no frame rate: frames are numbered as they come, so a lost frame moves the boxes keyed by frame number (MOT rows) after it{fix}",
+                self.name()
+            );
+        }
+        interval
     }
 
     /// The frame in `sample`; `asked` is when the caller asked for it (its arrival). The only place
@@ -629,7 +673,7 @@ impl GstSource {
         if let Some(p) = buffer.pts() {
             self.last_end = Some(p + buffer.duration().unwrap_or(gst::ClockTime::ZERO));
         }
-        let (source, fallback) = self.origin(buffer.pts(), info.height())?;
+        let (source, image, fallback) = self.origin(buffer.pts(), info.height())?;
         let colorimetry = colorimetry(&info, caps, fallback);
 
         let layout = FrameLayout::packed(format, info.width(), info.height());
@@ -647,7 +691,8 @@ impl GstSource {
             _ => asked,
         };
         // The frame's place in its stream by presentation time (its running time, which starts
-        // at zero for a file whatever its timestamps' offset), against the caps' frame rate.
+        // at zero for a file whatever its timestamps' offset; over RTP the sender's own time,
+        // whatever the packets' arrival), against the caps' frame rate.
         let running = sample
             .segment()
             .and_then(|s| s.downcast_ref::<gst::ClockTime>())
@@ -655,13 +700,23 @@ impl GstSource {
             .and_then(|(segment, pts)| segment.to_running_time(pts))
             .or(buffer.pts())
             .map(|t| Duration::from_nanos(t.nseconds()));
-        let fps = info.fps();
-        let seq = self
-            .timeline
-            .place(running, interval_of(fps.numer(), fps.denom()));
+        let time = match &self.input {
+            Input::Launch { rtp: Some(rtp), .. } => {
+                let sent = buffer.pts().and_then(|pts| rtp.sender_time(pts));
+                if sent.is_some_and(|s| s.new_sender) {
+                    // A sender that restarted starts a clock of its own: number on from here.
+                    self.timeline.restart();
+                }
+                sent.map(|s| s.time)
+            }
+            _ => running,
+        };
+        let interval = self.interval(&info);
+        let seq = self.timeline.place(time, interval);
         self.seq += 1;
         let mut frame = Frame::new(self.stream, seq, &source, layout, colorimetry, pixels);
         frame.pts = pts;
+        frame.image = image;
         frame.times = FrameTimes::new(arrival);
         Ok(frame)
     }

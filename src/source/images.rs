@@ -22,7 +22,7 @@ use gstreamer_video as gst_video;
 
 use super::gst::{enum_value, link_error, make, missing, PLUGINS_BASE, PLUGINS_GOOD};
 use super::SourceError;
-use crate::frame::Colorimetry;
+use crate::frame::{Colorimetry, ImageFile};
 
 /// Image files the `appsrc` may hold before the feeder thread waits.
 const IMAGE_QUEUE: u64 = 2;
@@ -42,6 +42,8 @@ pub(super) struct Images {
     files: Arc<[PathBuf]>,
     /// File names, shared by every frame of the file.
     names: Vec<Arc<str>>,
+    /// What each file name says (the number it ends with), for the frames of the file.
+    numbers: Vec<ImageFile>,
     kind: ImageKind,
     framerate: f64,
     /// Index of the next image expected from the decoder.
@@ -197,6 +199,11 @@ impl Images {
     pub(super) fn new(list: ImageList, framerate: f64, loops: u32) -> Self {
         Images {
             names: list.files.iter().map(|f| file_name(f).into()).collect(),
+            numbers: list
+                .files
+                .iter()
+                .map(|f| ImageFile::from_name(&file_name(f)))
+                .collect(),
             location: list.location,
             files: list.files.into(),
             kind: list.kind,
@@ -207,20 +214,22 @@ impl Images {
         }
     }
 
-    /// The file name and fallback colorimetry of the decoded frame stamped `pts`; the next frame
-    /// is expected from the image after it.
+    /// The file name, what the name says and the fallback colorimetry of the decoded frame
+    /// stamped `pts`; the next frame is expected from the image after it.
     pub(super) fn origin(
         &mut self,
         pts: Option<gst::ClockTime>,
-    ) -> Result<(Arc<str>, Colorimetry), SourceError> {
+    ) -> Result<(Arc<str>, ImageFile, Colorimetry), SourceError> {
         let index = self.index_of(pts)?;
         self.next = index + 1;
         // jpegdec 1.22 puts `colorimetry=1:4:0:0` (full range, BT.601) and `chroma-site=jpeg` in
         // its caps, which maps to Colorimetry::JPEG; what the caps leave unknown (e.g. after
         // videoconvert turned a 4:4:4 or grey JPEG into I420) defaults to JFIF's own definition,
         // which is Colorimetry::JPEG too.
+        let file = index % self.names.len();
         Ok((
-            self.names[index % self.names.len()].clone(),
+            self.names[file].clone(),
+            self.numbers[file],
             Colorimetry::JPEG,
         ))
     }

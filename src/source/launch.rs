@@ -8,6 +8,8 @@
 //! gst-launch-1.0 accepts works as a head: a demuxer's or decodebin's pads, which appear only once
 //! the stream is playing, are linked when they appear, as gst-launch-1.0 links them.
 
+use std::sync::Arc;
+
 use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
@@ -15,6 +17,7 @@ use gstreamer_base::prelude::*;
 
 use super::caps::ask_for_yuv;
 use super::gst::{init, link_error, missing, PLUGINS_BASE};
+use super::rtp::RtpTimes;
 use super::SourceError;
 
 /// Whether a launch fragment holds a live source (`udpsrc`, `rtspsrc`, a live `videotestsrc`, ...).
@@ -45,12 +48,13 @@ const CONVERT: &str = "octopipe-convert";
 
 /// `FRAGMENT ! videoconvert ! appsink`: any GStreamer launch fragment ending in video (e.g.
 /// `udpsrc ... ! rtph264depay ! avdec_h264`, `filesrc location=a.mp4 ! qtdemux ! h264parse !
-/// avdec_h264`, `filesrc location=a.mp4 ! decodebin`).
+/// avdec_h264`, `filesrc location=a.mp4 ! decodebin`). A head with one RTP depayloader also
+/// gives its frames' RTP timestamps ([`RtpTimes`]).
 pub(super) fn build_launch(
     pipeline: &gst::Pipeline,
     appsink: &gst_app::AppSink,
     fragment: &str,
-) -> Result<(), SourceError> {
+) -> Result<Option<Arc<RtpTimes>>, SourceError> {
     // One description: the parser links pads that appear later (demuxers, decodebin) itself.
     // Unlinked pads are not ghosted: a pad waiting for a delayed link must stay free for it.
     let description = format!("{fragment} ! videoconvert name={CONVERT}");
@@ -70,8 +74,10 @@ pub(super) fn build_launch(
         .by_name(CONVERT)
         .ok_or_else(|| missing("videoconvert", PLUGINS_BASE))?;
     ask_for_yuv(appsink);
+    let rtp = RtpTimes::watch(&head);
     pipeline
         .add_many([head.upcast_ref::<gst::Element>(), appsink.upcast_ref()])
         .and_then(|_| convert.link(appsink))
-        .map_err(|e| link_error(fragment, e))
+        .map_err(|e| link_error(fragment, e))?;
+    Ok(rtp)
 }

@@ -19,6 +19,15 @@
 //! its first frame and `stall-timeout` after it, and a network source rebuilds its pipeline after
 //! an error or end of stream (`retry`, `retry-interval`), counted in the report.
 //!
+//! Frames are numbered by presentation time (`Frame::seq`), so a frame lost on the way leaves a
+//! gap: a file's from time zero, a GStreamer head's from its first frame, a head with an RTP
+//! depayloader by the sender's RTP timestamps (whatever the packets' arrival), at the frame rate
+//! of the decoded caps or, when they give none, the head's `framerate`:
+//!
+//! ```text
+//! udpsrc port=5000 caps=... ! rtpjitterbuffer latency=0 ! rtph264depay ! avdec_h264 ! head framerate=30 ! ...
+//! ```
+//!
 //! Four kinds of input (media files, image sequences, GStreamer launch fragments, the test source),
 //! all decoded by GStreamer and delivered in the decoder's own format (I420 or NV12 for video,
 //! whatever the image decoder gives for pictures): colour conversion happens in the preprocess
@@ -30,6 +39,7 @@ mod gst;
 mod images;
 mod launch;
 mod media;
+mod rtp;
 mod test;
 mod timeline;
 mod watch;
@@ -110,6 +120,11 @@ pub struct SourceConfig {
     pub loops: u32,
     /// Silence, stalls and reconnects.
     pub watch: Watch,
+    /// For a GStreamer head (`head framerate=F`): the frame rate to number frames by
+    /// (`Frame::seq`) when the decoded caps carry none, as an RTP stream whose encoder wrote no
+    /// timing in its SPS, or MJPEG over RTP. `None`: such frames are numbered as they come (a
+    /// warning says so), so a lost frame would move the boxes keyed by frame number after it.
+    pub head_framerate: Option<f64>,
 }
 
 impl SourceConfig {
@@ -122,6 +137,7 @@ impl SourceConfig {
             stream: 0,
             loops: DEFAULT_LOOPS,
             watch: Watch::default(),
+            head_framerate: None,
         }
     }
 
@@ -507,6 +523,9 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
 pub struct HeadSettings {
     /// Timeouts and reconnects of the head.
     pub watch: Watch,
+    /// The stream's frame rate when its decoded caps carry none (`framerate`): see
+    /// [`SourceConfig::head_framerate`].
+    pub framerate: Option<f64>,
 }
 
 impl Element for HeadSettings {
@@ -520,8 +539,14 @@ impl Element for HeadSettings {
 pub const HEAD: StageDecl = StageDecl {
     name: "head",
     role: Role::Head,
-    doc: "settings of the GStreamer head before it: timeouts and reconnects",
+    doc: "settings of the GStreamer head before it: timeouts, reconnects, frame rate",
     props: &[
+        PropSpec::new(
+            "framerate",
+            PropType::POSITIVE_FLOAT,
+            "-",
+            "frames per second when the decoded stream says none: frames are numbered by time at it",
+        ),
         TIMEOUT,
         TIMEOUT_ACTION,
         START_TIMEOUT,
@@ -534,6 +559,7 @@ pub const HEAD: StageDecl = StageDecl {
     make: |p| {
         Ok(Box::new(HeadSettings {
             watch: Watch::from_props(p),
+            framerate: p.float("framerate"),
         }))
     },
 };

@@ -20,6 +20,8 @@ pub(crate) enum Origin {
 pub(crate) struct Timeline {
     origin: Origin,
     start: Option<Duration>,
+    /// The position of the frame at `start`.
+    base: u64,
     next: u64,
 }
 
@@ -29,7 +31,17 @@ impl Timeline {
         Timeline {
             origin,
             start: None,
+            base: 0,
             next: 0,
+        }
+    }
+
+    /// A new clock from here on (a live sender that restarted): with [`Origin::FirstFrame`], the
+    /// next frame takes the next position and later ones are placed from it.
+    pub(crate) fn restart(&mut self) {
+        if self.origin == Origin::FirstFrame {
+            self.start = None;
+            self.base = self.next;
         }
     }
 
@@ -42,7 +54,8 @@ impl Timeline {
                     Origin::FirstFrame => *self.start.get_or_insert(t),
                 };
                 // Saturating float-to-int conversion: no overflow on absurd timestamps.
-                Some((t.saturating_sub(start).as_secs_f64() / iv.as_secs_f64()).round() as u64)
+                let steps = (t.saturating_sub(start).as_secs_f64() / iv.as_secs_f64()).round();
+                Some(self.base.saturating_add(steps as u64))
             }
             _ => None,
         };
@@ -85,6 +98,25 @@ mod tests {
         let mut live = Timeline::new(Origin::FirstFrame);
         assert_eq!(live.place(ms(1234.0), iv), 0);
         assert_eq!(live.place(ms(1314.0), iv), 2);
+    }
+
+    #[test]
+    fn a_live_stream_that_restarts_numbers_on() {
+        let iv = interval_of(30, 1);
+        let mut live = Timeline::new(Origin::FirstFrame);
+        assert_eq!(live.place(ms(5000.0), iv), 0);
+        assert_eq!(live.place(ms(5066.7), iv), 2);
+        live.restart();
+        assert_eq!(live.place(ms(20.0), iv), 3);
+        assert_eq!(live.place(ms(86.7), iv), 5);
+        let mut file = Timeline::new(Origin::Zero);
+        assert_eq!(file.place(ms(66.7), iv), 2);
+        file.restart();
+        assert_eq!(
+            file.place(ms(100.0), iv),
+            3,
+            "a file's timeline has one origin"
+        );
     }
 
     #[test]

@@ -204,3 +204,44 @@ pub fn frame_accounting(report: &str) -> (u64, u64, u64) {
 pub fn object_accounting(report: &str) -> (u64, u64, u64) {
     accounting(report, "objects: ")
 }
+
+/// Play JPEG files through `appsrc ! jpegdec ! videoconvert ! TAIL` to end of stream, file `k` of
+/// `frames` at presentation time `position_k / 30 s` (positions may leave gaps, which then stay
+/// in the stream's timestamps). A tail ending in a sink with `sync=true` plays them at that rate
+/// (a live sender).
+pub fn play_jpegs(frames: &[(PathBuf, u64)], tail: &str) {
+    use gstreamer as gst;
+    use gstreamer::prelude::*;
+    gst::init().unwrap();
+    let pipeline = gst::parse::launch(&format!(
+        "appsrc name=src format=time caps=image/jpeg,framerate=30/1 ! jpegdec ! videoconvert ! {tail}"
+    ))
+    .expect("jpeg pipeline")
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    let src = pipeline
+        .by_name("src")
+        .unwrap()
+        .downcast::<gstreamer_app::AppSrc>()
+        .unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let at = |position: u64| gst::ClockTime::from_nseconds(position * 1_000_000_000 / 30);
+    for (path, position) in frames {
+        let mut buffer = gst::Buffer::from_mut_slice(std::fs::read(path).unwrap());
+        let b = buffer.get_mut().unwrap();
+        b.set_pts(at(*position));
+        b.set_duration(at(position + 1) - at(*position));
+        src.push_buffer(buffer).unwrap();
+    }
+    src.end_of_stream().unwrap();
+    let msg = pipeline
+        .bus()
+        .unwrap()
+        .timed_pop_filtered(
+            gst::ClockTime::from_seconds(60),
+            &[gst::MessageType::Eos, gst::MessageType::Error],
+        )
+        .expect("the JPEGs played to the end");
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert!(matches!(msg.view(), gst::MessageView::Eos(_)), "{msg:?}");
+}

@@ -1,0 +1,776 @@
+//! Scoring a detector's boxes against VisDrone DET ground truth, the way the shared data's
+//! reference scores its detector (`models/coco-centernet-512.onnx` in the shared data README):
+//! per frame and per object group, detections are matched greedily by descending score to
+//! unmatched ground truth of the same group at IoU >= 0.5; the scores are each group's recall
+//! (matched ground truth / ground truth) and the false positives per frame (detections of a
+//! group that matched nothing, over every frame evaluated, frames with no detection included).
+//!
+//! ```text
+//! octopipe bench detections --objects objects.jsonl \
+//!     --truth ../shared/data/visdrone/clip-9999999/annotations \
+//!     --images ../shared/data/visdrone/clip-9999999/images
+//! ```
+//!
+//! - **Groups.** Ground truth: people = VisDrone categories 1, 2; vehicles = 4, 5, 6, 9;
+//!   two-wheelers = 3, 7, 8, 10; boxes with score 0 (ignored regions) and categories 0 and 11
+//!   are not counted. Detections: by their detector's class name through a [`ClassMap`]
+//!   ([`ClassMap::coco`]: person -> people; car, bus, truck -> vehicles; bicycle, motorcycle ->
+//!   two-wheelers); other classes are not counted at all. Detections inside ignored regions are
+//!   not excused (the reference does not excuse them either).
+//! - **Frames.** A detection belongs to the frame whose image file name is its `source` (the
+//!   JSONL field); the frames are the images of a folder, each with its ground truth
+//!   `ANNOTATIONS/STEM.txt`. A detection of an image that is not among them is an error naming
+//!   it, so a mismatched folder never scores silently.
+//! - **Matching.** Within a frame and group, detections in descending score (ties in input
+//!   order); each takes the unmatched ground truth box of highest IoU, if that IoU is >= 0.5
+//!   ([`IOU_THRESHOLD`]); boxes are `[x, y, w, h]` in pixels, compared as continuous areas.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::boxes::parse_det;
+
+/// A detection and a ground truth box match at this IoU or more.
+pub const IOU_THRESHOLD: f64 = 0.5;
+
+/// The object groups scored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Group {
+    /// Pedestrians and people (VisDrone 1, 2; COCO person).
+    People,
+    /// Cars, vans, trucks and buses (VisDrone 4, 5, 6, 9; COCO car, bus, truck).
+    Vehicles,
+    /// Bicycles, tricycles, awning-tricycles and motors (VisDrone 3, 7, 8, 10; COCO bicycle,
+    /// motorcycle).
+    TwoWheelers,
+}
+
+impl Group {
+    /// Every group, in table order.
+    pub const ALL: [Group; 3] = [Group::People, Group::Vehicles, Group::TwoWheelers];
+
+    /// The group's name in tables and class maps.
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::People => "people",
+            Group::Vehicles => "vehicles",
+            Group::TwoWheelers => "two-wheelers",
+        }
+    }
+
+    /// The group named `name` (as [`Group::name`] writes it).
+    pub fn parse(name: &str) -> Option<Group> {
+        Group::ALL.into_iter().find(|g| g.name() == name)
+    }
+
+    /// The group of a VisDrone category; `None` for 0 (ignored region) and 11 (others).
+    pub fn of_category(category: u8) -> Option<Group> {
+        match category {
+            1 | 2 => Some(Group::People),
+            4 | 5 | 6 | 9 => Some(Group::Vehicles),
+            3 | 7 | 8 | 10 => Some(Group::TwoWheelers),
+            _ => None,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Which group a detector's class name counts in; classes not in the map are not counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassMap(HashMap<String, Group>);
+
+impl ClassMap {
+    /// COCO class names: person -> people; car, bus, truck -> vehicles; bicycle, motorcycle ->
+    /// two-wheelers.
+    pub fn coco() -> Self {
+        ClassMap(
+            [
+                ("person", Group::People),
+                ("car", Group::Vehicles),
+                ("bus", Group::Vehicles),
+                ("truck", Group::Vehicles),
+                ("bicycle", Group::TwoWheelers),
+                ("motorcycle", Group::TwoWheelers),
+            ]
+            .into_iter()
+            .map(|(name, group)| (name.to_string(), group))
+            .collect(),
+        )
+    }
+
+    /// A map written `CLASS=GROUP,CLASS=GROUP,...` (groups: people, vehicles, two-wheelers).
+    pub fn parse(text: &str) -> Result<Self, EvalError> {
+        let bad = |reason: String| EvalError::ClassMap {
+            text: text.to_string(),
+            reason,
+        };
+        let mut map = HashMap::new();
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (class, group) = pair
+                .split_once('=')
+                .ok_or_else(|| bad(format!("'{pair}' is not CLASS=GROUP")))?;
+            let group = Group::parse(group.trim()).ok_or_else(|| {
+                bad(format!(
+                    "'{}' is not a group (people, vehicles, two-wheelers)",
+                    group.trim()
+                ))
+            })?;
+            map.insert(class.trim().to_string(), group);
+        }
+        if map.is_empty() {
+            return Err(bad("no CLASS=GROUP pairs".into()));
+        }
+        Ok(ClassMap(map))
+    }
+
+    /// The group of detector class `label`, if it is counted.
+    pub fn group(&self, label: &str) -> Option<Group> {
+        self.0.get(label).copied()
+    }
+}
+
+/// One detection to score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    /// The image file name of its frame (the JSONL `source`).
+    pub source: String,
+    /// `[x, y, w, h]` in pixels.
+    pub bbox: [f64; 4],
+    /// The detector's class name.
+    pub label: String,
+    /// The detector's score.
+    pub score: f32,
+}
+
+/// Errors of the evaluation; each names the file (and line) or the image it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// A file or folder cannot be read.
+    #[error("{path}: {reason}")]
+    Io {
+        /// The file or folder.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A JSONL line that is not an object with a detection.
+    #[error("{path}:{line}: {reason}")]
+    Parse {
+        /// The JSONL file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A malformed ground truth file.
+    #[error(transparent)]
+    Truth(#[from] crate::boxes::BoxesError),
+    /// An image of the frames has no ground truth file.
+    #[error("{path}: no ground truth for image '{image}'")]
+    MissingTruth {
+        /// The expected ground truth file.
+        path: String,
+        /// The image.
+        image: String,
+    },
+    /// Detections of an image that is not among the frames evaluated.
+    #[error("{count} detections of '{source_name}', which is not among the {frames} images evaluated (the first: {first})")]
+    UnknownFrame {
+        /// The detection's `source`.
+        source_name: String,
+        /// How many detections name it.
+        count: usize,
+        /// How many images are evaluated.
+        frames: usize,
+        /// The first image evaluated, for comparison.
+        first: String,
+    },
+    /// A class map that does not parse.
+    #[error("class map '{text}': {reason}")]
+    ClassMap {
+        /// The map as written.
+        text: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// One ground truth box that counts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TruthBox {
+    /// `[x, y, w, h]` in pixels.
+    pub bbox: [f64; 4],
+    /// Its group.
+    pub group: Group,
+}
+
+/// The frames evaluated and their ground truth, by image file stem.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Truth {
+    frames: BTreeMap<String, Vec<TruthBox>>,
+}
+
+impl Truth {
+    /// Ground truth of given frames: `(image stem, boxes)`; boxes of no group must be left out.
+    pub fn from_frames(frames: impl IntoIterator<Item = (String, Vec<TruthBox>)>) -> Self {
+        Truth {
+            frames: frames.into_iter().collect(),
+        }
+    }
+
+    /// The frames are the images (`.jpg`, `.jpeg`, `.png`) of folder `images`; each has its
+    /// VisDrone DET ground truth `annotations/STEM.txt`, of which boxes with score 0 or
+    /// category 0 or 11 are left out.
+    pub fn for_images(annotations: &Path, images: &Path) -> Result<Self, EvalError> {
+        let io = |path: &Path, e: std::io::Error| EvalError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        };
+        let mut frames = BTreeMap::new();
+        for entry in std::fs::read_dir(images).map_err(|e| io(images, e))? {
+            let file = entry.map_err(|e| io(images, e))?.path();
+            let is_image = file
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png"));
+            let Some(stem) = file.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            if !is_image {
+                continue;
+            }
+            let path = annotations.join(format!("{stem}.txt"));
+            if !path.is_file() {
+                return Err(EvalError::MissingTruth {
+                    path: path.display().to_string(),
+                    image: file.display().to_string(),
+                });
+            }
+            let text = std::fs::read(&path).map_err(|e| io(&path, e))?;
+            let boxes = parse_det(&text[..], &path.display().to_string())?
+                .into_iter()
+                .filter(|row| row.score != 0.0)
+                .filter_map(|row| {
+                    Some(TruthBox {
+                        bbox: row.bbox.map(|v| v as f64),
+                        group: Group::of_category(row.category)?,
+                    })
+                })
+                .collect();
+            frames.insert(stem.to_string(), boxes);
+        }
+        if frames.is_empty() {
+            return Err(EvalError::Io {
+                path: images.display().to_string(),
+                reason: "no .jpg, .jpeg or .png files".into(),
+            });
+        }
+        Ok(Truth { frames })
+    }
+
+    /// How many frames are evaluated.
+    pub fn frames(&self) -> usize {
+        self.frames.len()
+    }
+}
+
+/// A group's scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GroupScore {
+    /// Ground truth boxes.
+    pub truth: usize,
+    /// Ground truth boxes a detection matched.
+    pub matched: usize,
+    /// Detections of the group that matched nothing.
+    pub false_positives: usize,
+}
+
+impl GroupScore {
+    /// Matched ground truth over ground truth; `None` when there is none.
+    pub fn recall(&self) -> Option<f64> {
+        (self.truth > 0).then(|| self.matched as f64 / self.truth as f64)
+    }
+}
+
+/// The scores of a set of detections.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    /// Per group, in [`Group::ALL`] order.
+    pub groups: [GroupScore; 3],
+    /// Frames evaluated (the false positives' denominator).
+    pub frames: usize,
+    /// Detections read.
+    pub detections: usize,
+    /// Detections whose class is in no group (not counted).
+    pub not_counted: usize,
+}
+
+impl Evaluation {
+    /// The scores of `group`.
+    pub fn group(&self, group: Group) -> GroupScore {
+        self.groups[group.index()]
+    }
+
+    /// All groups together.
+    pub fn all(&self) -> GroupScore {
+        self.groups
+            .iter()
+            .fold(GroupScore::default(), |a, g| GroupScore {
+                truth: a.truth + g.truth,
+                matched: a.matched + g.matched,
+                false_positives: a.false_positives + g.false_positives,
+            })
+    }
+
+    /// False positives of `score` per frame evaluated.
+    pub fn per_frame(&self, score: GroupScore) -> f64 {
+        score.false_positives as f64 / self.frames.max(1) as f64
+    }
+}
+
+impl fmt::Display for Evaluation {
+    /// The table: group, ground truth, matched, recall, false positives per frame.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:<14} {:>12} {:>8} {:>7} {:>9}",
+            "group", "ground truth", "matched", "recall", "FP/frame"
+        )?;
+        let rows = Group::ALL
+            .iter()
+            .map(|g| (g.name(), self.group(*g)))
+            .chain([("all", self.all())]);
+        for (name, s) in rows {
+            let recall = s.recall().map_or("-".to_string(), |r| format!("{r:.3}"));
+            writeln!(
+                f,
+                "{name:<14} {:>12} {:>8} {recall:>7} {:>9.2}",
+                s.truth,
+                s.matched,
+                self.per_frame(s)
+            )?;
+        }
+        write!(
+            f,
+            "frames: {}; detections: {} ({} of classes in no group, not counted); match at IoU >= {IOU_THRESHOLD}",
+            self.frames, self.detections, self.not_counted
+        )
+    }
+}
+
+/// IoU of two `[x, y, w, h]` boxes.
+pub fn iou(a: [f64; 4], b: [f64; 4]) -> f64 {
+    let overlap = |a0: f64, a1: f64, b0: f64, b1: f64| (a1.min(b1) - a0.max(b0)).max(0.0);
+    let inter = overlap(a[0], a[0] + a[2], b[0], b[0] + b[2])
+        * overlap(a[1], a[1] + a[3], b[1], b[1] + b[3]);
+    let union = a[2] * a[3] + b[2] * b[3] - inter;
+    if union > 0.0 {
+        inter / union
+    } else {
+        0.0
+    }
+}
+
+/// The image stem a detection's `source` names.
+fn stem(source: &str) -> &str {
+    let name = source.rsplit(['/', '\\']).next().unwrap_or(source);
+    name.rsplit_once('.').map_or(name, |(stem, _)| stem)
+}
+
+/// Score `detections` against `truth`, grouping detector classes with `map`.
+pub fn evaluate(
+    truth: &Truth,
+    detections: &[Scored],
+    map: &ClassMap,
+) -> Result<Evaluation, EvalError> {
+    // Per frame and group, the detections' indices.
+    let mut by_frame: BTreeMap<(&str, Group), Vec<usize>> = BTreeMap::new();
+    let mut unknown: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut not_counted = 0;
+    for (i, d) in detections.iter().enumerate() {
+        let frame = stem(&d.source);
+        if !truth.frames.contains_key(frame) {
+            *unknown.entry(d.source.as_str()).or_default() += 1;
+            continue;
+        }
+        match map.group(&d.label) {
+            Some(group) => by_frame.entry((frame, group)).or_default().push(i),
+            None => not_counted += 1,
+        }
+    }
+    if let Some((source, count)) = unknown.into_iter().next() {
+        return Err(EvalError::UnknownFrame {
+            source_name: source.to_string(),
+            count,
+            frames: truth.frames(),
+            first: truth.frames.keys().next().cloned().unwrap_or_default(),
+        });
+    }
+    let mut groups = [GroupScore::default(); 3];
+    for (frame, boxes) in &truth.frames {
+        for group in Group::ALL {
+            let gt: Vec<[f64; 4]> = boxes
+                .iter()
+                .filter(|b| b.group == group)
+                .map(|b| b.bbox)
+                .collect();
+            let mut dets = by_frame
+                .remove(&(frame.as_str(), group))
+                .unwrap_or_default();
+            // Descending score; the sort is stable, so ties keep input order.
+            dets.sort_by(|a, b| detections[*b].score.total_cmp(&detections[*a].score));
+            let mut taken = vec![false; gt.len()];
+            let score = &mut groups[group.index()];
+            score.truth += gt.len();
+            for d in dets {
+                let best = gt
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| !taken[*k])
+                    .map(|(k, g)| (k, iou(detections[d].bbox, *g)))
+                    .max_by(|a, b| a.1.total_cmp(&b.1));
+                match best {
+                    Some((k, v)) if v >= IOU_THRESHOLD => {
+                        taken[k] = true;
+                        score.matched += 1;
+                    }
+                    _ => score.false_positives += 1,
+                }
+            }
+        }
+    }
+    Ok(Evaluation {
+        groups,
+        frames: truth.frames(),
+        detections: detections.len(),
+        not_counted,
+    })
+}
+
+/// The fields of a JSONL object read here.
+#[derive(Deserialize)]
+struct Line {
+    source: String,
+    bbox: [f64; 4],
+    detection: Option<LineDetection>,
+}
+
+#[derive(Deserialize)]
+struct LineDetection {
+    label: String,
+    score: f32,
+}
+
+/// The detections of JSONL text (`path` names it in errors): each line an object as the `jsonl`
+/// sink writes it, with `source`, `bbox` and `"detection": {"label", "score"}` (blank lines are
+/// skipped).
+pub fn parse_objects(text: &str, path: &str) -> Result<Vec<Scored>, EvalError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let error = |reason: String| EvalError::Parse {
+            path: path.to_string(),
+            line: i + 1,
+            reason,
+        };
+        let object: Line = serde_json::from_str(line)
+            .map_err(|e| error(format!("not an object with source and bbox: {e}")))?;
+        let detection = object.detection.ok_or_else(|| {
+            error("no \"detection\" (the box source's class and score): boxes from a stage that names no classes cannot be scored".into())
+        })?;
+        out.push(Scored {
+            source: object.source,
+            bbox: object.bbox,
+            label: detection.label,
+            score: detection.score,
+        });
+    }
+    Ok(out)
+}
+
+/// Read the detections of JSONL file `path` ([`parse_objects`]).
+pub fn read_objects(path: &Path) -> Result<Vec<Scored>, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|e| EvalError::Io {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    parse_objects(&text, &path.display().to_string())
+}
+
+/// `octopipe bench detections`: score the objects of a JSONL file against the ground truth of
+/// the images of a folder, with `map` (COCO names when `None`).
+pub fn evaluate_files(
+    objects: &Path,
+    annotations: &Path,
+    images: &Path,
+    map: Option<&ClassMap>,
+) -> Result<Evaluation, EvalError> {
+    let truth = Truth::for_images(annotations, images)?;
+    let detections = read_objects(objects)?;
+    let coco = ClassMap::coco();
+    evaluate(&truth, &detections, map.unwrap_or(&coco))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn truth(boxes: &[(&str, [f64; 4], Group)], empty_frames: &[&str]) -> Truth {
+        let mut frames: BTreeMap<String, Vec<TruthBox>> = BTreeMap::new();
+        for (frame, bbox, group) in boxes {
+            frames.entry(frame.to_string()).or_default().push(TruthBox {
+                bbox: *bbox,
+                group: *group,
+            });
+        }
+        for f in empty_frames {
+            frames.entry(f.to_string()).or_default();
+        }
+        Truth::from_frames(frames)
+    }
+
+    fn det(frame: &str, bbox: [f64; 4], label: &str, score: f32) -> Scored {
+        Scored {
+            source: format!("{frame}.jpg"),
+            bbox,
+            label: label.into(),
+            score,
+        }
+    }
+
+    const A: [f64; 4] = [0.0, 0.0, 100.0, 100.0];
+    const B: [f64; 4] = [300.0, 300.0, 40.0, 20.0];
+
+    #[test]
+    fn a_perfect_set_has_recall_1_and_no_false_positives() {
+        let t = truth(
+            &[
+                ("f1", A, Group::Vehicles),
+                ("f1", B, Group::People),
+                ("f2", A, Group::TwoWheelers),
+            ],
+            &["f3"],
+        );
+        let d = [
+            det("f1", A, "car", 0.9),
+            det("f1", B, "person", 0.8),
+            det("f2", A, "motorcycle", 0.7),
+        ];
+        let e = evaluate(&t, &d, &ClassMap::coco()).unwrap();
+        for g in Group::ALL {
+            assert_eq!(e.group(g).recall(), Some(1.0), "{g:?}");
+        }
+        assert_eq!(e.all().false_positives, 0);
+        assert_eq!((e.frames, e.per_frame(e.all())), (3, 0.0));
+    }
+
+    #[test]
+    fn iou_just_under_a_half_is_a_miss_and_a_false_positive() {
+        let t = truth(&[("f", A, Group::Vehicles)], &[]);
+        // [0, 0, 49, 100] inside A: IoU 4900 / 10000 = 0.49.
+        let under = [0.0, 0.0, 49.0, 100.0];
+        assert!((iou(under, A) - 0.49).abs() < 1e-12);
+        let e = evaluate(&t, &[det("f", under, "truck", 0.9)], &ClassMap::coco()).unwrap();
+        assert_eq!(
+            e.group(Group::Vehicles),
+            GroupScore {
+                truth: 1,
+                matched: 0,
+                false_positives: 1
+            }
+        );
+        // IoU exactly 0.5 matches.
+        let half = [0.0, 0.0, 50.0, 100.0];
+        let e = evaluate(&t, &[det("f", half, "truck", 0.9)], &ClassMap::coco()).unwrap();
+        assert_eq!(e.group(Group::Vehicles).matched, 1);
+        // Shifted along x: IoU (100 - dx) / (100 + dx).
+        assert!((iou([50.0, 0.0, 100.0, 100.0], A) - 50.0 / 150.0).abs() < 1e-12);
+        assert_eq!(iou(A, [200.0, 0.0, 10.0, 10.0]), 0.0);
+    }
+
+    #[test]
+    fn a_duplicate_detection_is_one_match_and_one_false_positive() {
+        let t = truth(&[("f", A, Group::People)], &["g"]);
+        let d = [
+            det("f", [1.0, 1.0, 100.0, 100.0], "person", 0.6),
+            det("f", A, "person", 0.9),
+        ];
+        let e = evaluate(&t, &d, &ClassMap::coco()).unwrap();
+        assert_eq!(
+            e.group(Group::People),
+            GroupScore {
+                truth: 1,
+                matched: 1,
+                false_positives: 1
+            }
+        );
+        assert_eq!(e.per_frame(e.all()), 0.5, "1 false positive over 2 frames");
+    }
+
+    #[test]
+    fn detections_take_boxes_in_descending_score() {
+        // X (0.9) overlaps both ground truth boxes, `left` best (IoU 0.667, `right` 0.538); Y (0.5)
+        // overlaps only `left` (0.9; `right` 0.267). X goes first and takes `left`: Y is a false
+        // positive, and `right` stays unmatched (Y first would have matched both).
+        let left = [0.0, 0.0, 100.0, 100.0];
+        let right = [50.0, 0.0, 100.0, 100.0];
+        let t = truth(
+            &[("f", left, Group::Vehicles), ("f", right, Group::Vehicles)],
+            &[],
+        );
+        let d = [
+            det("f", [0.0, 0.0, 90.0, 100.0], "car", 0.5),
+            det("f", [20.0, 0.0, 100.0, 100.0], "car", 0.9),
+        ];
+        let e = evaluate(&t, &d, &ClassMap::coco()).unwrap();
+        assert_eq!(
+            e.group(Group::Vehicles),
+            GroupScore {
+                truth: 2,
+                matched: 1,
+                false_positives: 1
+            }
+        );
+    }
+
+    #[test]
+    fn classes_are_grouped_by_the_map_and_groups_never_mix() {
+        let t = truth(&[("f", A, Group::People), ("f", B, Group::Vehicles)], &[]);
+        let d = [
+            // A bus on the person box: a vehicle that matched nothing.
+            det("f", A, "bus", 0.9),
+            // Not in the COCO map: not counted at all.
+            det("f", B, "traffic light", 0.9),
+            det("f", B, "bicycle", 0.4),
+        ];
+        let e = evaluate(&t, &d, &ClassMap::coco()).unwrap();
+        assert_eq!(
+            e.group(Group::People),
+            GroupScore {
+                truth: 1,
+                matched: 0,
+                false_positives: 0
+            }
+        );
+        assert_eq!(
+            e.group(Group::Vehicles),
+            GroupScore {
+                truth: 1,
+                matched: 0,
+                false_positives: 1
+            }
+        );
+        assert_eq!(
+            e.group(Group::TwoWheelers),
+            GroupScore {
+                truth: 0,
+                matched: 0,
+                false_positives: 1
+            }
+        );
+        assert_eq!(e.group(Group::TwoWheelers).recall(), None);
+        assert_eq!((e.detections, e.not_counted), (3, 1));
+        // Every COCO class of the map.
+        let coco = ClassMap::coco();
+        for (class, group) in [
+            ("person", Group::People),
+            ("car", Group::Vehicles),
+            ("bus", Group::Vehicles),
+            ("truck", Group::Vehicles),
+            ("bicycle", Group::TwoWheelers),
+            ("motorcycle", Group::TwoWheelers),
+        ] {
+            assert_eq!(coco.group(class), Some(group));
+        }
+        assert_eq!(coco.group("dog"), None);
+        // A map of one's own.
+        let own = ClassMap::parse("pedestrian=people, van = vehicles").unwrap();
+        assert_eq!(own.group("van"), Some(Group::Vehicles));
+        assert_eq!(own.group("car"), None);
+        let e = ClassMap::parse("van=lorries").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "class map 'van=lorries': 'lorries' is not a group (people, vehicles, two-wheelers)"
+        );
+    }
+
+    #[test]
+    fn visdrone_categories_fall_in_their_groups() {
+        let groups: Vec<Option<Group>> = (0..=11).map(Group::of_category).collect();
+        use Group::*;
+        assert_eq!(
+            groups,
+            [
+                None,
+                Some(People),
+                Some(People),
+                Some(TwoWheelers),
+                Some(Vehicles),
+                Some(Vehicles),
+                Some(Vehicles),
+                Some(TwoWheelers),
+                Some(TwoWheelers),
+                Some(Vehicles),
+                Some(TwoWheelers),
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn detections_of_an_image_not_evaluated_are_an_error() {
+        let t = truth(&[("f", A, Group::People)], &[]);
+        let e = evaluate(&t, &[det("other", A, "person", 1.0)], &ClassMap::coco())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "1 detections of 'other.jpg', which is not among the 1 images evaluated (the first: f)"
+        );
+    }
+
+    #[test]
+    fn jsonl_lines_give_source_box_label_and_score() {
+        let text = r#"{"stream":0,"frame":3,"source":"a_0000004.jpg","pts_ms":100.0,"bbox":[10,20,30,40],"label":"car","class_id":2,"score":0.5,"detection":{"label":"truck","score":0.75}}
+
+{"source":"b.jpg","bbox":[1.5,2,3,4],"detection":{"label":"person","score":0.25}}"#;
+        let got = parse_objects(text, "o.jsonl").unwrap();
+        assert_eq!(
+            got,
+            [
+                Scored {
+                    source: "a_0000004.jpg".into(),
+                    bbox: [10.0, 20.0, 30.0, 40.0],
+                    label: "truck".into(),
+                    score: 0.75
+                },
+                Scored {
+                    source: "b.jpg".into(),
+                    bbox: [1.5, 2.0, 3.0, 4.0],
+                    label: "person".into(),
+                    score: 0.25
+                },
+            ]
+        );
+        let e = parse_objects("{\"source\":\"a.jpg\",\"bbox\":[1,2,3,4]}", "o.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("o.jsonl:1: no \"detection\""), "{e}");
+        let e = parse_objects("\n{\"source\":\"a.jpg\"}", "o.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("o.jsonl:2: not an object with source and bbox: missing field `bbox`"),
+            "{e}"
+        );
+    }
+}
