@@ -115,7 +115,8 @@ enum BenchCommand {
         #[arg(long)]
         images: PathBuf,
         /// Detector classes per group, CLASS=GROUP,... (default COCO: person=people,
-        /// car=vehicles,bus=vehicles,truck=vehicles,bicycle=two-wheelers,motorcycle=two-wheelers).
+        /// car=vehicles,bus=vehicles,truck=vehicles,bicycle=two-wheelers,motorcycle=two-wheelers,
+        /// and vehicle, two-wheeler as pipelines/visdrone-detect.pipe names them).
         #[arg(long)]
         classes: Option<String>,
     },

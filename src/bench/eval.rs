@@ -87,7 +87,8 @@ pub struct ClassMap(HashMap<String, Group>);
 
 impl ClassMap {
     /// COCO class names: person -> people; car, bus, truck -> vehicles; bicycle, motorcycle ->
-    /// two-wheelers.
+    /// two-wheelers; and the names `pipelines/visdrone-detect.pipe` maps them to (vehicle,
+    /// two-wheeler).
     pub fn coco() -> Self {
         ClassMap(
             [
@@ -97,6 +98,8 @@ impl ClassMap {
                 ("truck", Group::Vehicles),
                 ("bicycle", Group::TwoWheelers),
                 ("motorcycle", Group::TwoWheelers),
+                ("vehicle", Group::Vehicles),
+                ("two-wheeler", Group::TwoWheelers),
             ]
             .into_iter()
             .map(|(name, group)| (name.to_string(), group))
