@@ -262,9 +262,7 @@ fn bench_detections(
     images: &Path,
     classes: Option<&str>,
 ) -> Result<ExitCode> {
-    let map = classes
-        .map(bench::eval::ClassMap::parse)
-        .transpose()?;
+    let map = classes.map(bench::eval::ClassMap::parse).transpose()?;
     let scores = bench::eval::evaluate_files(objects, truth, images, map.as_ref())?;
     println!("{scores}");
     Ok(ExitCode::SUCCESS)

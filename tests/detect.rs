@@ -377,3 +377,62 @@ fn bad_models_and_settings_are_named() {
         &["missing.onnx", "no such file"],
     );
 }
+
+/// `pipelines/visdrone-detect.pipe` on the shared clip with the shared COCO CenterNet (12 tiles of
+/// 640x640, overlap 0.15, score >= 0.3), scored against the ground truth at IoU >= 0.5: the
+/// reference (shared/data/README.md) finds 0.61 of the vehicles and 0.27 of the people.
+#[cfg(feature = "bench")]
+#[test]
+fn the_shared_detector_on_tiles_of_the_clip_finds_what_the_reference_finds() {
+    use octopipe::bench::eval::{evaluate_files, Group};
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("detect-clip");
+    let clip = data.join("visdrone/clip-9999999");
+    let out = dir.join("objects.jsonl");
+    let o = common::output_within(
+        std::process::Command::new(env!("CARGO_BIN_EXE_octopipe")).args([
+            "run",
+            &common::root()
+                .join("pipelines/visdrone-detect.pipe")
+                .display()
+                .to_string(),
+            "--set",
+            &format!("root={}", clip.display()),
+            "--set",
+            &format!(
+                "detector={}",
+                data.join("models/coco-centernet-512.onnx").display()
+            ),
+            "--set",
+            &format!(
+                "model={}",
+                data.join("models/visdrone-crops-64.onnx").display()
+            ),
+            "--set",
+            &format!("out={}", out.display()),
+        ]),
+        std::time::Duration::from_secs(600),
+    );
+    let report = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{report}");
+    assert!(report.contains("detect: 12 regions per frame"), "{report}");
+    let e = evaluate_files(&out, &clip.join("annotations"), &clip.join("images"), None).unwrap();
+    let vehicles = e.group(Group::Vehicles).recall().unwrap();
+    let people = e.group(Group::People).recall().unwrap();
+    let fp = e.per_frame(e.all());
+    eprintln!("vehicles {vehicles:.3}, people {people:.3}, {fp:.2} false positives per frame");
+    assert!(vehicles >= 0.58, "vehicle recall {vehicles:.3}");
+    assert!(people >= 0.25, "people recall {people:.3}");
+    assert!(fp <= 16.0, "{fp:.2} false positives per frame");
+    // Every detected box went on to the tracker and the classifier.
+    let objects = common::read_jsonl(&out);
+    assert_eq!(objects.len(), e.detections);
+    assert!(objects.iter().all(|o| o["track"].is_u64()
+        && o["label"].is_string()
+        && o["detection"]["score"].as_f64() >= Some(0.3)));
+}
