@@ -220,6 +220,7 @@ impl Registry {
         r.register(crate::source::TESTSRC);
         r.register(crate::source::APP);
         r.register(crate::boxes::BOXES);
+        r.register(crate::track::TRACK);
         r.register(crate::batch::BATCH);
         r.register(crate::preprocess::PREPROCESS);
         r.register(crate::classify::CLASSIFY);

@@ -1,0 +1,564 @@
+//! ByteTrack on one stream: Kalman prediction, then two rounds of IoU matching (high-score boxes
+//! against every track, low-score boxes against the tracks left), then tentative tracks.
+
+use crate::frame::Detection;
+
+use super::assign::{iou, max_weight_matching};
+use super::kalman::BoxFilter;
+
+/// Default least score of a box matched in the first round, and that may start a track.
+pub const DEFAULT_HIGH: f32 = 0.5;
+/// Default least score of a box that is tracked at all.
+pub const DEFAULT_LOW: f32 = 0.1;
+/// Default least IoU between a track's predicted box and a box for them to match.
+pub const DEFAULT_IOU: f64 = 0.2;
+/// Default number of frames a track may go unmatched before it ends.
+pub const DEFAULT_MAX_AGE: u64 = 30;
+/// Default number of matched frames in a row before a track is confirmed.
+pub const DEFAULT_MIN_HITS: u32 = 2;
+/// Least IoU in the second round (low-score boxes), as ByteTrack: a box the detector is unsure
+/// of must overlap its track well.
+pub const LOW_SCORE_IOU: f64 = 0.5;
+
+/// Settings of a tracker (the `track` stage's properties).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrackConfig {
+    /// Boxes scoring at least this are matched first, against every track, and may start tracks.
+    pub high: f32,
+    /// Boxes scoring from `low` up to `high` are matched only to the tracks the first round left;
+    /// boxes below `low` are not tracked (their `track` is cleared).
+    pub low: f32,
+    /// Least IoU between a track's predicted box and a box for them to match (the second round
+    /// asks for at least [`LOW_SCORE_IOU`]).
+    pub iou: f64,
+    /// A track not matched for more than this many frames ends.
+    pub max_age: u64,
+    /// Matched frames in a row before a new track is confirmed and gets an id (1: at once). On a
+    /// stream's first frame tracks are confirmed at once, as nothing came before.
+    pub min_hits: u32,
+}
+
+impl Default for TrackConfig {
+    fn default() -> Self {
+        TrackConfig {
+            high: DEFAULT_HIGH,
+            low: DEFAULT_LOW,
+            iou: DEFAULT_IOU,
+            max_age: DEFAULT_MAX_AGE,
+            min_hits: DEFAULT_MIN_HITS,
+        }
+    }
+}
+
+/// Settings a tracker cannot work with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TrackError {
+    /// A score threshold or IoU outside `0..=1` (or not a number).
+    #[error("track: {name} must be a number from 0 to 1, found {value}")]
+    OutOfRange {
+        /// The setting (`high`, `low`, `iou`).
+        name: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// `low` above `high`.
+    #[error(
+        "track: low={low} is above high={high}: low-score boxes are those from low up to high"
+    )]
+    LowAboveHigh {
+        /// The low threshold.
+        low: f32,
+        /// The high threshold.
+        high: f32,
+    },
+    /// `iou` of 0: every track would match every box.
+    #[error("track: iou must be above 0 (a track and a box that do not overlap never match)")]
+    ZeroIou,
+    /// `min_hits` of 0.
+    #[error("track: min-hits must be at least 1")]
+    ZeroMinHits,
+}
+
+impl TrackConfig {
+    /// Check the settings.
+    pub fn validate(&self) -> Result<(), TrackError> {
+        for (name, value) in [
+            ("high", self.high as f64),
+            ("low", self.low as f64),
+            ("iou", self.iou),
+        ] {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(TrackError::OutOfRange { name, value });
+            }
+        }
+        if self.low > self.high {
+            return Err(TrackError::LowAboveHigh {
+                low: self.low,
+                high: self.high,
+            });
+        }
+        if self.iou <= 0.0 {
+            return Err(TrackError::ZeroIou);
+        }
+        if self.min_hits == 0 {
+            return Err(TrackError::ZeroMinHits);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Not confirmed yet: no id; ends at its first miss.
+    Tentative,
+    /// Matched on the last frame.
+    Tracked,
+    /// Confirmed, missed since `last_seen`: coasting on its prediction.
+    Lost,
+}
+
+#[derive(Debug, Clone)]
+struct Track {
+    /// Given when confirmed.
+    id: Option<u32>,
+    filter: BoxFilter,
+    state: State,
+    /// Matched frames in a row.
+    hits: u32,
+    /// The frame it was last matched on.
+    last_seen: u64,
+}
+
+/// One stream's tracker (ByteTrack): give it each frame's boxes in order with
+/// [`Tracker::update`]; it writes each box's `track`.
+///
+/// ```
+/// use octopipe::track::{TrackConfig, Tracker};
+/// use octopipe::Detection;
+///
+/// let mut tracker = Tracker::new(TrackConfig { min_hits: 1, ..Default::default() })?;
+/// for seq in 0..10u32 {
+///     // One box moving 4 px a frame to the right.
+///     let mut boxes = vec![Detection::new([100 + 4 * seq, 50, 30, 20])];
+///     tracker.update(seq as u64, &mut boxes);
+///     assert_eq!(boxes[0].track, Some(1));
+/// }
+/// assert_eq!((tracker.born(), tracker.ended(), tracker.open()), (1, 0, 1));
+/// # Ok::<(), octopipe::track::TrackError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Tracker {
+    config: TrackConfig,
+    tracks: Vec<Track>,
+    next_id: u32,
+    /// The tracker's clock: frames since the stream's first, gaps included (out-of-order
+    /// frames count one each).
+    now: Option<u64>,
+    /// The highest frame number seen.
+    last_seq: Option<u64>,
+    born: u64,
+    ended: u64,
+    unconfirmed: u64,
+    out_of_order: u64,
+}
+
+impl Tracker {
+    /// A tracker with `config` (checked).
+    pub fn new(config: TrackConfig) -> Result<Self, TrackError> {
+        config.validate()?;
+        Ok(Tracker::checked(config))
+    }
+
+    /// A tracker with `config`, already checked.
+    pub(super) fn checked(config: TrackConfig) -> Self {
+        Tracker {
+            config,
+            tracks: Vec::new(),
+            next_id: 1,
+            now: None,
+            last_seq: None,
+            born: 0,
+            ended: 0,
+            unconfirmed: 0,
+            out_of_order: 0,
+        }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &TrackConfig {
+        &self.config
+    }
+
+    /// Tracks confirmed so far (each got an id).
+    pub fn born(&self) -> u64 {
+        self.born
+    }
+
+    /// Tracks that ended (unmatched for more than `max_age` frames).
+    pub fn ended(&self) -> u64 {
+        self.ended
+    }
+
+    /// Confirmed tracks not ended (matched on the last frame, or coasting).
+    pub fn open(&self) -> u64 {
+        self.tracks.iter().filter(|t| t.id.is_some()).count() as u64
+    }
+
+    /// New tracks dropped before they were confirmed (missed within `min_hits` frames).
+    pub fn unconfirmed(&self) -> u64 {
+        self.unconfirmed
+    }
+
+    /// Frames that came with a number not above the one before (counted as the next frame).
+    pub fn out_of_order(&self) -> u64 {
+        self.out_of_order
+    }
+
+    /// Track frame `seq`'s boxes: predict every track to this frame (a gap in `seq`, lost
+    /// frames, is predicted over frame by frame), match, and write each box's `track` (the id of
+    /// its confirmed track, else `None`). Frames must come in order; one whose number is not
+    /// above the last is counted ([`Tracker::out_of_order`]) and taken as the next frame.
+    pub fn update(&mut self, seq: u64, boxes: &mut [Detection]) {
+        let first = self.now.is_none();
+        let (now, steps) = match (self.now, self.last_seq) {
+            (Some(now), Some(last)) if seq > last => (now + (seq - last), seq - last),
+            (Some(now), Some(last)) => {
+                if self.out_of_order == 0 {
+                    tracing::warn!(
+                        "track: frame {seq} came after frame {last}: taken as the next frame"
+                    );
+                }
+                self.out_of_order += 1;
+                (now + 1, 1)
+            }
+            _ => (0, 0),
+        };
+        self.now = Some(now);
+        self.last_seq = Some(self.last_seq.map_or(seq, |l| l.max(seq)));
+        // Beyond max_age frames every unmatched track ends anyway.
+        let steps = steps.min(self.config.max_age + 1);
+        for t in &mut self.tracks {
+            if t.state == State::Lost {
+                t.filter.freeze_size();
+            }
+            for _ in 0..steps {
+                t.filter.predict();
+            }
+        }
+        for b in boxes.iter_mut() {
+            b.track = None;
+        }
+        let bbox = |b: &Detection| b.bbox.map(f64::from);
+        let (high, low) = (self.config.high, self.config.low);
+        let mut high_boxes: Vec<usize> = (0..boxes.len())
+            .filter(|&i| boxes[i].score >= high)
+            .collect();
+        let low_boxes: Vec<usize> = (0..boxes.len())
+            .filter(|&i| boxes[i].score >= low && boxes[i].score < high)
+            .collect();
+
+        // Round 1: high-score boxes against every confirmed track (tracked or coasting).
+        let confirmed: Vec<usize> = (0..self.tracks.len())
+            .filter(|&t| self.tracks[t].state != State::Tentative)
+            .collect();
+        let pairs = self.match_boxes(&confirmed, &high_boxes, boxes, self.config.iou);
+        let mut matched_tracks = vec![false; self.tracks.len()];
+        let mut matched_boxes = vec![false; boxes.len()];
+        for &(t, b) in &pairs {
+            self.hit(t, bbox(&boxes[b]), now);
+            boxes[b].track = self.tracks[t].id;
+            matched_tracks[t] = true;
+            matched_boxes[b] = true;
+        }
+        // Round 2: low-score boxes against the tracks matched on the last frame and not now.
+        let left: Vec<usize> = confirmed
+            .iter()
+            .copied()
+            .filter(|&t| !matched_tracks[t] && self.tracks[t].state == State::Tracked)
+            .collect();
+        let second_iou = self.config.iou.max(LOW_SCORE_IOU);
+        let pairs = self.match_boxes(&left, &low_boxes, boxes, second_iou);
+        for &(t, b) in &pairs {
+            self.hit(t, bbox(&boxes[b]), now);
+            boxes[b].track = self.tracks[t].id;
+            matched_tracks[t] = true;
+            matched_boxes[b] = true;
+        }
+        for (t, track) in self.tracks.iter_mut().enumerate() {
+            if !matched_tracks[t] && track.state == State::Tracked {
+                track.state = State::Lost;
+                track.hits = 0;
+            }
+        }
+        // Round 3: tentative tracks against the high-score boxes left.
+        high_boxes.retain(|&b| !matched_boxes[b]);
+        let tentative: Vec<usize> = (0..self.tracks.len())
+            .filter(|&t| self.tracks[t].state == State::Tentative)
+            .collect();
+        let pairs = self.match_boxes(&tentative, &high_boxes, boxes, self.config.iou);
+        for &(t, b) in &pairs {
+            self.hit(t, bbox(&boxes[b]), now);
+            if self.tracks[t].hits >= self.config.min_hits {
+                self.confirm(t);
+            }
+            boxes[b].track = self.tracks[t].id;
+            matched_tracks[t] = true;
+            matched_boxes[b] = true;
+        }
+        // Tracks that end: tentative ones missed once, confirmed ones missed for too long.
+        let max_age = self.config.max_age;
+        let mut keep = matched_tracks.into_iter();
+        self.tracks.retain(|track| {
+            let matched = keep.next().unwrap_or(false);
+            match track.state {
+                State::Tentative if !matched => {
+                    self.unconfirmed += 1;
+                    false
+                }
+                State::Lost if now - track.last_seen > max_age => {
+                    self.ended += 1;
+                    false
+                }
+                _ => true,
+            }
+        });
+        // New tracks from the high-score boxes nothing took.
+        for b in high_boxes.into_iter().filter(|&b| !matched_boxes[b]) {
+            self.tracks.push(Track {
+                id: None,
+                filter: BoxFilter::new(bbox(&boxes[b])),
+                state: State::Tentative,
+                hits: 1,
+                last_seen: now,
+            });
+            if first || self.config.min_hits <= 1 {
+                let t = self.tracks.len() - 1;
+                self.confirm(t);
+                boxes[b].track = self.tracks[t].id;
+            }
+        }
+    }
+
+    /// The pairs (track index, box index) of the best matching of `tracks` to `candidates` at
+    /// IoU at least `min_iou` with the tracks' predicted boxes.
+    fn match_boxes(
+        &self,
+        tracks: &[usize],
+        candidates: &[usize],
+        boxes: &[Detection],
+        min_iou: f64,
+    ) -> Vec<(usize, usize)> {
+        if tracks.is_empty() || candidates.is_empty() {
+            return Vec::new();
+        }
+        let predicted: Vec<[f64; 4]> = tracks
+            .iter()
+            .map(|&t| self.tracks[t].filter.bbox())
+            .collect();
+        let mut weight = Vec::with_capacity(tracks.len() * candidates.len());
+        for p in &predicted {
+            for &b in candidates {
+                let v = iou(*p, boxes[b].bbox.map(f64::from));
+                // Any pair at the threshold or above may match; better overlaps weigh more.
+                weight.push(if v >= min_iou {
+                    v - min_iou + 1e-9
+                } else {
+                    0.0
+                });
+            }
+        }
+        max_weight_matching(tracks.len(), candidates.len(), &weight)
+            .into_iter()
+            .map(|(r, c)| (tracks[r], candidates[c]))
+            .collect()
+    }
+
+    /// Track `t` matched a box `bbox` on frame `now`.
+    fn hit(&mut self, t: usize, bbox: [f64; 4], now: u64) {
+        let track = &mut self.tracks[t];
+        track.filter.update(bbox);
+        track.hits += 1;
+        track.last_seen = now;
+        if track.state == State::Lost {
+            track.state = State::Tracked;
+        }
+    }
+
+    /// Confirm tentative track `t`: it gets the next id.
+    fn confirm(&mut self, t: usize) {
+        let track = &mut self.tracks[t];
+        if track.id.is_none() {
+            track.id = Some(self.next_id);
+            self.next_id = self.next_id.wrapping_add(1).max(1);
+            self.born += 1;
+        }
+        track.state = State::Tracked;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(min_hits: u32) -> TrackConfig {
+        TrackConfig {
+            min_hits,
+            ..Default::default()
+        }
+    }
+
+    fn scored(bbox: [u32; 4], score: f32) -> Detection {
+        Detection {
+            score,
+            ..Detection::new(bbox)
+        }
+    }
+
+    fn ids(boxes: &[Detection]) -> Vec<Option<u32>> {
+        boxes.iter().map(|b| b.track).collect()
+    }
+
+    #[test]
+    fn two_objects_crossing_keep_their_ids() {
+        // Two 20x20 boxes on one row, moving towards each other 6 px a frame, passing through
+        // each other around frame 10: IoU alone would swap them; the velocity keeps them apart.
+        let mut t = Tracker::new(config(1)).unwrap();
+        for seq in 0..21u32 {
+            let a = [10 + 6 * seq, 100, 20, 20];
+            let b = [130 - 6 * seq, 104, 20, 20];
+            let mut boxes = vec![Detection::new(a), Detection::new(b)];
+            t.update(seq as u64, &mut boxes);
+            assert_eq!(ids(&boxes), [Some(1), Some(2)], "frame {seq}");
+        }
+        assert_eq!((t.born(), t.ended(), t.open()), (2, 0, 2));
+    }
+
+    #[test]
+    fn a_gap_in_frame_numbers_is_predicted_over() {
+        // 8 px a frame; frames 10..=14 lost: at frame 15 the box is 48 px on from frame 9,
+        // further than its 30 px width, so only the prediction over the gap can match it.
+        let mut t = Tracker::new(config(1)).unwrap();
+        let at = |seq: u64| vec![Detection::new([20 + 8 * seq as u32, 40, 30, 30])];
+        for seq in (0..10).chain(15..20) {
+            let mut boxes = at(seq);
+            t.update(seq, &mut boxes);
+            assert_eq!(ids(&boxes), [Some(1)], "frame {seq}");
+        }
+        // The same, told the frames came one after another, loses the track.
+        let mut t = Tracker::new(config(1)).unwrap();
+        for (k, seq) in (0..10).chain(15..20).enumerate() {
+            t.update(k as u64, &mut at(seq));
+        }
+        assert_eq!(t.born(), 2);
+    }
+
+    #[test]
+    fn a_track_ends_after_max_age_unmatched_frames() {
+        let cfg = TrackConfig {
+            max_age: 5,
+            min_hits: 1,
+            ..Default::default()
+        };
+        let mut t = Tracker::new(cfg).unwrap();
+        let object = || vec![Detection::new([100, 100, 40, 40])];
+        t.update(0, &mut object());
+        // Missed for 5 frames (1..=5): still open, and found again at frame 6.
+        for seq in 1..=5 {
+            t.update(seq, &mut []);
+        }
+        let mut boxes = object();
+        t.update(6, &mut boxes);
+        assert_eq!(ids(&boxes), [Some(1)]);
+        // Missed for 6 frames (7..=12): it ends; the box at frame 13 starts track 2.
+        for seq in 7..=12 {
+            t.update(seq, &mut []);
+        }
+        assert_eq!((t.ended(), t.open()), (1, 0));
+        let mut boxes = object();
+        t.update(13, &mut boxes);
+        assert_eq!(ids(&boxes), [Some(2)]);
+        assert_eq!((t.born(), t.ended(), t.open()), (2, 1, 1));
+    }
+
+    #[test]
+    fn low_score_boxes_continue_tracks_but_never_start_one() {
+        let mut t = Tracker::new(config(1)).unwrap();
+        let mut boxes = vec![scored([50, 50, 40, 40], 0.9)];
+        t.update(0, &mut boxes);
+        assert_eq!(ids(&boxes), [Some(1)]);
+        // The object's score drops (occluded): the second round keeps it; a lone low-score box
+        // elsewhere starts nothing; a box under `low` is not tracked, whatever it said before.
+        let mut boxes = vec![
+            scored([52, 50, 40, 40], 0.3),
+            scored([400, 400, 40, 40], 0.3),
+            Detection {
+                track: Some(77),
+                ..scored([600, 100, 40, 40], 0.05)
+            },
+        ];
+        t.update(1, &mut boxes);
+        assert_eq!(ids(&boxes), [Some(1), None, None]);
+        assert_eq!(t.born(), 1);
+        // A low-score box does not pick up a coasting (lost) track: only high-score ones do.
+        t.update(2, &mut []);
+        let mut boxes = vec![scored([54, 50, 40, 40], 0.3)];
+        t.update(3, &mut boxes);
+        assert_eq!(ids(&boxes), [None]);
+        let mut boxes = vec![scored([56, 50, 40, 40], 0.8)];
+        t.update(4, &mut boxes);
+        assert_eq!(ids(&boxes), [Some(1)]);
+    }
+
+    #[test]
+    fn new_tracks_wait_for_min_hits_except_on_the_first_frame() {
+        let mut t = Tracker::new(config(3)).unwrap();
+        let a = |seq: u64| Detection::new([10 + 2 * seq as u32, 10, 30, 30]);
+        let b = |seq: u64| Detection::new([300 + 2 * seq as u32, 200, 30, 30]);
+        // Frame 0: the stream's first frame, confirmed at once.
+        let mut boxes = vec![a(0)];
+        t.update(0, &mut boxes);
+        assert_eq!(ids(&boxes), [Some(1)]);
+        // A flash at frame 1 only: never confirmed.
+        let mut boxes = vec![a(1), Detection::new([700, 500, 20, 20])];
+        t.update(1, &mut boxes);
+        assert_eq!(ids(&boxes), [Some(1), None]);
+        // b from frame 2: ids from its third frame in a row.
+        for seq in 2..8 {
+            let mut boxes = vec![a(seq), b(seq)];
+            t.update(seq, &mut boxes);
+            let want = if seq < 4 { None } else { Some(2) };
+            assert_eq!(ids(&boxes), [Some(1), want], "frame {seq}");
+        }
+        assert_eq!((t.born(), t.unconfirmed()), (2, 1));
+    }
+
+    #[test]
+    fn frames_out_of_order_are_counted_not_fatal() {
+        let mut t = Tracker::new(config(1)).unwrap();
+        for seq in [0, 1, 2, 2, 1, 3] {
+            let mut boxes = vec![Detection::new([10, 10, 30, 30])];
+            t.update(seq, &mut boxes);
+            assert_eq!(ids(&boxes), [Some(1)]);
+        }
+        assert_eq!(t.out_of_order(), 2);
+    }
+
+    #[test]
+    fn settings_it_cannot_work_with_are_refused() {
+        let bad = |c: TrackConfig| Tracker::new(c).unwrap_err().to_string();
+        let d = TrackConfig::default();
+        assert_eq!(
+            bad(TrackConfig { low: 0.6, ..d }),
+            "track: low=0.6 is above high=0.5: low-score boxes are those from low up to high"
+        );
+        assert_eq!(
+            bad(TrackConfig {
+                high: f32::NAN,
+                ..d
+            }),
+            "track: high must be a number from 0 to 1, found NaN"
+        );
+        assert!(bad(TrackConfig { iou: 0.0, ..d }).contains("iou must be above 0"));
+        assert!(bad(TrackConfig { min_hits: 0, ..d }).contains("min-hits"));
+    }
+}
