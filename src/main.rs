@@ -90,6 +90,12 @@ enum BenchCommand {
         #[arg(long)]
         no_gpu: bool,
     },
+    /// The tracker on the VisDrone MOT ground truth with ids hidden: IDF1, ID switches, MOTA.
+    Track {
+        /// Shared data folder (visdrone/mot-test-dev-annotations); default $OCTOPIPE_DATA.
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -165,7 +171,10 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
         cpu_seconds,
         threads,
         no_gpu,
-    } = what;
+    } = what
+    else {
+        return bench_other(what);
+    };
     let workloads = workloads
         .iter()
         .map(|w| {
@@ -199,6 +208,21 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
         ..Default::default()
     };
     print!("{}", bench::preprocess(&opts)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `octopipe bench` commands other than `preprocess`.
+#[cfg(feature = "bench")]
+fn bench_other(what: BenchCommand) -> Result<ExitCode> {
+    match what {
+        BenchCommand::Track { data } => {
+            let data = data
+                .or_else(data_dir)
+                .context("the shared data folder is needed: --data DIR or $OCTOPIPE_DATA")?;
+            print!("{}", bench::mot::track_table(&data)?);
+        }
+        BenchCommand::Preprocess { .. } => bail!("not reached: bench preprocess runs above"),
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -10,6 +10,7 @@
 mod baselines;
 mod data;
 mod gpu;
+pub mod mot;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

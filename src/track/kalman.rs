@@ -90,6 +90,12 @@ impl BoxFilter {
         }
     }
 
+    /// Move the box by `[dx, dy]` pixels (the camera moved: the scene shifts on the image).
+    pub fn shift(&mut self, d: [f64; 2]) {
+        self.axes[0].x += d[0];
+        self.axes[1].x += d[1];
+    }
+
     /// Stop the size from changing (a track that lost its box keeps its size while it coasts).
     pub fn freeze_size(&mut self) {
         self.axes[2].v = 0.0;

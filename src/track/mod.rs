@@ -44,7 +44,7 @@ pub use assign::{iou, iou_u32, max_weight_matching};
 pub use kalman::BoxFilter;
 pub use tracker::{
     TrackConfig, TrackError, Tracker, DEFAULT_HIGH, DEFAULT_IOU, DEFAULT_LOW, DEFAULT_MAX_AGE,
-    DEFAULT_MIN_HITS, LOW_SCORE_IOU,
+    DEFAULT_MIN_HITS, LOW_SCORE_IOU, SHIFT_BIN, SHIFT_RANGE, SHIFT_SUPPORT,
 };
 
 /// One tracker per stream, made as the stream's first frame comes.
@@ -200,6 +200,12 @@ pub const TRACK: StageDecl = StageDecl {
             "2",
             "matched frames in a row before a new track is confirmed and gets an id (1: at once; a stream's first frame: at once)",
         ),
+        PropSpec::new(
+            "camera-motion",
+            PropType::Bool,
+            "true",
+            "estimate the camera's shift between frames from the boxes and move the tracks by it before matching",
+        ),
     ],
     needs: &[Role::Boxes],
     provides: &[],
@@ -216,6 +222,7 @@ fn track_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         min_hits: p
             .int("min-hits")
             .map_or(d.min_hits, |v| u32::try_from(v).unwrap_or(u32::MAX)),
+        camera_motion: p.bool("camera-motion").unwrap_or(d.camera_motion),
     };
     if let Err(e) = config.validate() {
         let key = match e {

@@ -1,6 +1,8 @@
 //! ByteTrack on one stream: Kalman prediction, then two rounds of IoU matching (high-score boxes
 //! against every track, low-score boxes against the tracks left), then tentative tracks.
 
+use std::collections::HashMap;
+
 use crate::frame::Detection;
 
 use super::assign::{iou, max_weight_matching};
@@ -16,6 +18,26 @@ pub const DEFAULT_IOU: f64 = 0.2;
 pub const DEFAULT_MAX_AGE: u64 = 30;
 /// Default number of matched frames in a row before a track is confirmed.
 pub const DEFAULT_MIN_HITS: u32 = 2;
+/// Camera motion: bin size of the displacement votes, in pixels.
+pub const SHIFT_BIN: f64 = 4.0;
+/// Camera motion: farthest a box may be from a track's predicted box to vote, in box sizes.
+pub const SHIFT_RANGE: f64 = 4.0;
+/// Camera motion: fewest votes that agree for a shift to be applied.
+pub const SHIFT_SUPPORT: usize = 3;
+
+/// The median of `v` (reordered), `None` when empty.
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(match n % 2 {
+        1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    })
+}
+
 /// Least IoU in the second round (low-score boxes), as ByteTrack: a box the detector is unsure
 /// of must overlap its track well.
 pub const LOW_SCORE_IOU: f64 = 0.5;
@@ -36,6 +58,10 @@ pub struct TrackConfig {
     /// Matched frames in a row before a new track is confirmed and gets an id (1: at once). On a
     /// stream's first frame tracks are confirmed at once, as nothing came before.
     pub min_hits: u32,
+    /// Estimate the camera's motion from the boxes and move every track by it before matching
+    /// ([`Tracker::camera_shift`]): a drone's camera that pans or jerks moves the whole scene
+    /// by more than a small object's size between two frames.
+    pub camera_motion: bool,
 }
 
 impl Default for TrackConfig {
@@ -46,6 +72,7 @@ impl Default for TrackConfig {
             iou: DEFAULT_IOU,
             max_age: DEFAULT_MAX_AGE,
             min_hits: DEFAULT_MIN_HITS,
+            camera_motion: true,
         }
     }
 }
@@ -248,6 +275,11 @@ impl Tracker {
         for b in boxes.iter_mut() {
             b.track = None;
         }
+        if self.config.camera_motion {
+            if let Some(d) = self.camera_shift(boxes) {
+                self.tracks.iter_mut().for_each(|t| t.filter.shift(d));
+            }
+        }
         let bbox = |b: &Detection| b.bbox.map(f64::from);
         let (high, low) = (self.config.high, self.config.low);
         let mut high_boxes: Vec<usize> = (0..boxes.len())
@@ -337,6 +369,82 @@ impl Tracker {
                 boxes[b].track = self.tracks[t].id;
             }
         }
+    }
+
+    /// The camera's motion since the last frame, as the shift `[dx, dy]` in pixels that moves
+    /// the tracks' predicted boxes onto the most boxes, when enough agree.
+    ///
+    /// Every pair of a track matched on the last frame and a high-score box of about its size
+    /// and not too far (within [`SHIFT_RANGE`] times its size) votes for the displacement between
+    /// them, in bins of [`SHIFT_BIN`] pixels. Static objects (parked cars, the ground) and objects
+    /// moving as predicted all vote for the same bin, what the camera did; wrong pairs scatter.
+    /// The densest 3x3 bins win if at least [`SHIFT_SUPPORT`] votes, and a quarter of the tracks,
+    /// fall there; the shift is the median displacement of those votes. `None`: no agreement.
+    pub fn camera_shift(&self, boxes: &[Detection]) -> Option<[f64; 2]> {
+        let voters: Vec<[f64; 4]> = self
+            .tracks
+            .iter()
+            .filter(|t| t.state == State::Tracked)
+            .map(|t| t.filter.bbox())
+            .collect();
+        if voters.len() < SHIFT_SUPPORT {
+            return None;
+        }
+        let centre = |b: [f64; 4]| [b[0] + b[2] / 2.0, b[1] + b[3] / 2.0];
+        let candidates: Vec<[f64; 4]> = boxes
+            .iter()
+            .filter(|b| b.score >= self.config.high)
+            .map(|b| b.bbox.map(f64::from))
+            .collect();
+        let mut votes: Vec<[f64; 2]> = Vec::new();
+        let mut bins: HashMap<(i64, i64), u32> = HashMap::new();
+        for p in &voters {
+            let pc = centre(*p);
+            let range = SHIFT_RANGE * p[2].max(p[3]);
+            for d in &candidates {
+                let (rw, rh) = (d[2] / p[2], d[3] / p[3]);
+                if !(0.67..=1.5).contains(&rw) || !(0.67..=1.5).contains(&rh) {
+                    continue;
+                }
+                let dc = centre(*d);
+                let v = [dc[0] - pc[0], dc[1] - pc[1]];
+                if v[0].abs() > range || v[1].abs() > range {
+                    continue;
+                }
+                votes.push(v);
+                let bin = (
+                    (v[0] / SHIFT_BIN).round() as i64,
+                    (v[1] / SHIFT_BIN).round() as i64,
+                );
+                *bins.entry(bin).or_default() += 1;
+            }
+        }
+        let around = |(x, y): (i64, i64)| -> u32 {
+            let mut n = 0;
+            for dx in -1..=1 {
+                for dy in -1..=1 {
+                    n += bins.get(&(x + dx, y + dy)).copied().unwrap_or(0);
+                }
+            }
+            n
+        };
+        // Ties go to the bin nearest no motion, then to the smaller coordinates: the same
+        // answer whatever the map's order.
+        let (peak, support) = bins
+            .keys()
+            .map(|&b| (b, around(b)))
+            .max_by_key(|&((x, y), n)| (n, std::cmp::Reverse((x.abs() + y.abs(), x, y))))?;
+        if (support as usize) < SHIFT_SUPPORT.max(voters.len() / 4) {
+            return None;
+        }
+        let (cx, cy) = (peak.0 as f64 * SHIFT_BIN, peak.1 as f64 * SHIFT_BIN);
+        let window = 1.5 * SHIFT_BIN;
+        let (mut xs, mut ys): (Vec<f64>, Vec<f64>) = votes
+            .iter()
+            .filter(|v| (v[0] - cx).abs() <= window && (v[1] - cy).abs() <= window)
+            .map(|v| (v[0], v[1]))
+            .unzip();
+        Some([median(&mut xs)?, median(&mut ys)?])
     }
 
     /// The pairs (track index, box index) of the best matching of `tracks` to `candidates` at
@@ -431,6 +539,48 @@ mod tests {
             assert_eq!(ids(&boxes), [Some(1), Some(2)], "frame {seq}");
         }
         assert_eq!((t.born(), t.ended(), t.open()), (2, 0, 2));
+    }
+
+    #[test]
+    fn a_camera_jerk_is_followed_from_the_boxes() {
+        // A row of 12 parked cars, 24 px tall, 30 px apart; from frame 5 the camera pans and
+        // the scene moves down 36 px a frame: more than a car's height, and a car's predicted
+        // box lands on the next car's place. Tracks follow with the shift estimated from the
+        // boxes; without it, every track is lost or swapped at each jump.
+        let scene = |seq: u32| -> Vec<Detection> {
+            let pan = 36 * seq.saturating_sub(4);
+            (0..12)
+                .map(|i| Detection::new([100 + 7 * i, 50 + 30 * i + pan, 40, 24]))
+                .collect()
+        };
+        let run = |camera_motion: bool| {
+            let cfg = TrackConfig {
+                camera_motion,
+                ..config(1)
+            };
+            let mut t = Tracker::new(cfg).unwrap();
+            let mut last = Vec::new();
+            for seq in 0..12 {
+                let mut boxes = scene(seq);
+                t.update(seq as u64, &mut boxes);
+                last = ids(&boxes);
+            }
+            (t.born(), last)
+        };
+        let want: Vec<Option<u32>> = (1..=12).map(Some).collect();
+        assert_eq!(run(true), (12, want.clone()));
+        let (born, last) = run(false);
+        assert!(born > 12 && last != want, "{born} {last:?}");
+        // The shift itself: 36 px down, nothing across.
+        let mut t = Tracker::new(config(1)).unwrap();
+        t.update(0, &mut scene(4));
+        let moved = scene(5);
+        let [dx, dy] = t.camera_shift(&moved).unwrap();
+        assert!(dx.abs() < 0.01 && (dy - 36.0).abs() < 0.01, "{dx} {dy}");
+        // Too few tracks to tell: no shift.
+        let mut t = Tracker::new(config(1)).unwrap();
+        t.update(0, &mut scene(4)[..2]);
+        assert_eq!(t.camera_shift(&moved[..2]), None);
     }
 
     #[test]
