@@ -300,7 +300,7 @@ impl Annotator {
 impl Observer for Annotator {
     fn batch(&mut self, batch: &CropBatch, budget: Duration) {
         let Some(tx) = &self.tx else { return };
-        for (fi, f) in batch.frames.iter().enumerate() {
+        for f in &batch.frames {
             let Some(data) = f.data() else {
                 self.without_pixels += 1;
                 continue;
@@ -310,13 +310,11 @@ impl Observer for Annotator {
             {
                 continue;
             }
-            let marks = batch
-                .origins
+            // Every box of the frame, reused labels included; a tracked box shows `#id`.
+            let marks = f
+                .detections
                 .iter()
-                .enumerate()
-                .filter(|(_, o)| o.frame as usize == fi)
-                .filter_map(|(_, o)| {
-                    let d = f.detections.get(o.detection as usize)?;
+                .map(|d| {
                     let (class, caption) = match &d.classification {
                         Some(c) => (
                             c.best.class_id,
@@ -324,11 +322,15 @@ impl Observer for Annotator {
                         ),
                         None => (u32::MAX, "?".into()),
                     };
-                    Some(Mark {
+                    let caption = match d.track {
+                        Some(id) => format!("#{id} {caption}"),
+                        None => caption,
+                    };
+                    Mark {
                         bbox: d.bbox,
                         color: PALETTE[class as usize % PALETTE.len()],
                         caption,
-                    })
+                    }
                 })
                 .collect();
             let job = Job {

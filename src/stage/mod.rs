@@ -391,6 +391,9 @@ pub struct Caps {
     pub preprocess: Option<PreprocessConfig>,
     /// Class names of the classifier, once it opened.
     pub labels: Vec<String>,
+    /// The classifier's `reinfer-interval` (when above 1), once it opened: the batch stage makes
+    /// no crop of a tracked box whose track's label is reused.
+    pub reinfer: Option<crate::classify::Reinfer>,
 }
 
 impl Caps {
