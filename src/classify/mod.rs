@@ -42,7 +42,7 @@ use crate::stage::{
 };
 use crate::Error;
 
-pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL};
+pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
 
 /// Default largest number of crops per inference call.
 pub const DEFAULT_MAX_BATCH: usize = 256;

@@ -23,6 +23,12 @@ use crate::frame::{Classification, Frame};
 /// Default `reinfer-interval`: every box classified on every frame.
 pub const DEFAULT_REINFER_INTERVAL: u64 = 1;
 
+/// A box whose width or height is more than this factor larger or smaller than at its track's
+/// last crop is cropped again, whatever the interval: its label was given to other pixels (an
+/// object entering the frame through its edge, a zoom, an occlusion that ends). Measured on a
+/// panned video of the clip (tests/track.rs), such boxes were all of the labels that changed.
+pub const REINFER_MAX_RESIZE: f64 = 1.25;
+
 /// What the classify stage tells the batch stage about reusing labels: the interval, and the
 /// tracks whose next box must be cropped because their label is missing.
 #[derive(Debug, Clone)]
@@ -77,8 +83,8 @@ impl Reinfer {
 #[derive(Debug)]
 pub struct CropPlan {
     reinfer: Reinfer,
-    /// The frame number of each `(stream, track)`'s last crop.
-    last_crop: HashMap<(u32, u32), u64>,
+    /// The frame number and box size of each `(stream, track)`'s last crop.
+    last_crop: HashMap<(u32, u32), (u64, [u32; 2])>,
     /// Each stream's latest frame number.
     latest: HashMap<u32, u64>,
     /// Entries after the last pruning.
@@ -87,8 +93,9 @@ pub struct CropPlan {
 
 impl CropPlan {
     /// Decide which of `frame`'s boxes get a crop, listing the others in `frame.reused`: a box
-    /// of a track last cropped fewer than `interval` frames before gets none, unless its track's
-    /// label is missing. Boxes without a track always get one.
+    /// of a track last cropped fewer than `interval` frames before gets none, unless its size
+    /// changed by more than [`REINFER_MAX_RESIZE`] since or its track's label is missing. Boxes
+    /// without a track always get one.
     pub fn plan(&mut self, frame: &mut Frame) {
         frame.reused.clear();
         let interval = self.reinfer.interval;
@@ -103,12 +110,15 @@ impl CropPlan {
             let Some(track) = d.track else { continue };
             let key = (stream, track);
             let missing = recrop.as_mut().is_some_and(|r| r.remove(&key));
+            let size = [d.bbox[2], d.bbox[3]];
             match self.last_crop.get(&key) {
-                Some(&last) if !missing && seq >= last && seq - last < interval => {
+                Some(&(last, was))
+                    if !missing && seq >= last && seq - last < interval && similar(size, was) =>
+                {
                     frame.reused.push(i as u32);
                 }
                 _ => {
-                    self.last_crop.insert(key, seq);
+                    self.last_crop.insert(key, (seq, size));
                 }
             }
         }
@@ -117,10 +127,18 @@ impl CropPlan {
         if self.last_crop.len() > 2 * self.kept + 64 {
             let latest = &self.latest;
             self.last_crop
-                .retain(|(s, _), last| latest.get(s).is_some_and(|l| *l < *last + interval));
+                .retain(|(s, _), (last, _)| latest.get(s).is_some_and(|l| *l < *last + interval));
             self.kept = self.last_crop.len();
         }
     }
+}
+
+/// Whether a box of size `a` is within [`REINFER_MAX_RESIZE`] of size `b`, both sides.
+fn similar(a: [u32; 2], b: [u32; 2]) -> bool {
+    a.iter().zip(b).all(|(&a, b)| {
+        let (a, b) = (f64::from(a.max(1)), f64::from(b.max(1)));
+        a <= b * REINFER_MAX_RESIZE && b <= a * REINFER_MAX_RESIZE
+    })
 }
 
 /// The classify stage's side of [`Reinfer`]: each track's last label.
@@ -252,6 +270,21 @@ mod tests {
                 vec![0, 2]
             ]
         );
+        // A box that grew or shrank by more than a quarter is cropped again (and sets the new
+        // size); one that changed less is not.
+        let mut plan = Reinfer::new(4).plan();
+        let mut sized = |seq: u64, w: u32, h: u32| {
+            let mut f = frame(seq, &[Some(3)]);
+            f.detections[0].bbox = [0, 0, w, h];
+            plan.plan(&mut f);
+            f.reused.is_empty()
+        };
+        let cropped: Vec<bool> = [(40, 20), (48, 24), (40, 31), (40, 30), (40, 24)]
+            .iter()
+            .enumerate()
+            .map(|(seq, &(w, h))| sized(seq as u64, w, h))
+            .collect();
+        assert_eq!(cropped, [true, false, true, false, true]);
         // Interval 1: nothing is ever reused.
         let mut plan = Reinfer::new(1).plan();
         let mut f = frame(0, &[Some(1)]);
