@@ -24,7 +24,7 @@ fn clip() -> Option<(PathBuf, PathBuf, PathBuf)> {
 
 /// Run `text`; the report and the JSONL lines written to `out`.
 fn run(text: &str, out: &Path) -> (Report, Vec<serde_json::Value>) {
-    let mut pipeline =
+    let pipeline =
         Pipeline::from_description(text, &HashMap::new()).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let outcome = pipeline.run();
     assert!(outcome.error.is_none(), "{:?}", outcome.error);

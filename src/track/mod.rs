@@ -7,12 +7,14 @@
 //! ```
 //!
 //! The tracker is ByteTrack's: each track's box moves by a constant-velocity Kalman filter on its
-//! centre and size ([`kalman`](self) in the source); on each frame, boxes scoring at least `high`
-//! are matched first against every confirmed track (those matched on the last frame and those
-//! coasting), then boxes scoring from `low` up to `high` against the tracks matched on the last
-//! frame that the first round left (at IoU at least [`LOW_SCORE_IOU`]), then the tentative tracks
-//! against the high-score boxes left. Matching is optimal, not greedy: the largest sum of IoU over
-//! the pairs at IoU at least `iou` ([`max_weight_matching`], the Hungarian algorithm on each
+//! centre and size ([`BoxFilter`]). On each frame the camera's motion is first estimated from the
+//! boxes and every track moved by it (`camera-motion`, [`Tracker::camera_shift`]: drone video pans
+//! by more than a small object's size between frames). Then boxes scoring at least `high` are
+//! matched against every confirmed track (those matched on the last frame and those coasting),
+//! boxes scoring from `low` up to `high` against the tracks matched on the last frame that the
+//! first round left (at IoU at least [`LOW_SCORE_IOU`]), and the tentative tracks against the
+//! high-score boxes left. Matching is optimal, not greedy: the pairs at IoU at least `iou` whose
+//! summed overlap above it is largest ([`max_weight_matching`], the Hungarian algorithm on each
 //! connected block of overlapping pairs). A high-score box nothing took starts a tentative track,
 //! confirmed (and given an id) after `min-hits` matched frames in a row, at once on a stream's
 //! first frame; a tentative track missed once is dropped; a confirmed track unmatched for more
