@@ -96,7 +96,7 @@ fn descriptions_with_a_track_stage_build_in_role_order() {
     );
     assert_eq!(
         error("images location=i ! boxes location=a ! track max-age=x ! jsonl location=o"),
-        "track: max-age must be a non-negative integer, found 'x'"
+        "track: max-age must be an integer from 0 to 100000, found 'x'"
     );
     assert_eq!(
         error("images location=i ! boxes location=a ! track ! classify model=m reinfer-interval=0 ! jsonl location=o"),

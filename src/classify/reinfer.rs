@@ -126,8 +126,11 @@ impl CropPlan {
         // Entries as old as the interval decide nothing (the next box is cropped either way).
         if self.last_crop.len() > 2 * self.kept + 64 {
             let latest = &self.latest;
-            self.last_crop
-                .retain(|(s, _), (last, _)| latest.get(s).is_some_and(|l| *l < *last + interval));
+            self.last_crop.retain(|(s, _), (last, _)| {
+                latest
+                    .get(s)
+                    .is_some_and(|l| *l < last.saturating_add(interval))
+            });
             self.kept = self.last_crop.len();
         }
     }
@@ -198,10 +201,13 @@ impl TrackLabels {
         }
         // A track unseen for two intervals has ended or will be cropped when it comes back.
         if self.labels.len() > 2 * self.kept + 64 {
-            let horizon = 2 * self.reinfer.interval;
+            let horizon = self.reinfer.interval.saturating_mul(2);
             let latest = &self.latest;
-            self.labels
-                .retain(|(s, _), (_, seen)| latest.get(s).is_some_and(|l| *l <= *seen + horizon));
+            self.labels.retain(|(s, _), (_, seen)| {
+                latest
+                    .get(s)
+                    .is_some_and(|l| *l <= seen.saturating_add(horizon))
+            });
             self.kept = self.labels.len();
         }
         unlabelled

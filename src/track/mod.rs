@@ -46,7 +46,7 @@ pub use assign::{iou, iou_u32, max_weight_matching};
 pub use kalman::BoxFilter;
 pub use tracker::{
     TrackConfig, TrackError, Tracker, DEFAULT_HIGH, DEFAULT_IOU, DEFAULT_LOW, DEFAULT_MAX_AGE,
-    DEFAULT_MIN_HITS, LOW_SCORE_IOU, SHIFT_BIN, SHIFT_RANGE, SHIFT_SUPPORT,
+    DEFAULT_MIN_HITS, LOW_SCORE_IOU, MAX_COAST, SHIFT_BIN, SHIFT_RANGE, SHIFT_SUPPORT,
 };
 
 /// One tracker per stream, made as the stream's first frame comes.
@@ -192,13 +192,16 @@ pub const TRACK: StageDecl = StageDecl {
         ),
         PropSpec::new(
             "max-age",
-            PropType::COUNT,
+            PropType::Int {
+                min: 0,
+                max: 100_000,
+            },
             "30",
             "a track unmatched for more than this many frames ends",
         ),
         PropSpec::new(
             "min-hits",
-            PropType::POSITIVE,
+            PropType::Int { min: 1, max: 1000 },
             "2",
             "matched frames in a row before a new track is confirmed and gets an id (1: at once; a stream's first frame: at once)",
         ),

@@ -18,6 +18,9 @@ pub const DEFAULT_IOU: f64 = 0.2;
 pub const DEFAULT_MAX_AGE: u64 = 30;
 /// Default number of matched frames in a row before a track is confirmed.
 pub const DEFAULT_MIN_HITS: u32 = 2;
+/// Most frames a track's motion is predicted over at once (a gap in frame numbers longer than
+/// this moves coasting tracks as far as this many frames would).
+pub const MAX_COAST: u64 = 1000;
 /// Camera motion: bin size of the displacement votes, in pixels.
 pub const SHIFT_BIN: f64 = 4.0;
 /// Camera motion: farthest a box may be from a track's predicted box to vote, in box sizes.
@@ -248,7 +251,7 @@ impl Tracker {
     pub fn update(&mut self, seq: u64, boxes: &mut [Detection]) {
         let first = self.now.is_none();
         let (now, steps) = match (self.now, self.last_seq) {
-            (Some(now), Some(last)) if seq > last => (now + (seq - last), seq - last),
+            (Some(now), Some(last)) if seq > last => (now.saturating_add(seq - last), seq - last),
             (Some(now), Some(last)) => {
                 if self.out_of_order == 0 {
                     tracing::warn!(
@@ -256,14 +259,17 @@ impl Tracker {
                     );
                 }
                 self.out_of_order += 1;
-                (now + 1, 1)
+                (now.saturating_add(1), 1)
             }
             _ => (0, 0),
         };
         self.now = Some(now);
         self.last_seq = Some(self.last_seq.map_or(seq, |l| l.max(seq)));
-        // Beyond max_age frames every unmatched track ends anyway.
-        let steps = steps.min(self.config.max_age + 1);
+        // Beyond max_age frames every unmatched track ends anyway; past MAX_COAST frames a
+        // prediction means nothing and would only cost time.
+        let steps = steps
+            .min(self.config.max_age.saturating_add(1))
+            .min(MAX_COAST);
         for t in &mut self.tracks {
             if t.state == State::Lost {
                 t.filter.freeze_size();
@@ -347,7 +353,7 @@ impl Tracker {
                     self.unconfirmed += 1;
                     false
                 }
-                State::Lost if now - track.last_seen > max_age => {
+                State::Lost if now.saturating_sub(track.last_seen) > max_age => {
                     self.ended += 1;
                     false
                 }
@@ -691,6 +697,19 @@ mod tests {
             assert_eq!(ids(&boxes), [Some(1)]);
         }
         assert_eq!(t.out_of_order(), 2);
+        // Frame numbers that jump to the end of the range, with tracks that never end: no
+        // overflow, and no prediction over 2^64 frames (at most MAX_COAST).
+        let mut t = Tracker::new(TrackConfig {
+            max_age: u64::MAX,
+            ..config(1)
+        })
+        .unwrap();
+        let start = std::time::Instant::now();
+        for seq in [0, u64::MAX - 1, 5, u64::MAX] {
+            t.update(seq, &mut [Detection::new([10, 10, 30, 30])]);
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!((t.open(), t.ended(), t.out_of_order()), (t.born(), 0, 1));
     }
 
     #[test]
