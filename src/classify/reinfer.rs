@@ -168,7 +168,7 @@ impl TrackLabels {
             *latest = (*latest).max(seq);
             for (i, d) in frame.detections.iter_mut().enumerate() {
                 let i = i as u32;
-                let reused = frame.reused.contains(&i);
+                let reused = frame.reused.binary_search(&i).is_ok();
                 let Some(track) = d.track else {
                     // Only tracked boxes are reused; anything else is a box with no answer.
                     unlabelled += u64::from(reused);

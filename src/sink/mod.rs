@@ -142,7 +142,7 @@ impl Object {
                 score: det.score,
             }),
             track: det.track,
-            reused: frame.reused.contains(&index),
+            reused: frame.reused.binary_search(&index).is_ok(),
             topk: c
                 .map(|c| c.topk.iter().map(|s| (s.label.clone(), s.score)).collect())
                 .unwrap_or_default(),
