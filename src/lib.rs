@@ -66,6 +66,7 @@ pub mod sink;
 pub mod source;
 pub mod stage;
 pub mod tensor;
+pub mod track;
 
 pub use error::Error;
 pub use frame::{Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat};

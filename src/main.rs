@@ -120,6 +120,12 @@ enum BenchCommand {
         #[arg(long)]
         classes: Option<String>,
     },
+    /// The tracker on the VisDrone MOT ground truth with ids hidden: IDF1, ID switches, MOTA.
+    Track {
+        /// Shared data folder (visdrone/mot-test-dev-annotations); default $OCTOPIPE_DATA.
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -208,6 +214,13 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
             images,
             classes,
         } => return bench_detections(&objects, &truth, &images, classes.as_deref()),
+        BenchCommand::Track { data } => {
+            let data = data
+                .or_else(data_dir)
+                .context("the shared data folder is needed: --data DIR or $OCTOPIPE_DATA")?;
+            print!("{}", bench::mot::track_table(&data)?);
+            return Ok(ExitCode::SUCCESS);
+        }
         BenchCommand::Preprocess {
             workloads,
             format,

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::{BatchConfig, BatchPool, CapPriority, CropBatch, LatePolicy};
 use crate::budget::Tally;
+use crate::classify::{CropPlan, Reinfer};
 use crate::frame::{Frame, SkipReason};
 
 /// Running estimates of the time from batching to the sink, kept by the runner (nanoseconds):
@@ -74,6 +75,8 @@ pub struct Assembler {
     downstream: Arc<Downstream>,
     interval: Option<Duration>,
     tally: Tally,
+    /// Which tracked boxes get a crop, when the classifier reuses tracks' labels.
+    plan: Option<CropPlan>,
 }
 
 impl Assembler {
@@ -99,7 +102,15 @@ impl Assembler {
             downstream,
             interval,
             tally,
+            plan: None,
         }
+    }
+
+    /// Make no crop of a tracked box whose track was cropped fewer than `reinfer`'s interval
+    /// frames before (`classify reinfer-interval`): the classifier gives it its track's label.
+    pub fn reuse_labels(mut self, reinfer: &Reinfer) -> Self {
+        self.plan = (reinfer.interval() > 1).then(|| reinfer.plan());
+        self
     }
 
     /// Apply the late-frame policy; `None` when the frame is dropped.
@@ -160,8 +171,12 @@ impl Assembler {
     }
 
     /// Add a frame (or a part of one) of at most `max_crops` boxes.
-    fn push_part(&mut self, frame: Frame, out: &mut Vec<CropBatch>) {
-        let crops = frame.detections.len();
+    fn push_part(&mut self, mut frame: Frame, out: &mut Vec<CropBatch>) {
+        // Decided here, where crops are made: a reused label needs no crop.
+        if let Some(plan) = &mut self.plan {
+            plan.plan(&mut frame);
+        }
+        let crops = frame.detections.len() - frame.reused.len();
         if let Some(cur) = &self.current {
             if !cur.crops.is_empty() && cur.crops.len() + crops > self.config.max_crops {
                 out.extend(self.flush());

@@ -274,7 +274,8 @@ impl CropBatch {
     }
 
     /// Append crops for `frame`'s detections, each resized to `out_w`x`out_h` with `channels`
-    /// values per pixel, packed after the crops already present.
+    /// values per pixel, packed after the crops already present. Detections listed in
+    /// `frame.reused` (their track's label is reused) get no crop.
     pub fn push_frame(&mut self, frame: Frame, out_w: u32, out_h: u32, channels: u32) {
         let f = self.frames.len() as u32;
         let mut offset = self
@@ -283,6 +284,9 @@ impl CropBatch {
             .map(|c| c.out_offset + c.out_pixels() * channels)
             .unwrap_or(0);
         for (i, d) in frame.detections.iter().enumerate() {
+            if frame.reused.binary_search(&(i as u32)).is_ok() {
+                continue;
+            }
             let [x, y, w, h] = d.bbox;
             self.crops.push(CropMeta {
                 frame: f,
@@ -433,14 +437,20 @@ impl Element for BatchConfig {
         if ctx.caps.input_weighted_blocks() {
             config.input_per_block.get_or_insert(AREA_INPUT_PER_BLOCK);
         }
-        Ok(Running::Batcher(Box::new(Assembler::new(
+        let assembler = Assembler::new(
             config,
             ctx.caps.crop_size(),
             ctx.budget,
             ctx.downstream.clone(),
             ctx.live_interval,
             ctx.tally.clone(),
-        ))))
+        );
+        // The classifier (opened before) says whether tracks' labels are reused.
+        let assembler = match &ctx.caps.reinfer {
+            Some(reinfer) => assembler.reuse_labels(reinfer),
+            None => assembler,
+        };
+        Ok(Running::Batcher(Box::new(assembler)))
     }
 }
 

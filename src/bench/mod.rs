@@ -14,6 +14,7 @@ mod data;
 mod detect;
 pub mod eval;
 mod gpu;
+pub mod mot;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

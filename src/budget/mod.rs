@@ -31,6 +31,8 @@ pub struct Budget {
     streams: BTreeMap<u32, StreamAcc>,
     objects: u64,
     non_finite: u64,
+    reused: u64,
+    reused_unlabelled: u64,
     skipped: BTreeMap<String, u64>,
     actions: BTreeMap<String, u64>,
     lines: Vec<String>,
@@ -62,6 +64,8 @@ impl Budget {
             streams: BTreeMap::new(),
             objects: 0,
             non_finite: 0,
+            reused: 0,
+            reused_unlabelled: 0,
             skipped: BTreeMap::new(),
             actions: BTreeMap::new(),
             lines: Vec::new(),
@@ -155,8 +159,21 @@ impl Budget {
     /// frame whose boxes travelled in several batches) the frame itself with its latency.
     pub fn record(&mut self, frame: &Frame) {
         let non_finite = frame.non_finite.len() as u64;
-        self.objects += (frame.detections.len() as u64).saturating_sub(non_finite);
+        let reused = frame.reused.len() as u64;
+        let unlabelled = frame
+            .reused
+            .iter()
+            .filter(|&&i| {
+                frame
+                    .detections
+                    .get(i as usize)
+                    .is_some_and(|d| d.classification.is_none())
+            })
+            .count() as u64;
+        self.objects += (frame.detections.len() as u64).saturating_sub(non_finite + reused);
         self.non_finite += non_finite;
+        self.reused += reused;
+        self.reused_unlabelled += unlabelled;
         for (reason, n) in &frame.skipped {
             *self.skipped.entry(reason.name().to_string()).or_default() += *n as u64;
         }
@@ -232,6 +249,8 @@ impl Budget {
             total: all.stats(),
             objects: self.objects,
             non_finite: self.non_finite,
+            reused: self.reused,
+            reused_unlabelled: self.reused_unlabelled,
             skipped: self.skipped.clone().into_iter().collect(),
             actions: self.actions.clone().into_iter().collect(),
             streams,
@@ -412,11 +431,17 @@ pub struct Report {
     pub stages: Vec<(String, Stats)>,
     /// End-to-end latency (arrival to sink).
     pub total: Stats,
-    /// Objects classified.
+    /// Objects classified (a crop of each went through the classifier).
     pub objects: u64,
     /// Objects the classifier ran on whose output was not finite (NaN or infinite logits),
     /// written flagged with no label (`classify non-finite=flag`).
     pub non_finite: u64,
+    /// Objects that took their track's last label with no crop made (`classify
+    /// reinfer-interval`).
+    pub reused: u64,
+    /// Of those, the ones whose track had no label to give (its crop's logits were not finite,
+    /// or the batch carrying it was dropped): written with no label.
+    pub reused_unlabelled: u64,
     /// Boxes not classified, by reason.
     pub skipped: Vec<(String, u64)>,
     /// What the late-frame policy did, and how often.
@@ -527,6 +552,8 @@ impl serde::Serialize for Report {
         m.serialize_entry("total", &self.total)?;
         m.serialize_entry("objects", &self.objects)?;
         m.serialize_entry("non_finite", &self.non_finite)?;
+        m.serialize_entry("reused", &self.reused)?;
+        m.serialize_entry("reused_unlabelled", &self.reused_unlabelled)?;
         m.serialize_entry("skipped", &Counts(&self.skipped))?;
         m.serialize_entry("actions", &Counts(&self.actions))?;
         m.serialize_entry("streams", &self.streams)?;
@@ -601,10 +628,18 @@ impl fmt::Display for Report {
             0 => String::new(),
             n => format!(" + {n} non-finite"),
         };
+        // Objects that took their track's label with no crop made (reinfer-interval).
+        let reused = match (self.reused, self.reused_unlabelled) {
+            (0, _) => String::new(),
+            (r, 0) => format!(" + {r} reused"),
+            (r, u) => format!(
+                " + {r} reused ({u} with no label: their track's last crop was not classified)"
+            ),
+        };
         write!(
             f,
-            "objects: {} in = {} classified{non_finite} + {} skipped{}",
-            self.objects + self.non_finite + skipped,
+            "objects: {} in = {} classified{reused}{non_finite} + {} skipped{}",
+            self.objects + self.reused + self.non_finite + skipped,
             self.objects,
             skipped,
             list(&self.skipped)

@@ -15,7 +15,15 @@
 //! frame; with `non-finite=flag` the object is written with `"non_finite":true` and no label,
 //! and the report counts it (`objects: N in = C classified + F non-finite + S skipped`).
 //!
+//! With `reinfer-interval=N` (N > 1) a tracked box is classified when its track first appears
+//! and then every N frames of its stream; in between it takes its track's last label and no crop
+//! is made of it ([`reinfer`](Reinfer): the batch stage decides, this stage fills the label in).
+//! Such objects are written with `"reused":true`, and the report counts them
+//! (`objects: N in = C classified + R reused + S skipped`).
+//!
 //! ONNX Runtime is loaded at run time ([`crate::onnx`]).
+
+mod reinfer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,6 +41,8 @@ use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
 use crate::Error;
+
+pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
 
 /// Default largest number of crops per inference call.
 pub const DEFAULT_MAX_BATCH: usize = 256;
@@ -68,6 +78,9 @@ pub struct ClassifyConfig {
     pub top_k: usize,
     /// ONNX Runtime intra-op threads (0: its default).
     pub threads: usize,
+    /// Classify a tracked box every this many frames of its stream (1: every frame); in between
+    /// it takes its track's last label, and no crop is made of it.
+    pub reinfer_interval: u64,
 }
 
 impl ClassifyConfig {
@@ -81,6 +94,7 @@ impl ClassifyConfig {
             max_batch: DEFAULT_MAX_BATCH,
             top_k: DEFAULT_TOP_K,
             threads: 0,
+            reinfer_interval: DEFAULT_REINFER_INTERVAL,
         }
     }
 }
@@ -535,13 +549,17 @@ fn top_k(scores: &mut [f32], k: usize) -> Vec<(u32, f32)> {
     idx.into_iter().map(|i| (i, scores[i as usize])).collect()
 }
 
-/// The classify stage at run time.
-struct ClassifyStage(Classifier);
+/// The classify stage at run time: the classifier, and each track's last label when labels
+/// are reused.
+struct ClassifyStage(Classifier, Option<TrackLabels>);
 
 impl Stage<CropBatch, CropBatch> for ClassifyStage {
     fn process(&mut self, mut batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        // Flagged objects are counted by the report from their frames.
+        // Flagged and reused objects are counted by the report from their frames.
         self.0.classify(&mut batch)?;
+        if let Some(labels) = &mut self.1 {
+            labels.fill(&mut batch);
+        }
         out.push(batch);
         Ok(())
     }
@@ -550,10 +568,17 @@ impl Stage<CropBatch, CropBatch> for ClassifyStage {
 impl Element for ClassifyConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         let preprocess = ctx.caps.preprocess.get_or_insert_with(Default::default);
+        let interval = self.reinfer_interval;
         let classifier = Classifier::new(*self, preprocess.layout, preprocess.size)?;
         preprocess.size = Some(classifier.size());
         ctx.caps.labels = classifier.labels().to_vec();
-        Ok(Running::Batches(Box::new(ClassifyStage(classifier))))
+        // Opened before the batch stage, which reads it to make no crop of reused boxes.
+        let reinfer = (interval > 1).then(|| Reinfer::new(interval));
+        let labels = reinfer.as_ref().map(Reinfer::labels);
+        ctx.caps.reinfer = reinfer;
+        Ok(Running::Batches(Box::new(ClassifyStage(
+            classifier, labels,
+        ))))
     }
     fn inputs(&self) -> Vec<RunPath> {
         let mut inputs = vec![RunPath::file("classify model", &self.model)];
@@ -602,6 +627,12 @@ pub const CLASSIFY: StageDecl = StageDecl {
             "error",
             "a crop with NaN or infinite logits fails the run, or is written flagged (\"non_finite\":true, no label) and counted",
         ),
+        PropSpec::new(
+            "reinfer-interval",
+            PropType::POSITIVE,
+            "1",
+            "classify a tracked box every N frames of its stream; in between it reuses its track's label (\"reused\":true) and gets no crop",
+        ),
     ],
     needs: &[Role::Boxes, Role::Batch, Role::Preprocess],
     provides: &[],
@@ -631,6 +662,9 @@ fn classify_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);
     cfg.top_k = p.usize("top-k").unwrap_or(cfg.top_k);
     cfg.threads = p.usize("threads").unwrap_or(cfg.threads);
+    cfg.reinfer_interval = p
+        .int("reinfer-interval")
+        .map_or(cfg.reinfer_interval, |v| v as u64);
     cfg.non_finite = match p.str("non-finite") {
         Some("flag") => NonFinite::Flag,
         _ => NonFinite::Error,

@@ -165,6 +165,10 @@ pub struct Frame {
     /// finite (NaN or infinite logits, kept with `classify non-finite=flag`): they carry no
     /// classification.
     pub non_finite: Vec<u32>,
+    /// Detections (indices into `detections`, ascending) the batch stage made no crop for: their
+    /// track was classified fewer than `classify reinfer-interval` frames before, and the
+    /// classify stage gives them that track's last label (none if it has none yet).
+    pub reused: Vec<u32>,
     /// Budget timestamps.
     pub times: FrameTimes,
     /// Which part of its frame this is ([`Part::WHOLE`] unless the frame's boxes were cut into
@@ -231,6 +235,7 @@ impl Frame {
             detections: Vec::new(),
             skipped: Vec::new(),
             non_finite: Vec::new(),
+            reused: Vec::new(),
             times: FrameTimes::new(Instant::now()),
             part: Part::WHOLE,
         }
@@ -283,6 +288,8 @@ impl Frame {
                 skipped: Vec::new(),
                 // Parts are cut before classification: nothing is flagged yet.
                 non_finite: Vec::new(),
+                // Parts are cut before the batch stage decides which boxes reuse a label.
+                reused: Vec::new(),
                 times: self.times.clone(),
                 part: Part {
                     index: u32::try_from(k).unwrap_or(u32::MAX),

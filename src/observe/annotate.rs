@@ -24,7 +24,7 @@ use image::{Rgb, RgbImage};
 
 use crate::batch::CropBatch;
 use crate::budget::Report;
-use crate::frame::{Colorimetry, Frame, FrameLayout, PooledBuf};
+use crate::frame::{Colorimetry, Detection, Frame, FrameLayout, PooledBuf};
 use crate::pipeline::Observer;
 use crate::preprocess::cpu::frame_to_rgb;
 use crate::preprocess::{ChannelOrder, Layout, PreprocessConfig};
@@ -134,6 +134,29 @@ struct Mark {
     bbox: [u32; 4],
     color: [u8; 3],
     caption: String,
+}
+
+impl Mark {
+    /// How a box is drawn: coloured by its class, captioned `label score`, `?` when it has no
+    /// label, and `#id` first when it has a track.
+    fn of(d: &Detection) -> Mark {
+        let (class, caption) = match &d.classification {
+            Some(c) => (
+                c.best.class_id,
+                format!("{} {:.2}", c.best.label, c.best.score),
+            ),
+            None => (u32::MAX, "?".into()),
+        };
+        let caption = match d.track {
+            Some(id) => format!("#{id} {caption}"),
+            None => caption,
+        };
+        Mark {
+            bbox: d.bbox,
+            color: PALETTE[class as usize % PALETTE.len()],
+            caption,
+        }
+    }
 }
 
 /// One frame to draw, with a copy of its planes.
@@ -300,7 +323,7 @@ impl Annotator {
 impl Observer for Annotator {
     fn batch(&mut self, batch: &CropBatch, budget: Duration) {
         let Some(tx) = &self.tx else { return };
-        for (fi, f) in batch.frames.iter().enumerate() {
+        for f in &batch.frames {
             let Some(data) = f.data() else {
                 self.without_pixels += 1;
                 continue;
@@ -310,27 +333,8 @@ impl Observer for Annotator {
             {
                 continue;
             }
-            let marks = batch
-                .origins
-                .iter()
-                .enumerate()
-                .filter(|(_, o)| o.frame as usize == fi)
-                .filter_map(|(_, o)| {
-                    let d = f.detections.get(o.detection as usize)?;
-                    let (class, caption) = match &d.classification {
-                        Some(c) => (
-                            c.best.class_id,
-                            format!("{} {:.2}", c.best.label, c.best.score),
-                        ),
-                        None => (u32::MAX, "?".into()),
-                    };
-                    Some(Mark {
-                        bbox: d.bbox,
-                        color: PALETTE[class as usize % PALETTE.len()],
-                        caption,
-                    })
-                })
-                .collect();
+            // Every box of the frame, reused labels included; a tracked box shows `#id`.
+            let marks = f.detections.iter().map(Mark::of).collect();
             let job = Job {
                 stream: f.stream,
                 seq: f.seq,
@@ -646,5 +650,43 @@ impl Observer for Mosaic {
             },
         };
         report.extra.push(line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{ClassScore, Classification};
+
+    #[test]
+    fn a_tracked_box_is_captioned_with_its_id() {
+        let car = Classification {
+            best: ClassScore {
+                class_id: 2,
+                label: "car".into(),
+                score: 0.9,
+            },
+            topk: Vec::new(),
+        };
+        let tracked = Detection {
+            track: Some(12),
+            classification: Some(car.clone()),
+            ..Detection::new([1, 2, 30, 20])
+        };
+        let m = Mark::of(&tracked);
+        assert_eq!(
+            (m.caption.as_str(), m.color, m.bbox),
+            ("#12 car 0.90", PALETTE[2], [1, 2, 30, 20])
+        );
+        let untracked = Detection {
+            track: None,
+            ..tracked.clone()
+        };
+        assert_eq!(Mark::of(&untracked).caption, "car 0.90");
+        let unlabelled = Detection {
+            classification: None,
+            ..tracked
+        };
+        assert_eq!(Mark::of(&unlabelled).caption, "#12 ?");
     }
 }

@@ -11,10 +11,14 @@
 //! Each line: `{"stream":0,"frame":12,"source":"9999999_00023_d_0000001.jpg","pts_ms":400.0,
 //! "bbox":[x,y,w,h],"label":"car","class_id":2,"score":0.97,"category":4}` where `bbox` is the
 //! clipped integer box, `category` the annotation's VisDrone category (when boxes come from
-//! annotations) and `track` the MOT track id when there is one. `location=-` writes to stdout.
+//! annotations) and `track` the track id when there is one (the `track` stage's, per stream, or
+//! the MOT annotation's). `location=-` writes to stdout.
 //!
 //! An object whose classifier output was not finite (with `classify non-finite=flag`) has
-//! `"non_finite":true` and no label, class or score.
+//! `"non_finite":true` and no label, class or score. With `classify reinfer-interval=N`, an
+//! object whose label is its track's last one (no crop was made of it) has `"reused":true`; a
+//! fresh label has no such field. There is a line for every box of every frame, in frame order,
+//! reused ones included.
 //!
 //! The output may not resolve to one of the run's inputs (checked before anything opens).
 
@@ -95,42 +99,54 @@ pub struct Object {
     /// The box source's class name and score, when it names its classes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detection: Option<BoxInfo>,
-    /// Track id.
+    /// Track id (from the `track` stage, MOT annotations or the application); ids are per
+    /// stream.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub track: Option<u32>,
+    /// The label is the track's last one, reused (`classify reinfer-interval`): no crop was made
+    /// of this box. `false` (and not written) for a fresh label. A reused object with no label
+    /// is one whose track had none to give (see the report's `reused` count).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
     /// Further classes when top-k > 1.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topk: Vec<(Arc<str>, f32)>,
 }
 
 impl Object {
-    /// Every crop's object of `batch`, in crop order.
+    /// Every object of `batch`: each frame's boxes, in frame order, whether a crop was made of
+    /// it or its label was reused.
     pub fn all(batch: &CropBatch) -> impl Iterator<Item = Object> + '_ {
-        batch.origins.iter().map(move |origin| {
-            let frame = &batch.frames[origin.frame as usize];
-            let det = &frame.detections[origin.detection as usize];
-            let c = det.classification.as_ref();
-            Object {
-                stream: frame.stream,
-                frame: frame.seq,
-                source: frame.source.clone(),
-                pts_ms: frame.pts.map(|p| p.as_secs_f64() * 1000.0),
-                bbox: det.bbox,
-                label: c.map(|c| c.best.label.clone()),
-                class_id: c.map(|c| c.best.class_id),
-                score: c.map(|c| c.best.score),
-                non_finite: frame.non_finite.contains(&origin.detection),
-                category: det.class_id,
-                detection: det.label.clone().map(|label| BoxInfo {
-                    label,
-                    score: det.score,
-                }),
-                track: det.track,
-                topk: c
-                    .map(|c| c.topk.iter().map(|s| (s.label.clone(), s.score)).collect())
-                    .unwrap_or_default(),
-            }
+        batch.frames.iter().flat_map(|frame| {
+            let boxes = frame.detections.iter().enumerate();
+            boxes.map(move |(i, det)| Object::of(frame, i as u32, det))
         })
+    }
+
+    /// The object of `frame`'s box `det`, its `index`-th.
+    fn of(frame: &crate::frame::Frame, index: u32, det: &crate::frame::Detection) -> Object {
+        let c = det.classification.as_ref();
+        Object {
+            stream: frame.stream,
+            frame: frame.seq,
+            source: frame.source.clone(),
+            pts_ms: frame.pts.map(|p| p.as_secs_f64() * 1000.0),
+            bbox: det.bbox,
+            label: c.map(|c| c.best.label.clone()),
+            class_id: c.map(|c| c.best.class_id),
+            score: c.map(|c| c.best.score),
+            non_finite: frame.non_finite.contains(&index),
+            category: det.class_id,
+            detection: det.label.clone().map(|label| BoxInfo {
+                label,
+                score: det.score,
+            }),
+            track: det.track,
+            reused: frame.reused.binary_search(&index).is_ok(),
+            topk: c
+                .map(|c| c.topk.iter().map(|s| (s.label.clone(), s.score)).collect())
+                .unwrap_or_default(),
+        }
     }
 }
 

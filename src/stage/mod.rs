@@ -221,6 +221,7 @@ impl Registry {
         r.register(crate::source::APP);
         r.register(crate::boxes::BOXES);
         r.register(crate::detect::DETECT);
+        r.register(crate::track::TRACK);
         r.register(crate::batch::BATCH);
         r.register(crate::preprocess::PREPROCESS);
         r.register(crate::classify::CLASSIFY);
@@ -391,6 +392,9 @@ pub struct Caps {
     pub preprocess: Option<PreprocessConfig>,
     /// Class names of the classifier, once it opened.
     pub labels: Vec<String>,
+    /// The classifier's `reinfer-interval` (when above 1), once it opened: the batch stage makes
+    /// no crop of a tracked box whose track's label is reused.
+    pub reinfer: Option<crate::classify::Reinfer>,
 }
 
 impl Caps {

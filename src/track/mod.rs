@@ -1,0 +1,289 @@
+//! Track stage: follows each stream's boxes from frame to frame and writes their track ids.
+//!
+//! ```text
+//! images location=${root}/images framerate=30 ! boxes format=det location=${root}/annotations
+//!   ! track high=0.5 low=0.1 iou=0.2 max-age=30 min-hits=2
+//!   ! classify model=${model} reinfer-interval=10 ! jsonl location=objects.jsonl
+//! ```
+//!
+//! The tracker is ByteTrack's: each track's box moves by a constant-velocity Kalman filter on its
+//! centre and size ([`BoxFilter`]). On each frame the camera's motion is first estimated from the
+//! boxes and every track moved by it (`camera-motion`, [`Tracker::camera_shift`]: drone video pans
+//! by more than a small object's size between frames). Then boxes scoring at least `high` are
+//! matched against every confirmed track (those matched on the last frame and those coasting),
+//! boxes scoring from `low` up to `high` against the tracks matched on the last frame that the
+//! first round left (at IoU at least [`LOW_SCORE_IOU`]), and the tentative tracks against the
+//! high-score boxes left. Matching is optimal, not greedy: the pairs at IoU at least `iou` whose
+//! summed overlap above it is largest ([`max_weight_matching`], the Hungarian algorithm on each
+//! connected block of overlapping pairs). A high-score box nothing took starts a tentative track,
+//! confirmed (and given an id) after `min-hits` matched frames in a row, at once on a stream's
+//! first frame; a tentative track missed once is dropped; a confirmed track unmatched for more
+//! than `max-age` frames ends.
+//!
+//! Every box's `track` is written, overwriting what the box source said: the id of its confirmed
+//! track, or none (a box of a tentative track, or scoring under `low`). Ids count from 1 in
+//! each stream: the stage keeps one tracker per stream ([`crate::frame::Frame::stream`]), so
+//! streams that share the stage never mix, and `(stream, track)` names a track in the output.
+//! Frames come in order per stream; a gap in frame numbers (frames the decoder lost) is
+//! predicted over frame by frame, so a track coasts across it. At the end of a run each stream
+//! gets a report line: `track: stream 0: 57 tracks born, 49 ended, 8 open at the end`.
+
+mod assign;
+mod kalman;
+mod tracker;
+
+use std::collections::BTreeMap;
+
+use crate::budget::Tally;
+use crate::describe::DescribeError;
+use crate::frame::Frame;
+use crate::stage::{
+    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+};
+use crate::Error;
+
+pub use assign::{iou, iou_u32, max_weight_matching};
+pub use kalman::BoxFilter;
+pub use tracker::{
+    TrackConfig, TrackError, Tracker, DEFAULT_HIGH, DEFAULT_IOU, DEFAULT_LOW, DEFAULT_MAX_AGE,
+    DEFAULT_MIN_HITS, LOW_SCORE_IOU, MAX_COAST, SHIFT_BIN, SHIFT_RANGE, SHIFT_SUPPORT,
+};
+
+/// One tracker per stream, made as the stream's first frame comes.
+#[derive(Debug, Clone)]
+pub struct Tracks {
+    config: TrackConfig,
+    streams: BTreeMap<u32, Tracker>,
+}
+
+impl Tracks {
+    /// Trackers with `config` (checked).
+    pub fn new(config: TrackConfig) -> Result<Self, TrackError> {
+        config.validate()?;
+        Ok(Tracks {
+            config,
+            streams: BTreeMap::new(),
+        })
+    }
+
+    /// Track `frame`'s boxes with its stream's tracker.
+    pub fn update(&mut self, frame: &mut Frame) {
+        let config = self.config;
+        let tracker = self
+            .streams
+            .entry(frame.stream)
+            .or_insert_with(|| Tracker::checked(config));
+        tracker.update(frame.seq, &mut frame.detections);
+    }
+
+    /// The tracker of `stream`, once a frame of it came.
+    pub fn stream(&self, stream: u32) -> Option<&Tracker> {
+        self.streams.get(&stream)
+    }
+
+    /// Report lines: per stream, tracks born, ended and open; frames out of order if any.
+    pub fn report_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (stream, t) in &self.streams {
+            let mut line = format!(
+                "track: stream {stream}: {} tracks born, {} ended, {} open at the end",
+                t.born(),
+                t.ended(),
+                t.open()
+            );
+            if t.unconfirmed() > 0 {
+                line += &format!(
+                    " ({} new tracks dropped before min-hits={})",
+                    t.unconfirmed(),
+                    self.config.min_hits
+                );
+            }
+            lines.push(line);
+            if t.out_of_order() > 0 {
+                lines.push(format!(
+                    "track: stream {stream}: {} frames came out of order (each taken as the next frame)",
+                    t.out_of_order()
+                ));
+            }
+        }
+        lines
+    }
+}
+
+/// The track stage at run time: the trackers and where the end-of-run lines go.
+struct TrackStage {
+    tracks: Tracks,
+    tally: Tally,
+}
+
+impl Stage<Frame, Frame> for TrackStage {
+    fn process(&mut self, mut frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
+        self.tracks.update(&mut frame);
+        out.push(frame);
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Error> {
+        let lines = self.tracks.report_lines();
+        self.tally
+            .with(|t| lines.into_iter().for_each(|l| t.add_line(l)));
+        Ok(())
+    }
+}
+
+/// The track stage's settings: a [`TrackConfig`] checked when the description was built.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrackSettings(TrackConfig);
+
+impl TrackSettings {
+    /// The checked settings.
+    pub fn config(&self) -> &TrackConfig {
+        &self.0
+    }
+}
+
+impl Element for TrackSettings {
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        let tracks = Tracks {
+            config: self.0,
+            streams: BTreeMap::new(),
+        };
+        Ok(Running::Frames(Box::new(TrackStage {
+            tracks,
+            tally: ctx.tally.clone(),
+        })))
+    }
+}
+
+/// The float type of a share from 0 to 1.
+const SHARE: PropType = PropType::Float {
+    min: 0.0,
+    max: 1.0,
+    open_min: false,
+};
+
+/// `track high=0.5 low=0.1 iou=0.2 max-age=30 min-hits=2`: ByteTrack per stream.
+pub const TRACK: StageDecl = StageDecl {
+    name: "track",
+    role: Role::Track,
+    doc: "follow boxes from frame to frame (ByteTrack: Kalman + two-round IoU matching) and write their track ids, per stream",
+    props: &[
+        PropSpec::new(
+            "high",
+            SHARE,
+            "0.5",
+            "boxes scoring at least this are matched first, against every track, and may start tracks",
+        ),
+        PropSpec::new(
+            "low",
+            SHARE,
+            "0.1",
+            "boxes scoring from low up to high are matched only to tracks the first round left; boxes under low get no track",
+        ),
+        PropSpec::new(
+            "iou",
+            PropType::Float {
+                min: 0.0,
+                max: 1.0,
+                open_min: true,
+            },
+            "0.2",
+            "least IoU of a box with a track's predicted box for them to match (low-score boxes: at least 0.5)",
+        ),
+        PropSpec::new(
+            "max-age",
+            PropType::Int {
+                min: 0,
+                max: 100_000,
+            },
+            "30",
+            "a track unmatched for more than this many frames ends",
+        ),
+        PropSpec::new(
+            "min-hits",
+            PropType::Int { min: 1, max: 1000 },
+            "2",
+            "matched frames in a row before a new track is confirmed and gets an id (1: at once; a stream's first frame: at once)",
+        ),
+        PropSpec::new(
+            "camera-motion",
+            PropType::Bool,
+            "true",
+            "estimate the camera's shift between frames from the boxes and move the tracks by it before matching",
+        ),
+    ],
+    needs: &[Role::Boxes],
+    provides: &[],
+    make: track_config,
+};
+
+fn track_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
+    let d = TrackConfig::default();
+    let config = TrackConfig {
+        high: p.float("high").map_or(d.high, |v| v as f32),
+        low: p.float("low").map_or(d.low, |v| v as f32),
+        iou: p.float("iou").unwrap_or(d.iou),
+        max_age: p.int("max-age").map_or(d.max_age, |v| v as u64),
+        min_hits: p
+            .int("min-hits")
+            .map_or(d.min_hits, |v| u32::try_from(v).unwrap_or(u32::MAX)),
+        camera_motion: p.bool("camera-motion").unwrap_or(d.camera_motion),
+    };
+    if let Err(e) = config.validate() {
+        let key = match e {
+            TrackError::LowAboveHigh { .. } if p.given("low").is_some() => "low",
+            TrackError::LowAboveHigh { .. } => "high",
+            TrackError::OutOfRange { name, .. } => name,
+            TrackError::ZeroIou => "iou",
+            TrackError::ZeroMinHits => "min-hits",
+        };
+        return Err(p.error(key, e.to_string()));
+    }
+    Ok(Box::new(TrackSettings(config)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{Colorimetry, Detection, FrameLayout, PixelFormat, PooledBuf};
+
+    fn frame(stream: u32, seq: u64, boxes: &[[u32; 4]]) -> Frame {
+        let layout = FrameLayout::packed(PixelFormat::Rgb, 64, 48);
+        let pixels = PooledBuf::unpooled(vec![0; layout.size()]);
+        let mut f = Frame::new(stream, seq, "test", layout, Colorimetry::default(), pixels);
+        f.detections = boxes.iter().map(|b| Detection::new(*b)).collect();
+        f
+    }
+
+    #[test]
+    fn streams_with_the_same_boxes_get_their_own_tracks() {
+        let mut tracks = Tracks::new(TrackConfig {
+            min_hits: 1,
+            ..Default::default()
+        })
+        .unwrap();
+        let boxes = |seq: u64| {
+            [
+                [10 + 5 * seq as u32, 10, 40, 40],
+                [300, 200 + 3 * seq as u32, 30, 50],
+            ]
+        };
+        // Interleaved as a shared batch stage sees them; stream 1 starts two frames late.
+        for seq in 0..10u64 {
+            for (stream, s) in [(0, Some(seq)), (1, seq.checked_sub(2))] {
+                let Some(s) = s else { continue };
+                let mut f = frame(stream, s, &boxes(s));
+                tracks.update(&mut f);
+                let ids: Vec<_> = f.detections.iter().map(|d| d.track).collect();
+                assert_eq!(ids, [Some(1), Some(2)], "stream {stream} frame {s}");
+            }
+        }
+        assert_eq!(
+            tracks.report_lines(),
+            [
+                "track: stream 0: 2 tracks born, 0 ended, 2 open at the end",
+                "track: stream 1: 2 tracks born, 0 ended, 2 open at the end"
+            ]
+        );
+    }
+}
