@@ -429,10 +429,14 @@ fn the_shared_detector_on_tiles_of_the_clip_finds_what_the_reference_finds() {
     assert!(vehicles >= 0.58, "vehicle recall {vehicles:.3}");
     assert!(people >= 0.25, "people recall {people:.3}");
     assert!(fp <= 16.0, "{fp:.2} false positives per frame");
-    // Every detected box went on to the tracker and the classifier.
+    // Every detected box went on to the classifier; the tracker numbered the ones it confirmed.
     let objects = common::read_jsonl(&out);
     assert_eq!(objects.len(), e.detections);
-    assert!(objects.iter().all(|o| o["track"].is_u64()
-        && o["label"].is_string()
-        && o["detection"]["score"].as_f64() >= Some(0.3)));
+    assert!(objects
+        .iter()
+        .all(|o| o["label"].is_string() && o["detection"]["score"].as_f64() >= Some(0.3)));
+    let tracked = objects.iter().filter(|o| o["track"].is_u64()).count();
+    eprintln!("{tracked} of {} boxes on a confirmed track", objects.len());
+    assert!(tracked > 0);
+    assert!(report.contains("track: stream 0: "), "{report}");
 }
