@@ -202,6 +202,7 @@ mod tests {
         bytes.extend_from_slice(&rtp.to_be_bytes());
         bytes.extend_from_slice(&ssrc.to_be_bytes());
         bytes.extend_from_slice(&[0; 8]);
+        gst::init().unwrap();
         gst::Buffer::from_mut_slice(bytes)
     }
 
