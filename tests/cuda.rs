@@ -846,7 +846,8 @@ fn detector_tiles_are_one_launch_and_match_the_cpu() {
             data,
             0,
         );
-        let mut batch = region_batch(frame, &regions, (512, 512));
+        let pool = octopipe::batch::BatchPool::new();
+        let mut batch = region_batch(&pool, frame, &regions, (512, 512));
         let config = cfg.preprocess_config((512, 512), Layout::Nhwc, DType::F32);
         let mut gpu = CudaBackend::new(config.clone()).unwrap();
         let before = gpu.engine().launches;
@@ -863,7 +864,7 @@ fn detector_tiles_are_one_launch_and_match_the_cpu() {
         lb.scale = 1.0 / 255.0;
         let config = lb.preprocess_config((640, 384), Layout::Nchw, DType::F16);
         let mut cpu = CpuBackend::new(config.clone()).unwrap();
-        let mut batch = region_batch(batch.frames.pop().unwrap(), &regions, (640, 384));
+        let mut batch = region_batch(&pool, batch.frames.pop().unwrap(), &regions, (640, 384));
         cpu.run(&mut batch).unwrap();
         let reference = batch.tensor.as_f16().unwrap().to_vec();
         let mut gpu = CudaBackend::new(config).unwrap();

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use super::{max_diff_255, median, synthetic_frame, time_cpu, BenchError};
+use crate::batch::BatchPool;
 use crate::detect::{region_batch, DetectConfig};
 use crate::frame::PixelFormat;
 use crate::preprocess::cpu::CpuBackend;
@@ -59,7 +60,7 @@ pub fn detect_tiles(opts: &DetectTilesOptions) -> Result<String, BenchError> {
     let regions = cfg.regions(fw, fh);
     let config = cfg.preprocess_config(opts.input, Layout::Nhwc, DType::F32);
     let frame = synthetic_frame(PixelFormat::I420, fw, fh, 3);
-    let mut batch = region_batch(frame, &regions, opts.input);
+    let mut batch = region_batch(&BatchPool::new(), frame, &regions, opts.input);
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -43,7 +43,7 @@ use ort::memory::Allocator;
 use ort::session::Session;
 use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, ValueType};
 
-use crate::batch::{CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
+use crate::batch::{BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
 use crate::budget::Tally;
 use crate::describe::DescribeError;
 use crate::frame::{Detection, Frame, SkipReason};
@@ -198,9 +198,16 @@ impl DetectConfig {
 }
 
 /// The batch of a frame's `regions`, each a crop resized to `input`: preprocessing all of them is
-/// one backend run (one kernel launch on the GPU, one parallel pass on the CPU).
-pub fn region_batch(frame: Frame, regions: &[Rect], input: (u32, u32)) -> CropBatch {
-    let mut batch = CropBatch::default();
+/// one backend run (one kernel launch on the GPU, one parallel pass on the CPU). Its buffers come
+/// from `pool` and go back to it when the batch is dropped (a 12-tile tensor is tens of MB: a
+/// fresh one per frame would cost its page faults on every frame).
+pub fn region_batch(
+    pool: &BatchPool,
+    frame: Frame,
+    regions: &[Rect],
+    input: (u32, u32),
+) -> CropBatch {
+    let mut batch = pool.batch();
     let per = input.0 * input.1 * 3;
     for (i, r) in regions.iter().enumerate() {
         batch.crops.push(CropMeta {
@@ -286,6 +293,8 @@ pub struct Detector {
     /// Classes kept (`None`: all).
     keep: Option<Vec<u32>>,
     split: Split,
+    /// Buffers of the regions' batches, reused frame after frame.
+    pool: BatchPool,
     boxes: Vec<RawBox>,
     per_region: Vec<RawBox>,
 }
@@ -311,6 +320,7 @@ impl Detector {
             names: Vec::new(),
             keep,
             split: Split::default(),
+            pool: BatchPool::new(),
             boxes: Vec::new(),
             per_region: Vec::new(),
         };
@@ -357,11 +367,11 @@ impl Detector {
         let regions = self.config.regions(w, h);
         self.split.regions = regions.len();
         let t0 = Instant::now();
-        let mut batch = region_batch(frame, &regions, self.io.size);
+        let mut batch = region_batch(&self.pool, frame, &regions, self.io.size);
         self.backend.run(&mut batch)?;
         let t1 = Instant::now();
         let mut frame = batch.frames.pop().expect("the batch holds its frame");
-        let tensor = std::mem::take(&mut batch.tensor.data);
+        let tensor = &batch.tensor.data;
         let (stream, seq) = (frame.stream, frame.seq);
         let path = self.config.model.display().to_string();
         let run_err = |reason: String| DetectError::Run {
@@ -379,7 +389,7 @@ impl Detector {
             let n = chunk.min(regions.len() - start);
             let mut per_region = std::mem::take(&mut self.per_region);
             per_region.clear();
-            let outputs = self.run(&tensor, start, n, &mut per_region);
+            let outputs = self.run(tensor, start, n, &mut per_region);
             let d0 = Instant::now();
             let outputs = outputs.map_err(&run_err)?;
             for (i, found) in outputs.into_iter().enumerate() {
