@@ -21,6 +21,7 @@ if [ "$mode" = stage ]; then
     done
     data=${OCTOPIPE_DATA:-../shared/data}
     cp -r "$data/visdrone/clip-9999999" "$data/visdrone/det-val-annotations" .device/data/visdrone/
+    mkdir -p .device/data/models && cp "$data/models/visdrone-crops-64.onnx" .device/data/models/
     du -sh .device
     exit 0
 fi

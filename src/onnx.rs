@@ -1,7 +1,9 @@
 //! ONNX Runtime, shared by the stages that run models (classify, detect).
 //!
 //! The library is loaded at run time from `ORT_DYLIB_PATH` (default `libonnxruntime.so`); one
-//! environment is shared by the whole process.
+//! environment is shared by the whole process. A session runs on the CPU execution provider or on
+//! CUDA's ([`Ep`]): the CUDA one needs an ONNX Runtime build with it (pip `onnxruntime-gpu`) and
+//! a GPU; `Ep::Auto` takes it when both are there and otherwise says why in one log line.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -54,9 +56,62 @@ pub fn environment() -> Result<&'static Environment, OnnxError> {
     })
 }
 
+/// Which ONNX Runtime execution provider runs a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ep {
+    /// CUDA's when the ONNX Runtime build has it and a GPU is present, else the CPU's.
+    #[default]
+    Auto,
+    /// The CPU execution provider.
+    Cpu,
+    /// CUDA's, on this device ordinal; an error when it cannot be had.
+    Cuda(i32),
+}
+
 /// An ONNX Runtime session for the model at `model`, with `threads` intra-op threads (0: ONNX
-/// Runtime's default).
+/// Runtime's default), on `ep`. Returns whether it runs on CUDA.
+pub fn session_on(model: &Path, threads: usize, ep: Ep) -> Result<(Session, bool), OnnxError> {
+    let device = match ep {
+        Ep::Cpu => return Ok((session(model, threads)?, false)),
+        Ep::Cuda(d) => d,
+        Ep::Auto => match crate::preprocess::cuda::available() {
+            Ok(()) => 0,
+            Err(why) => {
+                tracing::info!("{}: ONNX Runtime on the CPU ({why})", model.display());
+                return Ok((session(model, threads)?, false));
+            }
+        },
+    };
+    // Batches come in every size: an exhaustive cuDNN search would run anew for each new one.
+    let cuda = ort::ep::CUDA::default()
+        .with_device_id(device)
+        .with_conv_algorithm_search(ort::ep::cuda::ConvAlgorithmSearch::Heuristic)
+        .build()
+        .error_on_failure();
+    match build(model, threads, Some(cuda)) {
+        Ok(s) => Ok((s, true)),
+        Err(OnnxError::Model { reason, .. }) if ep == Ep::Auto => {
+            tracing::info!(
+                "{}: ONNX Runtime on the CPU (its CUDA execution provider: {reason})",
+                model.display()
+            );
+            Ok((session(model, threads)?, false))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// An ONNX Runtime session for the model at `model` on the CPU execution provider, with `threads`
+/// intra-op threads (0: ONNX Runtime's default).
 pub fn session(model: &Path, threads: usize) -> Result<Session, OnnxError> {
+    build(model, threads, None)
+}
+
+fn build(
+    model: &Path,
+    threads: usize,
+    ep: Option<ort::ep::ExecutionProviderDispatch>,
+) -> Result<Session, OnnxError> {
     let model_err = |reason: String| OnnxError::Model {
         path: model.display().to_string(),
         reason,
@@ -74,6 +129,11 @@ pub fn session(model: &Path, threads: usize) -> Result<Session, OnnxError> {
         builder = builder
             .with_intra_threads(threads)
             .map_err(|e| model_err(e.to_string()))?;
+    }
+    if let Some(ep) = ep {
+        builder = builder
+            .with_execution_providers([ep])
+            .map_err(|e| model_err(format!("CUDA execution provider: {e}")))?;
     }
     builder
         .commit_from_file(model)

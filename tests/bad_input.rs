@@ -1014,6 +1014,28 @@ fn onnx_runtime_missing() {
 }
 
 #[test]
+fn classify_ep_cuda_without_a_cuda_execution_provider_is_named() {
+    // ep=cuda insists; ep=auto (the default) falls back to the CPU (every other test).
+    if !common::ort_ready() {
+        return;
+    }
+    if octopipe::preprocess::cuda::available().is_ok() {
+        eprintln!("SKIPPED: a GPU is present (the CUDA execution provider may load)");
+        return;
+    }
+    let m = model("valid-64.onnx");
+    let desc = format!(
+        "testsrc width=160 height=120 num-buffers=3 ! boxes format=synthetic count=3 ! classify model={} ep=cuda ! jsonl location=-",
+        m.display()
+    );
+    let out = common::output_within(octopipe().args(["run", &desc]), TIMEOUT);
+    fails_with(
+        &out,
+        &[&format!("model {}: CUDA execution provider: ", m.display())],
+    );
+}
+
+#[test]
 fn a_library_that_is_not_onnx_runtime() {
     let Some(lib) = [
         "/usr/lib/x86_64-linux-gnu/libz.so.1",

@@ -896,6 +896,110 @@ fn detect_tiles_table() {
     );
 }
 
+/// The classifier on ONNX Runtime's CUDA execution provider, reading the preprocess output where
+/// the CUDA backend left it (`memory=device`: no host copy of the tensor, only logits come back),
+/// against the CPU pipeline (CPU backend, CPU execution provider) on every object of the real
+/// clip: the same label for >= 99.5% of them. Needs an ONNX Runtime with its CUDA execution
+/// provider (`ORT_DYLIB_PATH`; ../shared/tools/pack-ort-cuda.py) and the shared classifier.
+#[test]
+fn classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu() {
+    use octopipe::classify::{Classifier, ClassifyConfig};
+    use octopipe::frame::Detection;
+    use octopipe::onnx::Ep;
+    let test = "classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu";
+    if !gpu(test) {
+        return;
+    }
+    let model = data_dir().join("models/visdrone-crops-64.onnx");
+    let root = data_dir().join("visdrone/clip-9999999");
+    if !model.is_file() || !root.is_dir() {
+        eprintln!("SKIPPED {test}: shared data not found (set OCTOPIPE_DATA)");
+        return;
+    }
+    let config = |ep| {
+        let mut c = ClassifyConfig::new(&model);
+        c.ep = ep;
+        c
+    };
+    let mut cuda_ep = match Classifier::new(config(Ep::Cuda(0)), Layout::Nchw, Some((64, 64))) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("SKIPPED {test}: no CUDA execution provider in this ONNX Runtime ({e})");
+            return;
+        }
+    };
+    let mut cpu_ep = Classifier::new(config(Ep::Cpu), Layout::Nchw, Some((64, 64))).unwrap();
+    let host = PreprocessConfig {
+        size: Some((64, 64)),
+        ..PreprocessConfig::default()
+    };
+    let device = PreprocessConfig {
+        device_output: true,
+        ..host.clone()
+    };
+    let mut cpu = CpuBackend::new(host).unwrap();
+    let mut gpu = CudaBackend::new(device).unwrap();
+    let mut images: Vec<PathBuf> = std::fs::read_dir(root.join("images"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    images.sort();
+    let (mut objects, mut same) = (0usize, 0usize);
+    let (mut t_cpu, mut t_gpu) = (0.0f64, 0.0f64);
+    for path in &images {
+        let img = image::open(path).unwrap().to_rgb8();
+        let (w, h) = img.dimensions();
+        let text = std::fs::read_to_string(
+            root.join("annotations")
+                .join(path.file_stem().unwrap())
+                .with_extension("txt"),
+        )
+        .unwrap();
+        let labels = |backend: &mut dyn Backend, classifier: &mut Classifier, ms: &mut f64| {
+            let mut frame = frame_from(
+                FrameLayout::packed(PixelFormat::Rgb, w, h),
+                Colorimetry::JPEG,
+                img.as_raw().clone(),
+                0,
+            );
+            frame.detections = clip_boxes(&text, w, h)
+                .into_iter()
+                .map(|(x, y, bw, bh)| Detection::new([x, y, bw, bh]))
+                .collect();
+            let mut batch = CropBatch::default();
+            batch.push_frame(frame, 64, 64, 3);
+            batch.build_blocks(256, 4);
+            let t = std::time::Instant::now();
+            backend.run(&mut batch).unwrap();
+            classifier.classify(&mut batch).unwrap();
+            *ms += t.elapsed().as_secs_f64() * 1e3;
+            batch.frames[0]
+                .detections
+                .iter()
+                .map(|d| d.classification.as_ref().map(|c| c.best.class_id))
+                .collect::<Vec<_>>()
+        };
+        let a = labels(&mut cpu, &mut cpu_ep, &mut t_cpu);
+        let b = labels(&mut gpu, &mut cuda_ep, &mut t_gpu);
+        assert_eq!(a.len(), b.len());
+        assert!(
+            b.iter().all(Option::is_some),
+            "every crop classified on the GPU"
+        );
+        objects += a.len();
+        same += a.iter().zip(&b).filter(|(x, y)| x == y).count();
+    }
+    let share = same as f64 / objects as f64;
+    eprintln!(
+        "CUDA EP on device tensors vs CPU: {same} of {objects} labels equal ({:.2}%); {} frames: preprocess+classify {t_cpu:.1} ms (CPU backend, CPU EP) vs {t_gpu:.1} ms (CUDA backend, CUDA EP, first frame included)",
+        share * 100.0,
+        images.len()
+    );
+    assert!(objects > 1900, "{objects} objects");
+    assert!(share >= 0.995, "{same} of {objects} labels equal");
+}
+
 /// `octopipe bench preprocess` on the device: `cargo test --release --test cuda -- --ignored --nocapture bench_table`.
 #[test]
 #[ignore = "benchmark: run explicitly"]

@@ -28,18 +28,20 @@ mod reinfer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::Session;
-use ort::value::{TensorElementType, TensorRef, ValueType};
+use ort::value::{Shape, TensorElementType, TensorRef, TensorRefMut, ValueType};
 
 use crate::batch::CropBatch;
 use crate::describe::DescribeError;
 use crate::frame::{ClassScore, Classification};
-use crate::onnx::OnnxError;
+use crate::onnx::{Ep, OnnxError};
 use crate::pipeline::RunPath;
-use crate::preprocess::Layout;
+use crate::preprocess::{DType, Layout};
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
+use crate::tensor::TensorData;
 use crate::Error;
 
 pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
@@ -81,6 +83,8 @@ pub struct ClassifyConfig {
     /// Classify a tracked box every this many frames of its stream (1: every frame); in between
     /// it takes its track's last label, and no crop is made of it.
     pub reinfer_interval: u64,
+    /// The execution provider.
+    pub ep: Ep,
 }
 
 impl ClassifyConfig {
@@ -95,6 +99,7 @@ impl ClassifyConfig {
             top_k: DEFAULT_TOP_K,
             threads: 0,
             reinfer_interval: DEFAULT_REINFER_INTERVAL,
+            ep: Ep::Auto,
         }
     }
 }
@@ -193,6 +198,9 @@ pub struct Classifier {
     batches: u64,
     /// Class names as shared strings, grown as class ids are met.
     names: Vec<Arc<str>>,
+    /// Whether the session runs on ONNX Runtime's CUDA execution provider (then a tensor in
+    /// device memory is read where it is).
+    on_cuda: bool,
 }
 
 impl Classifier {
@@ -208,7 +216,7 @@ impl Classifier {
             path: path.clone(),
             reason,
         };
-        let session = crate::onnx::session(&config.model, config.threads)?;
+        let (session, on_cuda) = crate::onnx::session_on(&config.model, config.threads, config.ep)?;
         let (input_name, input) = check_input(&session, &path, layout, size)?;
         let output_name = session
             .outputs()
@@ -231,6 +239,7 @@ impl Classifier {
             non_finite: Vec::new(),
             batches: 0,
             names: Vec::new(),
+            on_cuda,
         };
         classifier.warm_up()?;
         classifier.check_labels()?;
@@ -249,11 +258,14 @@ impl Classifier {
             Layout::Nhwc => [n, h, w, 3],
         };
         let smallest = self.input.batch.unwrap_or(1);
-        self.run_chunk(shape(smallest), &vec![0.0; smallest * 3 * w * h])?;
+        self.run_chunk(
+            shape(smallest),
+            Input::Host(&vec![0.0; smallest * 3 * w * h]),
+        )?;
         self.classes = self.scores.len() / smallest.max(1);
         let largest = self.input.batch.unwrap_or(self.config.max_batch.max(1));
         if largest > smallest {
-            let _ = self.run_chunk(shape(largest), &vec![0.0; largest * 3 * w * h]);
+            let _ = self.run_chunk(shape(largest), Input::Host(&vec![0.0; largest * 3 * w * h]));
         }
         Ok(())
     }
@@ -323,17 +335,45 @@ impl Classifier {
         let (w, h) = (self.size.0 as usize, self.size.1 as usize);
         let per = 3 * w * h;
         let path = || self.config.model.display().to_string();
-        let Some(tensor) = batch.tensor.as_f32() else {
-            return Err(ClassifyError::Run {
-                path: path(),
-                reason: format!(
-                    "the classifier takes an f32 tensor in host memory, the batch holds {:?} in {} memory (preprocess dtype=f32)",
-                    batch.tensor.dtype,
-                    batch.tensor.memory()
-                ),
-            });
+        let short = |len: usize| len < n * per;
+        let tensor = match &batch.tensor.data {
+            TensorData::F32(v) if !short(v.len()) => Input::Host(v),
+            TensorData::Device(d)
+                if self.on_cuda && batch.tensor.dtype == DType::F32 && !short(d.len) =>
+            {
+                // ONNX Runtime runs on its own CUDA stream: the preprocess kernel must be done.
+                crate::preprocess::cuda::wait_for_stream(d.device, d.stream).map_err(|e| {
+                    ClassifyError::Run {
+                        path: path(),
+                        reason: format!("waiting for the preprocess stream: {e}"),
+                    }
+                })?;
+                Input::Device {
+                    ptr: d.ptr,
+                    device: d.device,
+                }
+            }
+            TensorData::F32(_) | TensorData::Device(_)
+                if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size)
+                    || short(batch.tensor.len()) =>
+            {
+                return Err(ClassifyError::Run {
+                    path: path(),
+                    reason: format!("batch crops are not all {w}x{h}"),
+                });
+            }
+            _ => {
+                return Err(ClassifyError::Run {
+                    path: path(),
+                    reason: format!(
+                        "the classifier takes an f32 tensor in host memory (or in device memory with classify ep=cuda), the batch holds {:?} in {} memory",
+                        batch.tensor.dtype,
+                        batch.tensor.memory()
+                    ),
+                });
+            }
         };
-        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size) || tensor.len() < n * per {
+        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size) {
             return Err(ClassifyError::Run {
                 path: path(),
                 reason: format!("batch crops are not all {w}x{h}"),
@@ -349,7 +389,14 @@ impl Classifier {
                 Layout::Nchw => [m, 3, h, w],
                 Layout::Nhwc => [m, h, w, 3],
             };
-            self.run_chunk(shape, &tensor[start * per..(start + m) * per])?;
+            let part = match tensor {
+                Input::Host(v) => Input::Host(&v[start * per..(start + m) * per]),
+                Input::Device { ptr, device } => Input::Device {
+                    ptr: ptr + (start * per * std::mem::size_of::<f32>()) as u64,
+                    device,
+                },
+            };
+            self.run_chunk(shape, part)?;
             let classes = self.scores.len() / m;
             for i in 0..m {
                 match self.non_finite.iter().find(|(row, _)| *row == i) {
@@ -418,32 +465,59 @@ impl Classifier {
 
     /// Run one chunk; leaves its softmax scores in `self.scores`, and in `self.non_finite` the
     /// rows whose logits were not finite (their scores are left as they came).
-    fn run_chunk(&mut self, shape: [usize; 4], data: &[f32]) -> Result<(), ClassifyError> {
+    fn run_chunk(&mut self, shape: [usize; 4], input: Input) -> Result<(), ClassifyError> {
         let path = self.config.model.display().to_string();
         let run_err = |e: ort::Error| ClassifyError::Run {
             path: path.clone(),
             reason: e.to_string(),
         };
-        let tensor = TensorRef::from_array_view((shape, data)).map_err(run_err)?;
-        let outputs = self
-            .session
-            .run(ort::inputs![self.input_name.as_str() => tensor])
-            .map_err(run_err)?;
-        let (oshape, logits) = outputs[self.output_name.as_str()]
-            .try_extract_tensor::<f32>()
-            .map_err(run_err)?;
+        let oshape = match input {
+            Input::Host(data) => {
+                let tensor = TensorRef::from_array_view((shape, data)).map_err(run_err)?;
+                let outputs = self
+                    .session
+                    .run(ort::inputs![self.input_name.as_str() => tensor])
+                    .map_err(run_err)?;
+                copy_logits(&outputs[self.output_name.as_str()], &mut self.scores)
+                    .map_err(run_err)?
+            }
+            Input::Device { ptr, device } => {
+                // The tensor stays where the preprocess stage left it: the model's input in
+                // device memory; only the logits come back (to host memory). (An IoBinding
+                // would clone a borrowed input first.)
+                let info = MemoryInfo::new(
+                    AllocationDevice::CUDA,
+                    device as i32,
+                    AllocatorType::Device,
+                    MemoryType::Default,
+                )
+                .map_err(run_err)?;
+                // SAFETY: `ptr` holds `shape`'s f32 elements on `device`, kept alive by the
+                // batch's tensor for the whole run.
+                let tensor = unsafe {
+                    TensorRefMut::<f32>::from_raw(
+                        info,
+                        ptr as usize as *mut std::ffi::c_void,
+                        Shape::new(shape.iter().map(|&d| d as i64)),
+                    )
+                }
+                .map_err(run_err)?;
+                // A plain run: the input is already where the CUDA execution provider wants it,
+                // and the outputs come back in host memory.
+                let outputs = self
+                    .session
+                    .run(ort::inputs![self.input_name.as_str() => tensor])
+                    .map_err(run_err)?;
+                copy_logits(&outputs[self.output_name.as_str()], &mut self.scores)
+                    .map_err(run_err)?
+            }
+        };
         if oshape.len() != 2 || oshape[0] as usize != shape[0] || oshape[1] < 1 {
             return Err(ClassifyError::Run {
                 path,
-                reason: format!(
-                    "output shape {:?}, expected [{}, classes]",
-                    &oshape[..],
-                    shape[0]
-                ),
+                reason: format!("output shape {oshape:?}, expected [{}, classes]", shape[0]),
             });
         }
-        self.scores.clear();
-        self.scores.extend_from_slice(logits);
         self.non_finite.clear();
         let classes = oshape[1] as usize;
         for (i, row) in self.scores.chunks_mut(classes).enumerate() {
@@ -458,6 +532,21 @@ impl Classifier {
         }
         Ok(())
     }
+}
+
+/// Where a chunk of crops is: host memory, or device memory (an f32 pointer on a CUDA device).
+#[derive(Clone, Copy)]
+enum Input<'a> {
+    Host(&'a [f32]),
+    Device { ptr: u64, device: usize },
+}
+
+/// Copy an output's f32 values into `into` (cleared first); returns its shape.
+fn copy_logits(value: &ort::value::DynValue, into: &mut Vec<f32>) -> ort::Result<Vec<i64>> {
+    let (shape, logits) = value.try_extract_tensor::<f32>()?;
+    into.clear();
+    into.extend_from_slice(logits);
+    Ok(shape.to_vec())
 }
 
 /// Check the model's first input against the preprocess settings.
@@ -622,6 +711,18 @@ pub const CLASSIFY: StageDecl = StageDecl {
             "ONNX Runtime intra-op threads (0: its default)",
         ),
         PropSpec::new(
+            "ep",
+            PropType::Choice(&["auto", "cpu", "cuda"]),
+            "auto",
+            "ONNX Runtime execution provider (auto: CUDA when its build has it and a GPU is present; cuda reads a preprocess memory=device tensor where it is)",
+        ),
+        PropSpec::new(
+            "device",
+            PropType::COUNT,
+            "0",
+            "with ep=cuda: the GPU",
+        ),
+        PropSpec::new(
             "non-finite",
             PropType::Choice(&["error", "flag"]),
             "error",
@@ -668,6 +769,11 @@ fn classify_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     cfg.non_finite = match p.str("non-finite") {
         Some("flag") => NonFinite::Flag,
         _ => NonFinite::Error,
+    };
+    cfg.ep = match p.str("ep") {
+        Some("cpu") => Ep::Cpu,
+        Some("cuda") => Ep::Cuda(p.int("device").unwrap_or(0).clamp(0, i32::MAX as i64) as i32),
+        _ => Ep::Auto,
     };
     Ok(Box::new(cfg))
 }

@@ -96,6 +96,17 @@ pub fn available() -> Result<(), String> {
     }
 }
 
+/// Block until the work queued so far on `stream` (a raw `CUstream` on device `device`, made by
+/// another component: the preprocess engine, a decoder) is done. For consumers that hand the data
+/// to a library with its own streams (ONNX Runtime's CUDA execution provider).
+pub fn wait_for_stream(device: usize, stream: u64) -> Result<(), CudaError> {
+    let ctx = CudaContext::new(device)?;
+    ctx.bind_to_thread()?;
+    // SAFETY: `stream` is a live stream of this device's primary context (its owner keeps it).
+    unsafe { cudarc::driver::result::stream::synchronize(stream as sys::CUstream) }?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# ONNX Runtime's CUDA execution provider on the device machine (which has no ONNX Runtime GPU
+# build), in three back-to-back device calls (each carries at most 64 MiB; the machine keeps /tmp
+# only 30 s after a call returns):
+#
+#   cargo test --release --features bench --no-run && scripts/device-ort-cuda.sh stage
+#   (device, carry [".device/p1"])  scripts/device-ort-cuda.sh part1
+#   (device, carry [".device/p2"])  scripts/device-ort-cuda.sh part2
+#   (device, carry [".device/run"]) scripts/device-ort-cuda.sh run
+#
+# `stage` packs ONNX Runtime 1.31.1 with its CUDA execution provider (../shared/tools/pack-ort-cuda.py,
+# device code for sm_90) into three parts, with the GPU test binary and the shared clip and
+# classifier; `run` unpacks it and runs the tests that need it, then compute-sanitizer on them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-run}" in
+stage)
+    [ -f .device/ort/part.c ] || python3 ../shared/tools/pack-ort-cuda.py .device/ort
+    rm -rf .device/p1 .device/p2 .device/run
+    mkdir -p .device/p1 .device/p2 .device/run/data/visdrone .device/run/data/models
+    cp .device/ort/part.a .device/p1/ && cp .device/ort/part.b .device/p2/
+    cp .device/ort/part.c ../shared/tools/pack-ort-cuda.py .device/run/
+    bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/cuda-* | grep -v '\.d$' | head -1)
+    strip -o .device/run/cuda "$bin"
+    data=${OCTOPIPE_DATA:-../shared/data}
+    cp -r "$data/visdrone/clip-9999999" .device/run/data/visdrone/
+    cp "$data/models/visdrone-crops-64.onnx" .device/run/data/models/
+    du -sh .device/p1 .device/p2 .device/run
+    ;;
+part1) mkdir -p /tmp/parts && cp .device/p1/part.* /tmp/parts/ ;;
+part2) cp .device/p2/part.* /tmp/parts/ ;;
+run)
+    cp .device/run/part.* /tmp/parts/
+    eval "$(python3 .device/run/pack-ort-cuda.py /tmp/ort --unpack /tmp/parts)"
+    export OCTOPIPE_DATA=$PWD/.device/run/data OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    tests=classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu
+    .device/run/cuda --nocapture --exact $tests
+    compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 .device/run/cuda --exact $tests 2>&1 | tail -3
+    ;;
+esac
