@@ -91,10 +91,7 @@ pub fn session_on(model: &Path, threads: usize, ep: Ep) -> Result<(Session, bool
     match build(model, threads, Some(cuda)) {
         Ok(s) => Ok((s, true)),
         Err(OnnxError::Model { reason, .. }) if ep == Ep::Auto => {
-            tracing::info!(
-                "{}: ONNX Runtime on the CPU (its CUDA execution provider: {reason})",
-                model.display()
-            );
+            tracing::info!("{}: ONNX Runtime on the CPU ({reason})", model.display());
             Ok((session(model, threads)?, false))
         }
         Err(e) => Err(e),
