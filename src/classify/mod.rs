@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
-use ort::session::Session;
+use ort::session::{Session, SessionInputValue};
 use ort::value::{Shape, TensorElementType, TensorRef, TensorRefMut, ValueType};
 
 use crate::batch::CropBatch;
@@ -471,20 +471,14 @@ impl Classifier {
             path: path.clone(),
             reason: e.to_string(),
         };
-        let oshape = match input {
-            Input::Host(data) => {
-                let tensor = TensorRef::from_array_view((shape, data)).map_err(run_err)?;
-                let outputs = self
-                    .session
-                    .run(ort::inputs![self.input_name.as_str() => tensor])
-                    .map_err(run_err)?;
-                copy_logits(&outputs[self.output_name.as_str()], &mut self.scores)
-                    .map_err(run_err)?
-            }
+        let value: SessionInputValue = match input {
+            Input::Host(data) => TensorRef::from_array_view((shape, data))
+                .map_err(run_err)?
+                .into(),
             Input::Device { ptr, device } => {
                 // The tensor stays where the preprocess stage left it: the model's input in
-                // device memory; only the logits come back (to host memory). (An IoBinding
-                // would clone a borrowed input first.)
+                // device memory, where the CUDA execution provider wants it; only the logits
+                // come back (to host memory). (An IoBinding would clone a borrowed input first.)
                 let info = MemoryInfo::new(
                     AllocationDevice::CUDA,
                     device as i32,
@@ -494,24 +488,23 @@ impl Classifier {
                 .map_err(run_err)?;
                 // SAFETY: `ptr` holds `shape`'s f32 elements on `device`, kept alive by the
                 // batch's tensor for the whole run.
-                let tensor = unsafe {
+                unsafe {
                     TensorRefMut::<f32>::from_raw(
                         info,
                         ptr as usize as *mut std::ffi::c_void,
                         Shape::new(shape.iter().map(|&d| d as i64)),
                     )
                 }
-                .map_err(run_err)?;
-                // A plain run: the input is already where the CUDA execution provider wants it,
-                // and the outputs come back in host memory.
-                let outputs = self
-                    .session
-                    .run(ort::inputs![self.input_name.as_str() => tensor])
-                    .map_err(run_err)?;
-                copy_logits(&outputs[self.output_name.as_str()], &mut self.scores)
-                    .map_err(run_err)?
+                .map_err(run_err)?
+                .into()
             }
         };
+        let outputs = self
+            .session
+            .run(ort::inputs![self.input_name.as_str() => value])
+            .map_err(run_err)?;
+        let oshape =
+            copy_logits(&outputs[self.output_name.as_str()], &mut self.scores).map_err(run_err)?;
         if oshape.len() != 2 || oshape[0] as usize != shape[0] || oshape[1] < 1 {
             return Err(ClassifyError::Run {
                 path,
