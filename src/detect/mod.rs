@@ -33,31 +33,30 @@
 
 mod coco;
 mod decode;
+mod model;
 pub mod tiles;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ort::memory::Allocator;
-use ort::session::Session;
-use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, ValueType};
-
 use crate::batch::{BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
-use crate::budget::Tally;
+use crate::budget::{Series, Tally};
 use crate::describe::DescribeError;
 use crate::frame::{Detection, Frame, SkipReason};
 use crate::onnx::OnnxError;
 use crate::pipeline::RunPath;
 use crate::preprocess::{
-    create_backend, f16_to_f32, Backend, BackendKind, ChannelOrder, DType, Interpolation, Layout,
+    create_backend, Backend, BackendKind, ChannelOrder, DType, Interpolation, Layout,
     PreprocessConfig, PreprocessError,
 };
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
 use crate::tensor::TensorData;
+
 use crate::Error;
+use model::Model;
 
 pub use coco::COCO_LABELS;
 pub use decode::{nms, Decoder, RawBox, Suppress};
@@ -257,25 +256,14 @@ pub enum DetectError {
     },
 }
 
-/// What the model's input and output are.
-#[derive(Debug, Clone)]
-struct ModelIo {
-    input: String,
-    size: (u32, u32),
-    layout: Layout,
-    dtype: DType,
-    batch: Option<usize>,
-    output: String,
-    output_dtype: DType,
-    decoder: Decoder,
-}
-
-/// Per-frame time spent in each part of the stage, and box counts, for the report.
+/// Per-frame time spent in each part of the stage (bounded memory however long the run), and
+/// box counts, for the report.
 #[derive(Debug, Default)]
 struct Split {
-    preprocess: Vec<Duration>,
-    infer: Vec<Duration>,
-    decode: Vec<Duration>,
+    preprocess: Series,
+    infer: Series,
+    decode: Series,
+    total: Series,
     regions: usize,
     kept: u64,
     other_classes: u64,
@@ -285,44 +273,45 @@ struct Split {
 /// Runtime state of the detect stage.
 pub struct Detector {
     config: DetectConfig,
-    session: Session,
-    io: ModelIo,
+    model: Model,
     backend: Box<dyn Backend>,
     /// Class names after `map`, grown as class ids are met.
     names: Vec<Arc<str>>,
+    /// Per class id (as `names`): the class it is merged with in NMS, the first one `map`
+    /// renames alike.
+    groups: Vec<u32>,
     /// Classes kept (`None`: all).
     keep: Option<Vec<u32>>,
     split: Split,
     /// Buffers of the regions' batches, reused frame after frame.
     pool: BatchPool,
     boxes: Vec<RawBox>,
-    per_region: Vec<RawBox>,
+    /// One region's boxes as decoded, before they go back to frame pixels.
+    found: Vec<RawBox>,
 }
 
 impl Detector {
     /// Load the model, read its input and output, and make the preprocess backend.
     pub fn new(config: DetectConfig) -> Result<Self, DetectError> {
-        let path = config.model.display().to_string();
-        let model_err = |reason: String| DetectError::Model {
-            path: path.clone(),
+        let model = Model::open(&config)?;
+        let keep = class_filter(&config).map_err(|reason| DetectError::Model {
+            path: config.model.display().to_string(),
             reason,
-        };
-        let session = crate::onnx::session(&config.model, config.ort_threads)?;
-        let io = model_io(&session, &config).map_err(model_err)?;
-        let keep = class_filter(&config).map_err(model_err)?;
+        })?;
+        let io = &model.io;
         let pre = config.preprocess_config(io.size, io.layout, io.dtype);
         let backend = create_backend(&pre)?;
         let mut d = Detector {
             config,
-            session,
-            io,
+            model,
             backend,
             names: Vec::new(),
+            groups: Vec::new(),
             keep,
             split: Split::default(),
             pool: BatchPool::new(),
             boxes: Vec::new(),
-            per_region: Vec::new(),
+            found: Vec::new(),
         };
         d.warm_up()?;
         Ok(d)
@@ -330,12 +319,12 @@ impl Detector {
 
     /// The model input's (width, height).
     pub fn input_size(&self) -> (u32, u32) {
-        self.io.size
+        self.model.io.size
     }
 
     /// The decoder in use.
     pub fn decoder(&self) -> Decoder {
-        self.io.decoder
+        self.model.io.decoder
     }
 
     /// The preprocess backend's name.
@@ -346,14 +335,14 @@ impl Detector {
     /// One run on a zero input, so that ONNX Runtime's first-run planning does not land on the
     /// first frame's budget, and a model that cannot run fails at start-up.
     fn warm_up(&mut self) -> Result<(), DetectError> {
-        let n = self.io.batch.unwrap_or(1);
-        let len = n * self.io.size.0 as usize * self.io.size.1 as usize * 3;
-        let zeros = match self.io.dtype {
+        let n = self.model.io.batch.unwrap_or(1);
+        let len = n * self.model.io.size.0 as usize * self.model.io.size.1 as usize * 3;
+        let zeros = match self.model.io.dtype {
             DType::F32 => TensorData::F32(vec![0.0; len]),
             DType::F16 => TensorData::F16(vec![0; len]),
         };
-        let mut sink = Vec::new();
-        self.run(&zeros, 0, n, &mut sink)
+        self.model
+            .run(&zeros, 0, n, |_, _| ())
             .map_err(|reason| DetectError::Model {
                 path: self.config.model.display().to_string(),
                 reason: format!("does not run on a zero input: {reason}"),
@@ -367,7 +356,7 @@ impl Detector {
         let regions = self.config.regions(w, h);
         self.split.regions = regions.len();
         let t0 = Instant::now();
-        let mut batch = region_batch(&self.pool, frame, &regions, self.io.size);
+        let mut batch = region_batch(&self.pool, frame, &regions, self.model.io.size);
         self.backend.run(&mut batch)?;
         let t1 = Instant::now();
         let mut frame = batch.frames.pop().expect("the batch holds its frame");
@@ -380,48 +369,50 @@ impl Detector {
             frame: seq,
             reason,
         };
-        let chunk = self.io.batch.unwrap_or(self.config.max_batch.max(1));
+        let chunk = self.model.io.batch.unwrap_or(self.config.max_batch.max(1));
+        let (decoder, input, fit) = (self.model.io.decoder, self.model.io.size, self.config.fit);
+        let score = self.config.score;
         let mut boxes = std::mem::take(&mut self.boxes);
         boxes.clear();
         let mut decode_time = Duration::ZERO;
+        let mut non_finite = 0;
         let mut start = 0;
         while start < regions.len() {
             let n = chunk.min(regions.len() - start);
-            let mut per_region = std::mem::take(&mut self.per_region);
-            per_region.clear();
-            let outputs = self.run(tensor, start, n, &mut per_region);
-            let d0 = Instant::now();
-            let outputs = outputs.map_err(&run_err)?;
-            for (i, found) in outputs.into_iter().enumerate() {
-                let region = regions[start + i];
-                for b in &per_region[found] {
-                    let mapped = tiles::to_frame(b.b, region, self.io.size, self.config.fit);
-                    boxes.push(RawBox { b: mapped, ..*b });
-                }
-            }
-            self.per_region = per_region;
-            decode_time += d0.elapsed();
+            let mut found = std::mem::take(&mut self.found);
+            self.model
+                .run(tensor, start, n, |shape, data| {
+                    let d0 = Instant::now();
+                    for (i, region) in regions[start..start + n].iter().enumerate() {
+                        found.clear();
+                        non_finite += decoder.decode(data, shape, i, score, &mut found);
+                        boxes.extend(found.iter().map(|b| RawBox {
+                            b: tiles::to_frame(b.b, *region, input, fit),
+                            ..*b
+                        }));
+                    }
+                    decode_time += d0.elapsed();
+                })
+                .map_err(&run_err)?;
+            self.found = found;
             start += n;
         }
+        self.split.non_finite += non_finite as u64;
         let t2 = Instant::now();
         if let Some(keep) = &self.keep {
             let before = boxes.len();
             boxes.retain(|b| keep.contains(&b.class));
             self.split.other_classes += (before - boxes.len()) as u64;
         }
-        // Classes a map renames alike are merged as one: the class whose name comes first.
+        // Classes a map renames alike are merged as one.
         let top = boxes.iter().map(|b| b.class).max().unwrap_or(0);
         self.name(top);
-        let names = &self.names;
-        let group = |c: u32| {
-            let name = &names[c as usize];
-            names.iter().position(|n| n == name).unwrap_or(c as usize) as u32
-        };
+        let groups = &self.groups;
         nms(
             &mut boxes,
             self.config.suppress,
             self.config.max_detections,
-            group,
+            |c| groups[c as usize],
         );
         frame.detections.clear();
         for b in &boxes {
@@ -446,102 +437,8 @@ impl Detector {
         self.split.preprocess.push(t1 - t0);
         self.split.infer.push(t2 - t1 - decode_time);
         self.split.decode.push(t3 - t2 + decode_time);
+        self.split.total.push(t3 - t0);
         Ok(frame)
-    }
-
-    /// Run regions `start..start + n` of `tensor` through the model; their boxes (model input
-    /// pixels, over the score threshold) go into `out`, and the result gives each region's range
-    /// of `out`.
-    fn run(
-        &mut self,
-        tensor: &TensorData,
-        start: usize,
-        n: usize,
-        out: &mut Vec<RawBox>,
-    ) -> Result<Vec<std::ops::Range<usize>>, String> {
-        let (w, h) = (self.io.size.0 as usize, self.io.size.1 as usize);
-        let per = w * h * 3;
-        let shape = match self.io.layout {
-            Layout::Nchw => [n, 3, h, w],
-            Layout::Nhwc => [n, h, w, 3],
-        };
-        let range = start * per..(start + n) * per;
-        let name = self.io.input.as_str();
-        let outputs = match tensor {
-            TensorData::F32(v) => {
-                let t =
-                    TensorRef::from_array_view((shape, &v[range])).map_err(|e| e.to_string())?;
-                self.session.run(ort::inputs![name => t])
-            }
-            TensorData::F16(v) => {
-                let mut t =
-                    DynTensor::new(&Allocator::default(), TensorElementType::Float16, shape)
-                        .map_err(|e| e.to_string())?;
-                let src = &v[range];
-                // SAFETY: the tensor was just allocated in CPU memory with `src.len()` f16 elements.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        src.as_ptr(),
-                        t.data_ptr_mut().cast::<u16>(),
-                        src.len(),
-                    )
-                };
-                self.session.run(ort::inputs![name => t])
-            }
-            TensorData::Device(_) => {
-                return Err(
-                    "the tiles' tensor is in device memory; the detector reads host memory".into(),
-                )
-            }
-        }
-        .map_err(|e| e.to_string())?;
-        let value = &outputs[self.io.output.as_str()];
-        let (oshape, data): (Vec<usize>, std::borrow::Cow<[f32]>) = match self.io.output_dtype {
-            DType::F32 => {
-                let (s, d) = value
-                    .try_extract_tensor::<f32>()
-                    .map_err(|e| e.to_string())?;
-                (s.iter().map(|&x| x as usize).collect(), d.into())
-            }
-            DType::F16 => {
-                let t = value
-                    .view()
-                    .downcast::<DynTensorValueType>()
-                    .map_err(|e| e.to_string())?;
-                let s: Vec<usize> = t.shape().iter().map(|&x| x as usize).collect();
-                let len: usize = s.iter().product();
-                // SAFETY: an f16 CPU tensor of `len` elements, read while `outputs` lives.
-                let halves = unsafe { std::slice::from_raw_parts(t.data_ptr().cast::<u16>(), len) };
-                (
-                    s,
-                    halves
-                        .iter()
-                        .map(|&x| f16_to_f32(x))
-                        .collect::<Vec<f32>>()
-                        .into(),
-                )
-            }
-        };
-        let images = match (self.io.decoder, oshape.len()) {
-            (Decoder::End2End, 2) => 1,
-            _ => oshape[0],
-        };
-        if images != n {
-            return Err(format!(
-                "output '{}' has shape {oshape:?}: {} images for a batch of {n}",
-                self.io.output, images
-            ));
-        }
-        let mut ranges = Vec::with_capacity(n);
-        for i in 0..n {
-            let from = out.len();
-            self.split.non_finite +=
-                self.io
-                    .decoder
-                    .decode(&data, &oshape, i, self.config.score, out) as u64;
-            ranges.push(from..out.len());
-        }
-        Ok(ranges)
     }
 
     /// The shared name of class `id`, after `map`.
@@ -560,6 +457,8 @@ impl Detector {
                 .iter()
                 .find(|(from, _)| *from == name)
                 .map_or(name, |(_, to)| to.clone());
+            let first = self.names.iter().position(|n| **n == *name);
+            self.groups.push(first.unwrap_or(next) as u32);
             self.names.push(Arc::from(name));
         }
         self.names[id as usize].clone()
@@ -569,26 +468,18 @@ impl Detector {
     /// box counts.
     pub fn report_line(&self, budget: Duration) -> Option<String> {
         let s = &self.split;
-        let frames = s.preprocess.len();
-        if frames == 0 {
+        if s.total.count() == 0 {
             return None;
         }
-        let p50 = |v: &[Duration]| {
-            let mut v = v.to_vec();
-            v.sort_unstable();
-            v[v.len() / 2].as_secs_f64() * 1000.0
-        };
-        let total: Vec<Duration> = (0..frames)
-            .map(|i| s.preprocess[i] + s.infer[i] + s.decode[i])
-            .collect();
-        let share = p50(&total) / (budget.as_secs_f64() * 1000.0).max(1e-9) * 100.0;
+        let p50 = |v: &Series| v.stats().p50.as_secs_f64() * 1000.0;
+        let share = p50(&s.total) / (budget.as_secs_f64() * 1000.0).max(1e-9) * 100.0;
         let mut line = format!(
             "detect: {} region{} per frame ({} preprocessing, {}); per frame p50 {:.2} ms ({share:.0}% of the frame budget): preprocess {:.2} ms, inference {:.2} ms, decode+merge {:.2} ms; {} boxes kept",
             s.regions,
             if s.regions == 1 { "" } else { "s" },
             self.backend.name(),
-            self.io.decoder.name(),
-            p50(&total),
+            self.model.io.decoder.name(),
+            p50(&s.total),
             p50(&s.preprocess),
             p50(&s.infer),
             p50(&s.decode),
@@ -612,112 +503,6 @@ fn pixel_box(b: [f32; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
     let x1 = b[2].round() as i64;
     let y1 = b[3].round() as i64;
     crate::boxes::clip_box([x0, y0, x1 - x0, y1 - y0], fw, fh)
-}
-
-/// Read the model's input (rank 4, 3 channels, f32 or f16; the layout from where the 3 is) and
-/// pick its output and decoder.
-fn model_io(session: &Session, config: &DetectConfig) -> Result<ModelIo, String> {
-    let input = session.inputs().first().ok_or("has no inputs")?;
-    let name = input.name().to_string();
-    let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
-        return Err(format!("input '{name}' is not a tensor"));
-    };
-    let dtype = element(*ty)
-        .ok_or_else(|| format!("input '{name}' is {ty:?}: a float32 or float16 image is needed"))?;
-    let layout = match &shape[..] {
-        [_, 3, _, _] => Layout::Nchw,
-        [_, _, _, 3] => Layout::Nhwc,
-        _ => {
-            return Err(format!(
-                "input '{name}' is {:?}: an image [batch, 3, height, width] or [batch, height, width, 3] is needed",
-                &shape[..]
-            ))
-        }
-    };
-    let (h, w) = match layout {
-        Layout::Nchw => (shape[2], shape[3]),
-        Layout::Nhwc => (shape[1], shape[2]),
-    };
-    let fixed = (w > 0 && h > 0).then_some((w as u32, h as u32));
-    let size = match (fixed, config.size) {
-        (Some(m), Some(s)) if m != s => {
-            return Err(format!(
-                "input '{name}' is {}x{}, but size={}x{} was given (leave size unset)",
-                m.0, m.1, s.0, s.1
-            ))
-        }
-        (Some(m), _) => m,
-        (None, Some(s)) => s,
-        (None, None) => {
-            return Err(format!(
-                "input '{name}' has a dynamic size {:?}: set detect size=WxH",
-                &shape[..]
-            ))
-        }
-    };
-    let outputs: Vec<(String, Vec<i64>, Option<DType>)> = session
-        .outputs()
-        .iter()
-        .map(|o| match o.dtype() {
-            ValueType::Tensor { ty, shape, .. } => {
-                (o.name().to_string(), shape.to_vec(), element(*ty))
-            }
-            _ => (o.name().to_string(), Vec::new(), None),
-        })
-        .collect();
-    let listed = || {
-        outputs
-            .iter()
-            .map(|(n, s, _)| format!("'{n}' {s:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let fits = |s: &[i64]| match config.decoder {
-        Some(d) => d.check(s).is_ok(),
-        None => Decoder::detect(s).is_some(),
-    };
-    let (out_name, out_shape, out_dtype) = match &config.output {
-        Some(want) => outputs
-            .iter()
-            .find(|(n, _, _)| n == want)
-            .ok_or_else(|| format!("has no output '{want}' (outputs: {})", listed()))?,
-        None => outputs.iter().find(|(_, s, _)| fits(s)).ok_or_else(|| {
-            format!(
-                "no output reads as detections with decoder={} (outputs: {}); set decoder= and output=",
-                config.decoder.map_or("auto", Decoder::name),
-                listed()
-            )
-        })?,
-    };
-    let decoder = match config.decoder {
-        Some(d) => d,
-        None => Decoder::detect(out_shape).ok_or_else(|| {
-            format!("output '{out_name}' {out_shape:?} fits no decoder: set decoder=end2end|yolov8|yolov5")
-        })?,
-    };
-    decoder
-        .check(out_shape)
-        .map_err(|e| format!("output '{out_name}' is {out_shape:?}: {e}"))?;
-    let output_dtype = out_dtype
-        .ok_or_else(|| format!("output '{out_name}' is not a float32 or float16 tensor"))?;
-    Ok(ModelIo {
-        input: name,
-        size,
-        layout,
-        dtype,
-        batch: (shape[0] > 0).then_some(shape[0] as usize),
-        output: out_name.clone(),
-        output_dtype,
-        decoder,
-    })
-}
-
-fn element(ty: TensorElementType) -> Option<DType> {
-    match ty {
-        TensorElementType::Float32 => Some(DType::F32),
-        TensorElementType::Float16 => Some(DType::F16),
-        _ => None,
-    }
 }
 
 /// The class ids `classes` names (names through `labels`, or indices); `None` keeps all.
@@ -761,9 +546,9 @@ impl Element for DetectConfig {
         let detector = Detector::new(*self)?;
         tracing::info!(
             "detect: {}x{} input, {} decoder, {} preprocessing",
-            detector.io.size.0,
-            detector.io.size.1,
-            detector.io.decoder.name(),
+            detector.model.io.size.0,
+            detector.model.io.size.1,
+            detector.model.io.decoder.name(),
             detector.backend.name()
         );
         Ok(Running::Frames(Box::new(DetectStage(
