@@ -37,6 +37,16 @@ pub enum OnnxError {
     },
 }
 
+/// A model's class names from a labels file: one per line, trimmed, blank lines skipped.
+pub fn read_labels(path: &Path) -> std::io::Result<Vec<String>> {
+    Ok(std::fs::read_to_string(path)?
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect())
+}
+
 /// The process-wide ONNX Runtime environment, loaded on first use.
 pub fn environment() -> Result<&'static Environment, OnnxError> {
     static ENV: OnceLock<Result<Environment, (String, String)>> = OnceLock::new();

@@ -235,6 +235,39 @@ fn labels_classes_and_map() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!((got[0].1, got[0].2.as_str()), (2, "vehicle"));
     assert!(report.contains("2 of other classes left out"), "{report}");
+    // Names from a file, one per line (blank lines and spaces around ignored); an empty file is
+    // refused naming it.
+    let file = dir.join("names.txt");
+    std::fs::write(&file, "person\n\n  bicycle \ncar\n").unwrap();
+    let (objects, _) = run(
+        &format!(
+            "{src} ! detect model={} labels-file={}",
+            m.display(),
+            file.display()
+        ),
+        &dir,
+    );
+    let names: Vec<String> = frame_boxes(&objects, 0).into_iter().map(|b| b.2).collect();
+    assert_eq!(names, ["car", "person"]);
+    let empty = dir.join("empty.txt");
+    std::fs::write(&empty, "\n \n").unwrap();
+    let text = format!(
+        "{src} ! detect model={} labels-file={} ! jsonl location={}",
+        m.display(),
+        empty.display(),
+        dir.join("o.jsonl").display()
+    );
+    let e = Pipeline::from_description(&text, &HashMap::new())
+        .err()
+        .expect("an empty labels file is refused")
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "detect: labels-file '{}': no class names in it",
+            empty.display()
+        )),
+        "{e}"
+    );
     // COCO's names.
     let (objects, _) = run(
         &format!("{src} ! detect model={} labels=coco", m.display()),

@@ -739,18 +739,12 @@ fn classify_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         cfg.labels = l.split(',').map(|s| s.trim().to_string()).collect();
     }
     if let Some(f) = p.given("labels-file") {
-        let text = std::fs::read_to_string(f).map_err(|e| {
+        cfg.labels = crate::onnx::read_labels(Path::new(f)).map_err(|e| {
             p.error(
                 "labels-file",
                 format!("classify: cannot read labels-file '{f}': {e}"),
             )
         })?;
-        cfg.labels = text
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .collect();
         cfg.labels_file = Some(PathBuf::from(f));
     }
     cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);

@@ -793,7 +793,12 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         };
     }
     if let Some(f) = p.given("labels-file") {
-        cfg.labels = read_labels(Path::new(f))
+        let labels = crate::onnx::read_labels(Path::new(f)).map_err(|e| e.to_string());
+        cfg.labels = labels
+            .and_then(|l| match l.is_empty() {
+                true => Err("no class names in it".to_string()),
+                false => Ok(l),
+            })
             .map_err(|e| p.error("labels-file", format!("detect: labels-file '{f}': {e}")))?;
     }
     let list = |key| p.given(key).map(|v| v.split(',').map(str::trim));
@@ -822,21 +827,6 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     cfg.ort_threads = p.usize("ort-threads").unwrap_or(0);
     cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);
     Ok(Box::new(cfg))
-}
-
-/// One class name per non-empty line.
-fn read_labels(path: &Path) -> Result<Vec<String>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let labels: Vec<String> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(String::from)
-        .collect();
-    if labels.is_empty() {
-        return Err("no class names in it".into());
-    }
-    Ok(labels)
 }
 
 #[cfg(test)]
