@@ -335,32 +335,13 @@ impl Classifier {
         let (w, h) = (self.size.0 as usize, self.size.1 as usize);
         let per = 3 * w * h;
         let path = || self.config.model.display().to_string();
-        let short = |len: usize| len < n * per;
         let tensor = match &batch.tensor.data {
-            TensorData::F32(v) if !short(v.len()) => Input::Host(v),
-            TensorData::Device(d)
-                if self.on_cuda && batch.tensor.dtype == DType::F32 && !short(d.len) =>
-            {
-                // ONNX Runtime runs on its own CUDA stream: the preprocess kernel must be done.
-                crate::preprocess::cuda::wait_for_stream(d.device, d.stream).map_err(|e| {
-                    ClassifyError::Run {
-                        path: path(),
-                        reason: format!("waiting for the preprocess stream: {e}"),
-                    }
-                })?;
+            TensorData::F32(v) => Input::Host(v),
+            TensorData::Device(d) if self.on_cuda && batch.tensor.dtype == DType::F32 => {
                 Input::Device {
                     ptr: d.ptr,
                     device: d.device,
                 }
-            }
-            TensorData::F32(_) | TensorData::Device(_)
-                if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size)
-                    || short(batch.tensor.len()) =>
-            {
-                return Err(ClassifyError::Run {
-                    path: path(),
-                    reason: format!("batch crops are not all {w}x{h}"),
-                });
             }
             _ => {
                 return Err(ClassifyError::Run {
@@ -373,11 +354,22 @@ impl Classifier {
                 });
             }
         };
-        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size) {
+        if batch.crops.iter().any(|c| (c.out_w, c.out_h) != self.size)
+            || batch.tensor.len() < n * per
+        {
             return Err(ClassifyError::Run {
                 path: path(),
                 reason: format!("batch crops are not all {w}x{h}"),
             });
+        }
+        if let Some(d) = batch.tensor.device() {
+            // ONNX Runtime runs on its own CUDA stream: the preprocess kernel must be done.
+            crate::preprocess::cuda::wait_for_stream(d.device, d.stream).map_err(|e| {
+                ClassifyError::Run {
+                    path: path(),
+                    reason: format!("waiting for the preprocess stream: {e}"),
+                }
+            })?;
         }
         let chunk = self.input.batch.unwrap_or(self.config.max_batch.max(1));
         // Per crop: its ranked classes, or why it has none.
