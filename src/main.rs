@@ -67,29 +67,7 @@ enum Command {
 #[derive(Subcommand)]
 enum BenchCommand {
     /// Crop + resize + normalize: CPU backend, naive CPU baseline, and GPU strategies A to E.
-    Preprocess {
-        /// Workloads: drone28, crops1000, streams16 (repeatable; default all).
-        #[arg(long = "workload")]
-        workloads: Vec<String>,
-        /// Frame pixel format: i420, nv12, rgb, bgr, rgba, bgra.
-        #[arg(long, default_value = "i420")]
-        format: String,
-        /// Output size WxH.
-        #[arg(long, default_value = "224x224")]
-        size: String,
-        /// Shared data folder (real VisDrone box sizes); default $OCTOPIPE_DATA.
-        #[arg(long)]
-        data: Option<PathBuf>,
-        /// Seconds spent timing each CPU row.
-        #[arg(long, default_value_t = 2.0)]
-        cpu_seconds: f64,
-        /// CPU worker threads (0: one per core).
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
-        /// Skip the GPU rows.
-        #[arg(long)]
-        no_gpu: bool,
-    },
+    Preprocess(PreprocessArgs),
     /// The detector's input: a frame's tiles preprocessed as one batch, CPU and GPU.
     DetectTiles {
         /// Seconds spent timing each row.
@@ -126,6 +104,33 @@ enum BenchCommand {
         #[arg(long)]
         data: Option<PathBuf>,
     },
+}
+
+/// `octopipe bench preprocess`.
+#[cfg(feature = "bench")]
+#[derive(clap::Args)]
+struct PreprocessArgs {
+    /// Workloads: drone28, crops1000, streams16 (repeatable; default all).
+    #[arg(long = "workload")]
+    workloads: Vec<String>,
+    /// Frame pixel format: i420, nv12, rgb, bgr, rgba, bgra.
+    #[arg(long, default_value = "i420")]
+    format: String,
+    /// Output size WxH.
+    #[arg(long, default_value = "224x224")]
+    size: String,
+    /// Shared data folder (real VisDrone box sizes); default $OCTOPIPE_DATA.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Seconds spent timing each CPU row.
+    #[arg(long, default_value_t = 2.0)]
+    cpu_seconds: f64,
+    /// CPU worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Skip the GPU rows.
+    #[arg(long)]
+    no_gpu: bool,
 }
 
 fn main() -> ExitCode {
@@ -193,7 +198,8 @@ fn ignore_file_size_signal() {
 /// `octopipe bench ...`.
 #[cfg(feature = "bench")]
 fn bench_command(what: BenchCommand) -> Result<ExitCode> {
-    let (workloads, format, size, data, cpu_seconds, threads, no_gpu) = match what {
+    match what {
+        BenchCommand::Preprocess(args) => bench_preprocess(args)?,
         BenchCommand::DetectTiles {
             seconds,
             threads,
@@ -206,31 +212,35 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
                 ..Default::default()
             };
             print!("{}", bench::detect_tiles(&opts)?);
-            return Ok(ExitCode::SUCCESS);
         }
         BenchCommand::Detections {
             objects,
             truth,
             images,
             classes,
-        } => return bench_detections(&objects, &truth, &images, classes.as_deref()),
+        } => bench_detections(&objects, &truth, &images, classes.as_deref())?,
         BenchCommand::Track { data } => {
             let data = data
                 .or_else(data_dir)
                 .context("the shared data folder is needed: --data DIR or $OCTOPIPE_DATA")?;
             print!("{}", bench::mot::track_table(&data)?);
-            return Ok(ExitCode::SUCCESS);
         }
-        BenchCommand::Preprocess {
-            workloads,
-            format,
-            size,
-            data,
-            cpu_seconds,
-            threads,
-            no_gpu,
-        } => (workloads, format, size, data, cpu_seconds, threads, no_gpu),
-    };
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `octopipe bench preprocess`: the table of every backend and GPU strategy.
+#[cfg(feature = "bench")]
+fn bench_preprocess(args: PreprocessArgs) -> Result<()> {
+    let PreprocessArgs {
+        workloads,
+        format,
+        size,
+        data,
+        cpu_seconds,
+        threads,
+        no_gpu,
+    } = args;
     let workloads = workloads
         .iter()
         .map(|w| {
@@ -264,7 +274,7 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
         ..Default::default()
     };
     print!("{}", bench::preprocess(&opts)?);
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `octopipe bench detections`: the table of recall and false positives per frame.
@@ -274,11 +284,11 @@ fn bench_detections(
     truth: &Path,
     images: &Path,
     classes: Option<&str>,
-) -> Result<ExitCode> {
+) -> Result<()> {
     let map = classes.map(bench::eval::ClassMap::parse).transpose()?;
     let scores = bench::eval::evaluate_files(objects, truth, images, map.as_ref())?;
     println!("{scores}");
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `$OCTOPIPE_DATA`, if set.
