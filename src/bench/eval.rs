@@ -32,6 +32,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::boxes::parse_det;
+use crate::track::iou;
 
 /// A detection and a ground truth box match at this IoU or more.
 pub const IOU_THRESHOLD: f64 = 0.5;
@@ -365,19 +366,6 @@ impl fmt::Display for Evaluation {
             "frames: {}; detections: {} ({} of classes in no group, not counted); match at IoU >= {IOU_THRESHOLD}",
             self.frames, self.detections, self.not_counted
         )
-    }
-}
-
-/// IoU of two `[x, y, w, h]` boxes.
-pub fn iou(a: [f64; 4], b: [f64; 4]) -> f64 {
-    let overlap = |a0: f64, a1: f64, b0: f64, b1: f64| (a1.min(b1) - a0.max(b0)).max(0.0);
-    let inter = overlap(a[0], a[0] + a[2], b[0], b[0] + b[2])
-        * overlap(a[1], a[1] + a[3], b[1], b[1] + b[3]);
-    let union = a[2] * a[3] + b[2] * b[3] - inter;
-    if union > 0.0 {
-        inter / union
-    } else {
-        0.0
     }
 }
 
