@@ -8,6 +8,11 @@
 #   (device, carry [".device/p2"])  scripts/device-ort-cuda.sh part2
 #   (device, carry [".device/run"]) scripts/device-ort-cuda.sh run
 #
+# The first two calls also bring GStreamer (../shared/tools/pack-gst.sh, with NVDEC) and the
+# stripped octopipe binary (build it with `cargo build --release --features bench` first), unpacked
+# to /tmp/gst and /tmp/octopipe. `run` with CMD set runs that command instead of the tests, with
+# ONNX Runtime's CUDA build, GStreamer and $OCTOPIPE_DATA set up.
+#
 # `stage` packs ONNX Runtime 1.31.1 with its CUDA execution provider (../shared/tools/pack-ort-cuda.py,
 # device code for sm_90) into three parts, with the GPU test binary and the shared clip and
 # classifier; `run` unpacks it and runs the tests that need it, then compute-sanitizer on them.
@@ -19,21 +24,30 @@ stage)
     rm -rf .device/p1 .device/p2 .device/run
     mkdir -p .device/p1 .device/p2 .device/run/data/visdrone .device/run/data/models
     cp .device/ort/part.a .device/p1/ && cp .device/ort/part.b .device/p2/
+    [ -f .device/gst.tar.xz ] || bash ../shared/tools/pack-gst.sh .device/gst.tar.xz
+    cp .device/gst.tar.xz .device/p1/
+    strip -o .device/p2/octopipe "${CARGO_TARGET_DIR:-target}"/release/octopipe
     cp .device/ort/part.c ../shared/tools/pack-ort-cuda.py .device/run/
     bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/cuda-* | grep -v '\.d$' | head -1)
     strip -o .device/run/cuda "$bin"
     data=${OCTOPIPE_DATA:-../shared/data}
     cp -r "$data/visdrone/clip-9999999" .device/run/data/visdrone/
-    cp "$data/models/visdrone-crops-64.onnx" .device/run/data/models/
+    cp "$data/models/visdrone-crops-64.onnx" "$data/models/coco-centernet-512.onnx" .device/run/data/models/
     du -sh .device/p1 .device/p2 .device/run
     ;;
-part1) mkdir -p /tmp/parts && cp .device/p1/part.* /tmp/parts/ ;;
-part2) cp .device/p2/part.* /tmp/parts/ ;;
+part1) mkdir -p /tmp/parts && cp .device/p1/part.* /tmp/parts/ && tar -C /tmp -xJf .device/p1/gst.tar.xz ;;
+part2) cp .device/p2/part.* /tmp/parts/ && cp .device/p2/octopipe /tmp/octopipe ;;
 run)
     cp .device/run/part.* /tmp/parts/
     eval "$(python3 .device/run/pack-ort-cuda.py /tmp/ort --unpack /tmp/parts)"
     export OCTOPIPE_DATA=$PWD/.device/run/data OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels
+    . /tmp/gst/env.sh
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    date -u
+    if [ -n "${CMD:-}" ]; then
+        eval "$CMD"
+        exit
+    fi
     tests=classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu
     .device/run/cuda --nocapture --exact $tests
     compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 .device/run/cuda --exact $tests 2>&1 | tail -3

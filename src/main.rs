@@ -98,6 +98,25 @@ enum BenchCommand {
         #[arg(long)]
         classes: Option<String>,
     },
+    /// A model alone in ONNX Runtime: time per run and items per second, per execution provider,
+    /// input memory (host, or device with the CUDA one) and batch size.
+    Infer {
+        /// The ONNX model.
+        #[arg(long)]
+        model: PathBuf,
+        /// Execution providers: cpu, cuda (comma-separated).
+        #[arg(long, default_value = "cpu,cuda", value_delimiter = ',')]
+        ep: Vec<String>,
+        /// Batch sizes (comma-separated).
+        #[arg(long, default_value = "28,448", value_delimiter = ',')]
+        batch: Vec<usize>,
+        /// Timed runs per row.
+        #[arg(long, default_value_t = 30)]
+        runs: usize,
+        /// ONNX Runtime intra-op threads (0: its default).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+    },
     /// The tracker on the VisDrone MOT ground truth with ids hidden: IDF1, ID switches, MOTA.
     Track {
         /// Shared data folder (visdrone/mot-test-dev-annotations); default $OCTOPIPE_DATA.
@@ -219,6 +238,30 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
             images,
             classes,
         } => bench_detections(&objects, &truth, &images, classes.as_deref())?,
+        BenchCommand::Infer {
+            model,
+            ep,
+            batch,
+            runs,
+            threads,
+        } => {
+            let eps = ep
+                .iter()
+                .map(|e| match e.as_str() {
+                    "cpu" => Ok(octopipe::onnx::Ep::Cpu),
+                    "cuda" => Ok(octopipe::onnx::Ep::Cuda(0)),
+                    other => anyhow::bail!("--ep {other}: expected cpu or cuda"),
+                })
+                .collect::<Result<_>>()?;
+            let opts = bench::InferOptions {
+                model,
+                eps,
+                batches: batch,
+                runs,
+                threads,
+            };
+            print!("{}", bench::infer(&opts)?);
+        }
         BenchCommand::Track { data } => {
             let data = data
                 .or_else(data_dir)

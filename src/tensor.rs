@@ -46,6 +46,9 @@ pub struct DeviceTensor {
     pub ptr: u64,
     /// Number of elements.
     pub len: usize,
+    /// Elements that may be read from `ptr` (at least `len`): room a consumer may use, e.g. to
+    /// run a model on a batch padded to a fixed size. What lies past `len` is unspecified.
+    pub capacity: usize,
     /// CUDA device ordinal.
     pub device: usize,
     /// The `CUstream` the values were written on, as an integer; readers order their work after it.

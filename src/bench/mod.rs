@@ -14,6 +14,7 @@ mod data;
 mod detect;
 pub mod eval;
 mod gpu;
+mod infer;
 pub mod mot;
 
 use std::fmt::Write as _;
@@ -30,6 +31,7 @@ pub use baselines::{BenchEngine, Strategy, FLAT_THREADS};
 pub use data::{box_sizes, frame_from, synthetic_frame, Rng};
 pub use detect::{detect_tiles, DetectTilesOptions};
 pub use gpu::{probe, tune, ProbeOptions, TuneChoice};
+pub use infer::{infer, InferOptions};
 
 /// Errors of the benchmarks.
 #[derive(Debug, thiserror::Error)]

@@ -30,6 +30,8 @@ use std::sync::Arc;
 
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::{Session, SessionInputValue};
+
+use crate::onnx::Sessions;
 use ort::value::{Shape, TensorElementType, TensorRef, TensorRefMut, ValueType};
 
 use crate::batch::CropBatch;
@@ -182,7 +184,7 @@ pub struct ModelInput {
 /// Runtime state of the classify stage.
 pub struct Classifier {
     config: ClassifyConfig,
-    session: Session,
+    sessions: Sessions,
     input_name: String,
     output_name: String,
     input: ModelInput,
@@ -198,9 +200,8 @@ pub struct Classifier {
     batches: u64,
     /// Class names as shared strings, grown as class ids are met.
     names: Vec<Arc<str>>,
-    /// Whether the session runs on ONNX Runtime's CUDA execution provider (then a tensor in
-    /// device memory is read where it is).
-    on_cuda: bool,
+    /// A batch padded to the size the model runs at (host tensors on CUDA).
+    padding: Vec<f32>,
 }
 
 impl Classifier {
@@ -216,9 +217,10 @@ impl Classifier {
             path: path.clone(),
             reason,
         };
-        let (session, on_cuda) = crate::onnx::session_on(&config.model, config.threads, config.ep)?;
-        let (input_name, input) = check_input(&session, &path, layout, size)?;
-        let output_name = session
+        let sessions = Sessions::open(&config.model, config.threads, config.ep)?;
+        let (input_name, input) = check_input(sessions.first(), &path, layout, size)?;
+        let output_name = sessions
+            .first()
             .outputs()
             .first()
             .map(|o| o.name().to_string())
@@ -228,7 +230,7 @@ impl Classifier {
             .ok_or_else(|| model_err("has a dynamic crop size: set preprocess size=WxH".into()))?;
         let mut classifier = Classifier {
             config,
-            session,
+            sessions,
             input_name,
             output_name,
             input,
@@ -239,7 +241,7 @@ impl Classifier {
             non_finite: Vec::new(),
             batches: 0,
             names: Vec::new(),
-            on_cuda,
+            padding: Vec::new(),
         };
         classifier.warm_up()?;
         classifier.check_labels()?;
@@ -258,16 +260,32 @@ impl Classifier {
             Layout::Nhwc => [n, h, w, 3],
         };
         let smallest = self.input.batch.unwrap_or(1);
-        self.run_chunk(
-            shape(smallest),
-            Input::Host(&vec![0.0; smallest * 3 * w * h]),
-        )?;
+        let rows = self.rows(smallest, usize::MAX);
+        let zeros = vec![0.0; rows * 3 * w * h];
+        self.run_chunk(shape(rows), smallest, Input::Host(&zeros))?;
         self.classes = self.scores.len() / smallest.max(1);
         let largest = self.input.batch.unwrap_or(self.config.max_batch.max(1));
-        if largest > smallest {
-            let _ = self.run_chunk(shape(largest), Input::Host(&vec![0.0; largest * 3 * w * h]));
+        // On CUDA every padded size has its session, planned here rather than on a live batch.
+        let mut sizes = vec![largest];
+        if self.sessions.cuda().is_some() {
+            sizes = std::iter::successors(Some(rows * 2), |r| Some(r * 2))
+                .take_while(|&r| r <= self.rows(largest, usize::MAX))
+                .collect();
+        }
+        for n in sizes.into_iter().filter(|&n| n > smallest) {
+            let rows = self.rows(n, usize::MAX);
+            let _ = self.run_chunk(shape(rows), n, Input::Host(&vec![0.0; rows * 3 * w * h]));
         }
         Ok(())
+    }
+
+    /// The batch size to run `m` crops at, with room for `room` rows in the input: the model's
+    /// own batch size when it has one, else as [`Sessions::padded`] says.
+    fn rows(&self, m: usize, room: usize) -> usize {
+        match self.input.batch {
+            Some(_) => m,
+            None => self.sessions.padded(m, room),
+        }
     }
 
     /// Given class names must name every class of the model, no more, no fewer.
@@ -337,7 +355,9 @@ impl Classifier {
         let path = || self.config.model.display().to_string();
         let tensor = match &batch.tensor.data {
             TensorData::F32(v) => Input::Host(v),
-            TensorData::Device(d) if self.on_cuda && batch.tensor.dtype == DType::F32 => {
+            TensorData::Device(d)
+                if self.sessions.cuda().is_some() && batch.tensor.dtype == DType::F32 =>
+            {
                 Input::Device {
                     ptr: d.ptr,
                     device: d.device,
@@ -362,6 +382,7 @@ impl Classifier {
                 reason: format!("batch crops are not all {w}x{h}"),
             });
         }
+        let capacity = batch.tensor.device().map_or(usize::MAX, |d| d.capacity);
         if let Some(d) = batch.tensor.device() {
             // ONNX Runtime runs on its own CUDA stream: the preprocess kernel must be done.
             crate::preprocess::cuda::wait_for_stream(d.device, d.stream).map_err(|e| {
@@ -377,18 +398,28 @@ impl Classifier {
         let mut start = 0;
         while start < n {
             let m = chunk.min(n - start);
+            let rows = self.rows(m, capacity.saturating_sub(start * per) / per);
             let shape = match self.layout {
-                Layout::Nchw => [m, 3, h, w],
-                Layout::Nhwc => [m, h, w, 3],
+                Layout::Nchw => [rows, 3, h, w],
+                Layout::Nhwc => [rows, h, w, 3],
             };
+            let mut padding = std::mem::take(&mut self.padding);
             let part = match tensor {
+                Input::Host(v) if rows > m => {
+                    padding.clear();
+                    padding.extend_from_slice(&v[start * per..(start + m) * per]);
+                    padding.resize(rows * per, 0.0);
+                    Input::Host(&padding)
+                }
                 Input::Host(v) => Input::Host(&v[start * per..(start + m) * per]),
                 Input::Device { ptr, device } => Input::Device {
                     ptr: ptr + (start * per * std::mem::size_of::<f32>()) as u64,
                     device,
                 },
             };
-            self.run_chunk(shape, part)?;
+            let ran = self.run_chunk(shape, m, part);
+            self.padding = padding;
+            ran?;
             let classes = self.scores.len() / m;
             for i in 0..m {
                 match self.non_finite.iter().find(|(row, _)| *row == i) {
@@ -455,9 +486,15 @@ impl Classifier {
         Ok(flagged)
     }
 
-    /// Run one chunk; leaves its softmax scores in `self.scores`, and in `self.non_finite` the
-    /// rows whose logits were not finite (their scores are left as they came).
-    fn run_chunk(&mut self, shape: [usize; 4], input: Input) -> Result<(), ClassifyError> {
+    /// Run one chunk of `shape[0]` rows of which the first `rows` are crops (the rest pad it to
+    /// the size the model runs at); leaves the crops' softmax scores in `self.scores`, and in
+    /// `self.non_finite` the rows whose logits were not finite (their scores are left as they came).
+    fn run_chunk(
+        &mut self,
+        shape: [usize; 4],
+        rows: usize,
+        input: Input,
+    ) -> Result<(), ClassifyError> {
         let path = self.config.model.display().to_string();
         let run_err = |e: ort::Error| ClassifyError::Run {
             path: path.clone(),
@@ -491,8 +528,8 @@ impl Classifier {
                 .into()
             }
         };
-        let outputs = self
-            .session
+        let session = self.sessions.get(shape[0])?;
+        let outputs = session
             .run(ort::inputs![self.input_name.as_str() => value])
             .map_err(run_err)?;
         let oshape =
@@ -505,6 +542,7 @@ impl Classifier {
         }
         self.non_finite.clear();
         let classes = oshape[1] as usize;
+        self.scores.truncate(rows * classes);
         for (i, row) in self.scores.chunks_mut(classes).enumerate() {
             // Softmax of a NaN or infinite logit is NaN: such a row has no answer.
             if row.iter().any(|x| x.is_nan()) {

@@ -262,6 +262,14 @@ impl Backend for CudaBackend {
         let f16 = self.config.dtype == DType::F16;
         let e = &mut self.engine;
         let result = (|| -> Result<(), CudaError> {
+            if self.config.device_output {
+                // Room for the batch padded to the next power of two crops: an inference stage
+                // on the GPU runs fixed batch sizes (a new input shape costs ONNX Runtime's CUDA
+                // convolutions a new plan) and reads the padding rows in place.
+                let n = batch.crops.len();
+                let ty = if f16 { OutType::F16 } else { OutType::F32 };
+                e.reserve_output(ty, len / n * n.next_power_of_two().max(8))?;
+            }
             enqueue(e, &self.config, &mut self.frames, batch)?;
             if self.config.device_output {
                 let ty = if f16 { OutType::F16 } else { OutType::F32 };

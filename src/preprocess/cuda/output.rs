@@ -56,21 +56,24 @@ impl Engine {
     /// it so that readers order their work after it.
     pub fn take_output(&mut self, ty: OutType, len: usize) -> Result<DeviceTensor, CudaError> {
         let stream = self.stream.clone();
-        let (ptr, owner): (u64, Box<dyn Send + Sync>) = match ty {
+        let (ptr, capacity, owner): (u64, usize, Box<dyn Send + Sync>) = match ty {
             OutType::F32 => {
                 let out = self.out32.take();
-                let ptr = launched(&out)?.device_ptr(&stream).0;
-                (ptr, Box::new((out, stream.clone())))
+                let buf = launched(&out)?;
+                let (ptr, capacity) = (buf.device_ptr(&stream).0, buf.len());
+                (ptr, capacity, Box::new((out, stream.clone())))
             }
             OutType::F16 => {
                 let out = self.out16.take();
-                let ptr = launched(&out)?.device_ptr(&stream).0;
-                (ptr, Box::new((out, stream.clone())))
+                let buf = launched(&out)?;
+                let (ptr, capacity) = (buf.device_ptr(&stream).0, buf.len());
+                (ptr, capacity, Box::new((out, stream.clone())))
             }
         };
         Ok(DeviceTensor {
             ptr,
             len,
+            capacity,
             device: self.ctx.ordinal(),
             stream: stream.cu_stream() as u64,
             owner,
