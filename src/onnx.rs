@@ -1,12 +1,15 @@
 //! ONNX Runtime, shared by the stages that run models (classify, detect).
 //!
 //! The library is loaded at run time from `ORT_DYLIB_PATH` (default `libonnxruntime.so`); one
-//! environment is shared by the whole process. A session runs on the CPU execution provider or on
-//! CUDA's ([`Ep`]): the CUDA one needs an ONNX Runtime build with it (pip `onnxruntime-gpu`) and
-//! a GPU; `Ep::Auto` takes it when both are there and otherwise says why in one log line.
+//! environment is shared by the whole process. A model's [`Sessions`] run on the CPU execution
+//! provider or on CUDA's ([`Ep`]): the CUDA one needs an ONNX Runtime build with it (pip
+//! `onnxruntime-gpu`) and a GPU; `Ep::Auto` takes it when both are there and otherwise says why in
+//! one log line.
 
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaStream};
 
 use ort::environment::Environment;
 use ort::session::Session;
@@ -81,67 +84,83 @@ pub enum Ep {
     Cuda(i32),
 }
 
-/// An ONNX Runtime session for the model at `model`, with `threads` intra-op threads (0: ONNX
-/// Runtime's default), on `ep`. Returns whether it runs on CUDA.
-pub fn session_on(model: &Path, threads: usize, ep: Ep) -> Result<(Session, bool), OnnxError> {
-    let device = match ep {
-        Ep::Cpu => return Ok((session(model, threads)?, false)),
-        Ep::Cuda(d) => d,
-        Ep::Auto => match crate::preprocess::cuda::available() {
-            Ok(()) => 0,
-            Err(why) => {
-                tracing::info!("{}: ONNX Runtime on the CPU ({why})", model.display());
-                return Ok((session(model, threads)?, false));
-            }
-        },
-    };
-    // Batches come in every size: an exhaustive cuDNN search would run anew for each new one.
-    let cuda = ort::ep::CUDA::default()
-        .with_device_id(device)
-        .with_conv_algorithm_search(ort::ep::cuda::ConvAlgorithmSearch::Heuristic)
-        .build()
-        .error_on_failure();
-    match build(model, threads, Some(cuda)) {
-        Ok(s) => Ok((s, true)),
-        Err(OnnxError::Model { reason, .. }) if ep == Ep::Auto => {
-            tracing::info!("{}: ONNX Runtime on the CPU ({reason})", model.display());
-            Ok((session(model, threads)?, false))
-        }
-        Err(e) => Err(e),
-    }
+/// The CUDA device and stream sessions run on: ONNX Runtime's CUDA execution provider queues its
+/// work on `stream`, which [`Sessions::after`] orders after a producer's stream.
+struct Cuda {
+    device: i32,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
 }
 
 /// The sessions of one model. On the CPU execution provider one session runs every batch size as
 /// it comes. On CUDA's, a run whose batch size differs from the session's previous run makes
 /// every convolution plan anew (measured: ~240 ms a run for the 64x64 classifier on an H100,
 /// against 0.3-1.1 ms at a fixed size), so batches are padded to a power of two (at least
-/// [`Sessions::MIN_ROWS`]) and each padded size has its own session, made on first use.
+/// [`Sessions::MIN_ROWS`]) and each padded size has its own session, made on first use; all of
+/// them queue their work on one CUDA stream of the sessions' own.
 pub struct Sessions {
     model: std::path::PathBuf,
     threads: usize,
-    /// The CUDA device, when the sessions run on CUDA's execution provider.
-    cuda: Option<i32>,
     /// `(rows, session)`; the first is the one [`Sessions::open`] made (rows 0: not used yet).
+    /// Declared before `cuda`: the sessions are dropped before the stream they queue work on.
     sessions: Vec<(usize, Session)>,
+    /// The device and stream, when the sessions run on CUDA's execution provider.
+    cuda: Option<Cuda>,
 }
 
 impl Sessions {
     /// The smallest padded batch on CUDA.
     pub const MIN_ROWS: usize = 8;
 
-    /// Open the model on `ep` (see [`session_on`]).
+    /// Open the model at `model` with `threads` intra-op threads (0: ONNX Runtime's default) on
+    /// `ep`. `Ep::Auto` takes CUDA's when the ONNX Runtime build has it and a GPU is present,
+    /// else the CPU's, saying why in one log line.
     pub fn open(model: &Path, threads: usize, ep: Ep) -> Result<Self, OnnxError> {
-        let (session, on_cuda) = session_on(model, threads, ep)?;
-        let cuda = on_cuda.then_some(match ep {
+        let cpu = |why: &dyn std::fmt::Display| -> Result<Self, OnnxError> {
+            if ep == Ep::Auto {
+                tracing::info!("{}: ONNX Runtime on the CPU ({why})", model.display());
+            }
+            Ok(Sessions {
+                model: model.to_path_buf(),
+                threads,
+                cuda: None,
+                sessions: vec![(0, session(model, threads)?)],
+            })
+        };
+        let device = match ep {
+            Ep::Cpu => return cpu(&"ep=cpu"),
             Ep::Cuda(d) => d,
-            _ => 0,
-        });
-        Ok(Sessions {
-            model: model.to_path_buf(),
-            threads,
-            cuda,
-            sessions: vec![(0, session)],
-        })
+            Ep::Auto => match crate::preprocess::cuda::available() {
+                Ok(()) => 0,
+                Err(why) => return cpu(&why),
+            },
+        };
+        let cuda_err = |e: &dyn std::fmt::Debug| OnnxError::Model {
+            path: model.display().to_string(),
+            reason: format!("CUDA execution provider: cuda:{device}: {e:?}"),
+        };
+        let made = CudaContext::new(device.max(0) as usize)
+            .and_then(|ctx| Ok((ctx.new_stream()?, ctx)))
+            .map_err(|e| cuda_err(&e));
+        let cuda = match made {
+            Ok((stream, ctx)) => Cuda {
+                device,
+                ctx,
+                stream,
+            },
+            Err(e) if ep == Ep::Auto => return cpu(&e),
+            Err(e) => return Err(e),
+        };
+        match cuda_session(model, threads, &cuda) {
+            Ok(s) => Ok(Sessions {
+                model: model.to_path_buf(),
+                threads,
+                cuda: Some(cuda),
+                sessions: vec![(0, s)],
+            }),
+            Err(OnnxError::Model { reason, .. }) if ep == Ep::Auto => cpu(&reason),
+            Err(e) => Err(e),
+        }
     }
 
     /// The first session (for the model's inputs and outputs).
@@ -151,7 +170,20 @@ impl Sessions {
 
     /// The CUDA device the sessions run on, if they run on CUDA's execution provider.
     pub fn cuda(&self) -> Option<i32> {
-        self.cuda
+        self.cuda.as_ref().map(|c| c.device)
+    }
+
+    /// Order the next runs after everything queued so far on `producer` (a raw `CUstream` of the
+    /// sessions' device that wrote their input; 0: nothing pending): the sessions' stream waits on
+    /// an event, the host does not. A no-op on the CPU.
+    pub fn after(&self, producer: u64) -> Result<(), OnnxError> {
+        let Some(c) = &self.cuda else { return Ok(()) };
+        crate::preprocess::cuda::order_after(&c.ctx, &c.stream, producer).map_err(|e| {
+            OnnxError::Model {
+                path: self.model.display().to_string(),
+                reason: format!("ordering after the input's CUDA stream: {e}"),
+            }
+        })
     }
 
     /// The batch size to run `rows` rows at, when the input has room for `room` rows: `rows` on
@@ -168,9 +200,9 @@ impl Sessions {
     /// The session that runs batches of `rows` rows (made now if it is the first run of that
     /// size on CUDA).
     pub fn get(&mut self, rows: usize) -> Result<&mut Session, OnnxError> {
-        if self.cuda.is_none() {
+        let Some(cuda) = &self.cuda else {
             return Ok(&mut self.sessions[0].1);
-        }
+        };
         let i = match self.sessions.iter().position(|(r, _)| *r == rows) {
             Some(i) => i,
             None if self.sessions[0].0 == 0 => {
@@ -178,14 +210,29 @@ impl Sessions {
                 0
             }
             None => {
-                let ep = Ep::Cuda(self.cuda.unwrap_or(0));
-                let (session, _) = session_on(&self.model, self.threads, ep)?;
+                let session = cuda_session(&self.model, self.threads, cuda)?;
                 self.sessions.push((rows, session));
                 self.sessions.len() - 1
             }
         };
         Ok(&mut self.sessions[i].1)
     }
+}
+
+/// A session on CUDA's execution provider, queuing its work on `cuda`'s stream.
+fn cuda_session(model: &Path, threads: usize, cuda: &Cuda) -> Result<Session, OnnxError> {
+    // SAFETY: the stream outlives the session: both belong to the same `Sessions`, whose
+    // sessions are dropped before its `cuda` (field order).
+    let ep = unsafe {
+        ort::ep::CUDA::default()
+            .with_device_id(cuda.device)
+            .with_compute_stream(cuda.stream.cu_stream() as *mut ())
+    }
+    // Heuristic algorithm choice: an exhaustive search costs seconds per new shape.
+    .with_conv_algorithm_search(ort::ep::cuda::ConvAlgorithmSearch::Heuristic)
+    .build()
+    .error_on_failure();
+    build(model, threads, Some(ep))
 }
 
 /// An ONNX Runtime session for the model at `model` on the CPU execution provider, with `threads`

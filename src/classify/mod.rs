@@ -356,7 +356,8 @@ impl Classifier {
         let tensor = match &batch.tensor.data {
             TensorData::F32(v) => Input::Host(v),
             TensorData::Device(d)
-                if self.sessions.cuda().is_some() && batch.tensor.dtype == DType::F32 =>
+                if self.sessions.cuda() == Some(d.device as i32)
+                    && batch.tensor.dtype == DType::F32 =>
             {
                 Input::Device {
                     ptr: d.ptr,
@@ -367,7 +368,7 @@ impl Classifier {
                 return Err(ClassifyError::Run {
                     path: path(),
                     reason: format!(
-                        "the classifier takes an f32 tensor in host memory (or in device memory with classify ep=cuda), the batch holds {:?} in {} memory",
+                        "the classifier takes an f32 tensor in host memory (or in device memory with classify ep=cuda on that device), the batch holds {:?} in {} memory",
                         batch.tensor.dtype,
                         batch.tensor.memory()
                     ),
@@ -384,13 +385,8 @@ impl Classifier {
         }
         let capacity = batch.tensor.device().map_or(usize::MAX, |d| d.capacity);
         if let Some(d) = batch.tensor.device() {
-            // ONNX Runtime runs on its own CUDA stream: the preprocess kernel must be done.
-            crate::preprocess::cuda::wait_for_stream(d.device, d.stream).map_err(|e| {
-                ClassifyError::Run {
-                    path: path(),
-                    reason: format!("waiting for the preprocess stream: {e}"),
-                }
-            })?;
+            // The sessions' CUDA stream waits for the preprocess kernel; the host does not.
+            self.sessions.after(d.stream)?;
         }
         let chunk = self.input.batch.unwrap_or(self.config.max_batch.max(1));
         // Per crop: its ranked classes, or why it has none.

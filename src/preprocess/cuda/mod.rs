@@ -33,7 +33,7 @@ pub(crate) mod launch;
 mod output;
 mod upload;
 
-use cudarc::driver::{sys, CudaContext, DriverError};
+use cudarc::driver::{sys, CudaContext, CudaStream, DriverError};
 
 use super::PreprocessError;
 use kernels::KernelError;
@@ -96,14 +96,32 @@ pub fn available() -> Result<(), String> {
     }
 }
 
-/// Block until the work queued so far on `stream` (a raw `CUstream` on device `device`, made by
-/// another component: the preprocess engine, a decoder) is done. For consumers that hand the data
-/// to a library with its own streams (ONNX Runtime's CUDA execution provider).
-pub fn wait_for_stream(device: usize, stream: u64) -> Result<(), CudaError> {
-    let ctx = CudaContext::new(device)?;
+/// Order the work queued from now on on `consumer` after everything queued so far on `producer`
+/// (streams of `ctx`, made by different components: a decoder, the preprocess engine,
+/// ONNX Runtime; a producer of 0 has nothing pending): the consumer waits on an event recorded on
+/// the producer. No host wait, no device-wide synchronization.
+pub fn order_after(
+    ctx: &CudaContext,
+    consumer: &CudaStream,
+    producer: u64,
+) -> Result<(), CudaError> {
+    if producer == 0 {
+        return Ok(());
+    }
     ctx.bind_to_thread()?;
-    // SAFETY: `stream` is a live stream of this device's primary context (its owner keeps it).
-    unsafe { cudarc::driver::result::stream::synchronize(stream as sys::CUstream) }?;
+    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+    let mut event: sys::CUevent = std::ptr::null_mut();
+    // SAFETY: the event is created, recorded on the producer's stream, waited on by the
+    // consumer's stream and destroyed (CUDA keeps it alive until the wait is resolved); both
+    // streams belong to this context (the callers check the device).
+    unsafe {
+        sys::cuEventCreate(&mut event, flags).result()?;
+        let ordered = sys::cuEventRecord(event, producer as sys::CUstream)
+            .result()
+            .and_then(|()| sys::cuStreamWaitEvent(consumer.cu_stream(), event, 0).result());
+        sys::cuEventDestroy_v2(event).result()?;
+        ordered?;
+    }
     Ok(())
 }
 

@@ -338,24 +338,7 @@ impl Engine {
     /// another component, e.g. the one that wrote a device frame; 0 for none): the engine's
     /// stream waits on an event recorded there, no device-wide synchronization.
     pub fn after_stream(&self, producer: u64) -> Result<(), CudaError> {
-        if producer == 0 {
-            return Ok(());
-        }
-        self.ctx.bind_to_thread()?;
-        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
-        let mut event: sys::CUevent = std::ptr::null_mut();
-        // SAFETY: the event is created, recorded on the producer's stream, waited on by the
-        // engine's stream and destroyed (CUDA keeps it alive until the wait is resolved); the
-        // producer's stream belongs to this context, as its frame's device says.
-        unsafe {
-            sys::cuEventCreate(&mut event, flags).result()?;
-            let ordered = sys::cuEventRecord(event, producer as sys::CUstream)
-                .result()
-                .and_then(|()| sys::cuStreamWaitEvent(self.stream.cu_stream(), event, 0).result());
-            sys::cuEventDestroy_v2(event).result()?;
-            ordered?;
-        }
-        Ok(())
+        super::order_after(&self.ctx, &self.stream, producer)
     }
 
     /// The device address of page-locked host bytes, or an error naming frame `i`.
