@@ -48,7 +48,7 @@ run)
         eval "$CMD"
         exit
     fi
-    tests=classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu
+    tests="classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu"
     .device/run/cuda --nocapture --exact $tests
     compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 .device/run/cuda --exact $tests 2>&1 | tail -3
     ;;

@@ -12,7 +12,9 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::{CudaContext, CudaStream};
 
 use ort::environment::Environment;
+use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::Session;
+use ort::value::{Shape, TensorRefMut};
 
 /// Environment variable naming the ONNX Runtime library.
 pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
@@ -216,6 +218,32 @@ impl Sessions {
             }
         };
         Ok(&mut self.sessions[i].1)
+    }
+}
+
+/// An f32 tensor of `shape` at `ptr` in the memory of CUDA device `device`, as a model's input
+/// read where it is (no copy to the host and back).
+///
+/// # Safety
+/// `ptr` must hold `shape`'s elements on `device` for as long as the value is used.
+pub unsafe fn cuda_input<'a>(
+    ptr: u64,
+    device: usize,
+    shape: &[usize],
+) -> ort::Result<TensorRefMut<'a, f32>> {
+    let info = MemoryInfo::new(
+        AllocationDevice::CUDA,
+        device as i32,
+        AllocatorType::Device,
+        MemoryType::Default,
+    )?;
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        TensorRefMut::from_raw(
+            info,
+            ptr as usize as *mut std::ffi::c_void,
+            Shape::new(shape.iter().map(|&d| d as i64)),
+        )
     }
 }
 

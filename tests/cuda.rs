@@ -1186,3 +1186,94 @@ fn octopus_variants() {
         }
     }
 }
+
+/// The real COCO detector on ONNX Runtime's CUDA execution provider, its 12 tiles a frame
+/// preprocessed by the CUDA backend and read where they are (device memory), against the CPU
+/// backend and execution provider, on the clip's first frames (pipelines/visdrone-detect.pipe's
+/// settings): the same boxes (a box of one matches a box of the other of its class at IoU >= 0.9)
+/// for >= 99% of them. Needs the ONNX Runtime CUDA build and the shared detector.
+#[test]
+fn detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu() {
+    use octopipe::detect::{DetectConfig, Detector};
+    use octopipe::onnx::Ep;
+    use octopipe::preprocess::BackendKind;
+    let test = "detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu";
+    if !gpu(test) {
+        return;
+    }
+    let model = data_dir().join("models/coco-centernet-512.onnx");
+    let root = data_dir().join("visdrone/clip-9999999/images");
+    if !model.is_file() || !root.is_dir() {
+        eprintln!("SKIPPED {test}: shared data not found (set OCTOPIPE_DATA)");
+        return;
+    }
+    let config = |ep, backend| {
+        let mut c = DetectConfig::new(&model);
+        c.scale = 1.0;
+        c.tiles = Some((640, 640));
+        c.overlap = 0.15;
+        c.score = 0.3;
+        c.ep = ep;
+        c.backend = backend;
+        c
+    };
+    let mut cuda = match Detector::new(config(Ep::Cuda(0), BackendKind::Cuda)) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("SKIPPED {test}: no CUDA execution provider in this ONNX Runtime ({e})");
+            return;
+        }
+    };
+    let mut cpu = Detector::new(config(Ep::Cpu, BackendKind::Cpu)).unwrap();
+    let mut images: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    images.sort();
+    let (mut boxes, mut matched) = (0usize, 0usize);
+    let (mut t_cpu, mut t_gpu) = (0.0f64, 0.0f64);
+    for path in images.iter().take(6) {
+        let img = image::open(path).unwrap().to_rgb8();
+        let (w, h) = img.dimensions();
+        let run = |d: &mut Detector, ms: &mut f64| {
+            let frame = frame_from(
+                FrameLayout::packed(PixelFormat::Rgb, w, h),
+                Colorimetry::JPEG,
+                img.as_raw().clone(),
+                0,
+            );
+            let t = std::time::Instant::now();
+            let frame = d.detect(frame).unwrap();
+            *ms += t.elapsed().as_secs_f64() * 1e3;
+            frame
+                .detections
+                .iter()
+                .map(|d| (d.bbox, d.label.clone()))
+                .collect::<Vec<_>>()
+        };
+        let a = run(&mut cpu, &mut t_cpu);
+        let b = run(&mut cuda, &mut t_gpu);
+        let iou = |p: [u32; 4], q: [u32; 4]| {
+            let (x0, y0) = (p[0].max(q[0]) as f64, p[1].max(q[1]) as f64);
+            let x1 = ((p[0] + p[2]).min(q[0] + q[2])) as f64;
+            let y1 = ((p[1] + p[3]).min(q[1] + q[3])) as f64;
+            let inter = (x1 - x0).max(0.0) * (y1 - y0).max(0.0);
+            inter / ((p[2] * p[3] + q[2] * q[3]) as f64 - inter)
+        };
+        for (x, y) in [(&a, &b), (&b, &a)] {
+            boxes += x.len();
+            matched += x
+                .iter()
+                .filter(|(p, l)| y.iter().any(|(q, m)| l == m && iou(*p, *q) >= 0.9))
+                .count();
+        }
+    }
+    let share = matched as f64 / boxes as f64;
+    eprintln!(
+        "detector on the CUDA EP (device tiles) vs CPU: {matched} of {boxes} boxes matched ({:.2}%); 6 frames of 12 tiles: {t_cpu:.1} ms (CPU backend, CPU EP) vs {t_gpu:.1} ms (CUDA backend, CUDA EP)",
+        share * 100.0
+    );
+    assert!(boxes > 100, "{boxes} boxes");
+    assert!(share >= 0.99, "{matched} of {boxes} boxes matched");
+}

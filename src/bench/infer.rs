@@ -6,11 +6,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::{Session, SessionInputValue};
 
 use crate::onnx::Sessions;
-use ort::value::{Shape, TensorRef, TensorRefMut, ValueType};
+use ort::value::{TensorRef, ValueType};
 
 use super::{BenchError, Rng};
 use crate::onnx::Ep;
@@ -195,24 +194,11 @@ fn run(
     let err = |e: ort::Error| BenchError::Options(format!("ONNX Runtime: {e}"));
     let value: SessionInputValue = match (input, device) {
         (Input::Device, Some(d)) => {
-            let info = MemoryInfo::new(
-                AllocationDevice::CUDA,
-                0,
-                AllocatorType::Device,
-                MemoryType::Default,
-            )
-            .map_err(err)?;
-            // SAFETY: `d.ptr` holds at least `shape`'s f32 elements (the largest batch), alive
-            // for the run.
-            unsafe {
-                TensorRefMut::<f32>::from_raw(
-                    info,
-                    d.ptr as usize as *mut std::ffi::c_void,
-                    Shape::new(shape.iter().map(|&x| x as i64)),
-                )
-            }
-            .map_err(err)?
-            .into()
+            // SAFETY: `d.ptr` holds at least `shape`'s f32 elements (the largest padded batch),
+            // alive for the run.
+            unsafe { crate::onnx::cuda_input(d.ptr, 0, shape) }
+                .map_err(err)?
+                .into()
         }
         _ => TensorRef::from_array_view((shape.to_vec(), host))
             .map_err(err)?

@@ -28,11 +28,10 @@ mod reinfer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::{Session, SessionInputValue};
 
 use crate::onnx::Sessions;
-use ort::value::{Shape, TensorElementType, TensorRef, TensorRefMut, ValueType};
+use ort::value::{TensorElementType, TensorRef, ValueType};
 
 use crate::batch::CropBatch;
 use crate::describe::DescribeError;
@@ -504,24 +503,11 @@ impl Classifier {
                 // The tensor stays where the preprocess stage left it: the model's input in
                 // device memory, where the CUDA execution provider wants it; only the logits
                 // come back (to host memory). (An IoBinding would clone a borrowed input first.)
-                let info = MemoryInfo::new(
-                    AllocationDevice::CUDA,
-                    device as i32,
-                    AllocatorType::Device,
-                    MemoryType::Default,
-                )
-                .map_err(run_err)?;
-                // SAFETY: `ptr` holds `shape`'s f32 elements on `device`, kept alive by the
-                // batch's tensor for the whole run.
-                unsafe {
-                    TensorRefMut::<f32>::from_raw(
-                        info,
-                        ptr as usize as *mut std::ffi::c_void,
-                        Shape::new(shape.iter().map(|&d| d as i64)),
-                    )
-                }
-                .map_err(run_err)?
-                .into()
+                // SAFETY: `ptr` holds `shape`'s f32 elements on `device` (the batch tensor's
+                // capacity was checked), kept alive by the batch's tensor for the whole run.
+                unsafe { crate::onnx::cuda_input(ptr, device, &shape) }
+                    .map_err(run_err)?
+                    .into()
             }
         };
         let session = self.sessions.get(shape[0])?;

@@ -44,7 +44,7 @@ use crate::batch::{BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFA
 use crate::budget::{Series, Tally};
 use crate::describe::DescribeError;
 use crate::frame::{Detection, Frame, SkipReason};
-use crate::onnx::OnnxError;
+use crate::onnx::{Ep, OnnxError};
 use crate::pipeline::RunPath;
 use crate::preprocess::{
     create_backend, Backend, BackendKind, ChannelOrder, DType, Interpolation, Layout,
@@ -122,6 +122,8 @@ pub struct DetectConfig {
     pub ort_threads: usize,
     /// Most tiles per inference call for a dynamic-batch model.
     pub max_batch: usize,
+    /// ONNX Runtime's execution provider.
+    pub ep: Ep,
 }
 
 impl DetectConfig {
@@ -155,6 +157,7 @@ impl DetectConfig {
             threads: 0,
             ort_threads: 0,
             max_batch: DEFAULT_MAX_BATCH,
+            ep: Ep::Auto,
         }
     }
 
@@ -299,7 +302,11 @@ impl Detector {
             reason,
         })?;
         let io = &model.io;
-        let pre = config.preprocess_config(io.size, io.layout, io.dtype);
+        let mut pre = config.preprocess_config(io.size, io.layout, io.dtype);
+        // On CUDA's execution provider the tiles' tensor stays on the GPU it runs on.
+        pre.device_output = model.sessions.cuda() == Some(0)
+            && io.dtype == DType::F32
+            && config.backend != BackendKind::Cpu;
         let backend = create_backend(&pre)?;
         let mut d = Detector {
             config,
@@ -358,6 +365,10 @@ impl Detector {
         let t0 = Instant::now();
         let mut batch = region_batch(&self.pool, frame, &regions, self.model.io.size);
         self.backend.run(&mut batch)?;
+        if let Some(d) = batch.tensor.device() {
+            // The model's CUDA stream waits for the preprocess kernel; the host does not.
+            self.model.sessions.after(d.stream)?;
+        }
         let t1 = Instant::now();
         let mut frame = batch.frames.pop().expect("the batch holds its frame");
         let tensor = &batch.tensor.data;
@@ -739,6 +750,12 @@ pub const DETECT: StageDecl = StageDecl {
             "16",
             "most tiles per inference call (models with a dynamic batch)",
         ),
+        PropSpec::new(
+            "ep",
+            PropType::Choice(&["auto", "cpu", "cuda"]),
+            "auto",
+            "ONNX Runtime execution provider (auto: CUDA when its build has it and a GPU is present; with cuda the tiles preprocessed on the GPU stay there)",
+        ),
     ],
     needs: &[],
     provides: &[],
@@ -826,6 +843,11 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     cfg.threads = p.usize("threads").unwrap_or(0);
     cfg.ort_threads = p.usize("ort-threads").unwrap_or(0);
     cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);
+    cfg.ep = match p.str("ep") {
+        Some("cpu") => Ep::Cpu,
+        Some("cuda") => Ep::Cuda(0),
+        _ => Ep::Auto,
+    };
     Ok(Box::new(cfg))
 }
 

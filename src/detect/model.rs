@@ -3,6 +3,8 @@
 
 use ort::memory::Allocator;
 use ort::session::Session;
+
+use crate::onnx::Sessions;
 use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, ValueType};
 
 use super::{Decoder, DetectConfig, DetectError};
@@ -32,7 +34,7 @@ pub(super) struct Io {
 
 /// A loaded detector model.
 pub(super) struct Model {
-    session: Session,
+    pub sessions: Sessions,
     /// Its input and output.
     pub io: Io,
 }
@@ -40,12 +42,12 @@ pub(super) struct Model {
 impl Model {
     /// Load `config.model` and read its input and output.
     pub fn open(config: &DetectConfig) -> Result<Self, DetectError> {
-        let session = crate::onnx::session(&config.model, config.ort_threads)?;
-        let io = model_io(&session, config).map_err(|reason| DetectError::Model {
+        let sessions = Sessions::open(&config.model, config.ort_threads, config.ep)?;
+        let io = model_io(sessions.first(), config).map_err(|reason| DetectError::Model {
             path: config.model.display().to_string(),
             reason,
         })?;
-        Ok(Model { session, io })
+        Ok(Model { sessions, io })
     }
 
     /// Run regions `start..start + n` of `tensor` (each one model input) through the model and
@@ -67,11 +69,13 @@ impl Model {
         };
         let range = start * per..(start + n) * per;
         let name = io.input.as_str();
+        // Batches of one size per session: on CUDA a new size would plan every convolution anew.
+        let session = self.sessions.get(n).map_err(|e| e.to_string())?;
         let outputs = match tensor {
             TensorData::F32(v) => {
                 let t =
                     TensorRef::from_array_view((shape, &v[range])).map_err(|e| e.to_string())?;
-                self.session.run(ort::inputs![name => t])
+                session.run(ort::inputs![name => t])
             }
             TensorData::F16(v) => {
                 let mut t =
@@ -86,12 +90,23 @@ impl Model {
                         src.len(),
                     )
                 };
-                self.session.run(ort::inputs![name => t])
+                session.run(ort::inputs![name => t])
             }
-            TensorData::Device(_) => {
-                return Err(
-                    "the tiles' tensor is in device memory; the detector reads host memory".into(),
-                )
+            TensorData::Device(d) if io.dtype == DType::F32 && d.len >= range.end => {
+                // SAFETY: the tensor holds `range.end` f32 elements on `d.device`, alive (in
+                // the caller's batch) for the run.
+                let t = unsafe {
+                    crate::onnx::cuda_input(d.ptr + range.start as u64 * 4, d.device, &shape)
+                }
+                .map_err(|e| e.to_string())?;
+                session.run(ort::inputs![name => t])
+            }
+            TensorData::Device(d) => {
+                return Err(format!(
+                    "the tiles' tensor ({} elements in device memory) does not hold regions {start}..{} as the model's f32 input",
+                    d.len,
+                    start + n
+                ))
             }
         }
         .map_err(|e| e.to_string())?;
