@@ -298,6 +298,18 @@ pub fn element_names() -> Vec<String> {
     gst::element_names()
 }
 
+/// Whether NVDEC decoding into CUDA memory (`decoder=nvdec`) can run here; otherwise why not
+/// (no `libgstcuda-1.0`, no GPU, no NVDEC decoder registered by GStreamer's `nvcodec` plugin).
+pub fn nvdec_available() -> Result<(), String> {
+    nvdec::available()
+}
+
+/// Whether GStreamer's CUDA library (`libgstcuda-1.0`, opened at run time) loads with the
+/// functions octopipe calls; otherwise why not.
+pub fn gst_cuda_library() -> Result<(), String> {
+    nvdec::library()
+}
+
 /// Whether a GStreamer launch fragment holds a live source (it is parsed, never started).
 pub fn fragment_is_live(fragment: &str) -> bool {
     launch::fragment_is_live(fragment)
