@@ -20,13 +20,15 @@ use octopipe::source::{
 use octopipe::Pipeline;
 
 /// An H.264 MP4 of `frames` moving test frames at `w`x`h`, encoded from I420 (NVDEC decodes
-/// 4:2:0 H.264 only, not x264's High 4:4:4 from RGB input).
+/// 4:2:0 H.264 only, not x264's High 4:4:4 from RGB input) in the constrained-baseline profile,
+/// which every software decoder reads (the device's GStreamer pack has openh264dec, not libav).
 fn h264(dir: &Path, w: u32, h: u32, frames: u32) -> PathBuf {
     let path = dir.join(format!("ball-{w}x{h}.mp4"));
     common::encode(&format!(
         "videotestsrc num-buffers={frames} pattern=ball motion=sweep \
          ! video/x-raw,format=I420,width={w},height={h},framerate=30/1 \
-         ! x264enc speed-preset=ultrafast key-int-max=15 ! mp4mux ! filesink location={}",
+         ! x264enc speed-preset=ultrafast key-int-max=15 \
+         ! video/x-h264,profile=constrained-baseline ! mp4mux ! filesink location={}",
         path.display()
     ));
     path

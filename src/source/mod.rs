@@ -31,7 +31,13 @@
 //! Four kinds of input (media files, image sequences, GStreamer launch fragments, the test source),
 //! all decoded by GStreamer and delivered in the decoder's own format (I420 or NV12 for video,
 //! whatever the image decoder gives for pictures): colour conversion happens in the preprocess
-//! stage. Each frame's planes are copied once into a pooled buffer.
+//! stage. Each frame's planes are copied once into a pooled buffer, except with NVDEC
+//! (`media decoder=nvdec`, [`Decoder`]): the decoder's CUDA memory is the frame, read in place by
+//! the CUDA preprocess backend:
+//!
+//! ```text
+//! media location=flight.mp4 decoder=nvdec ! boxes format=synthetic ! batch ! preprocess backend=cuda ! ...
+//! ```
 
 mod app;
 mod caps;
