@@ -327,7 +327,9 @@ impl GstSource {
     /// folder mixing JPEG and PNG files is a [`SourceError::Input`].
     pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Self, SourceError> {
         let parts = Parts::build(config)?;
-        let limits = config.watch.limits(parts.receives(config));
+        let mut limits = config.watch.limits(parts.receives(config));
+        // NVDEC sessions starting together (one context, many streams) are slow to start.
+        limits.slow_start = parts.cuda.is_some();
         let live_head = matches!(config.kind, SourceKind::Launch { .. });
         let mut source = GstSource {
             pipeline: parts.pipeline,

@@ -12,11 +12,11 @@
 //! the stages after it are busy (its edge full) is not waiting, so it is neither quiet nor
 //! stalled.
 //!
-//! A file's decoder is starting for `start-timeout` after its pipeline started: during that time
-//! a wait longer than `stall-timeout` is a slow start (said once), not a stall, whether or not a
-//! first frame came. Many hardware decoders starting at once (32-64 NVDEC sessions in one CUDA
-//! context) take seconds each to create, and a stream that gave its first frame can wait for the
-//! next while the others start.
+//! An NVDEC source (`decoder=nvdec`) is starting for `start-timeout` after its pipeline started:
+//! during that time a wait longer than `stall-timeout` is a slow start (said once), not a stall,
+//! even after its first frame. Many hardware decoders starting at once (32-64 NVDEC sessions in
+//! one CUDA context) take seconds each to create, and a stream that gave its first frame can wait
+//! for the next while the others start. A software decoder's stall counts from its first frame.
 
 use std::time::{Duration, Instant};
 
@@ -129,6 +129,7 @@ impl Watch {
                 .retry
                 .unwrap_or(if stream { DEFAULT_NETWORK_RETRY } else { 0 }),
             interval: self.retry_interval,
+            slow_start: false,
         }
     }
 }
@@ -144,6 +145,9 @@ pub(super) struct Limits {
     pub(super) stall: Duration,
     pub(super) retry: u32,
     pub(super) interval: Duration,
+    /// The decoder may be slow to start after its first frame too (NVDEC sessions starting):
+    /// no stall is counted within `start` of the pipeline's start.
+    pub(super) slow_start: bool,
 }
 
 /// What a wait for a frame has come to.
@@ -156,12 +160,13 @@ pub(super) enum Verdict {
     Quiet { waited: Duration, first: bool },
     /// Silent for the timeout with `timeout-action=fail`.
     TimedOut,
-    /// A file's decoder has given no frame for as long as a stall would take, but is still
-    /// within `start-timeout` of its start: say so once.
+    /// A file's decoder has given no first frame (or, with `slow_start`, no next frame) for as
+    /// long as a stall would take, but is still within `start-timeout`: say so once.
     Starting,
     /// A file's decoder gave no first frame within `start-timeout`.
     NoStart,
-    /// A file's decoder gave no frame for `stall-timeout` after its first, once past its start.
+    /// A file's decoder gave no frame for `stall-timeout` after its first (with `slow_start`, once
+    /// past its start).
     Stalled,
 }
 
@@ -211,7 +216,7 @@ impl Wait {
         if limits.stream {
             return Verdict::Fine;
         }
-        let starting = running.max(waited) <= limits.start;
+        let starting = limits.slow_start && running.max(waited) <= limits.start;
         match frames {
             0 if waited > limits.start => Verdict::NoStart,
             _ if waited <= limits.stall => Verdict::Fine,
@@ -265,7 +270,7 @@ pub(super) const START_TIMEOUT: PropSpec = PropSpec::new(
     "start-timeout",
     PropType::POSITIVE_FLOAT,
     "60",
-    "files: seconds the decoder may take to start (its first frame; no stall counted before)",
+    "files: seconds the decoder may take to give its first frame (decoder=nvdec: to start; no stall before)",
 );
 /// `stall-timeout=SECONDS`.
 pub(super) const STALL_TIMEOUT: PropSpec = PropSpec::new(
@@ -356,10 +361,10 @@ mod tests {
     }
 
     #[test]
-    fn a_wait_after_the_first_frame_is_no_stall_while_the_decoder_starts() {
+    fn an_nvdec_wait_after_the_first_frame_is_no_stall_while_the_decoders_start() {
         // 64 NVDEC sessions starting in one context: stream 1 gave its first frame, then waits
         // longer than stall-timeout for its second while the others start.
-        let l = limits(
+        let software = limits(
             false,
             Watch {
                 start_timeout: Duration::from_millis(400),
@@ -367,6 +372,10 @@ mod tests {
                 ..Watch::default()
             },
         );
+        let l = Limits {
+            slow_start: true,
+            ..software
+        };
         let mut w = Wait::new(&l);
         std::thread::sleep(Duration::from_millis(30));
         let early = Duration::from_millis(100);
@@ -376,6 +385,18 @@ mod tests {
             "a slow start, said once"
         );
         assert_eq!(w.check(&l, 1, early), Verdict::Fine);
+        assert_eq!(
+            Wait::new(&software).check(&software, 1, early),
+            Verdict::Fine,
+            "not yet waited"
+        );
+        let mut sw = Wait::new(&software);
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(
+            sw.check(&software, 1, early),
+            Verdict::Stalled,
+            "a software decoder's stall counts from its first frame"
+        );
         assert_eq!(
             w.check(&l, 1, Duration::from_millis(401)),
             Verdict::Stalled,
