@@ -45,14 +45,16 @@ use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
 use super::images::{build_images, list_images, Feeder, ImageList, Images};
 use super::launch::build_launch;
 use super::media::{build_media, expected_frames, media_uri, truncation};
+use super::nvdec::{self, SharedCuda};
 use super::rtp::RtpTimes;
 use super::test::{build_test, TestSettings};
 use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{backoff, secs, Limits, Verdict, Wait};
-use super::{FrameSource, SourceConfig, SourceError, SourceKind};
+use super::{Decoder, FrameSource, SourceConfig, SourceError, SourceKind};
 use crate::budget::Tally;
 use crate::frame::{
-    BufferPool, Colorimetry, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,
+    BufferPool, Colorimetry, DeviceFrame, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,
+    PooledBuf,
 };
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
@@ -131,6 +133,11 @@ pub struct GstSource {
     in_a_row: u32,
     /// Where reconnects and silences are counted (the run's report).
     tally: Option<Tally>,
+    /// When the pipeline was last set playing: the decoder is starting until `start-timeout`
+    /// after it.
+    started: Instant,
+    /// The CUDA context shared with NVDEC decoders (`decoder=nvdec`).
+    cuda: Option<Arc<SharedCuda>>,
 }
 
 /// One build of the GStreamer pipeline of an input.
@@ -140,6 +147,7 @@ struct Parts {
     bus: gst::Bus,
     input: Input,
     feeder: Option<Feeder>,
+    cuda: Option<Arc<SharedCuda>>,
 }
 
 impl Parts {
@@ -147,21 +155,26 @@ impl Parts {
     fn build(config: &SourceConfig) -> Result<Parts, SourceError> {
         let plan = Plan::check(config)?;
         init()?;
+        let cuda = plan.nvdec(config)?;
         let pipeline = gst::Pipeline::new();
+        if let Some(shared) = &cuda {
+            // Elements added later (decodebin's decoders) take the pipeline's contexts.
+            pipeline.set_context(shared.context());
+        }
         let appsink = new_appsink()?;
-        let (input, feeder) = plan.build(&pipeline, &appsink, config)?;
+        let (input, feeder) = plan.build(&pipeline, &appsink, config, cuda.as_ref())?;
         let bus = pipeline
             .bus()
             .ok_or_else(|| SourceError::Init("pipeline has no bus".into()))?;
-        if !matches!(config.kind, SourceKind::Launch { .. }) {
-            lower_decoder_priority(&bus);
-        }
+        let lower = !matches!(config.kind, SourceKind::Launch { .. });
+        sync_handler(&bus, lower, cuda.clone());
         Ok(Parts {
             pipeline,
             appsink,
             bus,
             input,
             feeder,
+            cuda,
         })
     }
 
@@ -245,17 +258,45 @@ impl<'a> Plan<'a> {
         })
     }
 
+    /// The CUDA context to share with NVDEC decoders, when the media source decodes with them:
+    /// `decoder=nvdec` (an error naming the input when it cannot), or `decoder=auto` where it
+    /// can (else CPU decoding, saying why once).
+    fn nvdec(&self, config: &SourceConfig) -> Result<Option<Arc<SharedCuda>>, SourceError> {
+        let Plan::Media((name, _)) = self else {
+            return Ok(None);
+        };
+        let shared = || nvdec::available().and_then(|()| SharedCuda::new(nvdec::DEVICE));
+        match config.decoder {
+            Decoder::Cpu => Ok(None),
+            Decoder::Nvdec => shared().map(Some).map_err(|reason| SourceError::Nvdec {
+                source_name: name.clone(),
+                reason,
+            }),
+            Decoder::Auto => match shared() {
+                Ok(shared) => {
+                    tracing::info!("{name}: decoder=auto: decoding with NVDEC into CUDA memory");
+                    Ok(Some(shared))
+                }
+                Err(reason) => {
+                    tracing::info!("{name}: decoder=auto: decoding on the CPU: {reason}");
+                    Ok(None)
+                }
+            },
+        }
+    }
+
     /// Add the elements of this input to `pipeline`, ending in `appsink`; an image sequence also
-    /// starts its feeder thread.
+    /// starts its feeder thread. A media input decodes with NVDEC when given `cuda`.
     fn build(
         self,
         pipeline: &gst::Pipeline,
         appsink: &gst_app::AppSink,
         config: &SourceConfig,
+        cuda: Option<&Arc<SharedCuda>>,
     ) -> Result<(Input, Option<Feeder>), SourceError> {
         Ok(match self {
             Plan::Media((name, uri)) => {
-                build_media(pipeline, appsink, &uri)?;
+                build_media(pipeline, appsink, &uri, cuda)?;
                 let uri = uri.into();
                 (Input::Media { name, uri }, None)
             }
@@ -286,7 +327,9 @@ impl GstSource {
     /// folder mixing JPEG and PNG files is a [`SourceError::Input`].
     pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Self, SourceError> {
         let parts = Parts::build(config)?;
-        let limits = config.watch.limits(parts.receives(config));
+        let mut limits = config.watch.limits(parts.receives(config));
+        // NVDEC sessions starting together (one context, many streams) are slow to start.
+        limits.slow_start = parts.cuda.is_some();
         let live_head = matches!(config.kind, SourceKind::Launch { .. });
         let mut source = GstSource {
             pipeline: parts.pipeline,
@@ -315,6 +358,8 @@ impl GstSource {
             limits,
             in_a_row: 0,
             tally: None,
+            started: Instant::now(),
+            cuda: parts.cuda,
         };
         if let Err(e) = source.start() {
             // A network source that cannot connect yet retries from its first wait for a frame.
@@ -335,6 +380,7 @@ impl GstSource {
 
     /// Set the pipeline playing; when it will not start, the reason is on the bus.
     fn start(&mut self) -> Result<(), SourceError> {
+        self.started = Instant::now();
         if self.pipeline.set_state(gst::State::Playing).is_err() {
             self.poll_bus()?;
             return Err(self.stream_error("could not start the pipeline".into(), None));
@@ -354,6 +400,7 @@ impl GstSource {
         self.bus = parts.bus;
         self.input = parts.input;
         self.feeder = parts.feeder;
+        self.cuda = parts.cuda;
         // A live head's new pipeline stamps on a clock of its own: its frames number on.
         self.timeline.restart();
         self.done = false;
@@ -435,7 +482,7 @@ impl GstSource {
             message,
         };
         let (start, stall) = (secs(self.limits.start), secs(self.limits.stall));
-        let error = match wait.check(&self.limits, self.seq) {
+        let error = match wait.check(&self.limits, self.seq, self.started.elapsed()) {
             Verdict::Fine => return Ok(()),
             Verdict::Quiet { waited, first } => {
                 if first {
@@ -447,8 +494,12 @@ impl GstSource {
                 return Ok(());
             }
             Verdict::Starting => {
+                let what = match self.seq {
+                    0 => "no first frame".to_string(),
+                    n => format!("no frame after frame {n}"),
+                };
                 tracing::warn!(
-                    "{name}: the decoder has given no first frame in {stall} s: still starting (start-timeout={start})"
+                    "{name}: the decoder has given {what} in {stall} s: still starting (start-timeout={start})"
                 );
                 return Ok(());
             }
@@ -530,6 +581,13 @@ impl GstSource {
         let not_found = err.error().matches(gst::StreamError::CodecNotFound)
             || err.error().matches(gst::CoreError::MissingPlugin);
         if let Some((name, detail)) = self.missing.take().filter(|_| not_found) {
+            if self.cuda.is_some() {
+                let what = if detail.is_empty() { name } else { detail };
+                return SourceError::Nvdec {
+                    source_name: self.name().to_string(),
+                    reason: format!("no NVIDIA decoder for {what} (decode it with decoder=cpu)"),
+                };
+            }
             let element = match (name.is_empty(), detail.is_empty()) {
                 (false, _) => name,
                 (true, false) => format!("decoder for {detail}"),
@@ -676,13 +734,25 @@ impl GstSource {
         let (source, image, fallback) = self.origin(buffer.pts(), info.height())?;
         let colorimetry = colorimetry(&info, caps, fallback);
 
-        let layout = FrameLayout::packed(format, info.width(), info.height());
-        let mut pixels = self.pool.take(layout.size());
-        copy_frame(buffer, &info, &layout, &mut pixels).map_err(|message| SourceError::Stream {
+        let stream_error = |message| SourceError::Stream {
             source_name: source.to_string(),
             message,
             debug: None,
-        })?;
+        };
+        let planes = if nvdec::is_cuda_caps(caps) {
+            // NVDEC's frame in CUDA memory: no copy, the frame holds the decoder's buffer.
+            let shared = self.cuda.as_ref().ok_or_else(|| SourceError::Format {
+                source_name: source.to_string(),
+                format: caps.to_string(),
+            })?;
+            let (planes, layout) = shared.device_frame(buffer, &info).map_err(stream_error)?;
+            Pixels::Device(planes, layout)
+        } else {
+            let layout = FrameLayout::packed(format, info.width(), info.height());
+            let mut pixels = self.pool.take(layout.size());
+            copy_frame(buffer, &info, &layout, &mut pixels).map_err(stream_error)?;
+            Pixels::Host(pixels, layout)
+        };
 
         // The decode stage: waiting for the decoder, plus the copy. A live GStreamer head stamps
         // buffers with the running time they were captured or received at: the frame arrived then.
@@ -714,7 +784,14 @@ impl GstSource {
         let interval = self.interval(&info);
         let seq = self.timeline.place(time, interval);
         self.seq += 1;
-        let mut frame = Frame::new(self.stream, seq, &source, layout, colorimetry, pixels);
+        let mut frame = match planes {
+            Pixels::Host(pixels, layout) => {
+                Frame::new(self.stream, seq, &source, layout, colorimetry, pixels)
+            }
+            Pixels::Device(planes, layout) => {
+                Frame::on_device(self.stream, seq, &source, layout, colorimetry, planes)
+            }
+        };
         frame.pts = pts;
         frame.image = image;
         frame.times = FrameTimes::new(arrival);
@@ -828,6 +905,14 @@ impl Drop for GstSource {
     }
 }
 
+/// A decoded frame's planes before it becomes a [`Frame`].
+enum Pixels {
+    /// Copied into a pooled host buffer.
+    Host(PooledBuf, FrameLayout),
+    /// The decoder's CUDA memory, mapped.
+    Device(DeviceFrame, FrameLayout),
+}
+
 /// The `appsink` every pipeline ends in: it hands samples out as fast as the consumer pulls and
 /// holds at most [`SINK_QUEUE`] of them.
 fn new_appsink() -> Result<gst_app::AppSink, SourceError> {
@@ -842,14 +927,24 @@ fn new_appsink() -> Result<gst_app::AppSink, SourceError> {
     Ok(appsink)
 }
 
-/// Files and image sequences are decoded ahead of need: their decoder threads run at a lower
-/// priority ([`DECODER_NICE`]), so that they yield the cores to the stages working on due frames.
-/// A live head's decoder is on the critical path and keeps its priority, so this is not called for
-/// launch fragments.
-fn lower_decoder_priority(bus: &gst::Bus) {
-    bus.set_sync_handler(|_, msg| {
+/// What the bus handles on the posting thread (a bus has one sync handler):
+/// - with `lower`, files and image sequences are decoded ahead of need: their decoder threads run
+///   at a lower priority ([`DECODER_NICE`]), so that they yield the cores to the stages working on
+///   due frames (a live head's decoder is on the critical path and keeps its priority);
+/// - with `cuda`, an element that needs a CUDA context (an NVDEC decoder starting) gets the one
+///   octopipe shares, before it would make its own.
+fn sync_handler(bus: &gst::Bus, lower: bool, cuda: Option<Arc<SharedCuda>>) {
+    if !lower && cuda.is_none() {
+        return;
+    }
+    bus.set_sync_handler(move |_, msg| {
+        if let Some(shared) = &cuda {
+            if nvdec::answer_need_context(msg, shared) {
+                return gst::BusSyncReply::Drop;
+            }
+        }
         if let gst::MessageView::StreamStatus(s) = msg.view() {
-            if s.get().0 == gst::StreamStatusType::Enter {
+            if lower && s.get().0 == gst::StreamStatusType::Enter {
                 // SAFETY: setpriority on the calling thread (who = 0) only changes its nice value.
                 unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, DECODER_NICE) };
             }

@@ -4,8 +4,16 @@
 //! uridecodebin uri=file:///data/flight.mp4 ! videoconvert ! video/x-raw,format={I420,NV12} ! appsink
 //! ```
 //!
-//! Local files are checked (exist, are files, can be read) before any GStreamer work. Pads other
-//! than the first video stream go to a `fakesink`; an input without video is an error.
+//! With `decoder=nvdec` only NVIDIA's decoders are tried, and their CUDA memory goes straight to
+//! the `appsink` (no `videoconvert`; see `nvdec`):
+//!
+//! ```text
+//! uridecodebin uri=file:///data/flight.mp4 ! video/x-raw(memory:CUDAMemory),format=NV12 ! appsink
+//! ```
+//!
+//! With `decoder=cpu` NVIDIA's decoders are never tried. Local files are checked (exist, are
+//! files, can be read) before any GStreamer work. Pads other than the first video stream go to a
+//! `fakesink`; an input without video is an error.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +23,7 @@ use gstreamer_app as gst_app;
 
 use super::caps::ask_for_yuv;
 use super::gst::{link_error, make, PLUGINS_BASE};
+use super::nvdec::{self, SharedCuda};
 use super::SourceError;
 
 /// (name for errors, URI) of a media location; local files must exist and be readable.
@@ -92,22 +101,38 @@ fn is_uri(location: &str) -> bool {
     }
 }
 
-/// `uridecodebin ! videoconvert ! appsink`; pads other than raw video go to a `fakesink`.
+/// `uridecodebin ! videoconvert ! appsink` (software decoders), or with `nvdec` (the shared CUDA
+/// context) `uridecodebin ! appsink` with NVIDIA's decoders into CUDA memory; pads other than raw
+/// video go to a `fakesink`.
 pub(super) fn build_media(
     pipeline: &gst::Pipeline,
     appsink: &gst_app::AppSink,
     uri: &str,
+    nvdec: Option<&std::sync::Arc<SharedCuda>>,
 ) -> Result<(), SourceError> {
     let decode = make("uridecodebin", PLUGINS_BASE)?;
     decode.set_property("uri", uri);
-    let convert = make("videoconvert", PLUGINS_BASE)?;
-    ask_for_yuv(appsink);
-    pipeline
-        .add_many([&decode, &convert, appsink.upcast_ref()])
-        .and_then(|_| convert.link(appsink))
-        .map_err(|e| link_error(uri, e))?;
-
-    let video_sink = convert.static_pad("sink");
+    choose_decoders(&decode, nvdec.is_some());
+    let video_sink = match nvdec {
+        Some(shared) => {
+            appsink.set_caps(Some(&nvdec::cuda_nv12_caps()));
+            pipeline
+                .add_many([&decode, appsink.upcast_ref()])
+                .map_err(|e| link_error(uri, e))?;
+            answer_queries(&decode, appsink, shared.clone());
+            appsink.static_pad("sink")
+        }
+        None => {
+            let convert = make("videoconvert", PLUGINS_BASE)?;
+            ask_for_yuv(appsink);
+            pipeline
+                .add_many([&decode, &convert, appsink.upcast_ref()])
+                .and_then(|_| convert.link(appsink))
+                .map_err(|e| link_error(uri, e))?;
+            convert.static_pad("sink")
+        }
+    };
+    let no_video_sink = video_sink.clone();
     let bin = pipeline.downgrade();
     decode.connect_pad_added(move |_, pad| {
         let is_video = pad
@@ -132,9 +157,8 @@ pub(super) fn build_media(
             }
         }
     });
-    let video_sink = convert.static_pad("sink");
     decode.connect_no_more_pads(move |decode| {
-        if video_sink.as_ref().is_some_and(|s| !s.is_linked()) {
+        if no_video_sink.as_ref().is_some_and(|s| !s.is_linked()) {
             let msg = gst::message::Error::builder(
                 gst::StreamError::WrongType,
                 "no video stream in this input",
@@ -145,6 +169,50 @@ pub(super) fn build_media(
         }
     });
     Ok(())
+}
+
+/// Restrict the video decoders `decode` tries: NVIDIA's only (`nvdec`), or never NVIDIA's.
+/// Demuxers, parsers and audio decoders are left alone.
+fn choose_decoders(decode: &gst::Element, nvdec: bool) {
+    decode.connect("autoplug-select", false, move |args| {
+        let factory = args
+            .get(3)
+            .and_then(|v| v.get::<gst::ElementFactory>().ok());
+        let wanted = factory
+            .is_none_or(|f| !nvdec::is_video_decoder(&f) || nvdec::is_nv_decoder(&f) == nvdec);
+        // GST_AUTOPLUG_SELECT_TRY or _SKIP.
+        nvdec::autoplug_select_result(if wanted { 0 } else { 2 })
+    });
+}
+
+/// Answer the queries decodebin forwards for a decoder whose pad is not linked yet: caps as the
+/// `appsink` would (so an NVIDIA decoder sees that CUDA memory is wanted and outputs it, as
+/// playbin answers for its sink) and the CUDA context (the one octopipe shares).
+fn answer_queries(
+    decode: &gst::Element,
+    appsink: &gst_app::AppSink,
+    shared: std::sync::Arc<SharedCuda>,
+) {
+    let sink = appsink.static_pad("sink");
+    decode.connect("autoplug-query", false, move |args| {
+        let query = args.get(3)?;
+        // SAFETY: decodebin passes a live, writable GstQuery for the duration of the signal;
+        // it is answered in place, as the signal expects.
+        let query = unsafe {
+            let ptr = gst::glib::gobject_ffi::g_value_get_boxed(
+                gst::glib::translate::ToGlibPtr::to_glib_none(query).0,
+            ) as *mut gst::ffi::GstQuery;
+            if ptr.is_null() {
+                return Some(false.to_value());
+            }
+            gst::QueryRef::from_mut_ptr(ptr)
+        };
+        let answered = match query.view_mut() {
+            gst::QueryViewMut::Caps(_) => sink.as_ref().is_some_and(|s| s.query(query)),
+            _ => nvdec::answer_context_query(query, &shared),
+        };
+        Some(answered.to_value())
+    });
 }
 
 /// At end of stream of a media file whose container declares its length: a stream that stops well

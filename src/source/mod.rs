@@ -31,7 +31,13 @@
 //! Four kinds of input (media files, image sequences, GStreamer launch fragments, the test source),
 //! all decoded by GStreamer and delivered in the decoder's own format (I420 or NV12 for video,
 //! whatever the image decoder gives for pictures): colour conversion happens in the preprocess
-//! stage. Each frame's planes are copied once into a pooled buffer.
+//! stage. Each frame's planes are copied once into a pooled buffer, except with NVDEC
+//! (`media decoder=nvdec`, [`Decoder`]): the decoder's CUDA memory is the frame, read in place by
+//! the CUDA preprocess backend:
+//!
+//! ```text
+//! media location=flight.mp4 decoder=nvdec ! boxes format=synthetic ! batch ! preprocess backend=cuda ! ...
+//! ```
 
 mod app;
 mod caps;
@@ -39,6 +45,7 @@ mod gst;
 mod images;
 mod launch;
 mod media;
+mod nvdec;
 mod rtp;
 mod test;
 mod timeline;
@@ -104,6 +111,21 @@ pub enum SourceKind {
     },
 }
 
+/// Which decoders a `media` source uses (`decoder=cpu|nvdec|auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Decoder {
+    /// Software decoders, never NVIDIA's: frames in host memory, read by every stage.
+    #[default]
+    Cpu,
+    /// NVIDIA's NVDEC decoders (GStreamer's `nvcodec` plugin) only: frames stay in CUDA memory
+    /// (NV12) and go to the preprocess kernel with no copy. For GPU pipelines
+    /// (`preprocess backend=cuda`): the CPU backend refuses device frames. An error naming the
+    /// input where NVDEC, a GPU or `libgstcuda-1.0` is missing.
+    Nvdec,
+    /// `nvdec` when it can run here, else `cpu` (one log line says why).
+    Auto,
+}
+
 /// Settings of a source stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceConfig {
@@ -125,6 +147,8 @@ pub struct SourceConfig {
     /// timing in its SPS, or MJPEG over RTP. `None`: such frames are numbered as they come (a
     /// warning says so), so a lost frame would move the boxes keyed by frame number after it.
     pub head_framerate: Option<f64>,
+    /// Which decoders a media file or URI goes through.
+    pub decoder: Decoder,
 }
 
 impl SourceConfig {
@@ -138,6 +162,7 @@ impl SourceConfig {
             loops: DEFAULT_LOOPS,
             watch: Watch::default(),
             head_framerate: None,
+            decoder: Decoder::Cpu,
         }
     }
 
@@ -223,6 +248,14 @@ pub enum SourceError {
         /// What happened, with the setting that decided it.
         message: String,
     },
+    /// `decoder=nvdec` cannot run: no GPU, no NVDEC decoder for the input, no `libgstcuda-1.0`.
+    #[error("{source_name}: decoder=nvdec: {reason}")]
+    Nvdec {
+        /// The input.
+        source_name: String,
+        /// What is missing.
+        reason: String,
+    },
     /// The decoder produced a format octopipe cannot read.
     #[error("{source_name}: unsupported decoded format {format}")]
     Format {
@@ -269,6 +302,18 @@ pub fn element_exists(name: &str) -> bool {
 /// Names of every installed GStreamer element (empty when GStreamer cannot be initialised).
 pub fn element_names() -> Vec<String> {
     gst::element_names()
+}
+
+/// Whether NVDEC decoding into CUDA memory (`decoder=nvdec`) can run here; otherwise why not
+/// (no `libgstcuda-1.0`, no GPU, no NVDEC decoder registered by GStreamer's `nvcodec` plugin).
+pub fn nvdec_available() -> Result<(), String> {
+    nvdec::available()
+}
+
+/// Whether GStreamer's CUDA library (`libgstcuda-1.0`, opened at run time) loads with the
+/// functions octopipe calls; otherwise why not.
+pub fn gst_cuda_library() -> Result<(), String> {
+    nvdec::library()
 }
 
 /// Whether a GStreamer launch fragment holds a live source (it is parsed, never started).
@@ -426,13 +471,24 @@ pub const IMAGES: StageDecl = StageDecl {
     },
 };
 
+/// `decoder=cpu|nvdec|auto`.
+const DECODER: PropSpec = PropSpec::new(
+    "decoder",
+    PropType::Choice(&["cpu", "nvdec", "auto"]),
+    "cpu",
+    "cpu: software decoders, host frames; nvdec: NVIDIA's decoders, frames stay in CUDA memory \
+     for preprocess backend=cuda (no copy); auto: nvdec when present, else cpu",
+);
+
 /// `media location=FILE|URI`: any media through decodebin.
 pub const MEDIA: StageDecl = StageDecl {
     name: "media",
     role: Role::Source,
-    doc: "any media file or URI through GStreamer's decodebin, delivered as I420/NV12",
+    doc: "any media file or URI through GStreamer's decodebin, delivered as I420/NV12 \
+          (decoder=nvdec: NV12 in CUDA memory)",
     props: &[
         PropSpec::new("location", PropType::Path, "-", "the file or URI"),
+        DECODER,
         LIVE,
         TIMEOUT,
         TIMEOUT_ACTION,
@@ -515,6 +571,13 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
     }
     cfg.live = p.bool("live").unwrap_or(false);
     cfg.watch = Watch::from_props(p);
+    if p.decl().props.iter().any(|s| s.name == "decoder") {
+        cfg.decoder = match p.str("decoder") {
+            Some("nvdec") => Decoder::Nvdec,
+            Some("auto") => Decoder::Auto,
+            _ => Decoder::Cpu,
+        };
+    }
     Ok(Box::new(cfg))
 }
 

@@ -11,6 +11,12 @@
 //! Time is measured while the source waits for its next frame only: a source held back because
 //! the stages after it are busy (its edge full) is not waiting, so it is neither quiet nor
 //! stalled.
+//!
+//! An NVDEC source (`decoder=nvdec`) is starting for `start-timeout` after its pipeline started:
+//! during that time a wait longer than `stall-timeout` is a slow start (said once), not a stall,
+//! even after its first frame. Many hardware decoders starting at once (32-64 NVDEC sessions in
+//! one CUDA context) take seconds each to create, and a stream that gave its first frame can wait
+//! for the next while the others start. A software decoder's stall counts from its first frame.
 
 use std::time::{Duration, Instant};
 
@@ -123,6 +129,7 @@ impl Watch {
                 .retry
                 .unwrap_or(if stream { DEFAULT_NETWORK_RETRY } else { 0 }),
             interval: self.retry_interval,
+            slow_start: false,
         }
     }
 }
@@ -138,6 +145,9 @@ pub(super) struct Limits {
     pub(super) stall: Duration,
     pub(super) retry: u32,
     pub(super) interval: Duration,
+    /// The decoder may be slow to start after its first frame too (NVDEC sessions starting):
+    /// no stall is counted within `start` of the pipeline's start.
+    pub(super) slow_start: bool,
 }
 
 /// What a wait for a frame has come to.
@@ -150,12 +160,13 @@ pub(super) enum Verdict {
     Quiet { waited: Duration, first: bool },
     /// Silent for the timeout with `timeout-action=fail`.
     TimedOut,
-    /// A file's decoder has given no first frame for as long as a stall would take, but is
-    /// within `start-timeout`: say so once.
+    /// A file's decoder has given no first frame (or, with `slow_start`, no next frame) for as
+    /// long as a stall would take, but is still within `start-timeout`: say so once.
     Starting,
     /// A file's decoder gave no first frame within `start-timeout`.
     NoStart,
-    /// A file's decoder gave no frame for `stall-timeout` after its first.
+    /// A file's decoder gave no frame for `stall-timeout` after its first (with `slow_start`, once
+    /// past its start).
     Stalled,
 }
 
@@ -187,8 +198,9 @@ impl Wait {
         self.asked.elapsed()
     }
 
-    /// Judge the wait so far, after `frames` frames delivered.
-    pub(super) fn check(&mut self, limits: &Limits, frames: u64) -> Verdict {
+    /// Judge the wait so far, after `frames` frames delivered, `running` after the pipeline
+    /// started.
+    pub(super) fn check(&mut self, limits: &Limits, frames: u64, running: Duration) -> Verdict {
         let waited = self.waited();
         if let Some(due) = self.next_warning.filter(|due| waited >= *due) {
             if limits.action == TimeoutAction::Fail {
@@ -204,14 +216,15 @@ impl Wait {
         if limits.stream {
             return Verdict::Fine;
         }
+        let starting = limits.slow_start && running.max(waited) <= limits.start;
         match frames {
             0 if waited > limits.start => Verdict::NoStart,
-            0 if waited > limits.stall && limits.start > limits.stall && !self.warned => {
+            _ if waited <= limits.stall => Verdict::Fine,
+            f if f > 0 && !starting => Verdict::Stalled,
+            _ if limits.start > limits.stall && !self.warned => {
                 self.warned = true;
                 Verdict::Starting
             }
-            0 => Verdict::Fine,
-            _ if waited > limits.stall => Verdict::Stalled,
             _ => Verdict::Fine,
         }
     }
@@ -257,7 +270,7 @@ pub(super) const START_TIMEOUT: PropSpec = PropSpec::new(
     "start-timeout",
     PropType::POSITIVE_FLOAT,
     "60",
-    "files: seconds the decoder may take to give its first frame",
+    "files: seconds the decoder may take to give its first frame (decoder=nvdec: to start; no stall before)",
 );
 /// `stall-timeout=SECONDS`.
 pub(super) const STALL_TIMEOUT: PropSpec = PropSpec::new(
@@ -334,11 +347,61 @@ mod tests {
         );
         let mut w = Wait::new(&l);
         std::thread::sleep(Duration::from_millis(30));
-        assert_eq!(w.check(&l, 0), Verdict::Starting);
-        assert_eq!(w.check(&l, 0), Verdict::Fine, "said once");
-        assert_eq!(w.check(&l, 1), Verdict::Stalled, "after a first frame");
+        let run = w.waited();
+        assert_eq!(w.check(&l, 0, run), Verdict::Starting);
+        assert_eq!(w.check(&l, 0, run), Verdict::Fine, "said once");
+        let past_start = Duration::from_millis(500);
+        assert_eq!(
+            w.check(&l, 1, past_start),
+            Verdict::Stalled,
+            "after a first frame, once started"
+        );
         std::thread::sleep(Duration::from_millis(400));
-        assert_eq!(w.check(&l, 0), Verdict::NoStart);
+        assert_eq!(w.check(&l, 0, w.waited()), Verdict::NoStart);
+    }
+
+    #[test]
+    fn an_nvdec_wait_after_the_first_frame_is_no_stall_while_the_decoders_start() {
+        // 64 NVDEC sessions starting in one context: stream 1 gave its first frame, then waits
+        // longer than stall-timeout for its second while the others start.
+        let software = limits(
+            false,
+            Watch {
+                start_timeout: Duration::from_millis(400),
+                stall_timeout: Duration::from_millis(20),
+                ..Watch::default()
+            },
+        );
+        let l = Limits {
+            slow_start: true,
+            ..software
+        };
+        let mut w = Wait::new(&l);
+        std::thread::sleep(Duration::from_millis(30));
+        let early = Duration::from_millis(100);
+        assert_eq!(
+            w.check(&l, 1, early),
+            Verdict::Starting,
+            "a slow start, said once"
+        );
+        assert_eq!(w.check(&l, 1, early), Verdict::Fine);
+        assert_eq!(
+            Wait::new(&software).check(&software, 1, early),
+            Verdict::Fine,
+            "not yet waited"
+        );
+        let mut sw = Wait::new(&software);
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(
+            sw.check(&software, 1, early),
+            Verdict::Stalled,
+            "a software decoder's stall counts from its first frame"
+        );
+        assert_eq!(
+            w.check(&l, 1, Duration::from_millis(401)),
+            Verdict::Stalled,
+            "past start-timeout, a stall again"
+        );
     }
 
     #[test]
@@ -351,9 +414,9 @@ mod tests {
             },
         );
         let mut w = Wait::new(&l);
-        assert_eq!(w.check(&l, 0), Verdict::Fine);
+        assert_eq!(w.check(&l, 0, Duration::ZERO), Verdict::Fine);
         std::thread::sleep(Duration::from_millis(110));
-        let first = w.check(&l, 0);
+        let first = w.check(&l, 0, Duration::ZERO);
         assert_eq!(
             first,
             Verdict::Quiet {
@@ -361,10 +424,14 @@ mod tests {
                 first: true
             }
         );
-        assert_eq!(w.check(&l, 0), Verdict::Fine, "next one at 200 ms");
+        assert_eq!(
+            w.check(&l, 0, Duration::ZERO),
+            Verdict::Fine,
+            "next one at 200 ms"
+        );
         std::thread::sleep(Duration::from_millis(100));
         assert!(matches!(
-            w.check(&l, 0),
+            w.check(&l, 0, Duration::ZERO),
             Verdict::Quiet { first: false, .. }
         ));
         let fail = Limits {
@@ -373,6 +440,6 @@ mod tests {
         };
         let mut w = Wait::new(&fail);
         std::thread::sleep(Duration::from_millis(110));
-        assert_eq!(w.check(&fail, 3), Verdict::TimedOut);
+        assert_eq!(w.check(&fail, 3, Duration::ZERO), Verdict::TimedOut);
     }
 }

@@ -1,0 +1,258 @@
+//! `media decoder=cpu|nvdec|auto`: NVDEC frames stay in CUDA memory and reach the CUDA
+//! preprocess kernel with no copy. Here (any machine): `libgstcuda-1.0` loads or says why,
+//! `decoder=auto` without NVDEC decodes on the CPU and gives the same frames as `decoder=cpu`,
+//! `decoder=nvdec` without NVDEC is an error naming the input. On a GPU with NVDEC
+//! (`scripts/device-nvdec.sh`): the tensors of `decoder=nvdec` equal those of `decoder=cpu`
+//! through `preprocess backend=cuda`, frames are device frames, and the decoder's pool does not
+//! grow. GPU tests say why they skip.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use octopipe::batch::CropBatch;
+use octopipe::frame::{BufferPool, Frame, Memory, PixelFormat};
+use octopipe::preprocess::cuda;
+use octopipe::source::{
+    self, Decoder, FrameSource, GstSource, SourceConfig, SourceError, SourceKind,
+};
+use octopipe::Pipeline;
+
+/// An H.264 MP4 of `frames` moving test frames at `w`x`h`, encoded from I420 (NVDEC decodes
+/// 4:2:0 H.264 only, not x264's High 4:4:4 from RGB input) in the constrained-baseline profile,
+/// which every software decoder reads (the device's GStreamer pack has openh264dec, not libav).
+fn h264(dir: &Path, w: u32, h: u32, frames: u32) -> PathBuf {
+    let path = dir.join(format!("ball-{w}x{h}.mp4"));
+    common::encode(&format!(
+        "videotestsrc num-buffers={frames} pattern=ball motion=sweep \
+         ! video/x-raw,format=I420,width={w},height={h},framerate=30/1 \
+         ! x264enc speed-preset=ultrafast key-int-max=15 \
+         ! video/x-h264,profile=constrained-baseline ! mp4mux ! filesink location={}",
+        path.display()
+    ));
+    path
+}
+
+fn media(path: &Path, decoder: Decoder) -> SourceConfig {
+    let mut config = SourceConfig::new(SourceKind::Media {
+        location: path.display().to_string(),
+    });
+    config.decoder = decoder;
+    config
+}
+
+fn drain(mut source: GstSource) -> Vec<Frame> {
+    std::iter::from_fn(|| source.next_frame().expect("a frame or the end")).collect()
+}
+
+/// Whether NVDEC can run here; prints why a GPU test skips.
+fn nvdec(test: &str) -> bool {
+    match cuda::available().and_then(|()| source::nvdec_available()) {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("SKIPPED {test}: no NVDEC ({why})");
+            false
+        }
+    }
+}
+
+#[test]
+fn the_gstcuda_library_loads_or_says_why() {
+    match source::gst_cuda_library() {
+        Ok(()) => eprintln!("libgstcuda-1.0 loads"),
+        Err(why) => {
+            assert!(why.contains("libgstcuda-1.0"), "{why}");
+            eprintln!("libgstcuda-1.0 does not load: {why}");
+        }
+    }
+    // Without a GPU this says why, and never crashes.
+    if let Err(why) = source::nvdec_available() {
+        assert!(!why.is_empty());
+        eprintln!("NVDEC not available: {why}");
+    }
+}
+
+#[test]
+fn auto_without_nvdec_decodes_on_the_cpu_with_the_same_frames() {
+    if !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly") {
+        return;
+    }
+    if source::nvdec_available().is_ok() {
+        eprintln!("SKIPPED auto_without_nvdec_decodes_on_the_cpu_with_the_same_frames: NVDEC is present (auto decodes with it; the GPU test covers that)");
+        return;
+    }
+    let dir = common::temp_dir("nvdec-auto");
+    let path = h264(&dir, 320, 240, 12);
+    let open = |decoder| GstSource::open(&media(&path, decoder), BufferPool::new()).unwrap();
+    let cpu = drain(open(Decoder::Cpu));
+    let auto = drain(open(Decoder::Auto));
+    assert_eq!(cpu.len(), 12);
+    assert_eq!(auto.len(), cpu.len());
+    for (a, c) in auto.iter().zip(&cpu) {
+        assert_eq!(a.memory(), Some(Memory::Host));
+        assert_eq!(
+            (a.seq, a.pts, a.layout, a.colorimetry),
+            (c.seq, c.pts, c.layout, c.colorimetry)
+        );
+        assert!(a.data() == c.data(), "frame {} differs", a.seq);
+    }
+}
+
+#[test]
+fn nvdec_without_nvdec_is_an_error_naming_the_input() {
+    if source::nvdec_available().is_ok() {
+        eprintln!("SKIPPED nvdec_without_nvdec_is_an_error_naming_the_input: NVDEC is present");
+        return;
+    }
+    let dir = common::temp_dir("nvdec-missing");
+    let path = dir.join("flight.mp4");
+    std::fs::write(&path, b"not decoded: the check comes first").unwrap();
+    let e = GstSource::open(&media(&path, Decoder::Nvdec), BufferPool::new())
+        .err()
+        .expect("decoder=nvdec without NVDEC fails");
+    assert!(matches!(e, SourceError::Nvdec { .. }), "{e:?}");
+    let message = e.to_string();
+    assert!(
+        message.contains("flight.mp4") && message.contains("decoder=nvdec"),
+        "{message}"
+    );
+
+    // The same from a description, as `octopipe run` builds it.
+    let vars = HashMap::from([("file".to_string(), path.display().to_string())]);
+    let e = Pipeline::from_description(
+        "media location=${file} decoder=nvdec ! boxes format=synthetic ! jsonl location=-",
+        &vars,
+    )
+    .err()
+    .expect("the pipeline does not build");
+    let message = e.to_string();
+    assert!(
+        message.contains("flight.mp4") && message.contains("decoder=nvdec:"),
+        "{message}"
+    );
+}
+
+/// (frame, crop) -> the crop's tensor values, of every batch of `description`.
+fn crop_tensors(
+    description: &str,
+    vars: &HashMap<String, String>,
+) -> HashMap<(u64, usize), Vec<f32>> {
+    let mut pipeline = Pipeline::from_description(description, vars).unwrap();
+    let batches = pipeline.batches(64);
+    let run = std::thread::spawn(move || pipeline.run());
+    let batches: Vec<CropBatch> = batches.into_iter().collect();
+    let outcome = run.join().unwrap();
+    assert!(
+        outcome.error.is_none(),
+        "{description}: {:?}",
+        outcome.error
+    );
+    let mut crops = HashMap::new();
+    for b in &batches {
+        let t = b.tensor.as_f32().expect("a host f32 tensor");
+        for (c, o) in b.crops.iter().zip(&b.origins) {
+            let len = 3 * (c.out_w * c.out_h) as usize;
+            let values = t[c.out_offset as usize..c.out_offset as usize + len].to_vec();
+            crops.insert(
+                (b.frames[c.frame as usize].seq, o.detection as usize),
+                values,
+            );
+        }
+    }
+    crops
+}
+
+#[test]
+fn nvdec_tensors_equal_cpu_decoding_through_the_cuda_kernel() {
+    let test = "nvdec_tensors_equal_cpu_decoding_through_the_cuda_kernel";
+    if !nvdec(test) || !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly") {
+        return;
+    }
+    let dir = common::temp_dir("nvdec-tensors");
+    let path = h264(&dir, 1920, 1080, 60);
+    let run = |decoder: &str| {
+        let vars = HashMap::from([
+            ("file".to_string(), path.display().to_string()),
+            ("out".to_string(), dir.join(decoder).display().to_string()),
+        ]);
+        crop_tensors(
+            &format!(
+                "media location=${{file}} decoder={decoder} ! boxes format=synthetic \
+                 ! batch ! preprocess backend=cuda ! tensors location=${{out}}"
+            ),
+            &vars,
+        )
+    };
+    let gpu = run("nvdec");
+    let cpu = run("cpu");
+    assert!(!cpu.is_empty());
+    assert_eq!(
+        gpu.keys().collect::<HashSet<_>>(),
+        cpu.keys().collect::<HashSet<_>>()
+    );
+    // H.264 decoding is bit-exact, and the kernel reads NV12 (NVDEC) and I420 (avdec_h264)
+    // samples with the same arithmetic: the values agree to float rounding (the two formats'
+    // chroma fetches are compiled separately, so a contraction may differ in the last bit).
+    let (mut worst, mut unequal, mut values) = (0f32, 0usize, 0usize);
+    for (key, c) in &cpu {
+        for (a, b) in gpu[key].iter().zip(c) {
+            values += 1;
+            if a.to_bits() != b.to_bits() {
+                unequal += 1;
+                worst = worst.max((a - b).abs());
+            }
+        }
+    }
+    eprintln!(
+        "{test}: {} crops, {values} values: {unequal} not bit-equal, largest difference {worst:e}",
+        cpu.len()
+    );
+    assert!(worst <= 1e-5, "largest difference {worst}");
+}
+
+#[test]
+fn nvdec_frames_are_device_frames_and_the_pool_does_not_grow() {
+    let test = "nvdec_frames_are_device_frames_and_the_pool_does_not_grow";
+    if !nvdec(test) || !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly") {
+        return;
+    }
+    let dir = common::temp_dir("nvdec-pool");
+    let path = h264(&dir, 1920, 1080, 150);
+    let mut source = GstSource::open(&media(&path, Decoder::Nvdec), BufferPool::new()).unwrap();
+    let mut buffers = HashSet::new();
+    let mut held = std::collections::VecDeque::new();
+    let mut frames = 0;
+    while let Some(frame) = source.next_frame().unwrap() {
+        assert_eq!(
+            frame.memory(),
+            Some(Memory::Device(0)),
+            "frame {}",
+            frame.seq
+        );
+        assert_eq!(frame.layout.format, PixelFormat::Nv12);
+        assert_eq!((frame.layout.width, frame.layout.height), (1920, 1080));
+        assert!(frame.layout.strides[0] >= 1920 && frame.layout.offsets[1] >= 1920 * 1080);
+        let planes = frame.planes.as_deref().and_then(|p| p.device()).unwrap();
+        buffers.insert(planes.ptr);
+        // Hold a few frames, as the batch stage does, then give them back.
+        held.push_back(frame);
+        if held.len() > 4 {
+            held.pop_front();
+        }
+        frames += 1;
+    }
+    drop(held);
+    eprintln!(
+        "{test}: {frames} frames in {} distinct decoder buffers",
+        buffers.len()
+    );
+    assert_eq!(frames, 150);
+    // Frames held + the appsink's queue + what the decoder works on: buffers come back and are
+    // reused; a leak would give one buffer per frame.
+    assert!(
+        buffers.len() <= 16,
+        "{} buffers for {frames} frames",
+        buffers.len()
+    );
+}
