@@ -122,7 +122,7 @@ struct PipelineArgs {
     /// Classifier execution providers, comma separated: cpu, cuda.
     #[arg(long = "ep", value_delimiter = ',', default_value = "cpu")]
     eps: Vec<String>,
-    /// Preprocess backend, cpu or cuda (default: cuda with ep=cuda, else cpu).
+    /// Preprocess backend, cpu or cuda (default: cuda with ep=cuda or decoder=nvdec, else cpu).
     #[arg(long)]
     backend: Option<String>,
     /// Seconds of video per stream, at 30 fps.

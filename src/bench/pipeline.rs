@@ -116,7 +116,7 @@ pub struct PipelineBenchOptions {
     pub decoders: Vec<String>,
     /// Execution providers of the classifier.
     pub eps: Vec<Compute>,
-    /// Preprocess backend; `None`: CUDA when the execution provider is, else the CPU.
+    /// Preprocess backend; `None`: [`default_backend`] (CUDA with `ep=cuda` or `decoder=nvdec`).
     pub backend: Option<Compute>,
     /// Synthetic boxes per frame.
     pub boxes: u32,
@@ -406,7 +406,7 @@ pub fn pipeline(
                     streams,
                     decoder: decoder.clone(),
                     ep,
-                    backend: opts.backend.unwrap_or(ep),
+                    backend: opts.backend.unwrap_or(default_backend(decoder, ep)),
                     boxes: opts.boxes,
                     batch_frames: opts.batch_frames,
                     live: opts.live,
@@ -470,6 +470,17 @@ pub fn pipeline(
         );
     }
     Ok(out)
+}
+
+/// The preprocess backend when `--backend` is not given: CUDA when the classifier reads device
+/// tensors (`ep=cuda`) or the frames are in device memory (`decoder=nvdec`: the CPU backend
+/// reads host frames only), else the CPU.
+pub fn default_backend(decoder: &str, ep: Compute) -> Compute {
+    if ep == Compute::Cuda || decoder == "nvdec" {
+        Compute::Cuda
+    } else {
+        Compute::Cpu
+    }
 }
 
 /// The most streams `holds` accepts, up to `max`: 1, 2, 4, ... until one fails or `max` is
@@ -972,6 +983,14 @@ mod tests {
             ..spec(1, Compute::Cpu)
         });
         assert!(live.contains("live=true"));
+    }
+
+    #[test]
+    fn preprocess_runs_where_the_frames_or_the_classifier_need_it() {
+        assert_eq!(default_backend("cpu", Compute::Cpu), Compute::Cpu);
+        assert_eq!(default_backend("cpu", Compute::Cuda), Compute::Cuda);
+        assert_eq!(default_backend("nvdec", Compute::Cpu), Compute::Cuda);
+        assert_eq!(default_backend("auto", Compute::Cpu), Compute::Cpu);
     }
 
     #[test]
