@@ -123,6 +123,59 @@ enum BenchCommand {
         #[arg(long)]
         data: Option<PathBuf>,
     },
+    /// The whole pipeline (decode, boxes, batch, preprocess, classify) on N streams of H.264
+    /// encoded from the clip: fps, latency, CPU and GPU use per streams x decoder x ep.
+    Pipeline(PipelineArgs),
+}
+
+/// `octopipe bench pipeline`.
+#[cfg(feature = "bench")]
+#[derive(clap::Args)]
+struct PipelineArgs {
+    /// Stream counts, comma separated (file mode).
+    #[arg(long, value_delimiter = ',', default_values_t = bench::pipeline::DEFAULT_STREAMS)]
+    streams: Vec<usize>,
+    /// Decoders of the media source, comma separated: cpu, nvdec, auto.
+    #[arg(long = "decoder", value_delimiter = ',', default_value = "cpu")]
+    decoders: Vec<String>,
+    /// Classifier execution providers, comma separated: cpu, cuda.
+    #[arg(long = "ep", value_delimiter = ',', default_value = "cpu")]
+    eps: Vec<String>,
+    /// Preprocess backend, cpu or cuda (default: cuda with ep=cuda or decoder=nvdec, else cpu).
+    #[arg(long)]
+    backend: Option<String>,
+    /// Seconds of video per stream, at 30 fps.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// The clip folder (its images/ are the video's frames); default
+    /// $OCTOPIPE_DATA/visdrone/clip-9999999.
+    #[arg(long)]
+    clip: Option<PathBuf>,
+    /// The classifier; default $OCTOPIPE_DATA/models/visdrone-crops-64.onnx.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Play the streams live at 30 fps and search the most held (p99 < 33.3 ms, nothing
+    /// dropped) for each decoder and ep, instead of the --streams list.
+    #[arg(long)]
+    live: bool,
+    /// Bound of the --live search.
+    #[arg(long, default_value_t = bench::pipeline::DEFAULT_MAX_STREAMS)]
+    max_streams: usize,
+    /// Largest number of frames in one batch (max-frames = min(streams, this)).
+    #[arg(long, default_value_t = bench::pipeline::DEFAULT_BATCH_FRAMES)]
+    batch_frames: usize,
+    /// Synthetic boxes per frame.
+    #[arg(long, default_value_t = bench::pipeline::DEFAULT_BOXES)]
+    boxes: u32,
+    /// Keep the encoded video at this new path (to rerun a row with `octopipe run`).
+    #[arg(long)]
+    keep_video: Option<PathBuf>,
+    /// Video width (small values keep tests fast).
+    #[arg(long, default_value_t = 1920, hide = true)]
+    width: u32,
+    /// Video height.
+    #[arg(long, default_value_t = 1080, hide = true)]
+    height: u32,
 }
 
 /// `octopipe bench preprocess`.
@@ -268,8 +321,56 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
                 .context("the shared data folder is needed: --data DIR or $OCTOPIPE_DATA")?;
             print!("{}", bench::mot::track_table(&data)?);
         }
+        BenchCommand::Pipeline(args) => bench_pipeline(args)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `octopipe bench pipeline`: one row per run (or per step of the live search), progress on
+/// stderr.
+#[cfg(feature = "bench")]
+fn bench_pipeline(args: PipelineArgs) -> Result<()> {
+    use bench::pipeline::{Compute, PipelineBenchOptions};
+    let compute = |flag: &str, v: &str| {
+        Compute::parse(v).with_context(|| format!("{flag} {v}: expected cpu or cuda"))
+    };
+    let data = data_dir();
+    let clip = args
+        .clip
+        .or_else(|| data.as_ref().map(|d| d.join("visdrone/clip-9999999")))
+        .context("the clip is needed: --clip DIR or $OCTOPIPE_DATA")?;
+    let model = args
+        .model
+        .or_else(|| {
+            data.as_ref()
+                .map(|d| d.join("models/visdrone-crops-64.onnx"))
+        })
+        .context("the classifier is needed: --model FILE or $OCTOPIPE_DATA")?;
+    let opts = PipelineBenchOptions {
+        seconds: args.seconds,
+        size: (args.width, args.height),
+        streams: args.streams,
+        decoders: args.decoders,
+        eps: args
+            .eps
+            .iter()
+            .map(|e| compute("--ep", e))
+            .collect::<Result<_>>()?,
+        backend: args
+            .backend
+            .as_deref()
+            .map(|b| compute("--backend", b))
+            .transpose()?,
+        boxes: args.boxes,
+        batch_frames: args.batch_frames,
+        live: args.live,
+        max_streams: args.max_streams,
+        keep_video: args.keep_video,
+        ..PipelineBenchOptions::new(clip, model)
+    };
+    let table = bench::pipeline::pipeline(&opts, &mut |line| eprintln!("{line}"))?;
+    print!("{table}");
+    Ok(())
 }
 
 /// `octopipe bench preprocess`: the table of every backend and GPU strategy.

@@ -7,7 +7,8 @@
 //! [`crate::preprocess::cuda`]. [`probe`] picks the strategy and tile size for the present GPU with
 //! a few micro-benchmarks. [`detect_tiles`] times the detector's input (a frame's tiles as one
 //! batch) per backend; [`eval`] scores a detector's boxes against VisDrone ground truth
-//! (`octopipe bench detections`).
+//! (`octopipe bench detections`); [`pipeline`] runs the whole pipeline on N streams of H.264
+//! (`octopipe bench pipeline`).
 
 mod baselines;
 mod data;
@@ -16,6 +17,7 @@ pub mod eval;
 mod gpu;
 mod infer;
 pub mod mot;
+pub mod pipeline;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -45,6 +47,9 @@ pub enum BenchError {
     /// Bad options.
     #[error("{0}")]
     Options(String),
+    /// Making the benchmark's video failed (GStreamer, x264enc, the clip's files).
+    #[error("making the benchmark video: {0}")]
+    Encode(String),
 }
 
 /// One benchmark workload.

@@ -1,0 +1,1002 @@
+//! `octopipe bench pipeline`: the whole pipeline, decode to classifier, on N streams of 1080p
+//! H.264 made from the real VisDrone clip at run time.
+//!
+//! ```text
+//! octopipe bench pipeline --streams 1,8,16 --decoder cpu,nvdec --ep cpu,cuda
+//! octopipe bench pipeline --live --max-streams 96
+//! ```
+//!
+//! The clip's JPEG frames are scaled to the video size (1920x1080 by default), looped to
+//! `--seconds` of video at 30 fps and encoded by `x264enc` (High profile, 4:2:0: NVDEC refuses
+//! High 4:4:4) into an mp4 in a folder of its own under the system's temporary folder, removed
+//! at the end. Each combination of streams, decoder and execution provider is then one
+//! description ([`description`]), built and run in this process through [`Pipeline`]:
+//!
+//! ```text
+//! media location=${video} ! boxes format=synthetic count=28 ! mux.      (N-1 times)
+//! media location=${video} ! boxes format=synthetic count=28
+//!   ! batch name=mux max-frames=F max-crops=28F
+//!   ! preprocess backend=cpu|cuda [memory=device]
+//!   ! classify model=${model} ep=cpu|cuda max-batch=28F labels=person,two-wheeler,car,large-vehicle
+//!   ! jsonl location=/dev/null
+//! ```
+//!
+//! File mode (the default) reads the files as fast as the pipeline takes them, so nothing is
+//! dropped and every frame is counted; `--live` plays each file at its 30 fps (`media
+//! live=true`: edges hold one item and drop the oldest) and searches the most streams held
+//! with a p99 end-to-end latency under one frame interval and nothing dropped. Every run's
+//! row has the process's CPU time over the wall time (cores busy) and, when `nvidia-smi` is
+//! there, the GPU's mean utilization and peak memory sampled every 200 ms while it ran. A run
+//! that fails (an execution provider the ONNX Runtime build lacks, no GPU) has its error in its
+//! row; the others go on.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+
+use super::BenchError;
+use crate::stage::Registry;
+use crate::Pipeline;
+
+/// Frame rate of the encoded video, and of `--live` playback.
+pub const FPS: u32 = 30;
+/// Default stream counts (`--streams`).
+pub const DEFAULT_STREAMS: [usize; 5] = [1, 8, 16, 32, 64];
+/// Default bound of the `--live` search (`--max-streams`).
+pub const DEFAULT_MAX_STREAMS: usize = 96;
+/// Default largest number of frames in one batch (`--batch-frames`): 16 frames of 28 boxes are
+/// 448 crops, one inference call.
+pub const DEFAULT_BATCH_FRAMES: usize = 16;
+/// Synthetic boxes per frame (the issue's drone workload).
+pub const DEFAULT_BOXES: u32 = 28;
+/// The decoder choices of the `media` stage's `decoder` property.
+pub const DECODERS: [&str; 3] = ["auto", "cpu", "nvdec"];
+/// Encoder bitrate, kbit/s: a drone downlink's order of magnitude at 1080p30.
+pub const BITRATE_KBPS: u32 = 8000;
+/// Encoder key-frame interval, frames (3 s at 30 fps).
+pub const KEY_INT: u32 = 90;
+/// The shared classifier's classes.
+pub const LABELS: &str = "person,two-wheeler,car,large-vehicle";
+/// Where the objects go: written (the sink's real work) and thrown away.
+pub const SINK: &str = "jsonl location=/dev/null";
+/// GPU sampling period of `nvidia-smi`, ms.
+pub const GPU_SAMPLE_MS: u32 = 200;
+
+/// Where a stage runs: the preprocess backend or the classifier's execution provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compute {
+    /// The CPU.
+    Cpu,
+    /// A CUDA GPU.
+    Cuda,
+}
+
+impl Compute {
+    /// The name, as the pipeline text writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compute::Cpu => "cpu",
+            Compute::Cuda => "cuda",
+        }
+    }
+
+    /// Parse `cpu` or `cuda`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "cpu" => Some(Compute::Cpu),
+            "cuda" => Some(Compute::Cuda),
+            _ => None,
+        }
+    }
+}
+
+/// Options of [`pipeline`].
+#[derive(Debug, Clone)]
+pub struct PipelineBenchOptions {
+    /// The clip folder (its `images/` are the video's frames, in file-name order).
+    pub clip: PathBuf,
+    /// The classifier.
+    pub model: PathBuf,
+    /// Seconds of video per stream (at [`FPS`]).
+    pub seconds: f64,
+    /// Video (width, height).
+    pub size: (u32, u32),
+    /// Stream counts to run (file mode; `--live` searches instead).
+    pub streams: Vec<usize>,
+    /// Decoders (`auto`, `cpu`, `nvdec`).
+    pub decoders: Vec<String>,
+    /// Execution providers of the classifier.
+    pub eps: Vec<Compute>,
+    /// Preprocess backend; `None`: [`default_backend`] (CUDA with `ep=cuda` or `decoder=nvdec`).
+    pub backend: Option<Compute>,
+    /// Synthetic boxes per frame.
+    pub boxes: u32,
+    /// Largest number of frames in one batch.
+    pub batch_frames: usize,
+    /// Play the streams at 30 fps and search the most held.
+    pub live: bool,
+    /// Bound of the live search.
+    pub max_streams: usize,
+    /// Keep the encoded video at this path (refused if something is there already).
+    pub keep_video: Option<PathBuf>,
+}
+
+impl PipelineBenchOptions {
+    /// The defaults of the issue for `clip` and `model`: 10 s of 1920x1080, streams 1, 8, 16, 32,
+    /// 64, decoder cpu, ep cpu.
+    pub fn new(clip: PathBuf, model: PathBuf) -> Self {
+        PipelineBenchOptions {
+            clip,
+            model,
+            seconds: 10.0,
+            size: (1920, 1080),
+            streams: DEFAULT_STREAMS.to_vec(),
+            decoders: vec!["cpu".into()],
+            eps: vec![Compute::Cpu],
+            backend: None,
+            boxes: DEFAULT_BOXES,
+            batch_frames: DEFAULT_BATCH_FRAMES,
+            live: false,
+            max_streams: DEFAULT_MAX_STREAMS,
+            keep_video: None,
+        }
+    }
+
+    /// Frames of video per stream.
+    pub fn frames_per_stream(&self) -> u64 {
+        ((self.seconds * FPS as f64).round() as u64).max(1)
+    }
+
+    /// Check the options before anything is encoded or run.
+    pub fn check(&self) -> Result<(), BenchError> {
+        let bad = |m: String| Err(BenchError::Options(m));
+        if !(self.seconds > 0.0 && self.seconds <= 3600.0) {
+            return bad(format!(
+                "--seconds {}: expected 0 < s <= 3600",
+                self.seconds
+            ));
+        }
+        let (w, h) = self.size;
+        if w < 16 || h < 16 || w % 2 != 0 || h % 2 != 0 || w > 7680 || h > 4320 {
+            return bad(format!(
+                "--width {w} --height {h}: expected even sizes from 16x16 to 7680x4320 (I420)"
+            ));
+        }
+        if !self.live && (self.streams.is_empty() || self.streams.contains(&0)) {
+            return bad("--streams: expected stream counts of at least 1".into());
+        }
+        if self.live && self.max_streams == 0 {
+            return bad("--max-streams: expected at least 1".into());
+        }
+        if self.decoders.is_empty() || self.eps.is_empty() {
+            return bad("--decoder and --ep each need at least one value".into());
+        }
+        if let Some(d) = self
+            .decoders
+            .iter()
+            .find(|d| !DECODERS.contains(&d.as_str()))
+        {
+            return bad(format!("--decoder {d}: expected auto, cpu or nvdec"));
+        }
+        if self.boxes == 0 || self.batch_frames == 0 {
+            return bad("--boxes and --batch-frames: expected at least 1".into());
+        }
+        if !self.clip.join("images").is_dir() {
+            return bad(format!(
+                "--clip {}: no images/ folder in it",
+                self.clip.display()
+            ));
+        }
+        if !self.model.is_file() {
+            return bad(format!("--model {}: not a file", self.model.display()));
+        }
+        if let Some(keep) = &self.keep_video {
+            if keep.symlink_metadata().is_ok() {
+                return bad(format!(
+                    "--keep-video {}: something is there already; choose a new path",
+                    keep.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One run: its streams and where each stage runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSpec {
+    /// Streams (branches into the one batch stage).
+    pub streams: usize,
+    /// The `media` decoder (`cpu`, `nvdec`, `auto`).
+    pub decoder: String,
+    /// The classifier's execution provider.
+    pub ep: Compute,
+    /// The preprocess backend.
+    pub backend: Compute,
+    /// Synthetic boxes per frame.
+    pub boxes: u32,
+    /// Largest number of frames in one batch.
+    pub batch_frames: usize,
+    /// Play at 30 fps (`media live=true`).
+    pub live: bool,
+}
+
+/// The description of one run, with `${video}` and `${model}` for the paths (as `octopipe run
+/// --set video=... --set model=...` takes it). `decoder=` is written when the `media` stage has
+/// that property, else only for a decoder other than `cpu` (which then fails to build, naming
+/// the property).
+pub fn description(spec: &RunSpec) -> String {
+    let has_decoder = Registry::builtin()
+        .get("media")
+        .is_some_and(|d| d.props.iter().any(|p| p.name == "decoder"));
+    let mut media = String::from("media location=${video}");
+    if has_decoder || spec.decoder != "cpu" {
+        let _ = write!(media, " decoder={}", spec.decoder);
+    }
+    if spec.live {
+        media.push_str(" live=true");
+    }
+    let branch = format!("{media} ! boxes format=synthetic count={}", spec.boxes);
+    let frames = spec.streams.clamp(1, spec.batch_frames);
+    let crops = frames * spec.boxes as usize;
+    let mut text = String::new();
+    for _ in 1..spec.streams {
+        let _ = writeln!(text, "{branch} ! mux.");
+    }
+    let _ = writeln!(text, "{branch}");
+    let _ = writeln!(
+        text,
+        "  ! batch name=mux max-frames={frames} max-crops={crops}"
+    );
+    let memory = if spec.backend == Compute::Cuda && spec.ep == Compute::Cuda {
+        " memory=device"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        text,
+        "  ! preprocess backend={}{memory}",
+        spec.backend.name()
+    );
+    let _ = writeln!(
+        text,
+        "  ! classify model=${{model}} ep={} max-batch={crops} labels={LABELS}",
+        spec.ep.name()
+    );
+    let _ = write!(text, "  ! {SINK}");
+    text
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// What ran.
+    pub spec: RunSpec,
+    /// Frames that entered.
+    pub frames_in: u64,
+    /// Frames processed (reached the sink).
+    pub processed: u64,
+    /// Frames dropped, all reasons.
+    pub dropped: u64,
+    /// Frames the decoder lost (never entered).
+    pub lost: u64,
+    /// Processed frames per second of the run's wall time, all streams together.
+    pub fps: f64,
+    /// End-to-end latency, p50, ms.
+    pub p50_ms: f64,
+    /// End-to-end latency, p99, ms.
+    pub p99_ms: f64,
+    /// The process's CPU time over the run's wall time.
+    pub cores_busy: f64,
+    /// GPU utilization and memory while it ran (`None`: no `nvidia-smi`, or no sample).
+    pub gpu: Option<GpuStats>,
+    /// The run's error, if it failed.
+    pub error: Option<String>,
+}
+
+impl RunResult {
+    /// Whether a live run held: it ran, dropped and lost nothing, and its p99 end-to-end
+    /// latency is under `budget_ms`.
+    pub fn held(&self, budget_ms: f64) -> bool {
+        self.error.is_none()
+            && self.dropped == 0
+            && self.lost == 0
+            && self.processed > 0
+            && self.p99_ms < budget_ms
+    }
+}
+
+/// GPU use while a run ran.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuStats {
+    /// Mean utilization, %, of the samples taken while the pipeline ran.
+    pub util_mean: f64,
+    /// Peak memory used on the GPU (all processes), MiB, from the build on.
+    pub mem_peak_mib: f64,
+}
+
+/// Build and run `spec` on `video` with `model`; never fails: an error goes into the result.
+pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
+    let mut result = RunResult {
+        spec: spec.clone(),
+        frames_in: 0,
+        processed: 0,
+        dropped: 0,
+        lost: 0,
+        fps: 0.0,
+        p50_ms: 0.0,
+        p99_ms: 0.0,
+        cores_busy: 0.0,
+        gpu: None,
+        error: None,
+    };
+    let vars = HashMap::from([
+        ("video".to_string(), video.display().to_string()),
+        ("model".to_string(), model.display().to_string()),
+    ]);
+    // Sampling starts before the build, so the peak memory counts the sessions and contexts.
+    let sampler = GpuSampler::start();
+    let pipeline = match Pipeline::from_description(&description(spec), &vars) {
+        Ok(p) => p,
+        Err(e) => {
+            result.error = Some(e.to_string());
+            drop(sampler);
+            return result;
+        }
+    };
+    let cpu0 = cpu_time();
+    let t0 = Instant::now();
+    let outcome = pipeline.run();
+    let wall = t0.elapsed();
+    let cpu = cpu_time().saturating_sub(cpu0);
+    let t1 = Instant::now();
+    result.gpu = sampler.and_then(|s| s.finish(t0, t1));
+    let report = outcome.report;
+    result.frames_in = report.frames_in;
+    result.processed = report.processed;
+    result.dropped = report.dropped_total();
+    result.lost = report.lost;
+    result.fps = report.processed as f64 / wall.as_secs_f64().max(1e-9);
+    result.p50_ms = report.total.p50.as_secs_f64() * 1e3;
+    result.p99_ms = report.total.p99.as_secs_f64() * 1e3;
+    result.cores_busy = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9);
+    result.error = outcome.error.map(|e| e.to_string());
+    result
+}
+
+/// Run the benchmark: encode the video, run every combination (or, live, search each
+/// decoder and execution provider's most streams), and return the markdown table with its
+/// preamble. `progress` gets a line as each step starts and ends.
+pub fn pipeline(
+    opts: &PipelineBenchOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<String, BenchError> {
+    opts.check()?;
+    let folder = TempFolder::new()?;
+    let video = folder.path().join("clip.mp4");
+    let per_stream = opts.frames_per_stream();
+    progress(&format!(
+        "encoding {per_stream} frames of {}x{} H.264 from {} ...",
+        opts.size.0,
+        opts.size.1,
+        opts.clip.display()
+    ));
+    let t = Instant::now();
+    encode_clip(&opts.clip.join("images"), &video, opts.size, per_stream)?;
+    let encode_s = t.elapsed().as_secs_f64();
+    progress(&format!("encoded in {encode_s:.1} s"));
+    if let Some(keep) = &opts.keep_video {
+        keep_copy(&video, keep)?;
+    }
+
+    let specs = |streams: usize| -> Vec<RunSpec> {
+        let mut v = Vec::new();
+        for decoder in &opts.decoders {
+            for &ep in &opts.eps {
+                v.push(RunSpec {
+                    streams,
+                    decoder: decoder.clone(),
+                    ep,
+                    backend: opts.backend.unwrap_or(default_backend(decoder, ep)),
+                    boxes: opts.boxes,
+                    batch_frames: opts.batch_frames,
+                    live: opts.live,
+                });
+            }
+        }
+        v
+    };
+    let first = specs(if opts.live { 1 } else { opts.streams[0] })
+        .into_iter()
+        .next()
+        .expect("checked: at least one decoder and ep");
+    let mut out = preamble(opts, per_stream, encode_s, &first);
+    out.push_str(TABLE_HEADER);
+
+    let budget_ms = 1e3 / FPS as f64;
+    let mut run = |spec: &RunSpec, out: &mut String| -> RunResult {
+        progress(&format!(
+            "run: streams={} decoder={} ep={} preprocess={}{} ...",
+            spec.streams,
+            spec.decoder,
+            spec.ep.name(),
+            spec.backend.name(),
+            if spec.live { " live" } else { "" }
+        ));
+        let r = run_one(spec, &video, &opts.model);
+        let row = table_row(&r, per_stream, budget_ms);
+        progress(row.trim_end());
+        out.push_str(&row);
+        r
+    };
+
+    if !opts.live {
+        for &n in &opts.streams {
+            for spec in specs(n) {
+                run(&spec, &mut out);
+            }
+        }
+        return Ok(out);
+    }
+    let mut answers = Vec::new();
+    for spec in specs(1) {
+        let held = search_streams(opts.max_streams, |n| {
+            let spec = RunSpec {
+                streams: n,
+                ..spec.clone()
+            };
+            run(&spec, &mut out).held(budget_ms)
+        });
+        answers.push((spec, held));
+    }
+    out.push('\n');
+    for (spec, held) in answers {
+        let _ = writeln!(
+            out,
+            "most streams held live (p99 < {budget_ms:.1} ms, nothing dropped), decoder={} ep={} preprocess={}: {held}{}",
+            spec.decoder,
+            spec.ep.name(),
+            spec.backend.name(),
+            if held == opts.max_streams { " (the --max-streams bound)" } else { "" }
+        );
+    }
+    Ok(out)
+}
+
+/// The preprocess backend when `--backend` is not given: CUDA when the classifier reads device
+/// tensors (`ep=cuda`) or the frames are in device memory (`decoder=nvdec`: the CPU backend
+/// reads host frames only), else the CPU.
+pub fn default_backend(decoder: &str, ep: Compute) -> Compute {
+    if ep == Compute::Cuda || decoder == "nvdec" {
+        Compute::Cuda
+    } else {
+        Compute::Cpu
+    }
+}
+
+/// The most streams `holds` accepts, up to `max`: 1, 2, 4, ... until one fails or `max` is
+/// reached, then bisection between the last held and the first failed. 0 when 1 fails.
+/// Assumes that fewer streams hold when more do.
+pub fn search_streams(max: usize, mut holds: impl FnMut(usize) -> bool) -> usize {
+    let (mut good, mut bad) = (0, None);
+    let mut n = 1;
+    while n <= max {
+        if holds(n) {
+            good = n;
+            if n == max {
+                break;
+            }
+            n = (n * 2).min(max);
+        } else {
+            bad = Some(n);
+            break;
+        }
+    }
+    if let Some(mut bad) = bad {
+        while bad - good > 1 {
+            let mid = good + (bad - good) / 2;
+            if holds(mid) {
+                good = mid;
+            } else {
+                bad = mid;
+            }
+        }
+    }
+    good
+}
+
+const TABLE_HEADER: &str = "| streams | decoder | ep | preprocess | frames | fps | p50 ms | p99 ms | CPU cores busy | GPU util % | GPU mem MiB | dropped | note |\n|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+
+/// What was run, how, and the first run's description.
+fn preamble(
+    opts: &PipelineBenchOptions,
+    per_stream: u64,
+    encode_s: f64,
+    first: &RunSpec,
+) -> String {
+    let mut out = String::new();
+    let (w, h) = opts.size;
+    let _ = writeln!(
+        out,
+        "Whole pipeline: {per_stream} frames per stream ({} s at {FPS} fps) of {w}x{h} H.264 (the clip's JPEG frames scaled and looped; x264enc High 4:2:0, speed-preset=fast, {BITRATE_KBPS} kbit/s, key-int-max={KEY_INT}; encoded in {encode_s:.1} s), {} synthetic boxes per frame, one shared batch (max-frames = min(streams, {})), {}.",
+        opts.seconds,
+        opts.boxes,
+        opts.batch_frames,
+        if opts.live {
+            "played live at 30 fps (edges drop the oldest), each decoder and ep searched for the most streams held"
+        } else {
+            "file mode (sources wait for the pipeline: nothing dropped)"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "{} CPU cores; fps = processed frames of all streams / wall time; p50/p99 = end-to-end frame latency; CPU cores busy = process CPU time / wall time; GPU = nvidia-smi (GPU 0, every {GPU_SAMPLE_MS} ms): mean utilization while running, peak memory used (all processes); '-' without nvidia-smi.",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let _ = writeln!(
+        out,
+        "\nThe first run (keep the video with --keep-video clip.mp4):\n\n    octopipe run --set video=clip.mp4 --set model={} '{}'\n",
+        opts.model.display(),
+        description(first).replace('\n', " ").replace("   ", " ")
+    );
+    out
+}
+
+/// One markdown row.
+fn table_row(r: &RunResult, per_stream: u64, budget_ms: f64) -> String {
+    let s = &r.spec;
+    let head = format!(
+        "| {} | {} | {} | {} |",
+        s.streams,
+        s.decoder,
+        s.ep.name(),
+        s.backend.name()
+    );
+    if let Some(e) = &r.error {
+        // The first line: a description error's caret lines do not fit a table cell.
+        let e = e.lines().next().unwrap_or_default().replace('|', "\\|");
+        let frames = if r.frames_in > 0 {
+            r.processed.to_string()
+        } else {
+            "-".into()
+        };
+        return format!("{head} {frames} | - | - | - | - | - | - | - | failed: {e} |\n");
+    }
+    let (util, mem) = match r.gpu {
+        Some(g) => (
+            format!("{:.0}", g.util_mean),
+            format!("{:.0}", g.mem_peak_mib),
+        ),
+        None => ("-".into(), "-".into()),
+    };
+    let expected = per_stream * s.streams as u64;
+    let mut notes = Vec::new();
+    if r.frames_in != expected {
+        notes.push(format!("{} of {expected} frames entered", r.frames_in));
+    }
+    if r.lost > 0 {
+        notes.push(format!("{} lost by the decoder", r.lost));
+    }
+    if s.live {
+        notes.push(if r.held(budget_ms) {
+            "held".to_string()
+        } else {
+            "not held".to_string()
+        });
+    }
+    format!(
+        "{head} {} | {:.1} | {:.1} | {:.1} | {:.2} | {util} | {mem} | {} | {} |\n",
+        r.processed,
+        r.fps,
+        r.p50_ms,
+        r.p99_ms,
+        r.cores_busy,
+        r.dropped,
+        notes.join("; ")
+    )
+}
+
+/// Encode `frames` frames of the images in `images` (file-name order, looped) scaled to `size`
+/// as 30 fps H.264 (High, 4:2:0) in an mp4 at `out`. The images are decoded and scaled once,
+/// then pushed to the encoder in turn.
+pub fn encode_clip(
+    images: &Path,
+    out: &Path,
+    size: (u32, u32),
+    frames: u64,
+) -> Result<(), BenchError> {
+    gst::init().map_err(|e| encode_error(format!("GStreamer could not be initialised: {e}")))?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(images)
+        .map_err(|e| encode_error(format!("{}: {e}", images.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg"))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(encode_error(format!(
+            "{}: no JPEG images (*.jpg)",
+            images.display()
+        )));
+    }
+    let raw = decode_scaled(&files, size)?;
+    encode_raw(&raw, out, size, frames)
+}
+
+/// The JPEG `files` decoded and scaled (stretched) to `size`, as I420 buffers.
+fn decode_scaled(files: &[PathBuf], (w, h): (u32, u32)) -> Result<Vec<gst::Buffer>, BenchError> {
+    let (pipeline, src, sink) = launch(&format!(
+        "appsrc name=src caps=image/jpeg,framerate={FPS}/1 format=time ! jpegdec ! videoconvert ! videoscale add-borders=false ! video/x-raw,format=I420,width={w},height={h},pixel-aspect-ratio=1/1 ! appsink name=sink sync=false"
+    ))?;
+    let sink = sink
+        .and_then(|s| s.downcast::<gst_app::AppSink>().ok())
+        .ok_or_else(|| encode_error("no appsink in the decode pipeline".into()))?;
+    start(&pipeline)?;
+    let mut buffers = Vec::with_capacity(files.len());
+    for file in files {
+        let bytes =
+            std::fs::read(file).map_err(|e| encode_error(format!("{}: {e}", file.display())))?;
+        src.push_buffer(gst::Buffer::from_mut_slice(bytes))
+            .map_err(|e| encode_error(format!("decoding {}: {e:?}", file.display())))?;
+        // One in, one out: the scaled frame of this image (or the bus says why not).
+        let sample = sink
+            .pull_sample()
+            .map_err(|_| bus_error(&pipeline, &format!("decoding {}", file.display())))?;
+        let buffer = sample
+            .buffer_owned()
+            .ok_or_else(|| encode_error(format!("{}: a sample with no buffer", file.display())))?;
+        buffers.push(buffer);
+    }
+    let _ = src.end_of_stream();
+    let _ = pipeline.set_state(gst::State::Null);
+    Ok(buffers)
+}
+
+/// `frames` of `raw` (in turn) at 30 fps through `x264enc` into an mp4 at `out`.
+fn encode_raw(
+    raw: &[gst::Buffer],
+    out: &Path,
+    (w, h): (u32, u32),
+    frames: u64,
+) -> Result<(), BenchError> {
+    let (pipeline, src, sink) = launch(&format!(
+        "appsrc name=src caps=video/x-raw,format=I420,width={w},height={h},framerate={FPS}/1,pixel-aspect-ratio=1/1 format=time block=true max-buffers=4 ! x264enc speed-preset=fast key-int-max={KEY_INT} bitrate={BITRATE_KBPS} ! video/x-h264,profile=high ! h264parse ! mp4mux ! filesink name=sink"
+    ))?;
+    let location = out
+        .to_str()
+        .ok_or_else(|| encode_error(format!("{}: not a UTF-8 path", out.display())))?;
+    sink.ok_or_else(|| encode_error("no filesink in the encode pipeline".into()))?
+        .set_property("location", location);
+    start(&pipeline)?;
+    let interval = gst::ClockTime::from_nseconds(1_000_000_000 / FPS as u64);
+    for i in 0..frames {
+        let mut buffer = raw[(i % raw.len() as u64) as usize].copy();
+        {
+            let b = buffer.make_mut();
+            b.set_pts(gst::ClockTime::from_nseconds(
+                i * 1_000_000_000 / FPS as u64,
+            ));
+            b.set_dts(gst::ClockTime::NONE);
+            b.set_duration(interval);
+        }
+        if src.push_buffer(buffer).is_err() {
+            return Err(bus_error(&pipeline, "encoding"));
+        }
+    }
+    let _ = src.end_of_stream();
+    let bus = pipeline
+        .bus()
+        .ok_or_else(|| encode_error("the encode pipeline has no bus".into()))?;
+    let done = loop {
+        let Some(msg) = bus.timed_pop_filtered(
+            gst::ClockTime::from_seconds(120),
+            &[gst::MessageType::Eos, gst::MessageType::Error],
+        ) else {
+            break Err(encode_error("encoding: no end of stream in 120 s".into()));
+        };
+        match msg.view() {
+            gst::MessageView::Eos(_) => break Ok(()),
+            gst::MessageView::Error(e) => {
+                break Err(encode_error(format!(
+                    "encoding: {}{}",
+                    e.error(),
+                    e.debug().map(|d| format!(" ({d})")).unwrap_or_default()
+                )))
+            }
+            _ => {}
+        }
+    };
+    let _ = pipeline.set_state(gst::State::Null);
+    done
+}
+
+/// A launched pipeline, its `appsrc name=src` and its element `name=sink`.
+fn launch(
+    text: &str,
+) -> Result<(gst::Pipeline, gst_app::AppSrc, Option<gst::Element>), BenchError> {
+    let pipeline = gst::parse::launch(text)
+        .map_err(|e| encode_error(format!("{e} (is GStreamer's x264enc installed? apt-get install gstreamer1.0-plugins-ugly): {text}")))?
+        .downcast::<gst::Pipeline>()
+        .map_err(|_| encode_error(format!("not a pipeline: {text}")))?;
+    let src = pipeline
+        .by_name("src")
+        .and_then(|s| s.downcast::<gst_app::AppSrc>().ok())
+        .ok_or_else(|| encode_error(format!("no appsrc in: {text}")))?;
+    let sink = pipeline.by_name("sink");
+    Ok((pipeline, src, sink))
+}
+
+/// Set `pipeline` playing, or say why it cannot.
+fn start(pipeline: &gst::Pipeline) -> Result<(), BenchError> {
+    pipeline
+        .set_state(gst::State::Playing)
+        .map(|_| ())
+        .map_err(|_| bus_error(pipeline, "starting"))
+}
+
+/// The error on `pipeline`'s bus (if any) after a step failed; the pipeline is stopped.
+fn bus_error(pipeline: &gst::Pipeline, step: &str) -> BenchError {
+    let detail = pipeline
+        .bus()
+        .and_then(|bus| bus.pop_filtered(&[gst::MessageType::Error]))
+        .and_then(|msg| match msg.view() {
+            gst::MessageView::Error(e) => Some(format!(
+                "{}{}",
+                e.error(),
+                e.debug().map(|d| format!(" ({d})")).unwrap_or_default()
+            )),
+            _ => None,
+        })
+        .unwrap_or_else(|| "the pipeline stopped".into());
+    let _ = pipeline.set_state(gst::State::Null);
+    encode_error(format!("{step}: {detail}"))
+}
+
+fn encode_error(message: String) -> BenchError {
+    BenchError::Encode(message)
+}
+
+/// Copy the video to `keep`, never over an existing file.
+fn keep_copy(video: &Path, keep: &Path) -> Result<(), BenchError> {
+    let io =
+        |e: std::io::Error| BenchError::Options(format!("--keep-video {}: {e}", keep.display()));
+    let mut to = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(keep)
+        .map_err(io)?;
+    let mut from = std::fs::File::open(video).map_err(io)?;
+    std::io::copy(&mut from, &mut to).map_err(io)?;
+    Ok(())
+}
+
+/// A folder of its own under the system's temporary folder, removed with what it holds when
+/// dropped. A new name is taken when one exists, so nothing of anyone else's is written over.
+struct TempFolder(PathBuf);
+
+impl TempFolder {
+    fn new() -> Result<Self, BenchError> {
+        let base = std::env::temp_dir();
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        for i in 0..100u32 {
+            let path = base.join(format!(
+                "octopipe-bench-pipeline-{}-{stamp:x}-{i}",
+                std::process::id()
+            ));
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(TempFolder(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(BenchError::Encode(format!(
+                        "cannot make a folder in {}: {e}",
+                        base.display()
+                    )))
+                }
+            }
+        }
+        Err(BenchError::Encode(format!(
+            "cannot make a folder of its own in {}",
+            base.display()
+        )))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The process's user + system CPU time so far (all threads).
+fn cpu_time() -> Duration {
+    // SAFETY: `usage` is a plain C struct that getrusage fills; zeroed is a valid value of it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer to a rusage is getrusage's documented use.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// One `nvidia-smi` sample: when it was read, utilization %, memory used MiB.
+type GpuSample = (Instant, f64, f64);
+
+/// A background `nvidia-smi -lms 200` on GPU 0 and the thread reading its lines.
+struct GpuSampler {
+    child: Child,
+    reader: Option<JoinHandle<()>>,
+    samples: Arc<Mutex<Vec<GpuSample>>>,
+}
+
+impl GpuSampler {
+    /// Start sampling; `None` when `nvidia-smi` cannot be started.
+    fn start() -> Option<GpuSampler> {
+        let mut child = Command::new("nvidia-smi")
+            .args([
+                "--query-gpu=utilization.gpu,memory.used",
+                "--format=csv,noheader,nounits",
+                "-i",
+                "0",
+                "-lms",
+                &GPU_SAMPLE_MS.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let stdout = child.stdout.take()?;
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let into = samples.clone();
+        let reader = std::thread::Builder::new()
+            .name("octopipe-nvidia-smi".into())
+            .spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(s) = parse_gpu_sample(&line) {
+                        if let Ok(mut v) = into.lock() {
+                            v.push((Instant::now(), s.0, s.1));
+                        }
+                    }
+                }
+            })
+            .ok();
+        Some(GpuSampler {
+            child,
+            reader,
+            samples,
+        })
+    }
+
+    /// Stop sampling: mean utilization of the samples between `from` and `to`, peak memory of
+    /// all; `None` without samples.
+    fn finish(mut self, from: Instant, to: Instant) -> Option<GpuStats> {
+        self.stop();
+        let samples = self.samples.lock().ok()?.clone();
+        let mem_peak_mib = samples.iter().map(|s| s.2).reduce(f64::max)?;
+        let during: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.0 >= from && s.0 <= to)
+            .map(|s| s.1)
+            .collect();
+        let util = if during.is_empty() {
+            // A run shorter than one period: the nearest samples.
+            samples.iter().map(|s| s.1).collect()
+        } else {
+            during
+        };
+        Some(GpuStats {
+            util_mean: util.iter().sum::<f64>() / util.len() as f64,
+            mem_peak_mib,
+        })
+    }
+
+    /// End the child (ours, by its id) and the reader.
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+impl Drop for GpuSampler {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `"45, 1234"` -> (45.0, 1234.0); `None` for anything else (`[N/A]`, an error line).
+fn parse_gpu_sample(line: &str) -> Option<(f64, f64)> {
+    let (util, mem) = line.split_once(',')?;
+    Some((util.trim().parse().ok()?, mem.trim().parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(streams: usize, ep: Compute) -> RunSpec {
+        RunSpec {
+            streams,
+            decoder: "cpu".into(),
+            ep,
+            backend: ep,
+            boxes: 28,
+            batch_frames: 16,
+            live: false,
+        }
+    }
+
+    #[test]
+    fn the_search_finds_the_largest_held() {
+        for limit in 0..40 {
+            let mut tried = Vec::new();
+            let got = search_streams(32, |n| {
+                tried.push(n);
+                n <= limit
+            });
+            assert_eq!(got, limit.min(32), "limit {limit}, tried {tried:?}");
+            assert!(tried.len() <= 11, "limit {limit}, tried {tried:?}");
+        }
+        assert_eq!(search_streams(96, |_| true), 96);
+    }
+
+    #[test]
+    fn descriptions_have_one_branch_per_stream_into_one_batch() {
+        let text = description(&spec(3, Compute::Cpu));
+        assert_eq!(text.matches("media location=${video}").count(), 3);
+        assert_eq!(text.matches("! mux.").count(), 2);
+        assert!(text.contains("batch name=mux max-frames=3 max-crops=84"));
+        assert!(text.contains("preprocess backend=cpu\n"));
+        assert!(text.contains("classify model=${model} ep=cpu max-batch=84"));
+        assert!(!text.contains("decoder="), "{text}");
+        let cuda = description(&RunSpec {
+            decoder: "nvdec".into(),
+            ..spec(40, Compute::Cuda)
+        });
+        assert!(cuda.contains("decoder=nvdec"));
+        assert!(cuda.contains("max-frames=16 max-crops=448"));
+        assert!(cuda.contains("preprocess backend=cuda memory=device"));
+        let live = description(&RunSpec {
+            live: true,
+            ..spec(1, Compute::Cpu)
+        });
+        assert!(live.contains("live=true"));
+    }
+
+    #[test]
+    fn preprocess_runs_where_the_frames_or_the_classifier_need_it() {
+        assert_eq!(default_backend("cpu", Compute::Cpu), Compute::Cpu);
+        assert_eq!(default_backend("cpu", Compute::Cuda), Compute::Cuda);
+        assert_eq!(default_backend("nvdec", Compute::Cpu), Compute::Cuda);
+        assert_eq!(default_backend("auto", Compute::Cpu), Compute::Cpu);
+    }
+
+    #[test]
+    fn gpu_samples_parse() {
+        assert_eq!(parse_gpu_sample("45, 1234"), Some((45.0, 1234.0)));
+        assert_eq!(parse_gpu_sample("[N/A], 3"), None);
+        assert_eq!(parse_gpu_sample("NVIDIA-SMI has failed"), None);
+    }
+}
