@@ -44,7 +44,6 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
 use super::BenchError;
-use crate::stage::Registry;
 use crate::Pipeline;
 
 /// Frame rate of the encoded video, and of `--live` playback.
@@ -235,13 +234,7 @@ pub struct RunSpec {
 /// that property, else only for a decoder other than `cpu` (which then fails to build, naming
 /// the property).
 pub fn description(spec: &RunSpec) -> String {
-    let has_decoder = Registry::builtin()
-        .get("media")
-        .is_some_and(|d| d.props.iter().any(|p| p.name == "decoder"));
-    let mut media = String::from("media location=${video}");
-    if has_decoder || spec.decoder != "cpu" {
-        let _ = write!(media, " decoder={}", spec.decoder);
-    }
+    let mut media = format!("media location=${{video}} decoder={}", spec.decoder);
     if spec.live {
         media.push_str(" live=true");
     }
@@ -970,7 +963,7 @@ mod tests {
         assert!(text.contains("batch name=mux max-frames=3 max-crops=84"));
         assert!(text.contains("preprocess backend=cpu\n"));
         assert!(text.contains("classify model=${model} ep=cpu max-batch=84"));
-        assert!(!text.contains("decoder="), "{text}");
+        assert!(text.contains("decoder=cpu"), "{text}");
         let cuda = description(&RunSpec {
             decoder: "nvdec".into(),
             ..spec(40, Compute::Cuda)
