@@ -14,8 +14,9 @@
 # ONNX Runtime's CUDA build, GStreamer and $OCTOPIPE_DATA set up.
 #
 # `stage` packs ONNX Runtime 1.31.1 with its CUDA execution provider (../shared/tools/pack-ort-cuda.py,
-# device code for sm_90) into three parts, with the GPU test binary and the shared clip and
-# classifier; `run` unpacks it and runs the tests that need it, then compute-sanitizer on them.
+# device code for sm_90) into three parts, with the GPU test binaries (tests/cuda.rs, tests/nvdec.rs)
+# and the shared clip and models; `run` unpacks it and runs the tests that need it, then
+# compute-sanitizer on them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-run}" in
@@ -30,6 +31,8 @@ stage)
     cp .device/ort/part.c ../shared/tools/pack-ort-cuda.py .device/run/
     bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/cuda-* | grep -v '\.d$' | head -1)
     strip -o .device/run/cuda "$bin"
+    bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/nvdec-* | grep -v '\.d$' | head -1)
+    strip -o .device/run/nvdec "$bin"
     data=${OCTOPIPE_DATA:-../shared/data}
     cp -r "$data/visdrone/clip-9999999" .device/run/data/visdrone/
     cp "$data/models/visdrone-crops-64.onnx" "$data/models/coco-centernet-512.onnx" .device/run/data/models/
@@ -50,6 +53,9 @@ run)
     fi
     tests="classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu"
     .device/run/cuda --nocapture --exact $tests
+    pipeline=nvdec_and_the_cuda_ep_label_the_clip_as_the_cpu_pipeline
+    .device/run/nvdec --nocapture --exact $pipeline
     compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 .device/run/cuda --exact $tests 2>&1 | tail -3
+    compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 .device/run/nvdec --exact $pipeline 2>&1 | tail -3
     ;;
 esac

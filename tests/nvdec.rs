@@ -256,3 +256,95 @@ fn nvdec_frames_are_device_frames_and_the_pool_does_not_grow() {
         buffers.len()
     );
 }
+
+/// The whole GPU-resident pipeline against the CPU one on the real clip: its 34 frames encoded to
+/// H.264 (I420, near-lossless), its annotated objects replayed from a MOT file by frame index;
+/// `media decoder=nvdec ! ... ! preprocess backend=cuda memory=device ! classify ep=cuda` (frames
+/// and tensors never in host memory) against `media decoder=cpu ! ... ! preprocess backend=cpu !
+/// classify ep=cpu`: the same label for >= 99.5% of the objects. Needs NVDEC, ONNX Runtime's
+/// CUDA build (`scripts/device-ort-cuda.sh`) and the shared data.
+#[test]
+fn nvdec_and_the_cuda_ep_label_the_clip_as_the_cpu_pipeline() {
+    let test = "nvdec_and_the_cuda_ep_label_the_clip_as_the_cpu_pipeline";
+    if !nvdec(test) || !common::ort_ready() {
+        return;
+    }
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    let clip = data.join("visdrone/clip-9999999");
+    let mut images: Vec<PathBuf> = std::fs::read_dir(clip.join("images"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    images.sort();
+    let dir = common::temp_dir("nvdec-clip");
+    // MOT frame index k + 1 for the k-th image (the video's frame k).
+    let mut mot = String::new();
+    let mut track = 0;
+    for (k, image) in images.iter().enumerate() {
+        let name = image.with_extension("txt");
+        let text = std::fs::read_to_string(clip.join("annotations").join(name.file_name().unwrap()))
+            .unwrap();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            track += 1;
+            mot.push_str(&format!("{},{track},{}\n", k + 1, line.trim()));
+        }
+    }
+    let mot_path = dir.join("clip-mot.txt");
+    std::fs::write(&mot_path, mot).unwrap();
+    let video = dir.join("clip.mp4");
+    let frames: Vec<(PathBuf, u64)> = images.iter().cloned().zip(0..).collect();
+    common::play_jpegs(
+        &frames,
+        &format!(
+            "video/x-raw,format=I420 ! x264enc speed-preset=ultrafast pass=quant quantizer=10 key-int-max=30 \
+             ! video/x-h264,profile=high ! mp4mux ! filesink location={}",
+            video.display()
+        ),
+    );
+    let model = data.join("models/visdrone-crops-64.onnx");
+    let labels = |decoder: &str, backend: &str, memory: &str, ep: &str| {
+        let out = dir.join(format!("{decoder}-{ep}.jsonl"));
+        let text = format!(
+            "media location={} decoder={decoder} ! boxes format=mot location={} \
+             ! batch max-crops=256 \
+             ! preprocess backend={backend} memory={memory} channels=rgb layout=nchw mean=0.485,0.456,0.406 std=0.229,0.224,0.225 \
+             ! classify model={} ep={ep} labels=person,two-wheeler,car,large-vehicle ! jsonl location={}",
+            video.display(),
+            mot_path.display(),
+            model.display(),
+            out.display()
+        );
+        let t = std::time::Instant::now();
+        let outcome = Pipeline::from_description(&text, &HashMap::new())
+            .unwrap()
+            .run();
+        assert!(outcome.error.is_none(), "{decoder}/{ep}: {:?}", outcome.error);
+        assert_eq!(outcome.report.processed, 34, "{}", outcome.report);
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let objects: HashMap<(u64, String), String> = common::read_jsonl(&out)
+            .iter()
+            .map(|o| {
+                (
+                    (o["frame"].as_u64().unwrap(), o["bbox"].to_string()),
+                    o["label"].as_str().unwrap_or("-").to_string(),
+                )
+            })
+            .collect();
+        (objects, ms)
+    };
+    let (gpu, gpu_ms) = labels("nvdec", "cuda", "device", "cuda");
+    let (cpu, cpu_ms) = labels("cpu", "cpu", "host", "cpu");
+    assert_eq!(gpu.len(), cpu.len());
+    let same = cpu.iter().filter(|(k, v)| gpu.get(*k) == Some(*v)).count();
+    let share = same as f64 / cpu.len() as f64;
+    eprintln!(
+        "{test}: {same} of {} objects labelled alike ({:.2}%); NVDEC + CUDA backend + CUDA EP {gpu_ms:.0} ms, CPU decoding + CPU backend + CPU EP {cpu_ms:.0} ms (34 frames, start-up included)",
+        cpu.len(),
+        share * 100.0
+    );
+    assert!(cpu.len() > 1900, "{} objects", cpu.len());
+    assert!(share >= 0.995, "{same} of {}", cpu.len());
+}

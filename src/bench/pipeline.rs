@@ -294,6 +294,8 @@ pub struct RunResult {
     pub gpu: Option<GpuStats>,
     /// The run's error, if it failed.
     pub error: Option<String>,
+    /// Each stage's time per frame, p50 and p99 ms, as the report's rows give them.
+    pub stages: Vec<(String, f64, f64)>,
 }
 
 impl RunResult {
@@ -331,6 +333,7 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
         cores_busy: 0.0,
         gpu: None,
         error: None,
+        stages: Vec::new(),
     };
     let vars = HashMap::from([
         ("video".to_string(), video.display().to_string()),
@@ -363,6 +366,12 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
     result.p99_ms = report.total.p99.as_secs_f64() * 1e3;
     result.cores_busy = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9);
     result.error = outcome.error.map(|e| e.to_string());
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    result.stages = report
+        .stages
+        .iter()
+        .map(|(name, s)| (name.clone(), ms(s.p50), ms(s.p99)))
+        .collect();
     result
 }
 
@@ -428,6 +437,12 @@ pub fn pipeline(
         let r = run_one(spec, &video, &opts.model);
         let row = table_row(&r, per_stream, budget_ms);
         progress(row.trim_end());
+        let stages: Vec<String> = r
+            .stages
+            .iter()
+            .map(|(name, p50, p99)| format!("{name} {p50:.2}/{p99:.2}"))
+            .collect();
+        progress(&format!("  stage p50/p99 ms: {}", stages.join(", ")));
         out.push_str(&row);
         r
     };

@@ -10,7 +10,7 @@ use super::output::OutType;
 use super::upload::{HostFrame, UploadMode};
 use super::CudaError;
 use crate::batch::CropBatch;
-use crate::frame::Planes;
+use crate::frame::{Frame, Planes};
 use crate::preprocess::{validate, Backend, DType, PreprocessConfig, PreprocessError};
 use crate::tensor::TensorData;
 
@@ -274,6 +274,13 @@ impl Backend for CudaBackend {
             if self.config.device_output {
                 let ty = if f16 { OutType::F16 } else { OutType::F32 };
                 batch.tensor.data = TensorData::Device(e.take_output(ty, len)?);
+                // Device frames go back to their producer (a decoder's pool) when the stage
+                // releases them, right after this: the kernel must have read them by then.
+                let on_device =
+                    |f: &Frame| f.planes.as_deref().is_some_and(|p| p.device().is_some());
+                if batch.frames.iter().any(on_device) {
+                    e.stream.synchronize()?;
+                }
                 return Ok(());
             }
             match (f16, self.pinned_output) {
