@@ -170,6 +170,10 @@ struct PipelineArgs {
     /// Keep the encoded video at this new path (to rerun a row with `octopipe run`).
     #[arg(long)]
     keep_video: Option<PathBuf>,
+    /// Spread the streams over these GPUs (comma-separated ordinals; each its own batch,
+    /// preprocess and classify chain; one report).
+    #[arg(long, value_delimiter = ',')]
+    devices: Vec<usize>,
     /// Video width (small values keep tests fast).
     #[arg(long, default_value_t = 1920, hide = true)]
     width: u32,
@@ -366,6 +370,7 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
         live: args.live,
         max_streams: args.max_streams,
         keep_video: args.keep_video,
+        devices: args.devices,
         ..PipelineBenchOptions::new(clip, model)
     };
     let table = bench::pipeline::pipeline(&opts, &mut |line| eprintln!("{line}"))?;

@@ -188,6 +188,24 @@ impl Sessions {
         })
     }
 
+    /// `len` f32 zeros in the memory of the sessions' GPU (`None` on the CPU): for warming up the
+    /// path that reads inputs where they are.
+    pub fn device_zeros(&self, len: usize) -> Result<Option<DeviceZeros>, OnnxError> {
+        let Some(c) = &self.cuda else { return Ok(None) };
+        let err = |e: cudarc::driver::DriverError| OnnxError::Model {
+            path: self.model.display().to_string(),
+            reason: format!("CUDA execution provider: cuda:{}: {e:?}", c.device),
+        };
+        let buf = c.stream.alloc_zeros::<f32>(len.max(1)).map_err(err)?;
+        c.stream.synchronize().map_err(err)?;
+        let ptr = cudarc::driver::DevicePtr::device_ptr(&buf, &c.stream).0;
+        Ok(Some(DeviceZeros {
+            ptr,
+            device: c.device.max(0) as usize,
+            _buf: buf,
+        }))
+    }
+
     /// The batch size to run `rows` rows at, when the input has room for `room` rows: `rows` on
     /// the CPU; on CUDA the next power of two (at least [`Self::MIN_ROWS`]) when it fits.
     pub fn padded(&self, rows: usize, room: usize) -> usize {
@@ -219,6 +237,15 @@ impl Sessions {
         };
         Ok(&mut self.sessions[i].1)
     }
+}
+
+/// Zeros in device memory ([`Sessions::device_zeros`]).
+pub struct DeviceZeros {
+    /// Device address of the first element.
+    pub ptr: u64,
+    /// CUDA device ordinal.
+    pub device: usize,
+    _buf: cudarc::driver::CudaSlice<f32>,
 }
 
 /// An f32 tensor of `shape` at `ptr` in the memory of CUDA device `device`, as a model's input

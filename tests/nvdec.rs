@@ -285,8 +285,9 @@ fn nvdec_and_the_cuda_ep_label_the_clip_as_the_cpu_pipeline() {
     let mut track = 0;
     for (k, image) in images.iter().enumerate() {
         let name = image.with_extension("txt");
-        let text = std::fs::read_to_string(clip.join("annotations").join(name.file_name().unwrap()))
-            .unwrap();
+        let text =
+            std::fs::read_to_string(clip.join("annotations").join(name.file_name().unwrap()))
+                .unwrap();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             track += 1;
             mot.push_str(&format!("{},{track},{}\n", k + 1, line.trim()));
@@ -321,7 +322,11 @@ fn nvdec_and_the_cuda_ep_label_the_clip_as_the_cpu_pipeline() {
         let outcome = Pipeline::from_description(&text, &HashMap::new())
             .unwrap()
             .run();
-        assert!(outcome.error.is_none(), "{decoder}/{ep}: {:?}", outcome.error);
+        assert!(
+            outcome.error.is_none(),
+            "{decoder}/{ep}: {:?}",
+            outcome.error
+        );
         assert_eq!(outcome.report.processed, 34, "{}", outcome.report);
         let ms = t.elapsed().as_secs_f64() * 1e3;
         let objects: HashMap<(u64, String), String> = common::read_jsonl(&out)

@@ -66,7 +66,7 @@ pub const KEY_INT: u32 = 90;
 /// The shared classifier's classes.
 pub const LABELS: &str = "person,two-wheeler,car,large-vehicle";
 /// Where the objects go: written (the sink's real work) and thrown away.
-pub const SINK: &str = "jsonl location=/dev/null";
+pub const SINK: &str = "jsonl name=out location=/dev/null";
 /// GPU sampling period of `nvidia-smi`, ms.
 pub const GPU_SAMPLE_MS: u32 = 200;
 
@@ -127,6 +127,8 @@ pub struct PipelineBenchOptions {
     pub max_streams: usize,
     /// Keep the encoded video at this path (refused if something is there already).
     pub keep_video: Option<PathBuf>,
+    /// Spread the streams over these GPUs (empty: GPU 0 alone).
+    pub devices: Vec<usize>,
 }
 
 impl PipelineBenchOptions {
@@ -147,6 +149,7 @@ impl PipelineBenchOptions {
             live: false,
             max_streams: DEFAULT_MAX_STREAMS,
             keep_video: None,
+            devices: Vec::new(),
         }
     }
 
@@ -227,46 +230,65 @@ pub struct RunSpec {
     pub batch_frames: usize,
     /// Play at 30 fps (`media live=true`).
     pub live: bool,
+    /// The GPUs the streams are spread over (empty: GPU 0).
+    pub devices: Vec<usize>,
 }
 
 /// The description of one run, with `${video}` and `${model}` for the paths (as `octopipe run
-/// --set video=... --set model=...` takes it). `decoder=` is written when the `media` stage has
-/// that property, else only for a decoder other than `cpu` (which then fails to build, naming
-/// the property).
+/// --set video=... --set model=...` takes it). With several GPUs (`devices`), stream `i` goes to
+/// GPU `devices[i % K]`: decoded there (NVDEC), batched, preprocessed and classified by that GPU's
+/// own chain (its batch stage, engine and ONNX Runtime sessions); the chains meet in one sink,
+/// so one report covers them all.
 pub fn description(spec: &RunSpec) -> String {
-    let mut media = format!("media location=${{video}} decoder={}", spec.decoder);
-    if spec.live {
-        media.push_str(" live=true");
-    }
-    let branch = format!("{media} ! boxes format=synthetic count={}", spec.boxes);
-    let frames = spec.streams.clamp(1, spec.batch_frames);
-    let crops = frames * spec.boxes as usize;
-    let mut text = String::new();
-    for _ in 1..spec.streams {
-        let _ = writeln!(text, "{branch} ! mux.");
-    }
-    let _ = writeln!(text, "{branch}");
-    let _ = writeln!(
-        text,
-        "  ! batch name=mux max-frames={frames} max-crops={crops}"
-    );
-    let memory = if spec.backend == Compute::Cuda && spec.ep == Compute::Cuda {
-        " memory=device"
+    let devices: &[usize] = if spec.devices.is_empty() {
+        &[0]
     } else {
-        ""
+        &spec.devices
     };
-    let _ = writeln!(
-        text,
-        "  ! preprocess backend={}{memory}",
-        spec.backend.name()
-    );
-    let _ = writeln!(
-        text,
-        "  ! classify model=${{model}} ep={} max-batch={crops} labels={LABELS}",
-        spec.ep.name()
-    );
-    let _ = write!(text, "  ! {SINK}");
-    text
+    let k = devices.len().min(spec.streams.max(1));
+    let mut text = String::new();
+    for (c, &device) in devices.iter().take(k).enumerate() {
+        // Streams c, c + k, c + 2k, ... on this GPU.
+        let streams = (c..spec.streams.max(1)).step_by(k).count();
+        let mut media = format!("media location=${{video}} decoder={}", spec.decoder);
+        if k > 1 || device != 0 {
+            let _ = write!(media, " device={device}");
+        }
+        if spec.live {
+            media.push_str(" live=true");
+        }
+        let branch = format!("{media} ! boxes format=synthetic count={}", spec.boxes);
+        let frames = streams.clamp(1, spec.batch_frames);
+        let crops = frames * spec.boxes as usize;
+        for _ in 1..streams {
+            let _ = writeln!(text, "{branch} ! mux{c}.");
+        }
+        let _ = writeln!(text, "{branch}");
+        let _ = writeln!(
+            text,
+            "  ! batch name=mux{c} max-frames={frames} max-crops={crops}"
+        );
+        let mut pre = format!("  ! preprocess backend={}", spec.backend.name());
+        if spec.backend == Compute::Cuda && spec.ep == Compute::Cuda {
+            pre.push_str(" memory=device");
+        }
+        let mut classify = format!(
+            "  ! classify model=${{model}} ep={} max-batch={crops} labels={LABELS}",
+            spec.ep.name()
+        );
+        if k > 1 || device != 0 {
+            let _ = write!(pre, " device={device}");
+            let _ = write!(classify, " device={device}");
+        }
+        let _ = writeln!(text, "{pre}");
+        let _ = writeln!(text, "{classify}");
+        if c == 0 {
+            let _ = writeln!(text, "  ! {SINK}");
+        } else {
+            let _ = writeln!(text, "  ! out.");
+        }
+    }
+    text.trim_end().to_string()
 }
 
 /// What one run measured.
@@ -296,6 +318,8 @@ pub struct RunResult {
     pub error: Option<String>,
     /// Each stage's time per frame, p50 and p99 ms, as the report's rows give them.
     pub stages: Vec<(String, f64, f64)>,
+    /// Frames dropped, by where and why.
+    pub drops: Vec<(String, u64)>,
 }
 
 impl RunResult {
@@ -334,13 +358,14 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
         gpu: None,
         error: None,
         stages: Vec::new(),
+        drops: Vec::new(),
     };
     let vars = HashMap::from([
         ("video".to_string(), video.display().to_string()),
         ("model".to_string(), model.display().to_string()),
     ]);
     // Sampling starts before the build, so the peak memory counts the sessions and contexts.
-    let sampler = GpuSampler::start();
+    let sampler = GpuSampler::start(&spec.devices);
     let pipeline = match Pipeline::from_description(&description(spec), &vars) {
         Ok(p) => p,
         Err(e) => {
@@ -360,6 +385,7 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
     result.frames_in = report.frames_in;
     result.processed = report.processed;
     result.dropped = report.dropped_total();
+    result.drops = report.dropped.clone();
     result.lost = report.lost;
     result.fps = report.processed as f64 / wall.as_secs_f64().max(1e-9);
     result.p50_ms = report.total.p50.as_secs_f64() * 1e3;
@@ -399,6 +425,11 @@ pub fn pipeline(
     if let Some(keep) = &opts.keep_video {
         keep_copy(&video, keep)?;
     }
+    // The process's CUDA start (driver, primary context: seconds) belongs to no run: the
+    // context is made once here and kept for the whole benchmark.
+    let _cuda = crate::preprocess::cuda::available()
+        .ok()
+        .and_then(|()| cudarc::driver::CudaContext::new(0).ok());
 
     let specs = |streams: usize| -> Vec<RunSpec> {
         let mut v = Vec::new();
@@ -412,6 +443,7 @@ pub fn pipeline(
                     boxes: opts.boxes,
                     batch_frames: opts.batch_frames,
                     live: opts.live,
+                    devices: opts.devices.clone(),
                 });
             }
         }
@@ -443,6 +475,14 @@ pub fn pipeline(
             .map(|(name, p50, p99)| format!("{name} {p50:.2}/{p99:.2}"))
             .collect();
         progress(&format!("  stage p50/p99 ms: {}", stages.join(", ")));
+        if !r.drops.is_empty() {
+            let drops: Vec<String> = r
+                .drops
+                .iter()
+                .map(|(why, n)| format!("{n} {why}"))
+                .collect();
+            progress(&format!("  dropped: {}", drops.join(", ")));
+        }
         out.push_str(&row);
         r
     };
@@ -547,7 +587,7 @@ fn preamble(
     );
     let _ = writeln!(
         out,
-        "{} CPU cores; fps = processed frames of all streams / wall time; p50/p99 = end-to-end frame latency; CPU cores busy = process CPU time / wall time; GPU = nvidia-smi (GPU 0, every {GPU_SAMPLE_MS} ms): mean utilization while running, peak memory used (all processes); '-' without nvidia-smi.",
+        "{} CPU cores; fps = processed frames of all streams / wall time; p50/p99 = end-to-end frame latency; CPU cores busy = process CPU time / wall time; GPU = nvidia-smi (the GPUs used, every {GPU_SAMPLE_MS} ms): mean utilization while running (over the GPUs), peak memory used (all processes, summed over the GPUs); '-' without nvidia-smi.",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     let _ = writeln!(
@@ -845,10 +885,10 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// One `nvidia-smi` sample: when it was read, utilization %, memory used MiB.
-type GpuSample = (Instant, f64, f64);
+/// One `nvidia-smi` sample: when it was read, GPU index, utilization %, memory used MiB.
+type GpuSample = (Instant, usize, f64, f64);
 
-/// A background `nvidia-smi -lms 200` on GPU 0 and the thread reading its lines.
+/// A background `nvidia-smi -lms 200` on the GPUs a run uses and the thread reading its lines.
 struct GpuSampler {
     child: Child,
     reader: Option<JoinHandle<()>>,
@@ -856,14 +896,20 @@ struct GpuSampler {
 }
 
 impl GpuSampler {
-    /// Start sampling; `None` when `nvidia-smi` cannot be started.
-    fn start() -> Option<GpuSampler> {
+    /// Start sampling `devices` (empty: GPU 0); `None` when `nvidia-smi` cannot be started.
+    fn start(devices: &[usize]) -> Option<GpuSampler> {
+        let ids: Vec<String> = devices.iter().map(usize::to_string).collect();
+        let ids = if ids.is_empty() {
+            "0".into()
+        } else {
+            ids.join(",")
+        };
         let mut child = Command::new("nvidia-smi")
             .args([
-                "--query-gpu=utilization.gpu,memory.used",
+                "--query-gpu=index,utilization.gpu,memory.used",
                 "--format=csv,noheader,nounits",
                 "-i",
-                "0",
+                &ids,
                 "-lms",
                 &GPU_SAMPLE_MS.to_string(),
             ])
@@ -882,7 +928,7 @@ impl GpuSampler {
                     let Ok(line) = line else { break };
                     if let Some(s) = parse_gpu_sample(&line) {
                         if let Ok(mut v) = into.lock() {
-                            v.push((Instant::now(), s.0, s.1));
+                            v.push((Instant::now(), s.0, s.1, s.2));
                         }
                     }
                 }
@@ -895,20 +941,28 @@ impl GpuSampler {
         })
     }
 
-    /// Stop sampling: mean utilization of the samples between `from` and `to`, peak memory of
-    /// all; `None` without samples.
+    /// Stop sampling: mean utilization (over the GPUs) of the samples between `from` and `to`,
+    /// the sum over the GPUs of each one's peak memory; `None` without samples.
     fn finish(mut self, from: Instant, to: Instant) -> Option<GpuStats> {
         self.stop();
         let samples = self.samples.lock().ok()?.clone();
-        let mem_peak_mib = samples.iter().map(|s| s.2).reduce(f64::max)?;
+        let mut peaks = std::collections::BTreeMap::new();
+        for s in &samples {
+            let peak = peaks.entry(s.1).or_insert(0.0f64);
+            *peak = peak.max(s.3);
+        }
+        if peaks.is_empty() {
+            return None;
+        }
+        let mem_peak_mib = peaks.values().sum();
         let during: Vec<f64> = samples
             .iter()
             .filter(|s| s.0 >= from && s.0 <= to)
-            .map(|s| s.1)
+            .map(|s| s.2)
             .collect();
         let util = if during.is_empty() {
             // A run shorter than one period: the nearest samples.
-            samples.iter().map(|s| s.1).collect()
+            samples.iter().map(|s| s.2).collect()
         } else {
             during
         };
@@ -934,10 +988,13 @@ impl Drop for GpuSampler {
     }
 }
 
-/// `"45, 1234"` -> (45.0, 1234.0); `None` for anything else (`[N/A]`, an error line).
-fn parse_gpu_sample(line: &str) -> Option<(f64, f64)> {
-    let (util, mem) = line.split_once(',')?;
-    Some((util.trim().parse().ok()?, mem.trim().parse().ok()?))
+/// `"1, 45, 1234"` -> (1, 45.0, 1234.0); `None` for anything else (`[N/A]`, an error line).
+fn parse_gpu_sample(line: &str) -> Option<(usize, f64, f64)> {
+    let mut fields = line.split(',').map(str::trim);
+    let index = fields.next()?.parse().ok()?;
+    let util = fields.next()?.parse().ok()?;
+    let mem = fields.next()?.parse().ok()?;
+    fields.next().is_none().then_some((index, util, mem))
 }
 
 #[cfg(test)]
@@ -953,6 +1010,7 @@ mod tests {
             boxes: 28,
             batch_frames: 16,
             live: false,
+            devices: Vec::new(),
         }
     }
 
@@ -974,9 +1032,10 @@ mod tests {
     fn descriptions_have_one_branch_per_stream_into_one_batch() {
         let text = description(&spec(3, Compute::Cpu));
         assert_eq!(text.matches("media location=${video}").count(), 3);
-        assert_eq!(text.matches("! mux.").count(), 2);
-        assert!(text.contains("batch name=mux max-frames=3 max-crops=84"));
+        assert_eq!(text.matches("! mux0.").count(), 2);
+        assert!(text.contains("batch name=mux0 max-frames=3 max-crops=84"));
         assert!(text.contains("preprocess backend=cpu\n"));
+        assert!(!text.contains("device="), "{text}");
         assert!(text.contains("classify model=${model} ep=cpu max-batch=84"));
         assert!(text.contains("decoder=cpu"), "{text}");
         let cuda = description(&RunSpec {
@@ -991,6 +1050,20 @@ mod tests {
             ..spec(1, Compute::Cpu)
         });
         assert!(live.contains("live=true"));
+        // Two GPUs: streams 0, 2, 4 on GPU 0, streams 1, 3 on GPU 1, one sink.
+        let two = description(&RunSpec {
+            decoder: "nvdec".into(),
+            devices: vec![0, 1],
+            ..spec(5, Compute::Cuda)
+        });
+        assert_eq!(two.matches("decoder=nvdec device=0").count(), 3, "{two}");
+        assert_eq!(two.matches("decoder=nvdec device=1").count(), 2, "{two}");
+        assert!(two.contains("batch name=mux0 max-frames=3 max-crops=84"));
+        assert!(two.contains("batch name=mux1 max-frames=2 max-crops=56"));
+        assert!(two.contains("memory=device device=1\n"));
+        assert!(two.contains("max-batch=56 labels=person,two-wheeler,car,large-vehicle device=1"));
+        assert_eq!(two.matches("jsonl name=out").count(), 1);
+        assert!(two.ends_with("! out."), "{two}");
     }
 
     #[test]
@@ -1003,8 +1076,9 @@ mod tests {
 
     #[test]
     fn gpu_samples_parse() {
-        assert_eq!(parse_gpu_sample("45, 1234"), Some((45.0, 1234.0)));
-        assert_eq!(parse_gpu_sample("[N/A], 3"), None);
+        assert_eq!(parse_gpu_sample("1, 45, 1234"), Some((1, 45.0, 1234.0)));
+        assert_eq!(parse_gpu_sample("45, 1234"), None);
+        assert_eq!(parse_gpu_sample("0, [N/A], 3"), None);
         assert_eq!(parse_gpu_sample("NVIDIA-SMI has failed"), None);
     }
 }

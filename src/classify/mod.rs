@@ -271,9 +271,21 @@ impl Classifier {
                 .take_while(|&r| r <= self.rows(largest, usize::MAX))
                 .collect();
         }
-        for n in sizes.into_iter().filter(|&n| n > smallest) {
+        let sizes: Vec<usize> = sizes.into_iter().filter(|&n| n > smallest).collect();
+        for &n in &sizes {
             let rows = self.rows(n, usize::MAX);
             let _ = self.run_chunk(shape(rows), n, Input::Host(&vec![0.0; rows * 3 * w * h]));
+        }
+        // A first run from device memory plans anew too: each size once more, from there.
+        let most = sizes.last().map_or(rows, |&n| self.rows(n, usize::MAX));
+        if let Some(zeros) = self.sessions.device_zeros(most * 3 * w * h)? {
+            let device = Input::Device {
+                ptr: zeros.ptr,
+                device: zeros.device,
+            };
+            for n in std::iter::once(smallest).chain(sizes) {
+                let _ = self.run_chunk(shape(self.rows(n, usize::MAX)), n, device);
+            }
         }
         Ok(())
     }

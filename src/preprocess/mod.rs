@@ -107,6 +107,8 @@ pub struct PreprocessConfig {
     /// Leave the tensor in device memory (`TensorData::Device`, CUDA backend only) instead of
     /// copying it to the host: for consumers that read device memory.
     pub device_output: bool,
+    /// The CUDA device the CUDA backend runs on.
+    pub device: usize,
 }
 
 impl Default for PreprocessConfig {
@@ -124,6 +126,7 @@ impl Default for PreprocessConfig {
             letterbox: None,
             dtype: DType::F32,
             device_output: false,
+            device: 0,
         }
     }
 }
@@ -548,6 +551,12 @@ pub const PREPROCESS: StageDecl = StageDecl {
             "where the tensor is left: host memory, or (backend=cuda) device memory for consumers that read it there",
         ),
         PropSpec::new(
+            "device",
+            PropType::COUNT,
+            "0",
+            "the GPU the CUDA backend runs on (its frames and tensor in that GPU's memory)",
+        ),
+        PropSpec::new(
             "backend",
             PropType::Choice(&["auto", "cpu", "cuda"]),
             "auto",
@@ -613,6 +622,7 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         },
         letterbox: p.float("letterbox").map(|v| v as f32),
         device_output: p.str("memory") == Some("device"),
+        device: p.usize("device").unwrap_or(d.device),
     }))
 }
 

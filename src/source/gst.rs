@@ -265,7 +265,7 @@ impl<'a> Plan<'a> {
         let Plan::Media((name, _)) = self else {
             return Ok(None);
         };
-        let shared = || nvdec::available().and_then(|()| SharedCuda::new(nvdec::DEVICE));
+        let shared = || nvdec::available().and_then(|()| SharedCuda::new(config.device));
         match config.decoder {
             Decoder::Cpu => Ok(None),
             Decoder::Nvdec => shared().map(Some).map_err(|reason| SourceError::Nvdec {

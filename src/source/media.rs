@@ -112,7 +112,7 @@ pub(super) fn build_media(
 ) -> Result<(), SourceError> {
     let decode = make("uridecodebin", PLUGINS_BASE)?;
     decode.set_property("uri", uri);
-    choose_decoders(&decode, nvdec.is_some());
+    choose_decoders(&decode, nvdec.as_ref().map(|s| s.device()));
     let video_sink = match nvdec {
         Some(shared) => {
             appsink.set_caps(Some(&nvdec::cuda_nv12_caps()));
@@ -171,15 +171,20 @@ pub(super) fn build_media(
     Ok(())
 }
 
-/// Restrict the video decoders `decode` tries: NVIDIA's only (`nvdec`), or never NVIDIA's.
-/// Demuxers, parsers and audio decoders are left alone.
-fn choose_decoders(decode: &gst::Element, nvdec: bool) {
+/// Restrict the video decoders `decode` tries: NVIDIA's of CUDA device `nvdec` only, or (`None`)
+/// never NVIDIA's. Demuxers, parsers and audio decoders are left alone.
+fn choose_decoders(decode: &gst::Element, nvdec: Option<usize>) {
     decode.connect("autoplug-select", false, move |args| {
         let factory = args
             .get(3)
             .and_then(|v| v.get::<gst::ElementFactory>().ok());
-        let wanted = factory
-            .is_none_or(|f| !nvdec::is_video_decoder(&f) || nvdec::is_nv_decoder(&f) == nvdec);
+        let wanted = factory.is_none_or(|f| {
+            !nvdec::is_video_decoder(&f)
+                || match nvdec {
+                    Some(device) => nvdec::decodes_on(&f, device),
+                    None => !nvdec::is_nv_decoder(&f),
+                }
+        });
         // GST_AUTOPLUG_SELECT_TRY or _SKIP.
         nvdec::autoplug_select_result(if wanted { 0 } else { 2 })
     });

@@ -149,6 +149,8 @@ pub struct SourceConfig {
     pub head_framerate: Option<f64>,
     /// Which decoders a media file or URI goes through.
     pub decoder: Decoder,
+    /// With `decoder=nvdec`: the CUDA device whose NVDEC decodes (its frames are in its memory).
+    pub device: usize,
 }
 
 impl SourceConfig {
@@ -163,6 +165,7 @@ impl SourceConfig {
             watch: Watch::default(),
             head_framerate: None,
             decoder: Decoder::Cpu,
+            device: 0,
         }
     }
 
@@ -489,6 +492,12 @@ pub const MEDIA: StageDecl = StageDecl {
     props: &[
         PropSpec::new("location", PropType::Path, "-", "the file or URI"),
         DECODER,
+        PropSpec::new(
+            "device",
+            PropType::COUNT,
+            "0",
+            "with decoder=nvdec: the GPU that decodes (frames in its memory)",
+        ),
         LIVE,
         TIMEOUT,
         TIMEOUT_ACTION,
@@ -577,6 +586,7 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
             Some("auto") => Decoder::Auto,
             _ => Decoder::Cpu,
         };
+        cfg.device = p.usize("device").unwrap_or(0);
     }
     Ok(Box::new(cfg))
 }

@@ -49,8 +49,6 @@ pub(super) const CUDA_MEMORY: &str = "memory:CUDAMemory";
 const GST_MAP_CUDA: gst::ffi::GstMapFlags = gst::ffi::GST_MAP_FLAG_LAST << 1;
 /// The GStreamer plugin that holds NVIDIA's decoders.
 const PLUGIN: &str = "nvcodec";
-/// The CUDA device NVDEC decodes on (the decoders' default `cuda-device-id`).
-pub(super) const DEVICE: usize = 0;
 
 type GBoolean = c_int;
 
@@ -191,6 +189,17 @@ pub(super) fn is_nv_decoder(factory: &gst::ElementFactory) -> bool {
     is_video_decoder(factory) && factory.plugin_name().as_deref() == Some(PLUGIN)
 }
 
+/// Whether `factory` is one of NVIDIA's decoders on CUDA device `device`: `nvcodec` registers
+/// each decoder once per GPU, the first GPU's as `nvh264dec`, GPU N's as `nvh264deviceNdec`.
+pub(super) fn decodes_on(factory: &gst::ElementFactory, device: usize) -> bool {
+    let name = factory.name();
+    is_nv_decoder(factory)
+        && match device {
+            0 => !name.contains("device"),
+            n => name.contains(&format!("device{n}")),
+        }
+}
+
 /// The device's primary CUDA context, wrapped for GStreamer: what decoders allocate in and what
 /// octopipe's kernels read in.
 pub(super) struct SharedCuda {
@@ -239,6 +248,11 @@ impl SharedCuda {
     /// The `gst.cuda.context` context to give elements.
     pub(super) fn context(&self) -> &gst::Context {
         &self.context
+    }
+
+    /// The CUDA device ordinal.
+    pub(super) fn device(&self) -> usize {
+        self.cuda.ordinal()
     }
 
     /// The decoded NV12 `buffer` (described by `info`, in CUDA memory of this context) as device

@@ -51,7 +51,7 @@ impl CudaBackend {
     /// Open GPU 0 and compile the kernels. Errors (with the reason) when there is no libcuda, no
     /// GPU, or a kernel does not compile: the caller falls back to the CPU backend.
     pub fn new(config: PreprocessConfig) -> Result<CudaBackend, PreprocessError> {
-        let engine = Engine::new(0)?;
+        let engine = Engine::new(config.device)?;
         Ok(CudaBackend {
             config,
             engine,
@@ -80,7 +80,7 @@ impl CudaBackend {
     pub fn submit(&mut self, mut batch: CropBatch) -> Result<Option<CropBatch>, PreprocessError> {
         let slot = self.next_slot;
         if slot == 1 && self.engine2.is_none() {
-            self.engine2 = Some(Engine::new(0)?);
+            self.engine2 = Some(Engine::new(self.config.device)?);
         }
         self.prepare_tensor(&mut batch)?;
         let len = batch.tensor_len(3);
