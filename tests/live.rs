@@ -79,11 +79,12 @@ fn receive(model: &Path, out: &Path, count: u32, frames: u32) -> Report {
     let config = common::graph(&text);
     assert!(config.is_live(), "udpsrc is a live source");
     assert!(
-        config
-            .nodes
-            .iter()
-            .all(|n| n.queue == octopipe::pipeline::Queue::LIVE),
-        "live edges are short and drop the oldest"
+        config.nodes.iter().all(|n| n.queue
+            == match n.role.output() {
+                Some(octopipe::stage::Item::Batches) => octopipe::pipeline::Queue::LIVE_BATCHES,
+                _ => octopipe::pipeline::Queue::LIVE,
+            }),
+        "live edges are short and drop the oldest: one frame, a few batches"
     );
     let pipeline = Pipeline::build(config).unwrap();
     let stop = pipeline.stop_handle();

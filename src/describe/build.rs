@@ -387,7 +387,11 @@ fn assemble(
     // A live pipeline keeps its queues short and drops the oldest: a live frame must not wait
     // behind others.
     let live = nodes.iter().any(|n| n.element.is_live());
-    let default = if live { Queue::LIVE } else { Queue::FILE };
+    let default = |role: Role| match (live, role.output()) {
+        (false, _) => Queue::FILE,
+        (true, Some(Item::Batches)) => Queue::LIVE_BATCHES,
+        (true, _) => Queue::LIVE,
+    };
     let budget = nodes
         .iter()
         .filter_map(|n| n.element.frame_interval())
@@ -407,7 +411,7 @@ fn assemble(
                 row: rows[i].clone(),
                 element: n.element,
                 output: output[i].map(|o| place[&o]),
-                queue: n.queue.resolve(default),
+                queue: n.queue.resolve(default(n.role)),
             }
         })
         .collect();

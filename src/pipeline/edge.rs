@@ -15,8 +15,17 @@ use crate::Error;
 /// Default capacity of every edge of a file pipeline.
 pub const DEFAULT_QUEUE: usize = 4;
 
-/// Default capacity of the edges of a live pipeline: a live frame must not wait behind others.
+/// Default capacity of the frame edges of a live pipeline: a live frame must not wait behind
+/// others of its stream.
 pub const DEFAULT_LIVE_QUEUE: usize = 1;
+
+/// Default capacity of the batch edges of a live pipeline. A batch holds frames of every stream
+/// and takes a millisecond or two downstream; with room for one only, two batches handed over
+/// within a thread's wake-up (the batch stage closing two at once, the sink's output meeting the
+/// collector late) dropped a whole batch of frames that were on time (measured on the H100: 71
+/// of 1,200 frames of 4 live streams, every stage's p99 under 6 ms). Frames that are late are
+/// the batch stage's `late` policy's to drop.
+pub const DEFAULT_LIVE_BATCH_QUEUE: usize = 4;
 
 /// What an edge does when it is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,9 +53,14 @@ impl Queue {
         size: DEFAULT_QUEUE,
         policy: EdgePolicy::Block,
     };
-    /// The default edge of a live pipeline: 1 item, drop the oldest.
+    /// The default frame edge of a live pipeline: 1 frame, drop the oldest.
     pub const LIVE: Queue = Queue {
         size: DEFAULT_LIVE_QUEUE,
+        policy: EdgePolicy::DropOldest,
+    };
+    /// The default batch edge of a live pipeline: 4 batches, drop the oldest.
+    pub const LIVE_BATCHES: Queue = Queue {
+        size: DEFAULT_LIVE_BATCH_QUEUE,
         policy: EdgePolicy::DropOldest,
     };
 }
@@ -86,7 +100,7 @@ pub const QUEUE: StageDecl = StageDecl {
         PropSpec::new(
             "size",
             PropType::POSITIVE,
-            "4 (live: 1)",
+            "4 (live: 1 frame, 4 batches)",
             "frames or batches the edge holds before its policy applies",
         ),
         PropSpec::new(

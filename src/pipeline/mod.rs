@@ -33,7 +33,10 @@ use crate::source::{AppSource, AppSourceSettings, FrameSource};
 use crate::stage::{Caps, Item, OpenContext, Role, Running, Stage};
 use crate::Error;
 
-pub use edge::{EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE, QUEUE};
+pub use edge::{
+    EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_BATCH_QUEUE, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE,
+    QUEUE,
+};
 pub use graph::{Graph, Node};
 pub use paths::{check as check_paths, RunPath};
 
