@@ -84,7 +84,7 @@ fn receive(model: &Path, out: &Path, count: u32, frames: u32) -> Report {
                 Some(octopipe::stage::Item::Batches) => octopipe::pipeline::Queue::LIVE_BATCHES,
                 _ => octopipe::pipeline::Queue::LIVE,
             }),
-        "live edges are short and drop the oldest: one frame, a few batches"
+        "live frame edges hold one frame and drop the oldest; batch edges hold a few and block"
     );
     let pipeline = Pipeline::build(config).unwrap();
     let stop = pipeline.stop_handle();

@@ -384,8 +384,8 @@ fn assemble(
             stream += 1;
         }
     }
-    // A live pipeline keeps its queues short and drops the oldest: a live frame must not wait
-    // behind others.
+    // A live pipeline keeps its frame queues short and drops the oldest (a live frame must not
+    // wait behind others of its stream); its batch edges block (see `DEFAULT_LIVE_BATCH_QUEUE`).
     let live = nodes.iter().any(|n| n.element.is_live());
     let default = |role: Role| match (live, role.output()) {
         (false, _) => Queue::FILE,
