@@ -53,7 +53,9 @@ pub struct DeviceTensor {
     pub device: usize,
     /// The `CUstream` the values were written on, as an integer; readers order their work after it.
     pub stream: u64,
-    /// Keeps the memory alive.
+    /// Keeps the memory alive; dropped with the tensor, which may hand the memory to its
+    /// producer's next write: drop a tensor only once the work reading it is done (the CUDA
+    /// backend's outputs go back to its engine).
     pub owner: Box<dyn Send + Sync>,
 }
 

@@ -50,6 +50,10 @@ pub struct Engine {
     pub(crate) out32: Option<CudaSlice<f32>>,
     /// The device output of the last f16 launch (IEEE half bits).
     pub(super) out16: Option<CudaSlice<u16>>,
+    /// Outputs handed over as tensors ([`Self::take_output`]) come back here when dropped.
+    pub(super) free32: super::output::OutputPool<f32>,
+    /// The same for f16 outputs.
+    pub(super) free16: super::output::OutputPool<u16>,
     /// Byte counts of the last upload.
     pub stats: TransferStats,
     /// Preprocessing kernels launched so far (strategy C, area and letterbox; not the uploads'
@@ -121,6 +125,8 @@ impl Engine {
             layout: MetaLayout::default(),
             out32: None,
             out16: None,
+            free32: Default::default(),
+            free16: Default::default(),
             stats: TransferStats::default(),
             launches: 0,
             octopus_grid: if persistent { sms * per_sm } else { 0 },

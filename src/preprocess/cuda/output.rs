@@ -1,7 +1,7 @@
 //! The engine's device output (f32 or f16 bits, grown and reused) and its copies back to the host:
 //! waited for into any slice, or queued into pinned buffers.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
@@ -21,13 +21,53 @@ pub enum OutType {
     F16,
 }
 
+/// Device outputs that went out as tensors and came back: the next launches write into them, so
+/// a pipeline allocates no device memory per batch (and the stream-ordered allocator never
+/// returns memory to the driver only to map it again).
+pub(crate) type OutputPool<T> = Arc<Mutex<Vec<CudaSlice<T>>>>;
+
+/// A [`DeviceTensor`]'s owner: gives the buffer back to its engine's pool when the tensor is
+/// dropped (by then its readers are done: see [`DeviceTensor::owner`]).
+struct Pooled<T> {
+    buf: Option<CudaSlice<T>>,
+    pool: OutputPool<T>,
+}
+
+impl<T> Drop for Pooled<T> {
+    fn drop(&mut self) {
+        if let (Some(buf), Ok(mut free)) = (self.buf.take(), self.pool.lock()) {
+            free.push(buf);
+        }
+    }
+}
+
+/// Take a buffer of at least `len` elements from `pool` into an empty `slot` (the smallest that
+/// fits; none: the slot stays empty and is allocated).
+fn refill<T>(slot: &mut Option<CudaSlice<T>>, pool: &OutputPool<T>, len: usize) {
+    if slot.is_some() {
+        return;
+    }
+    let Ok(mut free) = pool.lock() else { return };
+    let best = (0..free.len())
+        .filter(|&i| free[i].len() >= len)
+        .min_by_key(|&i| free[i].len());
+    *slot = best.map(|i| free.swap_remove(i));
+}
+
 impl Engine {
     /// Make the output buffer hold at least `len` elements of `ty` (done by [`Self::launch`] too;
-    /// call it ahead to keep allocation out of timed regions).
+    /// call it ahead to keep allocation out of timed regions). A buffer back from a dropped
+    /// tensor is used when one is large enough.
     pub fn reserve_output(&mut self, ty: OutType, len: usize) -> Result<(), CudaError> {
         match ty {
-            OutType::F32 => grow(&self.stream, &mut self.out32, len)?,
-            OutType::F16 => grow(&self.stream, &mut self.out16, len)?,
+            OutType::F32 => {
+                refill(&mut self.out32, &self.free32, len);
+                grow(&self.stream, &mut self.out32, len)?
+            }
+            OutType::F16 => {
+                refill(&mut self.out16, &self.free16, len);
+                grow(&self.stream, &mut self.out16, len)?
+            }
         }
         Ok(())
     }
@@ -52,8 +92,9 @@ impl Engine {
     }
 
     /// Hand the last launch's output over as a [`DeviceTensor`] of `len` elements: the tensor owns
-    /// the buffer from now on (the next launch allocates a new one), and says which stream wrote
-    /// it so that readers order their work after it.
+    /// the buffer until it is dropped (then it returns to this engine for a later launch; the
+    /// next launch takes another), and says which stream wrote it so that readers order their
+    /// work after it.
     pub fn take_output(&mut self, ty: OutType, len: usize) -> Result<DeviceTensor, CudaError> {
         let stream = self.stream.clone();
         let (ptr, capacity, owner): (u64, usize, Box<dyn Send + Sync>) = match ty {
@@ -61,13 +102,15 @@ impl Engine {
                 let out = self.out32.take();
                 let buf = launched(&out)?;
                 let (ptr, capacity) = (buf.device_ptr(&stream).0, buf.len());
-                (ptr, capacity, Box::new((out, stream.clone())))
+                let pool = self.free32.clone();
+                (ptr, capacity, Box::new(Pooled { buf: out, pool }))
             }
             OutType::F16 => {
                 let out = self.out16.take();
                 let buf = launched(&out)?;
                 let (ptr, capacity) = (buf.device_ptr(&stream).0, buf.len());
-                (ptr, capacity, Box::new((out, stream.clone())))
+                let pool = self.free16.clone();
+                (ptr, capacity, Box::new(Pooled { buf: out, pool }))
             }
         };
         Ok(DeviceTensor {
