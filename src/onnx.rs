@@ -132,15 +132,18 @@ impl Sessions {
         let device = match ep {
             Ep::Cpu => return cpu(&"ep=cpu"),
             Ep::Cuda(d) => d,
-            Ep::Auto => match crate::preprocess::cuda::available() {
-                Ok(()) => 0,
-                Err(why) => return cpu(&why),
-            },
+            Ep::Auto => 0,
         };
         let cuda_err = |e: &dyn std::fmt::Debug| OnnxError::Model {
             path: model.display().to_string(),
             reason: format!("CUDA execution provider: cuda:{device}: {e:?}"),
         };
+        // The driver must be there before cudarc is touched (without it cudarc panics).
+        match (crate::preprocess::cuda::available(), ep) {
+            (Ok(()), _) => {}
+            (Err(why), Ep::Auto) => return cpu(&why),
+            (Err(why), _) => return Err(cuda_err(&why)),
+        }
         let made = CudaContext::new(device.max(0) as usize)
             .and_then(|ctx| Ok((ctx.new_stream()?, ctx)))
             .map_err(|e| cuda_err(&e));

@@ -97,13 +97,12 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
             } else {
                 "device"
             };
-            // (label, batch sizes run, whether padded as the pipeline's stages pad them)
-            let mut sizes: Vec<(String, Vec<usize>, bool)> = opts
+            let mut sizes: Vec<(String, Vec<usize>, Sizes)> = opts
                 .batches
                 .iter()
                 .map(|&b| {
                     let b = if fixed { 1 } else { b };
-                    (b.to_string(), vec![b; opts.runs + 1], false)
+                    (b.to_string(), vec![b; opts.runs + 1], Sizes::Fixed)
                 })
                 .collect();
             if !fixed && max > 1 {
@@ -112,51 +111,52 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
                 let changing: Vec<usize> = (0..=opts.runs)
                     .map(|_| 1 + rng.below(max as u64) as usize)
                     .collect();
-                sizes.push((format!("1-{max} changing"), changing.clone(), false));
+                sizes.push((
+                    format!("1-{max} changing"),
+                    changing.clone(),
+                    Sizes::Changing,
+                ));
                 if on_cuda {
-                    sizes.push((format!("1-{max} changing, padded"), changing, true));
+                    sizes.push((format!("1-{max} changing, padded"), changing, Sizes::Padded));
                 }
             }
-            for (label_b, runs, pad) in sizes {
+            for (label_b, runs, mode) in sizes {
                 let mut times = Vec::with_capacity(runs.len());
                 let mut items = 0usize;
+                // (session, rows run) for a batch of b: its own session at a fixed size, the
+                // largest size's for changing sizes, the padded size's when padded.
+                let plan = |sessions: &Sessions, b: usize| match mode {
+                    Sizes::Fixed => (b, b),
+                    Sizes::Changing => (max, b),
+                    Sizes::Padded => (sessions.padded(b, room), sessions.padded(b, room)),
+                };
                 // Warm every padded size first, as the classify stage does when it opens.
-                for &b in runs.iter().filter(|_| pad) {
-                    let rows = sessions.padded(b, room);
-                    let mut shape = vec![rows];
-                    shape.extend(&item);
-                    let session = sessions
-                        .get(rows)
-                        .map_err(|e| BenchError::Options(e.to_string()))?;
-                    run(
-                        session,
-                        &name,
-                        &shape,
-                        input,
-                        &host[..rows * per],
-                        device.as_ref(),
-                    )?;
+                if mode == Sizes::Padded {
+                    for &b in &runs {
+                        let (key, rows) = plan(&sessions, b);
+                        run(
+                            &mut sessions,
+                            key,
+                            rows,
+                            &item,
+                            &name,
+                            input,
+                            &host,
+                            device.as_ref(),
+                        )?;
+                    }
                 }
                 for (i, &b) in runs.iter().enumerate() {
-                    // Unpadded changing sizes all go to the session of the largest size.
-                    let rows = if pad { sessions.padded(b, room) } else { b };
-                    let key = if pad || label_b == b.to_string() {
-                        rows
-                    } else {
-                        max
-                    };
-                    let mut shape = vec![rows];
-                    shape.extend(&item);
-                    let session = sessions
-                        .get(key)
-                        .map_err(|e| BenchError::Options(e.to_string()))?;
+                    let (key, rows) = plan(&sessions, b);
                     let t = Instant::now();
                     run(
-                        session,
+                        &mut sessions,
+                        key,
+                        rows,
+                        &item,
                         &name,
-                        &shape,
                         input,
-                        &host[..rows * per],
+                        &host,
                         device.as_ref(),
                     )?;
                     if i > 0 {
@@ -182,25 +182,46 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
     Ok(out)
 }
 
-/// One run; the outputs are read back to host memory as the stages do.
+/// How a row's batch sizes are run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sizes {
+    /// One size, its own session.
+    Fixed,
+    /// Changing sizes, as they come, on one session.
+    Changing,
+    /// Changing sizes padded as the pipeline's stages pad them, a session per padded size.
+    Padded,
+}
+
+/// One run of `rows` rows on the session for `key` rows; the outputs are read back to host
+/// memory as the stages do.
+#[allow(clippy::too_many_arguments)]
 fn run(
-    session: &mut Session,
+    sessions: &mut Sessions,
+    key: usize,
+    rows: usize,
+    item: &[usize],
     name: &str,
-    shape: &[usize],
     input: Input,
     host: &[f32],
     device: Option<&DeviceBuf>,
 ) -> Result<(), BenchError> {
+    let mut shape = vec![rows];
+    shape.extend(item);
+    let host = &host[..rows * item.iter().product::<usize>()];
+    let session = sessions
+        .get(key)
+        .map_err(|e| BenchError::Options(e.to_string()))?;
     let err = |e: ort::Error| BenchError::Options(format!("ONNX Runtime: {e}"));
     let value: SessionInputValue = match (input, device) {
         (Input::Device, Some(d)) => {
             // SAFETY: `d.ptr` holds at least `shape`'s f32 elements (the largest padded batch),
             // alive for the run.
-            unsafe { crate::onnx::cuda_input(d.ptr, 0, shape) }
+            unsafe { crate::onnx::cuda_input(d.ptr, 0, &shape) }
                 .map_err(err)?
                 .into()
         }
-        _ => TensorRef::from_array_view((shape.to_vec(), host))
+        _ => TensorRef::from_array_view((shape, host))
             .map_err(err)?
             .into(),
     };
