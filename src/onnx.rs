@@ -134,9 +134,9 @@ impl Sessions {
             Ep::Cuda(d) => d,
             Ep::Auto => 0,
         };
-        let cuda_err = |e: &dyn std::fmt::Debug| OnnxError::Model {
+        let cuda_err = |e: &dyn std::fmt::Display| OnnxError::Model {
             path: model.display().to_string(),
-            reason: format!("CUDA execution provider: cuda:{device}: {e:?}"),
+            reason: format!("CUDA execution provider: cuda:{device}: {e}"),
         };
         // The driver must be there before cudarc is touched (without it cudarc panics).
         match (crate::preprocess::cuda::available(), ep) {
