@@ -128,25 +128,15 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
                 let plan = |sessions: &Sessions, b: usize| match mode {
                     Sizes::Fixed => (b, b),
                     Sizes::Changing => (max, b),
-                    Sizes::Padded => (sessions.padded(b, room), sessions.padded(b, room)),
-                };
-                // Warm every padded size first, as the classify stage does when it opens.
-                if mode == Sizes::Padded {
-                    for &b in &runs {
-                        let (key, rows) = plan(&sessions, b);
-                        run(
-                            &mut sessions,
-                            key,
-                            rows,
-                            &item,
-                            &name,
-                            input,
-                            &host,
-                            device.as_ref(),
-                        )?;
+                    Sizes::Padded => {
+                        let padded = sessions.padded(b, room);
+                        (padded, padded)
                     }
-                }
-                for (i, &b) in runs.iter().enumerate() {
+                };
+                // Every padded size runs once untimed first, as the classify stage warms them
+                // when it opens; then each row's first run is untimed too.
+                let warm: &[usize] = if mode == Sizes::Padded { &runs } else { &[] };
+                for (i, &b) in warm.iter().chain(&runs).enumerate() {
                     let (key, rows) = plan(&sessions, b);
                     let t = Instant::now();
                     run(
@@ -159,7 +149,7 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
                         &host,
                         device.as_ref(),
                     )?;
-                    if i > 0 {
+                    if i > warm.len() {
                         times.push(t.elapsed().as_secs_f64() * 1e3);
                         items += b;
                     }
