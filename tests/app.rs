@@ -79,12 +79,8 @@ fn clip() -> Option<(PathBuf, &'static [ClipFrame])> {
     let data = common::shared_data()?;
     let root = data.join("visdrone/clip-9999999");
     let frames = CLIP.get_or_init(|| {
-        let mut images: Vec<PathBuf> = std::fs::read_dir(root.join("images"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "jpg"))
-            .collect();
-        images.sort();
+        let mut images = common::sorted_files(&root.join("images"));
+        images.retain(|p| p.extension().is_some_and(|e| e == "jpg"));
         images
             .iter()
             .map(|path| {

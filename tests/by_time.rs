@@ -51,11 +51,7 @@ fn number(path: &Path) -> u64 {
 /// The clip's images in name order, each with its number.
 fn clip_images(data: &Path) -> Vec<(PathBuf, u64)> {
     let dir = data.join("visdrone/clip-9999999/images");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
+    let files = common::sorted_files(&dir);
     assert_eq!(files.len(), 34);
     files
         .into_iter()

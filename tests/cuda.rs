@@ -10,6 +10,8 @@
 //! `cargo test --features bench`.
 #![cfg(feature = "bench")]
 
+mod common;
+
 use std::path::PathBuf;
 
 use octopipe::batch::{CropBatch, CropMeta};
@@ -629,15 +631,14 @@ fn parity_on_the_real_clip_rgb_and_i420() {
         return;
     }
     let root = data_dir().join("visdrone/clip-9999999");
-    let Ok(rd) = std::fs::read_dir(root.join("images")) else {
+    if !root.join("images").is_dir() {
         eprintln!(
             "SKIPPED parity_on_the_real_clip: {} not found (set OCTOPIPE_DATA)",
             root.display()
         );
         return;
-    };
-    let mut images: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-    images.sort();
+    }
+    let images = common::sorted_files(&root.join("images"));
     let config = PreprocessConfig {
         size: Some((64, 64)),
         ..PreprocessConfig::default()
@@ -939,12 +940,7 @@ fn classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu() {
     };
     let mut cpu = CpuBackend::new(host).unwrap();
     let mut gpu = CudaBackend::new(device).unwrap();
-    let mut images: Vec<PathBuf> = std::fs::read_dir(root.join("images"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    images.sort();
+    let images = common::sorted_files(&root.join("images"));
     let (mut objects, mut same) = (0usize, 0usize);
     let (mut t_cpu, mut t_gpu) = (0.0f64, 0.0f64);
     for path in &images {
@@ -1197,6 +1193,7 @@ fn detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu() {
     use octopipe::detect::{DetectConfig, Detector};
     use octopipe::onnx::Ep;
     use octopipe::preprocess::BackendKind;
+    use octopipe::track::iou_u32;
     let test = "detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu";
     if !gpu(test) {
         return;
@@ -1225,12 +1222,7 @@ fn detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu() {
         }
     };
     let mut cpu = Detector::new(config(Ep::Cpu, BackendKind::Cpu)).unwrap();
-    let mut images: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    images.sort();
+    let images = common::sorted_files(&root);
     let (mut boxes, mut matched) = (0usize, 0usize);
     let (mut t_cpu, mut t_gpu) = (0.0f64, 0.0f64);
     for path in images.iter().take(6) {
@@ -1254,18 +1246,11 @@ fn detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu() {
         };
         let a = run(&mut cpu, &mut t_cpu);
         let b = run(&mut cuda, &mut t_gpu);
-        let iou = |p: [u32; 4], q: [u32; 4]| {
-            let (x0, y0) = (p[0].max(q[0]) as f64, p[1].max(q[1]) as f64);
-            let x1 = ((p[0] + p[2]).min(q[0] + q[2])) as f64;
-            let y1 = ((p[1] + p[3]).min(q[1] + q[3])) as f64;
-            let inter = (x1 - x0).max(0.0) * (y1 - y0).max(0.0);
-            inter / ((p[2] * p[3] + q[2] * q[3]) as f64 - inter)
-        };
         for (x, y) in [(&a, &b), (&b, &a)] {
             boxes += x.len();
             matched += x
                 .iter()
-                .filter(|(p, l)| y.iter().any(|(q, m)| l == m && iou(*p, *q) >= 0.9))
+                .filter(|(p, l)| y.iter().any(|(q, m)| l == m && iou_u32(*p, *q) >= 0.9))
                 .count();
         }
     }

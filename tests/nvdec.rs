@@ -273,12 +273,7 @@ fn nvdec_and_the_cuda_ep_label_the_clip_as_the_cpu_pipeline() {
         return;
     };
     let clip = data.join("visdrone/clip-9999999");
-    let mut images: Vec<PathBuf> = std::fs::read_dir(clip.join("images"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    images.sort();
+    let images = common::sorted_files(&clip.join("images"));
     let dir = common::temp_dir("nvdec-clip");
     // MOT frame index k + 1 for the k-th image (the video's frame k).
     let mut mot = String::new();

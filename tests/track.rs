@@ -320,12 +320,8 @@ fn panned_clip(
     let (img_out, ann_out) = (out.join("images"), out.join("annotations"));
     std::fs::create_dir_all(&img_out).unwrap();
     std::fs::create_dir_all(&ann_out).unwrap();
-    let mut names: Vec<PathBuf> = std::fs::read_dir(images)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jpg"))
-        .collect();
-    names.sort();
+    let mut names = common::sorted_files(images);
+    names.retain(|p| p.extension().is_some_and(|e| e == "jpg"));
     let (w, h) = (1280u32, 960u32);
     for shot in 0..shots {
         let src = &names[shot * names.len() / shots];

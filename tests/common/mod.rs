@@ -114,6 +114,16 @@ pub fn encode(line: &str) {
     assert!(matches!(msg.view(), gst::MessageView::Eos(_)), "{msg:?}");
 }
 
+/// The paths of the entries of `dir`, in name order (panics naming `dir` when it cannot be read).
+pub fn sorted_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
 /// A fresh temporary folder for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("octopipe-test-{}-{name}", std::process::id()));
