@@ -13,38 +13,40 @@
 //! description ([`description`]), built and run in this process through [`Pipeline`]:
 //!
 //! ```text
-//! media location=${video} ! boxes format=synthetic count=28 ! mux.      (N-1 times)
-//! media location=${video} ! boxes format=synthetic count=28
-//!   ! batch name=mux max-frames=F max-crops=28F
+//! media location=${video} decoder=cpu|nvdec ! boxes format=synthetic count=28 ! mux0.   (N-1 times)
+//! media location=${video} decoder=cpu|nvdec ! boxes format=synthetic count=28
+//!   ! batch name=mux0 max-frames=F max-crops=28F
 //!   ! preprocess backend=cpu|cuda [memory=device]
 //!   ! classify model=${model} ep=cpu|cuda max-batch=28F labels=person,two-wheeler,car,large-vehicle
-//!   ! jsonl location=/dev/null
+//!   ! jsonl name=out location=/dev/null
 //! ```
+//!
+//! (with `--devices`, one such chain per GPU, each ending in `! out.`).
 //!
 //! File mode (the default) reads the files as fast as the pipeline takes them, so nothing is
 //! dropped and every frame is counted; `--live` plays each file at its 30 fps (`media
-//! live=true`: edges hold one item and drop the oldest) and searches the most streams held
+//! live=true`: frame edges hold one frame and drop the oldest) and searches the most streams held
 //! with a p99 end-to-end latency under one frame interval and nothing dropped. Every run's
 //! row has the process's CPU time over the wall time (cores busy) and, when `nvidia-smi` is
-//! there, the GPU's mean utilization and peak memory sampled every 200 ms while it ran. A run
+//! there, the GPUs' mean utilization and peak memory sampled every 200 ms while it ran
+//! (`usage.rs`); the video is made by `video.rs`. A run
 //! that fails (an execution provider the ONNX Runtime build lacks, no GPU) has its error in its
 //! row; the others go on.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use gstreamer as gst;
-use gstreamer::prelude::*;
-use gstreamer_app as gst_app;
+mod usage;
+mod video;
+
+pub use video::encode_clip;
 
 use super::BenchError;
 use crate::Pipeline;
+use usage::{cpu_time, GpuSampler};
+use video::{keep_copy, TempFolder};
 
 /// Frame rate of the encoded video, and of `--live` playback.
 pub const FPS: u32 = 30;
@@ -653,350 +655,6 @@ fn table_row(r: &RunResult, per_stream: u64, budget_ms: f64) -> String {
     )
 }
 
-/// Encode `frames` frames of the images in `images` (file-name order, looped) scaled to `size`
-/// as 30 fps H.264 (High, 4:2:0) in an mp4 at `out`. The images are decoded and scaled once,
-/// then pushed to the encoder in turn.
-pub fn encode_clip(
-    images: &Path,
-    out: &Path,
-    size: (u32, u32),
-    frames: u64,
-) -> Result<(), BenchError> {
-    gst::init().map_err(|e| encode_error(format!("GStreamer could not be initialised: {e}")))?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(images)
-        .map_err(|e| encode_error(format!("{}: {e}", images.display())))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg"))
-        })
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        return Err(encode_error(format!(
-            "{}: no JPEG images (*.jpg)",
-            images.display()
-        )));
-    }
-    let raw = decode_scaled(&files, size)?;
-    encode_raw(&raw, out, size, frames)
-}
-
-/// The JPEG `files` decoded and scaled (stretched) to `size`, as I420 buffers.
-fn decode_scaled(files: &[PathBuf], (w, h): (u32, u32)) -> Result<Vec<gst::Buffer>, BenchError> {
-    let (pipeline, src, sink) = launch(&format!(
-        "appsrc name=src caps=image/jpeg,framerate={FPS}/1 format=time ! jpegdec ! videoconvert ! videoscale add-borders=false ! video/x-raw,format=I420,width={w},height={h},pixel-aspect-ratio=1/1 ! appsink name=sink sync=false"
-    ))?;
-    let sink = sink
-        .and_then(|s| s.downcast::<gst_app::AppSink>().ok())
-        .ok_or_else(|| encode_error("no appsink in the decode pipeline".into()))?;
-    start(&pipeline)?;
-    let mut buffers = Vec::with_capacity(files.len());
-    for file in files {
-        let bytes =
-            std::fs::read(file).map_err(|e| encode_error(format!("{}: {e}", file.display())))?;
-        src.push_buffer(gst::Buffer::from_mut_slice(bytes))
-            .map_err(|e| encode_error(format!("decoding {}: {e:?}", file.display())))?;
-        // One in, one out: the scaled frame of this image (or the bus says why not).
-        let sample = sink
-            .pull_sample()
-            .map_err(|_| bus_error(&pipeline, &format!("decoding {}", file.display())))?;
-        let buffer = sample
-            .buffer_owned()
-            .ok_or_else(|| encode_error(format!("{}: a sample with no buffer", file.display())))?;
-        buffers.push(buffer);
-    }
-    let _ = src.end_of_stream();
-    let _ = pipeline.set_state(gst::State::Null);
-    Ok(buffers)
-}
-
-/// `frames` of `raw` (in turn) at 30 fps through `x264enc` into an mp4 at `out`.
-fn encode_raw(
-    raw: &[gst::Buffer],
-    out: &Path,
-    (w, h): (u32, u32),
-    frames: u64,
-) -> Result<(), BenchError> {
-    let (pipeline, src, sink) = launch(&format!(
-        "appsrc name=src caps=video/x-raw,format=I420,width={w},height={h},framerate={FPS}/1,pixel-aspect-ratio=1/1 format=time block=true max-buffers=4 ! x264enc speed-preset=fast key-int-max={KEY_INT} bitrate={BITRATE_KBPS} ! video/x-h264,profile=high ! h264parse ! mp4mux ! filesink name=sink"
-    ))?;
-    let location = out
-        .to_str()
-        .ok_or_else(|| encode_error(format!("{}: not a UTF-8 path", out.display())))?;
-    sink.ok_or_else(|| encode_error("no filesink in the encode pipeline".into()))?
-        .set_property("location", location);
-    start(&pipeline)?;
-    let interval = gst::ClockTime::from_nseconds(1_000_000_000 / FPS as u64);
-    for i in 0..frames {
-        let mut buffer = raw[(i % raw.len() as u64) as usize].copy();
-        {
-            let b = buffer.make_mut();
-            b.set_pts(gst::ClockTime::from_nseconds(
-                i * 1_000_000_000 / FPS as u64,
-            ));
-            b.set_dts(gst::ClockTime::NONE);
-            b.set_duration(interval);
-        }
-        if src.push_buffer(buffer).is_err() {
-            return Err(bus_error(&pipeline, "encoding"));
-        }
-    }
-    let _ = src.end_of_stream();
-    let bus = pipeline
-        .bus()
-        .ok_or_else(|| encode_error("the encode pipeline has no bus".into()))?;
-    let done = loop {
-        let Some(msg) = bus.timed_pop_filtered(
-            gst::ClockTime::from_seconds(120),
-            &[gst::MessageType::Eos, gst::MessageType::Error],
-        ) else {
-            break Err(encode_error("encoding: no end of stream in 120 s".into()));
-        };
-        match msg.view() {
-            gst::MessageView::Eos(_) => break Ok(()),
-            gst::MessageView::Error(e) => {
-                break Err(encode_error(format!(
-                    "encoding: {}{}",
-                    e.error(),
-                    e.debug().map(|d| format!(" ({d})")).unwrap_or_default()
-                )))
-            }
-            _ => {}
-        }
-    };
-    let _ = pipeline.set_state(gst::State::Null);
-    done
-}
-
-/// A launched pipeline, its `appsrc name=src` and its element `name=sink`.
-fn launch(
-    text: &str,
-) -> Result<(gst::Pipeline, gst_app::AppSrc, Option<gst::Element>), BenchError> {
-    let pipeline = gst::parse::launch(text)
-        .map_err(|e| encode_error(format!("{e} (is GStreamer's x264enc installed? apt-get install gstreamer1.0-plugins-ugly): {text}")))?
-        .downcast::<gst::Pipeline>()
-        .map_err(|_| encode_error(format!("not a pipeline: {text}")))?;
-    let src = pipeline
-        .by_name("src")
-        .and_then(|s| s.downcast::<gst_app::AppSrc>().ok())
-        .ok_or_else(|| encode_error(format!("no appsrc in: {text}")))?;
-    let sink = pipeline.by_name("sink");
-    Ok((pipeline, src, sink))
-}
-
-/// Set `pipeline` playing, or say why it cannot.
-fn start(pipeline: &gst::Pipeline) -> Result<(), BenchError> {
-    pipeline
-        .set_state(gst::State::Playing)
-        .map(|_| ())
-        .map_err(|_| bus_error(pipeline, "starting"))
-}
-
-/// The error on `pipeline`'s bus (if any) after a step failed; the pipeline is stopped.
-fn bus_error(pipeline: &gst::Pipeline, step: &str) -> BenchError {
-    let detail = pipeline
-        .bus()
-        .and_then(|bus| bus.pop_filtered(&[gst::MessageType::Error]))
-        .and_then(|msg| match msg.view() {
-            gst::MessageView::Error(e) => Some(format!(
-                "{}{}",
-                e.error(),
-                e.debug().map(|d| format!(" ({d})")).unwrap_or_default()
-            )),
-            _ => None,
-        })
-        .unwrap_or_else(|| "the pipeline stopped".into());
-    let _ = pipeline.set_state(gst::State::Null);
-    encode_error(format!("{step}: {detail}"))
-}
-
-fn encode_error(message: String) -> BenchError {
-    BenchError::Encode(message)
-}
-
-/// Copy the video to `keep`, never over an existing file.
-fn keep_copy(video: &Path, keep: &Path) -> Result<(), BenchError> {
-    let io =
-        |e: std::io::Error| BenchError::Options(format!("--keep-video {}: {e}", keep.display()));
-    let mut to = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(keep)
-        .map_err(io)?;
-    let mut from = std::fs::File::open(video).map_err(io)?;
-    std::io::copy(&mut from, &mut to).map_err(io)?;
-    Ok(())
-}
-
-/// A folder of its own under the system's temporary folder, removed with what it holds when
-/// dropped. A new name is taken when one exists, so nothing of anyone else's is written over.
-struct TempFolder(PathBuf);
-
-impl TempFolder {
-    fn new() -> Result<Self, BenchError> {
-        let base = std::env::temp_dir();
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        for i in 0..100u32 {
-            let path = base.join(format!(
-                "octopipe-bench-pipeline-{}-{stamp:x}-{i}",
-                std::process::id()
-            ));
-            match std::fs::create_dir(&path) {
-                Ok(()) => return Ok(TempFolder(path)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(BenchError::Encode(format!(
-                        "cannot make a folder in {}: {e}",
-                        base.display()
-                    )))
-                }
-            }
-        }
-        Err(BenchError::Encode(format!(
-            "cannot make a folder of its own in {}",
-            base.display()
-        )))
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempFolder {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The process's user + system CPU time so far (all threads).
-fn cpu_time() -> Duration {
-    // SAFETY: `usage` is a plain C struct that getrusage fills; zeroed is a valid value of it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid pointer to a rusage is getrusage's documented use.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return Duration::ZERO;
-    }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
-/// One `nvidia-smi` sample: when it was read, GPU index, utilization %, memory used MiB.
-type GpuSample = (Instant, usize, f64, f64);
-
-/// A background `nvidia-smi -lms 200` on the GPUs a run uses and the thread reading its lines.
-struct GpuSampler {
-    child: Child,
-    reader: Option<JoinHandle<()>>,
-    samples: Arc<Mutex<Vec<GpuSample>>>,
-}
-
-impl GpuSampler {
-    /// Start sampling `devices` (empty: GPU 0); `None` when `nvidia-smi` cannot be started.
-    fn start(devices: &[usize]) -> Option<GpuSampler> {
-        let ids: Vec<String> = devices.iter().map(usize::to_string).collect();
-        let ids = if ids.is_empty() {
-            "0".into()
-        } else {
-            ids.join(",")
-        };
-        let mut child = Command::new("nvidia-smi")
-            .args([
-                "--query-gpu=index,utilization.gpu,memory.used",
-                "--format=csv,noheader,nounits",
-                "-i",
-                &ids,
-                "-lms",
-                &GPU_SAMPLE_MS.to_string(),
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let stdout = child.stdout.take()?;
-        let samples = Arc::new(Mutex::new(Vec::new()));
-        let into = samples.clone();
-        let reader = std::thread::Builder::new()
-            .name("octopipe-nvidia-smi".into())
-            .spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if let Some(s) = parse_gpu_sample(&line) {
-                        if let Ok(mut v) = into.lock() {
-                            v.push((Instant::now(), s.0, s.1, s.2));
-                        }
-                    }
-                }
-            })
-            .ok();
-        Some(GpuSampler {
-            child,
-            reader,
-            samples,
-        })
-    }
-
-    /// Stop sampling: mean utilization (over the GPUs) of the samples between `from` and `to`,
-    /// the sum over the GPUs of each one's peak memory; `None` without samples.
-    fn finish(mut self, from: Instant, to: Instant) -> Option<GpuStats> {
-        self.stop();
-        let samples = self.samples.lock().ok()?.clone();
-        let mut peaks = std::collections::BTreeMap::new();
-        for s in &samples {
-            let peak = peaks.entry(s.1).or_insert(0.0f64);
-            *peak = peak.max(s.3);
-        }
-        if peaks.is_empty() {
-            return None;
-        }
-        let mem_peak_mib = peaks.values().sum();
-        let during: Vec<f64> = samples
-            .iter()
-            .filter(|s| s.0 >= from && s.0 <= to)
-            .map(|s| s.2)
-            .collect();
-        let util = if during.is_empty() {
-            // A run shorter than one period: the nearest samples.
-            samples.iter().map(|s| s.2).collect()
-        } else {
-            during
-        };
-        Some(GpuStats {
-            util_mean: util.iter().sum::<f64>() / util.len() as f64,
-            mem_peak_mib,
-        })
-    }
-
-    /// End the child (ours, by its id) and the reader.
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
-    }
-}
-
-impl Drop for GpuSampler {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// `"1, 45, 1234"` -> (1, 45.0, 1234.0); `None` for anything else (`[N/A]`, an error line).
-fn parse_gpu_sample(line: &str) -> Option<(usize, f64, f64)> {
-    let mut fields = line.split(',').map(str::trim);
-    let index = fields.next()?.parse().ok()?;
-    let util = fields.next()?.parse().ok()?;
-    let mem = fields.next()?.parse().ok()?;
-    fields.next().is_none().then_some((index, util, mem))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1072,13 +730,5 @@ mod tests {
         assert_eq!(default_backend("cpu", Compute::Cuda), Compute::Cuda);
         assert_eq!(default_backend("nvdec", Compute::Cpu), Compute::Cuda);
         assert_eq!(default_backend("auto", Compute::Cpu), Compute::Cpu);
-    }
-
-    #[test]
-    fn gpu_samples_parse() {
-        assert_eq!(parse_gpu_sample("1, 45, 1234"), Some((1, 45.0, 1234.0)));
-        assert_eq!(parse_gpu_sample("45, 1234"), None);
-        assert_eq!(parse_gpu_sample("0, [N/A], 3"), None);
-        assert_eq!(parse_gpu_sample("NVIDIA-SMI has failed"), None);
     }
 }
