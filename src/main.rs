@@ -48,6 +48,19 @@ enum Command {
         /// A stage name.
         stage: Option<String>,
     },
+    /// Write the synthetic satellite scene (one 16-bit band: ocean, sea ice, clouds) as a 16-bit
+    /// greyscale PNG, for pipelines/satellite-filter.pipe.
+    Scene {
+        /// The PNG to write (a new file: an existing one is never overwritten).
+        #[arg(long)]
+        out: PathBuf,
+        /// Width and height in pixels.
+        #[arg(long, default_value_t = 8192)]
+        size: u32,
+        /// The scene's seed (the same pixels for the same seed and size).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Benchmarks (release builds only give meaningful numbers).
     #[cfg(feature = "bench")]
     Bench {
@@ -243,6 +256,14 @@ fn real_main() -> Result<ExitCode> {
         } => run(&pipeline, &vars, budget_ms, &observe),
         Command::Inspect { stage } => {
             print!("{}", inspect(stage.as_deref())?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Scene { out, size, seed } => {
+            if size == 0 {
+                bail!("--size must be at least 1");
+            }
+            octopipe::tiles::scene::write_png(&out, size, size, seed).map_err(anyhow::Error::msg)?;
+            eprintln!("octopipe: wrote {} ({size}x{size}, 16-bit grey, seed {seed})", out.display());
             Ok(ExitCode::SUCCESS)
         }
         #[cfg(feature = "bench")]

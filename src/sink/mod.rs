@@ -24,6 +24,7 @@
 
 mod lines;
 mod tensors;
+mod tiles;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,6 +41,7 @@ use crate::Error;
 
 use lines::JsonLines;
 pub use tensors::{TensorsConfig, TensorsSink, TENSORS};
+pub use tiles::{TileFormat, TileSink, TileSinkConfig, TILESINK};
 
 /// Settings of the JSONL sink.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +113,13 @@ pub struct Object {
     /// Further classes when top-k > 1.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topk: Vec<(Arc<str>, f32)>,
+    /// What `tilestats` measured of the box's pixels (mean, std, min, max, above, pixels, and the
+    /// exact integer sums of the raw samples under `sums`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<crate::frame::TileStats>,
+    /// Whether `tilestats` keeps the box (its rule and top-k).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept: Option<bool>,
 }
 
 impl Object {
@@ -124,7 +133,11 @@ impl Object {
     }
 
     /// The object of `frame`'s box `det`, its `index`-th.
-    fn of(frame: &crate::frame::Frame, index: u32, det: &crate::frame::Detection) -> Object {
+    pub(crate) fn of(
+        frame: &crate::frame::Frame,
+        index: u32,
+        det: &crate::frame::Detection,
+    ) -> Object {
         let c = det.classification.as_ref();
         Object {
             stream: frame.stream,
@@ -146,6 +159,8 @@ impl Object {
             topk: c
                 .map(|c| c.topk.iter().map(|s| (s.label.clone(), s.score)).collect())
                 .unwrap_or_default(),
+            stats: det.stats,
+            kept: det.stats.map(|s| s.kept),
         }
     }
 }

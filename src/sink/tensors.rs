@@ -15,7 +15,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -128,7 +128,8 @@ impl TensorsSink {
                 ))
             }
         };
-        if let Err(e) = write_npy(&path, descr, &t.shape, &bytes) {
+        let written = File::create(&path).and_then(|f| write_npy(f, descr, &t.shape, &bytes));
+        if let Err(e) = written {
             // No partial tensor file is left behind.
             let _ = std::fs::remove_file(&path);
             return Err(err(format!("write failed: {e}; the file was removed")));
@@ -157,8 +158,8 @@ impl Stage<CropBatch, CropBatch> for TensorsSink {
     }
 }
 
-/// Write a NumPy `.npy` (format 1.0) file of little-endian `descr` values with `shape`.
-fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> std::io::Result<()> {
+/// Write a NumPy `.npy` (format 1.0) file of little-endian `descr` values with `shape` to `file`.
+pub(super) fn write_npy(file: File, descr: &str, shape: &[usize], data: &[u8]) -> std::io::Result<()> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape = match dims.len() {
         1 => format!("({},)", dims[0]),
@@ -169,7 +170,7 @@ fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> std::io:
     let unpadded = 10 + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
     header.push('\n');
-    let mut f = BufWriter::new(File::create(path)?);
+    let mut f = BufWriter::new(file);
     f.write_all(b"\x93NUMPY\x01\x00")?;
     f.write_all(&(header.len() as u16).to_le_bytes())?;
     f.write_all(header.as_bytes())?;
