@@ -76,6 +76,18 @@ pub enum BandName {
     Blue,
 }
 
+impl BandName {
+    /// Its name in descriptions.
+    pub fn name(self) -> &'static str {
+        match self {
+            BandName::Luma => "luma",
+            BandName::Red => "red",
+            BandName::Green => "green",
+            BandName::Blue => "blue",
+        }
+    }
+}
+
 /// How one sample is read from a frame: `Band` of `kernels/tilestats.cu`, passed by value.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -253,7 +265,7 @@ pub fn select(
 #[derive(Debug, thiserror::Error)]
 pub enum TileStatsError {
     /// The band asked for is not one the frame has.
-    #[error("tilestats: band={band:?} needs a packed RGB frame; frame {seq} of stream {stream} is {format} (band=luma reads its one band)")]
+    #[error("tilestats: band={} needs a packed RGB frame; frame {seq} of stream {stream} is {format} (band=luma reads its one band)", band.name())]
     Band {
         /// Stream id.
         stream: u32,
@@ -678,9 +690,10 @@ fn tilestats_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     let d = TileStatsConfig::default();
     let keep = match p.given("keep") {
         Some(text) => Some(Rule::parse(text).map_err(|e| {
-            p.error(
+            p.error_in(
                 "keep",
-                format!("tilestats: keep=\"{text}\": {} at column {} of the rule", e.message, e.column),
+                e.column - 1..e.column - 1 + e.len,
+                format!("tilestats: keep: {} (column {} of the rule)", e.message, e.column),
             )
         })?),
         None => None,

@@ -121,13 +121,16 @@ enum Node {
     Not(Box<Node>),
 }
 
-/// Why a rule does not parse: the message and the 1-based column in the rule it is about.
+/// Why a rule does not parse: the message and where in the rule (1-based column and length, in
+/// characters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleError {
     /// What is wrong.
     pub message: String,
-    /// Where (1-based, in characters).
+    /// Where it starts (1-based, in characters).
     pub column: usize,
+    /// How many characters it takes (at least 1).
+    pub len: usize,
 }
 
 impl fmt::Display for RuleError {
@@ -150,8 +153,8 @@ impl Rule {
         }
         let node = p.or()?;
         if let Some(t) = p.peek() {
-            return Err(err(
-                t.column,
+            return Err(err_token(
+                t,
                 format!("'{}' is left over after a complete rule: join comparisons with and/or", t.text),
             ));
         }
@@ -194,6 +197,15 @@ fn err(column: usize, message: impl Into<String>) -> RuleError {
     RuleError {
         message: message.into(),
         column,
+        len: 1,
+    }
+}
+
+/// An error about token `t`.
+fn err_token(t: &Token, message: impl Into<String>) -> RuleError {
+    RuleError {
+        len: t.text.chars().count().max(1),
+        ..err(t.column, message)
     }
 }
 
@@ -238,10 +250,7 @@ fn lex(text: &str) -> Result<Vec<Token>, RuleError> {
                 }
             }
         } else {
-            return Err(RuleError {
-                message: format!("unexpected character '{c}'"),
-                column: start + 1,
-            });
+            return Err(err(start + 1, format!("unexpected character '{c}'")));
         }
         tokens.push(Token {
             text: chars[start..i].iter().collect(),
@@ -315,23 +324,23 @@ impl Parser<'_> {
     fn compare(&mut self) -> Result<Node, RuleError> {
         let a = self.operand()?;
         let column = self.column();
-        let op = match self.next().map(|t| t.text.as_str()) {
-            Some("<") => Op::Lt,
-            Some("<=") => Op::Le,
-            Some(">") => Op::Gt,
-            Some(">=") => Op::Ge,
-            Some("==") => Op::Eq,
-            Some("!=") => Op::Ne,
-            Some(other) => {
-                return Err(err(
-                    column,
+        let Some(t) = self.next() else {
+            return Err(err(
+                column,
+                "expected a comparison (<, <=, >, >=, ==, !=) at the end of the rule",
+            ));
+        };
+        let op = match t.text.as_str() {
+            "<" => Op::Lt,
+            "<=" => Op::Le,
+            ">" => Op::Gt,
+            ">=" => Op::Ge,
+            "==" => Op::Eq,
+            "!=" => Op::Ne,
+            other => {
+                return Err(err_token(
+                    t,
                     format!("expected a comparison (<, <=, >, >=, ==, !=), found '{other}'"),
-                ))
-            }
-            None => {
-                return Err(err(
-                    column,
-                    "expected a comparison (<, <=, >, >=, ==, !=) at the end of the rule",
                 ))
             }
         };
@@ -347,8 +356,9 @@ impl Parser<'_> {
                 "expected a number or a property at the end of the rule",
             ));
         };
-        let text = t.text.clone();
-        if let Some(p) = Property::parse(&text) {
+        let t = t.clone();
+        let text = t.text.as_str();
+        if let Some(p) = Property::parse(text) {
             return Ok(Operand::Property(p));
         }
         if let Ok(v) = text.parse::<f64>() {
@@ -358,8 +368,8 @@ impl Parser<'_> {
         }
         let names = Property::ALL.iter().map(|(n, _)| *n);
         let starts_like_a_name = text.starts_with(|c: char| c.is_ascii_alphabetic());
-        let message = if starts_like_a_name && !matches!(text.as_str(), "and" | "or" | "not") {
-            let hint = crate::describe::closest(&text, names.clone())
+        let message = if starts_like_a_name && !matches!(text, "and" | "or" | "not") {
+            let hint = crate::describe::closest(text, names.clone())
                 .map(|c| format!("did you mean '{c}'? "))
                 .unwrap_or_default();
             format!(
@@ -369,7 +379,7 @@ impl Parser<'_> {
         } else {
             format!("expected a number or a property, found '{text}'")
         };
-        Err(err(column, message))
+        Err(err_token(&t, message))
     }
 }
 
