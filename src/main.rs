@@ -136,6 +136,35 @@ enum BenchCommand {
         #[arg(long)]
         data: Option<PathBuf>,
     },
+    /// The satellite tile filter: an 8192x8192 16-bit scene, 727 random tiles of 128..512 px,
+    /// per-tile statistics and keep rule on the CPU, and on the GPU in one launch against one
+    /// launch per tile and every tile padded to 512x512.
+    Tiles {
+        /// Scene width and height.
+        #[arg(long, default_value_t = 8192)]
+        size: u32,
+        /// Tiles: the grid seed is the first from 1 whose random grid has this many.
+        #[arg(long, default_value_t = 727)]
+        tiles: usize,
+        /// The grid seed (instead of searching for --tiles).
+        #[arg(long)]
+        grid_seed: Option<u64>,
+        /// The keep rule.
+        #[arg(long, default_value = "mean>0.535")]
+        keep: String,
+        /// Pixels per block of work.
+        #[arg(long, default_value_t = octopipe::tilestats::DEFAULT_BLOCK_PIXELS)]
+        block_pixels: u32,
+        /// Seconds spent timing each CPU row.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// CPU worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Skip the GPU rows.
+        #[arg(long)]
+        no_gpu: bool,
+    },
     /// The whole pipeline (decode, boxes, batch, preprocess, classify) on N streams of H.264
     /// encoded from the clip: fps, latency, CPU and GPU use per streams x decoder x ep.
     Pipeline(PipelineArgs),
@@ -347,6 +376,29 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
             print!("{}", bench::mot::track_table(&data)?);
         }
         BenchCommand::Pipeline(args) => bench_pipeline(args)?,
+        BenchCommand::Tiles {
+            size,
+            tiles,
+            grid_seed,
+            keep,
+            block_pixels,
+            seconds,
+            threads,
+            no_gpu,
+        } => {
+            let opts = bench::TilesBenchOptions {
+                size,
+                tiles,
+                grid_seed,
+                keep,
+                block_pixels,
+                seconds,
+                threads,
+                gpu: !no_gpu,
+                ..Default::default()
+            };
+            print!("{}", bench::tiles(&opts)?);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -124,9 +124,10 @@ mod tests {
                 [512, 512, 488, 188]
             ]
         );
-        // With overlap the step is 435; the last tile starts where the step puts it.
+        // With overlap the step is 512 - floor(0.15 * 512) = 436; the last tile starts where the
+        // step puts it.
         let t = regular(1000, 10, 512, 10, 0.15, Edge::Clip);
-        assert_eq!(t, [[0, 0, 512, 10], [435, 0, 512, 10], [870, 0, 130, 10]]);
+        assert_eq!(t, [[0, 0, 512, 10], [436, 0, 512, 10], [872, 0, 128, 10]]);
         // 1-pixel tiles: one per pixel.
         assert_eq!(regular(3, 2, 1, 1, 0.0, Edge::Clip).len(), 6);
     }

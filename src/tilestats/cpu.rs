@@ -108,14 +108,14 @@ fn run_sums(data: &[u8], s: &Sampling, x: u32, y: u32, len: u32) -> PixelSums {
     }
 }
 
-/// The sums of `samples`, in plain local accumulators (which the compiler vectorizes).
+/// The sums of `samples` (each under 2^16, so a square fits 32 bits), in plain local
+/// accumulators the compiler vectorizes.
 #[inline(always)]
 fn fold(samples: impl Iterator<Item = u32>, above_from: u32) -> PixelSums {
     let (mut sum, mut sum_sq, mut above, mut min, mut max) = (0u64, 0u64, 0u64, u32::MAX, 0u32);
     for v in samples {
-        let w = u64::from(v);
-        sum += w;
-        sum_sq += w * w;
+        sum += u64::from(v);
+        sum_sq += u64::from(v * v);
         above += u64::from(v >= above_from);
         min = min.min(v);
         max = max.max(v);

@@ -26,7 +26,7 @@ unsafe impl DeviceRepr for Band {}
 
 /// A CUDA engine (context, stream, kernels) and the buffers of the per-tile sums.
 pub struct GpuSums {
-    engine: Engine,
+    pub(crate) engine: Engine,
     /// The band's plane of the last uploaded frame.
     pub(crate) frame: Option<CudaSlice<u8>>,
     /// Tiles, blocks and each tile's first block, packed.
