@@ -99,7 +99,8 @@ impl GpuSums {
     ) -> Result<(), CudaError> {
         let (w, h) = sampling.size;
         for (i, t) in tiles.iter().enumerate() {
-            if !t.inside(w, h) || u64::from(t.w) * u64::from(t.h) > u64::from(u32::MAX) {
+            // The kernel counts a tile's pixels in 32 bits, with a block's worth to spare.
+            if !t.inside(w, h) || u64::from(t.w) * u64::from(t.h) > 1 << 31 {
                 return Err(CudaError::Invalid(format!(
                     "tile {i} [{}, {}, {}, {}] does not fit the {w}x{h} frame",
                     t.x, t.y, t.w, t.h
@@ -169,7 +170,7 @@ impl GpuSums {
             return Ok(());
         }
         let whole = |b: u32| self.first.binary_search(&b).is_ok();
-        if block_pixels == 0
+        if block_pixels == 0 || block_pixels > 1 << 24
             || range.end > self.first.last().copied().unwrap_or(0)
             || !whole(range.start)
             || !whole(range.end)
