@@ -291,8 +291,12 @@ fn real_main() -> Result<ExitCode> {
             if size == 0 {
                 bail!("--size must be at least 1");
             }
-            octopipe::tiles::scene::write_png(&out, size, size, seed).map_err(anyhow::Error::msg)?;
-            eprintln!("octopipe: wrote {} ({size}x{size}, 16-bit grey, seed {seed})", out.display());
+            octopipe::tiles::scene::write_png(&out, size, size, seed)
+                .map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "octopipe: wrote {} ({size}x{size}, 16-bit grey, seed {seed})",
+                out.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
         #[cfg(feature = "bench")]

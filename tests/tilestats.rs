@@ -50,7 +50,14 @@ fn noise_frame(format: PixelFormat, w: u32, h: u32, seed: u64) -> Frame {
             (state >> 24) as u8
         })
         .collect();
-    Frame::new(0, seed, "noise", layout, Colorimetry::JPEG, PooledBuf::unpooled(data))
+    Frame::new(
+        0,
+        seed,
+        "noise",
+        layout,
+        Colorimetry::JPEG,
+        PooledBuf::unpooled(data),
+    )
 }
 
 /// The straightforward reference: one sample per pixel, read and weighted as the stage documents
@@ -239,7 +246,10 @@ fn one_pixel_tiles_are_their_pixel() {
     let d = frame.data().unwrap();
     for (t, s) in sums.iter().enumerate() {
         let v = u32::from(u16::from_le_bytes([d[2 * t], d[2 * t + 1]]));
-        assert_eq!((s.sum, s.sum_sq, s.min, s.max), (v.into(), u64::from(v).pow(2), v, v));
+        assert_eq!(
+            (s.sum, s.sum_sq, s.min, s.max),
+            (v.into(), u64::from(v).pow(2), v, v)
+        );
         let stats = sampling.stats(*s, 1);
         assert_eq!(stats.std, 0.0);
         assert_eq!(stats.mean, f64::from(v) / 65535.0);
@@ -292,7 +302,10 @@ fn edge_tiles_are_clipped_to_the_frame() {
 }
 
 fn tally() -> Tally {
-    Tally::new(Budget::new(Duration::from_millis(33), vec!["tilestats".into()]))
+    Tally::new(Budget::new(
+        Duration::from_millis(33),
+        vec!["tilestats".into()],
+    ))
 }
 
 /// Run the filter with `keep` / `top_k` on the 2048 scene's random grid; the kept flags.
@@ -324,18 +337,32 @@ fn zero_some_or_all_tiles_are_kept_as_the_rule_says() {
     let (none, line) = kept(Some("mean > 1"), None, Property::Mean);
     let n = none.len();
     assert!(none.iter().all(|k| !k));
-    assert!(line.contains(&format!("0 of {n} tiles kept (0.0%), 0.0 of 8.0 MiB (0.0%)")), "{line}");
-    assert!(line.contains("downlink at 2 Mbps: 33.6 s -> 0.0 s"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "0 of {n} tiles kept (0.0%), 0.0 of 8.0 MiB (0.0%)"
+        )),
+        "{line}"
+    );
+    assert!(
+        line.contains("downlink at 2 Mbps: 33.6 s -> 0.0 s"),
+        "{line}"
+    );
     let (all, line) = kept(None, None, Property::Mean);
     assert!(all.iter().all(|k| *k));
-    assert!(line.contains(&format!("{n} of {n} tiles kept (100.0%)")), "{line}");
+    assert!(
+        line.contains(&format!("{n} of {n} tiles kept (100.0%)")),
+        "{line}"
+    );
     let (bright, _) = kept(Some("mean > 0.535"), None, Property::Mean);
     let share = bright.iter().filter(|k| **k).count() as f64 / n as f64;
     // Ocean, ice and clouds: about half the tiles are bright.
     assert!((0.25..0.75).contains(&share), "{share}");
     let (top, _) = kept(Some("mean > 0.535"), Some(5), Property::Std);
     assert_eq!(top.iter().filter(|k| **k).count(), 5);
-    assert!(top.iter().zip(&bright).all(|(t, b)| !t || *b), "top-k keeps passing tiles only");
+    assert!(
+        top.iter().zip(&bright).all(|(t, b)| !t || *b),
+        "top-k keeps passing tiles only"
+    );
 }
 
 fn octopipe(args: &[&str]) -> std::process::Output {
@@ -366,8 +393,22 @@ fn the_scene_pipeline_decodes_16_bit_png_exactly_and_writes_the_kept_tiles() {
     let images = dir.join("scene");
     std::fs::create_dir_all(&images).unwrap();
     let png = images.join("scene.png");
-    let out = octopipe(&["scene", "--out", png.to_str().unwrap(), "--size", "1024", "--seed", "3"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = octopipe(&[
+        "scene",
+        "--out",
+        png.to_str().unwrap(),
+        "--size",
+        "1024",
+        "--seed",
+        "3",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = octopipe(&["scene", "--out", png.to_str().unwrap(), "--size", "8"]);
+    common::fails_with(&again, &["scene.png: File exists"]);
     let samples = scene::scene(1024, 1024, 3);
     let tiles = dir.join("tiles");
     let run = |keep: &str, tiles: &std::path::Path| {
@@ -400,7 +441,12 @@ fn the_scene_pipeline_decodes_16_bit_png_exactly_and_writes_the_kept_tiles() {
                 let v = samples[(y * 1024 + x) as usize];
                 tile.push(v);
                 let w = u64::from(v);
-                want = (want.0 + w, want.1 + w * w, want.2.min(v.into()), want.3.max(v.into()));
+                want = (
+                    want.0 + w,
+                    want.1 + w * w,
+                    want.2.min(v.into()),
+                    want.3.max(v.into()),
+                );
             }
         }
         let s = &line["stats"]["sums"];
@@ -441,7 +487,11 @@ fn the_scene_pipeline_decodes_16_bit_png_exactly_and_writes_the_kept_tiles() {
             npy.display()
         ),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let written: Vec<_> = common::sorted_files(&npy)
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "npy"))
@@ -488,7 +538,11 @@ fn colour_frames_are_tiled_and_written_as_rgb() {
             dir.display()
         ),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let index = common::read_jsonl(&dir.join("index.jsonl"));
     assert_eq!(index.len(), 6);
     let last = &index[5];
@@ -573,8 +627,16 @@ fn bad_rules_and_bad_properties_are_errors_naming_them() {
 
 fn gpu_sums(g: &mut GpuSums, frame: &Frame, s: &Sampling, c: &Cut, bp: u32) -> Vec<PixelSums> {
     let mut out = Vec::new();
-    g.sums(frame.data().unwrap(), s, &c.tiles, &c.blocks, &c.first, bp, &mut out)
-        .unwrap();
+    g.sums(
+        frame.data().unwrap(),
+        s,
+        &c.tiles,
+        &c.blocks,
+        &c.first,
+        bp,
+        &mut out,
+    )
+    .unwrap();
     out
 }
 

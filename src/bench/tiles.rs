@@ -90,8 +90,7 @@ pub fn tiles(opts: &TilesBenchOptions) -> Result<String, BenchError> {
                 ))
             })?,
     };
-    let keep =
-        Rule::parse(&opts.keep).map_err(|e| BenchError::Options(format!("--keep: {e}")))?;
+    let keep = Rule::parse(&opts.keep).map_err(|e| BenchError::Options(format!("--keep: {e}")))?;
     let t = Instant::now();
     let frame = scene::frame(w, w, opts.scene_seed);
     let scene_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -113,7 +112,12 @@ pub fn tiles(opts: &TilesBenchOptions) -> Result<String, BenchError> {
         block_pixels: opts.block_pixels,
         ..TileStatsConfig::default()
     };
-    let tally = || Tally::new(Budget::new(std::time::Duration::from_millis(33), Vec::new()));
+    let tally = || {
+        Tally::new(Budget::new(
+            std::time::Duration::from_millis(33),
+            Vec::new(),
+        ))
+    };
     let stage = |backend, threads| {
         TileFilter::new(config(backend, threads), tally())
             .map_err(|e| BenchError::Options(e.to_string()))
@@ -148,7 +152,9 @@ pub fn tiles(opts: &TilesBenchOptions) -> Result<String, BenchError> {
         "{w}x{w} 16-bit synthetic scene (scene seed {}, made in {scene_ms:.0} ms), {n} random tiles of {min}..={max} px (grid seed {grid_seed}), {blocks} blocks of {} px; keep \"{}\": {kept} of {n} kept",
         opts.scene_seed, opts.block_pixels, opts.keep
     );
-    out.push_str("| row | ms per frame (median) | kernel launches per frame | sums equal cpu | note |\n");
+    out.push_str(
+        "| row | ms per frame (median) | kernel launches per frame | sums equal cpu | note |\n",
+    );
     out.push_str("|---|---:|---:|---|---|\n");
     let _ = writeln!(
         out,
@@ -203,7 +209,13 @@ fn gpu_rows(
     let data = frame.data().unwrap_or(&[]);
     let (mut tiles, mut blocks, mut first) = (Vec::new(), Vec::new(), Vec::new());
     let rects = frame.detections.iter().map(|d| d.bbox);
-    tile_blocks(rects, opts.block_pixels, &mut tiles, &mut blocks, &mut first);
+    tile_blocks(
+        rects,
+        opts.block_pixels,
+        &mut tiles,
+        &mut blocks,
+        &mut first,
+    );
     let mut g = GpuSums::new(0)?;
     let name = g.engine().device_name();
     let reps = opts.gpu_reps.max(1);

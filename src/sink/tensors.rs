@@ -159,7 +159,12 @@ impl Stage<CropBatch, CropBatch> for TensorsSink {
 }
 
 /// Write a NumPy `.npy` (format 1.0) file of little-endian `descr` values with `shape` to `file`.
-pub(super) fn write_npy(file: File, descr: &str, shape: &[usize], data: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_npy(
+    file: File,
+    descr: &str,
+    shape: &[usize],
+    data: &[u8],
+) -> std::io::Result<()> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape = match dims.len() {
         1 => format!("({},)", dims[0]),

@@ -150,7 +150,12 @@ mod tests {
 
     #[test]
     fn the_random_grid_covers_the_frame_once_with_tiles_of_its_sizes() {
-        for (fw, fh, seed) in [(2000, 1500, 1), (1000, 1000, 2), (700, 129, 3), (100, 90, 4)] {
+        for (fw, fh, seed) in [
+            (2000, 1500, 1),
+            (1000, 1000, 2),
+            (700, 129, 3),
+            (100, 90, 4),
+        ] {
             let t = random(fw, fh, 128, 512, seed);
             assert!(covers_once(&t, fw, fh), "{fw}x{fh} seed {seed}");
             for &[x, y, w, h] in &t {
@@ -160,8 +165,14 @@ mod tests {
                 assert!(h >= 128 || y + h == fh, "{:?}", [x, y, w, h]);
             }
         }
-        assert_eq!(random(2000, 1500, 128, 512, 7), random(2000, 1500, 128, 512, 7));
-        assert_ne!(random(2000, 1500, 128, 512, 7), random(2000, 1500, 128, 512, 8));
+        assert_eq!(
+            random(2000, 1500, 128, 512, 7),
+            random(2000, 1500, 128, 512, 7)
+        );
+        assert_ne!(
+            random(2000, 1500, 128, 512, 7),
+            random(2000, 1500, 128, 512, 8)
+        );
         // 1-pixel tiles.
         assert_eq!(random(5, 4, 1, 1, 0).len(), 20);
     }

@@ -141,7 +141,10 @@ impl Tiler {
                 t
             }
         };
-        let values: u64 = tiles.iter().map(|r| u64::from(r[2]) * u64::from(r[3]) * 3).sum();
+        let values: u64 = tiles
+            .iter()
+            .map(|r| u64::from(r[2]) * u64::from(r[3]) * 3)
+            .sum();
         if values > u64::from(u32::MAX) {
             return Err(TilesError::TooLarge {
                 stream: frame.stream,
@@ -236,7 +239,10 @@ fn tiles_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     let small = |k: &str, d: u32| p.int(k).map_or(d, |v| u32::try_from(v).unwrap_or(u32::MAX));
     let grid = match p.size("size") {
         Some(size) => {
-            if let Some(k) = ["min", "max", "seed"].into_iter().find(|k| p.given(k).is_some()) {
+            if let Some(k) = ["min", "max", "seed"]
+                .into_iter()
+                .find(|k| p.given(k).is_some())
+            {
                 return Err(p.error(
                     k,
                     format!("tiles: {k} is a setting of the random grid, and size=WxH makes a regular one: give one or the other"),
@@ -256,10 +262,7 @@ fn tiles_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             }
             let (min, max) = (small("min", DEFAULT_MIN), small("max", DEFAULT_MAX));
             if min > max {
-                return Err(p.error(
-                    "min",
-                    format!("tiles: min={min} is larger than max={max}"),
-                ));
+                return Err(p.error("min", format!("tiles: min={min} is larger than max={max}")));
             }
             Grid::Random {
                 min,
@@ -269,4 +272,35 @@ fn tiles_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         }
     };
     Ok(Box::new(TilesConfig { grid }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{Colorimetry, FrameLayout, PixelFormat, PooledBuf};
+
+    #[test]
+    fn a_frame_past_the_batch_offsets_is_an_error_naming_it() {
+        // The check comes before any pixel is read: the frame needs no bytes.
+        let layout = FrameLayout::packed(PixelFormat::Gray16, 40_000, 40_000);
+        let frame = Frame::new(
+            0,
+            5,
+            "big",
+            layout,
+            Colorimetry::default(),
+            PooledBuf::unpooled(Vec::new()),
+        );
+        let mut tiler = Tiler::new(TilesConfig {
+            grid: Grid::Regular {
+                size: (4096, 4096),
+                overlap: 0.0,
+            },
+        });
+        let e = tiler.cut(frame).err().unwrap().to_string();
+        assert!(
+            e.starts_with("tiles: frame 5 of stream 0 (40000x40000) is too large for one batch: its tiles' 4800000000 output values"),
+            "{e}"
+        );
+    }
 }

@@ -19,11 +19,13 @@ pub fn scene(width: u32, height: u32, seed: u64) -> Vec<u16> {
     let (w, h) = (width as usize, height as usize);
     let mut out = vec![0u16; w * h];
     let scale = 1.0 / width.max(height) as f32;
-    out.par_chunks_mut(w.max(1)).enumerate().for_each(|(y, row)| {
-        for (x, v) in row.iter_mut().enumerate() {
-            *v = sample(x as f32 * scale, y as f32 * scale, seed);
-        }
-    });
+    out.par_chunks_mut(w.max(1))
+        .enumerate()
+        .for_each(|(y, row)| {
+            for (x, v) in row.iter_mut().enumerate() {
+                *v = sample(x as f32 * scale, y as f32 * scale, seed);
+            }
+        });
     out
 }
 
@@ -149,6 +151,9 @@ mod tests {
                 / s.len() as f64
         };
         let (ocean, ice, cloud) = (share(0.0, 0.2), share(0.5, 0.78), share(0.8, 1.0));
-        assert!(ocean > 0.15 && ice > 0.05 && cloud > 0.05, "{ocean} {ice} {cloud}");
+        assert!(
+            ocean > 0.15 && ice > 0.05 && cloud > 0.05,
+            "{ocean} {ice} {cloud}"
+        );
     }
 }

@@ -92,7 +92,10 @@ fn run_sums(data: &[u8], s: &Sampling, x: u32, y: u32, len: u32) -> PixelSums {
                 .map(|b| u32::from(u16::from_le_bytes([b[0], b[1]]))),
             band.above_from,
         ),
-        Source::Gray8 => fold(row[x..x + len].iter().map(|&v| u32::from(v)), band.above_from),
+        Source::Gray8 => fold(
+            row[x..x + len].iter().map(|&v| u32::from(v)),
+            band.above_from,
+        ),
         Source::Packed => {
             let bpp = band.bpp as usize;
             let [i0, i1, i2] = band.idx.map(|i| i as usize);

@@ -132,9 +132,18 @@ impl GpuSums {
 
         self.host_meta.clear();
         let pack = |bytes: usize, start: usize| (start, start + bytes);
-        let t = pack(std::mem::size_of_val(tiles), push_aligned(&mut self.host_meta, tiles));
-        let b = pack(std::mem::size_of_val(blocks), push_aligned(&mut self.host_meta, blocks));
-        let f = pack(std::mem::size_of_val(first), push_aligned(&mut self.host_meta, first));
+        let t = pack(
+            std::mem::size_of_val(tiles),
+            push_aligned(&mut self.host_meta, tiles),
+        );
+        let b = pack(
+            std::mem::size_of_val(blocks),
+            push_aligned(&mut self.host_meta, blocks),
+        );
+        let f = pack(
+            std::mem::size_of_val(first),
+            push_aligned(&mut self.host_meta, first),
+        );
         self.parts = [t, b, f];
         let end = self.host_meta.len();
         grow(&stream, &mut self.meta, end.max(16))?;
@@ -170,7 +179,8 @@ impl GpuSums {
             return Ok(());
         }
         let whole = |b: u32| self.first.binary_search(&b).is_ok();
-        if block_pixels == 0 || block_pixels > 1 << 24
+        if block_pixels == 0
+            || block_pixels > 1 << 24
             || range.end > self.first.last().copied().unwrap_or(0)
             || !whole(range.start)
             || !whole(range.end)

@@ -222,7 +222,8 @@ pub fn above_from(level: f64, scale: f64, offset: f64, max_raw: u32) -> u32 {
 pub fn derive(sums: PixelSums, pixels: u64, scale: f64, offset: f64) -> TileStats {
     let n = pixels.max(1);
     let (nf, s) = (n as f64, sums.sum as f64);
-    let spread = (u128::from(n) * u128::from(sums.sum_sq)).saturating_sub(u128::from(sums.sum).pow(2));
+    let spread =
+        (u128::from(n) * u128::from(sums.sum_sq)).saturating_sub(u128::from(sums.sum).pow(2));
     let var = spread as f64 / (nf * nf);
     TileStats {
         pixels,
@@ -526,7 +527,13 @@ impl TileFilter {
                     .map(|(s, &(w, h))| sampling.stats(*s, u64::from(w) * u64::from(h))),
             );
             let c = &self.config;
-            select(&mut self.stats, &self.sizes, c.keep.as_ref(), c.top_k, c.score);
+            select(
+                &mut self.stats,
+                &self.sizes,
+                c.keep.as_ref(),
+                c.top_k,
+                c.score,
+            );
             for (k, &i) in self.crops.iter().enumerate() {
                 let s = self.stats[k];
                 let bytes = s.pixels * sampling.tile_bytes_per_pixel;
@@ -693,7 +700,10 @@ fn tilestats_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             p.error_in(
                 "keep",
                 e.column - 1..e.column - 1 + e.len,
-                format!("tilestats: keep: {} (column {} of the rule)", e.message, e.column),
+                format!(
+                    "tilestats: keep: {} (column {} of the rule)",
+                    e.message, e.column
+                ),
             )
         })?),
         None => None,
@@ -718,9 +728,7 @@ fn tilestats_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         },
         threads: p.usize("threads").unwrap_or(d.threads),
         device: p.usize("device").unwrap_or(d.device),
-        block_pixels: p
-            .int("block-pixels")
-            .map_or(d.block_pixels, |v| v as u32),
+        block_pixels: p.int("block-pixels").map_or(d.block_pixels, |v| v as u32),
         downlink_mbps: p.float("downlink-mbps").unwrap_or(d.downlink_mbps),
     }))
 }
@@ -734,7 +742,11 @@ mod tests {
         // 0.5 * 65535 = 32767.5: 32768 is the first sample whose value is above 0.5.
         assert_eq!(above_from(0.5, 1.0 / 65535.0, 0.0, 65535), 32768);
         assert_eq!(above_from(-1.0, 1.0 / 255.0, 0.0, 255), 0);
-        assert_eq!(above_from(1.0, 1.0 / 255.0, 0.0, 255), 256, "none is above 1");
+        assert_eq!(
+            above_from(1.0, 1.0 / 255.0, 0.0, 255),
+            256,
+            "none is above 1"
+        );
         // Reflectance: 1e-4 per count, offset -0.1: above 0.2 means 3001 and up.
         assert_eq!(above_from(0.2, 1e-4, -0.1, 65535), 3001);
     }

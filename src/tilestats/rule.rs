@@ -149,13 +149,19 @@ impl Rule {
             end: text.chars().count() + 1,
         };
         if tokens.is_empty() {
-            return Err(err(1, "the rule is empty: expected a comparison such as mean>0.5"));
+            return Err(err(
+                1,
+                "the rule is empty: expected a comparison such as mean>0.5",
+            ));
         }
         let node = p.or()?;
         if let Some(t) = p.peek() {
             return Err(err_token(
                 t,
-                format!("'{}' is left over after a complete rule: join comparisons with and/or", t.text),
+                format!(
+                    "'{}' is left over after a complete rule: join comparisons with and/or",
+                    t.text
+                ),
             ));
         }
         Ok(Rule(node))
@@ -312,9 +318,10 @@ impl Parser<'_> {
             match self.next() {
                 Some(t) if t.text == ")" => return Ok(rule),
                 _ => {
-                    return Err(
-                        err(open, "this '(' is never closed: expected ')' after its rule")
-                    )
+                    return Err(err(
+                        open,
+                        "this '(' is never closed: expected ')' after its rule",
+                    ))
                 }
             }
         }
@@ -423,10 +430,21 @@ mod tests {
         let err = |rule: &str| Rule::parse(rule).unwrap_err();
         let e = err("meen>0.5");
         assert_eq!(e.column, 1);
-        assert!(e.message.contains("unknown property 'meen' (did you mean 'mean'?"), "{e}");
-        assert!(e.message.contains("properties: mean, std, min, max, above"), "{e}");
+        assert!(
+            e.message
+                .contains("unknown property 'meen' (did you mean 'mean'?"),
+            "{e}"
+        );
+        assert!(
+            e.message.contains("properties: mean, std, min, max, above"),
+            "{e}"
+        );
         let e = err("mean 0.5");
-        assert_eq!((e.column, e.message.contains("found '0.5'")), (6, true), "{e}");
+        assert_eq!(
+            (e.column, e.message.contains("found '0.5'")),
+            (6, true),
+            "{e}"
+        );
         let e = err("mean >");
         assert!(e.message.contains("at the end of the rule"), "{e}");
         let e = err("(mean > 0.5");
@@ -436,8 +454,15 @@ mod tests {
         assert!(e.message.contains("'std' is left over"), "{e}");
         assert!(err("").message.contains("empty"));
         let e = err("mean > 0.5 & std < 1");
-        assert_eq!((e.column, e.message.as_str()), (12, "unexpected character '&'"));
+        assert_eq!(
+            (e.column, e.message.as_str()),
+            (12, "unexpected character '&'")
+        );
         let e = err("mean > and");
-        assert!(e.message.contains("expected a number or a property, found 'and'"), "{e}");
+        assert!(
+            e.message
+                .contains("expected a number or a property, found 'and'"),
+            "{e}"
+        );
     }
 }
