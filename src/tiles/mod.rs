@@ -23,8 +23,6 @@
 mod grid;
 pub mod scene;
 
-use std::sync::Arc;
-
 use crate::batch::{
     BatchPool, CropBatch, CropMeta, Origin, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS,
 };
@@ -115,8 +113,9 @@ pub struct TilesConfig {
 pub struct Tiler {
     config: TilesConfig,
     pool: BatchPool,
-    /// (width, height) of the frames the cached grid is for, and its tiles.
-    cached: Option<((u32, u32), Arc<[Rect]>)>,
+    /// (width, height) of the frames `tiles` is the grid of.
+    grid_of: Option<(u32, u32)>,
+    tiles: Vec<Rect>,
 }
 
 impl Tiler {
@@ -125,7 +124,8 @@ impl Tiler {
         Tiler {
             config,
             pool: BatchPool::new(),
-            cached: None,
+            grid_of: None,
+            tiles: Vec::new(),
         }
     }
 
@@ -133,14 +133,11 @@ impl Tiler {
     /// size.
     pub fn cut(&mut self, mut frame: Frame) -> Result<CropBatch, TilesError> {
         let size = (frame.layout.width, frame.layout.height);
-        let tiles = match &self.cached {
-            Some((s, t)) if *s == size => t.clone(),
-            _ => {
-                let t: Arc<[Rect]> = self.config.grid.tiles(size.0, size.1).into();
-                self.cached = Some((size, t.clone()));
-                t
-            }
-        };
+        if self.grid_of != Some(size) {
+            self.tiles = self.config.grid.tiles(size.0, size.1);
+            self.grid_of = Some(size);
+        }
+        let tiles = &self.tiles;
         let values: u64 = tiles
             .iter()
             .map(|r| u64::from(r[2]) * u64::from(r[3]) * 3)
