@@ -15,50 +15,17 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use octopipe::batch::{BlockMeta, CropMeta};
 use octopipe::budget::{Budget, Tally};
-use octopipe::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PixelSums, PooledBuf};
-use octopipe::preprocess::{cuda, BackendKind};
+use octopipe::frame::{Frame, PixelFormat, PixelSums};
+use octopipe::preprocess::BackendKind;
 use octopipe::tiles::{random, regular, scene, Edge, Grid, Rect, Tiler, TilesConfig};
 use octopipe::tilestats::{
-    tile_blocks, CpuSums, GpuSums, Property, Rule, Sampling, TileFilter, TileStatsConfig,
+    CpuSums, GpuSums, Property, Rule, Sampling, TileBlocks, TileFilter, TileStatsConfig,
 };
 
 /// The seed whose random grid of an 8192x8192 frame (tiles of 128..=512) has the seed scenario's
 /// 727 tiles.
 const SEED_727: u64 = 22;
-
-fn gpu(test: &str) -> bool {
-    match cuda::available() {
-        Ok(()) => true,
-        Err(why) => {
-            eprintln!("SKIPPED {test} (GPU part): no GPU ({why})");
-            false
-        }
-    }
-}
-
-/// A `w`x`h` frame of `format` filled with seeded bytes.
-fn noise_frame(format: PixelFormat, w: u32, h: u32, seed: u64) -> Frame {
-    let layout = FrameLayout::packed(format, w, h);
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let data = (0..layout.size())
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect();
-    Frame::new(
-        0,
-        seed,
-        "noise",
-        layout,
-        Colorimetry::JPEG,
-        PooledBuf::unpooled(data),
-    )
-}
 
 /// The straightforward reference: one sample per pixel, read and weighted as the stage documents
 /// it, summed in a plain loop.
@@ -96,40 +63,15 @@ fn reference(frame: &Frame, band: [u32; 3], rect: Rect, above_from: u32) -> Pixe
     s
 }
 
-/// A frame's tiles, their blocks and block table, as the stage builds them.
-struct Cut {
-    tiles: Vec<CropMeta>,
-    blocks: Vec<BlockMeta>,
-    first: Vec<u32>,
+fn cut(rects: &[Rect], block_pixels: u32) -> TileBlocks {
+    TileBlocks::new(rects.iter().copied(), block_pixels)
 }
 
-fn cut(rects: &[Rect], block_pixels: u32) -> Cut {
-    let mut c = Cut {
-        tiles: Vec::new(),
-        blocks: Vec::new(),
-        first: Vec::new(),
-    };
-    tile_blocks(
-        rects.iter().copied(),
-        block_pixels,
-        &mut c.tiles,
-        &mut c.blocks,
-        &mut c.first,
-    );
-    c
-}
-
-fn cpu_sums(frame: &Frame, sampling: &Sampling, c: &Cut, block_pixels: u32) -> Vec<PixelSums> {
+fn cpu_sums(frame: &Frame, sampling: &Sampling, t: &TileBlocks) -> Vec<PixelSums> {
     let mut out = Vec::new();
-    CpuSums::new(0).unwrap().sums(
-        frame.data().unwrap(),
-        sampling,
-        &c.tiles,
-        &c.blocks,
-        &c.first,
-        block_pixels,
-        &mut out,
-    );
+    CpuSums::new(0)
+        .unwrap()
+        .sums(frame.data().unwrap(), sampling, t, &mut out);
     out
 }
 
@@ -159,28 +101,28 @@ fn cases() -> Vec<(String, Frame, Vec<Rect>, u32, &'static str)> {
     }
     v.push((
         "noise GRAY16 1000x700, clipped 512x512 grid".into(),
-        noise_frame(PixelFormat::Gray16, 1000, 700, 5),
+        common::random_frame(PixelFormat::Gray16, 1000, 700, 5),
         regular(1000, 700, 512, 512, 0.0, Edge::Clip),
         16384,
         "luma",
     ));
     v.push((
         "noise GRAY16 37x23, 1-pixel tiles".into(),
-        noise_frame(PixelFormat::Gray16, 37, 23, 6),
+        common::random_frame(PixelFormat::Gray16, 37, 23, 6),
         regular(37, 23, 1, 1, 0.0, Edge::Clip),
         32,
         "luma",
     ));
     v.push((
         "noise I420 1283x721 (luma plane), random grid 1..=300".into(),
-        noise_frame(PixelFormat::I420, 1283, 721, 7),
+        common::random_frame(PixelFormat::I420, 1283, 721, 7),
         random(1283, 721, 1, 300, 7),
         333,
         "luma",
     ));
     v.push((
         "noise NV12 640x480, overlapping grid".into(),
-        noise_frame(PixelFormat::Nv12, 640, 480, 8),
+        common::random_frame(PixelFormat::Nv12, 640, 480, 8),
         regular(640, 480, 200, 150, 0.3, Edge::Clip),
         4096,
         "luma",
@@ -193,7 +135,7 @@ fn cases() -> Vec<(String, Frame, Vec<Rect>, u32, &'static str)> {
     ] {
         v.push((
             format!("noise {format} 999x517 band {band}, random grid"),
-            noise_frame(format, 999, 517, 9),
+            common::random_frame(format, 999, 517, 9),
             random(999, 517, 64, 256, 9),
             2048,
             band,
@@ -225,7 +167,7 @@ fn cpu_sums_equal_a_straightforward_reference() {
                 "{what}"
             );
         }
-        let sums = cpu_sums(&frame, &sampling, &c, bp);
+        let sums = cpu_sums(&frame, &sampling, &c);
         assert_eq!(sums.len(), rects.len(), "{what}");
         for (t, r) in rects.iter().enumerate() {
             let want = reference(&frame, weights(band), *r, sampling.band.above_from);
@@ -237,15 +179,17 @@ fn cpu_sums_equal_a_straightforward_reference() {
 
 #[test]
 fn one_pixel_tiles_are_their_pixel() {
-    let frame = noise_frame(PixelFormat::Gray16, 9, 7, 11);
+    let frame = common::random_frame(PixelFormat::Gray16, 9, 7, 11);
     let rects = random(9, 7, 1, 1, 0);
     assert_eq!(rects.len(), 63);
     let cfg = config("luma", 0.5);
     let sampling = Sampling::of(&frame, &cfg).unwrap();
-    let sums = cpu_sums(&frame, &sampling, &cut(&rects, 32), 32);
-    let d = frame.data().unwrap();
+    let sums = cpu_sums(&frame, &sampling, &cut(&rects, 32));
+    let (d, stride) = (frame.data().unwrap(), frame.layout.strides[0]);
     for (t, s) in sums.iter().enumerate() {
-        let v = u32::from(u16::from_le_bytes([d[2 * t], d[2 * t + 1]]));
+        // Tile t is pixel (t % 9, t / 9); rows are padded.
+        let i = (t / 9) * stride + (t % 9) * 2;
+        let v = u32::from(u16::from_le_bytes([d[i], d[i + 1]]));
         assert_eq!(
             (s.sum, s.sum_sq, s.min, s.max),
             (v.into(), u64::from(v).pow(2), v, v)
@@ -259,7 +203,7 @@ fn one_pixel_tiles_are_their_pixel() {
 #[test]
 fn edge_tiles_are_clipped_to_the_frame() {
     // 1000x700 in 512x512 tiles: the right column 488 wide, the bottom row 188 high.
-    let frame = noise_frame(PixelFormat::Gray16, 1000, 700, 12);
+    let frame = common::random_frame(PixelFormat::Gray16, 1000, 700, 12);
     let mut tiler = Tiler::new(TilesConfig {
         grid: Grid::Regular {
             size: (512, 512),
@@ -625,24 +569,15 @@ fn bad_rules_and_bad_properties_are_errors_naming_them() {
 
 // ---- GPU: the CUDA backend against the CPU backend ----
 
-fn gpu_sums(g: &mut GpuSums, frame: &Frame, s: &Sampling, c: &Cut, bp: u32) -> Vec<PixelSums> {
+fn gpu_sums(g: &mut GpuSums, frame: &Frame, s: &Sampling, t: &TileBlocks) -> Vec<PixelSums> {
     let mut out = Vec::new();
-    g.sums(
-        frame.data().unwrap(),
-        s,
-        &c.tiles,
-        &c.blocks,
-        &c.first,
-        bp,
-        &mut out,
-    )
-    .unwrap();
+    g.sums(frame.data().unwrap(), s, t, &mut out).unwrap();
     out
 }
 
 #[test]
 fn gpu_sums_equal_cpu_sums_on_the_scene_and_random_grids() {
-    if !gpu("gpu_sums_equal_cpu_sums_on_the_scene_and_random_grids") {
+    if !common::gpu("gpu_sums_equal_cpu_sums_on_the_scene_and_random_grids") {
         return;
     }
     let mut g = GpuSums::new(0).unwrap();
@@ -662,10 +597,10 @@ fn gpu_sums_equal_cpu_sums_on_the_scene_and_random_grids() {
     for (what, frame, rects, bp, band) in all {
         let s = Sampling::of(&frame, &config(band, 0.535)).unwrap();
         let c = cut(&rects, bp);
-        let cpu = cpu_sums(&frame, &s, &c, bp);
+        let cpu = cpu_sums(&frame, &s, &c);
         let before = g.launches;
         for round in 0..3 {
-            let gpu = gpu_sums(&mut g, &frame, &s, &c, bp);
+            let gpu = gpu_sums(&mut g, &frame, &s, &c);
             assert_eq!(gpu, cpu, "{what}, launch {round}");
         }
         assert_eq!(g.launches - before, 3, "{what}: one launch per frame");
@@ -676,14 +611,14 @@ fn gpu_sums_equal_cpu_sums_on_the_scene_and_random_grids() {
                 .map(|(x, r)| s.stats(*x, u64::from(r[2]) * u64::from(r[3])))
                 .collect()
         };
-        assert_eq!(stats(&cpu), stats(&gpu_sums(&mut g, &frame, &s, &c, bp)));
+        assert_eq!(stats(&cpu), stats(&gpu_sums(&mut g, &frame, &s, &c)));
         eprintln!("{what}: {} tiles, GPU sums equal CPU sums", rects.len());
     }
 }
 
 #[test]
 fn gpu_and_cpu_stages_keep_the_same_tiles() {
-    if !gpu("gpu_and_cpu_stages_keep_the_same_tiles") {
+    if !common::gpu("gpu_and_cpu_stages_keep_the_same_tiles") {
         return;
     }
     for (keep, top_k) in [

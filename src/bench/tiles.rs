@@ -21,7 +21,7 @@ use crate::preprocess::cuda::{available, CudaError};
 use crate::preprocess::BackendKind;
 use crate::tiles::{random, scene, Grid, Tiler, TilesConfig};
 use crate::tilestats::cuda::TILESTATS_THREADS;
-use crate::tilestats::{tile_blocks, GpuSums, Rule, Sampling, TileFilter, TileStatsConfig};
+use crate::tilestats::{GpuSums, Rule, Sampling, TileBlocks, TileFilter, TileStatsConfig};
 
 /// The seed scenario's time on a Jetson Orin Nano, ms per scene.
 pub const SEED_ORIN_NANO_MS: f64 = 147.0;
@@ -207,15 +207,7 @@ fn gpu_rows(
     };
     let sampling = Sampling::of(frame, &cfg).map_err(|e| BenchError::Options(e.to_string()))?;
     let data = frame.data().unwrap_or(&[]);
-    let (mut tiles, mut blocks, mut first) = (Vec::new(), Vec::new(), Vec::new());
-    let rects = frame.detections.iter().map(|d| d.bbox);
-    tile_blocks(
-        rects,
-        opts.block_pixels,
-        &mut tiles,
-        &mut blocks,
-        &mut first,
-    );
+    let tiles = TileBlocks::new(frame.detections.iter().map(|d| d.bbox), opts.block_pixels);
     let mut g = GpuSums::new(0)?;
     let name = g.engine().device_name();
     let reps = opts.gpu_reps.max(1);
@@ -225,20 +217,20 @@ fn gpu_rows(
     let mut t = Vec::new();
     for _ in 0..reps.min(10) {
         let s = Instant::now();
-        g.upload(data, &sampling, &tiles, &blocks, &first)?;
+        g.upload(data, &sampling, &tiles)?;
         g.engine().stream().synchronize().map_err(CudaError::from)?;
         t.push(s.elapsed().as_secs_f64() * 1e3);
     }
     let upload_ms = median(&mut t);
 
     let mut sums = Vec::new();
-    let (one_dev, one_host) = time_gpu(&mut g, reps, |g| g.launch(&sampling, bp))?;
+    let (one_dev, one_host) = time_gpu(&mut g, reps, |g| g.launch(&sampling))?;
     g.download(&mut sums)?;
     let one_ok = equal(&sums);
 
     let per_tile = |g: &mut GpuSums| -> Result<(), CudaError> {
-        for t in 0..first.len() - 1 {
-            g.launch_blocks(&sampling, bp, first[t]..first[t + 1])?;
+        for w in tiles.first.windows(2) {
+            g.launch_blocks(&sampling, w[0]..w[1])?;
         }
         Ok(())
     };
@@ -254,7 +246,7 @@ fn gpu_rows(
     g.download(&mut sums)?;
     let pad_ok = equal(&sums);
 
-    let n = tiles.len();
+    let n = tiles.tiles.len();
     let _ = writeln!(
         out,
         "| cuda stage ({name}) | {stage_ms:.2} | 1 | {} | host frame to kept tiles: the band's upload, one launch, the sums back, statistics and keep |",
@@ -268,7 +260,7 @@ fn gpu_rows(
     let _ = writeln!(
         out,
         "| cuda one launch | {one_dev:.3} | 1 | {one_ok} | every tile in one launch, {} blocks by tile area, two-level reduction (device time by events; {one_host:.3} ms launch to sync) |",
-        blocks.len()
+        tiles.blocks.len()
     );
     let _ = writeln!(
         out,

@@ -26,7 +26,7 @@ mod lines;
 mod tensors;
 mod tiles;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -58,6 +58,27 @@ pub struct SinkError {
     pub path: String,
     /// What went wrong.
     pub reason: String,
+}
+
+/// Create `dir` (or take it as it is) for a sink that writes files into it, refusing a folder
+/// that holds a file `ours` recognises as an earlier run's output: nothing is overwritten.
+fn fresh_folder(dir: &Path, ours: impl Fn(&str) -> bool) -> Result<(), SinkError> {
+    let err = |reason: String| SinkError {
+        path: dir.display().to_string(),
+        reason,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create the folder: {e}")))?;
+    let taken = std::fs::read_dir(dir)
+        .map_err(|e| err(format!("cannot read the folder: {e}")))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| ours(n));
+    match taken {
+        Some(name) => Err(err(format!(
+            "already holds {name} from an earlier run: give an empty or new folder"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// What the box source said of a box.

@@ -84,21 +84,9 @@ impl TensorsSink {
     /// Create the folder (or take an empty one) and the index.
     pub fn new(config: &TensorsConfig) -> Result<Self, SinkError> {
         let dir = config.location.clone();
-        let err = |reason: String| SinkError {
-            path: dir.display().to_string(),
-            reason,
-        };
-        std::fs::create_dir_all(&dir).map_err(|e| err(format!("cannot create the folder: {e}")))?;
-        let taken = std::fs::read_dir(&dir)
-            .map_err(|e| err(format!("cannot read the folder: {e}")))?
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .find(|n| n == "index.jsonl" || (n.starts_with("batch-") && n.ends_with(".npy")));
-        if let Some(name) = taken {
-            return Err(err(format!(
-                "already holds {name} from an earlier run: give an empty or new folder"
-            )));
-        }
+        super::fresh_folder(&dir, |n| {
+            n == "index.jsonl" || (n.starts_with("batch-") && n.ends_with(".npy"))
+        })?;
         let index = JsonLines::create(&dir.join("index.jsonl"))?;
         Ok(TensorsSink {
             dir,

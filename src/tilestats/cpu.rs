@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::{Sampling, Source, TileStatsError};
+use super::{Sampling, Source, TileBlocks, TileStatsError};
 use crate::batch::{BlockMeta, CropMeta};
 use crate::frame::PixelSums;
 
@@ -27,30 +27,25 @@ impl CpuSums {
         })
     }
 
-    /// The sums of every tile of `tiles` (rectangles of the frame whose host bytes are `data`),
-    /// into `out` (one per tile): each block of `blocks` (runs of `block_pixels` pixels of a tile,
-    /// in raster order; `first[t]..first[t + 1]` are tile t's) in parallel, then merged per tile.
-    #[allow(clippy::too_many_arguments)]
+    /// The sums of every tile of `t` (rectangles of the frame whose host bytes are `data`), into
+    /// `out` (one per tile): each block in parallel, then each tile's blocks merged in order.
     pub fn sums(
         &mut self,
         data: &[u8],
         sampling: &Sampling,
-        tiles: &[CropMeta],
-        blocks: &[BlockMeta],
-        first: &[u32],
-        block_pixels: u32,
+        t: &TileBlocks,
         out: &mut Vec<PixelSums>,
     ) {
         let partials = &mut self.partials;
         partials.clear();
         self.pool.install(|| {
-            blocks
+            t.blocks
                 .par_iter()
-                .map(|b| block_sums(data, sampling, &tiles[b.crop as usize], b, block_pixels))
+                .map(|b| block_sums(data, sampling, &t.tiles[b.crop as usize], b, t.block_pixels))
                 .collect_into_vec(partials)
         });
         out.clear();
-        out.extend(first.windows(2).map(|w| {
+        out.extend(t.first.windows(2).map(|w| {
             partials[w[0] as usize..w[1] as usize]
                 .iter()
                 .fold(PixelSums::EMPTY, |a, b| a.merge(*b))

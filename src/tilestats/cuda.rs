@@ -6,8 +6,8 @@ use std::ops::Range;
 
 use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg, ValidAsZeroBits};
 
-use super::{Band, Sampling, Source};
-use crate::batch::{BlockMeta, CropMeta};
+use super::{Band, Sampling, Source, TileBlocks};
+use crate::batch::CropMeta;
 use crate::frame::PixelSums;
 use crate::preprocess::cuda::engine::grow;
 use crate::preprocess::cuda::kernels::Kernel;
@@ -41,6 +41,7 @@ pub struct GpuSums {
     /// The tiles, blocks and first-block table of the last upload (for checks and baselines).
     pub(crate) tiles: Vec<CropMeta>,
     pub(crate) first: Vec<u32>,
+    pub(crate) block_pixels: u32,
     pub(crate) dims: (u32, u32),
     /// Kernel launches so far.
     pub launches: u64,
@@ -60,6 +61,7 @@ impl GpuSums {
             out: None,
             tiles: Vec::new(),
             first: Vec::new(),
+            block_pixels: 0,
             dims: (0, 0),
             launches: 0,
         })
@@ -71,32 +73,28 @@ impl GpuSums {
     }
 
     /// Every tile's sums, into `out`: [`Self::upload`], [`Self::launch`], [`Self::download`].
-    #[allow(clippy::too_many_arguments)]
     pub fn sums(
         &mut self,
         data: &[u8],
         sampling: &Sampling,
-        tiles: &[CropMeta],
-        blocks: &[BlockMeta],
-        first: &[u32],
-        block_pixels: u32,
+        tiles: &TileBlocks,
         out: &mut Vec<PixelSums>,
     ) -> Result<(), CudaError> {
-        self.upload(data, sampling, tiles, blocks, first)?;
-        self.launch(sampling, block_pixels)?;
+        self.upload(data, sampling, tiles)?;
+        self.launch(sampling)?;
         self.download(out)
     }
 
-    /// Copy the frame's band plane (from `data`, the frame's host bytes) and the metadata to the
-    /// device. Checks every tile lies inside the frame and `first` lists each tile's blocks.
+    /// Copy the frame's band plane (from `data`, the frame's host bytes) and the tiles and their
+    /// blocks to the device. Checks every tile lies inside the frame and the block table lists
+    /// each tile's blocks.
     pub fn upload(
         &mut self,
         data: &[u8],
         sampling: &Sampling,
-        tiles: &[CropMeta],
-        blocks: &[BlockMeta],
-        first: &[u32],
+        t: &TileBlocks,
     ) -> Result<(), CudaError> {
+        let (tiles, blocks, first) = (&t.tiles, &t.blocks, &t.first);
         let (w, h) = sampling.size;
         for (i, t) in tiles.iter().enumerate() {
             // The kernel counts a tile's pixels in 32 bits, with a block's worth to spare.
@@ -110,6 +108,8 @@ impl GpuSums {
         if first.len() != tiles.len() + 1
             || first.last().copied() != Some(blocks.len() as u32)
             || blocks.iter().any(|b| b.crop as usize >= tiles.len())
+            || t.block_pixels == 0
+            || t.block_pixels > 1 << 24
         {
             return Err(CudaError::Invalid(
                 "the block table does not match the tiles".into(),
@@ -132,19 +132,19 @@ impl GpuSums {
 
         self.host_meta.clear();
         let pack = |bytes: usize, start: usize| (start, start + bytes);
-        let t = pack(
+        let tp = pack(
             std::mem::size_of_val(tiles),
             push_aligned(&mut self.host_meta, tiles),
         );
-        let b = pack(
+        let bp = pack(
             std::mem::size_of_val(blocks),
             push_aligned(&mut self.host_meta, blocks),
         );
-        let f = pack(
+        let fp = pack(
             std::mem::size_of_val(first),
             push_aligned(&mut self.host_meta, first),
         );
-        self.parts = [t, b, f];
+        self.parts = [tp, bp, fp];
         let end = self.host_meta.len();
         grow(&stream, &mut self.meta, end.max(16))?;
         let meta = self.meta.as_mut().expect("grown above");
@@ -156,14 +156,15 @@ impl GpuSums {
         self.tiles.extend_from_slice(tiles);
         self.first.clear();
         self.first.extend_from_slice(first);
+        self.block_pixels = t.block_pixels;
         self.dims = (w, h);
         Ok(())
     }
 
     /// One launch for every tile of the last upload. Asynchronous on the engine's stream.
-    pub fn launch(&mut self, sampling: &Sampling, block_pixels: u32) -> Result<(), CudaError> {
+    pub fn launch(&mut self, sampling: &Sampling) -> Result<(), CudaError> {
         let blocks = self.first.last().copied().unwrap_or(0);
-        self.launch_blocks(sampling, block_pixels, 0..blocks)
+        self.launch_blocks(sampling, 0..blocks)
     }
 
     /// Launch the kernel on blocks `range` of the last upload only (one launch per tile is
@@ -172,16 +173,13 @@ impl GpuSums {
     pub fn launch_blocks(
         &mut self,
         sampling: &Sampling,
-        block_pixels: u32,
         range: Range<u32>,
     ) -> Result<(), CudaError> {
         if range.is_empty() {
             return Ok(());
         }
         let whole = |b: u32| self.first.binary_search(&b).is_ok();
-        if block_pixels == 0
-            || block_pixels > 1 << 24
-            || range.end > self.first.last().copied().unwrap_or(0)
+        if range.end > self.first.last().copied().unwrap_or(0)
             || !whole(range.start)
             || !whole(range.end)
             || sampling.size != self.dims
@@ -208,6 +206,7 @@ impl GpuSums {
         );
         let band = sampling.band;
         let base = range.start;
+        let block_pixels = self.block_pixels;
         let cfg = launch_config((range.end - range.start, 1), TILESTATS_THREADS);
         let mut b = stream.launch_builder(&f);
         b.arg(frame)

@@ -373,57 +373,72 @@ impl Sums {
     }
 
     /// Every tile's sums ([`CpuSums::sums`], [`GpuSums::sums`]).
-    #[allow(clippy::too_many_arguments)]
     pub fn sums(
         &mut self,
         data: &[u8],
         sampling: &Sampling,
-        tiles: &[CropMeta],
-        blocks: &[BlockMeta],
-        first: &[u32],
-        block_pixels: u32,
+        tiles: &TileBlocks,
         out: &mut Vec<PixelSums>,
     ) -> Result<(), TileStatsError> {
         match self {
             Sums::Cpu(c) => {
-                c.sums(data, sampling, tiles, blocks, first, block_pixels, out);
+                c.sums(data, sampling, tiles, out);
                 Ok(())
             }
-            Sums::Cuda(g) => Ok(g.sums(data, sampling, tiles, blocks, first, block_pixels, out)?),
+            Sums::Cuda(g) => Ok(g.sums(data, sampling, tiles, out)?),
         }
     }
 }
 
-/// A frame's tiles as the backends take them: `boxes` (rectangles of one frame) as crops of
-/// frame 0 at their own size, cut into blocks of `block_pixels` pixels by area, and each tile's
-/// first block (`first[t]..first[t + 1]` are tile t's blocks).
-pub fn tile_blocks(
-    boxes: impl IntoIterator<Item = [u32; 4]>,
-    block_pixels: u32,
-    tiles: &mut Vec<CropMeta>,
-    blocks: &mut Vec<BlockMeta>,
-    first: &mut Vec<u32>,
-) {
-    tiles.clear();
-    tiles.extend(boxes.into_iter().map(|[x, y, w, h]| CropMeta {
-        frame: 0,
-        x,
-        y,
-        w,
-        h,
-        out_w: w,
-        out_h: h,
-        out_offset: 0,
-    }));
-    build_blocks_into(tiles, block_pixels, 1, blocks);
-    first.clear();
-    first.resize(tiles.len() + 1, 0);
-    // Blocks come tile by tile, in order: count them, then take running sums.
-    for b in blocks.iter() {
-        first[b.crop as usize + 1] += 1;
+/// A frame's tiles as the backends take them: rectangles of one frame as crops of frame 0 at
+/// their own size, cut into blocks of `block_pixels` pixels by area (a tile gets
+/// ceil(pixels / block_pixels) blocks), and each tile's first block: `first[t]..first[t + 1]`
+/// are tile t's blocks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TileBlocks {
+    /// The tiles.
+    pub tiles: Vec<CropMeta>,
+    /// Their blocks, tile by tile, in order.
+    pub blocks: Vec<BlockMeta>,
+    /// Each tile's first block, and the block count last.
+    pub first: Vec<u32>,
+    /// Pixels per block.
+    pub block_pixels: u32,
+}
+
+impl TileBlocks {
+    /// The tiles and blocks of `boxes` (`[x, y, w, h]`).
+    pub fn new(boxes: impl IntoIterator<Item = [u32; 4]>, block_pixels: u32) -> Self {
+        let mut t = TileBlocks::default();
+        t.set(boxes, block_pixels);
+        t
     }
-    for t in 0..tiles.len() {
-        first[t + 1] += first[t];
+
+    /// Make these the tiles and blocks of `boxes`, reusing the buffers.
+    pub fn set(&mut self, boxes: impl IntoIterator<Item = [u32; 4]>, block_pixels: u32) {
+        self.tiles.clear();
+        self.tiles
+            .extend(boxes.into_iter().map(|[x, y, w, h]| CropMeta {
+                frame: 0,
+                x,
+                y,
+                w,
+                h,
+                out_w: w,
+                out_h: h,
+                out_offset: 0,
+            }));
+        self.block_pixels = block_pixels;
+        build_blocks_into(&self.tiles, block_pixels, 1, &mut self.blocks);
+        self.first.clear();
+        self.first.resize(self.tiles.len() + 1, 0);
+        // Blocks come tile by tile, in order: count them, then take running sums.
+        for b in &self.blocks {
+            self.first[b.crop as usize + 1] += 1;
+        }
+        for t in 0..self.tiles.len() {
+            self.first[t + 1] += self.first[t];
+        }
     }
 }
 
@@ -445,9 +460,7 @@ pub struct TileFilter {
     tally: Tally,
     totals: Totals,
     // Scratch, reused per frame.
-    tiles: Vec<CropMeta>,
-    blocks: Vec<BlockMeta>,
-    first: Vec<u32>,
+    tiles: TileBlocks,
     values: Vec<PixelSums>,
     stats: Vec<TileStats>,
     sizes: Vec<(u32, u32)>,
@@ -462,9 +475,7 @@ impl TileFilter {
             config,
             tally,
             totals: Totals::default(),
-            tiles: Vec::new(),
-            blocks: Vec::new(),
-            first: Vec::new(),
+            tiles: TileBlocks::default(),
             values: Vec::new(),
             stats: Vec::new(),
             sizes: Vec::new(),
@@ -498,27 +509,18 @@ impl TileFilter {
                 seq: frame.seq,
             })?;
             let crops = &batch.crops;
-            tile_blocks(
+            self.tiles.set(
                 self.crops.iter().map(|&i| {
                     let c = &crops[i];
                     [c.x, c.y, c.w, c.h]
                 }),
                 self.config.block_pixels,
-                &mut self.tiles,
-                &mut self.blocks,
-                &mut self.first,
             );
-            self.sums.sums(
-                data,
-                &sampling,
-                &self.tiles,
-                &self.blocks,
-                &self.first,
-                self.config.block_pixels,
-                &mut self.values,
-            )?;
+            self.sums
+                .sums(data, &sampling, &self.tiles, &mut self.values)?;
             self.sizes.clear();
-            self.sizes.extend(self.tiles.iter().map(|t| (t.w, t.h)));
+            self.sizes
+                .extend(self.tiles.tiles.iter().map(|t| (t.w, t.h)));
             self.stats.clear();
             self.stats.extend(
                 self.values
