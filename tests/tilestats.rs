@@ -318,16 +318,7 @@ fn octopipe(args: &[&str]) -> std::process::Output {
 
 /// (tiles kept, tiles) from the report's tilestats line.
 fn kept_of(stderr: &str) -> (u64, u64) {
-    let line = stderr
-        .lines()
-        .find(|l| l.starts_with("tilestats ("))
-        .unwrap_or_else(|| panic!("no tilestats line in:\n{stderr}"));
-    let n: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .take(2)
-        .map(|s| s.parse().unwrap())
-        .collect();
+    let n = common::line_numbers(stderr, "tilestats (");
     (n[0], n[1])
 }
 

@@ -837,11 +837,7 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             })
             .collect::<Result<_, _>>()?;
     }
-    cfg.backend = match p.str("backend") {
-        Some("cpu") => BackendKind::Cpu,
-        Some("cuda") => BackendKind::Cuda,
-        _ => BackendKind::Auto,
-    };
+    cfg.backend = BackendKind::from_prop(p.str("backend"));
     cfg.threads = p.usize("threads").unwrap_or(0);
     cfg.ort_threads = p.usize("ort-threads").unwrap_or(0);
     cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);

@@ -76,6 +76,33 @@ pub enum BackendKind {
     Cuda,
 }
 
+impl BackendKind {
+    /// The value of a `backend` property (`auto`, `cpu`, `cuda`; auto when not given).
+    pub fn from_prop(value: Option<&str>) -> Self {
+        match value {
+            Some("cpu") => BackendKind::Cpu,
+            Some("cuda") => BackendKind::Cuda,
+            _ => BackendKind::Auto,
+        }
+    }
+}
+
+/// The `backend` property of the stages that run on the CPU or CUDA.
+pub const BACKEND_PROP: PropSpec = PropSpec::new(
+    "backend",
+    PropType::Choice(&["auto", "cpu", "cuda"]),
+    "auto",
+    "implementation (auto: CUDA when a GPU is present)",
+);
+
+/// The `threads` property of the stages with a CPU backend.
+pub const THREADS_PROP: PropSpec = PropSpec::new(
+    "threads",
+    PropType::COUNT,
+    "0",
+    "CPU worker threads (0: one per core)",
+);
+
 /// Settings of the preprocess stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreprocessConfig {
@@ -577,18 +604,8 @@ pub const PREPROCESS: StageDecl = StageDecl {
             "0",
             "the GPU the CUDA backend runs on (its frames and tensor in that GPU's memory)",
         ),
-        PropSpec::new(
-            "backend",
-            PropType::Choice(&["auto", "cpu", "cuda"]),
-            "auto",
-            "implementation (auto: CUDA when a GPU is present)",
-        ),
-        PropSpec::new(
-            "threads",
-            PropType::COUNT,
-            "0",
-            "CPU worker threads (0: one per core)",
-        ),
+        BACKEND_PROP,
+        THREADS_PROP,
         PropSpec::new(
             "interpolation",
             PropType::Choice(&["bilinear", "area"]),
@@ -631,11 +648,7 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             Some("f16") => DType::F16,
             _ => DType::F32,
         },
-        backend: match p.str("backend") {
-            Some("cpu") => BackendKind::Cpu,
-            Some("cuda") => BackendKind::Cuda,
-            _ => BackendKind::Auto,
-        },
+        backend: BackendKind::from_prop(p.str("backend")),
         threads: p.usize("threads").unwrap_or(d.threads),
         interpolation: match p.str("interpolation") {
             Some("area") => Interpolation::Area,

@@ -45,7 +45,7 @@ use crate::batch::{build_blocks_into, BlockMeta, CropBatch, CropMeta};
 use crate::budget::Tally;
 use crate::describe::DescribeError;
 use crate::frame::{Frame, PixelFormat, PixelSums, TileStats};
-use crate::preprocess::BackendKind;
+use crate::preprocess::{BackendKind, BACKEND_PROP, THREADS_PROP};
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
@@ -661,18 +661,8 @@ pub const TILESTATS: StageDecl = StageDecl {
             "luma",
             "the band of colour frames (grey and YUV frames: their one band or luma plane)",
         ),
-        PropSpec::new(
-            "backend",
-            PropType::Choice(&["auto", "cpu", "cuda"]),
-            "auto",
-            "implementation (auto: CUDA when a GPU is present)",
-        ),
-        PropSpec::new(
-            "threads",
-            PropType::COUNT,
-            "0",
-            "CPU worker threads (0: one per core)",
-        ),
+        BACKEND_PROP,
+        THREADS_PROP,
         PropSpec::new("device", PropType::COUNT, "0", "the GPU of the CUDA backend"),
         PropSpec::new(
             "block-pixels",
@@ -723,11 +713,7 @@ fn tilestats_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             Some("blue") => BandName::Blue,
             _ => BandName::Luma,
         },
-        backend: match p.str("backend") {
-            Some("cpu") => BackendKind::Cpu,
-            Some("cuda") => BackendKind::Cuda,
-            _ => BackendKind::Auto,
-        },
+        backend: BackendKind::from_prop(p.str("backend")),
         threads: p.usize("threads").unwrap_or(d.threads),
         device: p.usize("device").unwrap_or(d.device),
         block_pixels: p.int("block-pixels").map_or(d.block_pixels, |v| v as u32),

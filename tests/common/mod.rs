@@ -237,18 +237,21 @@ pub fn fails_with(out: &std::process::Output, words: &[&str]) -> String {
     stderr
 }
 
-/// The three numbers of a report line starting with `prefix` (`N in = A ... + B ...`).
-fn accounting(report: &str, prefix: &str) -> (u64, u64, u64) {
+/// The numbers of the report line starting with `prefix`, in order.
+pub fn line_numbers(report: &str, prefix: &str) -> Vec<u64> {
     let line = report
         .lines()
         .find(|l| l.starts_with(prefix))
         .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{report}"));
-    let n: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
+    line.split(|c: char| !c.is_ascii_digit())
         .filter(|s| !s.is_empty())
-        .take(3)
         .map(|s| s.parse().unwrap())
-        .collect();
+        .collect()
+}
+
+/// The first three numbers of a report line starting with `prefix` (`N in = A ... + B ...`).
+fn accounting(report: &str, prefix: &str) -> (u64, u64, u64) {
+    let n = line_numbers(report, prefix);
     (n[0], n[1], n[2])
 }
 
