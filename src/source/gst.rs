@@ -13,9 +13,10 @@
 //! ```
 //!
 //! Each kind's pipeline is built in its own module (`media`, `images`, `test`, `launch`); caps,
-//! formats and the plane copy are in `caps`; what a wait for a frame comes to (a quiet live
-//! source, a file that does not start or stalls) and the reconnect backoff in `watch`. A
-//! reconnect tears the whole GStreamer pipeline down and builds it again from the settings, as
+//! formats and the plane copy are in `caps`; making elements, and the errors for missing ones, in
+//! `elements`; what a wait for a frame comes to (a quiet live source, a file that does not start or
+//! stalls) and the reconnect backoff in `watch`. A reconnect tears the whole GStreamer pipeline
+//! down and builds it again from the settings, as
 //! GStreamer's `fallbacksrc` restarts its source.
 //!
 //! The same decodes by hand (`appsink` becomes `fakesink`, `appsrc` a `multifilesrc`):
@@ -33,7 +34,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gstreamer as gst;
@@ -42,6 +43,7 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
 use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
+use super::elements::{check_framerate, init, make, missing, PLUGINS_BASE};
 use super::images::{build_images, list_images, Feeder, ImageList, Images};
 use super::launch::build_launch;
 use super::media::{build_media, expected_frames, media_uri, truncation};
@@ -71,8 +73,6 @@ const NETWORK_SCHEMES: &[&str] = &[
 /// Nice value of the decoder threads of file and image sources (see [`lower_decoder_priority`]).
 const DECODER_NICE: libc::c_int = 10;
 
-pub(super) const PLUGINS_BASE: &str = "gstreamer1.0-plugins-base";
-pub(super) const PLUGINS_GOOD: &str = "gstreamer1.0-plugins-good";
 /// Where a decoder that `decodebin` could not find usually lives.
 const DECODER_PACKAGES: &str =
     "a decoder for it (gstreamer1.0-libav, gstreamer1.0-plugins-bad or gstreamer1.0-plugins-ugly)";
@@ -965,86 +965,4 @@ fn has_network_element(bin: &gst::Pipeline) -> bool {
                         .any(|p| NETWORK_SCHEMES.contains(&p.as_str())))
         })
     })
-}
-
-/// Names of every installed element factory.
-pub(crate) fn element_names() -> Vec<String> {
-    if init().is_err() {
-        return Vec::new();
-    }
-    gst::Registry::get()
-        .features(gst::ElementFactory::static_type())
-        .into_iter()
-        .map(|f| f.name().to_string())
-        .collect()
-}
-
-/// Whether an element factory `name` is installed.
-pub(crate) fn element_exists(name: &str) -> bool {
-    init().is_ok() && gst::ElementFactory::find(name).is_some()
-}
-
-/// Initialise GStreamer once per process.
-pub(super) fn init() -> Result<(), SourceError> {
-    static INIT: OnceLock<Result<(), String>> = OnceLock::new();
-    INIT.get_or_init(|| gst::init().map_err(|e| e.to_string()))
-        .clone()
-        .map_err(SourceError::Init)
-}
-
-/// The error for an element that is not installed, naming the package that provides it.
-pub(super) fn missing(element: &str, package: &str) -> SourceError {
-    SourceError::MissingElement {
-        element: element.to_string(),
-        package: package.to_string(),
-    }
-}
-
-/// A new `element`, or the error naming `package` when it is not installed.
-pub(super) fn make(element: &str, package: &str) -> Result<gst::Element, SourceError> {
-    gst::ElementFactory::make(element)
-        .build()
-        .map_err(|_| missing(element, package))
-}
-
-/// The error for a pipeline of input `what` whose elements would not link.
-pub(super) fn link_error(what: &str, e: impl std::fmt::Display) -> SourceError {
-    SourceError::Stream {
-        source_name: what.to_string(),
-        message: format!("cannot link the pipeline: {e}"),
-        debug: None,
-    }
-}
-
-/// The frame rate of image sequences and the test source: above 0 and at most 1000.
-pub(super) fn check_framerate(framerate: f64) -> Result<(), SourceError> {
-    if framerate.is_finite() && framerate > 0.0 && framerate <= 1000.0 {
-        Ok(())
-    } else {
-        Err(SourceError::Setting {
-            setting: "framerate".into(),
-            value: framerate.to_string(),
-            expected: "frames per second, above 0 and at most 1000".into(),
-        })
-    }
-}
-
-/// The value of enum property `property` of `element` named `nick` (or its full name); the error
-/// lists the accepted nicks.
-pub(super) fn enum_value(
-    element: &gst::Element,
-    property: &str,
-    nick: &str,
-) -> Result<gst::glib::Value, String> {
-    let class = element
-        .find_property(property)
-        .and_then(|p| gst::glib::EnumClass::with_type(p.value_type()))
-        .ok_or_else(|| format!("no enum property {property}"))?;
-    class
-        .to_value_by_nick(nick)
-        .or_else(|| class.to_value_by_name(nick))
-        .ok_or_else(|| {
-            let nicks: Vec<_> = class.values().iter().map(|v| v.nick()).collect();
-            format!("one of {}", nicks.join(", "))
-        })
 }

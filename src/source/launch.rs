@@ -16,7 +16,7 @@ use gstreamer_app as gst_app;
 use gstreamer_base::prelude::*;
 
 use super::caps::ask_for_yuv;
-use super::gst::{init, link_error, missing, PLUGINS_BASE};
+use super::elements::{init, link_error, missing, PLUGINS_BASE};
 use super::rtp::RtpTimes;
 use super::SourceError;
 

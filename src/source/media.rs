@@ -22,7 +22,7 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
 use super::caps::ask_for_yuv;
-use super::gst::{link_error, make, PLUGINS_BASE};
+use super::elements::{link_error, make, PLUGINS_BASE};
 use super::nvdec::{self, SharedCuda};
 use super::SourceError;
 

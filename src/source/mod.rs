@@ -41,6 +41,7 @@
 
 mod app;
 mod caps;
+mod elements;
 mod gst;
 mod images;
 mod launch;
@@ -299,12 +300,12 @@ pub trait FrameSource: Send {
 /// Whether GStreamer has an element factory called `name` (GStreamer is initialised if needed;
 /// false when it cannot be).
 pub fn element_exists(name: &str) -> bool {
-    gst::element_exists(name)
+    elements::element_exists(name)
 }
 
 /// Names of every installed GStreamer element (empty when GStreamer cannot be initialised).
 pub fn element_names() -> Vec<String> {
-    gst::element_names()
+    elements::element_names()
 }
 
 /// Whether NVDEC decoding into CUDA memory (`decoder=nvdec`) can run here; otherwise why not

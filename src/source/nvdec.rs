@@ -148,7 +148,7 @@ fn api() -> Result<&'static Api, String> {
 
 /// Whether `libgstcuda-1.0` opens and has the functions octopipe needs; why not otherwise.
 pub(crate) fn library() -> Result<(), String> {
-    super::gst::init().map_err(|e| e.to_string())?;
+    super::elements::init().map_err(|e| e.to_string())?;
     api().map(|_| ())
 }
 
