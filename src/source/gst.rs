@@ -616,11 +616,16 @@ impl GstSource {
 
     /// Stop the pipeline and the feeder; the stream is over.
     fn finish(&mut self) {
+        self.end();
+        let _ = self.pipeline.set_state(gst::State::Null);
+    }
+
+    /// The stream is over (the feeder stops); the pipeline is left as it is until `finish`.
+    fn end(&mut self) {
         self.done = true;
         if let Some(feeder) = &self.feeder {
             feeder.request_stop();
         }
-        let _ = self.pipeline.set_state(gst::State::Null);
     }
 
     /// At end of stream: an image that produced no frame, or a file the feeder could not use.
@@ -865,7 +870,10 @@ impl FrameSource for GstSource {
                     continue;
                 }
                 let length = self.check_length();
-                self.finish();
+                // The pipeline stays up until `stop`: the runner tears down ended sources when
+                // the run is over, since tearing down a GPU decoder stalls the GPU for the
+                // streams still running (100-450 ms on an H100 when NVDEC streams ended).
+                self.end();
                 self.check_end()?;
                 length?;
             }
@@ -873,9 +881,7 @@ impl FrameSource for GstSource {
     }
 
     fn stop(&mut self) {
-        if !self.done {
-            self.finish();
-        }
+        self.finish();
     }
 
     fn expected_frames(&self) -> Option<u64> {

@@ -47,22 +47,25 @@ mod images;
 mod launch;
 mod media;
 mod nvdec;
+mod pace;
 mod rtp;
 mod test;
 mod timeline;
 mod watch;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::describe::DescribeError;
 use crate::frame::{BufferPool, Frame, PixelFormat};
 use crate::pipeline::RunPath;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
 use crate::Error;
+use pace::Paced;
 use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOUT_ACTION};
 
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
+pub use pace::StartGate;
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
@@ -284,7 +287,9 @@ fn quiet_message(timeout: Duration, frames: u64) -> String {
 pub trait FrameSource: Send {
     /// The next frame, `Ok(None)` at end of stream.
     fn next_frame(&mut self) -> Result<Option<Frame>, SourceError>;
-    /// Stop producing (end of stream comes next); idempotent.
+    /// Stop producing (end of stream comes next) and release what the source holds (its
+    /// decoder); idempotent. The runner calls it at once on a stop request, and when the run is
+    /// over for a source that reached its end.
     fn stop(&mut self);
     /// A function another thread may call to end the stream while [`FrameSource::next_frame`]
     /// is blocked waiting for a frame (e.g. a live source that has gone quiet).
@@ -336,7 +341,7 @@ impl Element for SourceConfig {
         source.report_to(ctx.tally.clone());
         let source: Box<dyn FrameSource> = Box::new(source);
         Ok(Running::Source(if self.paced() {
-            Box::new(Paced::new(source, self.frame_interval()))
+            Box::new(Paced::new(source, self.frame_interval(), ctx.start.clone()))
         } else {
             source
         }))
@@ -381,52 +386,6 @@ fn image_inputs(location: &str) -> Vec<RunPath> {
         .into_iter()
         .map(|file| RunPath::file("images location", file))
         .collect()
-}
-
-/// Releases a file source's frames at their presentation times (`live=true`): frame k is due at
-/// the first frame's release plus `pts_k - pts_0`, and its budget starts then.
-struct Paced {
-    inner: Box<dyn FrameSource>,
-    interval: Duration,
-    start: Option<(Instant, Duration)>,
-    n: u32,
-}
-
-impl Paced {
-    fn new(inner: Box<dyn FrameSource>, interval: Duration) -> Self {
-        Paced {
-            inner,
-            interval,
-            start: None,
-            n: 0,
-        }
-    }
-}
-
-impl FrameSource for Paced {
-    fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
-        let Some(mut frame) = self.inner.next_frame()? else {
-            return Ok(None);
-        };
-        let pts = frame.pts.unwrap_or(self.interval * self.n);
-        self.n += 1;
-        let (t0, pts0) = *self.start.get_or_insert((Instant::now(), pts));
-        let due = t0 + pts.saturating_sub(pts0);
-        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-        frame.times.arrival = due;
-        Ok(Some(frame))
-    }
-    fn stop(&mut self) {
-        self.inner.stop();
-    }
-    fn interrupter(&self) -> Box<dyn Fn() + Send + Sync> {
-        self.inner.interrupter()
-    }
-    fn expected_frames(&self) -> Option<u64> {
-        self.inner.expected_frames()
-    }
 }
 
 const LIVE: PropSpec = PropSpec::new(
