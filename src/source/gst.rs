@@ -10,6 +10,7 @@
 //! test:   videotestsrc pattern=smpte num-buffers=90
 //!           ! video/x-raw,format=I420,width=1280,height=720,framerate=30/1 ! appsink
 //! launch: FRAGMENT ! videoconvert ! video/x-raw,format={I420,NV12} ! appsink
+//!         (`head decoder=...`: FRAGMENT ! decodebin, then as media)
 //! ```
 //!
 //! Each kind's pipeline is built in its own module (`media`, `images`, `test`, `launch`); caps,
@@ -211,7 +212,7 @@ enum Plan<'a> {
     Images(ImageList),
     Test(TestSettings<'a>),
     /// A GStreamer launch fragment.
-    Launch(&'a String),
+    Launch(&'a String, bool),
 }
 
 impl<'a> Plan<'a> {
@@ -232,11 +233,11 @@ impl<'a> Plan<'a> {
                 check_framerate(config.framerate)?;
                 Plan::Images(list_images(location)?)
             }
-            SourceKind::Launch { fragment } => {
+            SourceKind::Launch { fragment, decode } => {
                 if let Some(framerate) = config.head_framerate {
                     check_framerate(framerate)?;
                 }
-                Plan::Launch(fragment)
+                Plan::Launch(fragment, *decode)
             }
             SourceKind::Test {
                 pattern,
@@ -258,12 +259,15 @@ impl<'a> Plan<'a> {
         })
     }
 
-    /// The CUDA context to share with NVDEC decoders, when the media source decodes with them:
+    /// The CUDA context to share with NVDEC decoders, when the media source (or a head octopipe
+    /// decodes, `head decoder=`) decodes with them:
     /// `decoder=nvdec` (an error naming the input when it cannot), or `decoder=auto` where it
     /// can (else CPU decoding, saying why once).
     fn nvdec(&self, config: &SourceConfig) -> Result<Option<Arc<SharedCuda>>, SourceError> {
-        let Plan::Media((name, _)) = self else {
-            return Ok(None);
+        let name = match self {
+            Plan::Media((name, _)) => name,
+            Plan::Launch(fragment, true) => *fragment,
+            _ => return Ok(None),
         };
         let shared = || nvdec::available().and_then(|()| SharedCuda::new(config.device));
         match config.decoder {
@@ -305,8 +309,8 @@ impl<'a> Plan<'a> {
                 let feeder = build_images(pipeline, appsink, &images)?;
                 (Input::Images(images), Some(feeder))
             }
-            Plan::Launch(fragment) => {
-                let rtp = build_launch(pipeline, appsink, fragment)?;
+            Plan::Launch(fragment, decode) => {
+                let rtp = build_launch(pipeline, appsink, fragment, decode, cuda)?;
                 let name = fragment.as_str().into();
                 (Input::Launch { name, rtp }, None)
             }

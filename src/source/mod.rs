@@ -99,6 +99,10 @@ pub enum SourceKind {
     Launch {
         /// The fragment, as gst-launch-1.0 would take it.
         fragment: String,
+        /// The fragment ends in the encoded stream (`... ! rtph264depay ! h264parse`) and
+        /// octopipe decodes it (`decodebin`, by [`SourceConfig::decoder`]: NVDEC into CUDA
+        /// memory too); false: the fragment decodes itself.
+        decode: bool,
     },
     /// GStreamer `videotestsrc`.
     Test {
@@ -183,7 +187,7 @@ impl SourceConfig {
     pub fn describe(&self) -> String {
         match &self.kind {
             SourceKind::Media { location } | SourceKind::Images { location } => location.clone(),
-            SourceKind::Launch { fragment } => fragment.clone(),
+            SourceKind::Launch { fragment, .. } => fragment.clone(),
             SourceKind::Test { pattern, .. } => format!("videotestsrc pattern={pattern}"),
         }
     }
@@ -443,6 +447,14 @@ const DECODER: PropSpec = PropSpec::new(
      for preprocess backend=cuda (no copy); auto: nvdec when present, else cpu",
 );
 
+/// `device=N`.
+const DEVICE: PropSpec = PropSpec::new(
+    "device",
+    PropType::COUNT,
+    "0",
+    "with decoder=nvdec: the GPU that decodes (frames in its memory)",
+);
+
 /// `media location=FILE|URI`: any media through decodebin.
 pub const MEDIA: StageDecl = StageDecl {
     name: "media",
@@ -452,12 +464,7 @@ pub const MEDIA: StageDecl = StageDecl {
     props: &[
         PropSpec::new("location", PropType::Path, "-", "the file or URI"),
         DECODER,
-        PropSpec::new(
-            "device",
-            PropType::COUNT,
-            "0",
-            "with decoder=nvdec: the GPU that decodes (frames in its memory)",
-        ),
+        DEVICE,
         LIVE,
         TIMEOUT,
         TIMEOUT_ACTION,
@@ -529,6 +536,15 @@ pub const TESTSRC: StageDecl = StageDecl {
     },
 };
 
+/// The decoder a `decoder=` value names.
+fn decoder_of(value: &str) -> Decoder {
+    match value {
+        "nvdec" => Decoder::Nvdec,
+        "auto" => Decoder::Auto,
+        _ => Decoder::Cpu,
+    }
+}
+
 /// The settings every GStreamer source shares.
 fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, DescribeError> {
     let mut cfg = SourceConfig::new(kind);
@@ -541,11 +557,7 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
     cfg.live = p.bool("live").unwrap_or(false);
     cfg.watch = Watch::from_props(p);
     if p.decl().props.iter().any(|s| s.name == "decoder") {
-        cfg.decoder = match p.str("decoder") {
-            Some("nvdec") => Decoder::Nvdec,
-            Some("auto") => Decoder::Auto,
-            _ => Decoder::Cpu,
-        };
+        cfg.decoder = p.str("decoder").map_or(Decoder::Cpu, decoder_of);
         cfg.device = p.usize("device").unwrap_or(0);
     }
     Ok(Box::new(cfg))
@@ -559,6 +571,11 @@ pub struct HeadSettings {
     /// The stream's frame rate when its decoded caps carry none (`framerate`): see
     /// [`SourceConfig::head_framerate`].
     pub framerate: Option<f64>,
+    /// `decoder=`: octopipe decodes the head's encoded stream with this decoder (unset: the
+    /// head decodes itself).
+    pub decoder: Option<Decoder>,
+    /// `device=`: the GPU that decodes with `decoder=nvdec`.
+    pub device: usize,
 }
 
 impl Element for HeadSettings {
@@ -580,6 +597,15 @@ pub const HEAD: StageDecl = StageDecl {
             "-",
             "frames per second when the decoded stream says none: frames are numbered by time at it",
         ),
+        PropSpec::new(
+            "decoder",
+            PropType::Choice(&["cpu", "nvdec", "auto"]),
+            "-",
+            "octopipe decodes the head's encoded stream (it ends in e.g. rtph264depay ! h264parse) \
+             with decodebin: cpu, nvdec (frames stay in CUDA memory) or auto; unset: the head \
+             decodes itself",
+        ),
+        DEVICE,
         TIMEOUT,
         TIMEOUT_ACTION,
         START_TIMEOUT,
@@ -593,6 +619,8 @@ pub const HEAD: StageDecl = StageDecl {
         Ok(Box::new(HeadSettings {
             watch: Watch::from_props(p),
             framerate: p.float("framerate"),
+            decoder: p.str("decoder").map(decoder_of),
+            device: p.usize("device").unwrap_or(0),
         }))
     },
 };
