@@ -25,7 +25,7 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
-use super::gst::{enum_value, link_error, make, missing, PLUGINS_BASE, PLUGINS_GOOD};
+use super::elements::{enum_value, link_error, make, missing, PLUGINS_BASE, PLUGINS_GOOD};
 use super::SourceError;
 use crate::frame::{Colorimetry, ImageFile};
 

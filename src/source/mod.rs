@@ -41,27 +41,31 @@
 
 mod app;
 mod caps;
+mod elements;
 mod gst;
 mod images;
 mod launch;
 mod media;
 mod nvdec;
+mod pace;
 mod rtp;
 mod test;
 mod timeline;
 mod watch;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::describe::DescribeError;
 use crate::frame::{BufferPool, Frame, PixelFormat};
 use crate::pipeline::RunPath;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
 use crate::Error;
+use pace::Paced;
 use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOUT_ACTION};
 
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
+pub use pace::StartGate;
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
@@ -95,6 +99,10 @@ pub enum SourceKind {
     Launch {
         /// The fragment, as gst-launch-1.0 would take it.
         fragment: String,
+        /// The fragment ends in the encoded stream (`... ! rtph264depay ! h264parse`) and
+        /// octopipe decodes it (`decodebin`, by [`SourceConfig::decoder`]: NVDEC into CUDA
+        /// memory too); false: the fragment decodes itself.
+        decode: bool,
     },
     /// GStreamer `videotestsrc`.
     Test {
@@ -179,7 +187,7 @@ impl SourceConfig {
     pub fn describe(&self) -> String {
         match &self.kind {
             SourceKind::Media { location } | SourceKind::Images { location } => location.clone(),
-            SourceKind::Launch { fragment } => fragment.clone(),
+            SourceKind::Launch { fragment, .. } => fragment.clone(),
             SourceKind::Test { pattern, .. } => format!("videotestsrc pattern={pattern}"),
         }
     }
@@ -283,7 +291,9 @@ fn quiet_message(timeout: Duration, frames: u64) -> String {
 pub trait FrameSource: Send {
     /// The next frame, `Ok(None)` at end of stream.
     fn next_frame(&mut self) -> Result<Option<Frame>, SourceError>;
-    /// Stop producing (end of stream comes next); idempotent.
+    /// Stop producing (end of stream comes next) and release what the source holds (its
+    /// decoder); idempotent. The runner calls it at once on a stop request, and when the run is
+    /// over for a source that reached its end.
     fn stop(&mut self);
     /// A function another thread may call to end the stream while [`FrameSource::next_frame`]
     /// is blocked waiting for a frame (e.g. a live source that has gone quiet).
@@ -299,12 +309,12 @@ pub trait FrameSource: Send {
 /// Whether GStreamer has an element factory called `name` (GStreamer is initialised if needed;
 /// false when it cannot be).
 pub fn element_exists(name: &str) -> bool {
-    gst::element_exists(name)
+    elements::element_exists(name)
 }
 
 /// Names of every installed GStreamer element (empty when GStreamer cannot be initialised).
 pub fn element_names() -> Vec<String> {
-    gst::element_names()
+    elements::element_names()
 }
 
 /// Whether NVDEC decoding into CUDA memory (`decoder=nvdec`) can run here; otherwise why not
@@ -335,7 +345,7 @@ impl Element for SourceConfig {
         source.report_to(ctx.tally.clone());
         let source: Box<dyn FrameSource> = Box::new(source);
         Ok(Running::Source(if self.paced() {
-            Box::new(Paced::new(source, self.frame_interval()))
+            Box::new(Paced::new(source, self.frame_interval(), ctx.start.clone()))
         } else {
             source
         }))
@@ -380,52 +390,6 @@ fn image_inputs(location: &str) -> Vec<RunPath> {
         .into_iter()
         .map(|file| RunPath::file("images location", file))
         .collect()
-}
-
-/// Releases a file source's frames at their presentation times (`live=true`): frame k is due at
-/// the first frame's release plus `pts_k - pts_0`, and its budget starts then.
-struct Paced {
-    inner: Box<dyn FrameSource>,
-    interval: Duration,
-    start: Option<(Instant, Duration)>,
-    n: u32,
-}
-
-impl Paced {
-    fn new(inner: Box<dyn FrameSource>, interval: Duration) -> Self {
-        Paced {
-            inner,
-            interval,
-            start: None,
-            n: 0,
-        }
-    }
-}
-
-impl FrameSource for Paced {
-    fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
-        let Some(mut frame) = self.inner.next_frame()? else {
-            return Ok(None);
-        };
-        let pts = frame.pts.unwrap_or(self.interval * self.n);
-        self.n += 1;
-        let (t0, pts0) = *self.start.get_or_insert((Instant::now(), pts));
-        let due = t0 + pts.saturating_sub(pts0);
-        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-        frame.times.arrival = due;
-        Ok(Some(frame))
-    }
-    fn stop(&mut self) {
-        self.inner.stop();
-    }
-    fn interrupter(&self) -> Box<dyn Fn() + Send + Sync> {
-        self.inner.interrupter()
-    }
-    fn expected_frames(&self) -> Option<u64> {
-        self.inner.expected_frames()
-    }
 }
 
 const LIVE: PropSpec = PropSpec::new(
@@ -483,6 +447,14 @@ const DECODER: PropSpec = PropSpec::new(
      for preprocess backend=cuda (no copy); auto: nvdec when present, else cpu",
 );
 
+/// `device=N`.
+const DEVICE: PropSpec = PropSpec::new(
+    "device",
+    PropType::COUNT,
+    "0",
+    "with decoder=nvdec: the GPU that decodes (frames in its memory)",
+);
+
 /// `media location=FILE|URI`: any media through decodebin.
 pub const MEDIA: StageDecl = StageDecl {
     name: "media",
@@ -492,12 +464,7 @@ pub const MEDIA: StageDecl = StageDecl {
     props: &[
         PropSpec::new("location", PropType::Path, "-", "the file or URI"),
         DECODER,
-        PropSpec::new(
-            "device",
-            PropType::COUNT,
-            "0",
-            "with decoder=nvdec: the GPU that decodes (frames in its memory)",
-        ),
+        DEVICE,
         LIVE,
         TIMEOUT,
         TIMEOUT_ACTION,
@@ -570,6 +537,15 @@ pub const TESTSRC: StageDecl = StageDecl {
     },
 };
 
+/// The decoder a `decoder=` value names.
+fn decoder_of(value: &str) -> Decoder {
+    match value {
+        "nvdec" => Decoder::Nvdec,
+        "auto" => Decoder::Auto,
+        _ => Decoder::Cpu,
+    }
+}
+
 /// The settings every GStreamer source shares.
 fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, DescribeError> {
     let mut cfg = SourceConfig::new(kind);
@@ -582,11 +558,7 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
     cfg.live = p.bool("live").unwrap_or(false);
     cfg.watch = Watch::from_props(p);
     if p.decl().props.iter().any(|s| s.name == "decoder") {
-        cfg.decoder = match p.str("decoder") {
-            Some("nvdec") => Decoder::Nvdec,
-            Some("auto") => Decoder::Auto,
-            _ => Decoder::Cpu,
-        };
+        cfg.decoder = p.str("decoder").map_or(Decoder::Cpu, decoder_of);
         cfg.device = p.usize("device").unwrap_or(0);
     }
     Ok(Box::new(cfg))
@@ -600,6 +572,11 @@ pub struct HeadSettings {
     /// The stream's frame rate when its decoded caps carry none (`framerate`): see
     /// [`SourceConfig::head_framerate`].
     pub framerate: Option<f64>,
+    /// `decoder=`: octopipe decodes the head's encoded stream with this decoder (unset: the
+    /// head decodes itself).
+    pub decoder: Option<Decoder>,
+    /// `device=`: the GPU that decodes with `decoder=nvdec`.
+    pub device: usize,
 }
 
 impl Element for HeadSettings {
@@ -621,6 +598,15 @@ pub const HEAD: StageDecl = StageDecl {
             "-",
             "frames per second when the decoded stream says none: frames are numbered by time at it",
         ),
+        PropSpec::new(
+            "decoder",
+            PropType::Choice(&["cpu", "nvdec", "auto"]),
+            "-",
+            "octopipe decodes the head's encoded stream (it ends in e.g. rtph264depay ! h264parse) \
+             with decodebin: cpu, nvdec (frames stay in CUDA memory) or auto; unset: the head \
+             decodes itself",
+        ),
+        DEVICE,
         TIMEOUT,
         TIMEOUT_ACTION,
         START_TIMEOUT,
@@ -634,6 +620,8 @@ pub const HEAD: StageDecl = StageDecl {
         Ok(Box::new(HeadSettings {
             watch: Watch::from_props(p),
             framerate: p.float("framerate"),
+            decoder: p.str("decoder").map(decoder_of),
+            device: p.usize("device").unwrap_or(0),
         }))
     },
 };

@@ -11,7 +11,7 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
 use super::caps::gst_format;
-use super::gst::{enum_value, link_error, make, PLUGINS_BASE};
+use super::elements::{enum_value, link_error, make, PLUGINS_BASE};
 use super::SourceError;
 use crate::frame::PixelFormat;
 
