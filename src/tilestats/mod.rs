@@ -545,13 +545,16 @@ impl TileFilter {
                     self.totals.kept += 1;
                     self.totals.kept_bytes += bytes;
                 }
-                let o = batch.origins[i];
-                if let Some(d) = batch.frames[o.frame as usize]
-                    .detections
-                    .get_mut(o.detection as usize)
-                {
-                    d.stats = Some(s);
-                }
+                let box_of = batch.origins.get(i).and_then(|o| {
+                    let frame = batch.frames.get_mut(o.frame as usize)?;
+                    frame.detections.get_mut(o.detection as usize)
+                });
+                let Some(d) = box_of else {
+                    return Err(TileStatsError::Setting(format!(
+                        "crop {i} of the batch names no box of its frame: the batch is not one a batch or tiles stage made"
+                    )));
+                };
+                d.stats = Some(s);
             }
         }
         self.totals.time += start.elapsed();
@@ -566,7 +569,7 @@ impl TileFilter {
         let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
         let secs = |b: u64| b as f64 * 8.0 / (self.config.downlink_mbps * 1e6);
         format!(
-            "tilestats ({}): {} of {} tiles kept ({:.1}%), {:.1} of {:.1} MiB ({:.1}%); downlink at {} Mbps: {:.1} s -> {:.1} s; {:.2} ms per frame over {} frames",
+            "tilestats ({}): {} of {} tiles kept ({:.1}%), {:.1} of {:.1} MiB ({:.1}%); downlink at {} Mbps: {:.1} s -> {:.1} s; {:.2} ms per frame over {} frame{}",
             self.sums.name(),
             t.kept,
             t.tiles,
@@ -578,7 +581,8 @@ impl TileFilter {
             secs(t.bytes),
             secs(t.kept_bytes),
             t.time.as_secs_f64() * 1e3 / t.frames.max(1) as f64,
-            t.frames
+            t.frames,
+            if t.frames == 1 { "" } else { "s" }
         )
     }
 }
