@@ -204,10 +204,19 @@ extern "C" __global__ void __launch_bounds__(TS_THREADS)
     const CropMeta c = tiles[tile];
     const u32 end = min((k + 1) * block_pixels, pad_w * pad_h);
     TileSums s = empty_sums();
-    for (u32 q = k * block_pixels + threadIdx.x; q < end; q += blockDim.x) {
-        const u32 ly = q / pad_w, lx = q - ly * pad_w;
+    // Padded pixel q is (q % pad_w, q / pad_w), carried incrementally as in tilestats_blocks.
+    u32 q = k * block_pixels + threadIdx.x;
+    u32 ly = q / pad_w, lx = q - ly * pad_w;
+    const u32 sy = blockDim.x / pad_w, sx = blockDim.x - sy * pad_w;
+    for (; q < end; q += blockDim.x) {
         if (lx < c.w && ly < c.h)
             add(s, sample<BAND_GRAY16>(frame, band, c.x + lx, c.y + ly), band.above_from);
+        lx += sx;
+        ly += sy;
+        if (lx >= pad_w) {
+            lx -= pad_w;
+            ly += 1;
+        }
     }
     s = block_reduce(s);
     finish_tile(s, tile, blockIdx.x, tile * per_tile, per_tile, partials, counters, out);
