@@ -1,7 +1,7 @@
 //! `media decoder=cpu|nvdec|auto` and `head decoder=...`: NVDEC frames stay in CUDA memory and
 //! reach the CUDA preprocess kernel with no copy. Here (any machine): `libgstcuda-1.0` loads or
 //! says why, `decoder=auto` without NVDEC decodes on the CPU and gives the same frames as
-//! `decoder=cpu`, a head octopipe decodes gives the frames of one that decodes itself,
+//! `decoder=cpu`, a head octopipe decodes gives `media`'s frames,
 //! `decoder=nvdec` without NVDEC is an error naming the input. On a GPU with NVDEC
 //! (`scripts/device-nvdec.sh`): the tensors of `decoder=nvdec` equal those of `decoder=cpu`
 //! through `preprocess backend=cuda`, frames are device frames, and the decoder's pool does not
@@ -112,18 +112,15 @@ fn head(path: &Path, decoder: Decoder) -> SourceConfig {
 }
 
 #[test]
-fn a_head_octopipe_decodes_gives_the_frames_of_one_that_decodes_itself() {
+fn a_head_octopipe_decodes_gives_the_frames_of_media() {
     if !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly") {
         return;
     }
     let dir = common::temp_dir("head-decoder");
     let path = h264(&dir, 320, 240, 12);
-    let itself = SourceConfig::new(SourceKind::Launch {
-        fragment: format!("filesrc location={} ! decodebin", path.display()),
-        decode: false,
-    });
     let open = |config: &SourceConfig| GstSource::open(config, BufferPool::new()).unwrap();
-    let reference = drain(open(&itself));
+    // The same decoder choice as `media`: software decoders, never NVIDIA's.
+    let reference = drain(open(&media(&path, Decoder::Cpu)));
     assert_eq!(reference.len(), 12);
     let mut decoders = vec![Decoder::Cpu];
     if source::nvdec_available().is_err() {
@@ -139,6 +136,12 @@ fn a_head_octopipe_decodes_gives_the_frames_of_one_that_decodes_itself() {
             assert!(a.data() == r.data(), "{decoder:?}: frame {} differs", a.seq);
         }
     }
+    // A head that decodes itself gives as many frames.
+    let itself = SourceConfig::new(SourceKind::Launch {
+        fragment: format!("filesrc location={} ! decodebin", path.display()),
+        decode: false,
+    });
+    assert_eq!(drain(open(&itself)).len(), reference.len());
 }
 
 #[test]
