@@ -86,6 +86,9 @@ pub struct ClassifyConfig {
     pub reinfer_interval: u64,
     /// The execution provider.
     pub ep: Ep,
+    /// Classifiers (each with its own ONNX Runtime sessions) that take batches in turn, the
+    /// batches leaving in order: for a host where one session's call is the bottleneck.
+    pub workers: usize,
 }
 
 impl ClassifyConfig {
@@ -101,6 +104,7 @@ impl ClassifyConfig {
             threads: 0,
             reinfer_interval: DEFAULT_REINFER_INTERVAL,
             ep: Ep::Auto,
+            workers: 1,
         }
     }
 }
@@ -675,6 +679,10 @@ impl Element for ClassifyConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         let preprocess = ctx.caps.preprocess.get_or_insert_with(Default::default);
         let interval = self.reinfer_interval;
+        // Workers past the first, each with its sessions (`workers` > 1 excludes reused labels).
+        let more = (1..self.workers.max(1))
+            .map(|_| Classifier::new((*self).clone(), preprocess.layout, preprocess.size))
+            .collect::<Result<Vec<_>, _>>()?;
         let classifier = Classifier::new(*self, preprocess.layout, preprocess.size)?;
         preprocess.size = Some(classifier.size());
         ctx.caps.labels = classifier.labels().to_vec();
@@ -682,9 +690,17 @@ impl Element for ClassifyConfig {
         let reinfer = (interval > 1).then(|| Reinfer::new(interval));
         let labels = reinfer.as_ref().map(Reinfer::labels);
         ctx.caps.reinfer = reinfer;
-        Ok(Running::Batches(Box::new(ClassifyStage(
-            classifier, labels,
-        ))))
+        if more.is_empty() {
+            return Ok(Running::Batches(Box::new(ClassifyStage(
+                classifier, labels,
+            ))));
+        }
+        Ok(Running::Workers(
+            std::iter::once(classifier)
+                .chain(more)
+                .map(|c| Box::new(ClassifyStage(c, None)) as Box<dyn Stage<CropBatch, CropBatch>>)
+                .collect(),
+        ))
     }
     fn inputs(&self) -> Vec<RunPath> {
         let mut inputs = vec![RunPath::file("classify model", &self.model)];
@@ -746,6 +762,12 @@ pub const CLASSIFY: StageDecl = StageDecl {
             "a crop with NaN or infinite logits fails the run, or is written flagged (\"non_finite\":true, no label) and counted",
         ),
         PropSpec::new(
+            "workers",
+            PropType::POSITIVE,
+            "1",
+            "classifiers, each with its own ONNX Runtime sessions, taking batches in turn (batches leave in order): for a CPU host where one session's call is the bottleneck; give each fewer threads",
+        ),
+        PropSpec::new(
             "reinfer-interval",
             PropType::POSITIVE,
             "1",
@@ -777,6 +799,15 @@ fn classify_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     cfg.reinfer_interval = p
         .int("reinfer-interval")
         .map_or(cfg.reinfer_interval, |v| v as u64);
+    cfg.workers = p.usize("workers").unwrap_or(1);
+    if cfg.workers > 1 && cfg.reinfer_interval > 1 {
+        return Err(p.error(
+            "workers",
+            "classify: workers above 1 need reinfer-interval=1 (a track's reused label comes \
+             from the batch before, which another worker may not have finished)"
+                .to_string(),
+        ));
+    }
     cfg.non_finite = match p.str("non-finite") {
         Some("flag") => NonFinite::Flag,
         _ => NonFinite::Error,

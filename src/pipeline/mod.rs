@@ -17,6 +17,7 @@
 mod edge;
 mod graph;
 mod paths;
+mod pool;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -780,6 +781,10 @@ fn spawn(
         (Running::Batches(stage), Tx::Batches(tx)) => {
             let rx = batches(inputs).ok_or_else(|| wiring("batches", "frames"))?;
             run_stage(name, stage, rx, tx, slot, ctl, busy)
+        }
+        (Running::Workers(stages), Tx::Batches(tx)) => {
+            let rx = batches(inputs).ok_or_else(|| wiring("batches", "frames"))?;
+            pool::run_workers(name, stages, rx, tx, slot, ctl, busy)
         }
         _ => Err(wiring("its role's items", "something else")),
     }

@@ -323,6 +323,9 @@ pub enum Running {
     Batcher(Box<dyn Stage<Frame, CropBatch>>),
     /// Batches to batches.
     Batches(Box<dyn Stage<CropBatch, CropBatch>>),
+    /// Batches to batches, by several workers: each batch goes to whichever is free and the
+    /// batches leave in the order they came (a stage's `workers=N`).
+    Workers(Vec<Box<dyn Stage<CropBatch, CropBatch>>>),
 }
 
 impl Running {
@@ -332,7 +335,7 @@ impl Running {
             Running::Source(_) => (None, Item::Frames),
             Running::Frames(_) => (Some(Item::Frames), Item::Frames),
             Running::Batcher(_) => (Some(Item::Frames), Item::Batches),
-            Running::Batches(_) => (Some(Item::Batches), Item::Batches),
+            Running::Batches(_) | Running::Workers(_) => (Some(Item::Batches), Item::Batches),
         }
     }
 }

@@ -1,0 +1,221 @@
+//! A batch stage run by several workers ([`Running::Workers`](crate::stage::Running::Workers)):
+//! each batch goes to whichever worker is free, and the batches leave in the order they came, so
+//! every stream's frames stay in order and the report's accounting is the one-worker stage's.
+//!
+//! ```text
+//!                        +--> worker 0 --+
+//! inbox --> (k, batch) --+--> worker 1 --+--> (k, outputs) --> in order of k --> edge
+//!                        +--> worker 2 --+
+//! ```
+//!
+//! The stage's thread numbers the batches and hands them to the workers through one channel of
+//! as many places as there are workers (no batch waits behind a busy worker while another is
+//! free); a sequencing thread puts the outputs back in order and sends them on.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+use super::edge::{Edge, Inbox};
+use super::{slow_call, spawn_error, Control};
+use crate::batch::CropBatch;
+use crate::frame::StageSlot;
+use crate::stage::Stage;
+use crate::Error;
+
+/// What a worker gives back for batch `k`: its outputs, or the error that stops the run. The
+/// outputs of a worker's `finish` come back numbered [`FINISH`].
+type Done = (u64, Result<Vec<CropBatch>, Error>);
+
+/// The number of a worker's `finish` outputs: after every batch.
+const FINISH: u64 = u64::MAX;
+
+/// Start `stages` as one stage's workers between `rx` and `tx`; `busy` is set while any of them
+/// works.
+pub(super) fn run_workers(
+    name: String,
+    stages: Vec<Box<dyn Stage<CropBatch, CropBatch>>>,
+    mut rx: Inbox<CropBatch>,
+    tx: Edge<CropBatch>,
+    slot: StageSlot,
+    ctl: Arc<Control>,
+    busy: Arc<AtomicBool>,
+) -> Result<thread::JoinHandle<()>, Error> {
+    let (work_tx, work_rx) = bounded::<(u64, CropBatch)>(stages.len());
+    let (done_tx, done_rx) = bounded::<Done>(stages.len() * 2);
+    let working = Arc::new(AtomicUsize::new(0));
+    let mut threads = Vec::with_capacity(stages.len() + 1);
+    for (i, stage) in stages.into_iter().enumerate() {
+        let (work_rx, done_tx) = (work_rx.clone(), done_tx.clone());
+        let (working, busy) = (working.clone(), busy.clone());
+        let worker = format!("{name}-{i}");
+        threads.push(
+            thread::Builder::new()
+                .name(worker.clone())
+                .spawn(move || work(&worker, stage, work_rx, done_tx, &working, &busy))
+                .map_err(|e| spawn_error(&name, e))?,
+        );
+    }
+    drop((work_rx, done_tx));
+    let order = format!("{name}-order");
+    let order_ctl = ctl.clone();
+    threads.push(
+        thread::Builder::new()
+            .name(order.clone())
+            .spawn(move || {
+                if let Err(e) = in_order(&order, &done_rx, &tx, slot) {
+                    order_ctl.fail(e);
+                }
+            })
+            .map_err(|e| spawn_error(&name, e))?,
+    );
+    let stage = name.clone();
+    thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            let _span = tracing::info_span!("stage", name = stage.as_str()).entered();
+            let mut k = 0;
+            // Until upstream ends; a send fails once the workers are gone (an error, or
+            // nobody downstream).
+            while let Ok(batch) = rx.recv(None) {
+                if work_tx.send((k, batch)).is_err() {
+                    break;
+                }
+                k += 1;
+            }
+            drop(work_tx);
+            for t in threads {
+                if t.join().is_err() {
+                    ctl.fail(super::PipelineError::Panic(stage.clone()).into());
+                }
+            }
+        })
+        .map_err(|e| spawn_error(&name, e))
+}
+
+/// One worker: process each batch it takes and give its outputs back with the batch's number;
+/// at the end of the stream, its stage's `finish` outputs.
+fn work(
+    name: &str,
+    mut stage: Box<dyn Stage<CropBatch, CropBatch>>,
+    work_rx: Receiver<(u64, CropBatch)>,
+    done_tx: Sender<Done>,
+    working: &AtomicUsize,
+    busy: &AtomicBool,
+) {
+    let _span = tracing::info_span!("stage", name).entered();
+    let mut call = |k: u64, batch: Option<CropBatch>| {
+        if working.fetch_add(1, Ordering::Relaxed) == 0 {
+            busy.store(true, Ordering::Relaxed);
+        }
+        let began = Instant::now();
+        let mut out = Vec::new();
+        let result = match batch {
+            Some(b) => stage.process(b, &mut out),
+            None => stage.finish(&mut out),
+        };
+        slow_call(name, began.elapsed(), Duration::ZERO, out.len());
+        if working.fetch_sub(1, Ordering::Relaxed) == 1 {
+            busy.store(false, Ordering::Relaxed);
+        }
+        done_tx.send((k, result.map(|()| out))).is_ok()
+    };
+    for (k, batch) in work_rx.iter() {
+        if !call(k, Some(batch)) {
+            return;
+        }
+    }
+    call(FINISH, None);
+}
+
+/// Send the workers' outputs on in the order of their batches' numbers, then their `finish`
+/// outputs; the first error stops it (and, with the channel gone, the workers).
+fn in_order(
+    name: &str,
+    done_rx: &Receiver<Done>,
+    tx: &Edge<CropBatch>,
+    slot: StageSlot,
+) -> Result<(), Error> {
+    let mut next = 0u64;
+    let mut waiting: BTreeMap<u64, Vec<CropBatch>> = BTreeMap::new();
+    let mut finished = Vec::new();
+    for (k, result) in done_rx.iter() {
+        let out = result?;
+        if k == FINISH {
+            finished.extend(out);
+            continue;
+        }
+        waiting.insert(k, out);
+        while let Some(mut out) = waiting.remove(&next) {
+            let began = Instant::now();
+            let items = out.len();
+            if !tx.send_all(&mut out, slot) {
+                return Ok(());
+            }
+            slow_call(name, Duration::ZERO, began.elapsed(), items);
+            next += 1;
+        }
+    }
+    tx.send_all(&mut finished, slot);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::{Budget, Tally};
+    use crate::pipeline::Queue;
+
+    /// Tags each batch with the worker that took it and takes longer on early batches, so
+    /// later ones finish first.
+    struct Slow(u32);
+
+    impl Stage<CropBatch, CropBatch> for Slow {
+        fn process(&mut self, mut batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+            let k = batch.tile_pixels;
+            thread::sleep(Duration::from_millis(u64::from(12 - k.min(12)) * 2));
+            batch.tile_pixels = k * 10 + self.0;
+            out.push(batch);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn batches_leave_in_the_order_they_came() {
+        let tally = Tally::new(Budget::new(Duration::from_millis(33), vec![]));
+        let ctl = Arc::new(Control::new(tally.clone()));
+        let (in_tx, in_rx) = bounded(32);
+        let (edge, out_rx) = Edge::new(Queue::FILE, "pool -> next", &tally);
+        let stages: Vec<Box<dyn Stage<CropBatch, CropBatch>>> =
+            (0..3).map(|i| Box::new(Slow(i)) as Box<_>).collect();
+        let busy = Arc::new(AtomicBool::new(false));
+        let pool = run_workers(
+            "pool".into(),
+            stages,
+            Inbox::new(vec![in_rx]),
+            edge,
+            0,
+            ctl,
+            busy,
+        )
+        .unwrap();
+        for k in 0..12 {
+            let mut batch = CropBatch::default();
+            batch.tile_pixels = k;
+            in_tx.send(batch).unwrap();
+        }
+        drop(in_tx);
+        let got: Vec<u32> = out_rx.iter().map(|b| b.tile_pixels).collect();
+        pool.join().unwrap();
+        assert_eq!(
+            got.iter().map(|t| t / 10).collect::<Vec<_>>(),
+            (0..12).collect::<Vec<_>>()
+        );
+        let workers: std::collections::HashSet<u32> = got.iter().map(|t| t % 10).collect();
+        assert!(workers.len() > 1, "one worker took every batch: {got:?}");
+    }
+}
