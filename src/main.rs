@@ -216,6 +216,10 @@ struct PipelineArgs {
     /// preprocess and classify chain; one report).
     #[arg(long, value_delimiter = ',')]
     devices: Vec<usize>,
+    /// Classifiers per chain (`classify workers=N`, each with its share of the cores as ONNX
+    /// Runtime threads): for the CPU execution provider.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
     /// Video width (small values keep tests fast).
     #[arg(long, default_value_t = 1920, hide = true)]
     width: u32,
@@ -448,6 +452,7 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
         max_streams: args.max_streams,
         keep_video: args.keep_video,
         devices: args.devices,
+        workers: args.workers,
         ..PipelineBenchOptions::new(clip, model)
     };
     let table = bench::pipeline::pipeline(&opts, &mut |line| eprintln!("{line}"))?;

@@ -131,6 +131,9 @@ pub struct PipelineBenchOptions {
     pub keep_video: Option<PathBuf>,
     /// Spread the streams over these GPUs (empty: GPU 0 alone).
     pub devices: Vec<usize>,
+    /// Classifiers per chain (`classify workers=`; above 1 each gets its share of the cores as
+    /// ONNX Runtime threads).
+    pub workers: usize,
 }
 
 impl PipelineBenchOptions {
@@ -152,6 +155,7 @@ impl PipelineBenchOptions {
             max_streams: DEFAULT_MAX_STREAMS,
             keep_video: None,
             devices: Vec::new(),
+            workers: 1,
         }
     }
 
@@ -234,6 +238,8 @@ pub struct RunSpec {
     pub live: bool,
     /// The GPUs the streams are spread over (empty: GPU 0).
     pub devices: Vec<usize>,
+    /// Classifiers per chain (`classify workers=`).
+    pub workers: usize,
 }
 
 /// The description of one run, with `${video}` and `${model}` for the paths (as `octopipe run
@@ -281,6 +287,11 @@ pub fn description(spec: &RunSpec) -> String {
         if k > 1 || device != 0 {
             let _ = write!(pre, " device={device}");
             let _ = write!(classify, " device={device}");
+        }
+        if spec.workers > 1 {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let threads = (cores / spec.workers).max(1);
+            let _ = write!(classify, " workers={} threads={threads}", spec.workers);
         }
         let _ = writeln!(text, "{pre}");
         let _ = writeln!(text, "{classify}");
@@ -444,6 +455,7 @@ pub fn pipeline(
                     backend: opts.backend.unwrap_or(default_backend(decoder, ep)),
                     boxes: opts.boxes,
                     batch_frames: opts.batch_frames,
+                    workers: opts.workers,
                     live: opts.live,
                     devices: opts.devices.clone(),
                 });
@@ -669,6 +681,7 @@ mod tests {
             batch_frames: 16,
             live: false,
             devices: Vec::new(),
+            workers: 1,
         }
     }
 
@@ -730,5 +743,15 @@ mod tests {
         assert_eq!(default_backend("cpu", Compute::Cuda), Compute::Cuda);
         assert_eq!(default_backend("nvdec", Compute::Cpu), Compute::Cuda);
         assert_eq!(default_backend("auto", Compute::Cpu), Compute::Cpu);
+    }
+
+    #[test]
+    fn workers_go_to_the_classify_stage() {
+        let text = description(&RunSpec {
+            workers: 4,
+            ..spec(8, Compute::Cpu)
+        });
+        assert!(text.contains(" workers=4 threads="), "{text}");
+        assert!(!description(&spec(8, Compute::Cpu)).contains("workers="));
     }
 }
