@@ -228,6 +228,7 @@ impl Registry {
         r.register(crate::sink::JSONL);
         r.register(crate::sink::TENSORS);
         r.register(crate::sink::APPSINK);
+        r.register(crate::sink::MQTT);
         r.register(crate::pipeline::QUEUE);
         r.register(crate::source::HEAD);
         r
