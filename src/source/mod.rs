@@ -295,6 +295,11 @@ pub trait FrameSource: Send {
     fn expected_frames(&self) -> Option<u64> {
         None
     }
+    /// The number of the stream's first frame when none is lost before it: 0, unless the stream
+    /// joins its timeline late (`testsrc live=true epoch=...` started after its epoch).
+    fn first_frame(&self) -> u64 {
+        0
+    }
 }
 
 /// Whether GStreamer has an element factory called `name` (GStreamer is initialised if needed;
