@@ -468,7 +468,11 @@ fn run(
         ("<command line>".to_string(), pipeline.to_string())
     };
     let desc = describe::parse(&origin, &text, &vars)?;
-    let mut graph = describe::build(&desc)?;
+    let registry = Registry::builtin();
+    let mut graph = match observe.streams {
+        true => describe::build_open(&desc, &registry)?,
+        false => describe::build_with(&desc, &registry)?,
+    };
     if let Some(ms) = budget_ms {
         if !(ms > 0.0 && ms.is_finite()) {
             bail!("--budget-ms must be a positive number of milliseconds, found {ms}");
@@ -479,7 +483,14 @@ fn run(
     graph.check_paths(&observe.outputs())?;
     let mut report = ReportTarget::open(observe, graph.writes_stdout())?;
     let mut pipeline = Pipeline::build(graph)?;
-    let _metrics = add_observers(&mut pipeline, observe)?;
+    let streams = match observe.streams {
+        true => Some(pipeline.streams(&registry)?),
+        false => None,
+    };
+    let metrics = add_observers(&mut pipeline, observe)?;
+    if let (Some(metrics), Some(streams)) = (&metrics, streams) {
+        metrics.serve_streams(streams);
+    }
     let signals = Signals::install(pipeline.stop_handle(), observe.report);
     let outcome = pipeline.run();
     let report_error = if signals.take_report() {
@@ -623,9 +634,15 @@ struct ObserveArgs {
     /// Crops in the mosaic.
     #[arg(long, value_name = "N", default_value_t = 48)]
     mosaic_crops: usize,
-    /// Serve Prometheus metrics at http://ADDR/metrics while running (e.g. 127.0.0.1:9184).
+    /// Serve Prometheus metrics at http://ADDR/metrics while running (e.g. 127.0.0.1:9184), and
+    /// the pipeline's health at /health.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<String>,
+    /// Take streams while running: POST /streams, DELETE /streams/ID, GET /streams on the
+    /// --metrics-addr address. The run lasts until stopped (Ctrl-C, SIGTERM), and the
+    /// description may have no source of its own (`batch ! classify model=m.onnx ! mqtt`).
+    #[arg(long, requires = "metrics_addr")]
+    streams: bool,
     /// Report GPU energy per frame from NVML (or why it is not available).
     #[arg(long)]
     energy: bool,

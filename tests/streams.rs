@@ -184,6 +184,139 @@ fn a_stream_described_wrong_is_refused_naming_why() {
     assert_eq!(e, "no stream 3");
 }
 
+#[test]
+fn streams_are_added_and_removed_over_http() {
+    let _one = serial();
+    let _dog = watchdog("streams over HTTP", Duration::from_secs(60));
+    let (mut pipeline, streams) = open("batch max-frames=4 ! appsink");
+    let server = octopipe::observe::MetricsServer::serve("127.0.0.1:0").unwrap();
+    pipeline.observe(server.observer());
+    server.serve_streams(streams.clone());
+    let addr = server.local_addr();
+    let http = |method: &str, path: &str, body: &str| {
+        let (status, body) = common::http(addr, method, path, body).expect("an answer");
+        let json: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        (status.trim_start_matches("HTTP/1.1 ").to_string(), json)
+    };
+    let running = std::thread::spawn(move || pipeline.run());
+    let (status, health) = http("GET", "/health", "");
+    assert_eq!(
+        (status.as_str(), &health),
+        (
+            "200 OK",
+            &serde_json::json!({"status": "running", "streams": 0})
+        )
+    );
+
+    let file = "testsrc width=64 height=48 num-buffers=20 ! boxes format=synthetic count=2";
+    let live =
+        "testsrc width=64 height=48 live=true num-buffers=100000 ! boxes format=synthetic count=2";
+    let add = |source: &str, id: Option<u32>| {
+        let mut body = serde_json::json!({ "source": source });
+        if let Some(id) = id {
+            body["id"] = id.into();
+        }
+        http("POST", "/streams", &body.to_string())
+    };
+    assert_eq!(
+        add(file, Some(4)),
+        ("201 Created".into(), serde_json::json!({"id": 4}))
+    );
+    assert_eq!(
+        add(live, None),
+        ("201 Created".into(), serde_json::json!({"id": 5}))
+    );
+    let (status, e) = add(file, Some(4));
+    assert_eq!(status, "409 Conflict", "{e}");
+    let (status, e) = add("testsrc ! boxes formt=synthetic", None);
+    assert_eq!(status, "400 Bad Request");
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean 'format'?"),
+        "{e}"
+    );
+    let (status, e) = http("POST", "/streams", "{\"sauce\": 1}");
+    assert_eq!(status, "400 Bad Request");
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap()
+            .contains("expected {\"source\""),
+        "{e}"
+    );
+
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, list) = http("GET", "/streams", "");
+    assert_eq!(status, "200 OK");
+    assert_eq!(list[1]["id"], 5);
+    assert_eq!(list[1]["state"], "running");
+    assert_eq!(list[1]["source"], live);
+    assert!(list[1]["frames_in"].as_u64().unwrap() > 0, "{list}");
+    let (status, health) = http("GET", "/health", "");
+    assert_eq!(
+        (status.as_str(), &health["streams"]),
+        ("200 OK", &serde_json::json!(1))
+    );
+
+    assert_eq!(
+        http("DELETE", "/streams/5?mode=sideways", "").0,
+        "400 Bad Request"
+    );
+    assert_eq!(http("DELETE", "/streams/99", "").0, "404 Not Found");
+    assert_eq!(http("DELETE", "/streams", "").0, "405 Method Not Allowed");
+    let (status, removed) = http("DELETE", "/streams/5?mode=drop", "");
+    assert_eq!(
+        (status.as_str(), &removed),
+        ("200 OK", &serde_json::json!({"id": 5, "mode": "drop"}))
+    );
+    let start = Instant::now();
+    loop {
+        let (_, list) = http("GET", "/streams", "");
+        let states: Vec<&str> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["state"].as_str().unwrap())
+            .collect();
+        if states == ["ended", "removed"] {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{list}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    streams.close();
+    let outcome = running.join().unwrap();
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let rows = rows(&outcome);
+    assert_eq!(rows[&4], (20, 20, BTreeMap::new()));
+    let (frames_in, processed, dropped) = &rows[&5];
+    assert_eq!(
+        *frames_in,
+        processed + dropped.values().sum::<u64>(),
+        "{dropped:?}"
+    );
+    let (status, health) = http("GET", "/health", "");
+    assert_eq!(
+        (status.as_str(), &health),
+        (
+            "503 Service Unavailable",
+            &serde_json::json!({"status": "finished"})
+        )
+    );
+    assert_eq!(
+        http(
+            "POST",
+            "/streams",
+            &serde_json::json!({"source": file}).to_string()
+        )
+        .0,
+        "503 Service Unavailable"
+    );
+}
+
 /// Threads of this process and its resident memory in kB, from /proc/self/status (after the
 /// allocator gave back what it holds free: freed memory is what matters, not its arenas).
 fn threads_and_rss() -> (u64, u64) {

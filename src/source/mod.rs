@@ -152,6 +152,11 @@ pub struct SourceConfig {
     pub decoder: Decoder,
     /// With `decoder=nvdec`: the CUDA device whose NVDEC decodes (its frames are in its memory).
     pub device: usize,
+    /// For a live test source (`testsrc live=true epoch=T`): the UNIX time in seconds at which
+    /// its frame 0 was due. The source starts at the frame due when it opens (numbered as on
+    /// that timeline, `num-buffers` counted from frame 0), so a stream restarted, or moved to
+    /// another process, goes on with its frame numbers.
+    pub epoch: Option<f64>,
 }
 
 impl SourceConfig {
@@ -167,6 +172,7 @@ impl SourceConfig {
             head_framerate: None,
             decoder: Decoder::Cpu,
             device: 0,
+            epoch: None,
         }
     }
 
@@ -337,11 +343,17 @@ pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Box<dyn FrameSour
 
 impl Element for SourceConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        let mut source = GstSource::open(&self, BufferPool::new())?;
+        let mut config = *self;
+        let interval = config.frame_interval();
+        let joined = config.epoch.map(|epoch| Joined::now(epoch, interval));
+        if let (Some(j), SourceKind::Test { num_buffers, .. }) = (&joined, &mut config.kind) {
+            *num_buffers = num_buffers.saturating_sub(u32::try_from(j.first).unwrap_or(u32::MAX));
+        }
+        let mut source = GstSource::open(&config, BufferPool::new())?;
         source.report_to(ctx.tally.clone());
         let source: Box<dyn FrameSource> = Box::new(source);
-        Ok(Running::Source(if self.paced() {
-            Box::new(Paced::new(source, self.frame_interval()))
+        Ok(Running::Source(if config.paced() {
+            Box::new(Paced::new(source, interval, joined))
         } else {
             source
         }))
@@ -388,22 +400,59 @@ fn image_inputs(location: &str) -> Vec<RunPath> {
         .collect()
 }
 
+/// Where a live source joins a timeline that started at a UNIX time (`testsrc epoch=`).
+#[derive(Debug, Clone, Copy)]
+struct Joined {
+    /// The first frame due now or later.
+    first: u64,
+    /// When it is due.
+    due: Instant,
+}
+
+impl Joined {
+    /// Join, now, the timeline of frames every `interval` from `epoch` (UNIX seconds).
+    fn now(epoch: f64, interval: Duration) -> Joined {
+        let (now, wall) = (Instant::now(), std::time::SystemTime::now());
+        let epoch = std::time::UNIX_EPOCH + Duration::from_secs_f64(epoch.max(0.0));
+        let Ok(since) = wall.duration_since(epoch) else {
+            // The timeline starts later: frame 0 is due then.
+            let wait = epoch.duration_since(wall).unwrap_or_default();
+            return Joined {
+                first: 0,
+                due: now + wait,
+            };
+        };
+        let first = since.as_nanos().div_ceil(interval.as_nanos().max(1));
+        let first = u64::try_from(first).unwrap_or(u64::MAX);
+        let ahead = (interval * u32::try_from(first).unwrap_or(u32::MAX)).saturating_sub(since);
+        Joined {
+            first,
+            due: now + ahead,
+        }
+    }
+}
+
 /// Releases a file source's frames at their presentation times (`live=true`): frame k is due at
-/// the first frame's release plus `pts_k - pts_0`, and its budget starts then.
+/// the first frame's release plus `pts_k - pts_0`, and its budget starts then. A source that
+/// joined a timeline ([`Joined`]) releases its first frame when that frame is due and numbers its
+/// frames (and their pts) from it.
 struct Paced {
     inner: Box<dyn FrameSource>,
     interval: Duration,
     start: Option<(Instant, Duration)>,
     n: u32,
+    /// The number of the first frame (0 unless it joined a timeline late).
+    first: u64,
 }
 
 impl Paced {
-    fn new(inner: Box<dyn FrameSource>, interval: Duration) -> Self {
+    fn new(inner: Box<dyn FrameSource>, interval: Duration, joined: Option<Joined>) -> Self {
         Paced {
             inner,
             interval,
-            start: None,
+            start: joined.map(|j| (j.due, Duration::ZERO)),
             n: 0,
+            first: joined.map_or(0, |j| j.first),
         }
     }
 }
@@ -421,7 +470,15 @@ impl FrameSource for Paced {
             std::thread::sleep(wait);
         }
         frame.times.arrival = due;
+        if self.first > 0 {
+            frame.seq += self.first;
+            let shift = self.interval.as_secs_f64() * self.first as f64;
+            frame.pts = Some(pts + Duration::from_secs_f64(shift));
+        }
         Ok(Some(frame))
+    }
+    fn first_frame(&self) -> u64 {
+        self.first
     }
     fn stop(&mut self) {
         self.inner.stop();
@@ -548,6 +605,18 @@ pub const TESTSRC: StageDecl = StageDecl {
         ),
         FRAMERATE,
         LIVE,
+        PropSpec::new(
+            "epoch",
+            PropType::Float {
+                min: 0.0,
+                max: 1e11,
+                open_min: false,
+            },
+            "-",
+            "with live=true: the UNIX time (s) frame 0 was due; the stream starts at the frame \
+             due now (num-buffers counts from frame 0), so a stream moved to another process \
+             keeps its frame numbers",
+        ),
         TIMEOUT,
         TIMEOUT_ACTION,
         START_TIMEOUT,
@@ -586,6 +655,15 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
     }
     cfg.live = p.bool("live").unwrap_or(false);
     cfg.watch = Watch::from_props(p);
+    if p.decl().props.iter().any(|s| s.name == "epoch") {
+        cfg.epoch = p.float("epoch");
+    }
+    if cfg.epoch.is_some() && !cfg.live {
+        return Err(p.error(
+            "epoch",
+            "epoch needs live=true (frames are released on the clock)",
+        ));
+    }
     if p.decl().props.iter().any(|s| s.name == "decoder") {
         cfg.decoder = match p.str("decoder") {
             Some("nvdec") => Decoder::Nvdec,
