@@ -22,13 +22,15 @@
 //!
 //! The output may not resolve to one of the run's inputs (checked before anything opens).
 //!
-//! The same objects go to a broker with `mqtt` ([`MqttSink`]): one message per frame or per
-//! object, in the versioned schema of docs/messages.md ([`message`]).
+//! The same objects go to a broker with `mqtt` ([`MqttSink`]) or to Zenoh peers with `zenoh`
+//! ([`ZenohSink`]): one message per frame or per object, in the versioned schema of
+//! docs/messages.md ([`message`]).
 
 mod lines;
 pub mod message;
 mod mqtt;
 mod tensors;
+mod zenoh;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,8 +46,10 @@ use crate::stage::{
 use crate::Error;
 
 use lines::JsonLines;
-pub use mqtt::{MqttConfig, MqttSink, DEFAULT_BUFFER, MAX_MESSAGE, MQTT};
+pub use message::MAX_MESSAGE;
+pub use mqtt::{MqttConfig, MqttSink, DEFAULT_BUFFER, MQTT};
 pub use tensors::{TensorsConfig, TensorsSink, TENSORS};
+pub use zenoh::{ZenohConfig, ZenohSink, ZENOH};
 
 /// Settings of the JSONL sink.
 #[derive(Debug, Clone, PartialEq)]

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use rumqttc::{Client, Connection, Event, MqttOptions, Outgoing, Packet, QoS};
 
-use super::message::{Delivery, Message, Messages, Per, Topic};
+use super::message::{Delivery, Handed, Outbox, Per, Topic, MAX_MESSAGE};
 use super::SinkError;
 use crate::batch::CropBatch;
 use crate::budget::Tally;
@@ -42,10 +42,6 @@ use crate::Error;
 /// Default messages held while the broker is away or slow.
 pub const DEFAULT_BUFFER: usize = 1000;
 
-/// The largest message sent; a larger one (a frame with thousands of objects: use `per=object`)
-/// is dropped and counted.
-pub const MAX_MESSAGE: usize = 1 << 20;
-
 /// First wait before connecting again; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// Longest wait before connecting again.
@@ -53,7 +49,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// A quiet connection is checked with a ping this often (a broker gone without closing it is
 /// noticed within about twice this).
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
-/// How often waits look whether the sink is stopping.
+/// How often the backoff looks whether the sink is stopping.
 const POLL: Duration = Duration::from_millis(10);
 
 /// `mqtt host=... port=... topic=... qos=0|1`.
@@ -189,16 +185,11 @@ impl Element for MqttConfig {
 /// The running `mqtt` sink.
 pub struct MqttSink {
     config: MqttConfig,
-    name: String,
     client: Option<Client>,
-    messages: Messages,
-    out: Vec<Message>,
-    delivery: Arc<Delivery>,
+    outbox: Outbox,
     stop: Arc<AtomicBool>,
     thread: Option<thread::JoinHandle<()>>,
     tally: Tally,
-    /// Dropping messages since the last one the buffer took (warned once per spell).
-    dropping: bool,
 }
 
 impl MqttSink {
@@ -206,7 +197,7 @@ impl MqttSink {
     /// for the broker here).
     pub fn start(config: MqttConfig, tally: Tally) -> Result<MqttSink, SinkError> {
         static CLIENTS: AtomicU64 = AtomicU64::new(0);
-        let name = config.name();
+        let outbox = Outbox::new(config.name(), config.per, config.buffer);
         let id = config.client_id.clone().unwrap_or_else(|| {
             let n = CLIENTS.fetch_add(1, Ordering::Relaxed);
             format!("octopipe-{}-{n}", std::process::id())
@@ -216,84 +207,51 @@ impl MqttSink {
             .set_keep_alive(KEEP_ALIVE)
             .set_max_packet_size(64 * 1024, MAX_MESSAGE + 64 * 1024);
         let (client, connection) = Client::new(options, config.buffer);
-        let delivery = Delivery::new();
         let stop = Arc::new(AtomicBool::new(false));
         let link = Link {
-            name: name.clone(),
+            name: outbox.name.clone(),
             at_least_once: config.at_least_once,
             buffer: config.buffer,
-            delivery: delivery.clone(),
+            delivery: outbox.delivery.clone(),
             stop: stop.clone(),
         };
         let thread = thread::Builder::new()
             .name("octopipe-mqtt".into())
             .spawn(move || link.drive(connection))
-            .map_err(|e| SinkError {
-                path: name.clone(),
-                reason: format!("cannot start its thread: {e}"),
-            })?;
+            .map_err(|e| outbox.error(format!("cannot start its thread: {e}")))?;
         Ok(MqttSink {
-            messages: Messages::new(config.per),
             config,
-            name,
             client: Some(client),
-            out: Vec::new(),
-            delivery,
+            outbox,
             stop,
             thread: Some(thread),
             tally,
-            dropping: false,
         })
     }
 
     /// What became of the messages so far.
     pub fn delivery(&self) -> &Delivery {
-        &self.delivery
+        &self.outbox.delivery
     }
 
     /// Hand `batch`'s messages to the connection thread; never waits.
     pub fn publish(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
-        let error = |reason: String| SinkError {
-            path: self.name.clone(),
-            reason,
-        };
-        self.messages
-            .of(batch, &mut self.out)
-            .map_err(|e| error(format!("cannot serialize a message: {e}")))?;
         let Some(client) = &self.client else {
-            return Err(error("published after the end of the stream".into()));
+            return Err(self
+                .outbox
+                .error("published after the end of the stream".into()));
         };
         let qos = match self.config.at_least_once {
             true => QoS::AtLeastOnce,
             false => QoS::AtMostOnce,
         };
-        for m in self.out.drain(..) {
-            if m.payload.len() > MAX_MESSAGE {
-                self.delivery.too_large.fetch_add(1, Ordering::SeqCst);
-                tracing::warn!(
-                    "{}: the message of stream {} frame {} is {} bytes, over {MAX_MESSAGE}: dropped (counted; per=object sends smaller ones)",
-                    self.name, m.stream, m.frame, m.payload.len()
-                );
-                continue;
+        let topic = &self.config.topic;
+        self.outbox.publish(batch, |m| {
+            match client.try_publish(topic.of(m.stream), qos, false, m.payload) {
+                Ok(()) => Handed::Taken,
+                Err(_) => Handed::Full,
             }
-            let topic = self.config.topic.of(m.stream);
-            match client.try_publish(topic, qos, false, m.payload) {
-                Ok(()) => {
-                    self.delivery.accepted.fetch_add(1, Ordering::SeqCst);
-                    self.dropping = false;
-                }
-                Err(_) => {
-                    self.delivery.dropped.fetch_add(1, Ordering::SeqCst);
-                    if !std::mem::replace(&mut self.dropping, true) {
-                        tracing::warn!(
-                            "{}: {} messages held (buffer={}): dropping messages until the broker takes them (counted)",
-                            self.name, self.config.buffer, self.config.buffer
-                        );
-                    }
-                }
-            }
-        }
-        Ok(())
+        })
     }
 
     /// Wait up to `flush-timeout` for the messages held to be delivered, say goodbye to the
@@ -302,10 +260,7 @@ impl MqttSink {
         let Some(client) = self.client.take() else {
             return;
         };
-        let deadline = Instant::now() + self.config.flush_timeout;
-        while self.delivery.outstanding() > 0 && Instant::now() < deadline {
-            thread::sleep(POLL);
-        }
+        self.outbox.flush(self.config.flush_timeout);
         let _ = client.try_disconnect();
         drop(client);
         self.stop.store(true, Ordering::SeqCst);
@@ -328,7 +283,7 @@ impl Stage<CropBatch, CropBatch> for MqttSink {
             true => "acknowledged",
             false => "sent",
         };
-        let line = self.delivery.line(&self.name, delivered);
+        let line = self.outbox.delivery.line(&self.outbox.name, delivered);
         self.tally.with(|t| t.add_line(line));
         Ok(())
     }

@@ -10,6 +10,8 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::messages::Received;
+
 /// A mosquitto process of the test's.
 pub struct Mosquitto {
     pub port: u16,
@@ -108,13 +110,6 @@ impl Drop for Mosquitto {
             let _ = child.wait();
         }
     }
-}
-
-/// One message as a subscriber got it.
-#[derive(Debug, Clone)]
-pub struct Received {
-    pub topic: String,
-    pub json: serde_json::Value,
 }
 
 /// A subscriber with a persistent session (QoS 1, clean session off): the broker keeps what
