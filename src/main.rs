@@ -123,6 +123,22 @@ enum BenchCommand {
         #[arg(long)]
         data: Option<PathBuf>,
     },
+    /// The broker sinks' messages: bytes per message (per frame, per object) on the clip and on
+    /// synthetic boxes, and with --mqtt-port, messages a second through that broker.
+    Messages {
+        /// The clip folder; default $OCTOPIPE_DATA/visdrone/clip-9999999.
+        #[arg(long)]
+        clip: Option<PathBuf>,
+        /// The classifier; default $OCTOPIPE_DATA/models/visdrone-crops-64.onnx.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// An MQTT broker on 127.0.0.1 to run messages through (QoS 1, then 0).
+        #[arg(long)]
+        mqtt_port: Option<u16>,
+        /// Frames of each broker run.
+        #[arg(long, default_value_t = 3000)]
+        frames: u32,
+    },
     /// The whole pipeline (decode, boxes, batch, preprocess, classify) on N streams of H.264
     /// encoded from the clip: fps, latency, CPU and GPU use per streams x decoder x ep.
     Pipeline(PipelineArgs),
@@ -326,6 +342,27 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
             print!("{}", bench::mot::track_table(&data)?);
         }
         BenchCommand::Pipeline(args) => bench_pipeline(args)?,
+        BenchCommand::Messages {
+            clip,
+            model,
+            mqtt_port,
+            frames,
+        } => {
+            let data = data_dir();
+            let clip = clip
+                .or_else(|| data.as_ref().map(|d| d.join("visdrone/clip-9999999")))
+                .context("the clip is needed: --clip DIR or $OCTOPIPE_DATA")?;
+            let model = model
+                .or_else(|| data.map(|d| d.join("models/visdrone-crops-64.onnx")))
+                .context("the classifier is needed: --model FILE or $OCTOPIPE_DATA")?;
+            let opts = bench::messages::MessagesOptions {
+                clip,
+                model,
+                mqtt_port,
+                frames,
+            };
+            print!("{}", bench::messages::messages(&opts)?);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

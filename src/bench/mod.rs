@@ -8,7 +8,8 @@
 //! a few micro-benchmarks. [`detect_tiles`] times the detector's input (a frame's tiles as one
 //! batch) per backend; [`eval`] scores a detector's boxes against VisDrone ground truth
 //! (`octopipe bench detections`); [`pipeline`] runs the whole pipeline on N streams of H.264
-//! (`octopipe bench pipeline`).
+//! (`octopipe bench pipeline`); [`messages`] measures the broker sinks' messages (`octopipe bench
+//! messages`).
 
 mod baselines;
 mod data;
@@ -16,6 +17,7 @@ mod detect;
 pub mod eval;
 mod gpu;
 mod infer;
+pub mod messages;
 pub mod mot;
 pub mod pipeline;
 
