@@ -63,9 +63,9 @@ fn sizes(what: &'static str, text: &str) -> Result<[Sizes; 2], Error> {
             sizes.bytes.extend(out.drain(..).map(|m| m.payload.len()));
         }
     }
-    let outcome = run.join().map_err(|_| {
-        crate::pipeline::PipelineError::Panic("bench messages".into())
-    })?;
+    let outcome = run
+        .join()
+        .map_err(|_| crate::pipeline::PipelineError::Panic("bench messages".into()))?;
     if let Some(e) = outcome.error {
         return Err(e);
     }
@@ -78,7 +78,9 @@ pub fn messages(opts: &MessagesOptions) -> Result<String, Error> {
     let classify = format!("classify model={model} labels=person,two-wheeler,car,large-vehicle");
     // The frames of the broker runs, unclassified.
     let broker_frames = |frames: u32| {
-        format!("testsrc width=640 height=360 num-buffers={frames} ! boxes format=synthetic count=28")
+        format!(
+            "testsrc width=640 height=360 num-buffers={frames} ! boxes format=synthetic count=28"
+        )
     };
     let runs = [
         (

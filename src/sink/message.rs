@@ -9,16 +9,11 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{pts_ms, Object, SinkError};
+use super::{pts_ms, Object};
 use crate::batch::CropBatch;
-
-/// The largest message sent; a larger one (a frame with thousands of objects: use `per=object`)
-/// is dropped and counted.
-pub const MAX_MESSAGE: usize = 1 << 20;
 
 /// The version of the message schema (the `v` field); changed only when a field changes meaning
 /// or goes away (fields may be added within a version).
@@ -218,105 +213,6 @@ impl Delivery {
             line += &format!("; {reconnects} reconnect{}", plural(reconnects));
         }
         line
-    }
-}
-
-/// What became of a message handed to a broker sink's buffer.
-pub enum Handed {
-    /// The buffer took it.
-    Taken,
-    /// The buffer was full.
-    Full,
-    /// The thread that sends from the buffer is gone.
-    Gone,
-}
-
-/// The pipeline's side of a broker sink: batches into messages, handed to a bounded buffer that
-/// never waits (a message that finds it full is dropped and counted), and the wait for it to
-/// empty at the end.
-pub struct Outbox {
-    /// How errors, logs and the report name the sink (`mqtt HOST:PORT`, `zenoh KEY`).
-    pub name: String,
-    buffer: usize,
-    messages: Messages,
-    out: Vec<Message>,
-    /// What became of the messages.
-    pub delivery: Arc<Delivery>,
-    /// Dropping messages since the last one the buffer took (warned once per spell).
-    dropping: bool,
-}
-
-impl Outbox {
-    /// Messages of the kind `per`, into a buffer of `buffer` messages.
-    pub fn new(name: String, per: Per, buffer: usize) -> Outbox {
-        Outbox {
-            name,
-            buffer,
-            messages: Messages::new(per),
-            out: Vec::new(),
-            delivery: Delivery::new(),
-            dropping: false,
-        }
-    }
-
-    /// An error of this sink.
-    pub fn error(&self, reason: String) -> SinkError {
-        SinkError {
-            path: self.name.clone(),
-            reason,
-        }
-    }
-
-    /// Hand `batch`'s messages to `hand` (the buffer's `try_send`), counting each.
-    pub fn publish(
-        &mut self,
-        batch: &CropBatch,
-        mut hand: impl FnMut(Message) -> Handed,
-    ) -> Result<(), SinkError> {
-        self.messages
-            .of(batch, &mut self.out)
-            .map_err(|e| self.error(format!("cannot serialize a message: {e}")))?;
-        let d = &self.delivery;
-        for m in self.out.drain(..) {
-            if m.payload.len() > MAX_MESSAGE {
-                d.too_large.fetch_add(1, Ordering::SeqCst);
-                tracing::warn!(
-                    "{}: the message of stream {} frame {} is {} bytes, over {MAX_MESSAGE}: dropped (counted; per=object sends smaller ones)",
-                    self.name, m.stream, m.frame, m.payload.len()
-                );
-                continue;
-            }
-            match hand(m) {
-                Handed::Taken => {
-                    d.accepted.fetch_add(1, Ordering::SeqCst);
-                    self.dropping = false;
-                }
-                Handed::Full => {
-                    d.dropped.fetch_add(1, Ordering::SeqCst);
-                    if !std::mem::replace(&mut self.dropping, true) {
-                        tracing::warn!(
-                            "{}: {} messages held (buffer={}): dropping messages until they go out (counted)",
-                            self.name, self.buffer, self.buffer
-                        );
-                    }
-                }
-                Handed::Gone => {
-                    return Err(SinkError {
-                        path: self.name.clone(),
-                        reason: "its sending thread ended".into(),
-                    })
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Wait until every message taken was delivered, or `timeout`.
-    pub fn flush(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while self.delivery.outstanding() > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
     }
 }
 

@@ -22,10 +22,11 @@
 //!
 //! The output may not resolve to one of the run's inputs (checked before anything opens).
 //!
-//! The same objects go to a broker with `mqtt` ([`MqttSink`]) or to Zenoh peers with `zenoh`
-//! ([`ZenohSink`]): one message per frame or per object, in the versioned schema of
+//! The same objects go to a broker with `mqtt` ([`MQTT`]) or to Zenoh peers with `zenoh`
+//! ([`ZENOH`]): one message per frame or per object, in the versioned schema of
 //! docs/messages.md ([`message`]).
 
+mod broker;
 mod lines;
 pub mod message;
 mod mqtt;
@@ -45,11 +46,11 @@ use crate::stage::{
 };
 use crate::Error;
 
+pub use broker::{Sending, DEFAULT_BUFFER, MAX_MESSAGE};
 use lines::JsonLines;
-pub use message::MAX_MESSAGE;
-pub use mqtt::{MqttConfig, MqttSink, DEFAULT_BUFFER, MQTT};
+pub use mqtt::{MqttConfig, MQTT};
 pub use tensors::{TensorsConfig, TensorsSink, TENSORS};
-pub use zenoh::{ZenohConfig, ZenohSink, ZENOH};
+pub use zenoh::{ZenohConfig, ZENOH};
 
 /// Settings of the JSONL sink.
 #[derive(Debug, Clone, PartialEq)]

@@ -29,18 +29,15 @@ use std::time::{Duration, Instant};
 
 use rumqttc::{Client, Connection, Event, MqttOptions, Outgoing, Packet, QoS};
 
-use super::message::{Delivery, Handed, Outbox, Per, Topic, MAX_MESSAGE};
+use super::broker::{
+    BrokerSink, Handed, Sending, Transport, BUFFER, FLUSH_TIMEOUT, MAX_MESSAGE, PER,
+};
+use super::message::{Delivery, Message, Topic};
 use super::SinkError;
-use crate::batch::CropBatch;
 use crate::budget::Tally;
 use crate::describe::DescribeError;
-use crate::stage::{
-    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
-};
+use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
 use crate::Error;
-
-/// Default messages held while the broker is away or slow.
-pub const DEFAULT_BUFFER: usize = 1000;
 
 /// First wait before connecting again; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -88,28 +85,9 @@ pub const MQTT: StageDecl = StageDecl {
             "octopipe-PID-N",
             "the MQTT client id (unique per broker)",
         ),
-        PropSpec::new(
-            "per",
-            PropType::Choice(&["frame", "object"]),
-            "frame",
-            "one message per frame (its objects, also none) or per object",
-        ),
-        PropSpec::new(
-            "buffer",
-            PropType::POSITIVE,
-            "1000",
-            "messages held while the broker is away or slow; beyond, dropped and counted",
-        ),
-        PropSpec::new(
-            "flush-timeout",
-            PropType::Float {
-                min: 0.0,
-                max: 3600.0,
-                open_min: false,
-            },
-            "3",
-            "seconds the end of the stream waits for held messages to be delivered",
-        ),
+        PER,
+        BUFFER,
+        FLUSH_TIMEOUT,
     ],
     needs: &[Role::Boxes, Role::Batch],
     provides: &[],
@@ -129,12 +107,8 @@ pub struct MqttConfig {
     pub at_least_once: bool,
     /// The client id; `None`: `octopipe-PID-N`.
     pub client_id: Option<String>,
-    /// What a message carries.
-    pub per: Per,
-    /// Messages held while the broker is away or slow.
-    pub buffer: usize,
-    /// How long the end of the stream waits for held messages.
-    pub flush_timeout: Duration,
+    /// Messages, buffer, flush.
+    pub sending: Sending,
 }
 
 fn make_mqtt(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
@@ -157,12 +131,7 @@ fn make_mqtt(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         topic,
         at_least_once: p.str("qos") != Some("0"),
         client_id,
-        per: match p.str("per") {
-            Some("object") => Per::Object,
-            _ => Per::Frame,
-        },
-        buffer: p.usize("buffer").unwrap_or(DEFAULT_BUFFER),
-        flush_timeout: Duration::from_secs_f64(p.float("flush-timeout").unwrap_or(3.0)),
+        sending: Sending::from_props(p),
     }))
 }
 
@@ -175,124 +144,90 @@ impl MqttConfig {
 
 impl Element for MqttConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Batches(Box::new(MqttSink::start(
-            *self,
-            ctx.tally.clone(),
-        )?)))
+        Ok(Running::Batches(Box::new(start(*self, ctx.tally.clone())?)))
     }
 }
 
-/// The running `mqtt` sink.
-pub struct MqttSink {
-    config: MqttConfig,
-    client: Option<Client>,
-    outbox: Outbox,
-    stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
-    tally: Tally,
-}
-
-impl MqttSink {
-    /// Start the connection thread (it connects, and connects again, on its own; nothing waits
-    /// for the broker here).
-    pub fn start(config: MqttConfig, tally: Tally) -> Result<MqttSink, SinkError> {
-        static CLIENTS: AtomicU64 = AtomicU64::new(0);
-        let outbox = Outbox::new(config.name(), config.per, config.buffer);
-        let id = config.client_id.clone().unwrap_or_else(|| {
-            let n = CLIENTS.fetch_add(1, Ordering::Relaxed);
-            format!("octopipe-{}-{n}", std::process::id())
-        });
-        let mut options = MqttOptions::new(id, &config.host, config.port);
-        options
-            .set_keep_alive(KEEP_ALIVE)
-            .set_max_packet_size(64 * 1024, MAX_MESSAGE + 64 * 1024);
-        let (client, connection) = Client::new(options, config.buffer);
-        let stop = Arc::new(AtomicBool::new(false));
-        let link = Link {
-            name: outbox.name.clone(),
-            at_least_once: config.at_least_once,
-            buffer: config.buffer,
-            delivery: outbox.delivery.clone(),
-            stop: stop.clone(),
-        };
-        let thread = thread::Builder::new()
-            .name("octopipe-mqtt".into())
-            .spawn(move || link.drive(connection))
-            .map_err(|e| outbox.error(format!("cannot start its thread: {e}")))?;
-        Ok(MqttSink {
-            config,
-            client: Some(client),
-            outbox,
-            stop,
-            thread: Some(thread),
-            tally,
-        })
-    }
-
-    /// What became of the messages so far.
-    pub fn delivery(&self) -> &Delivery {
-        &self.outbox.delivery
-    }
-
-    /// Hand `batch`'s messages to the connection thread; never waits.
-    pub fn publish(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
-        let Some(client) = &self.client else {
-            return Err(self
-                .outbox
-                .error("published after the end of the stream".into()));
-        };
-        let qos = match self.config.at_least_once {
+/// Start the `mqtt` sink: its connection thread connects, and connects again, on its own; nothing
+/// waits for the broker here.
+fn start(config: MqttConfig, tally: Tally) -> Result<BrokerSink<Mqtt>, SinkError> {
+    static CLIENTS: AtomicU64 = AtomicU64::new(0);
+    let name = config.name();
+    let id = config.client_id.clone().unwrap_or_else(|| {
+        let n = CLIENTS.fetch_add(1, Ordering::Relaxed);
+        format!("octopipe-{}-{n}", std::process::id())
+    });
+    let mut options = MqttOptions::new(id, &config.host, config.port);
+    options
+        .set_keep_alive(KEEP_ALIVE)
+        .set_max_packet_size(64 * 1024, MAX_MESSAGE + 64 * 1024);
+    let (client, connection) = Client::new(options, config.sending.buffer);
+    let delivery = Delivery::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let link = Link {
+        name: name.clone(),
+        at_least_once: config.at_least_once,
+        buffer: config.sending.buffer,
+        delivery: delivery.clone(),
+        stop: stop.clone(),
+    };
+    let thread = thread::Builder::new()
+        .name("octopipe-mqtt".into())
+        .spawn(move || link.drive(connection))
+        .map_err(|e| SinkError {
+            path: name.clone(),
+            reason: format!("cannot start its thread: {e}"),
+        })?;
+    let mqtt = Mqtt {
+        client: Some(client),
+        topic: config.topic,
+        qos: match config.at_least_once {
             true => QoS::AtLeastOnce,
             false => QoS::AtMostOnce,
+        },
+        stop,
+        thread: Some(thread),
+    };
+    Ok(BrokerSink::new(name, config.sending, delivery, mqtt, tally))
+}
+
+/// The `mqtt` sink's transport: rumqttc's request channel (the buffer) and its connection
+/// thread.
+struct Mqtt {
+    client: Option<Client>,
+    topic: Topic,
+    qos: QoS,
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Transport for Mqtt {
+    fn hand(&mut self, m: Message) -> Handed {
+        let Some(client) = &self.client else {
+            return Handed::Gone;
         };
-        let topic = &self.config.topic;
-        self.outbox.publish(batch, |m| {
-            match client.try_publish(topic.of(m.stream), qos, false, m.payload) {
-                Ok(()) => Handed::Taken,
-                Err(_) => Handed::Full,
-            }
-        })
+        match client.try_publish(self.topic.of(m.stream), self.qos, false, m.payload) {
+            Ok(()) => Handed::Taken,
+            Err(_) => Handed::Full,
+        }
     }
 
-    /// Wait up to `flush-timeout` for the messages held to be delivered, say goodbye to the
-    /// broker and stop the connection thread.
+    /// Say goodbye to the broker and stop the connection thread.
     fn close(&mut self) {
-        let Some(client) = self.client.take() else {
-            return;
-        };
-        self.outbox.flush(self.config.flush_timeout);
-        let _ = client.try_disconnect();
-        drop(client);
+        if let Some(client) = self.client.take() {
+            let _ = client.try_disconnect();
+        }
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
-}
 
-impl Stage<CropBatch, CropBatch> for MqttSink {
-    fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        self.publish(&batch)?;
-        out.push(batch);
-        Ok(())
-    }
-
-    fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        self.close();
-        let delivered = match self.config.at_least_once {
-            true => "acknowledged",
-            false => "sent",
-        };
-        let line = self.outbox.delivery.line(&self.outbox.name, delivered);
-        self.tally.with(|t| t.add_line(line));
-        Ok(())
-    }
-}
-
-impl Drop for MqttSink {
-    fn drop(&mut self) {
-        // A run that failed elsewhere never called finish: the thread still ends.
-        self.close();
+    fn delivered(&self) -> &'static str {
+        match self.qos {
+            QoS::AtMostOnce => "sent",
+            _ => "acknowledged",
+        }
     }
 }
 

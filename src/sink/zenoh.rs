@@ -25,20 +25,17 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
 
 use ::zenoh::qos::CongestionControl;
 use ::zenoh::Wait;
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
-use super::message::{Delivery, Handed, Message, Outbox, Per, Topic};
+use super::broker::{BrokerSink, Handed, Sending, Transport, BUFFER, FLUSH_TIMEOUT, PER};
+use super::message::{Delivery, Message, Topic};
 use super::SinkError;
-use crate::batch::CropBatch;
 use crate::budget::Tally;
 use crate::describe::DescribeError;
-use crate::stage::{
-    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
-};
+use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
 use crate::Error;
 
 /// `zenoh key=... connect=... listen=...`.
@@ -77,28 +74,9 @@ pub const ZENOH: StageDecl = StageDecl {
             "false",
             "also find peers and routers on the LAN by multicast scouting",
         ),
-        PropSpec::new(
-            "per",
-            PropType::Choice(&["frame", "object"]),
-            "frame",
-            "one message per frame (its objects, also none) or per object",
-        ),
-        PropSpec::new(
-            "buffer",
-            PropType::POSITIVE,
-            "1000",
-            "messages held while Zenoh is slow; beyond, dropped and counted",
-        ),
-        PropSpec::new(
-            "flush-timeout",
-            PropType::Float {
-                min: 0.0,
-                max: 3600.0,
-                open_min: false,
-            },
-            "3",
-            "seconds the end of the stream waits for held messages to be sent",
-        ),
+        PER,
+        BUFFER,
+        FLUSH_TIMEOUT,
     ],
     needs: &[Role::Boxes, Role::Batch],
     provides: &[],
@@ -118,12 +96,8 @@ pub struct ZenohConfig {
     pub listen: Vec<String>,
     /// Multicast scouting on.
     pub scouting: bool,
-    /// What a message carries.
-    pub per: Per,
-    /// Messages held while Zenoh is slow.
-    pub buffer: usize,
-    /// How long the end of the stream waits for held messages.
-    pub flush_timeout: Duration,
+    /// Messages, buffer, flush.
+    pub sending: Sending,
 }
 
 fn make_zenoh(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
@@ -135,12 +109,7 @@ fn make_zenoh(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         connect: p.list("connect").unwrap_or_default(),
         listen: p.list("listen").unwrap_or_default(),
         scouting: p.bool("scouting").unwrap_or(false),
-        per: match p.str("per") {
-            Some("object") => Per::Object,
-            _ => Per::Frame,
-        },
-        buffer: p.usize("buffer").unwrap_or(super::DEFAULT_BUFFER),
-        flush_timeout: Duration::from_secs_f64(p.float("flush-timeout").unwrap_or(3.0)),
+        sending: Sending::from_props(p),
     };
     if config.connect.is_empty() && config.listen.is_empty() && !config.scouting {
         return Err(p.error(
@@ -202,103 +171,80 @@ impl ZenohConfig {
 
 impl Element for ZenohConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Batches(Box::new(ZenohSink::start(
-            *self,
-            ctx.tally.clone(),
-        )?)))
+        Ok(Running::Batches(Box::new(start(*self, ctx.tally.clone())?)))
     }
 }
 
-/// The running `zenoh` sink.
-pub struct ZenohSink {
-    config: ZenohConfig,
+/// Open the Zenoh session (it connects to the endpoints given, waiting for what their peers
+/// declared, within Zenoh's own timeouts) and start the thread that puts messages.
+fn start(config: ZenohConfig, tally: Tally) -> Result<BrokerSink<Zenoh>, SinkError> {
+    let name = config.name();
+    let error = |reason: String| SinkError {
+        path: name.clone(),
+        reason,
+    };
+    let session = ::zenoh::open(config.session_config().map_err(error)?)
+        .wait()
+        .map_err(|e| error(format!("cannot open the Zenoh session: {e}")))?;
+    let (tx, rx) = bounded(config.sending.buffer);
+    let delivery = Delivery::new();
+    let put = Put {
+        name: name.clone(),
+        key: config.key.clone(),
+        session,
+        delivery: delivery.clone(),
+    };
+    let held = rx.clone();
+    let thread = thread::Builder::new()
+        .name("octopipe-zenoh".into())
+        .spawn(move || put.drive(rx))
+        .map_err(|e| error(format!("cannot start its thread: {e}")))?;
+    let zenoh = Zenoh {
+        tx: Some(tx),
+        held,
+        thread: Some(thread),
+    };
+    Ok(BrokerSink::new(
+        name,
+        config.sending,
+        delivery,
+        zenoh,
+        tally,
+    ))
+}
+
+/// The `zenoh` sink's transport: a bounded channel (the buffer) to the thread that puts.
+struct Zenoh {
     tx: Option<Sender<Message>>,
-    /// The buffer's other end, to let go of what is still held when the flush times out.
+    /// The buffer's other end, to let go of what is still held when the flush timed out.
     held: Receiver<Message>,
-    outbox: Outbox,
     thread: Option<thread::JoinHandle<()>>,
-    tally: Tally,
 }
 
-impl ZenohSink {
-    /// Open the Zenoh session (it connects to the endpoints given, waiting for what their
-    /// peers declared, within Zenoh's own timeouts) and start the thread that puts messages.
-    pub fn start(config: ZenohConfig, tally: Tally) -> Result<ZenohSink, SinkError> {
-        let outbox = Outbox::new(config.name(), config.per, config.buffer);
-        let session_config = config.session_config().map_err(|e| outbox.error(e))?;
-        let session = ::zenoh::open(session_config)
-            .wait()
-            .map_err(|e| outbox.error(format!("cannot open the Zenoh session: {e}")))?;
-        let (tx, rx) = bounded(config.buffer);
-        let put = Put {
-            name: outbox.name.clone(),
-            key: config.key.clone(),
-            session,
-            delivery: outbox.delivery.clone(),
-        };
-        let held = rx.clone();
-        let thread = thread::Builder::new()
-            .name("octopipe-zenoh".into())
-            .spawn(move || put.drive(rx))
-            .map_err(|e| outbox.error(format!("cannot start its thread: {e}")))?;
-        Ok(ZenohSink {
-            config,
-            tx: Some(tx),
-            held,
-            outbox,
-            thread: Some(thread),
-            tally,
-        })
-    }
-
-    /// Hand `batch`'s messages to the thread that puts them; never waits.
-    pub fn publish(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
+impl Transport for Zenoh {
+    fn hand(&mut self, m: Message) -> Handed {
         let Some(tx) = &self.tx else {
-            return Err(self
-                .outbox
-                .error("published after the end of the stream".into()));
+            return Handed::Gone;
         };
-        self.outbox.publish(batch, |m| match tx.try_send(m) {
+        match tx.try_send(m) {
             Ok(()) => Handed::Taken,
             Err(TrySendError::Full(_)) => Handed::Full,
             Err(TrySendError::Disconnected(_)) => Handed::Gone,
-        })
+        }
     }
 
-    /// Wait up to `flush-timeout` for the messages held to be put, then close the session.
+    /// What is still held is not sent (counted: taken, not sent); the thread ends after the
+    /// message it is putting, and closes the session.
     fn close(&mut self) {
-        let Some(tx) = self.tx.take() else {
-            return;
-        };
-        self.outbox.flush(self.config.flush_timeout);
-        // What is still held is not sent (counted: taken, not sent); the thread ends after the
-        // message it is putting.
         while self.held.try_recv().is_ok() {}
-        drop(tx);
+        self.tx.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
-}
 
-impl Stage<CropBatch, CropBatch> for ZenohSink {
-    fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        self.publish(&batch)?;
-        out.push(batch);
-        Ok(())
-    }
-
-    fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        self.close();
-        let line = self.outbox.delivery.line(&self.outbox.name, "sent");
-        self.tally.with(|t| t.add_line(line));
-        Ok(())
-    }
-}
-
-impl Drop for ZenohSink {
-    fn drop(&mut self) {
-        self.close();
+    fn delivered(&self) -> &'static str {
+        "sent"
     }
 }
 
