@@ -1,6 +1,7 @@
-//! `media decoder=cpu|nvdec|auto`: NVDEC frames stay in CUDA memory and reach the CUDA
-//! preprocess kernel with no copy. Here (any machine): `libgstcuda-1.0` loads or says why,
-//! `decoder=auto` without NVDEC decodes on the CPU and gives the same frames as `decoder=cpu`,
+//! `media decoder=cpu|nvdec|auto` and `head decoder=...`: NVDEC frames stay in CUDA memory and
+//! reach the CUDA preprocess kernel with no copy. Here (any machine): `libgstcuda-1.0` loads or
+//! says why, `decoder=auto` without NVDEC decodes on the CPU and gives the same frames as
+//! `decoder=cpu`, a head octopipe decodes gives the frames of one that decodes itself,
 //! `decoder=nvdec` without NVDEC is an error naming the input. On a GPU with NVDEC
 //! (`scripts/device-nvdec.sh`): the tensors of `decoder=nvdec` equal those of `decoder=cpu`
 //! through `preprocess backend=cuda`, frames are device frames, and the decoder's pool does not
@@ -99,6 +100,72 @@ fn auto_without_nvdec_decodes_on_the_cpu_with_the_same_frames() {
     }
 }
 
+/// A launch head reading `path` that ends in the encoded stream, decoded by octopipe with
+/// `decoder` (`head decoder=`).
+fn head(path: &Path, decoder: Decoder) -> SourceConfig {
+    let mut config = SourceConfig::new(SourceKind::Launch {
+        fragment: format!("filesrc location={} ! qtdemux ! h264parse", path.display()),
+        decode: true,
+    });
+    config.decoder = decoder;
+    config
+}
+
+#[test]
+fn a_head_octopipe_decodes_gives_the_frames_of_one_that_decodes_itself() {
+    if !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly") {
+        return;
+    }
+    let dir = common::temp_dir("head-decoder");
+    let path = h264(&dir, 320, 240, 12);
+    let itself = SourceConfig::new(SourceKind::Launch {
+        fragment: format!("filesrc location={} ! decodebin", path.display()),
+        decode: false,
+    });
+    let open = |config: &SourceConfig| GstSource::open(config, BufferPool::new()).unwrap();
+    let reference = drain(open(&itself));
+    assert_eq!(reference.len(), 12);
+    let mut decoders = vec![Decoder::Cpu];
+    if source::nvdec_available().is_err() {
+        // Without NVDEC, auto decodes on the CPU: the same frames.
+        decoders.push(Decoder::Auto);
+    }
+    for decoder in decoders {
+        let frames = drain(open(&head(&path, decoder)));
+        assert_eq!(frames.len(), reference.len(), "{decoder:?}");
+        for (a, r) in frames.iter().zip(&reference) {
+            assert_eq!(a.memory(), Some(Memory::Host));
+            assert_eq!((a.seq, a.layout), (r.seq, r.layout), "{decoder:?}");
+            assert!(a.data() == r.data(), "{decoder:?}: frame {} differs", a.seq);
+        }
+    }
+}
+
+#[test]
+fn a_head_decoded_with_nvdec_gives_device_frames() {
+    let test = "a_head_decoded_with_nvdec_gives_device_frames";
+    if !nvdec(test) || !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly") {
+        return;
+    }
+    let dir = common::temp_dir("head-nvdec");
+    let path = h264(&dir, 640, 480, 30);
+    let open = |decoder| GstSource::open(&head(&path, decoder), BufferPool::new()).unwrap();
+    let gpu = drain(open(Decoder::Nvdec));
+    let cpu = drain(open(Decoder::Cpu));
+    assert_eq!(gpu.len(), 30);
+    assert_eq!(gpu.len(), cpu.len());
+    for (g, c) in gpu.iter().zip(&cpu) {
+        assert!(
+            matches!(g.memory(), Some(Memory::Device(0))),
+            "{:?}",
+            g.memory()
+        );
+        assert_eq!(g.layout.format, PixelFormat::Nv12);
+        assert_eq!((g.seq, g.layout.width, g.layout.height), (c.seq, 640, 480));
+    }
+    eprintln!("{test}: 30 frames from `filesrc ! qtdemux ! h264parse ! head decoder=nvdec` in CUDA memory");
+}
+
 #[test]
 fn nvdec_without_nvdec_is_an_error_naming_the_input() {
     if source::nvdec_available().is_ok() {
@@ -129,6 +196,20 @@ fn nvdec_without_nvdec_is_an_error_naming_the_input() {
     let message = e.to_string();
     assert!(
         message.contains("flight.mp4") && message.contains("decoder=nvdec:"),
+        "{message}"
+    );
+
+    // And for a GStreamer head that octopipe decodes.
+    let e = Pipeline::from_description(
+        "filesrc location=${file} ! qtdemux ! h264parse ! head decoder=nvdec \
+         ! boxes format=synthetic ! jsonl location=-",
+        &vars,
+    )
+    .err()
+    .expect("the pipeline does not build");
+    let message = e.to_string();
+    assert!(
+        message.contains("filesrc location=") && message.contains("decoder=nvdec:"),
         "{message}"
     );
 }

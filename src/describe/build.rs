@@ -174,7 +174,10 @@ impl Chain {
         if head > 0 {
             let fragment = fragment(&stages[..head]);
             let live = crate::source::fragment_is_live(&fragment);
-            let mut source = SourceConfig::new(SourceKind::Launch { fragment });
+            let mut source = SourceConfig::new(SourceKind::Launch {
+                fragment,
+                decode: false,
+            });
             source.live = live;
             c.nodes.push(Pending {
                 kind: "launch",
@@ -269,6 +272,13 @@ impl Chain {
         match (source, settings) {
             (Some(source), Some(settings)) => {
                 source.watch = settings.watch;
+                if let (Some(decoder), SourceKind::Launch { decode, .. }) =
+                    (settings.decoder, &mut source.kind)
+                {
+                    *decode = true;
+                    source.decoder = decoder;
+                    source.device = settings.device;
+                }
                 if let Some(framerate) = settings.framerate {
                     source.framerate = framerate;
                     source.head_framerate = Some(framerate);

@@ -30,7 +30,7 @@ use crate::batch::{CropBatch, Downstream};
 use crate::budget::{Budget, Report, Tally};
 use crate::frame::{Frame, StageSlot};
 use crate::sink::Object;
-use crate::source::{AppSource, AppSourceSettings, FrameSource};
+use crate::source::{AppSource, AppSourceSettings, FrameSource, StartGate};
 use crate::stage::{Caps, Item, OpenContext, Role, Running, Stage};
 use crate::Error;
 
@@ -121,6 +121,10 @@ struct Control {
     wake: (Sender<()>, Receiver<()>),
     error: Mutex<Option<Error>>,
     interrupters: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+    /// Sources that reached their end, torn down when the run is over: tearing down a GPU
+    /// decoder frees device memory, which waits for the whole GPU, and stalled the frames of
+    /// every other stream for 100-250 ms when 32 NVDEC streams ended together (H100).
+    retired: Mutex<Vec<Box<dyn FrameSource>>>,
     tally: Tally,
     /// While the pipeline takes streams ([`Pipeline::streams`]): where a stream added while
     /// running hands the batch stage its edge. Taken (closed) on a stop, a failure or
@@ -136,6 +140,7 @@ impl Control {
             wake: bounded(1),
             error: Mutex::new(None),
             interrupters: Mutex::new(Vec::new()),
+            retired: Mutex::new(Vec::new()),
             tally,
             joins: Mutex::new(None),
         }
@@ -282,8 +287,17 @@ struct Ready {
     label: &'static str,
     /// For a source: its place in the run's [`Expected`] frames.
     source: Option<usize>,
-    /// For a source: set when its stream ended.
+    /// For a source: what happens at its end.
+    end: SourceEnd,
+}
+
+/// A source's end: the flag its stream's end sets, and where the source goes.
+struct SourceEnd {
     ended: Arc<AtomicBool>,
+    /// Kept until the run is over (see `Control::retired`); a stream added while running is torn
+    /// down as it ends instead: a run that takes streams for good cannot keep every ended
+    /// stream's decoder.
+    retire: bool,
 }
 
 impl Ready {
@@ -308,7 +322,10 @@ impl Ready {
                 n.kind
             },
             source: None,
-            ended,
+            end: SourceEnd {
+                ended,
+                retire: true,
+            },
         })
     }
 }
@@ -377,6 +394,7 @@ impl Pipeline {
             downstream: downstream.clone(),
             keep_pixels: keep_pixels.clone(),
             stopped_early: control.stop.clone(),
+            start: Arc::new(StartGate::new()),
         };
         // Sink to source: a model's input size is known before the stages that make its tensors.
         let mut ready = Vec::with_capacity(nodes.len());
@@ -593,7 +611,12 @@ impl Pipeline {
                 }
             });
         }
-        finish(collector.observers, &tally, budget, &control, abandoned)
+        let outcome = finish(collector.observers, &tally, budget, &control, abandoned);
+        let retired = control.retired.lock().map(|mut r| std::mem::take(&mut *r));
+        for mut source in retired.unwrap_or_default() {
+            source.stop();
+        }
+        outcome
     }
 }
 
@@ -843,11 +866,11 @@ fn start(
     let slot = n.slot;
     let ctl = ctl.clone();
     let learn = n.source.map(|i| (expected.clone(), i));
-    let ended = n.ended;
+    let end = n.end;
     match (n.running, output) {
         (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => thread::Builder::new()
             .name(name.clone())
-            .spawn(move || run_source(source, tx, slot, &ctl, &busy, learn, &ended))
+            .spawn(move || run_source(source, tx, slot, &ctl, &busy, learn, &end))
             .map_err(|e| spawn_error(&name, e)),
         (Running::Frames(stage), Tx::Frames(tx)) => {
             let rx = frames(inputs, None).ok_or_else(|| wiring("frames", "batches"))?;
@@ -899,7 +922,7 @@ fn run_source(
     ctl: &Control,
     busy: &AtomicBool,
     learn: Option<(Arc<Expected>, usize)>,
-    ended: &AtomicBool,
+    end: &SourceEnd,
 ) {
     let _span =
         tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
@@ -916,11 +939,31 @@ fn run_source(
                     lost_before(&frame, frame.seq - next, edge.tally());
                 }
                 next = frame.seq.saturating_add(1);
-                frame.times.mark(slot, Instant::now());
+                let now = Instant::now();
+                let late = now.saturating_duration_since(frame.times.arrival);
+                if late >= SLOW_CALL {
+                    tracing::debug!(
+                        target: "octopipe::slow",
+                        "{}: frame {} of stream {} came {:.1} ms after it was due",
+                        frame.source,
+                        frame.seq,
+                        frame.stream,
+                        late.as_secs_f64() * 1e3
+                    );
+                }
+                frame.times.mark(slot, now);
                 edge.tally().with(|t| t.add_in(frame.stream));
                 if !edge.send(frame) {
                     break;
                 }
+            }
+            Ok(None) if end.retire => {
+                end.ended.store(true, Ordering::SeqCst);
+                if let Ok(mut retired) = ctl.retired.lock() {
+                    retired.push(source);
+                    return;
+                }
+                break;
             }
             Ok(None) => break,
             Err(e) => {
@@ -930,7 +973,7 @@ fn run_source(
         }
     }
     source.stop();
-    ended.store(true, Ordering::SeqCst);
+    end.ended.store(true, Ordering::SeqCst);
 }
 
 /// Count and log `lost` frames that the decoder lost just before `frame` (a gap in presentation
@@ -949,6 +992,23 @@ fn lost_before(frame: &Frame, lost: u64, tally: &Tally) {
     );
 }
 
+/// A stage call or send at least this long is logged (target `octopipe::slow`, debug level):
+/// where a live pipeline's stalls come from.
+const SLOW_CALL: Duration = Duration::from_millis(10);
+
+/// Log a stage's turn that took long: `work` (its call, after the item came) or `send` (waiting
+/// for room downstream) of its `items` outputs.
+fn slow_call(stage: &str, work: Duration, send: Duration, items: usize) {
+    if work >= SLOW_CALL || send >= SLOW_CALL {
+        tracing::debug!(
+            target: "octopipe::slow",
+            "{stage}: call {:.1} ms, send of {items} item(s) {:.1} ms",
+            work.as_secs_f64() * 1e3,
+            send.as_secs_f64() * 1e3
+        );
+    }
+}
+
 /// Start `stage` on its own thread between `rx` and `tx`.
 fn run_stage<I: Travels, O: Travels>(
     name: String,
@@ -960,13 +1020,16 @@ fn run_stage<I: Travels, O: Travels>(
     busy: Arc<AtomicBool>,
 ) -> Result<thread::JoinHandle<()>, Error> {
     let thread_name = name.clone();
+    let stage_name = name.clone();
     let body = move || {
         let _span =
             tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
         let mut out = Vec::new();
         let result = (|| -> Result<(), Error> {
             loop {
-                match rx.recv(stage.deadline()) {
+                let got = rx.recv(stage.deadline());
+                let began = Instant::now();
+                match got {
                     Ok(item) => working(&busy, || stage.process(item, &mut out))?,
                     Err(RecvTimeoutError::Timeout) => working(&busy, || stage.timeout(&mut out))?,
                     Err(RecvTimeoutError::Disconnected) => {
@@ -975,9 +1038,12 @@ fn run_stage<I: Travels, O: Travels>(
                         return Ok(());
                     }
                 }
+                let worked = Instant::now();
+                let items = out.len();
                 if !tx.send_all(&mut out, slot) {
                     return Ok(());
                 }
+                slow_call(&stage_name, worked - began, worked.elapsed(), items);
             }
         })();
         if let Err(e) = result {

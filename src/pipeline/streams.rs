@@ -31,7 +31,7 @@ use super::{spawn, Control, Expected, Pipeline, PipelineError, Ready, Rx, StageT
 use crate::batch::Downstream;
 use crate::budget::Tally;
 use crate::frame::{Frame, StageSlot};
-use crate::source::{AppSource, AppSourceSettings};
+use crate::source::{AppSource, AppSourceSettings, StartGate};
 use crate::stage::{Caps, Item, OpenContext, Registry, Role, Running};
 use crate::Error;
 
@@ -318,6 +318,8 @@ impl Book {
             downstream: self.downstream.clone(),
             keep_pixels: self.keep_pixels.clone(),
             stopped_early: self.control.stop.clone(),
+            // A live stream added while running starts its own clock.
+            start: Arc::new(StartGate::new()),
         };
         let ended = Arc::new(AtomicBool::new(false));
         let mut ready = Vec::with_capacity(nodes.len());
@@ -329,6 +331,7 @@ impl Book {
             ready.push(Ready::open(n, &self.rows, &mut ctx, e)?);
         }
         ready.reverse();
+        ready[0].end.retire = false;
         let interrupt = match &ready[0].running {
             Running::Source(source) => source.interrupter(),
             _ => return Err(PipelineError::NoBatchToJoin("a stream with no source").into()),

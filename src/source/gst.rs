@@ -10,6 +10,7 @@
 //! test:   videotestsrc pattern=smpte num-buffers=90
 //!           ! video/x-raw,format=I420,width=1280,height=720,framerate=30/1 ! appsink
 //! launch: FRAGMENT ! videoconvert ! video/x-raw,format={I420,NV12} ! appsink
+//!         (`head decoder=...`: FRAGMENT ! decodebin, then as media)
 //! ```
 //!
 //! Each kind's pipeline is built in its own module (`media`, `images`, `test`, `launch`); caps,
@@ -211,7 +212,7 @@ enum Plan<'a> {
     Images(ImageList),
     Test(TestSettings<'a>),
     /// A GStreamer launch fragment.
-    Launch(&'a String),
+    Launch(&'a String, bool),
 }
 
 impl<'a> Plan<'a> {
@@ -232,11 +233,11 @@ impl<'a> Plan<'a> {
                 check_framerate(config.framerate)?;
                 Plan::Images(list_images(location)?)
             }
-            SourceKind::Launch { fragment } => {
+            SourceKind::Launch { fragment, decode } => {
                 if let Some(framerate) = config.head_framerate {
                     check_framerate(framerate)?;
                 }
-                Plan::Launch(fragment)
+                Plan::Launch(fragment, *decode)
             }
             SourceKind::Test {
                 pattern,
@@ -258,12 +259,15 @@ impl<'a> Plan<'a> {
         })
     }
 
-    /// The CUDA context to share with NVDEC decoders, when the media source decodes with them:
+    /// The CUDA context to share with NVDEC decoders, when the media source (or a head octopipe
+    /// decodes, `head decoder=`) decodes with them:
     /// `decoder=nvdec` (an error naming the input when it cannot), or `decoder=auto` where it
     /// can (else CPU decoding, saying why once).
     fn nvdec(&self, config: &SourceConfig) -> Result<Option<Arc<SharedCuda>>, SourceError> {
-        let Plan::Media((name, _)) = self else {
-            return Ok(None);
+        let name = match self {
+            Plan::Media((name, _)) => name,
+            Plan::Launch(fragment, true) => *fragment,
+            _ => return Ok(None),
         };
         let shared = || nvdec::available().and_then(|()| SharedCuda::new(config.device));
         match config.decoder {
@@ -305,8 +309,8 @@ impl<'a> Plan<'a> {
                 let feeder = build_images(pipeline, appsink, &images)?;
                 (Input::Images(images), Some(feeder))
             }
-            Plan::Launch(fragment) => {
-                let rtp = build_launch(pipeline, appsink, fragment)?;
+            Plan::Launch(fragment, decode) => {
+                let rtp = build_launch(pipeline, appsink, fragment, decode, cuda)?;
                 let name = fragment.as_str().into();
                 (Input::Launch { name, rtp }, None)
             }
@@ -616,11 +620,16 @@ impl GstSource {
 
     /// Stop the pipeline and the feeder; the stream is over.
     fn finish(&mut self) {
+        self.end();
+        let _ = self.pipeline.set_state(gst::State::Null);
+    }
+
+    /// The stream is over (the feeder stops); the pipeline is left as it is until `finish`.
+    fn end(&mut self) {
         self.done = true;
         if let Some(feeder) = &self.feeder {
             feeder.request_stop();
         }
-        let _ = self.pipeline.set_state(gst::State::Null);
     }
 
     /// At end of stream: an image that produced no frame, or a file the feeder could not use.
@@ -865,7 +874,10 @@ impl FrameSource for GstSource {
                     continue;
                 }
                 let length = self.check_length();
-                self.finish();
+                // The pipeline stays up until `stop`: the runner tears down ended sources when
+                // the run is over, since tearing down a GPU decoder stalls the GPU for the
+                // streams still running (100-450 ms on an H100 when NVDEC streams ended).
+                self.end();
                 self.check_end()?;
                 length?;
             }
@@ -873,9 +885,7 @@ impl FrameSource for GstSource {
     }
 
     fn stop(&mut self) {
-        if !self.done {
-            self.finish();
-        }
+        self.finish();
     }
 
     fn expected_frames(&self) -> Option<u64> {

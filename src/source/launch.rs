@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! FRAGMENT ! videoconvert ! video/x-raw,format={I420,NV12} ! appsink
+//! FRAGMENT ! decodebin ! ...                (head decoder=cpu|nvdec|auto: decoded as `media` is)
 //! ```
 //!
 //! `FRAGMENT ! videoconvert` is parsed as one description by GStreamer's own parser, so anything
@@ -17,6 +18,8 @@ use gstreamer_base::prelude::*;
 
 use super::caps::ask_for_yuv;
 use super::elements::{init, link_error, missing, PLUGINS_BASE};
+use super::media::decode_into;
+use super::nvdec::SharedCuda;
 use super::rtp::RtpTimes;
 use super::SourceError;
 
@@ -45,19 +48,28 @@ pub(crate) fn fragment_is_live(fragment: &str) -> bool {
 
 /// The name of the `videoconvert` appended to a head.
 const CONVERT: &str = "octopipe-convert";
+/// The name of the `decodebin` appended to a head that octopipe decodes (`head decoder=`).
+const DECODE: &str = "octopipe-decode";
 
 /// `FRAGMENT ! videoconvert ! appsink`: any GStreamer launch fragment ending in video (e.g.
 /// `udpsrc ... ! rtph264depay ! avdec_h264`, `filesrc location=a.mp4 ! qtdemux ! h264parse !
-/// avdec_h264`, `filesrc location=a.mp4 ! decodebin`). A head with one RTP depayloader also
-/// gives its frames' RTP timestamps ([`RtpTimes`]).
+/// avdec_h264`, `filesrc location=a.mp4 ! decodebin`). With `decode`, the fragment ends in the
+/// encoded stream (`udpsrc ... ! rtph264depay ! h264parse`) and octopipe decodes it as `media`
+/// does: `FRAGMENT ! decodebin`, software decoders, or with `nvdec` NVIDIA's into CUDA memory.
+/// A head with one RTP depayloader also gives its frames' RTP timestamps ([`RtpTimes`]).
 pub(super) fn build_launch(
     pipeline: &gst::Pipeline,
     appsink: &gst_app::AppSink,
     fragment: &str,
+    decode: bool,
+    nvdec: Option<&Arc<SharedCuda>>,
 ) -> Result<Option<Arc<RtpTimes>>, SourceError> {
     // One description: the parser links pads that appear later (demuxers, decodebin) itself.
     // Unlinked pads are not ghosted: a pad waiting for a delayed link must stay free for it.
-    let description = format!("{fragment} ! videoconvert name={CONVERT}");
+    let description = match decode {
+        true => format!("{fragment} ! decodebin name={DECODE}"),
+        false => format!("{fragment} ! videoconvert name={CONVERT}"),
+    };
     let head = gst::parse::bin_from_description(&description, false).map_err(|e| {
         let missing = e.kind::<gst::ParseError>() == Some(gst::ParseError::NoSuchElement);
         SourceError::Stream {
@@ -70,13 +82,21 @@ pub(super) fn build_launch(
             debug: None,
         }
     })?;
+    let rtp = RtpTimes::watch(&head);
+    pipeline.add(&head).map_err(|e| link_error(fragment, e))?;
+    if decode {
+        let decodebin = head
+            .by_name(DECODE)
+            .ok_or_else(|| missing("decodebin", PLUGINS_BASE))?;
+        decode_into(pipeline, &decodebin, appsink, nvdec, fragment)?;
+        return Ok(rtp);
+    }
     let convert = head
         .by_name(CONVERT)
         .ok_or_else(|| missing("videoconvert", PLUGINS_BASE))?;
     ask_for_yuv(appsink);
-    let rtp = RtpTimes::watch(&head);
     pipeline
-        .add_many([head.upcast_ref::<gst::Element>(), appsink.upcast_ref()])
+        .add(appsink)
         .and_then(|_| convert.link(appsink))
         .map_err(|e| link_error(fragment, e))?;
     Ok(rtp)

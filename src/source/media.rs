@@ -112,23 +112,36 @@ pub(super) fn build_media(
 ) -> Result<(), SourceError> {
     let decode = make("uridecodebin", PLUGINS_BASE)?;
     decode.set_property("uri", uri);
-    choose_decoders(&decode, nvdec.as_ref().map(|s| s.device()));
+    pipeline.add(&decode).map_err(|e| link_error(uri, e))?;
+    decode_into(pipeline, &decode, appsink, nvdec, uri)
+}
+
+/// Wire `decode` (a `uridecodebin` or `decodebin` in `pipeline`, directly or inside a bin of it)
+/// to `appsink`: its raw video pad through `videoconvert` (software decoders), or with `nvdec`
+/// straight into the appsink (NVIDIA's decoders, CUDA memory); other pads go to a `fakesink`.
+/// `what` names the input in errors.
+pub(super) fn decode_into(
+    pipeline: &gst::Pipeline,
+    decode: &gst::Element,
+    appsink: &gst_app::AppSink,
+    nvdec: Option<&std::sync::Arc<SharedCuda>>,
+    what: &str,
+) -> Result<(), SourceError> {
+    choose_decoders(decode, nvdec.as_ref().map(|s| s.device()));
     let video_sink = match nvdec {
         Some(shared) => {
             appsink.set_caps(Some(&nvdec::cuda_nv12_caps()));
-            pipeline
-                .add_many([&decode, appsink.upcast_ref()])
-                .map_err(|e| link_error(uri, e))?;
-            answer_queries(&decode, appsink, shared.clone());
+            pipeline.add(appsink).map_err(|e| link_error(what, e))?;
+            answer_queries(decode, appsink, shared.clone());
             appsink.static_pad("sink")
         }
         None => {
             let convert = make("videoconvert", PLUGINS_BASE)?;
             ask_for_yuv(appsink);
             pipeline
-                .add_many([&decode, &convert, appsink.upcast_ref()])
+                .add_many([&convert, appsink.upcast_ref()])
                 .and_then(|_| convert.link(appsink))
-                .map_err(|e| link_error(uri, e))?;
+                .map_err(|e| link_error(what, e))?;
             convert.static_pad("sink")
         }
     };
@@ -140,7 +153,8 @@ pub(super) fn build_media(
             .and_then(|c| c.structure(0).map(|s| s.name().starts_with("video/")))
             .unwrap_or(false);
         if let Some(sink) = video_sink.as_ref().filter(|s| is_video && !s.is_linked()) {
-            let _ = pad.link(sink);
+            // Ghost pads where `decode` sits in a bin of its own (a launch head).
+            let _ = pad.link_maybe_ghosting(sink);
             return;
         }
         // Audio, subtitles or a second video stream: consume and ignore.
@@ -153,7 +167,7 @@ pub(super) fn build_media(
         if bin.add(&fake).is_ok() {
             let _ = fake.sync_state_with_parent();
             if let Some(sink) = fake.static_pad("sink") {
-                let _ = pad.link(&sink);
+                let _ = pad.link_maybe_ghosting(&sink);
             }
         }
     });

@@ -47,22 +47,25 @@ mod images;
 mod launch;
 mod media;
 mod nvdec;
+mod pace;
 mod rtp;
 mod test;
 mod timeline;
 mod watch;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::describe::DescribeError;
 use crate::frame::{BufferPool, Frame, PixelFormat};
 use crate::pipeline::RunPath;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
 use crate::Error;
+use pace::{Joined, Paced};
 use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOUT_ACTION};
 
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
+pub use pace::StartGate;
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
@@ -96,6 +99,10 @@ pub enum SourceKind {
     Launch {
         /// The fragment, as gst-launch-1.0 would take it.
         fragment: String,
+        /// The fragment ends in the encoded stream (`... ! rtph264depay ! h264parse`) and
+        /// octopipe decodes it (`decodebin`, by [`SourceConfig::decoder`]: NVDEC into CUDA
+        /// memory too); false: the fragment decodes itself.
+        decode: bool,
     },
     /// GStreamer `videotestsrc`.
     Test {
@@ -186,7 +193,7 @@ impl SourceConfig {
     pub fn describe(&self) -> String {
         match &self.kind {
             SourceKind::Media { location } | SourceKind::Images { location } => location.clone(),
-            SourceKind::Launch { fragment } => fragment.clone(),
+            SourceKind::Launch { fragment, .. } => fragment.clone(),
             SourceKind::Test { pattern, .. } => format!("videotestsrc pattern={pattern}"),
         }
     }
@@ -290,7 +297,9 @@ fn quiet_message(timeout: Duration, frames: u64) -> String {
 pub trait FrameSource: Send {
     /// The next frame, `Ok(None)` at end of stream.
     fn next_frame(&mut self) -> Result<Option<Frame>, SourceError>;
-    /// Stop producing (end of stream comes next); idempotent.
+    /// Stop producing (end of stream comes next) and release what the source holds (its
+    /// decoder); idempotent. The runner calls it at once on a stop request, and when the run is
+    /// over for a source that reached its end.
     fn stop(&mut self);
     /// A function another thread may call to end the stream while [`FrameSource::next_frame`]
     /// is blocked waiting for a frame (e.g. a live source that has gone quiet).
@@ -353,7 +362,7 @@ impl Element for SourceConfig {
         source.report_to(ctx.tally.clone());
         let source: Box<dyn FrameSource> = Box::new(source);
         Ok(Running::Source(if config.paced() {
-            Box::new(Paced::new(source, interval, joined))
+            Box::new(Paced::new(source, interval, ctx.start.clone(), joined))
         } else {
             source
         }))
@@ -398,97 +407,6 @@ fn image_inputs(location: &str) -> Vec<RunPath> {
         .into_iter()
         .map(|file| RunPath::file("images location", file))
         .collect()
-}
-
-/// Where a live source joins a timeline that started at a UNIX time (`testsrc epoch=`).
-#[derive(Debug, Clone, Copy)]
-struct Joined {
-    /// The first frame due now or later.
-    first: u64,
-    /// When it is due.
-    due: Instant,
-}
-
-impl Joined {
-    /// Join, now, the timeline of frames every `interval` from `epoch` (UNIX seconds).
-    fn now(epoch: f64, interval: Duration) -> Joined {
-        let (now, wall) = (Instant::now(), std::time::SystemTime::now());
-        let epoch = std::time::UNIX_EPOCH + Duration::from_secs_f64(epoch.max(0.0));
-        let Ok(since) = wall.duration_since(epoch) else {
-            // The timeline starts later: frame 0 is due then.
-            let wait = epoch.duration_since(wall).unwrap_or_default();
-            return Joined {
-                first: 0,
-                due: now + wait,
-            };
-        };
-        let first = since.as_nanos().div_ceil(interval.as_nanos().max(1));
-        let first = u64::try_from(first).unwrap_or(u64::MAX);
-        let ahead = (interval * u32::try_from(first).unwrap_or(u32::MAX)).saturating_sub(since);
-        Joined {
-            first,
-            due: now + ahead,
-        }
-    }
-}
-
-/// Releases a file source's frames at their presentation times (`live=true`): frame k is due at
-/// the first frame's release plus `pts_k - pts_0`, and its budget starts then. A source that
-/// joined a timeline ([`Joined`]) releases its first frame when that frame is due and numbers its
-/// frames (and their pts) from it.
-struct Paced {
-    inner: Box<dyn FrameSource>,
-    interval: Duration,
-    start: Option<(Instant, Duration)>,
-    n: u32,
-    /// The number of the first frame (0 unless it joined a timeline late).
-    first: u64,
-}
-
-impl Paced {
-    fn new(inner: Box<dyn FrameSource>, interval: Duration, joined: Option<Joined>) -> Self {
-        Paced {
-            inner,
-            interval,
-            start: joined.map(|j| (j.due, Duration::ZERO)),
-            n: 0,
-            first: joined.map_or(0, |j| j.first),
-        }
-    }
-}
-
-impl FrameSource for Paced {
-    fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
-        let Some(mut frame) = self.inner.next_frame()? else {
-            return Ok(None);
-        };
-        let pts = frame.pts.unwrap_or(self.interval * self.n);
-        self.n += 1;
-        let (t0, pts0) = *self.start.get_or_insert((Instant::now(), pts));
-        let due = t0 + pts.saturating_sub(pts0);
-        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-        frame.times.arrival = due;
-        if self.first > 0 {
-            frame.seq += self.first;
-            let shift = self.interval.as_secs_f64() * self.first as f64;
-            frame.pts = Some(pts + Duration::from_secs_f64(shift));
-        }
-        Ok(Some(frame))
-    }
-    fn first_frame(&self) -> u64 {
-        self.first
-    }
-    fn stop(&mut self) {
-        self.inner.stop();
-    }
-    fn interrupter(&self) -> Box<dyn Fn() + Send + Sync> {
-        self.inner.interrupter()
-    }
-    fn expected_frames(&self) -> Option<u64> {
-        self.inner.expected_frames()
-    }
 }
 
 const LIVE: PropSpec = PropSpec::new(
@@ -546,6 +464,14 @@ const DECODER: PropSpec = PropSpec::new(
      for preprocess backend=cuda (no copy); auto: nvdec when present, else cpu",
 );
 
+/// `device=N`.
+const DEVICE: PropSpec = PropSpec::new(
+    "device",
+    PropType::COUNT,
+    "0",
+    "with decoder=nvdec: the GPU that decodes (frames in its memory)",
+);
+
 /// `media location=FILE|URI`: any media through decodebin.
 pub const MEDIA: StageDecl = StageDecl {
     name: "media",
@@ -555,12 +481,7 @@ pub const MEDIA: StageDecl = StageDecl {
     props: &[
         PropSpec::new("location", PropType::Path, "-", "the file or URI"),
         DECODER,
-        PropSpec::new(
-            "device",
-            PropType::COUNT,
-            "0",
-            "with decoder=nvdec: the GPU that decodes (frames in its memory)",
-        ),
+        DEVICE,
         LIVE,
         TIMEOUT,
         TIMEOUT_ACTION,
@@ -644,6 +565,15 @@ pub const TESTSRC: StageDecl = StageDecl {
     },
 };
 
+/// The decoder a `decoder=` value names.
+fn decoder_of(value: &str) -> Decoder {
+    match value {
+        "nvdec" => Decoder::Nvdec,
+        "auto" => Decoder::Auto,
+        _ => Decoder::Cpu,
+    }
+}
+
 /// The settings every GStreamer source shares.
 fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, DescribeError> {
     let mut cfg = SourceConfig::new(kind);
@@ -665,11 +595,7 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
         ));
     }
     if p.decl().props.iter().any(|s| s.name == "decoder") {
-        cfg.decoder = match p.str("decoder") {
-            Some("nvdec") => Decoder::Nvdec,
-            Some("auto") => Decoder::Auto,
-            _ => Decoder::Cpu,
-        };
+        cfg.decoder = p.str("decoder").map_or(Decoder::Cpu, decoder_of);
         cfg.device = p.usize("device").unwrap_or(0);
     }
     Ok(Box::new(cfg))
@@ -683,6 +609,11 @@ pub struct HeadSettings {
     /// The stream's frame rate when its decoded caps carry none (`framerate`): see
     /// [`SourceConfig::head_framerate`].
     pub framerate: Option<f64>,
+    /// `decoder=`: octopipe decodes the head's encoded stream with this decoder (unset: the
+    /// head decodes itself).
+    pub decoder: Option<Decoder>,
+    /// `device=`: the GPU that decodes with `decoder=nvdec`.
+    pub device: usize,
 }
 
 impl Element for HeadSettings {
@@ -704,6 +635,15 @@ pub const HEAD: StageDecl = StageDecl {
             "-",
             "frames per second when the decoded stream says none: frames are numbered by time at it",
         ),
+        PropSpec::new(
+            "decoder",
+            PropType::Choice(&["cpu", "nvdec", "auto"]),
+            "-",
+            "octopipe decodes the head's encoded stream (it ends in e.g. rtph264depay ! h264parse) \
+             with decodebin: cpu, nvdec (frames stay in CUDA memory) or auto; unset: the head \
+             decodes itself",
+        ),
+        DEVICE,
         TIMEOUT,
         TIMEOUT_ACTION,
         START_TIMEOUT,
@@ -717,6 +657,8 @@ pub const HEAD: StageDecl = StageDecl {
         Ok(Box::new(HeadSettings {
             watch: Watch::from_props(p),
             framerate: p.float("framerate"),
+            decoder: p.str("decoder").map(decoder_of),
+            device: p.usize("device").unwrap_or(0),
         }))
     },
 };

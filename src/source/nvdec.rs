@@ -74,6 +74,8 @@ struct Api {
     context_new_cuda_context: unsafe extern "C" fn(*mut c_void) -> *mut gst::ffi::GstContext,
     /// `gboolean gst_is_cuda_memory (GstMemory * mem)`.
     is_cuda_memory: unsafe extern "C" fn(*mut gst::ffi::GstMemory) -> GBoolean,
+    /// `void gst_cuda_memory_init_once (void)`: registers the CUDA allocator.
+    memory_init_once: unsafe extern "C" fn(),
     /// Stream-ordered CUDA memory (GStreamer 1.24 and later); `None` on 1.22.
     streams: Option<Streams>,
 }
@@ -133,6 +135,7 @@ impl Api {
                 context_get_handle: symbol!("gst_cuda_context_get_handle"),
                 context_new_cuda_context: symbol!("gst_context_new_cuda_context"),
                 is_cuda_memory: symbol!("gst_is_cuda_memory"),
+                memory_init_once: symbol!("gst_cuda_memory_init_once"),
                 streams,
                 _library: library,
             })
@@ -200,6 +203,26 @@ pub(super) fn decodes_on(factory: &gst::ElementFactory, device: usize) -> bool {
         }
 }
 
+/// Load the `nvcodec` plugin in full, once, before any pipeline makes a decoder. Its
+/// initialisation registers the decoders first and the CUDA allocator last, a second later (it
+/// probes every GPU's encoders in between): a decoder made by another pipeline meanwhile found
+/// no allocator and failed ("Failed to configure the buffer pool", seen with two chains of
+/// NVDEC streams in one process). Registering the allocator ourselves covers a plugin loaded
+/// by someone else.
+fn load_plugin(api: &Api) -> Result<(), String> {
+    static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            gst::Plugin::load_by_name(PLUGIN)
+                .map(|_| ())
+                .map_err(|e| format!("GStreamer's {PLUGIN} plugin cannot be loaded: {e}"))?;
+            // SAFETY: takes no argument; registers the allocator once (idempotent).
+            unsafe { (api.memory_init_once)() };
+            Ok(())
+        })
+        .clone()
+}
+
 /// The device's primary CUDA context, wrapped for GStreamer: what decoders allocate in and what
 /// octopipe's kernels read in.
 pub(super) struct SharedCuda {
@@ -219,6 +242,7 @@ impl SharedCuda {
         if unsafe { (api.load_library)() } == 0 {
             return Err(format!("{LIBRARY} cannot load the CUDA driver library"));
         }
+        load_plugin(api)?;
         let cuda = CudaContext::new(device)
             .map_err(|e| format!("CUDA device {device} cannot start: {e:?}"))?;
         // SAFETY: a live context and its device; `cuda` keeps the context retained for as long

@@ -435,4 +435,6 @@ pub struct OpenContext<'a> {
     /// Set once the run is cut short (a stage failed, or a stop was asked for): read in
     /// [`Stage::finish`] to tell a stream that ended from one that was stopped early.
     pub stopped_early: Arc<std::sync::atomic::AtomicBool>,
+    /// Where the run's live-paced sources start their clocks together.
+    pub start: Arc<crate::source::StartGate>,
 }

@@ -1,0 +1,231 @@
+//! Playing files at live rate (`live=true`): frames released at their presentation times, the
+//! clocks of all of a run's paced sources started together, or a source's clock set by a
+//! timeline that started at a UNIX time (`testsrc epoch=`).
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{FrameSource, SourceError};
+use crate::frame::Frame;
+
+/// Longest a paced source with its first frame waits for the others' first frames.
+pub(crate) const START_WAIT: Duration = Duration::from_secs(30);
+
+/// The common start of the paced sources of one run, as a GStreamer pipeline prerolls every
+/// source before its clock runs: each source waits, with its first frame decoded, until every
+/// one has its first frame, and all clocks start at that instant. Without it the first streams'
+/// frames are due while the decoders of the others are still starting, and starting a GPU
+/// decoder stalls the GPU for everyone (measured on an H100: 15-150 ms calls of the preprocess
+/// and classify stages while 32 NVDEC sessions started).
+#[derive(Debug, Default)]
+pub struct StartGate {
+    state: Mutex<Gate>,
+    opened: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Gate {
+    /// Paced sources of the run that have not given up their place.
+    members: usize,
+    /// Of which, those with their first frame.
+    ready: usize,
+    /// When the clocks started.
+    start: Option<Instant>,
+}
+
+impl StartGate {
+    /// A gate with no members yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// One more source starts with the others.
+    fn join(&self) {
+        if let Ok(mut g) = self.state.lock() {
+            g.members += 1;
+        }
+    }
+
+    /// A member that will never bring a first frame (it ended or failed first).
+    fn leave(&self) {
+        if let Ok(mut g) = self.state.lock() {
+            g.members = g.members.saturating_sub(1);
+            self.open_if_all_ready(&mut g);
+        }
+    }
+
+    fn open_if_all_ready(&self, g: &mut Gate) {
+        if g.start.is_none() && g.ready >= g.members {
+            g.start = Some(Instant::now());
+            self.opened.notify_all();
+        }
+    }
+
+    /// A member has its first frame: wait for the others (at most [`START_WAIT`]) and return
+    /// the common start; a member that waited in vain starts on its own clock.
+    fn arrive(&self) -> Instant {
+        let Ok(mut g) = self.state.lock() else {
+            return Instant::now();
+        };
+        g.ready += 1;
+        self.open_if_all_ready(&mut g);
+        let deadline = Instant::now() + START_WAIT;
+        while g.start.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::warn!(
+                    "live start: {} of {} paced sources had a frame after {} s; starting without the others",
+                    g.ready,
+                    g.members,
+                    START_WAIT.as_secs()
+                );
+                return Instant::now();
+            }
+            g = match self.opened.wait_timeout(g, left) {
+                Ok((g, _)) => g,
+                Err(_) => return Instant::now(),
+            };
+        }
+        g.start.unwrap_or_else(Instant::now)
+    }
+}
+
+/// Where a live source joins a timeline that started at a UNIX time (`testsrc epoch=`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Joined {
+    /// The first frame due now or later.
+    pub(crate) first: u64,
+    /// When it is due.
+    due: Instant,
+}
+
+impl Joined {
+    /// Join, now, the timeline of frames every `interval` from `epoch` (UNIX seconds).
+    pub(crate) fn now(epoch: f64, interval: Duration) -> Joined {
+        let (now, wall) = (Instant::now(), std::time::SystemTime::now());
+        let epoch = std::time::UNIX_EPOCH + Duration::from_secs_f64(epoch.max(0.0));
+        let Ok(since) = wall.duration_since(epoch) else {
+            // The timeline starts later: frame 0 is due then.
+            let wait = epoch.duration_since(wall).unwrap_or_default();
+            return Joined {
+                first: 0,
+                due: now + wait,
+            };
+        };
+        let first = since.as_nanos().div_ceil(interval.as_nanos().max(1));
+        let first = u64::try_from(first).unwrap_or(u64::MAX);
+        let ahead = (interval * u32::try_from(first).unwrap_or(u32::MAX)).saturating_sub(since);
+        Joined {
+            first,
+            due: now + ahead,
+        }
+    }
+}
+
+/// Releases a file source's frames at their presentation times (`live=true`): frame k is due at
+/// the run's start (the [`StartGate`]) plus `pts_k - pts_0`, and its budget starts then. A source
+/// that joined a timeline ([`Joined`]) keeps out of the gate: its first frame is due when that
+/// frame of the timeline is, and it numbers its frames (and their pts) from it.
+pub(crate) struct Paced {
+    inner: Box<dyn FrameSource>,
+    interval: Duration,
+    gate: Arc<StartGate>,
+    start: Option<(Instant, Duration)>,
+    n: u32,
+    /// The number of the first frame (0 unless it joined a timeline late).
+    first: u64,
+}
+
+impl Paced {
+    pub(crate) fn new(
+        inner: Box<dyn FrameSource>,
+        interval: Duration,
+        gate: Arc<StartGate>,
+        joined: Option<Joined>,
+    ) -> Self {
+        if joined.is_none() {
+            gate.join();
+        }
+        Paced {
+            inner,
+            interval,
+            gate,
+            start: joined.map(|j| (j.due, Duration::ZERO)),
+            n: 0,
+            first: joined.map_or(0, |j| j.first),
+        }
+    }
+}
+
+impl FrameSource for Paced {
+    fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
+        let Some(mut frame) = self.inner.next_frame()? else {
+            return Ok(None);
+        };
+        let pts = frame.pts.unwrap_or(self.interval * self.n);
+        self.n += 1;
+        let (t0, pts0) = match self.start {
+            Some(s) => s,
+            None => *self.start.insert((self.gate.arrive(), pts)),
+        };
+        let due = t0 + pts.saturating_sub(pts0);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        frame.times.arrival = due;
+        if self.first > 0 {
+            frame.seq += self.first;
+            let shift = self.interval.as_secs_f64() * self.first as f64;
+            frame.pts = Some(pts + Duration::from_secs_f64(shift));
+        }
+        Ok(Some(frame))
+    }
+    fn first_frame(&self) -> u64 {
+        self.first
+    }
+    fn stop(&mut self) {
+        self.inner.stop();
+    }
+    fn interrupter(&self) -> Box<dyn Fn() + Send + Sync> {
+        self.inner.interrupter()
+    }
+    fn expected_frames(&self) -> Option<u64> {
+        self.inner.expected_frames()
+    }
+}
+
+impl Drop for Paced {
+    fn drop(&mut self) {
+        if self.start.is_none() {
+            self.gate.leave();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_start_together_and_a_leaver_does_not_hold_them() {
+        let gate = Arc::new(StartGate::new());
+        for _ in 0..3 {
+            gate.join();
+        }
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let g = gate.clone();
+                std::thread::spawn(move || g.arrive())
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        let before = Instant::now();
+        gate.leave();
+        let starts: Vec<Instant> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+        assert_eq!(starts[0], starts[1]);
+        assert!(
+            starts[0] >= before,
+            "the clocks started before the last member left"
+        );
+    }
+}
