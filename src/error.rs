@@ -8,6 +8,8 @@ use crate::pipeline::PipelineError;
 use crate::preprocess::PreprocessError;
 use crate::sink::SinkError;
 use crate::source::{PushError, SourceError};
+use crate::tiles::TilesError;
+use crate::tilestats::TileStatsError;
 
 /// Any error octopipe reports. Each layer's message names the input it is about.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +26,12 @@ pub enum Error {
     /// The detector.
     #[error(transparent)]
     Detect(#[from] DetectError),
+    /// Cutting frames into tiles.
+    #[error(transparent)]
+    Tiles(#[from] TilesError),
+    /// Per-tile statistics.
+    #[error(transparent)]
+    TileStats(#[from] TileStatsError),
     /// Crop/resize/normalize.
     #[error(transparent)]
     Preprocess(#[from] PreprocessError),

@@ -62,10 +62,13 @@ pub mod oneshot;
 pub mod onnx;
 pub mod pipeline;
 pub mod preprocess;
+mod rng;
 pub mod sink;
 pub mod source;
 pub mod stage;
 pub mod tensor;
+pub mod tiles;
+pub mod tilestats;
 pub mod track;
 
 pub use error::Error;

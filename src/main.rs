@@ -48,6 +48,19 @@ enum Command {
         /// A stage name.
         stage: Option<String>,
     },
+    /// Write the synthetic satellite scene (one 16-bit band: ocean, sea ice, clouds) as a 16-bit
+    /// greyscale PNG, for pipelines/satellite-filter.pipe.
+    Scene {
+        /// The PNG to write (a new file: an existing one is never overwritten).
+        #[arg(long)]
+        out: PathBuf,
+        /// Width and height in pixels.
+        #[arg(long, default_value_t = 8192)]
+        size: u32,
+        /// The scene's seed (the same pixels for the same seed and size).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Benchmarks (release builds only give meaningful numbers).
     #[cfg(feature = "bench")]
     Bench {
@@ -138,6 +151,35 @@ enum BenchCommand {
         /// Frames of each broker run.
         #[arg(long, default_value_t = 3000)]
         frames: u32,
+    },
+    /// The satellite tile filter: an 8192x8192 16-bit scene, 727 random tiles of 128..512 px,
+    /// per-tile statistics and keep rule on the CPU, and on the GPU in one launch against one
+    /// launch per tile and every tile padded to 512x512.
+    Tiles {
+        /// Scene width and height.
+        #[arg(long, default_value_t = 8192)]
+        size: u32,
+        /// Tiles: the grid seed is the first from 1 whose random grid has this many.
+        #[arg(long, default_value_t = 727)]
+        tiles: usize,
+        /// The grid seed (instead of searching for --tiles).
+        #[arg(long)]
+        grid_seed: Option<u64>,
+        /// The keep rule.
+        #[arg(long, default_value = "mean>0.535")]
+        keep: String,
+        /// Pixels per block of work.
+        #[arg(long, default_value_t = octopipe::tilestats::DEFAULT_BLOCK_PIXELS)]
+        block_pixels: u32,
+        /// Seconds spent timing each CPU row.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// CPU worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Skip the GPU rows.
+        #[arg(long)]
+        no_gpu: bool,
     },
     /// The whole pipeline (decode, boxes, batch, preprocess, classify) on N streams of H.264
     /// encoded from the clip: fps, latency, CPU and GPU use per streams x decoder x ep.
@@ -261,6 +303,18 @@ fn real_main() -> Result<ExitCode> {
             print!("{}", inspect(stage.as_deref())?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Scene { out, size, seed } => {
+            if size == 0 {
+                bail!("--size must be at least 1");
+            }
+            octopipe::tiles::scene::write_png(&out, size, size, seed)
+                .map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "octopipe: wrote {} ({size}x{size}, 16-bit grey, seed {seed})",
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         #[cfg(feature = "bench")]
         Command::Bench { what } => bench_command(what),
         #[cfg(feature = "bench")]
@@ -362,6 +416,29 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
                 frames,
             };
             print!("{}", bench::messages::messages(&opts)?);
+        }
+        BenchCommand::Tiles {
+            size,
+            tiles,
+            grid_seed,
+            keep,
+            block_pixels,
+            seconds,
+            threads,
+            no_gpu,
+        } => {
+            let opts = bench::TilesBenchOptions {
+                size,
+                tiles,
+                grid_seed,
+                keep,
+                block_pixels,
+                seconds,
+                threads,
+                gpu: !no_gpu,
+                ..Default::default()
+            };
+            print!("{}", bench::tiles(&opts)?);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -26,16 +26,6 @@ use octopipe::preprocess::{Backend, ChannelOrder, DType, Interpolation, Layout, 
 
 const TOL: f32 = 1.0;
 
-fn gpu(test: &str) -> bool {
-    match cuda::available() {
-        Ok(()) => true,
-        Err(why) => {
-            eprintln!("SKIPPED {test}: no GPU ({why})");
-            false
-        }
-    }
-}
-
 fn data_dir() -> PathBuf {
     std::env::var_os("OCTOPIPE_DATA")
         .map(PathBuf::from)
@@ -302,7 +292,7 @@ fn configs() -> Vec<(PreprocessConfig, &'static str)> {
 
 #[test]
 fn parity_random_frames_every_format_layout_and_strategy() {
-    if !gpu("parity_random_frames_every_format_layout_and_strategy") {
+    if !common::gpu("parity_random_frames_every_format_layout_and_strategy") {
         return;
     }
     let mut rng = Rng::new(42);
@@ -330,7 +320,7 @@ fn parity_random_frames_every_format_layout_and_strategy() {
 /// bit-identical to the CPU backend.
 #[test]
 fn parity_octopus_separable_persistent_rects() {
-    if !gpu("parity_octopus_separable_persistent_rects") {
+    if !common::gpu("parity_octopus_separable_persistent_rects") {
         return;
     }
     let mut rng = Rng::new(2026);
@@ -430,7 +420,7 @@ fn parity_octopus_separable_persistent_rects() {
 /// tensor (f32 and f16), equal to `run`'s.
 #[test]
 fn submit_flush_two_in_flight() {
-    if !gpu("submit_flush_two_in_flight") {
+    if !common::gpu("submit_flush_two_in_flight") {
         return;
     }
     let mut rng = Rng::new(5);
@@ -487,7 +477,7 @@ fn submit_flush_two_in_flight() {
 
 #[test]
 fn parity_bt709_left_sited_chroma() {
-    if !gpu("parity_bt709_left_sited_chroma") {
+    if !common::gpu("parity_bt709_left_sited_chroma") {
         return;
     }
     let mut rng = Rng::new(7);
@@ -506,7 +496,7 @@ fn parity_bt709_left_sited_chroma() {
 
 #[test]
 fn boxes_larger_than_2000_px() {
-    if !gpu("boxes_larger_than_2000_px") {
+    if !common::gpu("boxes_larger_than_2000_px") {
         return;
     }
     let mut batch = big_frame_batch();
@@ -524,7 +514,7 @@ fn boxes_larger_than_2000_px() {
 
 #[test]
 fn zero_crops() {
-    if !gpu("zero_crops") {
+    if !common::gpu("zero_crops") {
         return;
     }
     let mut batch = CropBatch::default();
@@ -539,7 +529,7 @@ fn zero_crops() {
 
 #[test]
 fn ten_thousand_crops() {
-    if !gpu("ten_thousand_crops") {
+    if !common::gpu("ten_thousand_crops") {
         return;
     }
     let mut rng = Rng::new(10_000);
@@ -627,7 +617,7 @@ fn clip_boxes(text: &str, fw: u32, fh: u32) -> Vec<(u32, u32, u32, u32)> {
 
 #[test]
 fn parity_on_the_real_clip_rgb_and_i420() {
-    if !gpu("parity_on_the_real_clip_rgb_and_i420") {
+    if !common::gpu("parity_on_the_real_clip_rgb_and_i420") {
         return;
     }
     let root = data_dir().join("visdrone/clip-9999999");
@@ -706,7 +696,7 @@ fn parity_on_the_real_clip_rgb_and_i420() {
 /// both layouts, with block sizes weighted by input pixels (and with plain blocks).
 #[test]
 fn parity_area_and_letterbox() {
-    if !gpu("parity_area_and_letterbox") {
+    if !common::gpu("parity_area_and_letterbox") {
         return;
     }
     let mut rng = Rng::new(2024);
@@ -766,7 +756,7 @@ fn parity_area_and_letterbox() {
 /// an f16 tensor, for the bilinear fast path and the area path.
 #[test]
 fn f16_output_through_the_backend() {
-    if !gpu("f16_output_through_the_backend") {
+    if !common::gpu("f16_output_through_the_backend") {
         return;
     }
     let mut rng = Rng::new(16);
@@ -822,7 +812,7 @@ fn f16_output_through_the_backend() {
 /// YOLO exports take them) are one kernel launch, equal to the CPU backend's pass.
 #[test]
 fn detector_tiles_are_one_launch_and_match_the_cpu() {
-    if !gpu("detector_tiles_are_one_launch_and_match_the_cpu") {
+    if !common::gpu("detector_tiles_are_one_launch_and_match_the_cpu") {
         return;
     }
     use octopipe::detect::{region_batch, DetectConfig, Fit};
@@ -908,7 +898,7 @@ fn classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu() {
     use octopipe::frame::Detection;
     use octopipe::onnx::Ep;
     let test = "classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu";
-    if !gpu(test) {
+    if !common::gpu(test) {
         return;
     }
     let model = data_dir().join("models/visdrone-crops-64.onnx");
@@ -1015,7 +1005,7 @@ fn bench_table() {
 #[test]
 #[ignore = "benchmark: run explicitly"]
 fn probe_table() {
-    if !gpu("probe_table") {
+    if !common::gpu("probe_table") {
         return;
     }
     let opts = bench::ProbeOptions {
@@ -1029,7 +1019,7 @@ fn probe_table() {
 #[test]
 #[ignore = "profiling: run explicitly"]
 fn profile_octopus() {
-    if !gpu("profile_octopus") {
+    if !common::gpu("profile_octopus") {
         return;
     }
     let opts = bench::PreprocessBenchOptions {
@@ -1107,7 +1097,7 @@ fn device_rates(
 #[ignore = "benchmark: run explicitly"]
 fn octopus_variants() {
     use cudarc::driver::sys::CUevent_flags;
-    if !gpu("octopus_variants") {
+    if !common::gpu("octopus_variants") {
         return;
     }
     let label = format!(
@@ -1195,7 +1185,7 @@ fn detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu() {
     use octopipe::preprocess::BackendKind;
     use octopipe::track::iou_u32;
     let test = "detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu";
-    if !gpu(test) {
+    if !common::gpu(test) {
         return;
     }
     let model = data_dir().join("models/coco-centernet-512.onnx");

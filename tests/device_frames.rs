@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, DevicePtr};
 use octopipe::batch::CropBatch;
-use octopipe::frame::{Colorimetry, DeviceFrame, Frame, FrameLayout, PixelFormat, PooledBuf};
+use octopipe::frame::{DeviceFrame, Frame, PixelFormat, PooledBuf};
 use octopipe::preprocess::cpu::CpuBackend;
 use octopipe::preprocess::cuda::{self, CudaBackend};
 use octopipe::preprocess::{Backend, Interpolation, PreprocessConfig, PreprocessError};
@@ -24,39 +24,9 @@ const FORMATS: [PixelFormat; 6] = [
     PixelFormat::Bgra,
 ];
 
-/// A frame of pseudo-random bytes with a padded stride (rows longer than the pixels).
+/// A frame of pseudo-random bytes with padded strides ([`common::random_frame`]) and four boxes.
 fn host_frame(format: PixelFormat, w: u32, h: u32, seed: u64) -> Frame {
-    let mut layout = FrameLayout::packed(format, w, h);
-    // Pad every plane's rows by 64 bytes, as decoders and CUDA pitched allocations do.
-    let mut offset = 0;
-    for p in 0..format.planes() {
-        let rows = if p == 0 { h } else { h.div_ceil(2) } as usize;
-        layout.strides[p] += 64;
-        layout.offsets[p] = offset;
-        offset += layout.strides[p] * rows;
-    }
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let data: Vec<u8> = (0..layout.size())
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect();
-    let colorimetry = if format.is_yuv() {
-        Colorimetry::BT709
-    } else {
-        Colorimetry::default()
-    };
-    let mut f = Frame::new(
-        0,
-        seed,
-        "random",
-        layout,
-        colorimetry,
-        PooledBuf::unpooled(data),
-    );
+    let mut f = common::random_frame(format, w, h, seed);
     for (i, b) in [
         [0, 0, 37, 53],
         [w - 61, h - 29, 61, 29],
@@ -131,8 +101,7 @@ fn the_cpu_backend_refuses_device_frames_naming_them() {
 
 #[test]
 fn device_frames_give_the_cpu_backends_values_bit_for_bit() {
-    if let Err(why) = cuda::available() {
-        eprintln!("SKIPPED device_frames_give_the_cpu_backends_values_bit_for_bit: no GPU ({why})");
+    if !common::gpu("device_frames_give_the_cpu_backends_values_bit_for_bit") {
         return;
     }
     let ctx = CudaContext::new(0).unwrap();
@@ -241,8 +210,7 @@ fn device_output_needs_a_gpu_backend() {
 #[test]
 fn device_output_leaves_the_tensor_on_the_gpu() {
     use cudarc::driver::sys;
-    if let Err(why) = cuda::available() {
-        eprintln!("SKIPPED device_output_leaves_the_tensor_on_the_gpu: no GPU ({why})");
+    if !common::gpu("device_output_leaves_the_tensor_on_the_gpu") {
         return;
     }
     let ctx = CudaContext::new(0).unwrap();

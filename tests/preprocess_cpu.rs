@@ -278,6 +278,7 @@ fn reference(frame: &Frame, bx: [u32; 4], ow: u32, oh: u32) -> Vec<f64> {
                     b.clamp(0.0, 255.0),
                 ]
             }
+            PixelFormat::Gray16 => unreachable!("the preprocess stage refuses GRAY16 frames"),
         }
     };
     let taps = |o: u32, len: u32, out: u32| -> (usize, usize, f64) {

@@ -20,7 +20,7 @@ use crate::preprocess::cuda::{
 };
 use crate::preprocess::{Backend, Interpolation, PreprocessConfig};
 
-fn timing_event(e: &Engine) -> Result<CudaEvent, CudaError> {
+pub(super) fn timing_event(e: &Engine) -> Result<CudaEvent, CudaError> {
     // Timing must be asked for: cudarc's default event disables it.
     Ok(e.context()
         .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)

@@ -8,8 +8,9 @@
 //! a few micro-benchmarks. [`detect_tiles`] times the detector's input (a frame's tiles as one
 //! batch) per backend; [`eval`] scores a detector's boxes against VisDrone ground truth
 //! (`octopipe bench detections`); [`pipeline`] runs the whole pipeline on N streams of H.264
-//! (`octopipe bench pipeline`); [`messages`] measures the broker sinks' messages (`octopipe bench
-//! messages`).
+//! (`octopipe bench pipeline`); [`tiles`] times the satellite tile filter (`octopipe bench tiles`)
+//! against a per-tile and a padded baseline; [`messages`] measures the broker sinks' messages
+//! (`octopipe bench messages`).
 
 mod baselines;
 mod data;
@@ -20,6 +21,7 @@ mod infer;
 pub mod messages;
 pub mod mot;
 pub mod pipeline;
+mod tiles;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -36,6 +38,7 @@ pub use data::{box_sizes, frame_from, synthetic_frame, Rng};
 pub use detect::{detect_tiles, DetectTilesOptions};
 pub use gpu::{probe, tune, ProbeOptions, TuneChoice};
 pub use infer::{infer, InferOptions};
+pub use tiles::{tiles, TilesBenchOptions, SEED_ORIN_NANO_MS};
 
 /// Errors of the benchmarks.
 #[derive(Debug, thiserror::Error)]

@@ -486,6 +486,7 @@ impl Boxes {
             score: row.score,
             track: row.track,
             classification: None,
+            stats: None,
         })
     }
 }

@@ -6,6 +6,7 @@
 //! `(seed, stream, frame)` always gives the same boxes.
 
 use super::AnnotationRow;
+use crate::rng::Rng;
 
 /// Median box width and height at 1920 px frame width.
 const MEDIAN: (f64, f64) = (39.0, 56.0);
@@ -33,31 +34,6 @@ pub struct Synthetic {
     seed: u64,
 }
 
-/// SplitMix64: small, fast, good enough for test boxes.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box-Muller).
-    fn normal(&mut self) -> f64 {
-        let u = self.unit().max(f64::MIN_POSITIVE);
-        let v = self.unit();
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-}
-
 impl Synthetic {
     /// A generator with `seed`.
     pub fn new(seed: u64) -> Self {
@@ -77,7 +53,7 @@ impl Synthetic {
         height: u32,
     ) -> Vec<AnnotationRow> {
         let mut rng =
-            Rng(self.seed ^ ((stream as u64) << 48) ^ seq.wrapping_mul(0x2545_F491_4F6C_DD1D));
+            Rng::new(self.seed ^ ((stream as u64) << 48) ^ seq.wrapping_mul(0x2545_F491_4F6C_DD1D));
         if width == 0 || height == 0 {
             return Vec::new();
         }

@@ -54,6 +54,7 @@ use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
 use crate::tensor::TensorData;
+use crate::tiles::Edge;
 
 use crate::Error;
 use model::Model;
@@ -165,7 +166,7 @@ impl DetectConfig {
     /// there are no tiles or `whole_frame` is set.
     pub fn regions(&self, w: u32, h: u32) -> Vec<Rect> {
         let mut r = match self.tiles {
-            Some((tw, th)) => tiles::place(w, h, tw, th, self.overlap),
+            Some((tw, th)) => crate::tiles::regular(w, h, tw, th, self.overlap, Edge::Shift),
             None => Vec::new(),
         };
         if self.tiles.is_none() || self.whole_frame {
@@ -437,6 +438,7 @@ impl Detector {
                         score: b.score,
                         track: None,
                         classification: None,
+                        stats: None,
                     });
                 }
                 Err(reason) => frame.skip(reason),
@@ -835,11 +837,7 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             })
             .collect::<Result<_, _>>()?;
     }
-    cfg.backend = match p.str("backend") {
-        Some("cpu") => BackendKind::Cpu,
-        Some("cuda") => BackendKind::Cuda,
-        _ => BackendKind::Auto,
-    };
+    cfg.backend = BackendKind::from_prop(p.str("backend"));
     cfg.threads = p.usize("threads").unwrap_or(0);
     cfg.ort_threads = p.usize("ort-threads").unwrap_or(0);
     cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);
@@ -859,7 +857,7 @@ mod tests {
     fn an_object_across_a_tile_border_is_one_box() {
         // 640x640 tiles of a 1184x640 frame with overlap 0.15: the second starts at 544. A car at
         // x 600..700 is cut at 640 in the first tile and whole in the second.
-        let tiles = tiles::place(1184, 640, 640, 640, 0.15);
+        let tiles = crate::tiles::regular(1184, 640, 640, 640, 0.15, Edge::Shift);
         assert_eq!(tiles, [[0, 0, 640, 640], [544, 0, 640, 640]]);
         let input = (320, 320);
         // Each tile's model input is its 640x640 pixels halved.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use memory::{BufferPool, DeviceFrame, Memory, Planes, PooledBuf};
-pub use objects::{ClassScore, Classification, Detection, SkipReason};
+pub use objects::{ClassScore, Classification, Detection, PixelSums, SkipReason, TileStats};
 pub use pixels::{ChromaSite, Colorimetry, FrameLayout, Matrix, PixelFormat, Range};
 
 /// A stage's row in the budget report: its index in the pipeline's list of stage names

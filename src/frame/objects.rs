@@ -19,6 +19,8 @@ pub struct Detection {
     pub track: Option<u32>,
     /// What the classifier said of the box's crop, once classified.
     pub classification: Option<Classification>,
+    /// What `tilestats` measured of the box's pixels, and whether it keeps the box.
+    pub stats: Option<TileStats>,
 }
 
 impl Detection {
@@ -31,8 +33,72 @@ impl Detection {
             score: 1.0,
             track: None,
             classification: None,
+            stats: None,
         }
     }
+}
+
+/// Exact integer sums of one region's samples (one band: 16-bit grey, 8-bit luma or an RGB
+/// channel), the same on every backend. `#[repr(C)]`: the layout of `TileSums` in
+/// `kernels/tilestats.cu`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PixelSums {
+    /// Sum of the samples.
+    pub sum: u64,
+    /// Sum of their squares.
+    pub sum_sq: u64,
+    /// Samples at or above the raw threshold of `tilestats level`.
+    pub above: u64,
+    /// Smallest sample.
+    pub min: u32,
+    /// Largest sample.
+    pub max: u32,
+}
+
+impl PixelSums {
+    /// The sums of no samples (the identity of [`PixelSums::merge`]).
+    pub const EMPTY: PixelSums = PixelSums {
+        sum: 0,
+        sum_sq: 0,
+        above: 0,
+        min: u32::MAX,
+        max: 0,
+    };
+
+    /// The sums of both regions together.
+    pub fn merge(self, o: PixelSums) -> PixelSums {
+        PixelSums {
+            sum: self.sum + o.sum,
+            sum_sq: self.sum_sq + o.sum_sq,
+            above: self.above + o.above,
+            min: self.min.min(o.min),
+            max: self.max.max(o.max),
+        }
+    }
+}
+
+/// What `tilestats` measured of a box's pixels: the exact sums and, from them, the statistics
+/// after normalization (`value = sample * scale + offset`), and whether the box is kept.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct TileStats {
+    /// Samples in the box (`w * h`).
+    pub pixels: u64,
+    /// The integer sums of the raw samples.
+    pub sums: PixelSums,
+    /// Mean value.
+    pub mean: f64,
+    /// Standard deviation (population).
+    pub std: f64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Fraction of the samples whose value is above the level.
+    pub above: f64,
+    /// Whether the keep rule (and top-k) keeps the box.
+    #[serde(skip)]
+    pub kept: bool,
 }
 
 /// One class and its score.

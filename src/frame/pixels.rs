@@ -17,6 +17,9 @@ pub enum PixelFormat {
     Rgba,
     /// Packed 8-bit B, G, R, A (or x).
     Bgra,
+    /// One 16-bit band (little-endian; GStreamer's `GRAY16_LE`): 16-bit PNGs, satellite bands.
+    /// Read by `tilestats`; the preprocess stage takes the 8-bit formats.
+    Gray16,
 }
 
 impl PixelFormat {
@@ -25,12 +28,13 @@ impl PixelFormat {
         matches!(self, PixelFormat::I420 | PixelFormat::Nv12)
     }
 
-    /// Bytes per pixel of a packed format (1 for the luma plane of YUV formats).
+    /// Bytes per pixel of a packed format (1 for the luma plane of YUV formats, 2 for GRAY16).
     pub fn packed_bytes(self) -> usize {
         match self {
             PixelFormat::I420 | PixelFormat::Nv12 => 1,
             PixelFormat::Rgb | PixelFormat::Bgr => 3,
             PixelFormat::Rgba | PixelFormat::Bgra => 4,
+            PixelFormat::Gray16 => 2,
         }
     }
 
@@ -53,6 +57,7 @@ impl fmt::Display for PixelFormat {
             PixelFormat::Bgr => "BGR",
             PixelFormat::Rgba => "RGBA",
             PixelFormat::Bgra => "BGRA",
+            PixelFormat::Gray16 => "GRAY16_LE",
         };
         f.write_str(s)
     }

@@ -76,6 +76,33 @@ pub enum BackendKind {
     Cuda,
 }
 
+impl BackendKind {
+    /// The value of a `backend` property (`auto`, `cpu`, `cuda`; auto when not given).
+    pub fn from_prop(value: Option<&str>) -> Self {
+        match value {
+            Some("cpu") => BackendKind::Cpu,
+            Some("cuda") => BackendKind::Cuda,
+            _ => BackendKind::Auto,
+        }
+    }
+}
+
+/// The `backend` property of the stages that run on the CPU or CUDA.
+pub const BACKEND_PROP: PropSpec = PropSpec::new(
+    "backend",
+    PropType::Choice(&["auto", "cpu", "cuda"]),
+    "auto",
+    "implementation (auto: CUDA when a GPU is present)",
+);
+
+/// The `threads` property of the stages with a CPU backend.
+pub const THREADS_PROP: PropSpec = PropSpec::new(
+    "threads",
+    PropType::COUNT,
+    "0",
+    "CPU worker threads (0: one per core)",
+);
+
 /// Settings of the preprocess stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreprocessConfig {
@@ -259,6 +286,16 @@ pub enum PreprocessError {
         /// Frame number.
         seq: u64,
     },
+    /// A frame in a pixel format the backends do not convert (16-bit grey).
+    #[error("frame {seq} of stream {stream} is {format}: the preprocess stage reads 8-bit YUV and RGB frames (16-bit single-band frames go to tilestats)")]
+    Format {
+        /// Stream id.
+        stream: u32,
+        /// Frame number.
+        seq: u64,
+        /// Its pixel format.
+        format: crate::frame::PixelFormat,
+    },
     /// The GPU backend failed.
     #[error("CUDA: {0}")]
     Cuda(String),
@@ -379,6 +416,17 @@ impl Backend for GpuWithFallback {
 /// blocks inside their crops. O(crops + blocks).
 pub fn validate(batch: &CropBatch) -> Result<(), PreprocessError> {
     let len = batch.tensor_len(3);
+    if let Some(f) = batch
+        .frames
+        .iter()
+        .find(|f| f.layout.format == crate::frame::PixelFormat::Gray16)
+    {
+        return Err(PreprocessError::Format {
+            stream: f.stream,
+            seq: f.seq,
+            format: f.layout.format,
+        });
+    }
     for (i, c) in batch.crops.iter().enumerate() {
         let f = batch.frames.get(c.frame as usize).ok_or_else(|| {
             PreprocessError::InvalidBatch(format!(
@@ -556,18 +604,8 @@ pub const PREPROCESS: StageDecl = StageDecl {
             "0",
             "the GPU the CUDA backend runs on (its frames and tensor in that GPU's memory)",
         ),
-        PropSpec::new(
-            "backend",
-            PropType::Choice(&["auto", "cpu", "cuda"]),
-            "auto",
-            "implementation (auto: CUDA when a GPU is present)",
-        ),
-        PropSpec::new(
-            "threads",
-            PropType::COUNT,
-            "0",
-            "CPU worker threads (0: one per core)",
-        ),
+        BACKEND_PROP,
+        THREADS_PROP,
         PropSpec::new(
             "interpolation",
             PropType::Choice(&["bilinear", "area"]),
@@ -610,11 +648,7 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             Some("f16") => DType::F16,
             _ => DType::F32,
         },
-        backend: match p.str("backend") {
-            Some("cpu") => BackendKind::Cpu,
-            Some("cuda") => BackendKind::Cuda,
-            _ => BackendKind::Auto,
-        },
+        backend: BackendKind::from_prop(p.str("backend")),
         threads: p.usize("threads").unwrap_or(d.threads),
         interpolation: match p.str("interpolation") {
             Some("area") => Interpolation::Area,

@@ -31,9 +31,10 @@ mod lines;
 pub mod message;
 mod mqtt;
 mod tensors;
+mod tiles;
 mod zenoh;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -50,6 +51,7 @@ pub use broker::{Sending, DEFAULT_BUFFER, MAX_MESSAGE};
 use lines::JsonLines;
 pub use mqtt::{MqttConfig, MQTT};
 pub use tensors::{TensorsConfig, TensorsSink, TENSORS};
+pub use tiles::{TileFormat, TileSink, TileSinkConfig, TILESINK};
 pub use zenoh::{ZenohConfig, ZENOH};
 
 /// Settings of the JSONL sink.
@@ -67,6 +69,27 @@ pub struct SinkError {
     pub path: String,
     /// What went wrong.
     pub reason: String,
+}
+
+/// Create `dir` (or take it as it is) for a sink that writes files into it, refusing a folder
+/// that holds a file `ours` recognises as an earlier run's output: nothing is overwritten.
+fn fresh_folder(dir: &Path, ours: impl Fn(&str) -> bool) -> Result<(), SinkError> {
+    let err = |reason: String| SinkError {
+        path: dir.display().to_string(),
+        reason,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create the folder: {e}")))?;
+    let taken = std::fs::read_dir(dir)
+        .map_err(|e| err(format!("cannot read the folder: {e}")))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| ours(n));
+    match taken {
+        Some(name) => Err(err(format!(
+            "already holds {name} from an earlier run: give an empty or new folder"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// What the box source said of a box.
@@ -122,6 +145,13 @@ pub struct Object {
     /// Further classes when top-k > 1.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topk: Vec<(Arc<str>, f32)>,
+    /// What `tilestats` measured of the box's pixels (mean, std, min, max, above, pixels, and the
+    /// exact integer sums of the raw samples under `sums`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<crate::frame::TileStats>,
+    /// Whether `tilestats` keeps the box (its rule and top-k).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept: Option<bool>,
 }
 
 impl Object {
@@ -138,7 +168,11 @@ impl Object {
     }
 
     /// The object of `frame`'s box `det`, its `index`-th.
-    fn of(frame: &crate::frame::Frame, index: u32, det: &crate::frame::Detection) -> Object {
+    pub(crate) fn of(
+        frame: &crate::frame::Frame,
+        index: u32,
+        det: &crate::frame::Detection,
+    ) -> Object {
         let c = det.classification.as_ref();
         Object {
             stream: frame.stream,
@@ -160,6 +194,8 @@ impl Object {
             topk: c
                 .map(|c| c.topk.iter().map(|s| (s.label.clone(), s.score)).collect())
                 .unwrap_or_default(),
+            stats: det.stats,
+            kept: det.stats.map(|s| s.kept),
         }
     }
 }

@@ -15,7 +15,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -84,21 +84,9 @@ impl TensorsSink {
     /// Create the folder (or take an empty one) and the index.
     pub fn new(config: &TensorsConfig) -> Result<Self, SinkError> {
         let dir = config.location.clone();
-        let err = |reason: String| SinkError {
-            path: dir.display().to_string(),
-            reason,
-        };
-        std::fs::create_dir_all(&dir).map_err(|e| err(format!("cannot create the folder: {e}")))?;
-        let taken = std::fs::read_dir(&dir)
-            .map_err(|e| err(format!("cannot read the folder: {e}")))?
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .find(|n| n == "index.jsonl" || (n.starts_with("batch-") && n.ends_with(".npy")));
-        if let Some(name) = taken {
-            return Err(err(format!(
-                "already holds {name} from an earlier run: give an empty or new folder"
-            )));
-        }
+        super::fresh_folder(&dir, |n| {
+            n == "index.jsonl" || (n.starts_with("batch-") && n.ends_with(".npy"))
+        })?;
         let index = JsonLines::create(&dir.join("index.jsonl"))?;
         Ok(TensorsSink {
             dir,
@@ -128,7 +116,8 @@ impl TensorsSink {
                 ))
             }
         };
-        if let Err(e) = write_npy(&path, descr, &t.shape, &bytes) {
+        let written = File::create(&path).and_then(|f| write_npy(f, descr, &t.shape, &bytes));
+        if let Err(e) = written {
             // No partial tensor file is left behind.
             let _ = std::fs::remove_file(&path);
             return Err(err(format!("write failed: {e}; the file was removed")));
@@ -157,8 +146,13 @@ impl Stage<CropBatch, CropBatch> for TensorsSink {
     }
 }
 
-/// Write a NumPy `.npy` (format 1.0) file of little-endian `descr` values with `shape`.
-fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> std::io::Result<()> {
+/// Write a NumPy `.npy` (format 1.0) file of little-endian `descr` values with `shape` to `file`.
+pub(super) fn write_npy(
+    file: File,
+    descr: &str,
+    shape: &[usize],
+    data: &[u8],
+) -> std::io::Result<()> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape = match dims.len() {
         1 => format!("({},)", dims[0]),
@@ -169,7 +163,7 @@ fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> std::io:
     let unpadded = 10 + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
     header.push('\n');
-    let mut f = BufWriter::new(File::create(path)?);
+    let mut f = BufWriter::new(file);
     f.write_all(b"\x93NUMPY\x01\x00")?;
     f.write_all(&(header.len() as u16).to_le_bytes())?;
     f.write_all(header.as_bytes())?;

@@ -185,6 +185,7 @@ impl AppBox {
             score: self.score.unwrap_or(1.0),
             track: self.track,
             classification: None,
+            stats: None,
         }))
     }
 }

@@ -28,6 +28,7 @@ pub(super) fn gst_format(format: PixelFormat) -> gst_video::VideoFormat {
         PixelFormat::Bgr => F::Bgr,
         PixelFormat::Rgba => F::Rgba,
         PixelFormat::Bgra => F::Bgra,
+        PixelFormat::Gray16 => F::Gray16Le,
     }
 }
 
@@ -41,6 +42,7 @@ pub(super) fn pixel_format(format: gst_video::VideoFormat) -> Option<PixelFormat
         F::Bgr => PixelFormat::Bgr,
         F::Rgba | F::Rgbx => PixelFormat::Rgba,
         F::Bgra | F::Bgrx => PixelFormat::Bgra,
+        F::Gray16Le => PixelFormat::Gray16,
         _ => return None,
     })
 }

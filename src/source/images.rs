@@ -5,6 +5,11 @@
 //!   ! video/x-raw,format={I420,NV12,RGB,BGR,RGBA,BGRA,RGBx,BGRx} ! appsink
 //! ```
 //!
+//! A sequence whose first file is a 16-bit greyscale PNG (IHDR bit depth 16, colour type 0 or 4:
+//! `pngdec` gives `GRAY16_BE`) is decoded as one 16-bit band instead: `videoconvert` swaps it to
+//! `GRAY16_LE` ([`PixelFormat::Gray16`](crate::frame::PixelFormat::Gray16)) and the appsink takes
+//! that format only, so every file of the sequence arrives as 16-bit grey, values unchanged.
+//!
 //! Image files are read by a feeder thread that pushes one file per buffer with `pts = index /
 //! framerate`; `appsrc` holds at most [`IMAGE_QUEUE`] files, so memory stays bounded whatever the size
 //! of the folder. With a time segment `jpegdec` and `pngdec` decode each buffer as one picture, and
@@ -33,6 +38,8 @@ pub(super) struct ImageList {
     /// In file-name order.
     files: Vec<PathBuf>,
     kind: ImageKind,
+    /// The first file is a 16-bit greyscale PNG: the sequence is decoded as GRAY16_LE.
+    gray16: bool,
 }
 
 /// An image sequence being decoded: its files and which of them the decoder is at.
@@ -45,6 +52,8 @@ pub(super) struct Images {
     /// What each file name says (the number it ends with), for the frames of the file.
     numbers: Vec<ImageFile>,
     kind: ImageKind,
+    /// Decoded as one 16-bit band ([`ImageList::gray16`]).
+    gray16: bool,
     framerate: f64,
     /// Index of the next image expected from the decoder.
     next: usize,
@@ -207,6 +216,7 @@ impl Images {
             location: list.location,
             files: list.files.into(),
             kind: list.kind,
+            gray16: list.gray16,
             framerate,
             next: 0,
             decoding: Arc::new(AtomicU64::new(u64::MAX)),
@@ -331,9 +341,19 @@ pub(super) fn list_images(location: &str) -> Result<ImageList, SourceError> {
     }
     Ok(ImageList {
         location: location.to_string(),
+        gray16: kind == ImageKind::Png && is_gray16_png(first),
         files,
         kind,
     })
+}
+
+/// Whether the PNG file at `path` holds one 16-bit grey band: its IHDR chunk (bytes 16..29 of the
+/// file) says bit depth 16 and colour type 0 (grey) or 4 (grey and alpha, the alpha dropped).
+fn is_gray16_png(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 26];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    read.is_ok() && &head[12..16] == b"IHDR" && head[24] == 16 && matches!(head[25], 0 | 4)
 }
 
 /// The files `location` names, sorted by file name: those matching its last component when that
@@ -418,7 +438,7 @@ pub(super) fn build_images(
     let appsrc = image_appsrc(images.kind)?;
     let decoder = image_decoder(images.kind)?;
     let convert = make("videoconvert", PLUGINS_BASE)?;
-    accept_image_formats(appsink);
+    accept_image_formats(appsink, images.gray16);
     let elements = [
         appsrc.upcast_ref(),
         &decoder,
@@ -460,21 +480,27 @@ fn image_decoder(kind: ImageKind) -> Result<gst::Element, SourceError> {
     Ok(decoder)
 }
 
-/// The decoded formats taken as they come: the YUV layouts and the RGB ones image decoders give.
-fn accept_image_formats(appsink: &gst_app::AppSink) {
+/// The decoded formats taken as they come: the YUV layouts and the RGB ones image decoders give;
+/// for a 16-bit grey sequence, GRAY16_LE alone.
+fn accept_image_formats(appsink: &gst_app::AppSink, gray16: bool) {
     use gst_video::VideoFormat as F;
+    let formats: &[F] = if gray16 {
+        &[F::Gray16Le]
+    } else {
+        &[
+            F::I420,
+            F::Nv12,
+            F::Rgb,
+            F::Bgr,
+            F::Rgba,
+            F::Bgra,
+            F::Rgbx,
+            F::Bgrx,
+        ]
+    };
     appsink.set_caps(Some(
         &gst_video::VideoCapsBuilder::new()
-            .format_list([
-                F::I420,
-                F::Nv12,
-                F::Rgb,
-                F::Bgr,
-                F::Rgba,
-                F::Bgra,
-                F::Rgbx,
-                F::Bgrx,
-            ])
+            .format_list(formats.iter().copied())
             .build(),
     ));
 }

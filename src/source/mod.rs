@@ -520,9 +520,9 @@ pub const TESTSRC: StageDecl = StageDecl {
         ),
         PropSpec::new(
             "format",
-            PropType::Choice(&["i420", "nv12", "rgb", "bgr", "rgba", "bgra"]),
+            PropType::Choice(&["i420", "nv12", "rgb", "bgr", "rgba", "bgra", "gray16"]),
             "i420",
-            "pixel format",
+            "pixel format (gray16: one 16-bit band, for tilestats)",
         ),
         FRAMERATE,
         LIVE,
@@ -558,6 +558,7 @@ pub const TESTSRC: StageDecl = StageDecl {
                 Some("bgr") => PixelFormat::Bgr,
                 Some("rgba") => PixelFormat::Rgba,
                 Some("bgra") => PixelFormat::Bgra,
+                Some("gray16") => PixelFormat::Gray16,
                 _ => PixelFormat::I420,
             },
         };

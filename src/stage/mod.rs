@@ -223,10 +223,13 @@ impl Registry {
         r.register(crate::detect::DETECT);
         r.register(crate::track::TRACK);
         r.register(crate::batch::BATCH);
+        r.register(crate::tiles::TILES);
         r.register(crate::preprocess::PREPROCESS);
+        r.register(crate::tilestats::TILESTATS);
         r.register(crate::classify::CLASSIFY);
         r.register(crate::sink::JSONL);
         r.register(crate::sink::TENSORS);
+        r.register(crate::sink::TILESINK);
         r.register(crate::sink::APPSINK);
         r.register(crate::sink::MQTT);
         r.register(crate::sink::ZENOH);

@@ -342,6 +342,40 @@ impl<'a> Props<'a> {
         })
     }
 
+    /// An error about the characters `chars` (0-based) of `key`'s value, the caret under them
+    /// where the value is written as it is (plain or in quotes), else under the whole value.
+    pub fn error_in(
+        &self,
+        key: &str,
+        chars: std::ops::Range<usize>,
+        message: impl Into<String>,
+    ) -> DescribeError {
+        let Some(p) = self.stage.props.iter().find(|p| p.key == key) else {
+            return self.error(key, message);
+        };
+        let span = p.value_span;
+        let raw = self
+            .desc
+            .text
+            .get(span.start..span.start + span.len)
+            .unwrap_or("");
+        let quoted = raw.len() >= 2 && raw.starts_with(['"', '\'']) && raw.ends_with(&raw[..1]);
+        let inner = if quoted { &raw[1..raw.len() - 1] } else { raw };
+        let byte = |c: usize| inner.char_indices().nth(c).map_or(inner.len(), |(i, _)| i);
+        if inner != p.value {
+            return self.desc.error(span, message);
+        }
+        let start = span.start + usize::from(quoted) + byte(chars.start);
+        let len = (byte(chars.end) + usize::from(quoted) + span.start).saturating_sub(start);
+        self.desc.error(
+            crate::describe::Span {
+                start,
+                len: len.max(1),
+            },
+            message,
+        )
+    }
+
     /// An error about `key`'s value (or the stage, when `key` is not given).
     pub fn error(&self, key: &str, message: impl Into<String>) -> DescribeError {
         let span = self

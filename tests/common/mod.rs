@@ -54,6 +54,53 @@ pub fn element_or_skip(name: &str, package: &str) -> bool {
         ))
 }
 
+/// Whether a GPU is usable; prints why a GPU test (or its GPU part) skips when not. Never fails,
+/// also under CI (which has no GPU).
+pub fn gpu(test: &str) -> bool {
+    match octopipe::preprocess::cuda::available() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("SKIPPED {test}: no GPU ({why})");
+            false
+        }
+    }
+}
+
+/// A `w`x`h` frame of `format` holding pseudo-random bytes, every plane's rows padded by 64 bytes
+/// (as decoders and CUDA pitched allocations pad them); BT.709 for YUV formats.
+pub fn random_frame(format: octopipe::PixelFormat, w: u32, h: u32, seed: u64) -> octopipe::Frame {
+    let mut layout = octopipe::FrameLayout::packed(format, w, h);
+    let mut offset = 0;
+    for p in 0..format.planes() {
+        let rows = if p == 0 { h } else { h.div_ceil(2) } as usize;
+        layout.strides[p] += 64;
+        layout.offsets[p] = offset;
+        offset += layout.strides[p] * rows;
+    }
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let data: Vec<u8> = (0..layout.size())
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let colorimetry = if format.is_yuv() {
+        octopipe::Colorimetry::BT709
+    } else {
+        octopipe::Colorimetry::default()
+    };
+    octopipe::Frame::new(
+        0,
+        seed,
+        "random",
+        layout,
+        colorimetry,
+        octopipe::frame::PooledBuf::unpooled(data),
+    )
+}
+
 /// The shared data folder (`$OCTOPIPE_DATA`, default `../shared/data`), if present.
 pub fn shared_data() -> Option<PathBuf> {
     let dir = std::env::var_os("OCTOPIPE_DATA")
@@ -217,18 +264,21 @@ pub fn fails_with(out: &std::process::Output, words: &[&str]) -> String {
     stderr
 }
 
-/// The three numbers of a report line starting with `prefix` (`N in = A ... + B ...`).
-fn accounting(report: &str, prefix: &str) -> (u64, u64, u64) {
+/// The numbers of the report line starting with `prefix`, in order.
+pub fn line_numbers(report: &str, prefix: &str) -> Vec<u64> {
     let line = report
         .lines()
         .find(|l| l.starts_with(prefix))
         .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{report}"));
-    let n: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
+    line.split(|c: char| !c.is_ascii_digit())
         .filter(|s| !s.is_empty())
-        .take(3)
         .map(|s| s.parse().unwrap())
-        .collect();
+        .collect()
+}
+
+/// The first three numbers of a report line starting with `prefix` (`N in = A ... + B ...`).
+fn accounting(report: &str, prefix: &str) -> (u64, u64, u64) {
+    let n = line_numbers(report, prefix);
     (n[0], n[1], n[2])
 }
 

@@ -23,15 +23,19 @@ pub enum Module {
     Resample,
     /// `kernels/gather.cu`: crop rectangles pulled from page-locked host frames by the GPU.
     Gather,
+    /// `kernels/tilestats.cu`: per-tile sums of the `tilestats` stage (block metadata by tile
+    /// area, two-level reduction), and its padded baseline.
+    Tilestats,
 }
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 4] = [
+    pub const ALL: [Module; 5] = [
         Module::Octopus,
         Module::Baselines,
         Module::Resample,
         Module::Gather,
+        Module::Tilestats,
     ];
 
     /// File name under `kernels/`, shown in compile logs.
@@ -41,6 +45,7 @@ impl Module {
             Module::Baselines => "baselines.cu",
             Module::Resample => "resample.cu",
             Module::Gather => "gather.cu",
+            Module::Tilestats => "tilestats.cu",
         }
     }
 
@@ -51,6 +56,7 @@ impl Module {
             Module::Baselines => include_str!("../../../kernels/baselines.cu"),
             Module::Resample => include_str!("../../../kernels/resample.cu"),
             Module::Gather => include_str!("../../../kernels/gather.cu"),
+            Module::Tilestats => include_str!("../../../kernels/tilestats.cu"),
         }
     }
 
@@ -108,11 +114,15 @@ pub enum Kernel {
     ResampleAreaPackedF32,
     ResampleAreaPackedF16,
     GatherRects,
+    TilestatsGray16,
+    TilestatsGray8,
+    TilestatsPacked,
+    TilestatsPaddedGray16,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 32] = [
+    pub const ALL: [Kernel; 36] = [
         Kernel::OctopusBilinearI420F32,
         Kernel::OctopusBilinearNv12F32,
         Kernel::OctopusBilinearPackedF32,
@@ -145,6 +155,10 @@ impl Kernel {
         Kernel::ResampleAreaPackedF32,
         Kernel::ResampleAreaPackedF16,
         Kernel::GatherRects,
+        Kernel::TilestatsGray16,
+        Kernel::TilestatsGray8,
+        Kernel::TilestatsPacked,
+        Kernel::TilestatsPaddedGray16,
     ];
 
     /// The `extern "C"` name.
@@ -183,6 +197,10 @@ impl Kernel {
             ResampleAreaPackedF32 => "resample_area_packed_f32",
             ResampleAreaPackedF16 => "resample_area_packed_f16",
             GatherRects => "gather_rects",
+            TilestatsGray16 => "tilestats_gray16",
+            TilestatsGray8 => "tilestats_gray8",
+            TilestatsPacked => "tilestats_packed",
+            TilestatsPaddedGray16 => "tilestats_padded_gray16",
         }
     }
 
@@ -194,6 +212,8 @@ impl Kernel {
             Module::Resample
         } else if self.name().starts_with("gather_") {
             Module::Gather
+        } else if self.name().starts_with("tilestats_") {
+            Module::Tilestats
         } else {
             Module::Baselines
         }

@@ -1,0 +1,245 @@
+//! The `tilesink` sink: the kept tiles as image files, and an index of every tile.
+//!
+//! ```text
+//! ... ! tiles min=128 max=512 seed=1 ! tilestats keep="mean>0.535" ! tilesink location=out/ format=png
+//! ```
+//!
+//! `out/tile-S-FFFFFF-TTTT.png` (stream S, frame F, tile T of the frame): each kept tile's pixels
+//! at full resolution, a 16-bit greyscale PNG for a 16-bit frame, 8-bit RGB otherwise; with
+//! `format=npy`, the raw samples as a NumPy file (`<u2` `[h, w]`, or `|u1` `[h, w, 3]` RGB).
+//! `out/index.jsonl`: one line per tile, kept or not, `{"file":"tile-0-000000-0003.png", ...}`
+//! (`file` only for a written tile) followed by the object's fields: stream, frame, source,
+//! `bbox` (the tile's rectangle), `stats` (mean, std, min, max, above, pixels, and the exact
+//! integer `sums`) and `kept`. Without a `tilestats` stage before it, every tile is written.
+//!
+//! A folder that already holds an index or tiles is refused, and each tile file is created only if
+//! it does not exist: nothing is overwritten. When a write fails, the partial tile file is
+//! removed and the index ends with its last complete line.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::lines::JsonLines;
+use super::tensors::write_npy;
+use super::{Object, SinkError};
+use crate::batch::CropBatch;
+use crate::frame::{Frame, PixelFormat};
+use crate::pipeline::RunPath;
+use crate::preprocess::cpu::rect_to_rgb;
+use crate::stage::{Element, OpenContext, PropSpec, PropType, Role, Running, Stage, StageDecl};
+use crate::Error;
+
+/// How kept tiles are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TileFormat {
+    /// PNG: 16-bit grey for 16-bit frames, else 8-bit RGB.
+    #[default]
+    Png,
+    /// NumPy `.npy` of the raw samples.
+    Npy,
+}
+
+/// Settings of the tile sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TileSinkConfig {
+    /// The output folder (created if missing).
+    pub location: PathBuf,
+    /// File format of the tiles.
+    pub format: TileFormat,
+}
+
+/// `tilesink location=DIR format=png|npy`.
+pub const TILESINK: StageDecl = StageDecl {
+    name: "tilesink",
+    role: Role::Sink,
+    doc: "kept tiles as PNG (16-bit grey or RGB) or .npy files, plus index.jsonl of every tile",
+    props: &[
+        PropSpec::new(
+            "location",
+            PropType::Path,
+            "-",
+            "output folder (created if missing; must not hold earlier output)",
+        ),
+        PropSpec::new(
+            "format",
+            PropType::Choice(&["png", "npy"]),
+            "png",
+            "tile files: PNG, or the raw samples as NumPy .npy",
+        ),
+    ],
+    needs: &[Role::Boxes, Role::Batch],
+    provides: &[],
+    make: |p| {
+        Ok(Box::new(TileSinkConfig {
+            location: PathBuf::from(p.required("location")?),
+            format: match p.str("format") {
+                Some("npy") => TileFormat::Npy,
+                _ => TileFormat::Png,
+            },
+        }))
+    },
+};
+
+impl Element for TileSinkConfig {
+    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
+        Ok(Running::Batches(Box::new(TileSink::new(&self)?)))
+    }
+    fn outputs(&self) -> Vec<RunPath> {
+        vec![RunPath::folder("tilesink location", &self.location)]
+    }
+}
+
+/// One line of `index.jsonl`.
+#[derive(Serialize)]
+struct IndexLine {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(flatten)]
+    object: Object,
+}
+
+/// Runtime state of the tile sink.
+pub struct TileSink {
+    dir: PathBuf,
+    format: TileFormat,
+    index: JsonLines,
+    /// Tiles written so far.
+    written: u64,
+}
+
+impl TileSink {
+    /// Create the folder (or take one with no earlier output) and the index.
+    pub fn new(config: &TileSinkConfig) -> Result<Self, SinkError> {
+        let dir = config.location.clone();
+        super::fresh_folder(&dir, |n| n == "index.jsonl" || n.starts_with("tile-"))?;
+        Ok(TileSink {
+            index: JsonLines::create(&dir.join("index.jsonl"))?,
+            dir,
+            format: config.format,
+            written: 0,
+        })
+    }
+
+    /// Tile files written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Write `batch`'s kept tiles and an index line for each of its boxes.
+    pub fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
+        for frame in &batch.frames {
+            for (i, det) in frame.detections.iter().enumerate() {
+                let kept = det.stats.is_none_or(|s| s.kept);
+                let file = if kept {
+                    let ext = match self.format {
+                        TileFormat::Png => "png",
+                        TileFormat::Npy => "npy",
+                    };
+                    let name = format!("tile-{}-{:06}-{i:04}.{ext}", frame.stream, frame.seq);
+                    self.write_tile(frame, det.bbox, &self.dir.join(&name))?;
+                    self.written += 1;
+                    Some(name)
+                } else {
+                    None
+                };
+                self.index.push(&IndexLine {
+                    file,
+                    object: Object::of(frame, i as u32, det),
+                })?;
+            }
+        }
+        // On failure the index ends with its last complete line; every line naming a file names
+        // a whole one.
+        self.index.commit()
+    }
+
+    /// Write the pixels of `rect` of `frame` to `path`, a new file; a partial file is removed.
+    fn write_tile(&self, frame: &Frame, rect: [u32; 4], path: &Path) -> Result<(), SinkError> {
+        let err = |reason: String| SinkError {
+            path: path.display().to_string(),
+            reason,
+        };
+        let [_, _, w, h] = rect;
+        let pixels = match frame.layout.format {
+            PixelFormat::Gray16 => gray16_rect(frame, rect).map(Pixels::Gray16),
+            _ => rect_to_rgb(frame, rect).map(Pixels::Rgb),
+        }
+        .ok_or_else(|| {
+            err(format!(
+                "frame {} of stream {} has no host pixels to write (put tilesink before any stage that releases them)",
+                frame.seq, frame.stream
+            ))
+        })?;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| err(format!("cannot create: {e}")))?;
+        let (h, w) = (h as usize, w as usize);
+        let written = match (self.format, &pixels) {
+            (TileFormat::Png, _) => write_png(file, &pixels, rect[2], rect[3]),
+            (TileFormat::Npy, Pixels::Gray16(v)) => {
+                let bytes: Vec<u8> = v.iter().flat_map(|s| s.to_le_bytes()).collect();
+                write_npy(file, "<u2", &[h, w], &bytes)
+            }
+            (TileFormat::Npy, Pixels::Rgb(v)) => write_npy(file, "|u1", &[h, w, 3], v),
+        };
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(path);
+            return Err(err(format!("write failed: {e}; the file was removed")));
+        }
+        Ok(())
+    }
+}
+
+/// The 16-bit samples of `rect` of a GRAY16 frame, row by row.
+fn gray16_rect(frame: &Frame, [x, y, w, h]: [u32; 4]) -> Option<Vec<u16>> {
+    let data = frame.data()?;
+    let l = &frame.layout;
+    let mut out = Vec::with_capacity(w as usize * h as usize);
+    for row in y..y + h {
+        let start = l.offsets[0] + row as usize * l.strides[0] + x as usize * 2;
+        let bytes = data.get(start..start + w as usize * 2)?;
+        out.extend(
+            bytes
+                .chunks_exact(2)
+                .map(|b| u16::from_le_bytes([b[0], b[1]])),
+        );
+    }
+    Some(out)
+}
+
+/// A tile's pixels: 16-bit grey samples, or 8-bit RGB bytes.
+enum Pixels {
+    Gray16(Vec<u16>),
+    Rgb(Vec<u8>),
+}
+
+/// A PNG of `w`x`h` pixels: 16-bit grey or 8-bit RGB.
+fn write_png(file: std::fs::File, pixels: &Pixels, w: u32, h: u32) -> std::io::Result<()> {
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    use image::ImageEncoder;
+    let mut out = BufWriter::new(file);
+    let encoder =
+        PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Adaptive);
+    let written = match pixels {
+        // The encoder takes 16-bit samples in native byte order.
+        Pixels::Gray16(v) => {
+            let bytes: Vec<u8> = v.iter().flat_map(|s| s.to_ne_bytes()).collect();
+            encoder.write_image(&bytes, w, h, image::ExtendedColorType::L16)
+        }
+        Pixels::Rgb(v) => encoder.write_image(v, w, h, image::ExtendedColorType::Rgb8),
+    };
+    written.map_err(std::io::Error::other)?;
+    out.flush()
+}
+
+impl Stage<CropBatch, CropBatch> for TileSink {
+    fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        self.write(&batch)?;
+        out.push(batch);
+        Ok(())
+    }
+}

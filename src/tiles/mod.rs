@@ -1,0 +1,303 @@
+//! Tiles stage: cuts each frame into tiles, each tile a crop of a ragged batch (one frame per
+//! batch), for a per-tile reduction (`tilestats`) or any other batch stage.
+//!
+//! ```text
+//! images location=scene/ ! tiles min=128 max=512 seed=1 ! tilestats keep="mean>0.535" ! tilesink location=out/
+//! images location=${root}/images ! tiles size=512x512 overlap=0 ! tilestats band=luma ! jsonl location=tiles.jsonl
+//! ```
+//!
+//! Two grids:
+//! - **regular** (`size=WxH overlap=F`): tiles step by `size - floor(overlap * size)` from the top
+//!   left corner, and the last row and column are clipped to the frame ([`Edge::Clip`]: unlike the
+//!   detector's tiles, which move back inside the frame, a clipped grid sends no pixel twice);
+//! - **random variable** (`min=128 max=512 seed=1`, the default when `size` is not given): rows of
+//!   random height cut into tiles of random width, covering the frame once, the same for the same
+//!   seed on every machine ([`random`] documents the algorithm). Tiles on the right and bottom
+//!   edges are clipped to the frame.
+//!
+//! Every frame of one size gets the same grid. Each tile is a box of the frame (its
+//! [`Detection`], replacing boxes an earlier stage gave) and a crop of the batch at its own size
+//! (`out_w = w`, `out_h = h`: no resize, no padding), with the batch's block metadata built as the
+//! batch stage builds it; `tilestats` then cuts its own blocks by tile area.
+
+mod grid;
+pub mod scene;
+
+use crate::batch::{
+    BatchPool, CropBatch, CropMeta, Origin, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS,
+};
+use crate::describe::DescribeError;
+use crate::frame::{Detection, Frame};
+use crate::stage::{
+    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+};
+use crate::Error;
+
+pub use grid::{random, regular, Edge, Rect};
+
+/// Default smallest side of a random grid's tiles.
+pub const DEFAULT_MIN: u32 = 128;
+/// Default largest side of a random grid's tiles.
+pub const DEFAULT_MAX: u32 = 512;
+/// Default seed of the random grid.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// How a frame is cut.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Grid {
+    /// Tiles of `size` stepping by `size - floor(overlap * size)`, edge tiles clipped.
+    Regular {
+        /// (width, height) of a tile.
+        size: (u32, u32),
+        /// Fraction of a tile shared with its neighbours.
+        overlap: f64,
+    },
+    /// The random variable grid ([`random`]).
+    Random {
+        /// Smallest side (edge tiles may be smaller: clipped).
+        min: u32,
+        /// Largest side.
+        max: u32,
+        /// Seed.
+        seed: u64,
+    },
+}
+
+impl Grid {
+    /// The tiles of a `w`x`h` frame.
+    pub fn tiles(&self, w: u32, h: u32) -> Vec<Rect> {
+        match *self {
+            Grid::Regular { size, overlap } => regular(w, h, size.0, size.1, overlap, Edge::Clip),
+            Grid::Random { min, max, seed } => random(w, h, min, max, seed),
+        }
+    }
+}
+
+impl Default for Grid {
+    fn default() -> Self {
+        Grid::Random {
+            min: DEFAULT_MIN,
+            max: DEFAULT_MAX,
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
+/// Errors of the tiles stage.
+#[derive(Debug, thiserror::Error)]
+pub enum TilesError {
+    /// The tiles' crops do not fit one batch's 32-bit output offsets.
+    #[error("tiles: frame {seq} of stream {stream} ({w}x{h}) is too large for one batch: its tiles' {values} output values pass the 32-bit offsets of a crop batch (at most 1.4 gigapixels per frame)")]
+    TooLarge {
+        /// Stream id.
+        stream: u32,
+        /// Frame number.
+        seq: u64,
+        /// Frame width.
+        w: u32,
+        /// Frame height.
+        h: u32,
+        /// Output values its tiles would take (3 per pixel).
+        values: u64,
+    },
+}
+
+/// Settings of the tiles stage.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TilesConfig {
+    /// The grid.
+    pub grid: Grid,
+}
+
+/// The tiles stage at run time: the grid of the last frame size, and the batch buffers.
+pub struct Tiler {
+    config: TilesConfig,
+    pool: BatchPool,
+    /// (width, height) of the frames `tiles` is the grid of.
+    grid_of: Option<(u32, u32)>,
+    tiles: Vec<Rect>,
+}
+
+impl Tiler {
+    /// A tiler for `config`.
+    pub fn new(config: TilesConfig) -> Self {
+        Tiler {
+            config,
+            pool: BatchPool::new(),
+            grid_of: None,
+            tiles: Vec::new(),
+        }
+    }
+
+    /// `frame` cut into its tiles: one batch, each tile a box of the frame and a crop at its own
+    /// size.
+    pub fn cut(&mut self, mut frame: Frame) -> Result<CropBatch, TilesError> {
+        let size = (frame.layout.width, frame.layout.height);
+        if self.grid_of != Some(size) {
+            self.tiles = self.config.grid.tiles(size.0, size.1);
+            self.grid_of = Some(size);
+        }
+        let tiles = &self.tiles;
+        let values: u64 = tiles
+            .iter()
+            .map(|r| u64::from(r[2]) * u64::from(r[3]) * 3)
+            .sum();
+        if values > u64::from(u32::MAX) {
+            return Err(TilesError::TooLarge {
+                stream: frame.stream,
+                seq: frame.seq,
+                w: size.0,
+                h: size.1,
+                values,
+            });
+        }
+        let mut batch = self.pool.batch();
+        let mut offset = 0;
+        for (i, &[x, y, w, h]) in tiles.iter().enumerate() {
+            batch.crops.push(CropMeta {
+                frame: 0,
+                x,
+                y,
+                w,
+                h,
+                out_w: w,
+                out_h: h,
+                out_offset: offset,
+            });
+            batch.origins.push(Origin {
+                frame: 0,
+                detection: i as u32,
+            });
+            offset += w * h * 3;
+        }
+        frame.detections = tiles.iter().map(|&r| Detection::new(r)).collect();
+        frame.reused.clear();
+        batch.frames.push(frame);
+        batch.build_blocks(DEFAULT_TILE_PIXELS, DEFAULT_TILES_PER_BLOCK);
+        Ok(batch)
+    }
+}
+
+impl Stage<Frame, CropBatch> for Tiler {
+    fn process(&mut self, frame: Frame, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        out.push(self.cut(frame)?);
+        Ok(())
+    }
+}
+
+impl Element for TilesConfig {
+    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
+        Ok(Running::Batcher(Box::new(Tiler::new(*self))))
+    }
+}
+
+/// `tiles size=WxH overlap=F` or `tiles min=128 max=512 seed=1`.
+pub const TILES: StageDecl = StageDecl {
+    name: "tiles",
+    role: Role::Batch,
+    doc: "cut each frame into tiles (a regular or a random variable grid), each a crop of one ragged batch",
+    props: &[
+        PropSpec::new(
+            "size",
+            PropType::Size,
+            "-",
+            "tile size of a regular grid (edge tiles clipped to the frame); without it, the random grid",
+        ),
+        PropSpec::new(
+            "overlap",
+            PropType::Float {
+                min: 0.0,
+                max: 0.9,
+                open_min: false,
+            },
+            "0",
+            "regular grid: fraction of a tile shared with its neighbours",
+        ),
+        PropSpec::new(
+            "min",
+            PropType::POSITIVE,
+            "128",
+            "random grid: smallest tile side (edge tiles clipped)",
+        ),
+        PropSpec::new("max", PropType::POSITIVE, "512", "random grid: largest tile side"),
+        PropSpec::new(
+            "seed",
+            PropType::COUNT,
+            "1",
+            "random grid: the seed (the same grid for the same seed and frame size)",
+        ),
+    ],
+    needs: &[],
+    provides: &[Role::Boxes],
+    make: tiles_config,
+};
+
+fn tiles_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
+    let small = |k: &str, d: u32| p.int(k).map_or(d, |v| u32::try_from(v).unwrap_or(u32::MAX));
+    let grid = match p.size("size") {
+        Some(size) => {
+            if let Some(k) = ["min", "max", "seed"]
+                .into_iter()
+                .find(|k| p.given(k).is_some())
+            {
+                return Err(p.error(
+                    k,
+                    format!("tiles: {k} is a setting of the random grid, and size=WxH makes a regular one: give one or the other"),
+                ));
+            }
+            Grid::Regular {
+                size,
+                overlap: p.float("overlap").unwrap_or(0.0),
+            }
+        }
+        None => {
+            if p.given("overlap").is_some() {
+                return Err(p.error(
+                    "overlap",
+                    "tiles: overlap is a setting of the regular grid: set size=WxH too",
+                ));
+            }
+            let (min, max) = (small("min", DEFAULT_MIN), small("max", DEFAULT_MAX));
+            if min > max {
+                return Err(p.error("min", format!("tiles: min={min} is larger than max={max}")));
+            }
+            Grid::Random {
+                min,
+                max,
+                seed: p.int("seed").map_or(DEFAULT_SEED, |v| v as u64),
+            }
+        }
+    };
+    Ok(Box::new(TilesConfig { grid }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{Colorimetry, FrameLayout, PixelFormat, PooledBuf};
+
+    #[test]
+    fn a_frame_past_the_batch_offsets_is_an_error_naming_it() {
+        // The check comes before any pixel is read: the frame needs no bytes.
+        let layout = FrameLayout::packed(PixelFormat::Gray16, 40_000, 40_000);
+        let frame = Frame::new(
+            0,
+            5,
+            "big",
+            layout,
+            Colorimetry::default(),
+            PooledBuf::unpooled(Vec::new()),
+        );
+        let mut tiler = Tiler::new(TilesConfig {
+            grid: Grid::Regular {
+                size: (4096, 4096),
+                overlap: 0.0,
+            },
+        });
+        let e = tiler.cut(frame).err().unwrap().to_string();
+        assert!(
+            e.starts_with("tiles: frame 5 of stream 0 (40000x40000) is too large for one batch: its tiles' 4800000000 output values"),
+            "{e}"
+        );
+    }
+}

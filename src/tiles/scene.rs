@@ -1,0 +1,159 @@
+//! A synthetic satellite scene: one 16-bit band with open ocean (dark), sea ice (bright, with
+//! leads of dark water) and clouds (brightest, soft-edged), made from seeded value noise. What the
+//! satellite filter is tried on, with no download: `octopipe scene --out scene/scene.png` writes it
+//! as a 16-bit greyscale PNG (`pipelines/satellite-filter.pipe`).
+//!
+//! Values are reflectance-like on the full 16-bit scale: ocean about 0.06, ice about 0.5 to 0.7,
+//! clouds about 0.85 (times 65535). Features scale with the scene (a 2048x2048 scene is the
+//! 8192x8192 one in miniature, not a crop of it), and a seed gives the same pixels on every
+//! machine (integer hashing and plain `f32` arithmetic).
+
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
+
+/// The scene's samples, row by row (`width * height` values).
+pub fn scene(width: u32, height: u32, seed: u64) -> Vec<u16> {
+    let (w, h) = (width as usize, height as usize);
+    let mut out = vec![0u16; w * h];
+    let scale = 1.0 / width.max(height) as f32;
+    out.par_chunks_mut(w.max(1))
+        .enumerate()
+        .for_each(|(y, row)| {
+            for (x, v) in row.iter_mut().enumerate() {
+                *v = sample(x as f32 * scale, y as f32 * scale, seed);
+            }
+        });
+    out
+}
+
+/// The scene as a GRAY16 frame (little-endian samples), as the `images` source decodes its PNG.
+pub fn frame(width: u32, height: u32, seed: u64) -> Frame {
+    let bytes = scene(width, height, seed)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    Frame::new(
+        0,
+        0,
+        "synthetic scene",
+        FrameLayout::packed(PixelFormat::Gray16, width, height),
+        Colorimetry::default(),
+        PooledBuf::unpooled(bytes),
+    )
+}
+
+/// Write the scene as a 16-bit greyscale PNG at `path`, which must not exist yet (a user's file is
+/// never overwritten).
+pub fn write_png(path: &Path, width: u32, height: u32, seed: u64) -> Result<(), String> {
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    use image::ImageEncoder;
+    let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| fail(&e))?;
+    // The PNG encoder takes 16-bit samples in native byte order.
+    let bytes: Vec<u8> = scene(width, height, seed)
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
+    let written = PngEncoder::new_with_quality(
+        std::io::BufWriter::new(file),
+        CompressionType::Fast,
+        FilterType::Up,
+    )
+    .write_image(&bytes, width, height, image::ExtendedColorType::L16);
+    if let Err(e) = written {
+        // No partial scene is left behind.
+        let _ = std::fs::remove_file(path);
+        return Err(fail(&e));
+    }
+    Ok(())
+}
+
+/// The sample at scene position (u, v), both in 0..1 of the longer side.
+fn sample(u: f32, v: f32, seed: u64) -> u16 {
+    // Sea ice where the large-scale field is high, open water elsewhere; fine noise breaks the ice
+    // into floes with leads of dark water between them.
+    let ice_field = fbm(u * 3.0, v * 3.0, seed, 5) + 0.25 * fbm(u * 24.0, v * 24.0, seed ^ 1, 2);
+    let ice = smoothstep(0.6, 0.64, ice_field);
+    let ocean = 0.05 + 0.02 * fbm(u * 40.0, v * 40.0, seed ^ 2, 2);
+    let ice_value = 0.4 + 0.4 * fbm(u * 12.0, v * 12.0, seed ^ 3, 3);
+    let ground = ocean + (ice_value - ocean) * ice;
+    // Clouds: soft-edged banks over everything.
+    let cloud_field = fbm(u * 4.0 + 7.3, v * 2.5 + 1.9, seed ^ 4, 5);
+    let cloud = smoothstep(0.5, 0.6, cloud_field);
+    let cloud_value = 0.82 + 0.06 * fbm(u * 30.0, v * 30.0, seed ^ 5, 2);
+    let value = ground + (cloud_value - ground) * cloud;
+    (value.clamp(0.0, 1.0) * 65535.0).round() as u16
+}
+
+/// Fractal value noise: `octaves` of [`value_noise`], each twice the frequency and half the
+/// weight of the one before; about 0..1.
+fn fbm(x: f32, y: f32, seed: u64, octaves: u32) -> f32 {
+    let (mut sum, mut weight, mut total, mut f) = (0.0, 1.0, 0.0, 1.0);
+    for o in 0..octaves {
+        sum += weight * value_noise(x * f, y * f, seed.wrapping_add(u64::from(o) * 0x9E37));
+        total += weight;
+        weight *= 0.5;
+        f *= 2.0;
+    }
+    sum / total
+}
+
+/// Smoothly interpolated random values on the integer lattice: 0..1.
+fn value_noise(x: f32, y: f32, seed: u64) -> f32 {
+    let (xf, yf) = (x.floor(), y.floor());
+    let (ix, iy) = (xf as i64, yf as i64);
+    let (tx, ty) = (smooth(x - xf), smooth(y - yf));
+    let at = |dx: i64, dy: i64| lattice(ix + dx, iy + dy, seed);
+    let top = at(0, 0) + (at(1, 0) - at(0, 0)) * tx;
+    let bottom = at(0, 1) + (at(1, 1) - at(0, 1)) * tx;
+    top + (bottom - top) * ty
+}
+
+/// The random value of lattice point (ix, iy): 0..1, from an integer hash.
+fn lattice(ix: i64, iy: i64, seed: u64) -> f32 {
+    let mut z = seed
+        ^ (ix as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (iy as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 40) as f32 / (1u64 << 24) as f32
+}
+
+fn smooth(t: f32) -> f32 {
+    t * t * (3.0 - 2.0 * t)
+}
+
+fn smoothstep(a: f32, b: f32, x: f32) -> f32 {
+    smooth(((x - a) / (b - a)).clamp(0.0, 1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scene_has_ocean_ice_and_clouds_and_is_the_same_for_a_seed() {
+        let s = scene(512, 512, 1);
+        assert_eq!(s, scene(512, 512, 1));
+        assert_ne!(s, scene(512, 512, 2));
+        let share = |lo: f32, hi: f32| {
+            s.iter()
+                .filter(|&&v| (lo..hi).contains(&(v as f32 / 65535.0)))
+                .count() as f64
+                / s.len() as f64
+        };
+        let (ocean, ice, cloud) = (share(0.0, 0.2), share(0.5, 0.78), share(0.8, 1.0));
+        assert!(
+            ocean > 0.15 && ice > 0.05 && cloud > 0.05,
+            "{ocean} {ice} {cloud}"
+        );
+    }
+}
