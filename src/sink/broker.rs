@@ -50,7 +50,7 @@ pub const FLUSH_TIMEOUT: PropSpec = PropSpec::new(
     "seconds the end of the stream waits for held messages to be delivered",
 );
 
-/// How a broker sink hands its messages over ([`PER`], [`BUFFER`], [`FLUSH_TIMEOUT`]).
+/// How a broker sink hands its messages over: its properties `per`, `buffer`, `flush-timeout`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sending {
     /// What a message carries.
