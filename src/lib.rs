@@ -16,6 +16,8 @@
 //! | [budget] | 1/fps per frame; per-stage p50/p95/p99/max, misses and headroom in the report |
 //! | [observer](Observer) | sees every finished batch and the report: [progress, metrics, plots, annotated frames, energy](observe) |
 //! | [app source](AppSource) | frames and boxes an application pushes; [`oneshot`] for one frame at a time |
+//! | [streams](Streams) | streams added and removed while a pipeline runs (`Pipeline::streams`; over HTTP with `octopipe run --streams`) |
+//! | [messages](sink::message) | results to a broker: `mqtt`, `zenoh` (one JSON message per frame or object, schema v1) |
 //!
 //! ## Example
 //!
@@ -73,7 +75,7 @@ pub mod track;
 
 pub use error::Error;
 pub use frame::{Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat};
-pub use pipeline::{Observer, Outcome, Pipeline, StopHandle};
+pub use pipeline::{Observer, Outcome, Pipeline, StopHandle, Streams};
 pub use sink::Object;
 pub use source::{AppBox, AppFrame, AppSource, PushError};
 pub use tensor::{DType, Layout, Tensor, TensorData};

@@ -136,6 +136,22 @@ enum BenchCommand {
         #[arg(long)]
         data: Option<PathBuf>,
     },
+    /// The broker sinks' messages: bytes per message (per frame, per object) on the clip and on
+    /// synthetic boxes, and with --mqtt-port, messages a second through that broker.
+    Messages {
+        /// The clip folder; default $OCTOPIPE_DATA/visdrone/clip-9999999.
+        #[arg(long)]
+        clip: Option<PathBuf>,
+        /// The classifier; default $OCTOPIPE_DATA/models/visdrone-crops-64.onnx.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// An MQTT broker on 127.0.0.1 to run messages through (QoS 1, then 0).
+        #[arg(long)]
+        mqtt_port: Option<u16>,
+        /// Frames of each broker run.
+        #[arg(long, default_value_t = 3000)]
+        frames: u32,
+    },
     /// The satellite tile filter: an 8192x8192 16-bit scene, 727 random tiles of 128..512 px,
     /// per-tile statistics and keep rule on the CPU, and on the GPU in one launch against one
     /// launch per tile and every tile padded to 512x512.
@@ -384,6 +400,27 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
             print!("{}", bench::mot::track_table(&data)?);
         }
         BenchCommand::Pipeline(args) => bench_pipeline(args)?,
+        BenchCommand::Messages {
+            clip,
+            model,
+            mqtt_port,
+            frames,
+        } => {
+            let data = data_dir();
+            let clip = clip
+                .or_else(|| data.as_ref().map(|d| d.join("visdrone/clip-9999999")))
+                .context("the clip is needed: --clip DIR or $OCTOPIPE_DATA")?;
+            let model = model
+                .or_else(|| data.map(|d| d.join("models/visdrone-crops-64.onnx")))
+                .context("the classifier is needed: --model FILE or $OCTOPIPE_DATA")?;
+            let opts = bench::messages::MessagesOptions {
+                clip,
+                model,
+                mqtt_port,
+                frames,
+            };
+            print!("{}", bench::messages::messages(&opts)?);
+        }
         BenchCommand::Tiles {
             size,
             tiles,
@@ -550,7 +587,11 @@ fn run(
         ("<command line>".to_string(), pipeline.to_string())
     };
     let desc = describe::parse(&origin, &text, &vars)?;
-    let mut graph = describe::build(&desc)?;
+    let registry = Registry::builtin();
+    let mut graph = match observe.streams {
+        true => describe::build_open(&desc, &registry)?,
+        false => describe::build_with(&desc, &registry)?,
+    };
     if let Some(ms) = budget_ms {
         if !(ms > 0.0 && ms.is_finite()) {
             bail!("--budget-ms must be a positive number of milliseconds, found {ms}");
@@ -561,7 +602,14 @@ fn run(
     graph.check_paths(&observe.outputs())?;
     let mut report = ReportTarget::open(observe, graph.writes_stdout())?;
     let mut pipeline = Pipeline::build(graph)?;
-    let _metrics = add_observers(&mut pipeline, observe)?;
+    let streams = match observe.streams {
+        true => Some(pipeline.streams(&registry)?),
+        false => None,
+    };
+    let metrics = add_observers(&mut pipeline, observe)?;
+    if let (Some(metrics), Some(streams)) = (&metrics, streams) {
+        metrics.serve_streams(streams);
+    }
     let signals = Signals::install(pipeline.stop_handle(), observe.report);
     let outcome = pipeline.run();
     let report_error = if signals.take_report() {
@@ -705,9 +753,15 @@ struct ObserveArgs {
     /// Crops in the mosaic.
     #[arg(long, value_name = "N", default_value_t = 48)]
     mosaic_crops: usize,
-    /// Serve Prometheus metrics at http://ADDR/metrics while running (e.g. 127.0.0.1:9184).
+    /// Serve Prometheus metrics at http://ADDR/metrics while running (e.g. 127.0.0.1:9184), and
+    /// the pipeline's health at /health.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<String>,
+    /// Take streams while running: POST /streams, DELETE /streams/ID, GET /streams on the
+    /// --metrics-addr address. The run lasts until stopped (Ctrl-C, SIGTERM), and the
+    /// description may have no source of its own (`batch ! classify model=m.onnx ! mqtt`).
+    #[arg(long, requires = "metrics_addr")]
+    streams: bool,
     /// Report GPU energy per frame from NVML (or why it is not available).
     #[arg(long)]
     energy: bool,

@@ -2,23 +2,16 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use octopipe::describe;
 use octopipe::observe::{MetricsServer, LATENCY_BUCKETS};
 use octopipe::pipeline::Pipeline;
 
-/// `GET path` with a plain TcpStream: (status line, body).
+/// `GET path`: (status line, body).
 fn get(addr: SocketAddr, path: &str) -> (String, String) {
-    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(conn, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
-    (head.lines().next().unwrap().to_string(), body.to_string())
+    common::http(addr, "GET", path, "").expect("an HTTP response")
 }
 
 /// The value of the sample `name{labels}` (labels exactly as printed).
@@ -152,5 +145,5 @@ fn metrics_are_served_over_loopback_with_real_counts() {
 
     // The server stops when dropped.
     drop(server);
-    assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err());
+    assert!(common::http(addr, "GET", "/metrics", "").is_none());
 }

@@ -9,7 +9,8 @@
 //! batch) per backend; [`eval`] scores a detector's boxes against VisDrone ground truth
 //! (`octopipe bench detections`); [`pipeline`] runs the whole pipeline on N streams of H.264
 //! (`octopipe bench pipeline`); [`tiles`] times the satellite tile filter (`octopipe bench tiles`)
-//! against a per-tile and a padded baseline.
+//! against a per-tile and a padded baseline; [`messages`] measures the broker sinks' messages
+//! (`octopipe bench messages`).
 
 mod baselines;
 mod data;
@@ -17,6 +18,7 @@ mod detect;
 pub mod eval;
 mod gpu;
 mod infer;
+pub mod messages;
 pub mod mot;
 pub mod pipeline;
 mod tiles;

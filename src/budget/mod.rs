@@ -77,6 +77,20 @@ impl Budget {
         self.budget
     }
 
+    /// Set the report rows before the run records anything (a pipeline that takes streams while
+    /// running has rows for the stages its streams may hold).
+    pub fn set_rows(&mut self, rows: Vec<String>) {
+        self.stages = vec![Series::default(); rows.len()];
+        self.rows = rows;
+    }
+
+    /// Stream `stream`'s frames so far: in, processed, dropped.
+    pub fn stream_counts(&self, stream: u32) -> (u64, u64, u64) {
+        self.streams.get(&stream).map_or((0, 0, 0), |s| {
+            (s.frames_in, s.total.count(), s.dropped.values().sum())
+        })
+    }
+
     /// Restart the wall clock: the run starts now (the stages opened before it).
     pub fn start_now(&mut self) {
         self.start = Instant::now();

@@ -33,6 +33,71 @@ pub fn build(desc: &Description) -> Result<Graph, DescribeError> {
 
 /// Check `desc` against `registry` and make its graph.
 pub fn build_with(desc: &Description, registry: &Registry) -> Result<Graph, DescribeError> {
+    assemble(desc, registry, chains(desc, registry, Shape::Whole)?, true)
+}
+
+/// Like [`build_with`], for a pipeline that takes streams while it runs
+/// ([`Pipeline::streams`](crate::pipeline::Pipeline::streams)): it may have no source yet
+/// (`batch ! classify model=m.onnx ! mqtt`).
+pub fn build_open(desc: &Description, registry: &Registry) -> Result<Graph, DescribeError> {
+    assemble(desc, registry, chains(desc, registry, Shape::Whole)?, false)
+}
+
+/// Check `desc`, a stream to add to a running pipeline: one chain from a source to the stage
+/// that gives its frames their boxes (`testsrc live=true ! boxes format=synthetic`), joining the
+/// pipeline's batch stage by itself. Its nodes, upstream first; the last one's output is left
+/// unset. `live`: whether the pipeline's edges are live ones (the stream's own `live` counts
+/// too).
+pub fn build_branch(
+    desc: &Description,
+    registry: &Registry,
+    live: bool,
+) -> Result<Vec<Node>, DescribeError> {
+    let mut chains = chains(desc, registry, Shape::Branch)?;
+    if let Some(second) = chains.get(1) {
+        return Err(desc.error(
+            second.last,
+            "a stream is one chain, from its source to its boxes",
+        ));
+    }
+    let Some(chain) = chains.pop() else {
+        return Err(desc.error(Span { start: 0, len: 0 }, "a stream needs a source"));
+    };
+    let nodes = chain.nodes;
+    let live = live || nodes.iter().any(|n| n.element.is_live());
+    let output: Vec<Option<usize>> = (0..nodes.len())
+        .map(|i| (i + 1 < nodes.len()).then_some(i + 1))
+        .collect();
+    let rows = rows(&nodes, &output);
+    Ok(nodes
+        .into_iter()
+        .zip(rows)
+        .enumerate()
+        .map(|(i, (n, row))| Node {
+            kind: n.kind,
+            role: n.role,
+            name: n.name,
+            row,
+            element: n.element,
+            output: output[i],
+            queue: n.queue.resolve(default_queue(live, n.role)),
+        })
+        .collect())
+}
+
+/// What a description makes: a whole pipeline, or a stream to add to a running one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Whole,
+    Branch,
+}
+
+/// The chains of `desc`, each checked.
+fn chains(
+    desc: &Description,
+    registry: &Registry,
+    shape: Shape,
+) -> Result<Vec<Chain>, DescribeError> {
     let mut chains = Vec::new();
     let mut start = 0;
     while start < desc.stages.len() {
@@ -40,14 +105,22 @@ pub fn build_with(desc: &Description, registry: &Registry) -> Result<Graph, Desc
             .iter()
             .take_while(|s| s.chain == desc.stages[start].chain)
             .count();
-        chains.push(Chain::build(
-            desc,
-            registry,
-            &desc.stages[start..start + n],
-        )?);
+        let stages = &desc.stages[start..start + n];
+        chains.push(Chain::build(desc, registry, stages, shape)?);
         start += n;
     }
-    assemble(desc, registry, chains)
+    Ok(chains)
+}
+
+/// An edge's queue when the description sets none: a live pipeline keeps its frame queues short
+/// and drops the oldest (a live frame must not wait behind others of its stream); its batch
+/// edges block (see `DEFAULT_LIVE_BATCH_QUEUE`).
+fn default_queue(live: bool, role: Role) -> Queue {
+    match (live, role.output()) {
+        (false, _) => Queue::FILE,
+        (true, Some(Item::Batches)) => Queue::LIVE_BATCHES,
+        (true, _) => Queue::LIVE,
+    }
 }
 
 /// A node while the graph is being built.
@@ -75,6 +148,8 @@ struct Chain {
     seen: Vec<Role>,
     /// The highest rank met so far.
     rank: u8,
+    /// A whole pipeline's chain, or a stream to add to a running one.
+    shape: Shape,
 }
 
 impl Chain {
@@ -82,8 +157,10 @@ impl Chain {
         desc: &Description,
         registry: &Registry,
         stages: &[StageDesc],
+        shape: Shape,
     ) -> Result<Chain, DescribeError> {
         let mut c = Chain {
+            shape,
             nodes: Vec::new(),
             target: None,
             item: None,
@@ -118,6 +195,12 @@ impl Chain {
                 len: st.end - st.span.start,
             };
             if st.reference {
+                if shape == Shape::Branch {
+                    return Err(desc.error(
+                        st.span,
+                        "a stream added while running joins the batch stage by itself: leave out 'NAME.'",
+                    ));
+                }
                 if !c.has_boxes || i + 1 != stages.len() || c.item.is_none() {
                     return Err(desc.error(
                         st.span,
@@ -156,6 +239,9 @@ impl Chain {
                     c.expected(registry)
                 ),
             ));
+        }
+        if shape == Shape::Branch {
+            return Ok(c);
         }
         if c.nodes.last().is_none_or(|n| n.role != Role::Sink) {
             return Err(desc.error(
@@ -227,6 +313,29 @@ impl Chain {
                     st.kind
                 ),
             ));
+        }
+        if self.shape == Shape::Branch {
+            let joins_batch =
+                decl.role.input() == Some(Item::Batches) || decl.role.rank() >= Role::Batch.rank();
+            if self.nodes.is_empty() && decl.role != Role::Source {
+                return Err(desc.error(
+                    st.span,
+                    format!(
+                        "a stream starts with its source: expected {}",
+                        names(registry, |d| d.role == Role::Source)
+                    ),
+                ));
+            }
+            if joins_batch {
+                return Err(desc.error(
+                    st.span,
+                    format!(
+                        "stage '{}' cannot come here: a stream added while running ends with its \
+                         boxes and joins the pipeline's batch stage",
+                        st.kind
+                    ),
+                ));
+            }
         }
         // A chain that does not start with a source continues the chains that name it.
         if self.nodes.is_empty() && decl.role != Role::Source {
@@ -348,6 +457,7 @@ fn assemble(
     desc: &Description,
     registry: &Registry,
     chains: Vec<Chain>,
+    need_source: bool,
 ) -> Result<Graph, DescribeError> {
     let ends: Vec<&Chain> = chains.iter().filter(|c| c.target.is_none()).collect();
     if let Some(second) = ends.get(1) {
@@ -377,7 +487,7 @@ fn assemble(
     for (from, name, span, item) in targets {
         output[from] = Some(target(desc, &nodes, from, &name, span, item)?);
     }
-    if !nodes.iter().any(|n| n.role == Role::Source) {
+    if need_source && !nodes.iter().any(|n| n.role == Role::Source) {
         return Err(desc.error(
             desc.stages[0].span,
             format!(
@@ -394,14 +504,7 @@ fn assemble(
             stream += 1;
         }
     }
-    // A live pipeline keeps its frame queues short and drops the oldest (a live frame must not
-    // wait behind others of its stream); its batch edges block (see `DEFAULT_LIVE_BATCH_QUEUE`).
     let live = nodes.iter().any(|n| n.element.is_live());
-    let default = |role: Role| match (live, role.output()) {
-        (false, _) => Queue::FILE,
-        (true, Some(Item::Batches)) => Queue::LIVE_BATCHES,
-        (true, _) => Queue::LIVE,
-    };
     let budget = nodes
         .iter()
         .filter_map(|n| n.element.frame_interval())
@@ -421,7 +524,7 @@ fn assemble(
                 row: rows[i].clone(),
                 element: n.element,
                 output: output[i].map(|o| place[&o]),
-                queue: n.queue.resolve(default(n.role)),
+                queue: n.queue.resolve(default_queue(live, n.role)),
             }
         })
         .collect();

@@ -24,7 +24,7 @@ mod build;
 use std::collections::HashMap;
 use std::fmt;
 
-pub use build::{build, build_with};
+pub use build::{build, build_branch, build_open, build_with};
 
 /// A position in the description text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,5 +1,6 @@
 //! Edges: bounded channels between stages, with their capacity and policy.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -162,6 +163,10 @@ impl Travels for CropBatch {
     }
 }
 
+/// The report's reason for frames of a stream removed with `mode=drop` that had not reached the
+/// batch stage.
+pub const STREAM_REMOVED: &str = "stream removed";
+
 /// The sending end of an edge, with its policy.
 pub(crate) struct Edge<T> {
     tx: Sender<T>,
@@ -169,6 +174,9 @@ pub(crate) struct Edge<T> {
     oldest: Option<Receiver<T>>,
     reason: Arc<str>,
     tally: Tally,
+    /// Set when the stream this edge carries was removed with `mode=drop`: what comes is dropped
+    /// and counted instead of sent.
+    discard: Option<Arc<AtomicBool>>,
 }
 
 impl<T: Travels> Edge<T> {
@@ -181,8 +189,14 @@ impl<T: Travels> Edge<T> {
             oldest,
             reason: format!("live: oldest dropped at {name}").into(),
             tally: tally.clone(),
+            discard: None,
         };
         (edge, rx)
+    }
+
+    /// Drop and count what comes once `flag` is set (a stream removed with `mode=drop`).
+    pub(crate) fn discard_when(&mut self, flag: Arc<AtomicBool>) {
+        self.discard = Some(flag);
     }
 
     /// The run's report, where drops are counted.
@@ -192,6 +206,14 @@ impl<T: Travels> Edge<T> {
 
     /// Send by the edge's policy; false when the receiving stage is gone.
     pub(crate) fn send(&self, mut item: T) -> bool {
+        if self
+            .discard
+            .as_ref()
+            .is_some_and(|d| d.load(Ordering::SeqCst))
+        {
+            item.count_drop(&self.tally, STREAM_REMOVED);
+            return true;
+        }
         loop {
             match self.tx.try_send(item) {
                 Ok(()) => return true,
@@ -227,19 +249,42 @@ pub(crate) struct Inbox<T> {
     edges: Vec<Receiver<T>>,
     /// The edge to try first next time: after an item, the one after it.
     next: usize,
+    /// Edges of branches added while running (streams joining the batch stage), until closed.
+    joins: Option<Receiver<Receiver<T>>>,
 }
 
 impl<T> Inbox<T> {
-    pub(crate) fn new(edges: Vec<Receiver<T>>) -> Self {
-        Inbox { edges, next: 0 }
+    pub(crate) fn new(edges: Vec<Receiver<T>>, joins: Option<Receiver<Receiver<T>>>) -> Self {
+        Inbox {
+            edges,
+            next: 0,
+            joins,
+        }
+    }
+
+    /// Take the edges of branches that joined since the last look.
+    fn take_joins(&mut self) {
+        let Some(joins) = &self.joins else { return };
+        loop {
+            match joins.try_recv() {
+                Ok(edge) => self.edges.push(edge),
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    self.joins = None;
+                    return;
+                }
+            }
+        }
     }
 
     /// The next item, taking edges round-robin so that no branch waits behind another; waits
-    /// until `deadline` (if any). `Disconnected` once every edge is closed and empty.
+    /// until `deadline` (if any). `Disconnected` once every edge is closed and empty and no
+    /// branch can join any more.
     pub(crate) fn recv(&mut self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         loop {
+            self.take_joins();
             let n = self.edges.len();
-            if n == 0 {
+            if n == 0 && self.joins.is_none() {
                 return Err(RecvTimeoutError::Disconnected);
             }
             for k in 0..n {
@@ -260,11 +305,12 @@ impl<T> Inbox<T> {
             if self.edges.len() < n {
                 continue;
             }
-            // Nothing ready: wait for whichever edge has something first.
+            // Nothing ready: wait for whichever edge has something first, or a branch joining.
             let mut sel = crossbeam_channel::Select::new();
             for e in &self.edges {
                 sel.recv(e);
             }
+            let joining = self.joins.as_ref().map(|j| sel.recv(j));
             let op = match deadline {
                 Some(d) => sel
                     .select_deadline(d)
@@ -272,6 +318,15 @@ impl<T> Inbox<T> {
                 None => sel.select(),
             };
             let i = op.index();
+            if Some(i) == joining {
+                if let Some(joins) = &self.joins {
+                    match op.recv(joins) {
+                        Ok(edge) => self.edges.push(edge),
+                        Err(_) => self.joins = None,
+                    }
+                }
+                continue;
+            }
             match op.recv(&self.edges[i]) {
                 Ok(item) => {
                     self.next = (i + 1) % self.edges.len();

@@ -18,6 +18,7 @@ mod edge;
 mod graph;
 mod paths;
 mod pool;
+mod streams;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,10 +37,11 @@ use crate::Error;
 
 pub use edge::{
     EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_BATCH_QUEUE, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE,
-    QUEUE,
+    QUEUE, STREAM_REMOVED,
 };
 pub use graph::{Graph, Node};
 pub use paths::{check as check_paths, RunPath};
+pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
 use edge::{Edge, Inbox, Travels};
 
@@ -78,6 +80,24 @@ pub enum PipelineError {
         /// The system's reason.
         reason: String,
     },
+    /// Streams join a pipeline's batch stage: this one has none, or several.
+    #[error("streams added while running join the batch stage: this pipeline has {0}")]
+    NoBatchToJoin(&'static str),
+    /// No stream has this id.
+    #[error("no stream {0}")]
+    UnknownStream(u32),
+    /// The id of a stream of this run (a stream's report row stays its own).
+    #[error("stream {0} exists already in this run (ids are not used twice)")]
+    StreamTaken(u32),
+    /// A stream of the pipeline's description, not one added while running.
+    #[error("stream {0} is part of the pipeline's description: only streams added while running can be removed")]
+    StaticStream(u32),
+    /// The pipeline takes no more streams (it ended, was stopped, failed, or was closed to them).
+    #[error("the pipeline takes no more streams (it ended, stopped, or was closed to them)")]
+    NotTakingStreams,
+    /// A stream's stage that the pipeline has no report row for (a kind twice in one stream).
+    #[error("stage '{0}' cannot be in a stream added while running (a stage kind is there once)")]
+    StreamStage(String),
 }
 
 /// How long a stopped run waits for the work in flight before it gives up on it, by default.
@@ -107,6 +127,10 @@ struct Control {
     /// every other stream for 100-250 ms when 32 NVDEC streams ended together (H100).
     retired: Mutex<Vec<Box<dyn FrameSource>>>,
     tally: Tally,
+    /// While the pipeline takes streams ([`Pipeline::streams`]): where a stream added while
+    /// running hands the batch stage its edge. Taken (closed) on a stop, a failure or
+    /// [`Streams::close`]: the batch stage then ends with the streams it has.
+    joins: Mutex<Option<Sender<Receiver<Frame>>>>,
 }
 
 impl Control {
@@ -119,13 +143,22 @@ impl Control {
             interrupters: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
             tally,
+            joins: Mutex::new(None),
         }
     }
 
     fn fail(&self, e: Error) {
         self.stop.store(true, Ordering::SeqCst);
+        self.close_joins();
         if let Ok(mut slot) = self.error.lock() {
             slot.get_or_insert(e);
+        }
+    }
+
+    /// Take no more streams.
+    fn close_joins(&self) {
+        if let Ok(mut joins) = self.joins.lock() {
+            joins.take();
         }
     }
 
@@ -151,6 +184,7 @@ impl StopHandle {
     /// stages still busy are left to end on their own threads.
     pub fn stop(&self) {
         self.0.stop.store(true, Ordering::SeqCst);
+        self.0.close_joins();
         if let Ok(mut at) = self.0.stopped_at.lock() {
             at.get_or_insert_with(Instant::now);
         }
@@ -247,11 +281,54 @@ struct Ready {
     running: Running,
     output: Option<usize>,
     queue: Queue,
+    /// Its report row, and the row's index.
+    row: String,
     slot: StageSlot,
     /// `source` for sources, else the kind: how edges are named in drop reasons.
     label: &'static str,
     /// For a source: its place in the run's [`Expected`] frames.
     source: Option<usize>,
+    /// For a source: what happens at its end.
+    end: SourceEnd,
+}
+
+/// A source's end: the flag its stream's end sets, and where the source goes.
+struct SourceEnd {
+    ended: Arc<AtomicBool>,
+    /// Kept until the run is over (see `Control::retired`); a stream added while running is torn
+    /// down as it ends instead: a run that takes streams for good cannot keep every ended
+    /// stream's decoder.
+    retire: bool,
+}
+
+impl Ready {
+    /// Open node `n`, whose report row is among `rows`.
+    fn open(
+        n: Node,
+        rows: &[String],
+        ctx: &mut OpenContext,
+        ended: Arc<AtomicBool>,
+    ) -> Result<Ready, Error> {
+        let slot = rows.iter().position(|r| *r == n.row).unwrap_or(0) as StageSlot;
+        Ok(Ready {
+            kind: n.kind,
+            running: n.element.open(ctx)?,
+            output: n.output,
+            queue: n.queue,
+            row: n.row,
+            slot,
+            label: if n.role == Role::Source {
+                "source"
+            } else {
+                n.kind
+            },
+            source: None,
+            end: SourceEnd {
+                ended,
+                retire: true,
+            },
+        })
+    }
 }
 
 /// A built pipeline: every stage opened and checked, no thread started yet.
@@ -271,6 +348,11 @@ pub struct Pipeline {
     expected: Arc<Expected>,
     stop_grace: Duration,
     downstream: Arc<Downstream>,
+    /// The streams of the description: id, source, whether it ended.
+    sources: Vec<(u32, String, Arc<AtomicBool>)>,
+    /// Once [`Pipeline::streams`] was asked for: the streams added while running, and the batch
+    /// stage's end of the channel their edges come on.
+    streams: Option<(Arc<streams::Book>, Receiver<Receiver<Frame>>)>,
 }
 
 impl Pipeline {
@@ -291,6 +373,7 @@ impl Pipeline {
         }
         let tally = Tally::new(Budget::new(budget, rows.clone()));
         let mut apps = Vec::new();
+        let mut sources = Vec::new();
         for (stream, n) in nodes.iter().filter(|n| n.role == Role::Source).enumerate() {
             let stream = stream as u32;
             let name = n.element.describe_source().unwrap_or_default();
@@ -298,6 +381,7 @@ impl Pipeline {
             if let Some(app) = n.element.downcast_ref::<AppSourceSettings>() {
                 apps.push((n.name.clone(), app.handle()));
             }
+            sources.push((stream, name, Arc::new(AtomicBool::new(false))));
         }
         let keep_pixels = Arc::new(AtomicBool::new(false));
         let control = Arc::new(Control::new(tally.clone()));
@@ -315,22 +399,13 @@ impl Pipeline {
         };
         // Sink to source: a model's input size is known before the stages that make its tensors.
         let mut ready = Vec::with_capacity(nodes.len());
+        let mut ends = sources.iter().rev().map(|s| s.2.clone());
         for n in nodes.into_iter().rev() {
-            let slot = rows.iter().position(|r| *r == n.row).unwrap_or(0) as StageSlot;
-            let label = if n.role == Role::Source {
-                "source"
-            } else {
-                n.kind
+            let ended = match n.role {
+                Role::Source => ends.next().unwrap_or_default(),
+                _ => Arc::default(),
             };
-            ready.push(Ready {
-                kind: n.kind,
-                running: n.element.open(&mut ctx)?,
-                output: n.output,
-                queue: n.queue,
-                slot,
-                label,
-                source: None,
-            });
+            ready.push(Ready::open(n, &rows, &mut ctx, ended)?);
         }
         ready.reverse();
         let expected = expected_frames(&mut ready);
@@ -357,6 +432,8 @@ impl Pipeline {
             expected,
             stop_grace: DEFAULT_STOP_GRACE,
             downstream,
+            sources,
+            streams: None,
         })
     }
 
@@ -468,6 +545,7 @@ impl Pipeline {
             expected,
             stop_grace,
             downstream,
+            streams,
             ..
         } = self;
         // The application holds the handles it took: when it drops its last one without closing,
@@ -491,16 +569,16 @@ impl Pipeline {
                 return finish(observers, &tally, budget, &control, Vec::new());
             }
         };
+        let (book, mut joins) = streams.unzip();
         let mut threads = Vec::new();
         for (n, (inputs, output)) in nodes.into_iter().zip(ends) {
-            let kind = n.kind;
-            let working = Arc::new(AtomicBool::new(false));
-            match spawn(n, inputs, output, &control, working.clone(), &expected) {
-                Ok(handle) => threads.push(StageThread {
-                    kind,
-                    handle,
-                    working,
-                }),
+            // Streams added while running join the batch stage.
+            let joins = match n.running {
+                Running::Batcher(_) => joins.take(),
+                _ => None,
+            };
+            match spawn(n, inputs, output, joins, &control, &expected) {
+                Ok(thread) => threads.push(thread),
                 Err(e) => control.fail(e),
             }
         }
@@ -517,6 +595,10 @@ impl Pipeline {
         let gave_up = collector.collect(&end_rx, &control, stop_grace);
         // Whatever is still queued for the collector is in flight from here on.
         drop(end_rx);
+        control.close_joins();
+        if let Some(book) = book {
+            threads.extend(book.take_threads());
+        }
         let abandoned = join(threads, &control, stop_grace);
         if gave_up || !abandoned.is_empty() {
             tally.with(|t| {
@@ -744,11 +826,31 @@ fn wire(
     Ok((inputs.into_iter().zip(outputs).collect(), end))
 }
 
-/// Start node `n`'s thread between `inputs` and `output`.
+/// Start node `n`'s thread between `inputs` (and, for the batch stage of a pipeline taking
+/// streams, the edges of streams `joins` brings) and `output`.
 fn spawn(
     n: Ready,
     inputs: Vec<Rx>,
     output: Tx,
+    joins: Option<Receiver<Receiver<Frame>>>,
+    ctl: &Arc<Control>,
+    expected: &Arc<Expected>,
+) -> Result<StageThread, Error> {
+    let kind = n.kind;
+    let working = Arc::new(AtomicBool::new(false));
+    let handle = start(n, inputs, output, joins, ctl, working.clone(), expected)?;
+    Ok(StageThread {
+        kind,
+        handle,
+        working,
+    })
+}
+
+fn start(
+    n: Ready,
+    inputs: Vec<Rx>,
+    output: Tx,
+    joins: Option<Receiver<Receiver<Frame>>>,
     ctl: &Arc<Control>,
     busy: Arc<AtomicBool>,
     expected: &Arc<Expected>,
@@ -765,17 +867,18 @@ fn spawn(
     let slot = n.slot;
     let ctl = ctl.clone();
     let learn = n.source.map(|i| (expected.clone(), i));
+    let end = n.end;
     match (n.running, output) {
         (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => thread::Builder::new()
             .name(name.clone())
-            .spawn(move || run_source(source, tx, slot, &ctl, &busy, learn))
+            .spawn(move || run_source(source, tx, slot, &ctl, &busy, learn, &end))
             .map_err(|e| spawn_error(&name, e)),
         (Running::Frames(stage), Tx::Frames(tx)) => {
-            let rx = frames(inputs).ok_or_else(|| wiring("frames", "batches"))?;
+            let rx = frames(inputs, None).ok_or_else(|| wiring("frames", "batches"))?;
             run_stage(name, stage, rx, tx, slot, ctl, busy)
         }
         (Running::Batcher(stage), Tx::Batches(tx)) => {
-            let rx = frames(inputs).ok_or_else(|| wiring("frames", "batches"))?;
+            let rx = frames(inputs, joins).ok_or_else(|| wiring("frames", "batches"))?;
             run_stage(name, stage, rx, tx, slot, ctl, busy)
         }
         (Running::Batches(stage), Tx::Batches(tx)) => {
@@ -790,7 +893,8 @@ fn spawn(
     }
 }
 
-fn frames(inputs: Vec<Rx>) -> Option<Inbox<Frame>> {
+/// A stage's inbox of frames: its edges, and those of streams that join while running.
+fn frames(inputs: Vec<Rx>, joins: Option<Receiver<Receiver<Frame>>>) -> Option<Inbox<Frame>> {
     let rx: Option<Vec<_>> = inputs
         .into_iter()
         .map(|r| match r {
@@ -798,7 +902,8 @@ fn frames(inputs: Vec<Rx>) -> Option<Inbox<Frame>> {
             Rx::Batches(_) => None,
         })
         .collect();
-    rx.filter(|r| !r.is_empty()).map(Inbox::new)
+    rx.filter(|r| !r.is_empty() || joins.is_some())
+        .map(|r| Inbox::new(r, joins))
 }
 
 fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
@@ -809,7 +914,7 @@ fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
             Rx::Frames(_) => None,
         })
         .collect();
-    rx.filter(|r| !r.is_empty()).map(Inbox::new)
+    rx.filter(|r| !r.is_empty()).map(|r| Inbox::new(r, None))
 }
 
 /// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
@@ -822,11 +927,12 @@ fn run_source(
     ctl: &Control,
     busy: &AtomicBool,
     learn: Option<(Arc<Expected>, usize)>,
+    end: &SourceEnd,
 ) {
     let _span =
         tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
     let mut first = true;
-    let mut next = 0;
+    let mut next = source.first_frame();
     while !ctl.stop.load(Ordering::SeqCst) {
         match working(busy, || source.next_frame()) {
             Ok(Some(mut frame)) => {
@@ -856,13 +962,15 @@ fn run_source(
                     break;
                 }
             }
-            Ok(None) => {
+            Ok(None) if end.retire => {
+                end.ended.store(true, Ordering::SeqCst);
                 if let Ok(mut retired) = ctl.retired.lock() {
                     retired.push(source);
                     return;
                 }
                 break;
             }
+            Ok(None) => break,
             Err(e) => {
                 ctl.fail(e.into());
                 break;
@@ -870,6 +978,7 @@ fn run_source(
         }
     }
     source.stop();
+    end.ended.store(true, Ordering::SeqCst);
 }
 
 /// Count and log `lost` frames that the decoder lost just before `frame` (a gap in presentation

@@ -21,10 +21,18 @@
 //! reused ones included.
 //!
 //! The output may not resolve to one of the run's inputs (checked before anything opens).
+//!
+//! The same objects go to a broker with `mqtt` ([`MQTT`]) or to Zenoh peers with `zenoh`
+//! ([`ZENOH`]): one message per frame or per object, in the versioned schema of
+//! docs/messages.md ([`message`]).
 
+mod broker;
 mod lines;
+pub mod message;
+mod mqtt;
 mod tensors;
 mod tiles;
+mod zenoh;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,9 +47,12 @@ use crate::stage::{
 };
 use crate::Error;
 
+pub use broker::{Sending, DEFAULT_BUFFER, MAX_MESSAGE};
 use lines::JsonLines;
+pub use mqtt::{MqttConfig, MQTT};
 pub use tensors::{TensorsConfig, TensorsSink, TENSORS};
 pub use tiles::{TileFormat, TileSink, TileSinkConfig, TILESINK};
+pub use zenoh::{ZenohConfig, ZENOH};
 
 /// Settings of the JSONL sink.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,11 +61,11 @@ pub struct JsonlConfig {
     pub location: PathBuf,
 }
 
-/// Errors of the sink stage.
+/// Errors of the sink stages.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {reason}")]
 pub struct SinkError {
-    /// The output file.
+    /// The output: a file, or a broker (`mqtt HOST:PORT`).
     pub path: String,
     /// What went wrong.
     pub reason: String,
@@ -147,10 +158,13 @@ impl Object {
     /// Every object of `batch`: each frame's boxes, in frame order, whether a crop was made of
     /// it or its label was reused.
     pub fn all(batch: &CropBatch) -> impl Iterator<Item = Object> + '_ {
-        batch.frames.iter().flat_map(|frame| {
-            let boxes = frame.detections.iter().enumerate();
-            boxes.map(move |(i, det)| Object::of(frame, i as u32, det))
-        })
+        batch.frames.iter().flat_map(Object::in_frame)
+    }
+
+    /// Every object of `frame` (of the part of it that `frame` is), in box order.
+    pub fn in_frame(frame: &crate::frame::Frame) -> impl Iterator<Item = Object> + '_ {
+        let boxes = frame.detections.iter().enumerate();
+        boxes.map(move |(i, det)| Object::of(frame, i as u32, det))
     }
 
     /// The object of `frame`'s box `det`, its `index`-th.
@@ -164,7 +178,7 @@ impl Object {
             stream: frame.stream,
             frame: frame.seq,
             source: frame.source.clone(),
-            pts_ms: frame.pts.map(|p| p.as_secs_f64() * 1000.0),
+            pts_ms: pts_ms(frame),
             bbox: det.bbox,
             label: c.map(|c| c.best.label.clone()),
             class_id: c.map(|c| c.best.class_id),
@@ -184,6 +198,11 @@ impl Object {
             kept: det.stats.map(|s| s.kept),
         }
     }
+}
+
+/// A frame's presentation time in ms, as objects and messages give it.
+fn pts_ms(frame: &crate::frame::Frame) -> Option<f64> {
+    frame.pts.map(|p| p.as_secs_f64() * 1000.0)
 }
 
 /// Runtime state of the JSONL sink.

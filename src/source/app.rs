@@ -514,7 +514,14 @@ impl FrameSource for AppReceiver {
     fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
         loop {
             if self.shared.stopped.load(Ordering::SeqCst) {
-                return Ok(None);
+                // Interrupted (a stop, the stream removed): a push under way finishes first, and
+                // a frame a push handed over still enters, so that every push that succeeded is
+                // counted.
+                let _turn = self.shared.turn.lock().unwrap_or_else(|e| e.into_inner());
+                return Ok(match self.rx.try_recv() {
+                    Ok(Msg::Frame(frame)) => Some(*frame),
+                    _ => None,
+                });
             }
             match self.rx.recv_timeout(POLL) {
                 // Its budget started when it was pushed.

@@ -60,7 +60,7 @@ use crate::frame::{BufferPool, Frame, PixelFormat};
 use crate::pipeline::RunPath;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
 use crate::Error;
-use pace::Paced;
+use pace::{Joined, Paced};
 use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOUT_ACTION};
 
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
@@ -159,6 +159,11 @@ pub struct SourceConfig {
     pub decoder: Decoder,
     /// With `decoder=nvdec`: the CUDA device whose NVDEC decodes (its frames are in its memory).
     pub device: usize,
+    /// For a live test source (`testsrc live=true epoch=T`): the UNIX time in seconds at which
+    /// its frame 0 was due. The source starts at the frame due when it opens (numbered as on
+    /// that timeline, `num-buffers` counted from frame 0), so a stream restarted, or moved to
+    /// another process, goes on with its frame numbers.
+    pub epoch: Option<f64>,
 }
 
 impl SourceConfig {
@@ -174,6 +179,7 @@ impl SourceConfig {
             head_framerate: None,
             decoder: Decoder::Cpu,
             device: 0,
+            epoch: None,
         }
     }
 
@@ -304,6 +310,11 @@ pub trait FrameSource: Send {
     fn expected_frames(&self) -> Option<u64> {
         None
     }
+    /// The number of the stream's first frame when none is lost before it: 0, unless the stream
+    /// joins its timeline late (`testsrc live=true epoch=...` started after its epoch).
+    fn first_frame(&self) -> u64 {
+        0
+    }
 }
 
 /// Whether GStreamer has an element factory called `name` (GStreamer is initialised if needed;
@@ -341,11 +352,17 @@ pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Box<dyn FrameSour
 
 impl Element for SourceConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        let mut source = GstSource::open(&self, BufferPool::new())?;
+        let mut config = *self;
+        let interval = config.frame_interval();
+        let joined = config.epoch.map(|epoch| Joined::now(epoch, interval));
+        if let (Some(j), SourceKind::Test { num_buffers, .. }) = (&joined, &mut config.kind) {
+            *num_buffers = num_buffers.saturating_sub(u32::try_from(j.first).unwrap_or(u32::MAX));
+        }
+        let mut source = GstSource::open(&config, BufferPool::new())?;
         source.report_to(ctx.tally.clone());
         let source: Box<dyn FrameSource> = Box::new(source);
-        Ok(Running::Source(if self.paced() {
-            Box::new(Paced::new(source, self.frame_interval(), ctx.start.clone()))
+        Ok(Running::Source(if config.paced() {
+            Box::new(Paced::new(source, interval, ctx.start.clone(), joined))
         } else {
             source
         }))
@@ -509,6 +526,18 @@ pub const TESTSRC: StageDecl = StageDecl {
         ),
         FRAMERATE,
         LIVE,
+        PropSpec::new(
+            "epoch",
+            PropType::Float {
+                min: 0.0,
+                max: 1e11,
+                open_min: false,
+            },
+            "-",
+            "with live=true: the UNIX time (s) frame 0 was due; the stream starts at the frame \
+             due now (num-buffers counts from frame 0), so a stream moved to another process \
+             keeps its frame numbers",
+        ),
         TIMEOUT,
         TIMEOUT_ACTION,
         START_TIMEOUT,
@@ -557,6 +586,15 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
     }
     cfg.live = p.bool("live").unwrap_or(false);
     cfg.watch = Watch::from_props(p);
+    if p.decl().props.iter().any(|s| s.name == "epoch") {
+        cfg.epoch = p.float("epoch");
+    }
+    if cfg.epoch.is_some() && !cfg.live {
+        return Err(p.error(
+            "epoch",
+            "epoch needs live=true (frames are released on the clock)",
+        ));
+    }
     if p.decl().props.iter().any(|s| s.name == "decoder") {
         cfg.decoder = p.str("decoder").map_or(Decoder::Cpu, decoder_of);
         cfg.device = p.usize("device").unwrap_or(0);

@@ -1,5 +1,6 @@
 //! Playing files at live rate (`live=true`): frames released at their presentation times, the
-//! clocks of all of a run's paced sources started together.
+//! clocks of all of a run's paced sources started together, or a source's clock set by a
+//! timeline that started at a UNIX time (`testsrc epoch=`).
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -89,14 +90,50 @@ impl StartGate {
     }
 }
 
+/// Where a live source joins a timeline that started at a UNIX time (`testsrc epoch=`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Joined {
+    /// The first frame due now or later.
+    pub(crate) first: u64,
+    /// When it is due.
+    due: Instant,
+}
+
+impl Joined {
+    /// Join, now, the timeline of frames every `interval` from `epoch` (UNIX seconds).
+    pub(crate) fn now(epoch: f64, interval: Duration) -> Joined {
+        let (now, wall) = (Instant::now(), std::time::SystemTime::now());
+        let epoch = std::time::UNIX_EPOCH + Duration::from_secs_f64(epoch.max(0.0));
+        let Ok(since) = wall.duration_since(epoch) else {
+            // The timeline starts later: frame 0 is due then.
+            let wait = epoch.duration_since(wall).unwrap_or_default();
+            return Joined {
+                first: 0,
+                due: now + wait,
+            };
+        };
+        let first = since.as_nanos().div_ceil(interval.as_nanos().max(1));
+        let first = u64::try_from(first).unwrap_or(u64::MAX);
+        let ahead = (interval * u32::try_from(first).unwrap_or(u32::MAX)).saturating_sub(since);
+        Joined {
+            first,
+            due: now + ahead,
+        }
+    }
+}
+
 /// Releases a file source's frames at their presentation times (`live=true`): frame k is due at
-/// the run's start (the [`StartGate`]) plus `pts_k - pts_0`, and its budget starts then.
+/// the run's start (the [`StartGate`]) plus `pts_k - pts_0`, and its budget starts then. A source
+/// that joined a timeline ([`Joined`]) keeps out of the gate: its first frame is due when that
+/// frame of the timeline is, and it numbers its frames (and their pts) from it.
 pub(crate) struct Paced {
     inner: Box<dyn FrameSource>,
     interval: Duration,
     gate: Arc<StartGate>,
     start: Option<(Instant, Duration)>,
     n: u32,
+    /// The number of the first frame (0 unless it joined a timeline late).
+    first: u64,
 }
 
 impl Paced {
@@ -104,14 +141,18 @@ impl Paced {
         inner: Box<dyn FrameSource>,
         interval: Duration,
         gate: Arc<StartGate>,
+        joined: Option<Joined>,
     ) -> Self {
-        gate.join();
+        if joined.is_none() {
+            gate.join();
+        }
         Paced {
             inner,
             interval,
             gate,
-            start: None,
+            start: joined.map(|j| (j.due, Duration::ZERO)),
             n: 0,
+            first: joined.map_or(0, |j| j.first),
         }
     }
 }
@@ -132,7 +173,15 @@ impl FrameSource for Paced {
             std::thread::sleep(wait);
         }
         frame.times.arrival = due;
+        if self.first > 0 {
+            frame.seq += self.first;
+            let shift = self.interval.as_secs_f64() * self.first as f64;
+            frame.pts = Some(pts + Duration::from_secs_f64(shift));
+        }
         Ok(Some(frame))
+    }
+    fn first_frame(&self) -> u64 {
+        self.first
     }
     fn stop(&mut self) {
         self.inner.stop();

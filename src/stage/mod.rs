@@ -231,6 +231,8 @@ impl Registry {
         r.register(crate::sink::TENSORS);
         r.register(crate::sink::TILESINK);
         r.register(crate::sink::APPSINK);
+        r.register(crate::sink::MQTT);
+        r.register(crate::sink::ZENOH);
         r.register(crate::pipeline::QUEUE);
         r.register(crate::source::HEAD);
         r

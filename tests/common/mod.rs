@@ -1,8 +1,35 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod messages;
+pub mod mosquitto;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+/// One HTTP/1.1 request with a plain TcpStream: (status line, body); `None` when nothing
+/// answers (a process that is gone).
+pub fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Option<(String, String)> {
+    use std::io::{Read, Write};
+    let limit = std::time::Duration::from_secs(10);
+    let mut conn = std::net::TcpStream::connect_timeout(&addr, limit).ok()?;
+    conn.set_read_timeout(Some(limit)).unwrap();
+    write!(
+        conn,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut text = String::new();
+    conn.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_string(), body.to_string()))
+}
 
 /// The project root.
 pub fn root() -> PathBuf {

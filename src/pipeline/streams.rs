@@ -1,0 +1,481 @@
+//! Streams added and removed while a pipeline runs.
+//!
+//! ```text
+//! octopipe run "batch max-frames=8 ! classify model=m.onnx ! mqtt" --metrics-addr 127.0.0.1:9184 --streams
+//! curl -X POST 127.0.0.1:9184/streams -d '{"id":7,"source":"testsrc live=true ! boxes format=synthetic"}'
+//! curl -X DELETE '127.0.0.1:9184/streams/7?mode=drain'
+//! ```
+//!
+//! [`Pipeline::streams`] gives the handle ([`Streams`]); the metrics server serves it over HTTP
+//! (`observe::MetricsServer::serve_streams`). A stream is described as a branch of a description
+//! is, from its source to the stage that gives its frames their boxes (`media location=rtsp://...
+//! ! detect model=d.onnx`); it is opened on the caller's thread, gets its own threads and edges,
+//! and its last edge joins the pipeline's one batch stage, which serves it round-robin with the
+//! others. Its stream id is the one asked for (unused in this run: a report row stays one
+//! stream's) or the next after the highest. Removing a stream stops its source: with
+//! [`RemoveMode::Drain`] the frames it gave go through, with [`RemoveMode::Drop`] those not yet in
+//! the batch stage are dropped and counted (`stream removed`). Either way its report row stays,
+//! with `in = processed + dropped`. A pipeline that takes streams runs until [`Streams::close`]
+//! or a stop, also with no stream left.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+use serde::Serialize;
+
+use super::edge::{Edge, Travels, STREAM_REMOVED};
+use super::{spawn, Control, Expected, Pipeline, PipelineError, Ready, Rx, StageThread, Tx};
+use crate::batch::Downstream;
+use crate::budget::Tally;
+use crate::frame::{Frame, StageSlot};
+use crate::source::{AppSource, AppSourceSettings, StartGate};
+use crate::stage::{Caps, Item, OpenContext, Registry, Role, Running};
+use crate::Error;
+
+/// How a stream is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RemoveMode {
+    /// Its source stops; the frames it gave go through the pipeline.
+    #[default]
+    Drain,
+    /// Its source stops; its frames not yet in the batch stage are dropped and counted
+    /// ([`STREAM_REMOVED`]).
+    Drop,
+}
+
+impl RemoveMode {
+    /// `drain` or `drop`.
+    pub fn parse(s: &str) -> Option<RemoveMode> {
+        match s {
+            "drain" => Some(RemoveMode::Drain),
+            "drop" => Some(RemoveMode::Drop),
+            _ => None,
+        }
+    }
+}
+
+/// Where a stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamState {
+    /// Giving frames.
+    Running,
+    /// Removed; what it gave is still on its way (or being dropped).
+    Removing,
+    /// Its stream ended (its end, or its source failed).
+    Ended,
+    /// Removed and gone from the pipeline.
+    Removed,
+}
+
+/// A stream, as [`Streams::list`] (and `GET /streams`) gives it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamInfo {
+    /// Its id (`Frame::stream`, the messages' `stream`).
+    pub id: u32,
+    /// How it was described when added, or its source in the pipeline's description.
+    pub source: String,
+    /// Where it is.
+    pub state: StreamState,
+    /// Added while running (only those can be removed).
+    pub added: bool,
+    /// Frames that entered so far.
+    pub frames_in: u64,
+    /// Frames that reached the end of the pipeline.
+    pub processed: u64,
+    /// Frames dropped, all reasons.
+    pub dropped: u64,
+}
+
+/// A stream just added.
+#[derive(Clone)]
+pub struct Added {
+    /// Its id.
+    pub id: u32,
+    /// The handle that feeds it, for an `app` source.
+    pub app: Option<AppSource>,
+}
+
+/// Adds and removes streams of a running pipeline: cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct Streams(Arc<Book>);
+
+/// Every stream of the run, and what opening another needs.
+pub(super) struct Book {
+    registry: Registry,
+    control: Arc<Control>,
+    tally: Tally,
+    rows: Vec<String>,
+    live: bool,
+    caps: Caps,
+    budget: Duration,
+    live_interval: Option<Duration>,
+    downstream: Arc<Downstream>,
+    keep_pixels: Arc<AtomicBool>,
+    expected: Arc<Expected>,
+    entries: Mutex<BTreeMap<u32, Entry>>,
+}
+
+/// One stream of the run, kept (small) after it ended: its id is not used again.
+struct Entry {
+    source: String,
+    added: bool,
+    /// Set when its source's stream ended.
+    ended: Arc<AtomicBool>,
+    removing: bool,
+    /// A stream added while running, until its threads ended and were joined.
+    branch: Option<Branch>,
+}
+
+/// What a stream added while running holds while it runs.
+struct Branch {
+    interrupt: Box<dyn Fn() + Send + Sync>,
+    /// Set by a removal with `mode=drop`: its edges drop what comes.
+    discard: Arc<AtomicBool>,
+    /// Its edge into the batch stage (a removal with `mode=drop` empties it).
+    tail: Receiver<Frame>,
+    threads: Vec<StageThread>,
+}
+
+impl Entry {
+    fn state(&self) -> StreamState {
+        let ended = match &self.branch {
+            Some(b) => b.threads.iter().all(|t| t.handle.is_finished()),
+            None if self.added => true,
+            None => self.ended.load(Ordering::SeqCst),
+        };
+        match (self.removing, ended) {
+            (false, false) => StreamState::Running,
+            (false, true) => StreamState::Ended,
+            (true, false) => StreamState::Removing,
+            (true, true) => StreamState::Removed,
+        }
+    }
+}
+
+impl Pipeline {
+    /// Take streams while running: the handle adds streams (described with the stages of
+    /// `registry`), removes them and lists them, from any thread, before and while the
+    /// pipeline runs. From now on the run lasts until [`Streams::close`] or a stop, also with
+    /// no stream left. Streams join the pipeline's batch stage: an error when it has none or
+    /// several. Asking again gives the same handle.
+    pub fn streams(&mut self, registry: &Registry) -> Result<Streams, Error> {
+        if let Some((book, _)) = &self.streams {
+            return Ok(Streams(book.clone()));
+        }
+        let mut batchers = self
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.running, Running::Batcher(_)));
+        let batch_row = match (batchers.next(), batchers.next()) {
+            (Some(b), None) => b.row.clone(),
+            (None, _) => return Err(PipelineError::NoBatchToJoin("none").into()),
+            (Some(_), Some(_)) => return Err(PipelineError::NoBatchToJoin("several").into()),
+        };
+        // A report row for every stage a stream may hold, before the batch stage's.
+        let mut rows = self.rows.clone();
+        let mut at = rows.iter().position(|r| *r == batch_row).unwrap_or(0);
+        let before_batch = registry.decls().iter().filter(|d| {
+            matches!(
+                d.role,
+                Role::Boxes | Role::Track | Role::Filter(Item::Frames)
+            )
+        });
+        for row in std::iter::once("decode").chain(before_batch.map(|d| d.name)) {
+            if !rows.iter().any(|r| r == row) {
+                rows.insert(at, row.to_string());
+                at += 1;
+            }
+        }
+        for n in &mut self.nodes {
+            n.slot = rows.iter().position(|r| *r == n.row).unwrap_or(0) as StageSlot;
+        }
+        self.tally.with(|t| t.set_rows(rows.clone()));
+        self.rows = rows;
+        // The run's length is not known any more.
+        let lengths = self.expected.0.iter().map(|n| n.load(Ordering::Relaxed));
+        let unknown = std::iter::once(Expected::UNKNOWN);
+        self.expected = Arc::new(Expected(
+            lengths.chain(unknown).map(AtomicU64::new).collect(),
+        ));
+        let entries = self.sources.iter().map(|(id, source, ended)| {
+            let entry = Entry {
+                source: source.clone(),
+                added: false,
+                ended: ended.clone(),
+                removing: false,
+                branch: None,
+            };
+            (*id, entry)
+        });
+        let book = Arc::new(Book {
+            registry: registry.clone(),
+            control: self.control.clone(),
+            tally: self.tally.clone(),
+            rows: self.rows.clone(),
+            live: self.live,
+            caps: self.caps.clone(),
+            budget: self.budget,
+            live_interval: self.frame_interval.filter(|_| self.live),
+            downstream: self.downstream.clone(),
+            keep_pixels: self.keep_pixels.clone(),
+            expected: self.expected.clone(),
+            entries: Mutex::new(entries.collect()),
+        });
+        let (joins, joined) = crossbeam_channel::unbounded();
+        if let Ok(mut slot) = self.control.joins.lock() {
+            *slot = Some(joins);
+        }
+        // A stop interrupts the streams added while running too.
+        let weak = Arc::downgrade(&book);
+        if let Ok(mut interrupters) = self.control.interrupters.lock() {
+            interrupters.push(Box::new(move || {
+                if let Some(book) = weak.upgrade() {
+                    book.interrupt_all();
+                }
+            }));
+        }
+        self.streams = Some((book.clone(), joined));
+        Ok(Streams(book))
+    }
+}
+
+impl Streams {
+    /// Add the stream `description` (one chain from a source to its boxes: `testsrc live=true !
+    /// boxes format=synthetic`, `app name=cam live=true`, `udpsrc ... ! avdec_h264 ! detect
+    /// model=d.onnx`) as stream `id`, or the next id after the highest when `None`. It is checked
+    /// and opened here (a bad description or input is an error naming it, and nothing is
+    /// added); its frames join the batch stage at once.
+    pub fn add(&self, description: &str, id: Option<u32>) -> Result<Added, Error> {
+        self.0.add(description, id)
+    }
+
+    /// Remove stream `id` (one added while running): its source stops; `mode` says what becomes
+    /// of the frames it already gave. Its report row stays. Removing it again does nothing.
+    pub fn remove(&self, id: u32, mode: RemoveMode) -> Result<(), Error> {
+        self.0.remove(id, mode)
+    }
+
+    /// Every stream of the run, in id order: those of the description and those added
+    /// (also ended and removed ones).
+    pub fn list(&self) -> Vec<StreamInfo> {
+        self.0.list()
+    }
+
+    /// Take no more streams: the run ends when the streams it has end.
+    pub fn close(&self) {
+        self.0.control.close_joins();
+    }
+}
+
+impl Book {
+    fn entries(&self) -> MutexGuard<'_, BTreeMap<u32, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn add(&self, description: &str, id: Option<u32>) -> Result<Added, Error> {
+        let desc = crate::describe::parse("<stream>", description, &HashMap::new())?;
+        let mut nodes = crate::describe::build_branch(&desc, &self.registry, self.live)?;
+        if let Some(n) = nodes.iter().find(|n| !self.rows.contains(&n.row)) {
+            return Err(PipelineError::StreamStage(n.kind.to_string()).into());
+        }
+        let mut entries = self.entries();
+        self.reap(&mut entries);
+        let id = match id {
+            Some(id) if entries.contains_key(&id) => {
+                return Err(PipelineError::StreamTaken(id).into())
+            }
+            Some(id) => id,
+            None => match entries.keys().next_back() {
+                None => 0,
+                Some(&last) => last
+                    .checked_add(1)
+                    .ok_or(PipelineError::StreamTaken(last))?,
+            },
+        };
+        if self.control.joins.lock().map_or(true, |j| j.is_none()) {
+            return Err(PipelineError::NotTakingStreams.into());
+        }
+        // build_branch gives a chain that starts with its source.
+        nodes[0].element.set_stream(id);
+        let name = nodes[0].element.describe_source().unwrap_or_default();
+        let app = nodes[0]
+            .element
+            .downcast_ref::<AppSourceSettings>()
+            .map(|a| a.handle());
+        let mut caps = self.caps.clone();
+        for n in &nodes {
+            n.element.configure(&mut caps);
+        }
+        let mut ctx = OpenContext {
+            caps: &mut caps,
+            tally: self.tally.clone(),
+            budget: self.budget,
+            live_interval: self.live_interval,
+            downstream: self.downstream.clone(),
+            keep_pixels: self.keep_pixels.clone(),
+            stopped_early: self.control.stop.clone(),
+            // A live stream added while running starts its own clock.
+            start: Arc::new(StartGate::new()),
+        };
+        let ended = Arc::new(AtomicBool::new(false));
+        let mut ready = Vec::with_capacity(nodes.len());
+        for n in nodes.into_iter().rev() {
+            let e = match n.role {
+                Role::Source => ended.clone(),
+                _ => Arc::default(),
+            };
+            ready.push(Ready::open(n, &self.rows, &mut ctx, e)?);
+        }
+        ready.reverse();
+        ready[0].end.retire = false;
+        let interrupt = match &ready[0].running {
+            Running::Source(source) => source.interrupter(),
+            _ => return Err(PipelineError::NoBatchToJoin("a stream with no source").into()),
+        };
+        self.tally.with(|t| t.name_stream(id, &name));
+        // Its edges, the last into the batch stage; all drop what comes once it is removed with
+        // mode=drop.
+        let discard = Arc::new(AtomicBool::new(false));
+        let mut edges: Vec<(Edge<Frame>, Receiver<Frame>)> = Vec::with_capacity(ready.len());
+        for (i, r) in ready.iter().enumerate() {
+            let to = ready.get(i + 1).map_or("batch", |n| n.label);
+            let (mut tx, rx) = Edge::new(r.queue, &format!("{} -> {to}", r.label), &self.tally);
+            tx.discard_when(discard.clone());
+            edges.push((tx, rx));
+        }
+        let tail = edges[edges.len() - 1].1.clone();
+        let joined = match self.control.joins.lock() {
+            Ok(joins) => joins.as_ref().is_some_and(|j| j.send(tail.clone()).is_ok()),
+            Err(_) => false,
+        };
+        if !joined {
+            return Err(PipelineError::NotTakingStreams.into());
+        }
+        let mut threads = Vec::with_capacity(ready.len());
+        let mut input = Vec::new();
+        let mut failed = None;
+        for (r, (tx, rx)) in ready.into_iter().zip(edges) {
+            let inputs = std::mem::replace(&mut input, vec![Rx::Frames(rx)]);
+            match spawn(
+                r,
+                inputs,
+                Tx::Frames(tx),
+                None,
+                &self.control,
+                &self.expected,
+            ) {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let removing = failed.is_some();
+        if removing {
+            // The threads started end with their edges; the stream is counted as removed.
+            interrupt();
+        }
+        let branch = Branch {
+            interrupt,
+            discard,
+            tail,
+            threads,
+        };
+        entries.insert(
+            id,
+            Entry {
+                source: description.to_string(),
+                added: true,
+                ended,
+                removing,
+                branch: Some(branch),
+            },
+        );
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(Added { id, app }),
+        }
+    }
+
+    fn remove(&self, id: u32, mode: RemoveMode) -> Result<(), Error> {
+        let mut entries = self.entries();
+        let entry = entries
+            .get_mut(&id)
+            .ok_or(PipelineError::UnknownStream(id))?;
+        if !entry.added {
+            return Err(PipelineError::StaticStream(id).into());
+        }
+        entry.removing = true;
+        if let Some(b) = &entry.branch {
+            if mode == RemoveMode::Drop {
+                b.discard.store(true, Ordering::SeqCst);
+                while let Ok(frame) = b.tail.try_recv() {
+                    frame.count_drop(&self.tally, STREAM_REMOVED);
+                }
+            }
+            (b.interrupt)();
+        }
+        Ok(())
+    }
+
+    fn list(&self) -> Vec<StreamInfo> {
+        let mut entries = self.entries();
+        self.reap(&mut entries);
+        entries
+            .iter()
+            .map(|(&id, e)| {
+                let (frames_in, processed, dropped) =
+                    self.tally.with(|t| t.stream_counts(id)).unwrap_or_default();
+                StreamInfo {
+                    id,
+                    source: e.source.clone(),
+                    state: e.state(),
+                    added: e.added,
+                    frames_in,
+                    processed,
+                    dropped,
+                }
+            })
+            .collect()
+    }
+
+    /// Join the threads of the streams that ended (a panic in one fails the run).
+    fn reap(&self, entries: &mut BTreeMap<u32, Entry>) {
+        for e in entries.values_mut() {
+            let done = e
+                .branch
+                .as_ref()
+                .is_some_and(|b| b.threads.iter().all(|t| t.handle.is_finished()));
+            if !done {
+                continue;
+            }
+            for t in e.branch.take().map(|b| b.threads).unwrap_or_default() {
+                if t.handle.join().is_err() {
+                    self.control
+                        .fail(PipelineError::Panic(t.kind.to_string()).into());
+                }
+            }
+        }
+    }
+
+    /// Ask every stream added while running to stop (a stop of the run).
+    fn interrupt_all(&self) {
+        for e in self.entries().values() {
+            if let Some(b) = &e.branch {
+                (b.interrupt)();
+            }
+        }
+    }
+
+    /// The threads of the streams added while running, for the end of the run to wait for.
+    pub(super) fn take_threads(&self) -> Vec<StageThread> {
+        let mut entries = self.entries();
+        let branches = entries.values_mut().filter_map(|e| e.branch.take());
+        branches.flat_map(|b| b.threads).collect()
+    }
+}

@@ -1,0 +1,255 @@
+//! Messages for brokers (the `mqtt` and `zenoh` sinks): one JSON message per frame or per object,
+//! schema version [`SCHEMA_VERSION`] (docs/messages.md), on a topic made from a template with
+//! `{stream}` in it.
+//!
+//! A frame's message (`per=frame`) holds its objects exactly as the `jsonl` sink writes them,
+//! under a header naming the frame; an object's message (`per=object`) is a `jsonl` line with the
+//! version added. Both carry `"v":1`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::{pts_ms, Object};
+use crate::batch::CropBatch;
+
+/// The version of the message schema (the `v` field); changed only when a field changes meaning
+/// or goes away (fields may be added within a version).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What one message carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Per {
+    /// A frame with all its objects (also a frame with none).
+    Frame,
+    /// One object.
+    Object,
+}
+
+/// A message ready to publish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// Its stream (the topic's `{stream}`).
+    pub stream: u32,
+    /// Its frame.
+    pub frame: u64,
+    /// The JSON bytes.
+    pub payload: Vec<u8>,
+}
+
+/// A frame's message.
+#[derive(Serialize)]
+struct FrameMessage<'a> {
+    v: u32,
+    stream: u32,
+    frame: u64,
+    source: &'a str,
+    pts_ms: Option<f64>,
+    objects: &'a [Object],
+}
+
+/// An object's message.
+#[derive(Serialize)]
+struct ObjectMessage<'a> {
+    v: u32,
+    #[serde(flatten)]
+    object: &'a Object,
+}
+
+/// The objects of a frame whose parts are still arriving.
+struct Held {
+    frame: u64,
+    objects: Vec<Object>,
+}
+
+/// Turns finished batches into messages. A frame that travelled in parts (more boxes than the
+/// batch stage's `max-crops`) is one message, made when its last part arrives; when its last part
+/// was dropped on a live edge (the report counts the frame as dropped), the parts held are let go
+/// when the stream's next frame comes.
+pub struct Messages {
+    per: Per,
+    held: HashMap<u32, Held>,
+}
+
+impl Messages {
+    /// Messages of the kind `per`.
+    pub fn new(per: Per) -> Self {
+        Messages {
+            per,
+            held: HashMap::new(),
+        }
+    }
+
+    /// The messages of `batch`'s frames, in frame order, appended to `out`.
+    pub fn of(&mut self, batch: &CropBatch, out: &mut Vec<Message>) -> serde_json::Result<()> {
+        for frame in &batch.frames {
+            let (stream, seq) = (frame.stream, frame.seq);
+            if self.per == Per::Object {
+                for object in Object::in_frame(frame) {
+                    let v = SCHEMA_VERSION;
+                    let payload = serde_json::to_vec(&ObjectMessage { v, object: &object })?;
+                    out.push(Message {
+                        stream,
+                        frame: seq,
+                        payload,
+                    });
+                }
+                continue;
+            }
+            let held = self.held.remove(&stream).filter(|h| h.frame == seq);
+            let mut objects = held.map(|h| h.objects).unwrap_or_default();
+            objects.extend(Object::in_frame(frame));
+            if !frame.part.is_last() {
+                self.held.insert(
+                    stream,
+                    Held {
+                        frame: seq,
+                        objects,
+                    },
+                );
+                continue;
+            }
+            let payload = serde_json::to_vec(&FrameMessage {
+                v: SCHEMA_VERSION,
+                stream,
+                frame: seq,
+                source: &frame.source,
+                pts_ms: pts_ms(frame),
+                objects: &objects,
+            })?;
+            out.push(Message {
+                stream,
+                frame: seq,
+                payload,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A topic (MQTT) or key expression (Zenoh) template: `{stream}` is replaced by the stream id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topic(String);
+
+impl Topic {
+    /// Check `template`: not empty, no braces but `{stream}`, none of `forbidden` (the broker's
+    /// wildcards); `Err` says what is wrong.
+    pub fn parse(template: &str, forbidden: &[char]) -> Result<Topic, String> {
+        let rest = template.replace("{stream}", "");
+        if template.is_empty() {
+            return Err("a topic is needed".into());
+        }
+        if rest.contains(['{', '}']) {
+            return Err(format!("'{template}': only {{stream}} may stand in braces"));
+        }
+        if let Some(c) = rest.chars().find(|c| forbidden.contains(c)) {
+            return Err(format!(
+                "'{template}': '{c}' is a wildcard, not allowed in a topic to publish on"
+            ));
+        }
+        Ok(Topic(template.to_string()))
+    }
+
+    /// The topic of stream `stream`.
+    pub fn of(&self, stream: u32) -> String {
+        self.0.replace("{stream}", &stream.to_string())
+    }
+
+    /// The template as given.
+    pub fn template(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What became of a sink's messages, counted as they go (shared by the sink and the thread
+/// that talks to the broker).
+#[derive(Debug, Default)]
+pub struct Delivery {
+    /// Messages taken into the buffer.
+    pub accepted: AtomicU64,
+    /// Messages the broker has: acknowledged (MQTT QoS 1), or written to the connection (QoS 0,
+    /// Zenoh).
+    pub delivered: AtomicU64,
+    /// Messages dropped because the buffer was full (the broker away or slow for too long).
+    pub dropped: AtomicU64,
+    /// Messages dropped because they were larger than the sink sends.
+    pub too_large: AtomicU64,
+    /// Connections made again after one was lost.
+    pub reconnects: AtomicU64,
+}
+
+impl Delivery {
+    /// Shared counters, all zero.
+    pub fn new() -> Arc<Delivery> {
+        Arc::new(Delivery::default())
+    }
+
+    /// Messages accepted and not delivered yet.
+    pub fn outstanding(&self) -> u64 {
+        let accepted = self.accepted.load(Ordering::SeqCst);
+        accepted.saturating_sub(self.delivered.load(Ordering::SeqCst))
+    }
+
+    /// The report's line: `NAME: M messages: D delivered, ... dropped (buffer full), ...`.
+    pub fn line(&self, name: &str, delivered: &str) -> String {
+        let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
+        let (dropped, too_large) = (n(&self.dropped), n(&self.too_large));
+        let mut line = format!(
+            "{name}: {} messages = {} {delivered} + {dropped} dropped (buffer full)",
+            n(&self.accepted) + dropped + too_large,
+            n(&self.delivered),
+        );
+        if too_large > 0 {
+            line += &format!(" + {too_large} dropped (too large)");
+        }
+        let outstanding = self.outstanding();
+        if outstanding > 0 {
+            line += &format!(" + {outstanding} not {delivered} at the end");
+        }
+        let reconnects = n(&self.reconnects);
+        if reconnects > 0 {
+            line += &format!("; {reconnects} reconnect{}", plural(reconnects));
+        }
+        line
+    }
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_take_the_stream_and_refuse_wildcards() {
+        let t = Topic::parse("octopipe/{stream}/objects", &['+', '#']).unwrap();
+        assert_eq!(t.of(7), "octopipe/7/objects");
+        let e = Topic::parse("a/+/b", &['+', '#']).unwrap_err();
+        assert!(e.contains("'+' is a wildcard"), "{e}");
+        let e = Topic::parse("a/{frame}", &[]).unwrap_err();
+        assert!(e.contains("only {stream}"), "{e}");
+        assert!(Topic::parse("", &[]).is_err());
+    }
+
+    #[test]
+    fn the_line_adds_up() {
+        let d = Delivery::default();
+        d.accepted.store(10, Ordering::SeqCst);
+        d.delivered.store(7, Ordering::SeqCst);
+        d.dropped.store(3, Ordering::SeqCst);
+        d.reconnects.store(1, Ordering::SeqCst);
+        assert_eq!(
+            d.line("mqtt 127.0.0.1:1883", "acknowledged"),
+            "mqtt 127.0.0.1:1883: 13 messages = 7 acknowledged + 3 dropped (buffer full) \
+             + 3 not acknowledged at the end; 1 reconnect"
+        );
+    }
+}

@@ -1,0 +1,278 @@
+//! The `zenoh` sink: the `mqtt` sink's messages on Zenoh key expressions, peer to peer (no
+//! router needed).
+//!
+//! ```text
+//! ... ! classify model=m.onnx ! zenoh key=octopipe/{stream}/objects connect=tcp/10.0.0.5:7447
+//! ```
+//!
+//! The same JSON messages as the `mqtt` sink (docs/messages.md, `"v":1`), put on `key` with
+//! `{stream}` replaced by the stream id; a subscriber takes every stream with
+//! `octopipe/*/objects`. The session is a peer (`mode=peer`, default) or a client of a Zenoh
+//! router (`mode=client`); it talks to the endpoints given (`connect`, `listen`), and with
+//! `scouting=true` also to the peers and routers that multicast scouting finds on the LAN (off by
+//! default: nothing but the endpoints given). As with `mqtt`, the pipeline never waits: messages
+//! wait in a buffer of `buffer` messages that a thread of its own (`octopipe-zenoh`) puts, and
+//! beyond it are dropped and counted; the report has a line of what became of them:
+//!
+//! ```text
+//! zenoh octopipe/{stream}/objects: 300 messages = 300 sent + 0 dropped (buffer full)
+//! ```
+//!
+//! A message is sent once Zenoh took it for every matching subscriber known; Zenoh keeps no
+//! message for a subscriber that is not there (a subscriber that must not miss any uses a Zenoh
+//! storage, or MQTT at QoS 1).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+
+use ::zenoh::qos::CongestionControl;
+use ::zenoh::Wait;
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+
+use super::broker::{BrokerSink, Handed, Sending, Transport, BUFFER, FLUSH_TIMEOUT, PER};
+use super::message::{Delivery, Message, Topic};
+use super::SinkError;
+use crate::budget::Tally;
+use crate::describe::DescribeError;
+use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
+use crate::Error;
+
+/// `zenoh key=... connect=... listen=...`.
+pub const ZENOH: StageDecl = StageDecl {
+    name: "zenoh",
+    role: Role::Sink,
+    doc: "the mqtt sink's JSON messages on Zenoh key expressions, peer to peer; never waits",
+    props: &[
+        PropSpec::new(
+            "key",
+            PropType::Str,
+            "octopipe/{stream}/objects",
+            "the key expression; {stream} is replaced by the stream id",
+        ),
+        PropSpec::new(
+            "mode",
+            PropType::Choice(&["peer", "client"]),
+            "peer",
+            "a peer (talks to peers directly) or a client of a Zenoh router",
+        ),
+        PropSpec::new(
+            "connect",
+            PropType::List,
+            "-",
+            "endpoints to connect to, comma-separated (tcp/127.0.0.1:7447)",
+        ),
+        PropSpec::new(
+            "listen",
+            PropType::List,
+            "-",
+            "endpoints to listen on, comma-separated (tcp/0.0.0.0:7447)",
+        ),
+        PropSpec::new(
+            "scouting",
+            PropType::Bool,
+            "false",
+            "also find peers and routers on the LAN by multicast scouting",
+        ),
+        PER,
+        BUFFER,
+        FLUSH_TIMEOUT,
+    ],
+    needs: &[Role::Boxes, Role::Batch],
+    provides: &[],
+    make: make_zenoh,
+};
+
+/// Settings of the `zenoh` sink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZenohConfig {
+    /// Where messages go.
+    pub key: Topic,
+    /// A client of a router (`true`) or a peer.
+    pub client: bool,
+    /// Endpoints to connect to.
+    pub connect: Vec<String>,
+    /// Endpoints to listen on.
+    pub listen: Vec<String>,
+    /// Multicast scouting on.
+    pub scouting: bool,
+    /// Messages, buffer, flush.
+    pub sending: Sending,
+}
+
+fn make_zenoh(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
+    let key = p.str("key").unwrap_or("octopipe/{stream}/objects");
+    let key = Topic::parse(key, &['*', '$', '?', '#']).map_err(|e| p.error("key", e))?;
+    let config = ZenohConfig {
+        key,
+        client: p.str("mode") == Some("client"),
+        connect: p.list("connect").unwrap_or_default(),
+        listen: p.list("listen").unwrap_or_default(),
+        scouting: p.bool("scouting").unwrap_or(false),
+        sending: Sending::from_props(p),
+    };
+    if config.connect.is_empty() && config.listen.is_empty() && !config.scouting {
+        return Err(p.error(
+            "connect",
+            "zenoh talks to nobody: give connect=ENDPOINT, listen=ENDPOINT or scouting=true",
+        ));
+    }
+    for (property, endpoints) in [("connect", &config.connect), ("listen", &config.listen)] {
+        if let Some(bad) = endpoints.iter().find(|e| !is_tcp_endpoint(e)) {
+            return Err(p.error(
+                property,
+                format!("'{bad}' is not an endpoint: expected tcp/HOST:PORT (TCP is the transport built in)"),
+            ));
+        }
+    }
+    config.session_config().map_err(|e| p.error("connect", e))?;
+    Ok(Box::new(config))
+}
+
+/// `tcp/HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one).
+fn is_tcp_endpoint(e: &str) -> bool {
+    let Some(address) = e.strip_prefix("tcp/") else {
+        return false;
+    };
+    address
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+}
+
+impl ZenohConfig {
+    /// How the report and errors name the sink: `zenoh KEY`.
+    pub fn name(&self) -> String {
+        format!("zenoh {}", self.key.template())
+    }
+
+    /// The Zenoh session's configuration.
+    fn session_config(&self) -> Result<::zenoh::Config, String> {
+        let mut config = ::zenoh::Config::default();
+        let endpoints = |v: &[String]| serde_json::to_string(v).unwrap_or_default();
+        let mode = if self.client {
+            "\"client\""
+        } else {
+            "\"peer\""
+        };
+        let scouting = if self.scouting { "true" } else { "false" };
+        for (key, value) in [
+            ("mode", mode.to_string()),
+            ("connect/endpoints", endpoints(&self.connect)),
+            ("listen/endpoints", endpoints(&self.listen)),
+            ("scouting/multicast/enabled", scouting.to_string()),
+        ] {
+            config
+                .insert_json5(key, &value)
+                .map_err(|e| format!("{key} {value}: {e}"))?;
+        }
+        Ok(config)
+    }
+}
+
+impl Element for ZenohConfig {
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        Ok(Running::Batches(Box::new(start(*self, ctx.tally.clone())?)))
+    }
+}
+
+/// Open the Zenoh session (it connects to the endpoints given, waiting for what their peers
+/// declared, within Zenoh's own timeouts) and start the thread that puts messages.
+fn start(config: ZenohConfig, tally: Tally) -> Result<BrokerSink<Zenoh>, SinkError> {
+    let name = config.name();
+    let error = |reason: String| SinkError {
+        path: name.clone(),
+        reason,
+    };
+    let session = ::zenoh::open(config.session_config().map_err(error)?)
+        .wait()
+        .map_err(|e| error(format!("cannot open the Zenoh session: {e}")))?;
+    let (tx, rx) = bounded(config.sending.buffer);
+    let delivery = Delivery::new();
+    let put = Put {
+        name: name.clone(),
+        key: config.key.clone(),
+        session,
+        delivery: delivery.clone(),
+    };
+    let held = rx.clone();
+    let thread = thread::Builder::new()
+        .name("octopipe-zenoh".into())
+        .spawn(move || put.drive(rx))
+        .map_err(|e| error(format!("cannot start its thread: {e}")))?;
+    let zenoh = Zenoh {
+        tx: Some(tx),
+        held,
+        thread: Some(thread),
+    };
+    Ok(BrokerSink::new(
+        name,
+        config.sending,
+        delivery,
+        zenoh,
+        tally,
+    ))
+}
+
+/// The `zenoh` sink's transport: a bounded channel (the buffer) to the thread that puts.
+struct Zenoh {
+    tx: Option<Sender<Message>>,
+    /// The buffer's other end, to let go of what is still held when the flush timed out.
+    held: Receiver<Message>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Transport for Zenoh {
+    fn hand(&mut self, m: Message) -> Handed {
+        let Some(tx) = &self.tx else {
+            return Handed::Gone;
+        };
+        match tx.try_send(m) {
+            Ok(()) => Handed::Taken,
+            Err(TrySendError::Full(_)) => Handed::Full,
+            Err(TrySendError::Disconnected(_)) => Handed::Gone,
+        }
+    }
+
+    /// What is still held is not sent (counted: taken, not sent); the thread ends after the
+    /// message it is putting, and closes the session.
+    fn close(&mut self) {
+        while self.held.try_recv().is_ok() {}
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    fn delivered(&self) -> &'static str {
+        "sent"
+    }
+}
+
+/// The thread's side: puts messages, in order, and counts them.
+struct Put {
+    name: String,
+    key: Topic,
+    session: ::zenoh::Session,
+    delivery: Arc<Delivery>,
+}
+
+impl Put {
+    fn drive(self, rx: Receiver<Message>) {
+        for m in rx {
+            let put = self
+                .session
+                .put(self.key.of(m.stream), m.payload)
+                .congestion_control(CongestionControl::Block)
+                .wait();
+            match put {
+                Ok(()) => {
+                    self.delivery.delivered.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(e) => tracing::warn!("{}: put failed: {e}", self.name),
+            }
+        }
+        if let Err(e) = self.session.close().wait() {
+            tracing::debug!("{}: closing the session: {e}", self.name);
+        }
+    }
+}

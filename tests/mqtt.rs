@@ -1,0 +1,212 @@
+//! The `mqtt` sink against a real broker: Debian's mosquitto, started, stopped and started again
+//! by each test on a free 127.0.0.1 port, and a real subscriber (rumqttc) checking every message.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use common::messages::{by_frame, check_content, report_line, run, two_streams};
+use common::mosquitto::{Mosquitto, Subscriber};
+use octopipe::{Outcome, Pipeline};
+
+/// One test at a time: each runs a broker, a pipeline and a subscriber on a 2-core machine.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The report's line of the sink.
+fn delivery_line(outcome: &Outcome, port: u16) -> String {
+    report_line(outcome, &format!("mqtt 127.0.0.1:{port}: "))
+}
+
+#[test]
+fn every_frame_is_one_message_with_its_objects() {
+    let _one = serial();
+    let Some(broker) = Mosquitto::start("every-frame") else {
+        return;
+    };
+    let sub = Subscriber::new(broker.port, "check-every-frame", "octopipe/+/objects");
+    let frames = 150;
+    let pipeline = two_streams(&format!("mqtt port={} qos=1", broker.port));
+    let (outcome, objects) = run(pipeline, frames, |_| {});
+    let line = delivery_line(&outcome, broker.port);
+    assert_eq!(
+        line,
+        format!(
+            "mqtt 127.0.0.1:{}: 300 messages = 300 acknowledged + 0 dropped (buffer full)",
+            broker.port
+        )
+    );
+    let got = sub.collect(Duration::from_secs(5), |g| g.len() >= 300);
+    let messages = by_frame(&got);
+    assert_eq!(messages.len(), 300, "{line}");
+    assert!((0..2).all(|s| (0..frames).all(|k| messages.contains_key(&(s, k)))));
+    check_content(&messages, &objects);
+    // Nothing more comes.
+    assert!(sub.rx.recv_timeout(Duration::from_millis(300)).is_err());
+}
+
+#[test]
+fn per_object_messages_at_qos_0() {
+    let _one = serial();
+    let Some(broker) = Mosquitto::start("per-object") else {
+        return;
+    };
+    let sub = Subscriber::new(broker.port, "check-per-object", "drones/#");
+    let sink = format!(
+        "mqtt port={} qos=0 per=object topic=drones/{{stream}}/boxes",
+        broker.port
+    );
+    let (outcome, objects) = run(two_streams(&sink), 40, |_| {});
+    let total: usize = objects.values().map(Vec::len).sum();
+    assert_eq!(total, 2 * (0..40).map(|k| k % 4).sum::<u64>() as usize);
+    assert!(delivery_line(&outcome, broker.port).ends_with(&format!(
+        "{total} messages = {total} sent + 0 dropped (buffer full)"
+    )));
+    let got = sub.collect(Duration::from_secs(5), |g| g.len() >= total);
+    assert_eq!(got.len(), total);
+    // Each message is the object as jsonl writes it, with the version.
+    let mut want: Vec<serde_json::Value> = objects.into_values().flatten().collect();
+    let mut have: Vec<serde_json::Value> = got
+        .iter()
+        .map(|m| {
+            let mut j = m.json.clone();
+            assert_eq!(j["v"], 1);
+            assert_eq!(m.topic, format!("drones/{}/boxes", j["stream"]));
+            j.as_object_mut().unwrap().remove("v");
+            j
+        })
+        .collect();
+    let key = |j: &serde_json::Value| j.to_string();
+    want.sort_by_key(key);
+    have.sort_by_key(key);
+    assert_eq!(have, want);
+}
+
+#[test]
+fn a_broker_restart_loses_nothing_at_qos_1() {
+    let _one = serial();
+    let Some(mut broker) = Mosquitto::start("restart") else {
+        return;
+    };
+    let sub = Subscriber::new(broker.port, "check-restart", "octopipe/+/objects");
+    let frames = 200;
+    let pipeline = two_streams(&format!("mqtt port={} qos=1 flush-timeout=20", broker.port));
+    let mut slowest = Duration::ZERO;
+    let mut last = Instant::now();
+    let (outcome, objects) = run(pipeline, frames, |k| {
+        // A frame every 10 ms; the broker is away from frame 60 to frame 120.
+        std::thread::sleep(Duration::from_millis(10));
+        match k {
+            60 => broker.stop(),
+            120 => broker.resume(),
+            _ => {}
+        }
+        slowest = slowest.max(last.elapsed());
+        last = Instant::now();
+    });
+    let line = delivery_line(&outcome, broker.port);
+    assert!(
+        line.ends_with("400 messages = 400 acknowledged + 0 dropped (buffer full); 1 reconnect"),
+        "{line}"
+    );
+    // The pipeline never waited for the broker (pushes wait only while the pipeline is busy).
+    assert!(
+        slowest < Duration::from_millis(500),
+        "a push waited {slowest:?}"
+    );
+    let got = sub.collect(Duration::from_secs(10), |g| g.len() >= 400);
+    let messages = by_frame(&got);
+    assert_eq!(messages.len(), 400, "{line}\n{}", broker.log());
+    check_content(&messages, &objects);
+    assert!(sub.rx.recv_timeout(Duration::from_millis(300)).is_err());
+}
+
+#[test]
+fn beyond_its_buffer_the_sink_drops_and_counts() {
+    let _one = serial();
+    let Some(mut broker) = Mosquitto::start("bound") else {
+        return;
+    };
+    let sub = Subscriber::new(broker.port, "check-bound", "octopipe/+/objects");
+    broker.stop();
+    let pipeline = two_streams(&format!(
+        "mqtt port={} qos=1 buffer=20 flush-timeout=20",
+        broker.port
+    ));
+    let start = Instant::now();
+    let (outcome, _) = run(pipeline, 150, |k| {
+        if k == 100 {
+            // The broker comes back after 200 messages: all but what the buffer held are gone.
+            broker.resume();
+        }
+        if k >= 100 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let line = delivery_line(&outcome, broker.port);
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    // mqtt 127.0.0.1:PORT: N messages = A acknowledged + D dropped (buffer full)
+    let (total, acked, dropped) = (numbers[5], numbers[6], numbers[7]);
+    assert_eq!((total, acked + dropped), (300, 300), "{line}");
+    // It never connected before the broker came back: of the first 200 messages, the buffer
+    // held 20.
+    assert!(dropped >= 180, "{line}");
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "the pipeline waited for the broker"
+    );
+    let got = sub.collect(Duration::from_secs(10), |g| g.len() as u64 >= acked);
+    assert_eq!(by_frame(&got).len() as u64, acked, "{line}");
+}
+
+#[test]
+fn a_broker_that_never_comes_is_reported_not_waited_for() {
+    let _one = serial();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let pipeline = two_streams(&format!("mqtt port={port} buffer=50 flush-timeout=0.5"));
+    let start = Instant::now();
+    let (outcome, _) = run(pipeline, 100, |_| {});
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    let line = delivery_line(&outcome, port);
+    assert!(
+        line.contains("200 messages = 0 acknowledged + ")
+            && line.contains(" dropped (buffer full) + ")
+            && line.ends_with(" not acknowledged at the end"),
+        "{line}"
+    );
+    assert_eq!(
+        outcome.report.processed, 200,
+        "the frames themselves went through"
+    );
+}
+
+#[test]
+fn bad_settings_name_the_property() {
+    for (text, words) in [
+        ("mqtt topic=a/+/b", "'+' is a wildcard"),
+        ("mqtt topic=a/{frame}", "only {stream} may stand in braces"),
+        ("mqtt qos=2", "qos must be 0 or 1"),
+        ("mqtt port=0", "port must be an integer from 1 to 65535"),
+        ("mqtt per=batch", "per must be frame or object"),
+    ] {
+        let e = Pipeline::from_description(&format!("app ! {text}"), &HashMap::new())
+            .err()
+            .unwrap_or_else(|| panic!("{text} should be refused"))
+            .to_string();
+        assert!(e.contains(words), "{text}: {e}");
+    }
+}
