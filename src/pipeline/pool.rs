@@ -196,7 +196,7 @@ mod tests {
         let pool = run_workers(
             "pool".into(),
             stages,
-            Inbox::new(vec![in_rx]),
+            Inbox::new(vec![in_rx], None),
             edge,
             0,
             ctl,
