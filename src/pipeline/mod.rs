@@ -6,7 +6,7 @@
 //! source --> boxes --+--> batch --> preprocess --> classify --> sink --> report
 //! ```
 //!
-//! Stage code implements [`Stage`] and never touches a channel: the runner
+//! Stage code implements [`Stage`](crate::stage::Stage) and never touches a channel: the runner
 //! receives, calls `process`, stamps the outputs with the stage's report row and the time, and
 //! sends them on. Every edge is a bounded channel with its [`Queue`] (capacity and policy), so a
 //! slow stage makes the source wait (backpressure) or, live, drops the oldest item (counted).
@@ -19,20 +19,21 @@ mod graph;
 mod paths;
 mod pool;
 mod streams;
+mod threads;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 
 use crate::batch::{CropBatch, Downstream};
 use crate::budget::{Budget, Report, Tally};
 use crate::frame::{Frame, StageSlot};
 use crate::sink::Object;
 use crate::source::{AppSource, AppSourceSettings, FrameSource, StartGate};
-use crate::stage::{Caps, Item, OpenContext, Role, Running, Stage};
+use crate::stage::{Caps, Item, OpenContext, Role, Running};
 use crate::Error;
 
 pub use edge::{
@@ -43,7 +44,8 @@ pub use graph::{Graph, Node};
 pub use paths::{check as check_paths, RunPath};
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
-use edge::{Edge, Inbox, Travels};
+use edge::{Edge, Inbox};
+use threads::{run_source, run_stage, spawn_error};
 
 /// Errors of the runner itself (a graph that cannot run as wired).
 #[derive(Debug, thiserror::Error)]
@@ -683,14 +685,6 @@ struct StageThread {
     working: Arc<AtomicBool>,
 }
 
-/// Run `f` with `working` set: the stage is in its own work.
-fn working<R>(flag: &AtomicBool, f: impl FnOnce() -> R) -> R {
-    flag.store(true, Ordering::Relaxed);
-    let r = f();
-    flag.store(false, Ordering::Relaxed);
-    r
-}
-
 /// Wait for the stage threads to end; after a stop request only until its deadline. Returns
 /// the kinds of the stages still in their own work then (or, if none is, of those still
 /// running); their threads are left to end on their own. A stage that panicked is the run's
@@ -915,156 +909,4 @@ fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
         })
         .collect();
     rx.filter(|r| !r.is_empty()).map(|r| Inbox::new(r, None))
-}
-
-/// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
-/// full (backpressure, no drops); live input never waits: the oldest queued frame is dropped (and
-/// counted) to make room.
-fn run_source(
-    mut source: Box<dyn FrameSource>,
-    edge: Edge<Frame>,
-    slot: StageSlot,
-    ctl: &Control,
-    busy: &AtomicBool,
-    learn: Option<(Arc<Expected>, usize)>,
-    end: &SourceEnd,
-) {
-    let _span =
-        tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
-    let mut first = true;
-    let mut next = source.first_frame();
-    while !ctl.stop.load(Ordering::SeqCst) {
-        match working(busy, || source.next_frame()) {
-            Ok(Some(mut frame)) => {
-                if let (true, Some((expected, i))) = (first, &learn) {
-                    expected.learn(*i, source.as_ref());
-                    first = false;
-                }
-                if frame.seq > next {
-                    lost_before(&frame, frame.seq - next, edge.tally());
-                }
-                next = frame.seq.saturating_add(1);
-                let now = Instant::now();
-                let late = now.saturating_duration_since(frame.times.arrival);
-                if late >= SLOW_CALL {
-                    tracing::debug!(
-                        target: "octopipe::slow",
-                        "{}: frame {} of stream {} came {:.1} ms after it was due",
-                        frame.source,
-                        frame.seq,
-                        frame.stream,
-                        late.as_secs_f64() * 1e3
-                    );
-                }
-                frame.times.mark(slot, now);
-                edge.tally().with(|t| t.add_in(frame.stream));
-                if !edge.send(frame) {
-                    break;
-                }
-            }
-            Ok(None) if end.retire => {
-                end.ended.store(true, Ordering::SeqCst);
-                if let Ok(mut retired) = ctl.retired.lock() {
-                    retired.push(source);
-                    return;
-                }
-                break;
-            }
-            Ok(None) => break,
-            Err(e) => {
-                ctl.fail(e.into());
-                break;
-            }
-        }
-    }
-    source.stop();
-    end.ended.store(true, Ordering::SeqCst);
-}
-
-/// Count and log `lost` frames that the decoder lost just before `frame` (a gap in presentation
-/// time): they never entered, so they are not among the frames in.
-fn lost_before(frame: &Frame, lost: u64, tally: &Tally) {
-    tally.with(|t| t.lose_frames(frame.stream, lost));
-    tracing::warn!(
-        "{}: {lost} frame(s) lost by the decoder (pts gap): frames {}..={} of stream {} are missing before the frame at pts {}",
-        frame.source,
-        frame.seq - lost,
-        frame.seq - 1,
-        frame.stream,
-        frame
-            .pts
-            .map_or("?".to_string(), |p| format!("{:.3} s", p.as_secs_f64())),
-    );
-}
-
-/// A stage call or send at least this long is logged (target `octopipe::slow`, debug level):
-/// where a live pipeline's stalls come from.
-const SLOW_CALL: Duration = Duration::from_millis(10);
-
-/// Log a stage's turn that took long: `work` (its call, after the item came) or `send` (waiting
-/// for room downstream) of its `items` outputs.
-fn slow_call(stage: &str, work: Duration, send: Duration, items: usize) {
-    if work >= SLOW_CALL || send >= SLOW_CALL {
-        tracing::debug!(
-            target: "octopipe::slow",
-            "{stage}: call {:.1} ms, send of {items} item(s) {:.1} ms",
-            work.as_secs_f64() * 1e3,
-            send.as_secs_f64() * 1e3
-        );
-    }
-}
-
-/// Start `stage` on its own thread between `rx` and `tx`.
-fn run_stage<I: Travels, O: Travels>(
-    name: String,
-    mut stage: Box<dyn Stage<I, O>>,
-    mut rx: Inbox<I>,
-    tx: Edge<O>,
-    slot: StageSlot,
-    ctl: Arc<Control>,
-    busy: Arc<AtomicBool>,
-) -> Result<thread::JoinHandle<()>, Error> {
-    let thread_name = name.clone();
-    let stage_name = name.clone();
-    let body = move || {
-        let _span =
-            tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
-        let mut out = Vec::new();
-        let result = (|| -> Result<(), Error> {
-            loop {
-                let got = rx.recv(stage.deadline());
-                let began = Instant::now();
-                match got {
-                    Ok(item) => working(&busy, || stage.process(item, &mut out))?,
-                    Err(RecvTimeoutError::Timeout) => working(&busy, || stage.timeout(&mut out))?,
-                    Err(RecvTimeoutError::Disconnected) => {
-                        working(&busy, || stage.finish(&mut out))?;
-                        tx.send_all(&mut out, slot);
-                        return Ok(());
-                    }
-                }
-                let worked = Instant::now();
-                let items = out.len();
-                if !tx.send_all(&mut out, slot) {
-                    return Ok(());
-                }
-                slow_call(&stage_name, worked - began, worked.elapsed(), items);
-            }
-        })();
-        if let Err(e) = result {
-            ctl.fail(e);
-        }
-    };
-    thread::Builder::new()
-        .name(thread_name)
-        .spawn(body)
-        .map_err(|e| spawn_error(&name, e))
-}
-
-fn spawn_error(name: &str, e: std::io::Error) -> Error {
-    PipelineError::Spawn {
-        stage: name.to_string(),
-        reason: e.to_string(),
-    }
-    .into()
 }

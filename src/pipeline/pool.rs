@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::edge::{Edge, Inbox};
-use super::{slow_call, spawn_error, Control};
+use super::threads::{slow_call, spawn_error};
+use super::Control;
 use crate::batch::CropBatch;
 use crate::frame::StageSlot;
 use crate::stage::Stage;
