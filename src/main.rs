@@ -236,6 +236,10 @@ struct PipelineArgs {
     /// Runtime threads): for the CPU execution provider.
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// `preprocess gather=auto|host|device` of the CUDA backend: crop rectangles pulled by the
+    /// GPU from page-locked frames, or gathered on the host (default: auto).
+    #[arg(long, value_parser = ["auto", "host", "device"])]
+    gather: Option<String>,
     /// Video width (small values keep tests fast).
     #[arg(long, default_value_t = 1920, hide = true)]
     width: u32,
@@ -490,6 +494,7 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
         keep_video: args.keep_video,
         devices: args.devices,
         workers: args.workers,
+        gather: args.gather,
         ..PipelineBenchOptions::new(clip, model)
     };
     let table = bench::pipeline::pipeline(&opts, &mut |line| eprintln!("{line}"))?;

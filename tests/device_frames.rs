@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, DevicePtr};
 use octopipe::batch::CropBatch;
-use octopipe::frame::{DeviceFrame, Frame, PixelFormat, PooledBuf};
+use octopipe::frame::{BufferPool, DeviceFrame, Frame, PixelFormat, PooledBuf};
 use octopipe::preprocess::cpu::CpuBackend;
 use octopipe::preprocess::cuda::{self, CudaBackend};
 use octopipe::preprocess::{Backend, Interpolation, PreprocessConfig, PreprocessError};
@@ -276,4 +276,59 @@ fn device_output_leaves_the_tensor_on_the_gpu() {
             d.len
         );
     }
+}
+
+/// A page-locked pool needs a GPU and says why not; on a GPU its buffers are page-locked (the
+/// CUDA driver knows them), hold what was written, and come back to the pool for reuse.
+#[test]
+fn a_page_locked_pool_gives_page_locked_buffers_or_says_why() {
+    let pool = match BufferPool::page_locked(0) {
+        Ok(pool) => pool,
+        Err(why) => {
+            assert!(
+                cuda::available().is_err(),
+                "a GPU is here, yet no page-locked pool: {why}"
+            );
+            assert!(!why.is_empty());
+            eprintln!("SKIPPED the GPU half: no page-locked pool ({why})");
+            return;
+        }
+    };
+    assert!(pool.is_page_locked());
+    let len = 1920 * 1080 * 3 / 2;
+    let mut a = pool.take(len);
+    assert!(a.is_page_locked() && a.len() == len);
+    a.iter_mut().enumerate().for_each(|(i, v)| *v = i as u8);
+    assert!(a.iter().enumerate().all(|(i, v)| *v == i as u8));
+    let ptr = a.as_ptr();
+    let mut attr = cudarc::driver::sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_POINTER;
+    let mut dev: cudarc::driver::sys::CUdeviceptr = 0;
+    let mut out = [(&mut dev as *mut cudarc::driver::sys::CUdeviceptr).cast::<std::ffi::c_void>()];
+    let ctx = CudaContext::new(0).unwrap();
+    ctx.bind_to_thread().unwrap();
+    // SAFETY: one attribute written to `dev`; the host address is only looked up.
+    unsafe {
+        cudarc::driver::sys::cuPointerGetAttributes(1, &mut attr, out.as_mut_ptr(), ptr as u64)
+            .result()
+            .unwrap();
+    }
+    assert_ne!(dev, 0, "the driver does not know the buffer as page-locked");
+    drop(a);
+    assert_eq!(pool.idle(), 1);
+    // A frame of the same size or smaller reuses the buffer; a larger one gets a new one.
+    let b = pool.take(len - 100);
+    assert_eq!((b.as_ptr(), b.len(), pool.idle()), (ptr, len - 100, 0));
+    drop(b);
+    let c = pool.take(len + 1);
+    assert!(c.is_page_locked() && c.len() == len + 1);
+    let frame = Frame::new(
+        0,
+        0,
+        "cam",
+        octopipe::frame::FrameLayout::packed(PixelFormat::I420, 1920, 1080),
+        octopipe::frame::Colorimetry::default(),
+        c,
+    );
+    assert!(frame.is_page_locked());
+    assert!(!host_frame(PixelFormat::I420, 64, 48, 1).is_page_locked());
 }

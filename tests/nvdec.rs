@@ -5,7 +5,8 @@
 //! `decoder=nvdec` without NVDEC is an error naming the input. On a GPU with NVDEC
 //! (`scripts/device-nvdec.sh`): the tensors of `decoder=nvdec` equal those of `decoder=cpu`
 //! through `preprocess backend=cuda`, frames are device frames, and the decoder's pool does not
-//! grow. GPU tests say why they skip.
+//! grow; CPU-decoded frames land in page-locked buffers the GPU gathers crops from, with the
+//! tensors of the host gather. GPU tests say why they skip.
 
 mod common;
 
@@ -217,11 +218,11 @@ fn nvdec_without_nvdec_is_an_error_naming_the_input() {
     );
 }
 
-/// (frame, crop) -> the crop's tensor values, of every batch of `description`.
-fn crop_tensors(
-    description: &str,
-    vars: &HashMap<String, String>,
-) -> HashMap<(u64, usize), Vec<f32>> {
+/// (frame, crop) -> the crop's tensor values.
+type Crops = HashMap<(u64, usize), Vec<f32>>;
+
+/// The crops of every batch of `description`, and the report's extra lines.
+fn crop_tensors(description: &str, vars: &HashMap<String, String>) -> (Crops, Vec<String>) {
     let mut pipeline = Pipeline::from_description(description, vars).unwrap();
     let batches = pipeline.batches(64);
     let run = std::thread::spawn(move || pipeline.run());
@@ -244,7 +245,7 @@ fn crop_tensors(
             );
         }
     }
-    crops
+    (crops, outcome.report.extra)
 }
 
 #[test]
@@ -267,6 +268,7 @@ fn nvdec_tensors_equal_cpu_decoding_through_the_cuda_kernel() {
             ),
             &vars,
         )
+        .0
     };
     let gpu = run("nvdec");
     let cpu = run("cpu");
@@ -293,6 +295,67 @@ fn nvdec_tensors_equal_cpu_decoding_through_the_cuda_kernel() {
         cpu.len()
     );
     assert!(worst <= 1e-5, "largest difference {worst}");
+}
+
+/// CPU decoding on a GPU host: the source copies its frames into page-locked pooled buffers
+/// (a CUDA preprocess stage downstream), the GPU pulls every crop's rectangle straight out of
+/// them (`gather=auto`), and the tensors are bit for bit those of the host gather
+/// (`gather=host`, pageable frames); the report counts the batches gathered on the GPU.
+#[test]
+fn cpu_decoded_frames_are_page_locked_and_the_gpu_gathers_their_crops() {
+    let test = "cpu_decoded_frames_are_page_locked_and_the_gpu_gathers_their_crops";
+    if !common::gpu(test) || !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly") {
+        return;
+    }
+    let dir = common::temp_dir("page-locked");
+    let path = h264(&dir, 1920, 1080, 45);
+    let run = |gather: &str| {
+        let vars = HashMap::from([
+            ("file".to_string(), path.display().to_string()),
+            ("out".to_string(), dir.join(gather).display().to_string()),
+        ]);
+        crop_tensors(
+            &format!(
+                "media location=${{file}} decoder=cpu ! boxes format=synthetic count=28 \
+                 ! batch max-frames=4 max-crops=112 \
+                 ! preprocess backend=cuda gather={gather} \
+                 ! tensors location=${{out}}"
+            ),
+            &vars,
+        )
+    };
+    let (host, host_lines) = run("host");
+    assert!(!host.is_empty());
+    let summary = |lines: &[String]| {
+        lines
+            .iter()
+            .find(|l| l.starts_with("preprocess on cuda:0: "))
+            .cloned()
+            .unwrap_or_else(|| panic!("no preprocess summary in {lines:?}"))
+    };
+    // "preprocess on cuda:0: X of Y batches' crop rectangles pulled by the GPU ...": (X, Y).
+    let counts = |line: &str| -> (u64, u64) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        (words[3].parse().unwrap(), words[5].parse().unwrap())
+    };
+    assert_eq!(counts(&summary(&host_lines)).0, 0, "{host_lines:?}");
+    for gather in ["auto", "device"] {
+        let (gpu, lines) = run(gather);
+        let line = summary(&lines);
+        eprintln!("{test}: gather={gather}: {line}");
+        let (gathered, batches) = counts(&line);
+        assert!(batches > 0 && gathered == batches, "{line}");
+        assert_eq!(gpu.len(), host.len());
+        for (key, values) in &host {
+            let got = &gpu[key];
+            assert!(
+                got.iter()
+                    .zip(values)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "gather={gather}: crop {key:?} differs from the host gather"
+            );
+        }
+    }
 }
 
 #[test]

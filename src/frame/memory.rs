@@ -1,32 +1,83 @@
-//! Where a frame's planes live: pooled host buffers, or CUDA device memory owned by its producer.
+//! Where a frame's planes live: pooled host buffers (pageable, or page-locked so that a GPU
+//! reads them in place), or CUDA device memory owned by its producer.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use cudarc::driver::{sys, CudaContext, PinnedHostSlice};
+
 /// A free list of byte buffers; buffers taken from it come back when dropped.
+///
+/// A pool is pageable ([`BufferPool::new`]) or page-locked ([`BufferPool::page_locked`]): its
+/// buffers then come from `cuMemHostAlloc` (portable and mapped: every GPU of the host reads
+/// them over PCIe in place, so the CUDA preprocess backend pulls crop rectangles straight out of
+/// the frames instead of gathering them on the host first). Page-locked memory is a scarce
+/// resource of the host, which is why it is pooled: a source's buffers are allocated while the
+/// pipeline fills and reused after.
 #[derive(Clone, Default)]
 pub struct BufferPool {
-    free: Arc<Mutex<Vec<Vec<u8>>>>,
+    free: Arc<Mutex<Vec<Bytes>>>,
+    /// The context page-locked buffers are allocated in; `None` for a pageable pool.
+    locked: Option<Arc<CudaContext>>,
 }
 
 impl BufferPool {
-    /// An empty pool.
+    /// An empty pageable pool.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// An empty page-locked pool allocating through CUDA device `device`'s primary context (the
+    /// buffers are portable: any GPU reads them). Errors, saying why, where there is no usable
+    /// CUDA device.
+    pub fn page_locked(device: usize) -> Result<Self, String> {
+        // SAFETY: only tries to dlopen libcuda by its usual names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err("libcuda.so not found (no NVIDIA driver)".into());
+        }
+        let ctx = CudaContext::new(device).map_err(|e| format!("cuda:{device}: {e:?}"))?;
+        Ok(BufferPool {
+            free: Arc::default(),
+            locked: Some(ctx),
+        })
+    }
+
+    /// Whether this pool's buffers are page-locked.
+    pub fn is_page_locked(&self) -> bool {
+        self.locked.is_some()
+    }
+
     /// A buffer of exactly `len` bytes (contents unspecified), reused from the pool when possible.
+    /// A page-locked pool that cannot allocate (the host is out of page-locked memory) gives a
+    /// pageable buffer instead, with one warning.
     pub fn take(&self, len: usize) -> PooledBuf {
-        let mut data = self
-            .free
-            .lock()
-            .map(|mut f| f.pop())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        data.resize(len, 0);
+        let reused = self.free.lock().ok().and_then(|mut f| f.pop());
+        let bytes = match (reused, &self.locked) {
+            (Some(Bytes::Locked(mut l)), _) if l.mem.len() >= len => {
+                l.len = len;
+                Bytes::Locked(l)
+            }
+            (_, Some(ctx)) => match Locked::alloc(ctx, len) {
+                Ok(l) => Bytes::Locked(l),
+                Err(e) => {
+                    static WARNED: std::sync::Once = std::sync::Once::new();
+                    WARNED.call_once(|| {
+                        tracing::warn!(
+                            "page-locked frame buffer of {len} bytes not allocated ({e}): \
+                             pageable frames from here on where it fails"
+                        )
+                    });
+                    Bytes::Heap(vec![0; len])
+                }
+            },
+            (Some(Bytes::Heap(mut data)), None) => {
+                data.resize(len, 0);
+                Bytes::Heap(data)
+            }
+            (_, None) => Bytes::Heap(vec![0; len]),
+        };
         PooledBuf {
-            data,
+            bytes,
             pool: Some(self.clone()),
         }
     }
@@ -37,29 +88,79 @@ impl BufferPool {
     }
 }
 
+/// A buffer's memory.
+enum Bytes {
+    Heap(Vec<u8>),
+    Locked(Locked),
+}
+
+/// Page-locked bytes: the first `len` of `mem`, at `ptr`.
+struct Locked {
+    mem: PinnedHostSlice<u8>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: `ptr` points into `mem` (which is `Send + Sync`) and is only dereferenced through
+// `&self` / `&mut self` of the owning `PooledBuf`.
+unsafe impl Send for Locked {}
+// SAFETY: as above.
+unsafe impl Sync for Locked {}
+
+impl Locked {
+    /// `len` zeroed page-locked bytes, portable (pinned for every context) and mapped (readable
+    /// by the GPUs in place); never write-combined, since the CPU reads frames too.
+    fn alloc(ctx: &Arc<CudaContext>, len: usize) -> Result<Locked, String> {
+        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
+        // SAFETY: the memory is zeroed below before anything reads it.
+        let mut mem = unsafe { ctx.alloc_pinned_with_flags::<u8>(len.max(1), flags) }
+            .map_err(|e| format!("{e:?}"))?;
+        let ptr = mem.as_mut_ptr().map_err(|e| format!("{e:?}"))?;
+        // SAFETY: `ptr` is the start of `mem`'s `mem.len()` bytes, owned here.
+        unsafe { std::ptr::write_bytes(ptr, 0, mem.len()) };
+        Ok(Locked { mem, ptr, len })
+    }
+}
+
 /// Bytes owned by a frame; returned to their [`BufferPool`] on drop.
 pub struct PooledBuf {
-    data: Vec<u8>,
+    bytes: Bytes,
     pool: Option<BufferPool>,
 }
 
 impl PooledBuf {
-    /// A buffer that belongs to no pool.
+    /// A pageable buffer that belongs to no pool.
     pub fn unpooled(data: Vec<u8>) -> Self {
-        PooledBuf { data, pool: None }
+        PooledBuf {
+            bytes: Bytes::Heap(data),
+            pool: None,
+        }
+    }
+
+    /// Whether the bytes are page-locked host memory (from a [`BufferPool::page_locked`] pool).
+    pub fn is_page_locked(&self) -> bool {
+        matches!(self.bytes, Bytes::Locked(_))
     }
 }
 
 impl std::ops::Deref for PooledBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.data
+        match &self.bytes {
+            Bytes::Heap(v) => v,
+            // SAFETY: `ptr` starts `len` initialized bytes of `mem`, alive as long as `self`.
+            Bytes::Locked(l) => unsafe { std::slice::from_raw_parts(l.ptr, l.len) },
+        }
     }
 }
 
 impl std::ops::DerefMut for PooledBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.data
+        match &mut self.bytes {
+            Bytes::Heap(v) => v,
+            // SAFETY: as in `deref`, borrowed mutably through `self`.
+            Bytes::Locked(l) => unsafe { std::slice::from_raw_parts_mut(l.ptr, l.len) },
+        }
     }
 }
 
@@ -67,7 +168,7 @@ impl Drop for PooledBuf {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
             if let Ok(mut free) = pool.free.lock() {
-                free.push(std::mem::take(&mut self.data));
+                free.push(std::mem::replace(&mut self.bytes, Bytes::Heap(Vec::new())));
             }
         }
     }
@@ -75,7 +176,12 @@ impl Drop for PooledBuf {
 
 impl fmt::Debug for PooledBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PooledBuf({} bytes)", self.data.len())
+        let kind = if self.is_page_locked() {
+            ", page-locked"
+        } else {
+            ""
+        };
+        write!(f, "PooledBuf({} bytes{kind})", self.len())
     }
 }
 

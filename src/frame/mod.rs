@@ -246,6 +246,11 @@ impl Frame {
         self.planes.as_deref().and_then(Planes::host)
     }
 
+    /// Whether the frame holds its planes in page-locked host memory (a GPU reads them in place).
+    pub fn is_page_locked(&self) -> bool {
+        matches!(self.planes.as_deref(), Some(Planes::Host(b)) if b.is_page_locked())
+    }
+
     /// Where the planes are, if still held.
     pub fn memory(&self) -> Option<Memory> {
         self.planes.as_deref().map(Planes::memory)

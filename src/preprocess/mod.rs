@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::batch::CropBatch;
+use crate::budget::Tally;
 use crate::describe::DescribeError;
 use crate::stage::{
     Caps, Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
@@ -136,6 +137,32 @@ pub struct PreprocessConfig {
     pub device_output: bool,
     /// The CUDA device the CUDA backend runs on.
     pub device: usize,
+    /// How the CUDA backend takes crop rectangles out of host frames.
+    pub gather: Gather,
+}
+
+/// How the CUDA backend takes each crop's rectangle out of a host frame (`gather`). With `auto`
+/// or `device`, the pipeline's sources decode into page-locked pooled buffers, which the GPU
+/// reads in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Gather {
+    /// The GPU pulls the rectangles when every frame of the batch is page-locked, else the host
+    /// gathers them.
+    #[default]
+    Auto,
+    /// The host copies the rectangles' rows into one staging buffer, uploaded with one copy.
+    Host,
+    /// The GPU pulls the rectangles (`kernels/gather.cu`); a frame that is not page-locked is an
+    /// error naming it.
+    Device,
+}
+
+impl PreprocessConfig {
+    /// The device whose context allocates page-locked frames for this stage, when its frames
+    /// should be page-locked: a CUDA (or auto) backend that may gather on the GPU.
+    pub fn page_locked_frames(&self) -> Option<usize> {
+        (self.backend != BackendKind::Cpu && self.gather != Gather::Host).then_some(self.device)
+    }
 }
 
 impl Default for PreprocessConfig {
@@ -154,6 +181,7 @@ impl Default for PreprocessConfig {
             dtype: DType::F32,
             device_output: false,
             device: 0,
+            gather: Gather::Auto,
         }
     }
 }
@@ -313,6 +341,10 @@ pub trait Backend: Send {
     /// Write every crop's output into `batch.tensor` (resized to `batch.tensor_len(3)`), or for
     /// [`DType::F16`] into `batch.tensor_f16` (and `batch.tensor` cleared).
     fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError>;
+    /// A line for the run's report on how the batches ran, if the backend has one to give.
+    fn summary(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The backend `config.backend` asks for. `Auto` takes CUDA when a GPU is usable and otherwise
@@ -409,6 +441,10 @@ impl Backend for GpuWithFallback {
             ))),
             other => other,
         }
+    }
+
+    fn summary(&self) -> Option<String> {
+        self.gpu.summary()
     }
 }
 
@@ -509,16 +545,28 @@ pub fn validate(batch: &CropBatch) -> Result<(), PreprocessError> {
     Ok(())
 }
 
-/// The preprocess stage at run time: the backend, and whether frames keep their pixels after it.
-struct PreprocessStage(Box<dyn Backend>, Arc<AtomicBool>);
+/// The preprocess stage at run time: the backend, whether frames keep their pixels after it,
+/// and the report its summary goes to at the end.
+struct PreprocessStage {
+    backend: Box<dyn Backend>,
+    keep_pixels: Arc<AtomicBool>,
+    tally: Tally,
+}
 
 impl Stage<CropBatch, CropBatch> for PreprocessStage {
     fn process(&mut self, mut batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        self.0.run(&mut batch)?;
-        if !self.1.load(Ordering::Relaxed) {
+        self.backend.run(&mut batch)?;
+        if !self.keep_pixels.load(Ordering::Relaxed) {
             batch.release_pixels();
         }
         out.push(batch);
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        if let Some(line) = self.backend.summary() {
+            self.tally.with(|t| t.add_line(line));
+        }
         Ok(())
     }
 }
@@ -537,10 +585,11 @@ impl Element for PreprocessConfig {
         let line = format!("preprocess backend: {}", backend.name());
         ctx.tally.with(|t| t.add_line(line));
         ctx.caps.preprocess = Some(config);
-        Ok(Running::Batches(Box::new(PreprocessStage(
+        Ok(Running::Batches(Box::new(PreprocessStage {
             backend,
-            ctx.keep_pixels.clone(),
-        ))))
+            keep_pixels: ctx.keep_pixels.clone(),
+            tally: ctx.tally.clone(),
+        })))
     }
 }
 
@@ -604,6 +653,12 @@ pub const PREPROCESS: StageDecl = StageDecl {
             "0",
             "the GPU the CUDA backend runs on (its frames and tensor in that GPU's memory)",
         ),
+        PropSpec::new(
+            "gather",
+            PropType::Choice(&["auto", "host", "device"]),
+            "auto",
+            "CUDA backend: crop rectangles pulled by the GPU from page-locked frames (the sources then decode into page-locked buffers), or gathered on the host (auto: the GPU when the frames are page-locked)",
+        ),
         BACKEND_PROP,
         THREADS_PROP,
         PropSpec::new(
@@ -630,6 +685,12 @@ pub const PREPROCESS: StageDecl = StageDecl {
 
 fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     let d = PreprocessConfig::default();
+    if p.str("gather") == Some("device") && p.str("backend") == Some("cpu") {
+        return Err(p.error(
+            "gather",
+            "preprocess: gather=device is the CUDA backend's: use backend=cuda (or auto)",
+        ));
+    }
     Ok(Box::new(PreprocessConfig {
         size: p.size("size"),
         mean: p.floats3("mean").unwrap_or(d.mean),
@@ -657,6 +718,11 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         letterbox: p.float("letterbox").map(|v| v as f32),
         device_output: p.str("memory") == Some("device"),
         device: p.usize("device").unwrap_or(d.device),
+        gather: match p.str("gather") {
+            Some("host") => Gather::Host,
+            Some("device") => Gather::Device,
+            _ => Gather::Auto,
+        },
     }))
 }
 

@@ -58,7 +58,10 @@ use std::time::Duration;
 use crate::describe::DescribeError;
 use crate::frame::{BufferPool, Frame, PixelFormat};
 use crate::pipeline::RunPath;
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
+use crate::preprocess::PreprocessConfig;
+use crate::stage::{
+    Caps, Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl,
+};
 use crate::Error;
 use pace::{Joined, Paced};
 use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOUT_ACTION};
@@ -358,7 +361,7 @@ impl Element for SourceConfig {
         if let (Some(j), SourceKind::Test { num_buffers, .. }) = (&joined, &mut config.kind) {
             *num_buffers = num_buffers.saturating_sub(u32::try_from(j.first).unwrap_or(u32::MAX));
         }
-        let mut source = GstSource::open(&config, BufferPool::new())?;
+        let mut source = GstSource::open(&config, host_pool(&config, ctx.caps))?;
         source.report_to(ctx.tally.clone());
         let source: Box<dyn FrameSource> = Box::new(source);
         Ok(Running::Source(if config.paced() {
@@ -389,6 +392,26 @@ impl Element for SourceConfig {
             // A launch fragment's own file elements are not looked into.
             SourceKind::Launch { .. } | SourceKind::Test { .. } => Vec::new(),
         }
+    }
+}
+
+/// The pool a source's host frames are copied into: page-locked when a CUDA preprocess stage
+/// downstream may pull crop rectangles straight out of them (`preprocess gather=auto|device`),
+/// and the source may give host frames (not `decoder=nvdec`); pageable otherwise, or where
+/// page-locked memory cannot be had (one debug line says why; with `gather=device` the
+/// preprocess stage then names the frame).
+fn host_pool(config: &SourceConfig, caps: &Caps) -> BufferPool {
+    let device = caps
+        .preprocess
+        .as_ref()
+        .and_then(PreprocessConfig::page_locked_frames);
+    match device {
+        Some(device) if config.decoder != Decoder::Nvdec => BufferPool::page_locked(device)
+            .unwrap_or_else(|why| {
+                tracing::debug!("{}: pageable frames: {why}", config.describe());
+                BufferPool::new()
+            }),
+        _ => BufferPool::new(),
     }
 }
 

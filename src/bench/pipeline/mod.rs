@@ -134,6 +134,8 @@ pub struct PipelineBenchOptions {
     /// Classifiers per chain (`classify workers=`; above 1 each gets its share of the cores as
     /// ONNX Runtime threads).
     pub workers: usize,
+    /// `preprocess gather=` of the CUDA backend (`None`: its default, auto).
+    pub gather: Option<String>,
 }
 
 impl PipelineBenchOptions {
@@ -156,6 +158,7 @@ impl PipelineBenchOptions {
             keep_video: None,
             devices: Vec::new(),
             workers: 1,
+            gather: None,
         }
     }
 
@@ -240,6 +243,8 @@ pub struct RunSpec {
     pub devices: Vec<usize>,
     /// Classifiers per chain (`classify workers=`).
     pub workers: usize,
+    /// `preprocess gather=` of the CUDA backend (`None`: not written).
+    pub gather: Option<String>,
 }
 
 /// The description of one run, with `${video}` and `${model}` for the paths (as `octopipe run
@@ -279,6 +284,9 @@ pub fn description(spec: &RunSpec) -> String {
         let mut pre = format!("  ! preprocess backend={}", spec.backend.name());
         if spec.backend == Compute::Cuda && spec.ep == Compute::Cuda {
             pre.push_str(" memory=device");
+        }
+        if let (Some(gather), Compute::Cuda) = (&spec.gather, spec.backend) {
+            let _ = write!(pre, " gather={gather}");
         }
         let mut classify = format!(
             "  ! classify model=${{model}} ep={} max-batch={crops} labels={LABELS}",
@@ -456,6 +464,7 @@ pub fn pipeline(
                     boxes: opts.boxes,
                     batch_frames: opts.batch_frames,
                     workers: opts.workers,
+                    gather: opts.gather.clone(),
                     live: opts.live,
                     devices: opts.devices.clone(),
                 });
@@ -682,6 +691,7 @@ mod tests {
             live: false,
             devices: Vec::new(),
             workers: 1,
+            gather: None,
         }
     }
 

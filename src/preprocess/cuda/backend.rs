@@ -11,7 +11,7 @@ use super::upload::{HostFrame, UploadMode};
 use super::CudaError;
 use crate::batch::CropBatch;
 use crate::frame::{Frame, Planes};
-use crate::preprocess::{validate, Backend, DType, PreprocessConfig, PreprocessError};
+use crate::preprocess::{validate, Backend, DType, Gather, PreprocessConfig, PreprocessError};
 use crate::tensor::TensorData;
 
 /// The CUDA preprocess backend: strategy C (the bilinear fast path of `octopus.cu`, or
@@ -45,6 +45,9 @@ pub struct CudaBackend {
     /// default: the extra host copy out of the pinned buffer costs more than pinning saves (see
     /// docs/gpu-notes.md); it pays only once the consumer reads the pinned buffer itself.
     pub pinned_output: bool,
+    /// Batches run, and those whose crop rectangles the GPU pulled from page-locked frames.
+    batches: u64,
+    gathered: u64,
 }
 
 impl CudaBackend {
@@ -62,6 +65,8 @@ impl CudaBackend {
             in_flight: None,
             next_slot: 0,
             pinned_output: false,
+            batches: 0,
+            gathered: 0,
         })
     }
 
@@ -177,13 +182,14 @@ impl CudaBackend {
 
 /// Queue on `e` the upload of `batch`'s frames (whole, rows or crop rectangles, see
 /// [`UploadMode::Auto`]) and metadata, and the kernel writing its tensor into the engine's device
-/// output. `store` is an empty vector whose buffer is reused for the frame list.
+/// output. `store` is an empty vector whose buffer is reused for the frame list. Returns whether
+/// the GPU pulled the crop rectangles from page-locked frames.
 fn enqueue(
     e: &mut Engine,
     config: &PreprocessConfig,
     store: &mut Vec<HostFrame<'static>>,
     batch: &CropBatch,
-) -> Result<(), CudaError> {
+) -> Result<bool, CudaError> {
     // The frame list borrows the batch; its (empty) vector is kept between batches: collecting
     // an empty vector into one of a same-layout type reuses its buffer, so steady state does
     // not allocate.
@@ -201,13 +207,29 @@ fn enqueue(
             e.after_stream(d.stream)?;
         }
     }
+    // Page-locked frames: the GPU pulls the crop rectangles itself (`gather=auto|device`).
+    let locked = batch.frames.iter().all(Frame::is_page_locked);
+    let on_gpu = match config.gather {
+        Gather::Host => false,
+        Gather::Auto => locked,
+        Gather::Device => true,
+    };
+    // SAFETY: with `on_gpu`, every frame is page-locked (checked by the upload: an error naming
+    // the frame otherwise) and the batch holding it outlives the gather: `run` waits for the
+    // stream (or `frames_read`) before returning, `submit` keeps the batch until `complete`.
+    unsafe { e.set_device_gather(on_gpu) };
+    let mode = if config.gather == Gather::Device {
+        UploadMode::Rects
+    } else {
+        UploadMode::Auto
+    };
     let frames: Vec<HostFrame<'static>> = std::mem::take(store);
     let mut local: Vec<HostFrame<'_>> = frames.into_iter().map(|_| unreachable!()).collect();
     local.extend(batch.frames.iter().map(HostFrame::of));
-    let uploaded = e.upload_frames(&local, &batch.crops, UploadMode::Auto);
+    let uploaded = e.upload_frames(&local, &batch.crops, mode);
     local.clear();
     *store = local.into_iter().map(|_| unreachable!()).collect();
-    uploaded?;
+    let stats = uploaded?;
     e.upload_meta(&batch.crops, &batch.blocks)?;
     let len = batch.tensor_len(3);
     let per_block = batch
@@ -232,7 +254,7 @@ fn enqueue(
             batch.tile_pixels,
             threads,
             len,
-        )
+        )?;
     } else {
         e.launch_resample(
             config.interpolation,
@@ -244,13 +266,24 @@ fn enqueue(
             batch.tile_pixels,
             threads,
             len,
-        )
+        )?;
     }
+    Ok(stats.device_rects > 0)
 }
 
 impl Backend for CudaBackend {
     fn name(&self) -> &'static str {
         "cuda"
+    }
+
+    fn summary(&self) -> Option<String> {
+        (self.batches > 0).then(|| {
+            format!(
+                "preprocess on cuda:{}: {} of {} batches' crop rectangles pulled by the GPU from \
+                 page-locked frames",
+                self.config.device, self.gathered, self.batches
+            )
+        })
     }
 
     fn run(&mut self, batch: &mut CropBatch) -> Result<(), PreprocessError> {
@@ -270,15 +303,18 @@ impl Backend for CudaBackend {
                 let ty = if f16 { OutType::F16 } else { OutType::F32 };
                 e.reserve_output(ty, len / n * n.next_power_of_two().max(8))?;
             }
-            enqueue(e, &self.config, &mut self.frames, batch)?;
+            self.batches += 1;
+            self.gathered += u64::from(enqueue(e, &self.config, &mut self.frames, batch)?);
             if self.config.device_output {
                 let ty = if f16 { OutType::F16 } else { OutType::F32 };
                 batch.tensor.data = TensorData::Device(e.take_output(ty, len)?);
-                // Device frames go back to their producer (a decoder's pool) when the stage
-                // releases them, right after this: the kernel must have read them by then.
-                let on_device =
-                    |f: &Frame| f.planes.as_deref().is_some_and(|p| p.device().is_some());
-                if batch.frames.iter().any(on_device) {
+                // Device frames go back to their producer (a decoder's pool), page-locked ones
+                // to their source's pool, when the stage releases them, right after this: the
+                // kernel, copies and gather must have read them by then.
+                let read_later = |f: &Frame| {
+                    f.is_page_locked() || f.planes.as_deref().is_some_and(|p| p.device().is_some())
+                };
+                if batch.frames.iter().any(read_later) {
                     e.stream.synchronize()?;
                 }
                 return Ok(());
