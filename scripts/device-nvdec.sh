@@ -26,7 +26,7 @@ mkdir -p "$OUT"
 tar -C /tmp -xJf $D/gst.tar.xz
 . /tmp/gst/env.sh
 export OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels RUST_BACKTRACE=1
-tests="nvdec_tensors_equal_cpu_decoding_through_the_cuda_kernel nvdec_frames_are_device_frames_and_the_pool_does_not_grow"
+tests="nvdec_tensors_equal_cpu_decoding_through_the_cuda_kernel nvdec_frames_are_device_frames_and_the_pool_does_not_grow cpu_decoded_frames_are_page_locked_and_the_gpu_gathers_their_crops"
 {
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     gst-inspect-1.0 nvh264dec | grep -E "Long-name|Rank" || echo "nvh264dec is not registered"
