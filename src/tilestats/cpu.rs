@@ -173,14 +173,9 @@ mod tests {
     fn the_portable_and_the_dispatched_sums_are_the_same() {
         for format in [PixelFormat::Gray16, PixelFormat::I420, PixelFormat::Bgra] {
             let layout = FrameLayout::packed(format, 301, 203);
-            let mut x = 7u64;
+            let mut rng = crate::rng::Rng::new(7);
             let data: Vec<u8> = (0..layout.size())
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    (x >> 24) as u8
-                })
+                .map(|_| (rng.next_u64() >> 24) as u8)
                 .collect();
             let frame = Frame::new(
                 0,
