@@ -36,7 +36,12 @@ pub fn build(desc: &Description) -> Result<Graph, DescribeError> {
 /// devices), so every check below applies to each GPU's chain.
 pub fn build_with(desc: &Description, registry: &Registry) -> Result<Graph, DescribeError> {
     let desc = expand_devices(desc, registry, &super::devices::cuda_devices)?;
-    assemble(&desc, registry, chains(&desc, registry, Shape::Whole)?, true)
+    assemble(
+        &desc,
+        registry,
+        chains(&desc, registry, Shape::Whole)?,
+        true,
+    )
 }
 
 /// Like [`build_with`], for a pipeline that takes streams while it runs

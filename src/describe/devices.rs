@@ -109,7 +109,10 @@ fn devices(
     let bad = |why: String| {
         desc.error(
             prop.value_span,
-            format!("batch: devices must be {ACCEPTED}, found '{}'{why}", prop.value),
+            format!(
+                "batch: devices must be {ACCEPTED}, found '{}'{why}",
+                prop.value
+            ),
         )
     };
     let mut list = Vec::new();
@@ -196,7 +199,9 @@ fn expand(
                 .filter(|&o| o != home || !prefix.is_empty())
                 .find(|&o| {
                     let stages = if o == home { &prefix } else { &chains[o] };
-                    stages.iter().any(|s| name_of(s) == Some(target.kind.as_str()))
+                    stages
+                        .iter()
+                        .any(|s| name_of(s) == Some(target.kind.as_str()))
                 })
                 .and_then(|o| stream[o]);
         }
