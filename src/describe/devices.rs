@@ -152,7 +152,7 @@ fn expand(
     let split = at - chains[..home].iter().map(Vec::len).sum::<usize>();
     if devices.is_empty() {
         tracing::info!(
-            "{}: batch devices=all: no CUDA GPU here, the batch stage and the stages after it run once",
+            "{}: batch devices=all: no CUDA GPU here, so the pipeline runs as one chain",
             desc.origin
         );
         chains[home][split].props.retain(|p| p.key != DEVICES);
@@ -172,40 +172,7 @@ fn expand(
         None => named(&mut tail[0], fresh("@batch", &mut taken)),
     };
 
-    // Which stream (its place among the batch stage's feeders) each chain belongs to.
-    let mut stream: Vec<Option<usize>> = vec![None; chains.len()];
-    let mut feeders = 0;
-    for (c, chain) in chains.iter().enumerate() {
-        let feeds = if c == home {
-            !prefix.is_empty()
-        } else {
-            ends_in(chain, &batch_name)
-        };
-        if feeds {
-            stream[c] = Some(feeders);
-            feeders += 1;
-        }
-    }
-    // A chain feeding a named stage of a stream's chain belongs to that stream.
-    for _ in 0..chains.len() {
-        for c in 0..chains.len() {
-            if stream[c].is_some() {
-                continue;
-            }
-            let Some(target) = chains[c].last().filter(|s| s.reference) else {
-                continue;
-            };
-            stream[c] = (0..chains.len())
-                .filter(|&o| o != home || !prefix.is_empty())
-                .find(|&o| {
-                    let stages = if o == home { &prefix } else { &chains[o] };
-                    stages
-                        .iter()
-                        .any(|s| name_of(s) == Some(target.kind.as_str()))
-                })
-                .and_then(|o| stream[o]);
-        }
-    }
+    let (stream, feeders) = streams(&chains, home, &prefix, &batch_name);
     let replicas = devices.len().min(feeders).max(1);
     let devices = &devices[..replicas];
     tracing::info!(
@@ -303,6 +270,47 @@ fn expand(
         out.push(chain);
     }
     Ok(join(desc, out))
+}
+
+/// Which stream (its place among the batch stage's feeders, in description order) each of
+/// `chains` belongs to, and how many streams there are. The batch stage, named `batch_name`, is
+/// in chain `home`, after `prefix`. A chain feeding a named stage of a stream's chain belongs to
+/// that stream.
+fn streams(
+    chains: &[Vec<StageDesc>],
+    home: usize,
+    prefix: &[StageDesc],
+    batch_name: &str,
+) -> (Vec<Option<usize>>, usize) {
+    let stages = |c: usize| if c == home { prefix } else { &chains[c][..] };
+    let mut stream: Vec<Option<usize>> = vec![None; chains.len()];
+    let mut feeders = 0;
+    for c in 0..chains.len() {
+        let feeds = if c == home {
+            !prefix.is_empty()
+        } else {
+            ends_in(&chains[c], batch_name)
+        };
+        if feeds {
+            stream[c] = Some(feeders);
+            feeders += 1;
+        }
+    }
+    // One pass per chain at most: each pass settles the chains one reference further away.
+    for _ in 0..chains.len() {
+        for c in 0..chains.len() {
+            let Some(target) = chains[c]
+                .last()
+                .filter(|s| s.reference && stream[c].is_none())
+            else {
+                continue;
+            };
+            stream[c] = (0..chains.len())
+                .find(|&o| stages(o).iter().any(|s| name_of(s) == Some(&target.kind)))
+                .and_then(|o| stream[o]);
+        }
+    }
+    (stream, feeders)
 }
 
 /// The stages of `desc`, chain by chain.
@@ -452,6 +460,30 @@ mod tests {
                 "jsonl name=out location=o",
             ]
         );
+    }
+
+    #[test]
+    fn a_branch_into_a_streams_stage_goes_to_its_gpu() {
+        // Stream 1 (`media location=b`) is tracked with the one after it, so both go to GPU 1.
+        let text = "media location=a ! boxes format=synthetic ! mux.\n\
+                    media location=b ! boxes format=synthetic ! t.\n\
+                    media location=c ! boxes format=synthetic ! track name=t ! mux.\n\
+                    media location=d ! boxes format=synthetic ! batch name=mux devices=0,1 \
+                    ! jsonl location=o";
+        let lines = expanded(text, 0).unwrap();
+        assert_eq!(
+            lines[..4],
+            [
+                "media location=a device=0 ! boxes format=synthetic ! mux.",
+                "media location=b device=1 ! boxes format=synthetic ! t.",
+                "media location=c device=1 ! boxes format=synthetic ! track name=t ! mux@1.",
+                "media location=d device=0 ! boxes format=synthetic ! mux.",
+            ]
+        );
+        let desc = super::super::parse("t", text, &HashMap::new()).unwrap();
+        let graph = super::super::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+        let batches = graph.nodes.iter().filter(|n| n.role == Role::Batch);
+        assert_eq!(batches.count(), 2);
     }
 
     #[test]
