@@ -451,6 +451,21 @@ mod tests {
                 "jsonl name=out location=o",
             ]
         );
+        // Two streams on two GPUs: both chains end in the same reference.
+        let two = format!(
+            "testsrc ! boxes format=synthetic ! mux.\n{}",
+            text.replace("batch", "batch name=mux")
+        );
+        let lines = expanded(&two, 2).unwrap();
+        assert_eq!(
+            lines[2],
+            "batch name=mux ! classify model=m.onnx device=0 ! out."
+        );
+        assert_eq!(
+            lines[3],
+            "batch name=mux@1 ! classify model=m.onnx device=1 ! out."
+        );
+        assert_eq!(lines[4], "jsonl name=out location=o");
         // No GPU: left as it is, without devices=.
         assert_eq!(
             expanded(text, 0).unwrap(),
