@@ -75,15 +75,22 @@ pub fn environment() -> Result<&'static Environment, OnnxError> {
 }
 
 /// Which ONNX Runtime execution provider runs a model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ep {
-    /// CUDA's when the ONNX Runtime build has it and a GPU is present, else the CPU's.
-    #[default]
-    Auto,
+    /// CUDA's on this device ordinal when the ONNX Runtime build has it and the GPU is present,
+    /// else the CPU's.
+    Auto(i32),
     /// The CPU execution provider.
     Cpu,
     /// CUDA's, on this device ordinal; an error when it cannot be had.
     Cuda(i32),
+}
+
+impl Default for Ep {
+    /// `Auto` on GPU 0.
+    fn default() -> Self {
+        Ep::Auto(0)
+    }
 }
 
 /// The CUDA device and stream sessions run on: ONNX Runtime's CUDA execution provider queues its
@@ -119,7 +126,7 @@ impl Sessions {
     /// else the CPU's, saying why in one log line.
     pub fn open(model: &Path, threads: usize, ep: Ep) -> Result<Self, OnnxError> {
         let cpu = |why: &dyn std::fmt::Display| -> Result<Self, OnnxError> {
-            if ep == Ep::Auto {
+            if matches!(ep, Ep::Auto(_)) {
                 tracing::info!("{}: ONNX Runtime on the CPU ({why})", model.display());
             }
             Ok(Sessions {
@@ -131,8 +138,7 @@ impl Sessions {
         };
         let device = match ep {
             Ep::Cpu => return cpu(&"ep=cpu"),
-            Ep::Cuda(d) => d,
-            Ep::Auto => 0,
+            Ep::Cuda(d) | Ep::Auto(d) => d,
         };
         let cuda_err = |e: &dyn std::fmt::Display| OnnxError::Model {
             path: model.display().to_string(),
@@ -141,7 +147,7 @@ impl Sessions {
         // The driver must be there before cudarc is touched (without it cudarc panics).
         match (crate::preprocess::cuda::available(), ep) {
             (Ok(()), _) => {}
-            (Err(why), Ep::Auto) => return cpu(&why),
+            (Err(why), Ep::Auto(_)) => return cpu(&why),
             (Err(why), _) => return Err(cuda_err(&why)),
         }
         let made = CudaContext::new(device.max(0) as usize)
@@ -153,7 +159,7 @@ impl Sessions {
                 ctx,
                 stream,
             },
-            Err(e) if ep == Ep::Auto => return cpu(&e),
+            Err(e) if matches!(ep, Ep::Auto(_)) => return cpu(&e),
             Err(e) => return Err(e),
         };
         match cuda_session(model, threads, &cuda) {
@@ -163,7 +169,7 @@ impl Sessions {
                 cuda: Some(cuda),
                 sessions: vec![(0, s)],
             }),
-            Err(OnnxError::Model { reason, .. }) if ep == Ep::Auto => cpu(&reason),
+            Err(OnnxError::Model { reason, .. }) if matches!(ep, Ep::Auto(_)) => cpu(&reason),
             Err(e) => Err(e),
         }
     }

@@ -486,6 +486,14 @@ pub const BATCH: StageDecl = StageDecl {
             "largest",
             "with late=cap: which crops a late frame keeps",
         ),
+        PropSpec::new(
+            crate::describe::DEVICES,
+            PropType::List,
+            "-",
+            "spread the streams over GPUs: all, or ordinals (0,1); stream j goes to the j-th in turn, \
+             each GPU gets its own copy of this stage and the stages after it, with device= set on \
+             them and on the streams' stages (leave device= out), meeting in the one sink",
+        ),
     ],
     needs: &[],
     provides: &[],

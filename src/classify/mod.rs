@@ -103,7 +103,7 @@ impl ClassifyConfig {
             top_k: DEFAULT_TOP_K,
             threads: 0,
             reinfer_interval: DEFAULT_REINFER_INTERVAL,
-            ep: Ep::Auto,
+            ep: Ep::default(),
             workers: 1,
         }
     }
@@ -753,7 +753,7 @@ pub const CLASSIFY: StageDecl = StageDecl {
             "device",
             PropType::COUNT,
             "0",
-            "with ep=cuda: the GPU",
+            "with ep=cuda or auto: the GPU",
         ),
         PropSpec::new(
             "non-finite",
@@ -812,10 +812,11 @@ fn classify_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         Some("flag") => NonFinite::Flag,
         _ => NonFinite::Error,
     };
+    let device = p.int("device").unwrap_or(0).clamp(0, i32::MAX as i64) as i32;
     cfg.ep = match p.str("ep") {
         Some("cpu") => Ep::Cpu,
-        Some("cuda") => Ep::Cuda(p.int("device").unwrap_or(0).clamp(0, i32::MAX as i64) as i32),
-        _ => Ep::Auto,
+        Some("cuda") => Ep::Cuda(device),
+        _ => Ep::Auto(device),
     };
     Ok(Box::new(cfg))
 }

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{closest, DescribeError, Description, Span, StageDesc};
+use super::{closest, expand_devices, DescribeError, Description, Span, StageDesc};
 use crate::pipeline::{Graph, Node, Queue, QueueSettings};
 use crate::source::{HeadSettings, SourceConfig, SourceKind};
 use crate::stage::{Element, Item, Props, Registry, Role, StageDecl};
@@ -31,15 +31,25 @@ pub fn build(desc: &Description) -> Result<Graph, DescribeError> {
     build_with(desc, &Registry::builtin())
 }
 
-/// Check `desc` against `registry` and make its graph.
+/// Check `desc` against `registry` and make its graph. A batch stage given `devices=` is first
+/// written out as one chain per GPU ([`expand_devices`], `all` counting the host's CUDA
+/// devices), so every check below applies to each GPU's chain.
 pub fn build_with(desc: &Description, registry: &Registry) -> Result<Graph, DescribeError> {
-    assemble(desc, registry, chains(desc, registry, Shape::Whole)?, true)
+    let desc = expand_devices(desc, registry, &super::devices::cuda_devices)?;
+    assemble(
+        &desc,
+        registry,
+        chains(&desc, registry, Shape::Whole)?,
+        true,
+    )
 }
 
 /// Like [`build_with`], for a pipeline that takes streams while it runs
 /// ([`Pipeline::streams`](crate::pipeline::Pipeline::streams)): it may have no source yet
-/// (`batch ! classify model=m.onnx ! mqtt`).
+/// (`batch ! classify model=m.onnx ! mqtt`). Its streams join its one batch stage, so
+/// `devices=` is refused.
 pub fn build_open(desc: &Description, registry: &Registry) -> Result<Graph, DescribeError> {
+    super::devices::refuse_devices(desc, registry)?;
     assemble(desc, registry, chains(desc, registry, Shape::Whole)?, false)
 }
 

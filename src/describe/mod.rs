@@ -17,14 +17,18 @@
 //! `#` starts a comment, newlines are spaces (a trailing `\` is allowed), values may be quoted
 //! (`location="my file.mp4"`), and `${name}` is replaced by a variable given with `--set name=value`.
 //! A `queue size=N` between two stages sets the capacity of that edge (default 4).
+//! `batch devices=all|0,1` spreads the streams of a batch stage over GPUs, one chain per GPU
+//! ([`expand_devices`]).
 //! Errors give the line and column with a caret and suggest the closest stage or property name.
 
 mod build;
+mod devices;
 
 use std::collections::HashMap;
 use std::fmt;
 
 pub use build::{build, build_branch, build_open, build_with};
+pub use devices::{expand_devices, DEVICES};
 
 /// A position in the description text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -158,7 +158,7 @@ impl DetectConfig {
             threads: 0,
             ort_threads: 0,
             max_batch: DEFAULT_MAX_BATCH,
-            ep: Ep::Auto,
+            ep: Ep::default(),
         }
     }
 
@@ -844,7 +844,7 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     cfg.ep = match p.str("ep") {
         Some("cpu") => Ep::Cpu,
         Some("cuda") => Ep::Cuda(0),
-        _ => Ep::Auto,
+        _ => Ep::default(),
     };
     Ok(Box::new(cfg))
 }

@@ -13,15 +13,16 @@
 //! description ([`description`]), built and run in this process through [`Pipeline`]:
 //!
 //! ```text
-//! media location=${video} decoder=cpu|nvdec ! boxes format=synthetic count=28 ! mux0.   (N-1 times)
+//! media location=${video} decoder=cpu|nvdec ! boxes format=synthetic count=28 ! mux.   (N-1 times)
 //! media location=${video} decoder=cpu|nvdec ! boxes format=synthetic count=28
-//!   ! batch name=mux0 max-frames=F max-crops=28F
+//!   ! batch name=mux max-frames=F max-crops=28F [devices=0,1]
 //!   ! preprocess backend=cpu|cuda [memory=device]
 //!   ! classify model=${model} ep=cpu|cuda max-batch=28F labels=person,two-wheeler,car,large-vehicle
 //!   ! jsonl name=out location=/dev/null
 //! ```
 //!
-//! (with `--devices`, one such chain per GPU, each ending in `! out.`).
+//! (with `--devices 0,1`, the batch stage's `devices=0,1` makes one such chain per GPU, meeting
+//! in the one sink).
 //!
 //! File mode (the default) reads the files as fast as the pipeline takes them, so nothing is
 //! dropped and every frame is counted; `--live` plays each file at its 30 fps (`media
@@ -248,68 +249,53 @@ pub struct RunSpec {
 }
 
 /// The description of one run, with `${video}` and `${model}` for the paths (as `octopipe run
-/// --set video=... --set model=...` takes it). With several GPUs (`devices`), stream `i` goes to
-/// GPU `devices[i % K]`: decoded there (NVDEC), batched, preprocessed and classified by that GPU's
-/// own chain (its batch stage, engine and ONNX Runtime sessions); the chains meet in one sink,
-/// so one report covers them all.
+/// --set video=... --set model=...` takes it). With GPUs given (`devices`), the batch stage
+/// spreads the streams over them (`batch devices=0,1`): stream `i` goes to GPU `devices[i % K]`,
+/// decoded there (NVDEC), batched, preprocessed and classified by that GPU's own chain (its batch
+/// stage, engine and ONNX Runtime sessions); the chains meet in one sink, so one report covers
+/// them all. A batch holds the frames of one GPU's streams: `max-frames` is
+/// `ceil(streams / K)`, at most `batch_frames`.
 pub fn description(spec: &RunSpec) -> String {
-    let devices: &[usize] = if spec.devices.is_empty() {
-        &[0]
-    } else {
-        &spec.devices
-    };
-    let k = devices.len().min(spec.streams.max(1));
-    let mut text = String::new();
-    for (c, &device) in devices.iter().take(k).enumerate() {
-        // Streams c, c + k, c + 2k, ... on this GPU.
-        let streams = (c..spec.streams.max(1)).step_by(k).count();
-        let mut media = format!("media location=${{video}} decoder={}", spec.decoder);
-        if k > 1 || device != 0 {
-            let _ = write!(media, " device={device}");
-        }
-        if spec.live {
-            media.push_str(" live=true");
-        }
-        let branch = format!("{media} ! boxes format=synthetic count={}", spec.boxes);
-        let frames = streams.clamp(1, spec.batch_frames);
-        let crops = frames * spec.boxes as usize;
-        for _ in 1..streams {
-            let _ = writeln!(text, "{branch} ! mux{c}.");
-        }
-        let _ = writeln!(text, "{branch}");
-        let _ = writeln!(
-            text,
-            "  ! batch name=mux{c} max-frames={frames} max-crops={crops}"
-        );
-        let mut pre = format!("  ! preprocess backend={}", spec.backend.name());
-        if spec.backend == Compute::Cuda && spec.ep == Compute::Cuda {
-            pre.push_str(" memory=device");
-        }
-        if let (Some(gather), Compute::Cuda) = (&spec.gather, spec.backend) {
-            let _ = write!(pre, " gather={gather}");
-        }
-        let mut classify = format!(
-            "  ! classify model=${{model}} ep={} max-batch={crops} labels={LABELS}",
-            spec.ep.name()
-        );
-        if k > 1 || device != 0 {
-            let _ = write!(pre, " device={device}");
-            let _ = write!(classify, " device={device}");
-        }
-        if spec.workers > 1 {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let threads = (cores / spec.workers).max(1);
-            let _ = write!(classify, " workers={} threads={threads}", spec.workers);
-        }
-        let _ = writeln!(text, "{pre}");
-        let _ = writeln!(text, "{classify}");
-        if c == 0 {
-            let _ = writeln!(text, "  ! {SINK}");
-        } else {
-            let _ = writeln!(text, "  ! out.");
-        }
+    let streams = spec.streams.max(1);
+    let k = spec.devices.len().clamp(1, streams);
+    let mut media = format!("media location=${{video}} decoder={}", spec.decoder);
+    if spec.live {
+        media.push_str(" live=true");
     }
-    text.trim_end().to_string()
+    let branch = format!("{media} ! boxes format=synthetic count={}", spec.boxes);
+    let frames = streams.div_ceil(k).clamp(1, spec.batch_frames);
+    let crops = frames * spec.boxes as usize;
+    let mut text = String::new();
+    for _ in 1..streams {
+        let _ = writeln!(text, "{branch} ! mux.");
+    }
+    let _ = writeln!(text, "{branch}");
+    let mut batch = format!("  ! batch name=mux max-frames={frames} max-crops={crops}");
+    if !spec.devices.is_empty() {
+        let list: Vec<String> = spec.devices.iter().map(usize::to_string).collect();
+        let _ = write!(batch, " devices={}", list.join(","));
+    }
+    let _ = writeln!(text, "{batch}");
+    let mut pre = format!("  ! preprocess backend={}", spec.backend.name());
+    if spec.backend == Compute::Cuda && spec.ep == Compute::Cuda {
+        pre.push_str(" memory=device");
+    }
+    if let (Some(gather), Compute::Cuda) = (&spec.gather, spec.backend) {
+        let _ = write!(pre, " gather={gather}");
+    }
+    let _ = writeln!(text, "{pre}");
+    let mut classify = format!(
+        "  ! classify model=${{model}} ep={} max-batch={crops} labels={LABELS}",
+        spec.ep.name()
+    );
+    if spec.workers > 1 {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = (cores / spec.workers).max(1);
+        let _ = write!(classify, " workers={} threads={threads}", spec.workers);
+    }
+    let _ = writeln!(text, "{classify}");
+    let _ = write!(text, "  ! {SINK}");
+    text
 }
 
 /// What one run measured.
@@ -713,8 +699,8 @@ mod tests {
     fn descriptions_have_one_branch_per_stream_into_one_batch() {
         let text = description(&spec(3, Compute::Cpu));
         assert_eq!(text.matches("media location=${video}").count(), 3);
-        assert_eq!(text.matches("! mux0.").count(), 2);
-        assert!(text.contains("batch name=mux0 max-frames=3 max-crops=84"));
+        assert_eq!(text.matches("! mux.").count(), 2);
+        assert!(text.contains("batch name=mux max-frames=3 max-crops=84\n"));
         assert!(text.contains("preprocess backend=cpu\n"));
         assert!(!text.contains("device="), "{text}");
         assert!(text.contains("classify model=${model} ep=cpu max-batch=84"));
@@ -731,20 +717,72 @@ mod tests {
             ..spec(1, Compute::Cpu)
         });
         assert!(live.contains("live=true"));
-        // Two GPUs: streams 0, 2, 4 on GPU 0, streams 1, 3 on GPU 1, one sink.
+        // Two GPUs: the batch stage spreads the streams, a batch holds one GPU's streams.
         let two = description(&RunSpec {
             decoder: "nvdec".into(),
             devices: vec![0, 1],
             ..spec(5, Compute::Cuda)
         });
-        assert_eq!(two.matches("decoder=nvdec device=0").count(), 3, "{two}");
-        assert_eq!(two.matches("decoder=nvdec device=1").count(), 2, "{two}");
-        assert!(two.contains("batch name=mux0 max-frames=3 max-crops=84"));
-        assert!(two.contains("batch name=mux1 max-frames=2 max-crops=56"));
-        assert!(two.contains("memory=device device=1\n"));
-        assert!(two.contains("max-batch=56 labels=person,two-wheeler,car,large-vehicle device=1"));
-        assert_eq!(two.matches("jsonl name=out").count(), 1);
-        assert!(two.ends_with("! out."), "{two}");
+        assert!(
+            two.contains("batch name=mux max-frames=3 max-crops=84 devices=0,1\n"),
+            "{two}"
+        );
+        assert!(!two.contains("device="), "{two}");
+        // Built: streams 0, 2, 4 decoded and batched on GPU 0, streams 1, 3 on GPU 1, each GPU's
+        // preprocess and classifier on it, one sink.
+        let vars = HashMap::from([
+            ("video".to_string(), "v.mp4".to_string()),
+            ("model".to_string(), "m.onnx".to_string()),
+        ]);
+        let desc = crate::describe::parse("bench", &two, &vars).unwrap();
+        let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+        let batches: Vec<usize> = (0..graph.nodes.len())
+            .filter(|&i| graph.nodes[i].role == crate::stage::Role::Batch)
+            .collect();
+        assert_eq!(batches.len(), 2);
+        let device_of_batch = |b: usize| {
+            let mut at = graph.nodes[b].output;
+            while let Some(i) = at {
+                if let Some(p) = graph.nodes[i]
+                    .element
+                    .downcast_ref::<crate::preprocess::PreprocessConfig>()
+                {
+                    return p.device;
+                }
+                at = graph.nodes[i].output;
+            }
+            panic!("no preprocess after batch node {b}");
+        };
+        for (i, source) in graph.sources().enumerate() {
+            let media = source
+                .element
+                .downcast_ref::<crate::source::SourceConfig>()
+                .unwrap();
+            assert_eq!((media.stream, media.device), (i as u32, i % 2));
+            let mut at = source.output;
+            while let Some(n) = at.filter(|n| !batches.contains(n)) {
+                at = graph.nodes[n].output;
+            }
+            assert_eq!(device_of_batch(at.unwrap()), i % 2, "stream {i}");
+        }
+        for b in &batches {
+            let cfg = graph.nodes[*b]
+                .element
+                .downcast_ref::<crate::batch::BatchConfig>()
+                .unwrap();
+            assert_eq!((cfg.max_frames, cfg.max_crops), (3, 84));
+        }
+        let eps: Vec<crate::onnx::Ep> = graph
+            .elements::<crate::classify::ClassifyConfig>()
+            .map(|c| c.ep)
+            .collect();
+        assert_eq!(eps.len(), 2);
+        assert!(eps.contains(&crate::onnx::Ep::Cuda(0)) && eps.contains(&crate::onnx::Ep::Cuda(1)));
+        let sinks = graph
+            .nodes
+            .iter()
+            .filter(|n| n.role == crate::stage::Role::Sink);
+        assert_eq!(sinks.count(), 1);
     }
 
     #[test]
