@@ -333,7 +333,7 @@ fn cpu_decoded_frames_are_page_locked_and_the_gpu_gathers_their_crops() {
             .cloned()
             .unwrap_or_else(|| panic!("no preprocess summary in {lines:?}"))
     };
-    // "preprocess on cuda:0: X of Y batches' crop rectangles pulled by the GPU ...": (X, Y).
+    // "preprocess on cuda:0: X of Y batches of host frames had their crop rectangles ...": (X, Y).
     let counts = |line: &str| -> (u64, u64) {
         let words: Vec<&str> = line.split_whitespace().collect();
         (words[3].parse().unwrap(), words[5].parse().unwrap())

@@ -490,9 +490,9 @@ pub const BATCH: StageDecl = StageDecl {
             crate::describe::DEVICES,
             PropType::List,
             "-",
-            "spread the streams over GPUs: all, or ordinals (0,1); stream j goes to the j-th in turn, \
-             each GPU gets its own copy of this stage and the stages after it, with device= set on \
-             them and on the streams' stages (leave device= out), meeting in the one sink",
+            "spread the streams over GPUs: all, or ordinals (0,1); each GPU takes a run of \
+             consecutive streams and gets its own copy of this stage and the stages after it, with \
+             device= set on them and on the streams' stages (leave device= out), meeting in the one sink",
         ),
     ],
     needs: &[],

@@ -250,7 +250,8 @@ pub struct RunSpec {
 
 /// The description of one run, with `${video}` and `${model}` for the paths (as `octopipe run
 /// --set video=... --set model=...` takes it). With GPUs given (`devices`), the batch stage
-/// spreads the streams over them (`batch devices=0,1`): stream `i` goes to GPU `devices[i % K]`,
+/// spreads the streams over them (`batch devices=0,1`): of N streams, stream `i` goes to GPU
+/// `devices[i * K / N]`,
 /// decoded there (NVDEC), batched, preprocessed and classified by that GPU's own chain (its batch
 /// stage, engine and ONNX Runtime sessions); the chains meet in one sink, so one report covers
 /// them all. A batch holds the frames of one GPU's streams: `max-frames` is
@@ -728,7 +729,7 @@ mod tests {
             "{two}"
         );
         assert!(!two.contains("device="), "{two}");
-        // Built: streams 0, 2, 4 decoded and batched on GPU 0, streams 1, 3 on GPU 1, each GPU's
+        // Built: streams 0, 1, 2 decoded and batched on GPU 0, streams 3, 4 on GPU 1, each GPU's
         // preprocess and classifier on it, one sink.
         let vars = HashMap::from([
             ("video".to_string(), "v.mp4".to_string()),
@@ -758,12 +759,12 @@ mod tests {
                 .element
                 .downcast_ref::<crate::source::SourceConfig>()
                 .unwrap();
-            assert_eq!((media.stream, media.device), (i as u32, i % 2));
+            assert_eq!((media.stream, media.device), (i as u32, i * 2 / 5));
             let mut at = source.output;
             while let Some(n) = at.filter(|n| !batches.contains(n)) {
                 at = graph.nodes[n].output;
             }
-            assert_eq!(device_of_batch(at.unwrap()), i % 2, "stream {i}");
+            assert_eq!(device_of_batch(at.unwrap()), i * 2 / 5, "stream {i}");
         }
         for b in &batches {
             let cfg = graph.nodes[*b]

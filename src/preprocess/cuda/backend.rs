@@ -45,7 +45,8 @@ pub struct CudaBackend {
     /// default: the extra host copy out of the pinned buffer costs more than pinning saves (see
     /// docs/gpu-notes.md); it pays only once the consumer reads the pinned buffer itself.
     pub pinned_output: bool,
-    /// Batches run, and those whose crop rectangles the GPU pulled from page-locked frames.
+    /// Batches run with frames in host memory, and those whose crop rectangles the GPU pulled
+    /// from page-locked frames.
     batches: u64,
     gathered: u64,
 }
@@ -279,8 +280,8 @@ impl Backend for CudaBackend {
     fn summary(&self) -> Option<String> {
         (self.batches > 0).then(|| {
             format!(
-                "preprocess on cuda:{}: {} of {} batches' crop rectangles pulled by the GPU from \
-                 page-locked frames",
+                "preprocess on cuda:{}: {} of {} batches of host frames had their crop rectangles \
+                 pulled by the GPU from page-locked frames",
                 self.config.device, self.gathered, self.batches
             )
         })
@@ -303,8 +304,11 @@ impl Backend for CudaBackend {
                 let ty = if f16 { OutType::F16 } else { OutType::F32 };
                 e.reserve_output(ty, len / n * n.next_power_of_two().max(8))?;
             }
-            self.batches += 1;
-            self.gathered += u64::from(enqueue(e, &self.config, &mut self.frames, batch)?);
+            let gathered = enqueue(e, &self.config, &mut self.frames, batch)?;
+            if batch.frames.iter().any(|f| f.data().is_some()) {
+                self.batches += 1;
+                self.gathered += u64::from(gathered);
+            }
             if self.config.device_output {
                 let ty = if f16 { OutType::F16 } else { OutType::F32 };
                 batch.tensor.data = TensorData::Device(e.take_output(ty, len)?);
