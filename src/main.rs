@@ -642,13 +642,18 @@ fn run(
             None => 0,
         },
     };
-    if !outcome.abandoned.is_empty() {
-        // Stages still busy (a batch in a model, a sink blocked on its reader) keep their
-        // threads: end the process now, without the exit handlers that would tear down
-        // libraries those threads are inside.
-        exit_now(code);
+    // The run is over, its outputs closed and its report written: end the process now, without
+    // the C exit handlers. Stages still busy (a batch in a model, a sink blocked on its reader)
+    // keep their threads, and libraries' own threads (GStreamer's, ONNX Runtime's, the CUDA
+    // driver's) may still be winding down: exit handlers tearing libraries down under them
+    // crashed 2 runs in 20 on two H200s (SIGSEGV in a library thread's pthread_mutex_lock, after
+    // the report).
+    if outcome.abandoned.is_empty() {
+        // (A sink blocked on its reader may be stuck in stdout: then nothing is flushed.)
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
     }
-    Ok(ExitCode::from(code as u8))
+    exit_now(code)
 }
 
 /// The end-of-run report: a table on stderr, or one JSON object on stdout.
