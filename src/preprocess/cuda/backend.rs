@@ -217,7 +217,8 @@ fn enqueue(
     };
     // SAFETY: with `on_gpu`, every frame is page-locked (checked by the upload: an error naming
     // the frame otherwise) and the batch holding it outlives the gather: `run` waits for the
-    // stream (or `frames_read`) before returning, `submit` keeps the batch until `complete`.
+    // stream before returning (the download, or a synchronize with `memory=device`), `submit`
+    // keeps the batch until `complete` has waited for it.
     unsafe { e.set_device_gather(on_gpu) };
     let mode = if config.gather == Gather::Device {
         UploadMode::Rects
