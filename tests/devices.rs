@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use octopipe::batch::BatchConfig;
 use octopipe::classify::ClassifyConfig;
 use octopipe::describe::{self, DescribeError, Description};
+use octopipe::detect::DetectConfig;
 use octopipe::onnx::Ep;
 use octopipe::pipeline::{Graph, Pipeline};
 use octopipe::preprocess::PreprocessConfig;
@@ -51,6 +52,27 @@ fn five_streams(batch_props: &str) -> String {
          ! classify model=m.onnx ep=cuda ! jsonl location=o.jsonl"
     );
     text
+}
+
+/// A detector on the streams' side runs on its stream's GPU: its tiles preprocessed there and
+/// its model on that GPU's execution provider.
+#[test]
+fn a_detector_on_a_stream_runs_on_its_gpu() {
+    let text = "media location=a.mp4 decoder=nvdec ! detect model=d.onnx ep=cuda ! mux.\n\
+                media location=b.mp4 decoder=nvdec ! detect model=d.onnx\n\
+                ! batch name=mux devices=0,1 ! classify model=m.onnx ! jsonl location=o";
+    let graph = build(text, 0).unwrap_or_else(|e| panic!("{e}"));
+    let detectors: Vec<&DetectConfig> = graph.elements::<DetectConfig>().collect();
+    assert_eq!(detectors.len(), 2);
+    let mut got: Vec<(usize, Ep)> = detectors.iter().map(|d| (d.device, d.ep)).collect();
+    got.sort_by_key(|g| g.0);
+    assert_eq!(got, [(0, Ep::Cuda(0)), (1, Ep::Auto(1))]);
+    let pre = detectors
+        .iter()
+        .map(|d| d.preprocess_config((512, 512), octopipe::Layout::Nchw, octopipe::DType::F32));
+    let mut devices: Vec<usize> = pre.map(|p| p.device).collect();
+    devices.sort();
+    assert_eq!(devices, [0, 1]);
 }
 
 #[test]

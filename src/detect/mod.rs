@@ -125,6 +125,8 @@ pub struct DetectConfig {
     pub max_batch: usize,
     /// ONNX Runtime's execution provider.
     pub ep: Ep,
+    /// The GPU of the CUDA preprocessing (and of `ep` when it is CUDA's).
+    pub device: usize,
 }
 
 impl DetectConfig {
@@ -159,6 +161,7 @@ impl DetectConfig {
             ort_threads: 0,
             max_batch: DEFAULT_MAX_BATCH,
             ep: Ep::default(),
+            device: 0,
         }
     }
 
@@ -195,6 +198,7 @@ impl DetectConfig {
             interpolation: self.interpolation,
             letterbox: (self.fit == Fit::Letterbox).then_some(self.pad),
             dtype,
+            device: self.device,
             ..PreprocessConfig::default()
         }
     }
@@ -305,7 +309,7 @@ impl Detector {
         let io = &model.io;
         let mut pre = config.preprocess_config(io.size, io.layout, io.dtype);
         // On CUDA's execution provider the tiles' tensor stays on the GPU it runs on.
-        pre.device_output = model.sessions.cuda() == Some(0)
+        pre.device_output = model.sessions.cuda() == i32::try_from(pre.device).ok()
             && io.dtype == DType::F32
             && config.backend != BackendKind::Cpu;
         let backend = create_backend(&pre)?;
@@ -758,6 +762,12 @@ pub const DETECT: StageDecl = StageDecl {
             "auto",
             "ONNX Runtime execution provider (auto: CUDA when its build has it and a GPU is present; with cuda the tiles preprocessed on the GPU stay there)",
         ),
+        PropSpec::new(
+            "device",
+            PropType::COUNT,
+            "0",
+            "the GPU of the CUDA preprocessing and execution provider",
+        ),
     ],
     needs: &[],
     provides: &[],
@@ -841,10 +851,12 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     cfg.threads = p.usize("threads").unwrap_or(0);
     cfg.ort_threads = p.usize("ort-threads").unwrap_or(0);
     cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);
+    cfg.device = p.usize("device").unwrap_or(0);
+    let device = i32::try_from(cfg.device).unwrap_or(i32::MAX);
     cfg.ep = match p.str("ep") {
         Some("cpu") => Ep::Cpu,
-        Some("cuda") => Ep::Cuda(0),
-        _ => Ep::default(),
+        Some("cuda") => Ep::Cuda(device),
+        _ => Ep::Auto(device),
     };
     Ok(Box::new(cfg))
 }
