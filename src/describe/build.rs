@@ -108,18 +108,9 @@ fn chains(
     registry: &Registry,
     shape: Shape,
 ) -> Result<Vec<Chain>, DescribeError> {
-    let mut chains = Vec::new();
-    let mut start = 0;
-    while start < desc.stages.len() {
-        let n = desc.stages[start..]
-            .iter()
-            .take_while(|s| s.chain == desc.stages[start].chain)
-            .count();
-        let stages = &desc.stages[start..start + n];
-        chains.push(Chain::build(desc, registry, stages, shape)?);
-        start += n;
-    }
-    Ok(chains)
+    desc.chains()
+        .map(|stages| Chain::build(desc, registry, stages, shape))
+        .collect()
 }
 
 /// An edge's queue when the description sets none: a live pipeline keeps its frame queues short

@@ -82,11 +82,7 @@ pub(super) fn refuse_devices(desc: &Description, registry: &Registry) -> Result<
 
 /// The CUDA devices of the host (0 without a driver or a GPU).
 pub(super) fn cuda_devices() -> usize {
-    // SAFETY: only tries to dlopen libcuda by its usual names (cudarc panics without it).
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return 0;
-    }
-    cudarc::driver::CudaContext::device_count().map_or(0, |n| usize::try_from(n).unwrap_or(0))
+    crate::preprocess::cuda::device_count().unwrap_or(0)
 }
 
 /// Whether `s` is a batch stage given `devices=`.
@@ -145,7 +141,7 @@ fn expand(
         .find(|p| p.key == DEVICES)
         .expect("sharded: it has devices=");
     let devices = devices(desc, prop, gpus)?;
-    let mut chains = chains(desc);
+    let mut chains: Vec<Vec<StageDesc>> = desc.chains().map(<[StageDesc]>::to_vec).collect();
     let home = chains
         .iter()
         .position(|c| c[0].chain == batch.chain)
@@ -316,18 +312,6 @@ fn streams(
         }
     }
     (stream, feeders)
-}
-
-/// The stages of `desc`, chain by chain.
-fn chains(desc: &Description) -> Vec<Vec<StageDesc>> {
-    let mut chains: Vec<Vec<StageDesc>> = Vec::new();
-    for s in &desc.stages {
-        match chains.last_mut() {
-            Some(chain) if chain[0].chain == s.chain => chain.push(s.clone()),
-            _ => chains.push(vec![s.clone()]),
-        }
-    }
-    chains
 }
 
 /// `chains` as a description like `desc`, numbered anew.

@@ -107,6 +107,11 @@ impl fmt::Display for DescribeError {
 }
 
 impl Description {
+    /// The stages chain by chain, in order.
+    fn chains(&self) -> impl Iterator<Item = &[StageDesc]> {
+        self.stages.chunk_by(|a, b| a.chain == b.chain)
+    }
+
     /// An error at `span` of this description.
     pub fn error(&self, span: Span, message: impl Into<String>) -> DescribeError {
         error_at(&self.origin, &self.text, span, message.into())

@@ -85,15 +85,22 @@ impl From<CudaError> for PreprocessError {
 
 /// `Ok` when libcuda loads and reports at least one device; otherwise why not (for one log line).
 pub fn available() -> Result<(), String> {
-    // SAFETY: only tries to dlopen libcuda by its usual names.
+    match device_count()? {
+        0 => Err("the NVIDIA driver reports no GPU".into()),
+        _ => Ok(()),
+    }
+}
+
+/// The CUDA devices the driver reports; an error saying why when libcuda does not load or the
+/// driver does not start.
+pub fn device_count() -> Result<usize, String> {
+    // SAFETY: only tries to dlopen libcuda by its usual names (cudarc panics without it).
     if !unsafe { sys::is_culib_present() } {
         return Err("libcuda.so not found (no NVIDIA driver)".into());
     }
-    match CudaContext::device_count() {
-        Ok(n) if n > 0 => Ok(()),
-        Ok(_) => Err("the NVIDIA driver reports no GPU".into()),
-        Err(e) => Err(format!("the NVIDIA driver cannot start: {e:?}")),
-    }
+    CudaContext::device_count()
+        .map(|n| usize::try_from(n).unwrap_or(0))
+        .map_err(|e| format!("the NVIDIA driver cannot start: {e:?}"))
 }
 
 /// Order the work queued from now on on `consumer` after everything queued so far on `producer`
