@@ -646,8 +646,7 @@ fn run(
     // the C exit handlers. Stages still busy (a batch in a model, a sink blocked on its reader)
     // keep their threads, and libraries' own threads (GStreamer's, ONNX Runtime's, the CUDA
     // driver's) may still be winding down: exit handlers tearing libraries down under them
-    // crashed 2 runs in 20 on two H200s (SIGSEGV in a library thread's pthread_mutex_lock, after
-    // the report).
+    // crashed two-GPU runs after their report (SIGSEGV in a library thread; BENCHMARKS.md).
     if outcome.abandoned.is_empty() {
         // (A sink blocked on its reader may be stuck in stdout: then nothing is flushed.)
         use std::io::Write;
