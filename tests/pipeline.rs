@@ -334,7 +334,7 @@ impl octopipe::stage::Stage<octopipe::batch::CropBatch, octopipe::batch::CropBat
 }
 
 impl octopipe::stage::Element for FailingAfter {
-    fn configure(&self, caps: &mut octopipe::stage::Caps) {
+    fn configure(&mut self, caps: &mut octopipe::stage::Caps) {
         caps.preprocess = Some(Default::default());
     }
     fn open(

@@ -35,8 +35,7 @@ fn run(text: &str, out: &Path) -> (Report, Vec<serde_json::Value>) {
 fn born_ended_open(report: &Report, stream: u32) -> (u64, u64, u64) {
     let prefix = format!("track: stream {stream}: ");
     let line = report
-        .extra
-        .iter()
+        .lines()
         .find(|l| l.starts_with(&prefix))
         .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{report}"));
     let n: Vec<u64> = line[prefix.len()..]

@@ -9,11 +9,16 @@
 //! latency runs from arrival to the sink. A frame whose end-to-end latency exceeds the budget is
 //! a miss; the headroom is the budget minus the p99 latency.
 
+mod report;
+mod section;
+
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::frame::Frame;
+
+pub use report::{Report, StreamReport};
+pub use section::{Section, SectionKind, REPORT_VERSION};
 
 /// Default budget: one frame at 30 fps.
 pub const DEFAULT_BUDGET: Duration = Duration::from_nanos(33_333_333);
@@ -22,6 +27,8 @@ pub const DEFAULT_BUDGET: Duration = Duration::from_nanos(33_333_333);
 #[derive(Debug, Clone)]
 pub struct Budget {
     budget: Duration,
+    live: bool,
+    classifier: bool,
     start: Instant,
     end: Option<Instant>,
     /// Report rows (stage names), by slot.
@@ -35,6 +42,7 @@ pub struct Budget {
     reused_unlabelled: u64,
     skipped: BTreeMap<String, u64>,
     actions: BTreeMap<String, u64>,
+    sections: Vec<Section>,
     lines: Vec<String>,
 }
 
@@ -57,6 +65,8 @@ impl Budget {
     pub fn new(budget: Duration, rows: Vec<String>) -> Self {
         Budget {
             budget,
+            live: false,
+            classifier: false,
             start: Instant::now(),
             end: None,
             stages: vec![Series::default(); rows.len()],
@@ -68,8 +78,26 @@ impl Budget {
             reused_unlabelled: 0,
             skipped: BTreeMap::new(),
             actions: BTreeMap::new(),
+            sections: Vec::new(),
             lines: Vec::new(),
         }
+    }
+
+    /// Say whether a source is live (frames due at their time); from files and image folders
+    /// the report shows latency over the budget as queueing, not as lateness.
+    pub fn set_live(&mut self, live: bool) {
+        self.live = live;
+    }
+
+    /// Say that the pipeline has a classifier (its stage does when it opens): the report then
+    /// counts objects as classified.
+    pub fn set_classifier(&mut self) {
+        self.classifier = true;
+    }
+
+    /// Add a stage's typed section (its line in the text report, its fields in the JSON one).
+    pub fn add_section<T: SectionKind>(&mut self, section: &T) {
+        self.sections.push(Section::of(section));
     }
 
     /// The per-frame budget.
@@ -159,12 +187,13 @@ impl Budget {
         }
     }
 
-    /// Add a line to the report.
+    /// Add a free-text line to the report (a stage's results with fields of their own go in a
+    /// typed section: [`Budget::add_section`]).
     pub fn add_line(&mut self, line: String) {
         self.lines.push(line);
     }
 
-    /// Count something a policy did (e.g. `late frames processed`).
+    /// Count something a policy did (e.g. `predicted late, processed anyway`).
     pub fn note(&mut self, action: &str, n: u64) {
         *self.actions.entry(action.to_string()).or_default() += n;
     }
@@ -247,6 +276,7 @@ impl Budget {
         }
         Report {
             budget,
+            live: self.live,
             wall,
             frames_in: streams.iter().map(|s| s.frames_in).sum(),
             processed: all.count(),
@@ -261,6 +291,7 @@ impl Budget {
                 .map(|(name, v)| (name.clone(), v.stats()))
                 .collect(),
             total: all.stats(),
+            classifier: self.classifier,
             objects: self.objects,
             non_finite: self.non_finite,
             reused: self.reused,
@@ -268,6 +299,7 @@ impl Budget {
             skipped: self.skipped.clone().into_iter().collect(),
             actions: self.actions.clone().into_iter().collect(),
             streams,
+            sections: self.sections.clone(),
             extra: self.lines.clone(),
         }
     }
@@ -386,6 +418,14 @@ impl Series {
     }
 }
 
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(ms(*d))
+}
+
 /// Percentiles of a set of durations (serialized in milliseconds: `p50_ms`, ...).
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Stats {
@@ -423,283 +463,23 @@ impl Stats {
     }
 }
 
-/// End-of-run summary.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Report {
-    /// Budget per frame.
-    pub budget: Duration,
-    /// Wall time of the run.
-    pub wall: Duration,
-    /// Frames that entered.
-    pub frames_in: u64,
-    /// Frames that reached the sink.
-    pub processed: u64,
-    /// Frames dropped, by reason.
-    pub dropped: Vec<(String, u64)>,
-    /// Frames lost by the decoder (gaps in presentation time): they never entered, so they are
-    /// not among `frames_in`.
-    pub lost: u64,
-    /// Processed frames whose end-to-end latency exceeded the budget.
-    pub over_budget: u64,
-    /// Per-stage time, in pipeline order.
-    pub stages: Vec<(String, Stats)>,
-    /// End-to-end latency (arrival to sink).
-    pub total: Stats,
-    /// Objects classified (a crop of each went through the classifier).
-    pub objects: u64,
-    /// Objects the classifier ran on whose output was not finite (NaN or infinite logits),
-    /// written flagged with no label (`classify non-finite=flag`).
-    pub non_finite: u64,
-    /// Objects that took their track's last label with no crop made (`classify
-    /// reinfer-interval`).
-    pub reused: u64,
-    /// Of those, the ones whose track had no label to give (its crop's logits were not finite,
-    /// or the batch carrying it was dropped): written with no label.
-    pub reused_unlabelled: u64,
-    /// Boxes not classified, by reason.
-    pub skipped: Vec<(String, u64)>,
-    /// What the late-frame policy did, and how often.
-    pub actions: Vec<(String, u64)>,
-    /// Per-stream accounting and latency.
-    pub streams: Vec<StreamReport>,
-    /// Further lines from observers (energy, files written, ...).
-    pub extra: Vec<String>,
-}
+/// A [`Budget`] shared by the threads of a run: sources count frames in, stages count drops and
+/// policy actions, the collector records finished frames.
+#[derive(Clone)]
+pub struct Tally(std::sync::Arc<std::sync::Mutex<Budget>>);
 
-/// One stream's part of a [`Report`].
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct StreamReport {
-    /// Stream id.
-    pub stream: u32,
-    /// Its source, as named in frames.
-    pub source: String,
-    /// Frames that entered.
-    pub frames_in: u64,
-    /// Frames that reached the sink.
-    pub processed: u64,
-    /// Frames dropped, by reason.
-    #[serde(serialize_with = "ser_counts")]
-    pub dropped: Vec<(String, u64)>,
-    /// Frames lost by the decoder (gaps in presentation time), not among `frames_in`.
-    pub lost: u64,
-    /// Processed frames over budget.
-    pub over_budget: u64,
-    /// End-to-end latency.
-    pub total: Stats,
-    /// What happened to its source, how often (`reconnects`, `went quiet`).
-    #[serde(serialize_with = "ser_counts")]
-    pub events: Vec<(String, u64)>,
-}
+impl Tally {
+    /// Share `budget`.
+    pub fn new(budget: Budget) -> Self {
+        Tally(std::sync::Arc::new(std::sync::Mutex::new(budget)))
+    }
 
-impl StreamReport {
-    /// Frames dropped, all reasons.
-    pub fn dropped_total(&self) -> u64 {
-        self.dropped.iter().map(|(_, n)| n).sum()
+    /// Run `f` on the budget (nothing if a thread panicked while holding it).
+    pub fn with<R>(&self, f: impl FnOnce(&mut Budget) -> R) -> Option<R> {
+        self.0.lock().ok().map(|mut b| f(&mut b))
     }
 }
 
-impl Report {
-    /// Frames dropped, all reasons.
-    pub fn dropped_total(&self) -> u64 {
-        self.dropped.iter().map(|(_, n)| n).sum()
-    }
-
-    /// Budget minus p99 end-to-end latency, in ms (negative: over budget).
-    pub fn headroom_ms(&self) -> f64 {
-        ms(self.budget) - ms(self.total.p99)
-    }
-
-    /// Processed frames per second of wall time.
-    pub fn fps(&self) -> f64 {
-        self.processed as f64 / self.wall.as_secs_f64().max(1e-9)
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(ms(*d))
-}
-
-/// `[(name, n)]` as a JSON object, in order.
-fn ser_counts<S: serde::Serializer, K: AsRef<str>>(
-    v: &[(K, u64)],
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.collect_map(v.iter().map(|(k, n)| (k.as_ref(), n)))
-}
-
-/// The report as one JSON object (`octopipe run --report json`): durations in milliseconds
-/// (`budget_ms`, `wall_ms`, `p50_ms`, ...), counts by reason as objects, stages in pipeline
-/// order, plus the derived `dropped_total`, `headroom_ms` and `fps`.
-impl serde::Serialize for Report {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        struct Counts<'a, K>(&'a [(K, u64)]);
-        impl<K: AsRef<str>> serde::Serialize for Counts<'_, K> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                ser_counts(self.0, s)
-            }
-        }
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("budget_ms", &ms(self.budget))?;
-        m.serialize_entry("wall_ms", &ms(self.wall))?;
-        m.serialize_entry("frames_in", &self.frames_in)?;
-        m.serialize_entry("processed", &self.processed)?;
-        m.serialize_entry("dropped_total", &self.dropped_total())?;
-        m.serialize_entry("dropped", &Counts(&self.dropped))?;
-        m.serialize_entry("lost", &self.lost)?;
-        m.serialize_entry("over_budget", &self.over_budget)?;
-        m.serialize_entry("headroom_ms", &self.headroom_ms())?;
-        m.serialize_entry("fps", &self.fps())?;
-        let stages: Vec<_> = self
-            .stages
-            .iter()
-            .map(|(name, st)| StageRow {
-                stage: name,
-                stats: st,
-            })
-            .collect();
-        m.serialize_entry("stages", &stages)?;
-        m.serialize_entry("total", &self.total)?;
-        m.serialize_entry("objects", &self.objects)?;
-        m.serialize_entry("non_finite", &self.non_finite)?;
-        m.serialize_entry("reused", &self.reused)?;
-        m.serialize_entry("reused_unlabelled", &self.reused_unlabelled)?;
-        m.serialize_entry("skipped", &Counts(&self.skipped))?;
-        m.serialize_entry("actions", &Counts(&self.actions))?;
-        m.serialize_entry("streams", &self.streams)?;
-        m.serialize_entry("extra", &self.extra)?;
-        m.end()
-    }
-}
-
-#[derive(serde::Serialize)]
-struct StageRow<'a> {
-    stage: &'a str,
-    #[serde(flatten)]
-    stats: &'a Stats,
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "budget {:.1} ms/frame ({:.1} fps)",
-            ms(self.budget),
-            1.0 / self.budget.as_secs_f64()
-        )?;
-        writeln!(
-            f,
-            "{:<12} {:>9} {:>9} {:>9} {:>9}",
-            "stage (ms)", "p50", "p95", "p99", "max"
-        )?;
-        let row = |f: &mut fmt::Formatter<'_>, name: &str, s: &Stats| {
-            writeln!(
-                f,
-                "{:<12} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
-                name,
-                ms(s.p50),
-                ms(s.p95),
-                ms(s.p99),
-                ms(s.max)
-            )
-        };
-        for (name, s) in &self.stages {
-            row(f, name, s)?;
-        }
-        row(f, "end-to-end", &self.total)?;
-        writeln!(
-            f,
-            "frames: {} in = {} processed + {} dropped{}",
-            self.frames_in,
-            self.processed,
-            self.dropped_total(),
-            list(&self.dropped)
-        )?;
-        if self.lost > 0 {
-            writeln!(
-                f,
-                "lost by the decoder: {} frame{} (gaps in presentation time; not among the frames in)",
-                self.lost,
-                if self.lost == 1 { "" } else { "s" }
-            )?;
-        }
-        writeln!(
-            f,
-            "over budget: {} of {} frames; headroom at p99: {:+.2} ms; throughput {:.1} fps over {:.2} s",
-            self.over_budget,
-            self.processed,
-            self.headroom_ms(),
-            self.fps(),
-            self.wall.as_secs_f64()
-        )?;
-        let skipped: u64 = self.skipped.iter().map(|(_, n)| n).sum();
-        // Objects whose classifier output was not finite are neither classified nor skipped.
-        let non_finite = match self.non_finite {
-            0 => String::new(),
-            n => format!(" + {n} non-finite"),
-        };
-        // Objects that took their track's label with no crop made (reinfer-interval).
-        let reused = match (self.reused, self.reused_unlabelled) {
-            (0, _) => String::new(),
-            (r, 0) => format!(" + {r} reused"),
-            (r, u) => format!(
-                " + {r} reused ({u} with no label: their track's last crop was not classified)"
-            ),
-        };
-        write!(
-            f,
-            "objects: {} in = {} classified{reused}{non_finite} + {} skipped{}",
-            self.objects + self.reused + self.non_finite + skipped,
-            self.objects,
-            skipped,
-            list(&self.skipped)
-        )?;
-        for (action, n) in &self.actions {
-            write!(f, "\nlate-frame policy: {action}: {n}")?;
-        }
-        if self.streams.len() > 1 {
-            write!(
-                f,
-                "\n{:<6} {:>6} {:>9} {:>8} {:>6} {:>9} {:>9}  source",
-                "stream", "in", "processed", "dropped", "over", "p50 ms", "p99 ms"
-            )?;
-            for s in &self.streams {
-                write!(
-                    f,
-                    "\n{:<6} {:>6} {:>9} {:>8} {:>6} {:>9.2} {:>9.2}  {}",
-                    s.stream,
-                    s.frames_in,
-                    s.processed,
-                    s.dropped_total(),
-                    s.over_budget,
-                    ms(s.total.p50),
-                    ms(s.total.p99),
-                    s.source
-                )?;
-            }
-        }
-        for s in self.streams.iter().filter(|s| !s.events.is_empty()) {
-            let events: Vec<String> = s.events.iter().map(|(e, n)| format!("{e}: {n}")).collect();
-            write!(f, "\nsource {}: {}", s.stream, events.join(", "))?;
-        }
-        for line in &self.extra {
-            write!(f, "\n{line}")?;
-        }
-        Ok(())
-    }
-}
-
-fn list<S: fmt::Display>(items: &[(S, u64)]) -> String {
-    if items.is_empty() {
-        return String::new();
-    }
-    let parts: Vec<String> = items.iter().map(|(r, n)| format!("{r}: {n}")).collect();
-    format!(" ({})", parts.join(", "))
-}
 
 #[cfg(test)]
 mod tests {
@@ -749,6 +529,85 @@ mod tests {
         );
     }
 
+    /// From files, latency over the budget is queueing (shown, not a failure); live, it is
+    /// frames over budget and headroom. Without a classifier, objects are passed on, not
+    /// classified. A prediction of lateness is worded as one.
+    #[test]
+    fn the_report_says_what_was_measured_and_nothing_else() {
+        let mut b = Budget::new(DEFAULT_BUDGET, Vec::new());
+        b.note("predicted late, processed anyway", 1);
+        let mut r = b.finish();
+        r.processed = 34;
+        r.frames_in = 34;
+        r.over_budget = 34;
+        r.total.p99 = Duration::from_millis(1658);
+        r.wall = Duration::from_secs(2);
+        let text = r.to_string();
+        assert!(!text.contains("over budget:"), "{text}");
+        assert!(!text.contains("headroom"), "{text}");
+        assert!(
+            text.contains("throughput 17.0 fps over 2.00 s (0.57x the budget's 30.0 fps); end-to-end p99 1658.00 ms, 34 of 34 frames over 33.3 ms (queueing: not a failure from files)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("objects: 0 in = 0 passed on (no classifier) + 0 skipped"),
+            "{text}"
+        );
+        assert!(
+            text.contains("late-frame policy: predicted late, processed anyway: 1"),
+            "{text}"
+        );
+        r.live = true;
+        r.classifier = true;
+        let text = r.to_string();
+        assert!(
+            text.contains("over budget: 34 of 34 frames; headroom at p99: -1624.67 ms"),
+            "{text}"
+        );
+        assert!(text.contains("objects: 0 in = 0 classified + 0 skipped"), "{text}");
+    }
+
+    /// Typed sections: their lines end the text report, their fields stand under
+    /// `sections.KIND` in the JSON one, with the schema's version.
+    #[test]
+    fn sections_are_typed_in_json_and_lines_in_text() {
+        let mut b = Budget::new(DEFAULT_BUDGET, Vec::new());
+        let sections = crate::track::Tracks::new(Default::default())
+            .unwrap()
+            .sections(crate::track::HighFrom::Default);
+        assert!(sections.is_empty());
+        let track = crate::track::TrackSection {
+            stream: 0,
+            born: 5,
+            ended: 2,
+            open: 3,
+            unconfirmed: 0,
+            out_of_order: 0,
+            min_hits: 2,
+            high: 0.3,
+            low: 0.1,
+            high_from: crate::track::HighFrom::DetectScore,
+        };
+        b.add_section(&track);
+        b.add_line("plot: written".into());
+        let r = b.finish();
+        let lines: Vec<&str> = r.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "track: stream 0: 5 tracks born, 2 ended, 3 open at the end; high=0.3 from the detector's score",
+                "plot: written"
+            ]
+        );
+        assert!(r.to_string().ends_with(&lines.join("\n")));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["version"], REPORT_VERSION);
+        assert_eq!(json["sections"]["track"][0]["born"], 5);
+        assert_eq!(json["sections"]["track"][0]["high_from"], "detect-score");
+        assert_eq!(json["extra"], serde_json::json!(["plot: written"]));
+        assert_eq!(r.sections::<crate::track::TrackSection>(), [track]);
+    }
+
     #[test]
     fn unaccounted_frames_are_reported_as_dropped() {
         let mut b = Budget::new(DEFAULT_BUDGET, Vec::new());
@@ -767,19 +626,3 @@ mod tests {
     }
 }
 
-/// A [`Budget`] shared by the threads of a run: sources count frames in, stages count drops and
-/// policy actions, the collector records finished frames.
-#[derive(Clone)]
-pub struct Tally(std::sync::Arc<std::sync::Mutex<Budget>>);
-
-impl Tally {
-    /// Share `budget`.
-    pub fn new(budget: Budget) -> Self {
-        Tally(std::sync::Arc::new(std::sync::Mutex::new(budget)))
-    }
-
-    /// Run `f` on the budget (nothing if a thread panicked while holding it).
-    pub fn with<R>(&self, f: impl FnOnce(&mut Budget) -> R) -> Option<R> {
-        self.0.lock().ok().map(|mut b| f(&mut b))
-    }
-}

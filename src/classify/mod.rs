@@ -686,6 +686,7 @@ impl Element for ClassifyConfig {
         let classifier = Classifier::new(*self, preprocess.layout, preprocess.size)?;
         preprocess.size = Some(classifier.size());
         ctx.caps.labels = classifier.labels().to_vec();
+        ctx.tally.with(|t| t.set_classifier());
         // Opened before the batch stage, which reads it to make no crop of reused boxes.
         let reinfer = (interval > 1).then(|| Reinfer::new(interval));
         let labels = reinfer.as_ref().map(Reinfer::labels);

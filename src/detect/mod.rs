@@ -34,6 +34,7 @@
 mod coco;
 mod decode;
 mod model;
+mod section;
 pub mod tiles;
 
 use std::path::{Path, PathBuf};
@@ -61,6 +62,7 @@ use model::Model;
 
 pub use coco::COCO_LABELS;
 pub use decode::{nms, Decoder, RawBox, Suppress};
+pub use section::DetectSection;
 pub use tiles::{Fit, Rect};
 
 /// Default score threshold.
@@ -484,31 +486,7 @@ impl Detector {
     /// The report line: the stage's time per frame against the frame `budget`, its split, and
     /// box counts.
     pub fn report_line(&self, budget: Duration) -> Option<String> {
-        let s = &self.split;
-        if s.total.count() == 0 {
-            return None;
-        }
-        let p50 = |v: &Series| v.stats().p50.as_secs_f64() * 1000.0;
-        let share = p50(&s.total) / (budget.as_secs_f64() * 1000.0).max(1e-9) * 100.0;
-        let mut line = format!(
-            "detect: {} region{} per frame ({} preprocessing, {}); per frame p50 {:.2} ms ({share:.0}% of the frame budget): preprocess {:.2} ms, inference {:.2} ms, decode+merge {:.2} ms; {} boxes kept",
-            s.regions,
-            if s.regions == 1 { "" } else { "s" },
-            self.backend.name(),
-            self.model.io.decoder.name(),
-            p50(&s.total),
-            p50(&s.preprocess),
-            p50(&s.infer),
-            p50(&s.decode),
-            s.kept,
-        );
-        if s.other_classes > 0 {
-            line += &format!(", {} of other classes left out", s.other_classes);
-        }
-        if s.non_finite > 0 {
-            line += &format!(", {} output rows not finite (left out)", s.non_finite);
-        }
-        Some(line)
+        self.report_section(budget).map(|s| s.to_string())
     }
 }
 
@@ -551,14 +529,18 @@ impl Stage<Frame, Frame> for DetectStage {
         Ok(())
     }
     fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Error> {
-        if let Some(line) = self.0.report_line(self.2) {
-            self.1.with(|t| t.add_line(line));
+        if let Some(section) = self.0.report_section(self.2) {
+            self.1.with(|t| t.add_section(&section));
         }
         Ok(())
     }
 }
 
 impl Element for DetectConfig {
+    fn configure(&mut self, caps: &mut crate::stage::Caps) {
+        // A `track` after it follows this threshold unless given its own.
+        caps.detect_score = Some(self.score);
+    }
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         let detector = Detector::new(*self)?;
         tracing::info!(

@@ -368,12 +368,17 @@ impl Pipeline {
         let rows = graph.rows();
         let live = graph.is_live();
         let frame_interval = graph.frame_interval();
-        let Graph { nodes, budget } = graph;
+        let Graph { mut nodes, budget } = graph;
         let mut caps = Caps::default();
-        for n in &nodes {
+        for n in &mut nodes {
+            if n.role == Role::Source {
+                caps.begin_branch();
+            }
             n.element.configure(&mut caps);
         }
-        let tally = Tally::new(Budget::new(budget, rows.clone()));
+        let mut report = Budget::new(budget, rows.clone());
+        report.set_live(live);
+        let tally = Tally::new(report);
         let mut apps = Vec::new();
         let mut sources = Vec::new();
         for (stream, n) in nodes.iter().filter(|n| n.role == Role::Source).enumerate() {

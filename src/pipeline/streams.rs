@@ -307,8 +307,12 @@ impl Book {
             .downcast_ref::<AppSourceSettings>()
             .map(|a| a.handle());
         let mut caps = self.caps.clone();
-        for n in &nodes {
+        caps.begin_branch();
+        for n in &mut nodes {
             n.element.configure(&mut caps);
+        }
+        if nodes[0].element.is_live() {
+            self.tally.with(|t| t.set_live(true));
         }
         let mut ctx = OpenContext {
             caps: &mut caps,

@@ -572,7 +572,7 @@ impl Stage<CropBatch, CropBatch> for PreprocessStage {
 }
 
 impl Element for PreprocessConfig {
-    fn configure(&self, caps: &mut Caps) {
+    fn configure(&mut self, caps: &mut Caps) {
         caps.preprocess = Some(self.clone());
     }
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {

@@ -192,8 +192,8 @@ impl<T: Transport> BrokerSink<T> {
             std::thread::sleep(Duration::from_millis(10));
         }
         transport.close();
-        let line = self.delivery.line(&self.name, transport.delivered());
-        self.tally.with(|t| t.add_line(line));
+        let section = self.delivery.section(&self.name, transport.delivered());
+        self.tally.with(|t| t.add_section(&section));
     }
 }
 

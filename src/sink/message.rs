@@ -192,27 +192,73 @@ impl Delivery {
         accepted.saturating_sub(self.delivered.load(Ordering::SeqCst))
     }
 
-    /// The report's line: `NAME: M messages: D delivered, ... dropped (buffer full), ...`.
+    /// The report's line: `NAME: M messages = D delivered + ... dropped (buffer full) ...`.
     pub fn line(&self, name: &str, delivered: &str) -> String {
+        self.section(name, delivered).to_string()
+    }
+
+    /// The report's section: the counts so far, for the sink `name` (`mqtt HOST:PORT`,
+    /// `zenoh ...`), whose delivery is called `delivered` (`acknowledged`, `sent`).
+    pub fn section(&self, name: &str, delivered: &str) -> BrokerSection {
         let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
         let (dropped, too_large) = (n(&self.dropped), n(&self.too_large));
-        let mut line = format!(
-            "{name}: {} messages = {} {delivered} + {dropped} dropped (buffer full)",
-            n(&self.accepted) + dropped + too_large,
-            n(&self.delivered),
-        );
-        if too_large > 0 {
-            line += &format!(" + {too_large} dropped (too large)");
+        BrokerSection {
+            broker: name.to_string(),
+            delivery: delivered.to_string(),
+            messages: n(&self.accepted) + dropped + too_large,
+            delivered: n(&self.delivered),
+            dropped_buffer_full: dropped,
+            dropped_too_large: too_large,
+            outstanding: self.outstanding(),
+            reconnects: n(&self.reconnects),
         }
-        let outstanding = self.outstanding();
-        if outstanding > 0 {
-            line += &format!(" + {outstanding} not {delivered} at the end");
+    }
+}
+
+/// What became of a broker sink's messages (JSON report: `sections.brokers`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BrokerSection {
+    /// The sink and its broker (`mqtt 127.0.0.1:1883`, `zenoh ...`).
+    pub broker: String,
+    /// What `delivered` means for it: `acknowledged` (MQTT QoS 1) or `sent`.
+    pub delivery: String,
+    /// Messages made: `delivered + dropped_buffer_full + dropped_too_large + outstanding`.
+    pub messages: u64,
+    /// Messages the broker has.
+    pub delivered: u64,
+    /// Messages dropped because the buffer was full.
+    pub dropped_buffer_full: u64,
+    /// Messages dropped for being larger than the sink sends.
+    pub dropped_too_large: u64,
+    /// Messages taken but not delivered when the sink closed.
+    pub outstanding: u64,
+    /// Connections made again after one was lost.
+    pub reconnects: u64,
+}
+
+impl crate::budget::SectionKind for BrokerSection {
+    const KIND: &'static str = "brokers";
+}
+
+impl std::fmt::Display for BrokerSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let delivered = &self.delivery;
+        write!(
+            f,
+            "{}: {} messages = {} {delivered} + {} dropped (buffer full)",
+            self.broker, self.messages, self.delivered, self.dropped_buffer_full
+        )?;
+        if self.dropped_too_large > 0 {
+            write!(f, " + {} dropped (too large)", self.dropped_too_large)?;
         }
-        let reconnects = n(&self.reconnects);
-        if reconnects > 0 {
-            line += &format!("; {reconnects} reconnect{}", plural(reconnects));
+        if self.outstanding > 0 {
+            write!(f, " + {} not {delivered} at the end", self.outstanding)?;
         }
-        line
+        if self.reconnects > 0 {
+            let s = plural(self.reconnects);
+            write!(f, "; {} reconnect{s}", self.reconnects)?;
+        }
+        Ok(())
     }
 }
 

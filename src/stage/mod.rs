@@ -345,8 +345,9 @@ impl Running {
 /// A stage's validated settings, made from its properties when a description is built, and
 /// opened (files, models, devices) when the pipeline is built.
 pub trait Element: Send + fmt::Debug + Any {
-    /// Publish what later stages must know before anything opens (called source to sink).
-    fn configure(&self, _caps: &mut Caps) {}
+    /// Publish what later stages must know before anything opens, and settle what depends on
+    /// earlier stages (called source to sink, a branch's stages in order).
+    fn configure(&mut self, _caps: &mut Caps) {}
     /// Open the stage (called sink to source, so that a model's input size is known before the
     /// stages that make its tensors open).
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error>;
@@ -403,9 +404,19 @@ pub struct Caps {
     /// The classifier's `reinfer-interval` (when above 1), once it opened: the batch stage makes
     /// no crop of a tracked box whose track's label is reused.
     pub reinfer: Option<crate::classify::Reinfer>,
+    /// The score threshold of the detector before the stage being configured, on its branch
+    /// (set by `detect`, cleared where a branch starts): `track` follows it unless its `high`
+    /// is given.
+    pub detect_score: Option<f32>,
 }
 
 impl Caps {
+    /// A branch starts (its source is configured next): forget what the stages of the branch
+    /// before said about their own frames.
+    pub fn begin_branch(&mut self) {
+        self.detect_score = None;
+    }
+
     /// The crops' output size (the model's input once it opened; 64x64 before anything says).
     pub fn crop_size(&self) -> (u32, u32) {
         self.preprocess

@@ -38,6 +38,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod rule;
+mod section;
 
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,7 @@ use crate::Error;
 pub use cpu::CpuSums;
 pub use cuda::GpuSums;
 pub use rule::{Property, Rule, RuleError};
+pub use section::TilesSection;
 
 /// Default pixels per block of work.
 pub const DEFAULT_BLOCK_PIXELS: u32 = 16 * 1024;
@@ -564,26 +566,7 @@ impl TileFilter {
     /// The report's line: tiles and bytes kept, the downlink time before and after, time per
     /// frame.
     pub fn report_line(&self) -> String {
-        let t = &self.totals;
-        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-        let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
-        let secs = |b: u64| b as f64 * 8.0 / (self.config.downlink_mbps * 1e6);
-        format!(
-            "tilestats ({}): {} of {} tiles kept ({:.1}%), {:.1} of {:.1} MiB ({:.1}%); downlink at {} Mbps: {:.1} s -> {:.1} s; {:.2} ms per frame over {} frame{}",
-            self.sums.name(),
-            t.kept,
-            t.tiles,
-            pct(t.kept, t.tiles),
-            mib(t.kept_bytes),
-            mib(t.bytes),
-            pct(t.kept_bytes, t.bytes),
-            self.config.downlink_mbps,
-            secs(t.bytes),
-            secs(t.kept_bytes),
-            t.time.as_secs_f64() * 1e3 / t.frames.max(1) as f64,
-            t.frames,
-            if t.frames == 1 { "" } else { "s" }
-        )
+        self.report_section().to_string()
     }
 }
 
@@ -595,8 +578,8 @@ impl Stage<CropBatch, CropBatch> for TileFilter {
     }
 
     fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        let line = self.report_line();
-        self.tally.with(|t| t.add_line(line));
+        let section = self.report_section();
+        self.tally.with(|t| t.add_section(&section));
         Ok(())
     }
 }

@@ -81,38 +81,106 @@ impl Tracks {
         self.streams.get(&stream)
     }
 
+    /// The report's sections: per stream, tracks born, ended and open, frames out of order;
+    /// `high_from` says where the `high` threshold came from.
+    pub fn sections(&self, high_from: HighFrom) -> Vec<TrackSection> {
+        self.streams
+            .iter()
+            .map(|(stream, t)| TrackSection {
+                stream: *stream,
+                born: t.born(),
+                ended: t.ended(),
+                open: t.open(),
+                unconfirmed: t.unconfirmed(),
+                out_of_order: t.out_of_order(),
+                min_hits: self.config.min_hits,
+                high: self.config.high,
+                low: self.config.low,
+                high_from,
+            })
+            .collect()
+    }
+
     /// Report lines: per stream, tracks born, ended and open; frames out of order if any.
     pub fn report_lines(&self) -> Vec<String> {
-        let mut lines = Vec::new();
-        for (stream, t) in &self.streams {
-            let mut line = format!(
-                "track: stream {stream}: {} tracks born, {} ended, {} open at the end",
-                t.born(),
-                t.ended(),
-                t.open()
-            );
-            if t.unconfirmed() > 0 {
-                line += &format!(
-                    " ({} new tracks dropped before min-hits={})",
-                    t.unconfirmed(),
-                    self.config.min_hits
-                );
-            }
-            lines.push(line);
-            if t.out_of_order() > 0 {
-                lines.push(format!(
-                    "track: stream {stream}: {} frames came out of order (each taken as the next frame)",
-                    t.out_of_order()
-                ));
-            }
-        }
-        lines
+        let sections = self.sections(HighFrom::Track);
+        sections.iter().map(|s| s.to_string()).collect()
     }
 }
 
-/// The track stage at run time: the trackers and where the end-of-run lines go.
+/// Where the `track` stage's `high` threshold came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HighFrom {
+    /// Given: `track high=...`.
+    Track,
+    /// The detector's `score` before it on its branch (high left out).
+    DetectScore,
+    /// The default ([`DEFAULT_HIGH`]): no detector before it, `high` left out.
+    Default,
+}
+
+/// The report's section of one stream's tracks (JSON: `sections.track`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TrackSection {
+    /// The stream.
+    pub stream: u32,
+    /// Tracks confirmed (given an id).
+    pub born: u64,
+    /// Tracks that ended (unmatched for more than `max-age` frames).
+    pub ended: u64,
+    /// Tracks still open at the end of the run.
+    pub open: u64,
+    /// New tracks dropped before `min-hits` matched frames.
+    pub unconfirmed: u64,
+    /// Frames that came out of order (each taken as the next frame).
+    pub out_of_order: u64,
+    /// The `min-hits` setting.
+    pub min_hits: u32,
+    /// The score from which boxes start and first continue tracks.
+    pub high: f32,
+    /// The score under which boxes get no track.
+    pub low: f32,
+    /// Where `high` came from.
+    pub high_from: HighFrom,
+}
+
+impl crate::budget::SectionKind for TrackSection {
+    const KIND: &'static str = "track";
+}
+
+impl std::fmt::Display for TrackSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "track: stream {}: {} tracks born, {} ended, {} open at the end",
+            self.stream, self.born, self.ended, self.open
+        )?;
+        if self.unconfirmed > 0 {
+            write!(
+                f,
+                " ({} new tracks dropped before min-hits={})",
+                self.unconfirmed, self.min_hits
+            )?;
+        }
+        if self.high_from == HighFrom::DetectScore {
+            write!(f, "; high={} from the detector's score", self.high)?;
+        }
+        if self.out_of_order > 0 {
+            write!(
+                f,
+                "\ntrack: stream {}: {} frames came out of order (each taken as the next frame)",
+                self.stream, self.out_of_order
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The track stage at run time: the trackers and where the end-of-run sections go.
 struct TrackStage {
     tracks: Tracks,
+    high_from: HighFrom,
     tally: Tally,
 }
 
@@ -124,32 +192,67 @@ impl Stage<Frame, Frame> for TrackStage {
     }
 
     fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Error> {
-        let lines = self.tracks.report_lines();
+        let sections = self.tracks.sections(self.high_from);
         self.tally
-            .with(|t| lines.into_iter().for_each(|l| t.add_line(l)));
+            .with(|t| sections.iter().for_each(|s| t.add_section(s)));
         Ok(())
     }
 }
 
-/// The track stage's settings: a [`TrackConfig`] checked when the description was built.
+/// The track stage's settings: a [`TrackConfig`] checked when the description was built, and
+/// which thresholds were given (those left out follow the detector before it).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TrackSettings(TrackConfig);
+pub struct TrackSettings {
+    config: TrackConfig,
+    high_given: bool,
+    low_given: bool,
+    high_from: HighFrom,
+}
 
 impl TrackSettings {
-    /// The checked settings.
+    /// The checked settings (once configured, `high` is the detector's score where it
+    /// follows it).
     pub fn config(&self) -> &TrackConfig {
-        &self.0
+        &self.config
+    }
+
+    /// Where `high` comes from.
+    pub fn high_from(&self) -> HighFrom {
+        self.high_from
+    }
+
+    /// Follow a detector whose boxes score at least `score`: `high` (when not given) becomes
+    /// `score`, so that every box it gives may start a track, but not under a given `low`;
+    /// `low` (when not given) is lowered to `high` if above it.
+    pub fn follow_detector(&mut self, score: f32) {
+        if self.high_given {
+            return;
+        }
+        let floor = if self.low_given { self.config.low } else { 0.0 };
+        self.config.high = score.clamp(floor, 1.0);
+        if !self.low_given {
+            self.config.low = self.config.low.min(self.config.high);
+        }
+        self.high_from = HighFrom::DetectScore;
     }
 }
 
 impl Element for TrackSettings {
+    fn configure(&mut self, caps: &mut crate::stage::Caps) {
+        if let Some(score) = caps.detect_score {
+            self.follow_detector(score);
+        }
+    }
+
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        // follow_detector keeps low <= high: the settings stay as checked.
         let tracks = Tracks {
-            config: self.0,
+            config: self.config,
             streams: BTreeMap::new(),
         };
         Ok(Running::Frames(Box::new(TrackStage {
             tracks,
+            high_from: self.high_from,
             tally: ctx.tally.clone(),
         })))
     }
@@ -172,7 +275,7 @@ pub const TRACK: StageDecl = StageDecl {
             "high",
             SHARE,
             "0.5",
-            "boxes scoring at least this are matched first, against every track, and may start tracks",
+            "boxes scoring at least this are matched first, against every track, and may start tracks (left out after a detect stage: the detector's score)",
         ),
         PropSpec::new(
             "low",
@@ -239,7 +342,16 @@ fn track_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         };
         return Err(p.error(key, e.to_string()));
     }
-    Ok(Box::new(TrackSettings(config)))
+    let high_given = p.given("high").is_some();
+    Ok(Box::new(TrackSettings {
+        config,
+        high_given,
+        low_given: p.given("low").is_some(),
+        high_from: match high_given {
+            true => HighFrom::Track,
+            false => HighFrom::Default,
+        },
+    }))
 }
 
 #[cfg(test)]
