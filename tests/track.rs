@@ -110,6 +110,51 @@ fn descriptions_with_a_track_stage_build_in_role_order() {
     }
 }
 
+/// `track` after `detect` follows the detector's score unless its `high` is given: with
+/// `detect score=0.15` every box the detector keeps (one scores 0.2) starts a track and gets an
+/// id; with `track high=0.5` the 0.2 box gets none. The report's track section says which.
+#[test]
+fn track_follows_the_detectors_score_unless_given_high() {
+    if !common::ort_ready() {
+        return;
+    }
+    let model = common::root().join("tests/data/models/det-yolov5.onnx");
+    let dir = common::temp_dir("track-follows-detect");
+    let run_with = |track: &str, name: &str| {
+        let out = dir.join(format!("{name}.jsonl"));
+        let text = format!(
+            "testsrc width=640 height=480 num-buffers=3 ! detect model={} score=0.15 ! {track} ! jsonl location={}",
+            model.display(),
+            out.display()
+        );
+        run(&text, &out)
+    };
+    let (report, objects) = run_with("track", "follows");
+    assert_eq!(objects.len(), 9, "3 boxes a frame");
+    let untracked: Vec<_> = objects.iter().filter(|o| o["track"].is_null()).collect();
+    assert!(untracked.is_empty(), "{untracked:?}");
+    let section = &report.sections::<octopipe::track::TrackSection>()[0];
+    assert_eq!(
+        (section.high, section.high_from),
+        (0.15, octopipe::track::HighFrom::DetectScore)
+    );
+    assert!(
+        report
+            .to_string()
+            .contains("; high=0.15 from the detector's score"),
+        "{report}"
+    );
+    let (report, objects) = run_with("track high=0.5", "given");
+    let low: Vec<_> = objects
+        .iter()
+        .filter(|o| (o["detection"]["score"].as_f64().unwrap() - 0.2).abs() < 1e-6)
+        .collect();
+    assert_eq!(low.len(), 3);
+    assert!(low.iter().all(|o| o["track"].is_null()), "{low:?}");
+    let section = &report.sections::<octopipe::track::TrackSection>()[0];
+    assert_eq!(section.high_from, octopipe::track::HighFrom::Track);
+}
+
 #[test]
 fn track_ids_reach_the_jsonl_and_streams_sharing_a_batch_keep_their_own_tracks() {
     let Some((images, annotations, _)) = clip() else {
