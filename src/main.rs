@@ -40,6 +40,10 @@ enum Command {
         /// Per-frame budget in ms (default: one frame interval of the source, 33.3 ms at 30 fps).
         #[arg(long)]
         budget_ms: Option<f64>,
+        /// Replace earlier output: every sink's and option's file or folder (else an existing
+        /// one is refused).
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         observe: ObserveArgs,
     },
@@ -51,15 +55,49 @@ enum Command {
     /// Write the synthetic satellite scene (one 16-bit band: ocean, sea ice, clouds) as a 16-bit
     /// greyscale PNG, for pipelines/satellite-filter.pipe.
     Scene {
-        /// The PNG to write (a new file: an existing one is never overwritten).
+        /// The PNG to write, a new file (its folder is made if missing).
         #[arg(long)]
         out: PathBuf,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
         /// Width and height in pixels.
         #[arg(long, default_value_t = 8192)]
         size: u32,
         /// The scene's seed (the same pixels for the same seed and size).
         #[arg(long, default_value_t = 1)]
         seed: u64,
+    },
+    /// Make a continuous test video: a camera panning and zooming over a real VisDrone frame
+    /// (H.264, OUT/video.mp4) and the ground truth its motion implies (MOT, OUT/gt.txt).
+    Pan {
+        /// The folder to write video.mp4 and gt.txt into (made if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// The source image (default: a frame of $OCTOPIPE_DATA's clip).
+        #[arg(long, requires = "annotations")]
+        image: Option<PathBuf>,
+        /// Its VisDrone DET annotations.
+        #[arg(long, requires = "image")]
+        annotations: Option<PathBuf>,
+        /// Frames, at 30 fps.
+        #[arg(long, default_value_t = octopipe::pan::DEFAULT_FRAMES)]
+        frames: u32,
+        /// Replace an earlier video and ground truth.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Score a run's output against ground truth: detections, tracks (IDF1) or labels.
+    Eval {
+        #[command(subcommand)]
+        what: octopipe::eval::EvalCommand,
+    },
+    /// Benchmarks and `probe` come with the `bench` feature: this build says how to get them.
+    #[cfg(not(feature = "bench"))]
+    #[command(hide = true, name = "bench", alias = "probe")]
+    NoBench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<String>,
     },
     /// Benchmarks (release builds only give meaningful numbers).
     #[cfg(feature = "bench")]
@@ -92,24 +130,6 @@ enum BenchCommand {
         /// Skip the GPU row.
         #[arg(long)]
         no_gpu: bool,
-    },
-    /// Score a detector's boxes (a JSONL file) against VisDrone DET ground truth: per group
-    /// recall at IoU >= 0.5 and false positives per frame.
-    Detections {
-        /// The objects, as the jsonl sink writes them (with "detection": {"label", "score"}).
-        #[arg(long)]
-        objects: PathBuf,
-        /// The ground truth folder: STEM.txt for each image.
-        #[arg(long)]
-        truth: PathBuf,
-        /// The images run: every image is a frame scored, with or without detections.
-        #[arg(long)]
-        images: PathBuf,
-        /// Detector classes per group, CLASS=GROUP,... (default COCO: person=people,
-        /// car=vehicles,bus=vehicles,truck=vehicles,bicycle=two-wheelers,motorcycle=two-wheelers,
-        /// and vehicle, two-wheeler as pipelines/visdrone-detect.pipe names them).
-        #[arg(long)]
-        classes: Option<String>,
     },
     /// A model alone in ONNX Runtime: time per run and items per second, per execution provider,
     /// input memory (host, or device with the CUDA one) and batch size.
@@ -305,17 +325,23 @@ fn real_main() -> Result<ExitCode> {
             pipeline,
             vars,
             budget_ms,
+            force,
             observe,
-        } => run(&pipeline, &vars, budget_ms, &observe),
+        } => run(&pipeline, &vars, budget_ms, force, &observe),
         Command::Inspect { stage } => {
             print!("{}", inspect(stage.as_deref())?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Scene { out, size, seed } => {
+        Command::Scene {
+            out,
+            force,
+            size,
+            seed,
+        } => {
             if size == 0 {
                 bail!("--size must be at least 1");
             }
-            octopipe::tiles::scene::write_png(&out, size, size, seed)
+            octopipe::tiles::scene::write_png(&out, size, size, seed, force)
                 .map_err(anyhow::Error::msg)?;
             eprintln!(
                 "octopipe: wrote {} ({size}x{size}, 16-bit grey, seed {seed})",
@@ -323,6 +349,47 @@ fn real_main() -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Pan {
+            out,
+            image,
+            annotations,
+            frames,
+            force,
+        } => {
+            let data = std::env::var_os("OCTOPIPE_DATA").map(PathBuf::from);
+            let mut opts = match (image, annotations, data) {
+                (Some(image), Some(annotations), _) => octopipe::pan::PanOptions {
+                    image,
+                    annotations,
+                    ..octopipe::pan::PanOptions::shared(Path::new(""), &out)
+                },
+                (_, _, Some(data)) => octopipe::pan::PanOptions::shared(&data, &out),
+                _ => bail!("the source image is needed: --image FILE --annotations FILE, or $OCTOPIPE_DATA (. scripts/env.sh)"),
+            };
+            (opts.frames, opts.overwrite) = (frames, force);
+            let made = octopipe::pan::make(&opts)?;
+            eprintln!(
+                "octopipe: wrote {} ({} frames of {}x{} at {} fps, panning over {}) and {} ({} objects, {} rows)",
+                made.video.display(),
+                made.frames,
+                opts.size.0,
+                opts.size.1,
+                octopipe::pan::FPS,
+                opts.image.display(),
+                made.truth.display(),
+                made.objects,
+                made.rows
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval { what } => {
+            print!("{}", what.run()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        #[cfg(not(feature = "bench"))]
+        Command::NoBench { .. } => bail!(
+            "`octopipe bench` and `octopipe probe` are in builds with the `bench` feature: cargo build --release --features bench (scoring a run's output is `octopipe eval`)"
+        ),
         #[cfg(feature = "bench")]
         Command::Bench { what } => bench_command(what),
         #[cfg(feature = "bench")]
@@ -367,12 +434,6 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
             };
             print!("{}", bench::detect_tiles(&opts)?);
         }
-        BenchCommand::Detections {
-            objects,
-            truth,
-            images,
-            classes,
-        } => bench_detections(&objects, &truth, &images, classes.as_deref())?,
         BenchCommand::Infer {
             model,
             ep,
@@ -550,20 +611,6 @@ fn bench_preprocess(args: PreprocessArgs) -> Result<()> {
     Ok(())
 }
 
-/// `octopipe bench detections`: the table of recall and false positives per frame.
-#[cfg(feature = "bench")]
-fn bench_detections(
-    objects: &Path,
-    truth: &Path,
-    images: &Path,
-    classes: Option<&str>,
-) -> Result<()> {
-    let map = classes.map(bench::eval::ClassMap::parse).transpose()?;
-    let scores = bench::eval::evaluate_files(objects, truth, images, map.as_ref())?;
-    println!("{scores}");
-    Ok(())
-}
-
 /// `$OCTOPIPE_DATA`, if set.
 #[cfg(feature = "bench")]
 fn data_dir() -> Option<PathBuf> {
@@ -574,6 +621,7 @@ fn run(
     pipeline: &str,
     vars: &[String],
     budget_ms: Option<f64>,
+    force: bool,
     observe: &ObserveArgs,
 ) -> Result<ExitCode> {
     let vars = vars
@@ -603,9 +651,12 @@ fn run(
         }
         graph.budget = Duration::from_secs_f64(ms / 1000.0);
     }
-    // Before anything opens: no output of ours may land on an input of the run.
+    // Before anything opens: no output of ours may land on an input of the run, nor replace
+    // earlier output unless --force.
     graph.check_paths(&observe.outputs())?;
-    let mut report = ReportTarget::open(observe, graph.writes_stdout())?;
+    octopipe::sink::output::check_new(&observe.outputs(), force)?;
+    graph.overwrite = force;
+    let stdout_taken = graph.writes_stdout();
     let mut pipeline = Pipeline::build(graph)?;
     let streams = match observe.streams {
         true => Some(pipeline.streams(&registry)?),
@@ -615,6 +666,7 @@ fn run(
     if let (Some(metrics), Some(streams)) = (&metrics, streams) {
         metrics.serve_streams(streams);
     }
+    let mut report = ReportTarget::open(observe, stdout_taken, force)?;
     let signals = Signals::install(pipeline.stop_handle(), observe.report);
     let outcome = pipeline.run();
     let report_error = if signals.take_report() {
@@ -690,14 +742,14 @@ enum ReportTarget {
 }
 
 impl ReportTarget {
-    /// Create the report file now (a folder that does not exist fails before the run, not
-    /// after it).
-    fn open(args: &ObserveArgs, stdout_taken: bool) -> Result<ReportTarget> {
+    /// Create the report file now, as the run starts (a folder that does not exist fails
+    /// before the run, not after it).
+    fn open(args: &ObserveArgs, stdout_taken: bool, force: bool) -> Result<ReportTarget> {
         let json = args.report == ReportFormat::Json;
         Ok(match &args.report_file {
             Some(path) => ReportTarget::File {
-                file: std::fs::File::create(path)
-                    .with_context(|| format!("--report-file {}: cannot create", path.display()))?,
+                file: octopipe::sink::output::create_file(path, force)
+                    .with_context(|| format!("--report-file {}", path.display()))?,
                 path: path.clone(),
                 json,
             },

@@ -169,3 +169,24 @@ fn a_model_that_does_not_fit_the_preprocess_settings_is_refused() {
         &["[batch, height, width, 3] float32 is needed for layout=nhwc"],
     );
 }
+
+/// A build without the `bench` feature names the feature and the build command for `bench` and
+/// `probe` (the scores are `octopipe eval`, in every build).
+#[cfg(not(feature = "bench"))]
+#[test]
+fn bench_without_the_feature_says_how_to_build_it() {
+    for args in [&["bench", "track"][..], &["probe"][..]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_octopipe"))
+            .args(args)
+            .output()
+            .unwrap();
+        common::fails_with(
+            &out,
+            &[
+                "the `bench` feature",
+                "cargo build --release --features bench",
+                "octopipe eval",
+            ],
+        );
+    }
+}

@@ -1,7 +1,6 @@
-//! `octopipe bench detections`: a detector's boxes scored against VisDrone DET ground truth (per
-//! group recall at IoU >= 0.5, false positives per frame), on JSONL made from the clip's ground
-//! truth itself, and on the objects a real run writes.
-#![cfg(feature = "bench")]
+//! `octopipe eval detections` (in every build): a detector's boxes scored against VisDrone DET
+//! ground truth (per group recall at IoU >= 0.5, false positives per frame), on JSONL made from
+//! the clip's ground truth itself, and on the objects a real run writes.
 
 mod common;
 
@@ -59,9 +58,9 @@ fn counted_truth(data: &Path) -> Vec<(String, [i64; 4], u64)> {
     rows
 }
 
-fn bench(objects: &Path, truth: &Path, images: &Path, extra: &[&str]) -> Output {
+fn eval(objects: &Path, truth: &Path, images: &Path, extra: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_octopipe"));
-    cmd.args(["bench", "detections", "--objects"])
+    cmd.args(["eval", "detections", "--objects"])
         .arg(objects)
         .arg("--truth")
         .arg(truth)
@@ -122,7 +121,7 @@ fn the_ground_truth_as_detections_scores_recall_1_and_no_false_positives() {
         truth[0].0
     ));
     std::fs::write(&objects, lines.join("\n")).unwrap();
-    let table = succeeds(&bench(&objects, &annotations, &images, &[]));
+    let table = succeeds(&eval(&objects, &annotations, &images, &[]));
     eprintln!("{table}");
     for (k, name) in ["people", "vehicles", "two-wheelers"].iter().enumerate() {
         assert_eq!(
@@ -159,7 +158,7 @@ fn the_ground_truth_as_detections_scores_recall_1_and_no_false_positives() {
     assert!(extra > 0);
     lines.extend(moved.iter().cloned());
     std::fs::write(&objects, lines.join("\n")).unwrap();
-    let table = succeeds(&bench(&objects, &annotations, &images, &[]));
+    let table = succeeds(&eval(&objects, &annotations, &images, &[]));
     let (gt, matched, recall, fp) = row(&table, "vehicles");
     assert_eq!(
         (gt, matched, recall),
@@ -201,7 +200,7 @@ fn a_real_runs_objects_are_scored_with_a_class_map_of_its_own() {
     let classes = "pedestrian=people,people=people,car=vehicles,van=vehicles,truck=vehicles,\
                    bus=vehicles,bicycle=two-wheelers,tricycle=two-wheelers,\
                    awning-tricycle=two-wheelers,motor=two-wheelers";
-    let table = succeeds(&bench(
+    let table = succeeds(&eval(
         &objects,
         &annotations,
         &images,
@@ -217,7 +216,7 @@ fn a_real_runs_objects_are_scored_with_a_class_map_of_its_own() {
 
     // With COCO names (the default map) none of these classes but car, truck, bus and bicycle
     // count; "pedestrian" is no COCO class.
-    let table = succeeds(&bench(&objects, &annotations, &images, &[]));
+    let table = succeeds(&eval(&objects, &annotations, &images, &[]));
     assert_eq!(row(&table, "people").1, 0, "{table}");
 }
 
@@ -234,7 +233,7 @@ fn detections_of_images_not_in_the_folder_fail_naming_the_image() {
         r#"{"source":"flight_0001.jpg","bbox":[1,2,30,40],"detection":{"label":"car","score":0.8}}"#,
     )
     .unwrap();
-    let out = bench(&objects, &annotations, &images, &[]);
+    let out = eval(&objects, &annotations, &images, &[]);
     common::fails_with(
         &out,
         &["octopipe: error: 1 detections of 'flight_0001.jpg', which is not among the 34 images evaluated (the first: 9999999_00023_d_0000001)"],
@@ -243,7 +242,7 @@ fn detections_of_images_not_in_the_folder_fail_naming_the_image() {
     let folder = dir.join("images");
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(folder.join("extra.jpg"), b"").unwrap();
-    let out = bench(&objects, &annotations, &folder, &[]);
+    let out = eval(&objects, &annotations, &folder, &[]);
     common::fails_with(
         &out,
         &[&format!(
@@ -255,14 +254,14 @@ fn detections_of_images_not_in_the_folder_fail_naming_the_image() {
     // A line with no detection.
     std::fs::write(&objects, r#"{"source":"a.jpg","bbox":[1,2,3,4]}"#).unwrap();
     common::fails_with(
-        &bench(&objects, &annotations, &images, &[]),
+        &eval(&objects, &annotations, &images, &[]),
         &[&format!(
             "octopipe: error: {}:1: no \"detection\"",
             objects.display()
         )],
     );
     common::fails_with(
-        &bench(&objects, &annotations, &images, &["--classes", "car"]),
+        &eval(&objects, &annotations, &images, &["--classes", "car"]),
         &["octopipe: error: class map 'car': 'car' is not CLASS=GROUP"],
     );
 }

@@ -127,7 +127,8 @@ impl Assembler {
         }
         match self.config.late {
             LatePolicy::Process => {
-                self.tally.with(|b| b.note("predicted late, processed anyway", 1));
+                self.tally
+                    .with(|b| b.note("predicted late, processed anyway", 1));
                 Some(frame)
             }
             LatePolicy::Drop => {
@@ -151,7 +152,8 @@ impl Assembler {
                 for _ in 0..cut {
                     frame.skip(SkipReason::Capped);
                 }
-                self.tally.with(|b| b.note("predicted late, crops capped", 1));
+                self.tally
+                    .with(|b| b.note("predicted late, crops capped", 1));
                 Some(frame)
             }
         }

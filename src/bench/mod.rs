@@ -6,16 +6,16 @@
 //! A, B, D and E live here ([`Strategy`], [`BenchEngine`]), beside the production strategy C of
 //! [`crate::preprocess::cuda`]. [`probe`] picks the strategy and tile size for the present GPU with
 //! a few micro-benchmarks. [`detect_tiles`] times the detector's input (a frame's tiles as one
-//! batch) per backend; [`eval`] scores a detector's boxes against VisDrone ground truth
-//! (`octopipe bench detections`); [`pipeline`] runs the whole pipeline on N streams of H.264
+//! batch) per backend; [`pipeline`] runs the whole pipeline on N streams of H.264
 //! (`octopipe bench pipeline`); [`tiles`] times the satellite tile filter (`octopipe bench tiles`)
 //! against a per-tile and a padded baseline; [`messages`] measures the broker sinks' messages
-//! (`octopipe bench messages`).
+//! (`octopipe bench messages`); [`mot`] runs the tracker on the VisDrone MOT ground truth
+//! (`octopipe bench track`). Scoring a run's output is not a benchmark: [`crate::eval`]
+//! (`octopipe eval`, in every build; `eval` here is its `detections` module, kept by that name).
 
 mod baselines;
 mod data;
 mod detect;
-pub mod eval;
 mod gpu;
 mod infer;
 pub mod messages;
@@ -32,6 +32,7 @@ use crate::frame::PixelFormat;
 use crate::preprocess::cpu::CpuBackend;
 use crate::preprocess::{Backend, PreprocessConfig, PreprocessError};
 
+pub use crate::eval::detections as eval;
 pub use crate::preprocess::f16_to_f32;
 pub use baselines::{BenchEngine, Strategy, FLAT_THREADS};
 pub use data::{box_sizes, frame_from, synthetic_frame, Rng};

@@ -480,7 +480,6 @@ impl Tally {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,7 +563,10 @@ mod tests {
             text.contains("over budget: 34 of 34 frames; headroom at p99: -1624.67 ms"),
             "{text}"
         );
-        assert!(text.contains("objects: 0 in = 0 classified + 0 skipped"), "{text}");
+        assert!(
+            text.contains("objects: 0 in = 0 classified + 0 skipped"),
+            "{text}"
+        );
     }
 
     /// Typed sections: their lines end the text report, their fields stand under
@@ -625,4 +627,3 @@ mod tests {
         );
     }
 }
-

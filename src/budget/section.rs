@@ -81,7 +81,11 @@ mod tests {
         let s = Section::of(&Count { frames: 24 });
         assert_eq!(
             (s.kind, s.text.as_str(), &s.fields),
-            ("count", "count: 24 frames", &serde_json::json!({ "frames": 24 }))
+            (
+                "count",
+                "count: 24 frames",
+                &serde_json::json!({ "frames": 24 })
+            )
         );
         assert_eq!(s.get::<Count>(), Some(Count { frames: 24 }));
     }

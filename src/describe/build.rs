@@ -536,6 +536,7 @@ fn assemble(
         } else {
             budget
         },
+        overwrite: false,
     })
 }
 

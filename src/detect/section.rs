@@ -59,7 +59,11 @@ impl fmt::Display for DetectSection {
             write!(f, ", {} of other classes left out", self.other_classes)?;
         }
         if self.non_finite_rows > 0 {
-            write!(f, ", {} output rows not finite (left out)", self.non_finite_rows)?;
+            write!(
+                f,
+                ", {} output rows not finite (left out)",
+                self.non_finite_rows
+            )?;
         }
         Ok(())
     }

@@ -262,19 +262,23 @@ pub struct Annotator {
 
 impl Annotator {
     /// Write annotated frames to `target` (classes named as the classifier names them).
-    /// `frame_interval` times the MP4's frames when the source gives no timestamps. Fails when the folder cannot be made or (MP4) GStreamer lacks an element.
+    /// `frame_interval` times the MP4's frames when the source gives no timestamps. The folder
+    /// or file is made at the first frame. Fails when (MP4) GStreamer lacks an element.
     pub fn new(target: AnnotateTarget, frame_interval: Duration) -> Result<Annotator, String> {
         let (tx, rx) = bounded::<Job>(4);
         let worker = match &target {
             AnnotateTarget::PngDir(dir) => {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
                 let dir = dir.clone();
                 thread::Builder::new()
                     .name("octopipe-annotate".into())
                     .spawn(move || {
                         let mut n = 0;
                         for job in rx {
+                            // Made at the first frame: a run that fails first leaves nothing.
+                            if n == 0 {
+                                std::fs::create_dir_all(&dir)
+                                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                            }
                             let name = dir.join(format!("s{}-{:06}.png", job.stream, job.seq));
                             let Some(img) = job.render() else { continue };
                             save_png(&img, &name, false)?;
@@ -404,8 +408,9 @@ impl Drop for Annotator {
     }
 }
 
-/// `appsrc ! videoconvert ! x264enc ! mp4mux ! filesink`, started at the first frame.
-struct Mp4Encoder {
+/// `appsrc ! videoconvert ! x264enc ! mp4mux ! filesink`, started at the first frame (also what
+/// `octopipe pan` encodes its video with).
+pub(crate) struct Mp4Encoder {
     path: PathBuf,
     running: Option<(gst::Pipeline, gst_app::AppSrc, (u32, u32))>,
     frames: u64,
@@ -413,7 +418,7 @@ struct Mp4Encoder {
 
 impl Mp4Encoder {
     /// Check that GStreamer and its elements are there before the run starts.
-    fn check(path: &Path) -> Result<Mp4Encoder, String> {
+    pub(crate) fn check(path: &Path) -> Result<Mp4Encoder, String> {
         gst::init().map_err(|e| format!("GStreamer: {e}"))?;
         for (element, package) in [
             ("videoconvert", "gstreamer1.0-plugins-base"),
@@ -467,7 +472,14 @@ impl Mp4Encoder {
         Ok((pipeline, src))
     }
 
-    fn push(&mut self, img: RgbImage, pts: Duration, interval: Duration) -> Result<(), String> {
+    /// Encode `img` at `pts`, lasting `interval` (frames of another size than the first are
+    /// skipped).
+    pub(crate) fn push(
+        &mut self,
+        img: RgbImage,
+        pts: Duration,
+        interval: Duration,
+    ) -> Result<(), String> {
         let size = img.dimensions();
         if self.running.is_none() {
             let (p, s) = self.start(size.0, size.1, interval)?;
@@ -491,7 +503,7 @@ impl Mp4Encoder {
     }
 
     /// End the stream and wait for the file to be finished.
-    fn finish(mut self) -> Result<u64, String> {
+    pub(crate) fn finish(mut self) -> Result<u64, String> {
         let Some((pipeline, src, _)) = self.running.take() else {
             return Ok(0);
         };

@@ -27,6 +27,7 @@ mod metrics;
 mod plot;
 mod progress;
 
+pub(crate) use annotate::Mp4Encoder;
 pub use annotate::{draw_box, draw_text, text_width, AnnotateTarget, Annotator, Mosaic, GLYPH};
 pub use energy::Energy;
 pub use metrics::{MetricsServer, LATENCY_BUCKETS};

@@ -33,6 +33,9 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     /// The per-frame budget (default: the shortest frame interval of the sources).
     pub budget: Duration,
+    /// Every output may replace earlier output (`octopipe run --force`); by default an
+    /// existing file, or a folder holding an earlier run's output, is refused.
+    pub overwrite: bool,
 }
 
 impl Graph {

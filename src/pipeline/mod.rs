@@ -368,7 +368,11 @@ impl Pipeline {
         let rows = graph.rows();
         let live = graph.is_live();
         let frame_interval = graph.frame_interval();
-        let Graph { mut nodes, budget } = graph;
+        let Graph {
+            mut nodes,
+            budget,
+            overwrite,
+        } = graph;
         let mut caps = Caps::default();
         for n in &mut nodes {
             if n.role == Role::Source {
@@ -403,6 +407,7 @@ impl Pipeline {
             keep_pixels: keep_pixels.clone(),
             stopped_early: control.stop.clone(),
             start: Arc::new(StartGate::new()),
+            overwrite,
         };
         // Sink to source: a model's input size is known before the stages that make its tensors.
         let mut ready = Vec::with_capacity(nodes.len());

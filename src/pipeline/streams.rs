@@ -324,6 +324,8 @@ impl Book {
             stopped_early: self.control.stop.clone(),
             // A live stream added while running starts its own clock.
             start: Arc::new(StartGate::new()),
+            // A stream is a source and its boxes: it writes nothing.
+            overwrite: false,
         };
         let ended = Arc::new(AtomicBool::new(false));
         let mut ready = Vec::with_capacity(nodes.len());

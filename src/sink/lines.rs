@@ -27,16 +27,14 @@ pub(crate) struct JsonLines {
 }
 
 impl JsonLines {
-    /// Create (truncate) `path`; `-` is stdout.
-    pub(crate) fn create(path: &Path) -> Result<Self, SinkError> {
+    /// Create `path` (a new file; with `overwrite`, an existing one is emptied); `-` is
+    /// stdout.
+    pub(crate) fn create(path: &Path, overwrite: bool) -> Result<Self, SinkError> {
         let name = path.display().to_string();
         if name == "-" {
             return Ok(JsonLines::new(name, Box::new(std::io::stdout()), None));
         }
-        let file = File::create(path).map_err(|e| SinkError {
-            path: name.clone(),
-            reason: format!("cannot create: {e}"),
-        })?;
+        let file = super::output::create_file(path, overwrite)?;
         let regular = file.metadata().is_ok_and(|m| m.is_file());
         let cut = regular.then(|| file.try_clone().ok()).flatten();
         Ok(JsonLines::new(name, Box::new(file), cut))

@@ -30,11 +30,13 @@ mod broker;
 mod lines;
 pub mod message;
 mod mqtt;
+pub mod output;
 mod tensors;
 mod tiles;
 mod zenoh;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -59,6 +61,8 @@ pub use zenoh::{ZenohConfig, ZENOH};
 pub struct JsonlConfig {
     /// Output file, or `-` for stdout.
     pub location: PathBuf,
+    /// Replace an existing file (else it is refused).
+    pub overwrite: bool,
 }
 
 /// Errors of the sink stages.
@@ -69,27 +73,6 @@ pub struct SinkError {
     pub path: String,
     /// What went wrong.
     pub reason: String,
-}
-
-/// Create `dir` (or take it as it is) for a sink that writes files into it, refusing a folder
-/// that holds a file `ours` recognises as an earlier run's output: nothing is overwritten.
-fn fresh_folder(dir: &Path, ours: impl Fn(&str) -> bool) -> Result<(), SinkError> {
-    let err = |reason: String| SinkError {
-        path: dir.display().to_string(),
-        reason,
-    };
-    std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create the folder: {e}")))?;
-    let taken = std::fs::read_dir(dir)
-        .map_err(|e| err(format!("cannot read the folder: {e}")))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .find(|n| ours(n));
-    match taken {
-        Some(name) => Err(err(format!(
-            "already holds {name} from an earlier run: give an empty or new folder"
-        ))),
-        None => Ok(()),
-    }
 }
 
 /// What the box source said of a box.
@@ -208,14 +191,29 @@ fn pts_ms(frame: &crate::frame::Frame) -> Option<f64> {
 /// Runtime state of the JSONL sink.
 pub struct JsonlSink {
     out: JsonLines,
+    /// The file while the run has not finished: removed if left empty.
+    leftover: output::Leftover,
+    /// Set when the run is cut short (a stage failed, a stop was asked for).
+    stopped: Arc<AtomicBool>,
 }
 
 impl JsonlSink {
-    /// Create (truncate) the output.
+    /// Create the output: a new file, or an existing one emptied with `overwrite`.
     pub fn new(config: &JsonlConfig) -> Result<Self, SinkError> {
+        let out = JsonLines::create(&config.location, config.overwrite)?;
+        let file = (config.location.as_os_str() != "-").then(|| config.location.clone());
         Ok(JsonlSink {
-            out: JsonLines::create(&config.location)?,
+            out,
+            leftover: output::Leftover::new(file.into_iter().collect(), None),
+            stopped: Arc::default(),
         })
+    }
+
+    /// Tell the sink when the run is cut short: it then removes its file at the end if it
+    /// wrote nothing into it.
+    pub fn stopped_by(mut self, stopped: Arc<AtomicBool>) -> Self {
+        self.stopped = stopped;
+        self
     }
 
     /// Complete lines written so far.
@@ -239,11 +237,20 @@ impl Stage<CropBatch, CropBatch> for JsonlSink {
         out.push(batch);
         Ok(())
     }
+
+    fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        if !self.stopped.load(Ordering::SeqCst) {
+            self.leftover.keep();
+        }
+        Ok(())
+    }
 }
 
 impl Element for JsonlConfig {
-    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Batches(Box::new(JsonlSink::new(&self)?)))
+    fn open(mut self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        self.overwrite |= ctx.overwrite;
+        let sink = JsonlSink::new(&self)?.stopped_by(ctx.stopped_early.clone());
+        Ok(Running::Batches(Box::new(sink)))
     }
     fn outputs(&self) -> Vec<RunPath> {
         if self.writes_stdout() {
@@ -256,22 +263,34 @@ impl Element for JsonlConfig {
     }
 }
 
-/// `jsonl location=FILE|-`: one JSON line per object.
+/// The `overwrite` property of the sinks that write files.
+const OVERWRITE: PropSpec = PropSpec::new(
+    "overwrite",
+    PropType::Bool,
+    "false",
+    "replace earlier output at location (else it is refused; octopipe run --force sets it on every sink)",
+);
+
+/// `jsonl location=FILE|- overwrite=false`: one JSON line per object.
 pub const JSONL: StageDecl = StageDecl {
     name: "jsonl",
     role: Role::Sink,
     doc: "one JSON line per object (box, and the classifier's label when classified)",
-    props: &[PropSpec::new(
-        "location",
-        PropType::Path,
-        "-",
-        "output file, or - for stdout",
-    )],
+    props: &[
+        PropSpec::new(
+            "location",
+            PropType::Path,
+            "-",
+            "output file, or - for stdout",
+        ),
+        OVERWRITE,
+    ],
     needs: &[Role::Boxes, Role::Batch],
     provides: &[],
     make: |p| {
         Ok(Box::new(JsonlConfig {
             location: PathBuf::from(p.required("location")?),
+            overwrite: p.bool("overwrite").unwrap_or(false),
         }))
     },
 };

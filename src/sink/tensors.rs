@@ -9,17 +9,21 @@
 //! `<f2` with `preprocess dtype=f16`), shaped `[n, 3, h, w]` / `[n, h, w, 3]` (or flat for a
 //! ragged batch). `out/index.jsonl`: one line per crop, `{"file":"batch-000000.npy","index":0,
 //! "offset":0,...}` followed by the object's fields (stream, frame, source, bbox, ...). A folder
-//! that already holds such files is refused: nothing is overwritten; so is a folder the run
-//! reads, or one holding an input of the run. When a write fails, a partial `.npy` file is removed
+//! that already holds such files is refused (with `overwrite=true` they are removed first); so is
+//! a folder the run reads, or one holding an input of the run. A run that fails before writing
+//! anything leaves no empty index (nor the folder, if it made it). When a write fails, a partial `.npy` file is removed
 //! and the index ends with its last complete line.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::lines::JsonLines;
+use super::output::{fresh_folder, Leftover};
 use super::{Object, SinkError};
 use crate::batch::CropBatch;
 use crate::pipeline::RunPath;
@@ -32,6 +36,8 @@ use crate::Error;
 pub struct TensorsConfig {
     /// The output folder (created if missing).
     pub location: PathBuf,
+    /// Replace an earlier run's files in the folder (else the folder is refused).
+    pub overwrite: bool,
 }
 
 /// `tensors location=DIR`.
@@ -39,24 +45,31 @@ pub const TENSORS: StageDecl = StageDecl {
     name: "tensors",
     role: Role::Sink,
     doc: "each batch's tensor as a .npy file plus index.jsonl (which crop is which)",
-    props: &[PropSpec::new(
-        "location",
-        PropType::Path,
-        "-",
-        "output folder (created if missing; must not hold earlier output)",
-    )],
+    props: &[
+        PropSpec::new(
+            "location",
+            PropType::Path,
+            "-",
+            "output folder (created if missing; must not hold earlier output)",
+        ),
+        super::OVERWRITE,
+    ],
     needs: &[Role::Boxes, Role::Batch, Role::Preprocess],
     provides: &[],
     make: |p| {
         Ok(Box::new(TensorsConfig {
             location: PathBuf::from(p.required("location")?),
+            overwrite: p.bool("overwrite").unwrap_or(false),
         }))
     },
 };
 
 impl Element for TensorsConfig {
-    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Batches(Box::new(TensorsSink::new(&self)?)))
+    fn open(mut self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        self.overwrite |= ctx.overwrite;
+        let mut sink = TensorsSink::new(&self)?;
+        sink.stopped = ctx.stopped_early.clone();
+        Ok(Running::Batches(Box::new(sink)))
     }
     fn outputs(&self) -> Vec<RunPath> {
         vec![RunPath::folder("tensors location", &self.location)]
@@ -78,20 +91,26 @@ pub struct TensorsSink {
     dir: PathBuf,
     index: JsonLines,
     batches: u64,
+    /// The index (and the folder, if made here) while the run has not finished.
+    leftover: Leftover,
+    stopped: Arc<AtomicBool>,
 }
 
 impl TensorsSink {
-    /// Create the folder (or take an empty one) and the index.
+    /// Create the folder (or take one with no earlier output; with `overwrite`, the earlier
+    /// output is removed) and the index.
     pub fn new(config: &TensorsConfig) -> Result<Self, SinkError> {
         let dir = config.location.clone();
-        super::fresh_folder(&dir, |n| {
-            n == "index.jsonl" || (n.starts_with("batch-") && n.ends_with(".npy"))
-        })?;
-        let index = JsonLines::create(&dir.join("index.jsonl"))?;
+        let ours = |n: &str| n == "index.jsonl" || (n.starts_with("batch-") && n.ends_with(".npy"));
+        let made = fresh_folder(&dir, ours, config.overwrite)?;
+        let index_path = dir.join("index.jsonl");
+        let index = JsonLines::create(&index_path, config.overwrite)?;
         Ok(TensorsSink {
+            leftover: Leftover::new(vec![index_path], made.then(|| dir.clone())),
             dir,
             index,
             batches: 0,
+            stopped: Arc::default(),
         })
     }
 
@@ -142,6 +161,13 @@ impl Stage<CropBatch, CropBatch> for TensorsSink {
     fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
         self.write(&batch)?;
         out.push(batch);
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        if !self.stopped.load(Ordering::SeqCst) {
+            self.leftover.keep();
+        }
         Ok(())
     }
 }

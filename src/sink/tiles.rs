@@ -12,16 +12,20 @@
 //! `bbox` (the tile's rectangle), `stats` (mean, std, min, max, above, pixels, and the exact
 //! integer `sums`) and `kept`. Without a `tilestats` stage before it, every tile is written.
 //!
-//! A folder that already holds an index or tiles is refused, and each tile file is created only if
-//! it does not exist: nothing is overwritten. When a write fails, the partial tile file is
-//! removed and the index ends with its last complete line.
+//! A folder that already holds an index or tiles is refused (with `overwrite=true` they are
+//! removed first), and each tile file is created only if it does not exist. When a write fails,
+//! the partial tile file is removed and the index ends with its last complete line; a run that
+//! fails before writing anything leaves no empty index (nor the folder, if it made it).
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::lines::JsonLines;
+use super::output::{fresh_folder, Leftover};
 use super::tensors::write_npy;
 use super::{Object, SinkError};
 use crate::batch::CropBatch;
@@ -48,6 +52,8 @@ pub struct TileSinkConfig {
     pub location: PathBuf,
     /// File format of the tiles.
     pub format: TileFormat,
+    /// Replace an earlier run's files in the folder (else the folder is refused).
+    pub overwrite: bool,
 }
 
 /// `tilesink location=DIR format=png|npy`.
@@ -68,6 +74,7 @@ pub const TILESINK: StageDecl = StageDecl {
             "png",
             "tile files: PNG, or the raw samples as NumPy .npy",
         ),
+        super::OVERWRITE,
     ],
     needs: &[Role::Boxes, Role::Batch],
     provides: &[],
@@ -78,13 +85,17 @@ pub const TILESINK: StageDecl = StageDecl {
                 Some("npy") => TileFormat::Npy,
                 _ => TileFormat::Png,
             },
+            overwrite: p.bool("overwrite").unwrap_or(false),
         }))
     },
 };
 
 impl Element for TileSinkConfig {
-    fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Batches(Box::new(TileSink::new(&self)?)))
+    fn open(mut self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        self.overwrite |= ctx.overwrite;
+        let mut sink = TileSink::new(&self)?;
+        sink.stopped = ctx.stopped_early.clone();
+        Ok(Running::Batches(Box::new(sink)))
     }
     fn outputs(&self) -> Vec<RunPath> {
         vec![RunPath::folder("tilesink location", &self.location)]
@@ -107,18 +118,25 @@ pub struct TileSink {
     index: JsonLines,
     /// Tiles written so far.
     written: u64,
+    /// The index (and the folder, if made here) while the run has not finished.
+    leftover: Leftover,
+    stopped: Arc<AtomicBool>,
 }
 
 impl TileSink {
     /// Create the folder (or take one with no earlier output) and the index.
     pub fn new(config: &TileSinkConfig) -> Result<Self, SinkError> {
         let dir = config.location.clone();
-        super::fresh_folder(&dir, |n| n == "index.jsonl" || n.starts_with("tile-"))?;
+        let ours = |n: &str| n == "index.jsonl" || n.starts_with("tile-");
+        let made = fresh_folder(&dir, ours, config.overwrite)?;
+        let index_path = dir.join("index.jsonl");
         Ok(TileSink {
-            index: JsonLines::create(&dir.join("index.jsonl"))?,
+            index: JsonLines::create(&index_path, config.overwrite)?,
+            leftover: Leftover::new(vec![index_path], made.then(|| dir.clone())),
             dir,
             format: config.format,
             written: 0,
+            stopped: Arc::default(),
         })
     }
 
@@ -240,6 +258,13 @@ impl Stage<CropBatch, CropBatch> for TileSink {
     fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
         self.write(&batch)?;
         out.push(batch);
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        if !self.stopped.load(Ordering::SeqCst) {
+            self.leftover.keep();
+        }
         Ok(())
     }
 }

@@ -454,4 +454,7 @@ pub struct OpenContext<'a> {
     pub stopped_early: Arc<std::sync::atomic::AtomicBool>,
     /// Where the run's live-paced sources start their clocks together.
     pub start: Arc<crate::source::StartGate>,
+    /// Outputs may replace earlier output (`octopipe run --force`; a sink's own `overwrite`
+    /// property says so for that sink alone).
+    pub overwrite: bool,
 }

@@ -22,8 +22,9 @@ pub fn scene(width: u32, height: u32, seed: u64) -> Vec<u16> {
     out.par_chunks_mut(w.max(1))
         .enumerate()
         .for_each(|(y, row)| {
+            let mut noise = SceneNoise::new(seed);
             for (x, v) in row.iter_mut().enumerate() {
-                *v = sample(x as f32 * scale, y as f32 * scale, seed);
+                *v = noise.sample(x as f32 * scale, y as f32 * scale);
             }
         });
     out
@@ -45,17 +46,28 @@ pub fn frame(width: u32, height: u32, seed: u64) -> Frame {
     )
 }
 
-/// Write the scene as a 16-bit greyscale PNG at `path`, which must not exist yet (a user's file is
-/// never overwritten).
-pub fn write_png(path: &Path, width: u32, height: u32, seed: u64) -> Result<(), String> {
+/// Write the scene as a 16-bit greyscale PNG at `path` (its folder made if missing), a new file
+/// unless `overwrite` (a user's file is not replaced by accident). A failed write leaves no
+/// partial file.
+pub fn write_png(
+    path: &Path,
+    width: u32,
+    height: u32,
+    seed: u64,
+    overwrite: bool,
+) -> Result<(), String> {
     use image::codecs::png::{CompressionType, FilterType, PngEncoder};
     use image::ImageEncoder;
     let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| fail(&e))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let file = crate::sink::output::create_file(path, overwrite).map_err(|e| {
+        e.to_string().replace(
+            "overwrite=true on the sink (octopipe run --force) replaces it",
+            "--force replaces it",
+        )
+    })?;
     // The PNG encoder takes 16-bit samples in native byte order.
     let bytes: Vec<u8> = scene(width, height, seed)
         .iter()
@@ -75,7 +87,116 @@ pub fn write_png(path: &Path, width: u32, height: u32, seed: u64) -> Result<(), 
     Ok(())
 }
 
-/// The sample at scene position (u, v), both in 0..1 of the longer side.
+/// The scene's noise fields with their lattice values kept: along a row, a field's lattice cell
+/// changes every few hundred pixels, so its four corner values are hashed once per cell rather
+/// than once per pixel. The arithmetic is [`sample`]'s, step for step: the same samples.
+struct SceneNoise {
+    layers: [Fbm; 6],
+}
+
+impl SceneNoise {
+    fn new(seed: u64) -> Self {
+        SceneNoise {
+            layers: [
+                Fbm::new(seed, 5),
+                Fbm::new(seed ^ 1, 2),
+                Fbm::new(seed ^ 2, 2),
+                Fbm::new(seed ^ 3, 3),
+                Fbm::new(seed ^ 4, 5),
+                Fbm::new(seed ^ 5, 2),
+            ],
+        }
+    }
+
+    /// [`sample`] at (u, v).
+    fn sample(&mut self, u: f32, v: f32) -> u16 {
+        let [l0, l1, l2, l3, l4, l5] = &mut self.layers;
+        let ice_field = l0.at(u * 3.0, v * 3.0) + 0.25 * l1.at(u * 24.0, v * 24.0);
+        let ice = smoothstep(0.6, 0.64, ice_field);
+        let ocean = 0.05 + 0.02 * l2.at(u * 40.0, v * 40.0);
+        let ice_value = 0.4 + 0.4 * l3.at(u * 12.0, v * 12.0);
+        let ground = ocean + (ice_value - ocean) * ice;
+        let cloud_field = l4.at(u * 4.0 + 7.3, v * 2.5 + 1.9);
+        let cloud = smoothstep(0.5, 0.6, cloud_field);
+        let cloud_value = 0.82 + 0.06 * l5.at(u * 30.0, v * 30.0);
+        let value = ground + (cloud_value - ground) * cloud;
+        (value.clamp(0.0, 1.0) * 65535.0).round() as u16
+    }
+}
+
+/// [`fbm`] with each octave's lattice cell kept.
+struct Fbm {
+    octaves: Vec<Cell>,
+}
+
+impl Fbm {
+    fn new(seed: u64, octaves: u32) -> Self {
+        Fbm {
+            octaves: (0..octaves)
+                .map(|o| Cell::new(seed.wrapping_add(u64::from(o) * 0x9E37)))
+                .collect(),
+        }
+    }
+
+    /// [`fbm`] at (x, y).
+    fn at(&mut self, x: f32, y: f32) -> f32 {
+        let (mut sum, mut weight, mut total, mut f) = (0.0, 1.0, 0.0, 1.0);
+        for cell in &mut self.octaves {
+            sum += weight * cell.noise(x * f, y * f);
+            total += weight;
+            weight *= 0.5;
+            f *= 2.0;
+        }
+        sum / total
+    }
+}
+
+/// [`value_noise`] with the corner values of the last lattice cell it was asked in.
+struct Cell {
+    seed: u64,
+    key: (i64, i64),
+    corners: [f32; 4],
+}
+
+impl Cell {
+    fn new(seed: u64) -> Self {
+        Cell {
+            seed,
+            key: (i64::MIN, i64::MIN),
+            corners: [0.0; 4],
+        }
+    }
+
+    /// [`value_noise`] at (x, y).
+    fn noise(&mut self, x: f32, y: f32) -> f32 {
+        let (xf, yf) = (floor(x), floor(y));
+        let (ix, iy) = (xf as i64, yf as i64);
+        if self.key != (ix, iy) {
+            let at = |dx: i64, dy: i64| lattice(ix + dx, iy + dy, self.seed);
+            self.corners = [at(0, 0), at(1, 0), at(0, 1), at(1, 1)];
+            self.key = (ix, iy);
+        }
+        let (tx, ty) = (smooth(x - xf), smooth(y - yf));
+        let [a, b, c, d] = self.corners;
+        let top = a + (b - a) * tx;
+        let bottom = c + (d - c) * tx;
+        top + (bottom - top) * ty
+    }
+}
+
+/// `x.floor()`, without the call into libm for the scene's (non-negative) coordinates: there,
+/// truncation is the floor.
+fn floor(x: f32) -> f32 {
+    if (0.0..8_388_608.0).contains(&x) {
+        (x as i64) as f32
+    } else {
+        x.floor()
+    }
+}
+
+/// The sample at scene position (u, v), both in 0..1 of the longer side: the formula
+/// [`SceneNoise`] computes faster (the tests hold them equal).
+#[cfg(test)]
 fn sample(u: f32, v: f32, seed: u64) -> u16 {
     // Sea ice where the large-scale field is high, open water elsewhere; fine noise breaks the ice
     // into floes with leads of dark water between them.
@@ -94,6 +215,7 @@ fn sample(u: f32, v: f32, seed: u64) -> u16 {
 
 /// Fractal value noise: `octaves` of [`value_noise`], each twice the frequency and half the
 /// weight of the one before; about 0..1.
+#[cfg(test)]
 fn fbm(x: f32, y: f32, seed: u64, octaves: u32) -> f32 {
     let (mut sum, mut weight, mut total, mut f) = (0.0, 1.0, 0.0, 1.0);
     for o in 0..octaves {
@@ -106,6 +228,7 @@ fn fbm(x: f32, y: f32, seed: u64, octaves: u32) -> f32 {
 }
 
 /// Smoothly interpolated random values on the integer lattice: 0..1.
+#[cfg(test)]
 fn value_noise(x: f32, y: f32, seed: u64) -> f32 {
     let (xf, yf) = (x.floor(), y.floor());
     let (ix, iy) = (xf as i64, yf as i64);
@@ -138,6 +261,20 @@ fn smoothstep(a: f32, b: f32, x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cached lattice gives every sample of the plain formula.
+    #[test]
+    fn the_fast_scene_is_the_formula_sample_for_sample() {
+        let (w, h, seed) = (300u32, 170u32, 22);
+        let fast = scene(w, h, seed);
+        let scale = 1.0 / w.max(h) as f32;
+        for y in 0..h {
+            for x in 0..w {
+                let want = sample(x as f32 * scale, y as f32 * scale, seed);
+                assert_eq!(fast[(y * w + x) as usize], want, "({x}, {y})");
+            }
+        }
+    }
 
     #[test]
     fn the_scene_has_ocean_ice_and_clouds_and_is_the_same_for_a_seed() {

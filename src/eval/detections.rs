@@ -6,7 +6,7 @@
 //! group that matched nothing, over every frame evaluated, frames with no detection included).
 //!
 //! ```text
-//! octopipe bench detections --objects objects.jsonl \
+//! octopipe eval detections --objects objects.jsonl \
 //!     --truth ../shared/data/visdrone/clip-9999999/annotations \
 //!     --images ../shared/data/visdrone/clip-9999999/images
 //! ```
@@ -31,6 +31,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+pub use super::EvalError;
 use crate::boxes::parse_det;
 use crate::track::iou;
 
@@ -150,60 +151,6 @@ pub struct Scored {
     pub label: String,
     /// The detector's score.
     pub score: f32,
-}
-
-/// Errors of the evaluation; each names the file (and line) or the image it is about.
-#[derive(Debug, thiserror::Error)]
-pub enum EvalError {
-    /// A file or folder cannot be read.
-    #[error("{path}: {reason}")]
-    Io {
-        /// The file or folder.
-        path: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// A JSONL line that is not an object with a detection.
-    #[error("{path}:{line}: {reason}")]
-    Parse {
-        /// The JSONL file.
-        path: String,
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A malformed ground truth file.
-    #[error(transparent)]
-    Truth(#[from] crate::boxes::BoxesError),
-    /// An image of the frames has no ground truth file.
-    #[error("{path}: no ground truth for image '{image}'")]
-    MissingTruth {
-        /// The expected ground truth file.
-        path: String,
-        /// The image.
-        image: String,
-    },
-    /// Detections of an image that is not among the frames evaluated.
-    #[error("{count} detections of '{source_name}', which is not among the {frames} images evaluated (the first: {first})")]
-    UnknownFrame {
-        /// The detection's `source`.
-        source_name: String,
-        /// How many detections name it.
-        count: usize,
-        /// How many images are evaluated.
-        frames: usize,
-        /// The first image evaluated, for comparison.
-        first: String,
-    },
-    /// A class map that does not parse.
-    #[error("class map '{text}': {reason}")]
-    ClassMap {
-        /// The map as written.
-        text: String,
-        /// What is wrong.
-        reason: String,
-    },
 }
 
 /// One ground truth box that counts.
@@ -497,7 +444,7 @@ pub fn read_objects(path: &Path) -> Result<Vec<Scored>, EvalError> {
     parse_objects(&text, &path.display().to_string())
 }
 
-/// `octopipe bench detections`: score the objects of a JSONL file against the ground truth of
+/// `octopipe eval detections`: score the objects of a JSONL file against the ground truth of
 /// the images of a folder, with `map` (COCO names when `None`).
 pub fn evaluate_files(
     objects: &Path,
