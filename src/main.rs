@@ -639,7 +639,7 @@ fn run(
     } else {
         ("<command line>".to_string(), pipeline.to_string())
     };
-    let desc = describe::parse(&origin, &text, &vars)?;
+    let desc = describe::parse_with_env(&origin, &text, &vars)?;
     let registry = Registry::builtin();
     let mut graph = match observe.streams {
         true => describe::build_open(&desc, &registry)?,

@@ -581,6 +581,68 @@ fn an_empty_image_folder() {
     );
 }
 
+/// `images location=` one image plays it as a sequence of one frame; a file that is no image
+/// says what `images` takes (not "Not a directory").
+#[test]
+fn images_location_is_a_file() {
+    let dir = common::temp_dir("bad-images-file");
+    jpeg_clip(&dir, 1);
+    let one = dir.join("images/frame_00000.jpg");
+    let out = dir.join("one.jsonl");
+    let text = format!(
+        "images location={} ! boxes format=synthetic count=3 ! jsonl location={}",
+        one.display(),
+        out.display()
+    );
+    let done = run(&text);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(jsonl_frames(&out), [0, 0, 0]);
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, "not an image").unwrap();
+    fails_with(
+        &run(&format!(
+            "images location={} ! boxes format=synthetic ! jsonl location=-",
+            notes.display()
+        )),
+        &[
+            &format!(
+                "octopipe: error: {}: is a file but not a .jpg, .jpeg or .png image",
+                notes.display()
+            ),
+            "a video file is `media location=...`",
+        ],
+    );
+}
+
+/// Caps with no fields are caps (as in gst-launch-1.0); a misspelt caps field is an error with
+/// a caret and the near name, before anything runs.
+#[test]
+fn caps_without_fields_pass_and_misspelt_fields_are_named() {
+    let dir = common::temp_dir("bad-caps");
+    let out = dir.join("o.jsonl");
+    let done = run(&format!(
+        "videotestsrc num-buffers=2 ! video/x-raw ! boxes format=synthetic count=2 ! jsonl location={}",
+        out.display()
+    ));
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(jsonl_frames(&out), [0, 0, 1, 1]);
+    fails_with(
+        &run("videotestsrc ! video/x-raw,widht=640 ! boxes format=synthetic ! jsonl location=-"),
+        &[
+            "<command line>:1:28: caps video/x-raw have no field 'widht' (did you mean 'width'?)",
+            "^^^^^",
+        ],
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Annotations
 

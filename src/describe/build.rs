@@ -698,8 +698,12 @@ fn is_gstreamer(
     if st.reference || registry.get(&st.kind).is_some() {
         return Ok(false);
     }
+    if st.kind.contains('/') {
+        super::caps::check(desc, st)?;
+        return Ok(true);
+    }
     // An installed element first: `queue2` is GStreamer's, not a misspelt `queue`.
-    if st.kind.contains('/') || crate::source::element_exists(&st.kind) {
+    if crate::source::element_exists(&st.kind) {
         return Ok(true);
     }
     if closest(&st.kind, registry.names()).is_some() {

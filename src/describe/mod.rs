@@ -22,6 +22,7 @@
 //! Errors give the line and column with a caret and suggest the closest stage or property name.
 
 mod build;
+mod caps;
 mod devices;
 
 use std::collections::HashMap;
@@ -150,13 +151,56 @@ fn error_at(origin: &str, text: &str, span: Span, message: String) -> DescribeEr
 }
 
 /// Parse `text` (from `origin`, used in messages), replacing `${name}` with `vars`.
-// One pass of a hand-written scanner over the bytes: its states (stage, key, quoted value,
-// comment) share the position and the error context, which splitting would thread through.
 pub fn parse(
     origin: &str,
     text: &str,
     vars: &HashMap<String, String>,
 ) -> Result<Description, DescribeError> {
+    let lookup = |name: &str| vars.get(name).cloned();
+    let missing =
+        |name: &str| format!("variable '{name}' is not set (give it with --set {name}=VALUE)");
+    scan(
+        origin,
+        text,
+        &Vars {
+            lookup: &lookup,
+            missing: &missing,
+        },
+    )
+}
+
+/// [`parse`], with the environment's variables for those `vars` does not set (`${OCTOPIPE_DATA}`
+/// after `. scripts/env.sh`; `--set` wins). For descriptions the user writes (`octopipe run`),
+/// never for ones that come over a network (`POST /streams`), which must not read the
+/// environment.
+pub fn parse_with_env(
+    origin: &str,
+    text: &str,
+    vars: &HashMap<String, String>,
+) -> Result<Description, DescribeError> {
+    let lookup = |name: &str| vars.get(name).cloned().or_else(|| std::env::var(name).ok());
+    let missing = |name: &str| {
+        format!("variable '{name}' is not set (give it with --set {name}=VALUE, or set it in the environment)")
+    };
+    scan(
+        origin,
+        text,
+        &Vars {
+            lookup: &lookup,
+            missing: &missing,
+        },
+    )
+}
+
+/// Where `${name}` values come from, and what to say when one is missing.
+struct Vars<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+    missing: &'a dyn Fn(&str) -> String,
+}
+
+// One pass of a hand-written scanner over the bytes: its states (stage, key, quoted value,
+// comment) share the position and the error context, which splitting would thread through.
+fn scan(origin: &str, text: &str, vars: &Vars) -> Result<Description, DescribeError> {
     let err =
         |start: usize, len: usize, msg: String| error_at(origin, text, Span { start, len }, msg);
     let bytes = text.as_bytes();
@@ -200,8 +244,12 @@ pub fn parse(
             }
             i += 1;
         }
-        // Caps (`video/x-raw,width=640`) stand as an element of a GStreamer fragment.
-        let caps = key_end.is_some_and(|eq| text[start..eq].contains('/'));
+        // Caps (`video/x-raw,width=640`, or with no fields `video/x-raw`) stand as an element
+        // of a GStreamer fragment.
+        let caps = match key_end {
+            Some(eq) => text[start..eq].contains('/'),
+            None => text[start..i].contains('/'),
+        };
         if caps {
             while i < bytes.len() && !bytes[i].is_ascii_whitespace() && bytes[i] != b'!' {
                 i += 1;
@@ -339,7 +387,7 @@ pub fn parse(
 fn expand(
     raw: &str,
     offset: usize,
-    vars: &HashMap<String, String>,
+    vars: &Vars,
     out: &mut String,
     err: &dyn Fn(usize, usize, String) -> DescribeError,
 ) -> Result<(), DescribeError> {
@@ -351,14 +399,9 @@ fn expand(
             .find('}')
             .ok_or_else(|| err(pos + open, 2, "unterminated '${'".into()))?;
         let name = &rest[open + 2..open + close];
-        let value = vars.get(name).ok_or_else(|| {
-            err(
-                pos + open,
-                close + 1,
-                format!("variable '{name}' is not set (give it with --set {name}=VALUE)"),
-            )
-        })?;
-        out.push_str(value);
+        let value =
+            (vars.lookup)(name).ok_or_else(|| err(pos + open, close + 1, (vars.missing)(name)))?;
+        out.push_str(&value);
         pos += open + close + 1;
         rest = &rest[open + close + 1..];
     }
@@ -453,6 +496,46 @@ mod tests {
                 .contains("a reference ('mux.') takes no properties"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_environment_fills_variables_set_sets_win() {
+        let text = "images location=${OCTOPIPE_TEST_ENV_VAR}/i ! jsonl location=${out}";
+        let e = parse("p", text, &vars(&[("out", "o")])).unwrap_err();
+        assert!(
+            e.message
+                .ends_with("(give it with --set OCTOPIPE_TEST_ENV_VAR=VALUE)"),
+            "{e}"
+        );
+        let e = parse_with_env("p", text, &vars(&[("out", "o")])).unwrap_err();
+        assert!(e.message.ends_with("or set it in the environment)"), "{e}");
+        // SAFETY: no other test reads or writes this variable.
+        unsafe { std::env::set_var("OCTOPIPE_TEST_ENV_VAR", "/data") };
+        let d = parse_with_env("p", text, &vars(&[("out", "o")])).unwrap();
+        assert_eq!(d.stages[0].props[0].value, "/data/i");
+        let d = parse_with_env(
+            "p",
+            text,
+            &vars(&[("out", "o"), ("OCTOPIPE_TEST_ENV_VAR", "/set")]),
+        )
+        .unwrap();
+        assert_eq!(d.stages[0].props[0].value, "/set/i");
+        assert!(
+            parse("p", text, &vars(&[("out", "o")])).is_err(),
+            "parse alone never reads it"
+        );
+    }
+
+    #[test]
+    fn caps_with_no_fields_are_caps() {
+        let d = parse(
+            "p",
+            "videotestsrc ! video/x-raw ! boxes format=synthetic ! jsonl location=o",
+            &HashMap::new(),
+        )
+        .unwrap();
+        assert_eq!(d.stages[1].kind, "video/x-raw");
+        assert_eq!(d.stages[1].chain, 0);
     }
 
     #[test]

@@ -137,15 +137,20 @@ struct Mark {
 }
 
 impl Mark {
-    /// How a box is drawn: coloured by its class, captioned `label score`, `?` when it has no
-    /// label, and `#id` first when it has a track.
+    /// How a box is drawn: coloured by its class, captioned `label score`: the classifier's,
+    /// else the box source's (a detector's class and score, an annotation's category), `?`
+    /// when neither names it; and `#id` first when it has a track.
     fn of(d: &Detection) -> Mark {
-        let (class, caption) = match &d.classification {
-            Some(c) => (
+        let (class, caption) = match (&d.classification, &d.label) {
+            (Some(c), _) => (
                 c.best.class_id,
                 format!("{} {:.2}", c.best.label, c.best.score),
             ),
-            None => (u32::MAX, "?".into()),
+            (None, Some(label)) => (
+                d.class_id.unwrap_or(u32::MAX),
+                format!("{label} {:.2}", d.score),
+            ),
+            (None, None) => (u32::MAX, "?".into()),
         };
         let caption = match d.track {
             Some(id) => format!("#{id} {caption}"),
@@ -695,8 +700,22 @@ mod tests {
             ..tracked.clone()
         };
         assert_eq!(Mark::of(&untracked).caption, "car 0.90");
+        // Not classified: the box source's class and score (a detector's, an annotation's).
+        let detected = Detection {
+            classification: None,
+            label: Some("vehicle".into()),
+            class_id: Some(4),
+            score: 0.42,
+            ..tracked.clone()
+        };
+        let m = Mark::of(&detected);
+        assert_eq!(
+            (m.caption.as_str(), m.color),
+            ("#12 vehicle 0.42", PALETTE[4])
+        );
         let unlabelled = Detection {
             classification: None,
+            label: None,
             ..tracked
         };
         assert_eq!(Mark::of(&unlabelled).caption, "#12 ?");

@@ -14,7 +14,8 @@ use crate::pipeline::RunPath;
 pub const REPLACE_HINT: &str = "overwrite=true on the sink (octopipe run --force) replaces it";
 
 /// Create the file `path` for writing: a new file, or with `overwrite` an existing one emptied.
-/// An existing file without `overwrite` is an error naming it.
+/// An existing file without `overwrite` is an error naming it. What is not a regular file
+/// (`/dev/null`, a FIFO, a terminal) holds no earlier output: it is opened as it is.
 pub fn create_file(path: &Path, overwrite: bool) -> Result<File, SinkError> {
     let err = |reason: String| SinkError {
         path: path.display().to_string(),
@@ -22,9 +23,11 @@ pub fn create_file(path: &Path, overwrite: bool) -> Result<File, SinkError> {
     };
     let mut open = std::fs::OpenOptions::new();
     open.write(true);
-    match overwrite {
-        true => open.create(true).truncate(true),
-        false => open.create_new(true),
+    let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    match (special, overwrite) {
+        (true, _) => &mut open,
+        (false, true) => open.create(true).truncate(true),
+        (false, false) => open.create_new(true),
     };
     open.open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::AlreadyExists => err(format!(
@@ -43,7 +46,7 @@ pub fn check_new(outputs: &[RunPath], overwrite: bool) -> Result<(), SinkError> 
     }
     for out in outputs {
         let taken = match out.folder {
-            false => out.path.exists(),
+            false => std::fs::metadata(&out.path).is_ok_and(|m| m.is_file() || m.is_dir()),
             true => std::fs::read_dir(&out.path).is_ok_and(|mut d| d.next().is_some()),
         };
         if taken {
@@ -171,6 +174,8 @@ mod tests {
         drop(Leftover::new(vec![dir.join("a.jsonl")], None));
         assert!(dir.join("a.jsonl").exists());
         create_file(&dir.join("b.jsonl"), false).unwrap();
+        // Not a regular file: no earlier output to keep.
+        create_file(Path::new("/dev/null"), false).unwrap();
         let mut kept = Leftover::new(vec![dir.join("b.jsonl")], None);
         kept.keep();
         drop(kept);

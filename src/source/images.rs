@@ -357,13 +357,23 @@ fn is_gray16_png(path: &Path) -> bool {
 }
 
 /// The files `location` names, sorted by file name: those matching its last component when that
-/// is a glob, else the image files of the folder.
+/// is a glob, the one image a file is (a sequence of one frame), else the image files of the
+/// folder.
 pub(super) fn matching_files(location: &str) -> Result<Vec<PathBuf>, SourceError> {
     let input_error = |path: &Path, reason: String| SourceError::Input {
         path: path.display().to_string(),
         reason,
     };
     let path = Path::new(location);
+    if path.is_file() {
+        return match ImageKind::of(path) {
+            Some(_) => Ok(vec![path.to_path_buf()]),
+            None => Err(input_error(
+                path,
+                "is a file but not a .jpg, .jpeg or .png image: `images` plays one image, a folder of them or a glob (location=\"DIR/*.jpg\"); a video file is `media location=...`".into(),
+            )),
+        };
+    }
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let (dir, pattern) = if name.contains(['*', '?']) {
         let dir = match path.parent() {

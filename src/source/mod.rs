@@ -415,13 +415,16 @@ fn host_pool(config: &SourceConfig, caps: &Caps) -> BufferPool {
     }
 }
 
-/// What an `images` location reads: the folder, or the files its glob matches (a folder or glob
-/// that cannot be read reads nothing; opening the source reports it).
+/// What an `images` location reads: the folder, the one image, or the files its glob matches (a
+/// folder or glob that cannot be read reads nothing; opening the source reports it).
 fn image_inputs(location: &str) -> Vec<RunPath> {
     let name = std::path::Path::new(location)
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("");
+    if std::path::Path::new(location).is_file() {
+        return vec![RunPath::file("images location", location)];
+    }
     if !name.contains(['*', '?']) {
         return vec![RunPath::folder("images location", location)];
     }
@@ -455,7 +458,7 @@ pub const IMAGES: StageDecl = StageDecl {
             "location",
             PropType::Path,
             "-",
-            "a folder of .jpg/.jpeg/.png files, or a glob such as dir/*.jpg",
+            "a folder of .jpg/.jpeg/.png files, a glob such as dir/*.jpg, or one image",
         ),
         FRAMERATE,
         PropSpec::new(
