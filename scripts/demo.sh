@@ -10,7 +10,9 @@ cargo build --release --quiet
 if [ ! -f demo-data/model.onnx ]; then
   python3 scripts/make_demo.py demo-data
 fi
-./target/release/octopipe run pipelines/demo.pipe --set root=demo-data --set out=demo-data/objects.jsonl
+# --force: the demo's own output of an earlier run is replaced (octopipe refuses to overwrite a
+# file otherwise).
+./target/release/octopipe run pipelines/demo.pipe --set root=demo-data --set out=demo-data/objects.jsonl --force
 python3 - <<'PY'
 import json
 cls = {1: 0, 2: 0, 3: 1, 7: 1, 8: 1, 10: 1, 4: 2, 5: 3, 6: 3, 9: 3}

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Install what octopipe needs on a fresh Debian 12 machine: GStreamer 1.22 and the mosquitto MQTT
-# broker that the broker tests start (apt), ONNX Runtime 1.31.1, NVRTC and the demo's Python pieces
-# (pip). Safe to run again: it installs only what is missing.
+# Install what octopipe needs on a fresh Debian 12 machine: GStreamer 1.22, the mosquitto MQTT
+# broker that the broker tests start and its mosquitto_sub client that docs/messages.md uses (apt),
+# ONNX Runtime 1.31.1, NVRTC and the demo's Python pieces (pip). Safe to run again: it installs
+# only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 apt_packages=(libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-plugins-base
   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
-  gstreamer1.0-tools gstreamer1.0-rtsp libgstrtspserver-1.0-dev pkg-config mosquitto)
+  gstreamer1.0-tools gstreamer1.0-rtsp libgstrtspserver-1.0-dev pkg-config mosquitto mosquitto-clients)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -210,3 +210,71 @@ fn bad_settings_name_the_property() {
         assert!(e.contains(words), "{text}: {e}");
     }
 }
+
+/// docs/messages.md's `mosquitto_sub` (Debian's mosquitto-clients, installed by
+/// scripts/setup.sh) reads the sink's messages, here with a persistent session so none is missed
+/// between subscribing and reading.
+#[test]
+fn mosquitto_sub_of_the_docs_reads_the_messages() {
+    let _one = serial();
+    let Some(broker) = Mosquitto::start("mosquitto-sub") else {
+        return;
+    };
+    if std::process::Command::new("mosquitto_sub")
+        .arg("--help")
+        .output()
+        .is_err()
+    {
+        common::skip("mosquitto_sub is not installed: scripts/setup.sh installs mosquitto-clients");
+        return;
+    }
+    let port = broker.port.to_string();
+    let sub = |extra: &[&str]| {
+        let mut args = vec![
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "octopipe/+/objects",
+            "-q",
+            "1",
+            "-v",
+            "-c",
+            "-i",
+            "docs-sub",
+        ];
+        args.extend_from_slice(extra);
+        common::output_within(
+            std::process::Command::new("mosquitto_sub").args(&args),
+            Duration::from_secs(20),
+        )
+    };
+    // Subscribe (the broker keeps the session), then read what arrived meanwhile.
+    assert!(sub(&["-E"]).status.success());
+    let (outcome, _) = run(
+        two_streams(&format!("mqtt port={} qos=1", broker.port)),
+        5,
+        |_| {},
+    );
+    assert!(delivery_line(&outcome, broker.port).contains("10 messages = 10 acknowledged"));
+    let got = sub(&["-C", "10", "-W", "10"]);
+    assert!(
+        got.status.success(),
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let text = String::from_utf8(got.stdout).unwrap();
+    let mut frames: Vec<(u64, u64)> = text
+        .lines()
+        .map(|l| {
+            let (topic, json) = l.split_once(' ').unwrap();
+            let j: serde_json::Value = serde_json::from_str(json).unwrap();
+            assert_eq!(topic, format!("octopipe/{}/objects", j["stream"]));
+            (j["stream"].as_u64().unwrap(), j["frame"].as_u64().unwrap())
+        })
+        .collect();
+    frames.sort();
+    let want: Vec<(u64, u64)> = (0..2).flat_map(|s| (0..5).map(move |k| (s, k))).collect();
+    assert_eq!(frames, want, "{text}");
+}
