@@ -113,6 +113,97 @@ fn descriptions_with_a_track_stage_build_in_role_order() {
 /// `track` after `detect` follows the detector's score unless its `high` is given: with
 /// `detect score=0.15` every box the detector keeps (one scores 0.2) starts a track and gets an
 /// id; with `track high=0.5` the 0.2 box gets none. The report's track section says which.
+/// The README's tracking example: `octopipe pan` makes the continuous video from the shared
+/// data, `pipelines/pan-track.pipe` tracks its boxes and `octopipe eval tracks` scores the ids
+/// (printed): the tracker keeps each object's id under the camera's pan and zoom.
+#[test]
+fn the_tracker_keeps_ids_on_the_continuous_video() {
+    if common::shared_data().is_none() {
+        return;
+    }
+    let dir = common::temp_dir("track-pan");
+    let octopipe = |args: &[&str]| {
+        let out = common::output_within(
+            std::process::Command::new(env!("CARGO_BIN_EXE_octopipe"))
+                .current_dir(common::root())
+                .args(args),
+            std::time::Duration::from_secs(300),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        (String::from_utf8(out.stdout).unwrap(), stderr)
+    };
+    let pan = dir.join("pan");
+    let tracks = dir.join("tracks.jsonl");
+    let (pan_s, tracks_s) = (pan.to_str().unwrap(), tracks.to_str().unwrap());
+    let (_, made) = octopipe(&["pan", "--out", pan_s]);
+    assert!(made.contains("150 frames of 1280x720 at 30 fps"), "{made}");
+    let (_, report) = octopipe(&[
+        "run",
+        "pipelines/pan-track.pipe",
+        "--set",
+        &format!("pan={pan_s}"),
+        "--set",
+        &format!("out={tracks_s}"),
+    ]);
+    assert!(
+        report.contains("frames: 150 in = 150 processed + 0 dropped"),
+        "{report}"
+    );
+    let (scores, _) = octopipe(&[
+        "eval",
+        "tracks",
+        "--objects",
+        tracks_s,
+        "--truth",
+        pan.join("gt.txt").to_str().unwrap(),
+    ]);
+    println!("pan-track.pipe on the continuous video:\n{scores}");
+    let number = |key: &str| -> f64 {
+        let at = scores
+            .find(key)
+            .unwrap_or_else(|| panic!("no {key:?} in {scores}"))
+            + key.len();
+        scores[at..]
+            .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (idf1, switches) = (number("IDF1 "), number("ID switches "));
+    assert!(idf1 >= 0.9, "IDF1 {idf1}: {scores}");
+    assert!(switches <= 10.0, "{switches} ID switches: {scores}");
+    // One id per object: the ids the tracker gave are not many more than the true tracks.
+    let objects = common::read_jsonl(&tracks);
+    let ids: std::collections::BTreeSet<u64> =
+        objects.iter().filter_map(|o| o["track"].as_u64()).collect();
+    let gt = std::fs::read_to_string(pan.join("gt.txt")).unwrap();
+    let truth_ids: std::collections::BTreeSet<&str> = gt
+        .lines()
+        .filter(|l| l.split(',').nth(6) == Some("1"))
+        .map(|l| l.split(',').nth(1).unwrap())
+        .collect();
+    println!(
+        "{} track ids for {} true objects",
+        ids.len(),
+        truth_ids.len()
+    );
+    assert!(
+        ids.len() <= truth_ids.len() * 11 / 10,
+        "{} ids for {} objects",
+        ids.len(),
+        truth_ids.len()
+    );
+    // The README's commands refuse to overwrite: a second run says so and leaves the file.
+    let again = common::output_within(
+        std::process::Command::new(env!("CARGO_BIN_EXE_octopipe")).args(["pan", "--out", pan_s]),
+        std::time::Duration::from_secs(60),
+    );
+    common::fails_with(&again, &["gt.txt", "--force replaces it"]);
+    assert!(pan.join("video.mp4").metadata().unwrap().len() > 0);
+}
+
 #[test]
 fn track_follows_the_detectors_score_unless_given_high() {
     if !common::ort_ready() {
