@@ -190,3 +190,94 @@ fn bench_without_the_feature_says_how_to_build_it() {
         );
     }
 }
+
+/// The runnable blocks of a Markdown text: each ```sh fence right after a line
+/// `<!-- runnable -->`, with the line number of the marker.
+fn runnable_blocks(text: &str) -> Vec<(usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut blocks = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() == "<!-- runnable -->" {
+            assert_eq!(
+                lines.get(i + 1).map(|l| l.trim()),
+                Some("```sh"),
+                "line {}: the runnable marker stands right before a ```sh fence",
+                i + 1
+            );
+            let start = i + 2;
+            let len = lines[start..]
+                .iter()
+                .position(|l| l.trim() == "```")
+                .unwrap_or_else(|| panic!("line {}: the fence is not closed", i + 2));
+            blocks.push((i + 1, lines[start..start + len].join("\n")));
+            i = start + len;
+        }
+        i += 1;
+    }
+    blocks
+}
+
+#[test]
+fn runnable_blocks_are_the_marked_sh_fences() {
+    let text = "a\n<!-- runnable -->\n```sh\necho 1\necho 2\n```\n```sh\nnot marked\n```\n";
+    assert_eq!(runnable_blocks(text), [(2, "echo 1\necho 2".to_string())]);
+}
+
+/// Every block of README.md and docs/*.md marked runnable (README.md, "Checked documentation")
+/// runs and succeeds, as written, so the docs cannot drift from what octopipe does. Each
+/// document's blocks run in order with bash -euo pipefail in a fresh folder that stands for a
+/// checkout after `cargo build --release` (its pipelines/, scripts/, tests/data/ and
+/// target/release/octopipe, which is this build's binary), with the environment of
+/// `. scripts/env.sh`.
+#[test]
+fn every_runnable_command_of_the_docs_runs() {
+    if common::shared_data().is_none() || !common::ort_ready() {
+        return;
+    }
+    let root = common::root();
+    let mut docs = vec![root.join("README.md")];
+    docs.extend(
+        common::sorted_files(&root.join("docs"))
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "md")),
+    );
+    let mut ran = 0;
+    for doc in docs {
+        let name = doc.file_name().unwrap().to_string_lossy().into_owned();
+        let blocks = runnable_blocks(&std::fs::read_to_string(&doc).unwrap());
+        if blocks.is_empty() {
+            continue;
+        }
+        let dir = common::temp_dir(&format!("docs-{name}"));
+        for part in ["pipelines", "scripts", "tests"] {
+            std::os::unix::fs::symlink(root.join(part), dir.join(part)).unwrap();
+        }
+        std::fs::create_dir_all(dir.join("target/release")).unwrap();
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_octopipe"),
+            dir.join("target/release/octopipe"),
+        )
+        .unwrap();
+        for (line, block) in blocks {
+            let started = std::time::Instant::now();
+            let out = common::output_within(
+                Command::new("bash")
+                    .args(["-euo", "pipefail", "-c", &block])
+                    .current_dir(&dir),
+                std::time::Duration::from_secs(600),
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success(),
+                "{name}:{line}: the block failed:\n{block}\n{stderr}"
+            );
+            println!(
+                "{name}:{line}: ran in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+            ran += 1;
+        }
+    }
+    assert!(ran >= 4, "only {ran} runnable blocks");
+}
