@@ -10,11 +10,12 @@ if [ ! -f demo-data/model.onnx ]; then
   python3 scripts/make_demo.py demo-data
 fi
 tmp=$(mktemp -d)
-./target/release/octopipe run pipelines/demo.pipe --set root=demo-data --set out="$tmp/objects.jsonl" \
+# --force: the images replace the committed ones.
+./target/release/octopipe run pipelines/demo.pipe --set root=demo-data --set out="$tmp/objects.jsonl" --force \
     --plot docs/latency.svg --mosaic docs/crop-mosaic.png --mosaic-crops 32
 # Annotated frames as fast as they can be written (file rate, so that none is skipped).
 sed 's/live=true/live=false/' pipelines/demo.pipe > "$tmp/demo-file.pipe"
-./target/release/octopipe run "$tmp/demo-file.pipe" --set root=demo-data --set out="$tmp/objects.jsonl" \
+./target/release/octopipe run "$tmp/demo-file.pipe" --set root=demo-data --set out="$tmp/objects-file.jsonl" \
     --annotate "$tmp/frames" --report json > /dev/null
 python3 - "$tmp/frames/s0-000030.png" docs/annotated-frame.png <<'PY'
 # Crop the annotated frame (written with PNG filter Sub on every row) and write it compressed.
