@@ -281,3 +281,93 @@ fn every_runnable_command_of_the_docs_runs() {
     }
     assert!(ran >= 4, "only {ran} runnable blocks");
 }
+
+/// One overwrite rule for every output: an existing output file (a sink's, `--plot`,
+/// `--report-file`, `--annotate`'s folder, `tilesink`'s folder) is refused before anything runs,
+/// naming it and the way to replace it, and left as it was; `--force` replaces it; a run that
+/// fails at its first frame leaves no empty output behind, so the retry is not refused.
+#[test]
+fn outputs_are_never_overwritten_without_force_and_failures_leave_nothing() {
+    let dir = common::temp_dir("cli-overwrite");
+    let out = dir.join("o.jsonl");
+    let text = format!(
+        "videotestsrc num-buffers=2 ! video/x-raw,width=160,height=120 ! boxes format=synthetic count=2 ! jsonl location={}",
+        out.display()
+    );
+    let ok = |o: &Output| assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&octopipe(&["run", &text]));
+    let first = std::fs::read(&out).unwrap();
+    assert!(!first.is_empty());
+    fails_with(
+        &octopipe(&["run", &text]),
+        &[
+            &format!("{}: exists already", out.display()),
+            "overwrite=true on the sink (octopipe run --force) replaces it",
+        ],
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), first, "left as it was");
+    ok(&octopipe(&["run", &text, "--force"]));
+    // The command line's outputs: refused while they exist, before the sink writes anything.
+    std::fs::remove_file(&out).unwrap();
+    let plot = dir.join("p.svg");
+    let report = dir.join("r.json");
+    let frames = dir.join("frames");
+    std::fs::write(&plot, "mine").unwrap();
+    std::fs::write(&report, "mine").unwrap();
+    std::fs::create_dir_all(&frames).unwrap();
+    std::fs::write(frames.join("note.txt"), "mine").unwrap();
+    for (flag, path, words) in [
+        ("--plot", &plot, "exists already"),
+        ("--report-file", &report, "exists already"),
+        ("--annotate", &frames, "holds files already"),
+    ] {
+        fails_with(
+            &octopipe(&["run", &text, flag, path.to_str().unwrap()]),
+            &[words, "--force to replace it (nothing was written)"],
+        );
+        assert!(!out.exists(), "{flag}: the sink wrote nothing");
+    }
+    assert_eq!(std::fs::read_to_string(&plot).unwrap(), "mine");
+    ok(&octopipe(&[
+        "run",
+        &text,
+        "--force",
+        "--plot",
+        plot.to_str().unwrap(),
+        "--report-file",
+        report.to_str().unwrap(),
+    ]));
+    assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
+    assert!(std::fs::read_to_string(&report).unwrap().contains("frames"));
+    // A tilesink run that fails at its first frame leaves no index.jsonl; the retry runs.
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    std::fs::write(images.join("a.jpg"), "not a jpeg").unwrap();
+    let kept = dir.join("kept");
+    let tiles = format!(
+        "images location={} ! tiles size=32x32 ! tilesink location={}",
+        images.display(),
+        kept.display()
+    );
+    fails_with(&octopipe(&["run", &tiles]), &["a.jpg"]);
+    assert!(!kept.join("index.jsonl").exists(), "no empty leftover");
+    image::RgbImage::from_pixel(64, 64, image::Rgb([90, 120, 30]))
+        .save(images.join("a.jpg"))
+        .unwrap();
+    ok(&octopipe(&["run", &tiles]));
+    assert_eq!(
+        std::fs::read_to_string(kept.join("index.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        4
+    );
+    fails_with(
+        &octopipe(&["run", &tiles]),
+        &[
+            "already holds",
+            "overwrite=true on the sink (octopipe run --force)",
+        ],
+    );
+    ok(&octopipe(&["run", &tiles, "--force"]));
+}
