@@ -325,8 +325,8 @@ fn kept_of(stderr: &str) -> (u64, u64) {
 #[test]
 fn the_scene_pipeline_decodes_16_bit_png_exactly_and_writes_the_kept_tiles() {
     let dir = common::temp_dir("satellite");
+    // `scene` makes the folder (the README's `--out scene/scene.png`).
     let images = dir.join("scene");
-    std::fs::create_dir_all(&images).unwrap();
     let png = images.join("scene.png");
     let out = octopipe(&[
         "scene",
@@ -343,7 +343,10 @@ fn the_scene_pipeline_decodes_16_bit_png_exactly_and_writes_the_kept_tiles() {
         String::from_utf8_lossy(&out.stderr)
     );
     let again = octopipe(&["scene", "--out", png.to_str().unwrap(), "--size", "8"]);
-    common::fails_with(&again, &["scene.png: File exists"]);
+    common::fails_with(
+        &again,
+        &["scene.png: exists already: give a new name, or --force replaces it"],
+    );
     let samples = scene::scene(1024, 1024, 3);
     let tiles = dir.join("tiles");
     let run = |keep: &str, tiles: &std::path::Path| {
