@@ -154,7 +154,7 @@ mod tests {
             names,
             ["video/x-raw", "format={ I420, NV12 }", "width=(int)640"]
         );
-        assert_eq!(p[2].0, 35);
+        assert_eq!(p[2].0, 34);
     }
 
     fn checked(text: &str) -> Result<(), DescribeError> {
@@ -178,10 +178,8 @@ mod tests {
             "{e}"
         );
         // Known fields, typed values, lists and no fields at all pass.
-        checked(
-            "videotestsrc ! video/x-raw,format={ I420, NV12 },width=(int)640 ! jsonl location=o",
-        )
-        .unwrap();
+        checked("videotestsrc ! video/x-raw,format={I420,NV12},width=(int)640 ! jsonl location=o")
+            .unwrap();
         checked("videotestsrc ! video/x-raw ! jsonl location=o").unwrap();
         // RTP caps carry any SDP attribute; only a near miss of a known one is refused.
         checked("udpsrc ! application/x-rtp,x-dimensions=640 ! jsonl location=o").unwrap();
