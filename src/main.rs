@@ -1,7 +1,7 @@
 //! The `octopipe` command line: parses arguments and calls the library.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -553,9 +553,9 @@ fn bench_preprocess(args: PreprocessArgs) -> Result<()> {
 /// `octopipe bench detections`: the table of recall and false positives per frame.
 #[cfg(feature = "bench")]
 fn bench_detections(
-    objects: &Path,
-    truth: &Path,
-    images: &Path,
+    objects: &std::path::Path,
+    truth: &std::path::Path,
+    images: &std::path::Path,
     classes: Option<&str>,
 ) -> Result<()> {
     let map = classes.map(bench::eval::ClassMap::parse).transpose()?;
@@ -584,13 +584,8 @@ fn run(
                 .with_context(|| format!("--set {kv}: expected NAME=VALUE"))
         })
         .collect::<Result<HashMap<_, _>>>()?;
-    let (origin, text) = if Path::new(pipeline).is_file() || pipeline.ends_with(".pipe") {
-        let text = std::fs::read_to_string(pipeline)
-            .with_context(|| format!("cannot read pipeline file {pipeline}"))?;
-        (pipeline.to_string(), text)
-    } else {
-        ("<command line>".to_string(), pipeline.to_string())
-    };
+    let (origin, text) = describe::load(pipeline)
+        .with_context(|| format!("cannot read pipeline file {pipeline}"))?;
     let desc = describe::parse(&origin, &text, &vars)?;
     let registry = Registry::builtin();
     let mut graph = match observe.streams {
