@@ -127,7 +127,8 @@ impl Classes {
 /// the batch on without labels (counted in the report).
 #[derive(Debug)]
 pub struct Reply {
-    pub(super) tx: Sender<Vec<Classification>>,
+    /// `None` once labels were sent.
+    pub(super) tx: Option<Sender<Vec<Classification>>>,
     pub(super) rows: usize,
     pub(super) batch: u64,
     pub(super) classes: Arc<Classes>,
@@ -144,15 +145,31 @@ impl Reply {
         self.rows
     }
 
+    /// Whether labels were sent.
+    pub fn is_sent(&self) -> bool {
+        self.tx.is_none()
+    }
+
     /// Check `labels` against the batch and hand them to the stage, which writes them onto
-    /// the batch's objects and passes it on.
-    pub fn send(self, labels: Labels) -> Result<(), LabelError> {
-        let answer = self.answer(labels)?;
-        self.tx.send(answer).map_err(|_| LabelError::Gone {
+    /// the batch's objects and passes it on. Labels that do not fit are an error and may be
+    /// given again; labels are sent once.
+    pub fn send(&mut self, labels: Labels) -> Result<(), LabelError> {
+        let gone = |reason| LabelError::Gone {
             stage: self.classes.stage.clone(),
             batch: self.batch,
-            reason: "the pipeline no longer waits for its labels (it stopped)",
-        })
+            reason,
+        };
+        if self.tx.is_none() {
+            return Err(gone("labels were given already"));
+        }
+        let answer = self.answer(labels)?;
+        let sent = self.tx.take().map(|tx| tx.send(answer));
+        match sent {
+            Some(Ok(())) => Ok(()),
+            _ => Err(gone(
+                "the pipeline no longer waits for its labels (it stopped)",
+            )),
+        }
     }
 
     /// Each row's classification.
@@ -237,11 +254,7 @@ impl Reply {
                 softmax: logits,
             } => {
                 if classes == 0 || values.len() != self.rows * classes {
-                    let given = if classes == 0 {
-                        0
-                    } else {
-                        values.len() / classes
-                    };
+                    let given = values.len().checked_div(classes).unwrap_or(0);
                     return Err(rows_error(given, "rows of scores"));
                 }
                 if !c.labels.is_empty() && classes != c.labels.len() {

@@ -2,7 +2,7 @@
 //! for its labels, which then travel with the batch to the sinks.
 //!
 //! ```text
-//! app name=cam ! batch ! preprocess size=64x64 ! appinfer labels=person,car in-flight=2 ! jsonl location=objects.jsonl
+//! app name=cam ! batch ! preprocess size=64x64 ! appinfer labels=person,car ! jsonl location=objects.jsonl
 //! ```
 //!
 //! The application takes the stage's [`AppInfer`] handle from the built pipeline
@@ -14,8 +14,8 @@
 //! go on to the sinks as a classifier's would. The stage stands where `classify` would (it is
 //! an inference stage); the preprocess stage takes its crop size from its own `size=`.
 //!
-//! Up to `in-flight` batches are handed out before the stage waits for the oldest one's labels,
-//! and batches leave in the order they came. A batch whose reply is dropped unsent, or that the
+//! Up to `in-flight` batches (1 by default) are handed out before the stage waits for the oldest
+//! one's labels, and batches leave in the order they came, each as soon as its labels are in. A batch whose reply is dropped unsent, or that the
 //! stage could not hand out (the application closed the handle or dropped it), goes on without
 //! labels, counted in the report. The tensor belongs to the application once handed out: the
 //! batch goes on without it.
@@ -47,6 +47,10 @@ pub use labels::{LabelError, Labels, Reply};
 /// How often a waiting stage or handle looks again at whether the other side is gone.
 const POLL: Duration = Duration::from_millis(50);
 
+/// With batches handed out and no new batch coming, how often the stage looks whether their
+/// labels came (to pass them on without waiting for the next batch).
+const ANSWER_POLL: Duration = Duration::from_millis(1);
+
 /// `appinfer`: the application's model labels each batch.
 pub const APPINFER: StageDecl = StageDecl {
     name: "appinfer",
@@ -68,8 +72,8 @@ pub const APPINFER: StageDecl = StageDecl {
         PropSpec::new(
             "in-flight",
             PropType::POSITIVE,
-            "2",
-            "batches handed out before the stage waits for the oldest one's labels",
+            "1",
+            "batches handed out before the stage waits for the oldest one's labels (more: for an application that runs several at once)",
         ),
         PropSpec::new(
             "timeout",
@@ -93,7 +97,7 @@ fn appinfer_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         p.given("name").unwrap_or("appinfer"),
         p.list("labels").unwrap_or_default(),
         p.usize("top-k").unwrap_or(1),
-        p.usize("in-flight").unwrap_or(2),
+        p.usize("in-flight").unwrap_or(1),
         (timeout > 0.0).then(|| Duration::from_secs_f64(timeout)),
     )))
 }
@@ -327,7 +331,7 @@ impl AppInferStage {
         let mut out = AppBatch {
             tensor: std::mem::take(&mut batch.tensor),
             reply: Reply {
-                tx,
+                tx: Some(tx),
                 rows: rows.len(),
                 batch: number,
                 classes: self.classes.clone(),
@@ -435,6 +439,14 @@ impl Stage<CropBatch, CropBatch> for AppInferStage {
             self.finish_front(out)?;
         }
         Ok(())
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        (!self.pending.is_empty()).then(|| Instant::now() + ANSWER_POLL)
+    }
+
+    fn timeout(&mut self, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        self.pass_answered(out)
     }
 
     fn finish(&mut self, out: &mut Vec<CropBatch>) -> Result<(), Error> {

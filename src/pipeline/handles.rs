@@ -33,6 +33,11 @@ impl AppHandles {
         first(&self.sources, name)
     }
 
+    /// Every `app` source, in stream order.
+    pub(super) fn sources(&self) -> Vec<AppSource> {
+        self.sources.iter().map(|(_, s)| s.clone()).collect()
+    }
+
     /// The `appinfer` stage named `name`, or the first one.
     pub(super) fn infer(&self, name: Option<&str>) -> Option<AppInfer> {
         first(&self.infers, name)

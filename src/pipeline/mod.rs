@@ -473,6 +473,12 @@ impl Pipeline {
         self.apps.source(name)
     }
 
+    /// The handles of every application source, in stream order (each says its
+    /// [name](AppSource::name) and [stream](AppSource::stream)).
+    pub fn app_sources(&self) -> Vec<AppSource> {
+        self.apps.sources()
+    }
+
     /// The handle that takes the batches of the `appinfer` stage named `name` (the first one
     /// when `name` is `None`) and sends their labels back.
     pub fn app_infer(&self, name: Option<&str>) -> Option<AppInfer> {
