@@ -538,7 +538,7 @@ impl Pipeline {
         self.inner.labels.clone()
     }
 
-    /// The app sources frames can be pushed into: `{name: stream id}`.
+    /// The app sources frames can be pushed into: `[(name, stream id)]`, in stream order.
     #[getter]
     fn app_sources(&self) -> Vec<(String, u32)> {
         self.inner
