@@ -111,7 +111,11 @@ pub fn to_host<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
 }
 
 /// `x` as a C-contiguous NumPy array of `dtype`: its shape and a copy of its values.
-fn values<T: Copy>(x: &Bound<'_, PyAny>, dtype: &str, what: &str) -> PyResult<(Vec<usize>, Vec<T>)> {
+fn values<T: Copy>(
+    x: &Bound<'_, PyAny>,
+    dtype: &str,
+    what: &str,
+) -> PyResult<(Vec<usize>, Vec<T>)> {
     let py = x.py();
     let np = py.import("numpy")?;
     let arr = np
@@ -150,9 +154,10 @@ fn labels_of(
     };
     match (kind.as_str(), ndim) {
         ("U" | "S" | "O", 1) => Ok(Labels::Names {
-            names: arr.call_method0("tolist")?.extract().map_err(|_| {
-                PyTypeError::new_err("labels given as names must all be str")
-            })?,
+            names: arr
+                .call_method0("tolist")?
+                .extract()
+                .map_err(|_| PyTypeError::new_err("labels given as names must all be str"))?,
             scores,
         }),
         ("i" | "u", 1) => {
@@ -162,7 +167,9 @@ fn labels_of(
                 .enumerate()
                 .map(|(row, id)| {
                     u32::try_from(id).map_err(|_| {
-                        PyValueError::new_err(format!("row {row}: class id {id} is negative or too large"))
+                        PyValueError::new_err(format!(
+                            "row {row}: class id {id} is negative or too large"
+                        ))
                     })
                 })
                 .collect::<PyResult<Vec<u32>>>()?;

@@ -13,7 +13,8 @@ use dlpark::python::{DlpackStream, ImportRequest, ImportedDlpack, StreamArg};
 use octopipe::{AppFrame, DeviceFrame, FrameLayout, PixelFormat};
 
 /// The shapes an image may have, for messages.
-const SHAPES: &str = "an HxWx3 (RGB, BGR), HxWx4 (RGBA, BGRA) or (H*3/2)xW (NV12, I420) uint8 array";
+const SHAPES: &str =
+    "an HxWx3 (RGB, BGR), HxWx4 (RGBA, BGRA) or (H*3/2)xW (NV12, I420) uint8 array";
 
 /// Where a pipeline takes device images: its preprocess stage's GPU, or why it takes none.
 pub type DevicePolicy = Result<usize, String>;
@@ -227,9 +228,9 @@ pub struct Interface {
 
 impl Interface {
     pub fn read(d: &Bound<'_, PyAny>, what: &str) -> PyResult<Interface> {
-        let d = d.cast::<PyDict>().map_err(|_| {
-            PyTypeError::new_err(format!("{what} is not a dict"))
-        })?;
+        let d = d
+            .cast::<PyDict>()
+            .map_err(|_| PyTypeError::new_err(format!("{what} is not a dict")))?;
         let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
             d.get_item(key)?
                 .ok_or_else(|| PyTypeError::new_err(format!("{what} has no '{key}'")))
@@ -325,7 +326,8 @@ fn check_device(policy: &DevicePolicy, id: i32) -> PyResult<usize> {
             "{at}, but this machine has no usable GPU ({why}): push a host (NumPy) array"
         ))
     })?;
-    let id = usize::try_from(id).map_err(|_| PyValueError::new_err(format!("{at}: no such GPU")))?;
+    let id =
+        usize::try_from(id).map_err(|_| PyValueError::new_err(format!("{at}: no such GPU")))?;
     if id >= count {
         return Err(PyValueError::new_err(format!(
             "{at}, but the driver reports {count} GPUs"
@@ -346,7 +348,11 @@ struct LegacyStream;
 
 // SAFETY: the legacy default stream sentinel (1) is always a valid CUDA stream argument.
 unsafe impl DlpackStream for LegacyStream {
-    fn as_python_arg(&self, _py: Python<'_>, _device: dlpark::ffi::DLDevice) -> PyResult<StreamArg> {
+    fn as_python_arg(
+        &self,
+        _py: Python<'_>,
+        _device: dlpark::ffi::DLDevice,
+    ) -> PyResult<StreamArg> {
         Ok(dl_stream::cuda(std::ptr::null_mut()))
     }
 }
@@ -389,10 +395,7 @@ fn cai_frame(
     policy: &DevicePolicy,
 ) -> PyResult<AppFrame> {
     // The interface does not say which GPU; the pointer's context does. Take the pipeline's.
-    let want = policy
-        .as_ref()
-        .map(|d| *d as i32)
-        .unwrap_or(0);
+    let want = policy.as_ref().map(|d| *d as i32).unwrap_or(0);
     let device = check_device(policy, want)?;
     let cai = Interface::read(cai, "__cuda_array_interface__")?;
     let layout = cai.image_layout(format)?;
@@ -413,14 +416,12 @@ pub fn boxes_of(boxes: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<[f64; 4]>> {
     let py = boxes.py();
     let np = py.import("numpy")?;
     let host = crate::batch::to_host(boxes)?;
-    let arr = np
-        .call_method1("asarray", (host, "float64"))
-        .map_err(|e| {
-            PyTypeError::new_err(format!(
-                "boxes must be an Nx4 array of x, y, w, h numbers ({})",
-                e.value(py)
-            ))
-        })?;
+    let arr = np.call_method1("asarray", (host, "float64")).map_err(|e| {
+        PyTypeError::new_err(format!(
+            "boxes must be an Nx4 array of x, y, w, h numbers ({})",
+            e.value(py)
+        ))
+    })?;
     let arr = np.call_method1("ascontiguousarray", (arr,))?;
     let ai = Interface::read(&arr.getattr("__array_interface__")?, "boxes")?;
     let n = match ai.shape.as_slice() {

@@ -40,7 +40,10 @@ pub(crate) fn vars_of(vars: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<Stri
             let key: String = k.extract().map_err(|_| {
                 pyo3::exceptions::PyTypeError::new_err(format!(
                     "vars: keys must be str, found {}",
-                    k.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                    k.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
                 ))
             })?;
             let os = v.py().import("os")?;
@@ -61,11 +64,7 @@ pub(crate) fn vars_of(vars: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<Stri
 /// `report` attribute; a bad description raises `octopipe.DescriptionError`.
 #[pyfunction]
 #[pyo3(signature = (description, vars=None))]
-fn run(
-    py: Python<'_>,
-    description: &str,
-    vars: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Py<PyAny>> {
+fn run(py: Python<'_>, description: &str, vars: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
     let p = pipeline::Pipeline::open(py, description, vars)?;
     p.finish(py)
 }

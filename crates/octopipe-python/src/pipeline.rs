@@ -75,7 +75,10 @@ pub struct Inner {
 impl Inner {
     /// Start the run if it has not started.
     fn ensure_started(&self) -> PyResult<()> {
-        let mut st = self.state.lock().map_err(|_| Error::new_err("pipeline: poisoned"))?;
+        let mut st = self
+            .state
+            .lock()
+            .map_err(|_| Error::new_err("pipeline: poisoned"))?;
         if !matches!(*st, State::Built(_)) {
             return Ok(());
         }
@@ -168,14 +171,19 @@ impl Inner {
             Err(_) => None,
         };
         match text {
-            Some(t) => Ok(Some(py.import("json")?.call_method1("loads", (t,))?.unbind())),
+            Some(t) => Ok(Some(
+                py.import("json")?.call_method1("loads", (t,))?.unbind(),
+            )),
             None => Ok(None),
         }
     }
 
     /// The run's error, if it failed.
     fn error(&self) -> Option<String> {
-        self.ended.lock().ok().and_then(|e| e.as_ref().and_then(|e| e.error.clone()))
+        self.ended
+            .lock()
+            .ok()
+            .and_then(|e| e.as_ref().and_then(|e| e.error.clone()))
     }
 
     /// `Err(octopipe.Error)` (with the report) when the run failed.
@@ -270,16 +278,12 @@ impl Inner {
                 .join(", ")
         };
         if let Ok(name) = stream.extract::<String>() {
-            return self
-                .apps
-                .iter()
-                .find(|a| a.name() == name)
-                .ok_or_else(|| {
-                    PyValueError::new_err(format!(
-                        "no app source '{name}' in this pipeline (its app sources: {})",
-                        names()
-                    ))
-                });
+            return self.apps.iter().find(|a| a.name() == name).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "no app source '{name}' in this pipeline (its app sources: {})",
+                    names()
+                ))
+            });
         }
         if let Ok(id) = stream.extract::<i64>() {
             return self
@@ -303,7 +307,8 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         // A pipeline dropped while it runs stops; its thread ends on its own.
-        if matches!(self.state.get_mut().ok().map(|s| &*s), Some(State::Started)) && !self.is_over() {
+        if matches!(self.state.get_mut().ok().map(|s| &*s), Some(State::Started)) && !self.is_over()
+        {
             self.stop_now();
         }
     }
@@ -337,9 +342,8 @@ impl Pipeline {
         vars: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Pipeline> {
         let vars = crate::vars_of(vars)?;
-        let (origin, text) = octopipe::describe::load(description).map_err(|e| {
-            Error::new_err(format!("cannot read pipeline file {description}: {e}"))
-        })?;
+        let (origin, text) = octopipe::describe::load(description)
+            .map_err(|e| Error::new_err(format!("cannot read pipeline file {description}: {e}")))?;
         let built = py.detach(|| -> Result<octopipe::Pipeline, octopipe::Error> {
             let desc = octopipe::describe::parse(&origin, &text, &vars)?;
             let graph = octopipe::describe::build_with(&desc, &Registry::builtin())?;
@@ -397,7 +401,10 @@ impl Pipeline {
     fn results(&self) -> PyResult<Results> {
         let inner = &self.inner;
         if inner.results.get().is_none() {
-            let mut st = inner.state.lock().map_err(|_| Error::new_err("pipeline: poisoned"))?;
+            let mut st = inner
+                .state
+                .lock()
+                .map_err(|_| Error::new_err("pipeline: poisoned"))?;
             match &mut *st {
                 State::Built(p) => {
                     let (tx, rx) = bounded(RESULTS_CAPACITY);
@@ -457,7 +464,8 @@ impl Pipeline {
     ) -> PyResult<()> {
         let inner = &self.inner;
         let app = inner.app_for(stream)?;
-        let mut frame = image::app_frame(image, format, &inner.device)?.boxes(image::boxes_of(boxes)?);
+        let mut frame =
+            image::app_frame(image, format, &inner.device)?.boxes(image::boxes_of(boxes)?);
         if let Some(ms) = pts_ms {
             if !(ms.is_finite() && ms >= 0.0) {
                 return Err(PyValueError::new_err(format!(
@@ -568,7 +576,12 @@ impl Pipeline {
     }
 
     fn __repr__(&self) -> String {
-        let text: String = self.inner.description.split_whitespace().collect::<Vec<_>>().join(" ");
+        let text: String = self
+            .inner
+            .description
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         let short: String = text.chars().take(80).collect();
         let more = if text.chars().count() > 80 { "..." } else { "" };
         format!("Pipeline({short:?}{more})")

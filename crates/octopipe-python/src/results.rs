@@ -142,15 +142,16 @@ impl Frame {
         let np = py.import("numpy")?;
         let objects = &self.item.objects;
         let n = objects.len();
-        let array = |bytes: Vec<u8>, dtype: &str, shape: (usize, usize)| -> PyResult<Bound<'py, PyAny>> {
-            let buf = PyByteArray::new(py, &bytes);
-            let a = np.call_method1("frombuffer", (buf, dtype))?;
-            if shape.1 == 0 {
-                Ok(a)
-            } else {
-                a.call_method1("reshape", (shape,))
-            }
-        };
+        let array =
+            |bytes: Vec<u8>, dtype: &str, shape: (usize, usize)| -> PyResult<Bound<'py, PyAny>> {
+                let buf = PyByteArray::new(py, &bytes);
+                let a = np.call_method1("frombuffer", (buf, dtype))?;
+                if shape.1 == 0 {
+                    Ok(a)
+                } else {
+                    a.call_method1("reshape", (shape,))
+                }
+            };
         let mut boxes = Vec::with_capacity(n * 16);
         let (mut classes, mut scores, mut tracks) = (Vec::new(), Vec::new(), Vec::new());
         let labels = PyList::empty(py);

@@ -9,7 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use dlpark::allocation::dynamic;
-use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLManagedTensor, DLManagedTensorVersioned};
+use dlpark::ffi::{
+    DLDataType, DLDataTypeCode, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
+};
 use dlpark::metadata::Dynamic;
 use dlpark::python::{CudaStreamRequest, DlpackExporter, ExportRequest};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
@@ -33,7 +35,11 @@ struct Held {
 impl Drop for Held {
     fn drop(&mut self) {
         let Some(device) = self.device else { return };
-        let consumers = self.consumers.get_mut().map(std::mem::take).unwrap_or_default();
+        let consumers = self
+            .consumers
+            .get_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
         for c in consumers {
             // The producer's next write to this memory (on its stream) waits for the reads
             // queued on the consumer's stream; no host wait.
