@@ -46,11 +46,13 @@ then
 fi
 if [ -n "$wheel" ]; then
   # The module links the library (crates/octopipe-python, pyo3 + maturin, one abi3 wheel for
-  # CPython >= 3.9). `dev` builds with the test profile and the `bench` feature the tests build
-  # with, so the library and its dependencies are not compiled again.
+  # CPython >= 3.9). `dev` builds the dev profile with the test profile's settings (opt-level 2)
+  # and the `bench` feature the tests build with, so the library and its dependencies that
+  # `cargo test --features bench` compiled are used as they are. (Not `--profile test`: cargo
+  # builds a library under that profile as a test harness.)
   out="${CARGO_TARGET_DIR:-target}/wheels"
   args=(--release)
-  [ "$wheel" = dev ] && args=(--profile test --features bench)
+  [ "$wheel" = dev ] && { args=(--profile dev --features bench); export CARGO_PROFILE_DEV_OPT_LEVEL=2; }
   rm -f "$out"/octopipe-*.whl
   echo "setup: maturin build ${args[*]} (crates/octopipe-python)"
   maturin build --quiet "${args[@]}" --auditwheel skip -m crates/octopipe-python/Cargo.toml --out "$out"

@@ -153,10 +153,15 @@ impl Control {
     }
 
     fn fail(&self, e: Error) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.close_joins();
         if let Ok(mut slot) = self.error.lock() {
             slot.get_or_insert(e);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        self.close_joins();
+        // Sources blocked waiting for their next frame (an `app` source whose application
+        // still holds it open, a live stream) end too, so that a failed run ends.
+        if let Ok(interrupters) = self.interrupters.lock() {
+            interrupters.iter().for_each(|interrupt| interrupt());
         }
     }
 
