@@ -396,8 +396,9 @@ impl Pipeline {
 
     /// An iterator of the frames as they finish (`Frame`: stream, index, pts_ms, source,
     /// objects). Call it before the pipeline starts (the first push): results are collected
-    /// from then on. The iterator ends when the pipeline has ended, raising `octopipe.Error`
-    /// if the run failed.
+    /// from then on, up to 64 frames not read yet: past that the pipeline (and `push()`) waits
+    /// for a reader, so read them between pushes or on another thread. The iterator ends when
+    /// the pipeline has ended, raising `octopipe.Error` if the run failed.
     fn results(&self) -> PyResult<Results> {
         let inner = &self.inner;
         if inner.results.get().is_none() {

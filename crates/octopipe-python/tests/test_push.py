@@ -153,25 +153,31 @@ def test_push_without_blocking_raises_when_full():
     # Nobody takes the batches: the appinfer stage waits, the edges fill, then the source.
     p = octopipe.Pipeline(APP)
     p.batches()
+    p.push("cam", image(), [[0, 0, 8, 8]])  # waits until the source takes it: it runs
     with pytest.raises(octopipe.FullError, match="the pipeline is full"):
         for _ in range(100):
             p.push("cam", image(), [[0, 0, 8, 8]], block=False)
     p.stop()
-    assert p.report["frames_in"] >= 1
+    assert p.report is not None and not p.running
+    with pytest.raises(octopipe.ClosedError):
+        p.push("cam", image(), [[0, 0, 8, 8]], block=False)
 
 
 def test_close_drains_and_keeps_the_results_not_read():
-    frames = [(image(seed=i), [[i % 50, 0, 8, 8]], {}) for i in range(100)]
+    # Fewer frames than the results channel holds (64): results not read hold the pipeline
+    # back, so pushing more than that before reading any would wait for a reader.
+    frames = [(image(seed=i), [[i % 50, 0, 8, 8]], {}) for i in range(60)]
     p = octopipe.Pipeline(APP)
     results = p.results()
     labeller = Labeller(p)
     labeller.start()
     for img, boxes, kw in frames:
         p.push("cam", img, boxes, **kw)
-    p.close()  # the results channel holds 64 frames: close keeps the rest for the iterator
+    p.close()  # every pushed frame reaches the end; close keeps what was not read yet
+    assert not p.running and p.report["processed"] == 60
     got = list(results)
-    assert [f.index for f in got] == list(range(100))
-    assert [f.objects[0]["bbox"][0] for f in got] == [i % 50 for i in range(100)]
+    assert [f.index for f in got] == list(range(60))
+    assert [f.objects[0]["bbox"][0] for f in got] == [i % 50 for i in range(60)]
 
 
 def test_context_manager_closes_or_stops():
@@ -212,22 +218,23 @@ def test_the_gil_is_released_while_waiting():
 def test_keyboard_interrupt_stops_the_pipeline_cleanly(tmp_path):
     script = tmp_path / "interrupted.py"
     script.write_text(textwrap.dedent("""
-        import sys, time
+        import sys, threading
         import octopipe
-        p = octopipe.Pipeline(
-            "testsrc num-buffers=100000 width=160 height=120 live=true ! boxes format=synthetic count=2"
-            " ! batch ! preprocess size=16x16 ! appinfer ! appsink")
-        frames = p.results()
-        batches = p.batches()
-        import threading
-        def label():
-            for b in batches:
-                b.set_labels([0] * len(b))
-        threading.Thread(target=label, daemon=True).start()
+        # Ctrl-C may come while octopipe waits (it stops the pipeline and raises) or while
+        # Python code runs (the with block's exit stops it): either way it stops cleanly.
         try:
-            for i, f in enumerate(frames):
-                if i == 3:
-                    print("running", flush=True)
+            with octopipe.Pipeline(
+                    "testsrc num-buffers=100000 width=160 height=120 live=true ! boxes format=synthetic count=2"
+                    " ! batch ! preprocess size=16x16 ! appinfer ! appsink") as p:
+                frames = p.results()
+                batches = p.batches()
+                def label():
+                    for b in batches:
+                        b.set_labels([0] * len(b))
+                threading.Thread(target=label, daemon=True).start()
+                for i, f in enumerate(frames):
+                    if i == 3:
+                        print("running", flush=True)
         except KeyboardInterrupt:
             print("interrupted", p.running, p.report["frames_in"] > 0, flush=True)
             sys.exit(0)
