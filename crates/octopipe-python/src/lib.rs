@@ -13,8 +13,8 @@
 //! ```
 //!
 //! Every wait (a full pipeline, the next result or batch, the end of the run) happens with the
-//! GIL released and looks at the interpreter's signals every [`wait::TICK`]: Ctrl-C stops the
-//! pipeline (its stop grace, then the report) and raises `KeyboardInterrupt`.
+//! GIL released and looks at the interpreter's signals every 100 ms (`wait::TICK`): Ctrl-C
+//! stops the pipeline (its stop grace, then the report) and raises `KeyboardInterrupt`.
 
 mod batch;
 mod errors;
