@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
 # Install what octopipe needs on a fresh Debian 12 machine: GStreamer 1.22, the mosquitto MQTT
 # broker that the broker tests start and its mosquitto_sub client that docs/messages.md uses (apt),
-# ONNX Runtime 1.31.1, NVRTC and the demo's Python pieces (pip). Safe to run again: it installs
-# only what is missing.
+# ONNX Runtime 1.31.1, NVRTC, the demo's Python pieces, maturin and pytest (pip). Safe to run
+# again: it installs only what is missing.
+#
+#   bash scripts/setup.sh                  # the above
+#   bash scripts/setup.sh --wheel release  # and build + install the Python module (import octopipe)
+#   bash scripts/setup.sh --wheel dev      # the same from the test build (scripts/test.sh: it
+#                                          # reuses what `cargo test` compiled)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+wheel=""
+case "${1:-}" in
+  "") ;;
+  --wheel) wheel=${2:?"--wheel takes release or dev"} ;;
+  *) echo "usage: $0 [--wheel release|dev]" >&2; exit 2 ;;
+esac
+case "$wheel" in
+  ""|release|dev) ;;
+  *) echo "setup: --wheel takes release or dev, not '$wheel'" >&2; exit 2 ;;
+esac
 
 apt_packages=(libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-plugins-base
   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
@@ -22,11 +37,28 @@ fi
 
 if ! python3 - <<'PY' 2>/dev/null
 import importlib.metadata as m, sys
-want = {"onnxruntime": "1.31.1", "nvidia-cuda-nvrtc": "13.0.88"}
+want = {"onnxruntime": "1.31.1", "nvidia-cuda-nvrtc": "13.0.88", "maturin": "1.16.0",
+        "pytest": "9.2.0", "pytest-timeout": "2.4.0"}
 sys.exit(0 if all(m.version(k) == v for k, v in want.items()) and m.version("onnx") and m.version("numpy") else 1)
 PY
 then
   echo "setup: pip install -r scripts/requirements.txt"
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r scripts/requirements.txt
+fi
+if [ -n "$wheel" ]; then
+  # The module links the library (crates/octopipe-python, pyo3 + maturin, one abi3 wheel for
+  # CPython >= 3.9). `dev` builds the dev profile with the test profile's settings (opt-level 2)
+  # and the `bench` feature the tests build with, so the library and its dependencies that
+  # `cargo test --features bench` compiled are used as they are. (Not `--profile test`: cargo
+  # builds a library under that profile as a test harness.)
+  out="${CARGO_TARGET_DIR:-target}/wheels"
+  args=(--release)
+  [ "$wheel" = dev ] && { args=(--profile dev --features bench); export CARGO_PROFILE_DEV_OPT_LEVEL=2; }
+  rm -f "$out"/octopipe-*.whl
+  echo "setup: maturin build ${args[*]} (crates/octopipe-python)"
+  maturin build --quiet "${args[@]}" --auditwheel skip -m crates/octopipe-python/Cargo.toml --out "$out"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    --force-reinstall --no-deps "$out"/octopipe-*.whl
+  python3 -c 'import octopipe; print("setup: import octopipe", octopipe.__version__, "from", octopipe.__file__)'
 fi
 echo "setup: ok"

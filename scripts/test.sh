@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The test command: install what is missing, then format, lint (with and without the `bench`
-# feature), check the API docs and run every test (with `bench`, so the GPU tests build too).
+# feature), check the API docs and run every test (with `bench`, so the GPU tests build too); then
+# build and install the Python module from that build and run its tests (pytest).
 # Shared VisDrone data is taken from $OCTOPIPE_DATA (default ../shared/data); tests that need it,
 # ONNX Runtime or a GPU say why when they skip (under CI=true a missing prerequisite fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . scripts/env.sh
-cargo fmt --check
-cargo clippy --all-targets --quiet -- -D warnings
-cargo clippy --all-targets --quiet --features bench -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo clippy --workspace --all-targets --quiet --features bench -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test --features bench
+bash scripts/setup.sh --wheel dev
+python3 -m pytest -q -rs crates/octopipe-python

@@ -1,5 +1,6 @@
 //! The crate's error: one variant per layer.
 
+use crate::appinfer::AppInferError;
 use crate::boxes::BoxesError;
 use crate::classify::ClassifyError;
 use crate::describe::DescribeError;
@@ -38,6 +39,9 @@ pub enum Error {
     /// The classifier.
     #[error(transparent)]
     Classify(#[from] ClassifyError),
+    /// The application's own model.
+    #[error(transparent)]
+    AppInfer(#[from] AppInferError),
     /// Output.
     #[error(transparent)]
     Sink(#[from] SinkError),

@@ -16,6 +16,7 @@
 //! | [budget] | 1/fps per frame; per-stage p50/p95/p99/max, misses and headroom in the report |
 //! | [observer](Observer) | sees every finished batch and the report: [progress, metrics, plots, annotated frames, energy](observe) |
 //! | [app source](AppSource) | frames and boxes an application pushes; [`oneshot`] for one frame at a time |
+//! | [app inference](AppInfer) | the application's own model on the batches' tensors (`appinfer`), its labels back to the sinks |
 //! | [streams](Streams) | streams added and removed while a pipeline runs (`Pipeline::streams`; over HTTP with `octopipe run --streams`) |
 //! | [messages](sink::message) | results to a broker: `mqtt`, `zenoh` (one JSON message per frame or object, schema v1) |
 //!
@@ -49,6 +50,7 @@
 
 #![warn(missing_docs)]
 
+pub mod appinfer;
 pub mod batch;
 #[cfg(feature = "bench")]
 pub mod bench;
@@ -75,6 +77,7 @@ pub mod tiles;
 pub mod tilestats;
 pub mod track;
 
+pub use appinfer::{AppBatch, AppInfer, Labels};
 pub use error::Error;
 pub use frame::{Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat};
 pub use pipeline::{Observer, Outcome, Pipeline, StopHandle, Streams};

@@ -1,7 +1,7 @@
 //! The `octopipe` command line: parses arguments and calls the library.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -361,7 +361,7 @@ fn real_main() -> Result<ExitCode> {
                 (Some(image), Some(annotations), _) => octopipe::pan::PanOptions {
                     image,
                     annotations,
-                    ..octopipe::pan::PanOptions::shared(Path::new(""), &out)
+                    ..octopipe::pan::PanOptions::shared(std::path::Path::new(""), &out)
                 },
                 (_, _, Some(data)) => octopipe::pan::PanOptions::shared(&data, &out),
                 _ => bail!("the source image is needed: --image FILE --annotations FILE, or $OCTOPIPE_DATA (. scripts/env.sh)"),
@@ -632,13 +632,8 @@ fn run(
                 .with_context(|| format!("--set {kv}: expected NAME=VALUE"))
         })
         .collect::<Result<HashMap<_, _>>>()?;
-    let (origin, text) = if Path::new(pipeline).is_file() || pipeline.ends_with(".pipe") {
-        let text = std::fs::read_to_string(pipeline)
-            .with_context(|| format!("cannot read pipeline file {pipeline}"))?;
-        (pipeline.to_string(), text)
-    } else {
-        ("<command line>".to_string(), pipeline.to_string())
-    };
+    let (origin, text) = describe::load(pipeline)
+        .with_context(|| format!("cannot read pipeline file {pipeline}"))?;
     let desc = describe::parse_with_env(&origin, &text, &vars)?;
     let registry = Registry::builtin();
     let mut graph = match observe.streams {

@@ -652,7 +652,7 @@ pub fn softmax(v: &mut [f32]) {
 }
 
 /// The best `k` (at least 1) of a score row, best first, as `(class, score)`.
-fn top_k(scores: &mut [f32], k: usize) -> Vec<(u32, f32)> {
+pub(crate) fn top_k(scores: &mut [f32], k: usize) -> Vec<(u32, f32)> {
     let mut idx: Vec<u32> = (0..scores.len() as u32).collect();
     idx.sort_by(|a, b| scores[*b as usize].total_cmp(&scores[*a as usize]));
     idx.truncate(k.max(1));

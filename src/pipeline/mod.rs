@@ -16,6 +16,7 @@
 
 mod edge;
 mod graph;
+mod handles;
 mod paths;
 mod pool;
 mod streams;
@@ -28,11 +29,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
+use crate::appinfer::AppInfer;
 use crate::batch::{CropBatch, Downstream};
 use crate::budget::{Budget, Report, Tally};
 use crate::frame::{Frame, StageSlot};
 use crate::sink::Object;
-use crate::source::{AppSource, AppSourceSettings, FrameSource, StartGate};
+use crate::source::{AppSource, FrameSource, StartGate};
 use crate::stage::{Caps, Item, OpenContext, Role, Running};
 use crate::Error;
 
@@ -45,6 +47,7 @@ pub use paths::{check as check_paths, RunPath};
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
 use edge::{Edge, Inbox};
+use handles::AppHandles;
 use threads::{run_source, run_stage, spawn_error};
 
 /// Errors of the runner itself (a graph that cannot run as wired).
@@ -150,10 +153,15 @@ impl Control {
     }
 
     fn fail(&self, e: Error) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.close_joins();
         if let Ok(mut slot) = self.error.lock() {
             slot.get_or_insert(e);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        self.close_joins();
+        // Sources blocked waiting for their next frame (an `app` source whose application
+        // still holds it open, a live stream) end too, so that a failed run ends.
+        if let Ok(interrupters) = self.interrupters.lock() {
+            interrupters.iter().for_each(|interrupt| interrupt());
         }
     }
 
@@ -343,7 +351,7 @@ pub struct Pipeline {
     frame_interval: Option<Duration>,
     live: bool,
     caps: Caps,
-    apps: Vec<(Option<String>, AppSource)>,
+    apps: AppHandles,
     batches: Option<Sender<CropBatch>>,
     tally: Tally,
     control: Arc<Control>,
@@ -383,15 +391,12 @@ impl Pipeline {
         let mut report = Budget::new(budget, rows.clone());
         report.set_live(live);
         let tally = Tally::new(report);
-        let mut apps = Vec::new();
+        let apps = AppHandles::collect(&nodes);
         let mut sources = Vec::new();
         for (stream, n) in nodes.iter().filter(|n| n.role == Role::Source).enumerate() {
             let stream = stream as u32;
             let name = n.element.describe_source().unwrap_or_default();
             tally.with(|t| t.name_stream(stream, &name));
-            if let Some(app) = n.element.downcast_ref::<AppSourceSettings>() {
-                apps.push((n.name.clone(), app.handle()));
-            }
             sources.push((stream, name, Arc::new(AtomicBool::new(false))));
         }
         let keep_pixels = Arc::new(AtomicBool::new(false));
@@ -480,10 +485,19 @@ impl Pipeline {
     /// The handle that feeds the application source named `name` (`app name=NAME`), or the
     /// first application source when `name` is `None`.
     pub fn app_source(&self, name: Option<&str>) -> Option<AppSource> {
-        self.apps
-            .iter()
-            .find(|(n, _)| name.is_none() || n.as_deref() == name)
-            .map(|(_, a)| a.clone())
+        self.apps.source(name)
+    }
+
+    /// The handles of every application source, in stream order (each says its
+    /// [name](AppSource::name) and [stream](AppSource::stream)).
+    pub fn app_sources(&self) -> Vec<AppSource> {
+        self.apps.sources()
+    }
+
+    /// The handle that takes the batches of the `appinfer` stage named `name` (the first one
+    /// when `name` is `None`) and sends their labels back.
+    pub fn app_infer(&self, name: Option<&str>) -> Option<AppInfer> {
+        self.apps.infer(name)
     }
 
     /// Add an observer of finished batches and of the report.
@@ -561,7 +575,8 @@ impl Pipeline {
             ..
         } = self;
         // The application holds the handles it took: when it drops its last one without closing,
-        // the `app` source sees the end of its stream instead of waiting for ever on ours.
+        // the `app` source sees the end of its stream instead of waiting for ever on ours (and an
+        // `appinfer` stage passes its batches on unlabelled).
         drop(apps);
         for o in &mut observers {
             o.start(&rows);

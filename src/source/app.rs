@@ -18,7 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, SendTimeoutError, Sender};
+use crossbeam_channel::{
+    bounded, Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError,
+};
 
 use super::{FrameSource, SourceError, DEFAULT_FRAMERATE};
 use crate::boxes::clip_box;
@@ -73,6 +75,14 @@ pub enum PushError {
     /// The pipeline is not running any more (it ended, failed or was stopped).
     #[error("app source '{source_name}': the pipeline is not running")]
     Stopped {
+        /// The source's name.
+        source_name: String,
+    },
+    /// The pipeline did not take the frame: it is full, and the push was not to wait
+    /// ([`AppSource::try_push`]) or stopped waiting ([`AppSource::push_while`]). The frame takes
+    /// no number.
+    #[error("app source '{source_name}': the pipeline is full (the frame was not pushed)")]
+    Full {
         /// The source's name.
         source_name: String,
     },
@@ -378,8 +388,30 @@ impl AppSource {
         &self.shared.name
     }
 
+    /// The stream id its frames carry (its place among the description's sources).
+    pub fn stream(&self) -> u32 {
+        self.shared.stream.load(Ordering::SeqCst)
+    }
+
     /// Check and push one frame; waits while the pipeline is busy (unless `live=true`).
     pub fn push(&self, frame: AppFrame) -> Result<(), PushError> {
+        self.push_while(frame, || true)
+    }
+
+    /// Check and push one frame if the pipeline takes it at once; [`PushError::Full`] if not.
+    pub fn try_push(&self, frame: AppFrame) -> Result<(), PushError> {
+        self.push_while(frame, || false)
+    }
+
+    /// Check and push one frame, waiting while the pipeline is busy for as long as
+    /// `keep_waiting` says: it is asked each time the pipeline was found full (every 50 ms while
+    /// it stays full), and a `false` ends the push with [`PushError::Full`]. For a caller that
+    /// must look at something else while it waits (an interpreter's signals).
+    pub fn push_while(
+        &self,
+        frame: AppFrame,
+        keep_waiting: impl FnMut() -> bool,
+    ) -> Result<(), PushError> {
         let s = &self.shared;
         // One push at a time from check to send: frames enter the pipeline in the order they are
         // numbered, and a close cannot come between a push's check and its send.
@@ -392,7 +424,7 @@ impl AppSource {
         // A frame that is refused (or not sent) takes no number: the next frame takes it.
         let seq = s.seq.load(Ordering::SeqCst);
         let frame = frame.into_frame(&s.name, s.stream.load(Ordering::SeqCst), seq)?;
-        self.send(Msg::Frame(Box::new(frame)))?;
+        self.send(Msg::Frame(Box::new(frame)), keep_waiting)?;
         s.seq.store(seq + 1, Ordering::SeqCst);
         Ok(())
     }
@@ -400,18 +432,46 @@ impl AppSource {
     /// End the stream: the pipeline finishes the frames pushed so far (waiting for a push under
     /// way on another thread). Later pushes fail.
     pub fn close(&self) {
-        if !self.shared.closed.swap(true, Ordering::SeqCst) {
-            // Pushes that take their turn from now on see `closed`; one under way finishes first.
-            let _turn = self.shared.turn.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = self.send(Msg::Close);
-        }
+        self.close_while(|| true);
     }
 
-    fn send(&self, mut msg: Msg) -> Result<(), PushError> {
+    /// [`AppSource::close`], waiting while the pipeline is busy for as long as `keep_waiting`
+    /// says (as [`AppSource::push_while`]). Later pushes fail either way; false when the end
+    /// of the stream was not handed over (the pipeline then ends the stream when it is
+    /// stopped).
+    pub fn close_while(&self, keep_waiting: impl FnMut() -> bool) -> bool {
+        if self.shared.closed.swap(true, Ordering::SeqCst) {
+            return true;
+        }
+        // Pushes that take their turn from now on see `closed`; one under way finishes first.
+        let _turn = self.shared.turn.lock().unwrap_or_else(|e| e.into_inner());
+        !matches!(
+            self.send(Msg::Close, keep_waiting),
+            Err(PushError::Full { .. })
+        )
+    }
+
+    /// Hand `msg` over, asking `keep_waiting` whenever the channel is full.
+    fn send(&self, mut msg: Msg, mut keep_waiting: impl FnMut() -> bool) -> Result<(), PushError> {
+        let name = || self.shared.name.clone();
         loop {
             if self.shared.stopped.load(Ordering::SeqCst) {
                 return Err(PushError::Stopped {
-                    source_name: self.shared.name.clone(),
+                    source_name: name(),
+                });
+            }
+            match self.tx.try_send(msg) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(_)) => {
+                    return Err(PushError::Stopped {
+                        source_name: name(),
+                    })
+                }
+                Err(TrySendError::Full(back)) => msg = back,
+            }
+            if !keep_waiting() {
+                return Err(PushError::Full {
+                    source_name: name(),
                 });
             }
             match self.tx.send_timeout(msg, POLL) {
@@ -419,7 +479,7 @@ impl AppSource {
                 Err(SendTimeoutError::Timeout(back)) => msg = back,
                 Err(SendTimeoutError::Disconnected(_)) => {
                     return Err(PushError::Stopped {
-                        source_name: self.shared.name.clone(),
+                        source_name: name(),
                     })
                 }
             }

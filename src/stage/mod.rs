@@ -227,6 +227,7 @@ impl Registry {
         r.register(crate::preprocess::PREPROCESS);
         r.register(crate::tilestats::TILESTATS);
         r.register(crate::classify::CLASSIFY);
+        r.register(crate::appinfer::APPINFER);
         r.register(crate::sink::JSONL);
         r.register(crate::sink::TENSORS);
         r.register(crate::sink::TILESINK);

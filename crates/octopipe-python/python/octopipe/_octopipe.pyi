@@ -1,0 +1,186 @@
+"""Type stubs of the extension module `octopipe._octopipe` (re-exported by `octopipe`)."""
+
+import os
+from types import TracebackType
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class Error(Exception):
+    """An octopipe error: a stage that failed, a pipeline that cannot be opened."""
+
+    report: Optional[Dict[str, Any]]
+
+class DescriptionError(Error):
+    """A description that does not parse or check: the message is `octopipe run`'s
+    (origin:line:column: what is wrong, then the line with a caret under the place)."""
+
+    origin: str
+    line: int
+    column: int
+    reason: str
+    excerpt: str
+
+class ClosedError(Error):
+    """The pipeline was closed or stopped, or has ended: it takes no more frames."""
+
+class FullError(Error):
+    """push(..., block=False): the pipeline is full and did not take the frame."""
+
+_Vars = Mapping[str, Union[str, int, float, "os.PathLike[str]"]]
+
+class Frame:
+    """A frame that went through the pipeline, with its objects."""
+
+    @property
+    def stream(self) -> int: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def pts_ms(self) -> Optional[float]: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def objects(self) -> List[Dict[str, Any]]:
+        """One dict per object with exactly the fields of its JSONL line."""
+    def objects_array(self) -> Dict[str, np.ndarray]:
+        """`boxes` (N x 4 int32), `class_ids` (int64, -1), `scores` (float32, NaN),
+        `tracks` (int64, -1), `labels` (str, '')."""
+    def __len__(self) -> int: ...
+
+class Results(Iterator[Frame]):
+    """The finished frames, in the order they finish; ends when the pipeline has ended."""
+
+    def __iter__(self) -> "Results": ...
+    def __next__(self) -> Frame: ...
+
+class Tensor:
+    """A batch's preprocessed crops, shared without a copy (DLPack, array interfaces)."""
+
+    @property
+    def shape(self) -> List[int]: ...
+    @property
+    def dtype(self) -> str:
+        """'float32' or 'float16'."""
+    @property
+    def layout(self) -> str:
+        """'nchw' or 'nhwc'."""
+    @property
+    def device(self) -> str:
+        """'cpu' or 'cuda:N'."""
+    @property
+    def data_ptr(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    @property
+    def __array_interface__(self) -> Dict[str, Any]:
+        """Host memory only (AttributeError on a GPU)."""
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
+        """GPU memory only (AttributeError on the host)."""
+    def __len__(self) -> int: ...
+
+class Row:
+    """Which crop a row of a batch's tensor is."""
+
+    @property
+    def stream(self) -> int: ...
+    @property
+    def frame(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def box(self) -> int: ...
+    @property
+    def bbox(self) -> Tuple[int, int, int, int]: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def size(self) -> Tuple[int, int]: ...
+
+class Batch:
+    """One batch of an `appinfer` stage: run the model on `tensor`, then `set_labels(...)`."""
+
+    @property
+    def tensor(self) -> Tensor: ...
+    @property
+    def rows(self) -> List[Row]: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def labelled(self) -> bool: ...
+    def set_labels(
+        self,
+        labels: Union[Sequence[int], Sequence[str], npt.ArrayLike, Any],
+        scores: Optional[Union[Sequence[float], npt.ArrayLike, Any]] = None,
+        *,
+        softmax: bool = True,
+    ) -> None:
+        """Class ids or names (one per row, optional scores), or a rows x classes float array
+        (logits; `softmax=False` for probabilities). NumPy arrays and torch tensors."""
+    def __len__(self) -> int: ...
+
+class Batches(Iterator[Batch]):
+    """The batches of the pipeline's `appinfer` stage; ends when the stage ended."""
+
+    def __iter__(self) -> "Batches": ...
+    def __next__(self) -> Batch: ...
+
+class Pipeline:
+    """A pipeline built from a description (`octopipe run`'s language), opened and ready."""
+
+    def __init__(self, description: str, vars: Optional[_Vars] = None) -> None: ...
+    def results(self) -> Results: ...
+    def batches(self) -> Batches: ...
+    def push(
+        self,
+        stream: Union[str, int],
+        image: Any,
+        boxes: Optional[npt.ArrayLike] = None,
+        pts_ms: Optional[float] = None,
+        *,
+        block: bool = True,
+        name: Optional[str] = None,
+        format: Optional[str] = None,
+    ) -> None:
+        """A NumPy uint8 HxWx3 (RGB/BGR), HxWx4 or (H*3/2)xW (NV12/I420) array, or a CUDA
+        tensor (`__dlpack__`, `__cuda_array_interface__`); boxes N x 4 (x, y, w, h)."""
+    def close(self, wait: bool = True) -> None: ...
+    def stop(self) -> None: ...
+    @property
+    def report(self) -> Optional[Dict[str, Any]]: ...
+    @property
+    def error(self) -> Optional[str]: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def stages(self) -> List[str]: ...
+    @property
+    def labels(self) -> List[str]: ...
+    @property
+    def app_sources(self) -> List[Tuple[str, int]]: ...
+    def __enter__(self) -> "Pipeline": ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+def run(description: str, vars: Optional[_Vars] = None) -> Dict[str, Any]:
+    """Run a whole pipeline; its report (the fields of `octopipe run --report json`)."""
+
+def inspect(stage: Optional[str] = None) -> str:
+    """The stages a description may use, or one stage's properties (`octopipe inspect`)."""

@@ -1,0 +1,71 @@
+//! The module's exceptions, and the library's errors as them.
+
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+
+use octopipe::PushError;
+
+pyo3::create_exception!(
+    octopipe,
+    Error,
+    PyException,
+    "An octopipe error: a stage that failed, a pipeline that cannot be opened. When the run \
+     failed, `report` holds its report (a dict), else None."
+);
+pyo3::create_exception!(
+    octopipe,
+    DescriptionError,
+    Error,
+    "A pipeline description that does not parse or check: the message is `octopipe run`'s \
+     (origin:line:column: what is wrong, then the line with a caret under the place). \
+     Attributes: origin, line, column, reason, excerpt."
+);
+pyo3::create_exception!(
+    octopipe,
+    ClosedError,
+    Error,
+    "The pipeline was closed or stopped, or has ended: it takes no more frames."
+);
+pyo3::create_exception!(
+    octopipe,
+    FullError,
+    Error,
+    "push(..., block=False): the pipeline is full and did not take the frame."
+);
+
+/// A library error as the Python exception a caller can act on.
+pub fn to_py(py: Python<'_>, e: octopipe::Error) -> PyErr {
+    match e {
+        octopipe::Error::Describe(d) => {
+            let err = DescriptionError::new_err(d.to_string());
+            let value = err.value(py);
+            let _ = value.setattr("origin", &d.origin);
+            let _ = value.setattr("line", d.line);
+            let _ = value.setattr("column", d.column);
+            let _ = value.setattr("reason", &d.message);
+            let _ = value.setattr("excerpt", &d.excerpt);
+            let _ = value.setattr("report", py.None());
+            err
+        }
+        octopipe::Error::Push(p) => push_to_py(p),
+        other => with_report(py, Error::new_err(other.to_string()), None),
+    }
+}
+
+/// A refused push as its exception: a closed or ended pipeline, a full one, or a frame or box
+/// that does not fit (`ValueError`).
+pub fn push_to_py(e: PushError) -> PyErr {
+    match e {
+        PushError::Closed { .. } | PushError::Stopped { .. } => ClosedError::new_err(e.to_string()),
+        PushError::Full { .. } => FullError::new_err(e.to_string()),
+        other => PyValueError::new_err(other.to_string()),
+    }
+}
+
+/// `err` with its `report` attribute (None when there is none).
+pub fn with_report(py: Python<'_>, err: PyErr, report: Option<Py<PyAny>>) -> PyErr {
+    let _ = err
+        .value(py)
+        .setattr("report", report.unwrap_or_else(|| py.None()));
+    err
+}

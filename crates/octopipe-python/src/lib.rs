@@ -1,0 +1,105 @@
+//! `octopipe` for Python: the extension module `octopipe._octopipe` (the package
+//! `python/octopipe/` re-exports it).
+//!
+//! ```text
+//! Pipeline(description, vars)            the same description language and errors as `octopipe run`
+//!   .push(stream, image, boxes, pts_ms)  NumPy / __dlpack__ / __cuda_array_interface__ -> app source
+//!   .batches()                           appinfer's batches: tensor (DLPack, array interfaces), rows,
+//!                                        set_labels(...) -> the sinks
+//!   .results()                           a Frame per frame finished: objects as the JSONL lines
+//!   .close() / .stop() / with ...:       drain / stop; the report as a dict
+//! run(description, vars) -> dict         the whole run, its report
+//! inspect(stage) -> str                  the stages and their properties
+//! ```
+//!
+//! Every wait (a full pipeline, the next result or batch, the end of the run) happens with the
+//! GIL released and looks at the interpreter's signals every 100 ms (`wait::TICK`): Ctrl-C
+//! stops the pipeline (its stop grace, then the report) and raises `KeyboardInterrupt`.
+
+mod batch;
+mod errors;
+mod image;
+mod pipeline;
+mod results;
+mod tensor;
+mod wait;
+
+use std::collections::HashMap;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use errors::{ClosedError, DescriptionError, Error, FullError};
+
+/// The variables of a description (`${name}`) from a Python mapping: values are turned into
+/// text with `str()` (paths, numbers).
+pub(crate) fn vars_of(vars: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<String, String>> {
+    let mut out = HashMap::new();
+    if let Some(vars) = vars {
+        for (k, v) in vars.iter() {
+            let key: String = k.extract().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "vars: keys must be str, found {}",
+                    k.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ))
+            })?;
+            let os = v.py().import("os")?;
+            let value: String = os.call_method1("fspath", (&v,)).map_or_else(
+                |_| v.str().and_then(|s| s.extract()),
+                |p| p.str().and_then(|s| s.extract()),
+            )?;
+            out.insert(key, value);
+        }
+    }
+    Ok(out)
+}
+
+/// Run a pipeline to its end and return its report (the fields of `octopipe run --report json`).
+///
+/// The GIL is released while it runs; Ctrl-C stops it (within its stop grace) and raises
+/// `KeyboardInterrupt`. A stage that fails raises `octopipe.Error` with the report as its
+/// `report` attribute; a bad description raises `octopipe.DescriptionError`.
+#[pyfunction]
+#[pyo3(signature = (description, vars=None))]
+fn run(py: Python<'_>, description: &str, vars: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+    let p = pipeline::Pipeline::open(py, description, vars)?;
+    p.finish(py)
+}
+
+/// The stages a description may use (`stage=None`), or one stage's properties: what
+/// `octopipe inspect [STAGE]` prints. An unknown stage raises `ValueError` naming the closest one.
+#[pyfunction]
+#[pyo3(signature = (stage=None))]
+fn inspect(stage: Option<&str>) -> PyResult<String> {
+    let registry = octopipe::stage::Registry::builtin();
+    registry.inspect(stage).ok_or_else(|| {
+        let name = stage.unwrap_or_default();
+        let hint = octopipe::describe::closest(name, registry.names())
+            .map(|c| format!(" (did you mean '{c}'?)"))
+            .unwrap_or_default();
+        pyo3::exceptions::PyValueError::new_err(format!("unknown stage '{name}'{hint}"))
+    })
+}
+
+#[pymodule]
+fn _octopipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("DescriptionError", py.get_type::<DescriptionError>())?;
+    m.add("ClosedError", py.get_type::<ClosedError>())?;
+    m.add("FullError", py.get_type::<FullError>())?;
+    m.add_class::<pipeline::Pipeline>()?;
+    m.add_class::<results::Frame>()?;
+    m.add_class::<results::Results>()?;
+    m.add_class::<batch::Batch>()?;
+    m.add_class::<batch::Row>()?;
+    m.add_class::<batch::Batches>()?;
+    m.add_class::<tensor::Tensor>()?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
