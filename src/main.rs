@@ -129,6 +129,13 @@ enum BenchCommand {
         /// ONNX Runtime intra-op threads (0: its default).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// Ways of running on CUDA, each its own rows: plain, or +-joined bound (fixed batch
+        /// sizes through bound buffers), graph (CUDA graphs, implies bound), nhwc, exhaustive.
+        #[arg(long, default_value = "plain", value_delimiter = ',')]
+        cuda: Vec<String>,
+        /// Leave out the rows of changing batch sizes run as they come.
+        #[arg(long)]
+        fixed_only: bool,
     },
     /// The tracker on the VisDrone MOT ground truth with ids hidden: IDF1, ID switches, MOTA.
     Track {
@@ -379,6 +386,8 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
             batch,
             runs,
             threads,
+            cuda,
+            fixed_only,
         } => {
             let eps = ep
                 .iter()
@@ -394,6 +403,11 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
                 batches: batch,
                 runs,
                 threads,
+                tunings: cuda
+                    .iter()
+                    .map(|t| bench::Tuning::parse(t))
+                    .collect::<Result<_, _>>()?,
+                fixed_only,
             };
             print!("{}", bench::infer(&opts)?);
         }

@@ -403,6 +403,9 @@ pub struct Caps {
     /// The classifier's `reinfer-interval` (when above 1), once it opened: the batch stage makes
     /// no crop of a tracked box whose track's label is reused.
     pub reinfer: Option<crate::classify::Reinfer>,
+    /// A `track` stage follows the boxes (set when it opens): a detector before it may leave
+    /// frames to the tracker's predictions (`detect interval`).
+    pub tracked: bool,
 }
 
 impl Caps {
