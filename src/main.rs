@@ -247,6 +247,19 @@ struct PipelineArgs {
     /// GPU from page-locked frames, or gathered on the host (default: auto).
     #[arg(long, value_parser = ["auto", "host", "device"])]
     gather: Option<String>,
+    /// Boxes from this ONNX detector (the shared CenterNet's form), one `detect` stage shared
+    /// by the streams, then `track`, instead of synthetic boxes.
+    #[arg(long)]
+    detector: Option<PathBuf>,
+    /// The detector's tile size, WxH.
+    #[arg(long, default_value = "640x640")]
+    tiles: String,
+    /// Detect every Nth frame of each stream (`detect interval=N`).
+    #[arg(long, default_value_t = 1)]
+    interval: u64,
+    /// Most tiles per detector call (`detect max-batch`).
+    #[arg(long, default_value_t = 64)]
+    detector_batch: usize,
     /// Video width (small values keep tests fast).
     #[arg(long, default_value_t = 1920, hide = true)]
     width: u32,
@@ -509,6 +522,23 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
         devices: args.devices,
         workers: args.workers,
         gather: args.gather,
+        detector: match args.detector {
+            Some(model) => {
+                let (w, h) = args
+                    .tiles
+                    .split_once('x')
+                    .and_then(|(w, h)| Some((w.parse::<u32>().ok()?, h.parse::<u32>().ok()?)))
+                    .filter(|&(w, h)| w > 0 && h > 0)
+                    .with_context(|| format!("--tiles {}: expected WxH", args.tiles))?;
+                Some(bench::pipeline::DetectBench {
+                    model,
+                    tiles: (w, h),
+                    interval: args.interval,
+                    max_batch: args.detector_batch,
+                })
+            }
+            None => None,
+        },
         ..PipelineBenchOptions::new(clip, model)
     };
     let table = bench::pipeline::pipeline(&opts, &mut |line| eprintln!("{line}"))?;

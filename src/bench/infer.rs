@@ -398,3 +398,65 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     let rank = ((q / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
+
+/// Items per second of `model` alone at batch `rows` (median of `runs` runs after a warm-up),
+/// run as the detect stage runs it: on CUDA at a fixed size bound on the device (its outputs
+/// left there) with `options`, on the CPU from host memory. The comparison the pipeline
+/// benchmark makes for its detector.
+pub fn model_throughput(
+    model: &std::path::Path,
+    ep: Ep,
+    options: CudaOptions,
+    rows: usize,
+    runs: usize,
+) -> Result<f64, BenchError> {
+    let err = |e: crate::onnx::OnnxError| BenchError::Options(e.to_string());
+    let mut sessions = Sessions::open_with(model, 0, ep, options).map_err(err)?;
+    let (name, item, fixed) = input_shape(sessions.first())?;
+    let rows = if fixed { 1 } else { rows.max(1) };
+    let per: usize = item.iter().product();
+    let mut rng = Rng::new(11);
+    let host: Vec<f32> = (0..rows * per).map(|_| rng.below(256) as f32).collect();
+    let mut times = Vec::with_capacity(runs);
+    if sessions.cuda().is_some() {
+        let outputs: Vec<String> = sessions
+            .first()
+            .outputs()
+            .iter()
+            .map(|o| o.name().to_string())
+            .collect();
+        let outputs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+        sessions
+            .fix_sizes(&[rows], &name, &outputs, false, 3)
+            .map_err(err)?;
+        let d = DeviceBuf::new(&host)?;
+        for _ in 0..runs.max(1) {
+            let t = Instant::now();
+            let input = FixedInput::Device {
+                ptr: d.ptr,
+                len: rows * per,
+            };
+            sessions.run_fixed(rows, input).map_err(err)?;
+            sessions.synchronize().map_err(err)?;
+            times.push(t.elapsed().as_secs_f64());
+        }
+    } else {
+        for _ in 0..=runs.max(1) {
+            let t = Instant::now();
+            run(
+                &mut sessions,
+                rows,
+                rows,
+                &item,
+                &name,
+                Input::Host,
+                &host,
+                None,
+            )?;
+            times.push(t.elapsed().as_secs_f64());
+        }
+        times.remove(0);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(rows as f64 / percentile(&times, 50.0).max(1e-12))
+}
