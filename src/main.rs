@@ -226,6 +226,13 @@ struct PipelineArgs {
     /// Bound of the --live search.
     #[arg(long, default_value_t = bench::pipeline::DEFAULT_MAX_STREAMS)]
     max_streams: usize,
+    /// With --live: play these stream counts (comma separated) instead of searching.
+    #[arg(long, value_delimiter = ',')]
+    live_streams: Vec<usize>,
+    /// With --live: the p99 end-to-end latency a run must stay under to hold (default: one
+    /// frame interval, 33.3 ms).
+    #[arg(long)]
+    p99_ms: Option<f64>,
     /// Largest number of frames in one batch (max-frames = min(streams, this)).
     #[arg(long, default_value_t = bench::pipeline::DEFAULT_BATCH_FRAMES)]
     batch_frames: usize,
@@ -260,6 +267,9 @@ struct PipelineArgs {
     /// Most tiles per detector call (`detect max-batch`).
     #[arg(long, default_value_t = 64)]
     detector_batch: usize,
+    /// Each stream its own detect and track stages (the baseline) instead of one shared.
+    #[arg(long)]
+    detector_per_stream: bool,
     /// Video width (small values keep tests fast).
     #[arg(long, default_value_t = 1920, hide = true)]
     width: u32,
@@ -518,6 +528,8 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
         batch_frames: args.batch_frames,
         live: args.live,
         max_streams: args.max_streams,
+        live_streams: args.live_streams,
+        p99_ms: args.p99_ms,
         keep_video: args.keep_video,
         devices: args.devices,
         workers: args.workers,
@@ -535,6 +547,7 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
                     tiles: (w, h),
                     interval: args.interval,
                     max_batch: args.detector_batch,
+                    per_stream: args.detector_per_stream,
                 })
             }
             None => None,

@@ -12,12 +12,16 @@ use std::path::{Path, PathBuf};
 use octopipe::pipeline::Pipeline;
 use octopipe::sink::Object;
 
-/// The heads model, made once per test process into `dir`; `None` (with the reason printed)
-/// where the shared data or python's onnx is missing.
+/// The heads model: `$OCTOPIPE_CENTERNET_HEADS` when set (made ahead, as on the device),
+/// else made into `dir`; `None` (with the reason printed) where the shared data or python's
+/// onnx is missing.
 fn heads_model(dir: &Path) -> Option<PathBuf> {
     let data = common::shared_data()?;
     if !common::ort_ready() {
         return None;
+    }
+    if let Some(made) = std::env::var_os("OCTOPIPE_CENTERNET_HEADS") {
+        return Some(PathBuf::from(made));
     }
     let out = dir.join("centernet-heads.onnx");
     let made = std::process::Command::new("python3")
@@ -61,8 +65,41 @@ fn run(text: &str, dir: &Path) -> (Vec<Object>, String) {
     (results.try_iter().collect(), outcome.report.to_string())
 }
 
+/// Every object of each of `folders` run alone through `detect`, as rows numbered as stream i.
+fn alone(folders: &[PathBuf], detect: &str, dir: &Path) -> Vec<Row> {
+    let mut alone = Vec::new();
+    for (i, f) in folders.iter().enumerate() {
+        let (objects, _) = run(
+            &format!("images location={} ! {detect}", f.display()),
+            &dir.join(format!("alone{i}")),
+        );
+        alone.extend(rows(&objects).into_iter().map(|mut r| {
+            r.0 = i as u32;
+            r
+        }));
+    }
+    alone.sort_by_key(|r| (r.0, r.1));
+    alone
+}
+
+/// Frames per call from the report's detect line.
+fn frames_per_call(report: &str) -> f64 {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("detect:"))
+        .unwrap_or_else(|| panic!("{report}"));
+    eprintln!("{line}");
+    let head = &line[..line
+        .find(" frames and ")
+        .unwrap_or_else(|| panic!("{line}"))];
+    head.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// (stream, frame, box, class, score in 1e-5 steps).
+type Row = (u32, u64, [u32; 4], Option<u32>, i64);
+
 /// Objects as comparable rows: (stream, frame, box, class, score in 1e-5 steps).
-fn rows(objects: &[Object]) -> Vec<(u32, u64, [u32; 4], Option<u32>, i64)> {
+fn rows(objects: &[Object]) -> Vec<Row> {
     objects
         .iter()
         .map(|o| {
@@ -94,18 +131,7 @@ fn streams_sharing_a_detector_get_the_boxes_each_gets_alone() {
         images(&dir, "c", &data.join("visdrone/val-frames/images"), 5),
     ];
     let detect = format!("detect model={} {DETECT} ep=cpu", model.display());
-    let mut alone = Vec::new();
-    for (i, f) in folders.iter().enumerate() {
-        let (objects, _) = run(
-            &format!("images location={} ! {detect}", f.display()),
-            &dir.join(format!("alone{i}")),
-        );
-        // Numbered as stream i, as in the shared run.
-        alone.extend(rows(&objects).into_iter().map(|mut r| {
-            r.0 = i as u32;
-            r
-        }));
-    }
+    let alone = alone(&folders, &detect, &dir);
     // One call for as many frames as 40 tiles hold; no deadline, so calls are full.
     let text = format!(
         "images location={} ! det.  images location={} ! det.  images location={} \
@@ -118,21 +144,11 @@ fn streams_sharing_a_detector_get_the_boxes_each_gets_alone() {
     let mut shared = rows(&objects);
     assert!(!alone.is_empty());
     shared.sort_by_key(|r| (r.0, r.1));
-    alone.sort_by_key(|r| (r.0, r.1));
     // Each stream's boxes, in order: the same boxes, classes and scores.
     assert_eq!(shared.len(), alone.len(), "{report}");
     assert_eq!(shared, alone, "{report}");
     // Frames of several streams shared the model's calls.
-    let line = report
-        .lines()
-        .find(|l| l.starts_with("detect:"))
-        .unwrap_or_else(|| panic!("{report}"));
-    eprintln!("{line}");
-    let head = &line[..line
-        .find(" frames and ")
-        .unwrap_or_else(|| panic!("{line}"))];
-    let frames: f64 = head.rsplit(' ').next().unwrap().parse().unwrap();
-    assert!(frames > 2.0, "frames per call: {line}");
+    assert!(frames_per_call(&report) > 2.0, "{report}");
     // Every stream's frames left in their order.
     for s in 0..3 {
         let frames: Vec<u64> = objects
@@ -145,6 +161,72 @@ fn streams_sharing_a_detector_get_the_boxes_each_gets_alone() {
             "stream {s}: {frames:?}"
         );
     }
+}
+
+/// A pipeline that starts with its detect stage takes streams while it runs (as over HTTP):
+/// each added stream joins the one detector, shares its calls with the others, and gets the
+/// boxes it gets alone.
+#[test]
+fn streams_added_while_running_join_the_shared_detector() {
+    let dir = common::temp_dir("shared-detect-added");
+    let Some(model) = heads_model(&dir) else {
+        return;
+    };
+    let data = common::shared_data().unwrap();
+    let folders = [
+        images(&dir, "a", &data.join("visdrone/val-frames/images"), 4),
+        images(&dir, "b", &data.join("visdrone/clip-9999999/images"), 3),
+    ];
+    let detect = format!("detect model={} {DETECT} ep=cpu", model.display());
+    let alone = alone(&folders, &detect, &dir);
+    let out = dir.join("added.jsonl");
+    let text = format!(
+        "{detect} max-batch=24 max-wait-ms=100000 ! jsonl location={}",
+        out.display()
+    );
+    let registry = octopipe::stage::Registry::builtin();
+    let desc = octopipe::describe::parse("<test>", &text, &HashMap::new()).unwrap();
+    let graph = octopipe::describe::build_open(&desc, &registry).unwrap_or_else(|e| panic!("{e}"));
+    let mut pipeline = Pipeline::build(graph).unwrap_or_else(|e| panic!("{e}"));
+    let streams = pipeline.streams(&registry).unwrap();
+    let results = pipeline.results(1_000_000);
+    // A stream that holds its own detector is refused: it would be detected twice.
+    let e = streams
+        .add("testsrc ! detect model=x.onnx", None)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("streams join this pipeline's 'detect' stage"),
+        "{e}"
+    );
+    let run = std::thread::spawn(move || pipeline.run());
+    for (i, f) in folders.iter().enumerate() {
+        let added = streams
+            .add(&format!("images location={}", f.display()), Some(i as u32))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(added.id, i as u32);
+    }
+    // Both streams' sources ended; the frames still held go with the close.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !streams
+        .list()
+        .iter()
+        .all(|s| s.state == octopipe::pipeline::StreamState::Ended)
+    {
+        assert!(std::time::Instant::now() < deadline, "{:?}", streams.list());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    streams.close();
+    let outcome = run.join().unwrap();
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let report = outcome.report.to_string();
+    let objects: Vec<Object> = results.try_iter().collect();
+    let mut shared = rows(&objects);
+    shared.sort_by_key(|r| (r.0, r.1));
+    assert!(!alone.is_empty());
+    assert_eq!(shared, alone, "{report}");
+    assert!(frames_per_call(&report) > 1.5, "{report}");
 }
 
 #[test]

@@ -18,12 +18,20 @@ pub struct DetectBench {
     pub interval: u64,
     /// `detect max-batch`: most tiles per call.
     pub max_batch: usize,
+    /// Each stream its own detect and track stages (the baseline) instead of one shared.
+    pub per_stream: bool,
 }
 
-/// The detect and track stages of `spec` (the streams' branches end in `det.`).
+/// The detect and track stages of `spec`: the shared ones (`name=det`, the streams' branches
+/// end in `det.`), or with [`DetectBench::per_stream`] one stream's own (on one line).
 pub(super) fn stages(spec: &RunSpec, d: &DetectBench) -> String {
+    let (name, gap) = if d.per_stream {
+        ("", " ")
+    } else {
+        (" name=det", "\n  ")
+    };
     let mut text = format!(
-        "  ! detect name=det model=${{detector}} labels=coco scale=1 tiles={}x{} overlap=0.15 \
+        "  ! detect{name} model=${{detector}} labels=coco scale=1 tiles={}x{} overlap=0.15 \
          score=0.3 ios=0.85 classes=person,bicycle,car,motorcycle,bus,truck \
          map=car:vehicle,bus:vehicle,truck:vehicle,bicycle:two-wheeler,motorcycle:two-wheeler \
          ep={} backend={} max-batch={}",
@@ -36,7 +44,7 @@ pub(super) fn stages(spec: &RunSpec, d: &DetectBench) -> String {
     if d.interval > 1 {
         let _ = write!(text, " interval={}", d.interval);
     }
-    let _ = write!(text, "\n  ! track");
+    let _ = write!(text, "{gap}! track");
     text
 }
 

@@ -130,6 +130,11 @@ pub struct PipelineBenchOptions {
     pub live: bool,
     /// Bound of the live search.
     pub max_streams: usize,
+    /// Live: these stream counts are played instead of searching (empty: search).
+    pub live_streams: Vec<usize>,
+    /// Live: the p99 end-to-end latency (ms) a run must stay under to hold (`None`: one frame
+    /// interval).
+    pub p99_ms: Option<f64>,
     /// Keep the encoded video at this path (refused if something is there already).
     pub keep_video: Option<PathBuf>,
     /// Spread the streams over these GPUs (empty: GPU 0 alone).
@@ -160,6 +165,8 @@ impl PipelineBenchOptions {
             batch_frames: DEFAULT_BATCH_FRAMES,
             live: false,
             max_streams: DEFAULT_MAX_STREAMS,
+            live_streams: Vec::new(),
+            p99_ms: None,
             keep_video: None,
             devices: Vec::new(),
             workers: 1,
@@ -193,6 +200,17 @@ impl PipelineBenchOptions {
         }
         if self.live && self.max_streams == 0 {
             return bad("--max-streams: expected at least 1".into());
+        }
+        if self.live_streams.contains(&0) || (!self.live && !self.live_streams.is_empty()) {
+            return bad("--live-streams: expected stream counts of at least 1, with --live".into());
+        }
+        if let Some(p) = self
+            .p99_ms
+            .filter(|&p| !(p > 0.0 && p.is_finite()) || !self.live)
+        {
+            return bad(format!(
+                "--p99-ms {p}: expected a latency above 0 ms, with --live"
+            ));
         }
         if self.decoders.is_empty() || self.eps.is_empty() {
             return bad("--decoder and --ep each need at least one value".into());
@@ -279,6 +297,7 @@ pub fn description(spec: &RunSpec) -> String {
         media.push_str(" live=true");
     }
     let (branch, join) = match &spec.detector {
+        Some(d) if d.per_stream => (format!("{media}{}", detector::stages(spec, d)), "mux."),
         Some(_) => (media, "det."),
         None => (
             format!("{media} ! boxes format=synthetic count={}", spec.boxes),
@@ -292,7 +311,7 @@ pub fn description(spec: &RunSpec) -> String {
         let _ = writeln!(text, "{branch} ! {join}");
     }
     let _ = writeln!(text, "{branch}");
-    if let Some(d) = &spec.detector {
+    if let Some(d) = spec.detector.as_ref().filter(|d| !d.per_stream) {
         let _ = writeln!(text, "{}", detector::stages(spec, d));
     }
     let mut batch = format!("  ! batch name=mux max-frames={frames} max-crops={crops}");
@@ -505,7 +524,7 @@ pub fn pipeline(
     let mut out = preamble(opts, per_stream, encode_s, &first);
     out.push_str(TABLE_HEADER);
 
-    let budget_ms = 1e3 / FPS as f64;
+    let budget_ms = opts.p99_ms.unwrap_or(1e3 / FPS as f64);
     // The detector model alone, per execution provider and batch size.
     let mut alone: HashMap<(Compute, usize), Option<f64>> = HashMap::new();
     let mut run = |spec: &RunSpec, out: &mut String| -> RunResult {
@@ -551,6 +570,14 @@ pub fn pipeline(
 
     if !opts.live {
         for &n in &opts.streams {
+            for spec in specs(n) {
+                run(&spec, &mut out);
+            }
+        }
+        return Ok(out);
+    }
+    if !opts.live_streams.is_empty() {
+        for &n in &opts.live_streams {
             for spec in specs(n) {
                 run(&spec, &mut out);
             }

@@ -147,9 +147,10 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         tiles: (640, 640),
         interval: 2,
         max_batch: 64,
+        per_stream: false,
     };
     let text = description(&RunSpec {
-        detector: Some(d),
+        detector: Some(d.clone()),
         ..spec(3, Compute::Cuda)
     });
     assert_eq!(text.matches("! det.").count(), 2, "{text}");
@@ -172,4 +173,19 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         graph.elements::<crate::detect::DetectConfig>().collect();
     assert_eq!(detectors.len(), 1, "one detector for the three streams");
     assert_eq!(graph.sources().count(), 3);
+
+    // The baseline: a detector and a tracker in each stream's branch.
+    let text = description(&RunSpec {
+        detector: Some(DetectBench {
+            per_stream: true,
+            ..d
+        }),
+        ..spec(3, Compute::Cuda)
+    });
+    assert!(!text.contains("det."), "{text}");
+    assert_eq!(text.matches(" ! track ! mux.").count(), 2, "{text}");
+    let desc = crate::describe::parse("bench", &text, &vars).unwrap();
+    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let detectors = graph.elements::<crate::detect::DetectConfig>().count();
+    assert_eq!(detectors, 3, "one detector per stream:\n{text}");
 }
