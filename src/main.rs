@@ -149,6 +149,13 @@ enum BenchCommand {
         /// ONNX Runtime intra-op threads (0: its default).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// Ways of running on CUDA, each its own rows: plain, or +-joined bound (fixed batch
+        /// sizes through bound buffers), graph (CUDA graphs, implies bound), nhwc, exhaustive.
+        #[arg(long, default_value = "plain", value_delimiter = ',')]
+        cuda: Vec<String>,
+        /// Leave out the rows of changing batch sizes run as they come.
+        #[arg(long)]
+        fixed_only: bool,
     },
     /// The tracker on the VisDrone MOT ground truth with ids hidden: IDF1, ID switches, MOTA.
     Track {
@@ -239,6 +246,13 @@ struct PipelineArgs {
     /// Bound of the --live search.
     #[arg(long, default_value_t = bench::pipeline::DEFAULT_MAX_STREAMS)]
     max_streams: usize,
+    /// With --live: play these stream counts (comma separated) instead of searching.
+    #[arg(long, value_delimiter = ',')]
+    live_streams: Vec<usize>,
+    /// With --live: the p99 end-to-end latency a run must stay under to hold (default: one
+    /// frame interval, 33.3 ms).
+    #[arg(long)]
+    p99_ms: Option<f64>,
     /// Largest number of frames in one batch (max-frames = min(streams, this)).
     #[arg(long, default_value_t = bench::pipeline::DEFAULT_BATCH_FRAMES)]
     batch_frames: usize,
@@ -260,6 +274,22 @@ struct PipelineArgs {
     /// GPU from page-locked frames, or gathered on the host (default: auto).
     #[arg(long, value_parser = ["auto", "host", "device"])]
     gather: Option<String>,
+    /// Boxes from this ONNX detector (the shared CenterNet's form), one `detect` stage shared
+    /// by the streams, then `track`, instead of synthetic boxes.
+    #[arg(long)]
+    detector: Option<PathBuf>,
+    /// The detector's tile size, WxH.
+    #[arg(long, default_value = "640x640")]
+    tiles: String,
+    /// Detect every Nth frame of each stream (`detect interval=N`).
+    #[arg(long, default_value_t = 1)]
+    interval: u64,
+    /// Most tiles per detector call (`detect max-batch`).
+    #[arg(long, default_value_t = 64)]
+    detector_batch: usize,
+    /// Each stream its own detect and track stages (the baseline) instead of one shared.
+    #[arg(long)]
+    detector_per_stream: bool,
     /// Video width (small values keep tests fast).
     #[arg(long, default_value_t = 1920, hide = true)]
     width: u32,
@@ -440,6 +470,8 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
             batch,
             runs,
             threads,
+            cuda,
+            fixed_only,
         } => {
             let eps = ep
                 .iter()
@@ -455,6 +487,11 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
                 batches: batch,
                 runs,
                 threads,
+                tunings: cuda
+                    .iter()
+                    .map(|t| bench::Tuning::parse(t))
+                    .collect::<Result<_, _>>()?,
+                fixed_only,
             };
             print!("{}", bench::infer(&opts)?);
         }
@@ -552,10 +589,30 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
         batch_frames: args.batch_frames,
         live: args.live,
         max_streams: args.max_streams,
+        live_streams: args.live_streams,
+        p99_ms: args.p99_ms,
         keep_video: args.keep_video,
         devices: args.devices,
         workers: args.workers,
         gather: args.gather,
+        detector: match args.detector {
+            Some(model) => {
+                let (w, h) = args
+                    .tiles
+                    .split_once('x')
+                    .and_then(|(w, h)| Some((w.parse::<u32>().ok()?, h.parse::<u32>().ok()?)))
+                    .filter(|&(w, h)| w > 0 && h > 0)
+                    .with_context(|| format!("--tiles {}: expected WxH", args.tiles))?;
+                Some(bench::pipeline::DetectBench {
+                    model,
+                    tiles: (w, h),
+                    interval: args.interval,
+                    max_batch: args.detector_batch,
+                    per_stream: args.detector_per_stream,
+                })
+            }
+            None => None,
+        },
         ..PipelineBenchOptions::new(clip, model)
     };
     let table = bench::pipeline::pipeline(&opts, &mut |line| eprintln!("{line}"))?;

@@ -161,7 +161,7 @@ fn a_stream_described_wrong_is_refused_naming_why() {
         ("testsrc", "the branch ends early"),
         (
             "testsrc ! boxes format=synthetic ! mux.",
-            "joins the batch stage by itself",
+            "joins the pipeline by itself",
         ),
         (
             "testsrc ! boxes format=synthetic ! boxes format=synthetic",

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{BatchConfig, BatchPool, CapPriority, CropBatch, LatePolicy};
+use super::{BatchConfig, BatchPool, CapPriority, CropBatch, LatePolicy, Window};
 use crate::budget::Tally;
 use crate::classify::{CropPlan, Reinfer};
 use crate::frame::{Frame, SkipReason};
@@ -179,16 +179,28 @@ impl Assembler {
             plan.plan(&mut frame);
         }
         let crops = frame.detections.len() - frame.reused.len();
+        let window = self.window();
         if let Some(cur) = &self.current {
-            if !cur.crops.is_empty() && cur.crops.len() + crops > self.config.max_crops {
+            if !cur.crops.is_empty() && !window.fits(cur.frames.len(), cur.crops.len(), crops) {
                 out.extend(self.flush());
             }
         }
         let (w, h) = self.out_size;
         let cur = self.current.get_or_insert_with(|| self.pool.batch());
         cur.push_frame(frame, w, h, 3);
-        if cur.crops.len() >= self.config.max_crops || cur.frames.len() >= self.config.max_frames {
+        if window.full(cur.frames.len(), cur.crops.len()) {
             out.extend(self.flush());
+        }
+    }
+
+    /// The closing rule of the open batch.
+    fn window(&self) -> Window {
+        Window {
+            max_weight: self.config.max_crops,
+            max_items: self.config.max_frames,
+            max_wait: self.config.max_wait,
+            budget: self.budget,
+            interval: self.interval,
         }
     }
 
@@ -196,16 +208,9 @@ impl Assembler {
     pub fn deadline(&self) -> Option<Instant> {
         let cur = self.current.as_ref()?;
         let oldest = cur.frames.first()?.times.arrival;
-        let wait = self.config.max_wait.unwrap_or_else(|| {
-            let downstream = Duration::from_nanos(self.downstream.batch_ns.load(Ordering::Relaxed));
-            self.budget.saturating_sub(downstream) / 2
-        });
-        let deadline = oldest + wait;
-        match (self.interval, cur.frames.last()) {
-            // The next live frame comes too late to join: close now.
-            (Some(iv), Some(newest)) if newest.times.arrival + iv > deadline => Some(oldest),
-            _ => Some(deadline),
-        }
+        let newest = cur.frames.last()?.times.arrival;
+        let downstream = Duration::from_nanos(self.downstream.batch_ns.load(Ordering::Relaxed));
+        Some(self.window().deadline(oldest, newest, downstream))
     }
 
     /// Close the open batch, if any, building its block metadata.

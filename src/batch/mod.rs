@@ -11,6 +11,7 @@
 //! output pixels are its own, with no per-pixel lookup table and no padding to the largest crop.
 
 mod assemble;
+mod window;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,6 +26,7 @@ use crate::frame::Frame;
 use crate::tensor::{Layout, Tensor};
 
 pub use assemble::{Assembler, Downstream};
+pub use window::Window;
 
 /// Default largest number of crops in one batch.
 pub const DEFAULT_MAX_CROPS: usize = 256;

@@ -8,11 +8,52 @@ use std::time::Instant;
 
 use ort::session::{Session, SessionInputValue};
 
-use crate::onnx::Sessions;
+use crate::onnx::{CudaOptions, FixedInput, Sessions};
 use ort::value::{TensorRef, ValueType};
 
 use super::{BenchError, Rng};
 use crate::onnx::Ep;
+
+/// A way of running the model on CUDA that `octopipe bench infer --cuda` compares: session
+/// options, and whether runs go through buffers bound at fixed batch sizes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tuning {
+    /// As written: `plain`, or `+`-joined `bound`, `graph`, `nhwc`, `exhaustive`.
+    pub name: String,
+    /// The sessions' CUDA options.
+    pub options: CudaOptions,
+    /// Runs at fixed batch sizes through bound buffers ([`Sessions::fix_sizes`]); implied by
+    /// `graph`.
+    pub bound: bool,
+}
+
+impl Tuning {
+    /// Parse `plain` or `bound+graph+nhwc+exhaustive` (any of them, any order).
+    pub fn parse(s: &str) -> Result<Tuning, BenchError> {
+        let mut t = Tuning {
+            name: s.to_string(),
+            options: CudaOptions::default(),
+            bound: false,
+        };
+        for part in s.split('+').filter(|p| *p != "plain") {
+            match part {
+                "bound" => t.bound = true,
+                "graph" => {
+                    t.options.graph = true;
+                    t.bound = true;
+                }
+                "nhwc" => t.options.nhwc = true,
+                "exhaustive" => t.options.exhaustive = true,
+                other => {
+                    return Err(BenchError::Options(format!(
+                        "--cuda {s}: '{other}' is not one of plain, bound, graph, nhwc, exhaustive"
+                    )))
+                }
+            }
+        }
+        Ok(t)
+    }
+}
 
 /// What `octopipe bench infer` runs.
 #[derive(Debug, Clone)]
@@ -27,6 +68,11 @@ pub struct InferOptions {
     pub runs: usize,
     /// ONNX Runtime intra-op threads (0: its default).
     pub threads: usize,
+    /// Ways of running on CUDA's execution provider, each its own rows.
+    pub tunings: Vec<Tuning>,
+    /// Leave out the rows of changing batch sizes run as they come (on CUDA each new size plans
+    /// anew: seconds a run).
+    pub fixed_only: bool,
 }
 
 /// Where a row's input lives.
@@ -60,18 +106,42 @@ fn input_shape(session: &Session) -> Result<(String, Vec<usize>, bool), BenchErr
     ))
 }
 
-/// Time `ep` on the model for every batch size, with host and (on CUDA) device inputs.
+/// Time `ep` on the model for every batch size, with host and (on CUDA) device inputs, once per
+/// tuning on CUDA.
 pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
     let mut out = String::new();
     writeln!(
         out,
-        "| ep | input | batch | runs | p50 ms | p99 ms | items/s | notes |\n| --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| ep | cuda | input | batch | runs | p50 ms | p99 ms | items/s | notes |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     )
     .ok();
+    let plain = [Tuning::parse("plain")?];
     for &ep in &opts.eps {
-        let mut sessions = Sessions::open(&opts.model, opts.threads, ep)
+        let tunings = match ep {
+            Ep::Cpu => &plain[..],
+            _ if opts.tunings.is_empty() => &plain[..],
+            _ => &opts.tunings[..],
+        };
+        for tuning in tunings {
+            infer_one(opts, ep, tuning, &mut out)?;
+        }
+    }
+    Ok(out)
+}
+
+/// The rows of one execution provider and tuning.
+fn infer_one(
+    opts: &InferOptions,
+    ep: Ep,
+    tuning: &Tuning,
+    out: &mut String,
+) -> Result<(), BenchError> {
+    {
+        let opened = Instant::now();
+        let mut sessions = Sessions::open_with(&opts.model, opts.threads, ep, tuning.options)
             .map_err(|e| BenchError::Options(e.to_string()))?;
         let on_cuda = sessions.cuda().is_some();
+        let tname = if on_cuda { tuning.name.as_str() } else { "-" };
         let (name, item, fixed) = input_shape(sessions.first())?;
         let per: usize = item.iter().product();
         let label = if on_cuda { "cuda" } else { "cpu" };
@@ -91,6 +161,62 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
         } else {
             None
         };
+        if on_cuda && tuning.bound {
+            // Every output, left on the device: the model alone, as a consumer on the GPU reads it.
+            let outputs: Vec<String> = sessions
+                .first()
+                .outputs()
+                .iter()
+                .map(|o| o.name().to_string())
+                .collect();
+            let outputs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+            let sizes: Vec<usize> = if fixed { vec![1] } else { opts.batches.clone() };
+            sessions
+                .fix_sizes(&sizes, &name, &outputs, false, 3)
+                .map_err(|e| BenchError::Options(e.to_string()))?;
+            let ready = opened.elapsed().as_secs_f64();
+            let d = device.as_ref().expect("a device buffer on CUDA");
+            let mut rows: Vec<(String, Vec<usize>)> = sizes
+                .iter()
+                .map(|&b| (b.to_string(), vec![b; opts.runs]))
+                .collect();
+            if sizes.len() > 1 {
+                let changing = (0..opts.runs)
+                    .map(|_| 1 + rng.below(max as u64) as usize)
+                    .collect();
+                rows.push((format!("1-{max} changing, padded"), changing));
+            }
+            for (label_b, runs) in rows {
+                let mut times = Vec::with_capacity(runs.len());
+                let mut items = 0;
+                for &b in &runs {
+                    let t = Instant::now();
+                    let input = FixedInput::Device {
+                        ptr: d.ptr,
+                        len: b * per,
+                    };
+                    sessions
+                        .run_fixed(b, input)
+                        .map_err(|e| BenchError::Options(e.to_string()))?;
+                    sessions
+                        .synchronize()
+                        .map_err(|e| BenchError::Options(e.to_string()))?;
+                    times.push(t.elapsed().as_secs_f64() * 1e3);
+                    items += b;
+                }
+                row(
+                    out,
+                    label,
+                    tname,
+                    "device, bound",
+                    &label_b,
+                    &mut times,
+                    items,
+                    &format!("ready in {ready:.1} s"),
+                );
+            }
+            return Ok(());
+        }
         for &input in inputs {
             let where_ = if input == Input::Host {
                 "host"
@@ -105,7 +231,7 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
                     (b.to_string(), vec![b; opts.runs + 1], Sizes::Fixed)
                 })
                 .collect();
-            if !fixed && max > 1 {
+            if !fixed && max > 1 && !opts.fixed_only {
                 // Batches of a live pipeline: a new size almost every run, as they come and
                 // padded (on CUDA) to a power of two.
                 let changing: Vec<usize> = (0..=opts.runs)
@@ -154,22 +280,37 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
                         items += b;
                     }
                 }
-                let total: f64 = times.iter().sum();
-                times.sort_by(f64::total_cmp);
-                writeln!(
-                    out,
-                    "| {label} | {where_} | {label_b} | {} | {:.3} | {:.3} | {:.0} | {} |",
-                    times.len(),
-                    percentile(&times, 50.0),
-                    percentile(&times, 99.0),
-                    items as f64 / (total / 1e3),
-                    if fixed { "model has batch 1" } else { "" }
-                )
-                .ok();
+                let note = if fixed { "model has batch 1" } else { "" };
+                row(out, label, tname, where_, &label_b, &mut times, items, note);
             }
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+/// One table row from the run times (ms) of `items` items.
+#[allow(clippy::too_many_arguments)]
+fn row(
+    out: &mut String,
+    ep: &str,
+    tuning: &str,
+    input: &str,
+    batch: &str,
+    times: &mut [f64],
+    items: usize,
+    note: &str,
+) {
+    let total: f64 = times.iter().sum();
+    times.sort_by(f64::total_cmp);
+    writeln!(
+        out,
+        "| {ep} | {tuning} | {input} | {batch} | {} | {:.3} | {:.3} | {:.0} | {note} |",
+        times.len(),
+        percentile(times, 50.0),
+        percentile(times, 99.0),
+        items as f64 / (total / 1e3),
+    )
+    .ok();
 }
 
 /// How a row's batch sizes are run.
@@ -217,7 +358,12 @@ fn run(
     };
     let outputs = session.run(ort::inputs![name => value]).map_err(err)?;
     for (_, v) in outputs.iter() {
-        let _ = v.try_extract_tensor::<f32>().map_err(err)?;
+        // Read in host memory as the stages read it, whatever its element type.
+        let t = v
+            .view()
+            .downcast::<ort::value::DynTensorValueType>()
+            .map_err(err)?;
+        std::hint::black_box(t.data_ptr());
     }
     Ok(())
 }
@@ -251,4 +397,66 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     }
     let rank = ((q / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Items per second of `model` alone at batch `rows` (median of `runs` runs after a warm-up),
+/// run as the detect stage runs it: on CUDA at a fixed size bound on the device (its outputs
+/// left there) with `options`, on the CPU from host memory. The comparison the pipeline
+/// benchmark makes for its detector.
+pub fn model_throughput(
+    model: &std::path::Path,
+    ep: Ep,
+    options: CudaOptions,
+    rows: usize,
+    runs: usize,
+) -> Result<f64, BenchError> {
+    let err = |e: crate::onnx::OnnxError| BenchError::Options(e.to_string());
+    let mut sessions = Sessions::open_with(model, 0, ep, options).map_err(err)?;
+    let (name, item, fixed) = input_shape(sessions.first())?;
+    let rows = if fixed { 1 } else { rows.max(1) };
+    let per: usize = item.iter().product();
+    let mut rng = Rng::new(11);
+    let host: Vec<f32> = (0..rows * per).map(|_| rng.below(256) as f32).collect();
+    let mut times = Vec::with_capacity(runs);
+    if sessions.cuda().is_some() {
+        let outputs: Vec<String> = sessions
+            .first()
+            .outputs()
+            .iter()
+            .map(|o| o.name().to_string())
+            .collect();
+        let outputs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+        sessions
+            .fix_sizes(&[rows], &name, &outputs, false, 3)
+            .map_err(err)?;
+        let d = DeviceBuf::new(&host)?;
+        for _ in 0..runs.max(1) {
+            let t = Instant::now();
+            let input = FixedInput::Device {
+                ptr: d.ptr,
+                len: rows * per,
+            };
+            sessions.run_fixed(rows, input).map_err(err)?;
+            sessions.synchronize().map_err(err)?;
+            times.push(t.elapsed().as_secs_f64());
+        }
+    } else {
+        for _ in 0..=runs.max(1) {
+            let t = Instant::now();
+            run(
+                &mut sessions,
+                rows,
+                rows,
+                &item,
+                &name,
+                Input::Host,
+                &host,
+                None,
+            )?;
+            times.push(t.elapsed().as_secs_f64());
+        }
+        times.remove(0);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(rows as f64 / percentile(&times, 50.0).max(1e-12))
 }

@@ -38,7 +38,7 @@ pub use baselines::{BenchEngine, Strategy, FLAT_THREADS};
 pub use data::{box_sizes, frame_from, synthetic_frame, Rng};
 pub use detect::{detect_tiles, DetectTilesOptions};
 pub use gpu::{probe, tune, ProbeOptions, TuneChoice};
-pub use infer::{infer, InferOptions};
+pub use infer::{infer, model_throughput, InferOptions, Tuning};
 pub use tiles::{tiles, TilesBenchOptions, SEED_ORIN_NANO_MS};
 
 /// Errors of the benchmarks.

@@ -46,7 +46,8 @@ pub fn build_with(desc: &Description, registry: &Registry) -> Result<Graph, Desc
 
 /// Like [`build_with`], for a pipeline that takes streams while it runs
 /// ([`Pipeline::streams`](crate::pipeline::Pipeline::streams)): it may have no source yet
-/// (`batch ! classify model=m.onnx ! mqtt`). Its streams join its one batch stage, so
+/// (`batch ! classify model=m.onnx ! mqtt`, `detect model=d.onnx ! track ! batch ! jsonl`).
+/// Its streams join the stage it starts with, or its one batch stage, so
 /// `devices=` is refused.
 pub fn build_open(desc: &Description, registry: &Registry) -> Result<Graph, DescribeError> {
     super::devices::refuse_devices(desc, registry)?;
@@ -55,13 +56,15 @@ pub fn build_open(desc: &Description, registry: &Registry) -> Result<Graph, Desc
 
 /// Check `desc`, a stream to add to a running pipeline: one chain from a source to the stage
 /// that gives its frames their boxes (`testsrc live=true ! boxes format=synthetic`), joining the
-/// pipeline's batch stage by itself. Its nodes, upstream first; the last one's output is left
-/// unset. `live`: whether the pipeline's edges are live ones (the stream's own `live` counts
-/// too).
+/// pipeline's batch stage by itself; or, where the pipeline's shared detect gives the boxes
+/// (`boxed` false), from its source to its frames. Its nodes, upstream first; the last one's
+/// output is left unset. `live`: whether the pipeline's edges are live ones (the stream's own
+/// `live` counts too).
 pub fn build_branch(
     desc: &Description,
     registry: &Registry,
     live: bool,
+    boxed: bool,
 ) -> Result<Vec<Node>, DescribeError> {
     let mut chains = chains(desc, registry, Shape::Branch)?;
     if let Some(second) = chains.get(1) {
@@ -73,6 +76,9 @@ pub fn build_branch(
     let Some(chain) = chains.pop() else {
         return Err(desc.error(Span { start: 0, len: 0 }, "a stream needs a source"));
     };
+    if boxed {
+        chain.boxed(desc, registry)?;
+    }
     let nodes = chain.nodes;
     let live = live || nodes.iter().any(|n| n.element.is_live());
     let output: Vec<Option<usize>> = (0..nodes.len())
@@ -138,7 +144,8 @@ struct Pending {
 struct Chain {
     nodes: Vec<Pending>,
     /// `NAME.` the chain ends in.
-    target: Option<(String, Span)>,
+    /// The stage it feeds by name, and whether its frames have their boxes by then.
+    target: Option<(String, Span, bool)>,
     /// What the chain gives at its end.
     item: Option<Item>,
     /// The span of its last element (for "ends early" messages).
@@ -199,16 +206,16 @@ impl Chain {
                 if shape == Shape::Branch {
                     return Err(desc.error(
                         st.span,
-                        "a stream added while running joins the batch stage by itself: leave out 'NAME.'",
+                        "a stream added while running joins the pipeline by itself: leave out 'NAME.'",
                     ));
                 }
-                if !c.has_boxes || i + 1 != stages.len() || c.item.is_none() {
+                if i + 1 != stages.len() || c.item.is_none() {
                     return Err(desc.error(
                         st.span,
-                        "a reference 'NAME.' ends a branch, after its boxes stage",
+                        "a reference 'NAME.' ends a branch, after its boxes stage (or its source, into a shared detect)",
                     ));
                 }
-                c.target = Some((st.kind.clone(), st.span));
+                c.target = Some((st.kind.clone(), st.span, c.has_boxes));
                 return Ok(c);
             }
             let decl = registry
@@ -232,18 +239,12 @@ impl Chain {
             let name = props.given("name").map(String::from);
             c.place(desc, registry, st, decl, element, name)?;
         }
-        if c.item == Some(Item::Frames) && !c.has_boxes {
-            return Err(desc.error(
-                c.last,
-                format!(
-                    "the branch ends early: expected {} next",
-                    c.expected(registry)
-                ),
-            ));
-        }
+        // A stream added while running may end before its boxes (into a shared detect):
+        // build_branch decides.
         if shape == Shape::Branch {
             return Ok(c);
         }
+        c.boxed(desc, registry)?;
         if c.nodes.last().is_none_or(|n| n.role != Role::Sink) {
             return Err(desc.error(
                 c.last,
@@ -422,6 +423,20 @@ impl Chain {
         Ok(())
     }
 
+    /// An error unless the chain's frames have their boxes by its end.
+    fn boxed(&self, desc: &Description, registry: &Registry) -> Result<(), DescribeError> {
+        if self.item == Some(Item::Frames) && !self.has_boxes {
+            return Err(desc.error(
+                self.last,
+                format!(
+                    "the branch ends early: expected {} next",
+                    self.expected(registry)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The stages that may come next, for messages.
     fn expected(&self, registry: &Registry) -> String {
         let rank = self.nodes.iter().filter_map(|n| n.role.rank()).max();
@@ -469,12 +484,12 @@ fn assemble(
     }
     let mut nodes: Vec<Pending> = Vec::new();
     let mut chain_of: Vec<(usize, usize)> = Vec::new(); // (first node, last node) per chain
-    let mut targets: Vec<(usize, String, Span, Option<Item>)> = Vec::new();
+    let mut targets: Vec<(usize, String, Span, Option<Item>, bool)> = Vec::new();
     for c in chains {
         let first = nodes.len();
         let last = first + c.nodes.len() - 1;
-        if let Some((name, span)) = c.target {
-            targets.push((last, name, span, c.item));
+        if let Some((name, span, boxed)) = c.target {
+            targets.push((last, name, span, c.item, boxed));
         }
         nodes.extend(c.nodes);
         chain_of.push((first, last));
@@ -485,8 +500,18 @@ fn assemble(
             *o = Some(i + 1);
         }
     }
-    for (from, name, span, item) in targets {
-        output[from] = Some(target(desc, &nodes, from, &name, span, item)?);
+    for (from, name, span, item, boxed) in targets {
+        let to = target(desc, &nodes, from, &name, span, item)?;
+        if !boxed && nodes[to].role != Role::Boxes {
+            return Err(desc.error(
+                span,
+                format!(
+                    "'{name}.' cannot take this branch: its frames have no boxes yet (a branch without a boxes stage joins a shared detect or boxes stage; '{name}' is a {} stage)",
+                    nodes[to].kind
+                ),
+            ));
+        }
+        output[from] = Some(to);
     }
     if need_source && !nodes.iter().any(|n| n.role == Role::Source) {
         return Err(desc.error(

@@ -12,6 +12,15 @@ pub struct RawBox {
     pub class: u32,
 }
 
+/// One output of a run, in host memory: its shape (first dimension the batch) and values.
+#[derive(Debug, Clone, Copy)]
+pub struct Output<'a> {
+    /// The shape.
+    pub shape: &'a [usize],
+    /// The values, row-major.
+    pub data: &'a [f32],
+}
+
 /// How a detector's output is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decoder {
@@ -24,6 +33,10 @@ pub enum Decoder {
     /// `[B, anchors, 5 + classes]`: `cx, cy, w, h, objectness` then one score per class (YOLOv5);
     /// a box's score is objectness times its best class score.
     Yolov5,
+    /// Two outputs, CenterNet's heads: scores `[B, classes, H, W]` (after the sigmoid) and
+    /// distances to the box's left, top, right and bottom edge `[B, 4, H, W]` in input pixels;
+    /// the peaks of the scores make the boxes ([`super::centernet`]).
+    CenterNet,
 }
 
 /// Largest row count an end-to-end output has: YOLOv5 models with one class also end in 6
@@ -37,7 +50,33 @@ impl Decoder {
             Decoder::End2End => "end2end",
             Decoder::Yolov8 => "yolov8",
             Decoder::Yolov5 => "yolov5",
+            Decoder::CenterNet => "centernet",
         }
+    }
+
+    /// How many outputs it reads.
+    pub fn outputs(self) -> usize {
+        match self {
+            Decoder::CenterNet => 2,
+            _ => 1,
+        }
+    }
+
+    /// The CenterNet heads among `outputs` (name, shape as declared): two rank-4 outputs of the
+    /// same map size, one with 4 channels (the distances) and one with more (the scores), as
+    /// `(scores, distances)` indices.
+    pub fn centernet_pair(shapes: &[&[i64]]) -> Option<(usize, usize)> {
+        let maps: Vec<(usize, &[i64])> = shapes
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.len() == 4)
+            .map(|(i, s)| (i, *s))
+            .collect();
+        let wh = maps.iter().find(|(_, s)| s[1] == 4)?;
+        let heat = maps
+            .iter()
+            .find(|(i, s)| *i != wh.0 && s[1] != 4 && s[2] == wh.1[2] && s[3] == wh.1[3])?;
+        Some((heat.0, wh.0))
     }
 
     /// The decoder an output of `shape` (as the model declares it: -1 for a dynamic axis) is
@@ -58,6 +97,7 @@ impl Decoder {
     pub fn check(self, shape: &[i64]) -> Result<(), String> {
         let more = |a: i64, c: i64| a < 0 || c < 0 || a > c;
         let ok = match (self, shape) {
+            (Decoder::CenterNet, [_, _, _, _]) => true,
             (Decoder::End2End, [_, c] | [_, _, c]) => *c == 6 || *c < 0,
             (Decoder::Yolov8, [_, c, a]) => (*c > 4 || *c < 0) && more(*a, *c),
             (Decoder::Yolov5, [_, a, c]) => (*c > 5 || *c < 0) && more(*a, *c),
@@ -74,22 +114,33 @@ impl Decoder {
             Decoder::Yolov5 => {
                 "yolov5 reads [batch, anchors, 5 + classes] (more anchors than classes)"
             }
+            Decoder::CenterNet => {
+                "centernet reads scores [batch, classes, h, w] and distances [batch, 4, h, w]"
+            }
         }
         .to_string())
     }
 
-    /// Append the boxes of image `image` of a batch output (`data` row-major in `shape`) whose
-    /// score is at least `min_score`. Rows with a non-finite value, a box of no area or a class
-    /// that is not a whole number in range are left out. Returns how many rows were left out for
-    /// non-finite values.
+    /// Append the boxes of image `image` of a batch's outputs (as many as
+    /// [`Decoder::outputs`]; `input` the model input's width and height) whose score is at least
+    /// `min_score`. Rows with a non-finite value, a box of no area or a class that is not a
+    /// whole number in range are left out. Returns how many rows were left out for non-finite
+    /// values.
     pub fn decode(
         self,
-        data: &[f32],
-        shape: &[usize],
+        outputs: &[Output<'_>],
+        input: (u32, u32),
         image: usize,
         min_score: f32,
         out: &mut Vec<RawBox>,
     ) -> usize {
+        let Output { shape, data } = outputs[0];
+        if self == Decoder::CenterNet {
+            let maps = centernet_maps(shape, input);
+            let mut found = Vec::new();
+            super::centernet::peaks(data, outputs[1].data, &maps, image, min_score, &mut found);
+            return super::centernet::select(&mut found, &maps, out);
+        }
         let mut non_finite = 0;
         let mut push = |b: [f32; 4], score: f32, class: f32| {
             if !(b.iter().all(|v| v.is_finite()) && score.is_finite() && class.is_finite()) {
@@ -122,6 +173,7 @@ impl Decoder {
                     push(cxcywh(at(0, i), at(1, i), at(2, i), at(3, i)), score, best);
                 }
             }
+            Decoder::CenterNet => unreachable!("decoded above"),
             Decoder::Yolov5 => {
                 let (a, c) = (shape[1], shape[2]);
                 let img = &data[image * a * c..(image + 1) * a * c];
@@ -132,6 +184,18 @@ impl Decoder {
             }
         }
         non_finite
+    }
+}
+
+/// The geometry of CenterNet score maps of `shape` (`[B, classes, h, w]`) over an `input`
+/// (width, height).
+pub fn centernet_maps(shape: &[usize], input: (u32, u32)) -> super::centernet::Maps {
+    let (classes, h, w) = (shape[1], shape[2].max(1), shape[3].max(1));
+    super::centernet::Maps {
+        classes,
+        h,
+        w,
+        stride: (input.0 as f32 / w as f32, input.1 as f32 / h as f32),
     }
 }
 
@@ -232,6 +296,10 @@ pub fn nms(boxes: &mut Vec<RawBox>, rule: Suppress, max: usize, group: impl Fn(u
 mod tests {
     use super::*;
 
+    fn out_of<'a>(data: &'a [f32], shape: &'a [usize]) -> Output<'a> {
+        Output { shape, data }
+    }
+
     #[test]
     fn shapes_pick_their_decoder() {
         assert_eq!(Decoder::detect(&[1, 100, 6]), Some(Decoder::End2End));
@@ -246,6 +314,10 @@ mod tests {
         assert!(Decoder::Yolov5.check(&[1, 8400, 84]).is_ok());
         assert!(Decoder::Yolov8.check(&[-1, 84, -1]).is_ok());
         assert!(Decoder::End2End.check(&[1, 84, 8400]).is_err());
+        let heat: &[i64] = &[-1, 80, 128, 128];
+        let wh: &[i64] = &[-1, 4, 128, 128];
+        assert_eq!(Decoder::centernet_pair(&[wh, heat]), Some((1, 0)));
+        assert_eq!(Decoder::centernet_pair(&[heat, &[-1, 4, 64, 64]]), None);
     }
 
     #[test]
@@ -256,7 +328,7 @@ mod tests {
             0., 0., 1., 1., 0.9, 0., 0., 0., 1., 1., 0.9, 0., //
             10., 20., 30., 60., 0.8, 3., 0., 0., 0., 0., 0., 0.,
         ];
-        Decoder::End2End.decode(&e2e, &[2, 2, 6], 1, 0.3, &mut out);
+        Decoder::End2End.decode(&[out_of(&e2e, &[2, 2, 6])], (1, 1), 1, 0.3, &mut out);
         assert_eq!(
             out,
             [RawBox {
@@ -275,7 +347,7 @@ mod tests {
             0.6, 0.2, 0.0, // class 1
         ];
         out.clear();
-        Decoder::Yolov8.decode(&v8, &[1, 6, 3], 0, 0.5, &mut out);
+        Decoder::Yolov8.decode(&[out_of(&v8, &[1, 6, 3])], (1, 1), 0, 0.5, &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(
             (out[0].b, out[0].class, out[0].score),
@@ -290,7 +362,7 @@ mod tests {
             50., 50., 20., 10., 0.5, 0.2, 0.9, 10., 10., 4., 4., 0.2, 1.0, 0.0,
         ];
         out.clear();
-        Decoder::Yolov5.decode(&v5, &[1, 2, 7], 0, 0.4, &mut out);
+        Decoder::Yolov5.decode(&[out_of(&v5, &[1, 2, 7])], (1, 1), 0, 0.4, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].b, out[0].class), ([40., 45., 60., 55.], 1));
         assert!((out[0].score - 0.45).abs() < 1e-6);
@@ -325,7 +397,8 @@ mod tests {
             0., // infinite score
         ];
         let mut out = Vec::new();
-        let non_finite = Decoder::End2End.decode(&rows, &[4, 6], 0, 0.3, &mut out);
+        let non_finite =
+            Decoder::End2End.decode(&[out_of(&rows, &[4, 6])], (1, 1), 0, 0.3, &mut out);
         assert!(out.is_empty());
         assert_eq!(non_finite, 2);
     }

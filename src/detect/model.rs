@@ -1,17 +1,20 @@
-//! The detector model: what its input takes and its output gives, read from the model, and one
-//! run of it on some of a frame's regions.
+//! The detector model: what its input takes and its outputs give, read from the model, and one
+//! run of it on some regions (of one frame or many), decoded into boxes per region.
 
 use ort::memory::Allocator;
 use ort::session::Session;
 
-use crate::onnx::Sessions;
+use crate::onnx::{FixedInput, Sessions};
 use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, ValueType};
 
+use super::centernet::{self, Peak};
+use super::decode::{centernet_maps, Output, RawBox};
+use super::gpu::GpuPeaks;
 use super::{Decoder, DetectConfig, DetectError};
 use crate::preprocess::{f16_to_f32, DType, Layout};
 use crate::tensor::TensorData;
 
-/// What the model's input and output are.
+/// What the model's input and outputs are.
 #[derive(Debug, Clone)]
 pub(super) struct Io {
     /// The input's name.
@@ -24,50 +27,155 @@ pub(super) struct Io {
     pub dtype: DType,
     /// The fixed batch size, if the model has one.
     pub batch: Option<usize>,
-    /// The output read.
-    pub output: String,
-    /// Its element type.
-    pub output_dtype: DType,
-    /// How it is read.
+    /// The outputs read (as many as the decoder reads), with their element types.
+    pub outputs: Vec<(String, DType)>,
+    /// How they are read.
     pub decoder: Decoder,
 }
 
 /// A loaded detector model.
 pub(super) struct Model {
     pub sessions: Sessions,
-    /// Its input and output.
+    /// Its input and outputs.
     pub io: Io,
+    /// CenterNet heads read on the GPU, where the model wrote them (CUDA, fixed batch sizes).
+    peaks: Option<GpuPeaks>,
+    /// Each image's peaks of the last GPU run.
+    found: Vec<Vec<Peak>>,
+}
+
+/// What one run did, for the report.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct RunStats {
+    /// Rows the model ran (the regions and, at a fixed batch size, the padding).
+    pub rows: usize,
+    /// Output rows with a non-finite value, left out.
+    pub non_finite: usize,
+    /// CenterNet peaks past the GPU's slots, left out.
+    pub over_cap: u64,
 }
 
 impl Model {
-    /// Load `config.model` and read its input and output.
+    /// Load `config.model`, read its input and outputs and, on CUDA with a float32 input, bind
+    /// the fixed batch sizes (`config.batch_sizes`, or 1 for a model of batch 1), each warmed up
+    /// now; CenterNet heads are then read on the GPU.
     pub fn open(config: &DetectConfig) -> Result<Self, DetectError> {
-        let sessions = Sessions::open(&config.model, config.ort_threads, config.ep)?;
+        let mut sessions =
+            Sessions::open_with(&config.model, config.ort_threads, config.ep, config.cuda)?;
         let io = model_io(sessions.first(), config).map_err(|reason| DetectError::Model {
             path: config.model.display().to_string(),
             reason,
         })?;
-        Ok(Model { sessions, io })
+        let mut peaks = None;
+        if let (Some(device), DType::F32) = (sessions.cuda(), io.dtype) {
+            let sizes = match io.batch {
+                Some(b) => vec![b],
+                None => config.batch_sizes(),
+            };
+            let on_gpu = io.decoder == Decoder::CenterNet
+                && io.outputs.iter().all(|(_, t)| *t == DType::F32);
+            let names: Vec<&str> = io.outputs.iter().map(|(n, _)| n.as_str()).collect();
+            sessions.fix_sizes(&sizes, &io.input, &names, !on_gpu, 2)?;
+            if on_gpu {
+                let gpu =
+                    GpuPeaks::new(device.max(0) as usize).map_err(|e| DetectError::Model {
+                        path: config.model.display().to_string(),
+                        reason: format!("the CenterNet peak kernel: {e}"),
+                    })?;
+                peaks = Some(gpu);
+            }
+        }
+        Ok(Model {
+            sessions,
+            io,
+            peaks,
+            found: Vec::new(),
+        })
+    }
+
+    /// Most regions one run takes: the model's fixed batch, the largest fixed size on CUDA, or
+    /// `max_batch`.
+    pub fn chunk(&self, max_batch: usize) -> usize {
+        match (self.io.batch, self.sessions.fixed_sizes().last()) {
+            (Some(b), _) => b,
+            (None, Some(&largest)) => largest,
+            (None, None) => max_batch.max(1),
+        }
+    }
+
+    /// Whether runs go through fixed batch sizes bound on the device.
+    pub fn fixed(&self) -> bool {
+        !self.sessions.fixed_sizes().is_empty()
     }
 
     /// Run regions `start..start + n` of `tensor` (each one model input) through the model and
-    /// hand `read` the output's shape and values, f32 whatever the model gives; what `read`
-    /// returns is returned.
-    pub fn run<R>(
+    /// append each region's boxes (in input pixels, at or over `score`) to `boxes[i]`.
+    pub fn run(
         &mut self,
         tensor: &TensorData,
         start: usize,
         n: usize,
-        read: impl FnOnce(&[usize], &[f32]) -> R,
-    ) -> Result<R, String> {
+        score: f32,
+        boxes: &mut [Vec<RawBox>],
+    ) -> Result<RunStats, String> {
         let io = &self.io;
         let (w, h) = (io.size.0 as usize, io.size.1 as usize);
         let per = w * h * 3;
+        let range = start * per..(start + n) * per;
+        let mut stats = RunStats::default();
+        if self.fixed() {
+            let input = match tensor {
+                TensorData::F32(v) => FixedInput::Host(&v[range]),
+                TensorData::Device(d) if d.len >= range.end => FixedInput::Device {
+                    ptr: d.ptr + range.start as u64 * 4,
+                    len: n * per,
+                },
+                TensorData::F16(_) => {
+                    return Err("f16 tiles for a model bound at fixed batch sizes (f32)".into())
+                }
+                TensorData::Device(d) => {
+                    return Err(format!(
+                        "the tiles' tensor ({} elements in device memory) does not hold regions {start}..{} as the model's f32 input",
+                        d.len,
+                        start + n
+                    ))
+                }
+            };
+            let producer = self.sessions.cu_stream();
+            let outputs = self
+                .sessions
+                .run_fixed(n, input)
+                .map_err(|e| e.to_string())?;
+            stats.rows = outputs[0].shape[0];
+            if let Some(gpu) = &mut self.peaks {
+                let maps = centernet_maps(outputs[0].shape, io.size);
+                let (heat, wh) = (outputs[0].device, outputs[1].device);
+                self.found.resize_with(n, Vec::new);
+                self.found.iter_mut().for_each(Vec::clear);
+                stats.over_cap = gpu
+                    .find(heat, wh, n, &maps, score, producer, &mut self.found)
+                    .map_err(|e| e.to_string())?;
+                for (found, out) in self.found.iter_mut().zip(boxes.iter_mut()) {
+                    stats.non_finite += centernet::select(found, &maps, out);
+                }
+                return Ok(stats);
+            }
+            let outs: Vec<Output<'_>> = outputs
+                .iter()
+                .map(|o| Output {
+                    shape: o.shape,
+                    data: o.data,
+                })
+                .collect();
+            for (i, out) in boxes.iter_mut().enumerate().take(n) {
+                stats.non_finite += io.decoder.decode(&outs, io.size, i, score, out);
+            }
+            return Ok(stats);
+        }
         let shape = match io.layout {
             Layout::Nchw => [n, 3, h, w],
             Layout::Nhwc => [n, h, w, 3],
         };
-        let range = start * per..(start + n) * per;
         let name = io.input.as_str();
         // Batches of one size per session: on CUDA a new size would plan every convolution anew.
         let session = self.sessions.get(n).map_err(|e| e.to_string())?;
@@ -110,44 +218,62 @@ impl Model {
             }
         }
         .map_err(|e| e.to_string())?;
-        let value = &outputs[io.output.as_str()];
-        let (oshape, data): (Vec<usize>, std::borrow::Cow<[f32]>) = match io.output_dtype {
-            DType::F32 => {
-                let (s, d) = value
-                    .try_extract_tensor::<f32>()
-                    .map_err(|e| e.to_string())?;
-                (s.iter().map(|&x| x as usize).collect(), d.into())
-            }
-            DType::F16 => {
-                let t = value
-                    .view()
-                    .downcast::<DynTensorValueType>()
-                    .map_err(|e| e.to_string())?;
-                let s: Vec<usize> = t.shape().iter().map(|&x| x as usize).collect();
-                let len: usize = s.iter().product();
-                // SAFETY: an f16 CPU tensor of `len` elements, read while `outputs` lives.
-                let halves = unsafe { std::slice::from_raw_parts(t.data_ptr().cast::<u16>(), len) };
-                (
-                    s,
-                    halves
-                        .iter()
-                        .map(|&x| f16_to_f32(x))
-                        .collect::<Vec<f32>>()
-                        .into(),
-                )
-            }
-        };
-        let images = match (io.decoder, oshape.len()) {
+        let mut read: Vec<(Vec<usize>, std::borrow::Cow<[f32]>)> = Vec::new();
+        for (name, dtype) in &io.outputs {
+            read.push(host_f32(&outputs[name.as_str()], *dtype)?);
+        }
+        let images = match (io.decoder, read[0].0.len()) {
             (Decoder::End2End, 2) => 1,
-            _ => oshape[0],
+            _ => read[0].0[0],
         };
         if images != n {
             return Err(format!(
-                "output '{}' has shape {oshape:?}: {images} images for a batch of {n}",
-                io.output
+                "output '{}' has shape {:?}: {images} images for a batch of {n}",
+                io.outputs[0].0, read[0].0
             ));
         }
-        Ok(read(&oshape, &data))
+        stats.rows = n;
+        let outs: Vec<Output<'_>> = read
+            .iter()
+            .map(|(shape, data)| Output { shape, data })
+            .collect();
+        for (i, out) in boxes.iter_mut().enumerate().take(n) {
+            stats.non_finite += io.decoder.decode(&outs, io.size, i, score, out);
+        }
+        Ok(stats)
+    }
+}
+
+/// An output in host memory as f32 values, with its shape.
+fn host_f32(
+    value: &ort::value::DynValue,
+    dtype: DType,
+) -> Result<(Vec<usize>, std::borrow::Cow<'_, [f32]>), String> {
+    match dtype {
+        DType::F32 => {
+            let (s, d) = value
+                .try_extract_tensor::<f32>()
+                .map_err(|e| e.to_string())?;
+            Ok((s.iter().map(|&x| x as usize).collect(), d.into()))
+        }
+        DType::F16 => {
+            let t = value
+                .view()
+                .downcast::<DynTensorValueType>()
+                .map_err(|e| e.to_string())?;
+            let s: Vec<usize> = t.shape().iter().map(|&x| x as usize).collect();
+            let len: usize = s.iter().product();
+            // SAFETY: an f16 CPU tensor of `len` elements, read while `value` lives.
+            let halves = unsafe { std::slice::from_raw_parts(t.data_ptr().cast::<u16>(), len) };
+            Ok((
+                s,
+                halves
+                    .iter()
+                    .map(|&x| f16_to_f32(x))
+                    .collect::<Vec<f32>>()
+                    .into(),
+            ))
+        }
     }
 }
 
@@ -213,38 +339,89 @@ fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
         Some(d) => d.check(s).is_ok(),
         None => Decoder::detect(s).is_some(),
     };
-    let (out_name, out_shape, out_dtype) = match &config.output {
-        Some(want) => outputs
+    let named = |want: &String| {
+        outputs
             .iter()
-            .find(|(n, _, _)| n == want)
-            .ok_or_else(|| format!("has no output '{want}' (outputs: {})", listed()))?,
-        None => outputs.iter().find(|(_, s, _)| fits(s)).ok_or_else(|| {
-            format!(
-                "no output reads as detections with decoder={} (outputs: {}); set decoder= and output=",
-                config.decoder.map_or("auto", Decoder::name),
-                listed()
-            )
-        })?,
+            .position(|(n, _, _)| n == want)
+            .ok_or_else(|| format!("has no output '{want}' (outputs: {})", listed()))
     };
-    let decoder = match config.decoder {
-        Some(d) => d,
-        None => Decoder::detect(out_shape).ok_or_else(|| {
-            format!("output '{out_name}' {out_shape:?} fits no decoder: set decoder=end2end|yolov8|yolov5")
-        })?,
+    let shapes: Vec<&[i64]> = outputs.iter().map(|(_, s, _)| s.as_slice()).collect();
+    let pair = || Decoder::centernet_pair(&shapes).map(|(a, b)| vec![a, b]);
+    // The outputs read, and how.
+    let (picked, decoder): (Vec<usize>, Decoder) = match (config.decoder, &config.output[..]) {
+        (Some(Decoder::CenterNet), [heat, wh]) => (vec![named(heat)?, named(wh)?], Decoder::CenterNet),
+        (Some(Decoder::CenterNet), []) => (
+            pair().ok_or_else(|| {
+                format!(
+                    "no CenterNet heads among its outputs ({}): scores [batch, classes, h, w] and distances [batch, 4, h, w]; or name them, output=SCORES,DISTANCES",
+                    listed()
+                )
+            })?,
+            Decoder::CenterNet,
+        ),
+        (Some(Decoder::CenterNet), _) => {
+            return Err("decoder=centernet reads two outputs: output=SCORES,DISTANCES".into())
+        }
+        (decoder, [want]) => {
+            let i = named(want)?;
+            let d = match decoder {
+                Some(d) => d,
+                None => Decoder::detect(&outputs[i].1).ok_or_else(|| {
+                    format!(
+                        "output '{want}' {:?} fits no decoder: set decoder=end2end|yolov8|yolov5|centernet",
+                        outputs[i].1
+                    )
+                })?,
+            };
+            (vec![i], d)
+        }
+        (None, []) => match outputs.iter().position(|(_, s, _)| fits(s)) {
+            Some(i) => (vec![i], Decoder::detect(&outputs[i].1).expect("it fits")),
+            None => (
+                pair().ok_or_else(|| {
+                    format!(
+                        "no output reads as detections with decoder=auto (outputs: {}); set decoder= and output=",
+                        listed()
+                    )
+                })?,
+                Decoder::CenterNet,
+            ),
+        },
+        (Some(d), []) => (
+            vec![outputs.iter().position(|(_, s, _)| fits(s)).ok_or_else(|| {
+                format!(
+                    "no output reads as detections with decoder={} (outputs: {}); set decoder= and output=",
+                    d.name(),
+                    listed()
+                )
+            })?],
+            d,
+        ),
+        (_, more) => {
+            return Err(format!(
+                "output names {} outputs; decoder={} reads one",
+                more.len(),
+                config.decoder.map_or("auto", Decoder::name)
+            ))
+        }
     };
-    decoder
-        .check(out_shape)
-        .map_err(|e| format!("output '{out_name}' is {out_shape:?}: {e}"))?;
-    let output_dtype = out_dtype
-        .ok_or_else(|| format!("output '{out_name}' is not a float32 or float16 tensor"))?;
+    let mut read = Vec::with_capacity(picked.len());
+    for i in picked {
+        let (out_name, out_shape, out_dtype) = &outputs[i];
+        decoder
+            .check(out_shape)
+            .map_err(|e| format!("output '{out_name}' is {out_shape:?}: {e}"))?;
+        let dtype = out_dtype
+            .ok_or_else(|| format!("output '{out_name}' is not a float32 or float16 tensor"))?;
+        read.push((out_name.clone(), dtype));
+    }
     Ok(Io {
         input: name,
         size,
         layout,
         dtype,
         batch: (shape[0] > 0).then_some(shape[0] as usize),
-        output: out_name.clone(),
-        output_dtype,
+        outputs: read,
         decoder,
     })
 }

@@ -13,7 +13,7 @@ pub struct DetectSection {
     pub regions: usize,
     /// The preprocess backend of the regions (`cpu`, `cuda`).
     pub backend: String,
-    /// The output decoder (`end2end`, `yolov8`, `yolov5`).
+    /// The output decoder (`end2end`, `yolov8`, `yolov5`, `centernet`).
     pub decoder: String,
     /// Frames detected on.
     pub frames: u64,
@@ -33,6 +33,31 @@ pub struct DetectSection {
     pub other_classes: u64,
     /// Output rows that were not finite (left out).
     pub non_finite_rows: u64,
+    /// CenterNet peaks past the GPU's cap per image (left out).
+    pub over_cap: u64,
+    /// How frames shared the model's calls (`None` before any call).
+    pub calls: Option<DetectCalls>,
+    /// Frames left to the tracker's predictions (`interval`), and the interval.
+    pub predicted_frames: u64,
+    /// `detect interval`: one frame in this many is detected.
+    pub interval: u64,
+}
+
+/// How the frames of every stream the stage serves shared the model's calls.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DetectCalls {
+    /// Frames per collection (one collection is detected together).
+    pub frames_per_collection: f64,
+    /// Tiles per collection.
+    pub tiles_per_collection: f64,
+    /// Model calls.
+    pub calls: u64,
+    /// Tiles per model call.
+    pub tiles_per_call: f64,
+    /// Rows per model call, padding to the fixed batch size included.
+    pub rows_per_call: f64,
+    /// Tiles per second of time in model calls.
+    pub tiles_per_s: f64,
 }
 
 impl SectionKind for DetectSection {
@@ -55,6 +80,18 @@ impl fmt::Display for DetectSection {
             self.decode_p50_ms,
             self.boxes_kept,
         )?;
+        if let Some(c) = &self.calls {
+            write!(
+                f,
+                "; {:.1} frames and {:.1} tiles per collection, {} model calls of {:.1} tiles ({:.1} rows with padding), {:.0} tiles/s in inference",
+                c.frames_per_collection,
+                c.tiles_per_collection,
+                c.calls,
+                c.tiles_per_call,
+                c.rows_per_call,
+                c.tiles_per_s,
+            )?;
+        }
         if self.other_classes > 0 {
             write!(f, ", {} of other classes left out", self.other_classes)?;
         }
@@ -63,6 +100,21 @@ impl fmt::Display for DetectSection {
                 f,
                 ", {} output rows not finite (left out)",
                 self.non_finite_rows
+            )?;
+        }
+        if self.over_cap > 0 {
+            write!(
+                f,
+                ", {} CenterNet peaks past the GPU's {} per image left out",
+                self.over_cap,
+                super::gpu::PEAK_CAP
+            )?;
+        }
+        if self.predicted_frames > 0 {
+            write!(
+                f,
+                "; {} frames left to the tracker (interval={})",
+                self.predicted_frames, self.interval
             )?;
         }
         Ok(())
@@ -91,6 +143,17 @@ impl Detector {
             boxes_kept: s.kept,
             other_classes: s.other_classes,
             non_finite_rows: s.non_finite,
+            over_cap: s.over_cap,
+            calls: (s.collections > 0 && s.runs > 0).then(|| DetectCalls {
+                frames_per_collection: s.frames as f64 / s.collections as f64,
+                tiles_per_collection: s.tiles as f64 / s.collections as f64,
+                calls: s.runs,
+                tiles_per_call: s.tiles as f64 / s.runs as f64,
+                rows_per_call: s.rows as f64 / s.runs as f64,
+                tiles_per_s: s.tiles as f64 / s.infer_time.as_secs_f64().max(1e-9),
+            }),
+            predicted_frames: 0,
+            interval: self.config.interval,
         })
     }
 }

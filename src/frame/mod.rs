@@ -174,6 +174,9 @@ pub struct Frame {
     /// Which part of its frame this is ([`Part::WHOLE`] unless the frame's boxes were cut into
     /// several batches).
     pub part: Part,
+    /// The detector skipped this frame (`detect interval`): its boxes are the tracker's
+    /// predictions.
+    pub predicted: bool,
 }
 
 impl Frame {
@@ -238,6 +241,7 @@ impl Frame {
             reused: Vec::new(),
             times: FrameTimes::new(Instant::now()),
             part: Part::WHOLE,
+            predicted: false,
         }
     }
 
@@ -301,6 +305,7 @@ impl Frame {
                     count: u32::try_from(count).unwrap_or(u32::MAX),
                     first_box: u32::try_from(k * max).unwrap_or(u32::MAX),
                 },
+                predicted: self.predicted,
             })
             .collect();
         parts[0].skipped = skipped;

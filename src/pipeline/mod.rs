@@ -85,8 +85,9 @@ pub enum PipelineError {
         /// The system's reason.
         reason: String,
     },
-    /// Streams join a pipeline's batch stage: this one has none, or several.
-    #[error("streams added while running join the batch stage: this pipeline has {0}")]
+    /// Streams join the stage a pipeline's description starts with, else its batch stage: this
+    /// one has none, or several.
+    #[error("streams added while running join the stage the description starts with (a shared detect), else the batch stage: this pipeline has {0}")]
     NoBatchToJoin(&'static str),
     /// No stream has this id.
     #[error("no stream {0}")]
@@ -100,9 +101,15 @@ pub enum PipelineError {
     /// The pipeline takes no more streams (it ended, was stopped, failed, or was closed to them).
     #[error("the pipeline takes no more streams (it ended, stopped, or was closed to them)")]
     NotTakingStreams,
-    /// A stream's stage that the pipeline has no report row for (a kind twice in one stream).
-    #[error("stage '{0}' cannot be in a stream added while running (a stage kind is there once)")]
-    StreamStage(String),
+    /// A stream's stage that has no place before the stage streams join (or a kind twice in
+    /// one stream).
+    #[error("stage '{stage}' cannot be in a stream added while running: streams join this pipeline's '{joins}' stage and hold only stages that come before it, each kind once")]
+    StreamStage {
+        /// The stream's stage.
+        stage: String,
+        /// The stage streams join.
+        joins: &'static str,
+    },
 }
 
 /// How long a stopped run waits for the work in flight before it gives up on it, by default.
@@ -360,9 +367,9 @@ pub struct Pipeline {
     downstream: Arc<Downstream>,
     /// The streams of the description: id, source, whether it ended.
     sources: Vec<(u32, String, Arc<AtomicBool>)>,
-    /// Once [`Pipeline::streams`] was asked for: the streams added while running, and the batch
-    /// stage's end of the channel their edges come on.
-    streams: Option<(Arc<streams::Book>, Receiver<Receiver<Frame>>)>,
+    /// Once [`Pipeline::streams`] was asked for: the streams added while running, the end of
+    /// the channel their edges come on, and the node it goes to.
+    streams: Option<(Arc<streams::Book>, Receiver<Receiver<Frame>>, usize)>,
 }
 
 impl Pipeline {
@@ -596,14 +603,14 @@ impl Pipeline {
                 return finish(observers, &tally, budget, &control, Vec::new());
             }
         };
-        let (book, mut joins) = streams.unzip();
+        let (book, mut joins, joined) = match streams {
+            Some((book, joins, at)) => (Some(book), Some(joins), Some(at)),
+            None => (None, None, None),
+        };
         let mut threads = Vec::new();
-        for (n, (inputs, output)) in nodes.into_iter().zip(ends) {
-            // Streams added while running join the batch stage.
-            let joins = match n.running {
-                Running::Batcher(_) => joins.take(),
-                _ => None,
-            };
+        for (i, (n, (inputs, output))) in nodes.into_iter().zip(ends).enumerate() {
+            // Streams added while running join their stage.
+            let joins = joins.take_if(|_| joined == Some(i));
             match spawn(n, inputs, output, joins, &control, &expected) {
                 Ok(thread) => threads.push(thread),
                 Err(e) => control.fail(e),
@@ -893,7 +900,7 @@ fn start(
             .spawn(move || run_source(source, tx, slot, &ctl, &busy, learn, &end))
             .map_err(|e| spawn_error(&name, e)),
         (Running::Frames(stage), Tx::Frames(tx)) => {
-            let rx = frames(inputs, None).ok_or_else(|| wiring("frames", "batches"))?;
+            let rx = frames(inputs, joins).ok_or_else(|| wiring("frames", "batches"))?;
             run_stage(name, stage, rx, tx, slot, ctl, busy)
         }
         (Running::Batcher(stage), Tx::Batches(tx)) => {

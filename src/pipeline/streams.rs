@@ -11,7 +11,10 @@
 //! is, from its source to the stage that gives its frames their boxes (`media location=rtsp://...
 //! ! detect model=d.onnx`); it is opened on the caller's thread, gets its own threads and edges,
 //! and its last edge joins the pipeline's one batch stage, which serves it round-robin with the
-//! others. Its stream id is the one asked for (unused in this run: a report row stays one
+//! others. Where the description starts with a stage instead of a source (`detect model=d.onnx !
+//! track ! batch ! ...`), streams join that stage: every stream's frames share the one detector
+//! (its calls hold tiles of several streams), and a stream is described up to its frames
+//! (`media location=rtsp://...`). Its stream id is the one asked for (unused in this run: a report row stays one
 //! stream's) or the next after the highest. Removing a stream stops its source: with
 //! [`RemoveMode::Drain`] the frames it gave go through, with [`RemoveMode::Drop`] those not yet in
 //! the batch stage are dropped and counted (`stream removed`). Either way its report row stays,
@@ -109,6 +112,9 @@ pub(super) struct Book {
     control: Arc<Control>,
     tally: Tally,
     rows: Vec<String>,
+    /// The row of the stage streams join (a stream's stages come before it), its kind, and
+    /// whether it is the batch stage (streams then bring their boxes).
+    joins_at: (usize, &'static str, bool),
     live: bool,
     caps: Caps,
     budget: Duration,
@@ -135,7 +141,7 @@ struct Branch {
     interrupt: Box<dyn Fn() + Send + Sync>,
     /// Set by a removal with `mode=drop`: its edges drop what comes.
     discard: Arc<AtomicBool>,
-    /// Its edge into the batch stage (a removal with `mode=drop` empties it).
+    /// Its edge into the stage streams join (a removal with `mode=drop` empties it).
     tail: Receiver<Frame>,
     threads: Vec<StageThread>,
 }
@@ -160,31 +166,47 @@ impl Pipeline {
     /// Take streams while running: the handle adds streams (described with the stages of
     /// `registry`), removes them and lists them, from any thread, before and while the
     /// pipeline runs. From now on the run lasts until [`Streams::close`] or a stop, also with
-    /// no stream left. Streams join the pipeline's batch stage: an error when it has none or
-    /// several. Asking again gives the same handle.
+    /// no stream left. Streams join the stage the description starts with when it starts with
+    /// no source (a shared `detect`), else the pipeline's batch stage: an error when it has
+    /// none or several. Asking again gives the same handle.
     pub fn streams(&mut self, registry: &Registry) -> Result<Streams, Error> {
-        if let Some((book, _)) = &self.streams {
+        if let Some((book, _, _)) = &self.streams {
             return Ok(Streams(book.clone()));
         }
+        // Streams join the stage the description starts with when it has no source there
+        // (`detect ... ! track ! batch ...`: a shared detector), else the batch stage.
+        let fed = |i: usize| self.nodes.iter().any(|m| m.output == Some(i));
+        let mut heads = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|&(i, n)| n.running.items().0 == Some(Item::Frames) && !fed(i));
         let mut batchers = self
             .nodes
             .iter()
-            .filter(|n| matches!(n.running, Running::Batcher(_)));
-        let batch_row = match (batchers.next(), batchers.next()) {
-            (Some(b), None) => b.row.clone(),
-            (None, _) => return Err(PipelineError::NoBatchToJoin("none").into()),
-            (Some(_), Some(_)) => return Err(PipelineError::NoBatchToJoin("several").into()),
+            .enumerate()
+            .filter(|(_, n)| matches!(n.running, Running::Batcher(_)));
+        let target = match (heads.next(), heads.next(), batchers.next(), batchers.next()) {
+            (Some((i, _)), None, _, _) => i,
+            (Some(_), Some(_), _, _) => return Err(PipelineError::NoBatchToJoin("several").into()),
+            (None, _, Some((i, _)), None) => i,
+            (None, _, None, _) => return Err(PipelineError::NoBatchToJoin("none").into()),
+            (None, _, Some(_), Some(_)) => {
+                return Err(PipelineError::NoBatchToJoin("several").into())
+            }
         };
-        // A report row for every stage a stream may hold, before the batch stage's.
+        let (target_row, target_kind) = (self.nodes[target].row.clone(), self.nodes[target].kind);
+        let joins_batch = matches!(self.nodes[target].running, Running::Batcher(_));
+        // A report row for every stage a stream may hold, before the joined stage's: those
+        // giving frames their boxes only where the stream joins the batch stage.
         let mut rows = self.rows.clone();
-        let mut at = rows.iter().position(|r| *r == batch_row).unwrap_or(0);
-        let before_batch = registry.decls().iter().filter(|d| {
-            matches!(
-                d.role,
-                Role::Boxes | Role::Track | Role::Filter(Item::Frames)
-            )
+        let mut at = rows.iter().position(|r| *r == target_row).unwrap_or(0);
+        let before = registry.decls().iter().filter(|d| match d.role {
+            Role::Boxes | Role::Track => joins_batch,
+            Role::Filter(Item::Frames) => true,
+            _ => false,
         });
-        for row in std::iter::once("decode").chain(before_batch.map(|d| d.name)) {
+        for row in std::iter::once("decode").chain(before.map(|d| d.name)) {
             if !rows.iter().any(|r| r == row) {
                 rows.insert(at, row.to_string());
                 at += 1;
@@ -216,6 +238,7 @@ impl Pipeline {
             control: self.control.clone(),
             tally: self.tally.clone(),
             rows: self.rows.clone(),
+            joins_at: (at, target_kind, joins_batch),
             live: self.live,
             caps: self.caps.clone(),
             budget: self.budget,
@@ -238,7 +261,7 @@ impl Pipeline {
                 }
             }));
         }
-        self.streams = Some((book.clone(), joined));
+        self.streams = Some((book.clone(), joined, target));
         Ok(Streams(book))
     }
 }
@@ -278,9 +301,16 @@ impl Book {
 
     fn add(&self, description: &str, id: Option<u32>) -> Result<Added, Error> {
         let desc = crate::describe::parse("<stream>", description, &HashMap::new())?;
-        let mut nodes = crate::describe::build_branch(&desc, &self.registry, self.live)?;
-        if let Some(n) = nodes.iter().find(|n| !self.rows.contains(&n.row)) {
-            return Err(PipelineError::StreamStage(n.kind.to_string()).into());
+        // A stream joining the batch stage brings its boxes; one joining a shared detect, not.
+        let (joined_row, joins, boxed) = self.joins_at;
+        let mut nodes = crate::describe::build_branch(&desc, &self.registry, self.live, boxed)?;
+        let place = |row: &String| self.rows[..joined_row].iter().position(|r| r == row);
+        if let Some(n) = nodes.iter().find(|n| place(&n.row).is_none()) {
+            return Err(PipelineError::StreamStage {
+                stage: n.kind.to_string(),
+                joins,
+            }
+            .into());
         }
         let mut entries = self.entries();
         self.reap(&mut entries);
@@ -343,12 +373,12 @@ impl Book {
             _ => return Err(PipelineError::NoBatchToJoin("a stream with no source").into()),
         };
         self.tally.with(|t| t.name_stream(id, &name));
-        // Its edges, the last into the batch stage; all drop what comes once it is removed with
+        // Its edges, the last into the stage streams join; all drop what comes once it is removed with
         // mode=drop.
         let discard = Arc::new(AtomicBool::new(false));
         let mut edges: Vec<(Edge<Frame>, Receiver<Frame>)> = Vec::with_capacity(ready.len());
         for (i, r) in ready.iter().enumerate() {
-            let to = ready.get(i + 1).map_or("batch", |n| n.label);
+            let to = ready.get(i + 1).map_or(joins, |n| n.label);
             let (mut tx, rx) = Edge::new(r.queue, &format!("{} -> {to}", r.label), &self.tally);
             tx.discard_when(discard.clone());
             edges.push((tx, rx));

@@ -125,6 +125,10 @@ pub struct Object {
     /// is one whose track had none to give (see the report's `reused` count).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub reused: bool,
+    /// The detector skipped the frame (`detect interval`): the box is the tracker's prediction.
+    /// `false` (and not written) for a detected box.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub predicted: bool,
     /// Further classes when top-k > 1.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topk: Vec<(Arc<str>, f32)>,
@@ -174,6 +178,7 @@ impl Object {
             }),
             track: det.track,
             reused: frame.reused.binary_search(&index).is_ok(),
+            predicted: frame.predicted,
             topk: c
                 .map(|c| c.topk.iter().map(|s| (s.label.clone(), s.score)).collect())
                 .unwrap_or_default(),

@@ -409,6 +409,9 @@ pub struct Caps {
     /// (set by `detect`, cleared where a branch starts): `track` follows it unless its `high`
     /// is given.
     pub detect_score: Option<f32>,
+    /// A `track` stage follows the boxes (set when it opens): a detector before it may leave
+    /// frames to the tracker's predictions (`detect interval`).
+    pub tracked: bool,
 }
 
 impl Caps {

@@ -66,14 +66,19 @@ impl Tracks {
         })
     }
 
-    /// Track `frame`'s boxes with its stream's tracker.
+    /// Track `frame`'s boxes with its stream's tracker; a frame the detector skipped
+    /// ([`Frame::predicted`]) gets the tracks' predicted boxes instead.
     pub fn update(&mut self, frame: &mut Frame) {
         let config = self.config;
         let tracker = self
             .streams
             .entry(frame.stream)
             .or_insert_with(|| Tracker::checked(config));
-        tracker.update(frame.seq, &mut frame.detections);
+        if frame.predicted {
+            frame.detections = tracker.predict(frame.seq, frame.layout.width, frame.layout.height);
+        } else {
+            tracker.update(frame.seq, &mut frame.detections);
+        }
     }
 
     /// The tracker of `stream`, once a frame of it came.
@@ -246,6 +251,8 @@ impl Element for TrackSettings {
 
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         // follow_detector keeps low <= high: the settings stay as checked.
+        // A detector before it may skip frames for the tracker to fill (`detect interval`).
+        ctx.caps.tracked = true;
         let tracks = Tracks {
             config: self.config,
             streams: BTreeMap::new(),

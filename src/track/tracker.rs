@@ -157,6 +157,11 @@ struct Track {
     hits: u32,
     /// The frame it was last matched on.
     last_seen: u64,
+    /// The class, name and score of the box it was last matched with (what a frame the
+    /// detector skipped shows of it).
+    class_id: Option<u32>,
+    label: Option<std::sync::Arc<str>>,
+    score: f32,
 }
 
 /// One stream's tracker (ByteTrack): give it each frame's boxes in order with
@@ -190,6 +195,8 @@ pub struct Tracker {
     ended: u64,
     unconfirmed: u64,
     out_of_order: u64,
+    /// The camera's shift found on the last frame with boxes, repeated over predicted frames.
+    last_shift: Option<[f64; 2]>,
 }
 
 impl Tracker {
@@ -211,6 +218,7 @@ impl Tracker {
             ended: 0,
             unconfirmed: 0,
             out_of_order: 0,
+            last_shift: None,
         }
     }
 
@@ -250,6 +258,56 @@ impl Tracker {
     /// above the last is counted ([`Tracker::out_of_order`]) and taken as the next frame.
     pub fn update(&mut self, seq: u64, boxes: &mut [Detection]) {
         let first = self.now.is_none();
+        let now = self.advance(seq);
+        for b in boxes.iter_mut() {
+            b.track = None;
+        }
+        self.last_shift = None;
+        if self.config.camera_motion {
+            if let Some(d) = self.camera_shift(boxes) {
+                self.tracks.iter_mut().for_each(|t| t.filter.shift(d));
+                self.last_shift = Some(d);
+            }
+        }
+        self.match_frame(first, now, boxes);
+    }
+
+    /// The boxes of frame `seq`, one the detector skipped (`detect interval`): every track
+    /// matched on the last frame with boxes, predicted to this frame (and moved by the camera's
+    /// last shift), clipped to the `width` x `height` frame, with its id, class and last score.
+    /// Nothing is matched, so no track ages, starts or ends; the next frame with boxes is
+    /// predicted from here.
+    pub fn predict(&mut self, seq: u64, width: u32, height: u32) -> Vec<Detection> {
+        self.advance(seq);
+        if let Some(d) = self.last_shift {
+            self.tracks.iter_mut().for_each(|t| t.filter.shift(d));
+        }
+        self.tracks
+            .iter()
+            .filter(|t| t.state == State::Tracked && t.id.is_some())
+            .filter_map(|t| {
+                let b = t.filter.bbox();
+                let r = |v: f64| v.round() as i64;
+                let bbox =
+                    crate::boxes::clip_box([r(b[0]), r(b[1]), r(b[2]), r(b[3])], width, height)
+                        .ok()?;
+                Some(Detection {
+                    bbox,
+                    class_id: t.class_id,
+                    label: t.label.clone(),
+                    score: t.score,
+                    track: t.id,
+                    classification: None,
+                    stats: None,
+                })
+            })
+            .collect()
+    }
+
+    /// Move the tracker's clock to frame `seq` and predict every track over the frames since
+    /// the last (a gap in `seq`, lost frames, is predicted over frame by frame). Returns the
+    /// clock.
+    fn advance(&mut self, seq: u64) -> u64 {
         let (now, steps) = match (self.now, self.last_seq) {
             (Some(now), Some(last)) if seq > last => (now.saturating_add(seq - last), seq - last),
             (Some(now), Some(last)) => {
@@ -278,14 +336,12 @@ impl Tracker {
                 t.filter.predict();
             }
         }
-        for b in boxes.iter_mut() {
-            b.track = None;
-        }
-        if self.config.camera_motion {
-            if let Some(d) = self.camera_shift(boxes) {
-                self.tracks.iter_mut().for_each(|t| t.filter.shift(d));
-            }
-        }
+        now
+    }
+
+    /// Match frame `now`'s boxes to the predicted tracks (ByteTrack's three rounds), start and
+    /// end tracks, and write each box's `track`.
+    fn match_frame(&mut self, first: bool, now: u64, boxes: &mut [Detection]) {
         let bbox = |b: &Detection| b.bbox.map(f64::from);
         let (high, low) = (self.config.high, self.config.low);
         let mut high_boxes: Vec<usize> = (0..boxes.len())
@@ -303,7 +359,7 @@ impl Tracker {
         let mut matched_tracks = vec![false; self.tracks.len()];
         let mut matched_boxes = vec![false; boxes.len()];
         for &(t, b) in &pairs {
-            self.hit(t, bbox(&boxes[b]), now);
+            self.hit(t, &boxes[b], now);
             boxes[b].track = self.tracks[t].id;
             matched_tracks[t] = true;
             matched_boxes[b] = true;
@@ -317,7 +373,7 @@ impl Tracker {
         let second_iou = self.config.iou.max(LOW_SCORE_IOU);
         let pairs = self.match_boxes(&left, &low_boxes, boxes, second_iou);
         for &(t, b) in &pairs {
-            self.hit(t, bbox(&boxes[b]), now);
+            self.hit(t, &boxes[b], now);
             boxes[b].track = self.tracks[t].id;
             matched_tracks[t] = true;
             matched_boxes[b] = true;
@@ -335,7 +391,7 @@ impl Tracker {
             .collect();
         let pairs = self.match_boxes(&tentative, &high_boxes, boxes, self.config.iou);
         for &(t, b) in &pairs {
-            self.hit(t, bbox(&boxes[b]), now);
+            self.hit(t, &boxes[b], now);
             if self.tracks[t].hits >= self.config.min_hits {
                 self.confirm(t);
             }
@@ -368,6 +424,9 @@ impl Tracker {
                 state: State::Tentative,
                 hits: 1,
                 last_seen: now,
+                class_id: boxes[b].class_id,
+                label: boxes[b].label.clone(),
+                score: boxes[b].score,
             });
             if first || self.config.min_hits <= 1 {
                 let t = self.tracks.len() - 1;
@@ -488,9 +547,12 @@ impl Tracker {
     }
 
     /// Track `t` matched a box `bbox` on frame `now`.
-    fn hit(&mut self, t: usize, bbox: [f64; 4], now: u64) {
+    fn hit(&mut self, t: usize, b: &Detection, now: u64) {
         let track = &mut self.tracks[t];
-        track.filter.update(bbox);
+        track.filter.update(b.bbox.map(f64::from));
+        track.class_id = b.class_id;
+        track.label = b.label.clone();
+        track.score = b.score;
         track.hits += 1;
         track.last_seen = now;
         if track.state == State::Lost {

@@ -39,9 +39,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+mod detector;
 mod usage;
 mod video;
 
+pub use detector::{parse_line, DetectBench, DetectStats};
 pub use video::encode_clip;
 
 use super::BenchError;
@@ -74,7 +76,7 @@ pub const SINK: &str = "jsonl name=out location=/dev/null";
 pub const GPU_SAMPLE_MS: u32 = 200;
 
 /// Where a stage runs: the preprocess backend or the classifier's execution provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Compute {
     /// The CPU.
     Cpu,
@@ -128,6 +130,11 @@ pub struct PipelineBenchOptions {
     pub live: bool,
     /// Bound of the live search.
     pub max_streams: usize,
+    /// Live: these stream counts are played instead of searching (empty: search).
+    pub live_streams: Vec<usize>,
+    /// Live: the p99 end-to-end latency (ms) a run must stay under to hold (`None`: one frame
+    /// interval).
+    pub p99_ms: Option<f64>,
     /// Keep the encoded video at this path (refused if something is there already).
     pub keep_video: Option<PathBuf>,
     /// Spread the streams over these GPUs (empty: GPU 0 alone).
@@ -137,6 +144,8 @@ pub struct PipelineBenchOptions {
     pub workers: usize,
     /// `preprocess gather=` of the CUDA backend (`None`: its default, auto).
     pub gather: Option<String>,
+    /// Boxes from a detector shared by the streams (then tracked) instead of synthetic ones.
+    pub detector: Option<DetectBench>,
 }
 
 impl PipelineBenchOptions {
@@ -156,10 +165,13 @@ impl PipelineBenchOptions {
             batch_frames: DEFAULT_BATCH_FRAMES,
             live: false,
             max_streams: DEFAULT_MAX_STREAMS,
+            live_streams: Vec::new(),
+            p99_ms: None,
             keep_video: None,
             devices: Vec::new(),
             workers: 1,
             gather: None,
+            detector: None,
         }
     }
 
@@ -189,6 +201,17 @@ impl PipelineBenchOptions {
         if self.live && self.max_streams == 0 {
             return bad("--max-streams: expected at least 1".into());
         }
+        if self.live_streams.contains(&0) || (!self.live && !self.live_streams.is_empty()) {
+            return bad("--live-streams: expected stream counts of at least 1, with --live".into());
+        }
+        if let Some(p) = self
+            .p99_ms
+            .filter(|&p| !(p > 0.0 && p.is_finite()) || !self.live)
+        {
+            return bad(format!(
+                "--p99-ms {p}: expected a latency above 0 ms, with --live"
+            ));
+        }
         if self.decoders.is_empty() || self.eps.is_empty() {
             return bad("--decoder and --ep each need at least one value".into());
         }
@@ -210,6 +233,14 @@ impl PipelineBenchOptions {
         }
         if !self.model.is_file() {
             return bad(format!("--model {}: not a file", self.model.display()));
+        }
+        if let Some(d) = &self.detector {
+            if !d.model.is_file() {
+                return bad(format!("--detector {}: not a file", d.model.display()));
+            }
+            if d.interval == 0 || d.max_batch == 0 {
+                return bad("--interval and --detector-batch: expected at least 1".into());
+            }
         }
         if let Some(keep) = &self.keep_video {
             if keep.symlink_metadata().is_ok() {
@@ -246,6 +277,8 @@ pub struct RunSpec {
     pub workers: usize,
     /// `preprocess gather=` of the CUDA backend (`None`: not written).
     pub gather: Option<String>,
+    /// A detector shared by the streams, and a tracker (`None`: synthetic boxes).
+    pub detector: Option<DetectBench>,
 }
 
 /// The description of one run, with `${video}` and `${model}` for the paths (as `octopipe run
@@ -263,14 +296,24 @@ pub fn description(spec: &RunSpec) -> String {
     if spec.live {
         media.push_str(" live=true");
     }
-    let branch = format!("{media} ! boxes format=synthetic count={}", spec.boxes);
+    let (branch, join) = match &spec.detector {
+        Some(d) if d.per_stream => (format!("{media}{}", detector::stages(spec, d)), "mux."),
+        Some(_) => (media, "det."),
+        None => (
+            format!("{media} ! boxes format=synthetic count={}", spec.boxes),
+            "mux.",
+        ),
+    };
     let frames = streams.div_ceil(k).clamp(1, spec.batch_frames);
     let crops = frames * spec.boxes as usize;
     let mut text = String::new();
     for _ in 1..streams {
-        let _ = writeln!(text, "{branch} ! mux.");
+        let _ = writeln!(text, "{branch} ! {join}");
     }
     let _ = writeln!(text, "{branch}");
+    if let Some(d) = spec.detector.as_ref().filter(|d| !d.per_stream) {
+        let _ = writeln!(text, "{}", detector::stages(spec, d));
+    }
     let mut batch = format!("  ! batch name=mux max-frames={frames} max-crops={crops}");
     if !spec.devices.is_empty() {
         let list: Vec<String> = spec.devices.iter().map(usize::to_string).collect();
@@ -328,6 +371,10 @@ pub struct RunResult {
     pub stages: Vec<(String, f64, f64)>,
     /// Frames dropped, by where and why.
     pub drops: Vec<(String, u64)>,
+    /// What the shared detector's calls did, from its report line.
+    pub detect: Option<DetectStats>,
+    /// The detector against the model alone (filled in by [`pipeline`]).
+    pub detect_note: Option<String>,
 }
 
 impl RunResult {
@@ -367,11 +414,16 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
         error: None,
         stages: Vec::new(),
         drops: Vec::new(),
+        detect: None,
+        detect_note: None,
     };
-    let vars = HashMap::from([
+    let mut vars = HashMap::from([
         ("video".to_string(), video.display().to_string()),
         ("model".to_string(), model.display().to_string()),
     ]);
+    if let Some(d) = &spec.detector {
+        vars.insert("detector".into(), d.model.display().to_string());
+    }
     // Sampling starts before the build, so the peak memory counts the sessions and contexts.
     let sampler = GpuSampler::start(&spec.devices);
     let pipeline = match Pipeline::from_description(&description(spec), &vars) {
@@ -400,6 +452,11 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
     result.p99_ms = report.total.p99.as_secs_f64() * 1e3;
     result.cores_busy = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9);
     result.error = outcome.error.map(|e| e.to_string());
+    result.detect = report
+        .extra
+        .iter()
+        .find(|l| l.starts_with("detect:"))
+        .and_then(|l| parse_line(l));
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     result.stages = report
         .stages
@@ -454,6 +511,7 @@ pub fn pipeline(
                     gather: opts.gather.clone(),
                     live: opts.live,
                     devices: opts.devices.clone(),
+                    detector: opts.detector.clone(),
                 });
             }
         }
@@ -466,7 +524,9 @@ pub fn pipeline(
     let mut out = preamble(opts, per_stream, encode_s, &first);
     out.push_str(TABLE_HEADER);
 
-    let budget_ms = 1e3 / FPS as f64;
+    let budget_ms = opts.p99_ms.unwrap_or(1e3 / FPS as f64);
+    // The detector model alone, per execution provider and batch size.
+    let mut alone: HashMap<(Compute, usize), Option<f64>> = HashMap::new();
     let mut run = |spec: &RunSpec, out: &mut String| -> RunResult {
         progress(&format!(
             "run: streams={} decoder={} ep={} preprocess={}{} ...",
@@ -476,7 +536,18 @@ pub fn pipeline(
             spec.backend.name(),
             if spec.live { " live" } else { "" }
         ));
-        let r = run_one(spec, &video, &opts.model);
+        let mut r = run_one(spec, &video, &opts.model);
+        if let (Some(d), Some(stats)) = (&spec.detector, r.detect) {
+            let rows = stats.call_rows.round().max(1.0) as usize;
+            let key = (spec.ep, rows);
+            if !alone.contains_key(&key) {
+                progress(&format!("the detector alone at batch {rows} ..."));
+                let tuning = crate::detect::DetectConfig::new(&d.model).cuda;
+                let t = super::model_throughput(&d.model, detector::ep(spec), tuning, rows, 30);
+                alone.insert(key, t.ok());
+            }
+            r.detect_note = Some(detector::note(&stats, alone[&key]));
+        }
         let row = table_row(&r, per_stream, budget_ms);
         progress(row.trim_end());
         let stages: Vec<String> = r
@@ -499,6 +570,14 @@ pub fn pipeline(
 
     if !opts.live {
         for &n in &opts.streams {
+            for spec in specs(n) {
+                run(&spec, &mut out);
+            }
+        }
+        return Ok(out);
+    }
+    if !opts.live_streams.is_empty() {
+        for &n in &opts.live_streams {
             for spec in specs(n) {
                 run(&spec, &mut out);
             }
@@ -644,6 +723,9 @@ fn table_row(r: &RunResult, per_stream: u64, budget_ms: f64) -> String {
     if r.lost > 0 {
         notes.push(format!("{} lost by the decoder", r.lost));
     }
+    if let Some(n) = &r.detect_note {
+        notes.push(n.clone());
+    }
     if s.live {
         notes.push(if r.held(budget_ms) {
             "held".to_string()
@@ -664,143 +746,4 @@ fn table_row(r: &RunResult, per_stream: u64, budget_ms: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(streams: usize, ep: Compute) -> RunSpec {
-        RunSpec {
-            streams,
-            decoder: "cpu".into(),
-            ep,
-            backend: ep,
-            boxes: 28,
-            batch_frames: 16,
-            live: false,
-            devices: Vec::new(),
-            workers: 1,
-            gather: None,
-        }
-    }
-
-    #[test]
-    fn the_search_finds_the_largest_held() {
-        for limit in 0..40 {
-            let mut tried = Vec::new();
-            let got = search_streams(32, |n| {
-                tried.push(n);
-                n <= limit
-            });
-            assert_eq!(got, limit.min(32), "limit {limit}, tried {tried:?}");
-            assert!(tried.len() <= 11, "limit {limit}, tried {tried:?}");
-        }
-        assert_eq!(search_streams(96, |_| true), 96);
-    }
-
-    #[test]
-    fn descriptions_have_one_branch_per_stream_into_one_batch() {
-        let text = description(&spec(3, Compute::Cpu));
-        assert_eq!(text.matches("media location=${video}").count(), 3);
-        assert_eq!(text.matches("! mux.").count(), 2);
-        assert!(text.contains("batch name=mux max-frames=3 max-crops=84\n"));
-        assert!(text.contains("preprocess backend=cpu\n"));
-        assert!(!text.contains("device="), "{text}");
-        assert!(text.contains("classify model=${model} ep=cpu max-batch=84"));
-        assert!(text.contains("decoder=cpu"), "{text}");
-        let cuda = description(&RunSpec {
-            decoder: "nvdec".into(),
-            ..spec(40, Compute::Cuda)
-        });
-        assert!(cuda.contains("decoder=nvdec"));
-        assert!(cuda.contains("max-frames=16 max-crops=448"));
-        assert!(cuda.contains("preprocess backend=cuda memory=device"));
-        let live = description(&RunSpec {
-            live: true,
-            ..spec(1, Compute::Cpu)
-        });
-        assert!(live.contains("live=true"));
-        // Two GPUs: the batch stage spreads the streams, a batch holds one GPU's streams.
-        let two = description(&RunSpec {
-            decoder: "nvdec".into(),
-            devices: vec![0, 1],
-            ..spec(5, Compute::Cuda)
-        });
-        assert!(
-            two.contains("batch name=mux max-frames=3 max-crops=84 devices=0,1\n"),
-            "{two}"
-        );
-        assert!(!two.contains("device="), "{two}");
-        // Built: streams 0, 1, 2 decoded and batched on GPU 0, streams 3, 4 on GPU 1, each GPU's
-        // preprocess and classifier on it, one sink.
-        let vars = HashMap::from([
-            ("video".to_string(), "v.mp4".to_string()),
-            ("model".to_string(), "m.onnx".to_string()),
-        ]);
-        let desc = crate::describe::parse("bench", &two, &vars).unwrap();
-        let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
-        let batches: Vec<usize> = (0..graph.nodes.len())
-            .filter(|&i| graph.nodes[i].role == crate::stage::Role::Batch)
-            .collect();
-        assert_eq!(batches.len(), 2);
-        let device_of_batch = |b: usize| {
-            let mut at = graph.nodes[b].output;
-            while let Some(i) = at {
-                if let Some(p) = graph.nodes[i]
-                    .element
-                    .downcast_ref::<crate::preprocess::PreprocessConfig>()
-                {
-                    return p.device;
-                }
-                at = graph.nodes[i].output;
-            }
-            panic!("no preprocess after batch node {b}");
-        };
-        for (i, source) in graph.sources().enumerate() {
-            let media = source
-                .element
-                .downcast_ref::<crate::source::SourceConfig>()
-                .unwrap();
-            assert_eq!((media.stream, media.device), (i as u32, i * 2 / 5));
-            let mut at = source.output;
-            while let Some(n) = at.filter(|n| !batches.contains(n)) {
-                at = graph.nodes[n].output;
-            }
-            assert_eq!(device_of_batch(at.unwrap()), i * 2 / 5, "stream {i}");
-        }
-        for b in &batches {
-            let cfg = graph.nodes[*b]
-                .element
-                .downcast_ref::<crate::batch::BatchConfig>()
-                .unwrap();
-            assert_eq!((cfg.max_frames, cfg.max_crops), (3, 84));
-        }
-        let eps: Vec<crate::onnx::Ep> = graph
-            .elements::<crate::classify::ClassifyConfig>()
-            .map(|c| c.ep)
-            .collect();
-        assert_eq!(eps.len(), 2);
-        assert!(eps.contains(&crate::onnx::Ep::Cuda(0)) && eps.contains(&crate::onnx::Ep::Cuda(1)));
-        let sinks = graph
-            .nodes
-            .iter()
-            .filter(|n| n.role == crate::stage::Role::Sink);
-        assert_eq!(sinks.count(), 1);
-    }
-
-    #[test]
-    fn preprocess_runs_where_the_frames_or_the_classifier_need_it() {
-        assert_eq!(default_backend("cpu", Compute::Cpu), Compute::Cpu);
-        assert_eq!(default_backend("cpu", Compute::Cuda), Compute::Cuda);
-        assert_eq!(default_backend("nvdec", Compute::Cpu), Compute::Cuda);
-        assert_eq!(default_backend("auto", Compute::Cpu), Compute::Cpu);
-    }
-
-    #[test]
-    fn workers_go_to_the_classify_stage() {
-        let text = description(&RunSpec {
-            workers: 4,
-            ..spec(8, Compute::Cpu)
-        });
-        assert!(text.contains(" workers=4 threads="), "{text}");
-        assert!(!description(&spec(8, Compute::Cpu)).contains("workers="));
-    }
-}
+mod tests;

@@ -26,16 +26,19 @@ pub enum Module {
     /// `kernels/tilestats.cu`: per-tile sums of the `tilestats` stage (block metadata by tile
     /// area, two-level reduction), and its padded baseline.
     Tilestats,
+    /// `kernels/centernet.cu`: the detect stage's CenterNet peaks.
+    CenterNet,
 }
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 5] = [
+    pub const ALL: [Module; 6] = [
         Module::Octopus,
         Module::Baselines,
         Module::Resample,
         Module::Gather,
         Module::Tilestats,
+        Module::CenterNet,
     ];
 
     /// File name under `kernels/`, shown in compile logs.
@@ -46,6 +49,7 @@ impl Module {
             Module::Resample => "resample.cu",
             Module::Gather => "gather.cu",
             Module::Tilestats => "tilestats.cu",
+            Module::CenterNet => "centernet.cu",
         }
     }
 
@@ -57,6 +61,7 @@ impl Module {
             Module::Resample => include_str!("../../../kernels/resample.cu"),
             Module::Gather => include_str!("../../../kernels/gather.cu"),
             Module::Tilestats => include_str!("../../../kernels/tilestats.cu"),
+            Module::CenterNet => include_str!("../../../kernels/centernet.cu"),
         }
     }
 
@@ -118,11 +123,12 @@ pub enum Kernel {
     TilestatsGray8,
     TilestatsPacked,
     TilestatsPaddedGray16,
+    CenternetPeaksF32,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 36] = [
+    pub const ALL: [Kernel; 37] = [
         Kernel::OctopusBilinearI420F32,
         Kernel::OctopusBilinearNv12F32,
         Kernel::OctopusBilinearPackedF32,
@@ -159,6 +165,7 @@ impl Kernel {
         Kernel::TilestatsGray8,
         Kernel::TilestatsPacked,
         Kernel::TilestatsPaddedGray16,
+        Kernel::CenternetPeaksF32,
     ];
 
     /// The `extern "C"` name.
@@ -201,6 +208,7 @@ impl Kernel {
             TilestatsGray8 => "tilestats_gray8",
             TilestatsPacked => "tilestats_packed",
             TilestatsPaddedGray16 => "tilestats_padded_gray16",
+            CenternetPeaksF32 => "centernet_peaks_f32",
         }
     }
 
@@ -214,6 +222,8 @@ impl Kernel {
             Module::Gather
         } else if self.name().starts_with("tilestats_") {
             Module::Tilestats
+        } else if self.name().starts_with("centernet_") {
+            Module::CenterNet
         } else {
             Module::Baselines
         }

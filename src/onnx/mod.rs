@@ -16,6 +16,10 @@ use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::Session;
 use ort::value::{Shape, TensorRefMut};
 
+mod fixed;
+
+pub use fixed::{FixedInput, FixedOutput};
+
 /// Environment variable naming the ONNX Runtime library.
 pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
 /// Environment variable: when set, every session writes ONNX Runtime's profile (a Chrome trace
@@ -93,6 +97,21 @@ impl Default for Ep {
     }
 }
 
+/// How a model's sessions are built on CUDA's execution provider. The defaults are what every
+/// model runs with; [`CudaOptions::graph`] needs fixed batch sizes ([`Sessions::open_fixed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CudaOptions {
+    /// Capture each batch size's run once as a CUDA graph and replay it: one launch per run
+    /// instead of one per node. Inputs and outputs are then bound to device buffers of their own.
+    pub graph: bool,
+    /// Let ONNX Runtime run convolutions in NHWC (`prefer_nhwc`), which cuDNN's tensor-core
+    /// kernels read directly.
+    pub nhwc: bool,
+    /// Search every cuDNN convolution algorithm once per shape (seconds at start-up) instead of
+    /// taking cuDNN's heuristic choice.
+    pub exhaustive: bool,
+}
+
 /// The CUDA device and stream sessions run on: ONNX Runtime's CUDA execution provider queues its
 /// work on `stream`, which [`Sessions::after`] orders after a producer's stream.
 struct Cuda {
@@ -110,6 +129,10 @@ struct Cuda {
 pub struct Sessions {
     model: std::path::PathBuf,
     threads: usize,
+    options: CudaOptions,
+    /// With fixed batch sizes on CUDA ([`Sessions::open_fixed`]): one bound session per size,
+    /// smallest first. Declared before `cuda`, as `sessions` is.
+    fixed: Vec<fixed::Bound>,
     /// `(rows, session)`; the first is the one [`Sessions::open`] made (rows 0: not used yet).
     /// Declared before `cuda`: the sessions are dropped before the stream they queue work on.
     sessions: Vec<(usize, Session)>,
@@ -125,6 +148,16 @@ impl Sessions {
     /// `ep`. `Ep::Auto` takes CUDA's when the ONNX Runtime build has it and a GPU is present,
     /// else the CPU's, saying why in one log line.
     pub fn open(model: &Path, threads: usize, ep: Ep) -> Result<Self, OnnxError> {
+        Self::open_with(model, threads, ep, CudaOptions::default())
+    }
+
+    /// [`Sessions::open`] with `options` for CUDA's execution provider (ignored on the CPU's).
+    pub fn open_with(
+        model: &Path,
+        threads: usize,
+        ep: Ep,
+        options: CudaOptions,
+    ) -> Result<Self, OnnxError> {
         let cpu = |why: &dyn std::fmt::Display| -> Result<Self, OnnxError> {
             if matches!(ep, Ep::Auto(_)) {
                 tracing::info!("{}: ONNX Runtime on the CPU ({why})", model.display());
@@ -132,6 +165,8 @@ impl Sessions {
             Ok(Sessions {
                 model: model.to_path_buf(),
                 threads,
+                options,
+                fixed: Vec::new(),
                 cuda: None,
                 sessions: vec![(0, session(model, threads)?)],
             })
@@ -162,10 +197,18 @@ impl Sessions {
             Err(e) if matches!(ep, Ep::Auto(_)) => return cpu(&e),
             Err(e) => return Err(e),
         };
-        match cuda_session(model, threads, &cuda) {
+        // The first session is for reading the model's inputs and outputs and for runs that
+        // are not bound: never a CUDA graph.
+        let first = CudaOptions {
+            graph: false,
+            ..options
+        };
+        match cuda_session(model, threads, &cuda, first) {
             Ok(s) => Ok(Sessions {
                 model: model.to_path_buf(),
                 threads,
+                options,
+                fixed: Vec::new(),
                 cuda: Some(cuda),
                 sessions: vec![(0, s)],
             }),
@@ -177,6 +220,22 @@ impl Sessions {
     /// The first session (for the model's inputs and outputs).
     pub fn first(&self) -> &Session {
         &self.sessions[0].1
+    }
+
+    /// Wait for everything queued on the sessions' CUDA stream (a no-op on the CPU).
+    pub fn synchronize(&self) -> Result<(), OnnxError> {
+        let Some(c) = &self.cuda else { return Ok(()) };
+        c.stream.synchronize().map_err(|e| OnnxError::Model {
+            path: self.model.display().to_string(),
+            reason: format!("CUDA execution provider: cuda:{}: {e:?}", c.device),
+        })
+    }
+
+    /// The raw CUDA stream the sessions queue their work on (0 on the CPU).
+    pub fn cu_stream(&self) -> u64 {
+        self.cuda
+            .as_ref()
+            .map_or(0, |c| c.stream.cu_stream() as u64)
     }
 
     /// The CUDA device the sessions run on, if they run on CUDA's execution provider.
@@ -239,12 +298,90 @@ impl Sessions {
                 0
             }
             None => {
-                let session = cuda_session(&self.model, self.threads, cuda)?;
+                let options = CudaOptions {
+                    graph: false,
+                    ..self.options
+                };
+                let session = cuda_session(&self.model, self.threads, cuda, options)?;
                 self.sessions.push((rows, session));
                 self.sessions.len() - 1
             }
         };
         Ok(&mut self.sessions[i].1)
+    }
+}
+
+impl Sessions {
+    /// On CUDA, run the model only at the batch sizes `sizes` from now on: one session per size
+    /// with input `input` and `outputs` bound to device buffers of its own (brought back to the
+    /// host after each run with `download`), each run `warm` times now, so that no run later
+    /// plans a shape (or, with [`CudaOptions::graph`], captures its graph). A no-op on the CPU,
+    /// where any batch size runs as it comes.
+    pub fn fix_sizes(
+        &mut self,
+        sizes: &[usize],
+        input: &str,
+        outputs: &[&str],
+        download: bool,
+        warm: usize,
+    ) -> Result<(), OnnxError> {
+        let Some(cuda) = &self.cuda else {
+            return Ok(());
+        };
+        let err = |reason: String| OnnxError::Model {
+            path: self.model.display().to_string(),
+            reason,
+        };
+        let mut sizes = sizes.to_vec();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let mut fixed = Vec::with_capacity(sizes.len());
+        for rows in sizes.into_iter().filter(|&r| r > 0) {
+            let session = cuda_session(&self.model, self.threads, cuda, self.options)?;
+            let mut bound = fixed::Bound::new(session, cuda.device, rows, input, outputs, download)
+                .map_err(|e| err(format!("batch {rows} bound to device buffers: {e}")))?;
+            let zeros = vec![0f32; 0];
+            for _ in 0..warm {
+                bound
+                    .run(&cuda.stream, 0, FixedInput::Host(&zeros))
+                    .map_err(|e| err(format!("warming up batch {rows}: {e}")))?;
+            }
+            fixed.push(bound);
+        }
+        self.fixed = fixed;
+        Ok(())
+    }
+
+    /// The fixed batch sizes ([`Sessions::fix_sizes`]), smallest first; empty when any size runs.
+    pub fn fixed_sizes(&self) -> Vec<usize> {
+        self.fixed.iter().map(|b| b.rows).collect()
+    }
+
+    /// Run `n` rows at the smallest fixed size that holds them (the rows past `n` are padding,
+    /// their outputs to be ignored) and give the outputs (in host memory when bound with
+    /// `download`; on the device, written on [`Sessions::cu_stream`], otherwise).
+    pub fn run_fixed(
+        &mut self,
+        n: usize,
+        input: FixedInput<'_>,
+    ) -> Result<Vec<FixedOutput<'_>>, OnnxError> {
+        let path = self.model.display().to_string();
+        let err = |reason: String| OnnxError::Model {
+            path: path.clone(),
+            reason,
+        };
+        let (Some(cuda), Some(largest)) = (&self.cuda, self.fixed.last().map(|b| b.rows)) else {
+            return Err(err("no fixed batch sizes on CUDA".into()));
+        };
+        let bound = self
+            .fixed
+            .iter_mut()
+            .find(|b| b.rows >= n)
+            .ok_or_else(|| err(format!("{n} rows: the largest fixed batch is {largest}")))?;
+        let rows = bound.rows;
+        bound
+            .run(&cuda.stream, n, input)
+            .map_err(|e| err(format!("batch {rows}: {e}")))
     }
 }
 
@@ -284,7 +421,13 @@ pub unsafe fn cuda_input<'a>(
 }
 
 /// A session on CUDA's execution provider, queuing its work on `cuda`'s stream.
-fn cuda_session(model: &Path, threads: usize, cuda: &Cuda) -> Result<Session, OnnxError> {
+fn cuda_session(
+    model: &Path,
+    threads: usize,
+    cuda: &Cuda,
+    options: CudaOptions,
+) -> Result<Session, OnnxError> {
+    use ort::ep::cuda::ConvAlgorithmSearch;
     // SAFETY: the stream outlives the session: both belong to the same `Sessions`, whose
     // sessions are dropped before its `cuda` (field order).
     let ep = unsafe {
@@ -292,8 +435,14 @@ fn cuda_session(model: &Path, threads: usize, cuda: &Cuda) -> Result<Session, On
             .with_device_id(cuda.device)
             .with_compute_stream(cuda.stream.cu_stream() as *mut ())
     }
-    // Heuristic algorithm choice: an exhaustive search costs seconds per new shape.
-    .with_conv_algorithm_search(ort::ep::cuda::ConvAlgorithmSearch::Heuristic)
+    // By default the heuristic algorithm choice: an exhaustive search costs seconds per shape.
+    .with_conv_algorithm_search(if options.exhaustive {
+        ConvAlgorithmSearch::Exhaustive
+    } else {
+        ConvAlgorithmSearch::Heuristic
+    })
+    .with_cuda_graph(options.graph)
+    .with_prefer_nhwc(options.nhwc)
     .build()
     .error_on_failure();
     build(model, threads, Some(ep))

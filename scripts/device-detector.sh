@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The detector on the device machine: the model alone per CUDA tuning (bench infer), ONNX
+# Runtime's profile, and the detector pipelines, with ONNX Runtime's CUDA build and GStreamer
+# carried in three back-to-back device calls (each at most 64 MiB):
+#
+#   cargo build --release --features bench && scripts/device-detector.sh stage
+#   (device, carry [".device/p1"])   scripts/device-detector.sh part1
+#   (device, carry [".device/p2"])   scripts/device-detector.sh part2
+#   (device, carry [".device/run"])  scripts/device-detector.sh run      (or CMD="..." ... run)
+#
+# `stage` packs ONNX Runtime 1.31.1 with its CUDA execution provider (../shared/tools/pack-ort-cuda.py)
+# and GStreamer (../shared/tools/pack-gst.sh), the stripped octopipe binary and the GPU test
+# binary tests/shared_detect.rs (build them with `cargo test --release --features bench --no-run`),
+# the shared clip and detector; the detector's variants are made on the device (its python3 has
+# onnx, numpy and onnxruntime; onnxconverter-common travels as a wheel): the dynamic-batch
+# end-to-end model (../shared/tools/centernet-dynamic-batch.py) and the heads models of
+# scripts/make_centernet_heads.py, FP32 and FP16 (/tmp/data/models/centernet-heads{,-fp16}.onnx).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-run}" in
+stage)
+    [ -f .device/ort/part.c ] || python3 ../shared/tools/pack-ort-cuda.py .device/ort
+    [ -f .device/gst.tar.xz ] || bash ../shared/tools/pack-gst.sh .device/gst.tar.xz
+    rm -rf .device/p1 .device/p2 .device/run
+    mkdir -p .device/p1 .device/p2 .device/run/data/visdrone .device/run/data/models .device/run/whl
+    cp .device/ort/part.a .device/gst.tar.xz .device/p1/
+    strip -o .device/p1/octopipe "${CARGO_TARGET_DIR:-target}"/release/octopipe
+    bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/shared_detect-* | grep -v '\.d$' | head -1)
+    strip -o .device/p2/shared_detect "$bin"
+    cp .device/ort/part.b .device/p2/
+    data=${OCTOPIPE_DATA:-../shared/data}
+    cp -r "$data/visdrone/clip-9999999" "$data/visdrone/val-frames" .device/p2/
+    cp .device/ort/part.c ../shared/tools/pack-ort-cuda.py ../shared/tools/centernet-dynamic-batch.py \
+        scripts/make_centernet_heads.py scripts/ort_profile_summary.py .device/run/
+    cp "$data/models/coco-centernet-512.onnx" "$data/models/visdrone-crops-64.onnx" .device/run/data/models/
+    python3 -m pip download -q --no-deps --only-binary=:all: -d .device/run/whl onnxconverter-common==1.16.0
+    du -sh .device/p1 .device/p2 .device/run
+    ;;
+part1)
+    mkdir -p /tmp/parts && cp .device/p1/part.* /tmp/parts/ && tar -C /tmp -xJf .device/p1/gst.tar.xz
+    cp .device/p1/octopipe /tmp/octopipe
+    ;;
+part2)
+    cp .device/p2/part.* /tmp/parts/ && mkdir -p /tmp/data/visdrone && cp -r .device/p2/clip-9999999 .device/p2/val-frames /tmp/data/visdrone/
+    cp .device/p2/shared_detect /tmp/shared_detect
+    ;;
+run)
+    cp .device/run/part.* /tmp/parts/
+    eval "$(python3 .device/run/pack-ort-cuda.py /tmp/ort --unpack /tmp/parts)"
+    mkdir -p /tmp/data/models && cp .device/run/data/models/* /tmp/data/models/
+    export OCTOPIPE_DATA=/tmp/data OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels
+    export OCTOPIPE_CENTERNET_HEADS=/tmp/data/models/centernet-heads.onnx
+    . /tmp/gst/env.sh
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .device/run/whl/*.whl
+    M=/tmp/data/models
+    if [ ! -f $M/centernet-heads.onnx ]; then
+        python3 .device/run/centernet-dynamic-batch.py $M/coco-centernet-512.onnx $M/centernet-dyn.onnx
+        python3 .device/run/make_centernet_heads.py $M/coco-centernet-512.onnx $M/centernet-heads.onnx
+        PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 \
+            $M/coco-centernet-512.onnx $M/centernet-heads-fp16.onnx 2>&1 | grep -v -i warn
+    fi
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    date -u
+    eval "${CMD:-true}"
+    ;;
+esac

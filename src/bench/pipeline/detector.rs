@@ -1,0 +1,116 @@
+//! The detector in the pipeline benchmark (`--detector MODEL`): the streams join one `detect`
+//! stage (tiles of all of them in one inference call), a `track` stage and the classifier, and
+//! each run is compared with the detector model alone at the batch size its calls ran at.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use super::{Compute, RunSpec};
+
+/// The detector's settings in the benchmark.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectBench {
+    /// The ONNX detector (the shared CenterNet's form: NHWC RGB 0..255, COCO classes).
+    pub model: PathBuf,
+    /// Tile size.
+    pub tiles: (u32, u32),
+    /// `detect interval`.
+    pub interval: u64,
+    /// `detect max-batch`: most tiles per call.
+    pub max_batch: usize,
+    /// Each stream its own detect and track stages (the baseline) instead of one shared.
+    pub per_stream: bool,
+}
+
+/// The detect and track stages of `spec`: the shared ones (`name=det`, the streams' branches
+/// end in `det.`), or with [`DetectBench::per_stream`] one stream's own (on one line).
+pub(super) fn stages(spec: &RunSpec, d: &DetectBench) -> String {
+    let (name, gap) = if d.per_stream {
+        ("", " ")
+    } else {
+        (" name=det", "\n  ")
+    };
+    let mut text = format!(
+        "  ! detect{name} model=${{detector}} labels=coco scale=1 tiles={}x{} overlap=0.15 \
+         score=0.3 ios=0.85 classes=person,bicycle,car,motorcycle,bus,truck \
+         map=car:vehicle,bus:vehicle,truck:vehicle,bicycle:two-wheeler,motorcycle:two-wheeler \
+         ep={} backend={} max-batch={}",
+        d.tiles.0,
+        d.tiles.1,
+        spec.ep.name(),
+        spec.backend.name(),
+        d.max_batch,
+    );
+    if d.interval > 1 {
+        let _ = write!(text, " interval={}", d.interval);
+    }
+    let _ = write!(text, "{gap}! track");
+    text
+}
+
+/// What the detect stage's report line says of its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct DetectStats {
+    /// Tiles per second in inference.
+    pub tiles_per_s: f64,
+    /// Tiles per model call.
+    pub call_tiles: f64,
+    /// Rows per model call, padding included (the fixed batch size the calls ran at).
+    pub call_rows: f64,
+}
+
+/// The numbers of the detect stage's report line ("... model calls of 60.0 tiles (64.0 rows
+/// with padding), 3968 tiles/s in inference").
+pub fn parse_line(line: &str) -> Option<DetectStats> {
+    let before = |marker: &str| -> Option<f64> {
+        let head = &line[..line.find(marker)?];
+        head.rsplit([' ', '(']).next()?.parse().ok()
+    };
+    Some(DetectStats {
+        tiles_per_s: before(" tiles/s in inference")?,
+        call_tiles: before(" tiles (")?,
+        call_rows: before(" rows with padding")?,
+    })
+}
+
+/// The detector's column text: its throughput in the run against the model alone at the batch
+/// its calls ran at.
+pub(super) fn note(stats: &DetectStats, alone: Option<f64>) -> String {
+    let mut n = format!(
+        "detector {:.0} tiles/s in calls of {:.1} tiles ({:.0} rows)",
+        stats.tiles_per_s, stats.call_tiles, stats.call_rows
+    );
+    if let Some(a) = alone {
+        let _ = write!(
+            n,
+            "; model alone {a:.0} tiles/s at {:.0} rows: {:.0}% of it",
+            stats.call_rows,
+            100.0 * stats.tiles_per_s / a.max(1e-9)
+        );
+    }
+    n
+}
+
+/// Where the model alone runs for the comparison: the run's execution provider.
+pub(super) fn ep(spec: &RunSpec) -> crate::onnx::Ep {
+    match spec.ep {
+        Compute::Cpu => crate::onnx::Ep::Cpu,
+        Compute::Cuda => crate::onnx::Ep::Cuda(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_line_gives_the_calls() {
+        let line = "detect: 8 regions per frame (cuda preprocessing, centernet); per frame p50 1.00 ms (3% of the frame budget): preprocess 0.10 ms, inference 0.80 ms, decode+merge 0.10 ms; 100 boxes kept; 7.5 frames and 60.0 tiles per collection, 10 model calls of 60.0 tiles (64.0 rows with padding), 3968 tiles/s in inference, 5 of other classes left out";
+        let s = parse_line(line).unwrap();
+        assert_eq!(
+            (s.tiles_per_s, s.call_tiles, s.call_rows),
+            (3968.0, 60.0, 64.0)
+        );
+        assert_eq!(parse_line("detect: nothing"), None);
+    }
+}

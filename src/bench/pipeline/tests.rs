@@ -1,0 +1,191 @@
+//! The pipeline benchmark's descriptions and search.
+
+use super::*;
+
+fn spec(streams: usize, ep: Compute) -> RunSpec {
+    RunSpec {
+        streams,
+        decoder: "cpu".into(),
+        ep,
+        backend: ep,
+        boxes: 28,
+        batch_frames: 16,
+        live: false,
+        devices: Vec::new(),
+        workers: 1,
+        gather: None,
+        detector: None,
+    }
+}
+
+#[test]
+fn the_search_finds_the_largest_held() {
+    for limit in 0..40 {
+        let mut tried = Vec::new();
+        let got = search_streams(32, |n| {
+            tried.push(n);
+            n <= limit
+        });
+        assert_eq!(got, limit.min(32), "limit {limit}, tried {tried:?}");
+        assert!(tried.len() <= 11, "limit {limit}, tried {tried:?}");
+    }
+    assert_eq!(search_streams(96, |_| true), 96);
+}
+
+#[test]
+fn descriptions_have_one_branch_per_stream_into_one_batch() {
+    let text = description(&spec(3, Compute::Cpu));
+    assert_eq!(text.matches("media location=${video}").count(), 3);
+    assert_eq!(text.matches("! mux.").count(), 2);
+    assert!(text.contains("batch name=mux max-frames=3 max-crops=84\n"));
+    assert!(text.contains("preprocess backend=cpu\n"));
+    assert!(!text.contains("device="), "{text}");
+    assert!(text.contains("classify model=${model} ep=cpu max-batch=84"));
+    assert!(text.contains("decoder=cpu"), "{text}");
+    let cuda = description(&RunSpec {
+        decoder: "nvdec".into(),
+        ..spec(40, Compute::Cuda)
+    });
+    assert!(cuda.contains("decoder=nvdec"));
+    assert!(cuda.contains("max-frames=16 max-crops=448"));
+    assert!(cuda.contains("preprocess backend=cuda memory=device"));
+    let live = description(&RunSpec {
+        live: true,
+        ..spec(1, Compute::Cpu)
+    });
+    assert!(live.contains("live=true"));
+    // Two GPUs: the batch stage spreads the streams, a batch holds one GPU's streams.
+    let two = description(&RunSpec {
+        decoder: "nvdec".into(),
+        devices: vec![0, 1],
+        ..spec(5, Compute::Cuda)
+    });
+    assert!(
+        two.contains("batch name=mux max-frames=3 max-crops=84 devices=0,1\n"),
+        "{two}"
+    );
+    assert!(!two.contains("device="), "{two}");
+    // Built: streams 0, 1, 2 decoded and batched on GPU 0, streams 3, 4 on GPU 1, each GPU's
+    // preprocess and classifier on it, one sink.
+    let vars = HashMap::from([
+        ("video".to_string(), "v.mp4".to_string()),
+        ("model".to_string(), "m.onnx".to_string()),
+    ]);
+    let desc = crate::describe::parse("bench", &two, &vars).unwrap();
+    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let batches: Vec<usize> = (0..graph.nodes.len())
+        .filter(|&i| graph.nodes[i].role == crate::stage::Role::Batch)
+        .collect();
+    assert_eq!(batches.len(), 2);
+    let device_of_batch = |b: usize| {
+        let mut at = graph.nodes[b].output;
+        while let Some(i) = at {
+            if let Some(p) = graph.nodes[i]
+                .element
+                .downcast_ref::<crate::preprocess::PreprocessConfig>()
+            {
+                return p.device;
+            }
+            at = graph.nodes[i].output;
+        }
+        panic!("no preprocess after batch node {b}");
+    };
+    for (i, source) in graph.sources().enumerate() {
+        let media = source
+            .element
+            .downcast_ref::<crate::source::SourceConfig>()
+            .unwrap();
+        assert_eq!((media.stream, media.device), (i as u32, i * 2 / 5));
+        let mut at = source.output;
+        while let Some(n) = at.filter(|n| !batches.contains(n)) {
+            at = graph.nodes[n].output;
+        }
+        assert_eq!(device_of_batch(at.unwrap()), i * 2 / 5, "stream {i}");
+    }
+    for b in &batches {
+        let cfg = graph.nodes[*b]
+            .element
+            .downcast_ref::<crate::batch::BatchConfig>()
+            .unwrap();
+        assert_eq!((cfg.max_frames, cfg.max_crops), (3, 84));
+    }
+    let eps: Vec<crate::onnx::Ep> = graph
+        .elements::<crate::classify::ClassifyConfig>()
+        .map(|c| c.ep)
+        .collect();
+    assert_eq!(eps.len(), 2);
+    assert!(eps.contains(&crate::onnx::Ep::Cuda(0)) && eps.contains(&crate::onnx::Ep::Cuda(1)));
+    let sinks = graph
+        .nodes
+        .iter()
+        .filter(|n| n.role == crate::stage::Role::Sink);
+    assert_eq!(sinks.count(), 1);
+}
+
+#[test]
+fn preprocess_runs_where_the_frames_or_the_classifier_need_it() {
+    assert_eq!(default_backend("cpu", Compute::Cpu), Compute::Cpu);
+    assert_eq!(default_backend("cpu", Compute::Cuda), Compute::Cuda);
+    assert_eq!(default_backend("nvdec", Compute::Cpu), Compute::Cuda);
+    assert_eq!(default_backend("auto", Compute::Cpu), Compute::Cpu);
+}
+
+#[test]
+fn workers_go_to_the_classify_stage() {
+    let text = description(&RunSpec {
+        workers: 4,
+        ..spec(8, Compute::Cpu)
+    });
+    assert!(text.contains(" workers=4 threads="), "{text}");
+    assert!(!description(&spec(8, Compute::Cpu)).contains("workers="));
+}
+
+#[test]
+fn with_a_detector_the_streams_join_it_and_a_tracker() {
+    let d = DetectBench {
+        model: "d.onnx".into(),
+        tiles: (640, 640),
+        interval: 2,
+        max_batch: 64,
+        per_stream: false,
+    };
+    let text = description(&RunSpec {
+        detector: Some(d.clone()),
+        ..spec(3, Compute::Cuda)
+    });
+    assert_eq!(text.matches("! det.").count(), 2, "{text}");
+    assert!(!text.contains("boxes format=synthetic"), "{text}");
+    assert!(text.contains("detect name=det model=${detector}"), "{text}");
+    assert!(
+        text.contains("tiles=640x640") && text.contains("interval=2"),
+        "{text}"
+    );
+    assert!(text.contains("ep=cuda backend=cuda max-batch=64"), "{text}");
+    assert!(text.contains("\n  ! track\n  ! batch name=mux"), "{text}");
+    let vars = HashMap::from([
+        ("video".to_string(), "v.mp4".to_string()),
+        ("model".to_string(), "m.onnx".to_string()),
+        ("detector".to_string(), "d.onnx".to_string()),
+    ]);
+    let desc = crate::describe::parse("bench", &text, &vars).unwrap();
+    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let detectors: Vec<&crate::detect::DetectConfig> =
+        graph.elements::<crate::detect::DetectConfig>().collect();
+    assert_eq!(detectors.len(), 1, "one detector for the three streams");
+    assert_eq!(graph.sources().count(), 3);
+
+    // The baseline: a detector and a tracker in each stream's branch.
+    let text = description(&RunSpec {
+        detector: Some(DetectBench {
+            per_stream: true,
+            ..d
+        }),
+        ..spec(3, Compute::Cuda)
+    });
+    assert!(!text.contains("det."), "{text}");
+    assert_eq!(text.matches(" ! track ! mux.").count(), 2, "{text}");
+    let desc = crate::describe::parse("bench", &text, &vars).unwrap();
+    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let detectors = graph.elements::<crate::detect::DetectConfig>().count();
+    assert_eq!(detectors, 3, "one detector per stream:\n{text}");
+}

@@ -1,0 +1,110 @@
+//! CenterNet peaks on the GPU (`kernels/centernet.cu`), read where the model wrote its heads:
+//! only the peaks come back to the host (tens per image), not the score maps (5 MB per image).
+
+use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg, ValidAsZeroBits};
+
+use super::centernet::{Maps, Peak};
+use crate::preprocess::cuda::engine::grow;
+use crate::preprocess::cuda::kernels::Kernel;
+use crate::preprocess::cuda::launch::launch_config;
+use crate::preprocess::cuda::{order_after, CudaError, Engine};
+
+/// Peak slots per image: a peak must beat its eight neighbours and the score threshold, so an
+/// image has tens; those past the cap are counted ([`GpuPeaks::find`]) and left out.
+pub const PEAK_CAP: usize = 1024;
+
+/// Threads per block of the peak kernel.
+const THREADS: u32 = 256;
+
+// SAFETY: `#[repr(C)]` plain data with the layout of the kernel's `Peak`; all-zero bytes are a
+// valid `Peak`.
+unsafe impl DeviceRepr for Peak {}
+unsafe impl ValidAsZeroBits for Peak {}
+
+/// The peak kernel on one GPU, with its buffers (grown once, reused).
+pub(super) struct GpuPeaks {
+    engine: Engine,
+    counts: Option<CudaSlice<u32>>,
+    peaks: Option<CudaSlice<Peak>>,
+    host_counts: Vec<u32>,
+    host_peaks: Vec<Peak>,
+}
+
+impl GpuPeaks {
+    /// The kernel on GPU `device`.
+    pub fn new(device: usize) -> Result<Self, CudaError> {
+        Ok(GpuPeaks {
+            engine: Engine::new(device)?,
+            counts: None,
+            peaks: None,
+            host_counts: Vec::new(),
+            host_peaks: Vec::new(),
+        })
+    }
+
+    /// The peaks of the first `images` images of the heads at device addresses `heat` (scores
+    /// `[images, classes, h, w]`) and `wh` (`[images, 4, h, w]`), f32, written on the CUDA stream
+    /// `producer` (raw; 0: nothing pending), at or over `min_score`: `out[i]` gets image `i`'s
+    /// (in no particular order). Returns how many peaks were over [`PEAK_CAP`] and left out.
+    #[allow(clippy::too_many_arguments)]
+    pub fn find(
+        &mut self,
+        heat: u64,
+        wh: u64,
+        images: usize,
+        maps: &Maps,
+        min_score: f32,
+        producer: u64,
+        out: &mut [Vec<Peak>],
+    ) -> Result<u64, CudaError> {
+        let e = &mut self.engine;
+        let stream = e.stream().clone();
+        order_after(e.context(), &stream, producer)?;
+        grow(&stream, &mut self.counts, images)?;
+        grow(&stream, &mut self.peaks, images * PEAK_CAP)?;
+        let counts = self.counts.as_mut().expect("grown");
+        stream.memset_zeros(counts)?;
+        let total = (images * maps.per_image()) as u64;
+        let blocks = total
+            .div_ceil(THREADS as u64)
+            .min(e.multiprocessors() as u64 * 16) as u32;
+        let f = e.func(Kernel::CenternetPeaksF32)?;
+        let dims = [
+            images as u32,
+            maps.classes as u32,
+            maps.h as u32,
+            maps.w as u32,
+        ];
+        let cap = PEAK_CAP as u32;
+        let mut b = stream.launch_builder(&f);
+        b.arg(&heat)
+            .arg(&wh)
+            .arg(&dims[0])
+            .arg(&dims[1])
+            .arg(&dims[2])
+            .arg(&dims[3])
+            .arg(&min_score)
+            .arg(&cap)
+            .arg(counts)
+            .arg(self.peaks.as_mut().expect("grown"));
+        // SAFETY: the arguments match `centernet_peaks_f32`; `heat` and `wh` hold the first
+        // `images` images' maps (the caller's bound outputs, alive until the synchronize below),
+        // `counts` holds `images` and `peaks` `images * cap` elements.
+        unsafe { b.launch(launch_config((blocks, 1), THREADS)) }?;
+        self.host_counts.resize(images, 0);
+        self.host_peaks.resize(images * PEAK_CAP, Peak::default());
+        let counts = self.counts.as_ref().expect("grown");
+        stream.memcpy_dtoh(&counts.slice(..images), &mut self.host_counts[..])?;
+        let peaks = self.peaks.as_ref().expect("grown");
+        stream.memcpy_dtoh(&peaks.slice(..images * PEAK_CAP), &mut self.host_peaks[..])?;
+        stream.synchronize()?;
+        let mut over = 0;
+        for (i, list) in out.iter_mut().enumerate().take(images) {
+            let n = self.host_counts[i] as usize;
+            over += n.saturating_sub(PEAK_CAP) as u64;
+            let base = i * PEAK_CAP;
+            list.extend_from_slice(&self.host_peaks[base..base + n.min(PEAK_CAP)]);
+        }
+        Ok(over)
+    }
+}
