@@ -175,6 +175,11 @@ impl Stage<Frame, Frame> for DetectStage {
 }
 
 impl Element for DetectConfig {
+    fn burst(&self) -> usize {
+        // A call's frames (each at least one tile), and the frames held behind them for the
+        // tracker.
+        self.max_batch.saturating_mul(self.interval.max(1) as usize)
+    }
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         if self.interval > 1 && !ctx.caps.tracked {
             return Err(DetectError::Model {
