@@ -344,3 +344,26 @@ fn the_gpu_path_gives_the_cpu_boxes() {
     assert!(matched as f64 >= 0.97 * cpu.len() as f64, "{report}");
     assert!((gpu.len() as f64 - cpu.len() as f64).abs() <= 0.03 * cpu.len() as f64);
 }
+
+/// Live, a shared detect hands on a call's frames at once: the frame edges after it hold
+/// `max-batch` frames and block (the tracker's too), while the sources' edges into it keep one
+/// frame and drop the oldest (where a live pipeline lets frames in).
+#[test]
+fn live_edges_after_a_shared_detect_hold_its_calls() {
+    let text = "testsrc live=true ! det.  testsrc live=true \
+                ! detect name=det model=d.onnx max-batch=24 ! track ! batch ! jsonl location=/dev/null";
+    let desc = octopipe::describe::parse("<test>", text, &HashMap::new()).unwrap();
+    let graph = octopipe::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let block = octopipe::pipeline::Queue {
+        size: 24,
+        policy: octopipe::pipeline::EdgePolicy::Block,
+    };
+    for n in &graph.nodes {
+        let want = match n.kind {
+            "detect" | "track" => block,
+            "batch" | "jsonl" => octopipe::pipeline::Queue::LIVE_BATCHES,
+            _ => octopipe::pipeline::Queue::LIVE,
+        };
+        assert_eq!(n.queue, want, "the edge after {}", n.kind);
+    }
+}

@@ -96,7 +96,7 @@ pub fn build_branch(
             row,
             element: n.element,
             output: output[i],
-            queue: n.queue.resolve(default_queue(live, n.role)),
+            queue: n.queue.resolve(default_queue(live, n.role, 1)),
         })
         .collect())
 }
@@ -122,10 +122,16 @@ fn chains(
 /// An edge's queue when the description sets none: a live pipeline keeps its frame queues short
 /// and drops the oldest (a live frame must not wait behind others of its stream); its batch
 /// edges block (see `DEFAULT_LIVE_BATCH_QUEUE`).
-fn default_queue(live: bool, role: Role) -> Queue {
+fn default_queue(live: bool, role: Role, burst: usize) -> Queue {
     match (live, role.output()) {
         (false, _) => Queue::FILE,
         (true, Some(Item::Batches)) => Queue::LIVE_BATCHES,
+        // After a collector (a shared detect) live frames come in bursts: dropping all but
+        // the newest of each would lose most of them; they were let in at the source's edge.
+        (true, _) if burst > 1 => Queue {
+            size: burst,
+            policy: crate::pipeline::EdgePolicy::Block,
+        },
         (true, _) => Queue::LIVE,
     }
 }
@@ -536,6 +542,14 @@ fn assemble(
         .filter_map(|n| n.element.frame_interval())
         .min()
         .unwrap_or(crate::budget::DEFAULT_BUDGET);
+    // The frames each stage may get at once: its own burst and those of the stages before it.
+    let mut burst = vec![1usize; nodes.len()];
+    for &i in &order {
+        burst[i] = burst[i].max(nodes[i].element.burst());
+        if let Some(o) = output[i] {
+            burst[o] = burst[o].max(burst[i]);
+        }
+    }
     let rows = rows(&nodes, &output);
     let place: HashMap<usize, usize> = order.iter().enumerate().map(|(k, i)| (*i, k)).collect();
     let mut slots: Vec<Option<Pending>> = nodes.into_iter().map(Some).collect();
@@ -550,7 +564,7 @@ fn assemble(
                 row: rows[i].clone(),
                 element: n.element,
                 output: output[i].map(|o| place[&o]),
-                queue: n.queue.resolve(default_queue(live, n.role)),
+                queue: n.queue.resolve(default_queue(live, n.role, burst[i])),
             }
         })
         .collect();

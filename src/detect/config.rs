@@ -121,10 +121,7 @@ impl DetectConfig {
             batch_sizes: None,
             max_wait: None,
             interval: 1,
-            cuda: CudaOptions {
-                graph: true,
-                ..CudaOptions::default()
-            },
+            cuda: CudaOptions::default(),
             ep: Ep::default(),
             device: 0,
         }
@@ -392,8 +389,10 @@ pub const DETECT: StageDecl = StageDecl {
         PropSpec::new(
             "cuda-graph",
             PropType::Bool,
-            "true",
-            "on CUDA, replay each batch size's run as a CUDA graph (one launch per call)",
+            "false",
+            "on CUDA, replay each batch size's run as a CUDA graph (one launch per call); \
+             ONNX Runtime captures it on the thread that runs the stage, which fails when other \
+             threads use the GPU meanwhile: for a detector alone in its process",
         ),
         PropSpec::new(
             "prefer-nhwc",

@@ -75,7 +75,10 @@ impl Model {
             let on_gpu = io.decoder == Decoder::CenterNet
                 && io.outputs.iter().all(|(_, t)| *t == DType::F32);
             let names: Vec<&str> = io.outputs.iter().map(|(n, _)| n.as_str()).collect();
-            sessions.fix_sizes(&sizes, &io.input, &names, !on_gpu, 2)?;
+            // ONNX Runtime captures a CUDA graph at a size's second run: three runs here, so
+            // that no capture happens while other threads of the pipeline use the GPU (a
+            // capture then fails).
+            sessions.fix_sizes(&sizes, &io.input, &names, !on_gpu, 3)?;
             if on_gpu {
                 let gpu =
                     GpuPeaks::new(device.max(0) as usize).map_err(|e| DetectError::Model {

@@ -174,6 +174,12 @@ impl Element for DetectConfig {
         // A `track` after it follows this threshold unless given its own.
         caps.detect_score = Some(self.score);
     }
+
+    fn burst(&self) -> usize {
+        // A call's frames (each at least one tile), and the frames held behind them for the
+        // tracker.
+        self.max_batch.saturating_mul(self.interval.max(1) as usize)
+    }
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         if self.interval > 1 && !ctx.caps.tracked {
             return Err(DetectError::Model {

@@ -360,6 +360,12 @@ pub trait Element: Send + fmt::Debug + Any {
     fn frame_interval(&self) -> Option<Duration> {
         None
     }
+    /// The most frames the stage may hand on at once (a collector such as a shared `detect`,
+    /// whose call covers frames of many streams): a live pipeline's frame edges after it hold
+    /// that many and block, instead of keeping only the newest.
+    fn burst(&self) -> usize {
+        1
+    }
     /// A source's description for the report (its location, fragment or pattern).
     fn describe_source(&self) -> Option<String> {
         None
