@@ -71,7 +71,7 @@ pub use gst::GstSource;
 pub use pace::StartGate;
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
+    DEFAULT_START_TIMEOUT, DEFAULT_STREAM_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
 };
 
 /// Default frame rate for image sequences and the test source.
@@ -193,12 +193,14 @@ impl SourceConfig {
     }
 
     /// A short description for reports: the location, fragment or test pattern.
+    /// Credentials in a URI are hidden ([`crate::redact`]).
     pub fn describe(&self) -> String {
-        match &self.kind {
-            SourceKind::Media { location } | SourceKind::Images { location } => location.clone(),
-            SourceKind::Launch { fragment, .. } => fragment.clone(),
-            SourceKind::Test { pattern, .. } => format!("videotestsrc pattern={pattern}"),
-        }
+        let text = match &self.kind {
+            SourceKind::Media { location } | SourceKind::Images { location } => location,
+            SourceKind::Launch { fragment, .. } => fragment,
+            SourceKind::Test { pattern, .. } => return format!("videotestsrc pattern={pattern}"),
+        };
+        crate::redact::credentials(text).into_owned()
     }
 
     /// Nominal time between frames.

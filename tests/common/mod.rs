@@ -3,6 +3,8 @@
 
 pub mod messages;
 pub mod mosquitto;
+pub mod rtsp;
+pub mod station;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
