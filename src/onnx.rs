@@ -50,9 +50,8 @@ pub enum OnnxError {
 /// bytes of UTF-8.
 pub fn read_labels(path: &Path) -> std::io::Result<Vec<String>> {
     let bytes = crate::files::read_bounded(path, crate::files::MAX_LABELS_FILE)?;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text")
-    })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))?;
     Ok(text
         .lines()
         .map(str::trim)

@@ -21,7 +21,9 @@ pub fn credentials(text: &str) -> Cow<'_, str> {
         out.push_str(&rest[..authority_start]);
         let tail = &rest[authority_start..];
         let end = tail
-            .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '<' | '>') || c.is_whitespace())
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '"' | '\'' | '<' | '>') || c.is_whitespace()
+            })
             .unwrap_or(tail.len());
         let authority = &tail[..end];
         match authority.rfind('@') {
@@ -44,9 +46,18 @@ mod tests {
     #[test]
     fn user_information_is_hidden_and_the_rest_kept() {
         let cases = [
-            ("rtsp://admin:hunter2@10.0.0.7:554/cam", "rtsp://***@10.0.0.7:554/cam"),
-            ("media location=rtsp://u@h/s ! boxes", "media location=rtsp://***@h/s ! boxes"),
-            ("http://a:b@h?x=@y and srt://c:d@e", "http://***@h?x=@y and srt://***@e"),
+            (
+                "rtsp://admin:hunter2@10.0.0.7:554/cam",
+                "rtsp://***@10.0.0.7:554/cam",
+            ),
+            (
+                "media location=rtsp://u@h/s ! boxes",
+                "media location=rtsp://***@h/s ! boxes",
+            ),
+            (
+                "http://a:b@h?x=@y and srt://c:d@e",
+                "http://***@h?x=@y and srt://***@e",
+            ),
             ("rtsp://p:a@ss@host/x", "rtsp://***@host/x"),
             ("file:///data/a@b.mp4", "file:///data/a@b.mp4"),
             ("no uri here @ all", "no uri here @ all"),

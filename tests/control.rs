@@ -61,8 +61,7 @@ fn gstreamer_launch_text_from_the_network_is_refused() {
         assert_eq!(reply.status, 403, "{source}: {reply:?}");
         let e = reply.error();
         assert!(
-            e.contains(&format!("GStreamer element '{element}'"))
-                && e.contains("--allow-element"),
+            e.contains(&format!("GStreamer element '{element}'")) && e.contains("--allow-element"),
             "{e}"
         );
     }
@@ -93,11 +92,20 @@ fn files_are_read_only_under_the_directories_the_operator_allows() {
     let refused = [
         (format!("media location={outside}"), "media location"),
         (format!("media location=file://{outside}"), "media location"),
-        (format!("media location={allow}/../secret.txt"), "media location"),
-        (format!("media location={allow}/media/link.mp4"), "media location"),
+        (
+            format!("media location={allow}/../secret.txt"),
+            "media location",
+        ),
+        (
+            format!("media location={allow}/media/link.mp4"),
+            "media location",
+        ),
         ("media location=fd://0".to_string(), "media location"),
         ("media location=/dev/zero".to_string(), "media location"),
-        (format!("images location={}", dir.display()), "images location"),
+        (
+            format!("images location={}", dir.display()),
+            "images location",
+        ),
         (
             "testsrc num-buffers=1 ! detect model=/x.onnx labels-file=/dev/zero".to_string(),
             "detect model",
@@ -130,7 +138,10 @@ fn files_are_read_only_under_the_directories_the_operator_allows() {
     );
     assert_eq!(reply.status, 400, "{reply:?}");
     // An element the operator listed.
-    let reply = s.add("videotestsrc num-buffers=3 ! boxes format=synthetic", Some(3));
+    let reply = s.add(
+        "videotestsrc num-buffers=3 ! boxes format=synthetic",
+        Some(3),
+    );
     assert_eq!(reply.status, 201, "{reply:?}");
     assert!(!s.log().contains("TOP SECRET"));
 }
@@ -141,7 +152,9 @@ fn streams_need_the_api_token() {
     let source = "testsrc width=64 height=48 num-buffers=3 ! boxes format=synthetic count=1";
     let body = serde_json::json!({ "source": source }).to_string();
     let post = |auth: Option<&str>| {
-        let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+        let auth = auth
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
         let request = format!(
             "POST /streams HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             s.addr,
@@ -149,7 +162,12 @@ fn streams_need_the_api_token() {
         );
         raw(s.addr, request.as_bytes(), Duration::from_secs(10)).unwrap()
     };
-    for auth in [None, Some("Bearer wrong-token-0123456789abcdef"), Some(&format!("Basic {TOKEN}")), Some("Bearer ")] {
+    for auth in [
+        None,
+        Some("Bearer wrong-token-0123456789abcdef"),
+        Some(&format!("Basic {TOKEN}")),
+        Some("Bearer "),
+    ] {
         let reply = post(auth);
         assert_eq!(reply.status, 401, "{auth:?}: {reply:?}");
         assert_eq!(reply.header("WWW-Authenticate").as_deref(), Some("Bearer"));
@@ -199,8 +217,14 @@ fn a_non_loopback_address_is_refused_without_a_token() {
                 .env_remove("OCTOPIPE_API_TOKEN"),
             Duration::from_secs(20),
         );
-        let stderr = common::fails_with(&out, &[addr, "not a loopback address", "OCTOPIPE_API_TOKEN"]);
-        assert!(!stderr.contains("metrics: http://"), "it never listened: {stderr}");
+        let stderr = common::fails_with(
+            &out,
+            &[addr, "not a loopback address", "OCTOPIPE_API_TOKEN"],
+        );
+        assert!(
+            !stderr.contains("metrics: http://"),
+            "it never listened: {stderr}"
+        );
     }
 }
 
@@ -220,7 +244,11 @@ fn browsers_cannot_post_across_origins() {
     };
     let host = format!("Host: {}\r\n", s.addr);
     // A simple cross-origin form post (no preflight) and a plain text one.
-    for kind in ["", "Content-Type: text/plain\r\n", "Content-Type: application/x-www-form-urlencoded\r\n"] {
+    for kind in [
+        "",
+        "Content-Type: text/plain\r\n",
+        "Content-Type: application/x-www-form-urlencoded\r\n",
+    ] {
         let reply = post(&format!("{host}{kind}"));
         assert_eq!(reply.status, 415, "{kind}: {reply:?}");
         assert!(reply.error().contains("application/json"), "{reply:?}");
@@ -234,14 +262,20 @@ fn browsers_cannot_post_across_origins() {
     // A page of another origin.
     let reply = post(&format!("{host}{json}Origin: http://evil.example\r\n"));
     assert_eq!(reply.status, 403, "{reply:?}");
-    assert!(reply.error().contains("Origin 'http://evil.example'"), "{reply:?}");
+    assert!(
+        reply.error().contains("Origin 'http://evil.example'"),
+        "{reply:?}"
+    );
     assert!(s.streams().is_empty());
     // The same origin, localhost by name, and a JSON type with its charset are fine.
     let origin = format!("Origin: http://{}\r\n", s.addr);
     assert_eq!(post(&format!("{host}{json}{origin}")).status, 201);
     let local = format!("Host: localhost:{}\r\n", s.addr.port());
     assert_eq!(
-        post(&format!("{local}Content-Type: application/json; charset=utf-8\r\n")).status,
+        post(&format!(
+            "{local}Content-Type: application/json; charset=utf-8\r\n"
+        ))
+        .status,
         201
     );
 }
@@ -250,7 +284,9 @@ fn browsers_cannot_post_across_origins() {
 fn idle_and_trickling_clients_never_hold_up_health() {
     let (s, _dir) = station("slow", &[], &[]);
     let addr = s.addr;
-    let idle: Vec<TcpStream> = (0..150).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let idle: Vec<TcpStream> = (0..150)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
     // One client trickles its request a byte at a time (bounded: 40 bytes).
     let trickle = std::thread::spawn(move || {
         let mut conn = TcpStream::connect(addr).unwrap();
@@ -266,7 +302,11 @@ fn idle_and_trickling_clients_never_hold_up_health() {
         conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut rest = Vec::new();
         let closed = matches!(conn.read_to_end(&mut rest), Ok(_));
-        (cut_off.unwrap_or(start.elapsed()), closed, String::from_utf8_lossy(&rest).into_owned())
+        (
+            cut_off.unwrap_or(start.elapsed()),
+            closed,
+            String::from_utf8_lossy(&rest).into_owned(),
+        )
     });
     std::thread::sleep(Duration::from_millis(500));
     for _ in 0..5 {
@@ -294,7 +334,10 @@ fn idle_and_trickling_clients_never_hold_up_health() {
 fn oversized_heads_and_bodies_are_refused() {
     let (s, _dir) = station("sizes", &[], &[]);
     let big = "a".repeat(1 << 20);
-    let request = format!("GET /health HTTP/1.1\r\nHost: {}\r\nX-Big: {big}\r\n\r\n", s.addr);
+    let request = format!(
+        "GET /health HTTP/1.1\r\nHost: {}\r\nX-Big: {big}\r\n\r\n",
+        s.addr
+    );
     let reply = raw(s.addr, request.as_bytes(), Duration::from_secs(10)).expect("an answer");
     assert_eq!(reply.status, 431, "{reply:?}");
     let request = format!("GET /{big} HTTP/1.1\r\nHost: {}\r\n\r\n", s.addr);
@@ -312,18 +355,30 @@ fn oversized_heads_and_bodies_are_refused() {
 
 #[test]
 fn connections_and_streams_are_capped() {
-    let (s, _dir) = station("caps", &["--max-connections", "8", "--max-streams", "2"], &[]);
-    let live = "testsrc width=64 height=48 live=true num-buffers=100000 ! boxes format=synthetic count=1";
+    let (s, _dir) = station(
+        "caps",
+        &["--max-connections", "8", "--max-streams", "2"],
+        &[],
+    );
+    let live =
+        "testsrc width=64 height=48 live=true num-buffers=100000 ! boxes format=synthetic count=1";
     assert_eq!(s.add(live, Some(1)).status, 201);
     assert_eq!(s.add(live, Some(2)).status, 201);
     let reply = s.add(live, Some(3));
     assert_eq!(reply.status, 429, "{reply:?}");
     assert!(reply.error().contains("--max-streams 2"), "{reply:?}");
-    assert_eq!(s.request("DELETE", "/streams/1?mode=drop", "").unwrap().status, 200);
+    assert_eq!(
+        s.request("DELETE", "/streams/1?mode=drop", "")
+            .unwrap()
+            .status,
+        200
+    );
     s.wait_state(1, "removed", Duration::from_secs(10));
     assert_eq!(s.add(live, Some(3)).status, 201);
 
-    let held: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(s.addr).unwrap()).collect();
+    let held: Vec<TcpStream> = (0..8)
+        .map(|_| TcpStream::connect(s.addr).unwrap())
+        .collect();
     std::thread::sleep(Duration::from_millis(300));
     let start = Instant::now();
     let reply = s.get("/health");
@@ -345,11 +400,23 @@ fn the_list_of_streams_is_bounded() {
         assert_eq!(s.add(file, Some(id)).status, 201);
     }
     let page = s.get("/streams?limit=2").unwrap();
-    let ids: Vec<u64> = page.json().as_array().unwrap().iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    let ids: Vec<u64> = page
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
     assert_eq!(ids, [0, 1]);
     assert_eq!(page.header("X-Next-After").as_deref(), Some("1"));
     let page = s.get("/streams?limit=2&after=1").unwrap();
-    let ids: Vec<u64> = page.json().as_array().unwrap().iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    let ids: Vec<u64> = page
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
     assert_eq!(ids, [2, 3]);
     let last = s.get("/streams?after=3").unwrap();
     assert_eq!(last.json().as_array().unwrap().len(), 1);
@@ -369,7 +436,10 @@ fn credentials_in_uris_are_redacted_everywhere() {
     assert_eq!(s.add(&source, Some(9)).status, 201);
     let entry = s.stream(9);
     let shown = entry["source"].as_str().unwrap();
-    assert!(shown.contains(&format!("rtsp://***@127.0.0.1:{port}/cam")), "{entry}");
+    assert!(
+        shown.contains(&format!("rtsp://***@127.0.0.1:{port}/cam")),
+        "{entry}"
+    );
     let ended = s.wait_state(9, "failed", Duration::from_secs(30));
     assert!(!ended.to_string().contains("hunter2"), "{ended}");
     let (_, report, log) = s.stop();

@@ -42,7 +42,9 @@ fn keep_going(jsonl: &Path, ids: &[u64], after: &str) {
         let behind: Vec<u64> = ids
             .iter()
             .copied()
-            .filter(|id| now.get(id).copied().unwrap_or(0) < before.get(id).copied().unwrap_or(0) + 10)
+            .filter(|id| {
+                now.get(id).copied().unwrap_or(0) < before.get(id).copied().unwrap_or(0) + 10
+            })
             .collect();
         if behind.is_empty() {
             return;
@@ -93,7 +95,10 @@ fn send(port: u16, frames: u32) {
         &[gst::MessageType::Eos, gst::MessageType::Error],
     );
     sender.set_state(gst::State::Null).unwrap();
-    assert!(matches!(msg.map(|m| m.type_()), Some(gst::MessageType::Eos)));
+    assert!(matches!(
+        msg.map(|m| m.type_()),
+        Some(gst::MessageType::Eos)
+    ));
 }
 
 /// A TCP server that accepts connections and never says a word (an RTSP server that hung):
@@ -149,9 +154,20 @@ fn ts_file(dir: &Path, frames: u32) -> PathBuf {
 }
 
 fn prerequisites() -> bool {
-    ["x264enc", "rtspsrc", "tsdemux", "avdec_h264", "rtph264depay"]
-        .iter()
-        .all(|e| common::element_or_skip(e, "gstreamer1.0-plugins-{good,bad,ugly}, gstreamer1.0-libav"))
+    [
+        "x264enc",
+        "rtspsrc",
+        "tsdemux",
+        "avdec_h264",
+        "rtph264depay",
+    ]
+    .iter()
+    .all(|e| {
+        common::element_or_skip(
+            e,
+            "gstreamer1.0-plugins-{good,bad,ugly}, gstreamer1.0-libav",
+        )
+    })
 }
 
 #[test]
@@ -180,9 +196,17 @@ fn a_station_keeps_its_healthy_streams_through_every_kind_of_failing_stream() {
     // looked at last (it takes its 20 s).
     let hung = Silent::start();
     let hung_uri = format!("rtsp://127.0.0.1:{}/cam", hung.port);
-    assert_eq!(s.add(&format!("media location={hung_uri} ! boxes format=synthetic count=1"), Some(20)).status, 201);
+    assert_eq!(
+        s.add(
+            &format!("media location={hung_uri} ! boxes format=synthetic count=1"),
+            Some(20)
+        )
+        .status,
+        201
+    );
     let added = Instant::now();
-    let healthy = "testsrc width=64 height=48 live=true num-buffers=100000 ! boxes format=synthetic count=1";
+    let healthy =
+        "testsrc width=64 height=48 live=true num-buffers=100000 ! boxes format=synthetic count=1";
     for id in 0..4 {
         assert_eq!(s.add(healthy, Some(id)).status, 201);
     }
@@ -230,13 +254,19 @@ fn a_station_keeps_its_healthy_streams_through_every_kind_of_failing_stream() {
     let camera = RtspServer::start(rtsp_port);
     let uri = format!("rtsp://127.0.0.1:{rtsp_port}/test");
     let reply = s.add(
-        &format!("media location={uri} retry=2 retry-interval=0.2 ! boxes format=synthetic count=1"),
+        &format!(
+            "media location={uri} retry=2 retry-interval=0.2 ! boxes format=synthetic count=1"
+        ),
         Some(12),
     );
     assert_eq!(reply.status, 201, "{reply:?}");
     let start = Instant::now();
     while s.stream(12)["frames_in"].as_u64().unwrap_or(0) < 10 {
-        assert!(start.elapsed() < Duration::from_secs(20), "{}", s.stream(12));
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{}",
+            s.stream(12)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     camera.stop();
@@ -257,7 +287,9 @@ fn a_station_keeps_its_healthy_streams_through_every_kind_of_failing_stream() {
     // 5. Garbage on an RTP port: dropped, reported, never fatal; then real frames go through.
     let rtp_port = free_port();
     let reply = s.add(
-        &format!("rtp address=127.0.0.1 port={rtp_port} encoding=h264 ! boxes format=synthetic count=1"),
+        &format!(
+            "rtp address=127.0.0.1 port={rtp_port} encoding=h264 ! boxes format=synthetic count=1"
+        ),
         Some(14),
     );
     assert_eq!(reply.status, 201, "{reply:?}");
@@ -268,13 +300,19 @@ fn a_station_keeps_its_healthy_streams_through_every_kind_of_failing_stream() {
     keep_going(&jsonl, &ids, "garbage on an RTP port");
     send(rtp_port, 60);
     let got = frames(&jsonl).get(&14).copied().unwrap_or(0);
-    assert!(got >= 50, "the RTP stream after the garbage: {got} of 60 frames");
+    assert!(
+        got >= 50,
+        "the RTP stream after the garbage: {got} of 60 frames"
+    );
     assert_eq!(s.request("DELETE", "/streams/14", "").unwrap().status, 200);
 
     // The hung server of the start, with the default timeout.
     let error = failed(20, &[&hung_uri, "start-timeout=20"]);
     let took = added.elapsed();
-    assert!(took < Duration::from_secs(40), "the hung server's stream ended after {took:?}: {error}");
+    assert!(
+        took < Duration::from_secs(40),
+        "the hung server's stream ended after {took:?}: {error}"
+    );
     keep_going(&jsonl, &ids, "the hung RTSP server");
     drop((hung, silent));
 
@@ -285,12 +323,20 @@ fn a_station_keeps_its_healthy_streams_through_every_kind_of_failing_stream() {
     let extra = report["extra"].to_string();
     for id in [10, 11, 12, 13, 20] {
         let said = format!("stream {id} failed: ");
-        assert!(extra.contains(&said), "{said} not in the report's lines: {extra}");
+        assert!(
+            extra.contains(&said),
+            "{said} not in the report's lines: {extra}"
+        );
         assert!(log.contains(&said), "{said} not in the log:\n{log}");
     }
     assert!(extra.contains("stream 14: garbage"), "{extra}");
     for row in report["streams"].as_array().unwrap() {
-        let dropped: u64 = row["dropped"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+        let dropped: u64 = row["dropped"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n.as_u64().unwrap())
+            .sum();
         assert_eq!(
             row["frames_in"].as_u64().unwrap(),
             row["processed"].as_u64().unwrap() + dropped,
@@ -329,7 +375,11 @@ fn a_run_ends_with_its_failed_stream_only_after_the_healthy_one_finished() {
     );
     let stderr = common::fails_with(&run, &[&format!("octopipe: error: {}", bad.display())]);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
-    assert_eq!(frames(&out).get(&0), Some(&45), "the healthy stream ran to its end:\n{stderr}");
+    assert_eq!(
+        frames(&out).get(&0),
+        Some(&45),
+        "the healthy stream ran to its end:\n{stderr}"
+    );
     assert!(stderr.contains("stream 1 failed: "), "{stderr}");
 }
 
@@ -352,7 +402,11 @@ fn garbage_rtp_packets_spend_no_retries_and_end_nothing() {
     garbage(port, 150, 7);
     std::thread::sleep(Duration::from_secs(2));
     let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(child.try_wait().unwrap().is_none(), "150 garbage packets ended the run:\n{}", read_log());
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "150 garbage packets ended the run:\n{}",
+        read_log()
+    );
     // A live stream with bursts of garbage in it (50 packets every 1.5 s): frames are lost
     // around each burst at most.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -372,7 +426,11 @@ fn garbage_rtp_packets_spend_no_retries_and_end_nothing() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     bursts.join().unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    assert!(child.try_wait().unwrap().is_none(), "garbage ended the run:\n{}", read_log());
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "garbage ended the run:\n{}",
+        read_log()
+    );
     // SAFETY: a signal to our own child.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
@@ -381,8 +439,14 @@ fn garbage_rtp_packets_spend_no_retries_and_end_nothing() {
     let log = read_log();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{log}");
     let got = frames(&out).get(&0).copied().unwrap_or(0);
-    assert!(got >= 216, "{got} of 240 frames with garbage bursts in the stream:\n{log}");
-    assert!(!log.contains("reconnecting"), "garbage spent no retries:\n{log}");
+    assert!(
+        got >= 216,
+        "{got} of 240 frames with garbage bursts in the stream:\n{log}"
+    );
+    assert!(
+        !log.contains("reconnecting"),
+        "garbage spent no retries:\n{log}"
+    );
     assert!(log.contains("stream 0: garbage"), "{log}");
 }
 
@@ -397,13 +461,20 @@ fn a_server_that_accepts_and_never_answers_ends_the_run_naming_it() {
     let run = common::output_within(
         Command::new(env!("CARGO_BIN_EXE_octopipe")).args([
             "run",
-            &format!("media location={uri} ! boxes format=synthetic count=1 ! jsonl location=/dev/null"),
+            &format!(
+                "media location={uri} ! boxes format=synthetic count=1 ! jsonl location=/dev/null"
+            ),
             "--progress",
             "off",
         ]),
         Duration::from_secs(45),
     );
     let took = started.elapsed();
-    common::fails_with(&run, &[&format!("octopipe: error: {uri}: no first frame in 20 s (start-timeout=20")]);
+    common::fails_with(
+        &run,
+        &[&format!(
+            "octopipe: error: {uri}: no first frame in 20 s (start-timeout=20"
+        )],
+    );
     assert!(took < Duration::from_secs(30), "ended after {took:?}");
 }

@@ -59,11 +59,11 @@ use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{secs, Limits, Wait};
 use super::{Decoder, FrameSource, SourceConfig, SourceError, SourceKind};
 use crate::budget::Tally;
-use crate::redact;
 use crate::frame::{
     BufferPool, Colorimetry, DeviceFrame, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,
     PooledBuf,
 };
+use crate::redact;
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
 const SINK_QUEUE: u32 = 3;

@@ -49,6 +49,7 @@ mod media;
 mod nvdec;
 mod pace;
 mod rtp;
+mod rtpsrc;
 mod test;
 mod timeline;
 mod watch;
@@ -69,6 +70,7 @@ use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOU
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
 pub use pace::StartGate;
+pub use rtpsrc::RTP;
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
     DEFAULT_START_TIMEOUT, DEFAULT_STREAM_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,

@@ -139,7 +139,11 @@ mod tests {
         file.splice();
         assert_eq!(file.place(ms(100.0), iv), 2);
         assert_eq!(file.place(ms(133.3), iv), 3);
-        assert_eq!(file.place(ms(200.0), iv), 5, "a gap after the splice still shows");
+        assert_eq!(
+            file.place(ms(200.0), iv),
+            5,
+            "a gap after the splice still shows"
+        );
     }
 
     #[test]

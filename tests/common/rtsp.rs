@@ -71,4 +71,3 @@ impl Drop for RtspServer {
         self.close();
     }
 }
-

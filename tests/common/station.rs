@@ -33,7 +33,10 @@ impl Reply {
 
     /// The `error` of a JSON error body.
     pub fn error(&self) -> String {
-        self.json()["error"].as_str().unwrap_or_default().to_string()
+        self.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// A header's value (case-insensitive name).
@@ -80,7 +83,13 @@ pub struct Station {
 impl Station {
     /// Start `octopipe run PIPELINE --streams --metrics-addr 127.0.0.1:PORT` with `args` and
     /// `env`, its files in `dir` (named after `name`); returns once it answers `/health`.
-    pub fn start(name: &str, dir: &Path, pipeline: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+    pub fn start(
+        name: &str,
+        dir: &Path,
+        pipeline: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
         let report = dir.join(format!("{name}-report.json"));
         let log = dir.join(format!("{name}.log"));

@@ -88,9 +88,8 @@ impl GstSource {
         );
         let until = Instant::now() + wait;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
-            let overdue = self.limits.stream
-                && self.seq == 0
-                && self.opened.elapsed() > self.limits.start;
+            let overdue =
+                self.limits.stream && self.seq == 0 && self.opened.elapsed() > self.limits.start;
             if self.interrupted.load(Ordering::SeqCst) || overdue {
                 return;
             }
