@@ -55,6 +55,7 @@ pub mod bench;
 pub mod boxes;
 pub mod budget;
 pub mod classify;
+pub mod control;
 pub mod describe;
 pub mod detect;
 pub mod error;

@@ -29,7 +29,9 @@ mod progress;
 
 pub use annotate::{draw_box, draw_text, text_width, AnnotateTarget, Annotator, Mosaic, GLYPH};
 pub use energy::Energy;
-pub use metrics::{MetricsServer, LATENCY_BUCKETS};
+pub use metrics::{Metrics, LATENCY_BUCKETS};
+/// The control plane that serves the metrics (its former name).
+pub use crate::control::ControlPlane as MetricsServer;
 pub use plot::LatencyPlot;
 pub use progress::{Progress, ProgressStyle};
 
