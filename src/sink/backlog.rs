@@ -118,13 +118,9 @@ impl Backlog {
     }
 
     /// Messages held now.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.held().streams.values().map(VecDeque::len).sum()
-    }
-
-    /// Whether nothing is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// No more messages: a waiting `pop` returns. What is still held stays (counted as not

@@ -169,10 +169,13 @@ impl Topic {
 pub struct Delivery {
     /// Messages taken into the buffer.
     pub accepted: AtomicU64,
-    /// Messages the broker has: acknowledged (MQTT QoS 1), or written to the connection (QoS 0,
-    /// Zenoh).
+    /// Messages the broker has: acknowledged (MQTT QoS 1), or written to the connection (QoS 0),
+    /// or put where a subscriber matched (Zenoh).
     pub delivered: AtomicU64,
-    /// Messages dropped because the buffer was full (the broker away or slow for too long).
+    /// Messages put with no subscriber or peer matching them (Zenoh: nobody got them).
+    pub unmatched: AtomicU64,
+    /// Messages dropped from the buffer: older than its `buffer` seconds when newer ones of
+    /// their stream came (the receiver away or slow for too long).
     pub dropped: AtomicU64,
     /// Messages dropped because they were larger than the sink sends.
     pub too_large: AtomicU64,
@@ -186,10 +189,13 @@ impl Delivery {
         Arc::new(Delivery::default())
     }
 
-    /// Messages accepted and not delivered yet.
+    /// Messages accepted and neither delivered, put with nobody there, nor dropped yet.
     pub fn outstanding(&self) -> u64 {
-        let accepted = self.accepted.load(Ordering::SeqCst);
-        accepted.saturating_sub(self.delivered.load(Ordering::SeqCst))
+        let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
+        n(&self.accepted)
+            .saturating_sub(n(&self.delivered))
+            .saturating_sub(n(&self.unmatched))
+            .saturating_sub(n(&self.dropped))
     }
 
     /// The report's line: `NAME: M messages: D delivered, ... dropped (buffer full), ...`.
@@ -197,10 +203,15 @@ impl Delivery {
         let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
         let (dropped, too_large) = (n(&self.dropped), n(&self.too_large));
         let mut line = format!(
-            "{name}: {} messages = {} {delivered} + {dropped} dropped (buffer full)",
-            n(&self.accepted) + dropped + too_large,
+            "{name}: {} messages = {} {delivered}",
+            n(&self.accepted) + too_large,
             n(&self.delivered),
         );
+        let unmatched = n(&self.unmatched);
+        if unmatched > 0 {
+            line += &format!(" + {unmatched} published, no peer seen");
+        }
+        line += &format!(" + {dropped} dropped (buffer full)");
         if too_large > 0 {
             line += &format!(" + {too_large} dropped (too large)");
         }

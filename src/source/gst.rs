@@ -459,6 +459,7 @@ impl GstSource {
     /// The stream is over (the feeder stops); the pipeline is left as it is until `finish`.
     fn end(&mut self) {
         self.done = true;
+        self.tell_garbage();
         if let Some(feeder) = &self.feeder {
             feeder.request_stop();
         }
@@ -721,6 +722,7 @@ impl FrameSource for GstSource {
                 self.pending = Some(e);
                 continue;
             }
+            self.look_after_damage();
             if let Some(sample) = self.appsink.try_pull_sample(POLL) {
                 return self
                     .deliver(sample, &wait)

@@ -21,6 +21,11 @@ use crate::redact;
 const DAMAGE_WINDOW: Duration = Duration::from_secs(2);
 /// Warn again about damage after this many more.
 const DAMAGE_WARN_EVERY: u64 = 100;
+/// Damage with no frame after it for this long: the pipeline's state is poisoned (a
+/// depayloader that kept a garbage parameter set), build it again.
+const DAMAGE_STALL: Duration = Duration::from_secs(2);
+/// Warn about packets kept out of an RTP stream at the first and every this many.
+const FOREIGN_WARN_EVERY: u64 = 1000;
 
 /// Damaged data a stream source dropped and went on from.
 #[derive(Debug, Default)]
@@ -28,6 +33,10 @@ pub(super) struct Garbage {
     count: u64,
     first: Option<String>,
     last: Option<Instant>,
+    /// Frames delivered when the last damage came.
+    frames_then: u64,
+    /// Packets of others kept out of an RTP stream, as last looked at.
+    foreign: u64,
     /// Pipelines built again after damage stopped the data flow (no reconnect spent).
     resyncs: u64,
     /// Whether the report's line was written.
@@ -278,6 +287,7 @@ impl GstSource {
         let g = &mut self.garbage;
         g.count += 1;
         g.last = Some(Instant::now());
+        g.frames_then = self.seq;
         let words = format!("{element}: {}", redact::credentials(message));
         g.first.get_or_insert_with(|| words.clone());
         let count = g.count;
@@ -287,6 +297,52 @@ impl GstSource {
                 "{}: damaged data dropped ({words}); the stream goes on ({count} so far)",
                 self.name()
             );
+        }
+    }
+
+    /// Look at what an RTP stream kept out (garbage on its port), say so now and then; and
+    /// build a pipeline again that damage left giving no frame for [`DAMAGE_STALL`].
+    pub(super) fn look_after_damage(&mut self) {
+        let foreign = match &self.input {
+            Input::Launch { rtp: Some(rtp), .. } => rtp.foreign(),
+            _ => 0,
+        };
+        let before = self.garbage.foreign;
+        if foreign > before {
+            self.garbage.foreign = foreign;
+            self.garbage.last = Some(Instant::now());
+            self.garbage.frames_then = self.seq;
+            if before == 0 || foreign / FOREIGN_WARN_EVERY > before / FOREIGN_WARN_EVERY {
+                tracing::warn!(
+                    "{}: {foreign} packets that are not this stream's RTP (another sender, another payload type, or not RTP) kept out; the stream goes on",
+                    self.name()
+                );
+            }
+            if let Some(tally) = &self.tally {
+                tally.with(|t| {
+                    for _ in before..foreign {
+                        t.source_event(self.stream, "garbage kept out");
+                    }
+                });
+            }
+        }
+        let stalled = self.limits.stream
+            && self.garbage.count > 0
+            && self.seq == self.garbage.frames_then
+            && self
+                .garbage
+                .last
+                .is_some_and(|t| t.elapsed() > DAMAGE_STALL);
+        if stalled {
+            let cause = self.stream_error(
+                format!(
+                    "no frame for {} s after damaged data",
+                    secs(DAMAGE_STALL)
+                ),
+                None,
+            );
+            self.finish();
+            self.resync(&cause);
         }
     }
 
@@ -319,21 +375,37 @@ impl GstSource {
 
     /// The report's line of the damage this source went on from, once.
     pub(super) fn tell_garbage(&mut self) {
+        if let Input::Launch { rtp: Some(rtp), .. } = &self.input {
+            self.garbage.foreign = rtp.foreign();
+        }
         let g = &mut self.garbage;
-        if g.count == 0 || g.told {
+        if (g.count == 0 && g.foreign == 0) || g.told {
             return;
         }
         g.told = true;
-        let resyncs = match g.resyncs {
-            0 => String::new(),
-            1 => ", 1 resync".to_string(),
-            n => format!(", {n} resyncs"),
-        };
+        let mut parts = Vec::new();
+        if g.foreign > 0 {
+            parts.push(format!(
+                "{} packets not of the stream kept out",
+                g.foreign
+            ));
+        }
+        if g.count > 0 {
+            parts.push(format!(
+                "{} damaged packets or frames dropped (first: {})",
+                g.count,
+                g.first.as_deref().unwrap_or("?")
+            ));
+        }
+        match g.resyncs {
+            0 => {}
+            1 => parts.push("1 resync".to_string()),
+            n => parts.push(format!("{n} resyncs")),
+        }
         let line = format!(
-            "stream {}: garbage: {} damaged packets or frames dropped{resyncs}; the stream went on (first: {})",
+            "stream {}: garbage: {}; the stream went on",
             self.stream,
-            g.count,
-            g.first.as_deref().unwrap_or("?")
+            parts.join(", ")
         );
         if let Some(tally) = &self.tally {
             tally.with(|t| t.add_line(line));
