@@ -777,7 +777,7 @@ struct ObserveArgs {
     #[arg(long, requires = "metrics_addr")]
     streams: bool,
     #[command(flatten)]
-    control: ControlArgs,
+    control: Box<ControlArgs>,
     /// Report GPU energy per frame from NVML (or why it is not available).
     #[arg(long)]
     energy: bool,

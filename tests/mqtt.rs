@@ -163,7 +163,10 @@ fn beyond_its_buffer_each_stream_keeps_its_last_seconds() {
     // Per stream: neither crowded the other out.
     for s in 0..2 {
         let kept = got.keys().filter(|(st, f)| *st == s && *f < 100).count();
-        assert!(kept >= 10, "stream {s} kept {kept} of its first 100: {line}");
+        assert!(
+            kept >= 10,
+            "stream {s} kept {kept} of its first 100: {line}"
+        );
     }
 }
 
@@ -198,7 +201,10 @@ fn a_four_second_broker_crash_loses_nothing_at_the_default_buffer() {
     // Connected again within the backoff's cap (1 s) of the broker's return: the whole run,
     // flush included, ended soon after the last frame.
     let after = back.unwrap().elapsed();
-    assert!(after < Duration::from_secs(4), "{after:?} after the broker came back");
+    assert!(
+        after < Duration::from_secs(4),
+        "{after:?} after the broker came back"
+    );
 }
 
 #[test]
@@ -225,7 +231,9 @@ fn a_broker_that_never_comes_fails_the_run_at_its_end_not_before() {
     );
     let e = outcome.error.expect("it delivered nothing").to_string();
     assert!(
-        e.starts_with(&format!("mqtt 127.0.0.1:{port}: delivered none of the 200 messages it was given")),
+        e.starts_with(&format!(
+            "mqtt 127.0.0.1:{port}: delivered none of the 200 messages it was given"
+        )),
         "{e}"
     );
     assert_eq!(

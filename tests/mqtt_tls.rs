@@ -16,17 +16,54 @@ fn openssl(dir: &Path, args: &[&str]) {
         .current_dir(dir)
         .output()
         .expect("openssl runs");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A CA, and certificates it signed for the broker (127.0.0.1) and the station.
 fn certificates(dir: &Path) {
-    openssl(dir, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=octopipe test CA", "-keyout", "ca.key", "-out", "ca.pem"]);
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=octopipe test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ],
+    );
     std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
     for (name, ext) in [("server", true), ("client", false)] {
-        openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-subj", &format!("/CN={name}"), "-keyout", &format!("{name}.key"), "-out", &format!("{name}.csr")]);
+        openssl(
+            dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &format!("/CN={name}"),
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+            ],
+        );
         let (csr, out) = (format!("{name}.csr"), format!("{name}.pem"));
-        let mut args = vec!["x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key"];
+        let mut args = vec![
+            "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key",
+        ];
         args.extend(["-CAcreateserial", "-days", "2", "-out", &out]);
         if ext {
             args.extend(["-extfile", "san.ext"]);
@@ -50,8 +87,16 @@ impl Broker {
             .args(["station-7", "correct horse battery"])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let user = if unsafe { libc::getuid() } == 0 { "user root\n" } else { "" };
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let user = if unsafe { libc::getuid() } == 0 {
+            "user root\n"
+        } else {
+            ""
+        };
         let d = dir.display();
         std::fs::write(
             dir.join("mosquitto.conf"),
@@ -73,7 +118,10 @@ impl Broker {
             .unwrap();
         let start = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(10), "mosquitto did not listen");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "mosquitto did not listen"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Broker {
@@ -125,7 +173,9 @@ fn tls_with_a_client_certificate_and_a_password_from_a_file() {
     );
     let log = broker.log();
     assert!(
-        log.contains("u'station-7'") && log.contains("New client connected") && log.contains("octopipe-"),
+        log.contains("u'station-7'")
+            && log.contains("New client connected")
+            && log.contains("octopipe-"),
         "{log}"
     );
 
@@ -133,14 +183,19 @@ fn tls_with_a_client_certificate_and_a_password_from_a_file() {
     // never shows the password.
     std::env::set_var("OCTOPIPE_TEST_MQTT_PASSWORD", "wrong horse battery");
     let (outcome, _) = run_any(
-        two_streams(&format!("{tls} password-env=OCTOPIPE_TEST_MQTT_PASSWORD flush-timeout=1")),
+        two_streams(&format!(
+            "{tls} password-env=OCTOPIPE_TEST_MQTT_PASSWORD flush-timeout=1"
+        )),
         20,
         |_| {},
     );
     let e = outcome.error.expect("nothing delivered").to_string();
     assert!(e.contains("delivered none of the 40 messages"), "{e}");
     let report = format!("{}", outcome.report);
-    assert!(!report.contains("horse") && !e.contains("horse"), "{report}\n{e}");
+    assert!(
+        !report.contains("horse") && !e.contains("horse"),
+        "{report}\n{e}"
+    );
 
     // Without the CA the broker's certificate is not trusted: nothing is sent in clear.
     let (outcome, _) = run_any(
@@ -158,11 +213,20 @@ fn tls_with_a_client_certificate_and_a_password_from_a_file() {
 fn bad_tls_and_credential_settings_name_the_property() {
     for (text, words) in [
         ("mqtt ca-file=/x.pem", "ca-file needs tls=true"),
-        ("mqtt tls=true ca-file=/nonexistent.pem", "ca-file '/nonexistent.pem'"),
+        (
+            "mqtt tls=true ca-file=/nonexistent.pem",
+            "ca-file '/nonexistent.pem'",
+        ),
         ("mqtt tls=true ca-file=/dev/zero", "not a regular file"),
         ("mqtt password-env=HOME", "a password needs username="),
-        ("mqtt username=u password-env=OCTOPIPE_NOT_SET_ANYWHERE", "OCTOPIPE_NOT_SET_ANYWHERE is not set"),
-        ("mqtt username=u password-file=/a password-env=B", "not both"),
+        (
+            "mqtt username=u password-env=OCTOPIPE_NOT_SET_ANYWHERE",
+            "OCTOPIPE_NOT_SET_ANYWHERE is not set",
+        ),
+        (
+            "mqtt username=u password-file=/a password-env=B",
+            "not both",
+        ),
     ] {
         let e = octopipe::Pipeline::from_description(&format!("app ! {text}"), &Default::default())
             .err()

@@ -87,11 +87,20 @@ fn boxes_and_numbers_follow_a_picture_size_change_in_every_container() {
             .enumerate()
             .filter_map(|(i, o)| {
                 let frame = o["frame"].as_u64().unwrap();
-                let bbox: Vec<u64> = o["bbox"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+                let bbox: Vec<u64> = o["bbox"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap())
+                    .collect();
                 (frame != i as u64 || bbox != truth(i as u64 + 1)).then_some((i, frame, bbox))
             })
             .collect();
-        assert!(wrong.is_empty(), "{}: pictures with another frame's number or box: {wrong:?}\n{stderr}", video.display());
+        assert!(
+            wrong.is_empty(),
+            "{}: pictures with another frame's number or box: {wrong:?}\n{stderr}",
+            video.display()
+        );
         assert!(!stderr.contains("lost by the decoder"), "{stderr}");
     }
 }

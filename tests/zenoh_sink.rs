@@ -90,16 +90,28 @@ fn every_frame_is_one_message_on_its_key() {
 fn messages_nobody_gets_are_not_counted_as_sent_and_fail_the_run() {
     let _one = serial();
     // A peer listening on loopback, with no subscriber anywhere.
-    let sink = format!("zenoh listen=tcp/127.0.0.1:{} flush-timeout=0.5", free_port());
+    let sink = format!(
+        "zenoh listen=tcp/127.0.0.1:{} flush-timeout=0.5",
+        free_port()
+    );
     let (outcome, _) = run_any(two_streams(&sink), 40, |_| {});
     let line = report_line(&outcome, "zenoh octopipe/{stream}/objects: ");
     assert_eq!(
         line,
         "zenoh octopipe/{stream}/objects: 80 messages = 0 sent to a subscriber + 80 published, no peer seen + 0 dropped (buffer full)"
     );
-    let e = outcome.error.expect("a sink that reached nobody fails the run").to_string();
-    assert!(e.contains("delivered none of the 80 messages it was given"), "{e}");
-    assert_eq!(outcome.report.processed, 80, "the frames themselves went through");
+    let e = outcome
+        .error
+        .expect("a sink that reached nobody fails the run")
+        .to_string();
+    assert!(
+        e.contains("delivered none of the 80 messages it was given"),
+        "{e}"
+    );
+    assert_eq!(
+        outcome.report.processed, 80,
+        "the frames themselves went through"
+    );
 }
 
 #[test]

@@ -125,7 +125,10 @@ pub(super) fn origin_allowed(headers: &HeaderMap) -> Result<(), Refused> {
         return Ok(());
     };
     let origin = origin.to_str().unwrap_or("?");
-    let host = headers.get(HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let host = headers
+        .get(HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let same = origin
         .strip_prefix("http://")
         .is_some_and(|o| o.eq_ignore_ascii_case(host));
@@ -141,7 +144,13 @@ pub(super) fn origin_allowed(headers: &HeaderMap) -> Result<(), Refused> {
 /// A body must be JSON (`application/json`, parameters allowed).
 pub(super) fn json_body(headers: &HeaderMap) -> Result<(), Refused> {
     let kind = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
-    let essence = kind.map(|k| k.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    let essence = kind.map(|k| {
+        k.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
     match essence.as_deref() {
         Some("application/json") => Ok(()),
         _ => Err((
@@ -206,17 +215,24 @@ mod tests {
 
     #[test]
     fn hosts_and_origins() {
-        let ok = |host: &str| host_allowed(&headers(&[("host", host)]), &["station-7".into()]).is_ok();
+        let ok =
+            |host: &str| host_allowed(&headers(&[("host", host)]), &["station-7".into()]).is_ok();
         assert!(ok("127.0.0.1:9184") && ok("[::1]:9184") && ok("localhost:1") && ok("10.0.0.5"));
         assert!(ok("Station-7:9184"));
         assert!(!ok("evil.example:9184") && !ok("localhost.evil.example"));
-        let origin = |o: &str| origin_allowed(&headers(&[("host", "127.0.0.1:9"), ("origin", o)])).is_ok();
+        let origin =
+            |o: &str| origin_allowed(&headers(&[("host", "127.0.0.1:9"), ("origin", o)])).is_ok();
         assert!(origin("http://127.0.0.1:9"));
-        assert!(!origin("http://127.0.0.1:10") && !origin("https://127.0.0.1:9") && !origin("null"));
+        assert!(
+            !origin("http://127.0.0.1:10") && !origin("https://127.0.0.1:9") && !origin("null")
+        );
         let json = |t: &str| json_body(&headers(&[("content-type", t)])).is_ok();
         assert!(json("application/json") && json("Application/JSON; charset=utf-8"));
         assert!(!json("text/plain") && !json("application/x-www-form-urlencoded"));
-        assert!(loopback_only(&["127.0.0.1:1".parse().unwrap(), "[::1]:1".parse().unwrap()]));
+        assert!(loopback_only(&[
+            "127.0.0.1:1".parse().unwrap(),
+            "[::1]:1".parse().unwrap()
+        ]));
         assert!(!loopback_only(&["0.0.0.0:1".parse().unwrap()]) && !loopback_only(&[]));
     }
 }

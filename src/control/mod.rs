@@ -256,9 +256,7 @@ impl ControlPlane {
     /// `max_streams` of them running at once. Refused on an address that is not loopback
     /// without a token.
     pub fn serve_streams(&self, streams: Streams) -> Result<(), ControlError> {
-        self.shared
-            .config
-            .check_exposure(&self.addr.to_string())?;
+        self.shared.config.check_exposure(&self.addr.to_string())?;
         streams.set_max_streams(self.shared.config.max_streams);
         if let Ok(mut slot) = self.shared.streams.lock() {
             *slot = Some(streams);
@@ -273,7 +271,9 @@ impl ControlPlane {
 
     /// `GET /metrics` requests answered so far.
     pub fn scrapes(&self) -> u64 {
-        self.shared.scrapes.load(std::sync::atomic::Ordering::SeqCst)
+        self.shared
+            .scrapes
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The metrics' exposition text as a scrape would get it now.

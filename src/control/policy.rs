@@ -89,7 +89,8 @@ impl Policy {
             if decl.name == "app" {
                 return Err(Refusal {
                     forbidden: false,
-                    message: "an app stream is fed by a program (Streams::add), not over HTTP".into(),
+                    message: "an app stream is fed by a program (Streams::add), not over HTTP"
+                        .into(),
                 });
             }
             for p in &st.props {
@@ -188,7 +189,10 @@ fn real_path(path: &Path) -> Option<PathBuf> {
             return Some(real);
         }
         let name = existing.file_name()?;
-        if matches!(Path::new(name).components().next(), Some(Component::ParentDir)) {
+        if matches!(
+            Path::new(name).components().next(),
+            Some(Component::ParentDir)
+        ) {
             return None;
         }
         rest.push(name.to_os_string());
@@ -218,7 +222,10 @@ mod tests {
         let _ = std::os::unix::fs::symlink(dir.join("secret"), allowed.join("link.mp4"));
         let mut p = Policy::new();
         let a = allowed.display();
-        assert!(check(&p, &format!("media location={a}/x.mp4 ! boxes")).is_err(), "none allowed");
+        assert!(
+            check(&p, &format!("media location={a}/x.mp4 ! boxes")).is_err(),
+            "none allowed"
+        );
         p.allow_dir(&allowed).unwrap();
         for ok in [
             format!("media location={a}/not-yet.mp4 ! boxes"),
@@ -241,7 +248,10 @@ mod tests {
             let e = check(&p, &bad).unwrap_err();
             assert!(e.forbidden, "{bad}: {e:?}");
         }
-        let e = check(&p, "media location=rtsp://admin:hunter2@x/../../etc ! boxes");
+        let e = check(
+            &p,
+            "media location=rtsp://admin:hunter2@x/../../etc ! boxes",
+        );
         assert_eq!(e, Ok(()), "a URI is the camera's business");
         let e = check(&p, "media location=smb://admin:hunter2@x/y ! boxes").unwrap_err();
         assert!(!e.message.contains("hunter2"), "{e:?}");

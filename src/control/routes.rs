@@ -45,8 +45,10 @@ fn error(status: StatusCode, message: impl std::fmt::Display) -> Answer {
     let message = crate::redact::credentials(&message.to_string()).into_owned();
     let mut r = json(status, json!({ "error": message }));
     if status == StatusCode::UNAUTHORIZED {
-        r.headers_mut()
-            .insert(WWW_AUTHENTICATE, hyper::header::HeaderValue::from_static("Bearer"));
+        r.headers_mut().insert(
+            WWW_AUTHENTICATE,
+            hyper::header::HeaderValue::from_static("Bearer"),
+        );
     }
     r
 }
@@ -63,7 +65,11 @@ pub(super) async fn answer(req: Request<Incoming>, shared: &Shared) -> Answer {
         (&Method::GET, "/metrics" | "/") => {
             shared.scrapes.fetch_add(1, Ordering::SeqCst);
             let text = shared.metrics.render();
-            reply(StatusCode::OK, text, "text/plain; version=0.0.4; charset=utf-8")
+            reply(
+                StatusCode::OK,
+                text,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )
         }
         (&Method::GET, "/health") => health(shared),
         (_, p) if p == "/streams" || p.starts_with("/streams/") => streams(req, shared).await,
@@ -74,12 +80,18 @@ pub(super) async fn answer(req: Request<Incoming>, shared: &Shared) -> Answer {
 
 fn health(shared: &Shared) -> Answer {
     if !shared.metrics.running() {
-        return json(StatusCode::SERVICE_UNAVAILABLE, json!({ "status": "finished" }));
+        return json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "status": "finished" }),
+        );
     }
     let mut health = json!({ "status": "running" });
     if let Some(streams) = shared.streams.lock().ok().and_then(|s| s.clone()) {
         let list = streams.list();
-        let n = list.iter().filter(|s| s.state == StreamState::Running).count();
+        let n = list
+            .iter()
+            .filter(|s| s.state == StreamState::Running)
+            .count();
         health["streams"] = n.into();
     }
     json(StatusCode::OK, health)
@@ -242,19 +254,31 @@ fn typed(stages: &[serde_json::Map<String, serde_json::Value>]) -> Result<String
             .get("stage")
             .and_then(|v| v.as_str())
             .ok_or_else(|| format!("stages[{i}]: a \"stage\" name is needed"))?;
-        if !kind.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') || kind.is_empty() {
+        if !kind
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            || kind.is_empty()
+        {
             return Err(format!("stages[{i}]: '{kind}' is not a stage name"));
         }
         let mut text = kind.to_string();
         for (key, value) in stage.iter().filter(|(k, _)| *k != "stage") {
-            if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            if key.is_empty()
+                || !key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
                 return Err(format!("stages[{i}]: '{key}' is not a property name"));
             }
             let value = match value {
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Number(n) => n.to_string(),
                 serde_json::Value::Bool(b) => b.to_string(),
-                other => return Err(format!("stages[{i}].{key}: {other} is not a string, number or boolean")),
+                other => {
+                    return Err(format!(
+                        "stages[{i}].{key}: {other} is not a string, number or boolean"
+                    ))
+                }
             };
             text += &format!(" {key}={}", crate::describe::quote(&value));
         }
@@ -265,11 +289,17 @@ fn typed(stages: &[serde_json::Map<String, serde_json::Value>]) -> Result<String
 
 fn remove(streams: &Streams, id: &str, query: &str) -> Answer {
     let Ok(id) = id.parse::<u32>() else {
-        return error(StatusCode::BAD_REQUEST, format!("'{id}' is not a stream id"));
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("'{id}' is not a stream id"),
+        );
     };
     let mode = params(query).get("mode").copied().unwrap_or("drain");
     let Some(remove) = RemoveMode::parse(mode) else {
-        return error(StatusCode::BAD_REQUEST, format!("mode={mode}: expected drain or drop"));
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("mode={mode}: expected drain or drop"),
+        );
     };
     match streams.remove(id, remove) {
         Ok(()) => json(StatusCode::OK, json!({ "id": id, "mode": mode })),
@@ -306,6 +336,8 @@ mod tests {
         assert_eq!(d.stages.len(), 2, "{text}");
         assert_eq!(d.stages[0].props[0].value, "a b\\ ! filesink location=x");
         assert!(typed(&serde_json::from_str::<Vec<_>>(r#"[{"stage":"a b"}]"#).unwrap()).is_err());
-        assert!(typed(&serde_json::from_str::<Vec<_>>(r#"[{"stage":"m","x!":1}]"#).unwrap()).is_err());
+        assert!(
+            typed(&serde_json::from_str::<Vec<_>>(r#"[{"stage":"m","x!":1}]"#).unwrap()).is_err()
+        );
     }
 }

@@ -78,9 +78,8 @@ pub(super) async fn serve(
 
 /// Turn a connection over the cap away at once: 503, closed.
 async fn too_many(mut conn: tokio::net::TcpStream, max: usize) {
-    let body = format!(
-        "{{\"error\":\"too many connections (--max-connections {max}): try again\"}}\n"
-    );
+    let body =
+        format!("{{\"error\":\"too many connections (--max-connections {max}): try again\"}}\n");
     let reply = format!(
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()

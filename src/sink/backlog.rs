@@ -71,8 +71,7 @@ impl Backlog {
             let Some(oldest) = oldest_stream(&held.streams) else {
                 break;
             };
-            let Some((_, old)) = held.streams.get_mut(&oldest).and_then(VecDeque::pop_front)
-            else {
+            let Some((_, old)) = held.streams.get_mut(&oldest).and_then(VecDeque::pop_front) else {
                 break;
             };
             held.bytes -= old.payload.len();

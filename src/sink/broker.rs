@@ -200,7 +200,8 @@ impl<T: Transport> BrokerSink<T> {
         if given > 0 && n(&self.delivery.delivered) == 0 {
             return Err(self.error(format!(
                 "delivered none of the {given} messages it was given ({}): is the receiver there?",
-                line.split_once(": ").map_or(line.as_str(), |(_, rest)| rest)
+                line.split_once(": ")
+                    .map_or(line.as_str(), |(_, rest)| rest)
             )));
         }
         Ok(())

@@ -34,7 +34,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rumqttc::{
-    Client, Connection, Event, MqttOptions, Outgoing, Packet, QoS, TlsConfiguration, Transport as Tls,
+    Client, Connection, Event, MqttOptions, Outgoing, Packet, QoS, TlsConfiguration,
+    Transport as Tls,
 };
 
 use super::backlog::Backlog;
@@ -140,7 +141,12 @@ pub struct TlsFiles {
 
 impl std::fmt::Debug for TlsFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "TlsFiles(ca: {} bytes, client: {})", self.ca.len(), self.client.is_some())
+        write!(
+            f,
+            "TlsFiles(ca: {} bytes, client: {})",
+            self.ca.len(),
+            self.client.is_some()
+        )
     }
 }
 
@@ -180,12 +186,18 @@ fn make_mqtt(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     }
     let client_id = p.given("client-id").map(String::from);
     if client_id.as_deref() == Some("") {
-        return Err(p.error("client-id", "an empty client id: leave it out for a unique one"));
+        return Err(p.error(
+            "client-id",
+            "an empty client id: leave it out for a unique one",
+        ));
     }
     let tls = match p.bool("tls").unwrap_or(false) {
         true => Some(tls_files(p)?),
         false => {
-            if let Some(key) = ["ca-file", "cert-file", "key-file"].into_iter().find(|k| p.given(k).is_some()) {
+            if let Some(key) = ["ca-file", "cert-file", "key-file"]
+                .into_iter()
+                .find(|k| p.given(k).is_some())
+            {
                 return Err(p.error(key, format!("{key} needs tls=true")));
             }
             None
@@ -211,7 +223,10 @@ fn tls_files(p: &Props) -> Result<TlsFiles, DescribeError> {
         })?,
     };
     let client = match (p.given("cert-file"), p.given("key-file")) {
-        (Some(cert), Some(key)) => Some((read_file(p, "cert-file", cert)?, read_file(p, "key-file", key)?)),
+        (Some(cert), Some(key)) => Some((
+            read_file(p, "cert-file", cert)?,
+            read_file(p, "key-file", key)?,
+        )),
         (None, None) => None,
         (Some(_), None) => return Err(p.error("cert-file", "cert-file needs key-file")),
         (None, Some(_)) => return Err(p.error("key-file", "key-file needs cert-file")),
@@ -225,16 +240,26 @@ fn credentials(p: &Props) -> Result<Option<(String, Secret)>, DescribeError> {
     let user = p.given("username");
     let password = match (p.given("password-file"), p.given("password-env")) {
         (Some(_), Some(_)) => {
-            return Err(p.error("password-env", "give password-file or password-env, not both"))
+            return Err(p.error(
+                "password-env",
+                "give password-file or password-env, not both",
+            ))
         }
         (Some(path), None) => {
             let bytes = read_file(p, "password-file", path)?;
-            let text = String::from_utf8(bytes)
-                .map_err(|_| p.error("password-file", format!("mqtt: password-file '{path}': not UTF-8 text")))?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                p.error(
+                    "password-file",
+                    format!("mqtt: password-file '{path}': not UTF-8 text"),
+                )
+            })?;
             Some(text.lines().next().unwrap_or("").to_string())
         }
         (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
-            p.error("password-env", format!("mqtt: password-env: the environment variable {var} is not set"))
+            p.error(
+                "password-env",
+                format!("mqtt: password-env: the environment variable {var} is not set"),
+            )
         })?),
         (None, None) => None,
     };
@@ -274,12 +299,22 @@ pub fn unique_client_id() -> String {
     };
     let host: String = host
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     // Random keys per process (the standard library seeds them from the OS).
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(CLIENTS.fetch_add(1, Ordering::Relaxed));
-    format!("octopipe-{host}-{}-{:08x}", std::process::id(), h.finish() as u32)
+    format!(
+        "octopipe-{host}-{}-{:08x}",
+        std::process::id(),
+        h.finish() as u32
+    )
 }
 
 /// Start the `mqtt` sink: its threads connect, and connect again, on their own; nothing waits
@@ -343,7 +378,13 @@ fn start(config: MqttConfig, tally: Tally) -> Result<BrokerSink<Mqtt>, SinkError
         stop,
         threads: vec![link, pump],
     };
-    Ok(BrokerSink::new(name, config.sending, (delivery, backlog), mqtt, tally))
+    Ok(BrokerSink::new(
+        name,
+        config.sending,
+        (delivery, backlog),
+        mqtt,
+        tally,
+    ))
 }
 
 /// The `mqtt` sink's transport: rumqttc's client, its connection thread and the thread that
@@ -402,7 +443,11 @@ impl Pump {
             };
             let (stream, frame) = (m.stream, m.frame);
             let topic = self.topic.of(stream);
-            if self.client.try_publish(topic, self.qos, false, m.payload.clone()).is_err() {
+            if self
+                .client
+                .try_publish(topic, self.qos, false, m.payload.clone())
+                .is_err()
+            {
                 // rumqttc's queue is full: wait for its event loop.
                 self.backlog.unpop(super::message::Message {
                     stream,
@@ -455,7 +500,11 @@ impl Link {
                 Err(e) => {
                     let was_up = self.up.swap(false, Ordering::SeqCst);
                     if !warned {
-                        let what = if was_up { "connection lost" } else { "cannot connect" };
+                        let what = if was_up {
+                            "connection lost"
+                        } else {
+                            "cannot connect"
+                        };
                         tracing::warn!(
                             "{}: {what} ({e}); connecting again with a backoff (at most {} s), holding each stream's last messages",
                             self.name,
@@ -488,8 +537,14 @@ mod tests {
         let (a, b) = (unique_client_id(), unique_client_id());
         assert_ne!(a, b);
         let pid = std::process::id().to_string();
-        assert!(a.starts_with("octopipe-") && a.contains(&format!("-{pid}-")), "{a}");
-        assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'), "{a}");
+        assert!(
+            a.starts_with("octopipe-") && a.contains(&format!("-{pid}-")),
+            "{a}"
+        );
+        assert!(
+            a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+            "{a}"
+        );
         assert_eq!(format!("{:?}", Secret("hunter2".into())), "Secret(***)");
     }
 }

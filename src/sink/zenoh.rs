@@ -263,24 +263,22 @@ impl Put {
             let Some(m) = self.backlog.pop(Duration::from_millis(50)) else {
                 continue;
             };
-            if !publishers.contains_key(&m.stream) {
-                let declared = self
-                    .session
-                    .declare_publisher(self.key.of(m.stream))
-                    .congestion_control(CongestionControl::Block)
-                    .wait();
-                match declared {
-                    Ok(p) => {
-                        publishers.insert(m.stream, p);
-                    }
-                    Err(e) => {
-                        tracing::warn!("{}: cannot declare a publisher: {e}", self.name);
-                        continue;
+            let publisher = match publishers.entry(m.stream) {
+                std::collections::hash_map::Entry::Occupied(p) => p.into_mut(),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    let declared = self
+                        .session
+                        .declare_publisher(self.key.of(m.stream))
+                        .congestion_control(CongestionControl::Block)
+                        .wait();
+                    match declared {
+                        Ok(p) => slot.insert(p),
+                        Err(e) => {
+                            tracing::warn!("{}: cannot declare a publisher: {e}", self.name);
+                            continue;
+                        }
                     }
                 }
-            }
-            let Some(publisher) = publishers.get(&m.stream) else {
-                continue;
             };
             let matched = publisher
                 .matching_status()

@@ -372,7 +372,10 @@ mod tests {
         }
         // The sender: its first LOCK_RUN - 1 packets wait, then it is the stream.
         let admitted: Vec<bool> = (100..110).map(|seq| s.admit(7, seq)).collect();
-        assert_eq!(admitted, [false, false, false, true, true, true, true, true, true, true]);
+        assert_eq!(
+            admitted,
+            [false, false, false, true, true, true, true, true, true, true]
+        );
         assert!(!s.admit(8, 1), "another sender");
         assert!(s.admit(7, 500), "the sender, whatever its numbers");
         // It restarts with a new SSRC.

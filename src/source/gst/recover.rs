@@ -292,7 +292,7 @@ impl GstSource {
         g.first.get_or_insert_with(|| words.clone());
         let count = g.count;
         self.event("garbage dropped");
-        if count == 1 || count % DAMAGE_WARN_EVERY == 0 {
+        if count == 1 || count.is_multiple_of(DAMAGE_WARN_EVERY) {
             tracing::warn!(
                 "{}: damaged data dropped ({words}); the stream goes on ({count} so far)",
                 self.name()
@@ -335,10 +335,7 @@ impl GstSource {
                 .is_some_and(|t| t.elapsed() > DAMAGE_STALL);
         if stalled {
             let cause = self.stream_error(
-                format!(
-                    "no frame for {} s after damaged data",
-                    secs(DAMAGE_STALL)
-                ),
+                format!("no frame for {} s after damaged data", secs(DAMAGE_STALL)),
                 None,
             );
             self.finish();
@@ -385,10 +382,7 @@ impl GstSource {
         g.told = true;
         let mut parts = Vec::new();
         if g.foreign > 0 {
-            parts.push(format!(
-                "{} packets not of the stream kept out",
-                g.foreign
-            ));
+            parts.push(format!("{} packets not of the stream kept out", g.foreign));
         }
         if g.count > 0 {
             parts.push(format!(
