@@ -243,6 +243,49 @@ fn a_broker_that_never_comes_fails_the_run_at_its_end_not_before() {
 }
 
 #[test]
+fn two_sinks_with_the_default_client_id_never_take_each_others_session() {
+    let _one = serial();
+    let Some(broker) = Mosquitto::start("two-sinks") else {
+        return;
+    };
+    let sub = Subscriber::new(broker.port, "check-two-sinks", "+/+/objects");
+    // Two sinks of one process (one host, one pid: the random part alone tells them apart) at
+    // once, with the default client id. With one id each connection closed the other's.
+    let sinks: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|prefix| {
+            let port = broker.port;
+            std::thread::spawn(move || {
+                let sink = format!("mqtt port={port} qos=1 topic={prefix}/{{stream}}/objects");
+                let (outcome, _) = run(two_streams(&sink), 100, |_| {
+                    std::thread::sleep(Duration::from_millis(10))
+                });
+                delivery_line(&outcome, port)
+            })
+        })
+        .collect();
+    for sink in sinks {
+        let line = sink.join().unwrap();
+        assert!(
+            line.ends_with("200 messages = 200 acknowledged + 0 dropped (buffer full)"),
+            "no reconnect: {line}\n{}",
+            broker.log()
+        );
+    }
+    let got = sub.collect(Duration::from_secs(5), |g| g.len() >= 400);
+    assert_eq!(got.len(), 400);
+    let log = broker.log();
+    let ids: std::collections::BTreeSet<&str> = log
+        .lines()
+        .filter_map(|l| l.split(" as ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .filter(|id| id.starts_with("octopipe-"))
+        .collect();
+    assert_eq!(ids.len(), 2, "two client ids: {ids:?}\n{log}");
+    assert!(!log.contains("already connected"), "{log}");
+}
+
+#[test]
 fn bad_settings_name_the_property() {
     for (text, words) in [
         ("mqtt topic=a/+/b", "'+' is a wildcard"),
