@@ -23,7 +23,7 @@ esac
 
 apt_packages=(libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-plugins-base
   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
-  gstreamer1.0-tools gstreamer1.0-rtsp libgstrtspserver-1.0-dev pkg-config mosquitto mosquitto-clients)
+  gstreamer1.0-tools gstreamer1.0-rtsp libgstrtspserver-1.0-dev pkg-config mosquitto mosquitto-clients openssl ca-certificates)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -210,7 +210,7 @@ enum BenchCommand {
     },
     /// The whole pipeline (decode, boxes, batch, preprocess, classify) on N streams of H.264
     /// encoded from the clip: fps, latency, CPU and GPU use per streams x decoder x ep.
-    Pipeline(PipelineArgs),
+    Pipeline(Box<PipelineArgs>),
 }
 
 /// `octopipe bench pipeline`.
@@ -501,7 +501,7 @@ fn bench_command(what: BenchCommand) -> Result<ExitCode> {
                 .context("the shared data folder is needed: --data DIR or $OCTOPIPE_DATA")?;
             print!("{}", bench::mot::track_table(&data)?);
         }
-        BenchCommand::Pipeline(args) => bench_pipeline(args)?,
+        BenchCommand::Pipeline(args) => bench_pipeline(*args)?,
         BenchCommand::Messages {
             clip,
             model,
@@ -704,21 +704,24 @@ fn run(
         graph.budget = Duration::from_secs_f64(ms / 1000.0);
     }
     // Before anything opens: no output of ours may land on an input of the run, nor replace
-    // earlier output unless --force.
+    // earlier output unless --force, and no station takes streams where anyone may add them.
     graph.check_paths(&observe.outputs())?;
     octopipe::sink::output::check_new(&observe.outputs(), force)?;
     graph.overwrite = force;
-    let stdout_taken = graph.writes_stdout();
+    let control = observe.control.config()?;
+    if let (true, Some(addr)) = (observe.streams, &observe.metrics_addr) {
+        control.check_exposure(addr)?;
+    }
+    let mut report = ReportTarget::open(observe, graph.writes_stdout(), force)?;
     let mut pipeline = Pipeline::build(graph)?;
     let streams = match observe.streams {
         true => Some(pipeline.streams(&registry)?),
         false => None,
     };
-    let metrics = add_observers(&mut pipeline, observe)?;
+    let metrics = add_observers(&mut pipeline, observe, control)?;
     if let (Some(metrics), Some(streams)) = (&metrics, streams) {
-        metrics.serve_streams(streams);
+        metrics.serve_streams(streams)?;
     }
-    let mut report = ReportTarget::open(observe, stdout_taken, force)?;
     let signals = Signals::install(pipeline.stop_handle(), observe.report);
     let outcome = pipeline.run();
     let report_error = if signals.take_report() {
@@ -875,6 +878,8 @@ struct ObserveArgs {
     /// description may have no source of its own (`batch ! classify model=m.onnx ! mqtt`).
     #[arg(long, requires = "metrics_addr")]
     streams: bool,
+    #[command(flatten)]
+    control: Box<ControlArgs>,
     /// Report GPU energy per frame from NVML (or why it is not available).
     #[arg(long)]
     energy: bool,
@@ -903,6 +908,43 @@ impl ObserveArgs {
     }
 }
 
+/// How the control plane guards the streams of `--streams` (docs/security.md).
+#[derive(clap::Args)]
+struct ControlArgs {
+    /// A file whose first line is the API token `/streams` asks for (as OCTOPIPE_API_TOKEN
+    /// does); needed to take streams on an address that is not loopback.
+    #[arg(long, value_name = "FILE")]
+    api_token_file: Option<PathBuf>,
+    /// A directory whose files streams added over HTTP may read (repeatable; none by default).
+    #[arg(long, value_name = "DIR")]
+    allow_dir: Vec<PathBuf>,
+    /// GStreamer elements streams added over HTTP may name (comma-separated; none by default).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    allow_element: Vec<String>,
+    /// A host name a request's Host may give besides IP addresses and localhost (repeatable).
+    #[arg(long, value_name = "NAME")]
+    allow_host: Vec<String>,
+    /// The most streams added over HTTP running at once (429 beyond).
+    #[arg(long, value_name = "N", default_value_t = octopipe::control::DEFAULT_MAX_STREAMS)]
+    max_streams: usize,
+    /// The most HTTP connections served at once (503 beyond).
+    #[arg(long, value_name = "N", default_value_t = octopipe::control::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+}
+
+impl ControlArgs {
+    fn config(&self) -> Result<octopipe::control::ControlConfig> {
+        Ok(octopipe::control::ControlConfig::from_options(
+            self.api_token_file.as_deref(),
+            &self.allow_dir,
+            &self.allow_element,
+            &self.allow_host,
+            self.max_streams,
+            self.max_connections,
+        )?)
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ProgressArg {
     Auto,
@@ -923,7 +965,8 @@ enum ReportFormat {
 fn add_observers(
     pipeline: &mut Pipeline,
     args: &ObserveArgs,
-) -> Result<Option<observe::MetricsServer>> {
+    control: octopipe::control::ControlConfig,
+) -> Result<Option<octopipe::control::ControlPlane>> {
     use std::io::IsTerminal;
     let every = Duration::from_secs(2);
     let style = match (args.progress, std::io::stderr().is_terminal()) {
@@ -960,8 +1003,7 @@ fn add_observers(
     }
     let metrics = match &args.metrics_addr {
         Some(addr) => {
-            let server = observe::MetricsServer::serve(addr.as_str())
-                .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
+            let server = octopipe::control::ControlPlane::start(addr, control)?;
             eprintln!("metrics: http://{}/metrics", server.local_addr());
             pipeline.observe(server.observer());
             Some(server)

@@ -387,75 +387,6 @@ fn a_network_head_with_nobody_listening_fails_after_its_retries() {
     }
 }
 
-/// An RTSP server on 127.0.0.1:`port` serving a live H.264 test stream at `/test`, on a GLib
-/// main loop of its own.
-struct RtspServer {
-    context: gst::glib::MainContext,
-    main_loop: gst::glib::MainLoop,
-    server: gstreamer_rtsp_server::RTSPServer,
-    source: Option<gst::glib::SourceId>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl RtspServer {
-    fn start(port: u16) -> RtspServer {
-        use gstreamer_rtsp_server::prelude::*;
-        gst::init().unwrap();
-        let context = gst::glib::MainContext::new();
-        let server = gstreamer_rtsp_server::RTSPServer::new();
-        server.set_address("127.0.0.1");
-        server.set_service(&port.to_string());
-        let factory = gstreamer_rtsp_server::RTSPMediaFactory::new();
-        factory.set_launch(
-            "( videotestsrc is-live=true pattern=ball ! video/x-raw,width=160,height=120,framerate=30/1 \
-             ! x264enc tune=zerolatency speed-preset=ultrafast key-int-max=10 \
-             ! rtph264pay name=pay0 pt=96 config-interval=1 )",
-        );
-        factory.set_shared(true);
-        server.mount_points().unwrap().add_factory("/test", factory);
-        let source = server.attach(Some(&context)).unwrap();
-        let main_loop = gst::glib::MainLoop::new(Some(&context), false);
-        let running = main_loop.clone();
-        let thread = std::thread::spawn(move || running.run());
-        RtspServer {
-            context,
-            main_loop,
-            server,
-            source: Some(source),
-            thread: Some(thread),
-        }
-    }
-
-    /// Close every client connection and the listening socket.
-    fn stop(mut self) {
-        self.close();
-    }
-
-    fn close(&mut self) {
-        use gstreamer_rtsp_server::prelude::*;
-        self.server.client_filter(Some(&mut |_, _| {
-            gstreamer_rtsp_server::RTSPFilterResult::Remove
-        }));
-        if let Some(source) = self
-            .source
-            .take()
-            .and_then(|id| self.context.find_source_by_id(&id))
-        {
-            source.destroy();
-        }
-        self.main_loop.quit();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for RtspServer {
-    fn drop(&mut self) {
-        self.close();
-    }
-}
-
 /// A free TCP port on 127.0.0.1.
 fn free_tcp_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -475,7 +406,7 @@ fn an_rtsp_head_reconnects_when_the_server_restarts() {
     // The source's warnings (reconnects) show with --nocapture.
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
     let port = free_tcp_port();
-    let server = RtspServer::start(port);
+    let server = common::rtsp::RtspServer::start(port);
     let text = format!(
         "rtspsrc location=rtsp://127.0.0.1:{port}/test protocols=tcp latency=0 \
          ! rtph264depay ! avdec_h264 ! head retry=10 retry-interval=0.3 \
@@ -486,7 +417,7 @@ fn an_rtsp_head_reconnects_when_the_server_restarts() {
     server.stop();
     std::thread::sleep(Duration::from_millis(1000));
     let before = frames.load(std::sync::atomic::Ordering::SeqCst);
-    let server = RtspServer::start(port);
+    let server = common::rtsp::RtspServer::start(port);
     let again = wait_for(&frames, before + 15, Duration::from_secs(30));
     stop.stop();
     let outcome = outcome.recv_timeout(Duration::from_secs(10)).unwrap();

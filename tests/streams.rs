@@ -191,7 +191,7 @@ fn streams_are_added_and_removed_over_http() {
     let (mut pipeline, streams) = open("batch max-frames=4 ! appsink");
     let server = octopipe::observe::MetricsServer::serve("127.0.0.1:0").unwrap();
     pipeline.observe(server.observer());
-    server.serve_streams(streams.clone());
+    server.serve_streams(streams.clone()).unwrap();
     let addr = server.local_addr();
     let http = |method: &str, path: &str, body: &str| {
         let (status, body) = common::http(addr, method, path, body).expect("an answer");

@@ -6,7 +6,7 @@ mod common;
 use std::net::TcpListener;
 use std::time::Duration;
 
-use common::messages::{by_frame, check_content, report_line, run, two_streams, Received};
+use common::messages::{by_frame, check_content, report_line, run, run_any, two_streams, Received};
 use zenoh::Wait;
 
 /// One test at a time (each opens Zenoh sessions with their runtimes on a 2-core machine).
@@ -68,7 +68,7 @@ fn every_frame_is_one_message_on_its_key() {
     let line = report_line(&outcome, "zenoh octopipe/{stream}/objects: ");
     assert_eq!(
         line,
-        "zenoh octopipe/{stream}/objects: 300 messages = 300 sent + 0 dropped (buffer full)"
+        "zenoh octopipe/{stream}/objects: 300 messages = 300 sent to a subscriber + 0 dropped (buffer full)"
     );
     let mut got = Vec::new();
     while got.len() < 300 {
@@ -83,6 +83,34 @@ fn every_frame_is_one_message_on_its_key() {
     assert!(
         rx.recv_timeout(Duration::from_millis(300)).is_err(),
         "nothing more"
+    );
+}
+
+#[test]
+fn messages_nobody_gets_are_not_counted_as_sent_and_fail_the_run() {
+    let _one = serial();
+    // A peer listening on loopback, with no subscriber anywhere.
+    let sink = format!(
+        "zenoh listen=tcp/127.0.0.1:{} flush-timeout=0.5",
+        free_port()
+    );
+    let (outcome, _) = run_any(two_streams(&sink), 40, |_| {});
+    let line = report_line(&outcome, "zenoh octopipe/{stream}/objects: ");
+    assert_eq!(
+        line,
+        "zenoh octopipe/{stream}/objects: 80 messages = 0 sent to a subscriber + 80 published, no peer seen + 0 dropped (buffer full)"
+    );
+    let e = outcome
+        .error
+        .expect("a sink that reached nobody fails the run")
+        .to_string();
+    assert!(
+        e.contains("delivered none of the 80 messages it was given"),
+        "{e}"
+    );
+    assert_eq!(
+        outcome.report.processed, 80,
+        "the frames themselves went through"
     );
 }
 

@@ -525,7 +525,8 @@ fn read(path: &Path) -> Result<Vec<u8>, BoxesError> {
         path: path.display().to_string(),
         reason,
     };
-    let bytes = std::fs::read(path).map_err(|e| io(e.to_string()))?;
+    let bytes = crate::files::read_bounded(path, crate::files::MAX_ANNOTATION_FILE)
+        .map_err(|e| io(e.to_string()))?;
     if let Some(bom @ ([0xFF, 0xFE] | [0xFE, 0xFF])) = bytes.get(..2) {
         return Err(io(format!(
             "UTF-16 text (it starts with the byte-order mark 0x{:02X} 0x{:02X}): save it as UTF-8",

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{closest, expand_devices, DescribeError, Description, Span, StageDesc};
+use super::{closest, expand_devices, quote, DescribeError, Description, Span, StageDesc};
 use crate::pipeline::{Graph, Node, Queue, QueueSettings};
 use crate::source::{HeadSettings, SourceConfig, SourceKind};
 use crate::stage::{Element, Item, Props, Registry, Role, StageDecl};
@@ -186,7 +186,7 @@ impl Chain {
         // A GStreamer head: the elements before the first octopipe stage.
         let head = gstreamer_head(desc, registry, stages)?;
         if head > 0 {
-            let fragment = fragment(&stages[..head]);
+            let fragment = fragment(desc, &stages[..head])?;
             let live = crate::source::fragment_is_live(&fragment);
             let mut source = SourceConfig::new(SourceKind::Launch {
                 fragment,
@@ -694,26 +694,27 @@ fn is_gstreamer_namesake(registry: &Registry, st: &StageDesc) -> bool {
 }
 
 /// The head's elements as gst-launch text, rebuilt from the parsed elements so that variables
-/// are substituted.
-fn fragment(stages: &[StageDesc]) -> String {
-    stages
-        .iter()
-        .map(|st| {
-            let mut e = st.kind.clone();
-            for p in &st.props {
-                let quote = p.value.is_empty()
-                    || p.value
-                        .contains(|c: char| c.is_whitespace() || "!\"'#".contains(c));
-                if quote {
-                    e += &format!(" {}=\"{}\"", p.key, p.value.replace('"', "\\\""));
-                } else {
-                    e += &format!(" {}={}", p.key, p.value);
-                }
+/// are substituted. Every value is written so that GStreamer's parser gives the element exactly
+/// that value and no value can end its element or chain ([`quote::gst_value`]); a key that is
+/// not a property name, or a value with a control character, is an error at it.
+fn fragment(desc: &Description, stages: &[StageDesc]) -> Result<String, DescribeError> {
+    let mut elements = Vec::with_capacity(stages.len());
+    for st in stages {
+        let mut e = st.kind.clone();
+        for p in &st.props {
+            if !quote::gst_key(&p.key) {
+                return Err(desc.error(
+                    p.key_span,
+                    format!("'{}' is not a GStreamer property name", p.key),
+                ));
             }
-            e
-        })
-        .collect::<Vec<_>>()
-        .join(" ! ")
+            let value = quote::gst_value(&p.value)
+                .map_err(|why| desc.error(p.value_span, format!("{}: {why}", p.key)))?;
+            e += &format!(" {}={value}", p.key);
+        }
+        elements.push(e);
+    }
+    Ok(elements.join(" ! "))
 }
 
 fn unknown(desc: &Description, registry: &Registry, st: &StageDesc) -> DescribeError {

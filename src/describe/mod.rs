@@ -24,12 +24,14 @@
 mod build;
 mod caps;
 mod devices;
+mod quote;
 
 use std::collections::HashMap;
 use std::fmt;
 
 pub use build::{build, build_branch, build_open, build_with};
 pub use devices::{expand_devices, DEVICES};
+pub use quote::quote;
 
 /// A position in the description text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -27,10 +27,12 @@ mod metrics;
 mod plot;
 mod progress;
 
+/// The control plane that serves the metrics (its former name).
+pub use crate::control::ControlPlane as MetricsServer;
 pub(crate) use annotate::Mp4Encoder;
 pub use annotate::{draw_box, draw_text, text_width, AnnotateTarget, Annotator, Mosaic, GLYPH};
 pub use energy::Energy;
-pub use metrics::{MetricsServer, LATENCY_BUCKETS};
+pub use metrics::{Metrics, LATENCY_BUCKETS};
 pub use plot::LatencyPlot;
 pub use progress::{Progress, ProgressStyle};
 

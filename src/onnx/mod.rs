@@ -49,9 +49,14 @@ pub enum OnnxError {
     },
 }
 
-/// A model's class names from a labels file: one per line, trimmed, blank lines skipped.
+/// A model's class names from a labels file: one per line, trimmed, blank lines skipped. The
+/// file must be a regular file of at most [`MAX_LABELS_FILE`](crate::files::MAX_LABELS_FILE)
+/// bytes of UTF-8.
 pub fn read_labels(path: &Path) -> std::io::Result<Vec<String>> {
-    Ok(std::fs::read_to_string(path)?
+    let bytes = crate::files::read_bounded(path, crate::files::MAX_LABELS_FILE)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))?;
+    Ok(text
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
@@ -98,7 +103,7 @@ impl Default for Ep {
 }
 
 /// How a model's sessions are built on CUDA's execution provider. The defaults are what every
-/// model runs with; [`CudaOptions::graph`] needs fixed batch sizes ([`Sessions::open_fixed`]).
+/// model runs with; [`CudaOptions::graph`] needs fixed batch sizes ([`Sessions::fix_sizes`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CudaOptions {
     /// Capture each batch size's run once as a CUDA graph and replay it: one launch per run

@@ -101,6 +101,11 @@ pub enum PipelineError {
     /// The pipeline takes no more streams (it ended, was stopped, failed, or was closed to them).
     #[error("the pipeline takes no more streams (it ended, stopped, or was closed to them)")]
     NotTakingStreams,
+    /// As many streams added while running run as the pipeline takes at once.
+    #[error(
+        "this pipeline runs at most {0} streams added while running at once: remove one first"
+    )]
+    TooManyStreams(usize),
     /// A stream's stage that has no place before the stage streams join (or a kind twice in
     /// one stream).
     #[error("stage '{stage}' cannot be in a stream added while running: streams join this pipeline's '{joins}' stage and hold only stages that come before it, each kind once")]
@@ -143,6 +148,24 @@ struct Control {
     /// running hands the batch stage its edge. Taken (closed) on a stop, a failure or
     /// [`Streams::close`]: the batch stage then ends with the streams it has.
     joins: Mutex<Option<Sender<Receiver<Frame>>>>,
+    /// The first error that ended a stream alone (its source failed after its retries): the
+    /// run's error at the end, when nothing else failed.
+    stream_error: Mutex<Option<Error>>,
+}
+
+/// A stream's fate, shared by its threads and the book of streams: whether it ended, and why it
+/// failed when it did.
+#[derive(Clone, Default)]
+pub(crate) struct Fate {
+    ended: Arc<AtomicBool>,
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+impl Fate {
+    /// Why the stream failed, if it did.
+    fn failure(&self) -> Option<String> {
+        self.failure.lock().ok().and_then(|f| f.clone())
+    }
 }
 
 impl Control {
@@ -156,6 +179,25 @@ impl Control {
             retired: Mutex::new(Vec::new()),
             tally,
             joins: Mutex::new(None),
+            stream_error: Mutex::new(None),
+        }
+    }
+
+    /// Stream `stream` failed with `e` (its source after its retries, or a stage of its own):
+    /// it ends alone, with its reason in its fate, the log and the report; the run and the other
+    /// streams go on, and the run's exit says so at the end.
+    fn stream_failed(&self, stream: u32, fate: &Fate, e: Error) {
+        let reason = e.to_string();
+        tracing::error!("stream {stream} failed: {reason}");
+        self.tally.with(|t| {
+            t.source_event(stream, "failed");
+            t.add_line(format!("stream {stream} failed: {reason}"));
+        });
+        if let Ok(mut f) = fate.failure.lock() {
+            f.get_or_insert(reason);
+        }
+        if let Ok(mut first) = self.stream_error.lock() {
+            first.get_or_insert(e);
         }
     }
 
@@ -307,11 +349,13 @@ struct Ready {
     source: Option<usize>,
     /// For a source: what happens at its end.
     end: SourceEnd,
+    /// The stream the node belongs to alone (a source; a stage of a stream added while
+    /// running): its failure ends that stream, not the run.
+    stream: Option<(u32, Fate)>,
 }
 
-/// A source's end: the flag its stream's end sets, and where the source goes.
+/// A source's end: where the source goes.
 struct SourceEnd {
-    ended: Arc<AtomicBool>,
     /// Kept until the run is over (see `Control::retired`); a stream added while running is torn
     /// down as it ends instead: a run that takes streams for good cannot keep every ended
     /// stream's decoder.
@@ -319,12 +363,12 @@ struct SourceEnd {
 }
 
 impl Ready {
-    /// Open node `n`, whose report row is among `rows`.
+    /// Open node `n`, whose report row is among `rows`, of `stream` when it belongs to one alone.
     fn open(
         n: Node,
         rows: &[String],
         ctx: &mut OpenContext,
-        ended: Arc<AtomicBool>,
+        stream: Option<(u32, Fate)>,
     ) -> Result<Ready, Error> {
         let slot = rows.iter().position(|r| *r == n.row).unwrap_or(0) as StageSlot;
         Ok(Ready {
@@ -340,10 +384,8 @@ impl Ready {
                 n.kind
             },
             source: None,
-            end: SourceEnd {
-                ended,
-                retire: true,
-            },
+            end: SourceEnd { retire: true },
+            stream,
         })
     }
 }
@@ -365,8 +407,8 @@ pub struct Pipeline {
     expected: Arc<Expected>,
     stop_grace: Duration,
     downstream: Arc<Downstream>,
-    /// The streams of the description: id, source, whether it ended.
-    sources: Vec<(u32, String, Arc<AtomicBool>)>,
+    /// The streams of the description: id, source, fate.
+    sources: Vec<(u32, String, Fate)>,
     /// Once [`Pipeline::streams`] was asked for: the streams added while running, the end of
     /// the channel their edges come on, and the node it goes to.
     streams: Option<(Arc<streams::Book>, Receiver<Receiver<Frame>>, usize)>,
@@ -404,7 +446,7 @@ impl Pipeline {
             let stream = stream as u32;
             let name = n.element.describe_source().unwrap_or_default();
             tally.with(|t| t.name_stream(stream, &name));
-            sources.push((stream, name, Arc::new(AtomicBool::new(false))));
+            sources.push((stream, name, Fate::default()));
         }
         let keep_pixels = Arc::new(AtomicBool::new(false));
         let control = Arc::new(Control::new(tally.clone()));
@@ -423,13 +465,13 @@ impl Pipeline {
         };
         // Sink to source: a model's input size is known before the stages that make its tensors.
         let mut ready = Vec::with_capacity(nodes.len());
-        let mut ends = sources.iter().rev().map(|s| s.2.clone());
+        let mut ends = sources.iter().rev().map(|s| (s.0, s.2.clone()));
         for n in nodes.into_iter().rev() {
-            let ended = match n.role {
-                Role::Source => ends.next().unwrap_or_default(),
-                _ => Arc::default(),
+            let stream = match n.role {
+                Role::Source => ends.next(),
+                _ => None,
             };
-            ready.push(Ready::open(n, &rows, &mut ctx, ended)?);
+            ready.push(Ready::open(n, &rows, &mut ctx, stream)?);
         }
         ready.reverse();
         let expected = expected_frames(&mut ready);
@@ -783,6 +825,8 @@ fn finish(
     abandoned: Vec<String>,
 ) -> Outcome {
     let error = control.error.lock().ok().and_then(|mut e| e.take());
+    // A stream that failed alone is the run's error when nothing else failed.
+    let error = error.or_else(|| control.stream_error.lock().ok().and_then(|mut e| e.take()));
     let mut report = tally
         .with(|t| t.finish())
         .unwrap_or_else(|| Budget::new(budget, Vec::new()).finish());
@@ -894,22 +938,26 @@ fn start(
     let ctl = ctl.clone();
     let learn = n.source.map(|i| (expected.clone(), i));
     let end = n.end;
+    let stream = n.stream;
     match (n.running, output) {
-        (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => thread::Builder::new()
-            .name(name.clone())
-            .spawn(move || run_source(source, tx, slot, &ctl, &busy, learn, &end))
-            .map_err(|e| spawn_error(&name, e)),
+        (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => {
+            let stream = stream.unwrap_or_default();
+            thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || run_source(source, tx, slot, &ctl, &busy, learn, &end, &stream))
+                .map_err(|e| spawn_error(&name, e))
+        }
         (Running::Frames(stage), Tx::Frames(tx)) => {
             let rx = frames(inputs, joins).ok_or_else(|| wiring("frames", "batches"))?;
-            run_stage(name, stage, rx, tx, slot, ctl, busy)
+            run_stage(name, stage, rx, tx, slot, (ctl, stream), busy)
         }
         (Running::Batcher(stage), Tx::Batches(tx)) => {
             let rx = frames(inputs, joins).ok_or_else(|| wiring("frames", "batches"))?;
-            run_stage(name, stage, rx, tx, slot, ctl, busy)
+            run_stage(name, stage, rx, tx, slot, (ctl, stream), busy)
         }
         (Running::Batches(stage), Tx::Batches(tx)) => {
             let rx = batches(inputs).ok_or_else(|| wiring("batches", "frames"))?;
-            run_stage(name, stage, rx, tx, slot, ctl, busy)
+            run_stage(name, stage, rx, tx, slot, (ctl, stream), busy)
         }
         (Running::Workers(stages), Tx::Batches(tx)) => {
             let rx = batches(inputs).ok_or_else(|| wiring("batches", "frames"))?;

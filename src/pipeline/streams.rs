@@ -22,7 +22,7 @@
 //! or a stop, also with no stream left.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ use crossbeam_channel::Receiver;
 use serde::Serialize;
 
 use super::edge::{Edge, Travels, STREAM_REMOVED};
-use super::{spawn, Control, Expected, Pipeline, PipelineError, Ready, Rx, StageThread, Tx};
+use super::{spawn, Control, Expected, Fate, Pipeline, PipelineError, Ready, Rx, StageThread, Tx};
 use crate::batch::Downstream;
 use crate::budget::Tally;
 use crate::frame::{Frame, StageSlot};
@@ -68,8 +68,11 @@ pub enum StreamState {
     Running,
     /// Removed; what it gave is still on its way (or being dropped).
     Removing,
-    /// Its stream ended (its end, or its source failed).
+    /// Its stream ended.
     Ended,
+    /// Its source failed after its retries (or a stage of its own failed): it ended alone, with
+    /// the reason in [`StreamInfo::error`].
+    Failed,
     /// Removed and gone from the pipeline.
     Removed,
 }
@@ -91,6 +94,9 @@ pub struct StreamInfo {
     pub processed: u64,
     /// Frames dropped, all reasons.
     pub dropped: u64,
+    /// Why it failed ([`StreamState::Failed`]), credentials in URIs hidden.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A stream just added.
@@ -123,14 +129,16 @@ pub(super) struct Book {
     keep_pixels: Arc<AtomicBool>,
     expected: Arc<Expected>,
     entries: Mutex<BTreeMap<u32, Entry>>,
+    /// The most streams added while running that may run at once ([`Streams::set_max_streams`]).
+    max_streams: AtomicUsize,
 }
 
 /// One stream of the run, kept (small) after it ended: its id is not used again.
 struct Entry {
     source: String,
     added: bool,
-    /// Set when its source's stream ended.
-    ended: Arc<AtomicBool>,
+    /// Whether its source's stream ended, and why it failed.
+    fate: Fate,
     removing: bool,
     /// A stream added while running, until its threads ended and were joined.
     branch: Option<Branch>,
@@ -151,10 +159,11 @@ impl Entry {
         let ended = match &self.branch {
             Some(b) => b.threads.iter().all(|t| t.handle.is_finished()),
             None if self.added => true,
-            None => self.ended.load(Ordering::SeqCst),
+            None => self.fate.ended.load(Ordering::SeqCst),
         };
         match (self.removing, ended) {
             (false, false) => StreamState::Running,
+            (false, true) if self.fate.failure().is_some() => StreamState::Failed,
             (false, true) => StreamState::Ended,
             (true, false) => StreamState::Removing,
             (true, true) => StreamState::Removed,
@@ -223,11 +232,11 @@ impl Pipeline {
         self.expected = Arc::new(Expected(
             lengths.chain(unknown).map(AtomicU64::new).collect(),
         ));
-        let entries = self.sources.iter().map(|(id, source, ended)| {
+        let entries = self.sources.iter().map(|(id, source, fate)| {
             let entry = Entry {
                 source: source.clone(),
                 added: false,
-                ended: ended.clone(),
+                fate: fate.clone(),
                 removing: false,
                 branch: None,
             };
@@ -247,6 +256,7 @@ impl Pipeline {
             keep_pixels: self.keep_pixels.clone(),
             expected: self.expected.clone(),
             entries: Mutex::new(entries.collect()),
+            max_streams: AtomicUsize::new(usize::MAX),
         });
         let (joins, joined) = crossbeam_channel::unbounded();
         if let Ok(mut slot) = self.control.joins.lock() {
@@ -292,6 +302,13 @@ impl Streams {
     pub fn close(&self) {
         self.0.control.close_joins();
     }
+
+    /// At most `n` streams added while running run at once: adding one more is
+    /// [`PipelineError::TooManyStreams`] (streams that ended, failed or were removed do not
+    /// count). Unlimited until set.
+    pub fn set_max_streams(&self, n: usize) {
+        self.0.max_streams.store(n, Ordering::SeqCst);
+    }
 }
 
 impl Book {
@@ -329,6 +346,14 @@ impl Book {
         if self.control.joins.lock().map_or(true, |j| j.is_none()) {
             return Err(PipelineError::NotTakingStreams.into());
         }
+        let max = self.max_streams.load(Ordering::SeqCst);
+        let running = entries
+            .values()
+            .filter(|e| e.added && matches!(e.state(), StreamState::Running))
+            .count();
+        if running >= max {
+            return Err(PipelineError::TooManyStreams(max).into());
+        }
         // build_branch gives a chain that starts with its source.
         nodes[0].element.set_stream(id);
         let name = nodes[0].element.describe_source().unwrap_or_default();
@@ -357,14 +382,12 @@ impl Book {
             // A stream is a source and its boxes: it writes nothing.
             overwrite: false,
         };
-        let ended = Arc::new(AtomicBool::new(false));
+        // Every stage of the stream is its own: a failure of one ends the stream alone.
+        let fate = Fate::default();
         let mut ready = Vec::with_capacity(nodes.len());
         for n in nodes.into_iter().rev() {
-            let e = match n.role {
-                Role::Source => ended.clone(),
-                _ => Arc::default(),
-            };
-            ready.push(Ready::open(n, &self.rows, &mut ctx, e)?);
+            let own = Some((id, fate.clone()));
+            ready.push(Ready::open(n, &self.rows, &mut ctx, own)?);
         }
         ready.reverse();
         ready[0].end.retire = false;
@@ -425,9 +448,9 @@ impl Book {
         entries.insert(
             id,
             Entry {
-                source: description.to_string(),
+                source: crate::redact::credentials(description).into_owned(),
                 added: true,
-                ended,
+                fate,
                 removing,
                 branch: Some(branch),
             },
@@ -475,6 +498,7 @@ impl Book {
                     frames_in,
                     processed,
                     dropped,
+                    error: e.fate.failure(),
                 }
             })
             .collect()

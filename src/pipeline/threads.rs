@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::RecvTimeoutError;
 
 use super::edge::{Edge, Inbox, Travels};
-use super::{Control, Expected, PipelineError, SourceEnd};
+use super::{Control, Expected, Fate, PipelineError, SourceEnd};
 use crate::budget::Tally;
 use crate::frame::{Frame, StageSlot};
 use crate::source::FrameSource;
@@ -26,7 +26,8 @@ pub(super) fn working<R>(flag: &AtomicBool, f: impl FnOnce() -> R) -> R {
 
 /// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
 /// full (backpressure, no drops); live input never waits: the oldest queued frame is dropped (and
-/// counted) to make room.
+/// counted) to make room. A source that fails ends its stream alone (`Control::stream_failed`).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run_source(
     mut source: Box<dyn FrameSource>,
     edge: Edge<Frame>,
@@ -35,6 +36,7 @@ pub(super) fn run_source(
     busy: &AtomicBool,
     learn: Option<(Arc<Expected>, usize)>,
     end: &SourceEnd,
+    (stream, fate): &(u32, Fate),
 ) {
     let _span =
         tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
@@ -70,7 +72,7 @@ pub(super) fn run_source(
                 }
             }
             Ok(None) if end.retire => {
-                end.ended.store(true, Ordering::SeqCst);
+                fate.ended.store(true, Ordering::SeqCst);
                 if let Ok(mut retired) = ctl.retired.lock() {
                     retired.push(source);
                     return;
@@ -79,13 +81,13 @@ pub(super) fn run_source(
             }
             Ok(None) => break,
             Err(e) => {
-                ctl.fail(e.into());
+                ctl.stream_failed(*stream, fate, e.into());
                 break;
             }
         }
     }
     source.stop();
-    end.ended.store(true, Ordering::SeqCst);
+    fate.ended.store(true, Ordering::SeqCst);
 }
 
 /// Count and log `lost` frames that the decoder lost just before `frame` (a gap in presentation
@@ -121,14 +123,15 @@ pub(super) fn slow_call(stage: &str, work: Duration, send: Duration, items: usiz
     }
 }
 
-/// Start `stage` on its own thread between `rx` and `tx`.
+/// Start `stage` on its own thread between `rx` and `tx`. Its failure fails the run, or, for a
+/// stage of one stream alone, that stream.
 pub(super) fn run_stage<I: Travels, O: Travels>(
     name: String,
     mut stage: Box<dyn Stage<I, O>>,
     mut rx: Inbox<I>,
     tx: Edge<O>,
     slot: StageSlot,
-    ctl: Arc<Control>,
+    (ctl, stream): (Arc<Control>, Option<(u32, Fate)>),
     busy: Arc<AtomicBool>,
 ) -> Result<thread::JoinHandle<()>, Error> {
     let thread_name = name.clone();
@@ -158,8 +161,10 @@ pub(super) fn run_stage<I: Travels, O: Travels>(
                 slow_call(&stage_name, worked - began, worked.elapsed(), items);
             }
         })();
-        if let Err(e) = result {
-            ctl.fail(e);
+        match (result, &stream) {
+            (Ok(()), _) => {}
+            (Err(e), Some((id, fate))) => ctl.stream_failed(*id, fate, e),
+            (Err(e), None) => ctl.fail(e),
         }
     };
     thread::Builder::new()

@@ -1,22 +1,25 @@
 //! What the broker sinks (`mqtt`, `zenoh`) share: their common properties, and [`BrokerSink`],
-//! the pipeline's side of one: batches into messages ([`Messages`]), handed to a bounded buffer
-//! that never waits (a message that finds it full is dropped and counted), the wait for it to
-//! empty at the end of the stream, and the report's line. Each sink brings its [`Transport`]:
-//! how a message is handed over and how the connection closes.
+//! the pipeline's side of one: batches into messages ([`Messages`]), put in a [`Backlog`] that
+//! never waits (per stream the last `buffer` seconds of its messages; older ones are dropped
+//! and counted), the wait for it to empty at the end of the stream, and the report's line. A
+//! sink that was given messages and delivered none of them fails the run at its end, saying
+//! so. Each sink brings its [`Transport`]: the thread that takes messages from the backlog to
+//! the network, and how the connection closes.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::message::{Delivery, Message, Messages, Per};
+use super::backlog::Backlog;
+use super::message::{Delivery, Messages, Per};
 use super::SinkError;
 use crate::batch::CropBatch;
 use crate::budget::Tally;
 use crate::stage::{PropSpec, PropType, Props, Stage};
 use crate::Error;
 
-/// Default messages held while the receiver is away or slow.
-pub const DEFAULT_BUFFER: usize = 1000;
+/// Default seconds of each stream's messages held while the receiver is away or slow.
+pub const DEFAULT_BUFFER: Duration = Duration::from_secs(10);
 
 /// The largest message sent; a larger one (a frame with thousands of objects: use `per=object`)
 /// is dropped and counted.
@@ -30,12 +33,17 @@ pub const PER: PropSpec = PropSpec::new(
     "one message per frame (its objects, also none) or per object",
 );
 
-/// `buffer=N`, a property of every broker sink.
+/// `buffer=SECONDS`, a property of every broker sink.
 pub const BUFFER: PropSpec = PropSpec::new(
     "buffer",
-    PropType::POSITIVE,
-    "1000",
-    "messages held while the receiver is away or slow; beyond, dropped and counted",
+    PropType::Float {
+        min: 0.0,
+        max: 3600.0,
+        open_min: true,
+    },
+    "10",
+    "seconds of each stream's messages held while the receiver is away or slow; older ones are \
+     dropped and counted",
 );
 
 /// `flush-timeout=SECONDS`, a property of every broker sink.
@@ -55,8 +63,8 @@ pub const FLUSH_TIMEOUT: PropSpec = PropSpec::new(
 pub struct Sending {
     /// What a message carries.
     pub per: Per,
-    /// Messages held while the receiver is away or slow.
-    pub buffer: usize,
+    /// How much of each stream's messages is held while the receiver is away or slow.
+    pub buffer: Duration,
     /// How long the end of the stream waits for held messages.
     pub flush_timeout: Duration,
 }
@@ -69,26 +77,19 @@ impl Sending {
                 Some("object") => Per::Object,
                 _ => Per::Frame,
             },
-            buffer: p.usize("buffer").unwrap_or(DEFAULT_BUFFER),
+            buffer: p
+                .float("buffer")
+                .map_or(DEFAULT_BUFFER, Duration::from_secs_f64),
             flush_timeout: Duration::from_secs_f64(p.float("flush-timeout").unwrap_or(3.0)),
         }
     }
 }
 
-/// What became of a message handed to a broker sink's buffer.
-pub enum Handed {
-    /// The buffer took it.
-    Taken,
-    /// The buffer was full.
-    Full,
-    /// The thread that sends from the buffer is gone.
-    Gone,
-}
-
-/// How a broker sink's messages leave: the sink's own side.
+/// How a broker sink's messages leave: the sink's own side (its thread takes them from the
+/// backlog).
 pub trait Transport: Send {
-    /// Hand `message` over without waiting.
-    fn hand(&mut self, message: Message) -> Handed;
+    /// Whether the thread that sends is still there.
+    fn alive(&self) -> bool;
     /// The messages taken were delivered, or the flush timed out: let go of what is still held,
     /// close the connection and stop its thread.
     fn close(&mut self);
@@ -101,8 +102,9 @@ pub struct BrokerSink<T: Transport> {
     name: String,
     sending: Sending,
     messages: Messages,
-    out: Vec<Message>,
+    out: Vec<super::message::Message>,
     delivery: Arc<Delivery>,
+    backlog: Arc<Backlog>,
     /// Until closed.
     transport: Option<T>,
     tally: Tally,
@@ -111,12 +113,13 @@ pub struct BrokerSink<T: Transport> {
 }
 
 impl<T: Transport> BrokerSink<T> {
-    /// A sink called `name` (`mqtt HOST:PORT`, `zenoh KEY`) sending through `transport`, which
-    /// counts its deliveries in `delivery`; its report line goes to `tally`.
+    /// A sink called `name` (`mqtt HOST:PORT`, `zenoh KEY`) whose `transport` sends what it
+    /// puts in `backlog`, counting its deliveries in `delivery`; its report line goes to
+    /// `tally`.
     pub fn new(
         name: String,
         sending: Sending,
-        delivery: Arc<Delivery>,
+        (delivery, backlog): (Arc<Delivery>, Arc<Backlog>),
         transport: T,
         tally: Tally,
     ) -> Self {
@@ -126,6 +129,7 @@ impl<T: Transport> BrokerSink<T> {
             messages: Messages::new(sending.per),
             out: Vec::new(),
             delivery,
+            backlog,
             transport: Some(transport),
             tally,
             dropping: false,
@@ -144,9 +148,12 @@ impl<T: Transport> BrokerSink<T> {
         self.messages
             .of(batch, &mut self.out)
             .map_err(|e| self.error(format!("cannot serialize a message: {e}")))?;
-        let Some(transport) = &mut self.transport else {
+        let Some(transport) = &self.transport else {
             return Err(self.error("published after the end of the stream".into()));
         };
+        if !transport.alive() {
+            return Err(self.error("its sending thread ended".into()));
+        }
         let d = &self.delivery;
         for m in self.out.drain(..) {
             if m.payload.len() > MAX_MESSAGE {
@@ -157,43 +164,47 @@ impl<T: Transport> BrokerSink<T> {
                 );
                 continue;
             }
-            match transport.hand(m) {
-                Handed::Taken => {
-                    d.accepted.fetch_add(1, Ordering::SeqCst);
-                    self.dropping = false;
+            let stream = m.stream;
+            match self.backlog.push(m) {
+                0 => self.dropping = false,
+                _ if !std::mem::replace(&mut self.dropping, true) => {
+                    tracing::warn!(
+                        "{}: stream {stream}'s messages older than buffer={} s are dropped until the receiver takes them (counted)",
+                        self.name,
+                        self.sending.buffer.as_secs_f64()
+                    );
                 }
-                Handed::Full => {
-                    d.dropped.fetch_add(1, Ordering::SeqCst);
-                    if !std::mem::replace(&mut self.dropping, true) {
-                        tracing::warn!(
-                            "{}: {} messages held (buffer={}): dropping messages until they go out (counted)",
-                            self.name, self.sending.buffer, self.sending.buffer
-                        );
-                    }
-                }
-                Handed::Gone => {
-                    return Err(SinkError {
-                        path: self.name.clone(),
-                        reason: "its sending thread ended".into(),
-                    })
-                }
+                _ => {}
             }
         }
         Ok(())
     }
 
-    /// Wait up to `flush-timeout` for every message taken to be delivered, then close.
-    fn close(&mut self) {
+    /// Wait up to `flush-timeout` for every message taken to be delivered, then close; a sink
+    /// that was given messages and delivered none is an error saying so.
+    fn close(&mut self) -> Result<(), SinkError> {
         let Some(mut transport) = self.transport.take() else {
-            return;
+            return Ok(());
         };
         let deadline = Instant::now() + self.sending.flush_timeout;
         while self.delivery.outstanding() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
+        self.backlog.close();
         transport.close();
         let section = self.delivery.section(&self.name, transport.delivered());
         self.tally.with(|t| t.add_section(&section));
+        let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::SeqCst);
+        let given = n(&self.delivery.accepted) + n(&self.delivery.too_large);
+        if given > 0 && n(&self.delivery.delivered) == 0 {
+            let line = section.to_string();
+            return Err(self.error(format!(
+                "delivered none of the {given} messages it was given ({}): is the receiver there?",
+                line.split_once(": ")
+                    .map_or(line.as_str(), |(_, rest)| rest)
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -205,14 +216,13 @@ impl<T: Transport> Stage<CropBatch, CropBatch> for BrokerSink<T> {
     }
 
     fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        self.close();
-        Ok(())
+        Ok(self.close()?)
     }
 }
 
 impl<T: Transport> Drop for BrokerSink<T> {
     fn drop(&mut self) {
         // A run that failed elsewhere never called finish: the connection still closes.
-        self.close();
+        let _ = self.close();
     }
 }

@@ -169,10 +169,13 @@ impl Topic {
 pub struct Delivery {
     /// Messages taken into the buffer.
     pub accepted: AtomicU64,
-    /// Messages the broker has: acknowledged (MQTT QoS 1), or written to the connection (QoS 0,
-    /// Zenoh).
+    /// Messages the broker has: acknowledged (MQTT QoS 1), or written to the connection (QoS 0),
+    /// or put where a subscriber matched (Zenoh).
     pub delivered: AtomicU64,
-    /// Messages dropped because the buffer was full (the broker away or slow for too long).
+    /// Messages put with no subscriber or peer matching them (Zenoh: nobody got them).
+    pub unmatched: AtomicU64,
+    /// Messages dropped from the buffer: older than its `buffer` seconds when newer ones of
+    /// their stream came (the receiver away or slow for too long).
     pub dropped: AtomicU64,
     /// Messages dropped because they were larger than the sink sends.
     pub too_large: AtomicU64,
@@ -186,10 +189,13 @@ impl Delivery {
         Arc::new(Delivery::default())
     }
 
-    /// Messages accepted and not delivered yet.
+    /// Messages accepted and neither delivered, put with nobody there, nor dropped yet.
     pub fn outstanding(&self) -> u64 {
-        let accepted = self.accepted.load(Ordering::SeqCst);
-        accepted.saturating_sub(self.delivered.load(Ordering::SeqCst))
+        let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
+        n(&self.accepted)
+            .saturating_sub(n(&self.delivered))
+            .saturating_sub(n(&self.unmatched))
+            .saturating_sub(n(&self.dropped))
     }
 
     /// The report's line: `NAME: M messages = D delivered + ... dropped (buffer full) ...`.
@@ -205,8 +211,9 @@ impl Delivery {
         BrokerSection {
             broker: name.to_string(),
             delivery: delivered.to_string(),
-            messages: n(&self.accepted) + dropped + too_large,
+            messages: n(&self.accepted) + too_large,
             delivered: n(&self.delivered),
+            unmatched: n(&self.unmatched),
             dropped_buffer_full: dropped,
             dropped_too_large: too_large,
             outstanding: self.outstanding(),
@@ -222,10 +229,13 @@ pub struct BrokerSection {
     pub broker: String,
     /// What `delivered` means for it: `acknowledged` (MQTT QoS 1) or `sent`.
     pub delivery: String,
-    /// Messages made: `delivered + dropped_buffer_full + dropped_too_large + outstanding`.
+    /// Messages made: `delivered + unmatched + dropped_buffer_full + dropped_too_large +
+    /// outstanding`.
     pub messages: u64,
     /// Messages the broker has.
     pub delivered: u64,
+    /// Messages put with no subscriber or peer matching them (Zenoh: nobody got them).
+    pub unmatched: u64,
     /// Messages dropped because the buffer was full.
     pub dropped_buffer_full: u64,
     /// Messages dropped for being larger than the sink sends.
@@ -245,9 +255,13 @@ impl std::fmt::Display for BrokerSection {
         let delivered = &self.delivery;
         write!(
             f,
-            "{}: {} messages = {} {delivered} + {} dropped (buffer full)",
-            self.broker, self.messages, self.delivered, self.dropped_buffer_full
+            "{}: {} messages = {} {delivered}",
+            self.broker, self.messages, self.delivered
         )?;
+        if self.unmatched > 0 {
+            write!(f, " + {} published, no peer seen", self.unmatched)?;
+        }
+        write!(f, " + {} dropped (buffer full)", self.dropped_buffer_full)?;
         if self.dropped_too_large > 0 {
             write!(f, " + {} dropped (too large)", self.dropped_too_large)?;
         }
@@ -288,7 +302,7 @@ mod tests {
     #[test]
     fn the_line_adds_up() {
         let d = Delivery::default();
-        d.accepted.store(10, Ordering::SeqCst);
+        d.accepted.store(13, Ordering::SeqCst);
         d.delivered.store(7, Ordering::SeqCst);
         d.dropped.store(3, Ordering::SeqCst);
         d.reconnects.store(1, Ordering::SeqCst);

@@ -26,6 +26,7 @@
 //! ([`ZENOH`]): one message per frame or per object, in the versioned schema of
 //! docs/messages.md ([`message`]).
 
+mod backlog;
 mod broker;
 mod lines;
 pub mod message;

@@ -11,27 +11,32 @@
 //! router (`mode=client`); it talks to the endpoints given (`connect`, `listen`), and with
 //! `scouting=true` also to the peers and routers that multicast scouting finds on the LAN (off by
 //! default: nothing but the endpoints given). As with `mqtt`, the pipeline never waits: messages
-//! wait in a buffer of `buffer` messages that a thread of its own (`octopipe-zenoh`) puts, and
-//! beyond it are dropped and counted; the report has a line of what became of them:
+//! wait in a buffer of the last `buffer` seconds of each stream's messages that a thread of its
+//! own (`octopipe-zenoh`) puts; older ones are dropped and counted. The report has a line of
+//! what became of them:
 //!
 //! ```text
-//! zenoh octopipe/{stream}/objects: 300 messages = 300 sent + 0 dropped (buffer full)
+//! zenoh octopipe/{stream}/objects: 300 messages = 280 sent to a subscriber + 20 published, no peer seen + 0 dropped (buffer full)
 //! ```
 //!
-//! A message is sent once Zenoh took it for every matching subscriber known; Zenoh keeps no
+//! A message counts as sent only when a subscriber (or a router or storage) matched its key
+//! when it was put; one put with nobody matching is "published, no peer seen": Zenoh keeps no
 //! message for a subscriber that is not there (a subscriber that must not miss any uses a Zenoh
-//! storage, or MQTT at QoS 1).
+//! storage, or MQTT at QoS 1). A sink that sent none of its messages to anyone fails the run
+//! at its end, saying so.
 
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
 use ::zenoh::qos::CongestionControl;
 use ::zenoh::Wait;
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
-use super::broker::{BrokerSink, Handed, Sending, Transport, BUFFER, FLUSH_TIMEOUT, PER};
-use super::message::{Delivery, Message, Topic};
+use super::backlog::Backlog;
+use super::broker::{BrokerSink, Sending, Transport, BUFFER, FLUSH_TIMEOUT, PER};
+use super::message::{Delivery, Topic};
 use super::SinkError;
 use crate::budget::Tally;
 use crate::describe::DescribeError;
@@ -186,91 +191,120 @@ fn start(config: ZenohConfig, tally: Tally) -> Result<BrokerSink<Zenoh>, SinkErr
     let session = ::zenoh::open(config.session_config().map_err(error)?)
         .wait()
         .map_err(|e| error(format!("cannot open the Zenoh session: {e}")))?;
-    let (tx, rx) = bounded(config.sending.buffer);
     let delivery = Delivery::new();
+    let backlog = Backlog::new(config.sending.buffer, delivery.clone());
+    let stop = Arc::new(AtomicBool::new(false));
     let put = Put {
         name: name.clone(),
         key: config.key.clone(),
         session,
         delivery: delivery.clone(),
+        backlog: backlog.clone(),
+        stop: stop.clone(),
     };
-    let held = rx.clone();
     let thread = thread::Builder::new()
         .name("octopipe-zenoh".into())
-        .spawn(move || put.drive(rx))
+        .spawn(move || put.drive())
         .map_err(|e| error(format!("cannot start its thread: {e}")))?;
     let zenoh = Zenoh {
-        tx: Some(tx),
-        held,
+        stop,
         thread: Some(thread),
     };
     Ok(BrokerSink::new(
         name,
         config.sending,
-        delivery,
+        (delivery, backlog),
         zenoh,
         tally,
     ))
 }
 
-/// The `zenoh` sink's transport: a bounded channel (the buffer) to the thread that puts.
+/// The `zenoh` sink's transport: the thread that puts what the backlog holds.
 struct Zenoh {
-    tx: Option<Sender<Message>>,
-    /// The buffer's other end, to let go of what is still held when the flush timed out.
-    held: Receiver<Message>,
+    stop: Arc<AtomicBool>,
     thread: Option<thread::JoinHandle<()>>,
 }
 
 impl Transport for Zenoh {
-    fn hand(&mut self, m: Message) -> Handed {
-        let Some(tx) = &self.tx else {
-            return Handed::Gone;
-        };
-        match tx.try_send(m) {
-            Ok(()) => Handed::Taken,
-            Err(TrySendError::Full(_)) => Handed::Full,
-            Err(TrySendError::Disconnected(_)) => Handed::Gone,
-        }
+    fn alive(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 
     /// What is still held is not sent (counted: taken, not sent); the thread ends after the
     /// message it is putting, and closes the session.
     fn close(&mut self) {
-        while self.held.try_recv().is_ok() {}
-        self.tx.take();
+        self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 
     fn delivered(&self) -> &'static str {
-        "sent"
+        "sent to a subscriber"
     }
 }
 
-/// The thread's side: puts messages, in order, and counts them.
+/// The thread's side: puts messages, oldest first, each on its stream's publisher, and counts
+/// whether anyone matched it.
 struct Put {
     name: String,
     key: Topic,
     session: ::zenoh::Session,
     delivery: Arc<Delivery>,
+    backlog: Arc<Backlog>,
+    stop: Arc<AtomicBool>,
 }
 
 impl Put {
-    fn drive(self, rx: Receiver<Message>) {
-        for m in rx {
-            let put = self
-                .session
-                .put(self.key.of(m.stream), m.payload)
-                .congestion_control(CongestionControl::Block)
-                .wait();
-            match put {
-                Ok(()) => {
+    fn drive(self) {
+        let mut publishers = HashMap::new();
+        let mut told = false;
+        while !self.stop.load(Ordering::SeqCst) {
+            let Some(m) = self.backlog.pop(Duration::from_millis(50)) else {
+                continue;
+            };
+            let publisher = match publishers.entry(m.stream) {
+                std::collections::hash_map::Entry::Occupied(p) => p.into_mut(),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    let declared = self
+                        .session
+                        .declare_publisher(self.key.of(m.stream))
+                        .congestion_control(CongestionControl::Block)
+                        .wait();
+                    match declared {
+                        Ok(p) => slot.insert(p),
+                        Err(e) => {
+                            tracing::warn!("{}: cannot declare a publisher: {e}", self.name);
+                            continue;
+                        }
+                    }
+                }
+            };
+            let matched = publisher
+                .matching_status()
+                .wait()
+                .is_ok_and(|s| s.matching());
+            match publisher.put(m.payload).wait() {
+                Ok(()) if matched => {
                     self.delivery.delivered.fetch_add(1, Ordering::SeqCst);
                 }
-                Err(e) => tracing::warn!("{}: put failed: {e}", self.name),
+                Ok(()) => {
+                    self.delivery.unmatched.fetch_add(1, Ordering::SeqCst);
+                    if !std::mem::replace(&mut told, true) {
+                        tracing::warn!(
+                            "{}: published with no subscriber or peer seen for {}: nobody gets these messages (counted)",
+                            self.name,
+                            self.key.of(m.stream)
+                        );
+                    }
+                }
+                Err(e) => {
+                    self.delivery.unmatched.fetch_add(1, Ordering::SeqCst);
+                    tracing::warn!("{}: put failed: {e}", self.name);
+                }
             }
         }
+        drop(publishers);
         if let Err(e) = self.session.close().wait() {
             tracing::debug!("{}: closing the session: {e}", self.name);
         }

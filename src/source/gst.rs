@@ -43,6 +43,10 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
+mod recover;
+
+use recover::Garbage;
+
 use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
 use super::elements::{check_framerate, init, make, missing, PLUGINS_BASE};
 use super::images::{build_images, list_images, Feeder, ImageList, Images};
@@ -52,13 +56,14 @@ use super::nvdec::{self, SharedCuda};
 use super::rtp::RtpTimes;
 use super::test::{build_test, TestSettings};
 use super::timeline::{interval_of, Origin, Timeline};
-use super::watch::{backoff, secs, Limits, Verdict, Wait};
+use super::watch::{secs, Limits, Wait};
 use super::{Decoder, FrameSource, SourceConfig, SourceError, SourceKind};
 use crate::budget::Tally;
 use crate::frame::{
     BufferPool, Colorimetry, DeviceFrame, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,
     PooledBuf,
 };
+use crate::redact;
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
 const SINK_QUEUE: u32 = 3;
@@ -139,6 +144,14 @@ pub struct GstSource {
     started: Instant,
     /// The CUDA context shared with NVDEC decoders (`decoder=nvdec`).
     cuda: Option<Arc<SharedCuda>>,
+    /// The size of the last frame's picture (a change is a splice: `follow_picture`).
+    picture: Option<(u32, u32)>,
+    /// When the source was opened: a stream source gives its first frame within
+    /// `start-timeout` of it, reconnects included.
+    opened: Instant,
+    /// Damaged data dropped so far (errors and warnings of depayloaders, parsers and
+    /// decoders of a stream that went on), the first one's words, and when the last came.
+    garbage: Garbage,
 }
 
 /// One build of the GStreamer pipeline of an input.
@@ -301,7 +314,10 @@ impl<'a> Plan<'a> {
         Ok(match self {
             Plan::Media((name, uri)) => {
                 build_media(pipeline, appsink, &uri, cuda)?;
-                let uri = uri.into();
+                // Only the pipeline gets the URI as written: names and frames never carry its
+                // credentials.
+                let name = redact::credentials(&name).into_owned();
+                let uri = redact::credentials(&uri).as_ref().into();
                 (Input::Media { name, uri }, None)
             }
             Plan::Images(list) => {
@@ -311,7 +327,7 @@ impl<'a> Plan<'a> {
             }
             Plan::Launch(fragment, decode) => {
                 let rtp = build_launch(pipeline, appsink, fragment, decode, cuda)?;
-                let name = fragment.as_str().into();
+                let name = redact::credentials(fragment).as_ref().into();
                 (Input::Launch { name, rtp }, None)
             }
             Plan::Test(test) => {
@@ -364,6 +380,9 @@ impl GstSource {
             tally: None,
             started: Instant::now(),
             cuda: parts.cuda,
+            picture: None,
+            opened: Instant::now(),
+            garbage: Garbage::default(),
         };
         if let Err(e) = source.start() {
             // A network source that cannot connect yet retries from its first wait for a frame.
@@ -414,119 +433,6 @@ impl GstSource {
         self.start()
     }
 
-    /// Count an event of this source in the report.
-    fn event(&self, what: &str) {
-        if let Some(tally) = &self.tally {
-            tally.with(|t| t.source_event(self.stream, what));
-        }
-    }
-
-    /// Whether the end of the pipeline (an end of stream, or `error`) is followed by a
-    /// reconnect: retries are left, no stop was asked for, and the error is about the stream
-    /// (a missing element or a bad setting stays what it is).
-    fn may_retry(&self, error: Option<&SourceError>) -> bool {
-        self.in_a_row < self.limits.retry
-            && !self.interrupted.load(Ordering::SeqCst)
-            && error.is_none_or(|e| matches!(e, SourceError::Stream { .. }))
-    }
-
-    /// `error` as the final one: after reconnects, it says how many failed.
-    fn after_retries(&self, error: SourceError) -> SourceError {
-        match error {
-            SourceError::Stream {
-                source_name,
-                message,
-                debug,
-            } if self.in_a_row > 0 => SourceError::Stream {
-                source_name,
-                message: format!(
-                    "{message} (after {} in a row)",
-                    match self.in_a_row {
-                        1 => "1 reconnect".to_string(),
-                        n => format!("{n} reconnects"),
-                    }
-                ),
-                debug,
-            },
-            e => e,
-        }
-    }
-
-    /// Wait the backoff (interruptibly), then build the pipeline again; a build that fails
-    /// leaves its error pending, for the next look to retry or return.
-    fn reconnect(&mut self, cause: &str) {
-        self.in_a_row += 1;
-        let wait = backoff(self.limits.interval, self.in_a_row);
-        self.event("reconnects");
-        tracing::warn!(
-            "{}: {cause}; reconnecting in {} s ({} of {} in a row)",
-            self.name(),
-            secs(wait),
-            self.in_a_row,
-            self.limits.retry
-        );
-        let until = Instant::now() + wait;
-        while let Some(left) = until.checked_duration_since(Instant::now()) {
-            if self.interrupted.load(Ordering::SeqCst) {
-                return;
-            }
-            std::thread::sleep(left.min(Duration::from_nanos(POLL.nseconds())));
-        }
-        if let Err(e) = self.rebuild() {
-            self.pending = Some(e);
-        }
-    }
-
-    /// Judge the wait so far: warn about a quiet source, fail a timed-out one or a file that
-    /// does not start or has stalled.
-    fn watch(&mut self, wait: &mut Wait) -> Result<(), SourceError> {
-        let name = self.name().to_string();
-        let stalled = |message: String| SourceError::Stalled {
-            source_name: name.clone(),
-            message,
-        };
-        let (start, stall) = (secs(self.limits.start), secs(self.limits.stall));
-        let error = match wait.check(&self.limits, self.seq, self.started.elapsed()) {
-            Verdict::Fine => return Ok(()),
-            Verdict::Quiet { waited, first } => {
-                if first {
-                    self.event("went quiet");
-                }
-                let t = secs(self.limits.timeout.unwrap_or(waited));
-                let what = if self.seq == 0 { "no frame yet after" } else { "no frame for" };
-                tracing::warn!("{name}: {what} {} s (timeout={t}): still waiting", secs(waited));
-                return Ok(());
-            }
-            Verdict::Starting => {
-                let what = match self.seq {
-                    0 => "no first frame".to_string(),
-                    n => format!("no frame after frame {n}"),
-                };
-                tracing::warn!(
-                    "{name}: the decoder has given {what} in {stall} s: still starting (start-timeout={start})"
-                );
-                return Ok(());
-            }
-            Verdict::TimedOut => {
-                self.event("went quiet");
-                SourceError::Quiet {
-                    source_name: name.clone(),
-                    timeout: self.limits.timeout.unwrap_or_default(),
-                    frames: self.seq,
-                }
-            }
-            Verdict::NoStart => stalled(format!(
-                "the decoder gave no first frame in {start} s (start-timeout={start}): a damaged file, or a decoder that cannot start?"
-            )),
-            Verdict::Stalled => stalled(format!(
-                "decoding stalled: no frame, no end of stream and no error for {stall} s after frame {} (stall-timeout={stall}; a damaged or truncated file?)",
-                self.seq
-            )),
-        };
-        self.finish();
-        Err(error)
-    }
-
     /// How errors name this input.
     fn name(&self) -> &str {
         match &self.input {
@@ -539,82 +445,8 @@ impl GstSource {
     fn stream_error(&self, message: String, debug: Option<String>) -> SourceError {
         SourceError::Stream {
             source_name: self.name().to_string(),
-            message,
-            debug,
-        }
-    }
-
-    /// Handle what is waiting on the bus; the first error ends the stream.
-    fn poll_bus(&mut self) -> Result<(), SourceError> {
-        use gst::MessageType as T;
-        while let Some(msg) = self.bus.pop_filtered(&[T::Error, T::Warning, T::Element]) {
-            match msg.view() {
-                gst::MessageView::Element(element) => {
-                    if let Some(s) = element.structure().filter(|s| s.name() == "missing-plugin") {
-                        let name = s.get::<String>("name").unwrap_or_default();
-                        let detail = s
-                            .get::<gst::Caps>("detail")
-                            .map(|c| c.to_string())
-                            .or_else(|_| s.get::<String>("detail"))
-                            .unwrap_or_default();
-                        self.missing.get_or_insert((name, detail));
-                    }
-                }
-                gst::MessageView::Warning(w) => {
-                    let debug = w.debug().map(|d| format!(" ({d})")).unwrap_or_default();
-                    self.warning = Some(format!("{}{debug}", w.error()));
-                }
-                gst::MessageView::Error(err) => return Err(self.bus_error(err)),
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// End the stream on an error message from the bus, keeping the frames decoded before it, and
-    /// say what went wrong: a file the feeder could not use, a missing decoder, or the error itself.
-    fn bus_error(&mut self, err: &gst::message::Error) -> SourceError {
-        // Frames decoded before the error are kept: take them before the flush.
-        while let Some(sample) = self.appsink.try_pull_sample(gst::ClockTime::ZERO) {
-            self.held.push_back(sample);
-        }
-        self.finish();
-        if let Some(feeder_error) = self.feeder.as_ref().and_then(Feeder::take_error) {
-            return feeder_error;
-        }
-        let not_found = err.error().matches(gst::StreamError::CodecNotFound)
-            || err.error().matches(gst::CoreError::MissingPlugin);
-        if let Some((name, detail)) = self.missing.take().filter(|_| not_found) {
-            if self.cuda.is_some() {
-                let what = if detail.is_empty() { name } else { detail };
-                return SourceError::Nvdec {
-                    source_name: self.name().to_string(),
-                    reason: format!("no NVIDIA decoder for {what} (decode it with decoder=cpu)"),
-                };
-            }
-            let element = match (name.is_empty(), detail.is_empty()) {
-                (false, _) => name,
-                (true, false) => format!("decoder for {detail}"),
-                (true, true) => "decoder".to_string(),
-            };
-            return SourceError::MissingElement {
-                element,
-                package: DECODER_PACKAGES.to_string(),
-            };
-        }
-        // A decoder often warns with the real reason before the generic flow error.
-        let debug = match (err.debug(), self.warning.take()) {
-            (Some(d), Some(w)) => Some(format!("{d}; after warning: {w}")),
-            (d, w) => d.map(|d| d.to_string()).or(w),
-        };
-        let (source_name, message) = match &self.input {
-            Input::Images(images) => images.decode_failure(&err.error()),
-            _ => (self.name().to_string(), err.error().to_string()),
-        };
-        SourceError::Stream {
-            source_name,
-            message,
-            debug,
+            message: redact::credentials(&message).into_owned(),
+            debug: debug.map(|d| redact::credentials(&d).into_owned()),
         }
     }
 
@@ -627,6 +459,7 @@ impl GstSource {
     /// The stream is over (the feeder stops); the pipeline is left as it is until `finish`.
     fn end(&mut self) {
         self.done = true;
+        self.tell_garbage();
         if let Some(feeder) = &self.feeder {
             feeder.request_stop();
         }
@@ -728,6 +561,29 @@ impl GstSource {
         interval
     }
 
+    /// A video whose picture size changes mid-stream (an encoder restarted, files joined) is
+    /// spliced there: its timestamps across the change do not line up (an MPEG-TS demuxer
+    /// re-bases them and leaves a gap a frame wide), so frames are numbered on from the last
+    /// one. Every frame carries its own size, so the stages after follow the change. Image
+    /// sequences are left alone (each picture has its size and its place by file name).
+    fn follow_picture(&mut self, info: &gst_video::VideoInfo) {
+        let size = (info.width(), info.height());
+        if matches!(self.input, Input::Images(_)) {
+            return;
+        }
+        if let Some((w, h)) = self.picture.filter(|before| *before != size) {
+            tracing::info!(
+                "{}: the picture changed from {w}x{h} to {}x{} after {} frames: a splice, frames are numbered on from there",
+                self.name(),
+                size.0,
+                size.1,
+                self.seq
+            );
+            self.timeline.splice();
+        }
+        self.picture = Some(size);
+    }
+
     /// The frame in `sample`; `asked` is when the caller asked for it (its arrival). The only place
     /// a [`Frame`] is made.
     fn frame(&mut self, sample: gst::Sample, asked: Instant) -> Result<Frame, SourceError> {
@@ -736,6 +592,7 @@ impl GstSource {
             _ => return Err(self.stream_error("sample without caps or buffer".into(), None)),
         };
         let (info, format) = self.video_info(caps)?;
+        self.follow_picture(&info);
         let pts = buffer.pts().map(|t| Duration::from_nanos(t.nseconds()));
         if let Some(p) = buffer.pts() {
             self.last_end = Some(p + buffer.duration().unwrap_or(gst::ClockTime::ZERO));
@@ -837,7 +694,12 @@ impl FrameSource for GstSource {
                     self.pending = None;
                 });
             }
+            self.first_frame_overdue()?;
             if let Some(e) = self.pending.take() {
+                if self.is_resync(&e) {
+                    self.resync(&e);
+                    continue;
+                }
                 if self.may_retry(Some(&e)) {
                     let cause = match &e {
                         SourceError::Stream { message, .. } => message.clone(),
@@ -860,6 +722,7 @@ impl FrameSource for GstSource {
                 self.pending = Some(e);
                 continue;
             }
+            self.look_after_damage();
             if let Some(sample) = self.appsink.try_pull_sample(POLL) {
                 return self
                     .deliver(sample, &wait)
@@ -885,6 +748,7 @@ impl FrameSource for GstSource {
     }
 
     fn stop(&mut self) {
+        self.tell_garbage();
         self.finish();
     }
 
@@ -908,6 +772,7 @@ impl FrameSource for GstSource {
 
 impl Drop for GstSource {
     fn drop(&mut self) {
+        self.tell_garbage();
         self.finish();
         if let Some(feeder) = &mut self.feeder {
             feeder.stop_and_join();

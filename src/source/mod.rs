@@ -49,6 +49,7 @@ mod media;
 mod nvdec;
 mod pace;
 mod rtp;
+mod rtpsrc;
 mod test;
 mod timeline;
 mod watch;
@@ -69,9 +70,10 @@ use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOU
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
 pub use pace::StartGate;
+pub use rtpsrc::RTP;
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
+    DEFAULT_START_TIMEOUT, DEFAULT_STREAM_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
 };
 
 /// Default frame rate for image sequences and the test source.
@@ -193,12 +195,14 @@ impl SourceConfig {
     }
 
     /// A short description for reports: the location, fragment or test pattern.
+    /// Credentials in a URI are hidden ([`crate::redact`]).
     pub fn describe(&self) -> String {
-        match &self.kind {
-            SourceKind::Media { location } | SourceKind::Images { location } => location.clone(),
-            SourceKind::Launch { fragment, .. } => fragment.clone(),
-            SourceKind::Test { pattern, .. } => format!("videotestsrc pattern={pattern}"),
-        }
+        let text = match &self.kind {
+            SourceKind::Media { location } | SourceKind::Images { location } => location,
+            SourceKind::Launch { fragment, .. } => fragment,
+            SourceKind::Test { pattern, .. } => return format!("videotestsrc pattern={pattern}"),
+        };
+        crate::redact::credentials(text).into_owned()
     }
 
     /// Nominal time between frames.

@@ -13,9 +13,16 @@
 //! This works when the head holds exactly one RTP depayloader as an element of its own
 //! (`udpsrc ... ! rtph264depay ! avdec_h264`, `rtspsrc ... ! rtph264depay ! ...`); a head that
 //! depayloads inside a bin (`uridecodebin rtsp://...`) is numbered by its buffers' stamps.
+//!
+//! The same probe keeps what is not the stream out of the depayloader: anyone can send packets
+//! to a UDP port, and garbage that reaches a depayloader poisons it (rtph264depay keeps a
+//! garbage "SPS" it parsed and sends it before every keyframe after, so the decoder never
+//! recovers). Packets pass from one sender (SSRC) at a time, and of the stream's payload
+//! type; a new sender (one that restarted) takes over once it sent [`LOCK_RUN`] packets in
+//! sequence, which random packets never do. What was kept out is counted.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +36,50 @@ const FRAMES_KEPT: usize = 256;
 /// Where a sender's first frame lies on the times given, in RTP ticks: far enough from zero that
 /// a frame presented before it (a B-frame decoded after it) still has a time.
 const FIRST_FRAME_TICKS: i64 = 1 << 32;
+
+/// Packets in sequence after which a sender is the stream's (the first sender, or one that
+/// restarted with a new SSRC).
+pub(super) const LOCK_RUN: u16 = 4;
+
+/// Senders heard but not taken, remembered at once (garbage comes from random SSRCs).
+const CANDIDATES: usize = 16;
+
+/// Which sender the stream is, and who else is sending.
+#[derive(Debug, Default)]
+struct Senders {
+    current: Option<u32>,
+    /// (SSRC, next sequence number, packets in sequence so far).
+    candidates: VecDeque<(u32, u16, u16)>,
+}
+
+impl Senders {
+    /// Whether a packet of `ssrc` numbered `seq` is the stream's.
+    fn admit(&mut self, ssrc: u32, seq: u16) -> bool {
+        if self.current == Some(ssrc) {
+            return true;
+        }
+        let run = match self.candidates.iter_mut().find(|c| c.0 == ssrc) {
+            Some(c) => {
+                c.2 = if c.1 == seq { c.2 + 1 } else { 1 };
+                c.1 = seq.wrapping_add(1);
+                c.2
+            }
+            None => {
+                if self.candidates.len() == CANDIDATES {
+                    self.candidates.pop_front();
+                }
+                self.candidates.push_back((ssrc, seq.wrapping_add(1), 1));
+                1
+            }
+        };
+        if run >= LOCK_RUN {
+            self.current = Some(ssrc);
+            self.candidates.clear();
+            return true;
+        }
+        false
+    }
+}
 
 /// The packets of one frame (one RTP timestamp of one sender) and the stamps they entered the
 /// depayloader with.
@@ -53,6 +104,12 @@ pub(super) struct RtpTimes {
     unwrapped: Mutex<Unwrapped>,
     /// The stream's RTP clock rate (from the depayloader's caps), 0 until known.
     clock_rate: AtomicI32,
+    /// The stream's payload type (from the depayloader's caps), -1 until known.
+    payload: AtomicI32,
+    senders: Mutex<Senders>,
+    /// Packets kept out of the depayloader: not RTP, another payload type, or not the
+    /// stream's sender.
+    foreign: AtomicU64,
 }
 
 /// A frame's presentation time on its sender's clock.
@@ -83,7 +140,10 @@ impl RtpTimes {
             return None;
         };
         let pad = depay.static_pad("sink")?;
-        let times = Arc::new(RtpTimes::default());
+        let times = Arc::new(RtpTimes {
+            payload: AtomicI32::new(-1),
+            ..RtpTimes::default()
+        });
         let noted = Arc::downgrade(&times);
         pad.add_probe(
             gst::PadProbeType::BUFFER | gst::PadProbeType::BUFFER_LIST,
@@ -92,12 +152,25 @@ impl RtpTimes {
                     return gst::PadProbeReturn::Remove;
                 };
                 if times.clock_rate.load(Ordering::Relaxed) <= 0 {
-                    times.note_clock_rate(pad);
+                    times.note_caps(pad);
                 }
-                match &info.data {
-                    Some(gst::PadProbeData::Buffer(buffer)) => times.note(buffer),
+                match &mut info.data {
+                    Some(gst::PadProbeData::Buffer(buffer)) => {
+                        if !times.admit(buffer) {
+                            // Handled: the binding lets go of the buffer it holds (Drop would
+                            // have GStreamer unref it a second time).
+                            return gst::PadProbeReturn::Handled;
+                        }
+                        times.note(buffer);
+                    }
                     Some(gst::PadProbeData::BufferList(list)) => {
-                        list.iter().for_each(|b| times.note(b))
+                        list.make_mut().foreach_mut(|b, _| {
+                            let keep = times.admit(&b);
+                            if keep {
+                                times.note(&b);
+                            }
+                            std::ops::ControlFlow::Continue(keep.then_some(b))
+                        });
                     }
                     _ => {}
                 }
@@ -107,13 +180,45 @@ impl RtpTimes {
         Some(times)
     }
 
-    fn note_clock_rate(&self, pad: &gst::Pad) {
-        let rate = pad
-            .current_caps()
-            .and_then(|caps| caps.structure(0)?.get::<i32>("clock-rate").ok());
-        if let Some(rate) = rate {
+    fn note_caps(&self, pad: &gst::Pad) {
+        let Some(caps) = pad.current_caps() else {
+            return;
+        };
+        let Some(s) = caps.structure(0) else { return };
+        if let Ok(rate) = s.get::<i32>("clock-rate") {
             self.clock_rate.store(rate, Ordering::Relaxed);
         }
+        if let Ok(payload) = s.get::<i32>("payload") {
+            self.payload.store(payload, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `buffer` is a packet of the stream (see the module doc); counts it when not.
+    fn admit(&self, buffer: &gst::BufferRef) -> bool {
+        let ok = buffer.map_readable().ok().is_some_and(|map| {
+            let Some((_, ssrc)) = rtp_header(&map) else {
+                return false;
+            };
+            let payload = i32::from(map[1] & 0x7f);
+            let expected = self.payload.load(Ordering::Relaxed);
+            if expected >= 0 && payload != expected {
+                return false;
+            }
+            let seq = u16::from_be_bytes([map[2], map[3]]);
+            self.senders
+                .lock()
+                .map(|mut s| s.admit(ssrc, seq))
+                .unwrap_or(true)
+        });
+        if !ok {
+            self.foreign.fetch_add(1, Ordering::Relaxed);
+        }
+        ok
+    }
+
+    /// Packets kept out of the depayloader so far.
+    pub(super) fn foreign(&self) -> u64 {
+        self.foreign.load(Ordering::Relaxed)
     }
 
     /// Note one RTP packet: its sender, RTP timestamp and the stamp it entered with.
@@ -252,6 +357,31 @@ mod tests {
         assert_eq!(ms(&t, 33), Some((33, false)), "3000 ticks across the wrap");
         note(&t, 5, 9, 66);
         assert_eq!(ms(&t, 66), Some((0, true)), "a new SSRC is a new sender");
+    }
+
+    #[test]
+    fn one_sender_at_a_time_and_garbage_never_takes_over() {
+        let mut s = Senders::default();
+        // Garbage first: random SSRCs and numbers.
+        let mut x = 0x9e37_79b9_u32;
+        for _ in 0..500 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            assert!(!s.admit(x, (x >> 7) as u16));
+        }
+        // The sender: its first LOCK_RUN - 1 packets wait, then it is the stream.
+        let admitted: Vec<bool> = (100..110).map(|seq| s.admit(7, seq)).collect();
+        assert_eq!(
+            admitted,
+            [false, false, false, true, true, true, true, true, true, true]
+        );
+        assert!(!s.admit(8, 1), "another sender");
+        assert!(s.admit(7, 500), "the sender, whatever its numbers");
+        // It restarts with a new SSRC.
+        let restarted: Vec<bool> = (0..5).map(|seq| s.admit(9, seq)).collect();
+        assert_eq!(restarted, [false, false, false, true, true]);
+        assert!(!s.admit(7, 501), "the old sender is gone");
     }
 
     #[test]

@@ -45,6 +45,16 @@ impl Timeline {
         }
     }
 
+    /// A splice (the picture changed mid-stream: an encoder that restarted, or files joined):
+    /// timestamps on either side of it do not line up (MPEG-TS demuxers re-base them, leaving a
+    /// gap), so, whatever the origin, the next frame takes the next position and later ones are
+    /// placed from it.
+    pub(crate) fn splice(&mut self) {
+        self.origin = Origin::FirstFrame;
+        self.start = None;
+        self.base = self.next;
+    }
+
     /// The position of a frame presented at `time` in a stream of nominal `interval`.
     pub(crate) fn place(&mut self, time: Option<Duration>, interval: Option<Duration>) -> u64 {
         let by_time = match (time, interval.filter(|iv| !iv.is_zero())) {
@@ -116,6 +126,23 @@ mod tests {
             file.place(ms(100.0), iv),
             3,
             "a file's timeline has one origin"
+        );
+    }
+
+    #[test]
+    fn a_splice_numbers_on_from_the_next_frame() {
+        let iv = interval_of(30, 1);
+        let mut file = Timeline::new(Origin::Zero);
+        assert_eq!(file.place(ms(0.0), iv), 0);
+        assert_eq!(file.place(ms(33.3), iv), 1);
+        // The demuxer re-based the second part a frame late.
+        file.splice();
+        assert_eq!(file.place(ms(100.0), iv), 2);
+        assert_eq!(file.place(ms(133.3), iv), 3);
+        assert_eq!(
+            file.place(ms(200.0), iv),
+            5,
+            "a gap after the splice still shows"
         );
     }
 

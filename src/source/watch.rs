@@ -24,9 +24,13 @@ use crate::stage::{PropSpec, PropType, Props};
 
 /// Default `timeout` of live and network sources.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default `start-timeout`: how long a file's decoder may take to give its first frame (many
-/// hardware decoders starting at once can take tens of seconds).
+/// Default `start-timeout` of files: how long a file's decoder may take to give its first frame
+/// (many hardware decoders starting at once can take tens of seconds).
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default `start-timeout` of live and network sources: how long after it was opened a source
+/// that receives from a sender may go without a first frame, reconnects included (an RTSP
+/// server that accepts the connection and never answers, a camera that never sends).
+pub const DEFAULT_STREAM_START_TIMEOUT: Duration = Duration::from_secs(20);
 /// Default `stall-timeout`: a file input that gives no frame, no end of stream and no error for
 /// this long after its first frame has stalled (a truncated MP4 can leave a demuxer waiting for
 /// data that never comes).
@@ -58,8 +62,11 @@ pub struct Watch {
     pub timeout: Option<Duration>,
     /// What happens then.
     pub timeout_action: TimeoutAction,
-    /// Files: the longest wait for the decoder's first frame.
-    pub start_timeout: Duration,
+    /// The longest wait for the first frame: for files, the decoder's (default
+    /// [`DEFAULT_START_TIMEOUT`]); for live and network sources, from opening, reconnects
+    /// included (default [`DEFAULT_STREAM_START_TIMEOUT`]). `None`: the default;
+    /// `Some(Duration::ZERO)`: never.
+    pub start_timeout: Option<Duration>,
     /// Files: the longest wait for a frame after the first (not counting time held back by
     /// downstream) before decoding counts as stalled.
     pub stall_timeout: Duration,
@@ -76,7 +83,7 @@ impl Default for Watch {
         Watch {
             timeout: None,
             timeout_action: TimeoutAction::Wait,
-            start_timeout: DEFAULT_START_TIMEOUT,
+            start_timeout: None,
             stall_timeout: DEFAULT_STALL_TIMEOUT,
             retry: None,
             retry_interval: DEFAULT_RETRY_INTERVAL,
@@ -101,7 +108,7 @@ impl Watch {
                 Some(Some("fail")) => TimeoutAction::Fail,
                 _ => TimeoutAction::Wait,
             },
-            start_timeout: seconds("start-timeout").unwrap_or(d.start_timeout),
+            start_timeout: seconds("start-timeout").or(d.start_timeout),
             stall_timeout: seconds("stall-timeout").unwrap_or(d.stall_timeout),
             retry: declared("retry")
                 .then(|| p.int("retry"))
@@ -119,11 +126,17 @@ impl Watch {
             None => None,
             Some(t) => Some(t).filter(|t| !t.is_zero()),
         };
+        let start = match self.start_timeout {
+            Some(t) if t.is_zero() => Duration::MAX,
+            Some(t) => t,
+            None if stream => DEFAULT_STREAM_START_TIMEOUT,
+            None => DEFAULT_START_TIMEOUT,
+        };
         Limits {
             stream,
             timeout,
             action: self.timeout_action,
-            start: self.start_timeout,
+            start,
             stall: self.stall_timeout,
             retry: self
                 .retry
@@ -268,9 +281,10 @@ pub(super) const TIMEOUT_ACTION: PropSpec = PropSpec::new(
 /// `start-timeout=SECONDS`.
 pub(super) const START_TIMEOUT: PropSpec = PropSpec::new(
     "start-timeout",
-    PropType::POSITIVE_FLOAT,
-    "60",
-    "files: seconds the decoder may take to give its first frame (decoder=nvdec: to start; no stall before)",
+    NON_NEGATIVE,
+    "auto",
+    "seconds to the first frame: files, for the decoder (auto: 60; decoder=nvdec: to start, no \
+     stall before); live and network sources, from opening, reconnects included (auto: 20); 0: off",
 );
 /// `stall-timeout=SECONDS`.
 pub(super) const STALL_TIMEOUT: PropSpec = PropSpec::new(
@@ -309,8 +323,15 @@ mod tests {
             (live.timeout, live.retry),
             (Some(DEFAULT_TIMEOUT), DEFAULT_NETWORK_RETRY)
         );
+        assert_eq!(live.start, DEFAULT_STREAM_START_TIMEOUT);
         let file = limits(false, Watch::default());
         assert_eq!((file.timeout, file.retry), (None, 0));
+        assert_eq!(file.start, DEFAULT_START_TIMEOUT);
+        let never = Watch {
+            start_timeout: Some(Duration::ZERO),
+            ..Watch::default()
+        };
+        assert_eq!(limits(true, never).start, Duration::MAX);
         let off = limits(
             true,
             Watch {
@@ -340,7 +361,7 @@ mod tests {
         let l = limits(
             false,
             Watch {
-                start_timeout: Duration::from_millis(400),
+                start_timeout: Some(Duration::from_millis(400)),
                 stall_timeout: Duration::from_millis(20),
                 ..Watch::default()
             },
@@ -367,7 +388,7 @@ mod tests {
         let software = limits(
             false,
             Watch {
-                start_timeout: Duration::from_millis(400),
+                start_timeout: Some(Duration::from_millis(400)),
                 stall_timeout: Duration::from_millis(20),
                 ..Watch::default()
             },

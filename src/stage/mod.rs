@@ -218,6 +218,7 @@ impl Registry {
         r.register(crate::source::IMAGES);
         r.register(crate::source::MEDIA);
         r.register(crate::source::TESTSRC);
+        r.register(crate::source::RTP);
         r.register(crate::source::APP);
         r.register(crate::boxes::BOXES);
         r.register(crate::detect::DETECT);

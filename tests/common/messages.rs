@@ -38,6 +38,17 @@ pub fn two_streams(sink: &str) -> Pipeline {
 /// Push `frames` frames to each of the pipeline's two streams (calling `between(k)` before frame
 /// k), run it, and return the outcome with every object it made, by (stream, frame).
 pub fn run(
+    pipeline: Pipeline,
+    frames: u64,
+    between: impl FnMut(u64),
+) -> (Outcome, BTreeMap<(u64, u64), Vec<serde_json::Value>>) {
+    let (outcome, objects) = run_any(pipeline, frames, between);
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    (outcome, objects)
+}
+
+/// As [`run`], whatever the outcome's error.
+pub fn run_any(
     mut pipeline: Pipeline,
     frames: u64,
     mut between: impl FnMut(u64),
@@ -56,7 +67,6 @@ pub fn run(
     }
     apps.iter().for_each(|a| a.close());
     let outcome = running.join().unwrap();
-    assert!(outcome.error.is_none(), "{:?}", outcome.error);
     let mut by_frame: BTreeMap<(u64, u64), Vec<serde_json::Value>> = BTreeMap::new();
     for o in objects.try_iter() {
         let o: Object = o;

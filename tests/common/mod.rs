@@ -3,6 +3,8 @@
 
 pub mod messages;
 pub mod mosquitto;
+pub mod rtsp;
+pub mod station;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,9 +21,14 @@ pub fn http(
     let limit = std::time::Duration::from_secs(10);
     let mut conn = std::net::TcpStream::connect_timeout(&addr, limit).ok()?;
     conn.set_read_timeout(Some(limit)).unwrap();
+    // A body is JSON, as the control plane takes it.
+    let kind = match body.is_empty() {
+        true => "",
+        false => "Content-Type: application/json\r\n",
+    };
     write!(
         conn,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{kind}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .ok()?;

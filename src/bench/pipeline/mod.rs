@@ -206,7 +206,7 @@ impl PipelineBenchOptions {
         }
         if let Some(p) = self
             .p99_ms
-            .filter(|&p| !(p > 0.0 && p.is_finite()) || !self.live)
+            .filter(|&p| !(p > 0.0 && p.is_finite() && self.live))
         {
             return bad(format!(
                 "--p99-ms {p}: expected a latency above 0 ms, with --live"
@@ -540,11 +540,11 @@ pub fn pipeline(
         if let (Some(d), Some(stats)) = (&spec.detector, r.detect) {
             let rows = stats.call_rows.round().max(1.0) as usize;
             let key = (spec.ep, rows);
-            if !alone.contains_key(&key) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = alone.entry(key) {
                 progress(&format!("the detector alone at batch {rows} ..."));
                 let tuning = crate::detect::DetectConfig::new(&d.model).cuda;
                 let t = super::model_throughput(&d.model, detector::ep(spec), tuning, rows, 30);
-                alone.insert(key, t.ok());
+                slot.insert(t.ok());
             }
             r.detect_note = Some(detector::note(&stats, alone[&key]));
         }
