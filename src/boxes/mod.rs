@@ -538,16 +538,23 @@ fn read(path: &Path) -> Result<Vec<u8>, BoxesError> {
 
 /// The boxes stage at run time: the replay, where its end-of-run notes go, and whether the
 /// run was cut short (which changes what the notes can say about frames not seen).
-struct BoxesStage(Boxes, Tally, Arc<AtomicBool>);
+/// The stage: its boxes, the report, the run's stop flag, and the stream it served.
+struct BoxesStage(Boxes, Tally, Arc<AtomicBool>, Option<u32>);
 
 impl Stage<Frame, Frame> for BoxesStage {
     fn process(&mut self, mut frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
+        self.3 = Some(frame.stream);
         self.0.attach(&mut frame)?;
         out.push(frame);
         Ok(())
     }
     fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Error> {
-        let notes = self.0.end_notes(self.2.load(Ordering::SeqCst));
+        // Its stream failed (a truncated file ends it alone): the rows after were not reached.
+        let failed = self
+            .3
+            .and_then(|s| self.1.with(|t| t.stream_failed(s)))
+            .unwrap_or(false);
+        let notes = self.0.end_notes(failed || self.2.load(Ordering::SeqCst));
         self.1
             .with(|t| notes.into_iter().for_each(|n| t.add_line(n)));
         Ok(())
@@ -561,6 +568,7 @@ impl Element for BoxesConfig {
             boxes,
             ctx.tally.clone(),
             ctx.stopped_early.clone(),
+            None,
         ))))
     }
     fn inputs(&self) -> Vec<crate::pipeline::RunPath> {

@@ -164,6 +164,13 @@ impl Budget {
         self.streams.entry(stream).or_default().lost += n;
     }
 
+    /// Whether `stream`'s source failed (the `failed` event).
+    pub fn stream_failed(&self, stream: u32) -> bool {
+        self.streams
+            .get(&stream)
+            .is_some_and(|s| s.events.contains_key("failed"))
+    }
+
     /// Count an event of stream `stream`'s source (`reconnects`, `went quiet`): the report shows
     /// each stream's events on a `source N:` line.
     pub fn source_event(&mut self, stream: u32, event: &str) {
