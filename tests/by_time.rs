@@ -133,11 +133,12 @@ fn classified_in(data: &Path, images: &[(PathBuf, u64)]) -> u64 {
         .count() as u64
 }
 
-/// `preprocess ! classify ! jsonl` as `pipelines/visdrone-classify.pipe` has them.
+/// `preprocess ! classify ! jsonl` as `pipelines/visdrone-classify.pipe` has them (the JSONL
+/// replaced run after run).
 fn classify_to(data: &Path, out: &Path) -> String {
     format!(
         "preprocess channels=rgb layout=nchw mean=0.485,0.456,0.406 std=0.229,0.224,0.225 \
-         ! classify model={} labels=person,two-wheeler,car,large-vehicle ! jsonl location={}",
+         ! classify model={} labels=person,two-wheeler,car,large-vehicle ! jsonl overwrite=true location={}",
         data.join("models/visdrone-crops-64.onnx").display(),
         out.display()
     )

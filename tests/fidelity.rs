@@ -305,7 +305,8 @@ fn non_finite_logits_can_be_flagged_and_counted() {
     for name in ["nan-logits.onnx", "inf-logits.onnx"] {
         let o = dir.join("o.jsonl");
         let text = classify_run(&model(name), "non-finite=flag", &o.display().to_string());
-        let stderr = succeeds(&output(octopipe().args(["run", &text])));
+        // Each model's run replaces the file the one before wrote.
+        let stderr = succeeds(&output(octopipe().args(["run", &text, "--force"])));
         assert!(
             stderr.contains("objects: 9 in = 0 classified + 9 non-finite + 0 skipped"),
             "{stderr}"
@@ -321,7 +322,7 @@ fn non_finite_logits_can_be_flagged_and_counted() {
                 );
             }
         }
-        let json = output(octopipe().args(["run", &text, "--report", "json"]));
+        let json = output(octopipe().args(["run", &text, "--report", "json", "--force"]));
         succeeds(&json);
         let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
         assert_eq!(report["non_finite"], 9);
@@ -422,8 +423,14 @@ fn a_report_file_takes_the_report() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(report["processed"], 3);
-    // The text table, to a file.
-    let out = output(octopipe().args(["run", &text, "--report-file", file.to_str().unwrap()]));
+    // The text table, to a file (replacing the JSON one: --force).
+    let out = output(octopipe().args([
+        "run",
+        &text,
+        "--force",
+        "--report-file",
+        file.to_str().unwrap(),
+    ]));
     let stderr = succeeds(&out);
     assert!(!stderr.contains("stage (ms)"), "{stderr}");
     let table = std::fs::read_to_string(&file).unwrap();

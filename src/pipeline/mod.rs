@@ -151,6 +151,8 @@ struct Control {
     /// The first error that ended a stream alone (its source failed after its retries): the
     /// run's error at the end, when nothing else failed.
     stream_error: Mutex<Option<Error>>,
+    /// Set when a stream failed alone ([`OpenContext::stream_failed`]).
+    failed: Arc<AtomicBool>,
 }
 
 /// A stream's fate, shared by its threads and the book of streams: whether it ended, and why it
@@ -180,6 +182,7 @@ impl Control {
             tally,
             joins: Mutex::new(None),
             stream_error: Mutex::new(None),
+            failed: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -199,6 +202,7 @@ impl Control {
         if let Ok(mut first) = self.stream_error.lock() {
             first.get_or_insert(e);
         }
+        self.failed.store(true, Ordering::SeqCst);
     }
 
     fn fail(&self, e: Error) {
@@ -460,6 +464,7 @@ impl Pipeline {
             downstream: downstream.clone(),
             keep_pixels: keep_pixels.clone(),
             stopped_early: control.stop.clone(),
+            stream_failed: control.failed.clone(),
             start: Arc::new(StartGate::new()),
             overwrite,
         };

@@ -377,6 +377,7 @@ impl Book {
             downstream: self.downstream.clone(),
             keep_pixels: self.keep_pixels.clone(),
             stopped_early: self.control.stop.clone(),
+            stream_failed: self.control.failed.clone(),
             // A live stream added while running starts its own clock.
             start: Arc::new(StartGate::new()),
             // A stream is a source and its boxes: it writes nothing.

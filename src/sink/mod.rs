@@ -37,7 +37,6 @@ mod tiles;
 mod zenoh;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -200,7 +199,7 @@ pub struct JsonlSink {
     /// The file while the run has not finished: removed if left empty.
     leftover: output::Leftover,
     /// Set when the run is cut short (a stage failed, a stop was asked for).
-    stopped: Arc<AtomicBool>,
+    stopped: output::CutShort,
 }
 
 impl JsonlSink {
@@ -211,13 +210,13 @@ impl JsonlSink {
         Ok(JsonlSink {
             out,
             leftover: output::Leftover::new(file.into_iter().collect(), None),
-            stopped: Arc::default(),
+            stopped: Default::default(),
         })
     }
 
     /// Tell the sink when the run is cut short: it then removes its file at the end if it
     /// wrote nothing into it.
-    pub fn stopped_by(mut self, stopped: Arc<AtomicBool>) -> Self {
+    pub fn stopped_by(mut self, stopped: output::CutShort) -> Self {
         self.stopped = stopped;
         self
     }
@@ -245,7 +244,7 @@ impl Stage<CropBatch, CropBatch> for JsonlSink {
     }
 
     fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        if !self.stopped.load(Ordering::SeqCst) {
+        if !self.stopped.get() {
             self.leftover.keep();
         }
         Ok(())
@@ -255,7 +254,7 @@ impl Stage<CropBatch, CropBatch> for JsonlSink {
 impl Element for JsonlConfig {
     fn open(mut self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         self.overwrite |= ctx.overwrite;
-        let sink = JsonlSink::new(&self)?.stopped_by(ctx.stopped_early.clone());
+        let sink = JsonlSink::new(&self)?.stopped_by(output::CutShort::of(ctx));
         Ok(Running::Batches(Box::new(sink)))
     }
     fn outputs(&self) -> Vec<RunPath> {

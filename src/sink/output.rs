@@ -7,6 +7,9 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use super::SinkError;
 use crate::pipeline::RunPath;
 
@@ -97,6 +100,29 @@ pub fn fresh_folder(
             .map_err(|e| err(format!("cannot remove {name} to overwrite it: {e}")))?;
     }
     Ok(made)
+}
+
+/// Whether the run was cut short: stopped (a stage failed, or a stop was asked for) or a
+/// stream failed alone. A sink's [`Leftover`] is then not kept (empty outputs go).
+#[derive(Debug, Clone, Default)]
+pub struct CutShort {
+    stopped: Arc<AtomicBool>,
+    failed: Arc<AtomicBool>,
+}
+
+impl CutShort {
+    /// The run's flags, as the stage opening gets them.
+    pub fn of(ctx: &crate::stage::OpenContext) -> Self {
+        CutShort {
+            stopped: ctx.stopped_early.clone(),
+            failed: ctx.stream_failed.clone(),
+        }
+    }
+
+    /// Whether the run was cut short so far.
+    pub fn get(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst) || self.failed.load(Ordering::SeqCst)
+    }
 }
 
 /// What a sink made when it opened, removed when it is dropped before [`Leftover::keep`] if it

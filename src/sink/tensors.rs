@@ -17,8 +17,6 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -68,7 +66,7 @@ impl Element for TensorsConfig {
     fn open(mut self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         self.overwrite |= ctx.overwrite;
         let mut sink = TensorsSink::new(&self)?;
-        sink.stopped = ctx.stopped_early.clone();
+        sink.stopped = super::output::CutShort::of(ctx);
         Ok(Running::Batches(Box::new(sink)))
     }
     fn outputs(&self) -> Vec<RunPath> {
@@ -93,7 +91,7 @@ pub struct TensorsSink {
     batches: u64,
     /// The index (and the folder, if made here) while the run has not finished.
     leftover: Leftover,
-    stopped: Arc<AtomicBool>,
+    stopped: super::output::CutShort,
 }
 
 impl TensorsSink {
@@ -110,7 +108,7 @@ impl TensorsSink {
             dir,
             index,
             batches: 0,
-            stopped: Arc::default(),
+            stopped: Default::default(),
         })
     }
 
@@ -165,7 +163,7 @@ impl Stage<CropBatch, CropBatch> for TensorsSink {
     }
 
     fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        if !self.stopped.load(Ordering::SeqCst) {
+        if !self.stopped.get() {
             self.leftover.keep();
         }
         Ok(())

@@ -19,8 +19,6 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -94,7 +92,7 @@ impl Element for TileSinkConfig {
     fn open(mut self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         self.overwrite |= ctx.overwrite;
         let mut sink = TileSink::new(&self)?;
-        sink.stopped = ctx.stopped_early.clone();
+        sink.stopped = super::output::CutShort::of(ctx);
         Ok(Running::Batches(Box::new(sink)))
     }
     fn outputs(&self) -> Vec<RunPath> {
@@ -120,7 +118,7 @@ pub struct TileSink {
     written: u64,
     /// The index (and the folder, if made here) while the run has not finished.
     leftover: Leftover,
-    stopped: Arc<AtomicBool>,
+    stopped: super::output::CutShort,
 }
 
 impl TileSink {
@@ -136,7 +134,7 @@ impl TileSink {
             dir,
             format: config.format,
             written: 0,
-            stopped: Arc::default(),
+            stopped: Default::default(),
         })
     }
 
@@ -262,7 +260,7 @@ impl Stage<CropBatch, CropBatch> for TileSink {
     }
 
     fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        if !self.stopped.load(Ordering::SeqCst) {
+        if !self.stopped.get() {
             self.leftover.keep();
         }
         Ok(())

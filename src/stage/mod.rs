@@ -463,6 +463,9 @@ pub struct OpenContext<'a> {
     /// Set once the run is cut short (a stage failed, or a stop was asked for): read in
     /// [`Stage::finish`] to tell a stream that ended from one that was stopped early.
     pub stopped_early: Arc<std::sync::atomic::AtomicBool>,
+    /// Set once a stream of the run failed alone (its source gave up; the run goes on): a
+    /// sink that wrote nothing then leaves no empty file, as after a stop.
+    pub stream_failed: Arc<std::sync::atomic::AtomicBool>,
     /// Where the run's live-paced sources start their clocks together.
     pub start: Arc<crate::source::StartGate>,
     /// Outputs may replace earlier output (`octopipe run --force`; a sink's own `overwrite`
