@@ -803,8 +803,9 @@ impl ReportTarget {
         let json = args.report == ReportFormat::Json;
         Ok(match &args.report_file {
             Some(path) => ReportTarget::File {
-                file: octopipe::sink::output::create_file(path, force)
-                    .with_context(|| format!("--report-file {}", path.display()))?,
+                file: octopipe::sink::output::create_file(path, force).map_err(|e| {
+                    anyhow::anyhow!("--report-file {}: {}", path.display(), e.reason)
+                })?,
                 path: path.clone(),
                 json,
             },

@@ -15,10 +15,11 @@ fn model(name: &str) -> PathBuf {
     common::root().join("tests/data/models").join(name)
 }
 
-/// Run `description` (a sink is appended), returning every object in order and the report text.
+/// Run `description` (a sink is appended, replacing the last run's file), returning every
+/// object in order and the report text.
 fn run(description: &str, dir: &Path) -> (Vec<Object>, String) {
     let text = format!(
-        "{description} ! jsonl location={}",
+        "{description} ! jsonl overwrite=true location={}",
         dir.join("o.jsonl").display()
     );
     let mut pipeline = Pipeline::from_description(&text, &HashMap::new())

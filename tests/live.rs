@@ -171,7 +171,10 @@ fn a_udp_source_with_no_sender_fails_after_its_timeout() {
         )),
         "{stderr}"
     );
-    assert!(stderr.contains("source 0: went quiet: 1"), "{stderr}");
+    assert!(
+        stderr.contains("source 0: failed: 1, went quiet: 1"),
+        "{stderr}"
+    );
     assert_eq!(common::frame_accounting(&stderr), (0, 0, 0), "{stderr}");
 }
 
@@ -381,7 +384,7 @@ fn a_network_head_with_nobody_listening_fails_after_its_retries() {
         format!("octopipe: warning: {head}: Could not open resource for reading.; reconnecting in 0.1 s (1 of 2 in a row)"),
         format!("octopipe: warning: {head}: Could not open resource for reading.; reconnecting in 0.2 s (2 of 2 in a row)"),
         format!("octopipe: error: {head}: Could not open resource for reading. (after 2 reconnects in a row)"),
-        "source 0: reconnects: 2".to_string(),
+        "source 0: failed: 1, reconnects: 2".to_string(),
     ] {
         assert!(stderr.contains(&line), "{line}\nin:\n{stderr}");
     }

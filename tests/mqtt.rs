@@ -153,20 +153,20 @@ fn beyond_its_buffer_each_stream_keeps_its_last_seconds() {
     // mqtt 127.0.0.1:PORT: N messages = A acknowledged + D dropped (buffer full)
     let (total, acked, dropped) = (numbers[5], numbers[6], numbers[7]);
     assert_eq!((total, acked + dropped), (300, 300), "{line}");
-    assert!((20..=180).contains(&dropped), "{line}");
+    // The outage is the broker's second away plus the reconnect's backoff (up to 1 s): most
+    // of the 150 frames a stream; each stream keeps its last 0.5 s (15 frames at 30 fps).
+    assert!((20..=250).contains(&dropped) && acked >= 30, "{line}");
     assert!(
         start.elapsed() < Duration::from_secs(15),
         "the pipeline waited for the broker"
     );
     let got = by_frame(&sub.collect(Duration::from_secs(10), |g| g.len() as u64 >= acked));
     assert_eq!(got.len() as u64, acked, "{line}");
-    // Per stream: neither crowded the other out.
+    // Per stream: neither crowded the other out (the reconnect's backoff can keep the broker
+    // away past frame 100, so the kept frames are counted over the whole run).
     for s in 0..2 {
-        let kept = got.keys().filter(|(st, f)| *st == s && *f < 100).count();
-        assert!(
-            kept >= 10,
-            "stream {s} kept {kept} of its first 100: {line}"
-        );
+        let kept = got.keys().filter(|(st, _)| *st == s).count();
+        assert!(kept >= 15, "stream {s} kept {kept} of its 150: {line}");
     }
 }
 
@@ -196,8 +196,15 @@ fn a_four_second_broker_crash_loses_nothing_at_the_default_buffer() {
         line.ends_with("300 messages = 300 acknowledged + 0 dropped (buffer full); 1 reconnect"),
         "{line}"
     );
-    let got = sub.collect(Duration::from_secs(10), |g| g.len() >= 300);
-    assert_eq!(by_frame(&got).len(), 300, "{line}");
+    // QoS 1 is at least once: a message in flight when the broker went may come twice.
+    let frames = |g: &[common::messages::Received]| {
+        g.iter()
+            .map(|m| (m.json["stream"].as_u64(), m.json["frame"].as_u64()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    let got = sub.collect(Duration::from_secs(10), |g| frames(g) >= 300);
+    assert_eq!(frames(&got), 300, "{line}");
     // Connected again within the backoff's cap (1 s) of the broker's return: the whole run,
     // flush included, ended soon after the last frame.
     let after = back.unwrap().elapsed();

@@ -369,7 +369,7 @@ fn sources_tell_their_length() {
     }
     let out = dir.join("o.jsonl");
     let tail = format!(
-        "boxes format=synthetic count=2 ! jsonl location={}",
+        "boxes format=synthetic count=2 ! jsonl overwrite=true location={}",
         out.display()
     );
     // An image sequence: images x loops.
@@ -379,7 +379,7 @@ fn sources_tell_their_length() {
     let two = format!(
         "testsrc width=64 height=48 num-buffers=4 ! boxes format=synthetic count=2 ! mux. \
          testsrc width=64 height=48 num-buffers=5 ! boxes format=synthetic count=2 ! batch name=mux \
-         ! jsonl location={}",
+         ! jsonl overwrite=true location={}",
         out.display()
     );
     let desc = describe::parse("<test>", &two, &Default::default()).unwrap();
