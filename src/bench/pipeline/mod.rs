@@ -453,10 +453,10 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
     result.cores_busy = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9);
     result.error = outcome.error.map(|e| e.to_string());
     result.detect = report
-        .extra
+        .sections
         .iter()
-        .find(|l| l.starts_with("detect:"))
-        .and_then(|l| parse_line(l));
+        .find(|s| s.kind == "detect")
+        .and_then(|s| parse_line(&s.text));
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     result.stages = report
         .stages
