@@ -162,18 +162,8 @@ fn infer_one(
             None
         };
         if on_cuda && tuning.bound {
-            // Every output, left on the device: the model alone, as a consumer on the GPU reads it.
-            let outputs: Vec<String> = sessions
-                .first()
-                .outputs()
-                .iter()
-                .map(|o| o.name().to_string())
-                .collect();
-            let outputs: Vec<&str> = outputs.iter().map(String::as_str).collect();
             let sizes: Vec<usize> = if fixed { vec![1] } else { opts.batches.clone() };
-            sessions
-                .fix_sizes(&sizes, &name, &outputs, false, 3)
-                .map_err(|e| BenchError::Options(e.to_string()))?;
+            fix_on_device(&mut sessions, &sizes, &name)?;
             let ready = opened.elapsed().as_secs_f64();
             let d = device.as_ref().expect("a device buffer on CUDA");
             let mut rows: Vec<(String, Vec<usize>)> = sizes
@@ -391,6 +381,21 @@ impl DeviceBuf {
 }
 
 /// The `q`-th percentile (nearest rank) of sorted values.
+/// Run `sessions` at the fixed batch `sizes` with input `input` and every output left on the
+/// device: the model alone, as a consumer on the GPU reads it.
+fn fix_on_device(sessions: &mut Sessions, sizes: &[usize], input: &str) -> Result<(), BenchError> {
+    let outputs: Vec<String> = sessions
+        .first()
+        .outputs()
+        .iter()
+        .map(|o| o.name().to_string())
+        .collect();
+    let outputs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    sessions
+        .fix_sizes(sizes, input, &outputs, false, 3)
+        .map_err(|e| BenchError::Options(e.to_string()))
+}
+
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -419,16 +424,7 @@ pub fn model_throughput(
     let host: Vec<f32> = (0..rows * per).map(|_| rng.below(256) as f32).collect();
     let mut times = Vec::with_capacity(runs);
     if sessions.cuda().is_some() {
-        let outputs: Vec<String> = sessions
-            .first()
-            .outputs()
-            .iter()
-            .map(|o| o.name().to_string())
-            .collect();
-        let outputs: Vec<&str> = outputs.iter().map(String::as_str).collect();
-        sessions
-            .fix_sizes(&[rows], &name, &outputs, false, 3)
-            .map_err(err)?;
+        fix_on_device(&mut sessions, &[rows], &name)?;
         let d = DeviceBuf::new(&host)?;
         for _ in 0..runs.max(1) {
             let t = Instant::now();
