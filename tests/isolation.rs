@@ -375,12 +375,33 @@ fn a_run_ends_with_its_failed_stream_only_after_the_healthy_one_finished() {
     );
     let stderr = common::fails_with(&run, &[&format!("octopipe: error: {}", bad.display())]);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
-    assert_eq!(
-        frames(&out).get(&0),
-        Some(&45),
-        "the healthy stream ran to its end:\n{stderr}"
+    // A live source may drop its oldest frames on a loaded machine; it still
+    // runs to its 45th frame, and every frame it passed on reaches the file.
+    let row = stream_row(&stderr, 0);
+    assert_eq!(row[0], 45, "the healthy stream ran to its end:\n{stderr}");
+    assert_eq!(row[0], row[1] + row[2], "{stderr}");
+    assert_eq!(frames(&out).get(&0), Some(&row[1]), "{stderr}");
+    assert!(
+        row[1] >= 30,
+        "the healthy stream lost most frames:\n{stderr}"
     );
     assert!(stderr.contains("stream 1 failed: "), "{stderr}");
+}
+
+/// `[in, processed, dropped]` of stream `id` in the report's per-stream table.
+fn stream_row(report: &str, id: u64) -> [u64; 3] {
+    let line = report
+        .lines()
+        .skip_while(|l| !l.starts_with("stream "))
+        .find(|l| l.split_whitespace().next() == Some(&id.to_string()))
+        .unwrap_or_else(|| panic!("no row for stream {id}:\n{report}"));
+    let n: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(3)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    [n[0], n[1], n[2]]
 }
 
 #[test]
