@@ -14,7 +14,8 @@
 # the shared clip and detector; the detector's variants are made on the device (its python3 has
 # onnx, numpy and onnxruntime; onnxconverter-common travels as a wheel): the dynamic-batch
 # end-to-end model (../shared/tools/centernet-dynamic-batch.py) and the heads models of
-# scripts/make_centernet_heads.py, FP32 and FP16 (/tmp/data/models/centernet-heads{,-fp16}.onnx).
+# scripts/make_centernet_heads.py, FP32, FP16 and FP16 with its hard-swishes fused
+# (/tmp/data/models/centernet-heads{,-fp16,-fp16-hardswish}.onnx).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-run}" in
@@ -58,6 +59,8 @@ run)
         python3 .device/run/make_centernet_heads.py $M/coco-centernet-512.onnx $M/centernet-heads.onnx
         PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 \
             $M/coco-centernet-512.onnx $M/centernet-heads-fp16.onnx 2>&1 | grep -v -i warn
+        PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 --fuse hardswish \
+            $M/coco-centernet-512.onnx $M/centernet-heads-fp16-hardswish.onnx 2>&1 | grep -v -i warn
     fi
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     date -u

@@ -12,7 +12,13 @@ The graph's own decode (a top-k over all 1,310,720 scores of an image) costs ~7 
 whatever the batch (BENCHMARKS.md). With --fp16 every node computes in float16 (inputs and
 outputs stay float32).
 
-    python3 scripts/make_centernet_heads.py ../shared/data/models/coco-centernet-512.onnx OUT.onnx [--fp16]
+With --fuse each hard-swish, written in the graph as four elementwise nodes (x * (1/6) times
+Clip(x + 3, 0, 6)), becomes one node, and each squeeze-excite gate (Clip(x + 3, 0, 6) * (1/6)) one
+HardSigmoid: `--fuse hardswish` uses ONNX's HardSwish (opset 14, slope 1/6), `--fuse hardsigmoid`
+x * HardSigmoid(x) with the graph's own slope (0.16662598, a rounded 1/6). Both clip at 1 where
+the graph clips at 6 * 0.16662598: a saturated value moves by 2.4e-4 of itself.
+
+    python3 scripts/make_centernet_heads.py ../shared/data/models/coco-centernet-512.onnx OUT.onnx [--fp16] [--fuse hardswish|hardsigmoid]
 
 Needs onnx and numpy (and onnxconverter-common for --fp16).
 """
@@ -26,7 +32,78 @@ a = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDes
 a.add_argument("src")
 a.add_argument("dst")
 a.add_argument("--fp16", action="store_true")
+a.add_argument("--fuse", choices=["hardswish", "hardsigmoid"])
 args = a.parse_args()
+
+
+def fuse(m, how):
+    """Replaces hard-swish and hard-sigmoid chains by single nodes; returns how many of each."""
+    g = m.graph
+    init = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    prod = {o: n for n in g.node for o in n.output}
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+
+    def const(name, want):
+        return name in init and init[name].size == 1 and abs(float(init[name].ravel()[0]) - want) < 1e-3
+
+    def other(n, name):
+        return n.input[1] if n.input[0] == name else n.input[0]
+
+    drop, replace, swish, gates = set(), {}, 0, 0
+    for clip in [n for n in g.node if n.op_type == "Clip"]:
+        add = prod.get(clip.input[0])
+        if not (add is not None and add.op_type == "Add" and len(clip.input) == 3
+                and const(clip.input[1], 0) and const(clip.input[2], 6)):
+            continue
+        x = next((i for i in add.input if not const(i, 3)), None)
+        if x is None or not any(const(i, 3) for i in add.input) or len(users[clip.output[0]]) != 1:
+            continue
+        mul = users[clip.output[0]][0]
+        if mul.op_type != "Mul":
+            continue
+        scale = other(mul, clip.output[0])
+        sixth = prod.get(scale)
+        y = mul.output[0]
+        if const(scale, 1 / 6):
+            # Squeeze-excite gate: HardSigmoid(x), with the graph's own 1/6.
+            a = float(init[scale].ravel()[0])
+            replace[y] = [helper.make_node("HardSigmoid", [x], [y], alpha=a, beta=3 * a)]
+            drop |= {add.output[0], clip.output[0]}
+            gates += 1
+        elif (sixth is not None and sixth.op_type == "Mul" and x in sixth.input
+              and const(other(sixth, x), 1 / 6) and len(users[sixth.output[0]]) == 1):
+            # Hard-swish: x * HardSigmoid(x).
+            a = float(init[other(sixth, x)].ravel()[0])
+            if how == "hardswish":
+                replace[y] = [helper.make_node("HardSwish", [x], [y])]
+            else:
+                replace[y] = [helper.make_node("HardSigmoid", [x], [y + "_gate"], alpha=a, beta=3 * a),
+                              helper.make_node("Mul", [x, y + "_gate"], [y])]
+            drop |= {add.output[0], clip.output[0], sixth.output[0]}
+            swish += 1
+    # The new nodes take the place of each chain's last node, which keeps the order topological.
+    order = []
+    for n in g.node:
+        if n.output[0] in replace:
+            for k, new in enumerate(replace[n.output[0]]):
+                new.name = f"{n.name or n.output[0]}_fused{k}"
+                order.append(new)
+        elif n.output[0] not in drop:
+            order.append(n)
+    del g.node[:]
+    g.node.extend(order)
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    if how == "hardswish":
+        for o in m.opset_import:
+            if o.domain in ("", "ai.onnx"):
+                o.version = max(o.version, 14)
+    return swish, gates
 
 m = onnx.load(args.src)
 g = m.graph
@@ -60,6 +137,10 @@ del g.value_info[:]
 onnx.save(m, args.dst)
 utils.extract_model(args.dst, args.dst, [g.input[0].name], ["heatmap", "wh"])
 m = onnx.load(args.dst)
+fused = ""
+if args.fuse:
+    swish, gates = fuse(m, args.fuse)
+    fused = f", {swish} hard-swish and {gates} hard-sigmoid chains fused ({args.fuse})"
 if args.fp16:
     from onnxconverter_common import float16
 
@@ -67,4 +148,4 @@ if args.fp16:
 onnx.checker.check_model(m)
 onnx.save(m, args.dst)
 print(f"{args.dst}: {len(m.graph.node)} nodes, outputs heatmap and wh, free batch"
-      + (", float16 body" if args.fp16 else ""))
+      + (", float16 body" if args.fp16 else "") + fused)

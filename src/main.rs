@@ -150,7 +150,8 @@ enum BenchCommand {
         #[arg(long, default_value_t = 0)]
         threads: usize,
         /// Ways of running on CUDA, each its own rows: plain, or +-joined bound (fixed batch
-        /// sizes through bound buffers), graph (CUDA graphs, implies bound), nhwc, exhaustive.
+        /// sizes through bound buffers), graph (CUDA graphs, implies bound), nhwc, exhaustive,
+        /// fusebias (each convolution's bias inside its cuDNN call).
         #[arg(long, default_value = "plain", value_delimiter = ',')]
         cuda: Vec<String>,
         /// Leave out the rows of changing batch sizes run as they come.
@@ -290,6 +291,10 @@ struct PipelineArgs {
     /// Each stream its own detect and track stages (the baseline) instead of one shared.
     #[arg(long)]
     detector_per_stream: bool,
+    /// More properties of the detect stage, as written in a description (e.g.
+    /// "prefer-nhwc=true").
+    #[arg(long, default_value = "")]
+    detector_props: String,
     /// Video width (small values keep tests fast).
     #[arg(long, default_value_t = 1920, hide = true)]
     width: u32,
@@ -609,6 +614,7 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
                     interval: args.interval,
                     max_batch: args.detector_batch,
                     per_stream: args.detector_per_stream,
+                    props: args.detector_props.clone(),
                 })
             }
             None => None,

@@ -346,8 +346,10 @@ fn the_gpu_path_gives_the_cpu_boxes() {
 }
 
 /// Live, a shared detect hands on a call's frames at once: the frame edges after it hold
-/// `max-batch` frames and block (the tracker's too), while the sources' edges into it keep one
-/// frame and drop the oldest (where a live pipeline lets frames in).
+/// `max-batch` frames and block (the tracker's too), while the sources' edges into it keep two
+/// frames and drop the oldest (where a live pipeline lets frames in; one call in flight may
+/// hold a frame up); a stream added over HTTP gets the same edge into it, and a source's edge
+/// into anything else keeps one frame.
 #[test]
 fn live_edges_after_a_shared_detect_hold_its_calls() {
     let text = "testsrc live=true ! det.  testsrc live=true \
@@ -362,8 +364,21 @@ fn live_edges_after_a_shared_detect_hold_its_calls() {
         let want = match n.kind {
             "detect" | "track" => block,
             "batch" | "jsonl" => octopipe::pipeline::Queue::LIVE_BATCHES,
-            _ => octopipe::pipeline::Queue::LIVE,
+            _ => octopipe::pipeline::Queue::LIVE_INTO_COLLECTOR,
         };
         assert_eq!(n.queue, want, "the edge after {}", n.kind);
     }
+    assert_eq!(octopipe::pipeline::Queue::LIVE_INTO_COLLECTOR.size, 2);
+
+    let registry = octopipe::stage::Registry::builtin();
+    let added = octopipe::describe::parse("<test>", "testsrc live=true", &HashMap::new()).unwrap();
+    let branch = octopipe::describe::build_branch(&added, &registry, true, false).unwrap();
+    assert_eq!(
+        branch.last().unwrap().queue,
+        octopipe::pipeline::Queue::LIVE_INTO_COLLECTOR
+    );
+    let plain = "testsrc live=true ! boxes format=synthetic ! batch ! jsonl location=/dev/null";
+    let desc = octopipe::describe::parse("<test>", plain, &HashMap::new()).unwrap();
+    let graph = octopipe::describe::build(&desc).unwrap();
+    assert_eq!(graph.nodes[0].queue, octopipe::pipeline::Queue::LIVE);
 }

@@ -85,6 +85,7 @@ pub fn build_branch(
         .map(|i| (i + 1 < nodes.len()).then_some(i + 1))
         .collect();
     let rows = rows(&nodes, &output);
+    let last = nodes.len().saturating_sub(1);
     Ok(nodes
         .into_iter()
         .zip(rows)
@@ -96,7 +97,10 @@ pub fn build_branch(
             row,
             element: n.element,
             output: output[i],
-            queue: n.queue.resolve(default_queue(live, n.role, 1)),
+            // Without its own boxes, the stream's frames go into the pipeline's shared detect.
+            queue: n
+                .queue
+                .resolve(default_queue(live, n.role, 1, i == last && !boxed)),
         })
         .collect())
 }
@@ -121,8 +125,9 @@ fn chains(
 
 /// An edge's queue when the description sets none: a live pipeline keeps its frame queues short
 /// and drops the oldest (a live frame must not wait behind others of its stream); its batch
-/// edges block (see `DEFAULT_LIVE_BATCH_QUEUE`).
-fn default_queue(live: bool, role: Role, burst: usize) -> Queue {
+/// edges block (see `DEFAULT_LIVE_BATCH_QUEUE`); a frame edge into a collector holds two
+/// (see `DEFAULT_LIVE_COLLECTOR_QUEUE`).
+fn default_queue(live: bool, role: Role, burst: usize, into_collector: bool) -> Queue {
     match (live, role.output()) {
         (false, _) => Queue::FILE,
         (true, Some(Item::Batches)) => Queue::LIVE_BATCHES,
@@ -132,6 +137,7 @@ fn default_queue(live: bool, role: Role, burst: usize) -> Queue {
             size: burst,
             policy: crate::pipeline::EdgePolicy::Block,
         },
+        (true, _) if into_collector => Queue::LIVE_INTO_COLLECTOR,
         (true, _) => Queue::LIVE,
     }
 }
@@ -550,6 +556,10 @@ fn assemble(
             burst[o] = burst[o].max(burst[i]);
         }
     }
+    let into_collector: Vec<bool> = output
+        .iter()
+        .map(|o| o.is_some_and(|o| nodes[o].element.burst() > 1))
+        .collect();
     let rows = rows(&nodes, &output);
     let place: HashMap<usize, usize> = order.iter().enumerate().map(|(k, i)| (*i, k)).collect();
     let mut slots: Vec<Option<Pending>> = nodes.into_iter().map(Some).collect();
@@ -564,7 +574,9 @@ fn assemble(
                 row: rows[i].clone(),
                 element: n.element,
                 output: output[i].map(|o| place[&o]),
-                queue: n.queue.resolve(default_queue(live, n.role, burst[i])),
+                queue: n
+                    .queue
+                    .resolve(default_queue(live, n.role, burst[i], into_collector[i])),
             }
         })
         .collect();

@@ -400,6 +400,7 @@ pub const DETECT: StageDecl = StageDecl {
             "false",
             "on CUDA, let ONNX Runtime run the convolutions in NHWC",
         ),
+
         PropSpec::new(
             "ep",
             PropType::Choice(&["auto", "cpu", "cuda"]),

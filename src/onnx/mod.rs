@@ -115,6 +115,9 @@ pub struct CudaOptions {
     /// Search every cuDNN convolution algorithm once per shape (seconds at start-up) instead of
     /// taking cuDNN's heuristic choice.
     pub exhaustive: bool,
+    /// Add each convolution's bias inside the cuDNN call (`fuse_conv_bias`) instead of in a
+    /// pass of its own over the output.
+    pub fuse_bias: bool,
 }
 
 /// The CUDA device and stream sessions run on: ONNX Runtime's CUDA execution provider queues its
@@ -448,6 +451,7 @@ fn cuda_session(
     })
     .with_cuda_graph(options.graph)
     .with_prefer_nhwc(options.nhwc)
+    .with_fuse_conv_bias(options.fuse_bias)
     .build()
     .error_on_failure();
     build(model, threads, Some(ep))

@@ -20,6 +20,8 @@ pub struct DetectBench {
     pub max_batch: usize,
     /// Each stream its own detect and track stages (the baseline) instead of one shared.
     pub per_stream: bool,
+    /// More detect properties, as written in a description.
+    pub props: String,
 }
 
 /// The detect and track stages of `spec`: the shared ones (`name=det`, the streams' branches
@@ -43,6 +45,9 @@ pub(super) fn stages(spec: &RunSpec, d: &DetectBench) -> String {
     );
     if d.interval > 1 {
         let _ = write!(text, " interval={}", d.interval);
+    }
+    if !d.props.trim().is_empty() {
+        let _ = write!(text, " {}", d.props.trim());
     }
     let _ = write!(text, "{gap}! track");
     text

@@ -148,6 +148,7 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         interval: 2,
         max_batch: 64,
         per_stream: false,
+        props: String::new(),
     };
     let text = description(&RunSpec {
         detector: Some(d.clone()),
