@@ -35,7 +35,8 @@ print(frames, objects)
 """
 
 
-def timed(cmd):
+def timed(cmd, out):
+    out.unlink(missing_ok=True)  # each run writes the file anew (outputs are never overwritten)
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t
@@ -68,10 +69,10 @@ def main():
                "--set", f"out={out}"]
         py = [sys.executable, "-c", PY, desc, str(root), str(model), str(out)]
         times = {"cli": [], "python": []}
-        timed(cli), timed(py)  # warm the page cache and the kernel cache
+        timed(cli, out), timed(py, out)  # warm the page cache and the kernel cache
         for _ in range(args.runs):
-            times["cli"].append(timed(cli)[0])
-            wall, said = timed(py)
+            times["cli"].append(timed(cli, out)[0])
+            wall, said = timed(py, out)
             times["python"].append(wall)
         frames, objects = said.split()
     print(f"clip x{args.loop} ({frames} frames, {objects} objects) through visdrone-classify.pipe, "
