@@ -241,8 +241,12 @@ def test_keyboard_interrupt_stops_the_pipeline_cleanly(tmp_path):
         print("not interrupted", flush=True)
         sys.exit(3)
     """))
+    # The child gets Ctrl-C as a program started from a terminal does: a test runner started in
+    # the background of a non-interactive shell has SIGINT ignored, its children inherit that,
+    # and Python then installs no KeyboardInterrupt handler at all.
     child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert child.stdout.readline().strip() == "running"
         start = time.monotonic()
