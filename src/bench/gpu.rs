@@ -1,24 +1,25 @@
 //! The GPU rows of the preprocess benchmark, and the auto-tuner.
 
-use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 
 use super::baselines::{BenchEngine, Strategy};
-use super::{
-    max_diff_255, median, prepare, BenchError, Prepared, PreprocessBenchOptions, Row, Workload,
-};
+use super::{max_diff_255, median, BenchError, Prepared, PreprocessBenchOptions, Row, Workload};
 use crate::batch::{build_blocks_into, CropBatch, CropMeta, AREA_INPUT_PER_BLOCK};
 use crate::preprocess::cpu::CpuBackend;
 use crate::preprocess::cuda::meta::Norm;
 use crate::preprocess::cuda::{
-    available, octopus_threads, CudaBackend, CudaError, Engine, HostFrame, OutType, TransferStats,
-    UploadMode,
+    available, octopus_threads, CudaBackend, CudaError, Engine, HostFrame, OutType, UploadMode,
 };
 use crate::preprocess::{Backend, Interpolation, PreprocessConfig};
+
+mod tuner;
+mod upload;
+
+pub use tuner::{probe, tune, ProbeOptions, TuneChoice};
+use upload::upload_times;
 
 pub(super) fn timing_event(e: &Engine) -> Result<CudaEvent, CudaError> {
     // Timing must be asked for: cudarc's default event disables it.
@@ -117,25 +118,6 @@ struct GpuInput<'a> {
     threads: u32,
     /// Source bytes the crops read (for the bytes-moved column).
     read_bytes: u64,
-}
-
-/// Host-clock times (ms) of one batch through one strategy with each way of moving the frames.
-struct UploadTimes {
-    /// Metadata + metadata upload + kernel, the frames already on the device.
-    e2e: f64,
-    /// The same plus the frames uploaded whole, as touched rows, as crop rectangles gathered on
-    /// the host, and as crop rectangles gathered by the GPU.
-    whole: f64,
-    rows: f64,
-    rects: f64,
-    gpu: f64,
-    /// The GPU gather step alone, by events and by the host clock.
-    gather_dev: f64,
-    gather_host: f64,
-    /// The cheapest upload plus the copy back to pinned memory.
-    back: f64,
-    rows_stats: TransferStats,
-    rects_stats: TransferStats,
 }
 
 /// The area and letterbox rows: name, filter, letterbox pad, blocks weighted by input pixels.
@@ -284,7 +266,7 @@ impl GpuBench {
     }
 
     /// Strategy `s` on one workload: parity with the CPU, the kernel alone (one launch, and
-    /// queued), and one batch end to end with each way of moving the frames (see [`UploadTimes`]).
+    /// queued), and one batch end to end with each way of moving the frames (see [`UploadTimes`](upload::UploadTimes)).
     fn strategy_row(
         &mut self,
         w: Workload,
@@ -700,101 +682,6 @@ fn read_bytes(batch: &CropBatch) -> u64 {
         .sum()
 }
 
-/// Strategy `s` over one workload's batch (`inp`) timed by the host clock with each way of moving
-/// the frames (see [`UploadTimes`]), the frames in pinned memory; `host_out` takes the copy back.
-fn upload_times(
-    e: &mut BenchEngine,
-    s: Strategy,
-    inp: &GpuInput<'_>,
-    reps: usize,
-    host_out: &mut PinnedHostSlice<f32>,
-) -> Result<UploadTimes, CudaError> {
-    let &GpuInput {
-        frames,
-        crops,
-        norm,
-        out_len,
-        tile,
-        per_block,
-        threads,
-        ..
-    } = inp;
-    let mut blocks = Vec::new();
-    // One batch: the frame upload (`None`: frames left from before), metadata, kernel, and with
-    // `back` the copy back to pinned memory.
-    let mut once = |e: &mut BenchEngine, up: Option<UploadMode>, back: bool| {
-        if let Some(mode) = up {
-            e.upload_frames(frames, crops, mode)?;
-        }
-        build_blocks_into(crops, tile, per_block, &mut blocks);
-        e.upload_meta_for(s, crops, &blocks)?;
-        e.launch_strategy(
-            s,
-            OutType::F32,
-            norm,
-            crops,
-            blocks.len(),
-            tile,
-            threads,
-            out_len,
-        )?;
-        if back {
-            // SAFETY: `time_host` synchronizes the stream after each run; `host_out` outlives
-            // the loop.
-            unsafe { e.download_f32_pinned(host_out, out_len) }?;
-        }
-        Ok(())
-    };
-    let e2e = time_host(e, reps, |e| once(e, None, false))?;
-    // `gpu`: the GPU gathers the crop rectangles from the pinned frames itself.
-    let mut upload = |mode: UploadMode, gpu: bool, back: bool, e: &mut BenchEngine| {
-        // SAFETY: the pinned frames outlive every run, and `time_host` synchronizes after each.
-        unsafe { e.set_device_gather(gpu) };
-        let t = time_host(e, reps, |e| once(e, Some(mode), back));
-        // SAFETY: host gathers again.
-        unsafe { e.set_device_gather(false) };
-        t
-    };
-    let whole = upload(UploadMode::Whole, false, false, e)?;
-    let rows_stats = e.upload_frames(frames, crops, UploadMode::Rows)?;
-    let rows = upload(UploadMode::Rows, false, false, e)?;
-    let rects_stats = e.upload_frames(frames, crops, UploadMode::Rects)?;
-    let rects = upload(UploadMode::Rects, false, false, e)?;
-    let gpu = upload(UploadMode::Rects, true, false, e)?;
-    // The GPU gather step alone: by events (host listing + launch + gather) and by the host
-    // clock (with a synchronize).
-    // SAFETY: the pinned frames outlive the runs; both timers synchronize after each.
-    unsafe { e.set_device_gather(true) };
-    let gather_step = |e: &mut BenchEngine| e.upload_frames(frames, crops, UploadMode::Rects);
-    let gather_dev = time_kernel(e, reps, |e| gather_step(e).map(drop))?;
-    let gather_host = time_host(e, reps, |e| gather_step(e).map(drop))?;
-    // SAFETY: host gathers again.
-    unsafe { e.set_device_gather(false) };
-    let best = [
-        (whole, UploadMode::Whole, false),
-        (rows, UploadMode::Rows, false),
-        (rects, UploadMode::Rects, false),
-        (gpu, UploadMode::Rects, true),
-    ]
-    .into_iter()
-    .min_by(|a, b| a.0.total_cmp(&b.0))
-    .map(|b| (b.1, b.2))
-    .unwrap_or((UploadMode::Whole, false));
-    let back = upload(best.0, best.1, true, e)?;
-    Ok(UploadTimes {
-        e2e,
-        whole,
-        rows,
-        rects,
-        gpu,
-        gather_dev,
-        gather_host,
-        back,
-        rows_stats,
-        rects_stats,
-    })
-}
-
 /// `crops` split per frame (of `n`), each frame's crops renumbered to frame 0 with output offsets
 /// from 0, and each frame's output length.
 fn per_frame_crops(n: usize, crops: &[CropMeta]) -> (Vec<Vec<CropMeta>>, Vec<usize>) {
@@ -835,138 +722,4 @@ fn clone_frame(f: &crate::frame::Frame) -> crate::frame::Frame {
         f.colorimetry,
         crate::frame::PooledBuf::unpooled(f.data().unwrap_or(&[]).to_vec()),
     )
-}
-
-/// Options of `octopipe probe`.
-#[derive(Debug, Clone, Default)]
-pub struct ProbeOptions {
-    /// Shared data root (real box sizes).
-    pub data_dir: Option<PathBuf>,
-}
-
-/// The auto-tuner's choice for strategy C: one (tile pixels, tiles per block) for small batches
-/// and one for large ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TuneChoice {
-    /// For batches of fewer than `threshold` output pixels.
-    pub small: (u32, u32),
-    /// For larger batches.
-    pub large: (u32, u32),
-    /// Output pixels where `large` takes over.
-    pub threshold: u64,
-}
-
-impl TuneChoice {
-    /// The (tile pixels, tiles per block) for a batch of `pixels` output pixels.
-    pub fn for_pixels(&self, pixels: u64) -> (u32, u32) {
-        if pixels < self.threshold {
-            self.small
-        } else {
-            self.large
-        }
-    }
-}
-
-/// Micro-benchmarks of strategy C at several tile sizes and tiles per block (and of strategy B for
-/// comparison) on a drone28-shaped batch and a crops1000-shaped one (224x224, I420; a 200-crop
-/// slice stands in for crops1000). Returns the fastest configuration for each (the threshold
-/// between them halfway, in output pixels) and a report.
-pub fn tune(
-    e: &mut BenchEngine,
-    data_dir: Option<PathBuf>,
-) -> Result<(TuneChoice, String), BenchError> {
-    let bopts = PreprocessBenchOptions {
-        data_dir,
-        ..Default::default()
-    };
-    let mut report = String::new();
-    let start = Instant::now();
-    let norm = Norm::from_config(&super::bench_config(&bopts));
-    let mut picks: Vec<((u32, u32), u64)> = Vec::new();
-    for w in [Workload::Drone28, Workload::Crops1000] {
-        let mut p = prepare(w, &bopts);
-        p.batch.crops.truncate(200);
-        let frames: Vec<HostFrame<'_>> = p.batch.frames.iter().map(HostFrame::of).collect();
-        let crops = &p.batch.crops;
-        let out_len = p.batch.tensor_len(3);
-        e.upload_frames(&frames, crops, UploadMode::Whole)?;
-        let mut blocks = Vec::new();
-        let mut best: Option<((u32, u32), f64)> = None;
-        for tile in [128u32, 256, 512] {
-            for per in [1u32, 2, 4, 8] {
-                build_blocks_into(crops, tile, per, &mut blocks);
-                e.upload_meta(crops, &blocks)?;
-                let nb = blocks.len();
-                let threads = octopus_threads(tile, per);
-                let ms = time_kernel_queued(e, 3, 5, |e| {
-                    e.launch(OutType::F32, norm, crops, nb, tile, threads, out_len)
-                })?;
-                if best.is_none_or(|(_, b)| ms < b) {
-                    best = Some(((tile, per), ms));
-                }
-                let _ = writeln!(
-                    report,
-                    "{:>9} C tile {tile:>3} x {per} per block ({threads} threads): {ms:.4} ms",
-                    w.name()
-                );
-            }
-        }
-        e.upload_meta_for(Strategy::Bsearch, crops, &[])?;
-        let ms = time_kernel_queued(e, 3, 5, |e| {
-            e.launch_strategy(
-                Strategy::Bsearch,
-                OutType::F32,
-                norm,
-                crops,
-                0,
-                256,
-                256,
-                out_len,
-            )
-        })?;
-        let _ = writeln!(report, "{:>9} B bsearch: {ms:.4} ms", w.name());
-        let (cfg, _) = best.unwrap_or(((256, 4), 0.0));
-        picks.push((cfg, (out_len / 3) as u64));
-    }
-    let choice = TuneChoice {
-        small: picks[0].0,
-        large: picks[1].0,
-        threshold: (picks[0].1 + picks[1].1) / 2,
-    };
-    let _ = writeln!(
-        report,
-        "timed part took {:.1} ms",
-        start.elapsed().as_secs_f64() * 1e3
-    );
-    let _ = writeln!(
-        report,
-        "choice: strategy C, tile-pixels={} tiles-per-block={} below {} output pixels, else tile-pixels={} tiles-per-block={}",
-        choice.small.0, choice.small.1, choice.threshold, choice.large.0, choice.large.1
-    );
-    Ok((choice, report))
-}
-
-/// `octopipe probe`: open the GPU, compile the kernels (or take them from the cache), and run
-/// [`tune`]. Returns the report; its last line is the choice.
-pub fn probe(opts: &ProbeOptions) -> Result<String, BenchError> {
-    available().map_err(|e| BenchError::Options(format!("no GPU to probe: {e}")))?;
-    let t0 = Instant::now();
-    let mut e = BenchEngine::new(0)?;
-    let setup = t0.elapsed();
-    let mut resources = String::new();
-    for k in crate::preprocess::cuda::kernels::Kernel::ALL {
-        let (regs, local, shared) = e.kernel_resources(k)?;
-        let _ = writeln!(
-            resources,
-            "{:>28}: {regs} registers, {local} B local, {shared} B shared",
-            k.name()
-        );
-    }
-    let (_, report) = tune(&mut e, opts.data_dir.clone())?;
-    Ok(format!(
-        "GPU: {} ({}), kernels ready in {:.1} ms\n{resources}{report}",
-        e.device_name(),
-        e.arch(),
-        setup.as_secs_f64() * 1e3
-    ))
 }

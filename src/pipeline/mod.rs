@@ -14,6 +14,7 @@
 //! fail and stop, downstream stages drain what they already have and finish, so no stage blocks
 //! forever. Nothing here knows what a stage does: only what it takes and gives.
 
+mod collect;
 mod edge;
 mod graph;
 mod handles;
@@ -21,10 +22,10 @@ mod paths;
 mod pool;
 mod streams;
 mod threads;
+mod wire;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -35,7 +36,7 @@ use crate::budget::{Budget, Report, Tally};
 use crate::frame::{Frame, StageSlot};
 use crate::sink::Object;
 use crate::source::{AppSource, FrameSource, StartGate};
-use crate::stage::{Caps, Item, OpenContext, Role, Running};
+use crate::stage::{Caps, OpenContext, Role, Running};
 use crate::Error;
 
 pub use edge::{
@@ -46,9 +47,9 @@ pub use graph::{Graph, Node};
 pub use paths::{check as check_paths, RunPath};
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
-use edge::{Edge, Inbox};
+use collect::{announce, expected_frames, finish, Collector};
 use handles::AppHandles;
-use threads::{run_source, run_stage, spawn_error};
+use wire::{join, spawn, wire, Rx, StageThread, Tx};
 
 /// Errors of the runner itself (a graph that cannot run as wired).
 #[derive(Debug, thiserror::Error)]
@@ -700,298 +701,4 @@ impl Pipeline {
         }
         outcome
     }
-}
-
-/// The end of the pipeline, on the calling thread: the report, the observers and the
-/// application's channel.
-struct Collector<'a> {
-    observers: Vec<Box<dyn Observer>>,
-    batches: Option<Sender<CropBatch>>,
-    tally: &'a Tally,
-    budget: Duration,
-    batch_slot: Option<StageSlot>,
-    downstream: Arc<Downstream>,
-    /// The frames the sources expect, told to the observers once known.
-    expected: Arc<Expected>,
-    announced: bool,
-}
-
-impl Collector<'_> {
-    /// Take finished batches until the pipeline is drained, or, after a stop request, until the
-    /// stop grace is over; true when it gave up with work in flight.
-    fn collect(&mut self, end_rx: &Receiver<CropBatch>, ctl: &Control, grace: Duration) -> bool {
-        loop {
-            let next = match ctl.stop_deadline(grace) {
-                Some(deadline) => end_rx.recv_deadline(deadline).map_err(|e| e.is_timeout()),
-                None => crossbeam_channel::select! {
-                    recv(end_rx) -> batch => batch.map_err(|_| false),
-                    // A stop request: from now on wait until its deadline only.
-                    recv(ctl.wake.1) -> _ => continue,
-                },
-            };
-            match next {
-                Ok(batch) => self.batch(batch),
-                Err(timed_out) => return timed_out,
-            }
-        }
-    }
-
-    fn batch(&mut self, batch: CropBatch) {
-        if let (Some(slot), Some(f)) = (self.batch_slot, batch.frames.first()) {
-            if let (Some(b), Some((_, e))) = (f.times.get(slot), f.times.marks().last()) {
-                self.downstream
-                    .observe(e.saturating_duration_since(b), batch.crops.len());
-            }
-        }
-        self.tally
-            .with(|t| batch.frames.iter().for_each(|f| t.record(f)));
-        announce(&self.expected, &mut self.announced, &mut self.observers);
-        for o in &mut self.observers {
-            o.batch(&batch, self.budget);
-        }
-        if let Some(tx) = &self.batches {
-            // A reader that went away stops listening; the run goes on.
-            let _ = tx.send(batch);
-        }
-    }
-}
-
-/// A stage's thread, and whether it is in its own work (a `process` call, or a source waiting
-/// for its next frame) rather than waiting on an edge.
-struct StageThread {
-    kind: &'static str,
-    handle: thread::JoinHandle<()>,
-    working: Arc<AtomicBool>,
-}
-
-/// Wait for the stage threads to end; after a stop request only until its deadline. Returns
-/// the kinds of the stages still in their own work then (or, if none is, of those still
-/// running); their threads are left to end on their own. A stage that panicked is the run's
-/// error.
-fn join(threads: Vec<StageThread>, ctl: &Control, grace: Duration) -> Vec<String> {
-    loop {
-        if threads.iter().all(|t| t.handle.is_finished()) {
-            for t in threads {
-                if t.handle.join().is_err() {
-                    ctl.fail(PipelineError::Panic(t.kind.to_string()).into());
-                }
-            }
-            return Vec::new();
-        }
-        if ctl
-            .stop_deadline(grace)
-            .is_some_and(|d| Instant::now() >= d)
-        {
-            let running: Vec<&StageThread> =
-                threads.iter().filter(|t| !t.handle.is_finished()).collect();
-            let busy: Vec<String> = running
-                .iter()
-                .filter(|t| t.working.load(Ordering::Relaxed))
-                .map(|t| t.kind.to_string())
-                .collect();
-            if !busy.is_empty() {
-                return busy;
-            }
-            return running.iter().map(|t| t.kind.to_string()).collect();
-        }
-        thread::sleep(JOIN_POLL);
-    }
-}
-
-/// Number the sources of `ready` in order and ask each for its length.
-fn expected_frames(ready: &mut [Ready]) -> Arc<Expected> {
-    let mut lengths = Vec::new();
-    for n in ready.iter_mut() {
-        if let Running::Source(source) = &n.running {
-            n.source = Some(lengths.len());
-            let length = source.expected_frames();
-            lengths.push(AtomicU64::new(length.unwrap_or(Expected::UNKNOWN)));
-        }
-    }
-    Arc::new(Expected(lengths))
-}
-
-/// Tell the observers the run's length, once it is known.
-fn announce(expected: &Expected, announced: &mut bool, observers: &mut [Box<dyn Observer>]) {
-    if *announced {
-        return;
-    }
-    if let Some(total) = expected.total() {
-        *announced = true;
-        observers.iter_mut().for_each(|o| o.expected_frames(total));
-    }
-}
-
-fn finish(
-    mut observers: Vec<Box<dyn Observer>>,
-    tally: &Tally,
-    budget: Duration,
-    control: &Control,
-    abandoned: Vec<String>,
-) -> Outcome {
-    let error = control.error.lock().ok().and_then(|mut e| e.take());
-    // A stream that failed alone is the run's error when nothing else failed.
-    let error = error.or_else(|| control.stream_error.lock().ok().and_then(|mut e| e.take()));
-    let mut report = tally
-        .with(|t| t.finish())
-        .unwrap_or_else(|| Budget::new(budget, Vec::new()).finish());
-    for o in &mut observers {
-        o.finish(&mut report);
-    }
-    Outcome {
-        report,
-        error,
-        abandoned,
-    }
-}
-
-/// The sending end of an edge, of the type that travels on it.
-enum Tx {
-    Frames(Edge<Frame>),
-    Batches(Edge<CropBatch>),
-}
-
-/// A receiving end.
-enum Rx {
-    Frames(Receiver<Frame>),
-    Batches(Receiver<CropBatch>),
-}
-
-/// Each node's incoming edges and outgoing edge, and the end of the pipeline's receiver.
-#[allow(clippy::type_complexity)]
-fn wire(
-    nodes: &[Ready],
-    tally: &Tally,
-) -> Result<(Vec<(Vec<Rx>, Tx)>, Receiver<CropBatch>), Error> {
-    let mut inputs: Vec<Vec<Rx>> = nodes.iter().map(|_| Vec::new()).collect();
-    let mut outputs = Vec::with_capacity(nodes.len());
-    let mut end = None;
-    for n in nodes {
-        let to = n.output.map_or("report", |j| nodes[j].label);
-        let name = format!("{} -> {to}", n.label);
-        let (tx, rx) = match n.running.items().1 {
-            Item::Frames => {
-                let (tx, rx) = Edge::new(n.queue, &name, tally);
-                (Tx::Frames(tx), Rx::Frames(rx))
-            }
-            Item::Batches => {
-                let (tx, rx) = Edge::new(n.queue, &name, tally);
-                (Tx::Batches(tx), Rx::Batches(rx))
-            }
-        };
-        match (n.output, rx) {
-            (Some(j), rx) => inputs[j].push(rx),
-            (None, Rx::Batches(rx)) => end = Some(rx),
-            (None, Rx::Frames(_)) => {
-                return Err(PipelineError::Wiring {
-                    stage: "report".into(),
-                    takes: "batches".into(),
-                    fed: format!("frames by '{}'", n.kind),
-                }
-                .into())
-            }
-        }
-        outputs.push(tx);
-    }
-    let end = end.ok_or_else(|| PipelineError::Wiring {
-        stage: "report".into(),
-        takes: "batches".into(),
-        fed: "nothing".into(),
-    })?;
-    Ok((inputs.into_iter().zip(outputs).collect(), end))
-}
-
-/// Start node `n`'s thread between `inputs` (and, for the batch stage of a pipeline taking
-/// streams, the edges of streams `joins` brings) and `output`.
-fn spawn(
-    n: Ready,
-    inputs: Vec<Rx>,
-    output: Tx,
-    joins: Option<Receiver<Receiver<Frame>>>,
-    ctl: &Arc<Control>,
-    expected: &Arc<Expected>,
-) -> Result<StageThread, Error> {
-    let kind = n.kind;
-    let working = Arc::new(AtomicBool::new(false));
-    let handle = start(n, inputs, output, joins, ctl, working.clone(), expected)?;
-    Ok(StageThread {
-        kind,
-        handle,
-        working,
-    })
-}
-
-fn start(
-    n: Ready,
-    inputs: Vec<Rx>,
-    output: Tx,
-    joins: Option<Receiver<Receiver<Frame>>>,
-    ctl: &Arc<Control>,
-    busy: Arc<AtomicBool>,
-    expected: &Arc<Expected>,
-) -> Result<thread::JoinHandle<()>, Error> {
-    let wiring = |takes: &str, fed: &str| -> Error {
-        PipelineError::Wiring {
-            stage: n.kind.to_string(),
-            takes: takes.into(),
-            fed: fed.into(),
-        }
-        .into()
-    };
-    let name = format!("octopipe-{}", n.kind);
-    let slot = n.slot;
-    let ctl = ctl.clone();
-    let learn = n.source.map(|i| (expected.clone(), i));
-    let end = n.end;
-    let stream = n.stream;
-    match (n.running, output) {
-        (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => {
-            let stream = stream.unwrap_or_default();
-            thread::Builder::new()
-                .name(name.clone())
-                .spawn(move || run_source(source, tx, slot, &ctl, &busy, learn, &end, &stream))
-                .map_err(|e| spawn_error(&name, e))
-        }
-        (Running::Frames(stage), Tx::Frames(tx)) => {
-            let rx = frames(inputs, joins).ok_or_else(|| wiring("frames", "batches"))?;
-            run_stage(name, stage, rx, tx, slot, (ctl, stream), busy)
-        }
-        (Running::Batcher(stage), Tx::Batches(tx)) => {
-            let rx = frames(inputs, joins).ok_or_else(|| wiring("frames", "batches"))?;
-            run_stage(name, stage, rx, tx, slot, (ctl, stream), busy)
-        }
-        (Running::Batches(stage), Tx::Batches(tx)) => {
-            let rx = batches(inputs).ok_or_else(|| wiring("batches", "frames"))?;
-            run_stage(name, stage, rx, tx, slot, (ctl, stream), busy)
-        }
-        (Running::Workers(stages), Tx::Batches(tx)) => {
-            let rx = batches(inputs).ok_or_else(|| wiring("batches", "frames"))?;
-            pool::run_workers(name, stages, rx, tx, slot, ctl, busy)
-        }
-        _ => Err(wiring("its role's items", "something else")),
-    }
-}
-
-/// A stage's inbox of frames: its edges, and those of streams that join while running.
-fn frames(inputs: Vec<Rx>, joins: Option<Receiver<Receiver<Frame>>>) -> Option<Inbox<Frame>> {
-    let rx: Option<Vec<_>> = inputs
-        .into_iter()
-        .map(|r| match r {
-            Rx::Frames(r) => Some(r),
-            Rx::Batches(_) => None,
-        })
-        .collect();
-    rx.filter(|r| !r.is_empty() || joins.is_some())
-        .map(|r| Inbox::new(r, joins))
-}
-
-fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
-    let rx: Option<Vec<_>> = inputs
-        .into_iter()
-        .map(|r| match r {
-            Rx::Batches(r) => Some(r),
-            Rx::Frames(_) => None,
-        })
-        .collect();
-    rx.filter(|r| !r.is_empty()).map(|r| Inbox::new(r, None))
 }

@@ -43,21 +43,19 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
+mod build;
 mod recover;
 
+use build::{Input, Parts};
 use recover::Garbage;
 
 use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
-use super::elements::{check_framerate, init, make, missing, PLUGINS_BASE};
-use super::images::{build_images, list_images, Feeder, ImageList, Images};
-use super::launch::build_launch;
-use super::media::{build_media, expected_frames, media_uri, truncation};
+use super::images::Feeder;
+use super::media::{expected_frames, truncation};
 use super::nvdec::{self, SharedCuda};
-use super::rtp::RtpTimes;
-use super::test::{build_test, TestSettings};
 use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{secs, Limits, Wait};
-use super::{Decoder, FrameSource, SourceConfig, SourceError, SourceKind};
+use super::{FrameSource, SourceConfig, SourceError, SourceKind};
 use crate::budget::Tally;
 use crate::frame::{
     BufferPool, Colorimetry, DeviceFrame, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,
@@ -65,19 +63,9 @@ use crate::frame::{
 };
 use crate::redact;
 
-/// Decoded frames the `appsink` may hold before the decoder waits.
-const SINK_QUEUE: u32 = 3;
 /// How long [`GstSource::next_frame`](FrameSource::next_frame) waits for a sample between two looks
 /// at the bus.
 const POLL: gst::ClockTime = gst::ClockTime::from_mseconds(50);
-/// URI schemes of sources that receive from a sender over a network (a head whose element
-/// handles one is a network head, as is one whose element is of the `Source/Network` class).
-const NETWORK_SCHEMES: &[&str] = &[
-    "udp", "tcp", "rtsp", "rtsps", "rtspt", "rtspu", "srt", "rist", "rtmp", "rtmps", "http",
-    "https",
-];
-/// Nice value of the decoder threads of file and image sources (see [`lower_decoder_priority`]).
-const DECODER_NICE: libc::c_int = 10;
 
 /// Where a decoder that `decodebin` could not find usually lives.
 const DECODER_PACKAGES: &str =
@@ -152,192 +140,6 @@ pub struct GstSource {
     /// Damaged data dropped so far (errors and warnings of depayloaders, parsers and
     /// decoders of a stream that went on), the first one's words, and when the last came.
     garbage: Garbage,
-}
-
-/// One build of the GStreamer pipeline of an input.
-struct Parts {
-    pipeline: gst::Pipeline,
-    appsink: gst_app::AppSink,
-    bus: gst::Bus,
-    input: Input,
-    feeder: Option<Feeder>,
-    cuda: Option<Arc<SharedCuda>>,
-}
-
-impl Parts {
-    /// Check the settings and paths (before any GStreamer work), then build the pipeline.
-    fn build(config: &SourceConfig) -> Result<Parts, SourceError> {
-        let plan = Plan::check(config)?;
-        init()?;
-        let cuda = plan.nvdec(config)?;
-        let pipeline = gst::Pipeline::new();
-        if let Some(shared) = &cuda {
-            // Elements added later (decodebin's decoders) take the pipeline's contexts.
-            pipeline.set_context(shared.context());
-        }
-        let appsink = new_appsink()?;
-        let (input, feeder) = plan.build(&pipeline, &appsink, config, cuda.as_ref())?;
-        let bus = pipeline
-            .bus()
-            .ok_or_else(|| SourceError::Init("pipeline has no bus".into()))?;
-        let lower = !matches!(config.kind, SourceKind::Launch { .. });
-        sync_handler(&bus, lower, cuda.clone());
-        Ok(Parts {
-            pipeline,
-            appsink,
-            bus,
-            input,
-            feeder,
-            cuda,
-        })
-    }
-
-    /// Whether frames come from a sender rather than a file: a live or network head, or a
-    /// media URI other than `file:`.
-    fn receives(&self, config: &SourceConfig) -> bool {
-        match &self.input {
-            Input::Launch { .. } => config.live || has_network_element(&self.pipeline),
-            Input::Media { uri, .. } => !uri.starts_with("file:"),
-            Input::Images(_) | Input::Test { .. } => false,
-        }
-    }
-}
-
-/// What the pipeline reads, and how to name it.
-enum Input {
-    /// A media file or URI: `name` as the user wrote it (for errors), `uri` for frames.
-    Media { name: String, uri: Arc<str> },
-    /// An image sequence.
-    Images(Images),
-    /// `videotestsrc`, described as `videotestsrc pattern=..`, giving `frames` frames.
-    Test { name: Arc<str>, frames: u64 },
-    /// A GStreamer launch fragment, named by its text; `rtp` when it receives RTP.
-    Launch {
-        name: Arc<str>,
-        rtp: Option<Arc<RtpTimes>>,
-    },
-}
-
-/// What `open` checked before building the pipeline.
-enum Plan<'a> {
-    /// (name for errors, URI)
-    Media((String, String)),
-    Images(ImageList),
-    Test(TestSettings<'a>),
-    /// A GStreamer launch fragment.
-    Launch(&'a String, bool),
-}
-
-impl<'a> Plan<'a> {
-    /// Check what can be checked before touching GStreamer: settings, paths and files.
-    fn check(config: &'a SourceConfig) -> Result<Self, SourceError> {
-        if config.loops == 0
-            || (config.loops > 1 && !matches!(config.kind, SourceKind::Images { .. }))
-        {
-            return Err(SourceError::Setting {
-                setting: "loop".into(),
-                value: config.loops.to_string(),
-                expected: "a count of at least 1 (only image sequences play more than once)".into(),
-            });
-        }
-        Ok(match &config.kind {
-            SourceKind::Media { location } => Plan::Media(media_uri(location)?),
-            SourceKind::Images { location } => {
-                check_framerate(config.framerate)?;
-                Plan::Images(list_images(location)?)
-            }
-            SourceKind::Launch { fragment, decode } => {
-                if let Some(framerate) = config.head_framerate {
-                    check_framerate(framerate)?;
-                }
-                Plan::Launch(fragment, *decode)
-            }
-            SourceKind::Test {
-                pattern,
-                width,
-                height,
-                num_buffers,
-                format,
-            } => {
-                check_framerate(config.framerate)?;
-                Plan::Test(TestSettings {
-                    pattern,
-                    width: *width,
-                    height: *height,
-                    num_buffers: *num_buffers,
-                    format: *format,
-                    framerate: config.framerate,
-                })
-            }
-        })
-    }
-
-    /// The CUDA context to share with NVDEC decoders, when the media source (or a head octopipe
-    /// decodes, `head decoder=`) decodes with them:
-    /// `decoder=nvdec` (an error naming the input when it cannot), or `decoder=auto` where it
-    /// can (else CPU decoding, saying why once).
-    fn nvdec(&self, config: &SourceConfig) -> Result<Option<Arc<SharedCuda>>, SourceError> {
-        let name = match self {
-            Plan::Media((name, _)) => name,
-            Plan::Launch(fragment, true) => *fragment,
-            _ => return Ok(None),
-        };
-        let shared = || nvdec::available().and_then(|()| SharedCuda::new(config.device));
-        match config.decoder {
-            Decoder::Cpu => Ok(None),
-            Decoder::Nvdec => shared().map(Some).map_err(|reason| SourceError::Nvdec {
-                source_name: name.clone(),
-                reason,
-            }),
-            Decoder::Auto => match shared() {
-                Ok(shared) => {
-                    tracing::info!("{name}: decoder=auto: decoding with NVDEC into CUDA memory");
-                    Ok(Some(shared))
-                }
-                Err(reason) => {
-                    tracing::info!("{name}: decoder=auto: decoding on the CPU: {reason}");
-                    Ok(None)
-                }
-            },
-        }
-    }
-
-    /// Add the elements of this input to `pipeline`, ending in `appsink`; an image sequence also
-    /// starts its feeder thread. A media input decodes with NVDEC when given `cuda`.
-    fn build(
-        self,
-        pipeline: &gst::Pipeline,
-        appsink: &gst_app::AppSink,
-        config: &SourceConfig,
-        cuda: Option<&Arc<SharedCuda>>,
-    ) -> Result<(Input, Option<Feeder>), SourceError> {
-        Ok(match self {
-            Plan::Media((name, uri)) => {
-                build_media(pipeline, appsink, &uri, cuda)?;
-                // Only the pipeline gets the URI as written: names and frames never carry its
-                // credentials.
-                let name = redact::credentials(&name).into_owned();
-                let uri = redact::credentials(&uri).as_ref().into();
-                (Input::Media { name, uri }, None)
-            }
-            Plan::Images(list) => {
-                let images = Images::new(list, config.framerate, config.loops);
-                let feeder = build_images(pipeline, appsink, &images)?;
-                (Input::Images(images), Some(feeder))
-            }
-            Plan::Launch(fragment, decode) => {
-                let rtp = build_launch(pipeline, appsink, fragment, decode, cuda)?;
-                let name = redact::credentials(fragment).as_ref().into();
-                (Input::Launch { name, rtp }, None)
-            }
-            Plan::Test(test) => {
-                build_test(pipeline, appsink, &test)?;
-                let name = test.name().into();
-                let frames = u64::from(test.num_buffers);
-                (Input::Test { name, frames }, None)
-            }
-        })
-    }
 }
 
 impl GstSource {
@@ -786,58 +588,4 @@ enum Pixels {
     Host(PooledBuf, FrameLayout),
     /// The decoder's CUDA memory, mapped.
     Device(DeviceFrame, FrameLayout),
-}
-
-/// The `appsink` every pipeline ends in: it hands samples out as fast as the consumer pulls and
-/// holds at most [`SINK_QUEUE`] of them.
-fn new_appsink() -> Result<gst_app::AppSink, SourceError> {
-    let appsink = make("appsink", PLUGINS_BASE)?
-        .downcast::<gst_app::AppSink>()
-        .map_err(|_| missing("appsink", PLUGINS_BASE))?;
-    appsink.set_max_buffers(SINK_QUEUE);
-    appsink.set_drop(false);
-    // As fast as the consumer pulls: live-rate pacing is the runner's (`runner::run_source`).
-    appsink.set_sync(false);
-    appsink.set_property("enable-last-sample", false);
-    Ok(appsink)
-}
-
-/// What the bus handles on the posting thread (a bus has one sync handler):
-/// - with `lower`, files and image sequences are decoded ahead of need: their decoder threads run
-///   at a lower priority ([`DECODER_NICE`]), so that they yield the cores to the stages working on
-///   due frames (a live head's decoder is on the critical path and keeps its priority);
-/// - with `cuda`, an element that needs a CUDA context (an NVDEC decoder starting) gets the one
-///   octopipe shares, before it would make its own.
-fn sync_handler(bus: &gst::Bus, lower: bool, cuda: Option<Arc<SharedCuda>>) {
-    if !lower && cuda.is_none() {
-        return;
-    }
-    bus.set_sync_handler(move |_, msg| {
-        if let Some(shared) = &cuda {
-            if nvdec::answer_need_context(msg, shared) {
-                return gst::BusSyncReply::Drop;
-            }
-        }
-        if let gst::MessageView::StreamStatus(s) = msg.view() {
-            if lower && s.get().0 == gst::StreamStatusType::Enter {
-                // SAFETY: setpriority on the calling thread (who = 0) only changes its nice value.
-                unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, DECODER_NICE) };
-            }
-        }
-        gst::BusSyncReply::Pass
-    });
-}
-
-/// Whether `bin` holds an element that receives over a network: of the `Source/Network` class
-/// (`udpsrc`, `tcpclientsrc`, `rtspsrc`, `srtsrc`, ...) or handling a network URI scheme.
-fn has_network_element(bin: &gst::Pipeline) -> bool {
-    bin.iterate_recurse().into_iter().flatten().any(|e| {
-        e.factory().is_some_and(|f| {
-            f.klass().contains("Network")
-                || (f.uri_type() == gst::URIType::Src
-                    && f.uri_protocols()
-                        .iter()
-                        .any(|p| NETWORK_SCHEMES.contains(&p.as_str())))
-        })
-    })
 }

@@ -1,0 +1,443 @@
+//! The command line's arguments: the clap structs and enums.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[cfg(feature = "bench")]
+use octopipe::bench;
+use octopipe::observe;
+use octopipe::pipeline::RunPath;
+
+#[derive(Parser)]
+#[command(
+    name = "octopipe",
+    version,
+    about = "Real-time drone-video preprocessing: decode, boxes, ragged crop batches, classify, within a frame budget"
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Run a pipeline given as text (`stage prop=value ! stage ...`) or as a .pipe file.
+    Run {
+        /// The description, or a file holding it.
+        pipeline: String,
+        /// Set a variable used as ${name} in the description (repeatable).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        vars: Vec<String>,
+        /// Per-frame budget in ms (default: one frame interval of the source, 33.3 ms at 30 fps).
+        #[arg(long)]
+        budget_ms: Option<f64>,
+        /// Replace earlier output: every sink's and option's file or folder (else an existing
+        /// one is refused).
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        observe: ObserveArgs,
+    },
+    /// List the stages and their properties, or show one stage.
+    Inspect {
+        /// A stage name.
+        stage: Option<String>,
+    },
+    /// Write the synthetic satellite scene (one 16-bit band: ocean, sea ice, clouds) as a 16-bit
+    /// greyscale PNG, for pipelines/satellite-filter.pipe.
+    Scene {
+        /// The PNG to write, a new file (its folder is made if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
+        /// Width and height in pixels.
+        #[arg(long, default_value_t = 8192)]
+        size: u32,
+        /// The scene's seed (the same pixels for the same seed and size).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Make a continuous test video: a camera panning and zooming over a real VisDrone frame
+    /// (H.264, OUT/video.mp4) and the ground truth its motion implies (MOT, OUT/gt.txt).
+    Pan {
+        /// The folder to write video.mp4 and gt.txt into (made if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// The source image (default: a frame of $OCTOPIPE_DATA's clip).
+        #[arg(long, requires = "annotations")]
+        image: Option<PathBuf>,
+        /// Its VisDrone DET annotations.
+        #[arg(long, requires = "image")]
+        annotations: Option<PathBuf>,
+        /// Frames, at 30 fps.
+        #[arg(long, default_value_t = octopipe::pan::DEFAULT_FRAMES)]
+        frames: u32,
+        /// Replace an earlier video and ground truth.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Score a run's output against ground truth: detections, tracks (IDF1) or labels.
+    Eval {
+        #[command(subcommand)]
+        what: octopipe::eval::EvalCommand,
+    },
+    /// Benchmarks and `probe` come with the `bench` feature: this build says how to get them.
+    #[cfg(not(feature = "bench"))]
+    #[command(hide = true, name = "bench", alias = "probe")]
+    NoBench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<String>,
+    },
+    /// Benchmarks (release builds only give meaningful numbers).
+    #[cfg(feature = "bench")]
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+    /// Pick the GPU strategy and tile size for the present GPU with micro-benchmarks.
+    #[cfg(feature = "bench")]
+    Probe {
+        /// Shared data folder (real VisDrone box sizes); default $OCTOPIPE_DATA.
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
+}
+
+#[cfg(feature = "bench")]
+#[derive(Subcommand)]
+pub(crate) enum BenchCommand {
+    /// Crop + resize + normalize: CPU backend, naive CPU baseline, and GPU strategies A to E.
+    Preprocess(PreprocessArgs),
+    /// The detector's input: a frame's tiles preprocessed as one batch, CPU and GPU.
+    DetectTiles {
+        /// Seconds spent timing each row.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// CPU worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Skip the GPU row.
+        #[arg(long)]
+        no_gpu: bool,
+    },
+    /// A model alone in ONNX Runtime: time per run and items per second, per execution provider,
+    /// input memory (host, or device with the CUDA one) and batch size.
+    Infer {
+        /// The ONNX model.
+        #[arg(long)]
+        model: PathBuf,
+        /// Execution providers: cpu, cuda (comma-separated).
+        #[arg(long, default_value = "cpu,cuda", value_delimiter = ',')]
+        ep: Vec<String>,
+        /// Batch sizes (comma-separated).
+        #[arg(long, default_value = "28,448", value_delimiter = ',')]
+        batch: Vec<usize>,
+        /// Timed runs per row.
+        #[arg(long, default_value_t = 30)]
+        runs: usize,
+        /// ONNX Runtime intra-op threads (0: its default).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Ways of running on CUDA, each its own rows: plain, or +-joined bound (fixed batch
+        /// sizes through bound buffers), graph (CUDA graphs, implies bound), nhwc, exhaustive,
+        /// fusebias (each convolution's bias inside its cuDNN call).
+        #[arg(long, default_value = "plain", value_delimiter = ',')]
+        cuda: Vec<String>,
+        /// Leave out the rows of changing batch sizes run as they come.
+        #[arg(long)]
+        fixed_only: bool,
+    },
+    /// The tracker on the VisDrone MOT ground truth with ids hidden: IDF1, ID switches, MOTA.
+    Track {
+        /// Shared data folder (visdrone/mot-test-dev-annotations); default $OCTOPIPE_DATA.
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
+    /// The broker sinks' messages: bytes per message (per frame, per object) on the clip and on
+    /// synthetic boxes, and with --mqtt-port, messages a second through that broker.
+    Messages {
+        /// The clip folder; default $OCTOPIPE_DATA/visdrone/clip-9999999.
+        #[arg(long)]
+        clip: Option<PathBuf>,
+        /// The classifier; default $OCTOPIPE_DATA/models/visdrone-crops-64.onnx.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// An MQTT broker on 127.0.0.1 to run messages through (QoS 1, then 0).
+        #[arg(long)]
+        mqtt_port: Option<u16>,
+        /// Frames of each broker run.
+        #[arg(long, default_value_t = 3000)]
+        frames: u32,
+    },
+    /// The satellite tile filter: an 8192x8192 16-bit scene, 727 random tiles of 128..512 px,
+    /// per-tile statistics and keep rule on the CPU, and on the GPU in one launch against one
+    /// launch per tile and every tile padded to 512x512.
+    Tiles {
+        /// Scene width and height.
+        #[arg(long, default_value_t = 8192)]
+        size: u32,
+        /// Tiles: the grid seed is the first from 1 whose random grid has this many.
+        #[arg(long, default_value_t = 727)]
+        tiles: usize,
+        /// The grid seed (instead of searching for --tiles).
+        #[arg(long)]
+        grid_seed: Option<u64>,
+        /// The keep rule.
+        #[arg(long, default_value = "mean>0.535")]
+        keep: String,
+        /// Pixels per block of work.
+        #[arg(long, default_value_t = octopipe::tilestats::DEFAULT_BLOCK_PIXELS)]
+        block_pixels: u32,
+        /// Seconds spent timing each CPU row.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// CPU worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Skip the GPU rows.
+        #[arg(long)]
+        no_gpu: bool,
+    },
+    /// The whole pipeline (decode, boxes, batch, preprocess, classify) on N streams of H.264
+    /// encoded from the clip: fps, latency, CPU and GPU use per streams x decoder x ep.
+    Pipeline(Box<PipelineArgs>),
+}
+
+/// `octopipe bench pipeline`.
+#[cfg(feature = "bench")]
+#[derive(clap::Args)]
+pub(crate) struct PipelineArgs {
+    /// Stream counts, comma separated (file mode).
+    #[arg(long, value_delimiter = ',', default_values_t = bench::pipeline::DEFAULT_STREAMS)]
+    pub(crate) streams: Vec<usize>,
+    /// Decoders of the media source, comma separated: cpu, nvdec, auto.
+    #[arg(long = "decoder", value_delimiter = ',', default_value = "cpu")]
+    pub(crate) decoders: Vec<String>,
+    /// Classifier execution providers, comma separated: cpu, cuda.
+    #[arg(long = "ep", value_delimiter = ',', default_value = "cpu")]
+    pub(crate) eps: Vec<String>,
+    /// Preprocess backend, cpu or cuda (default: cuda with ep=cuda or decoder=nvdec, else cpu).
+    #[arg(long)]
+    pub(crate) backend: Option<String>,
+    /// Seconds of video per stream, at 30 fps.
+    #[arg(long, default_value_t = 10.0)]
+    pub(crate) seconds: f64,
+    /// The clip folder (its images/ are the video's frames); default
+    /// $OCTOPIPE_DATA/visdrone/clip-9999999.
+    #[arg(long)]
+    pub(crate) clip: Option<PathBuf>,
+    /// The classifier; default $OCTOPIPE_DATA/models/visdrone-crops-64.onnx.
+    #[arg(long)]
+    pub(crate) model: Option<PathBuf>,
+    /// Play the streams live at 30 fps and search the most held (p99 < 33.3 ms, nothing
+    /// dropped) for each decoder and ep, instead of the --streams list.
+    #[arg(long)]
+    pub(crate) live: bool,
+    /// Bound of the --live search.
+    #[arg(long, default_value_t = bench::pipeline::DEFAULT_MAX_STREAMS)]
+    pub(crate) max_streams: usize,
+    /// With --live: play these stream counts (comma separated) instead of searching.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) live_streams: Vec<usize>,
+    /// With --live: the p99 end-to-end latency a run must stay under to hold (default: one
+    /// frame interval, 33.3 ms).
+    #[arg(long)]
+    pub(crate) p99_ms: Option<f64>,
+    /// Largest number of frames in one batch (max-frames = min(streams, this)).
+    #[arg(long, default_value_t = bench::pipeline::DEFAULT_BATCH_FRAMES)]
+    pub(crate) batch_frames: usize,
+    /// Synthetic boxes per frame.
+    #[arg(long, default_value_t = bench::pipeline::DEFAULT_BOXES)]
+    pub(crate) boxes: u32,
+    /// Keep the encoded video at this new path (to rerun a row with `octopipe run`).
+    #[arg(long)]
+    pub(crate) keep_video: Option<PathBuf>,
+    /// Spread the streams over these GPUs (comma-separated ordinals; each its own batch,
+    /// preprocess and classify chain; one report).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) devices: Vec<usize>,
+    /// Classifiers per chain (`classify workers=N`, each with its share of the cores as ONNX
+    /// Runtime threads): for the CPU execution provider.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) workers: usize,
+    /// `preprocess gather=auto|host|device` of the CUDA backend: crop rectangles pulled by the
+    /// GPU from page-locked frames, or gathered on the host (default: auto).
+    #[arg(long, value_parser = ["auto", "host", "device"])]
+    pub(crate) gather: Option<String>,
+    /// Boxes from this ONNX detector (the shared CenterNet's form), one `detect` stage shared
+    /// by the streams, then `track`, instead of synthetic boxes.
+    #[arg(long)]
+    pub(crate) detector: Option<PathBuf>,
+    /// The detector's tile size, WxH.
+    #[arg(long, default_value = "640x640")]
+    pub(crate) tiles: String,
+    /// Detect every Nth frame of each stream (`detect interval=N`).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) interval: u64,
+    /// Most tiles per detector call (`detect max-batch`).
+    #[arg(long, default_value_t = 64)]
+    pub(crate) detector_batch: usize,
+    /// Each stream its own detect and track stages (the baseline) instead of one shared.
+    #[arg(long)]
+    pub(crate) detector_per_stream: bool,
+    /// More properties of the detect stage, as written in a description (e.g.
+    /// "prefer-nhwc=true").
+    #[arg(long, default_value = "")]
+    pub(crate) detector_props: String,
+    /// Video width (small values keep tests fast).
+    #[arg(long, default_value_t = 1920, hide = true)]
+    pub(crate) width: u32,
+    /// Video height.
+    #[arg(long, default_value_t = 1080, hide = true)]
+    pub(crate) height: u32,
+}
+
+/// `octopipe bench preprocess`.
+#[cfg(feature = "bench")]
+#[derive(clap::Args)]
+pub(crate) struct PreprocessArgs {
+    /// Workloads: drone28, crops1000, streams16 (repeatable; default all).
+    #[arg(long = "workload")]
+    pub(crate) workloads: Vec<String>,
+    /// Frame pixel format: i420, nv12, rgb, bgr, rgba, bgra.
+    #[arg(long, default_value = "i420")]
+    pub(crate) format: String,
+    /// Output size WxH.
+    #[arg(long, default_value = "224x224")]
+    pub(crate) size: String,
+    /// Shared data folder (real VisDrone box sizes); default $OCTOPIPE_DATA.
+    #[arg(long)]
+    pub(crate) data: Option<PathBuf>,
+    /// Seconds spent timing each CPU row.
+    #[arg(long, default_value_t = 2.0)]
+    pub(crate) cpu_seconds: f64,
+    /// CPU worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) threads: usize,
+    /// Skip the GPU rows.
+    #[arg(long)]
+    pub(crate) no_gpu: bool,
+}
+
+/// What a run shows besides its output (`octopipe::observe`).
+#[derive(clap::Args)]
+pub(crate) struct ObserveArgs {
+    /// Live progress on stderr: auto (a bar when stderr is a terminal, nothing otherwise), on (a
+    /// bar on a terminal, a plain line every 2 s otherwise), bar, lines, off.
+    #[arg(long, value_name = "WHEN", default_value = "auto", default_missing_value = "on", num_args = 0..=1)]
+    pub(crate) progress: ProgressArg,
+    /// End-of-run report: a text table on stderr, or one JSON object on stdout (on stderr when
+    /// the JSONL goes to stdout, `jsonl location=-`).
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    pub(crate) report: ReportFormat,
+    /// Write the report (in the --report format) to this file instead; it may not be an input
+    /// of the run.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) report_file: Option<PathBuf>,
+    /// Write a latency plot (per-frame end-to-end with the budget, per-stage stack): .svg or .png.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) plot: Option<PathBuf>,
+    /// Draw boxes, labels and scores on the frames: a folder of PNG files, or FILE.mp4 (a live
+    /// stream skips frames, counted, when the writer falls behind).
+    #[arg(long, value_name = "DIR|FILE.mp4")]
+    pub(crate) annotate: Option<PathBuf>,
+    /// Write the first crops as the classifier saw them (de-normalized tensors) as a PNG grid.
+    #[arg(long, value_name = "FILE.png")]
+    pub(crate) mosaic: Option<PathBuf>,
+    /// Crops in the mosaic.
+    #[arg(long, value_name = "N", default_value_t = 48)]
+    pub(crate) mosaic_crops: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics while running (e.g. 127.0.0.1:9184), and
+    /// the pipeline's health at /health.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_addr: Option<String>,
+    /// Take streams while running: POST /streams, DELETE /streams/ID, GET /streams on the
+    /// --metrics-addr address. The run lasts until stopped (Ctrl-C, SIGTERM), and the
+    /// description may have no source of its own (`batch ! classify model=m.onnx ! mqtt`).
+    #[arg(long, requires = "metrics_addr")]
+    pub(crate) streams: bool,
+    #[command(flatten)]
+    pub(crate) control: Box<ControlArgs>,
+    /// Report GPU energy per frame from NVML (or why it is not available).
+    #[arg(long)]
+    pub(crate) energy: bool,
+}
+
+impl ObserveArgs {
+    /// The files and folders these options write, for the check against the run's inputs.
+    pub(crate) fn outputs(&self) -> Vec<RunPath> {
+        let annotate = self
+            .annotate
+            .as_ref()
+            .map(|path| match observe::AnnotateTarget::from_path(path) {
+                observe::AnnotateTarget::Mp4(_) => RunPath::file("--annotate", path),
+                observe::AnnotateTarget::PngDir(_) => RunPath::folder("--annotate", path),
+            });
+        let files = [
+            ("--plot", &self.plot),
+            ("--mosaic", &self.mosaic),
+            ("--report-file", &self.report_file),
+        ];
+        files
+            .into_iter()
+            .filter_map(|(what, path)| path.as_ref().map(|p| RunPath::file(what, p)))
+            .chain(annotate)
+            .collect()
+    }
+}
+
+/// How the control plane guards the streams of `--streams` (docs/security.md).
+#[derive(clap::Args)]
+pub(crate) struct ControlArgs {
+    /// A file whose first line is the API token `/streams` asks for (as OCTOPIPE_API_TOKEN
+    /// does); needed to take streams on an address that is not loopback.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) api_token_file: Option<PathBuf>,
+    /// A directory whose files streams added over HTTP may read (repeatable; none by default).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) allow_dir: Vec<PathBuf>,
+    /// GStreamer elements streams added over HTTP may name (comma-separated; none by default).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub(crate) allow_element: Vec<String>,
+    /// A host name a request's Host may give besides IP addresses and localhost (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) allow_host: Vec<String>,
+    /// The most streams added over HTTP running at once (429 beyond).
+    #[arg(long, value_name = "N", default_value_t = octopipe::control::DEFAULT_MAX_STREAMS)]
+    pub(crate) max_streams: usize,
+    /// The most HTTP connections served at once (503 beyond).
+    #[arg(long, value_name = "N", default_value_t = octopipe::control::DEFAULT_MAX_CONNECTIONS)]
+    pub(crate) max_connections: usize,
+}
+
+impl ControlArgs {
+    pub(crate) fn config(&self) -> Result<octopipe::control::ControlConfig> {
+        Ok(octopipe::control::ControlConfig::from_options(
+            self.api_token_file.as_deref(),
+            &self.allow_dir,
+            &self.allow_element,
+            &self.allow_host,
+            self.max_streams,
+            self.max_connections,
+        )?)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ProgressArg {
+    Auto,
+    On,
+    Bar,
+    Lines,
+    Off,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ReportFormat {
+    Text,
+    Json,
+}

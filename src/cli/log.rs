@@ -1,0 +1,44 @@
+//! Logging: the tracing subscriber, and the plain `octopipe: warning: ...` lines it writes.
+
+/// Set up the tracing subscriber: `RUST_LOG`'s filter if set, else warnings and errors as plain
+/// lines on stderr.
+pub(crate) fn init() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        // Warnings (a live source gone quiet, a reconnect) are for the user: one plain line each.
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .event_format(PlainLines)
+            .with_writer(std::io::stderr)
+            .init();
+    }
+}
+
+/// Warnings and errors logged by the library, as `octopipe: warning: ...` lines.
+struct PlainLines;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for PlainLines
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            _ => "note",
+        };
+        write!(writer, "octopipe: {level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
+}

@@ -1,0 +1,112 @@
+//! The `octopipe` command line's parts: arguments, the commands, the report, signals, logging.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::Parser;
+
+#[cfg(feature = "bench")]
+use octopipe::bench::ProbeOptions;
+
+mod args;
+#[cfg(feature = "bench")]
+mod bench;
+mod log;
+mod report;
+mod run;
+mod signals;
+
+use args::{Cli, Command};
+#[cfg(feature = "bench")]
+use run::data_dir;
+use run::{inspect, run};
+
+/// Parse the command line and run its command.
+pub(crate) fn real_main() -> Result<ExitCode> {
+    signals::ignore_file_size_signal();
+    log::init();
+    match Cli::parse().command {
+        Command::Run {
+            pipeline,
+            vars,
+            budget_ms,
+            force,
+            observe,
+        } => run(&pipeline, &vars, budget_ms, force, &observe),
+        Command::Inspect { stage } => {
+            print!("{}", inspect(stage.as_deref())?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Scene {
+            out,
+            force,
+            size,
+            seed,
+        } => {
+            if size == 0 {
+                bail!("--size must be at least 1");
+            }
+            octopipe::tiles::scene::write_png(&out, size, size, seed, force)
+                .map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "octopipe: wrote {} ({size}x{size}, 16-bit grey, seed {seed})",
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Pan {
+            out,
+            image,
+            annotations,
+            frames,
+            force,
+        } => {
+            let data = std::env::var_os("OCTOPIPE_DATA").map(PathBuf::from);
+            let mut opts = match (image, annotations, data) {
+                (Some(image), Some(annotations), _) => octopipe::pan::PanOptions {
+                    image,
+                    annotations,
+                    ..octopipe::pan::PanOptions::shared(std::path::Path::new(""), &out)
+                },
+                (_, _, Some(data)) => octopipe::pan::PanOptions::shared(&data, &out),
+                _ => bail!("the source image is needed: --image FILE --annotations FILE, or $OCTOPIPE_DATA (. scripts/env.sh)"),
+            };
+            (opts.frames, opts.overwrite) = (frames, force);
+            let made = octopipe::pan::make(&opts)?;
+            eprintln!(
+                "octopipe: wrote {} ({} frames of {}x{} at {} fps, panning over {}) and {} ({} objects, {} rows)",
+                made.video.display(),
+                made.frames,
+                opts.size.0,
+                opts.size.1,
+                octopipe::pan::FPS,
+                opts.image.display(),
+                made.truth.display(),
+                made.objects,
+                made.rows
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval { what } => {
+            print!("{}", what.run()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        #[cfg(not(feature = "bench"))]
+        Command::NoBench { .. } => bail!(
+            "`octopipe bench` and `octopipe probe` are in builds with the `bench` feature: cargo build --release --features bench (scoring a run's output is `octopipe eval`)"
+        ),
+        #[cfg(feature = "bench")]
+        Command::Bench { what } => bench::bench_command(what),
+        #[cfg(feature = "bench")]
+        Command::Probe { data } => {
+            print!(
+                "{}",
+                octopipe::bench::probe(&ProbeOptions {
+                    data_dir: data.or_else(data_dir)
+                })?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! `octopipe run` and `octopipe inspect`.
+
+use std::collections::HashMap;
+#[cfg(feature = "bench")]
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use octopipe::describe;
+use octopipe::observe;
+use octopipe::pipeline::Pipeline;
+use octopipe::stage::Registry;
+
+use super::args::{ObserveArgs, ProgressArg};
+use super::report::{exit_now, ReportTarget};
+use super::signals::{signal_name, Signals};
+
+/// `$OCTOPIPE_DATA`, if set.
+#[cfg(feature = "bench")]
+pub(crate) fn data_dir() -> Option<PathBuf> {
+    std::env::var_os("OCTOPIPE_DATA").map(PathBuf::from)
+}
+
+pub(crate) fn run(
+    pipeline: &str,
+    vars: &[String],
+    budget_ms: Option<f64>,
+    force: bool,
+    observe: &ObserveArgs,
+) -> Result<ExitCode> {
+    let vars = vars
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .with_context(|| format!("--set {kv}: expected NAME=VALUE"))
+        })
+        .collect::<Result<HashMap<_, _>>>()?;
+    let (origin, text) = describe::load(pipeline)
+        .with_context(|| format!("cannot read pipeline file {pipeline}"))?;
+    let desc = describe::parse_with_env(&origin, &text, &vars)?;
+    let registry = Registry::builtin();
+    let mut graph = match observe.streams {
+        true => describe::build_open(&desc, &registry)?,
+        false => describe::build_with(&desc, &registry)?,
+    };
+    if let Some(ms) = budget_ms {
+        if !(ms > 0.0 && ms.is_finite()) {
+            bail!("--budget-ms must be a positive number of milliseconds, found {ms}");
+        }
+        graph.budget = Duration::from_secs_f64(ms / 1000.0);
+    }
+    // Before anything opens: no output of ours may land on an input of the run, nor replace
+    // earlier output unless --force, and no station takes streams where anyone may add them.
+    graph.check_paths(&observe.outputs())?;
+    octopipe::sink::output::check_new(&observe.outputs(), force)?;
+    graph.overwrite = force;
+    let control = observe.control.config()?;
+    if let (true, Some(addr)) = (observe.streams, &observe.metrics_addr) {
+        control.check_exposure(addr)?;
+    }
+    let mut report = ReportTarget::open(observe, graph.writes_stdout(), force)?;
+    let mut pipeline = Pipeline::build(graph)?;
+    let streams = match observe.streams {
+        true => Some(pipeline.streams(&registry)?),
+        false => None,
+    };
+    let metrics = add_observers(&mut pipeline, observe, control)?;
+    if let (Some(metrics), Some(streams)) = (&metrics, streams) {
+        metrics.serve_streams(streams)?;
+    }
+    let signals = Signals::install(pipeline.stop_handle(), observe.report);
+    let outcome = pipeline.run();
+    let report_error = if signals.take_report() {
+        report.write(&outcome.report).err()
+    } else {
+        None
+    };
+    if let Some(e) = &report_error {
+        eprintln!("octopipe: error: {e}");
+    }
+    let code = match signals.exit_code() {
+        Some(code) => {
+            if let Some(e) = &outcome.error {
+                eprintln!("octopipe: error: {e}");
+            }
+            eprintln!("octopipe: stopped by {}", signal_name(code - 128));
+            code
+        }
+        None => match &outcome.error {
+            Some(e) => {
+                eprintln!("octopipe: error: {e}");
+                1
+            }
+            None if report_error.is_some() => 1,
+            None => 0,
+        },
+    };
+    // The run is over, its outputs closed and its report written: end the process now, without
+    // the C exit handlers. Stages still busy (a batch in a model, a sink blocked on its reader)
+    // keep their threads, and libraries' own threads (GStreamer's, ONNX Runtime's, the CUDA
+    // driver's) may still be winding down: exit handlers tearing libraries down under them
+    // crashed two-GPU runs after their report (SIGSEGV in a library thread; BENCHMARKS.md).
+    if outcome.abandoned.is_empty() {
+        // (A sink blocked on its reader may be stuck in stdout: then nothing is flushed.)
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
+    exit_now(code)
+}
+
+/// Attach the observers `args` asks for; the metrics server (if any) lives as long as the value
+/// returned.
+fn add_observers(
+    pipeline: &mut Pipeline,
+    args: &ObserveArgs,
+    control: octopipe::control::ControlConfig,
+) -> Result<Option<octopipe::control::ControlPlane>> {
+    use std::io::IsTerminal;
+    let every = Duration::from_secs(2);
+    let style = match (args.progress, std::io::stderr().is_terminal()) {
+        (ProgressArg::Off, _) | (ProgressArg::Auto, false) => None,
+        (ProgressArg::Bar, _) | (ProgressArg::Auto | ProgressArg::On, true) => {
+            Some(observe::ProgressStyle::Bar)
+        }
+        (ProgressArg::Lines, _) | (ProgressArg::On, false) => {
+            Some(observe::ProgressStyle::Lines(every))
+        }
+    };
+    if let Some(style) = style {
+        pipeline.observe(Box::new(observe::Progress::new(style)));
+    }
+    if let Some(path) = &args.plot {
+        pipeline.observe(Box::new(observe::LatencyPlot::new(path)));
+    }
+    if let Some(path) = &args.annotate {
+        let target = observe::AnnotateTarget::from_path(path);
+        let interval = pipeline.frame_interval().unwrap_or(pipeline.budget());
+        let annotator = observe::Annotator::new(target, interval)
+            .map_err(|e| anyhow::anyhow!("--annotate {}: {e}", path.display()))?;
+        let live = pipeline.is_live();
+        pipeline.keep_pixels(true);
+        pipeline.observe(Box::new(annotator.skip_when_behind(live)));
+    }
+    if let Some(path) = &args.mosaic {
+        let preprocess = pipeline.caps().preprocess.clone().unwrap_or_default();
+        let mosaic = observe::Mosaic::new(path, preprocess, args.mosaic_crops, 2);
+        pipeline.observe(Box::new(mosaic));
+    }
+    if args.energy {
+        pipeline.observe(Box::new(observe::Energy::new()));
+    }
+    let metrics = match &args.metrics_addr {
+        Some(addr) => {
+            let server = octopipe::control::ControlPlane::start(addr, control)?;
+            eprintln!("metrics: http://{}/metrics", server.local_addr());
+            pipeline.observe(server.observer());
+            Some(server)
+        }
+        None => None,
+    };
+    Ok(metrics)
+}
+
+pub(crate) fn inspect(stage: Option<&str>) -> Result<String> {
+    let registry = Registry::builtin();
+    registry.inspect(stage).with_context(|| {
+        let hint = stage
+            .and_then(|name| describe::closest(name, registry.names()))
+            .map(|c| format!(" (did you mean '{c}'?)"))
+            .unwrap_or_default();
+        format!("unknown stage '{}'{hint}", stage.unwrap_or_default())
+    })
+}

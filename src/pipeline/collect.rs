@@ -1,0 +1,125 @@
+//! The end of a run on the calling thread: finished batches to the observers and the
+//! application, the run's length announced, the outcome.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::batch::{CropBatch, Downstream};
+use crate::budget::{Budget, Tally};
+use crate::frame::StageSlot;
+use crate::stage::Running;
+
+use super::{Control, Expected, Observer, Outcome, Ready};
+
+/// The end of the pipeline, on the calling thread: the report, the observers and the
+/// application's channel.
+pub(super) struct Collector<'a> {
+    pub(super) observers: Vec<Box<dyn Observer>>,
+    pub(super) batches: Option<Sender<CropBatch>>,
+    pub(super) tally: &'a Tally,
+    pub(super) budget: Duration,
+    pub(super) batch_slot: Option<StageSlot>,
+    pub(super) downstream: Arc<Downstream>,
+    /// The frames the sources expect, told to the observers once known.
+    pub(super) expected: Arc<Expected>,
+    pub(super) announced: bool,
+}
+
+impl Collector<'_> {
+    /// Take finished batches until the pipeline is drained, or, after a stop request, until the
+    /// stop grace is over; true when it gave up with work in flight.
+    pub(super) fn collect(
+        &mut self,
+        end_rx: &Receiver<CropBatch>,
+        ctl: &Control,
+        grace: Duration,
+    ) -> bool {
+        loop {
+            let next = match ctl.stop_deadline(grace) {
+                Some(deadline) => end_rx.recv_deadline(deadline).map_err(|e| e.is_timeout()),
+                None => crossbeam_channel::select! {
+                    recv(end_rx) -> batch => batch.map_err(|_| false),
+                    // A stop request: from now on wait until its deadline only.
+                    recv(ctl.wake.1) -> _ => continue,
+                },
+            };
+            match next {
+                Ok(batch) => self.batch(batch),
+                Err(timed_out) => return timed_out,
+            }
+        }
+    }
+
+    fn batch(&mut self, batch: CropBatch) {
+        if let (Some(slot), Some(f)) = (self.batch_slot, batch.frames.first()) {
+            if let (Some(b), Some((_, e))) = (f.times.get(slot), f.times.marks().last()) {
+                self.downstream
+                    .observe(e.saturating_duration_since(b), batch.crops.len());
+            }
+        }
+        self.tally
+            .with(|t| batch.frames.iter().for_each(|f| t.record(f)));
+        announce(&self.expected, &mut self.announced, &mut self.observers);
+        for o in &mut self.observers {
+            o.batch(&batch, self.budget);
+        }
+        if let Some(tx) = &self.batches {
+            // A reader that went away stops listening; the run goes on.
+            let _ = tx.send(batch);
+        }
+    }
+}
+
+/// Number the sources of `ready` in order and ask each for its length.
+pub(super) fn expected_frames(ready: &mut [Ready]) -> Arc<Expected> {
+    let mut lengths = Vec::new();
+    for n in ready.iter_mut() {
+        if let Running::Source(source) = &n.running {
+            n.source = Some(lengths.len());
+            let length = source.expected_frames();
+            lengths.push(AtomicU64::new(length.unwrap_or(Expected::UNKNOWN)));
+        }
+    }
+    Arc::new(Expected(lengths))
+}
+
+/// Tell the observers the run's length, once it is known.
+pub(super) fn announce(
+    expected: &Expected,
+    announced: &mut bool,
+    observers: &mut [Box<dyn Observer>],
+) {
+    if *announced {
+        return;
+    }
+    if let Some(total) = expected.total() {
+        *announced = true;
+        observers.iter_mut().for_each(|o| o.expected_frames(total));
+    }
+}
+
+pub(super) fn finish(
+    mut observers: Vec<Box<dyn Observer>>,
+    tally: &Tally,
+    budget: Duration,
+    control: &Control,
+    abandoned: Vec<String>,
+) -> Outcome {
+    let error = control.error.lock().ok().and_then(|mut e| e.take());
+    // A stream that failed alone is the run's error when nothing else failed.
+    let error = error.or_else(|| control.stream_error.lock().ok().and_then(|mut e| e.take()));
+    let mut report = tally
+        .with(|t| t.finish())
+        .unwrap_or_else(|| Budget::new(budget, Vec::new()).finish());
+    for o in &mut observers {
+        o.finish(&mut report);
+    }
+    Outcome {
+        report,
+        error,
+        abandoned,
+    }
+}
