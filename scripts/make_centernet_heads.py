@@ -18,7 +18,20 @@ HardSigmoid: `--fuse hardswish` uses ONNX's HardSwish (opset 14, slope 1/6), `--
 x * HardSigmoid(x) with the graph's own slope (0.16662598, a rounded 1/6). Both clip at 1 where
 the graph clips at 6 * 0.16662598: a saturated value moves by 2.4e-4 of itself.
 
-    python3 scripts/make_centernet_heads.py ../shared/data/models/coco-centernet-512.onnx OUT.onnx [--fp16] [--fuse hardswish|hardsigmoid]
+With --bias-sub each convolution's bias that ONNX Runtime's CUDA provider would add with cuDNN's
+cudnnAddTensor (every convolution not fused with a following Relu; that kernel ran at ~15% of an
+H100's memory bandwidth, BENCHMARKS.md) becomes a Sub of its negation after a convolution without
+bias: the same sum, added by ONNX Runtime's own broadcasting kernel. `--bias-sub all` moves the
+biases of the convolutions before a Relu too: with prefer_nhwc ONNX Runtime does not fuse Conv and
+Relu, and adds those biases with cudnnAddTensor as well. A Sub, not an Add: ONNX
+Runtime folds an Add of a constant back into the convolution's bias (ConvAddFusion).
+
+With --bias-fold (before --bias-sub) the bias of each residual block's last convolution is not
+added at all where it need not be: the sum after the block's Add is kept short of it, the next
+residual Adds pass the shortfall on, and each 1x1 convolution reading such a sum (no padding, so
+exactly) takes W times the shortfall into its own bias; any other reader gets the sum made whole by
+one Sub.
+    python3 scripts/make_centernet_heads.py ../shared/data/models/coco-centernet-512.onnx OUT.onnx [--fp16] [--fuse hardswish|hardsigmoid] [--bias-fold] [--bias-sub [all]]
 
 Needs onnx and numpy (and onnxconverter-common for --fp16).
 """
@@ -33,6 +46,8 @@ a.add_argument("src")
 a.add_argument("dst")
 a.add_argument("--fp16", action="store_true")
 a.add_argument("--fuse", choices=["hardswish", "hardsigmoid"])
+a.add_argument("--bias-fold", action="store_true")
+a.add_argument("--bias-sub", nargs="?", const="unfused", choices=["unfused", "all"])
 args = a.parse_args()
 
 
@@ -105,6 +120,111 @@ def fuse(m, how):
                 o.version = max(o.version, 14)
     return swish, gates
 
+
+def bias_sub(m, every):
+    """Moves the bias of every convolution (`every`) or of those not followed by Relu alone into
+    a Sub of its negation."""
+    g = m.graph
+    init = {i.name: i for i in g.initializer}
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    order, moved = [], 0
+    for n in g.node:
+        order.append(n)
+        if n.op_type != "Conv" or len(n.input) < 3 or n.input[2] not in init:
+            continue
+        after = users.get(n.output[0], [])
+        if not every and len(after) == 1 and after[0].op_type == "Relu":
+            continue  # ONNX Runtime fuses Conv + bias + Relu into one cuDNN call already
+        b = numpy_helper.to_array(init[n.input[2]])
+        neg = numpy_helper.from_array((-b).reshape(1, -1, 1, 1).astype(b.dtype), n.input[2] + "_neg")
+        g.initializer.append(neg)
+        out = n.output[0]
+        n.output[0] = out + "_nobias"
+        del n.input[2]
+        order.append(helper.make_node("Sub", [out + "_nobias", neg.name], [out], name=(n.name or out) + "_bias"))
+        moved += 1
+    del g.node[:]
+    g.node.extend(order)
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    return moved
+
+
+def bias_fold(m):
+    """Defers residual blocks' last biases into the 1x1 convolutions after them; returns (deferred, made whole)."""
+    g = m.graph
+    init = {i.name: i for i in g.initializer}
+    prod = {o: n for n in g.node for o in n.output}
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    attr = lambda n, k, d: next((list(a.ints) if a.ints else a.i for a in n.attribute if a.name == k), d)
+    short, folded = {}, 0  # tensor -> what it is short of its true value (per channel)
+    for n in g.node:
+        if n.op_type != "Add":
+            continue
+        d = None
+        for i in n.input:
+            c = prod.get(i)
+            if (c is not None and c.op_type == "Conv" and len(c.input) == 3 and c.input[2] in init
+                    and len(users[i]) == 1 and i not in short):
+                b = numpy_helper.to_array(init[c.input[2]])
+                del c.input[2]
+                short[i] = b
+                folded += 1
+            if i in short:
+                d = short[i] if d is None else d + short[i]
+        if d is not None:
+            short[n.output[0]] = d
+    outputs = {o.name for o in g.output}
+    whole, order = 0, []
+    for n in g.node:
+        for k, i in enumerate(n.input):
+            if i not in short or (n.op_type == "Add" and n.output[0] in short):
+                continue
+            w = init.get(n.input[1]) if n.op_type == "Conv" and k == 0 else None
+            w = numpy_helper.to_array(w) if w is not None else None
+            if (w is not None and w.shape[2:] == (1, 1) and attr(n, "group", 1) == 1
+                    and not any(attr(n, "pads", [0])) and attr(n, "auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET")):
+                extra = w[:, :, 0, 0].astype(np.float64) @ short[i].astype(np.float64)
+                if len(n.input) == 3:
+                    b = numpy_helper.to_array(init[n.input[2]]).astype(np.float64) + extra
+                else:
+                    n.input.append(n.output[0] + "_bias")
+                    b = extra
+                t = numpy_helper.from_array(b.astype(w.dtype), n.input[2] + "_folded")
+                g.initializer.append(t)
+                init[t.name] = t
+                n.input[2] = t.name
+                continue
+            name = i + "_whole"
+            if name not in init:
+                t = numpy_helper.from_array((-short[i]).reshape(1, -1, 1, 1).astype(np.float32), i + "_short")
+                g.initializer.append(t)
+                init[name] = t  # marks the Sub as made
+                order.append(helper.make_node("Sub", [i, t.name], [name], name=name))
+                whole += 1
+            n.input[k] = name
+        order.append(n)
+    for o in g.output:
+        if o.name in short:
+            raise SystemExit(f"--bias-fold: output {o.name} would be short of its bias")
+    # Each Sub goes right before its first reader, after its input's producer: still topological.
+    del g.node[:]
+    g.node.extend(order)
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    return folded, whole
+
+
 m = onnx.load(args.src)
 g = m.graph
 init = {i.name: i for i in g.initializer}
@@ -141,6 +261,11 @@ fused = ""
 if args.fuse:
     swish, gates = fuse(m, args.fuse)
     fused = f", {swish} hard-swish and {gates} hard-sigmoid chains fused ({args.fuse})"
+if args.bias_fold:
+    folded, whole = bias_fold(m)
+    fused += f", {folded} residual biases deferred ({whole} sums made whole by a Sub)"
+if args.bias_sub:
+    fused += f", {bias_sub(m, args.bias_sub == 'all')} biases as Sub"
 if args.fp16:
     from onnxconverter_common import float16
 
