@@ -25,6 +25,7 @@ mod build;
 mod caps;
 mod devices;
 mod quote;
+mod registry;
 
 use std::collections::HashMap;
 use std::fmt;

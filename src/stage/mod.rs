@@ -212,34 +212,6 @@ impl Registry {
         Registry { decls: Vec::new() }
     }
 
-    /// Every stage octopipe has, in pipeline order.
-    pub fn builtin() -> Self {
-        let mut r = Registry::empty();
-        r.register(crate::source::IMAGES);
-        r.register(crate::source::MEDIA);
-        r.register(crate::source::TESTSRC);
-        r.register(crate::source::RTP);
-        r.register(crate::source::APP);
-        r.register(crate::boxes::BOXES);
-        r.register(crate::detect::DETECT);
-        r.register(crate::track::TRACK);
-        r.register(crate::batch::BATCH);
-        r.register(crate::tiles::TILES);
-        r.register(crate::preprocess::PREPROCESS);
-        r.register(crate::tilestats::TILESTATS);
-        r.register(crate::classify::CLASSIFY);
-        r.register(crate::appinfer::APPINFER);
-        r.register(crate::sink::JSONL);
-        r.register(crate::sink::TENSORS);
-        r.register(crate::sink::TILESINK);
-        r.register(crate::sink::APPSINK);
-        r.register(crate::sink::MQTT);
-        r.register(crate::sink::ZENOH);
-        r.register(crate::pipeline::QUEUE);
-        r.register(crate::source::HEAD);
-        r
-    }
-
     /// Add a stage kind (replacing one of the same name).
     pub fn register(&mut self, decl: StageDecl) -> &mut Self {
         self.decls.retain(|d| d.name != decl.name);
@@ -289,12 +261,6 @@ impl Registry {
             "a name, for references: `NAME.` ends a branch feeding it",
         );
         Some(out)
-    }
-}
-
-impl Default for Registry {
-    fn default() -> Self {
-        Registry::builtin()
     }
 }
 
