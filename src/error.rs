@@ -3,7 +3,7 @@
 use crate::appinfer::AppInferError;
 use crate::boxes::BoxesError;
 use crate::classify::ClassifyError;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::detect::DetectError;
 use crate::pipeline::PipelineError;
 use crate::preprocess::PreprocessError;

@@ -59,6 +59,7 @@ pub mod budget;
 pub mod classify;
 pub mod control;
 pub mod describe;
+mod description;
 pub mod detect;
 pub mod error;
 pub mod eval;

@@ -33,7 +33,7 @@ use crossbeam_channel::{
 
 use crate::batch::CropBatch;
 use crate::budget::Tally;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::frame::Classification;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,

@@ -16,7 +16,7 @@ mod window;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
@@ -28,6 +28,8 @@ use crate::tensor::{Layout, Tensor};
 pub use assemble::{Assembler, Downstream};
 pub use window::Window;
 
+/// The batch stage's property that spreads its streams over GPUs (`describe::expand_devices`).
+pub const DEVICES: &str = "devices";
 /// Default largest number of crops in one batch.
 pub const DEFAULT_MAX_CROPS: usize = 256;
 /// Default largest number of frames in one batch.
@@ -489,7 +491,7 @@ pub const BATCH: StageDecl = StageDecl {
             "with late=cap: which crops a late frame keeps",
         ),
         PropSpec::new(
-            crate::describe::DEVICES,
+            DEVICES,
             PropType::List,
             "-",
             "spread the streams over GPUs: all, or ordinals (0,1); each GPU takes a run of \

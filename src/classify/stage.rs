@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Classifier, ClassifyConfig, NonFinite, Reinfer, TrackLabels};
 use crate::batch::CropBatch;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::onnx::Ep;
 use crate::pipeline::RunPath;
 use crate::stage::{

@@ -38,8 +38,7 @@ use std::collections::HashSet;
 use super::{DescribeError, Description, Prop, StageDesc};
 use crate::stage::{Registry, Role};
 
-/// The batch stage's property that spreads its streams over GPUs.
-pub const DEVICES: &str = "devices";
+pub use crate::batch::DEVICES;
 
 /// What `devices=` accepts, for messages.
 const ACCEPTED: &str = "'all' (every GPU of the host) or distinct GPU ordinals separated by \

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use crate::batch::CropBatch;
 use crate::budget::Tally;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::stage::{
     Caps, Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };

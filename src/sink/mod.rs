@@ -42,7 +42,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::batch::CropBatch;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::pipeline::RunPath;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,

@@ -56,7 +56,7 @@ mod watch;
 
 use std::time::Duration;
 
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::frame::{BufferPool, Frame, PixelFormat};
 use crate::pipeline::RunPath;
 use crate::preprocess::PreprocessConfig;

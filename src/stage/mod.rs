@@ -188,7 +188,7 @@ pub struct StageDecl {
     pub provides: &'static [Role],
     /// Make the stage's settings from its checked properties. No GStreamer, CUDA or ONNX Runtime
     /// work here: that happens in [`Element::open`].
-    pub make: fn(&Props) -> Result<Box<dyn Element>, crate::describe::DescribeError>,
+    pub make: fn(&Props) -> Result<Box<dyn Element>, crate::description::DescribeError>,
 }
 
 impl fmt::Debug for StageDecl {

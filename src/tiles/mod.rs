@@ -26,7 +26,7 @@ pub mod scene;
 use crate::batch::{
     BatchPool, CropBatch, CropMeta, Origin, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS,
 };
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::frame::{Detection, Frame};
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,

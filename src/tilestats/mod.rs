@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use crate::batch::{build_blocks_into, BlockMeta, CropBatch, CropMeta};
 use crate::budget::Tally;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::frame::{Frame, PixelFormat, PixelSums, TileStats};
 use crate::preprocess::{BackendKind, BACKEND_PROP, THREADS_PROP};
 use crate::stage::{
