@@ -117,6 +117,8 @@ pub enum AppInferError {
     },
 }
 
+crate::error::stage_error!(AppInferError);
+
 /// Which crop of which frame a row of a handed-out tensor is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {

@@ -178,6 +178,8 @@ pub enum BoxesError {
     },
 }
 
+crate::error::stage_error!(BoxesError);
+
 /// The MOT rows of one frame index, and its malformed lines when they are skipped.
 #[derive(Default)]
 struct MotFrame {

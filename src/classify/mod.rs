@@ -171,6 +171,8 @@ pub enum ClassifyError {
     },
 }
 
+crate::error::stage_error!(ClassifyError);
+
 /// What a model's input says about the crops it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelInput {

@@ -107,6 +107,8 @@ pub enum DetectError {
     },
 }
 
+crate::error::stage_error!(DetectError);
+
 #[cfg(test)]
 mod tests {
     use super::detector::pixel_box;

@@ -333,6 +333,8 @@ pub enum PreprocessError {
     OutOfMemory(String),
 }
 
+crate::error::stage_error!(PreprocessError);
+
 /// A preprocess implementation: fills `batch.tensor` (or `batch.tensor_f16` for
 /// [`DType::F16`]) from the batch's frames, crops and blocks.
 pub trait Backend: Send {

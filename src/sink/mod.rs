@@ -75,6 +75,8 @@ pub struct SinkError {
     pub reason: String,
 }
 
+crate::error::stage_error!(SinkError);
+
 /// What the box source said of a box.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BoxInfo {

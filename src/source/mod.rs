@@ -290,6 +290,8 @@ pub enum SourceError {
     },
 }
 
+crate::error::stage_error!(SourceError);
+
 /// The message of [`SourceError::Quiet`].
 fn quiet_message(timeout: Duration, frames: u64) -> String {
     let t = watch::secs(timeout);

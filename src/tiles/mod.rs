@@ -102,6 +102,8 @@ pub enum TilesError {
     },
 }
 
+crate::error::stage_error!(TilesError);
+
 /// Settings of the tiles stage.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TilesConfig {

@@ -295,6 +295,8 @@ pub enum TileStatsError {
     Cuda(#[from] crate::preprocess::cuda::CudaError),
 }
 
+crate::error::stage_error!(TileStatsError);
+
 /// Settings of the tilestats stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TileStatsConfig {
