@@ -58,6 +58,7 @@ pub mod boxes;
 pub mod budget;
 pub mod classify;
 pub mod control;
+mod crops;
 pub mod describe;
 mod description;
 pub mod detect;

@@ -573,8 +573,8 @@ impl Element for BoxesConfig {
             None,
         ))))
     }
-    fn inputs(&self) -> Vec<crate::pipeline::RunPath> {
-        use crate::pipeline::RunPath;
+    fn inputs(&self) -> Vec<crate::files::RunPath> {
+        use crate::files::RunPath;
         match &self.source {
             BoxSource::Det { location } => vec![RunPath::folder("boxes location", location)],
             BoxSource::Mot { location } => vec![RunPath::file("boxes location", location)],

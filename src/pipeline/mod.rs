@@ -40,12 +40,13 @@ use crate::stage::{Caps, OpenContext, Role, Running};
 use crate::Error;
 
 pub use crate::error::PipelineError;
+pub use crate::files::RunPath;
 pub use edge::{
     EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_BATCH_QUEUE, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE,
     QUEUE, STREAM_REMOVED,
 };
 pub use graph::{Graph, Node};
-pub use paths::{check as check_paths, RunPath};
+pub use paths::check as check_paths;
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
 use collect::{announce, expected_frames, finish, Collector};

@@ -8,56 +8,13 @@
 //! symlink, a hard link, `./x` for `x`), lies inside a folder the run reads, or is a folder the
 //! run writes files into that holds an input; and two outputs that resolve to the same file.
 
-use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 use super::PipelineError;
+use crate::files::RunPath;
 
 /// Symbolic links followed at most, as the kernel does (ELOOP beyond).
 const MAX_LINKS: u32 = 40;
-
-/// A file or folder a stage reads or writes, with what names it (for messages).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunPath {
-    /// What names it: a stage and property (`classify model`) or a command-line option
-    /// (`--plot`).
-    pub what: String,
-    /// The path as given.
-    pub path: PathBuf,
-    /// A folder (read as a whole, or written into file by file) rather than one file.
-    pub folder: bool,
-}
-
-impl RunPath {
-    /// The file `path`, named by `what`.
-    pub fn file(what: impl Into<String>, path: impl Into<PathBuf>) -> Self {
-        RunPath {
-            what: what.into(),
-            path: path.into(),
-            folder: false,
-        }
-    }
-
-    /// The folder `path`, named by `what`.
-    pub fn folder(what: impl Into<String>, path: impl Into<PathBuf>) -> Self {
-        RunPath {
-            folder: true,
-            ..RunPath::file(what, path)
-        }
-    }
-}
-
-impl fmt::Display for RunPath {
-    /// `classify model=m.onnx`, or `--plot latency.svg` for an option.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sep = if self.what.starts_with("--") {
-            ' '
-        } else {
-            '='
-        };
-        write!(f, "{}{sep}{}", self.what, self.path.display())
-    }
-}
 
 /// How an output meets an input (or another output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

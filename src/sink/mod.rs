@@ -43,7 +43,7 @@ use serde::Serialize;
 
 use crate::batch::CropBatch;
 use crate::description::DescribeError;
-use crate::pipeline::RunPath;
+use crate::files::RunPath;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };

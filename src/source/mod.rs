@@ -57,8 +57,8 @@ mod watch;
 use std::time::Duration;
 
 use crate::description::DescribeError;
+use crate::files::RunPath;
 use crate::frame::{BufferPool, Frame, PixelFormat};
-use crate::pipeline::RunPath;
 use crate::preprocess::PreprocessConfig;
 use crate::stage::{
     Caps, Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl,

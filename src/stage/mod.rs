@@ -48,6 +48,7 @@
 //! At run time every stage runs on its own thread as a [`Stage`]; the runner owns the thread,
 //! the channels, the timestamps and the shutdown.
 
+mod downstream;
 mod props;
 
 use std::any::Any;
@@ -55,14 +56,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::batch::{CropBatch, Downstream};
 use crate::budget::Tally;
+use crate::crops::CropBatch;
+use crate::files::RunPath;
 use crate::frame::Frame;
-use crate::pipeline::RunPath;
 use crate::preprocess::PreprocessConfig;
 use crate::source::FrameSource;
 use crate::Error;
 
+pub use downstream::Downstream;
 pub use props::{PropSpec, PropType, Props};
 
 /// What travels on an edge.
