@@ -6,9 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::{BatchConfig, BatchPool, CapPriority, CropBatch, LatePolicy, Window};
 use crate::budget::Tally;
-use crate::classify::{CropPlan, Reinfer};
 use crate::frame::{Frame, SkipReason};
-use crate::stage::Downstream;
+use crate::stage::{CropPlan, Downstream, Reinfer};
 
 /// Runtime state of the batch stage.
 pub struct Assembler {

@@ -50,6 +50,7 @@
 
 mod downstream;
 mod props;
+mod reinfer;
 
 use std::any::Any;
 use std::fmt;
@@ -66,6 +67,7 @@ use crate::Error;
 
 pub use downstream::Downstream;
 pub use props::{PropSpec, PropType, Props};
+pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
 
 /// What travels on an edge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -379,7 +381,7 @@ pub struct Caps {
     pub labels: Vec<String>,
     /// The classifier's `reinfer-interval` (when above 1), once it opened: the batch stage makes
     /// no crop of a tracked box whose track's label is reused.
-    pub reinfer: Option<crate::classify::Reinfer>,
+    pub reinfer: Option<Reinfer>,
     /// The score threshold of the detector before the stage being configured, on its branch
     /// (set by `detect`, cleared where a branch starts): `track` follows it unless its `high`
     /// is given.
