@@ -48,6 +48,7 @@
 //! At run time every stage runs on its own thread as a [`Stage`]; the runner owns the thread,
 //! the channels, the timestamps and the shutdown.
 
+pub(crate) mod caps;
 mod downstream;
 mod props;
 mod reinfer;
@@ -61,10 +62,10 @@ use crate::budget::Tally;
 use crate::crops::CropBatch;
 use crate::files::RunPath;
 use crate::frame::Frame;
-use crate::preprocess::PreprocessConfig;
 use crate::source::FrameSource;
 use crate::Error;
 
+pub use caps::Caps;
 pub use downstream::Downstream;
 pub use props::{PropSpec, PropType, Props};
 pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
@@ -368,50 +369,6 @@ impl dyn Element {
     /// The settings as their concrete type, to change them before the pipeline is built.
     pub fn downcast_mut<T: Element>(&mut self) -> Option<&mut T> {
         (self as &mut dyn Any).downcast_mut()
-    }
-}
-
-/// What stages tell each other before they open: set in [`Element::configure`] (source to
-/// sink) and settled in [`Element::open`] (sink to source).
-#[derive(Debug, Clone, Default)]
-pub struct Caps {
-    /// The preprocess stage's settings (its output size settled by the model when it opens).
-    pub preprocess: Option<PreprocessConfig>,
-    /// Class names of the classifier, once it opened.
-    pub labels: Vec<String>,
-    /// The classifier's `reinfer-interval` (when above 1), once it opened: the batch stage makes
-    /// no crop of a tracked box whose track's label is reused.
-    pub reinfer: Option<Reinfer>,
-    /// The score threshold of the detector before the stage being configured, on its branch
-    /// (set by `detect`, cleared where a branch starts): `track` follows it unless its `high`
-    /// is given.
-    pub detect_score: Option<f32>,
-    /// A `track` stage follows the boxes (set when it opens): a detector before it may leave
-    /// frames to the tracker's predictions (`detect interval`).
-    pub tracked: bool,
-}
-
-impl Caps {
-    /// A branch starts (its source is configured next): forget what the stages of the branch
-    /// before said about their own frames.
-    pub fn begin_branch(&mut self) {
-        self.detect_score = None;
-    }
-
-    /// The crops' output size (the model's input once it opened; 64x64 before anything says).
-    pub fn crop_size(&self) -> (u32, u32) {
-        self.preprocess
-            .as_ref()
-            .map_or(crate::preprocess::DEFAULT_SIZE, |p| p.out_size())
-    }
-
-    /// Whether blocks should be sized by the source pixels they read: the preprocess stage
-    /// averages areas (`interpolation=area`), where a heavily downscaled crop's output pixels
-    /// each read many source pixels.
-    pub fn input_weighted_blocks(&self) -> bool {
-        self.preprocess
-            .as_ref()
-            .is_some_and(|p| p.interpolation == crate::preprocess::Interpolation::Area)
     }
 }
 
