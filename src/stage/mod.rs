@@ -52,6 +52,7 @@ pub(crate) mod caps;
 mod downstream;
 mod props;
 mod reinfer;
+pub(crate) mod source;
 
 use std::any::Any;
 use std::fmt;
@@ -62,7 +63,6 @@ use crate::budget::Tally;
 use crate::crops::CropBatch;
 use crate::files::RunPath;
 use crate::frame::Frame;
-use crate::source::FrameSource;
 use crate::Error;
 
 pub use caps::Caps;
@@ -291,7 +291,7 @@ pub trait Stage<I, O>: Send {
 /// An opened stage, ready to run: which variant says what it takes and gives.
 pub enum Running {
     /// A source of frames.
-    Source(Box<dyn FrameSource>),
+    Source(Box<dyn source::FrameSource>),
     /// Frames to frames.
     Frames(Box<dyn Stage<Frame, Frame>>),
     /// Frames to batches.
@@ -394,7 +394,7 @@ pub struct OpenContext<'a> {
     /// sink that wrote nothing then leaves no empty file, as after a stop.
     pub stream_failed: Arc<std::sync::atomic::AtomicBool>,
     /// Where the run's live-paced sources start their clocks together.
-    pub start: Arc<crate::source::StartGate>,
+    pub start: Arc<source::StartGate>,
     /// Outputs may replace earlier output (`octopipe run --force`; a sink's own `overwrite`
     /// property says so for that sink alone).
     pub overwrite: bool,
