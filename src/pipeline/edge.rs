@@ -101,7 +101,7 @@ impl QueueSettings {
 
 impl Element for QueueSettings {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Err(crate::pipeline::PipelineError::NotAStage("queue").into())
+        Err(crate::error::PipelineError::NotAStage("queue").into())
     }
 }
 

@@ -536,7 +536,7 @@ pub struct HeadSettings {
 
 impl Element for HeadSettings {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Err(crate::pipeline::PipelineError::NotAStage("head").into())
+        Err(crate::error::PipelineError::NotAStage("head").into())
     }
 }
 
