@@ -24,6 +24,8 @@
 mod build;
 mod caps;
 mod devices;
+mod graph;
+mod queue;
 mod quote;
 mod registry;
 
@@ -31,6 +33,11 @@ use std::collections::HashMap;
 
 pub use build::{build, build_branch, build_open, build_with};
 pub use devices::{expand_devices, DEVICES};
+pub use graph::{Graph, Node};
+pub use queue::{
+    EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_BATCH_QUEUE, DEFAULT_LIVE_COLLECTOR_QUEUE,
+    DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE, QUEUE,
+};
 pub use quote::quote;
 
 use crate::description::error_at;

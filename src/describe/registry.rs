@@ -27,7 +27,7 @@ impl Registry {
         r.register(crate::sink::APPSINK);
         r.register(crate::sink::MQTT);
         r.register(crate::sink::ZENOH);
-        r.register(crate::pipeline::QUEUE);
+        r.register(super::QUEUE);
         r.register(crate::source::HEAD);
         r
     }

@@ -16,7 +16,6 @@
 
 mod collect;
 mod edge;
-mod graph;
 mod handles;
 mod paths;
 mod pool;
@@ -39,13 +38,13 @@ use crate::source::{AppSource, FrameSource, StartGate};
 use crate::stage::{Caps, OpenContext, Role, Running};
 use crate::Error;
 
+pub use crate::describe::{
+    EdgePolicy, Graph, Node, Queue, QueueSettings, DEFAULT_LIVE_BATCH_QUEUE, DEFAULT_LIVE_QUEUE,
+    DEFAULT_QUEUE, QUEUE,
+};
 pub use crate::error::PipelineError;
 pub use crate::files::RunPath;
-pub use edge::{
-    EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_BATCH_QUEUE, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE,
-    QUEUE, STREAM_REMOVED,
-};
-pub use graph::{Graph, Node};
+pub use edge::STREAM_REMOVED;
 pub use paths::check as check_paths;
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
