@@ -9,6 +9,7 @@
 //! latency runs from arrival to the sink. A frame whose end-to-end latency exceeds the budget is
 //! a miss; the headroom is the budget minus the p99 latency.
 
+mod gaps;
 mod report;
 mod section;
 
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::frame::Frame;
 
+pub use gaps::GapCounter;
 pub use report::{Report, StreamReport};
 pub use section::{Section, SectionKind, REPORT_VERSION};
 
