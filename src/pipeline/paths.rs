@@ -172,6 +172,20 @@ fn refusal(
     }
 }
 
+impl Graph {
+    /// Refuse, before anything opens, an output of the stages or one of `extra` (what the
+    /// application writes besides: a plot, a report file) that resolves to an input of the run,
+    /// lies in a folder the run reads, or collides with another output. [`Pipeline::build`]
+    /// checks the stages' own; call this first with the application's.
+    ///
+    /// [`Pipeline::build`]: super::Pipeline::build
+    pub fn check_paths(&self, extra: &[RunPath]) -> Result<(), PipelineError> {
+        let mut outputs = self.writes();
+        outputs.extend_from_slice(extra);
+        check(&self.reads(), &outputs)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,19 +239,5 @@ mod tests {
         let e = check(&file, &[holds]).unwrap_err().to_string();
         assert!(e.contains("into the folder of images location="), "{e}");
         check(&images, &[RunPath::folder("--annotate", dir.join("out"))]).unwrap();
-    }
-}
-
-impl Graph {
-    /// Refuse, before anything opens, an output of the stages or one of `extra` (what the
-    /// application writes besides: a plot, a report file) that resolves to an input of the run,
-    /// lies in a folder the run reads, or collides with another output. [`Pipeline::build`]
-    /// checks the stages' own; call this first with the application's.
-    ///
-    /// [`Pipeline::build`]: super::Pipeline::build
-    pub fn check_paths(&self, extra: &[RunPath]) -> Result<(), PipelineError> {
-        let mut outputs = self.writes();
-        outputs.extend_from_slice(extra);
-        check(&self.reads(), &outputs)
     }
 }

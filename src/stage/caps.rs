@@ -159,8 +159,8 @@ impl PreprocessConfig {
     }
 }
 
-/// What stages tell each other before they open: set in [`Element::configure`] (source to
-/// sink) and settled in [`Element::open`] (sink to source).
+/// What stages tell each other before they open: set in [`Element::configure`](super::Element::configure) (source to
+/// sink) and settled in [`Element::open`](super::Element::open) (sink to source).
 #[derive(Debug, Clone, Default)]
 pub struct Caps {
     /// The preprocess stage's settings (its output size settled by the model when it opens).
