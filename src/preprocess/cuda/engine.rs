@@ -1,9 +1,9 @@
 //! [`Engine`]: one CUDA context, its stream, the loaded kernel modules and functions, what it knows
 //! of the device, and the device and pinned buffers it owns (grown and reused, never shrunk).
 //!
-//! The struct itself (and the `grow` helpers) is the `cuda` module's (`cuda/mod.rs`): the
-//! uploads (`upload.rs`), the outputs (`output.rs`) and the launches (`launch.rs`) add their
-//! methods to it there, and none of those files names another's engine.
+//! The struct itself and the `grow` helpers live in `cuda/mod.rs`: the uploads (`upload.rs`),
+//! the outputs (`output.rs`) and the launches (`launch.rs`) add methods to it without importing
+//! this file, which holds its opening and kernel lookup.
 
 use std::collections::HashMap;
 use std::sync::Arc;
