@@ -5,11 +5,11 @@ Each crate root (lib.rs, main.rs) is followed through its `mod name;` lines. An 
 `use crate::..`, a `crate::..` path in code, or a `super::`/`self::` path that leaves its file
 (comments and strings skipped; a path through a name the crate root re-exports goes to the
 module it comes from). A path to an ancestor's file (`super::Name` in a child) is no edge: a
-child is part of the module that declares it; `super::sibling::..` is. Two graphs per crate: top-level modules, and the files inside each
-top-level module folder. Every strongly connected component with more than one node is printed
-with the edges that tie it.
+child is part of the module that declares it; `super::sibling::..` is. Two graphs per crate:
+top-level modules, and the files inside each top-level module folder. Every strongly connected
+component with more than one node is printed with the edges that tie it.
 
-    python3 scripts/check-cycles.py [--max N] [ROOT]
+    python3 scripts/check-cycles.py [ROOT]
 """
 import re
 import sys
@@ -222,9 +222,6 @@ def rel(files, mp, top):
 
 def main():
     args = sys.argv[1:]
-    limit = 0
-    if args[:1] == ["--max"]:
-        limit, args = int(args[1]), args[2:]
     top = Path(args[0] if args else Path(__file__).resolve().parent.parent)
     roots = [top / "src" / "lib.rs", top / "src" / "main.rs"] + sorted(top.glob("crates/*/src/lib.rs"))
     count = 0
@@ -242,8 +239,8 @@ def main():
                     paths = sorted(why[(a, b)])
                     more = f" (+{len(paths) - 3} more)" if len(paths) > 3 else ""
                     print(f"  {a} -> {b}: {', '.join(paths[:3])}{more}")
-    print(f"{count} module cycle(s)" + (f" (allowed: {limit})" if limit else ""))
-    return 1 if count > limit else 0
+    print(f"{count} module cycle(s)")
+    return 1 if count else 0
 
 
 if __name__ == "__main__":
