@@ -1,9 +1,11 @@
 //! Reading a whole file whose size octopipe does not control (a labels file, an annotation
 //! file): only regular files, and at most a stated size, so `/dev/zero` or a FIFO given as
-//! `labels-file` is an error at once instead of a read that never ends.
+//! `labels-file` is an error at once instead of a read that never ends. And [`RunPath`]: a file or
+//! folder a stage reads or writes, which the runner checks before anything opens.
 
+use std::fmt;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The largest labels file read (one class name per line).
 pub const MAX_LABELS_FILE: u64 = 1 << 20;
@@ -58,5 +60,48 @@ mod tests {
         );
         assert_eq!(read_bounded(&file, 11).unwrap(), b"0123456789a");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A file or folder a stage reads or writes, with what names it (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunPath {
+    /// What names it: a stage and property (`classify model`) or a command-line option
+    /// (`--plot`).
+    pub what: String,
+    /// The path as given.
+    pub path: PathBuf,
+    /// A folder (read as a whole, or written into file by file) rather than one file.
+    pub folder: bool,
+}
+
+impl RunPath {
+    /// The file `path`, named by `what`.
+    pub fn file(what: impl Into<String>, path: impl Into<PathBuf>) -> Self {
+        RunPath {
+            what: what.into(),
+            path: path.into(),
+            folder: false,
+        }
+    }
+
+    /// The folder `path`, named by `what`.
+    pub fn folder(what: impl Into<String>, path: impl Into<PathBuf>) -> Self {
+        RunPath {
+            folder: true,
+            ..RunPath::file(what, path)
+        }
+    }
+}
+
+impl fmt::Display for RunPath {
+    /// `classify model=m.onnx`, or `--plot latency.svg` for an option.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sep = if self.what.starts_with("--") {
+            ' '
+        } else {
+            '='
+        };
+        write!(f, "{}{sep}{}", self.what, self.path.display())
     }
 }

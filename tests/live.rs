@@ -277,11 +277,15 @@ fn a_sender_that_stops_mid_run_is_reported_then_fails_with_its_frames_accounted(
         .recv_timeout(Duration::from_secs(15))
         .expect("the run fails about 1 s after the sender stopped");
     let r = &outcome.report;
-    match &outcome.error {
-        Some(octopipe::Error::Source(SourceError::Quiet { frames, .. })) => {
+    match outcome
+        .error
+        .as_ref()
+        .map(|e| e.downcast_ref::<SourceError>())
+    {
+        Some(Some(SourceError::Quiet { frames, .. })) => {
             assert!(*frames >= 20 && *frames == r.frames_in, "{frames}\n{r}")
         }
-        other => panic!("expected a timeout: {other:?}"),
+        _ => panic!("expected a timeout: {:?}", outcome.error),
     }
     let message = outcome.error.as_ref().unwrap().to_string();
     assert!(

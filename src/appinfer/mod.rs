@@ -33,7 +33,7 @@ use crossbeam_channel::{
 
 use crate::batch::CropBatch;
 use crate::budget::Tally;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::frame::Classification;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
@@ -116,6 +116,8 @@ pub enum AppInferError {
         waited: f64,
     },
 }
+
+crate::error::stage_error!(AppInferError);
 
 /// Which crop of which frame a row of a handed-out tensor is.
 #[derive(Debug, Clone, PartialEq)]

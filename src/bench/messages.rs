@@ -65,7 +65,7 @@ fn sizes(what: &'static str, text: &str) -> Result<[Sizes; 2], Error> {
     }
     let outcome = run
         .join()
-        .map_err(|_| crate::pipeline::PipelineError::Panic("bench messages".into()))?;
+        .map_err(|_| crate::error::PipelineError::Panic("bench messages".into()))?;
     if let Some(e) = outcome.error {
         return Err(e);
     }

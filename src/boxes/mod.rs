@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::budget::Tally;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::frame::{Detection, Frame, SkipReason};
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
@@ -177,6 +177,8 @@ pub enum BoxesError {
         reason: String,
     },
 }
+
+crate::error::stage_error!(BoxesError);
 
 /// The MOT rows of one frame index, and its malformed lines when they are skipped.
 #[derive(Default)]
@@ -571,8 +573,8 @@ impl Element for BoxesConfig {
             None,
         ))))
     }
-    fn inputs(&self) -> Vec<crate::pipeline::RunPath> {
-        use crate::pipeline::RunPath;
+    fn inputs(&self) -> Vec<crate::files::RunPath> {
+        use crate::files::RunPath;
         match &self.source {
             BoxSource::Det { location } => vec![RunPath::folder("boxes location", location)],
             BoxSource::Mot { location } => vec![RunPath::file("boxes location", location)],

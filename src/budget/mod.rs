@@ -9,6 +9,7 @@
 //! latency runs from arrival to the sink. A frame whose end-to-end latency exceeds the budget is
 //! a miss; the headroom is the budget minus the p99 latency.
 
+mod gaps;
 mod report;
 mod section;
 
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::frame::Frame;
 
+pub use gaps::GapCounter;
 pub use report::{Report, StreamReport};
 pub use section::{Section, SectionKind, REPORT_VERSION};
 
@@ -574,47 +576,6 @@ mod tests {
             text.contains("objects: 0 in = 0 classified + 0 skipped"),
             "{text}"
         );
-    }
-
-    /// Typed sections: their lines end the text report, their fields stand under
-    /// `sections.KIND` in the JSON one, with the schema's version.
-    #[test]
-    fn sections_are_typed_in_json_and_lines_in_text() {
-        let mut b = Budget::new(DEFAULT_BUDGET, Vec::new());
-        let sections = crate::track::Tracks::new(Default::default())
-            .unwrap()
-            .sections(crate::track::HighFrom::Default);
-        assert!(sections.is_empty());
-        let track = crate::track::TrackSection {
-            stream: 0,
-            born: 5,
-            ended: 2,
-            open: 3,
-            unconfirmed: 0,
-            out_of_order: 0,
-            min_hits: 2,
-            high: 0.3,
-            low: 0.1,
-            high_from: crate::track::HighFrom::DetectScore,
-        };
-        b.add_section(&track);
-        b.add_line("plot: written".into());
-        let r = b.finish();
-        let lines: Vec<&str> = r.lines().collect();
-        assert_eq!(
-            lines,
-            [
-                "track: stream 0: 5 tracks born, 2 ended, 3 open at the end; high=0.3 from the detector's score",
-                "plot: written"
-            ]
-        );
-        assert!(r.to_string().ends_with(&lines.join("\n")));
-        let json = serde_json::to_value(&r).unwrap();
-        assert_eq!(json["version"], REPORT_VERSION);
-        assert_eq!(json["sections"]["track"][0]["born"], 5);
-        assert_eq!(json["sections"]["track"][0]["high_from"], "detect-score");
-        assert_eq!(json["extra"], serde_json::json!(["plot: written"]));
-        assert_eq!(r.sections::<crate::track::TrackSection>(), [track]);
     }
 
     #[test]

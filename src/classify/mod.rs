@@ -23,7 +23,6 @@
 //!
 //! ONNX Runtime is loaded at run time ([`crate::onnx`]).
 
-mod reinfer;
 mod stage;
 
 use std::path::{Path, PathBuf};
@@ -40,7 +39,9 @@ use crate::onnx::{Ep, OnnxError};
 use crate::preprocess::{DType, Layout};
 use crate::tensor::TensorData;
 
-pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
+pub use crate::stage::{
+    CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE,
+};
 pub use stage::CLASSIFY;
 
 /// Default largest number of crops per inference call.
@@ -170,6 +171,8 @@ pub enum ClassifyError {
         crop: usize,
     },
 }
+
+crate::error::stage_error!(ClassifyError);
 
 /// What a model's input says about the crops it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

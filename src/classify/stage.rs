@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use super::{Classifier, ClassifyConfig, NonFinite, Reinfer, TrackLabels};
 use crate::batch::CropBatch;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
+use crate::files::RunPath;
 use crate::onnx::Ep;
-use crate::pipeline::RunPath;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };

@@ -32,6 +32,7 @@
 //! hidden.
 
 mod guard;
+mod metrics;
 mod policy;
 mod routes;
 mod server;
@@ -43,9 +44,9 @@ use std::thread;
 use std::time::Duration;
 
 pub use guard::{Token, MIN_TOKEN_LEN, NEED_TOKEN, TOKEN_ENV};
+pub use metrics::{Metrics, LATENCY_BUCKETS};
 pub use policy::{Policy, Refusal, URI_SCHEMES};
 
-use crate::observe::Metrics;
 use crate::pipeline::{Observer, Streams};
 use crate::stage::Registry;
 

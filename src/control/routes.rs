@@ -12,8 +12,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
 use super::guard::{self, Refused};
+use super::Metrics;
 use super::{ControlConfig, DEFAULT_LIST, MAX_BODY, MAX_LIST, REQUEST_DEADLINE};
-use crate::observe::Metrics;
 use crate::pipeline::{PipelineError, RemoveMode, StreamState, Streams};
 use crate::stage::Registry;
 use crate::Error;

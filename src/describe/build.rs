@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{closest, expand_devices, quote, DescribeError, Description, Span, StageDesc};
-use crate::pipeline::{Graph, Node, Queue, QueueSettings};
+use super::{Graph, Node, Queue, QueueSettings};
 use crate::source::{HeadSettings, SourceConfig, SourceKind};
 use crate::stage::{Element, Item, Props, Registry, Role, StageDecl};
 
@@ -135,7 +135,7 @@ fn default_queue(live: bool, role: Role, burst: usize, into_collector: bool) -> 
         // the newest of each would lose most of them; they were let in at the source's edge.
         (true, _) if burst > 1 => Queue {
             size: burst,
-            policy: crate::pipeline::EdgePolicy::Block,
+            policy: super::EdgePolicy::Block,
         },
         (true, _) if into_collector => Queue::LIVE_INTO_COLLECTOR,
         (true, _) => Queue::LIVE,

@@ -38,8 +38,7 @@ use std::collections::HashSet;
 use super::{DescribeError, Description, Prop, StageDesc};
 use crate::stage::{Registry, Role};
 
-/// The batch stage's property that spreads its streams over GPUs.
-pub const DEVICES: &str = "devices";
+pub use crate::batch::DEVICES;
 
 /// What `devices=` accepts, for messages.
 const ACCEPTED: &str = "'all' (every GPU of the host) or distinct GPU ordinals separated by \
@@ -488,10 +487,7 @@ mod tests {
                 "media location=d device=1 ! boxes format=synthetic ! mux@1.",
             ]
         );
-        let desc = super::super::parse("t", text, &HashMap::new()).unwrap();
-        let graph = super::super::build(&desc).unwrap_or_else(|e| panic!("{e}"));
-        let batches = graph.nodes.iter().filter(|n| n.role == Role::Batch);
-        assert_eq!(batches.count(), 2);
+        // The graph it builds: describe's tests (`a_branch_into_a_streams_stage_builds_per_gpu`).
     }
 
     #[test]

@@ -24,133 +24,24 @@
 mod build;
 mod caps;
 mod devices;
+mod graph;
+mod queue;
 mod quote;
+mod registry;
 
 use std::collections::HashMap;
-use std::fmt;
 
 pub use build::{build, build_branch, build_open, build_with};
 pub use devices::{expand_devices, DEVICES};
+pub use graph::{Graph, Node};
+pub use queue::{
+    EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_BATCH_QUEUE, DEFAULT_LIVE_COLLECTOR_QUEUE,
+    DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE, QUEUE,
+};
 pub use quote::quote;
 
-/// A position in the description text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Span {
-    /// Byte offset.
-    pub start: usize,
-    /// Length in bytes (at least 1 when shown).
-    pub len: usize,
-}
-
-/// One `key=value` property.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Prop {
-    /// Property name.
-    pub key: String,
-    /// Value after quotes and variables are resolved.
-    pub value: String,
-    /// Where the key is.
-    pub key_span: Span,
-    /// Where the value is.
-    pub value_span: Span,
-}
-
-/// One element of a description: an octopipe stage, a GStreamer element or caps (at the head of a
-/// branch), or a `name.` reference to a named stage.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StageDesc {
-    /// Stage kind (`images`, `boxes`, ...), element name, caps text, or the referenced name.
-    pub kind: String,
-    /// Where the kind is.
-    pub span: Span,
-    /// Its properties, in order.
-    pub props: Vec<Prop>,
-    /// Which chain (`a ! b ! c`, separated from the next chain by a stage with no `!` before it).
-    pub chain: usize,
-    /// Whether this is a `name.` reference.
-    pub reference: bool,
-    /// Byte offset just past its last property (its text is `text[span.start..end]`).
-    pub end: usize,
-}
-
-/// A parsed description: the stages in order, each tagged with its chain.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Description {
-    /// Where the text came from (a file name or `<command line>`).
-    pub origin: String,
-    /// The text.
-    pub text: String,
-    /// Stages in order.
-    pub stages: Vec<StageDesc>,
-}
-
-/// An error in a description, with its position.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub struct DescribeError {
-    /// Where the text came from.
-    pub origin: String,
-    /// 1-based line.
-    pub line: usize,
-    /// 1-based column (characters).
-    pub column: usize,
-    /// What is wrong.
-    pub message: String,
-    /// The offending line and a caret under the span.
-    pub excerpt: String,
-}
-
-impl fmt::Display for DescribeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}\n{}",
-            self.origin, self.line, self.column, self.message, self.excerpt
-        )
-    }
-}
-
-impl Description {
-    /// The stages chain by chain, in order.
-    fn chains(&self) -> impl Iterator<Item = &[StageDesc]> {
-        self.stages.chunk_by(|a, b| a.chain == b.chain)
-    }
-
-    /// An error at `span` of this description.
-    pub fn error(&self, span: Span, message: impl Into<String>) -> DescribeError {
-        error_at(&self.origin, &self.text, span, message.into())
-    }
-}
-
-fn error_at(origin: &str, text: &str, span: Span, message: String) -> DescribeError {
-    // Spans are byte offsets: keep both ends on character boundaries (fuzzing found a span
-    // ending inside a multi-byte character).
-    let mut start = span.start.min(text.len());
-    while !text.is_char_boundary(start) {
-        start -= 1;
-    }
-    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-    let line = text[..start].matches('\n').count() + 1;
-    let column = text[line_start..start].chars().count() + 1;
-    let mut end = start.saturating_add(span.len).min(line_end);
-    while !text.is_char_boundary(end) {
-        end += 1;
-    }
-    let width = text[start..end].chars().count().max(1);
-    let excerpt = format!(
-        "  {}\n  {}{}",
-        &text[line_start..line_end],
-        " ".repeat(column - 1),
-        "^".repeat(width)
-    );
-    DescribeError {
-        origin: origin.to_string(),
-        line,
-        column,
-        message,
-        excerpt,
-    }
-}
+use crate::description::error_at;
+pub use crate::description::{closest, DescribeError, Description, Prop, Span, StageDesc};
 
 /// Where an inline description comes from, in messages.
 pub const COMMAND_LINE: &str = "<command line>";
@@ -426,38 +317,6 @@ fn expand(
     Ok(())
 }
 
-/// The candidate closest to `word` by edit distance, if it is close enough to be a likely typo.
-pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (edit_distance(word, c), c))
-        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// Edits between `a` and `b`, a swap of two neighbouring characters counting as one (`widht`
-/// is one edit from `width`).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut before: Vec<usize> = vec![0; b.len() + 1];
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-            if i > 0 && j > 0 && *ca == b[j - 1] && a[i - 1] == *cb {
-                cur[j + 1] = cur[j + 1].min(before[j - 1] + 1);
-            }
-        }
-        before = std::mem::replace(&mut prev, cur);
-    }
-    prev[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -570,5 +429,24 @@ mod tests {
         );
         assert_eq!(closest("sise", ["size", "mean"]), Some("size"));
         assert_eq!(closest("zzzzzz", ["size", "mean"]), None);
+    }
+
+    /// `devices.rs`'s `a_branch_into_a_streams_stage_goes_to_its_gpu`, built: one batch stage
+    /// per GPU.
+    #[test]
+    fn a_branch_into_a_streams_stage_builds_per_gpu() {
+        let text = "media location=a ! boxes format=synthetic ! mux.\n\
+                    media location=e ! boxes format=synthetic ! mux.\n\
+                    media location=c ! boxes format=synthetic ! track name=t ! mux.\n\
+                    media location=b ! boxes format=synthetic ! t.\n\
+                    media location=d ! boxes format=synthetic ! batch name=mux devices=0,1 \
+                    ! jsonl location=o";
+        let desc = parse("t", text, &HashMap::new()).unwrap();
+        let graph = build(&desc).unwrap_or_else(|e| panic!("{e}"));
+        let batches = graph
+            .nodes
+            .iter()
+            .filter(|n| n.role == crate::stage::Role::Batch);
+        assert_eq!(batches.count(), 2);
     }
 }

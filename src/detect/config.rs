@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{Decoder, Fit, Rect, Suppress, COCO_LABELS};
 use super::{DEFAULT_IOU, DEFAULT_MAX_BATCH, DEFAULT_MAX_DETECTIONS, DEFAULT_SCORE};
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::onnx::{CudaOptions, Ep};
 use crate::preprocess::{
     BackendKind, ChannelOrder, DType, Interpolation, Layout, PreprocessConfig,

@@ -1,16 +1,7 @@
 //! Detector outputs to boxes: the output formats of common ONNX exports, and per-class
 //! non-maximum suppression.
 
-/// A detector box before it goes back to frame pixels.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RawBox {
-    /// `[x1, y1, x2, y2]` (in the model input's pixels after decoding, frame pixels after mapping).
-    pub b: [f32; 4],
-    /// Score (class score, times objectness where the format has one).
-    pub score: f32,
-    /// Class index.
-    pub class: u32,
-}
+use super::RawBox;
 
 /// One output of a run, in host memory: its shape (first dimension the batch) and values.
 #[derive(Debug, Clone, Copy)]

@@ -60,10 +60,21 @@ use crate::preprocess::PreprocessError;
 
 pub use coco::COCO_LABELS;
 pub use config::{DetectConfig, DEFAULT_BATCH_SIZES, DETECT};
-pub use decode::{nms, Decoder, Output, RawBox, Suppress};
+pub use decode::{nms, Decoder, Output, Suppress};
 pub use detector::{region_batch, regions_batch, Detector};
 pub use section::DetectSection;
 pub use tiles::{Fit, Rect};
+
+/// A detector box before it goes back to frame pixels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawBox {
+    /// `[x1, y1, x2, y2]` (in the model input's pixels after decoding, frame pixels after mapping).
+    pub b: [f32; 4],
+    /// Score (class score, times objectness where the format has one).
+    pub score: f32,
+    /// Class index.
+    pub class: u32,
+}
 
 /// Default score threshold.
 pub const DEFAULT_SCORE: f32 = 0.3;
@@ -106,6 +117,8 @@ pub enum DetectError {
         reason: String,
     },
 }
+
+crate::error::stage_error!(DetectError);
 
 #[cfg(test)]
 mod tests {

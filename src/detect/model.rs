@@ -8,8 +8,9 @@ use crate::onnx::{FixedInput, Sessions};
 use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, ValueType};
 
 use super::centernet::{self, Peak};
-use super::decode::{centernet_maps, Output, RawBox};
+use super::decode::{centernet_maps, Output};
 use super::gpu::GpuPeaks;
+use super::RawBox;
 use super::{Decoder, DetectConfig, DetectError};
 use crate::preprocess::{f16_to_f32, DType, Layout};
 use crate::tensor::TensorData;

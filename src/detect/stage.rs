@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use super::{DetectConfig, DetectError, Detector};
 use crate::batch::{Downstream, Window};
 use crate::budget::Tally;
+use crate::files::RunPath;
 use crate::frame::Frame;
-use crate::pipeline::RunPath;
 use crate::stage::{Element, OpenContext, Running, Stage};
 use crate::Error;
 

@@ -23,62 +23,20 @@
 
 mod annotate;
 mod energy;
-mod metrics;
 mod plot;
 mod progress;
 
+pub use crate::budget::GapCounter;
 /// The control plane that serves the metrics (its former name).
 pub use crate::control::ControlPlane as MetricsServer;
+pub use crate::control::{Metrics, LATENCY_BUCKETS};
 pub(crate) use annotate::Mp4Encoder;
 pub use annotate::{draw_box, draw_text, text_width, AnnotateTarget, Annotator, Mosaic, GLYPH};
 pub use energy::Energy;
-pub use metrics::{Metrics, LATENCY_BUCKETS};
 pub use plot::LatencyPlot;
 pub use progress::{Progress, ProgressStyle};
 
-use std::collections::HashMap;
 use std::time::Duration;
-
-use crate::batch::CropBatch;
-
-/// Frames that went missing upstream, seen from the end of the pipeline: per stream, the gaps in
-/// frame numbers (`seq`) of the frames that arrived. Frames dropped by a live source or by the
-/// late-frame policy leave such gaps; drops after the last frame seen are not visible until the
-/// report.
-#[derive(Debug, Default, Clone)]
-pub struct GapCounter {
-    streams: HashMap<u32, (u64, u64)>,
-}
-
-impl GapCounter {
-    /// Account for the frames of `batch`.
-    pub fn add(&mut self, batch: &CropBatch) {
-        // A frame in parts is seen once, with its last part.
-        for f in batch.frames.iter().filter(|f| f.part.is_last()) {
-            let (next, seen) = self.streams.entry(f.stream).or_default();
-            *next = (*next).max(f.seq + 1);
-            *seen += 1;
-        }
-    }
-
-    /// Frames of `stream` not seen below the highest frame number seen.
-    pub fn missing(&self, stream: u32) -> u64 {
-        self.streams
-            .get(&stream)
-            .map(|(next, seen)| next.saturating_sub(*seen))
-            .unwrap_or(0)
-    }
-
-    /// All streams' missing frames.
-    pub fn total(&self) -> u64 {
-        self.streams.keys().map(|s| self.missing(*s)).sum()
-    }
-}
-
-/// Seconds as the plots and metrics print them.
-pub(crate) fn secs(d: Duration) -> f64 {
-    d.as_secs_f64()
-}
 
 /// Milliseconds.
 pub(crate) fn ms(d: Duration) -> f64 {

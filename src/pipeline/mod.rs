@@ -16,7 +16,6 @@
 
 mod collect;
 mod edge;
-mod graph;
 mod handles;
 mod paths;
 mod pool;
@@ -39,84 +38,19 @@ use crate::source::{AppSource, FrameSource, StartGate};
 use crate::stage::{Caps, OpenContext, Role, Running};
 use crate::Error;
 
-pub use edge::{
-    EdgePolicy, Queue, QueueSettings, DEFAULT_LIVE_BATCH_QUEUE, DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE,
-    QUEUE, STREAM_REMOVED,
+pub use crate::describe::{
+    EdgePolicy, Graph, Node, Queue, QueueSettings, DEFAULT_LIVE_BATCH_QUEUE, DEFAULT_LIVE_QUEUE,
+    DEFAULT_QUEUE, QUEUE,
 };
-pub use graph::{Graph, Node};
-pub use paths::{check as check_paths, RunPath};
+pub use crate::error::PipelineError;
+pub use crate::files::RunPath;
+pub use edge::STREAM_REMOVED;
+pub use paths::check as check_paths;
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
 use collect::{announce, expected_frames, finish, Collector};
 use handles::AppHandles;
 use wire::{join, spawn, wire, Rx, StageThread, Tx};
-
-/// Errors of the runner itself (a graph that cannot run as wired).
-#[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
-    /// A declaration that is not a stage (`queue`) was asked to open.
-    #[error("'{0}' is not a stage: it sets the edge it stands on")]
-    NotAStage(&'static str),
-    /// A stage opened as something other than its role says.
-    #[error("stage '{stage}' takes {takes} but is fed {fed}")]
-    Wiring {
-        /// The stage kind.
-        stage: String,
-        /// What it takes.
-        takes: String,
-        /// What its upstream gives.
-        fed: String,
-    },
-    /// An output that would overwrite or write into an input of the run, or another output.
-    #[error("{output} {what}: choose another path (nothing was written)")]
-    OutputOnInput {
-        /// The output, as given (`jsonl location=o.jsonl`, `--plot p.svg`).
-        output: String,
-        /// What it meets and how (`would overwrite classify model=m.onnx, an input of this run`).
-        what: String,
-    },
-    /// A stage's thread panicked (a bug: please report it).
-    #[error("stage '{0}' panicked")]
-    Panic(String),
-    /// A stage's thread could not be started.
-    #[error("cannot start the thread of stage '{stage}': {reason}")]
-    Spawn {
-        /// The stage kind.
-        stage: String,
-        /// The system's reason.
-        reason: String,
-    },
-    /// Streams join the stage a pipeline's description starts with, else its batch stage: this
-    /// one has none, or several.
-    #[error("streams added while running join the stage the description starts with (a shared detect), else the batch stage: this pipeline has {0}")]
-    NoBatchToJoin(&'static str),
-    /// No stream has this id.
-    #[error("no stream {0}")]
-    UnknownStream(u32),
-    /// The id of a stream of this run (a stream's report row stays its own).
-    #[error("stream {0} exists already in this run (ids are not used twice)")]
-    StreamTaken(u32),
-    /// A stream of the pipeline's description, not one added while running.
-    #[error("stream {0} is part of the pipeline's description: only streams added while running can be removed")]
-    StaticStream(u32),
-    /// The pipeline takes no more streams (it ended, was stopped, failed, or was closed to them).
-    #[error("the pipeline takes no more streams (it ended, stopped, or was closed to them)")]
-    NotTakingStreams,
-    /// As many streams added while running run as the pipeline takes at once.
-    #[error(
-        "this pipeline runs at most {0} streams added while running at once: remove one first"
-    )]
-    TooManyStreams(usize),
-    /// A stream's stage that has no place before the stage streams join (or a kind twice in
-    /// one stream).
-    #[error("stage '{stage}' cannot be in a stream added while running: streams join this pipeline's '{joins}' stage and hold only stages that come before it, each kind once")]
-    StreamStage {
-        /// The stream's stage.
-        stage: String,
-        /// The stage streams join.
-        joins: &'static str,
-    },
-}
 
 /// How long a stopped run waits for the work in flight before it gives up on it, by default.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(1);

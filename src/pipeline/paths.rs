@@ -8,56 +8,14 @@
 //! symlink, a hard link, `./x` for `x`), lies inside a folder the run reads, or is a folder the
 //! run writes files into that holds an input; and two outputs that resolve to the same file.
 
-use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 use super::PipelineError;
+use crate::describe::Graph;
+use crate::files::RunPath;
 
 /// Symbolic links followed at most, as the kernel does (ELOOP beyond).
 const MAX_LINKS: u32 = 40;
-
-/// A file or folder a stage reads or writes, with what names it (for messages).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunPath {
-    /// What names it: a stage and property (`classify model`) or a command-line option
-    /// (`--plot`).
-    pub what: String,
-    /// The path as given.
-    pub path: PathBuf,
-    /// A folder (read as a whole, or written into file by file) rather than one file.
-    pub folder: bool,
-}
-
-impl RunPath {
-    /// The file `path`, named by `what`.
-    pub fn file(what: impl Into<String>, path: impl Into<PathBuf>) -> Self {
-        RunPath {
-            what: what.into(),
-            path: path.into(),
-            folder: false,
-        }
-    }
-
-    /// The folder `path`, named by `what`.
-    pub fn folder(what: impl Into<String>, path: impl Into<PathBuf>) -> Self {
-        RunPath {
-            folder: true,
-            ..RunPath::file(what, path)
-        }
-    }
-}
-
-impl fmt::Display for RunPath {
-    /// `classify model=m.onnx`, or `--plot latency.svg` for an option.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sep = if self.what.starts_with("--") {
-            ' '
-        } else {
-            '='
-        };
-        write!(f, "{}{sep}{}", self.what, self.path.display())
-    }
-}
 
 /// How an output meets an input (or another output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,6 +169,20 @@ fn refusal(
     PipelineError::OutputOnInput {
         output: output.to_string(),
         what,
+    }
+}
+
+impl Graph {
+    /// Refuse, before anything opens, an output of the stages or one of `extra` (what the
+    /// application writes besides: a plot, a report file) that resolves to an input of the run,
+    /// lies in a folder the run reads, or collides with another output. [`Pipeline::build`]
+    /// checks the stages' own; call this first with the application's.
+    ///
+    /// [`Pipeline::build`]: super::Pipeline::build
+    pub fn check_paths(&self, extra: &[RunPath]) -> Result<(), PipelineError> {
+        let mut outputs = self.writes();
+        outputs.extend_from_slice(extra);
+        check(&self.reads(), &outputs)
     }
 }
 

@@ -27,66 +27,17 @@ use std::sync::Arc;
 
 use crate::batch::CropBatch;
 use crate::budget::Tally;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::stage::{
     Caps, Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
 pub use crate::tensor::{DType, Layout};
 use crate::Error;
 
-/// Default output size (width, height).
-pub const DEFAULT_SIZE: (u32, u32) = (64, 64);
-/// ImageNet mean, the default.
-pub const DEFAULT_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
-/// ImageNet standard deviation, the default.
-pub const DEFAULT_STD: [f32; 3] = [0.229, 0.224, 0.225];
-/// Default scale applied to 0..255 values before mean/std.
-pub const DEFAULT_SCALE: f32 = 1.0 / 255.0;
-
-/// Channel order of the output tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ChannelOrder {
-    /// Red, green, blue.
-    #[default]
-    Rgb,
-    /// Blue, green, red.
-    Bgr,
-}
-
-/// How a crop is resampled to the output size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Interpolation {
-    /// OpenCV `INTER_LINEAR` (half-pixel centres, 2x2 taps, no antialiasing).
-    #[default]
-    Bilinear,
-    /// OpenCV `INTER_AREA`: when the crop is downscaled on both axes, each output pixel is the
-    /// area-weighted mean of the source pixels its footprint covers (antialiased); otherwise
-    /// OpenCV's own fallback, a 2-tap linear filter with `INTER_AREA`'s tap positions.
-    Area,
-}
-
-/// Which implementation runs the stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BackendKind {
-    /// CUDA when a GPU is present, else CPU.
-    #[default]
-    Auto,
-    /// The multi-threaded CPU backend.
-    Cpu,
-    /// The CUDA backend.
-    Cuda,
-}
-
-impl BackendKind {
-    /// The value of a `backend` property (`auto`, `cpu`, `cuda`; auto when not given).
-    pub fn from_prop(value: Option<&str>) -> Self {
-        match value {
-            Some("cpu") => BackendKind::Cpu,
-            Some("cuda") => BackendKind::Cuda,
-            _ => BackendKind::Auto,
-        }
-    }
-}
+pub use crate::stage::caps::{
+    BackendKind, ChannelOrder, Gather, Interpolation, PreprocessConfig, DEFAULT_MEAN,
+    DEFAULT_SCALE, DEFAULT_SIZE, DEFAULT_STD,
+};
 
 /// The `backend` property of the stages that run on the CPU or CUDA.
 pub const BACKEND_PROP: PropSpec = PropSpec::new(
@@ -103,106 +54,6 @@ pub const THREADS_PROP: PropSpec = PropSpec::new(
     "0",
     "CPU worker threads (0: one per core)",
 );
-
-/// Settings of the preprocess stage.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PreprocessConfig {
-    /// Output (width, height); `None` takes it from the classifier's input shape.
-    pub size: Option<(u32, u32)>,
-    /// Per-channel mean, in the output channel order, after `scale`.
-    pub mean: [f32; 3],
-    /// Per-channel standard deviation, in the output channel order, after `scale`.
-    pub std: [f32; 3],
-    /// Factor from 0..255 values to the units of mean/std.
-    pub scale: f32,
-    /// Channel order.
-    pub channels: ChannelOrder,
-    /// Memory layout.
-    pub layout: Layout,
-    /// Backend.
-    pub backend: BackendKind,
-    /// CPU worker threads (0: one per core).
-    pub threads: usize,
-    /// Resampling filter.
-    pub interpolation: Interpolation,
-    /// `Some(pad)`: letterbox. The crop keeps its aspect ratio: it is resized to the largest size
-    /// that fits the output (the other side rounded to nearest, at least 1 pixel), centred (the
-    /// spare columns or rows split with the odd one at the right / bottom), and the rest is filled
-    /// with `pad` (on the 0..255 scale, normalized like the pixels). `None`: stretch to the output.
-    pub letterbox: Option<f32>,
-    /// Output element type.
-    pub dtype: DType,
-    /// Leave the tensor in device memory (`TensorData::Device`, CUDA backend only) instead of
-    /// copying it to the host: for consumers that read device memory.
-    pub device_output: bool,
-    /// The CUDA device the CUDA backend runs on.
-    pub device: usize,
-    /// How the CUDA backend takes crop rectangles out of host frames.
-    pub gather: Gather,
-}
-
-/// How the CUDA backend takes each crop's rectangle out of a host frame (`gather`). With `auto`
-/// or `device`, the pipeline's sources decode into page-locked pooled buffers, which the GPU
-/// reads in place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Gather {
-    /// The GPU pulls the rectangles when every frame of the batch is page-locked, else the host
-    /// gathers them.
-    #[default]
-    Auto,
-    /// The host copies the rectangles' rows into one staging buffer, uploaded with one copy.
-    Host,
-    /// The GPU pulls the rectangles (`kernels/gather.cu`); a frame that is not page-locked is an
-    /// error naming it.
-    Device,
-}
-
-impl PreprocessConfig {
-    /// The device whose context allocates page-locked frames for this stage, when its frames
-    /// should be page-locked: a CUDA (or auto) backend that may gather on the GPU.
-    pub fn page_locked_frames(&self) -> Option<usize> {
-        (self.backend != BackendKind::Cpu && self.gather != Gather::Host).then_some(self.device)
-    }
-}
-
-impl Default for PreprocessConfig {
-    fn default() -> Self {
-        PreprocessConfig {
-            size: None,
-            mean: DEFAULT_MEAN,
-            std: DEFAULT_STD,
-            scale: DEFAULT_SCALE,
-            channels: ChannelOrder::Rgb,
-            layout: Layout::Nchw,
-            backend: BackendKind::Auto,
-            threads: 0,
-            interpolation: Interpolation::Bilinear,
-            letterbox: None,
-            dtype: DType::F32,
-            device_output: false,
-            device: 0,
-            gather: Gather::Auto,
-        }
-    }
-}
-
-impl PreprocessConfig {
-    /// Per-channel `(a, b)` with `out = v * a + b` for a 0..255 value `v`, in output channel order.
-    pub fn affine(&self) -> [(f32, f32); 3] {
-        std::array::from_fn(|c| (self.scale / self.std[c], -self.mean[c] / self.std[c]))
-    }
-
-    /// Whether the plain stretch-bilinear path applies (no letterbox, bilinear): the original fast
-    /// paths of both backends.
-    pub fn is_plain_bilinear(&self) -> bool {
-        self.interpolation == Interpolation::Bilinear && self.letterbox.is_none()
-    }
-
-    /// The output size, or the default when not set yet.
-    pub fn out_size(&self) -> (u32, u32) {
-        self.size.unwrap_or(DEFAULT_SIZE)
-    }
-}
 
 /// Where a crop of `w`x`h` lands inside an `out_w`x`out_h` output when letterboxed:
 /// `(x offset, y offset, inner width, inner height)`. Integer arithmetic (the CUDA kernels compute
@@ -332,6 +183,8 @@ pub enum PreprocessError {
     #[error("CUDA: {0}")]
     OutOfMemory(String),
 }
+
+crate::error::stage_error!(PreprocessError);
 
 /// A preprocess implementation: fills `batch.tensor` (or `batch.tensor_f16` for
 /// [`DType::F16`]) from the batch's frames, crops and blocks.

@@ -42,8 +42,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::batch::CropBatch;
-use crate::describe::DescribeError;
-use crate::pipeline::RunPath;
+use crate::description::DescribeError;
+use crate::files::RunPath;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
 };
@@ -74,6 +74,8 @@ pub struct SinkError {
     /// What went wrong.
     pub reason: String,
 }
+
+crate::error::stage_error!(SinkError);
 
 /// What the box source said of a box.
 #[derive(Debug, Clone, PartialEq, Serialize)]

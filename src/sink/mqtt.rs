@@ -43,7 +43,7 @@ use super::broker::{BrokerSink, Sending, Transport, BUFFER, FLUSH_TIMEOUT, MAX_M
 use super::message::{Delivery, Topic};
 use super::SinkError;
 use crate::budget::Tally;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
 use crate::Error;
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::SinkError;
-use crate::pipeline::RunPath;
+use crate::files::RunPath;
 
 /// What to say when an output exists and overwriting was not asked for.
 pub const REPLACE_HINT: &str = "overwrite=true on the sink (octopipe run --force) replaces it";

@@ -24,7 +24,7 @@ use super::lines::JsonLines;
 use super::output::{fresh_folder, Leftover};
 use super::{Object, SinkError};
 use crate::batch::CropBatch;
-use crate::pipeline::RunPath;
+use crate::files::RunPath;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Role, Running, Stage, StageDecl};
 use crate::tensor::TensorData;
 use crate::Error;

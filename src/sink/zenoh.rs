@@ -39,7 +39,7 @@ use super::broker::{BrokerSink, Sending, Transport, BUFFER, FLUSH_TIMEOUT, PER};
 use super::message::{Delivery, Topic};
 use super::SinkError;
 use crate::budget::Tally;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
 use crate::Error;
 

@@ -14,6 +14,7 @@
 //! edges drop the oldest frame instead (counted in the report). Budget, late policy,
 //! multi-stream batching and the report apply as to decoded frames.
 
+pub use crate::error::PushError;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -62,55 +63,6 @@ pub const APP: StageDecl = StageDecl {
         )))
     },
 };
-
-/// What can go wrong pushing a frame.
-#[derive(Debug, thiserror::Error)]
-pub enum PushError {
-    /// The application closed the source.
-    #[error("app source '{source_name}': pushed after close")]
-    Closed {
-        /// The source's name.
-        source_name: String,
-    },
-    /// The pipeline is not running any more (it ended, failed or was stopped).
-    #[error("app source '{source_name}': the pipeline is not running")]
-    Stopped {
-        /// The source's name.
-        source_name: String,
-    },
-    /// The pipeline did not take the frame: it is full, and the push was not to wait
-    /// ([`AppSource::try_push`]) or stopped waiting ([`AppSource::push_while`]). The frame takes
-    /// no number.
-    #[error("app source '{source_name}': the pipeline is full (the frame was not pushed)")]
-    Full {
-        /// The source's name.
-        source_name: String,
-    },
-    /// The frame's planes do not match its layout.
-    #[error("app source '{source_name}': frame {seq}: {reason}")]
-    Frame {
-        /// The source's name.
-        source_name: String,
-        /// The frame's number in the stream (what it would have been).
-        seq: u64,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A box is not inside the frame.
-    #[error("app source '{source_name}': frame {seq}: box {index} {bbox:?}: {reason}")]
-    Box {
-        /// The source's name.
-        source_name: String,
-        /// The frame's number.
-        seq: u64,
-        /// The box's index in the frame's boxes.
-        index: usize,
-        /// The box as given.
-        bbox: [f64; 4],
-        /// What is wrong.
-        reason: String,
-    },
-}
 
 /// One box of the application's, in frame pixels: any detector's or tracker's output.
 #[derive(Debug, Clone, PartialEq)]

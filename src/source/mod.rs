@@ -56,9 +56,9 @@ mod watch;
 
 use std::time::Duration;
 
-use crate::describe::DescribeError;
-use crate::frame::{BufferPool, Frame, PixelFormat};
-use crate::pipeline::RunPath;
+use crate::description::DescribeError;
+use crate::files::RunPath;
+use crate::frame::{BufferPool, PixelFormat};
 use crate::preprocess::PreprocessConfig;
 use crate::stage::{
     Caps, Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl,
@@ -67,9 +67,9 @@ use crate::Error;
 use pace::{Joined, Paced};
 use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOUT_ACTION};
 
+pub use crate::stage::source::{FrameSource, SourceError, StartGate};
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
-pub use pace::StartGate;
 pub use rtpsrc::RTP;
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
@@ -208,119 +208,6 @@ impl SourceConfig {
     /// Nominal time between frames.
     pub fn frame_interval(&self) -> Duration {
         Duration::from_secs_f64(1.0 / self.framerate)
-    }
-}
-
-/// Errors of the source stage. Each names the input it is about.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    /// GStreamer could not be initialised.
-    #[error("GStreamer could not be initialised: {0}")]
-    Init(String),
-    /// A file or folder does not exist or cannot be read.
-    #[error("{path}: {reason}")]
-    Input {
-        /// The offending path.
-        path: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A GStreamer element is not installed.
-    #[error("GStreamer element '{element}' is missing: install {package}")]
-    MissingElement {
-        /// Element factory name.
-        element: String,
-        /// Debian package that provides it.
-        package: String,
-    },
-    /// An error posted on the GStreamer bus.
-    #[error("{source_name}: {message}{}", debug.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
-    Stream {
-        /// The input (file, URI or element) the error is about.
-        source_name: String,
-        /// GStreamer's message.
-        message: String,
-        /// GStreamer's debug detail.
-        debug: Option<String>,
-    },
-    /// A setting the source cannot use (an unknown test pattern, a framerate of 0, ...).
-    #[error("invalid {setting} '{value}': expected {expected}")]
-    Setting {
-        /// Property name, as in the pipeline text.
-        setting: String,
-        /// The value given.
-        value: String,
-        /// What would have been accepted.
-        expected: String,
-    },
-    /// A source delivered nothing for its `timeout`, with `timeout-action=fail`.
-    #[error("{source_name}: {}", quiet_message(*timeout, *frames))]
-    Quiet {
-        /// The input.
-        source_name: String,
-        /// Its `timeout`.
-        timeout: Duration,
-        /// Frames it delivered before it went quiet.
-        frames: u64,
-    },
-    /// A file's decoder gave no first frame within `start-timeout`, or no frame for
-    /// `stall-timeout` after its first (not counting time held back by downstream).
-    #[error("{source_name}: {message}")]
-    Stalled {
-        /// The input.
-        source_name: String,
-        /// What happened, with the setting that decided it.
-        message: String,
-    },
-    /// `decoder=nvdec` cannot run: no GPU, no NVDEC decoder for the input, no `libgstcuda-1.0`.
-    #[error("{source_name}: decoder=nvdec: {reason}")]
-    Nvdec {
-        /// The input.
-        source_name: String,
-        /// What is missing.
-        reason: String,
-    },
-    /// The decoder produced a format octopipe cannot read.
-    #[error("{source_name}: unsupported decoded format {format}")]
-    Format {
-        /// The input.
-        source_name: String,
-        /// The caps or format name.
-        format: String,
-    },
-}
-
-/// The message of [`SourceError::Quiet`].
-fn quiet_message(timeout: Duration, frames: u64) -> String {
-    let t = watch::secs(timeout);
-    if frames == 0 {
-        format!("no frame in {t} s (timeout={t}, timeout-action=fail): nothing was received; is the sender running?")
-    } else {
-        format!("no frame for {t} s after {frames} frames (timeout={t}, timeout-action=fail)")
-    }
-}
-
-/// A producer of decoded frames.
-pub trait FrameSource: Send {
-    /// The next frame, `Ok(None)` at end of stream.
-    fn next_frame(&mut self) -> Result<Option<Frame>, SourceError>;
-    /// Stop producing (end of stream comes next) and release what the source holds (its
-    /// decoder); idempotent. The runner calls it at once on a stop request, and when the run is
-    /// over for a source that reached its end.
-    fn stop(&mut self);
-    /// A function another thread may call to end the stream while [`FrameSource::next_frame`]
-    /// is blocked waiting for a frame (e.g. a live source that has gone quiet).
-    fn interrupter(&self) -> Box<dyn Fn() + Send + Sync>;
-    /// How many frames the stream holds, when the source knows: an image sequence (images x
-    /// loops), the test source (`num-buffers`), a media file that declares its duration (x its
-    /// frame rate, known once the first frame decoded). `None` for live and application streams.
-    fn expected_frames(&self) -> Option<u64> {
-        None
-    }
-    /// The number of the stream's first frame when none is lost before it: 0, unless the stream
-    /// joins its timeline late (`testsrc live=true epoch=...` started after its epoch).
-    fn first_frame(&self) -> u64 {
-        0
     }
 }
 
@@ -649,7 +536,7 @@ pub struct HeadSettings {
 
 impl Element for HeadSettings {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Err(crate::pipeline::PipelineError::NotAStage("head").into())
+        Err(crate::error::PipelineError::NotAStage("head").into())
     }
 }
 

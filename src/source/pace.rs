@@ -2,93 +2,11 @@
 //! clocks of all of a run's paced sources started together, or a source's clock set by a
 //! timeline that started at a UNIX time (`testsrc epoch=`).
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{FrameSource, SourceError};
+use super::{FrameSource, SourceError, StartGate};
 use crate::frame::Frame;
-
-/// Longest a paced source with its first frame waits for the others' first frames.
-pub(crate) const START_WAIT: Duration = Duration::from_secs(30);
-
-/// The common start of the paced sources of one run, as a GStreamer pipeline prerolls every
-/// source before its clock runs: each source waits, with its first frame decoded, until every
-/// one has its first frame, and all clocks start at that instant. Without it the first streams'
-/// frames are due while the decoders of the others are still starting, and starting a GPU
-/// decoder stalls the GPU for everyone (measured on an H100: 15-150 ms calls of the preprocess
-/// and classify stages while 32 NVDEC sessions started).
-#[derive(Debug, Default)]
-pub struct StartGate {
-    state: Mutex<Gate>,
-    opened: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct Gate {
-    /// Paced sources of the run that have not given up their place.
-    members: usize,
-    /// Of which, those with their first frame.
-    ready: usize,
-    /// When the clocks started.
-    start: Option<Instant>,
-}
-
-impl StartGate {
-    /// A gate with no members yet.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// One more source starts with the others.
-    fn join(&self) {
-        if let Ok(mut g) = self.state.lock() {
-            g.members += 1;
-        }
-    }
-
-    /// A member that will never bring a first frame (it ended or failed first).
-    fn leave(&self) {
-        if let Ok(mut g) = self.state.lock() {
-            g.members = g.members.saturating_sub(1);
-            self.open_if_all_ready(&mut g);
-        }
-    }
-
-    fn open_if_all_ready(&self, g: &mut Gate) {
-        if g.start.is_none() && g.ready >= g.members {
-            g.start = Some(Instant::now());
-            self.opened.notify_all();
-        }
-    }
-
-    /// A member has its first frame: wait for the others (at most [`START_WAIT`]) and return
-    /// the common start; a member that waited in vain starts on its own clock.
-    fn arrive(&self) -> Instant {
-        let Ok(mut g) = self.state.lock() else {
-            return Instant::now();
-        };
-        g.ready += 1;
-        self.open_if_all_ready(&mut g);
-        let deadline = Instant::now() + START_WAIT;
-        while g.start.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                tracing::warn!(
-                    "live start: {} of {} paced sources had a frame after {} s; starting without the others",
-                    g.ready,
-                    g.members,
-                    START_WAIT.as_secs()
-                );
-                return Instant::now();
-            }
-            g = match self.opened.wait_timeout(g, left) {
-                Ok((g, _)) => g,
-                Err(_) => return Instant::now(),
-            };
-        }
-        g.start.unwrap_or_else(Instant::now)
-    }
-}
 
 /// Where a live source joins a timeline that started at a UNIX time (`testsrc epoch=`).
 #[derive(Debug, Clone, Copy)]

@@ -252,11 +252,7 @@ pub(super) fn backoff(interval: Duration, attempt: u32) -> Duration {
         .min(MAX_RETRY_INTERVAL.max(interval))
 }
 
-/// Seconds as a short number (`1`, `0.5`, `12.3`), for messages.
-pub(crate) fn secs(d: Duration) -> String {
-    let s = (d.as_secs_f64() * 10.0).round() / 10.0;
-    format!("{s}")
-}
+pub(crate) use crate::stage::source::secs;
 
 const NON_NEGATIVE: PropType = PropType::Float {
     min: 0.0,

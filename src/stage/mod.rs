@@ -48,22 +48,27 @@
 //! At run time every stage runs on its own thread as a [`Stage`]; the runner owns the thread,
 //! the channels, the timestamps and the shutdown.
 
+pub(crate) mod caps;
+mod downstream;
 mod props;
+mod reinfer;
+pub(crate) mod source;
 
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::batch::{CropBatch, Downstream};
 use crate::budget::Tally;
+use crate::crops::CropBatch;
+use crate::files::RunPath;
 use crate::frame::Frame;
-use crate::pipeline::RunPath;
-use crate::preprocess::PreprocessConfig;
-use crate::source::FrameSource;
 use crate::Error;
 
+pub use caps::Caps;
+pub use downstream::Downstream;
 pub use props::{PropSpec, PropType, Props};
+pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
 
 /// What travels on an edge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -188,7 +193,7 @@ pub struct StageDecl {
     pub provides: &'static [Role],
     /// Make the stage's settings from its checked properties. No GStreamer, CUDA or ONNX Runtime
     /// work here: that happens in [`Element::open`].
-    pub make: fn(&Props) -> Result<Box<dyn Element>, crate::describe::DescribeError>,
+    pub make: fn(&Props) -> Result<Box<dyn Element>, crate::description::DescribeError>,
 }
 
 impl fmt::Debug for StageDecl {
@@ -210,34 +215,6 @@ impl Registry {
     /// No stages at all.
     pub fn empty() -> Self {
         Registry { decls: Vec::new() }
-    }
-
-    /// Every stage octopipe has, in pipeline order.
-    pub fn builtin() -> Self {
-        let mut r = Registry::empty();
-        r.register(crate::source::IMAGES);
-        r.register(crate::source::MEDIA);
-        r.register(crate::source::TESTSRC);
-        r.register(crate::source::RTP);
-        r.register(crate::source::APP);
-        r.register(crate::boxes::BOXES);
-        r.register(crate::detect::DETECT);
-        r.register(crate::track::TRACK);
-        r.register(crate::batch::BATCH);
-        r.register(crate::tiles::TILES);
-        r.register(crate::preprocess::PREPROCESS);
-        r.register(crate::tilestats::TILESTATS);
-        r.register(crate::classify::CLASSIFY);
-        r.register(crate::appinfer::APPINFER);
-        r.register(crate::sink::JSONL);
-        r.register(crate::sink::TENSORS);
-        r.register(crate::sink::TILESINK);
-        r.register(crate::sink::APPSINK);
-        r.register(crate::sink::MQTT);
-        r.register(crate::sink::ZENOH);
-        r.register(crate::pipeline::QUEUE);
-        r.register(crate::source::HEAD);
-        r
     }
 
     /// Add a stage kind (replacing one of the same name).
@@ -292,12 +269,6 @@ impl Registry {
     }
 }
 
-impl Default for Registry {
-    fn default() -> Self {
-        Registry::builtin()
-    }
-}
-
 /// One step of a running pipeline: takes `I`, gives `O`. The runner owns its thread and
 /// channels, stamps its outputs with the time and sends them on.
 pub trait Stage<I, O>: Send {
@@ -320,7 +291,7 @@ pub trait Stage<I, O>: Send {
 /// An opened stage, ready to run: which variant says what it takes and gives.
 pub enum Running {
     /// A source of frames.
-    Source(Box<dyn FrameSource>),
+    Source(Box<dyn source::FrameSource>),
     /// Frames to frames.
     Frames(Box<dyn Stage<Frame, Frame>>),
     /// Frames to batches.
@@ -401,50 +372,6 @@ impl dyn Element {
     }
 }
 
-/// What stages tell each other before they open: set in [`Element::configure`] (source to
-/// sink) and settled in [`Element::open`] (sink to source).
-#[derive(Debug, Clone, Default)]
-pub struct Caps {
-    /// The preprocess stage's settings (its output size settled by the model when it opens).
-    pub preprocess: Option<PreprocessConfig>,
-    /// Class names of the classifier, once it opened.
-    pub labels: Vec<String>,
-    /// The classifier's `reinfer-interval` (when above 1), once it opened: the batch stage makes
-    /// no crop of a tracked box whose track's label is reused.
-    pub reinfer: Option<crate::classify::Reinfer>,
-    /// The score threshold of the detector before the stage being configured, on its branch
-    /// (set by `detect`, cleared where a branch starts): `track` follows it unless its `high`
-    /// is given.
-    pub detect_score: Option<f32>,
-    /// A `track` stage follows the boxes (set when it opens): a detector before it may leave
-    /// frames to the tracker's predictions (`detect interval`).
-    pub tracked: bool,
-}
-
-impl Caps {
-    /// A branch starts (its source is configured next): forget what the stages of the branch
-    /// before said about their own frames.
-    pub fn begin_branch(&mut self) {
-        self.detect_score = None;
-    }
-
-    /// The crops' output size (the model's input once it opened; 64x64 before anything says).
-    pub fn crop_size(&self) -> (u32, u32) {
-        self.preprocess
-            .as_ref()
-            .map_or(crate::preprocess::DEFAULT_SIZE, |p| p.out_size())
-    }
-
-    /// Whether blocks should be sized by the source pixels they read: the preprocess stage
-    /// averages areas (`interpolation=area`), where a heavily downscaled crop's output pixels
-    /// each read many source pixels.
-    pub fn input_weighted_blocks(&self) -> bool {
-        self.preprocess
-            .as_ref()
-            .is_some_and(|p| p.interpolation == crate::preprocess::Interpolation::Area)
-    }
-}
-
 /// What a stage gets when it opens.
 pub struct OpenContext<'a> {
     /// What stages told each other.
@@ -467,7 +394,7 @@ pub struct OpenContext<'a> {
     /// sink that wrote nothing then leaves no empty file, as after a stop.
     pub stream_failed: Arc<std::sync::atomic::AtomicBool>,
     /// Where the run's live-paced sources start their clocks together.
-    pub start: Arc<crate::source::StartGate>,
+    pub start: Arc<source::StartGate>,
     /// Outputs may replace earlier output (`octopipe run --force`; a sink's own `overwrite`
     /// property says so for that sink alone).
     pub overwrite: bool,

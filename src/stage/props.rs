@@ -5,7 +5,7 @@
 //! means none, `auto` means the stage derives it), so the declaration is the one place a default
 //! lives.
 
-use crate::describe::{closest, DescribeError, Description, StageDesc};
+use crate::description::{closest, DescribeError, Description, StageDesc};
 
 use super::StageDecl;
 
@@ -368,7 +368,7 @@ impl<'a> Props<'a> {
         let start = span.start + usize::from(quoted) + byte(chars.start);
         let len = (byte(chars.end) + usize::from(quoted) + span.start).saturating_sub(start);
         self.desc.error(
-            crate::describe::Span {
+            crate::description::Span {
                 start,
                 len: len.max(1),
             },

@@ -26,7 +26,7 @@ pub mod scene;
 use crate::batch::{
     BatchPool, CropBatch, CropMeta, Origin, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS,
 };
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::frame::{Detection, Frame};
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
@@ -101,6 +101,8 @@ pub enum TilesError {
         values: u64,
     },
 }
+
+crate::error::stage_error!(TilesError);
 
 /// Settings of the tiles stage.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use crate::batch::{build_blocks_into, BlockMeta, CropBatch, CropMeta};
 use crate::budget::Tally;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::frame::{Frame, PixelFormat, PixelSums, TileStats};
 use crate::preprocess::{BackendKind, BACKEND_PROP, THREADS_PROP};
 use crate::stage::{
@@ -294,6 +294,8 @@ pub enum TileStatsError {
     #[error("tilestats: CUDA: {0}")]
     Cuda(#[from] crate::preprocess::cuda::CudaError),
 }
+
+crate::error::stage_error!(TileStatsError);
 
 /// Settings of the tilestats stage.
 #[derive(Debug, Clone, PartialEq)]

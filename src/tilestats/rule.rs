@@ -376,7 +376,7 @@ impl Parser<'_> {
         let names = Property::ALL.iter().map(|(n, _)| *n);
         let starts_like_a_name = text.starts_with(|c: char| c.is_ascii_alphabetic());
         let message = if starts_like_a_name && !matches!(text, "and" | "or" | "not") {
-            let hint = crate::describe::closest(text, names.clone())
+            let hint = crate::description::closest(text, names.clone())
                 .map(|c| format!("did you mean '{c}'? "))
                 .unwrap_or_default();
             format!(

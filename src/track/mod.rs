@@ -35,7 +35,7 @@ mod tracker;
 use std::collections::BTreeMap;
 
 use crate::budget::Tally;
-use crate::describe::DescribeError;
+use crate::description::DescribeError;
 use crate::frame::Frame;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
@@ -404,5 +404,46 @@ mod tests {
                 "track: stream 1: 2 tracks born, 0 ended, 2 open at the end"
             ]
         );
+    }
+
+    /// Typed sections (the budget's report, shown with the tracker's): their lines end the text report, their fields stand under
+    /// `sections.KIND` in the JSON one, with the schema's version.
+    #[test]
+    fn sections_are_typed_in_json_and_lines_in_text() {
+        let mut b = crate::budget::Budget::new(crate::budget::DEFAULT_BUDGET, Vec::new());
+        let sections = Tracks::new(Default::default())
+            .unwrap()
+            .sections(HighFrom::Default);
+        assert!(sections.is_empty());
+        let track = TrackSection {
+            stream: 0,
+            born: 5,
+            ended: 2,
+            open: 3,
+            unconfirmed: 0,
+            out_of_order: 0,
+            min_hits: 2,
+            high: 0.3,
+            low: 0.1,
+            high_from: HighFrom::DetectScore,
+        };
+        b.add_section(&track);
+        b.add_line("plot: written".into());
+        let r = b.finish();
+        let lines: Vec<&str> = r.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "track: stream 0: 5 tracks born, 2 ended, 3 open at the end; high=0.3 from the detector's score",
+                "plot: written"
+            ]
+        );
+        assert!(r.to_string().ends_with(&lines.join("\n")));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["version"], crate::budget::REPORT_VERSION);
+        assert_eq!(json["sections"]["track"][0]["born"], 5);
+        assert_eq!(json["sections"]["track"][0]["high_from"], "detect-score");
+        assert_eq!(json["extra"], serde_json::json!(["plot: written"]));
+        assert_eq!(r.sections::<TrackSection>(), [track]);
     }
 }

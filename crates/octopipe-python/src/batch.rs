@@ -1,7 +1,7 @@
 //! Batches of an `appinfer` stage in Python: the tensor for the application's model, which crop
 //! each row is, and `set_labels` to send the model's answer back to the sinks.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -10,8 +10,7 @@ use octopipe::appinfer::{LabelError, Labels, Reply, Row as LibRow};
 use octopipe::AppBatch;
 
 use crate::errors::{ClosedError, Error};
-use crate::image::{type_name, Interface};
-use crate::pipeline::Inner;
+use crate::image::{to_host, Interface};
 use crate::tensor::Tensor;
 
 /// Which crop a row of a batch's tensor is.
@@ -82,32 +81,6 @@ impl Batch {
             reply: Mutex::new(reply),
         })
     }
-}
-
-/// `x` as something NumPy takes: detached from autograd (`.detach()`), and in host memory
-/// (`.cpu()` for a torch CUDA tensor, `.get()` for a CuPy array).
-pub fn to_host<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let mut x = x.clone();
-    let on_device = match x.getattr("__dlpack_device__") {
-        Ok(f) => f.call0()?.extract::<(u32, i32)>()?.0 != 1,
-        Err(_) => x.hasattr("__cuda_array_interface__")?,
-    };
-    if x.hasattr("detach")? && x.hasattr("requires_grad")? {
-        x = x.call_method0("detach")?;
-    }
-    if on_device {
-        if x.hasattr("cpu")? {
-            x = x.call_method0("cpu")?;
-        } else if x.hasattr("get")? {
-            x = x.call_method0("get")?;
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "cannot bring a {} from the GPU to the host: give a NumPy array",
-                type_name(&x)
-            )));
-        }
-    }
-    Ok(x)
 }
 
 /// `x` as a C-contiguous NumPy array of `dtype`: its shape and a copy of its values.
@@ -261,25 +234,5 @@ impl Batch {
             self.rows.len(),
             self.tensor.get().__repr__()
         )
-    }
-}
-
-/// The batches of the pipeline's `appinfer` stage, as they come. Ends when the stage ended.
-#[pyclass(module = "octopipe")]
-pub struct Batches {
-    pub(crate) inner: Arc<Inner>,
-}
-
-#[pymethods]
-impl Batches {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Batch>> {
-        match self.inner.next_batch(py)? {
-            Some(b) => Ok(Some(Batch::new(py, b)?)),
-            None => Ok(None),
-        }
     }
 }

@@ -415,7 +415,7 @@ pub fn boxes_of(boxes: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<[f64; 4]>> {
     };
     let py = boxes.py();
     let np = py.import("numpy")?;
-    let host = crate::batch::to_host(boxes)?;
+    let host = to_host(boxes)?;
     let arr = np.call_method1("asarray", (host, "float64")).map_err(|e| {
         PyTypeError::new_err(format!(
             "boxes must be an Nx4 array of x, y, w, h numbers ({})",
@@ -440,4 +440,30 @@ pub fn boxes_of(boxes: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<[f64; 4]>> {
         .chunks_exact(4)
         .map(|b| [b[0], b[1], b[2], b[3]])
         .collect())
+}
+
+/// `x` as something NumPy takes: detached from autograd (`.detach()`), and in host memory
+/// (`.cpu()` for a torch CUDA tensor, `.get()` for a CuPy array).
+pub fn to_host<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let mut x = x.clone();
+    let on_device = match x.getattr("__dlpack_device__") {
+        Ok(f) => f.call0()?.extract::<(u32, i32)>()?.0 != 1,
+        Err(_) => x.hasattr("__cuda_array_interface__")?,
+    };
+    if x.hasattr("detach")? && x.hasattr("requires_grad")? {
+        x = x.call_method0("detach")?;
+    }
+    if on_device {
+        if x.hasattr("cpu")? {
+            x = x.call_method0("cpu")?;
+        } else if x.hasattr("get")? {
+            x = x.call_method0("get")?;
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "cannot bring a {} from the GPU to the host: give a NumPy array",
+                type_name(&x)
+            )));
+        }
+    }
+    Ok(x)
 }

@@ -93,10 +93,10 @@ fn _octopipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FullError", py.get_type::<FullError>())?;
     m.add_class::<pipeline::Pipeline>()?;
     m.add_class::<results::Frame>()?;
-    m.add_class::<results::Results>()?;
+    m.add_class::<pipeline::Results>()?;
     m.add_class::<batch::Batch>()?;
     m.add_class::<batch::Row>()?;
-    m.add_class::<batch::Batches>()?;
+    m.add_class::<pipeline::Batches>()?;
     m.add_class::<tensor::Tensor>()?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;

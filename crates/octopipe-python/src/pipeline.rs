@@ -21,10 +21,10 @@ use octopipe::preprocess::BackendKind;
 use octopipe::stage::Registry;
 use octopipe::{AppBatch, AppInfer, AppSource, StopHandle};
 
-use crate::batch::Batches;
+use crate::batch::Batch;
 use crate::errors::{push_to_py, to_py, with_report, ClosedError, Error};
 use crate::image::{self, DevicePolicy};
-use crate::results::{FrameItem, Results, ResultsObserver};
+use crate::results::{Frame, FrameItem, ResultsObserver};
 use crate::wait::{self, TICK};
 
 /// Finished frames the results channel holds before the pipeline waits for its reader.
@@ -586,5 +586,43 @@ impl Pipeline {
         let short: String = text.chars().take(80).collect();
         let more = if text.chars().count() > 80 { "..." } else { "" };
         format!("Pipeline({short:?}{more})")
+    }
+}
+
+/// The pipeline's finished frames, in the order they finish (each stream's in order). Ends
+/// when the pipeline has ended; raises `octopipe.Error` then if the run failed.
+#[pyclass(module = "octopipe")]
+pub struct Results {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[pymethods]
+impl Results {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Frame>> {
+        Ok(self.inner.next_result(py)?.map(Frame::from))
+    }
+}
+
+/// The batches of the pipeline's `appinfer` stage, as they come. Ends when the stage ended.
+#[pyclass(module = "octopipe")]
+pub struct Batches {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[pymethods]
+impl Batches {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Batch>> {
+        match self.inner.next_batch(py)? {
+            Some(b) => Ok(Some(Batch::new(py, b)?)),
+            None => Ok(None),
+        }
     }
 }

@@ -13,8 +13,6 @@ use pyo3::types::{PyByteArray, PyDict, PyList};
 use octopipe::batch::CropBatch;
 use octopipe::{Object, Observer};
 
-use crate::pipeline::Inner;
-
 /// How often a full results channel looks whether the application gave up reading.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -185,23 +183,5 @@ impl Frame {
             &*self.item.source,
             self.item.objects.len()
         )
-    }
-}
-
-/// The pipeline's finished frames, in the order they finish (each stream's in order). Ends
-/// when the pipeline has ended; raises `octopipe.Error` then if the run failed.
-#[pyclass(module = "octopipe")]
-pub struct Results {
-    pub(crate) inner: Arc<Inner>,
-}
-
-#[pymethods]
-impl Results {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Frame>> {
-        Ok(self.inner.next_result(py)?.map(Frame::from))
     }
 }

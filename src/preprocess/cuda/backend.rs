@@ -3,12 +3,12 @@
 
 use cudarc::driver::PinnedHostSlice;
 
-use super::engine::{grow_pinned, Engine};
 use super::launch::octopus_threads;
 use super::meta::Norm;
 use super::output::OutType;
 use super::upload::{HostFrame, UploadMode};
 use super::CudaError;
+use super::{grow_pinned, Engine};
 use crate::batch::CropBatch;
 use crate::frame::{Frame, Planes};
 use crate::preprocess::{validate, Backend, DType, Gather, PreprocessConfig, PreprocessError};

@@ -4,11 +4,11 @@
 
 use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 
-use super::engine::Engine;
 use super::kernels::Kernel;
 use super::meta::{InputKind, Norm};
 use super::output::OutType;
 use super::CudaError;
+use super::Engine;
 use crate::batch::CropMeta;
 use crate::preprocess::Interpolation;
 

@@ -33,13 +33,22 @@ pub(crate) mod launch;
 mod output;
 mod upload;
 
-use cudarc::driver::{sys, CudaContext, CudaStream, DriverError};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{
+    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr,
+    DriverError, PinnedHostSlice, ValidAsZeroBits,
+};
 
 use super::PreprocessError;
-use kernels::KernelError;
+use crate::batch::CropMeta;
+use kernels::{Kernel, KernelError, Module};
+use meta::{FrameDesc, GatherRect, InputKind};
+use upload::{MetaLayout, MetaSlot};
 
 pub use backend::CudaBackend;
-pub use engine::{Engine, OCTOPUS_GRID_PER_SM};
+pub use engine::OCTOPUS_GRID_PER_SM;
 pub use launch::{octopus_threads, OCTOPUS_MAX_THREADS};
 pub use output::OutType;
 pub use upload::{HostFrame, TransferStats, UploadMode};
@@ -177,6 +186,95 @@ fn context(device: usize) -> Result<std::sync::Arc<CudaContext>, CudaError> {
         ))),
         Err(e) => Err(CudaError::Unavailable(e)),
     }
+}
+
+/// A CUDA context, one stream, the loaded kernels, and the reusable device and pinned buffers.
+pub struct Engine {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    arch: String,
+    modules: HashMap<Module, Arc<CudaModule>>,
+    funcs: HashMap<Kernel, CudaFunction>,
+    /// One descriptor per uploaded frame (per crop after a rectangle upload).
+    descs: Vec<FrameDesc>,
+    /// The input kind shared by the frames of the last upload.
+    kind: Option<InputKind>,
+    /// The packed metadata of the last [`Self::upload_meta`], before its copy to the device.
+    pub(crate) host_meta: Vec<u8>,
+    meta_ring: Vec<MetaSlot>,
+    ring_next: usize,
+    /// Upload scratch: the byte ranges of one frame's touched rows, and their merged row spans.
+    rows: Vec<(usize, usize)>,
+    spans: Vec<(usize, usize)>,
+    /// Upload scratch: each frame's offset in the arena (or its device address for a GPU gather).
+    bases: Vec<usize>,
+    /// The device frame arena.
+    pub(crate) arena: Option<CudaSlice<u8>>,
+    /// The device copy of the packed metadata.
+    pub(crate) meta: Option<CudaSlice<u8>>,
+    /// Where the parts of the last metadata upload lie in [`Self::meta`].
+    pub(crate) layout: MetaLayout,
+    /// The device output of the last f32 launch.
+    pub(crate) out32: Option<CudaSlice<f32>>,
+    /// The device output of the last f16 launch (IEEE half bits).
+    out16: Option<CudaSlice<u16>>,
+    /// Outputs handed over as tensors ([`Self::take_output`]) come back here when dropped.
+    free32: output::OutputPool<f32>,
+    /// The same for f16 outputs.
+    free16: output::OutputPool<u16>,
+    /// Byte counts of the last upload.
+    pub stats: TransferStats,
+    /// Preprocessing kernels launched so far (strategy C, area and letterbox; not the uploads'
+    /// gathers): a batch is one launch whatever its crops.
+    pub launches: u64,
+    /// Most CUDA blocks of a strategy C launch; 0: one CUDA block per `BlockMeta` entry. Only
+    /// with kernels built with `-DOCTOPUS_PERSISTENT=1` (in `$OCTOPIPE_NVRTC_DEFINES`), which loop
+    /// over the block list with stride gridDim.x; then [`OCTOPUS_GRID_PER_SM`] per multiprocessor,
+    /// or `$OCTOPIPE_OCTOPUS_GRID_PER_SM`. See [`Self::set_octopus_grid`].
+    octopus_grid: u32,
+    persistent: bool,
+    sms: u32,
+    /// (width, height) of each frame of the last upload.
+    dims: Vec<(u32, u32)>,
+    /// [`UploadMode::Rects`]: the crops with `frame` = the crop's own
+    /// index (one descriptor each).
+    rect_crops: Vec<CropMeta>,
+    /// Whether the last upload was a rectangle upload (the crops go up as [`Self::rect_crops`]).
+    remap: bool,
+    /// The pinned staging buffer of the host gather, and the event recorded after its copy.
+    rect_host: Option<PinnedHostSlice<u8>>,
+    rect_done: Option<CudaEvent>,
+    /// [`Self::set_device_gather`].
+    device_gather: bool,
+    /// The rectangles of the last device gather, cut into kernel-parameter tables.
+    gathers: Vec<GatherRect>,
+}
+
+/// Grow a device buffer to at least `len` elements (25% headroom); no-op when large enough.
+pub(crate) fn grow<T: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    slot: &mut Option<CudaSlice<T>>,
+    len: usize,
+) -> Result<(), DriverError> {
+    if slot.as_ref().is_none_or(|s| s.len() < len) {
+        *slot = None;
+        *slot = Some(stream.alloc_zeros::<T>((len + len / 4).max(256))?);
+    }
+    Ok(())
+}
+
+/// Grow a pinned host buffer to at least `len` elements (25% headroom); no-op when large enough.
+fn grow_pinned<T: DeviceRepr + Default>(
+    ctx: &Arc<CudaContext>,
+    slot: &mut Option<PinnedHostSlice<T>>,
+    len: usize,
+) -> Result<(), CudaError> {
+    if slot.as_ref().is_none_or(|s| s.len() < len) {
+        *slot = None;
+        // SAFETY: the buffer is only read after a device copy into it has completed.
+        *slot = Some(unsafe { ctx.alloc_pinned::<T>((len + len / 4).max(1024)) }?);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

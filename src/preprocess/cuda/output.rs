@@ -7,8 +7,8 @@ use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
 };
 
-use super::engine::{grow, Engine};
 use super::CudaError;
+use super::{grow, Engine};
 use crate::tensor::DeviceTensor;
 
 /// Output element type of the kernels.

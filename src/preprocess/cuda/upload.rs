@@ -5,11 +5,11 @@
 
 use cudarc::driver::{sys, CudaEvent, DevicePtr, DeviceRepr, PinnedHostSlice, PushKernelArg};
 
-use super::engine::{grow, grow_pinned, Engine};
 use super::kernels::Kernel;
 use super::launch::launch_config;
 use super::meta::{push_aligned, FrameDesc, GatherRect, InputKind};
 use super::CudaError;
+use super::{grow, grow_pinned, Engine};
 use crate::batch::{BlockMeta, CropMeta};
 use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, Planes};
 

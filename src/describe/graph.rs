@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use super::{paths, PipelineError, Queue, RunPath};
+use super::Queue;
+use crate::files::RunPath;
 use crate::stage::{Element, Role};
 
 /// One stage of the graph.
@@ -99,17 +100,5 @@ impl Graph {
     /// Whether a stage writes to stdout (`jsonl location=-`).
     pub fn writes_stdout(&self) -> bool {
         self.nodes.iter().any(|n| n.element.writes_stdout())
-    }
-
-    /// Refuse, before anything opens, an output of the stages or one of `extra` (what the
-    /// application writes besides: a plot, a report file) that resolves to an input of the run,
-    /// lies in a folder the run reads, or collides with another output. [`Pipeline::build`]
-    /// checks the stages' own; call this first with the application's.
-    ///
-    /// [`Pipeline::build`]: super::Pipeline::build
-    pub fn check_paths(&self, extra: &[RunPath]) -> Result<(), PipelineError> {
-        let mut outputs = self.writes();
-        outputs.extend_from_slice(extra);
-        paths::check(&self.reads(), &outputs)
     }
 }

@@ -26,9 +26,8 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{secs, GapCounter};
 use crate::batch::CropBatch;
-use crate::budget::Report;
+use crate::budget::{GapCounter, Report};
 use crate::pipeline::Observer;
 
 /// Upper bounds (seconds) of the latency histogram buckets (`+Inf` is added).
@@ -297,4 +296,9 @@ impl Observer for MetricsObserver {
         }
         report.extra.push(format!("metrics: {}", self.url));
     }
+}
+
+/// Seconds as the metrics print them.
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
 }

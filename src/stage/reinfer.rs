@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use crate::batch::CropBatch;
+use crate::crops::CropBatch;
 use crate::frame::{Classification, Frame};
 
 /// Default `reinfer-interval`: every box classified on every frame.

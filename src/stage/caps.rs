@@ -1,0 +1,204 @@
+//! What stages tell each other before they open ([`Caps`]), and the settings it carries: the
+//! preprocess stage's ([`PreprocessConfig`], re-exported by `crate::preprocess`), which the
+//! sources, the batch stage and the models read.
+
+use super::Reinfer;
+use crate::tensor::{DType, Layout};
+
+/// Default output size (width, height).
+pub const DEFAULT_SIZE: (u32, u32) = (64, 64);
+/// ImageNet mean, the default.
+pub const DEFAULT_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// ImageNet standard deviation, the default.
+pub const DEFAULT_STD: [f32; 3] = [0.229, 0.224, 0.225];
+/// Default scale applied to 0..255 values before mean/std.
+pub const DEFAULT_SCALE: f32 = 1.0 / 255.0;
+
+/// Channel order of the output tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChannelOrder {
+    /// Red, green, blue.
+    #[default]
+    Rgb,
+    /// Blue, green, red.
+    Bgr,
+}
+
+/// How a crop is resampled to the output size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interpolation {
+    /// OpenCV `INTER_LINEAR` (half-pixel centres, 2x2 taps, no antialiasing).
+    #[default]
+    Bilinear,
+    /// OpenCV `INTER_AREA`: when the crop is downscaled on both axes, each output pixel is the
+    /// area-weighted mean of the source pixels its footprint covers (antialiased); otherwise
+    /// OpenCV's own fallback, a 2-tap linear filter with `INTER_AREA`'s tap positions.
+    Area,
+}
+
+/// Which implementation runs the stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendKind {
+    /// CUDA when a GPU is present, else CPU.
+    #[default]
+    Auto,
+    /// The multi-threaded CPU backend.
+    Cpu,
+    /// The CUDA backend.
+    Cuda,
+}
+
+impl BackendKind {
+    /// The value of a `backend` property (`auto`, `cpu`, `cuda`; auto when not given).
+    pub fn from_prop(value: Option<&str>) -> Self {
+        match value {
+            Some("cpu") => BackendKind::Cpu,
+            Some("cuda") => BackendKind::Cuda,
+            _ => BackendKind::Auto,
+        }
+    }
+}
+
+/// Settings of the preprocess stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreprocessConfig {
+    /// Output (width, height); `None` takes it from the classifier's input shape.
+    pub size: Option<(u32, u32)>,
+    /// Per-channel mean, in the output channel order, after `scale`.
+    pub mean: [f32; 3],
+    /// Per-channel standard deviation, in the output channel order, after `scale`.
+    pub std: [f32; 3],
+    /// Factor from 0..255 values to the units of mean/std.
+    pub scale: f32,
+    /// Channel order.
+    pub channels: ChannelOrder,
+    /// Memory layout.
+    pub layout: Layout,
+    /// Backend.
+    pub backend: BackendKind,
+    /// CPU worker threads (0: one per core).
+    pub threads: usize,
+    /// Resampling filter.
+    pub interpolation: Interpolation,
+    /// `Some(pad)`: letterbox. The crop keeps its aspect ratio: it is resized to the largest size
+    /// that fits the output (the other side rounded to nearest, at least 1 pixel), centred (the
+    /// spare columns or rows split with the odd one at the right / bottom), and the rest is filled
+    /// with `pad` (on the 0..255 scale, normalized like the pixels). `None`: stretch to the output.
+    pub letterbox: Option<f32>,
+    /// Output element type.
+    pub dtype: DType,
+    /// Leave the tensor in device memory (`TensorData::Device`, CUDA backend only) instead of
+    /// copying it to the host: for consumers that read device memory.
+    pub device_output: bool,
+    /// The CUDA device the CUDA backend runs on.
+    pub device: usize,
+    /// How the CUDA backend takes crop rectangles out of host frames.
+    pub gather: Gather,
+}
+
+/// How the CUDA backend takes each crop's rectangle out of a host frame (`gather`). With `auto`
+/// or `device`, the pipeline's sources decode into page-locked pooled buffers, which the GPU
+/// reads in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Gather {
+    /// The GPU pulls the rectangles when every frame of the batch is page-locked, else the host
+    /// gathers them.
+    #[default]
+    Auto,
+    /// The host copies the rectangles' rows into one staging buffer, uploaded with one copy.
+    Host,
+    /// The GPU pulls the rectangles (`kernels/gather.cu`); a frame that is not page-locked is an
+    /// error naming it.
+    Device,
+}
+
+impl PreprocessConfig {
+    /// The device whose context allocates page-locked frames for this stage, when its frames
+    /// should be page-locked: a CUDA (or auto) backend that may gather on the GPU.
+    pub fn page_locked_frames(&self) -> Option<usize> {
+        (self.backend != BackendKind::Cpu && self.gather != Gather::Host).then_some(self.device)
+    }
+}
+
+impl Default for PreprocessConfig {
+    fn default() -> Self {
+        PreprocessConfig {
+            size: None,
+            mean: DEFAULT_MEAN,
+            std: DEFAULT_STD,
+            scale: DEFAULT_SCALE,
+            channels: ChannelOrder::Rgb,
+            layout: Layout::Nchw,
+            backend: BackendKind::Auto,
+            threads: 0,
+            interpolation: Interpolation::Bilinear,
+            letterbox: None,
+            dtype: DType::F32,
+            device_output: false,
+            device: 0,
+            gather: Gather::Auto,
+        }
+    }
+}
+
+impl PreprocessConfig {
+    /// Per-channel `(a, b)` with `out = v * a + b` for a 0..255 value `v`, in output channel order.
+    pub fn affine(&self) -> [(f32, f32); 3] {
+        std::array::from_fn(|c| (self.scale / self.std[c], -self.mean[c] / self.std[c]))
+    }
+
+    /// Whether the plain stretch-bilinear path applies (no letterbox, bilinear): the original fast
+    /// paths of both backends.
+    pub fn is_plain_bilinear(&self) -> bool {
+        self.interpolation == Interpolation::Bilinear && self.letterbox.is_none()
+    }
+
+    /// The output size, or the default when not set yet.
+    pub fn out_size(&self) -> (u32, u32) {
+        self.size.unwrap_or(DEFAULT_SIZE)
+    }
+}
+
+/// What stages tell each other before they open: set in [`Element::configure`](super::Element::configure) (source to
+/// sink) and settled in [`Element::open`](super::Element::open) (sink to source).
+#[derive(Debug, Clone, Default)]
+pub struct Caps {
+    /// The preprocess stage's settings (its output size settled by the model when it opens).
+    pub preprocess: Option<PreprocessConfig>,
+    /// Class names of the classifier, once it opened.
+    pub labels: Vec<String>,
+    /// The classifier's `reinfer-interval` (when above 1), once it opened: the batch stage makes
+    /// no crop of a tracked box whose track's label is reused.
+    pub reinfer: Option<Reinfer>,
+    /// The score threshold of the detector before the stage being configured, on its branch
+    /// (set by `detect`, cleared where a branch starts): `track` follows it unless its `high`
+    /// is given.
+    pub detect_score: Option<f32>,
+    /// A `track` stage follows the boxes (set when it opens): a detector before it may leave
+    /// frames to the tracker's predictions (`detect interval`).
+    pub tracked: bool,
+}
+
+impl Caps {
+    /// A branch starts (its source is configured next): forget what the stages of the branch
+    /// before said about their own frames.
+    pub fn begin_branch(&mut self) {
+        self.detect_score = None;
+    }
+
+    /// The crops' output size (the model's input once it opened; 64x64 before anything says).
+    pub fn crop_size(&self) -> (u32, u32) {
+        self.preprocess
+            .as_ref()
+            .map_or(DEFAULT_SIZE, |p| p.out_size())
+    }
+
+    /// Whether blocks should be sized by the source pixels they read: the preprocess stage
+    /// averages areas (`interpolation=area`), where a heavily downscaled crop's output pixels
+    /// each read many source pixels.
+    pub fn input_weighted_blocks(&self) -> bool {
+        self.preprocess
+            .as_ref()
+            .is_some_and(|p| p.interpolation == Interpolation::Area)
+    }
+}

@@ -1,0 +1,211 @@
+//! The source stage's contract with the runner: [`FrameSource`] (a producer of decoded frames),
+//! its error ([`SourceError`]) and the [`StartGate`] the paced sources of a run share. The
+//! sources themselves live in `crate::source`, which re-exports these.
+
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::frame::Frame;
+
+/// Longest a paced source with its first frame waits for the others' first frames.
+pub(crate) const START_WAIT: Duration = Duration::from_secs(30);
+
+/// The common start of the paced sources of one run, as a GStreamer pipeline prerolls every
+/// source before its clock runs: each source waits, with its first frame decoded, until every
+/// one has its first frame, and all clocks start at that instant. Without it the first streams'
+/// frames are due while the decoders of the others are still starting, and starting a GPU
+/// decoder stalls the GPU for everyone (measured on an H100: 15-150 ms calls of the preprocess
+/// and classify stages while 32 NVDEC sessions started).
+#[derive(Debug, Default)]
+pub struct StartGate {
+    state: Mutex<Gate>,
+    opened: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Gate {
+    /// Paced sources of the run that have not given up their place.
+    members: usize,
+    /// Of which, those with their first frame.
+    ready: usize,
+    /// When the clocks started.
+    start: Option<Instant>,
+}
+
+impl StartGate {
+    /// A gate with no members yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// One more source starts with the others.
+    pub(crate) fn join(&self) {
+        if let Ok(mut g) = self.state.lock() {
+            g.members += 1;
+        }
+    }
+
+    /// A member that will never bring a first frame (it ended or failed first).
+    pub(crate) fn leave(&self) {
+        if let Ok(mut g) = self.state.lock() {
+            g.members = g.members.saturating_sub(1);
+            self.open_if_all_ready(&mut g);
+        }
+    }
+
+    fn open_if_all_ready(&self, g: &mut Gate) {
+        if g.start.is_none() && g.ready >= g.members {
+            g.start = Some(Instant::now());
+            self.opened.notify_all();
+        }
+    }
+
+    /// A member has its first frame: wait for the others (at most [`START_WAIT`]) and return
+    /// the common start; a member that waited in vain starts on its own clock.
+    pub(crate) fn arrive(&self) -> Instant {
+        let Ok(mut g) = self.state.lock() else {
+            return Instant::now();
+        };
+        g.ready += 1;
+        self.open_if_all_ready(&mut g);
+        let deadline = Instant::now() + START_WAIT;
+        while g.start.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::warn!(
+                    "live start: {} of {} paced sources had a frame after {} s; starting without the others",
+                    g.ready,
+                    g.members,
+                    START_WAIT.as_secs()
+                );
+                return Instant::now();
+            }
+            g = match self.opened.wait_timeout(g, left) {
+                Ok((g, _)) => g,
+                Err(_) => return Instant::now(),
+            };
+        }
+        g.start.unwrap_or_else(Instant::now)
+    }
+}
+
+/// Errors of the source stage. Each names the input it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// GStreamer could not be initialised.
+    #[error("GStreamer could not be initialised: {0}")]
+    Init(String),
+    /// A file or folder does not exist or cannot be read.
+    #[error("{path}: {reason}")]
+    Input {
+        /// The offending path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A GStreamer element is not installed.
+    #[error("GStreamer element '{element}' is missing: install {package}")]
+    MissingElement {
+        /// Element factory name.
+        element: String,
+        /// Debian package that provides it.
+        package: String,
+    },
+    /// An error posted on the GStreamer bus.
+    #[error("{source_name}: {message}{}", debug.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    Stream {
+        /// The input (file, URI or element) the error is about.
+        source_name: String,
+        /// GStreamer's message.
+        message: String,
+        /// GStreamer's debug detail.
+        debug: Option<String>,
+    },
+    /// A setting the source cannot use (an unknown test pattern, a framerate of 0, ...).
+    #[error("invalid {setting} '{value}': expected {expected}")]
+    Setting {
+        /// Property name, as in the pipeline text.
+        setting: String,
+        /// The value given.
+        value: String,
+        /// What would have been accepted.
+        expected: String,
+    },
+    /// A source delivered nothing for its `timeout`, with `timeout-action=fail`.
+    #[error("{source_name}: {}", quiet_message(*timeout, *frames))]
+    Quiet {
+        /// The input.
+        source_name: String,
+        /// Its `timeout`.
+        timeout: Duration,
+        /// Frames it delivered before it went quiet.
+        frames: u64,
+    },
+    /// A file's decoder gave no first frame within `start-timeout`, or no frame for
+    /// `stall-timeout` after its first (not counting time held back by downstream).
+    #[error("{source_name}: {message}")]
+    Stalled {
+        /// The input.
+        source_name: String,
+        /// What happened, with the setting that decided it.
+        message: String,
+    },
+    /// `decoder=nvdec` cannot run: no GPU, no NVDEC decoder for the input, no `libgstcuda-1.0`.
+    #[error("{source_name}: decoder=nvdec: {reason}")]
+    Nvdec {
+        /// The input.
+        source_name: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// The decoder produced a format octopipe cannot read.
+    #[error("{source_name}: unsupported decoded format {format}")]
+    Format {
+        /// The input.
+        source_name: String,
+        /// The caps or format name.
+        format: String,
+    },
+}
+
+crate::error::stage_error!(SourceError);
+
+/// The message of [`SourceError::Quiet`].
+fn quiet_message(timeout: Duration, frames: u64) -> String {
+    let t = secs(timeout);
+    if frames == 0 {
+        format!("no frame in {t} s (timeout={t}, timeout-action=fail): nothing was received; is the sender running?")
+    } else {
+        format!("no frame for {t} s after {frames} frames (timeout={t}, timeout-action=fail)")
+    }
+}
+
+/// A producer of decoded frames.
+pub trait FrameSource: Send {
+    /// The next frame, `Ok(None)` at end of stream.
+    fn next_frame(&mut self) -> Result<Option<Frame>, SourceError>;
+    /// Stop producing (end of stream comes next) and release what the source holds (its
+    /// decoder); idempotent. The runner calls it at once on a stop request, and when the run is
+    /// over for a source that reached its end.
+    fn stop(&mut self);
+    /// A function another thread may call to end the stream while [`FrameSource::next_frame`]
+    /// is blocked waiting for a frame (e.g. a live source that has gone quiet).
+    fn interrupter(&self) -> Box<dyn Fn() + Send + Sync>;
+    /// How many frames the stream holds, when the source knows: an image sequence (images x
+    /// loops), the test source (`num-buffers`), a media file that declares its duration (x its
+    /// frame rate, known once the first frame decoded). `None` for live and application streams.
+    fn expected_frames(&self) -> Option<u64> {
+        None
+    }
+    /// The number of the stream's first frame when none is lost before it: 0, unless the stream
+    /// joins its timeline late (`testsrc live=true epoch=...` started after its epoch).
+    fn first_frame(&self) -> u64 {
+        0
+    }
+}
+
+/// Seconds as a short number (`1`, `0.5`, `12.3`), for messages.
+pub(crate) fn secs(d: Duration) -> String {
+    let s = (d.as_secs_f64() * 10.0).round() / 10.0;
+    format!("{s}")
+}
