@@ -15,7 +15,8 @@
 # onnx, numpy and onnxruntime; onnxconverter-common travels as a wheel): the dynamic-batch
 # end-to-end model (../shared/tools/centernet-dynamic-batch.py) and the heads models of
 # scripts/make_centernet_heads.py, FP32, FP16, FP16 with its hard-swishes fused, and that with its
-# biases as Sub (/tmp/data/models/centernet-heads{,-fp16,-fp16-hardswish,-fp16-hardswish-sub}.onnx).
+# biases out of cuDNN's cudnnAddTensor (the fastest on an H100 with prefer-nhwc=true:
+# /tmp/data/models/centernet-heads{,-fp16,-fp16-hardswish,-fp16-hardswish-foldall}.onnx).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-run}" in
@@ -61,8 +62,8 @@ run)
             $M/coco-centernet-512.onnx $M/centernet-heads-fp16.onnx 2>&1 | grep -v -i warn
         PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 --fuse hardswish \
             $M/coco-centernet-512.onnx $M/centernet-heads-fp16-hardswish.onnx 2>&1 | grep -v -i warn
-        PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 --fuse hardswish --bias-sub unfused \
-            $M/coco-centernet-512.onnx $M/centernet-heads-fp16-hardswish-sub.onnx 2>&1 | grep -v -i warn
+        PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 --fuse hardswish --bias-fold \
+            $M/coco-centernet-512.onnx $M/centernet-heads-fp16-hardswish-foldall.onnx --bias-sub all 2>&1 | grep -v -i warn
     fi
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     date -u
