@@ -16,16 +16,25 @@ use octopipe::sink::Object;
 /// else made into `dir`; `None` (with the reason printed) where the shared data or python's
 /// onnx is missing.
 fn heads_model(dir: &Path) -> Option<PathBuf> {
+    match std::env::var_os("OCTOPIPE_CENTERNET_HEADS") {
+        Some(made) if common::shared_data().is_some() && common::ort_ready() => {
+            Some(PathBuf::from(made))
+        }
+        _ => make_heads(dir, "centernet-heads.onnx", &[]),
+    }
+}
+
+/// `scripts/make_centernet_heads.py ARGS` on the shared detector, into `dir/name`; `None` (with
+/// the reason printed) where the shared data or python's onnx is missing.
+fn make_heads(dir: &Path, name: &str, args: &[&str]) -> Option<PathBuf> {
     let data = common::shared_data()?;
     if !common::ort_ready() {
         return None;
     }
-    if let Some(made) = std::env::var_os("OCTOPIPE_CENTERNET_HEADS") {
-        return Some(PathBuf::from(made));
-    }
-    let out = dir.join("centernet-heads.onnx");
+    let out = dir.join(name);
     let made = std::process::Command::new("python3")
         .arg(common::root().join("scripts/make_centernet_heads.py"))
+        .args(args)
         .arg(data.join("models/coco-centernet-512.onnx"))
         .arg(&out)
         .output();
@@ -159,6 +168,47 @@ fn streams_sharing_a_detector_get_the_boxes_each_gets_alone() {
         assert!(
             frames.windows(2).all(|w| w[0] <= w[1]),
             "stream {s}: {frames:?}"
+        );
+    }
+}
+
+/// The detector rewritten for the GPU's sake (`--bias-fold --bias-sub all`: residual blocks'
+/// biases deferred into the next 1x1 convolutions, the others added by a Sub) computes the same
+/// sums in another order: the cut model's boxes, classes and scores.
+#[test]
+fn the_detector_with_its_biases_rewritten_gives_the_same_boxes() {
+    let dir = common::temp_dir("shared-detect-bias");
+    let Some(cut) = make_heads(&dir, "cut.onnx", &[]) else {
+        return;
+    };
+    let Some(rewritten) = make_heads(&dir, "bias.onnx", &["--bias-fold", "--bias-sub", "all"])
+    else {
+        return;
+    };
+    let data = common::shared_data().unwrap();
+    let folder = images(&dir, "a", &data.join("visdrone/clip-9999999/images"), 2);
+    let boxes = |model: &Path, name: &str| {
+        let text = format!(
+            "images location={} ! detect model={} {DETECT} ep=cpu",
+            folder.display(),
+            model.display()
+        );
+        let mut rows = rows(&run(&text, &dir.join(name)).0);
+        rows.sort_by_key(|r| (r.0, r.1, r.2));
+        rows
+    };
+    let (a, b) = (boxes(&cut, "cut"), boxes(&rewritten, "bias"));
+    assert!(a.len() > 20, "{} boxes", a.len());
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((x.0, x.1, x.3), (y.0, y.1, y.3), "{x:?} {y:?}");
+        assert!(
+            x.2.iter().zip(&y.2).all(|(p, q)| p.abs_diff(*q) <= 1),
+            "{x:?} {y:?}"
+        );
+        assert!(
+            (x.4 - y.4).abs() <= 10,
+            "scores 1e-4 apart at most: {x:?} {y:?}"
         );
     }
 }
