@@ -51,6 +51,16 @@ a.add_argument("--bias-sub", nargs="?", const="unfused", choices=["unfused", "al
 args = a.parse_args()
 
 
+def set_nodes(g, order):
+    """Makes `order` the graph's nodes and drops the initializers no node reads any more."""
+    del g.node[:]
+    g.node.extend(order)
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+
+
 def fuse(m, how):
     """Replaces hard-swish and hard-sigmoid chains by single nodes; returns how many of each."""
     g = m.graph
@@ -108,12 +118,7 @@ def fuse(m, how):
                 order.append(new)
         elif n.output[0] not in drop:
             order.append(n)
-    del g.node[:]
-    g.node.extend(order)
-    used = {i for n in g.node for i in n.input}
-    keep = [i for i in g.initializer if i.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
+    set_nodes(g, order)
     if how == "hardswish":
         for o in m.opset_import:
             if o.domain in ("", "ai.onnx"):
@@ -146,12 +151,7 @@ def bias_sub(m, every):
         del n.input[2]
         order.append(helper.make_node("Sub", [out + "_nobias", neg.name], [out], name=(n.name or out) + "_bias"))
         moved += 1
-    del g.node[:]
-    g.node.extend(order)
-    used = {i for n in g.node for i in n.input}
-    keep = [i for i in g.initializer if i.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
+    set_nodes(g, order)
     return moved
 
 
@@ -216,12 +216,7 @@ def bias_fold(m):
         if o.name in short:
             raise SystemExit(f"--bias-fold: output {o.name} would be short of its bias")
     # Each Sub goes right before its first reader, after its input's producer: still topological.
-    del g.node[:]
-    g.node.extend(order)
-    used = {i for n in g.node for i in n.input}
-    keep = [i for i in g.initializer if i.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
+    set_nodes(g, order)
     return folded, whole
 
 
