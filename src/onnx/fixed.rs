@@ -2,7 +2,10 @@
 //! buffers of their own, so that ONNX Runtime plans each size once (when the stage opens) and,
 //! with [`CudaOptions::graph`](super::CudaOptions::graph), captures its run once as a CUDA graph
 //! and replays it: one launch per run instead of one per node, which is most of the cost of a
-//! small batch of a model with hundreds of small nodes.
+//! small batch of a model with hundreds of small nodes. ONNX Runtime keeps a session's graph per
+//! thread, so with graphs the sizes ([`Sizes`]) live on one thread of their own
+//! ([`super::worker::Worker`]) that makes, warms (captures) and runs them all; without, they run
+//! on the caller's.
 
 use std::path::PathBuf;
 
