@@ -276,11 +276,17 @@ impl Bound {
 
 /// How each fixed size's session is made and bound ([`Sessions::fix_sizes`](super::Sessions::fix_sizes)).
 pub(super) struct Spec {
+    /// The model file.
     pub model: PathBuf,
+    /// ONNX Runtime intra-op threads (0: its default).
     pub threads: usize,
+    /// The sessions' CUDA options (with a graph: see [`Sizes::open`] for when it fails).
     pub options: CudaOptions,
+    /// The input bound.
     pub input: String,
+    /// The outputs bound.
     pub outputs: Vec<String>,
+    /// Bring the outputs back to the host after each run.
     pub download: bool,
     /// Runs of each size when it is bound.
     pub warm: usize,
@@ -289,8 +295,11 @@ pub(super) struct Spec {
 /// The caller's side of one fixed size: its rows, its outputs and the host buffers their values
 /// come back into (lent to the size's run and given back after it).
 pub(super) struct Held {
+    /// The size's rows.
     pub rows: usize,
+    /// Its outputs.
     pub outs: Vec<OutInfo>,
+    /// One buffer per output, [`OutInfo::len`] values (empty while lent to a run).
     pub host: Vec<Vec<f32>>,
 }
 
@@ -304,6 +313,7 @@ pub(super) struct Sizes {
 }
 
 impl Sizes {
+    /// No sizes yet, on `cuda`'s device and stream.
     pub fn new(cuda: Cuda) -> Sizes {
         Sizes {
             bound: Vec::new(),
@@ -391,7 +401,9 @@ impl Sizes {
 /// and length, for the time of one blocking call.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Sent {
+    /// [`FixedInput::Host`]: the slice's address and length.
     Host { ptr: *const f32, len: usize },
+    /// [`FixedInput::Device`], as it is.
     Device { ptr: u64, len: usize },
 }
 
@@ -400,6 +412,7 @@ pub(super) enum Sent {
 unsafe impl Send for Sent {}
 
 impl Sent {
+    /// `input`, to cross to another thread for the time of a call that borrows it.
     pub fn new(input: FixedInput<'_>) -> Sent {
         match input {
             FixedInput::Host(v) => Sent::Host {
