@@ -121,7 +121,12 @@ impl DetectConfig {
             batch_sizes: None,
             max_wait: None,
             interval: 1,
-            cuda: CudaOptions::default(),
+            // CUDA graphs on: they apply only to fixed batch sizes on CUDA, whose runs (and
+            // captures, at the stage's open) happen on one thread of the sessions' own.
+            cuda: CudaOptions {
+                graph: true,
+                ..CudaOptions::default()
+            },
             ep: Ep::default(),
             device: 0,
         }
@@ -389,10 +394,12 @@ pub const DETECT: StageDecl = StageDecl {
         PropSpec::new(
             "cuda-graph",
             PropType::Bool,
-            "false",
-            "on CUDA, replay each batch size's run as a CUDA graph (one launch per call); \
-             ONNX Runtime captures it on the thread that runs the stage, which fails when other \
-             threads use the GPU meanwhile: for a detector alone in its process",
+            "true",
+            "on CUDA at fixed batch sizes, replay each size's run as a CUDA graph (one launch \
+             per call); the graphs are captured when the stage opens, on a thread of the \
+             model's own that runs every call after: a stage opened while others use the GPU \
+             (a stream with its own detect added to a running pipeline) may break their CUDA \
+             calls then, and a size whose capture fails runs without a graph (warned)",
         ),
         PropSpec::new(
             "prefer-nhwc",

@@ -76,9 +76,11 @@ impl Model {
             let on_gpu = io.decoder == Decoder::CenterNet
                 && io.outputs.iter().all(|(_, t)| *t == DType::F32);
             let names: Vec<&str> = io.outputs.iter().map(|(n, _)| n.as_str()).collect();
-            // ONNX Runtime captures a CUDA graph at a size's second run: three runs here, so
-            // that no capture happens while other threads of the pipeline use the GPU (a
-            // capture then fails).
+            // ONNX Runtime captures a CUDA graph at a size's second run: three runs here, at the
+            // stage's open, while nothing else of the pipeline runs (a capture fails when other
+            // threads use the GPU meanwhile); with `cuda-graph` these and every later run of the
+            // sizes happen on one thread of the sessions' own, where ONNX Runtime keeps the
+            // graphs, so later calls replay them and never capture.
             sessions.fix_sizes(&sizes, &io.input, &names, !on_gpu, 3)?;
             if on_gpu {
                 let gpu =

@@ -2,7 +2,12 @@
 //! buffers of their own, so that ONNX Runtime plans each size once (when the stage opens) and,
 //! with [`CudaOptions::graph`](super::CudaOptions::graph), captures its run once as a CUDA graph
 //! and replays it: one launch per run instead of one per node, which is most of the cost of a
-//! small batch of a model with hundreds of small nodes.
+//! small batch of a model with hundreds of small nodes. ONNX Runtime keeps a session's graph per
+//! thread, so with graphs the sizes ([`Sizes`]) live on one thread of their own
+//! ([`super::worker::Worker`]) that makes, warms (captures) and runs them all; without, they run
+//! on the caller's.
+
+use std::path::PathBuf;
 
 use cudarc::driver::result as cu;
 use cudarc::driver::CudaStream;
@@ -10,6 +15,7 @@ use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, Memory
 use ort::session::{IoBinding, Session};
 use ort::value::{DynTensor, TensorElementType, ValueType};
 
+use super::{cuda_session, Cuda, CudaOptions, OnnxError};
 use crate::preprocess::f16_to_f32;
 
 /// Where a fixed-size run's input rows are: copied into the size's bound input buffer on the
@@ -49,8 +55,23 @@ struct Out {
     ptr: u64,
     shape: Vec<usize>,
     f16: bool,
-    host: Vec<f32>,
+    /// Values brought back to the host (0 without `download`).
+    len: usize,
+    /// f16 values brought back, before they are widened into the caller's f32 values.
     halves: Vec<u16>,
+}
+
+/// What the caller sees of one bound output: fixed when the size is bound.
+#[derive(Debug, Clone)]
+pub(super) struct OutInfo {
+    /// The output's shape (its first dimension the padded size).
+    pub shape: Vec<usize>,
+    /// Its device address.
+    pub device: u64,
+    /// Whether it is f16 on the device.
+    pub f16: bool,
+    /// Values brought back to the host after each run (0 without `download`).
+    pub len: usize,
 }
 
 /// One batch size's session with its bound buffers.
@@ -151,7 +172,7 @@ impl Bound {
                 ptr,
                 shape,
                 f16,
-                host: vec![0.0; len],
+                len,
                 halves: if f16 { vec![0; len] } else { Vec::new() },
             });
         }
@@ -167,18 +188,39 @@ impl Bound {
         })
     }
 
+    /// Each output as the caller sees it.
+    pub fn outputs(&self) -> Vec<OutInfo> {
+        self.outs
+            .iter()
+            .map(|o| OutInfo {
+                shape: o.shape.clone(),
+                device: o.ptr,
+                f16: o.f16,
+                len: o.len,
+            })
+            .collect()
+    }
+
     /// Run the first `n` rows of `input` (the rest of the size's rows hold what they held) and,
-    /// with `download`, bring the outputs back to the host; otherwise they are left on the
-    /// device, written on `stream`.
+    /// with `download`, bring the outputs back to the host into `host` (one buffer per output,
+    /// each [`OutInfo::len`] values); otherwise they are left on the device, written on
+    /// `stream`.
     pub fn run(
         &mut self,
         stream: &CudaStream,
         n: usize,
         input: FixedInput<'_>,
-    ) -> Result<Vec<FixedOutput<'_>>, String> {
+        host: &mut [Vec<f32>],
+    ) -> Result<(), String> {
         let len = n * self.per_row;
         if n > self.rows {
             return Err(format!("{n} rows for a batch of {}", self.rows));
+        }
+        if self.download
+            && (host.len() != self.outs.len()
+                || host.iter().zip(&self.outs).any(|(h, o)| h.len() != o.len))
+        {
+            return Err("host buffers that do not fit the outputs".into());
         }
         let cu_err = |e: cudarc::driver::DriverError| format!("CUDA: {e:?}");
         stream.context().bind_to_thread().map_err(cu_err)?;
@@ -211,32 +253,188 @@ impl Bound {
             .run_binding(&self.binding)
             .map_err(|e| e.to_string())?;
         if self.download {
-            for o in &mut self.outs {
+            for (o, h) in self.outs.iter_mut().zip(host.iter_mut()) {
                 if o.f16 {
                     // SAFETY: the bound output holds `halves.len()` f16 values; synchronized
                     // below before they are read.
                     unsafe { cu::memcpy_dtoh_async(&mut o.halves, o.ptr, s) }.map_err(cu_err)?;
                 } else {
-                    // SAFETY: as above, f32.
-                    unsafe { cu::memcpy_dtoh_async(&mut o.host, o.ptr, s) }.map_err(cu_err)?;
+                    // SAFETY: as above, f32 (`h` holds `o.len` values, checked above).
+                    unsafe { cu::memcpy_dtoh_async(&mut h[..], o.ptr, s) }.map_err(cu_err)?;
                 }
             }
             stream.synchronize().map_err(cu_err)?;
-            for o in self.outs.iter_mut().filter(|o| o.f16) {
-                for (d, &h) in o.host.iter_mut().zip(&o.halves) {
-                    *d = f16_to_f32(h);
+            for (o, h) in self.outs.iter().zip(host.iter_mut()).filter(|(o, _)| o.f16) {
+                for (d, &x) in h.iter_mut().zip(&o.halves) {
+                    *d = f16_to_f32(x);
                 }
             }
         }
-        Ok(self
-            .outs
-            .iter()
-            .map(|o| FixedOutput {
-                shape: &o.shape,
-                data: &o.host,
-                device: o.ptr,
-                f16: o.f16,
-            })
-            .collect())
+        Ok(())
+    }
+}
+
+/// How each fixed size's session is made and bound ([`Sessions::fix_sizes`](super::Sessions::fix_sizes)).
+pub(super) struct Spec {
+    /// The model file.
+    pub model: PathBuf,
+    /// ONNX Runtime intra-op threads (0: its default).
+    pub threads: usize,
+    /// The sessions' CUDA options (with a graph: see [`Sizes::open`] for when it fails).
+    pub options: CudaOptions,
+    /// The input bound.
+    pub input: String,
+    /// The outputs bound.
+    pub outputs: Vec<String>,
+    /// Bring the outputs back to the host after each run.
+    pub download: bool,
+    /// Runs of each size when it is bound.
+    pub warm: usize,
+}
+
+/// The caller's side of one fixed size: its rows, its outputs and the host buffers their values
+/// come back into (lent to the size's run and given back after it).
+pub(super) struct Held {
+    /// The size's rows.
+    pub rows: usize,
+    /// Its outputs.
+    pub outs: Vec<OutInfo>,
+    /// One buffer per output, [`OutInfo::len`] values (empty while lent to a run).
+    pub host: Vec<Vec<f32>>,
+}
+
+/// The fixed sizes' bound sessions with the device and stream they run on: the state of the
+/// thread that runs them ([`super::worker::Worker`], with CUDA graphs), or the caller's.
+pub(super) struct Sizes {
+    /// Smallest first. Declared before `cuda`: the sessions are dropped before the stream they
+    /// queue work on.
+    bound: Vec<Bound>,
+    cuda: Cuda,
+}
+
+impl Sizes {
+    /// No sizes yet, on `cuda`'s device and stream.
+    pub fn new(cuda: Cuda) -> Sizes {
+        Sizes {
+            bound: Vec::new(),
+            cuda,
+        }
+    }
+
+    /// Make, bind and warm up the session of `rows` rows (the next size, larger than the
+    /// previous ones). With a CUDA graph, a warm-up that fails (a capture broken by another
+    /// thread's CUDA calls) makes the size anew without one, with a warning.
+    pub fn open(&mut self, spec: &Spec, rows: usize) -> Result<Vec<OutInfo>, OnnxError> {
+        let err = |reason: String| OnnxError::Model {
+            path: spec.model.display().to_string(),
+            reason,
+        };
+        let mut bound = self.bind(spec, rows, spec.options)?;
+        if let Err(e) = self.warm(spec, &mut bound) {
+            if !spec.options.graph {
+                return Err(err(format!("warming up batch {rows}: {e}")));
+            }
+            tracing::warn!(
+                "{}: batch {rows}: capturing its CUDA graph failed ({e}): this size runs without one",
+                spec.model.display()
+            );
+            // The failed session (and its buffers) go before the new one is made.
+            drop(bound);
+            let plain = CudaOptions {
+                graph: false,
+                ..spec.options
+            };
+            bound = self.bind(spec, rows, plain)?;
+            self.warm(spec, &mut bound).map_err(|e| {
+                err(format!(
+                    "warming up batch {rows} (without a CUDA graph): {e}"
+                ))
+            })?;
+        }
+        let outs = bound.outputs();
+        self.bound.push(bound);
+        Ok(outs)
+    }
+
+    /// A session of `rows` rows with `options`, bound to buffers of its own.
+    fn bind(&self, spec: &Spec, rows: usize, options: CudaOptions) -> Result<Bound, OnnxError> {
+        let session = cuda_session(&spec.model, spec.threads, &self.cuda, options)?;
+        let outputs: Vec<&str> = spec.outputs.iter().map(String::as_str).collect();
+        Bound::new(
+            session,
+            self.cuda.device,
+            rows,
+            &spec.input,
+            &outputs,
+            spec.download,
+        )
+        .map_err(|e| OnnxError::Model {
+            path: spec.model.display().to_string(),
+            reason: format!("batch {rows} bound to device buffers: {e}"),
+        })
+    }
+
+    /// Run `bound` `spec.warm` times (on whatever its input holds): ONNX Runtime plans its
+    /// shape at the first run and, with a CUDA graph, captures it at the second.
+    fn warm(&self, spec: &Spec, bound: &mut Bound) -> Result<(), String> {
+        let mut host: Vec<Vec<f32>> = bound.outs.iter().map(|o| vec![0.0; o.len]).collect();
+        for _ in 0..spec.warm {
+            bound.run(&self.cuda.stream, 0, FixedInput::Host(&[]), &mut host)?;
+        }
+        Ok(())
+    }
+
+    /// Run the `i`-th size ([`Bound::run`]).
+    pub fn run(
+        &mut self,
+        i: usize,
+        n: usize,
+        input: FixedInput<'_>,
+        host: &mut [Vec<f32>],
+    ) -> Result<(), String> {
+        let bound = self.bound.get_mut(i).ok_or("no such fixed size")?;
+        bound.run(&self.cuda.stream, n, input, host)
+    }
+}
+
+/// A [`FixedInput`] on its way to the thread that runs the sizes: host values as their address
+/// and length, for the time of one blocking call.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Sent {
+    /// [`FixedInput::Host`]: the slice's address and length.
+    Host { ptr: *const f32, len: usize },
+    /// [`FixedInput::Device`], as it is.
+    Device { ptr: u64, len: usize },
+}
+
+// SAFETY: `Host` is a shared borrow of f32 values (`Sync`) whose lifetime was erased; `Sent::input`
+// is where the lifetime is vouched for again.
+unsafe impl Send for Sent {}
+
+impl Sent {
+    /// `input`, to cross to another thread for the time of a call that borrows it.
+    pub fn new(input: FixedInput<'_>) -> Sent {
+        match input {
+            FixedInput::Host(v) => Sent::Host {
+                ptr: v.as_ptr(),
+                len: v.len(),
+            },
+            FixedInput::Device { ptr, len } => Sent::Device { ptr, len },
+        }
+    }
+
+    /// The input again.
+    ///
+    /// # Safety
+    /// The host values given to [`Sent::new`] must be alive and unchanged for as long as the
+    /// returned input is used.
+    pub unsafe fn input<'a>(self) -> FixedInput<'a> {
+        match self {
+            // SAFETY: `ptr` and `len` came from a slice alive for as long (the caller's promise).
+            Sent::Host { ptr, len } => {
+                FixedInput::Host(unsafe { std::slice::from_raw_parts(ptr, len) })
+            }
+            Sent::Device { ptr, len } => FixedInput::Device { ptr, len },
+        }
     }
 }

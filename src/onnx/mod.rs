@@ -17,8 +17,10 @@ use ort::session::Session;
 use ort::value::{Shape, TensorRefMut};
 
 mod fixed;
+mod worker;
 
 pub use fixed::{FixedInput, FixedOutput};
+use worker::{Gone, Worker};
 
 /// Environment variable naming the ONNX Runtime library.
 pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
@@ -107,7 +109,10 @@ impl Default for Ep {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CudaOptions {
     /// Capture each batch size's run once as a CUDA graph and replay it: one launch per run
-    /// instead of one per node. Inputs and outputs are then bound to device buffers of their own.
+    /// instead of one per node. Inputs and outputs are then bound to device buffers of their own,
+    /// and every run of the fixed sizes happens on one thread of the sessions' own, where ONNX
+    /// Runtime keeps the graphs: each is captured when the sizes are fixed
+    /// ([`Sessions::fix_sizes`]) and only replayed after.
     pub graph: bool,
     /// Let ONNX Runtime run convolutions in NHWC (`prefer_nhwc`), which cuDNN's tensor-core
     /// kernels read directly.
@@ -122,6 +127,7 @@ pub struct CudaOptions {
 
 /// The CUDA device and stream sessions run on: ONNX Runtime's CUDA execution provider queues its
 /// work on `stream`, which [`Sessions::after`] orders after a producer's stream.
+#[derive(Clone)]
 struct Cuda {
     device: i32,
     ctx: Arc<CudaContext>,
@@ -138,9 +144,12 @@ pub struct Sessions {
     model: std::path::PathBuf,
     threads: usize,
     options: CudaOptions,
-    /// With fixed batch sizes on CUDA ([`Sessions::open_fixed`]): one bound session per size,
-    /// smallest first. Declared before `cuda`, as `sessions` is.
-    fixed: Vec<fixed::Bound>,
+    /// With fixed batch sizes on CUDA ([`Sessions::fix_sizes`]): each size's rows, outputs and
+    /// host buffers, smallest first.
+    fixed: Vec<fixed::Held>,
+    /// Where their bound sessions are and run. Declared before `cuda`, as `sessions` is (a
+    /// thread of their own is joined when it drops, its sessions dropped there).
+    place: Option<Place>,
     /// `(rows, session)`; the first is the one [`Sessions::open`] made (rows 0: not used yet).
     /// Declared before `cuda`: the sessions are dropped before the stream they queue work on.
     sessions: Vec<(usize, Session)>,
@@ -175,6 +184,7 @@ impl Sessions {
                 threads,
                 options,
                 fixed: Vec::new(),
+                place: None,
                 cuda: None,
                 sessions: vec![(0, session(model, threads)?)],
             })
@@ -217,6 +227,7 @@ impl Sessions {
                 threads,
                 options,
                 fixed: Vec::new(),
+                place: None,
                 cuda: Some(cuda),
                 sessions: vec![(0, s)],
             }),
@@ -319,12 +330,37 @@ impl Sessions {
     }
 }
 
+/// Where the fixed sizes' bound sessions are and run.
+enum Place {
+    /// On the caller's thread.
+    Here(fixed::Sizes),
+    /// On a thread of their own, which owns them (CUDA graphs).
+    Thread(Worker<fixed::Sizes>),
+}
+
+impl Place {
+    /// Run `job` with the sizes, where they are, and wait for it.
+    fn with<R: Send + 'static>(
+        &mut self,
+        job: impl FnOnce(&mut fixed::Sizes) -> R + Send + 'static,
+    ) -> Result<R, Gone> {
+        match self {
+            Place::Here(sizes) => Ok(job(sizes)),
+            Place::Thread(worker) => worker.run(job),
+        }
+    }
+}
+
 impl Sessions {
     /// On CUDA, run the model only at the batch sizes `sizes` from now on: one session per size
     /// with input `input` and `outputs` bound to device buffers of its own (brought back to the
     /// host after each run with `download`), each run `warm` times now, so that no run later
-    /// plans a shape (or, with [`CudaOptions::graph`], captures its graph). A no-op on the CPU,
-    /// where any batch size runs as it comes.
+    /// plans a shape. With [`CudaOptions::graph`] the sizes' sessions live on a thread of their
+    /// own that makes, warms and runs them all: each size's CUDA graph is captured here (at its
+    /// second warm run; call this while no other thread of the process uses the GPU, as a
+    /// capture fails otherwise, and with it their CUDA calls) and only replayed by later runs. A
+    /// size whose capture fails is made anew without a graph, with a warning. A no-op on the
+    /// CPU, where any batch size runs as it comes.
     pub fn fix_sizes(
         &mut self,
         sizes: &[usize],
@@ -336,38 +372,65 @@ impl Sessions {
         let Some(cuda) = &self.cuda else {
             return Ok(());
         };
+        let path = self.model.display().to_string();
         let err = |reason: String| OnnxError::Model {
-            path: self.model.display().to_string(),
+            path: path.clone(),
             reason,
         };
+        // The sizes fixed before go first (on their thread, if they have one).
+        self.place = None;
+        self.fixed.clear();
         let mut sizes = sizes.to_vec();
         sizes.sort_unstable();
         sizes.dedup();
+        let state = fixed::Sizes::new(cuda.clone());
+        let mut place = if self.options.graph {
+            let name = format!(
+                "onnx-{}",
+                self.model.file_stem().unwrap_or_default().to_string_lossy()
+            );
+            // Linux keeps 15 bytes of a thread's name.
+            let name: String = name.chars().take(15).collect();
+            Place::Thread(
+                Worker::spawn(name, move || state)
+                    .map_err(|e| err(format!("a thread for the CUDA graphs: {e}")))?,
+            )
+        } else {
+            Place::Here(state)
+        };
+        let spec = std::sync::Arc::new(fixed::Spec {
+            model: self.model.clone(),
+            threads: self.threads,
+            options: self.options,
+            input: input.to_string(),
+            outputs: outputs.iter().map(|s| s.to_string()).collect(),
+            download,
+            warm,
+        });
         let mut fixed = Vec::with_capacity(sizes.len());
         for rows in sizes.into_iter().filter(|&r| r > 0) {
-            let session = cuda_session(&self.model, self.threads, cuda, self.options)?;
-            let mut bound = fixed::Bound::new(session, cuda.device, rows, input, outputs, download)
-                .map_err(|e| err(format!("batch {rows} bound to device buffers: {e}")))?;
-            let zeros = vec![0f32; 0];
-            for _ in 0..warm {
-                bound
-                    .run(&cuda.stream, 0, FixedInput::Host(&zeros))
-                    .map_err(|e| err(format!("warming up batch {rows}: {e}")))?;
-            }
-            fixed.push(bound);
+            let spec = spec.clone();
+            let outs = place
+                .with(move |s| s.open(&spec, rows))
+                .map_err(|g| err(format!("batch {rows}: the sessions' thread: {g}")))??;
+            let host = outs.iter().map(|o| vec![0.0; o.len]).collect();
+            fixed.push(fixed::Held { rows, outs, host });
         }
         self.fixed = fixed;
+        self.place = Some(place);
         Ok(())
     }
 
     /// The fixed batch sizes ([`Sessions::fix_sizes`]), smallest first; empty when any size runs.
     pub fn fixed_sizes(&self) -> Vec<usize> {
-        self.fixed.iter().map(|b| b.rows).collect()
+        self.fixed.iter().map(|h| h.rows).collect()
     }
 
     /// Run `n` rows at the smallest fixed size that holds them (the rows past `n` are padding,
     /// their outputs to be ignored) and give the outputs (in host memory when bound with
-    /// `download`; on the device, written on [`Sessions::cu_stream`], otherwise).
+    /// `download`; on the device, written on [`Sessions::cu_stream`], otherwise). With
+    /// [`CudaOptions::graph`] the run happens on the sessions' own thread, this call waiting
+    /// for it.
     pub fn run_fixed(
         &mut self,
         n: usize,
@@ -378,18 +441,43 @@ impl Sessions {
             path: path.clone(),
             reason,
         };
-        let (Some(cuda), Some(largest)) = (&self.cuda, self.fixed.last().map(|b| b.rows)) else {
+        let (Some(place), Some(largest)) = (&mut self.place, self.fixed.last().map(|h| h.rows))
+        else {
             return Err(err("no fixed batch sizes on CUDA".into()));
         };
-        let bound = self
+        let i = self
             .fixed
-            .iter_mut()
-            .find(|b| b.rows >= n)
+            .iter()
+            .position(|h| h.rows >= n)
             .ok_or_else(|| err(format!("{n} rows: the largest fixed batch is {largest}")))?;
-        let rows = bound.rows;
-        bound
-            .run(&cuda.stream, n, input)
-            .map_err(|e| err(format!("batch {rows}: {e}")))
+        let held = &mut self.fixed[i];
+        let rows = held.rows;
+        let sent = fixed::Sent::new(input);
+        // The host buffers go to the run and come back with it (no copy of the outputs).
+        let mut host = std::mem::take(&mut held.host);
+        let ran = place.with(move |sizes| {
+            // SAFETY: `input`'s host values are borrowed for this whole call, which returns
+            // only once this job has run (`Place::with`: in place, or waiting for the
+            // sessions' thread to run it, or to drop it unrun, and then to end).
+            let input = unsafe { sent.input() };
+            let result = sizes.run(i, n, input, &mut host);
+            (result, host)
+        });
+        let (result, host) =
+            ran.map_err(|g| err(format!("batch {rows}: the sessions' thread: {g}")))?;
+        held.host = host;
+        result.map_err(|e| err(format!("batch {rows}: {e}")))?;
+        Ok(held
+            .outs
+            .iter()
+            .zip(&held.host)
+            .map(|(o, h)| FixedOutput {
+                shape: &o.shape,
+                data: h,
+                device: o.device,
+                f16: o.f16,
+            })
+            .collect())
     }
 }
 

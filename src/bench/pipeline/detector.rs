@@ -104,6 +104,27 @@ pub(super) fn ep(spec: &RunSpec) -> crate::onnx::Ep {
     }
 }
 
+/// The CUDA options of `spec`'s detect stage as its description sets them (its defaults and
+/// [`DetectBench::props`]), for the model alone to run as the stage does; the stage's defaults
+/// if the description does not build.
+pub(super) fn tuning(spec: &RunSpec, d: &DetectBench) -> crate::onnx::CudaOptions {
+    let vars = std::collections::HashMap::from([
+        ("video".to_string(), "video.mp4".to_string()),
+        ("model".to_string(), "model.onnx".to_string()),
+        ("detector".to_string(), d.model.display().to_string()),
+    ]);
+    crate::describe::parse("bench", &super::description(spec), &vars)
+        .ok()
+        .and_then(|desc| crate::describe::build(&desc).ok())
+        .and_then(|graph| {
+            graph
+                .elements::<crate::detect::DetectConfig>()
+                .next()
+                .map(|c| c.cuda)
+        })
+        .unwrap_or_else(|| crate::detect::DetectConfig::new(&d.model).cuda)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

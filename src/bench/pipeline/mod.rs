@@ -542,7 +542,7 @@ pub fn pipeline(
             let key = (spec.ep, rows);
             if let std::collections::hash_map::Entry::Vacant(slot) = alone.entry(key) {
                 progress(&format!("the detector alone at batch {rows} ..."));
-                let tuning = crate::detect::DetectConfig::new(&d.model).cuda;
+                let tuning = detector::tuning(spec, d);
                 let t = super::model_throughput(&d.model, detector::ep(spec), tuning, rows, 30);
                 slot.insert(t.ok());
             }

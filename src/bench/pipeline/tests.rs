@@ -141,6 +141,31 @@ fn workers_go_to_the_classify_stage() {
 }
 
 #[test]
+fn the_detector_alone_runs_with_the_stages_cuda_options() {
+    let mut d = DetectBench {
+        model: "d.onnx".into(),
+        tiles: (640, 640),
+        interval: 1,
+        max_batch: 64,
+        per_stream: false,
+        props: String::new(),
+    };
+    let run = RunSpec {
+        detector: Some(d.clone()),
+        ..spec(2, Compute::Cuda)
+    };
+    let t = detector::tuning(&run, &d);
+    assert!(t.graph && !t.nhwc, "the stage's defaults: CUDA graphs on");
+    d.props = "cuda-graph=false prefer-nhwc=true".into();
+    let run = RunSpec {
+        detector: Some(d.clone()),
+        ..run
+    };
+    let t = detector::tuning(&run, &d);
+    assert!(!t.graph && t.nhwc, "as --detector-props sets them");
+}
+
+#[test]
 fn with_a_detector_the_streams_join_it_and_a_tracker() {
     let d = DetectBench {
         model: "d.onnx".into(),
