@@ -28,7 +28,7 @@ stage)
     cp .device/ort/part.a .device/gst.tar.xz .device/p1/
     strip -o .device/p1/octopipe "${CARGO_TARGET_DIR:-target}"/release/octopipe
     bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/shared_detect-* | grep -v '\.d$' | head -1)
-    strip -o .device/p2/shared_detect "$bin"
+    strip -o .device/run/shared_detect "$bin"
     cp .device/ort/part.b .device/p2/
     data=${OCTOPIPE_DATA:-../shared/data}
     cp -r "$data/visdrone/clip-9999999" "$data/visdrone/val-frames" .device/p2/
@@ -44,10 +44,9 @@ part1)
     ;;
 part2)
     cp .device/p2/part.* /tmp/parts/ && mkdir -p /tmp/data/visdrone && cp -r .device/p2/clip-9999999 .device/p2/val-frames /tmp/data/visdrone/
-    cp .device/p2/shared_detect /tmp/shared_detect
     ;;
 run)
-    cp .device/run/part.* /tmp/parts/
+    cp .device/run/part.* /tmp/parts/ && { cp .device/run/shared_detect /tmp/shared_detect 2>/dev/null || true; }
     eval "$(python3 .device/run/pack-ort-cuda.py /tmp/ort --unpack /tmp/parts)"
     mkdir -p /tmp/data/models && cp .device/run/data/models/* /tmp/data/models/
     export OCTOPIPE_DATA=/tmp/data OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels

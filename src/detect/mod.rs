@@ -21,9 +21,9 @@
 //! budget leaves, the rule of the batch stage), preprocesses all their tiles as one ragged batch
 //! and runs the model on them together; boxes go back to their frames and each stream's frames
 //! leave in their order. On CUDA the model runs at a few fixed batch sizes (`batch-sizes`), each
-//! with input and output buffers of its own, planned, warmed and (with `cuda-graph`, on by
-//! default) captured as a CUDA graph when the stage opens, on a thread of the model's own that
-//! runs every call after (replays); a call is padded to the next size.
+//! with input and output buffers of its own, planned, warmed and (with `cuda-graph`) captured
+//! as a CUDA graph when the stage opens, on a thread of the model's own that runs every call
+//! after (replays); a call is padded to the next size.
 //! `interval=N` detects every Nth frame of each stream; a `track` stage after it gives the frames
 //! between the boxes of its tracks, predicted (`"predicted": true` in the output).
 //!

@@ -155,14 +155,14 @@ fn the_detector_alone_runs_with_the_stages_cuda_options() {
         ..spec(2, Compute::Cuda)
     };
     let t = detector::tuning(&run, &d);
-    assert!(t.graph && !t.nhwc, "the stage's defaults: CUDA graphs on");
-    d.props = "cuda-graph=false prefer-nhwc=true".into();
+    assert!(!t.graph && !t.nhwc, "the stage's defaults");
+    d.props = "cuda-graph=true prefer-nhwc=true".into();
     let run = RunSpec {
         detector: Some(d.clone()),
         ..run
     };
     let t = detector::tuning(&run, &d);
-    assert!(!t.graph && t.nhwc, "as --detector-props sets them");
+    assert!(t.graph && t.nhwc, "as --detector-props sets them");
 }
 
 #[test]
