@@ -46,7 +46,7 @@ part2)
     cp .device/p2/part.* /tmp/parts/ && mkdir -p /tmp/data/visdrone && cp -r .device/p2/clip-9999999 .device/p2/val-frames /tmp/data/visdrone/
     ;;
 run)
-    cp .device/run/part.* /tmp/parts/ && { cp .device/run/shared_detect /tmp/shared_detect 2>/dev/null || true; }
+    cp .device/run/part.* /tmp/parts/ && cp .device/run/shared_detect /tmp/shared_detect
     eval "$(python3 .device/run/pack-ort-cuda.py /tmp/ort --unpack /tmp/parts)"
     mkdir -p /tmp/data/models && cp .device/run/data/models/* /tmp/data/models/
     export OCTOPIPE_DATA=/tmp/data OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels

@@ -51,6 +51,15 @@ a.add_argument("--bias-sub", nargs="?", const="unfused", choices=["unfused", "al
 args = a.parse_args()
 
 
+def readers(g):
+    """Each tensor's name -> the nodes that read it."""
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    return users
+
+
 def set_nodes(g, order):
     """Makes `order` the graph's nodes and drops the initializers no node reads any more."""
     del g.node[:]
@@ -66,10 +75,7 @@ def fuse(m, how):
     g = m.graph
     init = {i.name: numpy_helper.to_array(i) for i in g.initializer}
     prod = {o: n for n in g.node for o in n.output}
-    users = {}
-    for n in g.node:
-        for i in n.input:
-            users.setdefault(i, []).append(n)
+    users = readers(g)
 
     def const(name, want):
         return name in init and init[name].size == 1 and abs(float(init[name].ravel()[0]) - want) < 1e-3
@@ -131,10 +137,7 @@ def bias_sub(m, every):
     a Sub of its negation."""
     g = m.graph
     init = {i.name: i for i in g.initializer}
-    users = {}
-    for n in g.node:
-        for i in n.input:
-            users.setdefault(i, []).append(n)
+    users = readers(g)
     order, moved = [], 0
     for n in g.node:
         order.append(n)
@@ -160,11 +163,8 @@ def bias_fold(m):
     g = m.graph
     init = {i.name: i for i in g.initializer}
     prod = {o: n for n in g.node for o in n.output}
-    users = {}
-    for n in g.node:
-        for i in n.input:
-            users.setdefault(i, []).append(n)
-    attr = lambda n, k, d: next((list(a.ints) if a.ints else a.i for a in n.attribute if a.name == k), d)
+    users = readers(g)
+    attr = lambda n, k, d: next((helper.get_attribute_value(a) for a in n.attribute if a.name == k), d)
     short, folded = {}, 0  # tensor -> what it is short of its true value (per channel)
     for n in g.node:
         if n.op_type != "Add":
@@ -183,7 +183,7 @@ def bias_fold(m):
         if d is not None:
             short[n.output[0]] = d
     outputs = {o.name for o in g.output}
-    whole, order = 0, []
+    order, made = [], set()
     for n in g.node:
         for k, i in enumerate(n.input):
             if i not in short or (n.op_type == "Add" and n.output[0] in short):
@@ -204,12 +204,11 @@ def bias_fold(m):
                 n.input[2] = t.name
                 continue
             name = i + "_whole"
-            if name not in init:
+            if name not in made:
                 t = numpy_helper.from_array((-short[i]).reshape(1, -1, 1, 1).astype(np.float32), i + "_short")
                 g.initializer.append(t)
-                init[name] = t  # marks the Sub as made
+                made.add(name)
                 order.append(helper.make_node("Sub", [i, t.name], [name], name=name))
-                whole += 1
             n.input[k] = name
         order.append(n)
     for o in g.output:
@@ -217,7 +216,7 @@ def bias_fold(m):
             raise SystemExit(f"--bias-fold: output {o.name} would be short of its bias")
     # Each Sub goes right before its first reader, after its input's producer: still topological.
     set_nodes(g, order)
-    return folded, whole
+    return folded, len(made)
 
 
 m = onnx.load(args.src)

@@ -381,6 +381,15 @@ fn reference(at: &StageDesc, name: &str) -> StageDesc {
     }
 }
 
+/// Streams a, e, c, d into a `batch` over two GPUs, and `media location=b` tracked with c (the
+/// expansion here and the graph it builds in describe's tests).
+#[cfg(test)]
+pub(super) const BRANCH_INTO_STREAMS: &str = "media location=a ! boxes format=synthetic ! mux.\n\
+     media location=e ! boxes format=synthetic ! mux.\n\
+     media location=c ! boxes format=synthetic ! track name=t ! mux.\n\
+     media location=b ! boxes format=synthetic ! t.\n\
+     media location=d ! boxes format=synthetic ! batch name=mux devices=0,1 ! jsonl location=o";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,12 +479,7 @@ mod tests {
     fn a_branch_into_a_streams_stage_goes_to_its_gpu() {
         // Streams a, e, c, d: a and e on GPU 0, c and d on GPU 1; `media location=b` is tracked
         // with c, so it goes to GPU 1 too.
-        let text = "media location=a ! boxes format=synthetic ! mux.\n\
-                    media location=e ! boxes format=synthetic ! mux.\n\
-                    media location=c ! boxes format=synthetic ! track name=t ! mux.\n\
-                    media location=b ! boxes format=synthetic ! t.\n\
-                    media location=d ! boxes format=synthetic ! batch name=mux devices=0,1 \
-                    ! jsonl location=o";
+        let text = BRANCH_INTO_STREAMS;
         let lines = expanded(text, 0).unwrap();
         assert_eq!(
             lines[..5],

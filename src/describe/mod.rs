@@ -435,12 +435,7 @@ mod tests {
     /// per GPU.
     #[test]
     fn a_branch_into_a_streams_stage_builds_per_gpu() {
-        let text = "media location=a ! boxes format=synthetic ! mux.\n\
-                    media location=e ! boxes format=synthetic ! mux.\n\
-                    media location=c ! boxes format=synthetic ! track name=t ! mux.\n\
-                    media location=b ! boxes format=synthetic ! t.\n\
-                    media location=d ! boxes format=synthetic ! batch name=mux devices=0,1 \
-                    ! jsonl location=o";
+        let text = devices::BRANCH_INTO_STREAMS;
         let desc = parse("t", text, &HashMap::new()).unwrap();
         let graph = build(&desc).unwrap_or_else(|e| panic!("{e}"));
         let batches = graph

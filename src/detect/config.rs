@@ -395,7 +395,7 @@ pub const DETECT: StageDecl = StageDecl {
              model's own that runs every call after: a stage opened while others use the GPU \
              (a stream with its own detect added to a running pipeline) may break their CUDA \
              calls then, and a size whose capture fails runs without a graph (warned). Off by \
-             default: 2 of 8 benchmark processes with it crashed as they ended (cause not yet \
+             default: 2 of 10 benchmark processes with it crashed as they ended (cause not yet \
              found)",
         ),
         PropSpec::new(
