@@ -302,3 +302,107 @@ fn four_streams_over_two_chains_give_the_objects_of_one() {
     }
     assert_eq!(one_report.objects, two_report.objects);
 }
+
+/// Four streams meeting in one detector: with `devices=0,1` each GPU gets its own detector (and
+/// tracker, batch stage and classifier) for a run of the streams, decoded on that GPU.
+#[test]
+fn streams_into_a_shared_detector_get_one_detector_per_gpu() {
+    let mut text = String::new();
+    for s in 0..4 {
+        text += &format!("media location=s{s}.mp4 decoder=nvdec ! det.\n");
+    }
+    text += "detect name=det model=d.onnx ep=cuda max-batch=64 ! track ! batch devices=0,1\n\
+             ! preprocess backend=cuda memory=device ! classify model=m.onnx ep=cuda\n\
+             ! jsonl location=o.jsonl";
+    let graph = build(&text, 0).unwrap_or_else(|e| panic!("{e}"));
+    let detectors: Vec<usize> = (0..graph.nodes.len())
+        .filter(|&i| graph.nodes[i].role == Role::Boxes)
+        .collect();
+    assert_eq!(detectors.len(), 2);
+    for &d in &detectors {
+        let det = graph.nodes[d]
+            .element
+            .downcast_ref::<DetectConfig>()
+            .unwrap();
+        assert_eq!((det.ep, det.max_batch), (Ep::Cuda(det.device as i32), 64));
+        let classify = next_of(&graph, d, Role::Infer).unwrap();
+        let classify = graph.nodes[classify]
+            .element
+            .downcast_ref::<ClassifyConfig>()
+            .unwrap();
+        assert_eq!(classify.ep, Ep::Cuda(det.device as i32));
+        assert!(next_of(&graph, d, Role::Track).is_some());
+    }
+    // Streams 0 and 1 on GPU 0's detector, 2 and 3 on GPU 1's, decoded there.
+    for s in (0..graph.nodes.len()).filter(|&i| graph.nodes[i].role == Role::Source) {
+        let media = graph.nodes[s]
+            .element
+            .downcast_ref::<SourceConfig>()
+            .unwrap();
+        let gpu = media.stream as usize / 2;
+        assert_eq!(media.device, gpu, "stream {}", media.stream);
+        let det = next_of(&graph, s, Role::Boxes).unwrap();
+        let det = graph.nodes[det].element.downcast_ref::<DetectConfig>();
+        assert_eq!(det.unwrap().device, gpu, "stream {}", media.stream);
+    }
+    assert_eq!(
+        graph.nodes.iter().filter(|n| n.role == Role::Sink).count(),
+        1
+    );
+}
+
+/// Three image streams of the shared data through one detector, on the CPU: spread over two
+/// "GPUs" (two detectors, each with its streams) they give the objects of the one detector.
+#[test]
+fn streams_spread_over_two_detectors_give_the_boxes_of_one() {
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("devices-detect");
+    let frames = data.join("visdrone/val-frames/images");
+    let mut folders = Vec::new();
+    for (s, skip) in [(0, 0), (1, 2), (2, 4)] {
+        let to = dir.join(format!("s{s}"));
+        std::fs::create_dir_all(&to).unwrap();
+        for f in common::sorted_files(&frames).into_iter().skip(skip).take(2) {
+            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+        }
+        folders.push(to);
+    }
+    let run = |devices: &str, out: &str| {
+        let out = dir.join(out);
+        let mut text = String::new();
+        for f in &folders {
+            text += &format!("images location={} ! det.\n", f.display());
+        }
+        text += &format!(
+            "detect name=det model={} ep=cpu labels=coco scale=1 tiles=960x960 overlap=0.15 \
+             score=0.3 iou=0.5 max-batch=8 ! track ! batch {devices} ! jsonl location={}",
+            data.join("models/coco-centernet-512.onnx").display(),
+            out.display()
+        );
+        let graph = build(&text, 0).unwrap_or_else(|e| panic!("{e}"));
+        let detectors = graph.nodes.iter().filter(|n| n.role == Role::Boxes).count();
+        let outcome = Pipeline::build(graph).unwrap().run();
+        assert!(outcome.error.is_none(), "{:?}", outcome.error);
+        let mut lines: Vec<String> = std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        lines.sort();
+        (detectors, lines, outcome.report)
+    };
+    let (one_detector, one, one_report) = run("", "one.jsonl");
+    let (two_detectors, two, two_report) = run("devices=0,1", "two.jsonl");
+    assert_eq!((one_detector, two_detectors), (1, 2));
+    assert!(one.len() > 20, "{} objects", one.len());
+    assert_eq!(one, two, "the same objects, boxes, tracks and scores");
+    for r in [&one_report, &two_report] {
+        assert_eq!((r.frames_in, r.processed, r.dropped_total()), (6, 6, 0));
+        assert_eq!(r.streams.len(), 3);
+    }
+}

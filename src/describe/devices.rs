@@ -31,6 +31,12 @@
 //! (`NAME@GPU`) that no other stage has. Stream numbers do not change. The rewritten
 //! description keeps the original text and spans: an error in a copy points at what was
 //! written, and a `device` it was given points at `devices=`.
+//!
+//! Where the streams meet in a shared detector before the batch stage (`media ... ! det.` into
+//! `detect name=det ! track ! batch devices=0,1 ! ...`), they are spread at the detector
+//! instead: the streams are the chains ending in `det.` (and the stages before the detector in
+//! its own chain), and each GPU gets a copy of the detector and of every stage after it, so one
+//! detector per GPU batches the tiles of its own streams.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -160,9 +166,12 @@ fn expand(
         .flat_map(|s| s.props.iter().filter(|p| p.key == "name"))
         .map(|p| p.value.clone())
         .collect();
+    chains[home][split].props.retain(|p| p.key != DEVICES);
+    // Streams meeting in a detector before the batch stage (`... ! det.`) are spread at the
+    // detector: each GPU gets its own copy of it and of every stage after it.
+    let split = shared_detector(&chains, home, split, registry).unwrap_or(split);
     let mut tail = chains[home].split_off(split);
     let prefix = std::mem::take(&mut chains[home]);
-    tail[0].props.retain(|p| p.key != DEVICES);
     let batch_name = match name_of(&tail[0]) {
         Some(n) => n.to_string(),
         None => named(&mut tail[0], fresh("@batch", &mut taken)),
@@ -270,6 +279,26 @@ fn expand(
         out.push(chain);
     }
     Ok(join(desc, out))
+}
+
+/// The place in chain `home`, before the batch stage at `batch`, of the first detector (a stage
+/// of role `Boxes`) that other chains join: the streams' shared detector.
+fn shared_detector(
+    chains: &[Vec<StageDesc>],
+    home: usize,
+    batch: usize,
+    registry: &Registry,
+) -> Option<usize> {
+    chains[home][..batch].iter().position(|s| {
+        !s.reference
+            && registry.get(&s.kind).is_some_and(|d| d.role == Role::Boxes)
+            && name_of(s).is_some_and(|n| {
+                chains
+                    .iter()
+                    .enumerate()
+                    .any(|(c, chain)| c != home && ends_in(chain, n))
+            })
+    })
 }
 
 /// Which stream (its place among the batch stage's feeders, in description order) each of
@@ -492,6 +521,36 @@ mod tests {
             ]
         );
         // The graph it builds: describe's tests (`a_branch_into_a_streams_stage_builds_per_gpu`).
+    }
+
+    #[test]
+    fn streams_into_a_shared_detector_get_one_detector_per_gpu() {
+        let text = "media location=a decoder=nvdec ! det.\n\
+                    media location=b decoder=nvdec ! det.\n\
+                    media location=c decoder=nvdec ! det.\n\
+                    detect name=det model=d.onnx ep=cuda ! track ! batch devices=0,1 \
+                    ! classify model=m.onnx ep=cuda ! jsonl location=o";
+        // Streams a and b on GPU 0, c on GPU 1; each GPU's detector, tracker, batch and
+        // classifier, into the one sink.
+        assert_eq!(
+            expanded(text, 0).unwrap(),
+            [
+                "media location=a decoder=nvdec device=0 ! det.",
+                "media location=b decoder=nvdec device=0 ! det.",
+                "media location=c decoder=nvdec device=1 ! det@1.",
+                "detect name=det model=d.onnx ep=cuda device=0 ! track ! batch \
+                 ! classify model=m.onnx ep=cuda device=0 ! jsonl location=o name=@jsonl",
+                "detect name=det@1 model=d.onnx ep=cuda device=1 ! track ! batch \
+                 ! classify model=m.onnx ep=cuda device=1 ! @jsonl.",
+            ]
+        );
+        // A stream before the detector in its own chain is one of them (the fourth: a and b on
+        // GPU 0, c and d on GPU 1).
+        let own = text.replace("detect name=det", "media location=d ! detect name=det");
+        let lines = expanded(&own, 0).unwrap();
+        assert_eq!(lines[1], "media location=b decoder=nvdec device=0 ! det.");
+        assert_eq!(lines[2], "media location=c decoder=nvdec device=1 ! det@1.");
+        assert_eq!(lines[3], "media location=d device=1 ! det@1.");
     }
 
     #[test]

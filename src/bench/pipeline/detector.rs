@@ -64,6 +64,19 @@ pub struct DetectStats {
     pub call_rows: f64,
 }
 
+impl DetectStats {
+    /// The mean of `all` (`None` when empty).
+    pub fn mean(all: &[DetectStats]) -> Option<DetectStats> {
+        let n = all.len() as f64;
+        let sum = |f: fn(&DetectStats) -> f64| all.iter().map(f).sum::<f64>() / n;
+        (!all.is_empty()).then(|| DetectStats {
+            tiles_per_s: sum(|s| s.tiles_per_s),
+            call_tiles: sum(|s| s.call_tiles),
+            call_rows: sum(|s| s.call_rows),
+        })
+    }
+}
+
 /// The numbers of the detect stage's report line ("... model calls of 60.0 tiles (64.0 rows
 /// with padding), 3968 tiles/s in inference").
 pub fn parse_line(line: &str) -> Option<DetectStats> {
@@ -79,10 +92,14 @@ pub fn parse_line(line: &str) -> Option<DetectStats> {
 }
 
 /// The detector's column text: its throughput in the run against the model alone at the batch
-/// its calls ran at.
-pub(super) fn note(stats: &DetectStats, alone: Option<f64>) -> String {
+/// its calls ran at (with `detectors` > 1, one per GPU: each one's mean).
+pub(super) fn note(stats: &DetectStats, detectors: usize, alone: Option<f64>) -> String {
+    let who = match detectors {
+        0 | 1 => "detector".to_string(),
+        n => format!("{n} detectors, each"),
+    };
     let mut n = format!(
-        "detector {:.0} tiles/s in calls of {:.1} tiles ({:.0} rows)",
+        "{who} {:.0} tiles/s in calls of {:.1} tiles ({:.0} rows)",
         stats.tiles_per_s, stats.call_tiles, stats.call_rows
     );
     if let Some(a) = alone {

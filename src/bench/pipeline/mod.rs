@@ -371,8 +371,11 @@ pub struct RunResult {
     pub stages: Vec<(String, f64, f64)>,
     /// Frames dropped, by where and why.
     pub drops: Vec<(String, u64)>,
-    /// What the shared detector's calls did, from its report line.
+    /// What the shared detector's calls did, from its report line (with one detector per GPU,
+    /// their mean).
     pub detect: Option<DetectStats>,
+    /// Detect stages that reported (one per GPU with `--devices`).
+    pub detectors: usize,
     /// The detector against the model alone (filled in by [`pipeline`]).
     pub detect_note: Option<String>,
 }
@@ -415,6 +418,7 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
         stages: Vec::new(),
         drops: Vec::new(),
         detect: None,
+        detectors: 0,
         detect_note: None,
     };
     let mut vars = HashMap::from([
@@ -452,11 +456,14 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
     result.p99_ms = report.total.p99.as_secs_f64() * 1e3;
     result.cores_busy = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9);
     result.error = outcome.error.map(|e| e.to_string());
-    result.detect = report
+    let detectors: Vec<DetectStats> = report
         .sections
         .iter()
-        .find(|s| s.kind == "detect")
-        .and_then(|s| parse_line(&s.text));
+        .filter(|s| s.kind == "detect")
+        .filter_map(|s| parse_line(&s.text))
+        .collect();
+    result.detectors = detectors.len();
+    result.detect = DetectStats::mean(&detectors);
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     result.stages = report
         .stages
@@ -546,7 +553,7 @@ pub fn pipeline(
                 let t = super::model_throughput(&d.model, detector::ep(spec), tuning, rows, 30);
                 slot.insert(t.ok());
             }
-            r.detect_note = Some(detector::note(&stats, alone[&key]));
+            r.detect_note = Some(detector::note(&stats, r.detectors, alone[&key]));
         }
         let row = table_row(&r, per_stream, budget_ms);
         progress(row.trim_end());

@@ -200,6 +200,29 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
     assert_eq!(detectors.len(), 1, "one detector for the three streams");
     assert_eq!(graph.sources().count(), 3);
 
+    // Two GPUs: one detector each, for its streams (0 and 1 on GPU 0, 2 on GPU 1).
+    let text = description(&RunSpec {
+        detector: Some(d.clone()),
+        devices: vec![0, 1],
+        ..spec(3, Compute::Cuda)
+    });
+    let desc = crate::describe::parse("bench", &text, &vars).unwrap();
+    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let mut devices: Vec<usize> = graph
+        .elements::<crate::detect::DetectConfig>()
+        .map(|c| c.device)
+        .collect();
+    devices.sort();
+    assert_eq!(devices, [0, 1], "{text}");
+    let decoded: Vec<usize> = graph
+        .sources()
+        .map(|s| {
+            let media = s.element.downcast_ref::<crate::source::SourceConfig>();
+            media.unwrap().device
+        })
+        .collect();
+    assert_eq!(decoded, [0, 0, 1]);
+
     // The baseline: a detector and a tracker in each stream's branch.
     let text = description(&RunSpec {
         detector: Some(DetectBench {
