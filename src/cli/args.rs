@@ -257,7 +257,8 @@ pub(crate) struct PipelineArgs {
     #[arg(long)]
     pub(crate) keep_video: Option<PathBuf>,
     /// Spread the streams over these GPUs (comma-separated ordinals; each its own batch,
-    /// preprocess and classify chain; one report).
+    /// preprocess and classify chain, and with --detector its own detector and tracker; one
+    /// report).
     #[arg(long, value_delimiter = ',')]
     pub(crate) devices: Vec<usize>,
     /// Classifiers per chain (`classify workers=N`, each with its share of the cores as ONNX
