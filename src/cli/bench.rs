@@ -1,7 +1,5 @@
 //! `octopipe bench ...` (the `bench` feature): each benchmark's options from its arguments.
 
-use std::process::ExitCode;
-
 use anyhow::{bail, Context, Result};
 
 use octopipe::bench::{self, PreprocessBenchOptions, Workload};
@@ -11,7 +9,7 @@ use super::args::{BenchCommand, PipelineArgs, PreprocessArgs};
 use super::run::data_dir;
 
 /// `octopipe bench ...`.
-pub(crate) fn bench_command(what: BenchCommand) -> Result<ExitCode> {
+pub(crate) fn bench_command(what: BenchCommand) -> Result<()> {
     match what {
         BenchCommand::Preprocess(args) => bench_preprocess(args)?,
         BenchCommand::DetectTiles {
@@ -110,7 +108,7 @@ pub(crate) fn bench_command(what: BenchCommand) -> Result<ExitCode> {
             print!("{}", bench::tiles(&opts)?);
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `octopipe bench pipeline`: one row per run (or per step of the live search), progress on

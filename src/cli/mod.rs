@@ -97,7 +97,22 @@ pub(crate) fn real_main() -> Result<ExitCode> {
             "`octopipe bench` and `octopipe probe` are in builds with the `bench` feature: cargo build --release --features bench (scoring a run's output is `octopipe eval`)"
         ),
         #[cfg(feature = "bench")]
-        Command::Bench { what } => bench::bench_command(what),
+        Command::Bench { what } => {
+            // Its tables are out: end the process as `run` does, without the C exit handlers
+            // tearing down ONNX Runtime's CUDA provider and the driver while their threads
+            // wind down (2 of 10 `bench pipeline` processes with CUDA graphs crashed after
+            // printing their results; BENCHMARKS.md).
+            let code = match bench::bench_command(what) {
+                Ok(_) => 0,
+                Err(e) => {
+                    eprintln!("octopipe: error: {e:#}");
+                    1
+                }
+            };
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            report::exit_now(code)
+        }
         #[cfg(feature = "bench")]
         Command::Probe { data } => {
             print!(
