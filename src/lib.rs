@@ -55,34 +55,32 @@ pub mod batch;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod boxes;
-pub mod budget;
 pub mod classify;
 pub mod control;
-mod crops;
 pub mod describe;
-mod description;
 pub mod detect;
-pub mod error;
 pub mod eval;
-pub mod files;
-pub mod frame;
 pub mod observe;
 pub mod oneshot;
 pub mod onnx;
 pub mod pan;
 pub mod pipeline;
 pub mod preprocess;
-pub mod redact;
-mod rng;
 pub mod sink;
 pub mod source;
-pub mod stage;
-pub mod tensor;
 pub mod tiles;
 pub mod tilestats;
 pub mod track;
 
+// The bottom layers live in the core crate (crates/octopipe-core); here under their old paths, so
+// `octopipe::frame::Frame`, `crate::stage::Stage`, ... name what they always named.
+pub use octopipe_core::{budget, error, files, frame, redact, stage, tensor};
+// Not public here, as before the move: their public types are re-exported where users find them
+// (`batch::CropBatch`, `describe::Description`, ...).
+use octopipe_core::{crops, description, rng};
+
 pub use appinfer::{AppBatch, AppInfer, Labels};
+pub use describe::Builtin;
 pub use error::Error;
 pub use frame::{Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat};
 pub use pipeline::{Observer, Outcome, Pipeline, StopHandle, Streams};
