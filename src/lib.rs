@@ -20,6 +20,11 @@
 //! | [streams](Streams) | streams added and removed while a pipeline runs (`Pipeline::streams`; over HTTP with `octopipe run --streams`) |
 //! | [messages](sink::message) | results to a broker: `mqtt`, `zenoh` (one JSON message per frame or object, schema v1) |
 //!
+//! The data and the stage contract ([`frame`], [`tensor`], [`stage`], [`error`], [`budget`],
+//! [`files`], [`redact`]) come from the `octopipe-core` crate, re-exported here under these names;
+//! a crate that only writes a stage can depend on that one alone. The built-in stages are
+//! `Registry::builtin()` ([`Builtin`]).
+//!
 //! ## Example
 //!
 //! Build a pipeline from its text, watch it with a few [observers](observe) and run it:
