@@ -20,6 +20,11 @@
 //! | [streams](Streams) | streams added and removed while a pipeline runs (`Pipeline::streams`; over HTTP with `octopipe run --streams`) |
 //! | [messages](sink::message) | results to a broker: `mqtt`, `zenoh` (one JSON message per frame or object, schema v1) |
 //!
+//! The data and the stage contract ([`frame`], [`tensor`], [`stage`], [`error`], [`budget`],
+//! [`files`], [`redact`]) come from the `octopipe-core` crate, re-exported here under these names;
+//! a crate that only writes a stage can depend on that one alone. The built-in stages are
+//! `Registry::builtin()` ([`Builtin`]).
+//!
 //! ## Example
 //!
 //! Build a pipeline from its text, watch it with a few [observers](observe) and run it:
@@ -55,34 +60,32 @@ pub mod batch;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod boxes;
-pub mod budget;
 pub mod classify;
 pub mod control;
-mod crops;
 pub mod describe;
-mod description;
 pub mod detect;
-pub mod error;
 pub mod eval;
-pub mod files;
-pub mod frame;
 pub mod observe;
 pub mod oneshot;
 pub mod onnx;
 pub mod pan;
 pub mod pipeline;
 pub mod preprocess;
-pub mod redact;
-mod rng;
 pub mod sink;
 pub mod source;
-pub mod stage;
-pub mod tensor;
 pub mod tiles;
 pub mod tilestats;
 pub mod track;
 
+// The bottom layers live in the core crate (crates/octopipe-core); here under their old paths, so
+// `octopipe::frame::Frame`, `crate::stage::Stage`, ... name what they always named.
+pub use octopipe_core::{budget, error, files, frame, redact, stage, tensor};
+// Not public here, as before the move: their public types are re-exported where users find them
+// (`batch::CropBatch`, `describe::Description`, ...).
+use octopipe_core::{crops, description, rng};
+
 pub use appinfer::{AppBatch, AppInfer, Labels};
+pub use describe::Builtin;
 pub use error::Error;
 pub use frame::{Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat};
 pub use pipeline::{Observer, Outcome, Pipeline, StopHandle, Streams};

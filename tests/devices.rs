@@ -15,6 +15,7 @@ use octopipe::pipeline::{Graph, Pipeline};
 use octopipe::preprocess::PreprocessConfig;
 use octopipe::source::{SourceConfig, SourceKind};
 use octopipe::stage::{Registry, Role};
+use octopipe::Builtin;
 
 fn parse(text: &str) -> Description {
     describe::parse("<test>", text, &HashMap::new()).unwrap_or_else(|e| panic!("{e}"))

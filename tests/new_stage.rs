@@ -12,6 +12,7 @@ use octopipe::observe::MetricsServer;
 use octopipe::stage::{
     Element, Item, OpenContext, PropSpec, PropType, Registry, Role, Running, Stage, StageDecl,
 };
+use octopipe::Builtin;
 use octopipe::{Error, Pipeline};
 
 /// The settings of `count`: note every N-th frame in the report (never by default).

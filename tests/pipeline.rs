@@ -7,6 +7,7 @@ use std::process::Command;
 
 use octopipe::describe;
 use octopipe::pipeline::{Outcome, Pipeline};
+use octopipe::Builtin;
 
 /// One pipeline of this file at a time: each starts several threads, and the fairness test below
 /// assumes its sources outrun its pipeline, which a second pipeline on a 2-core machine can break.

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use octopipe::pipeline::Pipeline;
 use octopipe::sink::Object;
+use octopipe::Builtin;
 
 /// The heads model: `$OCTOPIPE_CENTERNET_HEADS` when set (made ahead, as on the device),
 /// else made into `dir`; `None` (with the reason printed) where the shared data or python's

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use octopipe::batch::CropBatch;
 use octopipe::pipeline::IN_FLIGHT_AT_STOP;
 use octopipe::stage::{Element, Item, OpenContext, Registry, Role, Running, Stage, StageDecl};
+use octopipe::Builtin;
 use octopipe::{Error, Pipeline};
 
 /// Start a long live run writing to `out`, wait until objects are written, send `signal`, and

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use octopipe::pipeline::{RemoveMode, StreamInfo, StreamState, Streams};
 use octopipe::stage::Registry;
+use octopipe::Builtin;
 use octopipe::{describe, AppBox, AppFrame, Outcome, Pipeline, PixelFormat};
 
 /// One pipeline of this file at a time (each starts many threads on a 2-core machine).

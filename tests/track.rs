@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use octopipe::budget::Report;
+use octopipe::Builtin;
 use octopipe::Pipeline;
 
 /// The clip's folders and the shared classifier, when the shared data is there.

@@ -12,6 +12,7 @@ use octopipe::describe;
 use octopipe::observe;
 use octopipe::pipeline::Pipeline;
 use octopipe::stage::Registry;
+use octopipe::Builtin;
 
 use super::args::{ObserveArgs, ProgressArg};
 use super::report::{exit_now, ReportTarget};

@@ -47,6 +47,7 @@ pub use guard::{Token, MIN_TOKEN_LEN, NEED_TOKEN, TOKEN_ENV};
 pub use metrics::{Metrics, LATENCY_BUCKETS};
 pub use policy::{Policy, Refusal, URI_SCHEMES};
 
+use crate::describe::Builtin;
 use crate::pipeline::{Observer, Streams};
 use crate::stage::Registry;
 

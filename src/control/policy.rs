@@ -206,6 +206,7 @@ fn real_path(path: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::describe::Builtin;
     use std::collections::HashMap;
 
     fn check(policy: &Policy, text: &str) -> Result<(), Refusal> {

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{closest, expand_devices, quote, DescribeError, Description, Span, StageDesc};
-use super::{Graph, Node, Queue, QueueSettings};
+use super::{Builtin, Graph, Node, Queue, QueueSettings};
 use crate::source::{HeadSettings, SourceConfig, SourceKind};
 use crate::stage::{Element, Item, Props, Registry, Role, StageDecl};
 

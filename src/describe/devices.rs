@@ -422,6 +422,7 @@ pub(super) const BRANCH_INTO_STREAMS: &str = "media location=a ! boxes format=sy
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::describe::Builtin;
     use std::collections::HashMap;
 
     fn expanded(text: &str, gpus: usize) -> Result<Vec<String>, DescribeError> {

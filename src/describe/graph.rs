@@ -1,5 +1,6 @@
 //! The graph a pipeline runs: nodes (opened stages to be) and the edges between them.
 
+use std::any::Any;
 use std::time::Duration;
 
 use super::Queue;
@@ -41,18 +42,18 @@ pub struct Graph {
 
 impl Graph {
     /// The settings of the first node whose element is a `T`.
-    pub fn element<T: Element>(&self) -> Option<&T> {
+    pub fn element<T: Any>(&self) -> Option<&T> {
         self.elements().next()
     }
 
     /// The settings of the first node whose element is a `T`, to change them before the
     /// pipeline is built.
-    pub fn element_mut<T: Element>(&mut self) -> Option<&mut T> {
+    pub fn element_mut<T: Any>(&mut self) -> Option<&mut T> {
         self.nodes.iter_mut().find_map(|n| n.element.downcast_mut())
     }
 
     /// The settings of every node whose element is a `T`, upstream first.
-    pub fn elements<T: Element>(&self) -> impl Iterator<Item = &T> {
+    pub fn elements<T: Any>(&self) -> impl Iterator<Item = &T> {
         self.nodes.iter().filter_map(|n| n.element.downcast_ref())
     }
 

@@ -39,6 +39,7 @@ pub use queue::{
     DEFAULT_LIVE_QUEUE, DEFAULT_QUEUE, QUEUE,
 };
 pub use quote::quote;
+pub use registry::Builtin;
 
 use crate::description::error_at;
 pub use crate::description::{closest, DescribeError, Description, Prop, Span, StageDesc};

@@ -1,11 +1,20 @@
-//! The stages octopipe has: [`Registry::builtin`] (and the registry's default). The description
-//! side knows every concrete stage; the stage core (`crate::stage`) knows none.
+//! The stages octopipe has: [`Builtin::builtin`], called as `Registry::builtin()`. The
+//! description side knows every concrete stage; the stage core (`octopipe_core::stage`, where
+//! `Registry` lives) knows none, so the built-in list is a trait the facade implements on it
+//! (an inherent impl on a type of another crate is not allowed). `use octopipe::Builtin;` brings
+//! it into scope.
 
 use crate::stage::Registry;
 
-impl Registry {
+/// The registry of every built-in stage: `Registry::builtin()`, with this trait in scope
+/// (`use octopipe::Builtin;`).
+pub trait Builtin {
     /// Every stage octopipe has, in pipeline order.
-    pub fn builtin() -> Self {
+    fn builtin() -> Self;
+}
+
+impl Builtin for Registry {
+    fn builtin() -> Self {
         let mut r = Registry::empty();
         r.register(crate::source::IMAGES);
         r.register(crate::source::MEDIA);
@@ -30,11 +39,5 @@ impl Registry {
         r.register(super::QUEUE);
         r.register(crate::source::HEAD);
         r
-    }
-}
-
-impl Default for Registry {
-    fn default() -> Self {
-        Registry::builtin()
     }
 }

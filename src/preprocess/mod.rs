@@ -424,12 +424,30 @@ impl Stage<CropBatch, CropBatch> for PreprocessStage {
     }
 }
 
-impl Element for PreprocessConfig {
+/// The preprocess stage's element: its settings, [`PreprocessConfig`]. A wrapper because the
+/// settings' type lives in the core crate (the caps carry it) and this one cannot implement the
+/// core's `Element` on it; the downcasts (`Graph::element::<PreprocessConfig>()`) see through it.
+struct PreprocessElement(PreprocessConfig);
+
+// As the settings' own: a graph's debug output reads as before the wrapper.
+impl std::fmt::Debug for PreprocessElement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Element for PreprocessElement {
     fn configure(&mut self, caps: &mut Caps) {
-        caps.preprocess = Some(self.clone());
+        caps.preprocess = Some(self.0.clone());
+    }
+    fn wrapped(&self) -> Option<&dyn std::any::Any> {
+        Some(&self.0)
+    }
+    fn wrapped_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(&mut self.0)
     }
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        let mut config = *self;
+        let mut config = self.0;
         // The model downstream settles the size when it opens first.
         if let Some(settled) = ctx.caps.preprocess.as_ref().and_then(|c| c.size) {
             config.size = Some(settled);
@@ -544,7 +562,7 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             "preprocess: gather=device is the CUDA backend's: use backend=cuda (or auto)",
         ));
     }
-    Ok(Box::new(PreprocessConfig {
+    Ok(Box::new(PreprocessElement(PreprocessConfig {
         size: p.size("size"),
         mean: p.floats3("mean").unwrap_or(d.mean),
         std: p.floats3("std").unwrap_or(d.std),
@@ -576,7 +594,7 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             Some("device") => Gather::Device,
             _ => Gather::Auto,
         },
-    }))
+    })))
 }
 
 #[cfg(test)]

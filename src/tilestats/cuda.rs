@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
 
 use super::{Band, Sampling, Source, TileBlocks};
 use crate::batch::CropMeta;
@@ -18,10 +18,8 @@ use crate::preprocess::cuda::{CudaError, Engine};
 /// Threads per CUDA block (`TS_THREADS` in `kernels/tilestats.cu`).
 pub const TILESTATS_THREADS: u32 = 256;
 
-// SAFETY: `#[repr(C)]` plain data with the layouts of the kernel's `TileSums` and `Band`; all-zero
-// bytes are a valid `PixelSums`.
-unsafe impl DeviceRepr for PixelSums {}
-unsafe impl ValidAsZeroBits for PixelSums {}
+// SAFETY: `#[repr(C)]` plain data with the layout of the kernel's `Band`. (`PixelSums`, the
+// kernel's `TileSums`, is made device data where it is defined, in the core crate.)
 unsafe impl DeviceRepr for Band {}
 
 /// A CUDA engine (context, stream, kernels) and the buffers of the per-tile sums.

@@ -26,6 +26,7 @@ mod wait;
 
 use std::collections::HashMap;
 
+use octopipe::Builtin;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 

@@ -19,6 +19,7 @@ use pyo3::types::PyDict;
 use octopipe::appinfer::NoBatch;
 use octopipe::preprocess::BackendKind;
 use octopipe::stage::Registry;
+use octopipe::Builtin;
 use octopipe::{AppBatch, AppInfer, AppSource, StopHandle};
 
 use crate::batch::Batch;

@@ -56,6 +56,11 @@ pub struct PixelSums {
     pub max: u32,
 }
 
+// SAFETY: `#[repr(C)]` plain data with the layout of the kernel's `TileSums` (the tilestats
+// stage's CUDA backend copies them back from the device); all-zero bytes are a valid `PixelSums`.
+unsafe impl cudarc::driver::DeviceRepr for PixelSums {}
+unsafe impl cudarc::driver::ValidAsZeroBits for PixelSums {}
+
 impl PixelSums {
     /// The sums of no samples (the identity of [`PixelSums::merge`]).
     pub const EMPTY: PixelSums = PixelSums {

@@ -5,12 +5,14 @@
 //! constructor that turns checked properties into an [`Element`] (its validated settings). That
 //! one declaration drives parsing and validation of descriptions, `octopipe inspect` and the
 //! docs, as a GStreamer element's ParamSpecs do. The [`Registry`] lists the declarations: the
-//! built-in ones ([`Registry::builtin`]) plus any an application registers, each with one line:
+//! built-in ones (`Registry::builtin()`, from the `octopipe` package, which knows the stages:
+//! `use octopipe::Builtin;`) plus any an application registers, each with one line (here on an
+//! empty registry, as a crate that has only this one can write it):
 //!
 //! ```
-//! # use octopipe::stage::*;
-//! # use octopipe::frame::Frame;
-//! # use octopipe::Error;
+//! # use octopipe_core::stage::*;
+//! # use octopipe_core::frame::Frame;
+//! # use octopipe_core::Error;
 //! /// Counts frames and passes them on.
 //! #[derive(Debug)]
 //! struct Count;
@@ -41,18 +43,18 @@
 //!     make: |_| Ok(Box::new(Count)),
 //! };
 //!
-//! let mut registry = Registry::builtin();
+//! let mut registry = Registry::empty();
 //! registry.register(COUNT);
 //! ```
 //!
 //! At run time every stage runs on its own thread as a [`Stage`]; the runner owns the thread,
 //! the channels, the timestamps and the shutdown.
 
-pub(crate) mod caps;
+pub mod caps;
 mod downstream;
 mod props;
 mod reinfer;
-pub(crate) mod source;
+pub mod source;
 
 use std::any::Any;
 use std::fmt;
@@ -358,17 +360,35 @@ pub trait Element: Send + fmt::Debug + Any {
     fn writes_stdout(&self) -> bool {
         false
     }
+    /// The settings this element carries when it is a wrapper around settings whose type lives
+    /// in this crate, where the stage's code cannot implement `Element` (the preprocess stage's
+    /// element around [`caps::PreprocessConfig`], which [`Caps`] names): the downcasts then find
+    /// the settings by their own type, as if the wrapper were not there.
+    #[doc(hidden)]
+    fn wrapped(&self) -> Option<&dyn Any> {
+        None
+    }
+    /// [`Element::wrapped`], to change them.
+    #[doc(hidden)]
+    fn wrapped_mut(&mut self) -> Option<&mut dyn Any> {
+        None
+    }
 }
 
 impl dyn Element {
     /// The settings as their concrete type, if they are a `T`.
-    pub fn downcast_ref<T: Element>(&self) -> Option<&T> {
-        (self as &dyn Any).downcast_ref()
+    pub fn downcast_ref<T: Any>(&self) -> Option<&T> {
+        (self as &dyn Any)
+            .downcast_ref()
+            .or_else(|| self.wrapped()?.downcast_ref())
     }
 
     /// The settings as their concrete type, to change them before the pipeline is built.
-    pub fn downcast_mut<T: Element>(&mut self) -> Option<&mut T> {
-        (self as &mut dyn Any).downcast_mut()
+    pub fn downcast_mut<T: Any>(&mut self) -> Option<&mut T> {
+        if (self as &dyn Any).is::<T>() {
+            return (self as &mut dyn Any).downcast_mut();
+        }
+        self.wrapped_mut()?.downcast_mut()
     }
 }
 

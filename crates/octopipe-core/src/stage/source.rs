@@ -1,6 +1,6 @@
 //! The source stage's contract with the runner: [`FrameSource`] (a producer of decoded frames),
 //! its error ([`SourceError`]) and the [`StartGate`] the paced sources of a run share. The
-//! sources themselves live in `crate::source`, which re-exports these.
+//! sources themselves live in `octopipe::source`, which re-exports these.
 
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use crate::frame::Frame;
 
 /// Longest a paced source with its first frame waits for the others' first frames.
-pub(crate) const START_WAIT: Duration = Duration::from_secs(30);
+#[doc(hidden)]
+pub const START_WAIT: Duration = Duration::from_secs(30);
 
 /// The common start of the paced sources of one run, as a GStreamer pipeline prerolls every
 /// source before its clock runs: each source waits, with its first frame decoded, until every
@@ -39,14 +40,16 @@ impl StartGate {
     }
 
     /// One more source starts with the others.
-    pub(crate) fn join(&self) {
+    #[doc(hidden)]
+    pub fn join(&self) {
         if let Ok(mut g) = self.state.lock() {
             g.members += 1;
         }
     }
 
     /// A member that will never bring a first frame (it ended or failed first).
-    pub(crate) fn leave(&self) {
+    #[doc(hidden)]
+    pub fn leave(&self) {
         if let Ok(mut g) = self.state.lock() {
             g.members = g.members.saturating_sub(1);
             self.open_if_all_ready(&mut g);
@@ -62,7 +65,8 @@ impl StartGate {
 
     /// A member has its first frame: wait for the others (at most [`START_WAIT`]) and return
     /// the common start; a member that waited in vain starts on its own clock.
-    pub(crate) fn arrive(&self) -> Instant {
+    #[doc(hidden)]
+    pub fn arrive(&self) -> Instant {
         let Ok(mut g) = self.state.lock() else {
             return Instant::now();
         };
@@ -205,7 +209,8 @@ pub trait FrameSource: Send {
 }
 
 /// Seconds as a short number (`1`, `0.5`, `12.3`), for messages.
-pub(crate) fn secs(d: Duration) -> String {
+#[doc(hidden)]
+pub fn secs(d: Duration) -> String {
     let s = (d.as_secs_f64() * 10.0).round() / 10.0;
     format!("{s}")
 }

@@ -4,16 +4,16 @@
 
 /// SplitMix64 (Steele, Lea and Flood; the seeding generator of `java.util.SplittableRandom`).
 #[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
+pub struct Rng(u64);
 
 impl Rng {
     /// A generator from `seed` (any value).
-    pub(crate) fn new(seed: u64) -> Self {
+    pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
     /// Next 64 random bits.
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -22,17 +22,17 @@ impl Rng {
     }
 
     /// Uniform in `lo..=hi` (`lo <= hi`): `lo + next_u64() % (hi - lo + 1)`.
-    pub(crate) fn between(&mut self, lo: u32, hi: u32) -> u32 {
+    pub fn between(&mut self, lo: u32, hi: u32) -> u32 {
         lo + (self.next_u64() % (u64::from(hi - lo) + 1)) as u32
     }
 
     /// Uniform in [0, 1).
-    pub(crate) fn unit(&mut self) -> f64 {
+    pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Standard normal (Box-Muller).
-    pub(crate) fn normal(&mut self) -> f64 {
+    pub fn normal(&mut self) -> f64 {
         let u = self.unit().max(f64::MIN_POSITIVE);
         let v = self.unit();
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()

@@ -1,6 +1,6 @@
 //! The crop batch: crops of consecutive frames (each with its own size and output offset), their
 //! block metadata and, once preprocessed, the tensor. The data every batch stage passes on; the
-//! batch stage (`crate::batch`, which re-exports it) makes it.
+//! batch stage (`octopipe::batch`, which re-exports it) makes it.
 
 use std::sync::{Arc, Mutex};
 

@@ -1,5 +1,5 @@
 //! What stages tell each other before they open ([`Caps`]), and the settings it carries: the
-//! preprocess stage's ([`PreprocessConfig`], re-exported by `crate::preprocess`), which the
+//! preprocess stage's ([`PreprocessConfig`], re-exported by `octopipe::preprocess`), which the
 //! sources, the batch stage and the models read.
 
 use super::Reinfer;

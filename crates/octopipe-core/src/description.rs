@@ -1,5 +1,5 @@
 //! A parsed pipeline description (stages, properties, positions) and its error: what the parser
-//! ([`crate::describe`]) makes and what a stage's properties are checked against. Data only: it
+//! (`octopipe::describe`) makes and what a stage's properties are checked against. Data only: it
 //! sits under the stage core and the crate's error, which both name it.
 
 use std::fmt;
@@ -82,7 +82,8 @@ impl fmt::Display for DescribeError {
 
 impl Description {
     /// The stages chain by chain, in order.
-    pub(crate) fn chains(&self) -> impl Iterator<Item = &[StageDesc]> {
+    #[doc(hidden)]
+    pub fn chains(&self) -> impl Iterator<Item = &[StageDesc]> {
         self.stages.chunk_by(|a, b| a.chain == b.chain)
     }
 
@@ -92,7 +93,10 @@ impl Description {
     }
 }
 
-pub(crate) fn error_at(origin: &str, text: &str, span: Span, message: String) -> DescribeError {
+/// An error at `span` of `text` (from `origin`): [`Description::error`] for a description not
+/// made yet (the parser's own errors).
+#[doc(hidden)]
+pub fn error_at(origin: &str, text: &str, span: Span, message: String) -> DescribeError {
     // Spans are byte offsets: keep both ends on character boundaries (fuzzing found a span
     // ending inside a multi-byte character).
     let mut start = span.start.min(text.len());

@@ -40,7 +40,12 @@ impl Error {
     }
 }
 
-/// `impl From<E> for Error` for a layer's error types, as [`Error::Stage`] (`?` on them).
+/// `impl From<E> for Error` for a layer's error types, as [`Error::Stage`] (`?` on them). Written
+/// once in the module that defines the error (`crate::error::stage_error!(SourceError);`).
+/// Exported, as a macro must be for the facade's stage modules to use it, but not part of the
+/// documented API.
+#[macro_export]
+#[doc(hidden)]
 macro_rules! stage_error {
     ($($t:ty),+ $(,)?) => {
         $(impl From<$t> for $crate::Error {
@@ -50,7 +55,9 @@ macro_rules! stage_error {
         })+
     };
 }
-pub(crate) use stage_error;
+// `#[macro_export]` puts the macro at the crate root; the stages name it by this path.
+#[doc(hidden)]
+pub use crate::stage_error;
 
 /// What can go wrong pushing a frame.
 #[derive(Debug, thiserror::Error)]
@@ -68,9 +75,8 @@ pub enum PushError {
         source_name: String,
     },
     /// The pipeline did not take the frame: it is full, and the push was not to wait
-    /// ([`AppSource::try_push`](crate::source::AppSource::try_push)) or stopped waiting
-    /// ([`AppSource::push_while`](crate::source::AppSource::push_while)). The frame takes
-    /// no number.
+    /// (`octopipe::AppSource::try_push`) or stopped waiting (`octopipe::AppSource::push_while`).
+    /// The frame takes no number.
     #[error("app source '{source_name}': the pipeline is full (the frame was not pushed)")]
     Full {
         /// The source's name.

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The core crate (crates/octopipe-core) stays the bottom of the crate graph: its dependency tree
+# (normal and build dependencies, proc macros included; not dev-dependencies) holds neither
+# GStreamer, ONNX Runtime, a broker (zenoh, MQTT), the HTTP server (hyper) and tokio, nor the
+# CLI's crates (clap, anyhow, signal-hook, tracing-subscriber). Prints the tree's crates and exits 1
+# naming any forbidden one. Run by scripts/test.sh.
+#
+#     bash scripts/check-core-deps.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# A crate name (first word of a `cargo tree --prefix none` line) that is one of these or of their
+# families (gstreamer-video, glib-sys, ort-sys, zenoh-transport, hyper-util, tokio-macros,
+# clap_derive, signal-hook-registry, ...).
+forbidden='^(gstreamer|gst|glib|gio|ort|zenoh|rumqttc|hyper|tokio|clap|anyhow|signal-hook|tracing-subscriber)([-_][a-z0-9_-]+)?$'
+
+crates=$(cargo tree -p octopipe-core -e normal,build --prefix none | awk '{print $1}' | sort -u)
+bad=$(grep -E "$forbidden" <<<"$crates" || true)
+echo "octopipe-core depends on: $(grep -v '^octopipe-core$' <<<"$crates" | tr '\n' ' ')"
+if [ -n "$bad" ]; then
+  echo "check-core-deps: octopipe-core's dependency tree holds forbidden crates:" $bad >&2
+  echo "  see why with: cargo tree -p octopipe-core -e normal,build -i CRATE" >&2
+  exit 1
+fi
+echo "check-core-deps: no GStreamer, ONNX Runtime, broker, HTTP, tokio or CLI crate"
