@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: install what is missing, then check that modules import no circle
-# (scripts/check-cycles.py), format, lint (with and without the `bench`
+# (scripts/check-cycles.py) and that every test file is in a test binary (scripts/check-tests.py),
+# format, lint (with and without the `bench`
 # feature), check the API docs and run every test (with `bench`, so the GPU tests build too); then
 # build and install the Python module from that build and run its tests (pytest).
 # Shared VisDrone data is taken from $OCTOPIPE_DATA (default ../shared/data); tests that need it,
@@ -10,6 +11,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . scripts/env.sh
 python3 scripts/check-cycles.py
+python3 scripts/check-tests.py
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy --workspace --all-targets --quiet --features bench -- -D warnings
