@@ -10,7 +10,8 @@
 #
 # `stage` packs ONNX Runtime 1.31.1 with its CUDA execution provider (../shared/tools/pack-ort-cuda.py)
 # and GStreamer (../shared/tools/pack-gst.sh), the stripped octopipe binary and the GPU test
-# binary tests/shared_detect.rs (build them with `cargo test --release --features bench --no-run`),
+# tests of tests/detect/shared_detect.rs (the `detect` test binary, built by `cargo test --release
+# --features bench --no-run`; run on the device as `/tmp/shared_detect shared_detect::`),
 # the shared clip and detector; the detector's variants are made on the device (its python3 has
 # onnx, numpy and onnxruntime; onnxconverter-common travels as a wheel): the dynamic-batch
 # end-to-end model (../shared/tools/centernet-dynamic-batch.py) and the heads models of
@@ -27,7 +28,7 @@ stage)
     mkdir -p .device/p1 .device/p2 .device/run/data/visdrone .device/run/data/models .device/run/whl
     cp .device/ort/part.a .device/gst.tar.xz .device/p1/
     strip -o .device/p1/octopipe "${CARGO_TARGET_DIR:-target}"/release/octopipe
-    bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/shared_detect-* | grep -v '\.d$' | head -1)
+    bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/detect-* | grep -v '\.d$' | head -1)
     strip -o .device/run/shared_detect "$bin"
     cp .device/ort/part.b .device/p2/
     data=${OCTOPIPE_DATA:-../shared/data}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# NVDEC zero copy on the device machine (tests/nvdec.rs), from the test binary built here:
+# NVDEC zero copy on the device machine (tests/sources/nvdec.rs), from the test binary built here:
 #
-#   cargo test --release --test nvdec --no-run && scripts/device-nvdec.sh stage   # fills .device/nvdec
+#   cargo test --release --test sources --no-run && scripts/device-nvdec.sh stage   # fills .device/nvdec
 #   (device, carry [".device/nvdec"]) scripts/device-nvdec.sh run                 # logs go to $OUT
 #
 # `stage` packs this machine's GStreamer with its NVDEC decoders, libgstcuda-1.0 and x264enc
@@ -16,7 +16,7 @@ if [ "${1:-run}" = stage ]; then
     mkdir -p $D
     [ -f $D/gst.tar.xz ] || bash ../shared/tools/pack-gst.sh $D/gst.tar.xz
     target=${CARGO_TARGET_DIR:-target}
-    bin=$(ls -t "$target"/release/deps/nvdec-* | grep -v '\.d$' | head -1)
+    bin=$(ls -t "$target"/release/deps/sources-* | grep -v '\.d$' | head -1)
     strip -o $D/nvdec "$bin"
     du -sh $D
     exit 0
@@ -26,12 +26,12 @@ mkdir -p "$OUT"
 tar -C /tmp -xJf $D/gst.tar.xz
 . /tmp/gst/env.sh
 export OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels RUST_BACKTRACE=1
-tests="nvdec_tensors_equal_cpu_decoding_through_the_cuda_kernel nvdec_frames_are_device_frames_and_the_pool_does_not_grow cpu_decoded_frames_are_page_locked_and_the_gpu_gathers_their_crops"
+tests="nvdec::nvdec_tensors_equal_cpu_decoding_through_the_cuda_kernel nvdec::nvdec_frames_are_device_frames_and_the_pool_does_not_grow nvdec::cpu_decoded_frames_are_page_locked_and_the_gpu_gathers_their_crops"
 {
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     gst-inspect-1.0 nvh264dec | grep -E "Long-name|Rank" || echo "nvh264dec is not registered"
     echo "=== tests/nvdec ($(date -u +%FT%TZ))"
-    timeout 300 $D/nvdec --test-threads 1 --nocapture
+    timeout 300 $D/nvdec nvdec:: --test-threads 1 --nocapture
     rc=$?
     if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
         echo "=== compute-sanitizer memcheck"

@@ -14,7 +14,7 @@
 # ONNX Runtime's CUDA build, GStreamer and $OCTOPIPE_DATA set up.
 #
 # `stage` packs ONNX Runtime 1.31.1 with its CUDA execution provider (../shared/tools/pack-ort-cuda.py,
-# device code for sm_90) into three parts, with the GPU test binaries (tests/cuda.rs, tests/nvdec.rs)
+# device code for sm_90) into three parts, with the GPU test binaries (tests/preprocess/cuda.rs, tests/sources/nvdec.rs)
 # and the shared clip and models; `run` unpacks it and runs the tests that need it, then
 # compute-sanitizer on them.
 set -euo pipefail
@@ -29,9 +29,9 @@ stage)
     cp .device/gst.tar.xz .device/p1/
     strip -o .device/p2/octopipe "${CARGO_TARGET_DIR:-target}"/release/octopipe
     cp .device/ort/part.c ../shared/tools/pack-ort-cuda.py .device/run/
-    bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/cuda-* | grep -v '\.d$' | head -1)
+    bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/preprocess-* | grep -v '\.d$' | head -1)
     strip -o .device/run/cuda "$bin"
-    bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/nvdec-* | grep -v '\.d$' | head -1)
+    bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/sources-* | grep -v '\.d$' | head -1)
     strip -o .device/run/nvdec "$bin"
     data=${OCTOPIPE_DATA:-../shared/data}
     cp -r "$data/visdrone/clip-9999999" .device/run/data/visdrone/
@@ -51,9 +51,9 @@ run)
         eval "$CMD"
         exit
     fi
-    tests="classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu"
+    tests="cuda::classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu cuda::detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu"
     .device/run/cuda --nocapture --exact $tests
-    pipeline=nvdec_and_the_cuda_ep_label_the_clip_as_the_cpu_pipeline
+    pipeline=nvdec::nvdec_and_the_cuda_ep_label_the_clip_as_the_cpu_pipeline
     .device/run/nvdec --nocapture --exact $pipeline
     compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 .device/run/cuda --exact $tests 2>&1 | tail -3
     compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 .device/run/nvdec --exact $pipeline 2>&1 | tail -3

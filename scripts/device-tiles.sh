@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The satellite tile filter on the device machine (tests/tilestats.rs, `octopipe bench tiles`,
+# The satellite tile filter on the device machine (tests/detect/tilestats.rs, `octopipe bench tiles`,
 # pipelines/satellite-filter.pipe), from binaries built here:
 #
-#   cargo test --release --features bench --test tilestats --no-run
+#   cargo test --release --features bench --test detect --no-run
 #   cargo build --release --features bench
 #   scripts/device-tiles.sh stage                      # fills .device/tiles (about 40 MiB)
 #   (device, carry [".device/tiles"]) scripts/device-tiles.sh run      # logs go to $OUT
@@ -25,7 +25,7 @@ if [ "${1:-run}" = stage ]; then
     mkdir -p $D
     [ -f $D/gst.tar.xz ] || bash ../shared/tools/pack-gst.sh $D/gst.tar.xz
     target=${CARGO_TARGET_DIR:-target}
-    bin=$(ls -t "$target"/release/deps/tilestats-* | grep -v '\.d$' | head -1)
+    bin=$(ls -t "$target"/release/deps/detect-* | grep -v '\.d$' | head -1)
     strip -o $D/tilestats "$bin"
     strip -o $D/octopipe "$target"/release/octopipe
     du -sh $D
@@ -44,11 +44,11 @@ cli="--skip the_scene_pipeline --skip zero_kept_and_all_kept_through --skip colo
     rc=0
     stage gpu; nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.total --format=csv,noheader
     stage "tests/tilestats (GPU and library CPU tests)"
-    timeout 300 $D/tilestats $cli --test-threads 1 --nocapture || rc=1
+    timeout 300 $D/tilestats tilestats:: $cli --test-threads 1 --nocapture || rc=1
     if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
         stage compute-sanitizer memcheck
         timeout 420 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-            $D/tilestats gpu_ --test-threads 1 --nocapture 2>&1 | tail -25
+            $D/tilestats tilestats::gpu_ --test-threads 1 --nocapture 2>&1 | tail -25
         [ "${PIPESTATUS[0]}" = 0 ] || rc=1
     fi
     if [ "${BENCH:-1}" = 1 ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tiny ONNX detectors with outputs known exactly, for the detect stage's tests (tests/detect.rs),
+"""Tiny ONNX detectors with outputs known exactly, for the detect stage's tests (tests/detect/detect.rs),
 written to tests/data/models/.
 
     python3 scripts/make_detector_models.py [OUT_DIR]

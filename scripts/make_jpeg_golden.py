@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden values for octopipe's JPEG fidelity tests (tests/jpeg_fidelity.rs), with OpenCV's
+"""Golden values for octopipe's JPEG fidelity tests (tests/sources/jpeg_fidelity.rs), with OpenCV's
 libjpeg-turbo decoding and the shared classifier's reference preprocessing.
 
 Reads the VisDrone images of the shared data folder (never copied into the repository) and writes

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The test command: install what is missing, then check that modules import no circle
-# (scripts/check-cycles.py) and that the core crate's dependency tree holds no GStreamer, ONNX
-# Runtime, broker or CLI crate (scripts/check-core-deps.sh), format, lint (with and without the
-# `bench` feature), check the API docs and run every test of the library and of the core crate
-# (with `bench`, so the GPU tests build too); then
+# (scripts/check-cycles.py), that the core crate's dependency tree holds no GStreamer, ONNX
+# Runtime, broker or CLI crate (scripts/check-core-deps.sh) and that every test file is in a test
+# binary (scripts/check-tests.py), format, lint (with and without the `bench` feature), check the
+# API docs and run every test of the library and of the core crate (with `bench`, so the GPU tests
+# build too); then
 # build and install the Python module from that build and run its tests (pytest).
 # Shared VisDrone data is taken from $OCTOPIPE_DATA (default ../shared/data); tests that need it,
 # ONNX Runtime or a GPU say why when they skip (under CI=true a missing prerequisite fails).
@@ -13,6 +14,7 @@ bash scripts/setup.sh
 . scripts/env.sh
 python3 scripts/check-cycles.py
 bash scripts/check-core-deps.sh
+python3 scripts/check-tests.py
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy --workspace --all-targets --quiet --features bench -- -D warnings

@@ -339,3 +339,10 @@ pub fn play_jpegs(frames: &[(PathBuf, u64)], tail: &str) {
     pipeline.set_state(gst::State::Null).unwrap();
     assert!(matches!(msg.view(), gst::MessageView::Eos(_)), "{msg:?}");
 }
+
+/// One test at a time among the tests that take it, across the files of a test binary (each
+/// file's `serial()` says why its tests need it).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -26,7 +26,7 @@ pub const DEFAULT_REINFER_INTERVAL: u64 = 1;
 /// A box whose width or height is more than this factor larger or smaller than at its track's
 /// last crop is cropped again, whatever the interval: its label was given to other pixels (an
 /// object entering the frame through its edge, a zoom, an occlusion that ends). Measured on a
-/// panned video of the clip (tests/track.rs), such boxes were all of the labels that changed.
+/// panned video of the clip (tests/detect/track.rs), such boxes were all of the labels that changed.
 pub const REINFER_MAX_RESIZE: f64 = 1.25;
 
 /// What the classify stage tells the batch stage about reusing labels: the interval, and the

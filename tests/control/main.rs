@@ -1,0 +1,10 @@
+//! Integration tests, one binary: the control plane, metrics, observers, MQTT over TLS, the inference benchmark.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod bench_infer;
+mod control;
+mod metrics;
+mod mqtt_tls;
+mod observe;

@@ -1,0 +1,237 @@
+//! The `mqtt` sink over TLS with a user name and password, against a real mosquitto on
+//! 127.0.0.1 that requires both (and a client certificate): a CA, the broker's certificate (for
+//! 127.0.0.1) and the station's are made at test time with the openssl command.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::messages::{report_line, run, run_any, two_streams};
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, and certificates it signed for the broker (127.0.0.1) and the station.
+fn certificates(dir: &Path) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=octopipe test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ],
+    );
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    for (name, ext) in [("server", true), ("client", false)] {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &format!("/CN={name}"),
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+            ],
+        );
+        let (csr, out) = (format!("{name}.csr"), format!("{name}.pem"));
+        let mut args = vec![
+            "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key",
+        ];
+        args.extend(["-CAcreateserial", "-days", "2", "-out", &out]);
+        if ext {
+            args.extend(["-extfile", "san.ext"]);
+        }
+        openssl(dir, &args);
+    }
+}
+
+/// mosquitto on `port` asking for TLS, a client certificate and a password.
+struct Broker {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Broker {
+    fn start(dir: &Path, port: u16) -> Broker {
+        let pw = dir.join("passwords");
+        let out = Command::new("mosquitto_passwd")
+            .args(["-b", "-c"])
+            .arg(&pw)
+            .args(["station-7", "correct horse battery"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let user = if unsafe { libc::getuid() } == 0 {
+            "user root\n"
+        } else {
+            ""
+        };
+        let d = dir.display();
+        std::fs::write(
+            dir.join("mosquitto.conf"),
+            format!(
+                "listener {port} 127.0.0.1\ncafile {d}/ca.pem\ncertfile {d}/server.pem\nkeyfile {d}/server.key\n\
+                 require_certificate true\nallow_anonymous false\npassword_file {}\n\
+                 log_dest file {d}/mosquitto.log\nlog_type all\n{user}",
+                pw.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("mosquitto")
+            .arg("-c")
+            .arg(dir.join("mosquitto.conf"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "mosquitto did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Broker {
+            child,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("mosquitto.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn tls_with_a_client_certificate_and_a_password_from_a_file() {
+    if Command::new("mosquitto").arg("-h").output().is_err()
+        || Command::new("openssl").arg("version").output().is_err()
+    {
+        common::skip("mosquitto or openssl is not installed (scripts/setup.sh)");
+        return;
+    }
+    let dir = common::temp_dir("mqtt-tls");
+    certificates(&dir);
+    let port = common::station::free_port();
+    let broker = Broker::start(&dir, port);
+    let password = dir.join("password");
+    std::fs::write(&password, "correct horse battery\n").unwrap();
+    let d = dir.display();
+    let tls = format!(
+        "mqtt port={port} tls=true ca-file={d}/ca.pem cert-file={d}/client.pem key-file={d}/client.key username=station-7"
+    );
+    let (outcome, _) = run(
+        two_streams(&format!("{tls} password-file={}", password.display())),
+        50,
+        |_| {},
+    );
+    let line = report_line(&outcome, &format!("mqtt 127.0.0.1:{port}: "));
+    assert!(
+        line.ends_with("100 messages = 100 acknowledged + 0 dropped (buffer full)"),
+        "{line}\n{}",
+        broker.log()
+    );
+    let log = broker.log();
+    assert!(
+        log.contains("u'station-7'")
+            && log.contains("New client connected")
+            && log.contains("octopipe-"),
+        "{log}"
+    );
+
+    // The same from an environment variable; a wrong password delivers nothing, says so, and
+    // never shows the password.
+    std::env::set_var("OCTOPIPE_TEST_MQTT_PASSWORD", "wrong horse battery");
+    let (outcome, _) = run_any(
+        two_streams(&format!(
+            "{tls} password-env=OCTOPIPE_TEST_MQTT_PASSWORD flush-timeout=1"
+        )),
+        20,
+        |_| {},
+    );
+    let e = outcome.error.expect("nothing delivered").to_string();
+    assert!(e.contains("delivered none of the 40 messages"), "{e}");
+    let report = format!("{}", outcome.report);
+    assert!(
+        !report.contains("horse") && !e.contains("horse"),
+        "{report}\n{e}"
+    );
+
+    // Without the CA the broker's certificate is not trusted: nothing is sent in clear.
+    let (outcome, _) = run_any(
+        two_streams(&format!(
+            "mqtt port={port} tls=true ca-file={d}/client.pem username=station-7 password-file={} flush-timeout=1",
+            password.display()
+        )),
+        10,
+        |_| {},
+    );
+    assert!(outcome.error.is_some(), "an untrusted broker got messages");
+}
+
+#[test]
+fn bad_tls_and_credential_settings_name_the_property() {
+    for (text, words) in [
+        ("mqtt ca-file=/x.pem", "ca-file needs tls=true"),
+        (
+            "mqtt tls=true ca-file=/nonexistent.pem",
+            "ca-file '/nonexistent.pem'",
+        ),
+        ("mqtt tls=true ca-file=/dev/zero", "not a regular file"),
+        ("mqtt password-env=HOME", "a password needs username="),
+        (
+            "mqtt username=u password-env=OCTOPIPE_NOT_SET_ANYWHERE",
+            "OCTOPIPE_NOT_SET_ANYWHERE is not set",
+        ),
+        (
+            "mqtt username=u password-file=/a password-env=B",
+            "not both",
+        ),
+    ] {
+        let e = octopipe::Pipeline::from_description(&format!("app ! {text}"), &Default::default())
+            .err()
+            .unwrap_or_else(|| panic!("{text} should be refused"))
+            .to_string();
+        assert!(e.contains(words), "{text}: {e}");
+    }
+}

@@ -1,0 +1,11 @@
+//! Integration tests, one binary: the description language: parsing, building, properties, the command line, bad input, GPUs.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod bad_input;
+mod cli;
+mod describe;
+mod devices;
+mod new_stage;
+mod properties;

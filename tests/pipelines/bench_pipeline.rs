@@ -1,0 +1,197 @@
+//! `octopipe bench pipeline` on real GStreamer (x264enc, decodebin) and the real ONNX Runtime
+//! CPU build, kept small for a 2-core machine: 1 and 2 streams of 1 s of 320x192 video. The
+//! table has a row per run in order, every frame of every stream is counted with none dropped,
+//! a combination that cannot run here is a row with its error, the temporary video is removed,
+//! the preamble's description reruns with `octopipe run`, and the live search reports its tries.
+#![cfg(feature = "bench")]
+
+use crate::common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use octopipe::bench::pipeline::{self, Compute, PipelineBenchOptions};
+
+/// Small options on the shared clip and classifier, when they, ONNX Runtime and x264enc are here.
+fn small() -> Option<PipelineBenchOptions> {
+    let data = common::shared_data()?;
+    if !common::ort_ready() || !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly") {
+        return None;
+    }
+    let mut opts = PipelineBenchOptions::new(
+        data.join("visdrone/clip-9999999"),
+        data.join("models/visdrone-crops-64.onnx"),
+    );
+    opts.seconds = 1.0;
+    opts.size = (320, 192);
+    opts.streams = vec![1, 2];
+    Some(opts)
+}
+
+/// The table's rows, split into trimmed cells (the header and the rule left out).
+fn rows(table: &str) -> Vec<Vec<String>> {
+    table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| streams"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// Folders the benchmark made in the temporary folder from this process.
+fn our_temp_folders() -> Vec<PathBuf> {
+    let prefix = format!("octopipe-bench-pipeline-{}-", std::process::id());
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(&prefix))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn every_frame_of_every_stream_is_counted_and_a_failing_combination_is_its_row() {
+    let _serial = common::serial();
+    let Some(mut opts) = small() else { return };
+    opts.eps = vec![Compute::Cpu, Compute::Cuda];
+    let mut progress = Vec::new();
+    let table = pipeline::pipeline(&opts, &mut |l| progress.push(l.to_string()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rows = rows(&table);
+    let order: Vec<(&str, &str)> = rows.iter().map(|r| (&*r[0], &*r[2])).collect();
+    assert_eq!(
+        order,
+        [("1", "cpu"), ("1", "cuda"), ("2", "cpu"), ("2", "cuda")],
+        "{table}"
+    );
+    for row in rows.iter().filter(|r| r[2] == "cpu") {
+        let streams: u64 = row[0].parse().unwrap();
+        assert_eq!(row[1], "cpu", "{table}");
+        assert_eq!(row[3], "cpu", "preprocess on the CPU with ep=cpu: {table}");
+        assert_eq!(row[4], (30 * streams).to_string(), "frames: {table}");
+        assert_eq!(row[11], "0", "dropped: {table}");
+        assert_eq!(row[12], "", "no note when every frame entered: {table}");
+        let fps: f64 = row[5].parse().unwrap();
+        let p50: f64 = row[6].parse().unwrap();
+        let p99: f64 = row[7].parse().unwrap();
+        let cores: f64 = row[8].parse().unwrap();
+        assert!(
+            fps > 0.0 && p50 > 0.0 && p99 >= p50 && cores > 0.0,
+            "{table}"
+        );
+    }
+    let no_gpu = octopipe::preprocess::cuda::available().is_err();
+    for row in rows.iter().filter(|r| r[2] == "cuda") {
+        assert_eq!(
+            row[3], "cuda",
+            "preprocess on the GPU with ep=cuda: {table}"
+        );
+        if no_gpu {
+            assert!(row[12].starts_with("failed: "), "{table}");
+            assert!(
+                row[12].contains("CUDA"),
+                "the error says what is missing: {table}"
+            );
+        }
+    }
+    // Progress went to the callback, the table has its preamble, and the video is gone.
+    assert!(progress.iter().any(|l| l.starts_with("encoding 30 frames")));
+    assert_eq!(
+        progress.iter().filter(|l| l.starts_with("run: ")).count(),
+        4
+    );
+    assert!(table.contains("30 frames per stream (1 s at 30 fps) of 320x192 H.264"));
+    assert!(table.contains("    octopipe run --set video=clip.mp4"));
+    assert_eq!(our_temp_folders(), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn the_preamble_reruns_with_octopipe_run_on_the_kept_video() {
+    let Some(opts) = small() else { return };
+    let dir = std::env::temp_dir().join(format!("octopipe-bench-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let video = dir.join("clip.mp4");
+    let bench = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_octopipe"))
+            .args(["bench", "pipeline", "--streams", "2", "--seconds", "1"])
+            .args(["--width", "320", "--height", "192", "--clip"])
+            .arg(&opts.clip)
+            .arg("--model")
+            .arg(&opts.model)
+            .arg("--keep-video")
+            .arg(&video)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = bench(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("encoded in"),
+        "progress on stderr: {stderr}"
+    );
+    assert_eq!(rows(&stdout).len(), 1, "{stdout}");
+    assert!(video.is_file());
+    let line = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("octopipe run "))
+        .expect("a description in the preamble");
+    let description = line
+        .split_once(" '")
+        .and_then(|(_, d)| d.strip_suffix('\''))
+        .expect("the description in single quotes");
+    let run = Command::new(env!("CARGO_BIN_EXE_octopipe"))
+        .args(["run", description, "--set"])
+        .arg(format!("video={}", video.display()))
+        .arg("--set")
+        .arg(format!("model={}", opts.model.display()))
+        .output()
+        .unwrap();
+    let report =
+        String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{report}");
+    assert!(
+        report.contains("frames: 60 in = 60 processed + 0 dropped"),
+        "{report}"
+    );
+    // The kept video is never written over.
+    let again = bench(&[]);
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("something is there already"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_live_search_reports_each_try_and_its_answer() {
+    let _serial = common::serial();
+    let Some(mut opts) = small() else { return };
+    opts.live = true;
+    opts.max_streams = 2;
+    let table = pipeline::pipeline(&opts, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    let rows = rows(&table);
+    assert!(!rows.is_empty() && rows.len() <= 2, "{table}");
+    assert_eq!(rows[0][0], "1", "the search starts at 1 stream: {table}");
+    for row in &rows {
+        assert!(row[12].ends_with("held"), "held or not held: {table}");
+        assert!(table.contains("live=true"), "{table}");
+    }
+    let held = rows.iter().take_while(|r| r[12] == "held").count();
+    let answer = format!("decoder=cpu ep=cpu preprocess=cpu: {held}");
+    assert!(table.contains(&answer), "{answer} in {table}");
+}

@@ -1,0 +1,11 @@
+//! Integration tests, one binary: whole pipelines one at a time (`common::serial`): the application's frames, brokers, streams added while running, the pipeline benchmark.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod app;
+mod bench_pipeline;
+mod mqtt;
+mod pipeline;
+mod streams;
+mod zenoh_sink;
