@@ -155,13 +155,14 @@ fn streams_sharing_a_detector_get_the_boxes_each_gets_alone() {
     // Alone, every step of a call on the stage's thread (the stage before calls overlapped).
     let alone = alone(&folders, &format!("{detect} overlap-calls=false"), &dir);
     assert!(!alone.is_empty());
-    // One call for as many frames as 40 tiles hold; no deadline, so calls are full. With
+    // One call for as many frames as 24 tiles hold (51 tiles in all: 3 calls); no deadline, so
+    // calls are full. With
     // `overlap-calls` (the default) each call is on the model's thread while the stage
     // preprocesses the next and places the boxes of the one before; without, one after the other.
     for overlap in [true, false] {
         let text = format!(
             "images location={} ! det.  images location={} ! det.  images location={} \
-             ! {detect} name=det max-batch=40 max-wait-ms=100000 overlap-calls={overlap}",
+             ! {detect} name=det max-batch=24 max-wait-ms=100000 overlap-calls={overlap}",
             folders[0].display(),
             folders[1].display(),
             folders[2].display()
