@@ -151,7 +151,7 @@ pub struct Call {
 
 /// A call's model runs.
 enum Runs {
-    Done(Box<Ran>),
+    Done(Ran),
     Running(Ticket<Ran>),
 }
 
@@ -335,7 +335,7 @@ impl Detector {
             }
         };
         let runs = match &mut self.runner {
-            Runner::Here(model) => Runs::Done(Box::new(job(model))),
+            Runner::Here(model) => Runs::Done(job(model)),
             Runner::Thread(worker) => Runs::Running(worker.submit(job)),
         };
         Ok(Call {
@@ -365,7 +365,7 @@ impl Detector {
             reason,
         };
         let ran = match (runs, &mut self.runner) {
-            (Runs::Done(ran), _) => *ran,
+            (Runs::Done(ran), _) => ran,
             (Runs::Running(ticket), Runner::Thread(worker)) => worker
                 .wait(ticket)
                 .map_err(|g| run_err(format!("the model's thread: {g}")))?,
