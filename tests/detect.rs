@@ -415,9 +415,9 @@ fn bad_models_and_settings_are_named() {
 /// A model that runs one image but fails in ONNX Runtime on more (`det-batch1-only.onnx`): run
 /// an image a call it finds every frame's boxes; with two frames a call, the first call fails
 /// and the run ends with its error, naming the call's first frame and ONNX Runtime's reason,
-/// nothing handed on. Two streams share the stage so that with `overlap-calls` (the default)
-/// the next call is already on the model's thread when the failed one is completed: the run
-/// still ends, and in time (no hang).
+/// nothing handed on. Two streams share the stage so that with `overlap-calls=true` the next
+/// call is already on the model's thread when the failed one is completed: the run still ends,
+/// and in time (no hang).
 #[test]
 fn a_failing_call_is_the_stage_error() {
     if !common::ort_ready() {

@@ -156,9 +156,9 @@ fn streams_sharing_a_detector_get_the_boxes_each_gets_alone() {
     let alone = alone(&folders, &format!("{detect} overlap-calls=false"), &dir);
     assert!(!alone.is_empty());
     // One call for as many frames as 24 tiles hold (51 tiles in all: 3 calls); no deadline, so
-    // calls are full. With
-    // `overlap-calls` (the default) each call is on the model's thread while the stage
-    // preprocesses the next and places the boxes of the one before; without, one after the other.
+    // calls are full. With `overlap-calls=true` (the default on CUDA, set here on the CPU) each
+    // call is on the model's thread while the stage preprocesses the next and places the boxes
+    // of the one before; without, one after the other.
     for overlap in [true, false] {
         let text = format!(
             "images location={} ! det.  images location={} ! det.  images location={} \

@@ -81,8 +81,10 @@ pub struct DetectConfig {
     pub interval: u64,
     /// Run the model on a thread of its own, a call at a time, while the stage collects and
     /// preprocesses the next call's frames and places the boxes of the call before; `false`:
-    /// every step of a call on the stage's thread, one after the other.
-    pub overlap_calls: bool,
+    /// every step of a call on the stage's thread, one after the other; `None`: where the model
+    /// runs on CUDA's execution provider (on the CPU's the cores the overlap would use are
+    /// ONNX Runtime's already).
+    pub overlap_calls: Option<bool>,
     /// How the sessions run on CUDA's execution provider.
     pub cuda: CudaOptions,
     /// ONNX Runtime's execution provider.
@@ -125,7 +127,7 @@ impl DetectConfig {
             batch_sizes: None,
             max_wait: None,
             interval: 1,
-            overlap_calls: true,
+            overlap_calls: None,
             cuda: CudaOptions::default(),
             ep: Ep::default(),
             device: 0,
@@ -394,10 +396,12 @@ pub const DETECT: StageDecl = StageDecl {
         PropSpec::new(
             "overlap-calls",
             PropType::Bool,
-            "true",
+            "auto",
             "run the model on a thread of its own: while a call runs, the stage collects and \
              preprocesses the next call's frames and places the boxes of the call before \
-             (false: each step of a call after the other, on the stage's thread)",
+             (false: each step of a call after the other, on the stage's thread; auto: true \
+             where the model runs on CUDA, false on the CPU, whose cores ONNX Runtime's \
+             threads already use)",
         ),
         PropSpec::new(
             "cuda-graph",
@@ -540,7 +544,7 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         .float("max-wait-ms")
         .map(|v| Duration::from_secs_f64(v / 1000.0));
     cfg.interval = p.usize("interval").map_or(1, |v| v as u64);
-    cfg.overlap_calls = p.bool("overlap-calls").unwrap_or(cfg.overlap_calls);
+    cfg.overlap_calls = p.bool("overlap-calls");
     cfg.cuda.graph = p.bool("cuda-graph").unwrap_or(cfg.cuda.graph);
     cfg.cuda.nhwc = p.bool("prefer-nhwc").unwrap_or(cfg.cuda.nhwc);
     cfg.device = p.usize("device").unwrap_or(0);

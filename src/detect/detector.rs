@@ -215,7 +215,12 @@ impl Detector {
         warm_up(&mut model, &config)?;
         let sizes = model.sessions.fixed_sizes();
         let chunk = model.chunk(config.max_batch);
-        let runner = if config.overlap_calls {
+        // By default only on CUDA: on the CPU the stage's own work takes its cores from the
+        // model's runs (BENCHMARKS.md, "The detector's calls overlapped").
+        let overlap = config
+            .overlap_calls
+            .unwrap_or(model.sessions.cuda().is_some());
+        let runner = if overlap {
             let name = format!(
                 "detect-{}",
                 config

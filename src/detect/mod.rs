@@ -23,9 +23,10 @@
 //! leave in their order. On CUDA the model runs at a few fixed batch sizes (`batch-sizes`), each
 //! with input and output buffers of its own, planned, warmed and (with `cuda-graph`) captured
 //! as a CUDA graph when the stage opens, on a thread of the model's own that runs every call
-//! after (replays); a call is padded to the next size. With `overlap-calls` (the default) the
-//! model runs on a thread of its own: while a call runs there, the stage collects and preprocesses
-//! the next call's frames and places the boxes of the call before (at most two calls out at once).
+//! after (replays); a call is padded to the next size. With `overlap-calls` (by default on CUDA)
+//! the model runs on a thread of its own: while a call runs there, the stage collects and
+//! preprocesses the next call's frames and places the boxes of the call before (at most two calls
+//! out at once).
 //! `interval=N` detects every Nth frame of each stream; a `track` stage after it gives the frames
 //! between the boxes of its tracks, predicted (`"predicted": true` in the output).
 //!

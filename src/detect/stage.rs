@@ -1,9 +1,9 @@
 //! The detect stage at run time: frames of every stream it serves are collected until their
 //! tiles fill one inference call (`max-batch`) or the first frame's wait ends (the batch stage's
 //! [`Window`]), then detected together; every stream's frames leave in their order. With
-//! `overlap-calls` (the default) a call's model runs happen on the model's own thread: the stage
-//! starts a call (preprocessing its tiles) and completes the one before (placing its boxes) while
-//! the model runs, so that the model does not wait for the stage's own work between two calls.
+//! `overlap-calls` (by default on CUDA) a call's model runs happen on the model's own thread: the
+//! stage starts a call (preprocessing its tiles) and completes the one before (placing its boxes)
+//! while the model runs, so that the model does not wait for the stage's own work between calls.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
