@@ -18,6 +18,10 @@ input's pixels, corners x1, y1, x2, y2):
     det-e2e-2d.onnx   float32 [1, 320, 320, 3] (NHWC) -> [5, 6] (end2end, rank 2)
     det-e2e-f16.onnx  float16 [1, 3, 320, 320] -> float16 [1, 5, 6]
     det-yolov8.onnx   float32 [batch, 3, 320, 320] (dynamic batch) -> [batch, 4 + 3, 8] (yolov8)
+    det-batch1-only.onnx  as det-yolov8, but its graph reshapes the input to one image: it
+                      passes the start-up check and the one-image warm-up run, then fails in
+                      ONNX Runtime on the first call of more than one image (a call that fails
+                      mid-run).
     det-yolov5.onnx   float32 [1, 3, 320, 320] -> [1, 12, 5 + 3] (yolov5; D's objectness 0.4
                       times class score 0.5 = 0.2)
     det-probe.onnx    float32 [1, 3, 320, 320] -> [1, 1, 6]: one box A of class 0 whose score is
@@ -110,6 +114,26 @@ def main():
          [helper.make_tensor_value_info("v8", TensorProto.FLOAT, ["batch", 7, 8])], nodes,
          [numpy_helper.from_array(v8, "v8_value"),
           numpy_helper.from_array(np.array([7, 8], np.int64), "rest")])
+
+    # The same answer, plus zero times the mean of the input reshaped to one image: a run of
+    # more than one image fails in the Reshape.
+    nodes = [
+        helper.make_node("Reshape", ["images", "one_image"], ["first"]),
+        helper.make_node("ReduceMean", ["first"], ["first_mean"], keepdims=1),
+        helper.make_node("Mul", ["first_mean", "zero"], ["first_zero"]),
+        helper.make_node("Reshape", ["first_zero", "one_one_one"], ["nothing"]),
+        helper.make_node("Shape", ["images"], ["shape"], start=0, end=1),
+        helper.make_node("Concat", ["shape", "rest"], ["out_shape"], axis=0),
+        helper.make_node("Expand", ["v8_value", "out_shape"], ["v8_all"]),
+        helper.make_node("Add", ["v8_all", "nothing"], ["v8"]),
+    ]
+    save(out, "det-batch1-only.onnx", [image(TensorProto.FLOAT, ["batch", 3, 320, 320])],
+         [helper.make_tensor_value_info("v8", TensorProto.FLOAT, ["batch", 7, 8])], nodes,
+         [numpy_helper.from_array(v8, "v8_value"),
+          numpy_helper.from_array(np.array([7, 8], np.int64), "rest"),
+          numpy_helper.from_array(np.array([1, 3, 320, 320], np.int64), "one_image"),
+          numpy_helper.from_array(np.array([1, 1, 1], np.int64), "one_one_one"),
+          zero32])
 
     # YOLOv5: [1, 12, 5 + 3] (cx, cy, w, h, objectness, class scores); score = objectness * class.
     v5 = np.zeros((1, 12, 8), np.float32)

@@ -79,6 +79,12 @@ pub struct DetectConfig {
     /// Detect every `interval`-th frame of each stream (1: every frame); the frames between get
     /// the tracker's predicted boxes (a `track` stage must follow).
     pub interval: u64,
+    /// Run the model on a thread of its own, a call at a time, while the stage collects and
+    /// preprocesses the next call's frames and places the boxes of the call before; `false`:
+    /// every step of a call on the stage's thread, one after the other; `None`: where the model
+    /// runs on CUDA's execution provider (on the CPU's the cores the overlap would use are
+    /// ONNX Runtime's already).
+    pub overlap_calls: Option<bool>,
     /// How the sessions run on CUDA's execution provider.
     pub cuda: CudaOptions,
     /// ONNX Runtime's execution provider.
@@ -121,6 +127,7 @@ impl DetectConfig {
             batch_sizes: None,
             max_wait: None,
             interval: 1,
+            overlap_calls: None,
             cuda: CudaOptions::default(),
             ep: Ep::default(),
             device: 0,
@@ -387,6 +394,16 @@ pub const DETECT: StageDecl = StageDecl {
              boxes over the frames between (marked \"predicted\" in the output)",
         ),
         PropSpec::new(
+            "overlap-calls",
+            PropType::Bool,
+            "auto",
+            "run the model on a thread of its own: while a call runs, the stage collects and \
+             preprocesses the next call's frames and places the boxes of the call before \
+             (false: each step of a call after the other, on the stage's thread; auto: true \
+             where the model runs on CUDA, false on the CPU, whose cores ONNX Runtime's \
+             threads already use)",
+        ),
+        PropSpec::new(
             "cuda-graph",
             PropType::Bool,
             "false",
@@ -527,6 +544,7 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         .float("max-wait-ms")
         .map(|v| Duration::from_secs_f64(v / 1000.0));
     cfg.interval = p.usize("interval").map_or(1, |v| v as u64);
+    cfg.overlap_calls = p.bool("overlap-calls");
     cfg.cuda.graph = p.bool("cuda-graph").unwrap_or(cfg.cuda.graph);
     cfg.cuda.nhwc = p.bool("prefer-nhwc").unwrap_or(cfg.cuda.nhwc);
     cfg.device = p.usize("device").unwrap_or(0);

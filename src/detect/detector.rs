@@ -1,16 +1,20 @@
 //! The detector at run time: the model, the tiles' preprocessing, and boxes back to frames. Any
-//! number of frames (of any streams) go through one call of [`Detector::detect_frames`]: their
-//! regions are one ragged batch (one preprocess run: one kernel launch on the GPU), the model runs
-//! them in calls of up to `max-batch` regions, and each frame gets its own boxes.
+//! number of frames (of any streams) go through one call ([`Detector::detect_frames`], or
+//! [`Detector::start`] and [`Detector::complete`]): their regions are one ragged batch (one
+//! preprocess run: one kernel launch on the GPU), the model runs them in runs of up to
+//! `max-batch` regions, and each frame gets its own boxes. With `overlap-calls` the model's runs
+//! happen on a thread of the model's own: a call started runs there while the caller collects
+//! and preprocesses the next call's frames and places the boxes of the call before.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::model::Model;
+use super::model::{Io, Model, RunStats};
 use super::{nms, tiles, DetectConfig, DetectError, RawBox, Rect};
 use crate::batch::{BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
 use crate::budget::Series;
 use crate::frame::{Detection, Frame, SkipReason};
+use crate::onnx::{Ticket, Worker};
 use crate::preprocess::{create_backend, Backend, BackendKind, DType};
 use crate::tensor::TensorData;
 
@@ -85,7 +89,14 @@ pub(super) struct Split {
 /// Runtime state of the detect stage.
 pub struct Detector {
     pub(super) config: DetectConfig,
-    pub(super) model: Model,
+    /// Where the model is and runs.
+    runner: Runner,
+    /// The model's input and outputs (the model's own, copied: the model may be on its thread).
+    pub(super) io: Io,
+    /// The model's fixed batch sizes on CUDA (empty where any size runs).
+    sizes: Vec<usize>,
+    /// Most regions one model run takes.
+    chunk: usize,
     pub(super) backend: Box<dyn Backend>,
     /// Class names after `map`, grown as class ids are met.
     names: Vec<Arc<str>>,
@@ -97,30 +108,144 @@ pub struct Detector {
     pub(super) split: Split,
     /// Buffers of the regions' batches, reused call after call.
     pool: BatchPool,
-    /// Each region's boxes of the current call, in the model input's pixels.
-    found: Vec<Vec<RawBox>>,
+    /// Each region's boxes of a call, in the model input's pixels: buffers of calls completed,
+    /// reused by the next (one per call in flight at once).
+    found: Vec<Vec<Vec<RawBox>>>,
     /// One frame's boxes in frame pixels.
     boxes: Vec<RawBox>,
+    /// The last call completed: its preprocessing, model runs and placing, one after the other.
+    last_call: Duration,
+}
+
+/// Where the model is and its runs happen.
+enum Runner {
+    /// On the caller's thread: a call's runs happen when it starts.
+    Here(Box<Model>),
+    /// On a thread of the model's own (`overlap-calls`): a call's runs happen there while the
+    /// caller goes on, and the call's completion waits for them.
+    Thread(Worker<Model>),
+}
+
+/// What the model's runs of one call give back: the regions' batch (its frames, and its tensor,
+/// freed only once no run reads it), each region's boxes in the model input's pixels, what the
+/// runs did, and how long they took.
+struct Ran {
+    batch: CropBatch,
+    found: Vec<Vec<RawBox>>,
+    result: Result<RunStats, String>,
+    time: Duration,
+}
+
+/// A call of the detector on some frames, started by [`Detector::start`]: its model runs done
+/// (without `overlap-calls`) or under way on the model's thread; [`Detector::complete`] gives the
+/// frames back with their boxes.
+pub struct Call {
+    runs: Runs,
+    /// Each frame's regions.
+    regions: Vec<Vec<Rect>>,
+    /// The first frame's stream and number, and the frames in the call (for its error).
+    first: (u32, u64, usize),
+    /// Time spent preprocessing its regions.
+    preprocess: Duration,
+}
+
+/// A call's model runs.
+enum Runs {
+    Done(Ran),
+    Running(Ticket<Ran>),
+}
+
+impl Call {
+    /// Whether its model runs are over ([`Detector::complete`] would not wait for them).
+    pub fn done(&mut self) -> bool {
+        match &mut self.runs {
+            Runs::Done(_) => true,
+            Runs::Running(t) => t.done(),
+        }
+    }
+
+    /// The frames in the call.
+    pub fn frames(&self) -> usize {
+        self.first.2
+    }
+}
+
+/// Run `tensor`'s `total` regions through `model` in runs of at most `chunk`, each region's boxes
+/// (at or over `score`) into `found`, after the work queued on the CUDA stream `producer` (the
+/// preprocessing that wrote them; 0: none).
+fn run_regions(
+    model: &mut Model,
+    tensor: &TensorData,
+    (total, chunk, score): (usize, usize, f32),
+    producer: u64,
+    found: &mut [Vec<RawBox>],
+) -> Result<RunStats, String> {
+    // The model's CUDA stream waits for the preprocess kernel; the host does not.
+    model.sessions.after(producer).map_err(|e| e.to_string())?;
+    let mut sum = RunStats::default();
+    let mut start = 0;
+    while start < total {
+        let n = chunk.min(total - start);
+        let stats = model.run(tensor, start, n, score, &mut found[start..start + n])?;
+        sum.runs += 1;
+        sum.rows += stats.rows;
+        sum.non_finite += stats.non_finite;
+        sum.over_cap += stats.over_cap;
+        start += n;
+    }
+    Ok(sum)
 }
 
 impl Detector {
-    /// Load the model, read its input and outputs, and make the preprocess backend.
+    /// Load the model, read its input and outputs, make the preprocess backend, warm the model up
+    /// and, with `overlap-calls`, move it to a thread of its own.
     pub fn new(config: DetectConfig) -> Result<Self, DetectError> {
-        let model = Model::open(&config)?;
+        let mut model = Model::open(&config)?;
         let keep = class_filter(&config).map_err(|reason| DetectError::Model {
             path: config.model.display().to_string(),
             reason,
         })?;
-        let io = &model.io;
+        let io = model.io.clone();
         let mut pre = config.preprocess_config(io.size, io.layout, io.dtype);
         // On CUDA's execution provider the tiles' tensor stays on the GPU it runs on.
         pre.device_output = model.sessions.cuda() == i32::try_from(pre.device).ok()
             && io.dtype == DType::F32
             && config.backend != BackendKind::Cpu;
         let backend = create_backend(&pre)?;
-        let mut d = Detector {
+        warm_up(&mut model, &config)?;
+        let sizes = model.sessions.fixed_sizes();
+        let chunk = model.chunk(config.max_batch);
+        // By default only on CUDA: on the CPU the stage's own work takes its cores from the
+        // model's runs (BENCHMARKS.md, "The detector's calls overlapped").
+        let overlap = config
+            .overlap_calls
+            .unwrap_or(model.sessions.cuda().is_some());
+        let runner = if overlap {
+            let name = format!(
+                "detect-{}",
+                config
+                    .model
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+            );
+            // Linux keeps 15 bytes of a thread's name.
+            let name: String = name.chars().take(15).collect();
+            Runner::Thread(
+                Worker::spawn(name, move || model).map_err(|e| DetectError::Model {
+                    path: config.model.display().to_string(),
+                    reason: format!("a thread for the model's runs: {e}"),
+                })?,
+            )
+        } else {
+            Runner::Here(Box::new(model))
+        };
+        Ok(Detector {
             config,
-            model,
+            runner,
+            io,
+            sizes,
+            chunk,
             backend,
             names: Vec::new(),
             groups: Vec::new(),
@@ -129,19 +254,18 @@ impl Detector {
             pool: BatchPool::new(),
             found: Vec::new(),
             boxes: Vec::new(),
-        };
-        d.warm_up()?;
-        Ok(d)
+            last_call: Duration::ZERO,
+        })
     }
 
     /// The model input's (width, height).
     pub fn input_size(&self) -> (u32, u32) {
-        self.model.io.size
+        self.io.size
     }
 
     /// The decoder in use.
     pub fn decoder(&self) -> super::Decoder {
-        self.model.io.decoder
+        self.io.decoder
     }
 
     /// The preprocess backend's name.
@@ -151,27 +275,19 @@ impl Detector {
 
     /// The batch sizes the model runs at (on CUDA; empty where any size runs as it comes).
     pub fn batch_sizes(&self) -> Vec<usize> {
-        self.model.sessions.fixed_sizes()
+        self.sizes.clone()
     }
 
-    /// One run on a zero input, so that ONNX Runtime's first-run planning does not land on the
-    /// first frame's budget, and a model that cannot run fails at start-up. (Fixed batch sizes
-    /// were warmed when they were bound.)
-    fn warm_up(&mut self) -> Result<(), DetectError> {
-        let n = self.model.io.batch.unwrap_or(1);
-        let len = n * self.model.io.size.0 as usize * self.model.io.size.1 as usize * 3;
-        let zeros = match self.model.io.dtype {
-            DType::F32 => TensorData::F32(vec![0.0; len]),
-            DType::F16 => TensorData::F16(vec![0; len]),
-        };
-        let mut found = vec![Vec::new(); n];
-        self.model
-            .run(&zeros, 0, n, self.config.score, &mut found)
-            .map_err(|reason| DetectError::Model {
-                path: self.config.model.display().to_string(),
-                reason: format!("does not run on a zero input: {reason}"),
-            })?;
-        Ok(())
+    /// Whether the model's runs happen on a thread of its own (`overlap-calls`): a call started
+    /// runs while its caller goes on.
+    pub fn overlaps(&self) -> bool {
+        matches!(self.runner, Runner::Thread(_))
+    }
+
+    /// How long the last call completed took: its preprocessing, model runs and placing, one
+    /// after the other (what a call costs the frames in it, whatever ran beside it).
+    pub fn last_call(&self) -> Duration {
+        self.last_call
     }
 
     /// Find the boxes of `frame` and put them in its detections (replacing any there).
@@ -186,59 +302,99 @@ impl Detector {
         if frames.is_empty() {
             return Ok(frames);
         }
+        let call = self.start(frames)?;
+        self.complete(call)
+    }
+
+    /// Start a call on `frames` (at least one, of any streams): preprocess their regions and
+    /// hand them to the model, which runs them now (without `overlap-calls`) or on its thread after
+    /// the calls started before (with it: this returns without waiting for them).
+    pub fn start(&mut self, frames: Vec<Frame>) -> Result<Call, DetectError> {
         let regions: Vec<Vec<Rect>> = frames
             .iter()
             .map(|f| self.config.regions(f.layout.width, f.layout.height))
             .collect();
         let total: usize = regions.iter().map(Vec::len).sum();
-        let (first_stream, first_seq, count) = (frames[0].stream, frames[0].seq, frames.len());
+        let first = (
+            frames.first().map_or(0, |f| f.stream),
+            frames.first().map_or(0, |f| f.seq),
+            frames.len(),
+        );
         let t0 = Instant::now();
-        let input = self.model.io.size;
-        let mut batch = regions_batch(&self.pool, frames, &regions, input);
+        let mut batch = regions_batch(&self.pool, frames, &regions, self.io.size);
         self.backend.run(&mut batch)?;
-        if let Some(d) = batch.tensor.device() {
-            // The model's CUDA stream waits for the preprocess kernel; the host does not.
-            self.model.sessions.after(d.stream)?;
-        }
-        let t1 = Instant::now();
+        let producer = batch.tensor.device().map_or(0, |d| d.stream);
+        let preprocess = t0.elapsed();
+        let mut found = self.found.pop().unwrap_or_default();
+        found.resize_with(total, Vec::new);
+        found.iter_mut().for_each(Vec::clear);
+        let plan = (total, self.chunk, self.config.score);
+        let job = move |model: &mut Model| {
+            let t = Instant::now();
+            let result = run_regions(model, &batch.tensor.data, plan, producer, &mut found);
+            Ran {
+                batch,
+                found,
+                result,
+                time: t.elapsed(),
+            }
+        };
+        let runs = match &mut self.runner {
+            Runner::Here(model) => Runs::Done(job(model)),
+            Runner::Thread(worker) => Runs::Running(worker.submit(job)),
+        };
+        Ok(Call {
+            runs,
+            regions,
+            first,
+            preprocess,
+        })
+    }
+
+    /// Complete `call`: wait for its model runs if they are not over, place each region's boxes
+    /// in its frame, and give the frames back in the order they were given. A run that failed,
+    /// or the model's thread gone, is the call's error (naming its first frame).
+    pub fn complete(&mut self, call: Call) -> Result<Vec<Frame>, DetectError> {
+        let Call {
+            runs,
+            regions,
+            first: (stream, frame, count),
+            preprocess,
+        } = call;
         let path = self.config.model.display().to_string();
         let run_err = |reason: String| DetectError::Run {
             path: path.clone(),
-            stream: first_stream,
-            frame: first_seq,
-            more: count - 1,
+            stream,
+            frame,
+            more: count.saturating_sub(1),
             reason,
         };
-        self.found.resize_with(total, Vec::new);
-        self.found.iter_mut().for_each(Vec::clear);
-        let chunk = self.model.chunk(self.config.max_batch);
-        let mut start = 0;
-        while start < total {
-            let n = chunk.min(total - start);
-            let stats = self
-                .model
-                .run(
-                    &batch.tensor.data,
-                    start,
-                    n,
-                    self.config.score,
-                    &mut self.found[start..start + n],
-                )
-                .map_err(&run_err)?;
-            self.split.runs += 1;
-            self.split.rows += stats.rows as u64;
-            self.split.non_finite += stats.non_finite as u64;
-            self.split.over_cap += stats.over_cap;
-            start += n;
-        }
+        let ran = match (runs, &mut self.runner) {
+            (Runs::Done(ran), _) => ran,
+            (Runs::Running(ticket), Runner::Thread(worker)) => worker
+                .wait(ticket)
+                .map_err(|g| run_err(format!("the model's thread: {g}")))?,
+            (Runs::Running(_), Runner::Here(_)) => {
+                return Err(run_err("a call of another detector".into()))
+            }
+        };
+        let Ran {
+            mut batch,
+            found,
+            result,
+            time: infer,
+        } = ran;
+        let stats = result.map_err(run_err)?;
         let t2 = Instant::now();
         let mut frames = std::mem::take(&mut batch.frames);
+        // The runs are over: the regions' tensor goes back to its pool.
         drop(batch);
+        let input = self.io.size;
         let mut next = 0;
         for (frame, rs) in frames.iter_mut().zip(&regions) {
             let mut boxes = std::mem::take(&mut self.boxes);
             boxes.clear();
-            for (found, region) in self.found[next..next + rs.len()].iter().zip(rs) {
+            for (found, region) in found[next..next + rs.len()].iter().zip(rs) {
                 boxes.extend(found.iter().map(|b| RawBox {
                     b: tiles::to_frame(b.b, *region, input, self.config.fit),
                     ..*b
@@ -248,20 +404,27 @@ impl Detector {
             self.place(frame, &mut boxes);
             self.boxes = boxes;
         }
-        let t3 = Instant::now();
+        self.found.push(found);
+        let decode = t2.elapsed();
+        let total = next;
+        self.last_call = preprocess + infer + decode;
         let s = &mut self.split;
-        let per = |d: Duration| d / count as u32;
+        let per = |d: Duration| d / count.max(1) as u32;
         for _ in 0..count {
-            s.preprocess.push(per(t1 - t0));
-            s.infer.push(per(t2 - t1));
-            s.decode.push(per(t3 - t2));
-            s.total.push(per(t3 - t0));
+            s.preprocess.push(per(preprocess));
+            s.infer.push(per(infer));
+            s.decode.push(per(decode));
+            s.total.push(per(preprocess + infer + decode));
         }
         s.regions = regions.last().map_or(0, Vec::len);
         s.collections += 1;
         s.frames += count as u64;
         s.tiles += total as u64;
-        s.infer_time += t2 - t1;
+        s.runs += stats.runs as u64;
+        s.rows += stats.rows as u64;
+        s.non_finite += stats.non_finite as u64;
+        s.over_cap += stats.over_cap;
+        s.infer_time += infer;
         Ok(frames)
     }
 
@@ -332,6 +495,26 @@ impl Detector {
     pub fn report_line(&self, budget: Duration) -> Option<String> {
         self.report_section(budget).map(|s| s.to_string())
     }
+}
+
+/// One run of `model` on a zero input, so that ONNX Runtime's first-run planning does not land on
+/// the first frame's budget, and a model that cannot run fails at start-up. (Fixed batch sizes
+/// were warmed when they were bound.)
+fn warm_up(model: &mut Model, config: &DetectConfig) -> Result<(), DetectError> {
+    let n = model.io.batch.unwrap_or(1);
+    let len = n * model.io.size.0 as usize * model.io.size.1 as usize * 3;
+    let zeros = match model.io.dtype {
+        DType::F32 => TensorData::F32(vec![0.0; len]),
+        DType::F16 => TensorData::F16(vec![0; len]),
+    };
+    let mut found = vec![Vec::new(); n];
+    model
+        .run(&zeros, 0, n, config.score, &mut found)
+        .map_err(|reason| DetectError::Model {
+            path: config.model.display().to_string(),
+            reason: format!("does not run on a zero input: {reason}"),
+        })?;
+    Ok(())
 }
 
 /// A frame box `[x1, y1, x2, y2]` as whole pixels `[x, y, w, h]` inside a `fw`x`fh` frame (edges

@@ -23,7 +23,10 @@
 //! leave in their order. On CUDA the model runs at a few fixed batch sizes (`batch-sizes`), each
 //! with input and output buffers of its own, planned, warmed and (with `cuda-graph`) captured
 //! as a CUDA graph when the stage opens, on a thread of the model's own that runs every call
-//! after (replays); a call is padded to the next size.
+//! after (replays); a call is padded to the next size. With `overlap-calls` (by default on CUDA)
+//! the model runs on a thread of its own: while a call runs there, the stage collects and
+//! preprocesses the next call's frames and places the boxes of the call before (at most two calls
+//! out at once).
 //! `interval=N` detects every Nth frame of each stream; a `track` stage after it gives the frames
 //! between the boxes of its tracks, predicted (`"predicted": true` in the output).
 //!
@@ -62,7 +65,7 @@ use crate::preprocess::PreprocessError;
 pub use coco::COCO_LABELS;
 pub use config::{DetectConfig, DEFAULT_BATCH_SIZES, DETECT};
 pub use decode::{nms, Decoder, Output, Suppress};
-pub use detector::{region_batch, regions_batch, Detector};
+pub use detector::{region_batch, regions_batch, Call, Detector};
 pub use section::DetectSection;
 pub use tiles::{Fit, Rect};
 

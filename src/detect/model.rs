@@ -45,9 +45,11 @@ pub(super) struct Model {
     found: Vec<Vec<Peak>>,
 }
 
-/// What one run did, for the report.
+/// What one run (or a call's runs, summed) did, for the report.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct RunStats {
+    /// Model runs (1 for one run).
+    pub runs: usize,
     /// Rows the model ran (the regions and, at a fixed batch size, the padding).
     pub rows: usize,
     /// Output rows with a non-finite value, left out.
@@ -128,7 +130,10 @@ impl Model {
         let (w, h) = (io.size.0 as usize, io.size.1 as usize);
         let per = w * h * 3;
         let range = start * per..(start + n) * per;
-        let mut stats = RunStats::default();
+        let mut stats = RunStats {
+            runs: 1,
+            ..RunStats::default()
+        };
         if self.fixed() {
             let input = match tensor {
                 TensorData::F32(v) => FixedInput::Host(&v[range]),

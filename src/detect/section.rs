@@ -133,7 +133,7 @@ impl Detector {
         Some(DetectSection {
             regions: s.regions,
             backend: self.backend.name().to_string(),
-            decoder: self.model.io.decoder.name().to_string(),
+            decoder: self.io.decoder.name().to_string(),
             frames: s.total.count(),
             p50_ms: p50(&s.total),
             budget_percent: p50(&s.total) / (budget.as_secs_f64() * 1000.0).max(1e-9) * 100.0,

@@ -1,12 +1,16 @@
 //! The detect stage at run time: frames of every stream it serves are collected until their
 //! tiles fill one inference call (`max-batch`) or the first frame's wait ends (the batch stage's
-//! [`Window`]), then detected together; every stream's frames leave in their order.
+//! [`Window`]), then detected together; every stream's frames leave in their order. With
+//! `overlap-calls` (by default on CUDA) a call's model runs happen on the model's own thread: the
+//! stage starts a call (preprocessing its tiles) and completes the one before (placing its boxes)
+//! while the model runs, so that the model does not wait for the stage's own work between calls.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::detector::Call;
 use super::{DetectConfig, DetectError, Detector};
 use crate::batch::{Downstream, Window};
 use crate::budget::Tally;
@@ -21,15 +25,32 @@ struct Held {
     detect: bool,
 }
 
-/// The detect stage: the detector, the frames collected for its next call, and where its
-/// report line goes.
+/// A call started and not yet completed, with the frames left to the tracker that leave
+/// behind its frames of their streams.
+struct InFlight {
+    call: Call,
+    /// Each frame in the order it came: in the call (`true`) or in `passed`.
+    order: Vec<bool>,
+    passed: Vec<Frame>,
+    /// The streams of the frames in the call.
+    streams: Vec<u32>,
+    /// When it started.
+    started: Instant,
+}
+
+/// The detect stage: the detector, the frames collected for its next call, the call in flight,
+/// and where its report line goes.
 struct DetectStage {
     detector: Detector,
     window: Window,
     held: Vec<Held>,
     /// Tiles of the frames held.
     tiles: usize,
-    /// Running estimate (ns) of one call of the detector.
+    /// The call started last, until it is completed (with `overlap-calls`, while the next frames
+    /// are collected; without, it is completed as it starts).
+    in_flight: Option<InFlight>,
+    /// Running estimate (ns) of one call of the detector: its preprocessing, model runs and
+    /// placing.
     call_ns: u64,
     /// Running estimates of the time from the batch stage to the sink.
     downstream: Arc<Downstream>,
@@ -64,7 +85,9 @@ impl DetectStage {
         }
     }
 
-    /// Detect the frames held and hand them on, in the order they came.
+    /// Start the call of the frames held and complete the call before it (handing its frames
+    /// on): the model has the new call before the stage places the boxes of the old one, so it
+    /// runs while the stage does. Without `overlap-calls` the new call is completed at once.
     fn flush(&mut self, out: &mut Vec<Frame>) -> Result<(), Error> {
         if self.held.is_empty() {
             return Ok(());
@@ -74,34 +97,85 @@ impl DetectStage {
         let order: Vec<bool> = held.iter().map(|h| h.detect).collect();
         let (to_detect, passed): (Vec<Held>, Vec<Held>) = held.into_iter().partition(|h| h.detect);
         let frames: Vec<Frame> = to_detect.into_iter().map(|h| h.frame).collect();
-        let t = Instant::now();
-        let mut detected = if frames.is_empty() {
-            Vec::new().into_iter()
-        } else {
-            let frames = self.detector.detect_frames(frames)?;
-            let ns = t.elapsed().as_nanos() as u64;
-            self.call_ns = if self.call_ns == 0 {
-                ns
-            } else {
-                (self.call_ns * 7 + ns) / 8
-            };
-            frames.into_iter()
+        let passed: Vec<Frame> = passed.into_iter().map(|h| h.frame).collect();
+        if frames.is_empty() {
+            // Only frames left to the tracker (held behind a call's frames of their streams,
+            // which leave first).
+            self.complete(out)?;
+            out.extend(passed);
+            return Ok(());
+        }
+        let mut streams: Vec<u32> = frames.iter().map(|f| f.stream).collect();
+        streams.sort_unstable();
+        streams.dedup();
+        let started = Instant::now();
+        let call = self.detector.start(frames)?;
+        self.complete(out)?;
+        self.in_flight = Some(InFlight {
+            call,
+            order,
+            passed,
+            streams,
+            started,
+        });
+        if !self.detector.overlaps() {
+            self.complete(out)?;
+        }
+        Ok(())
+    }
+
+    /// Complete the call in flight, if any, and hand its frames on in the order they came.
+    fn complete(&mut self, out: &mut Vec<Frame>) -> Result<(), Error> {
+        let Some(flight) = self.in_flight.take() else {
+            return Ok(());
         };
-        let mut passed = passed.into_iter().map(|h| h.frame);
-        for detect in order {
+        let detected = self.detector.complete(flight.call)?;
+        let ns = self.detector.last_call().as_nanos() as u64;
+        self.call_ns = if self.call_ns == 0 {
+            ns
+        } else {
+            (self.call_ns * 7 + ns) / 8
+        };
+        let mut detected = detected.into_iter();
+        let mut passed = flight.passed.into_iter();
+        for detect in flight.order {
             let frame = if detect {
                 detected.next()
             } else {
                 passed.next()
             };
-            out.push(frame.expect("every frame held comes back"));
+            out.push(frame.expect("every frame of a call comes back"));
         }
         Ok(())
+    }
+
+    /// When the call in flight is expected to be over: its frames are handed on then, even if
+    /// no frame comes meanwhile.
+    fn call_ends(&self) -> Option<Instant> {
+        let flight = self.in_flight.as_ref()?;
+        Some(flight.started + Duration::from_nanos(self.call_ns))
+    }
+
+    /// When the frames held must go to the model so that the oldest can still make its budget
+    /// (the batch stage's rule). A call in flight does not move it: the new call waits for the
+    /// model behind it, and closing the collection sooner would only make it smaller.
+    fn collection_due(&self) -> Option<Instant> {
+        let oldest = self.held.first()?.frame.times.arrival;
+        let newest = self.held.last()?.frame.times.arrival;
+        let after = self.call_ns + self.downstream.batch_ns.load(Ordering::Relaxed);
+        Some(
+            self.window
+                .deadline(oldest, newest, Duration::from_nanos(after)),
+        )
     }
 }
 
 impl Stage<Frame, Frame> for DetectStage {
     fn process(&mut self, mut frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
+        // A call whose runs are over leaves now, not at the next call.
+        if self.in_flight.as_mut().is_some_and(|f| f.call.done()) {
+            self.complete(out)?;
+        }
         if self.gap_ns.is_some() || self.window.interval.is_some() {
             let now = frame.times.arrival;
             if let Some(last) = self.last_arrival.replace(now) {
@@ -115,12 +189,20 @@ impl Stage<Frame, Frame> for DetectStage {
             frame.detections.clear();
             frame.predicted = true;
             self.predicted += 1;
-            // Behind a held frame of its stream (its order), else on at once.
+            // Behind a frame of its stream held or in the call in flight (its order), else on
+            // at once.
             if self.held.iter().any(|h| h.frame.stream == frame.stream) {
                 self.held.push(Held {
                     frame,
                     detect: false,
                 });
+            } else if let Some(flight) = self
+                .in_flight
+                .as_mut()
+                .filter(|f| f.streams.contains(&frame.stream))
+            {
+                flight.order.push(false);
+                flight.passed.push(frame);
             } else {
                 out.push(frame);
             }
@@ -146,21 +228,27 @@ impl Stage<Frame, Frame> for DetectStage {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        let oldest = self.held.first()?.frame.times.arrival;
-        let newest = self.held.last()?.frame.times.arrival;
-        let after = self.call_ns + self.downstream.batch_ns.load(Ordering::Relaxed);
-        Some(
-            self.window
-                .deadline(oldest, newest, Duration::from_nanos(after)),
-        )
+        match (self.collection_due(), self.call_ends()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn timeout(&mut self, out: &mut Vec<Frame>) -> Result<(), Error> {
-        self.flush(out)
+        let now = Instant::now();
+        if self.collection_due().is_some_and(|d| d <= now) {
+            // Starts the collection's call, and completes the one before.
+            self.flush(out)?;
+        }
+        if self.call_ends().is_some_and(|d| d <= now) {
+            self.complete(out)?;
+        }
+        Ok(())
     }
 
     fn finish(&mut self, out: &mut Vec<Frame>) -> Result<(), Error> {
         self.flush(out)?;
+        self.complete(out)?;
         if let Some(mut section) = self.detector.report_section(self.budget) {
             section.predicted_frames = self.predicted;
             self.tally.with(|t| t.add_section(&section));
@@ -194,12 +282,17 @@ impl Element for DetectConfig {
         let (max_batch, max_wait, interval) = (self.max_batch, self.max_wait, self.interval);
         let detector = Detector::new(*self)?;
         tracing::info!(
-            "detect: {}x{} input, {} decoder, {} preprocessing, batch sizes {:?}",
-            detector.model.io.size.0,
-            detector.model.io.size.1,
-            detector.model.io.decoder.name(),
+            "detect: {}x{} input, {} decoder, {} preprocessing, batch sizes {:?}, model runs {}",
+            detector.io.size.0,
+            detector.io.size.1,
+            detector.io.decoder.name(),
             detector.backend.name(),
             detector.batch_sizes(),
+            if detector.overlaps() {
+                "on a thread of its own (overlap-calls)"
+            } else {
+                "on the stage's thread"
+            },
         );
         Ok(Running::Frames(Box::new(DetectStage {
             detector,
@@ -212,6 +305,7 @@ impl Element for DetectConfig {
             },
             held: Vec::new(),
             tiles: 0,
+            in_flight: None,
             call_ns: 0,
             downstream: ctx.downstream.clone(),
             gap_ns: None,

@@ -20,7 +20,8 @@ mod fixed;
 mod worker;
 
 pub use fixed::{FixedInput, FixedOutput};
-use worker::{Gone, Worker};
+use worker::Gone;
+pub(crate) use worker::{Ticket, Worker};
 
 /// Environment variable naming the ONNX Runtime library.
 pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";

@@ -1,5 +1,6 @@
-//! A thread of a model's own that runs every job sent to it, one at a time, on state that never
-//! leaves it, while the sender waits for each job's result.
+//! A thread of a model's own that runs every job sent to it, one at a time and in order, on state
+//! that never leaves it; the sender waits for each job's result ([`Worker::run`]), or queues a job
+//! and takes its result later ([`Worker::submit`], [`Worker::wait`]) to work meanwhile.
 //!
 //! ONNX Runtime's CUDA execution provider keeps a session's CUDA graph per thread and captures it
 //! in the global capture mode (every other thread's CUDA calls during a capture break it). With
@@ -18,6 +19,30 @@ type Job<S> = Box<dyn FnOnce(&mut S) + Send>;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct Gone(pub String);
+
+/// A job queued by [`Worker::submit`]: its result, once [`Worker::wait`] takes it.
+pub(crate) struct Ticket<R> {
+    rx: mpsc::Receiver<R>,
+    /// The result, when [`Ticket::done`] found it already there.
+    ready: Option<R>,
+}
+
+impl<R> Ticket<R> {
+    /// Whether [`Worker::wait`] would return at once: the job has run (or its thread is gone).
+    pub fn done(&mut self) -> bool {
+        if self.ready.is_some() {
+            return true;
+        }
+        match self.rx.try_recv() {
+            Ok(r) => {
+                self.ready = Some(r);
+                true
+            }
+            Err(mpsc::TryRecvError::Empty) => false,
+            Err(mpsc::TryRecvError::Disconnected) => true,
+        }
+    }
+}
 
 /// A thread that owns a state `S` (made on the thread, never sent: it need not be `Send`) and
 /// runs the jobs [`Worker::run`] sends it in order. Dropping the worker ends the thread after its
@@ -57,22 +82,43 @@ impl<S: 'static> Worker<S> {
         &mut self,
         job: impl FnOnce(&mut S) -> R + Send + 'static,
     ) -> Result<R, Gone> {
+        let ticket = self.submit(job);
+        self.wait(ticket)
+    }
+
+    /// Queue `job` to run on the worker's thread after the jobs queued before it, without
+    /// waiting: its result comes from [`Worker::wait`] on the ticket. A ticket dropped unwaited
+    /// leaves its job to run (its result is dropped).
+    pub fn submit<R: Send + 'static>(
+        &mut self,
+        job: impl FnOnce(&mut S) -> R + Send + 'static,
+    ) -> Ticket<R> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let job: Job<S> = Box::new(move |state: &mut S| {
+            // The receiver is gone when its ticket was dropped unwaited: the result goes too.
+            let _ = tx.send(job(state));
+        });
+        // A closed channel (the thread is gone) drops the job, and with it the reply's sender:
+        // the ticket's wait then says why.
+        if let Some(jobs) = &self.jobs {
+            let _ = jobs.send(job);
+        }
+        Ticket { rx, ready: None }
+    }
+
+    /// The result of `ticket`'s job, waiting for it if it has not run yet; an error when the
+    /// thread is gone (as [`Worker::run`]).
+    pub fn wait<R>(&mut self, mut ticket: Ticket<R>) -> Result<R, Gone> {
+        if let Some(r) = ticket.ready.take() {
+            return Ok(r);
+        }
         if let Some(why) = &self.gone {
             return Err(Gone(why.clone()));
         }
-        let (tx, rx) = mpsc::sync_channel(1);
-        let job: Job<S> = Box::new(move |state: &mut S| {
-            // The receiver may be gone only if the sender stopped waiting, which it does not.
-            let _ = tx.send(job(state));
-        });
-        let sent = self.jobs.as_ref().map(|jobs| jobs.send(job).is_ok());
         // The result, or the closed channel of a job dropped without running to its end: the
         // thread panicked in it or before it (the reply's sender is dropped as the job unwinds
         // or is dropped unrun, after everything the job held).
-        match (sent, rx.recv()) {
-            (Some(true), Ok(r)) => Ok(r),
-            _ => Err(Gone(self.ended())),
-        }
+        ticket.rx.recv().map_err(|_| Gone(self.ended()))
     }
 
     /// The thread has ended or is ending: wait for it and say why.
@@ -158,6 +204,45 @@ mod tests {
         let mut w = Worker::spawn("test-worker".into(), || -> u32 { panic!("no device") }).unwrap();
         let err = w.run(|s: &mut u32| *s).unwrap_err();
         assert_eq!(err.0, "its thread panicked: no device");
+    }
+
+    #[test]
+    fn submitted_jobs_run_in_order_while_the_caller_goes_on() {
+        let mut w = Worker::spawn("test-worker".into(), Vec::<usize>::new).unwrap();
+        let (go, gate) = mpsc::channel::<()>();
+        // The first job waits for the caller: the caller is not waiting for it.
+        let first = w.submit(move |v: &mut Vec<usize>| {
+            gate.recv().unwrap();
+            v.push(1);
+            v.len()
+        });
+        let mut second = w.submit(|v: &mut Vec<usize>| {
+            v.push(2);
+            v.len()
+        });
+        assert!(!second.done(), "queued behind the first");
+        go.send(()).unwrap();
+        assert_eq!(w.wait(first).unwrap(), 1);
+        assert_eq!(w.wait(second).unwrap(), 2);
+        // A ticket dropped unwaited: its job still runs, in its turn.
+        drop(w.submit(|v: &mut Vec<usize>| v.push(3)));
+        assert_eq!(w.run(|v: &mut Vec<usize>| v.clone()).unwrap(), [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_submitted_job_that_panics_is_an_error_at_its_wait() {
+        let mut w = Worker::spawn("test-worker".into(), || 7u32).unwrap();
+        let mut bad = w.submit(|_: &mut u32| -> u32 { panic!("bad call") });
+        let after = w.submit(|s: &mut u32| *s);
+        // Done (failed) without a wait that hangs.
+        while !bad.done() {
+            std::thread::yield_now();
+        }
+        assert_eq!(w.wait(bad).unwrap_err().0, "its thread panicked: bad call");
+        assert_eq!(
+            w.wait(after).unwrap_err().0,
+            "its thread panicked: bad call"
+        );
     }
 
     /// Counts its drops, and on which thread they happen.

@@ -412,6 +412,68 @@ fn bad_models_and_settings_are_named() {
     );
 }
 
+/// A model that runs one image but fails in ONNX Runtime on more (`det-batch1-only.onnx`): run
+/// an image a call it finds every frame's boxes; with two frames a call, the first call fails
+/// and the run ends with its error, naming the call's first frame and ONNX Runtime's reason,
+/// nothing handed on. Two streams share the stage so that with `overlap-calls=true` the next
+/// call is already on the model's thread when the failed one is completed: the run still ends,
+/// and in time (no hang).
+#[test]
+fn a_failing_call_is_the_stage_error() {
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("detect-failing-call");
+    let m = model("det-batch1-only.onnx");
+    let (objects, _) = run(
+        &format!(
+            "{} ! detect model={} ep=cpu max-batch=1",
+            testsrc(320, 320),
+            m.display()
+        ),
+        &dir,
+    );
+    for frame in 0..2 {
+        assert_eq!(frame_boxes(&objects, frame).len(), 2, "frame {frame}");
+    }
+    for overlap in [true, false] {
+        let src = "testsrc width=320 height=320 num-buffers=6";
+        let text = format!(
+            "{src} ! det.  {src} ! det.  detect name=det model={} ep=cpu max-batch=2 \
+             max-wait-ms=100000 overlap-calls={overlap} ! jsonl overwrite=true location={}",
+            m.display(),
+            dir.join("o.jsonl").display()
+        );
+        let mut pipeline = Pipeline::from_description(&text, &HashMap::new())
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        let results = pipeline.results(1000);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // The receiver gone: the test already failed on its wait.
+            let _ = tx.send(pipeline.run());
+        });
+        let outcome = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("overlap-calls={overlap}: the run did not end"));
+        let e = outcome
+            .error
+            .unwrap_or_else(|| panic!("overlap-calls={overlap}: no error"))
+            .to_string();
+        for w in [
+            &m.display().to_string(),
+            "inference failed on stream ",
+            " frame 0 and 1 more frames run with it",
+            "cannot be reshaped",
+        ] {
+            assert!(
+                e.contains(w),
+                "overlap-calls={overlap}: expected {w:?} in: {e}"
+            );
+        }
+        assert_eq!(results.try_iter().count(), 0, "overlap-calls={overlap}");
+    }
+}
+
 /// `pipelines/visdrone-detect.pipe` on the shared clip with the shared COCO CenterNet (12 tiles of
 /// 640x640, overlap 0.15, score >= 0.3), scored against the ground truth at IoU >= 0.5: the
 /// reference (shared/data/README.md) finds 0.61 of the vehicles and 0.27 of the people.

@@ -127,6 +127,18 @@ fn rows(objects: &[Object]) -> Vec<Row> {
 
 const DETECT: &str = "labels=coco scale=1 tiles=960x960 overlap=0.15 score=0.3 iou=0.5 ios=0.85";
 
+/// Model calls from the report's detect line.
+fn calls(report: &str) -> u64 {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("detect:"))
+        .unwrap_or_else(|| panic!("{report}"));
+    let head = &line[..line
+        .find(" model calls of ")
+        .unwrap_or_else(|| panic!("{line}"))];
+    head.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
 #[test]
 fn streams_sharing_a_detector_get_the_boxes_each_gets_alone() {
     let dir = common::temp_dir("shared-detect");
@@ -141,35 +153,43 @@ fn streams_sharing_a_detector_get_the_boxes_each_gets_alone() {
         images(&dir, "c", &data.join("visdrone/val-frames/images"), 5),
     ];
     let detect = format!("detect model={} {DETECT} ep=cpu", model.display());
-    let alone = alone(&folders, &detect, &dir);
-    // One call for as many frames as 40 tiles hold; no deadline, so calls are full.
-    let text = format!(
-        "images location={} ! det.  images location={} ! det.  images location={} \
-         ! {detect} name=det max-batch=40 max-wait-ms=100000",
-        folders[0].display(),
-        folders[1].display(),
-        folders[2].display()
-    );
-    let (objects, report) = run(&text, &dir.join("shared"));
-    let mut shared = rows(&objects);
+    // Alone, every step of a call on the stage's thread (the stage before calls overlapped).
+    let alone = alone(&folders, &format!("{detect} overlap-calls=false"), &dir);
     assert!(!alone.is_empty());
-    shared.sort_by_key(|r| (r.0, r.1));
-    // Each stream's boxes, in order: the same boxes, classes and scores.
-    assert_eq!(shared.len(), alone.len(), "{report}");
-    assert_eq!(shared, alone, "{report}");
-    // Frames of several streams shared the model's calls.
-    assert!(frames_per_call(&report) > 2.0, "{report}");
-    // Every stream's frames left in their order.
-    for s in 0..3 {
-        let frames: Vec<u64> = objects
-            .iter()
-            .filter(|o| o.stream == s)
-            .map(|o| o.frame)
-            .collect();
-        assert!(
-            frames.windows(2).all(|w| w[0] <= w[1]),
-            "stream {s}: {frames:?}"
+    // One call for as many frames as 24 tiles hold (51 tiles in all: 3 calls); no deadline, so
+    // calls are full. With `overlap-calls=true` (the default on CUDA, set here on the CPU) each
+    // call is on the model's thread while the stage preprocesses the next and places the boxes
+    // of the one before; without, one after the other.
+    for overlap in [true, false] {
+        let text = format!(
+            "images location={} ! det.  images location={} ! det.  images location={} \
+             ! {detect} name=det max-batch=24 max-wait-ms=100000 overlap-calls={overlap}",
+            folders[0].display(),
+            folders[1].display(),
+            folders[2].display()
         );
+        let (objects, report) = run(&text, &dir.join(format!("shared-{overlap}")));
+        let mut shared = rows(&objects);
+        shared.sort_by_key(|r| (r.0, r.1));
+        // Each stream's boxes, in order: the same boxes, classes and scores.
+        assert_eq!(shared.len(), alone.len(), "{report}");
+        assert_eq!(shared, alone, "{report}");
+        // Frames of several streams shared the model's calls, and there were several calls (a
+        // call was started while the one before was on the model's thread).
+        assert!(frames_per_call(&report) > 2.0, "{report}");
+        assert!(calls(&report) >= 3, "{report}");
+        // Every stream's frames left in their order.
+        for s in 0..3 {
+            let frames: Vec<u64> = objects
+                .iter()
+                .filter(|o| o.stream == s)
+                .map(|o| o.frame)
+                .collect();
+            assert!(
+                frames.windows(2).all(|w| w[0] <= w[1]),
+                "stream {s}: {frames:?}"
+            );
+        }
     }
 }
 
@@ -349,6 +369,64 @@ fn an_interval_leaves_frames_to_the_tracker() {
         line.contains("\"predicted\":true"),
         "the JSONL marks predicted boxes"
     );
+}
+
+/// `interval=2` on two streams sharing the stage, a frame a call: a frame left to the tracker
+/// comes while its stream's frame before is on the model's thread (with `overlap-calls`), and
+/// leaves behind it. Every stream's frames leave in their order, and the boxes (detected and
+/// predicted) are those of the stage that runs each call on its own thread one after the other.
+#[test]
+fn an_interval_keeps_each_streams_order_with_calls_in_flight() {
+    let dir = common::temp_dir("detect-interval-shared");
+    let Some(model) = heads_model(&dir) else {
+        return;
+    };
+    let data = common::shared_data().unwrap();
+    let a = images(&dir, "a", &data.join("visdrone/clip-9999999/images"), 5);
+    let b = images(&dir, "b", &data.join("visdrone/val-frames/images"), 4);
+    let out = |overlap: bool| {
+        let text = format!(
+            "images location={} ! det.  images location={} ! det.  detect name=det model={} \
+             {DETECT} ep=cpu interval=2 max-batch=1 overlap-calls={overlap} ! track min-hits=1",
+            a.display(),
+            b.display(),
+            model.display()
+        );
+        run(&text, &dir.join(format!("run-{overlap}")))
+    };
+    let (with, report) = out(true);
+    let (without, _) = out(false);
+    assert!(
+        report.contains("4 frames left to the tracker (interval=2)"),
+        "{report}"
+    );
+    // (stream, frame, box, predicted), in the order they left.
+    let keyed = |objects: &[Object]| -> Vec<(u32, u64, [u32; 4], bool)> {
+        objects
+            .iter()
+            .map(|o| (o.stream, o.frame, o.bbox, o.predicted))
+            .collect()
+    };
+    let (mut got, mut want) = (keyed(&with), keyed(&without));
+    for s in 0..2 {
+        let frames: Vec<u64> = got.iter().filter(|o| o.0 == s).map(|o| o.1).collect();
+        assert!(
+            frames.windows(2).all(|w| w[0] <= w[1]),
+            "stream {s}: {frames:?}"
+        );
+        // Odd frames predicted, even ones detected.
+        assert!(got
+            .iter()
+            .filter(|o| o.0 == s)
+            .all(|o| o.3 == (o.1 % 2 == 1)));
+        assert!(
+            got.iter().any(|o| o.0 == s && o.3),
+            "stream {s}: predictions"
+        );
+    }
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want, "{report}");
 }
 
 /// On a GPU with ONNX Runtime's CUDA build: the heads model on CUDA (fixed batch sizes, CUDA
