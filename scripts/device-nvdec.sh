@@ -18,6 +18,9 @@ if [ "${1:-run}" = stage ]; then
     target=${CARGO_TARGET_DIR:-target}
     bin=$(ls -t "$target"/release/deps/sources-* | grep -v '\.d$' | head -1)
     strip -o $D/nvdec "$bin"
+    # The `sources` test binary links the RTSP server of tests/sources/live.rs, which the packed
+    # GStreamer lacks.
+    mkdir -p $D/lib && for l in libgstrtspserver-1.0.so.0 libgstrtsp-1.0.so.0 libgstsdp-1.0.so.0; do cp -L /usr/lib/x86_64-linux-gnu/$l $D/lib/; done
     du -sh $D
     exit 0
 fi
@@ -25,6 +28,7 @@ OUT=${OUT:-/tmp/octopipe-out}
 mkdir -p "$OUT"
 tar -C /tmp -xJf $D/gst.tar.xz
 . /tmp/gst/env.sh
+export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$PWD/$D/lib"
 export OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels RUST_BACKTRACE=1
 tests="nvdec::nvdec_tensors_equal_cpu_decoding_through_the_cuda_kernel nvdec::nvdec_frames_are_device_frames_and_the_pool_does_not_grow nvdec::cpu_decoded_frames_are_page_locked_and_the_gpu_gathers_their_crops"
 {

@@ -32,19 +32,26 @@ stage)
     bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/preprocess-* | grep -v '\.d$' | head -1)
     strip -o .device/run/cuda "$bin"
     bin=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/sources-* | grep -v '\.d$' | head -1)
-    strip -o .device/run/nvdec "$bin"
+    strip -o .device/p1/nvdec "$bin"
+    # The `sources` test binary links the RTSP server of tests/sources/live.rs, which the packed
+    # GStreamer lacks.
+    mkdir -p .device/p1/lib && for l in libgstrtspserver-1.0.so.0 libgstrtsp-1.0.so.0 libgstsdp-1.0.so.0; do cp -L /usr/lib/x86_64-linux-gnu/$l .device/p1/lib/; done
     data=${OCTOPIPE_DATA:-../shared/data}
     cp -r "$data/visdrone/clip-9999999" .device/run/data/visdrone/
     cp "$data/models/visdrone-crops-64.onnx" "$data/models/coco-centernet-512.onnx" .device/run/data/models/
     du -sh .device/p1 .device/p2 .device/run
     ;;
-part1) mkdir -p /tmp/parts && cp .device/p1/part.* /tmp/parts/ && tar -C /tmp -xJf .device/p1/gst.tar.xz ;;
+part1)
+    mkdir -p /tmp/parts && cp .device/p1/part.* /tmp/parts/ && tar -C /tmp -xJf .device/p1/gst.tar.xz
+    cp .device/p1/nvdec /tmp/nvdec && cp -r .device/p1/lib /tmp/nvdec-lib
+    ;;
 part2) cp .device/p2/part.* /tmp/parts/ && cp .device/p2/octopipe /tmp/octopipe ;;
 run)
     cp .device/run/part.* /tmp/parts/
     eval "$(python3 .device/run/pack-ort-cuda.py /tmp/ort --unpack /tmp/parts)"
     export OCTOPIPE_DATA=$PWD/.device/run/data OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels
     . /tmp/gst/env.sh
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/tmp/nvdec-lib"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     date -u
     if [ -n "${CMD:-}" ]; then
@@ -54,8 +61,8 @@ run)
     tests="cuda::classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu cuda::detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu"
     .device/run/cuda --nocapture --exact $tests
     pipeline=nvdec::nvdec_and_the_cuda_ep_label_the_clip_as_the_cpu_pipeline
-    .device/run/nvdec --nocapture --exact $pipeline
+    /tmp/nvdec --nocapture --exact $pipeline
     compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 .device/run/cuda --exact $tests 2>&1 | tail -3
-    compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 .device/run/nvdec --exact $pipeline 2>&1 | tail -3
+    compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 /tmp/nvdec --exact $pipeline 2>&1 | tail -3
     ;;
 esac
