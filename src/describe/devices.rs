@@ -152,12 +152,12 @@ fn expand(
         .position(|c| c[0].chain == batch.chain)
         .expect("the batch stage is in a chain");
     let split = at - chains[..home].iter().map(Vec::len).sum::<usize>();
+    chains[home][split].props.retain(|p| p.key != DEVICES);
     if devices.is_empty() {
         tracing::info!(
             "{}: batch devices=all: no CUDA GPU here, so the pipeline runs as one chain",
             desc.origin
         );
-        chains[home][split].props.retain(|p| p.key != DEVICES);
         return Ok(join(desc, chains));
     }
     let mut taken: HashSet<String> = desc
@@ -166,7 +166,6 @@ fn expand(
         .flat_map(|s| s.props.iter().filter(|p| p.key == "name"))
         .map(|p| p.value.clone())
         .collect();
-    chains[home][split].props.retain(|p| p.key != DEVICES);
     // Streams meeting in a detector before the batch stage (`... ! det.`) are spread at the
     // detector: each GPU gets its own copy of it and of every stage after it.
     let split = shared_detector(&chains, home, split, registry).unwrap_or(split);

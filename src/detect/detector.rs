@@ -186,11 +186,7 @@ fn run_regions(
     let mut start = 0;
     while start < total {
         let n = chunk.min(total - start);
-        let stats = model.run(tensor, start, n, score, &mut found[start..start + n])?;
-        sum.runs += 1;
-        sum.rows += stats.rows;
-        sum.non_finite += stats.non_finite;
-        sum.over_cap += stats.over_cap;
+        sum += model.run(tensor, start, n, score, &mut found[start..start + n])?;
         start += n;
     }
     Ok(sum)

@@ -58,6 +58,15 @@ pub(super) struct RunStats {
     pub over_cap: u64,
 }
 
+impl std::ops::AddAssign for RunStats {
+    fn add_assign(&mut self, other: RunStats) {
+        self.runs += other.runs;
+        self.rows += other.rows;
+        self.non_finite += other.non_finite;
+        self.over_cap += other.over_cap;
+    }
+}
+
 impl Model {
     /// Load `config.model`, read its input and outputs and, on CUDA with a float32 input, bind
     /// the fixed batch sizes (`config.batch_sizes`, or 1 for a model of batch 1), each warmed up
