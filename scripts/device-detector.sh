@@ -16,8 +16,10 @@
 # onnx, numpy and onnxruntime; onnxconverter-common travels as a wheel): the dynamic-batch
 # end-to-end model (../shared/tools/centernet-dynamic-batch.py) and the heads models of
 # scripts/make_centernet_heads.py, FP32, FP16, FP16 with its hard-swishes fused, and that with its
-# biases out of cuDNN's cudnnAddTensor (the fastest on an H100 with prefer-nhwc=true:
-# /tmp/data/models/centernet-heads{,-fp16,-fp16-hardswish,-fp16-hardswish-foldall}.onnx).
+# biases out of cuDNN's cudnnAddTensor (with prefer-nhwc=true on an H100:
+# /tmp/data/models/centernet-heads{,-fp16,-fp16-hardswish,-fp16-hardswish-foldall}.onnx), that
+# with its score map as logits (-fp16-foldall-logits), and that with float16 input, heads and
+# upsampling too (-f16io, $OCTOPIPE_CENTERNET_HEADS_F16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-run}" in
@@ -64,7 +66,12 @@ run)
             $M/coco-centernet-512.onnx $M/centernet-heads-fp16-hardswish.onnx 2>&1 | grep -v -i warn
         PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 --fuse hardswish --bias-fold \
             $M/coco-centernet-512.onnx $M/centernet-heads-fp16-hardswish-foldall.onnx --bias-sub all 2>&1 | grep -v -i warn
+        PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 --fuse hardswish --bias-fold --bias-sub all \
+            --logits $M/coco-centernet-512.onnx $M/centernet-heads-fp16-foldall-logits.onnx 2>&1 | grep -v -i warn
+        PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 --io fp16 --resize-fp16 --fuse hardswish \
+            --bias-fold --bias-sub all --logits $M/coco-centernet-512.onnx $M/centernet-heads-f16io.onnx 2>&1 | grep -v -i warn
     fi
+    export OCTOPIPE_CENTERNET_HEADS_F16=$M/centernet-heads-f16io.onnx
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     date -u
     eval "${CMD:-true}"

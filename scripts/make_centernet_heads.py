@@ -31,7 +31,15 @@ added at all where it need not be: the sum after the block's Add is kept short o
 residual Adds pass the shortfall on, and each 1x1 convolution reading such a sum (no padding, so
 exactly) takes W times the shortfall into its own bias; any other reader gets the sum made whole by
 one Sub.
-    python3 scripts/make_centernet_heads.py ../shared/data/models/coco-centernet-512.onnx OUT.onnx [--fp16] [--fuse hardswish|hardsigmoid] [--bias-fold] [--bias-sub [all]]
+
+With --logits the score map is the heads' logits (the sigmoid before it left out: one pass over
+80 maps of 128 x 128 per tile less); the model says so in its metadata (`octopipe.scores` =
+`logits`), and octopipe compares the logits with the score threshold's logit and takes the sigmoid
+of the peaks alone. With --fp16 --io fp16 the input and both heads are float16 too (no Cast
+nodes at the ends: octopipe preprocesses into float16 and reads float16 heads); with --fp16
+--resize-fp16 the three bilinear upsamplings of the head run in float16 too (the converter keeps
+them in float32 by default, with a Cast before and after each).
+    python3 scripts/make_centernet_heads.py ../shared/data/models/coco-centernet-512.onnx OUT.onnx [--fp16 [--io fp16] [--resize-fp16]] [--fuse hardswish|hardsigmoid] [--bias-fold] [--bias-sub [all]] [--logits]
 
 Needs onnx and numpy (and onnxconverter-common for --fp16).
 """
@@ -48,6 +56,9 @@ a.add_argument("--fp16", action="store_true")
 a.add_argument("--fuse", choices=["hardswish", "hardsigmoid"])
 a.add_argument("--bias-fold", action="store_true")
 a.add_argument("--bias-sub", nargs="?", const="unfused", choices=["unfused", "all"])
+a.add_argument("--logits", action="store_true")
+a.add_argument("--io", choices=["fp32", "fp16"], default="fp32")
+a.add_argument("--resize-fp16", action="store_true")
 args = a.parse_args()
 
 
@@ -238,10 +249,17 @@ for n in g.node:
                 g.initializer.append(t)
                 init[name] = t
             n.input[1] = name
-# The two heads, renamed, as the only outputs; the decode after them is left out.
+# The two heads, renamed, as the only outputs; the decode after them is left out. With --logits
+# the score head is the sigmoid's input.
+heat = "tower_0/Sigmoid:0"
+if args.logits:
+    sig = next(n for n in g.node if heat in n.output)
+    if sig.op_type != "Sigmoid":
+        raise SystemExit(f"{args.src}: {heat} is made by {sig.op_type}, not a Sigmoid")
+    heat = sig.input[0]
 for n in g.node:
-    n.output[:] = [{"tower_0/Sigmoid:0": "heatmap", "tower_0/mul:0": "wh"}.get(o, o) for o in n.output]
-    n.input[:] = [{"tower_0/Sigmoid:0": "heatmap", "tower_0/mul:0": "wh"}.get(i, i) for i in n.input]
+    n.output[:] = [{heat: "heatmap", "tower_0/mul:0": "wh"}.get(o, o) for o in n.output]
+    n.input[:] = [{heat: "heatmap", "tower_0/mul:0": "wh"}.get(i, i) for i in n.input]
 del g.output[:]
 g.output.extend([
     helper.make_tensor_value_info("heatmap", onnx.TensorProto.FLOAT, ["batch", 80, 128, 128]),
@@ -260,10 +278,25 @@ if args.bias_fold:
     fused += f", {folded} residual biases deferred ({whole} sums made whole by a Sub)"
 if args.bias_sub:
     fused += f", {bias_sub(m, args.bias_sub == 'all')} biases as Sub"
+if (args.io == "fp16" or args.resize_fp16) and not args.fp16:
+    raise SystemExit("--io fp16 and --resize-fp16 go with --fp16")
 if args.fp16:
     from onnxconverter_common import float16
 
-    m = float16.convert_float_to_float16(m, keep_io_types=True)
+    block = [op for op in float16.DEFAULT_OP_BLOCK_LIST if not (args.resize_fp16 and op == "Resize")]
+    m = float16.convert_float_to_float16(m, keep_io_types=args.io == "fp32", op_block_list=block)
+    if args.resize_fp16:
+        # Resize's roi and scales stay float32 whatever the data's type.
+        resize_in = {i for n in m.graph.node if n.op_type == "Resize" for i in n.input[1:3]}
+        for t in m.graph.initializer:
+            if t.name in resize_in and t.data_type == onnx.TensorProto.FLOAT16:
+                t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
+        fused += ", upsampling in float16"
+    if args.io == "fp16":
+        fused += ", float16 input and heads"
+if args.logits:
+    m.metadata_props.append(onnx.StringStringEntryProto(key="octopipe.scores", value="logits"))
+    fused += ", scores as logits"
 onnx.checker.check_model(m)
 onnx.save(m, args.dst)
 print(f"{args.dst}: {len(m.graph.node)} nodes, outputs heatmap and wh, free batch"

@@ -84,12 +84,12 @@ enum Input {
 }
 
 /// The model's input: name and per-item shape (the batch dimension left out).
-fn input_shape(session: &Session) -> Result<(String, Vec<usize>, bool), BenchError> {
+fn input_shape(session: &Session) -> Result<(String, Vec<usize>, bool, bool), BenchError> {
     let input = session
         .inputs()
         .first()
         .ok_or_else(|| BenchError::Options("the model has no inputs".into()))?;
-    let ValueType::Tensor { shape, .. } = input.dtype() else {
+    let ValueType::Tensor { shape, ty, .. } = input.dtype() else {
         return Err(BenchError::Options(
             "the model's input is not a tensor".into(),
         ));
@@ -104,6 +104,7 @@ fn input_shape(session: &Session) -> Result<(String, Vec<usize>, bool), BenchErr
         input.name().to_string(),
         dims[1..].iter().map(|&d| d as usize).collect(),
         dims[0] > 0,
+        *ty == ort::value::TensorElementType::Float16,
     ))
 }
 
@@ -158,7 +159,7 @@ fn infer_one(
             .map_err(|e| BenchError::Options(e.to_string()))?;
         let on_cuda = sessions.cuda().is_some();
         let tname = if on_cuda { tuning.name.as_str() } else { "-" };
-        let (name, item, fixed) = input_shape(sessions.first())?;
+        let (name, item, fixed, half) = input_shape(sessions.first())?;
         let per: usize = item.iter().product();
         let label = if on_cuda { "cuda" } else { "cpu" };
         let inputs: &[Input] = if on_cuda {
@@ -173,7 +174,7 @@ fn infer_one(
             .map(|_| (rng.below(2001) as f32 - 1000.0) / 1000.0)
             .collect();
         let device = if on_cuda {
-            Some(DeviceBuf::new(&host)?)
+            Some(DeviceBuf::new(&host, half)?)
         } else {
             None
         };
@@ -377,21 +378,29 @@ fn run(
 /// The input's values in device memory (device 0).
 struct DeviceBuf {
     ptr: u64,
-    _buf: cudarc::driver::CudaSlice<f32>,
+    _buf: Box<dyn std::any::Any>,
 }
 
 impl DeviceBuf {
-    fn new(host: &[f32]) -> Result<Self, BenchError> {
-        let ctx = cudarc::driver::CudaContext::new(0)
-            .map_err(crate::preprocess::cuda::CudaError::from)?;
+    /// `host` in device memory, as f16 values with `half` (a float16 model input).
+    fn new(host: &[f32], half: bool) -> Result<Self, BenchError> {
+        use crate::preprocess::cuda::CudaError;
+        let ctx = cudarc::driver::CudaContext::new(0).map_err(CudaError::from)?;
         let stream = ctx.default_stream();
-        let buf = stream
-            .clone_htod(host)
-            .map_err(crate::preprocess::cuda::CudaError::from)?;
-        stream
-            .synchronize()
-            .map_err(crate::preprocess::cuda::CudaError::from)?;
-        let ptr = cudarc::driver::DevicePtr::device_ptr(&buf, &stream).0;
+        let (ptr, buf): (u64, Box<dyn std::any::Any>) = if half {
+            let halves: Vec<u16> = host
+                .iter()
+                .map(|&v| crate::preprocess::f32_to_f16(v))
+                .collect();
+            let buf = stream.clone_htod(&halves).map_err(CudaError::from)?;
+            let ptr = cudarc::driver::DevicePtr::device_ptr(&buf, &stream).0;
+            (ptr, Box::new(buf))
+        } else {
+            let buf = stream.clone_htod(host).map_err(CudaError::from)?;
+            let ptr = cudarc::driver::DevicePtr::device_ptr(&buf, &stream).0;
+            (ptr, Box::new(buf))
+        };
+        stream.synchronize().map_err(CudaError::from)?;
         Ok(DeviceBuf { ptr, _buf: buf })
     }
 }
@@ -433,7 +442,7 @@ pub fn model_throughput(
 ) -> Result<f64, BenchError> {
     let err = |e: crate::onnx::OnnxError| BenchError::Options(e.to_string());
     let mut sessions = Sessions::open_with(model, 0, ep, options).map_err(err)?;
-    let (name, item, fixed) = input_shape(sessions.first())?;
+    let (name, item, fixed, half) = input_shape(sessions.first())?;
     let rows = if fixed { 1 } else { rows.max(1) };
     let per: usize = item.iter().product();
     let mut rng = Rng::new(11);
@@ -441,7 +450,7 @@ pub fn model_throughput(
     let mut times = Vec::with_capacity(runs);
     if sessions.cuda().is_some() {
         fix_on_device(&mut sessions, &[rows], &name)?;
-        let d = DeviceBuf::new(&host)?;
+        let d = DeviceBuf::new(&host, half)?;
         for _ in 0..runs.max(1) {
             let t = Instant::now();
             let input = FixedInput::Device {

@@ -27,6 +27,39 @@ pub struct Peak {
     pub d: [f32; 4],
 }
 
+/// What a score map holds: class probabilities (after the sigmoid), or their logits (a model
+/// that leaves the sigmoid to octopipe, which then takes it of the peaks alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scores {
+    /// Probabilities, 0..1.
+    #[default]
+    Probabilities,
+    /// Logits: the probability is their sigmoid.
+    Logits,
+}
+
+impl Scores {
+    /// The score in the maps' own units at which a probability reaches `min_score` (the sigmoid
+    /// is monotonic: a peak of the logits is a peak of the probabilities).
+    pub fn threshold(self, min_score: f32) -> f32 {
+        match self {
+            Scores::Probabilities => min_score,
+            Scores::Logits if min_score <= 0.0 => f32::NEG_INFINITY,
+            Scores::Logits if min_score >= 1.0 => f32::INFINITY,
+            Scores::Logits => (min_score / (1.0 - min_score)).ln(),
+        }
+    }
+
+    /// The peaks' scores as probabilities.
+    pub fn to_probabilities(self, peaks: &mut [Peak]) {
+        if self == Scores::Logits {
+            for p in peaks {
+                p.score = 1.0 / (1.0 + (-p.score).exp());
+            }
+        }
+    }
+}
+
 /// The maps' geometry: classes, height and width, and the stride over the model input.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Maps {
@@ -96,6 +129,30 @@ pub fn peaks(
             }
         }
     }
+}
+
+/// The boxes of image `image` of `heat` and `wh` (as [`peaks`] reads them; the maps holding
+/// `scores`) at or over the probability `min_score`, as [`select`] makes them.
+pub fn boxes(
+    heat: &[f32],
+    wh: &[f32],
+    maps: &Maps,
+    scores: Scores,
+    image: usize,
+    min_score: f32,
+    out: &mut Vec<RawBox>,
+) -> usize {
+    let mut found = Vec::new();
+    peaks(
+        heat,
+        wh,
+        maps,
+        image,
+        scores.threshold(min_score),
+        &mut found,
+    );
+    scores.to_probabilities(&mut found);
+    select(&mut found, maps, out)
 }
 
 /// The boxes of one image's `peaks` (in any order): the [`TOP_K`] best, in descending score,
@@ -199,5 +256,32 @@ mod tests {
         // Indices 1, 3, 5 ... are class 0 cells 1, 3, 5 ...: NHWC order is cell order.
         let cells: Vec<f32> = out.iter().take(3).map(|b| b.b[0] + 1.0).collect();
         assert_eq!(cells, [1.0, 3.0, 5.0]);
+    }
+
+    #[test]
+    fn logits_give_the_boxes_of_their_probabilities() {
+        let plane = 20;
+        let mut heat = vec![0.0f32; 2 * plane];
+        let mut wh = vec![1.5f32; 4 * plane];
+        for (i, v) in heat.iter_mut().enumerate() {
+            *v = ((i * 7919) % 97) as f32 / 97.0;
+        }
+        wh[3] = 2.5;
+        let logits: Vec<f32> = heat.iter().map(|p| (p / (1.0 - p)).ln()).collect();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let n = boxes(&heat, &wh, &MAPS, Scores::Probabilities, 0, 0.6, &mut a);
+        let m = boxes(&logits, &wh, &MAPS, Scores::Logits, 0, 0.6, &mut b);
+        assert_eq!((n, m), (0, 0));
+        assert!(a.len() >= 3, "{a:?}");
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!((x.b, x.class), (y.b, y.class));
+            assert!((x.score - y.score).abs() < 1e-6, "{x:?} {y:?}");
+            assert!(y.score >= 0.6);
+        }
+        assert_eq!(Scores::Logits.threshold(0.5), 0.0);
+        assert_eq!(Scores::Logits.threshold(0.0), f32::NEG_INFINITY);
+        assert_eq!(Scores::Logits.threshold(1.0), f32::INFINITY);
+        assert_eq!(Scores::Probabilities.threshold(0.3), 0.3);
     }
 }

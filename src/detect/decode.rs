@@ -128,9 +128,16 @@ impl Decoder {
         let Output { shape, data } = outputs[0];
         if self == Decoder::CenterNet {
             let maps = centernet_maps(shape, input);
-            let mut found = Vec::new();
-            super::centernet::peaks(data, outputs[1].data, &maps, image, min_score, &mut found);
-            return super::centernet::select(&mut found, &maps, out);
+            let scores = super::centernet::Scores::Probabilities;
+            return super::centernet::boxes(
+                data,
+                outputs[1].data,
+                &maps,
+                scores,
+                image,
+                min_score,
+                out,
+            );
         }
         let mut non_finite = 0;
         let mut push = |b: [f32; 4], score: f32, class: f32| {

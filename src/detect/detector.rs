@@ -203,9 +203,10 @@ impl Detector {
         })?;
         let io = model.io.clone();
         let mut pre = config.preprocess_config(io.size, io.layout, io.dtype);
-        // On CUDA's execution provider the tiles' tensor stays on the GPU it runs on.
+        // On CUDA's execution provider the tiles' tensor stays on the GPU it runs on (f16 only
+        // into the fixed sizes' bound inputs).
         pre.device_output = model.sessions.cuda() == i32::try_from(pre.device).ok()
-            && io.dtype == DType::F32
+            && (io.dtype == DType::F32 || model.fixed())
             && config.backend != BackendKind::Cpu;
         let backend = create_backend(&pre)?;
         warm_up(&mut model, &config)?;

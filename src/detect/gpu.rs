@@ -43,14 +43,16 @@ impl GpuPeaks {
     }
 
     /// The peaks of the first `images` images of the heads at device addresses `heat` (scores
-    /// `[images, classes, h, w]`) and `wh` (`[images, 4, h, w]`), f32, written on the CUDA stream
-    /// `producer` (raw; 0: nothing pending), at or over `min_score`: `out[i]` gets image `i`'s
-    /// (in no particular order). Returns how many peaks were over [`PEAK_CAP`] and left out.
+    /// `[images, classes, h, w]`) and `wh` (`[images, 4, h, w]`), f32 (f16 with `half`), written
+    /// on the CUDA stream `producer` (raw; 0: nothing pending), at or over `min_score` (in the
+    /// maps' own units): `out[i]` gets image `i`'s (in no particular order, scores as the maps
+    /// hold them). Returns how many peaks were over [`PEAK_CAP`] and left out.
     #[allow(clippy::too_many_arguments)]
     pub fn find(
         &mut self,
         heat: u64,
         wh: u64,
+        half: bool,
         images: usize,
         maps: &Maps,
         min_score: f32,
@@ -68,7 +70,10 @@ impl GpuPeaks {
         let blocks = total
             .div_ceil(THREADS as u64)
             .min(e.multiprocessors() as u64 * 16) as u32;
-        let f = e.func(Kernel::CenternetPeaksF32)?;
+        let f = e.func(match half {
+            true => Kernel::CenternetPeaksF16,
+            false => Kernel::CenternetPeaksF32,
+        })?;
         let dims = [
             images as u32,
             maps.classes as u32,
@@ -87,9 +92,10 @@ impl GpuPeaks {
             .arg(&cap)
             .arg(counts)
             .arg(self.peaks.as_mut().expect("grown"));
-        // SAFETY: the arguments match `centernet_peaks_f32`; `heat` and `wh` hold the first
-        // `images` images' maps (the caller's bound outputs, alive until the synchronize below),
-        // `counts` holds `images` and `peaks` `images * cap` elements.
+        // SAFETY: the arguments match `centernet_peaks_f32`/`_f16` (picked by `half`, the heads'
+        // element type); `heat` and `wh` hold the first `images` images' maps (the caller's bound
+        // outputs, alive until the synchronize below), `counts` holds `images` and `peaks`
+        // `images * cap` elements.
         unsafe { b.launch(launch_config((blocks, 1), THREADS)) }?;
         self.host_counts.resize(images, 0);
         self.host_peaks.resize(images * PEAK_CAP, Peak::default());

@@ -7,7 +7,7 @@ use ort::session::Session;
 use crate::onnx::{FixedInput, Sessions};
 use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, ValueType};
 
-use super::centernet::{self, Peak};
+use super::centernet::{self, Peak, Scores};
 use super::decode::{centernet_maps, Output};
 use super::gpu::GpuPeaks;
 use super::RawBox;
@@ -32,6 +32,8 @@ pub(super) struct Io {
     pub outputs: Vec<(String, DType)>,
     /// How they are read.
     pub decoder: Decoder,
+    /// What CenterNet score maps hold (the model's metadata `octopipe.scores`).
+    pub scores: Scores,
 }
 
 /// A loaded detector model.
@@ -68,8 +70,7 @@ impl std::ops::AddAssign for RunStats {
 }
 
 impl Model {
-    /// Load `config.model`, read its input and outputs and, on CUDA with a float32 input, bind
-    /// the fixed batch sizes (`config.batch_sizes`, or 1 for a model of batch 1), each warmed up
+    /// Load `config.model`, read its input and outputs and, on CUDA, bind the fixed batch sizes (`config.batch_sizes`, or 1 for a model of batch 1), each warmed up
     /// now; CenterNet heads are then read on the GPU.
     pub fn open(config: &DetectConfig) -> Result<Self, DetectError> {
         let mut sessions =
@@ -79,13 +80,13 @@ impl Model {
             reason,
         })?;
         let mut peaks = None;
-        if let (Some(device), DType::F32) = (sessions.cuda(), io.dtype) {
+        if let Some(device) = sessions.cuda() {
             let sizes = match io.batch {
                 Some(b) => vec![b],
                 None => config.batch_sizes(),
             };
             let on_gpu = io.decoder == Decoder::CenterNet
-                && io.outputs.iter().all(|(_, t)| *t == DType::F32);
+                && io.outputs.iter().all(|(_, t)| *t == io.outputs[0].1);
             let names: Vec<&str> = io.outputs.iter().map(|(n, _)| n.as_str()).collect();
             // ONNX Runtime captures a CUDA graph at a size's second run: three runs here, at the
             // stage's open, while nothing else of the pipeline runs (a capture fails when other
@@ -145,17 +146,21 @@ impl Model {
         };
         if self.fixed() {
             let input = match tensor {
-                TensorData::F32(v) => FixedInput::Host(&v[range]),
+                TensorData::F32(v) if io.dtype == DType::F32 => FixedInput::Host(&v[range]),
+                TensorData::F16(v) if io.dtype == DType::F16 => FixedInput::Halves(&v[range]),
                 TensorData::Device(d) if d.len >= range.end => FixedInput::Device {
-                    ptr: d.ptr + range.start as u64 * 4,
+                    ptr: d.ptr + (range.start * io.dtype.size()) as u64,
                     len: n * per,
                 },
-                TensorData::F16(_) => {
-                    return Err("f16 tiles for a model bound at fixed batch sizes (f32)".into())
+                TensorData::F32(_) | TensorData::F16(_) => {
+                    return Err(format!(
+                        "tiles of the wrong element type for the model's {:?} input",
+                        io.dtype
+                    ))
                 }
                 TensorData::Device(d) => {
                     return Err(format!(
-                        "the tiles' tensor ({} elements in device memory) does not hold regions {start}..{} as the model's f32 input",
+                        "the tiles' tensor ({} elements in device memory) does not hold regions {start}..{} as the model's input",
                         d.len,
                         start + n
                     ))
@@ -169,13 +174,15 @@ impl Model {
             stats.rows = outputs[0].shape[0];
             if let Some(gpu) = &mut self.peaks {
                 let maps = centernet_maps(outputs[0].shape, io.size);
-                let (heat, wh) = (outputs[0].device, outputs[1].device);
+                let (heat, wh, half) = (outputs[0].device, outputs[1].device, outputs[0].f16);
+                let min = io.scores.threshold(score);
                 self.found.resize_with(n, Vec::new);
                 self.found.iter_mut().for_each(Vec::clear);
                 stats.over_cap = gpu
-                    .find(heat, wh, n, &maps, score, producer, &mut self.found)
+                    .find(heat, wh, half, n, &maps, min, producer, &mut self.found)
                     .map_err(|e| e.to_string())?;
                 for (found, out) in self.found.iter_mut().zip(boxes.iter_mut()) {
+                    io.scores.to_probabilities(found);
                     stats.non_finite += centernet::select(found, &maps, out);
                 }
                 return Ok(stats);
@@ -188,7 +195,7 @@ impl Model {
                 })
                 .collect();
             for (i, out) in boxes.iter_mut().enumerate().take(n) {
-                stats.non_finite += io.decoder.decode(&outs, io.size, i, score, out);
+                stats.non_finite += io.decode(&outs, i, score, out);
             }
             return Ok(stats);
         }
@@ -258,9 +265,29 @@ impl Model {
             .map(|(shape, data)| Output { shape, data })
             .collect();
         for (i, out) in boxes.iter_mut().enumerate().take(n) {
-            stats.non_finite += io.decoder.decode(&outs, io.size, i, score, out);
+            stats.non_finite += io.decode(&outs, i, score, out);
         }
         Ok(stats)
+    }
+}
+
+impl Io {
+    /// Append image `image`'s boxes of a run's `outputs` in host memory at or over `score`
+    /// ([`Decoder::decode`], CenterNet maps read as [`Io::scores`] says).
+    fn decode(
+        &self,
+        outputs: &[Output<'_>],
+        image: usize,
+        score: f32,
+        out: &mut Vec<RawBox>,
+    ) -> usize {
+        match (self.decoder, outputs) {
+            (Decoder::CenterNet, [heat, wh]) => {
+                let maps = centernet_maps(heat.shape, self.size);
+                centernet::boxes(heat.data, wh.data, &maps, self.scores, image, score, out)
+            }
+            (decoder, _) => decoder.decode(outputs, self.size, image, score, out),
+        }
     }
 }
 
@@ -425,6 +452,16 @@ fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
             ))
         }
     };
+    let scores = match session.metadata().ok().and_then(|m| m.custom(SCORES_KEY)) {
+        None => Scores::Probabilities,
+        Some(v) if v == "probabilities" => Scores::Probabilities,
+        Some(v) if v == "logits" => Scores::Logits,
+        Some(v) => {
+            return Err(format!(
+                "its metadata {SCORES_KEY} is '{v}': probabilities or logits"
+            ))
+        }
+    };
     let mut read = Vec::with_capacity(picked.len());
     for i in picked {
         let (out_name, out_shape, out_dtype) = &outputs[i];
@@ -443,8 +480,13 @@ fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
         batch: (shape[0] > 0).then_some(shape[0] as usize),
         outputs: read,
         decoder,
+        scores,
     })
 }
+
+/// The model metadata key that says what a CenterNet score map holds: `probabilities` (the
+/// default) or `logits` (`scripts/make_centernet_heads.py --logits`).
+pub const SCORES_KEY: &str = "octopipe.scores";
 
 fn element(ty: TensorElementType) -> Option<DType> {
     match ty {

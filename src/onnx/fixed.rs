@@ -19,13 +19,17 @@ use super::{cuda_session, Cuda, CudaOptions, OnnxError};
 use crate::preprocess::f16_to_f32;
 
 /// Where a fixed-size run's input rows are: copied into the size's bound input buffer on the
-/// sessions' stream (device to device, or host to device).
+/// sessions' stream (device to device, or host to device). The values are of the model input's
+/// element type (f32 or f16).
 #[derive(Debug, Clone, Copy)]
 pub enum FixedInput<'a> {
-    /// f32 values in host memory.
+    /// f32 values in host memory (a float32 input).
     Host(&'a [f32]),
-    /// `len` f32 values at `ptr` in the sessions' device memory, written on a stream the
-    /// sessions were ordered after ([`Sessions::after`](super::Sessions::after)).
+    /// f16 values (IEEE half bits) in host memory (a float16 input).
+    Halves(&'a [u16]),
+    /// `len` values of the input's element type at `ptr` in the sessions' device memory,
+    /// written on a stream the sessions were ordered after
+    /// ([`Sessions::after`](super::Sessions::after)).
     Device {
         /// Device address of the first value.
         ptr: u64,
@@ -82,6 +86,8 @@ pub(super) struct Bound {
     session: Session,
     _input: DynTensor,
     input_ptr: u64,
+    /// Whether the input is f16 (f32 otherwise).
+    input_f16: bool,
     /// Input values per row.
     per_row: usize,
     outs: Vec<Out>,
@@ -90,7 +96,7 @@ pub(super) struct Bound {
 }
 
 impl Bound {
-    /// Bind `session`'s input `input` (f32) and `outputs` (f32 or f16, every dimension but the
+    /// Bind `session`'s input `input` and `outputs` (f32 or f16, every dimension but the
     /// batch fixed) to buffers of `rows` rows on CUDA device `device`.
     pub fn new(
         session: Session,
@@ -132,11 +138,15 @@ impl Bound {
             .map(|o| (o.name().to_string(), o.dtype().clone()))
             .collect();
         let (in_ty, in_shape) = item(input, &find(ins, input)?)?;
-        if in_ty != TensorElementType::Float32 {
-            return Err(format!(
-                "input '{input}' is {in_ty:?}: bound runs take float32"
-            ));
-        }
+        let input_f16 = match in_ty {
+            TensorElementType::Float32 => false,
+            TensorElementType::Float16 => true,
+            t => {
+                return Err(format!(
+                    "input '{input}' is {t:?}: bound runs take float32 or float16"
+                ))
+            }
+        };
         let e = |e: ort::Error| e.to_string();
         let info = MemoryInfo::new(
             AllocationDevice::CUDA,
@@ -146,8 +156,7 @@ impl Bound {
         )
         .map_err(e)?;
         let alloc = Allocator::new(&session, info).map_err(e)?;
-        let mut input_t =
-            DynTensor::new(&alloc, TensorElementType::Float32, in_shape.clone()).map_err(e)?;
+        let mut input_t = DynTensor::new(&alloc, in_ty, in_shape.clone()).map_err(e)?;
         let input_ptr = input_t.data_ptr_mut() as u64;
         let mut binding = session.create_binding().map_err(e)?;
         binding.bind_input(input, &input_t).map_err(e)?;
@@ -182,6 +191,7 @@ impl Bound {
             session,
             _input: input_t,
             input_ptr,
+            input_f16,
             per_row: in_shape[1..].iter().product(),
             outs: bound,
             download,
@@ -225,27 +235,33 @@ impl Bound {
         let cu_err = |e: cudarc::driver::DriverError| format!("CUDA: {e:?}");
         stream.context().bind_to_thread().map_err(cu_err)?;
         let s = stream.cu_stream();
+        let short = |have: usize| format!("the input holds {have} values, {n} rows need {len}");
+        let ty = if self.input_f16 { "float16" } else { "float32" };
         match input {
             _ if len == 0 => {}
-            FixedInput::Host(v) => {
-                let src = v.get(..len).ok_or_else(|| {
-                    format!("the input holds {} values, {n} rows need {len}", v.len())
-                })?;
+            FixedInput::Host(v) if !self.input_f16 => {
+                let src = v.get(..len).ok_or_else(|| short(v.len()))?;
                 // SAFETY: the bound input holds `rows * per_row >= len` f32 values; the copy is
                 // queued on the stream the run follows, and `src` outlives it (pageable host
                 // memory: the call returns once the values are staged).
                 unsafe { cu::memcpy_htod_async(self.input_ptr, src, s) }.map_err(cu_err)?;
             }
+            FixedInput::Halves(v) if self.input_f16 => {
+                let src = v.get(..len).ok_or_else(|| short(v.len()))?;
+                // SAFETY: as above, with `len` f16 values.
+                unsafe { cu::memcpy_htod_async(self.input_ptr, src, s) }.map_err(cu_err)?;
+            }
+            FixedInput::Host(_) | FixedInput::Halves(_) => {
+                return Err(format!("host values of the wrong type for a {ty} input"))
+            }
             FixedInput::Device { ptr, len: have } => {
                 if have < len {
-                    return Err(format!(
-                        "the input holds {have} values, {n} rows need {len}"
-                    ));
+                    return Err(short(have));
                 }
-                // SAFETY: both buffers hold at least `len` f32 values on this device; the
-                // copy is queued on the stream the run follows.
-                unsafe { cu::memcpy_dtod_async(self.input_ptr, ptr, len * 4, s) }
-                    .map_err(cu_err)?;
+                let bytes = len * if self.input_f16 { 2 } else { 4 };
+                // SAFETY: both buffers hold at least `len` values of the input's type on this
+                // device; the copy is queued on the stream the run follows.
+                unsafe { cu::memcpy_dtod_async(self.input_ptr, ptr, bytes, s) }.map_err(cu_err)?;
             }
         }
         // ONNX Runtime runs on `stream` (the sessions' compute stream), after the copy.
@@ -403,11 +419,13 @@ impl Sizes {
 pub(super) enum Sent {
     /// [`FixedInput::Host`]: the slice's address and length.
     Host { ptr: *const f32, len: usize },
+    /// [`FixedInput::Halves`]: the slice's address and length.
+    Halves { ptr: *const u16, len: usize },
     /// [`FixedInput::Device`], as it is.
     Device { ptr: u64, len: usize },
 }
 
-// SAFETY: `Host` is a shared borrow of f32 values (`Sync`) whose lifetime was erased; `Sent::input`
+// SAFETY: `Host` and `Halves` are shared borrows of plain values (`Sync`) whose lifetime was erased; `Sent::input`
 // is where the lifetime is vouched for again.
 unsafe impl Send for Sent {}
 
@@ -416,6 +434,10 @@ impl Sent {
     pub fn new(input: FixedInput<'_>) -> Sent {
         match input {
             FixedInput::Host(v) => Sent::Host {
+                ptr: v.as_ptr(),
+                len: v.len(),
+            },
+            FixedInput::Halves(v) => Sent::Halves {
                 ptr: v.as_ptr(),
                 len: v.len(),
             },
@@ -433,6 +455,10 @@ impl Sent {
             // SAFETY: `ptr` and `len` came from a slice alive for as long (the caller's promise).
             Sent::Host { ptr, len } => {
                 FixedInput::Host(unsafe { std::slice::from_raw_parts(ptr, len) })
+            }
+            // SAFETY: as above.
+            Sent::Halves { ptr, len } => {
+                FixedInput::Halves(unsafe { std::slice::from_raw_parts(ptr, len) })
             }
             Sent::Device { ptr, len } => FixedInput::Device { ptr, len },
         }

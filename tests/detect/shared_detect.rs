@@ -196,14 +196,15 @@ fn streams_sharing_a_detector_get_the_boxes_each_gets_alone() {
 /// The detector rewritten for the GPU's sake (`--bias-fold --bias-sub all`: residual blocks'
 /// biases deferred into the next 1x1 convolutions, the others added by a Sub) computes the same
 /// sums in another order: the cut model's boxes, classes and scores.
+/// The heads rewritten (biases moved, scores as logits) give the boxes of the heads as cut.
 #[test]
-fn the_detector_with_its_biases_rewritten_gives_the_same_boxes() {
+fn the_detector_rewritten_gives_the_same_boxes() {
     let dir = common::temp_dir("shared-detect-bias");
     let Some(cut) = make_heads(&dir, "cut.onnx", &[]) else {
         return;
     };
-    let Some(rewritten) = make_heads(&dir, "bias.onnx", &["--bias-fold", "--bias-sub", "all"])
-    else {
+    let rewrite = ["--bias-fold", "--bias-sub", "all", "--logits"];
+    let Some(rewritten) = make_heads(&dir, "bias.onnx", &rewrite) else {
         return;
     };
     let data = common::shared_data().unwrap();
@@ -472,6 +473,60 @@ fn the_gpu_path_gives_the_cpu_boxes() {
     );
     assert!(matched as f64 >= 0.97 * cpu.len() as f64, "{report}");
     assert!((gpu.len() as f64 - cpu.len() as f64).abs() <= 0.03 * cpu.len() as f64);
+}
+
+/// The GPU path with a float16 model end to end (float16 tiles into the bound input, float16
+/// heads holding logits read by the peak kernel) gives the CPU's boxes of the float32 model.
+#[test]
+fn the_gpu_path_with_float16_heads_gives_the_cpu_boxes() {
+    if !common::gpu("the_gpu_path_with_float16_heads_gives_the_cpu_boxes") {
+        return;
+    }
+    let dir = common::temp_dir("detect-gpu-f16");
+    let Some(cut) = heads_model(&dir) else {
+        return;
+    };
+    let half = match std::env::var_os("OCTOPIPE_CENTERNET_HEADS_F16") {
+        Some(made) => PathBuf::from(made),
+        None => {
+            let args = ["--fp16", "--io", "fp16", "--resize-fp16", "--logits"];
+            let Some(made) = make_heads(&dir, "f16.onnx", &args) else {
+                return;
+            };
+            made
+        }
+    };
+    let data = common::shared_data().unwrap();
+    let clip = data.join("visdrone/clip-9999999/images");
+    let text = |model: &Path, ep: &str| {
+        format!(
+            "images location={} ! detect model={} {DETECT} ep={ep} backend={ep}",
+            clip.display(),
+            model.display()
+        )
+    };
+    let (cpu, _) = run(&text(&cut, "cpu"), &dir.join("cpu"));
+    let (gpu, report) = run(&text(&half, "cuda"), &dir.join("cuda"));
+    assert!(report.contains("cuda preprocessing, centernet"), "{report}");
+    let iou = |a: [u32; 4], b: [u32; 4]| octopipe::track::iou_u32(a, b);
+    let matched = cpu
+        .iter()
+        .filter(|c| {
+            gpu.iter().any(|g| {
+                g.stream == c.stream
+                    && g.frame == c.frame
+                    && g.category == c.category
+                    && iou(g.bbox, c.bbox) >= 0.8
+            })
+        })
+        .count();
+    eprintln!(
+        "float16 GPU path: {} boxes, CPU (float32) {}; {matched} of the CPU's matched",
+        gpu.len(),
+        cpu.len()
+    );
+    assert!(matched as f64 >= 0.95 * cpu.len() as f64, "{report}");
+    assert!((gpu.len() as f64 - cpu.len() as f64).abs() <= 0.05 * cpu.len() as f64);
 }
 
 /// Live, a shared detect hands on a call's frames at once: the frame edges after it hold

@@ -124,11 +124,12 @@ pub enum Kernel {
     TilestatsPacked,
     TilestatsPaddedGray16,
     CenternetPeaksF32,
+    CenternetPeaksF16,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 37] = [
+    pub const ALL: [Kernel; 38] = [
         Kernel::OctopusBilinearI420F32,
         Kernel::OctopusBilinearNv12F32,
         Kernel::OctopusBilinearPackedF32,
@@ -166,6 +167,7 @@ impl Kernel {
         Kernel::TilestatsPacked,
         Kernel::TilestatsPaddedGray16,
         Kernel::CenternetPeaksF32,
+        Kernel::CenternetPeaksF16,
     ];
 
     /// The `extern "C"` name.
@@ -209,6 +211,7 @@ impl Kernel {
             TilestatsPacked => "tilestats_packed",
             TilestatsPaddedGray16 => "tilestats_padded_gray16",
             CenternetPeaksF32 => "centernet_peaks_f32",
+            CenternetPeaksF16 => "centernet_peaks_f16",
         }
     }
 
