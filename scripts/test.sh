@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command: install what is missing, then check that modules import no circle
 # (scripts/check-cycles.py), that the core crate's dependency tree holds no GStreamer, ONNX
-# Runtime, broker or CLI crate (scripts/check-core-deps.sh) and that every test file is in a test
-# binary (scripts/check-tests.py), format, lint (with and without the `bench` feature), check the
+# Runtime, broker or CLI crate (scripts/check-core-deps.sh), that every test file is in a test
+# binary (scripts/check-tests.py) and that the dev-dependencies change no feature of the library's
+# dependencies (scripts/check-feature-unification.sh: the examples and tests reuse the library
+# `cargo build` made), format, lint (with and without the `bench` feature), check the
 # API docs and run every test of the library and of the core crate (with `bench`, so the GPU tests
 # build too); then
 # build and install the Python module from that build and run its tests (pytest).
@@ -15,6 +17,7 @@ bash scripts/setup.sh
 python3 scripts/check-cycles.py
 bash scripts/check-core-deps.sh
 python3 scripts/check-tests.py
+bash scripts/check-feature-unification.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy --workspace --all-targets --quiet --features bench -- -D warnings
