@@ -4,7 +4,7 @@
 # Runtime, broker or CLI crate (scripts/check-core-deps.sh), that every test file is in a test
 # binary (scripts/check-tests.py) and that the dev-dependencies change no feature of the library's
 # dependencies (scripts/check-feature-unification.sh: the examples and tests reuse the library
-# `cargo build` made), format, lint (with and without the `bench` feature), check the
+# `cargo build` made), format, lint (with and without the `bench` feature), build-check the library without its `cli` feature, check the
 # API docs and run every test of the library and of the core crate (with `bench`, so the GPU tests
 # build too); then
 # build and install the Python module from that build and run its tests (pytest).
@@ -21,6 +21,7 @@ bash scripts/check-feature-unification.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy --workspace --all-targets --quiet --features bench -- -D warnings
+cargo check -p octopipe --lib --no-default-features --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test -p octopipe -p octopipe-core --features bench
 bash scripts/setup.sh --wheel dev

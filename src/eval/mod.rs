@@ -91,48 +91,49 @@ pub enum EvalError {
 }
 
 /// `octopipe eval ...`: what to score, and the files.
-#[derive(Debug, Clone, clap::Subcommand)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "cli", derive(clap::Subcommand))]
 pub enum EvalCommand {
     /// A detector's boxes against VisDrone DET ground truth: per group recall at IoU >= 0.5
     /// and false positives per frame.
     Detections {
         /// The objects, as the jsonl sink writes them (with "detection": {"label", "score"}).
-        #[arg(long)]
+        #[cfg_attr(feature = "cli", arg(long))]
         objects: PathBuf,
         /// The ground truth folder: STEM.txt for each image.
-        #[arg(long)]
+        #[cfg_attr(feature = "cli", arg(long))]
         truth: PathBuf,
         /// The images run: every image is a frame scored, with or without detections.
-        #[arg(long)]
+        #[cfg_attr(feature = "cli", arg(long))]
         images: PathBuf,
         /// Detector classes per group, CLASS=GROUP,... (default COCO: person=people,
         /// car=vehicles,bus=vehicles,truck=vehicles,bicycle=two-wheelers,motorcycle=two-wheelers,
         /// and vehicle, two-wheeler as pipelines/visdrone-detect.pipe names them).
-        #[arg(long)]
+        #[cfg_attr(feature = "cli", arg(long))]
         classes: Option<String>,
     },
     /// Track ids against MOT ground truth (frame,id,x,y,w,h,score,category,...): IDF1, ID
     /// switches, MOTA.
     Tracks {
         /// The objects, as the jsonl sink writes them (with "track").
-        #[arg(long)]
+        #[cfg_attr(feature = "cli", arg(long))]
         objects: PathBuf,
         /// The MOT ground-truth file.
-        #[arg(long)]
+        #[cfg_attr(feature = "cli", arg(long))]
         truth: PathBuf,
         /// The stream the ground truth is of (needed when the objects hold several).
-        #[arg(long)]
+        #[cfg_attr(feature = "cli", arg(long))]
         stream: Option<u32>,
     },
     /// The classifier's labels against the annotated VisDrone categories: the share labelled
     /// as annotated, per class.
     Labels {
         /// The objects, as the jsonl sink writes them (with "label" and "category").
-        #[arg(long)]
+        #[cfg_attr(feature = "cli", arg(long))]
         objects: PathBuf,
         /// Which categories each label stands for, LABEL=CAT+CAT,... (default: the shared
         /// classifier's person=1+2,two-wheeler=3+7+8+10,car=4,large-vehicle=5+6+9).
-        #[arg(long)]
+        #[cfg_attr(feature = "cli", arg(long))]
         classes: Option<String>,
     },
 }
