@@ -4,9 +4,9 @@
 # Runtime, broker or CLI crate (scripts/check-core-deps.sh), that every test file is in a test
 # binary (scripts/check-tests.py) and that the dev-dependencies change no feature of the library's
 # dependencies (scripts/check-feature-unification.sh: the examples and tests reuse the library
-# `cargo build` made), format, lint (with and without the `bench` feature), build-check the library without its `cli` feature, check the
-# API docs and run every test of the library and of the core crate (with `bench`, so the GPU tests
-# build too); then
+# `cargo build` made), format, lint (with and without the `bench` feature), build-check the
+# library without its `cli` feature, check the API docs and run every test of the library and of
+# the core crate (with `bench`, so the GPU tests build too); then
 # build and install the Python module from that build and run its tests (pytest).
 # Shared VisDrone data is taken from $OCTOPIPE_DATA (default ../shared/data); tests that need it,
 # ONNX Runtime or a GPU say why when they skip (under CI=true a missing prerequisite fails).
