@@ -3,9 +3,9 @@
 # (normal and build dependencies, proc macros included; not dev-dependencies) holds neither
 # GStreamer, ONNX Runtime, a broker (zenoh, MQTT), the HTTP server (hyper) and tokio, nor the
 # CLI's crates (clap, anyhow, signal-hook, tracing-subscriber). Prints the tree's crates and exits 1
-# naming any forbidden one. And the facade library without its `cli` feature (an embedder's
-# `default-features = false`) depends on none of the CLI's crates itself (zenoh still brings
-# anyhow and tracing-subscriber). Run by scripts/test.sh.
+# naming any forbidden one. And the facade library without its default features (an embedder's
+# `default-features = false`: no `cli`, `mqtt`, `zenoh`) has none of the CLI's crates and no
+# broker in its tree. Run by scripts/test.sh.
 #
 #     bash scripts/check-core-deps.sh
 set -euo pipefail
@@ -26,11 +26,12 @@ if [ -n "$bad" ]; then
 fi
 echo "check-core-deps: no GStreamer, ONNX Runtime, broker, HTTP, tokio or CLI crate"
 
-cli='^(clap|anyhow|signal-hook|tracing-subscriber)$'
-direct=$(cargo tree -p octopipe --no-default-features -e normal --depth 1 --prefix none | awk 'NR > 1 {print $1}' | sort -u)
-bad=$(grep -E "$cli" <<<"$direct" || true)
+optional='^(clap|anyhow|signal-hook|tracing-subscriber|zenoh|rumqttc)([-_][a-z0-9_-]+)?$'
+crates=$(cargo tree -p octopipe --no-default-features -e normal,build --prefix none | awk '{print $1}' | sort -u)
+bad=$(grep -E "$optional" <<<"$crates" || true)
 if [ -n "$bad" ]; then
-  echo "check-core-deps: the library without its cli feature depends on:" $bad >&2
+  echo "check-core-deps: the library without its default features depends on:" $bad >&2
+  echo "  see why with: cargo tree -p octopipe --no-default-features -e normal,build -i CRATE" >&2
   exit 1
 fi
-echo "check-core-deps: the library without its cli feature depends on no CLI crate"
+echo "check-core-deps: the library without its default features holds no CLI crate and no broker"

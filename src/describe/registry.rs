@@ -34,7 +34,9 @@ impl Builtin for Registry {
         r.register(crate::sink::TENSORS);
         r.register(crate::sink::TILESINK);
         r.register(crate::sink::APPSINK);
+        #[cfg(feature = "mqtt")]
         r.register(crate::sink::MQTT);
+        #[cfg(feature = "zenoh")]
         r.register(crate::sink::ZENOH);
         r.register(super::QUEUE);
         r.register(crate::source::HEAD);

@@ -22,18 +22,22 @@
 //!
 //! The output may not resolve to one of the run's inputs (checked before anything opens).
 //!
-//! The same objects go to a broker with `mqtt` ([`MQTT`]) or to Zenoh peers with `zenoh`
-//! ([`ZENOH`]): one message per frame or per object, in the versioned schema of
-//! docs/messages.md ([`message`]).
+//! The same objects go to a broker with `mqtt` (`MQTT`, the `mqtt` feature) or to Zenoh peers
+//! with `zenoh` (`ZENOH`, the `zenoh` feature; both on by default): one message per frame or per
+//! object, in the versioned schema of docs/messages.md ([`message`]).
 
+#[cfg(any(feature = "mqtt", feature = "zenoh"))]
 mod backlog;
+#[cfg(any(feature = "mqtt", feature = "zenoh"))]
 mod broker;
 mod lines;
 pub mod message;
+#[cfg(feature = "mqtt")]
 mod mqtt;
 pub mod output;
 mod tensors;
 mod tiles;
+#[cfg(feature = "zenoh")]
 mod zenoh;
 
 use std::path::PathBuf;
@@ -49,11 +53,14 @@ use crate::stage::{
 };
 use crate::Error;
 
+#[cfg(any(feature = "mqtt", feature = "zenoh"))]
 pub use broker::{Sending, DEFAULT_BUFFER, MAX_MESSAGE};
 use lines::JsonLines;
+#[cfg(feature = "mqtt")]
 pub use mqtt::{MqttConfig, MQTT};
 pub use tensors::{TensorsConfig, TensorsSink, TENSORS};
 pub use tiles::{TileFormat, TileSink, TileSinkConfig, TILESINK};
+#[cfg(feature = "zenoh")]
 pub use zenoh::{ZenohConfig, ZENOH};
 
 /// Settings of the JSONL sink.

@@ -6,5 +6,6 @@ mod common;
 mod bench_infer;
 mod control;
 mod metrics;
+#[cfg(feature = "mqtt")]
 mod mqtt_tls;
 mod observe;

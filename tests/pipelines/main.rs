@@ -5,7 +5,9 @@ mod common;
 
 mod app;
 mod bench_pipeline;
+#[cfg(feature = "mqtt")]
 mod mqtt;
 mod pipeline;
 mod streams;
+#[cfg(feature = "zenoh")]
 mod zenoh_sink;
