@@ -2,7 +2,7 @@
 //! preprocess stage's ([`PreprocessConfig`], re-exported by `octopipe::preprocess`), which the
 //! sources, the batch stage and the models read.
 
-use super::Reinfer;
+use super::{PropChoice, Reinfer};
 use crate::tensor::{DType, Layout};
 
 /// Default output size (width, height).
@@ -15,7 +15,7 @@ pub const DEFAULT_STD: [f32; 3] = [0.229, 0.224, 0.225];
 pub const DEFAULT_SCALE: f32 = 1.0 / 255.0;
 
 /// Channel order of the output tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum ChannelOrder {
     /// Red, green, blue.
     #[default]
@@ -25,7 +25,7 @@ pub enum ChannelOrder {
 }
 
 /// How a crop is resampled to the output size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum Interpolation {
     /// OpenCV `INTER_LINEAR` (half-pixel centres, 2x2 taps, no antialiasing).
     #[default]
@@ -37,7 +37,7 @@ pub enum Interpolation {
 }
 
 /// Which implementation runs the stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum BackendKind {
     /// CUDA when a GPU is present, else CPU.
     #[default]
