@@ -6,9 +6,7 @@ use crate::batch::CropBatch;
 use crate::description::DescribeError;
 use crate::files::RunPath;
 use crate::onnx::OnnxProps;
-use crate::stage::{
-    Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl,
-};
+use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
 use crate::Error;
 
 /// The classify stage at run time: the classifier, and each track's last label when labels
