@@ -53,6 +53,8 @@
 pub mod caps;
 mod downstream;
 mod props;
+#[cfg(test)]
+mod props_tests;
 mod reinfer;
 pub mod source;
 
