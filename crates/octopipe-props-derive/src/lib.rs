@@ -19,6 +19,8 @@
 //!   numbers).
 //! - `name = "..."`: the property's name, where kebab-case of the field's is not it.
 //! - `ty = EXPR`: the `PropType` itself, overriding the one of the Rust type.
+//! - `spec = CONST`: the property is a `PropSpec` constant shared by stages (its name, type,
+//!   default and doc; the default parsed as a written value would be).
 //! - `flatten`: the field is a struct with `#[derive(Properties)]` whose properties are this
 //!   one's too, at this place in the table (a block shared by several stages).
 //!
@@ -66,6 +68,7 @@ struct FieldAttrs {
     range: Option<ExprRange>,
     name: Option<String>,
     ty: Option<Expr>,
+    spec: Option<Expr>,
 }
 
 fn field_attrs(attrs: &[syn::Attribute]) -> syn::Result<FieldAttrs> {
@@ -101,11 +104,10 @@ fn field_attrs(attrs: &[syn::Attribute]) -> syn::Result<FieldAttrs> {
                 "range" => out.range = Some(meta.value()?.parse()?),
                 "name" => out.name = Some(meta.value()?.parse::<LitStr>()?.value()),
                 "ty" => out.ty = Some(meta.value()?.parse()?),
-                _ => {
-                    return Err(meta.error(
-                        "expected required, default, value, range, positive, name, ty or flatten",
-                    ))
-                }
+                "spec" => out.spec = Some(meta.value()?.parse()?),
+                _ => return Err(meta.error(
+                    "expected required, default, value, range, positive, name, ty, spec or flatten",
+                )),
             }
             Ok(())
         })?;
@@ -223,6 +225,25 @@ fn properties(input: &DeriveInput) -> syn::Result<Tokens> {
             pieces.push(quote_spanned!(ty.span()=> <#ty as #core::Properties>::PROPS));
             parse.push(quote!(#ident: <#ty as #core::Properties>::from_props(p)?));
             defaults.push(quote!(#ident: ::core::default::Default::default()));
+            continue;
+        }
+        if let Some(spec) = &a.spec {
+            // A `PropSpec` constant several stages share: its name, type, default and doc.
+            if a.required || a.default.is_some() || a.value.is_some() || option_inner(ty).is_some()
+            {
+                return Err(syn::Error::new(
+                    ident.span(),
+                    "Properties: a spec = CONST field is not an Option and takes its default from the constant",
+                ));
+            }
+            let (name, text) = (quote!((#spec).name), quote!((#spec).default));
+            let default_value = quote!(#core::prop_default::<#ty>(#name, #text));
+            pieces.push(quote!(&[#spec]));
+            parse.push(quote!(#ident: match p.given(#name) {
+                ::core::option::Option::Some(v) => p.parse::<#ty>(#name, v)?,
+                ::core::option::Option::None => #default_value,
+            }));
+            defaults.push(quote!(#ident: #default_value));
             continue;
         }
         let prop = a.name.clone().unwrap_or_else(|| kebab_field(ident));
