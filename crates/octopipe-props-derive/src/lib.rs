@@ -88,8 +88,9 @@ fn field_attrs(attrs: &[syn::Attribute]) -> syn::Result<FieldAttrs> {
                     let lit: Lit = meta.value()?.parse()?;
                     let text = match &lit {
                         Lit::Str(s) => s.value(),
-                        Lit::Int(i) => i.to_string(),
-                        Lit::Float(f) => f.to_string(),
+                        // The digits as written, without a type suffix (`2u32`: `2`).
+                        Lit::Int(i) => i.base10_digits().to_string(),
+                        Lit::Float(f) => f.base10_digits().to_string(),
                         Lit::Bool(b) => b.value.to_string(),
                         other => {
                             return Err(syn::Error::new(
