@@ -35,9 +35,7 @@ use crate::batch::CropBatch;
 use crate::budget::Tally;
 use crate::description::DescribeError;
 use crate::frame::Classification;
-use crate::stage::{
-    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
-};
+use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
 use crate::tensor::Tensor;
 use crate::Error;
 
@@ -51,54 +49,44 @@ const POLL: Duration = Duration::from_millis(50);
 /// labels came (to pass them on without waiting for the next batch).
 const ANSWER_POLL: Duration = Duration::from_millis(1);
 
+/// The appinfer stage's properties, declared once ([`APPINFER`]).
+#[derive(Debug, Clone, PartialEq, Properties)]
+pub struct AppInferProps {
+    /// class names in class-id order: names for class ids and scores, the names labels must be
+    /// one of
+    #[prop(value = Vec::new())]
+    pub labels: Vec<String>,
+    /// classes kept per crop when the application gives scores
+    #[prop(default = 1, positive)]
+    pub top_k: usize,
+    /// batches handed out before the stage waits for the oldest one's labels (more: for an
+    /// application that runs several at once)
+    #[prop(default = 1, positive)]
+    pub in_flight: usize,
+    /// seconds to wait for a batch's labels before the run fails naming the batch (0: no limit)
+    #[prop(default = 0, range = 0.0..)]
+    pub timeout: f64,
+}
+
 /// `appinfer`: the application's model labels each batch.
 pub const APPINFER: StageDecl = StageDecl {
     name: "appinfer",
     role: Role::Infer,
     doc: "the application's own model: hands each batch's tensor out (Pipeline::app_infer) and waits for its labels",
-    props: &[
-        PropSpec::new(
-            "labels",
-            PropType::List,
-            "-",
-            "class names in class-id order: names for class ids and scores, the names labels must be one of",
-        ),
-        PropSpec::new(
-            "top-k",
-            PropType::POSITIVE,
-            "1",
-            "classes kept per crop when the application gives scores",
-        ),
-        PropSpec::new(
-            "in-flight",
-            PropType::POSITIVE,
-            "1",
-            "batches handed out before the stage waits for the oldest one's labels (more: for an application that runs several at once)",
-        ),
-        PropSpec::new(
-            "timeout",
-            PropType::Float {
-                min: 0.0,
-                max: f64::INFINITY,
-                open_min: false,
-            },
-            "0",
-            "seconds to wait for a batch's labels before the run fails naming the batch (0: no limit)",
-        ),
-    ],
+    props: AppInferProps::PROPS,
     needs: &[Role::Boxes, Role::Batch, Role::Preprocess],
     provides: &[],
     make: appinfer_config,
 };
 
 fn appinfer_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    let timeout = p.float("timeout").unwrap_or(0.0);
+    let a = AppInferProps::from_props(p)?;
     Ok(Box::new(AppInferSettings::new(
         p.given("name").unwrap_or("appinfer"),
-        p.list("labels").unwrap_or_default(),
-        p.usize("top-k").unwrap_or(1),
-        p.usize("in-flight").unwrap_or(1),
-        (timeout > 0.0).then(|| Duration::from_secs_f64(timeout)),
+        a.labels,
+        a.top_k,
+        a.in_flight,
+        (a.timeout > 0.0).then(|| Duration::from_secs_f64(a.timeout)),
     )))
 }
 

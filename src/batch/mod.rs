@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::description::DescribeError;
 use crate::stage::{
-    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+    Element, OpenContext, PropChoice, Properties, Props, Role, Running, Stage, StageDecl,
 };
 use crate::Error;
 
@@ -79,7 +79,7 @@ pub enum LatePolicy {
 }
 
 /// Which crops a capped frame keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum CapPriority {
     /// The largest boxes first.
     #[default]
@@ -94,15 +94,71 @@ pub enum CapPriority {
 pub const AREA_INPUT_PER_BLOCK: u64 = 16 * 1024;
 
 impl Default for BatchConfig {
+    /// Each property's declared default ([`BatchProps`]).
     fn default() -> Self {
+        BatchConfig::from(BatchProps::default())
+    }
+}
+
+/// The `late` property; with `cap-priority`, a [`LatePolicy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+pub enum Late {
+    /// [`LatePolicy::Process`].
+    Process,
+    /// [`LatePolicy::Drop`].
+    Drop,
+    /// [`LatePolicy::Cap`].
+    Cap,
+}
+
+/// The batch stage's properties, declared once ([`BATCH`]); [`BatchConfig`] is made from them.
+#[derive(Debug, Clone, PartialEq, Properties)]
+pub struct BatchProps {
+    /// close a batch at this many crops
+    #[prop(default = 256, positive)]
+    pub max_crops: usize,
+    /// close a batch at this many frames
+    #[prop(default = 8, positive)]
+    pub max_frames: usize,
+    /// longest a frame waits for others (auto: from its remaining budget)
+    #[prop(default = "auto", range = 0.0..)]
+    pub max_wait_ms: Option<f64>,
+    /// output pixels per tile
+    #[prop(default = 256, positive)]
+    pub tile_pixels: usize,
+    /// tiles per block of work
+    #[prop(default = 4, positive)]
+    pub tiles_per_block: usize,
+    /// a frame predicted to miss its budget: process it anyway, drop it, or keep only the crops
+    /// that fit
+    #[prop(default = "process")]
+    pub late: Late,
+    /// with late=cap: which crops a late frame keeps
+    #[prop(default = "largest")]
+    pub cap_priority: CapPriority,
+    /// spread the streams over GPUs: all, or ordinals (0,1); each GPU takes a run of consecutive
+    /// streams and gets its own copy of this stage and the stages after it, with device= set on
+    /// them and on the streams' stages (leave device= out), meeting in the one sink
+    #[prop(value = Vec::new())]
+    pub devices: Vec<String>,
+}
+
+impl From<BatchProps> for BatchConfig {
+    /// The settings (`devices` is the description's: written out before the stage is made).
+    fn from(b: BatchProps) -> Self {
+        let small = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
         BatchConfig {
-            max_crops: DEFAULT_MAX_CROPS,
-            max_frames: DEFAULT_MAX_FRAMES,
-            max_wait: None,
-            tile_pixels: DEFAULT_TILE_PIXELS,
-            tiles_per_block: DEFAULT_TILES_PER_BLOCK,
+            max_crops: b.max_crops,
+            max_frames: b.max_frames,
+            max_wait: b.max_wait_ms.map(|v| Duration::from_secs_f64(v / 1000.0)),
+            tile_pixels: small(b.tile_pixels),
+            tiles_per_block: small(b.tiles_per_block),
             input_per_block: None,
-            late: LatePolicy::Process,
+            late: match b.late {
+                Late::Process => LatePolicy::Process,
+                Late::Drop => LatePolicy::Drop,
+                Late::Cap => LatePolicy::Cap(b.cap_priority),
+            },
         }
     }
 }
@@ -153,67 +209,30 @@ pub const BATCH: StageDecl = StageDecl {
     name: "batch",
     role: Role::Batch,
     doc: "collect crops of consecutive frames into ragged batches with block metadata",
-    props: &[
-        PropSpec::new("max-crops", PropType::POSITIVE, "256", "close a batch at this many crops"),
-        PropSpec::new("max-frames", PropType::POSITIVE, "8", "close a batch at this many frames"),
-        PropSpec::new(
-            "max-wait-ms",
-            PropType::Float {
-                min: 0.0,
-                max: f64::INFINITY,
-                open_min: false,
-            },
-            "auto",
-            "longest a frame waits for others (auto: from its remaining budget)",
-        ),
-        PropSpec::new("tile-pixels", PropType::POSITIVE, "256", "output pixels per tile"),
-        PropSpec::new("tiles-per-block", PropType::POSITIVE, "4", "tiles per block of work"),
-        PropSpec::new(
-            "late",
-            PropType::Choice(&["process", "drop", "cap"]),
-            "process",
-            "a frame predicted to miss its budget: process it anyway, drop it, or keep only the crops that fit",
-        ),
-        PropSpec::new(
-            "cap-priority",
-            PropType::Choice(&["largest", "confident"]),
-            "largest",
-            "with late=cap: which crops a late frame keeps",
-        ),
-        PropSpec::new(
-            DEVICES,
-            PropType::List,
-            "-",
-            "spread the streams over GPUs: all, or ordinals (0,1); each GPU takes a run of \
-             consecutive streams and gets its own copy of this stage and the stages after it, with \
-             device= set on them and on the streams' stages (leave device= out), meeting in the one sink",
-        ),
-    ],
+    props: BatchProps::PROPS,
     needs: &[],
     provides: &[],
     make: batch_config,
 };
 
 fn batch_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    let d = BatchConfig::default();
-    let priority = match p.str("cap-priority") {
-        Some("confident") => CapPriority::Confident,
-        _ => CapPriority::Largest,
-    };
-    let small = |k: &str, d: u32| p.int(k).map_or(d, |v| u32::try_from(v).unwrap_or(u32::MAX));
-    Ok(Box::new(BatchConfig {
-        late: match p.str("late") {
-            Some("drop") => LatePolicy::Drop,
-            Some("cap") => LatePolicy::Cap(priority),
-            _ => LatePolicy::Process,
-        },
-        max_crops: p.usize("max-crops").unwrap_or(d.max_crops),
-        max_frames: p.usize("max-frames").unwrap_or(d.max_frames),
-        max_wait: p
-            .float("max-wait-ms")
-            .map(|v| Duration::from_secs_f64(v / 1000.0)),
-        tile_pixels: small("tile-pixels", d.tile_pixels),
-        tiles_per_block: small("tiles-per-block", d.tiles_per_block),
-        input_per_block: d.input_per_block,
-    }))
+    Ok(Box::new(BatchConfig::from(BatchProps::from_props(p)?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_declared_defaults_are_the_constants() {
+        let d = BatchConfig::default();
+        assert_eq!(d.max_crops, DEFAULT_MAX_CROPS);
+        assert_eq!(d.max_frames, DEFAULT_MAX_FRAMES);
+        assert_eq!(d.tile_pixels, DEFAULT_TILE_PIXELS);
+        assert_eq!(d.tiles_per_block, DEFAULT_TILES_PER_BLOCK);
+        assert_eq!(d.late, LatePolicy::Process);
+        assert_eq!(d.max_wait, None);
+        // describe::expand_devices finds the property by this name.
+        assert!(BatchProps::PROPS.iter().any(|p| p.name == DEVICES));
+    }
 }

@@ -53,7 +53,7 @@ use crate::budget::Tally;
 use crate::description::DescribeError;
 use crate::frame::{Detection, Frame, SkipReason};
 use crate::stage::{
-    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+    Element, OpenContext, PropChoice, Properties, Props, Role, Running, Stage, StageDecl,
 };
 use crate::Error;
 
@@ -583,71 +583,81 @@ impl Element for BoxesConfig {
     }
 }
 
+/// Where the boxes stage's boxes come from (`format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+pub enum BoxFormat {
+    /// VisDrone DET annotations ([`BoxSource::Det`]).
+    Det,
+    /// A VisDrone MOT sequence file ([`BoxSource::Mot`]).
+    Mot,
+    /// The synthetic generator ([`BoxSource::Synthetic`]).
+    Synthetic,
+}
+
+/// What a malformed annotation line does (`bad-lines`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+pub enum BadLines {
+    /// Fails the run, naming file and line.
+    Error,
+    /// Is skipped and counted.
+    Skip,
+}
+
+/// The boxes stage's properties, declared once ([`BOXES`]).
+#[derive(Debug, Clone, PartialEq, Properties)]
+pub struct BoxesProps {
+    /// where boxes come from
+    #[prop(default = "det")]
+    pub format: BoxFormat,
+    /// DET: folder of NAME.txt per image; MOT: the sequence's file
+    pub location: Option<PathBuf>,
+    /// synthetic: boxes per frame
+    #[prop(default = 28)]
+    pub count: usize,
+    /// synthetic: seed
+    #[prop(default = 7)]
+    pub seed: u64,
+    /// also classify ignored regions (category 0 or score 0)
+    #[prop(default = false)]
+    pub keep_ignored: bool,
+    /// a malformed annotation line fails the run (file:line), or is skipped and counted
+    #[prop(default = "error")]
+    pub bad_lines: BadLines,
+    /// categories not classified (VisDrone 11: others)
+    #[prop(default = "11", range = ..=11)]
+    pub skip_categories: Vec<i64>,
+}
+
 /// `boxes format=det|mot|synthetic`: annotation replay or the synthetic generator.
 pub const BOXES: StageDecl = StageDecl {
     name: "boxes",
     role: Role::Boxes,
     doc: "attach detection boxes: VisDrone DET/MOT annotations or the synthetic generator",
-    props: &[
-        PropSpec::new(
-            "format",
-            PropType::Choice(&["det", "mot", "synthetic"]),
-            "det",
-            "where boxes come from",
-        ),
-        PropSpec::new(
-            "location",
-            PropType::Path,
-            "-",
-            "DET: folder of NAME.txt per image; MOT: the sequence's file",
-        ),
-        PropSpec::new("count", PropType::COUNT, "28", "synthetic: boxes per frame"),
-        PropSpec::new("seed", PropType::COUNT, "7", "synthetic: seed"),
-        PropSpec::new(
-            "keep-ignored",
-            PropType::Bool,
-            "false",
-            "also classify ignored regions (category 0 or score 0)",
-        ),
-        PropSpec::new(
-            "bad-lines",
-            PropType::Choice(&["error", "skip"]),
-            "error",
-            "a malformed annotation line fails the run (file:line), or is skipped and counted",
-        ),
-        PropSpec::new(
-            "skip-categories",
-            PropType::Ints { max: 11 },
-            "11",
-            "categories not classified (VisDrone 11: others)",
-        ),
-    ],
+    props: BoxesProps::PROPS,
     needs: &[],
     provides: &[],
     make: boxes_config,
 };
 
+/// [`BoxesProps`]; `location` is needed by the annotation formats.
 fn boxes_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    let source = match p.str("format") {
-        Some("mot") => BoxSource::Mot {
+    let b = BoxesProps::from_props(p)?;
+    let source = match b.format {
+        BoxFormat::Mot => BoxSource::Mot {
             location: PathBuf::from(p.required("location")?),
         },
-        Some("synthetic") => BoxSource::Synthetic {
-            count: p.int("count").map_or(DEFAULT_SYNTHETIC_COUNT, |v| {
-                u32::try_from(v).unwrap_or(u32::MAX)
-            }),
-            seed: p.int("seed").map_or(DEFAULT_SEED, |v| v as u64),
+        BoxFormat::Synthetic => BoxSource::Synthetic {
+            count: u32::try_from(b.count).unwrap_or(u32::MAX),
+            seed: b.seed,
         },
-        _ => BoxSource::Det {
+        BoxFormat::Det => BoxSource::Det {
             location: PathBuf::from(p.required("location")?),
         },
     };
     let mut cfg = BoxesConfig::new(source);
-    cfg.keep_ignored = p.bool("keep-ignored").unwrap_or(false);
-    if let Some(v) = p.ints("skip-categories") {
-        cfg.skip_categories = v.into_iter().map(|c| c as u8).collect();
-    }
-    cfg.skip_bad_lines = p.str("bad-lines") == Some("skip");
+    cfg.keep_ignored = b.keep_ignored;
+    cfg.skip_categories = b.skip_categories.into_iter().map(|c| c as u8).collect();
+    cfg.skip_bad_lines = b.bad_lines == BadLines::Skip;
     Ok(Box::new(cfg))
 }
 
@@ -655,6 +665,17 @@ fn boxes_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 mod tests {
     use super::*;
     use crate::frame::{Colorimetry, FrameLayout, ImageFile, PixelFormat, PooledBuf};
+
+    #[test]
+    fn the_declared_defaults_are_the_constants() {
+        let b = BoxesProps::default();
+        assert_eq!(
+            (b.count as u32, b.seed),
+            (DEFAULT_SYNTHETIC_COUNT, DEFAULT_SEED)
+        );
+        let skip: Vec<i64> = DEFAULT_SKIP_CATEGORIES.iter().map(|&c| c.into()).collect();
+        assert_eq!(b.skip_categories, skip);
+    }
 
     /// A 64x48 frame at position `seq`, from image `name` when given.
     fn frame(seq: u64, name: Option<&str>) -> Frame {

@@ -35,14 +35,14 @@ use ort::value::{TensorElementType, TensorRef, ValueType};
 
 use crate::batch::CropBatch;
 use crate::frame::{ClassScore, Classification};
-use crate::onnx::{Ep, OnnxError};
+use crate::onnx::{Ep, OnnxError, OnnxProps};
 use crate::preprocess::{DType, Layout};
 use crate::tensor::TensorData;
 
 pub use crate::stage::{
     CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE,
 };
-pub use stage::CLASSIFY;
+pub use stage::{ClassifyProps, CLASSIFY};
 
 /// Default largest number of crops per inference call.
 pub const DEFAULT_MAX_BATCH: usize = 256;
@@ -50,7 +50,7 @@ pub const DEFAULT_MAX_BATCH: usize = 256;
 pub const DEFAULT_TOP_K: usize = 1;
 
 /// What to do with a crop whose logits are not finite (NaN or infinite).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, crate::stage::PropChoice)]
 pub enum NonFinite {
     /// Fail the run, naming the model and the frame (the default).
     #[default]
@@ -77,7 +77,7 @@ pub struct ClassifyConfig {
     /// Results kept per crop.
     pub top_k: usize,
     /// ONNX Runtime intra-op threads (0: its default).
-    pub threads: usize,
+    pub ort_threads: usize,
     /// Classify a tracked box every this many frames of its stream (1: every frame); in between
     /// it takes its track's last label, and no crop is made of it.
     pub reinfer_interval: u64,
@@ -89,20 +89,15 @@ pub struct ClassifyConfig {
 }
 
 impl ClassifyConfig {
-    /// Defaults for `model`.
+    /// Defaults for `model` (each property's declared default, [`ClassifyProps`]).
     pub fn new(model: impl Into<PathBuf>) -> Self {
-        ClassifyConfig {
-            model: model.into(),
-            labels: Vec::new(),
-            labels_file: None,
-            non_finite: NonFinite::Error,
-            max_batch: DEFAULT_MAX_BATCH,
-            top_k: DEFAULT_TOP_K,
-            threads: 0,
-            reinfer_interval: DEFAULT_REINFER_INTERVAL,
-            ep: Ep::default(),
-            workers: 1,
-        }
+        ClassifyConfig::from(ClassifyProps {
+            onnx: OnnxProps {
+                model: model.into(),
+                ..OnnxProps::default()
+            },
+            ..ClassifyProps::default()
+        })
     }
 }
 
@@ -219,7 +214,7 @@ impl Classifier {
             path: path.clone(),
             reason,
         };
-        let sessions = Sessions::open(&config.model, config.threads, config.ep)?;
+        let sessions = Sessions::open(&config.model, config.ort_threads, config.ep)?;
         let (input_name, input) = check_input(sessions.first(), &path, layout, size)?;
         let output_name = sessions
             .first()

@@ -1,16 +1,12 @@
 //! The `classify` stage: its declaration and properties, and the stage that runs the
 //! [`Classifier`] on each batch.
 
-use std::path::{Path, PathBuf};
-
 use super::{Classifier, ClassifyConfig, NonFinite, Reinfer, TrackLabels};
 use crate::batch::CropBatch;
 use crate::description::DescribeError;
 use crate::files::RunPath;
-use crate::onnx::Ep;
-use crate::stage::{
-    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
-};
+use crate::onnx::OnnxProps;
+use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
 use crate::Error;
 
 /// The classify stage at run time: the classifier, and each track's last label when labels
@@ -66,96 +62,70 @@ impl Element for ClassifyConfig {
     }
 }
 
+/// The classify stage's properties, declared once: the table `inspect` shows and the
+/// description is checked against ([`CLASSIFY`]), their defaults and their parsing;
+/// [`ClassifyConfig`] is made from them. `threads` (ONNX Runtime's threads here before; CPU
+/// preprocessing threads in every other stage) is refused, naming `ort-threads`.
+#[derive(Debug, Clone, PartialEq, Properties)]
+#[props(renamed(from = "threads", to = "ort-threads"))]
+pub struct ClassifyProps {
+    /// The model, its class names, the execution provider, the GPU, ONNX Runtime's threads.
+    #[prop(flatten)]
+    pub onnx: OnnxProps,
+    /// largest number of crops per inference call
+    #[prop(default = 256, positive)]
+    pub max_batch: usize,
+    /// results per crop
+    #[prop(default = 1, positive)]
+    pub top_k: usize,
+    /// a crop with NaN or infinite logits fails the run, or is written flagged
+    /// ("non_finite":true, no label) and counted
+    #[prop(default = "error")]
+    pub non_finite: NonFinite,
+    /// classifiers, each with its own ONNX Runtime sessions, taking batches in turn (batches
+    /// leave in order): for a CPU host where one session's call is the bottleneck; give each
+    /// fewer ort-threads
+    #[prop(default = 1, positive)]
+    pub workers: usize,
+    /// classify a tracked box every N frames of its stream; in between it reuses its track's
+    /// label ("reused":true) and gets no crop
+    #[prop(default = 1, positive)]
+    pub reinfer_interval: u64,
+}
+
+impl From<ClassifyProps> for ClassifyConfig {
+    fn from(c: ClassifyProps) -> Self {
+        ClassifyConfig {
+            ep: c.onnx.ep(),
+            model: c.onnx.model,
+            labels: c.onnx.labels,
+            labels_file: c.onnx.labels_file,
+            non_finite: c.non_finite,
+            max_batch: c.max_batch,
+            top_k: c.top_k,
+            ort_threads: c.onnx.ort_threads,
+            reinfer_interval: c.reinfer_interval,
+            workers: c.workers,
+        }
+    }
+}
+
 /// `classify model=m.onnx labels=a,b,c`: ONNX Runtime on the batch's tensor.
 pub const CLASSIFY: StageDecl = StageDecl {
     name: "classify",
     role: Role::Infer,
     doc: "ONNX Runtime classifier: softmax, top-k",
-    props: &[
-        PropSpec::new("model", PropType::Path, "-", "the .onnx file"),
-        PropSpec::new(
-            "labels",
-            PropType::List,
-            "class0,...",
-            "class names in class-index order, one per class of the model",
-        ),
-        PropSpec::new(
-            "labels-file",
-            PropType::Path,
-            "-",
-            "a file with one class name per line, one per class of the model",
-        ),
-        PropSpec::new(
-            "max-batch",
-            PropType::POSITIVE,
-            "256",
-            "largest number of crops per inference call",
-        ),
-        PropSpec::new("top-k", PropType::POSITIVE, "1", "results per crop"),
-        PropSpec::new(
-            "threads",
-            PropType::COUNT,
-            "0",
-            "ONNX Runtime intra-op threads (0: its default)",
-        ),
-        PropSpec::new(
-            "ep",
-            PropType::Choice(&["auto", "cpu", "cuda"]),
-            "auto",
-            "ONNX Runtime execution provider (auto: CUDA when its build has it and a GPU is present; cuda reads a preprocess memory=device tensor where it is)",
-        ),
-        PropSpec::new(
-            "device",
-            PropType::COUNT,
-            "0",
-            "with ep=cuda or auto: the GPU",
-        ),
-        PropSpec::new(
-            "non-finite",
-            PropType::Choice(&["error", "flag"]),
-            "error",
-            "a crop with NaN or infinite logits fails the run, or is written flagged (\"non_finite\":true, no label) and counted",
-        ),
-        PropSpec::new(
-            "workers",
-            PropType::POSITIVE,
-            "1",
-            "classifiers, each with its own ONNX Runtime sessions, taking batches in turn (batches leave in order): for a CPU host where one session's call is the bottleneck; give each fewer threads",
-        ),
-        PropSpec::new(
-            "reinfer-interval",
-            PropType::POSITIVE,
-            "1",
-            "classify a tracked box every N frames of its stream; in between it reuses its track's label (\"reused\":true) and gets no crop",
-        ),
-    ],
+    props: ClassifyProps::PROPS,
     needs: &[Role::Boxes, Role::Batch, Role::Preprocess],
     provides: &[],
     make: classify_config,
 };
 
+/// [`ClassifyProps`], then the labels file and the checks across properties.
 fn classify_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    let mut cfg = ClassifyConfig::new(p.required("model")?);
-    if let Some(l) = p.given("labels") {
-        cfg.labels = l.split(',').map(|s| s.trim().to_string()).collect();
-    }
-    if let Some(f) = p.given("labels-file") {
-        cfg.labels = crate::onnx::read_labels(Path::new(f)).map_err(|e| {
-            p.error(
-                "labels-file",
-                format!("classify: cannot read labels-file '{f}': {e}"),
-            )
-        })?;
-        cfg.labels_file = Some(PathBuf::from(f));
-    }
-    cfg.max_batch = p.usize("max-batch").unwrap_or(cfg.max_batch);
-    cfg.top_k = p.usize("top-k").unwrap_or(cfg.top_k);
-    cfg.threads = p.usize("threads").unwrap_or(cfg.threads);
-    cfg.reinfer_interval = p
-        .int("reinfer-interval")
-        .map_or(cfg.reinfer_interval, |v| v as u64);
-    cfg.workers = p.usize("workers").unwrap_or(1);
-    if cfg.workers > 1 && cfg.reinfer_interval > 1 {
+    let mut c = ClassifyProps::from_props(p)?;
+    c.onnx.read_labels_file("classify", p)?;
+    if c.workers > 1 && c.reinfer_interval > 1 {
         return Err(p.error(
             "workers",
             "classify: workers above 1 need reinfer-interval=1 (a track's reused label comes \
@@ -163,15 +133,25 @@ fn classify_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
                 .to_string(),
         ));
     }
-    cfg.non_finite = match p.str("non-finite") {
-        Some("flag") => NonFinite::Flag,
-        _ => NonFinite::Error,
-    };
-    let device = p.int("device").unwrap_or(0).clamp(0, i32::MAX as i64) as i32;
-    cfg.ep = match p.str("ep") {
-        Some("cpu") => Ep::Cpu,
-        Some("cuda") => Ep::Cuda(device),
-        _ => Ep::Auto(device),
-    };
-    Ok(Box::new(cfg))
+    Ok(Box::new(ClassifyConfig::from(c)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{DEFAULT_MAX_BATCH, DEFAULT_REINFER_INTERVAL, DEFAULT_TOP_K};
+    use super::*;
+    use crate::onnx::Ep;
+
+    #[test]
+    fn the_declared_defaults_are_the_constants_and_the_onnx_block_is_detects() {
+        let c = ClassifyConfig::new("m.onnx");
+        assert_eq!(c.max_batch, DEFAULT_MAX_BATCH);
+        assert_eq!(c.top_k, DEFAULT_TOP_K);
+        assert_eq!(c.reinfer_interval, DEFAULT_REINFER_INTERVAL);
+        assert_eq!((c.ep, c.ort_threads, c.workers), (Ep::Auto(0), 0, 1));
+        assert_eq!(c.non_finite, NonFinite::Error);
+        let onnx = OnnxProps::PROPS;
+        assert_eq!(&CLASSIFY.props[..onnx.len()], onnx);
+        assert_eq!(&crate::detect::DETECT.props[..onnx.len()], onnx);
+    }
 }

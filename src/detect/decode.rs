@@ -13,11 +13,12 @@ pub struct Output<'a> {
 }
 
 /// How a detector's output is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, crate::stage::PropChoice)]
 pub enum Decoder {
     /// `[1, N, 6]` or `[N, 6]` (`[B, N, 6]` for a batch): rows `x1, y1, x2, y2, score, class`,
     /// suppression done inside the model (CenterNet, RT-DETR-style and YOLO end-to-end exports).
     /// Rows of score 0 are padding.
+    #[choice(name = "end2end")]
     End2End,
     /// `[B, 4 + classes, anchors]`: `cx, cy, w, h` then one score per class (YOLOv8, YOLO11).
     Yolov8,
@@ -27,6 +28,7 @@ pub enum Decoder {
     /// Two outputs, CenterNet's heads: scores `[B, classes, H, W]` (after the sigmoid) and
     /// distances to the box's left, top, right and bottom edge `[B, 4, H, W]` in input pixels;
     /// the peaks of the scores make the boxes ([`super::centernet`]).
+    #[choice(name = "centernet")]
     CenterNet,
 }
 
@@ -37,12 +39,7 @@ const END2END_MAX_ROWS: i64 = 1000;
 impl Decoder {
     /// The property value naming this decoder.
     pub fn name(self) -> &'static str {
-        match self {
-            Decoder::End2End => "end2end",
-            Decoder::Yolov8 => "yolov8",
-            Decoder::Yolov5 => "yolov5",
-            Decoder::CenterNet => "centernet",
-        }
+        crate::stage::PropChoice::as_str(&self)
     }
 
     /// How many outputs it reads.

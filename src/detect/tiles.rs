@@ -6,7 +6,7 @@ use crate::preprocess::letterbox_rect;
 pub use crate::tiles::Rect;
 
 /// How a tile is fitted to the model's input.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, crate::stage::PropChoice)]
 pub enum Fit {
     /// Resized to the input's size, aspect ratio not kept.
     Stretch,

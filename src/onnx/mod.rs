@@ -17,9 +17,11 @@ use ort::session::Session;
 use ort::value::{Shape, TensorRefMut};
 
 mod fixed;
+mod props;
 mod worker;
 
 pub use fixed::{FixedInput, FixedOutput};
+pub use props::{EpKind, OnnxProps};
 use worker::Gone;
 pub(crate) use worker::{Ticket, Worker};
 

@@ -29,31 +29,21 @@ use crate::batch::CropBatch;
 use crate::budget::Tally;
 use crate::description::DescribeError;
 use crate::stage::{
-    Caps, Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+    Caps, Element, OpenContext, PropSpec, Properties, Props, Role, Running, Stage, StageDecl,
 };
 pub use crate::tensor::{DType, Layout};
 use crate::Error;
 
 pub use crate::stage::caps::{
-    BackendKind, ChannelOrder, Gather, Interpolation, PreprocessConfig, DEFAULT_MEAN,
-    DEFAULT_SCALE, DEFAULT_SIZE, DEFAULT_STD,
+    BackendKind, BackendProps, ChannelOrder, Gather, Interpolation, Memory, PreprocessConfig,
+    PreprocessProps, DEFAULT_MEAN, DEFAULT_SCALE, DEFAULT_SIZE, DEFAULT_STD,
 };
 
-/// The `backend` property of the stages that run on the CPU or CUDA.
-pub const BACKEND_PROP: PropSpec = PropSpec::new(
-    "backend",
-    PropType::Choice(&["auto", "cpu", "cuda"]),
-    "auto",
-    "implementation (auto: CUDA when a GPU is present)",
-);
+/// The `backend` property of the stages that run on the CPU or CUDA ([`BackendProps`]).
+pub const BACKEND_PROP: PropSpec = BackendProps::PROPS[0];
 
-/// The `threads` property of the stages with a CPU backend.
-pub const THREADS_PROP: PropSpec = PropSpec::new(
-    "threads",
-    PropType::COUNT,
-    "0",
-    "CPU worker threads (0: one per core)",
-);
+/// The `threads` property of the stages with a CPU backend ([`BackendProps`]).
+pub const THREADS_PROP: PropSpec = BackendProps::PROPS[1];
 
 /// Where a crop of `w`x`h` lands inside an `out_w`x`out_h` output when letterboxed:
 /// `(x offset, y offset, inner width, inner height)`. Integer arithmetic (the CUDA kernels compute
@@ -469,132 +459,21 @@ pub const PREPROCESS: StageDecl = StageDecl {
     name: "preprocess",
     role: Role::Preprocess,
     doc: "crop + bilinear resize (OpenCV INTER_LINEAR) + colour conversion + mean/std",
-    props: &[
-        PropSpec::new(
-            "size",
-            PropType::Size,
-            "auto",
-            "output size (auto: the model's input size)",
-        ),
-        PropSpec::new(
-            "mean",
-            PropType::Floats3 { positive: false },
-            "0.485,0.456,0.406",
-            "per-channel mean, after scale",
-        ),
-        PropSpec::new(
-            "std",
-            PropType::Floats3 { positive: true },
-            "0.229,0.224,0.225",
-            "per-channel standard deviation, after scale",
-        ),
-        PropSpec::new(
-            "scale",
-            PropType::POSITIVE_FLOAT,
-            "auto",
-            "factor from 0..255 to the units of mean/std (auto: 1/255)",
-        ),
-        PropSpec::new(
-            "channels",
-            PropType::Choice(&["rgb", "bgr"]),
-            "rgb",
-            "channel order of the tensor",
-        ),
-        PropSpec::new(
-            "layout",
-            PropType::Choice(&["nchw", "nhwc"]),
-            "nchw",
-            "tensor layout",
-        ),
-        PropSpec::new(
-            "dtype",
-            PropType::Choice(&["f32", "f16"]),
-            "f32",
-            "tensor element type (the classify stage takes f32)",
-        ),
-        PropSpec::new(
-            "memory",
-            PropType::Choice(&["host", "device"]),
-            "host",
-            "where the tensor is left: host memory, or (backend=cuda) device memory for consumers that read it there",
-        ),
-        PropSpec::new(
-            "device",
-            PropType::COUNT,
-            "0",
-            "the GPU the CUDA backend runs on (its frames and tensor in that GPU's memory)",
-        ),
-        PropSpec::new(
-            "gather",
-            PropType::Choice(&["auto", "host", "device"]),
-            "auto",
-            "CUDA backend: crop rectangles pulled by the GPU from page-locked frames (the sources then decode into page-locked buffers), or gathered on the host (auto: the GPU when the frames are page-locked)",
-        ),
-        BACKEND_PROP,
-        THREADS_PROP,
-        PropSpec::new(
-            "interpolation",
-            PropType::Choice(&["bilinear", "area"]),
-            "bilinear",
-            "OpenCV INTER_LINEAR, or INTER_AREA (antialiased downscaling)",
-        ),
-        PropSpec::new(
-            "letterbox",
-            PropType::Float {
-                min: 0.0,
-                max: 255.0,
-                open_min: false,
-            },
-            "-",
-            "keep the aspect ratio and pad with this value (0..255 scale) instead of stretching",
-        ),
-    ],
+    props: PreprocessProps::PROPS,
     needs: &[Role::Batch],
     provides: &[],
     make: preprocess_config,
 };
 
 fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    let d = PreprocessConfig::default();
-    if p.str("gather") == Some("device") && p.str("backend") == Some("cpu") {
+    let props = PreprocessProps::from_props(p)?;
+    if props.gather == Gather::Device && props.compute.backend == BackendKind::Cpu {
         return Err(p.error(
             "gather",
             "preprocess: gather=device is the CUDA backend's: use backend=cuda (or auto)",
         ));
     }
-    Ok(Box::new(PreprocessElement(PreprocessConfig {
-        size: p.size("size"),
-        mean: p.floats3("mean").unwrap_or(d.mean),
-        std: p.floats3("std").unwrap_or(d.std),
-        // Not from the declared default string: 1/255 exactly as f32.
-        scale: p.float("scale").map_or(d.scale, |v| v as f32),
-        channels: match p.str("channels") {
-            Some("bgr") => ChannelOrder::Bgr,
-            _ => ChannelOrder::Rgb,
-        },
-        layout: match p.str("layout") {
-            Some("nhwc") => Layout::Nhwc,
-            _ => Layout::Nchw,
-        },
-        dtype: match p.str("dtype") {
-            Some("f16") => DType::F16,
-            _ => DType::F32,
-        },
-        backend: BackendKind::from_prop(p.str("backend")),
-        threads: p.usize("threads").unwrap_or(d.threads),
-        interpolation: match p.str("interpolation") {
-            Some("area") => Interpolation::Area,
-            _ => Interpolation::Bilinear,
-        },
-        letterbox: p.float("letterbox").map(|v| v as f32),
-        device_output: p.str("memory") == Some("device"),
-        device: p.usize("device").unwrap_or(d.device),
-        gather: match p.str("gather") {
-            Some("host") => Gather::Host,
-            Some("device") => Gather::Device,
-            _ => Gather::Auto,
-        },
-    })))
+    Ok(Box::new(PreprocessElement(PreprocessConfig::from(props))))
 }
 
 #[cfg(test)]
@@ -610,5 +489,22 @@ mod tests {
         }
         assert!(f16_to_f32(0x7e00).is_nan());
         assert_eq!(f16_to_f32(0xfc00), f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn the_declared_defaults_are_the_constants() {
+        let d = PreprocessConfig::default();
+        assert_eq!(
+            (d.mean, d.std, d.scale),
+            (DEFAULT_MEAN, DEFAULT_STD, DEFAULT_SCALE)
+        );
+        assert_eq!(
+            (d.size, d.layout, d.dtype),
+            (None, Layout::Nchw, DType::F32)
+        );
+        assert_eq!(
+            (d.backend, d.threads, d.device_output),
+            (BackendKind::Auto, 0, false)
+        );
     }
 }

@@ -49,7 +49,7 @@ use crate::batch::CropBatch;
 use crate::description::DescribeError;
 use crate::files::RunPath;
 use crate::stage::{
-    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+    Element, OpenContext, PropSpec, PropType, Properties, Props, Role, Running, Stage, StageDecl,
 };
 use crate::Error;
 
@@ -63,12 +63,14 @@ pub use tiles::{TileFormat, TileSink, TileSinkConfig, TILESINK};
 #[cfg(feature = "zenoh")]
 pub use zenoh::{ZenohConfig, ZENOH};
 
-/// Settings of the JSONL sink.
-#[derive(Debug, Clone, PartialEq)]
+/// Settings of the JSONL sink, its properties declared once ([`JSONL`]).
+#[derive(Debug, Clone, PartialEq, Properties)]
 pub struct JsonlConfig {
-    /// Output file, or `-` for stdout.
+    /// output file, or - for stdout
+    #[prop(required)]
     pub location: PathBuf,
     /// Replace an existing file (else it is refused).
+    #[prop(spec = OVERWRITE)]
     pub overwrite: bool,
 }
 
@@ -277,7 +279,7 @@ impl Element for JsonlConfig {
     }
 }
 
-/// The `overwrite` property of the sinks that write files.
+/// The `overwrite` property of the sinks that write files (`#[prop(spec = OVERWRITE)]`).
 const OVERWRITE: PropSpec = PropSpec::new(
     "overwrite",
     PropType::Bool,
@@ -290,23 +292,10 @@ pub const JSONL: StageDecl = StageDecl {
     name: "jsonl",
     role: Role::Sink,
     doc: "one JSON line per object (box, and the classifier's label when classified)",
-    props: &[
-        PropSpec::new(
-            "location",
-            PropType::Path,
-            "-",
-            "output file, or - for stdout",
-        ),
-        OVERWRITE,
-    ],
+    props: JsonlConfig::PROPS,
     needs: &[Role::Boxes, Role::Batch],
     provides: &[],
-    make: |p| {
-        Ok(Box::new(JsonlConfig {
-            location: PathBuf::from(p.required("location")?),
-            overwrite: p.bool("overwrite").unwrap_or(false),
-        }))
-    },
+    make: |p| Ok(Box::new(JsonlConfig::from_props(p)?)),
 };
 
 /// The `appsink` stage: writes nothing; the application reads the results.

@@ -25,16 +25,18 @@ use super::output::{fresh_folder, Leftover};
 use super::{Object, SinkError};
 use crate::batch::CropBatch;
 use crate::files::RunPath;
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Role, Running, Stage, StageDecl};
+use crate::stage::{Element, OpenContext, Properties, Role, Running, Stage, StageDecl};
 use crate::tensor::TensorData;
 use crate::Error;
 
-/// Settings of the tensors sink.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Settings of the tensors sink, its properties declared once ([`TENSORS`]).
+#[derive(Debug, Clone, PartialEq, Eq, Properties)]
 pub struct TensorsConfig {
-    /// The output folder (created if missing).
+    /// output folder (created if missing; must not hold earlier output)
+    #[prop(required)]
     pub location: PathBuf,
     /// Replace an earlier run's files in the folder (else the folder is refused).
+    #[prop(spec = super::OVERWRITE)]
     pub overwrite: bool,
 }
 
@@ -43,23 +45,10 @@ pub const TENSORS: StageDecl = StageDecl {
     name: "tensors",
     role: Role::Sink,
     doc: "each batch's tensor as a .npy file plus index.jsonl (which crop is which)",
-    props: &[
-        PropSpec::new(
-            "location",
-            PropType::Path,
-            "-",
-            "output folder (created if missing; must not hold earlier output)",
-        ),
-        super::OVERWRITE,
-    ],
+    props: TensorsConfig::PROPS,
     needs: &[Role::Boxes, Role::Batch, Role::Preprocess],
     provides: &[],
-    make: |p| {
-        Ok(Box::new(TensorsConfig {
-            location: PathBuf::from(p.required("location")?),
-            overwrite: p.bool("overwrite").unwrap_or(false),
-        }))
-    },
+    make: |p| Ok(Box::new(TensorsConfig::from_props(p)?)),
 };
 
 impl Element for TensorsConfig {

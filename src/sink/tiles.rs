@@ -30,11 +30,11 @@ use crate::batch::CropBatch;
 use crate::files::RunPath;
 use crate::frame::{Frame, PixelFormat};
 use crate::preprocess::cpu::rect_to_rgb;
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Role, Running, Stage, StageDecl};
+use crate::stage::{Element, OpenContext, PropChoice, Properties, Role, Running, Stage, StageDecl};
 use crate::Error;
 
 /// How kept tiles are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum TileFormat {
     /// PNG: 16-bit grey for 16-bit frames, else 8-bit RGB.
     #[default]
@@ -43,14 +43,17 @@ pub enum TileFormat {
     Npy,
 }
 
-/// Settings of the tile sink.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Settings of the tile sink, its properties declared once ([`TILESINK`]).
+#[derive(Debug, Clone, PartialEq, Eq, Properties)]
 pub struct TileSinkConfig {
-    /// The output folder (created if missing).
+    /// output folder (created if missing; must not hold earlier output)
+    #[prop(required)]
     pub location: PathBuf,
-    /// File format of the tiles.
+    /// tile files: PNG, or the raw samples as NumPy .npy
+    #[prop(default = "png")]
     pub format: TileFormat,
     /// Replace an earlier run's files in the folder (else the folder is refused).
+    #[prop(spec = super::OVERWRITE)]
     pub overwrite: bool,
 }
 
@@ -59,33 +62,10 @@ pub const TILESINK: StageDecl = StageDecl {
     name: "tilesink",
     role: Role::Sink,
     doc: "kept tiles as PNG (16-bit grey or RGB) or .npy files, plus index.jsonl of every tile",
-    props: &[
-        PropSpec::new(
-            "location",
-            PropType::Path,
-            "-",
-            "output folder (created if missing; must not hold earlier output)",
-        ),
-        PropSpec::new(
-            "format",
-            PropType::Choice(&["png", "npy"]),
-            "png",
-            "tile files: PNG, or the raw samples as NumPy .npy",
-        ),
-        super::OVERWRITE,
-    ],
+    props: TileSinkConfig::PROPS,
     needs: &[Role::Boxes, Role::Batch],
     provides: &[],
-    make: |p| {
-        Ok(Box::new(TileSinkConfig {
-            location: PathBuf::from(p.required("location")?),
-            format: match p.str("format") {
-                Some("npy") => TileFormat::Npy,
-                _ => TileFormat::Png,
-            },
-            overwrite: p.bool("overwrite").unwrap_or(false),
-        }))
-    },
+    make: |p| Ok(Box::new(TileSinkConfig::from_props(p)?)),
 };
 
 impl Element for TileSinkConfig {

@@ -28,9 +28,7 @@ use crate::batch::{
 };
 use crate::description::DescribeError;
 use crate::frame::{Detection, Frame};
-use crate::stage::{
-    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
-};
+use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
 use crate::Error;
 
 pub use grid::{random, regular, Edge, Rect};
@@ -74,11 +72,39 @@ impl Grid {
 }
 
 impl Default for Grid {
+    /// The random grid with the declared defaults ([`TilesProps`]).
     fn default() -> Self {
+        TilesProps::default().random()
+    }
+}
+
+/// The tiles stage's properties, declared once ([`TILES`]).
+#[derive(Debug, Clone, PartialEq, Properties)]
+pub struct TilesProps {
+    /// tile size of a regular grid (edge tiles clipped to the frame); without it, the random grid
+    pub size: Option<(u32, u32)>,
+    /// regular grid: fraction of a tile shared with its neighbours
+    #[prop(default = 0, range = 0.0..=0.9)]
+    pub overlap: f64,
+    /// random grid: smallest tile side (edge tiles clipped)
+    #[prop(default = 128, positive)]
+    pub min: usize,
+    /// random grid: largest tile side
+    #[prop(default = 512, positive)]
+    pub max: usize,
+    /// random grid: the seed (the same grid for the same seed and frame size)
+    #[prop(default = 1)]
+    pub seed: u64,
+}
+
+impl TilesProps {
+    /// The random grid of `min`, `max` and `seed`.
+    fn random(&self) -> Grid {
+        let small = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
         Grid::Random {
-            min: DEFAULT_MIN,
-            max: DEFAULT_MAX,
-            seed: DEFAULT_SEED,
+            min: small(self.min),
+            max: small(self.max),
+            seed: self.seed,
         }
     }
 }
@@ -198,45 +224,16 @@ pub const TILES: StageDecl = StageDecl {
     name: "tiles",
     role: Role::Batch,
     doc: "cut each frame into tiles (a regular or a random variable grid), each a crop of one ragged batch",
-    props: &[
-        PropSpec::new(
-            "size",
-            PropType::Size,
-            "-",
-            "tile size of a regular grid (edge tiles clipped to the frame); without it, the random grid",
-        ),
-        PropSpec::new(
-            "overlap",
-            PropType::Float {
-                min: 0.0,
-                max: 0.9,
-                open_min: false,
-            },
-            "0",
-            "regular grid: fraction of a tile shared with its neighbours",
-        ),
-        PropSpec::new(
-            "min",
-            PropType::POSITIVE,
-            "128",
-            "random grid: smallest tile side (edge tiles clipped)",
-        ),
-        PropSpec::new("max", PropType::POSITIVE, "512", "random grid: largest tile side"),
-        PropSpec::new(
-            "seed",
-            PropType::COUNT,
-            "1",
-            "random grid: the seed (the same grid for the same seed and frame size)",
-        ),
-    ],
+    props: TilesProps::PROPS,
     needs: &[],
     provides: &[Role::Boxes],
     make: tiles_config,
 };
 
+/// [`TilesProps`], then the checks across them: one grid's settings, not both.
 fn tiles_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    let small = |k: &str, d: u32| p.int(k).map_or(d, |v| u32::try_from(v).unwrap_or(u32::MAX));
-    let grid = match p.size("size") {
+    let t = TilesProps::from_props(p)?;
+    let grid = match t.size {
         Some(size) => {
             if let Some(k) = ["min", "max", "seed"]
                 .into_iter()
@@ -249,7 +246,7 @@ fn tiles_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             }
             Grid::Regular {
                 size,
-                overlap: p.float("overlap").unwrap_or(0.0),
+                overlap: t.overlap,
             }
         }
         None => {
@@ -259,15 +256,15 @@ fn tiles_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
                     "tiles: overlap is a setting of the regular grid: set size=WxH too",
                 ));
             }
-            let (min, max) = (small("min", DEFAULT_MIN), small("max", DEFAULT_MAX));
-            if min > max {
-                return Err(p.error("min", format!("tiles: min={min} is larger than max={max}")));
+            let grid = t.random();
+            if let Grid::Random { min, max, .. } = grid {
+                if min > max {
+                    return Err(
+                        p.error("min", format!("tiles: min={min} is larger than max={max}"))
+                    );
+                }
             }
-            Grid::Random {
-                min,
-                max,
-                seed: p.int("seed").map_or(DEFAULT_SEED, |v| v as u64),
-            }
+            grid
         }
     };
     Ok(Box::new(TilesConfig { grid }))
@@ -277,6 +274,12 @@ fn tiles_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 mod tests {
     use super::*;
     use crate::frame::{Colorimetry, FrameLayout, PixelFormat, PooledBuf};
+
+    #[test]
+    fn the_declared_defaults_are_the_constants() {
+        let (min, max, seed) = (DEFAULT_MIN, DEFAULT_MAX, DEFAULT_SEED);
+        assert_eq!(Grid::default(), Grid::Random { min, max, seed });
+    }
 
     #[test]
     fn a_frame_past_the_batch_offsets_is_an_error_naming_it() {

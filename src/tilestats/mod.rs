@@ -46,9 +46,9 @@ use crate::batch::{build_blocks_into, BlockMeta, CropBatch, CropMeta};
 use crate::budget::Tally;
 use crate::description::DescribeError;
 use crate::frame::{Frame, PixelFormat, PixelSums, TileStats};
-use crate::preprocess::{BackendKind, BACKEND_PROP, THREADS_PROP};
+use crate::preprocess::{BackendKind, BackendProps};
 use crate::stage::{
-    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
+    Element, OpenContext, PropChoice, Properties, Props, Role, Running, Stage, StageDecl,
 };
 use crate::Error;
 
@@ -65,7 +65,7 @@ pub const DEFAULT_LEVEL: f64 = 0.5;
 pub const DEFAULT_DOWNLINK_MBPS: f64 = 2.0;
 
 /// Which band of a colour frame is summed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum BandName {
     /// Grey for a grey frame, the Y plane of a YUV frame, 77 R + 150 G + 29 B (/ 256) of RGB.
     #[default]
@@ -81,12 +81,7 @@ pub enum BandName {
 impl BandName {
     /// Its name in descriptions.
     pub fn name(self) -> &'static str {
-        match self {
-            BandName::Luma => "luma",
-            BandName::Red => "red",
-            BandName::Green => "green",
-            BandName::Blue => "blue",
-        }
+        self.as_str()
     }
 }
 
@@ -327,21 +322,9 @@ pub struct TileStatsConfig {
 }
 
 impl Default for TileStatsConfig {
+    /// Each property's declared default ([`TileStatsProps`]).
     fn default() -> Self {
-        TileStatsConfig {
-            scale: None,
-            offset: 0.0,
-            level: DEFAULT_LEVEL,
-            keep: None,
-            top_k: None,
-            score: Property::Mean,
-            band: BandName::Luma,
-            backend: BackendKind::Auto,
-            threads: 0,
-            device: 0,
-            block_pixels: DEFAULT_BLOCK_PIXELS,
-            downlink_mbps: DEFAULT_DOWNLINK_MBPS,
-        }
+        TileStatsConfig::from_props(TileStatsProps::default(), None)
     }
 }
 
@@ -599,84 +582,99 @@ pub const TILESTATS: StageDecl = StageDecl {
     name: "tilestats",
     role: Role::Filter(crate::stage::Item::Batches),
     doc: "per tile: mean, std, min, max, fraction above a level; keep rule and top-k (one GPU launch per frame)",
-    props: &[
-        PropSpec::new(
-            "scale",
-            PropType::POSITIVE_FLOAT,
-            "auto",
-            "value = sample * scale + offset (auto: 1/65535 for 16-bit samples, 1/255 for 8-bit)",
-        ),
-        PropSpec::new(
-            "offset",
-            PropType::Float {
-                min: f64::MIN,
-                max: f64::MAX,
-                open_min: false,
-            },
-            "0",
-            "value = sample * scale + offset",
-        ),
-        PropSpec::new(
-            "level",
-            PropType::Float {
-                min: f64::MIN,
-                max: f64::MAX,
-                open_min: false,
-            },
-            "0.5",
-            "the value 'above' counts the samples above (the fraction of the tile's samples)",
-        ),
-        PropSpec::new(
-            "keep",
-            PropType::Str,
-            "-",
-            "rule: comparisons of mean, std, min, max, above, pixels, width, height with and/or/not (e.g. \"mean>0.535\"); none keeps all",
-        ),
-        PropSpec::new(
-            "top-k",
-            PropType::POSITIVE,
-            "-",
-            "keep at most this many of a frame's tiles that pass the rule, the highest score first",
-        ),
-        PropSpec::new(
-            "score",
-            PropType::Choice(&["mean", "std", "min", "max", "above", "pixels"]),
-            "mean",
-            "what top-k ranks by",
-        ),
-        PropSpec::new(
-            "band",
-            PropType::Choice(&["luma", "red", "green", "blue"]),
-            "luma",
-            "the band of colour frames (grey and YUV frames: their one band or luma plane)",
-        ),
-        BACKEND_PROP,
-        THREADS_PROP,
-        PropSpec::new("device", PropType::COUNT, "0", "the GPU of the CUDA backend"),
-        PropSpec::new(
-            "block-pixels",
-            PropType::Int {
-                min: 32,
-                max: 1 << 24,
-            },
-            "16384",
-            "pixels per block of work (a tile gets one block per this many of its pixels)",
-        ),
-        PropSpec::new(
-            "downlink-mbps",
-            PropType::POSITIVE_FLOAT,
-            "2",
-            "downlink rate for the report's downlink times (megabits per second)",
-        ),
-    ],
+    props: TileStatsProps::PROPS,
     needs: &[Role::Boxes, Role::Batch],
     provides: &[],
     make: tilestats_config,
 };
 
+/// What `score` ranks by: the properties of a tile's values ([`Property`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+pub enum Score {
+    /// [`Property::Mean`].
+    Mean,
+    /// [`Property::Std`].
+    Std,
+    /// [`Property::Min`].
+    Min,
+    /// [`Property::Max`].
+    Max,
+    /// [`Property::Above`].
+    Above,
+    /// [`Property::Pixels`].
+    Pixels,
+}
+
+/// The tilestats stage's properties, declared once ([`TILESTATS`]); [`TileStatsConfig`] is made
+/// from them and the parsed `keep` rule.
+#[derive(Debug, Clone, PartialEq, Properties)]
+pub struct TileStatsProps {
+    /// value = sample * scale + offset (auto: 1/65535 for 16-bit samples, 1/255 for 8-bit)
+    #[prop(default = "auto", positive)]
+    pub scale: Option<f64>,
+    /// value = sample * scale + offset
+    #[prop(default = 0, range = f64::MIN..=f64::MAX)]
+    pub offset: f64,
+    /// the value 'above' counts the samples above (the fraction of the tile's samples)
+    #[prop(default = 0.5, range = f64::MIN..=f64::MAX)]
+    pub level: f64,
+    /// rule: comparisons of mean, std, min, max, above, pixels, width, height with and/or/not
+    /// (e.g. "mean>0.535"); none keeps all
+    pub keep: Option<String>,
+    /// keep at most this many of a frame's tiles that pass the rule, the highest score first
+    #[prop(positive)]
+    pub top_k: Option<usize>,
+    /// what top-k ranks by
+    #[prop(default = "mean")]
+    pub score: Score,
+    /// the band of colour frames (grey and YUV frames: their one band or luma plane)
+    #[prop(default = "luma")]
+    pub band: BandName,
+    /// `backend`, `threads`.
+    #[prop(flatten)]
+    pub compute: BackendProps,
+    /// the GPU of the CUDA backend
+    #[prop(default = 0)]
+    pub device: usize,
+    /// pixels per block of work (a tile gets one block per this many of its pixels)
+    #[prop(default = 16384, range = 32..=16777216)]
+    pub block_pixels: u32,
+    /// downlink rate for the report's downlink times (megabits per second)
+    #[prop(default = 2, positive)]
+    pub downlink_mbps: f64,
+}
+
+impl TileStatsConfig {
+    /// The settings of `props` with the parsed `keep` rule.
+    pub fn from_props(props: TileStatsProps, keep: Option<Rule>) -> Self {
+        TileStatsConfig {
+            scale: props.scale,
+            offset: props.offset,
+            level: props.level,
+            keep,
+            top_k: props.top_k,
+            score: match props.score {
+                Score::Mean => Property::Mean,
+                Score::Std => Property::Std,
+                Score::Min => Property::Min,
+                Score::Max => Property::Max,
+                Score::Above => Property::Above,
+                Score::Pixels => Property::Pixels,
+            },
+            band: props.band,
+            backend: props.compute.backend,
+            threads: props.compute.threads,
+            device: props.device,
+            block_pixels: props.block_pixels,
+            downlink_mbps: props.downlink_mbps,
+        }
+    }
+}
+
+/// [`TileStatsProps`], then the `keep` rule parsed.
 fn tilestats_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    let d = TileStatsConfig::default();
-    let keep = match p.given("keep") {
+    let props = TileStatsProps::from_props(p)?;
+    let keep = match &props.keep {
         Some(text) => Some(Rule::parse(text).map_err(|e| {
             p.error_in(
                 "keep",
@@ -689,30 +687,39 @@ fn tilestats_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         })?),
         None => None,
     };
-    Ok(Box::new(TileStatsConfig {
-        scale: p.float("scale"),
-        offset: p.float("offset").unwrap_or(d.offset),
-        level: p.float("level").unwrap_or(d.level),
-        keep,
-        top_k: p.usize("top-k"),
-        score: p.str("score").and_then(Property::parse).unwrap_or(d.score),
-        band: match p.str("band") {
-            Some("red") => BandName::Red,
-            Some("green") => BandName::Green,
-            Some("blue") => BandName::Blue,
-            _ => BandName::Luma,
-        },
-        backend: BackendKind::from_prop(p.str("backend")),
-        threads: p.usize("threads").unwrap_or(d.threads),
-        device: p.usize("device").unwrap_or(d.device),
-        block_pixels: p.int("block-pixels").map_or(d.block_pixels, |v| v as u32),
-        downlink_mbps: p.float("downlink-mbps").unwrap_or(d.downlink_mbps),
-    }))
+    Ok(Box::new(TileStatsConfig::from_props(props, keep)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_declared_defaults_are_the_constants() {
+        let d = TileStatsConfig::default();
+        assert_eq!(
+            (d.level, d.block_pixels),
+            (DEFAULT_LEVEL, DEFAULT_BLOCK_PIXELS)
+        );
+        assert_eq!(
+            (d.downlink_mbps, d.offset, d.scale),
+            (DEFAULT_DOWNLINK_MBPS, 0.0, None)
+        );
+        assert_eq!(
+            (d.score, d.band, d.top_k),
+            (Property::Mean, BandName::Luma, None)
+        );
+        for s in Score::WORDS {
+            let props = TileStatsProps {
+                score: s.parse().unwrap(),
+                ..TileStatsProps::default()
+            };
+            assert_eq!(
+                Property::parse(s),
+                Some(TileStatsConfig::from_props(props, None).score)
+            );
+        }
+    }
 
     #[test]
     fn the_level_maps_to_the_first_raw_sample_above_it() {

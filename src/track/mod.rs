@@ -37,9 +37,7 @@ use std::collections::BTreeMap;
 use crate::budget::Tally;
 use crate::description::DescribeError;
 use crate::frame::Frame;
-use crate::stage::{
-    Element, OpenContext, PropSpec, PropType, Props, Role, Running, Stage, StageDecl,
-};
+use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
 use crate::Error;
 
 pub use assign::{iou, iou_u32, max_weight_matching};
@@ -265,80 +263,60 @@ impl Element for TrackSettings {
     }
 }
 
-/// The float type of a share from 0 to 1.
-const SHARE: PropType = PropType::Float {
-    min: 0.0,
-    max: 1.0,
-    open_min: false,
-};
+/// The track stage's properties, declared once ([`TRACK`]); [`TrackConfig`] is made from them.
+#[derive(Debug, Clone, PartialEq, Properties)]
+pub struct TrackProps {
+    /// boxes scoring at least this are matched first, against every track, and may start tracks
+    /// (left out after a detect stage: the detector's score)
+    #[prop(default = 0.5, range = 0.0..=1.0)]
+    pub high: f32,
+    /// boxes scoring from low up to high are matched only to tracks the first round left; boxes
+    /// under low get no track
+    #[prop(default = 0.1, range = 0.0..=1.0)]
+    pub low: f32,
+    /// least IoU of a box with a track's predicted box for them to match (low-score boxes: at
+    /// least 0.5)
+    #[prop(default = 0.2, range = 0.0..=1.0, positive)]
+    pub iou: f64,
+    /// a track unmatched for more than this many frames ends
+    #[prop(default = 30, range = 0..=100_000)]
+    pub max_age: u64,
+    /// matched frames in a row before a new track is confirmed and gets an id (1: at once; a
+    /// stream's first frame: at once)
+    #[prop(default = 2, range = 1..=1000)]
+    pub min_hits: u32,
+    /// estimate the camera's shift between frames from the boxes and move the tracks by it
+    /// before matching
+    #[prop(default = true)]
+    pub camera_motion: bool,
+}
+
+impl From<TrackProps> for TrackConfig {
+    fn from(t: TrackProps) -> Self {
+        TrackConfig {
+            high: t.high,
+            low: t.low,
+            iou: t.iou,
+            max_age: t.max_age,
+            min_hits: t.min_hits,
+            camera_motion: t.camera_motion,
+        }
+    }
+}
 
 /// `track high=0.5 low=0.1 iou=0.2 max-age=30 min-hits=2`: ByteTrack per stream.
 pub const TRACK: StageDecl = StageDecl {
     name: "track",
     role: Role::Track,
     doc: "follow boxes from frame to frame (ByteTrack: Kalman + two-round IoU matching) and write their track ids, per stream",
-    props: &[
-        PropSpec::new(
-            "high",
-            SHARE,
-            "0.5",
-            "boxes scoring at least this are matched first, against every track, and may start tracks (left out after a detect stage: the detector's score)",
-        ),
-        PropSpec::new(
-            "low",
-            SHARE,
-            "0.1",
-            "boxes scoring from low up to high are matched only to tracks the first round left; boxes under low get no track",
-        ),
-        PropSpec::new(
-            "iou",
-            PropType::Float {
-                min: 0.0,
-                max: 1.0,
-                open_min: true,
-            },
-            "0.2",
-            "least IoU of a box with a track's predicted box for them to match (low-score boxes: at least 0.5)",
-        ),
-        PropSpec::new(
-            "max-age",
-            PropType::Int {
-                min: 0,
-                max: 100_000,
-            },
-            "30",
-            "a track unmatched for more than this many frames ends",
-        ),
-        PropSpec::new(
-            "min-hits",
-            PropType::Int { min: 1, max: 1000 },
-            "2",
-            "matched frames in a row before a new track is confirmed and gets an id (1: at once; a stream's first frame: at once)",
-        ),
-        PropSpec::new(
-            "camera-motion",
-            PropType::Bool,
-            "true",
-            "estimate the camera's shift between frames from the boxes and move the tracks by it before matching",
-        ),
-    ],
+    props: TrackProps::PROPS,
     needs: &[Role::Boxes],
     provides: &[],
     make: track_config,
 };
 
 fn track_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    let d = TrackConfig::default();
-    let config = TrackConfig {
-        high: p.float("high").map_or(d.high, |v| v as f32),
-        low: p.float("low").map_or(d.low, |v| v as f32),
-        iou: p.float("iou").unwrap_or(d.iou),
-        max_age: p.int("max-age").map_or(d.max_age, |v| v as u64),
-        min_hits: p
-            .int("min-hits")
-            .map_or(d.min_hits, |v| u32::try_from(v).unwrap_or(u32::MAX)),
-        camera_motion: p.bool("camera-motion").unwrap_or(d.camera_motion),
-    };
+    let config = TrackConfig::from(TrackProps::from_props(p)?);
     if let Err(e) = config.validate() {
         let key = match e {
             TrackError::LowAboveHigh { .. } if p.given("low").is_some() => "low",
@@ -365,6 +343,17 @@ fn track_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 mod tests {
     use super::*;
     use crate::frame::{Colorimetry, Detection, FrameLayout, PixelFormat, PooledBuf};
+
+    #[test]
+    fn the_declared_defaults_are_the_constants() {
+        let d = TrackConfig::default();
+        assert_eq!(
+            (d.high, d.low, d.iou),
+            (DEFAULT_HIGH, DEFAULT_LOW, DEFAULT_IOU)
+        );
+        assert_eq!((d.max_age, d.min_hits), (DEFAULT_MAX_AGE, DEFAULT_MIN_HITS));
+        assert!(d.camera_motion);
+    }
 
     fn frame(stream: u32, seq: u64, boxes: &[[u32; 4]]) -> Frame {
         let layout = FrameLayout::packed(PixelFormat::Rgb, 64, 48);

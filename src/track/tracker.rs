@@ -68,15 +68,9 @@ pub struct TrackConfig {
 }
 
 impl Default for TrackConfig {
+    /// Each property's declared default ([`super::TrackProps`]).
     fn default() -> Self {
-        TrackConfig {
-            high: DEFAULT_HIGH,
-            low: DEFAULT_LOW,
-            iou: DEFAULT_IOU,
-            max_age: DEFAULT_MAX_AGE,
-            min_hits: DEFAULT_MIN_HITS,
-            camera_motion: true,
-        }
+        TrackConfig::from(super::TrackProps::default())
     }
 }
 

@@ -46,8 +46,8 @@ fn workers_give_the_one_classifier_output_in_order() {
         return;
     }
     let dir = common::temp_dir("workers");
-    let (one, one_report) = run(&data, &dir, "threads=1");
-    let (three, three_report) = run(&data, &dir, "threads=1 workers=3");
+    let (one, one_report) = run(&data, &dir, "ort-threads=1");
+    let (three, three_report) = run(&data, &dir, "ort-threads=1 workers=3");
     assert_eq!(one.lines().count(), 2012, "the clip's objects");
     // Same objects, same labels and scores, in the same order (stream, frame, box).
     assert!(one == three, "three workers wrote other lines than one");

@@ -19,6 +19,10 @@
 
 #![warn(missing_docs)]
 
+// `#[derive(Properties)]` and `#[derive(PropChoice)]` name `::octopipe_core::stage`, in this
+// crate too.
+extern crate self as octopipe_core;
+
 pub mod budget;
 pub mod crops;
 pub mod description;

@@ -335,7 +335,7 @@ pub fn description(spec: &RunSpec) -> String {
     if spec.workers > 1 {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = (cores / spec.workers).max(1);
-        let _ = write!(classify, " workers={} threads={threads}", spec.workers);
+        let _ = write!(classify, " workers={} ort-threads={threads}", spec.workers);
     }
     let _ = writeln!(text, "{classify}");
     let _ = write!(text, "  ! {SINK}");

@@ -136,7 +136,7 @@ fn workers_go_to_the_classify_stage() {
         workers: 4,
         ..spec(8, Compute::Cpu)
     });
-    assert!(text.contains(" workers=4 threads="), "{text}");
+    assert!(text.contains(" workers=4 ort-threads="), "{text}");
     assert!(!description(&spec(8, Compute::Cpu)).contains("workers="));
 }
 

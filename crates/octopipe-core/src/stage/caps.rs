@@ -2,7 +2,7 @@
 //! preprocess stage's ([`PreprocessConfig`], re-exported by `octopipe::preprocess`), which the
 //! sources, the batch stage and the models read.
 
-use super::Reinfer;
+use super::{PropChoice, PropType, PropValue, Properties, Reinfer};
 use crate::tensor::{DType, Layout};
 
 /// Default output size (width, height).
@@ -15,7 +15,7 @@ pub const DEFAULT_STD: [f32; 3] = [0.229, 0.224, 0.225];
 pub const DEFAULT_SCALE: f32 = 1.0 / 255.0;
 
 /// Channel order of the output tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum ChannelOrder {
     /// Red, green, blue.
     #[default]
@@ -25,7 +25,7 @@ pub enum ChannelOrder {
 }
 
 /// How a crop is resampled to the output size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum Interpolation {
     /// OpenCV `INTER_LINEAR` (half-pixel centres, 2x2 taps, no antialiasing).
     #[default]
@@ -37,7 +37,7 @@ pub enum Interpolation {
 }
 
 /// Which implementation runs the stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum BackendKind {
     /// CUDA when a GPU is present, else CPU.
     #[default]
@@ -49,13 +49,9 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
-    /// The value of a `backend` property (`auto`, `cpu`, `cuda`; auto when not given).
+    /// The value of a checked `backend` property (`auto`, `cpu`, `cuda`; auto when not given).
     pub fn from_prop(value: Option<&str>) -> Self {
-        match value {
-            Some("cpu") => BackendKind::Cpu,
-            Some("cuda") => BackendKind::Cuda,
-            _ => BackendKind::Auto,
-        }
+        value.and_then(Self::parse_prop).unwrap_or_default()
     }
 }
 
@@ -99,7 +95,7 @@ pub struct PreprocessConfig {
 /// How the CUDA backend takes each crop's rectangle out of a host frame (`gather`). With `auto`
 /// or `device`, the pipeline's sources decode into page-locked pooled buffers, which the GPU
 /// reads in place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum Gather {
     /// The GPU pulls the rectangles when every frame of the batch is page-locked, else the host
     /// gathers them.
@@ -121,22 +117,122 @@ impl PreprocessConfig {
 }
 
 impl Default for PreprocessConfig {
+    /// Each property's declared default ([`PreprocessProps`]).
     fn default() -> Self {
+        PreprocessConfig::from(PreprocessProps::default())
+    }
+}
+
+/// The `layout` property.
+impl PropValue for Layout {
+    const TYPE: PropType = PropType::Choice(&["nchw", "nhwc"]);
+    fn parse_prop(s: &str) -> Option<Self> {
+        match s {
+            "nchw" => Some(Layout::Nchw),
+            "nhwc" => Some(Layout::Nhwc),
+            _ => None,
+        }
+    }
+}
+
+/// The `dtype` property.
+impl PropValue for DType {
+    const TYPE: PropType = PropType::Choice(&["f32", "f16"]);
+    fn parse_prop(s: &str) -> Option<Self> {
+        match s {
+            "f32" => Some(DType::F32),
+            "f16" => Some(DType::F16),
+            _ => None,
+        }
+    }
+}
+
+/// Where the preprocess stage leaves its tensor (`memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+pub enum Memory {
+    /// Host memory.
+    Host,
+    /// Device memory (the CUDA backend), for consumers that read it there.
+    Device,
+}
+
+/// The `backend` and `threads` properties of the stages that run on the CPU or CUDA
+/// (`preprocess`, `tilestats`), flattened into theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Properties)]
+pub struct BackendProps {
+    /// implementation (auto: CUDA when a GPU is present)
+    #[prop(default = "auto")]
+    pub backend: BackendKind,
+    /// CPU worker threads (0: one per core)
+    #[prop(default = 0)]
+    pub threads: usize,
+}
+
+/// The preprocess stage's properties, declared once (the stage's table, in `octopipe`'s
+/// `preprocess` module); [`PreprocessConfig`] is made from them.
+#[derive(Debug, Clone, PartialEq, Properties)]
+pub struct PreprocessProps {
+    /// output size (auto: the model's input size)
+    #[prop(default = "auto")]
+    pub size: Option<(u32, u32)>,
+    /// per-channel mean, after scale
+    #[prop(default = "0.485,0.456,0.406")]
+    pub mean: [f32; 3],
+    /// per-channel standard deviation, after scale
+    #[prop(default = "0.229,0.224,0.225", positive)]
+    pub std: [f32; 3],
+    /// factor from 0..255 to the units of mean/std (auto: 1/255)
+    #[prop(default = "auto", value = DEFAULT_SCALE, positive)]
+    pub scale: f32,
+    /// channel order of the tensor
+    #[prop(default = "rgb")]
+    pub channels: ChannelOrder,
+    /// tensor layout
+    #[prop(default = "nchw")]
+    pub layout: Layout,
+    /// tensor element type (the classify stage takes f32)
+    #[prop(default = "f32")]
+    pub dtype: DType,
+    /// where the tensor is left: host memory, or (backend=cuda) device memory for consumers that
+    /// read it there
+    #[prop(default = "host")]
+    pub memory: Memory,
+    /// the GPU the CUDA backend runs on (its frames and tensor in that GPU's memory)
+    #[prop(default = 0)]
+    pub device: usize,
+    /// CUDA backend: crop rectangles pulled by the GPU from page-locked frames (the sources then
+    /// decode into page-locked buffers), or gathered on the host (auto: the GPU when the frames
+    /// are page-locked)
+    #[prop(default = "auto")]
+    pub gather: Gather,
+    /// `backend`, `threads`.
+    #[prop(flatten)]
+    pub compute: BackendProps,
+    /// OpenCV INTER_LINEAR, or INTER_AREA (antialiased downscaling)
+    #[prop(default = "bilinear")]
+    pub interpolation: Interpolation,
+    /// keep the aspect ratio and pad with this value (0..255 scale) instead of stretching
+    #[prop(range = 0.0..=255.0)]
+    pub letterbox: Option<f32>,
+}
+
+impl From<PreprocessProps> for PreprocessConfig {
+    fn from(p: PreprocessProps) -> Self {
         PreprocessConfig {
-            size: None,
-            mean: DEFAULT_MEAN,
-            std: DEFAULT_STD,
-            scale: DEFAULT_SCALE,
-            channels: ChannelOrder::Rgb,
-            layout: Layout::Nchw,
-            backend: BackendKind::Auto,
-            threads: 0,
-            interpolation: Interpolation::Bilinear,
-            letterbox: None,
-            dtype: DType::F32,
-            device_output: false,
-            device: 0,
-            gather: Gather::Auto,
+            size: p.size,
+            mean: p.mean,
+            std: p.std,
+            scale: p.scale,
+            channels: p.channels,
+            layout: p.layout,
+            backend: p.compute.backend,
+            threads: p.compute.threads,
+            interpolation: p.interpolation,
+            letterbox: p.letterbox,
+            dtype: p.dtype,
+            device_output: p.memory == Memory::Device,
+            device: p.device,
+            gather: p.gather,
         }
     }
 }

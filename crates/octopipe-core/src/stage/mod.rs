@@ -53,6 +53,8 @@
 pub mod caps;
 mod downstream;
 mod props;
+#[cfg(test)]
+mod props_tests;
 mod reinfer;
 pub mod source;
 
@@ -69,7 +71,10 @@ use crate::Error;
 
 pub use caps::Caps;
 pub use downstream::Downstream;
-pub use props::{PropSpec, PropType, Props};
+pub use octopipe_props_derive::{PropChoice, Properties};
+#[doc(hidden)]
+pub use props::{prop_default, props_concat, props_len};
+pub use props::{ChoiceError, PropChoice, PropSpec, PropType, PropValue, Properties, Props};
 pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
 
 /// What travels on an edge.
@@ -259,6 +264,9 @@ impl Registry {
             |n: &str, t: &str, d: &str, doc: &str| format!("  {n:<16} {t:<20} {d:<26} {doc}\n");
         out += &row("property", "type", "default", "description");
         for p in s.props {
+            if matches!(p.ty, PropType::Renamed { .. }) {
+                continue;
+            }
             out += &row(p.name, &p.ty.name(), p.default, p.doc);
         }
         out += &row(

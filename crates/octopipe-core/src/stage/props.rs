@@ -50,6 +50,12 @@ pub enum PropType {
         /// Largest value.
         max: i64,
     },
+    /// Not a property any more: renamed `to` (its old name now means something else, or
+    /// nothing). Any value is refused with a message naming `to`; `inspect` leaves it out.
+    Renamed {
+        /// The property's name now.
+        to: &'static str,
+    },
 }
 
 impl PropType {
@@ -83,6 +89,7 @@ impl PropType {
             PropType::Floats3 { .. } => "3 floats".into(),
             PropType::List => "list".into(),
             PropType::Ints { .. } => "list of int".into(),
+            PropType::Renamed { .. } => "renamed".into(),
         }
     }
 
@@ -109,6 +116,7 @@ impl PropType {
             PropType::Floats3 { positive: true } => "three comma-separated positive numbers".into(),
             PropType::List => "a comma-separated list".into(),
             PropType::Ints { max } => format!("a comma-separated list of integers 0..{max}"),
+            PropType::Renamed { to } => format!("written {to}=..."),
         }
     }
 
@@ -134,6 +142,66 @@ impl PropType {
                             .is_ok_and(|n| (0..=max).contains(&n))
                     })
             }
+            PropType::Renamed { .. } => false,
+        }
+    }
+
+    /// This type with the bounds of `range = A..=B` (each `(as i64, as f64)`; `None`: open): an
+    /// integer's or a number's bounds, a list of integers' largest. Other types are unchanged.
+    #[doc(hidden)]
+    pub const fn with_range(self, min: Option<(i64, f64)>, max: Option<(i64, f64)>) -> Self {
+        match self {
+            PropType::Int { min: lo, max: hi } => PropType::Int {
+                min: match min {
+                    Some((v, _)) => v,
+                    None => lo,
+                },
+                max: match max {
+                    Some((v, _)) => v,
+                    None => hi,
+                },
+            },
+            PropType::Float {
+                min: lo,
+                max: hi,
+                open_min,
+            } => PropType::Float {
+                min: match min {
+                    Some((_, v)) => v,
+                    None => lo,
+                },
+                max: match max {
+                    Some((_, v)) => v,
+                    None => hi,
+                },
+                open_min,
+            },
+            PropType::Ints { max: hi } => PropType::Ints {
+                max: match max {
+                    Some((v, _)) => v,
+                    None => hi,
+                },
+            },
+            other => other,
+        }
+    }
+
+    /// This type above 0: an integer from 1, a number above 0 (`0` itself refused), three
+    /// positive numbers. Other types are unchanged.
+    #[doc(hidden)]
+    pub const fn positive(self) -> Self {
+        match self {
+            PropType::Int { min, max } => PropType::Int {
+                min: if min < 1 { 1 } else { min },
+                max,
+            },
+            PropType::Float { min, max, open_min } => PropType::Float {
+                min: if min < 0.0 { 0.0 } else { min },
+                max,
+                open_min: open_min || min <= 0.0,
+            },
+            PropType::Floats3 { .. } => PropType::Floats3 { positive: true },
+            other => other,
         }
     }
 }
@@ -166,6 +234,236 @@ impl PropSpec {
             doc,
         }
     }
+}
+
+/// A stage's properties declared once, as a struct: `#[derive(Properties)]` (re-exported here)
+/// makes the table, the parsing and `Default` from its fields, their types, doc comments and
+/// `#[prop(...)]` attributes (see the derive's crate, `octopipe-props-derive`):
+///
+/// ```
+/// use octopipe_core::stage::{PropChoice, Properties};
+///
+/// /// How a tile is fitted.
+/// #[derive(Debug, Clone, Copy, PartialEq, PropChoice)]
+/// pub enum Fit {
+///     /// Stretched.
+///     Stretch,
+///     /// Letterboxed.
+///     Letterbox,
+/// }
+///
+/// /// The `fit` stage's properties.
+/// #[derive(Debug, Properties)]
+/// pub struct FitProps {
+///     /// the .onnx model
+///     #[prop(required)]
+///     pub model: std::path::PathBuf,
+///     /// fraction of a tile shared with its neighbours
+///     #[prop(default = 0.2, range = 0.0..=0.9)]
+///     pub overlap: f64,
+///     /// how a tile is fitted to the input
+///     #[prop(default = "stretch")]
+///     pub fit: Fit,
+///     /// tile size (unset: the whole frame)
+///     pub tiles: Option<(u32, u32)>,
+/// }
+///
+/// let names: Vec<_> = FitProps::PROPS.iter().map(|p| p.name).collect();
+/// assert_eq!(names, ["model", "overlap", "fit", "tiles"]);
+/// assert_eq!(FitProps::PROPS[2].ty.name(), "stretch|letterbox");
+/// assert_eq!(FitProps::default().overlap, 0.2);
+/// ```
+///
+/// A `StageDecl`'s `props` is `FitProps::PROPS`, its `make` starts with
+/// `FitProps::from_props(p)?`; checks across properties follow there.
+pub trait Properties: Sized {
+    /// The properties, in the order of the fields (a flattened block's where it stands).
+    const PROPS: &'static [PropSpec];
+    /// The values of checked properties ([`Props::check`]), each left out at its default.
+    fn from_props(p: &Props<'_>) -> Result<Self, DescribeError>;
+}
+
+/// A Rust type a property's value can have: its [`PropType`] and how a written value is read.
+/// Integers are `Int` over their range, `f32`/`f64` `Float`, `bool`, `String` `Str`, `PathBuf`
+/// `Path`, `(u32, u32)` `Size`, `[f32; 3]` `Floats3`, `Vec<String>` `List`, `Vec<usize>` and
+/// `Vec<i64>` `Ints`; an enum with `#[derive(PropChoice)]` a `Choice`.
+pub trait PropValue: Sized {
+    /// The type, with the whole range of the Rust type.
+    const TYPE: PropType;
+    /// The type where `auto` is also a value (meaning none: an `Option` defaulting to `auto`):
+    /// a choice lists the word `auto` first.
+    const AUTO_TYPE: PropType = Self::TYPE;
+    /// The value of `s`, a text [`PropType::accepts`] (`None`: not one).
+    fn parse_prop(s: &str) -> Option<Self>;
+}
+
+/// An enum property's words, from `#[derive(PropChoice)]` (which also implements [`PropValue`]
+/// and `FromStr`): kebab-case of each variant, or its `#[choice(name = "...")]`.
+pub trait PropChoice: PropValue + 'static {
+    /// The words, in the order of the variants.
+    const WORDS: &'static [&'static str];
+    /// The word of this value.
+    fn as_str(&self) -> &'static str;
+}
+
+/// A word that is none of a choice's (`FromStr` of a [`PropChoice`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{found}' is not one of {}", words.join(", "))]
+pub struct ChoiceError {
+    /// The word given.
+    pub found: String,
+    /// The words of the choice.
+    pub words: &'static [&'static str],
+}
+
+macro_rules! int_value {
+    ($($t:ty),*) => {$(
+        impl PropValue for $t {
+            const TYPE: PropType = PropType::Int {
+                min: if (<$t>::MIN as i128) < i64::MIN as i128 { i64::MIN } else { <$t>::MIN as i64 },
+                max: if (<$t>::MAX as i128) > i64::MAX as i128 { i64::MAX } else { <$t>::MAX as i64 },
+            };
+            fn parse_prop(s: &str) -> Option<Self> {
+                s.parse().ok()
+            }
+        }
+    )*};
+}
+int_value!(u8, u16, u32, u64, usize, i32, i64);
+
+macro_rules! float_value {
+    ($($t:ty),*) => {$(
+        impl PropValue for $t {
+            const TYPE: PropType = PropType::Float {
+                min: f64::NEG_INFINITY,
+                max: f64::INFINITY,
+                open_min: false,
+            };
+            fn parse_prop(s: &str) -> Option<Self> {
+                s.parse().ok().filter(|v: &$t| v.is_finite())
+            }
+        }
+    )*};
+}
+float_value!(f32, f64);
+
+impl PropValue for bool {
+    const TYPE: PropType = PropType::Bool;
+    fn parse_prop(s: &str) -> Option<Self> {
+        parse_bool(s)
+    }
+}
+
+impl PropValue for String {
+    const TYPE: PropType = PropType::Str;
+    fn parse_prop(s: &str) -> Option<Self> {
+        Some(s.to_string())
+    }
+}
+
+impl PropValue for std::path::PathBuf {
+    const TYPE: PropType = PropType::Path;
+    fn parse_prop(s: &str) -> Option<Self> {
+        Some(s.into())
+    }
+}
+
+impl PropValue for (u32, u32) {
+    const TYPE: PropType = PropType::Size;
+    fn parse_prop(s: &str) -> Option<Self> {
+        parse_size(s)
+    }
+}
+
+impl PropValue for [f32; 3] {
+    const TYPE: PropType = PropType::Floats3 { positive: false };
+    fn parse_prop(s: &str) -> Option<Self> {
+        parse_floats3(s)
+    }
+}
+
+impl PropValue for Vec<String> {
+    const TYPE: PropType = PropType::List;
+    fn parse_prop(s: &str) -> Option<Self> {
+        Some(s.split(',').map(|s| s.trim().to_string()).collect())
+    }
+}
+
+macro_rules! ints_value {
+    ($($t:ty),*) => {$(
+        impl PropValue for Vec<$t> {
+            const TYPE: PropType = PropType::Ints { max: i64::MAX };
+            fn parse_prop(s: &str) -> Option<Self> {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.parse().ok())
+                    .collect()
+            }
+        }
+    )*};
+}
+ints_value!(usize, i64);
+
+/// The value of a declared default `text` of property `name` (the derive's `Default` and
+/// `from_props`); a default that is not a value of its type is a bug of the declaration.
+#[doc(hidden)]
+pub fn prop_default<T: PropValue>(name: &str, text: &str) -> T {
+    T::parse_prop(text).unwrap_or_else(|| {
+        panic!("property {name}: the default '{text}' is not a value of its type")
+    })
+}
+
+/// How many properties `pieces` hold together (the derive's table).
+#[doc(hidden)]
+pub const fn props_len(pieces: &[&[PropSpec]]) -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < pieces.len() {
+        n += pieces[i].len();
+        i += 1;
+    }
+    n
+}
+
+/// `pieces` one after the other (the derive's table, a flattened block in its place); a name
+/// twice fails the build.
+#[doc(hidden)]
+pub const fn props_concat<const N: usize>(pieces: &[&[PropSpec]]) -> [PropSpec; N] {
+    let mut out = [PropSpec::new("", PropType::Bool, "", ""); N];
+    let (mut k, mut i) = (0, 0);
+    while i < pieces.len() {
+        let mut j = 0;
+        while j < pieces[i].len() {
+            let mut seen = 0;
+            while seen < k {
+                if str_eq(out[seen].name, pieces[i][j].name) {
+                    panic!("a property is declared twice");
+                }
+                seen += 1;
+            }
+            out[k] = pieces[i][j];
+            k += 1;
+            j += 1;
+        }
+        i += 1;
+    }
+    assert!(k == N, "props_concat: N is not props_len");
+    out
+}
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 fn parse_bool(s: &str) -> Option<bool> {
@@ -217,7 +515,12 @@ impl<'a> Props<'a> {
                 continue;
             }
             let Some(spec) = self.spec(&p.key) else {
-                let names = self.decl.props.iter().map(|s| s.name);
+                let names = self
+                    .decl
+                    .props
+                    .iter()
+                    .filter(|s| !matches!(s.ty, PropType::Renamed { .. }))
+                    .map(|s| s.name);
                 let hint = closest(&p.key, names.clone())
                     .map(|c| format!(" (did you mean '{c}'?)"))
                     .unwrap_or_else(|| {
@@ -231,6 +534,18 @@ impl<'a> Props<'a> {
                     ),
                 ));
             };
+            if let PropType::Renamed { to } = spec.ty {
+                let now = self
+                    .spec(to)
+                    .map_or(String::new(), |s| format!(" ({})", s.doc));
+                return Err(self.desc.error(
+                    p.key_span,
+                    format!(
+                        "{}: {} is now called {to}{now}: write {to}={}",
+                        self.decl.name, p.key, p.value
+                    ),
+                ));
+            }
             if !spec.ty.accepts(&p.value) {
                 return Err(self.desc.error(
                     p.value_span,
@@ -249,6 +564,21 @@ impl<'a> Props<'a> {
 
     fn spec(&self, key: &str) -> Option<&PropSpec> {
         self.decl.props.iter().find(|s| s.name == key)
+    }
+
+    /// `v`, the value of `key` as written, read as a `T`; an error naming the stage, the
+    /// property and what it must be where it is not one (after [`Props::check`], only where the
+    /// declared type takes more than `T` does).
+    pub fn parse<T: PropValue>(&self, key: &str, v: &str) -> Result<T, DescribeError> {
+        T::parse_prop(v).ok_or_else(|| {
+            let expected = self
+                .spec(key)
+                .map_or_else(|| T::TYPE.expected(), |s| s.ty.expected());
+            self.error(
+                key,
+                format!("{}: {key} must be {expected}, found '{v}'", self.decl.name),
+            )
+        })
     }
 
     /// The value as written, if given.
