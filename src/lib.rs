@@ -79,7 +79,7 @@ pub mod track;
 
 // The bottom layers live in the core crate (crates/octopipe-core); here under their old paths, so
 // `octopipe::frame::Frame`, `crate::stage::Stage`, ... name what they always named.
-pub use octopipe_core::{budget, error, files, frame, redact, stage, tensor};
+pub use octopipe_core::{budget, buffer, error, files, frame, redact, stage, tensor};
 // Not public here, as before the move: their public types are re-exported where users find them
 // (`batch::CropBatch`, `describe::Description`, ...).
 use octopipe_core::{crops, description, rng};
@@ -87,7 +87,9 @@ use octopipe_core::{crops, description, rng};
 pub use appinfer::{AppBatch, AppInfer, Labels};
 pub use describe::Builtin;
 pub use error::Error;
-pub use frame::{Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat};
+pub use frame::{
+    Colorimetry, Detection, DeviceBuffer, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat,
+};
 pub use pipeline::{Observer, Outcome, Pipeline, StopHandle, Streams};
 pub use sink::Object;
 pub use source::{AppBox, AppFrame, AppSource, PushError};

@@ -365,12 +365,12 @@ impl Classifier {
         let tensor = match &batch.tensor.data {
             TensorData::F32(v) => Input::Host(v),
             TensorData::Device(d)
-                if self.sessions.cuda() == Some(d.device as i32)
+                if self.sessions.cuda() == Some(d.device() as i32)
                     && batch.tensor.dtype == DType::F32 =>
             {
                 Input::Device {
-                    ptr: d.ptr,
-                    device: d.device,
+                    ptr: d.ptr(),
+                    device: d.device(),
                 }
             }
             _ => {
@@ -392,10 +392,10 @@ impl Classifier {
                 reason: format!("batch crops are not all {w}x{h}"),
             });
         }
-        let capacity = batch.tensor.device().map_or(usize::MAX, |d| d.capacity);
+        let capacity = batch.tensor.device().map_or(usize::MAX, |d| d.capacity());
         if let Some(d) = batch.tensor.device() {
             // The sessions' CUDA stream waits for the preprocess kernel; the host does not.
-            self.sessions.after(d.stream)?;
+            self.sessions.after(d.stream())?;
         }
         let chunk = self.input.batch.unwrap_or(self.config.max_batch.max(1));
         // Per crop: its ranked classes, or why it has none.

@@ -320,7 +320,7 @@ impl Detector {
         let t0 = Instant::now();
         let mut batch = regions_batch(&self.pool, frames, &regions, self.io.size);
         self.backend.run(&mut batch)?;
-        let producer = batch.tensor.device().map_or(0, |d| d.stream);
+        let producer = batch.tensor.device().map_or(0, |d| d.stream());
         let preprocess = t0.elapsed();
         let mut found = self.found.pop().unwrap_or_default();
         found.resize_with(total, Vec::new);

@@ -148,8 +148,8 @@ impl Model {
             let input = match tensor {
                 TensorData::F32(v) if io.dtype == DType::F32 => FixedInput::Host(&v[range]),
                 TensorData::F16(v) if io.dtype == DType::F16 => FixedInput::Halves(&v[range]),
-                TensorData::Device(d) if d.len >= range.end => FixedInput::Device {
-                    ptr: d.ptr + (range.start * io.dtype.size()) as u64,
+                TensorData::Device(d) if d.len() >= range.end => FixedInput::Device {
+                    ptr: d.ptr() + (range.start * io.dtype.size()) as u64,
                     len: n * per,
                 },
                 TensorData::F32(_) | TensorData::F16(_) => {
@@ -161,7 +161,7 @@ impl Model {
                 TensorData::Device(d) => {
                     return Err(format!(
                         "the tiles' tensor ({} elements in device memory) does not hold regions {start}..{} as the model's input",
-                        d.len,
+                        d.len(),
                         start + n
                     ))
                 }
@@ -227,11 +227,11 @@ impl Model {
                 };
                 session.run(ort::inputs![name => t])
             }
-            TensorData::Device(d) if io.dtype == DType::F32 && d.len >= range.end => {
+            TensorData::Device(d) if io.dtype == DType::F32 && d.len() >= range.end => {
                 // SAFETY: the tensor holds `range.end` f32 elements on `d.device`, alive (in
                 // the caller's batch) for the run.
                 let t = unsafe {
-                    crate::onnx::cuda_input(d.ptr + range.start as u64 * 4, d.device, &shape)
+                    crate::onnx::cuda_input(d.ptr() + range.start as u64 * 4, d.device(), &shape)
                 }
                 .map_err(|e| e.to_string())?;
                 session.run(ort::inputs![name => t])
@@ -239,7 +239,7 @@ impl Model {
             TensorData::Device(d) => {
                 return Err(format!(
                     "the tiles' tensor ({} elements in device memory) does not hold regions {start}..{} as the model's f32 input",
-                    d.len,
+                    d.len(),
                     start + n
                 ))
             }

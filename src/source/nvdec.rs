@@ -37,7 +37,7 @@ use gstreamer::prelude::*;
 use gstreamer_video as gst_video;
 use libloading::Library;
 
-use crate::frame::{DeviceFrame, FrameLayout, PixelFormat};
+use crate::frame::{DeviceBuffer, DeviceFrame, FrameLayout, PixelFormat};
 
 /// The library's soname (GStreamer 1.22 and later).
 const LIBRARY: &str = "libgstcuda-1.0.so.0";
@@ -338,12 +338,13 @@ impl SharedCuda {
         let stream = self.stream_of(memory);
         let layout = mapped.layout()?;
         let ptr = mapped.frame.data[0] as u64;
-        let frame = DeviceFrame {
+        let frame = DeviceFrame::new(DeviceBuffer::new(
             ptr,
-            device: self.cuda.ordinal(),
+            layout.size(),
+            self.cuda.ordinal(),
             stream,
-            owner: Box::new(mapped),
-        };
+            Box::new(mapped),
+        ));
         Ok((frame, layout))
     }
 

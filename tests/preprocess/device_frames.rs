@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, DevicePtr};
 use octopipe::batch::CropBatch;
-use octopipe::frame::{BufferPool, DeviceFrame, Frame, PixelFormat, PooledBuf};
+use octopipe::frame::{BufferPool, DeviceBuffer, DeviceFrame, Frame, PixelFormat, PooledBuf};
 use octopipe::preprocess::cpu::CpuBackend;
 use octopipe::preprocess::cuda::{self, CudaBackend};
 use octopipe::preprocess::{Backend, Interpolation, PreprocessConfig, PreprocessError};
@@ -52,12 +52,13 @@ fn on_device(f: &Frame, ctx: &Arc<CudaContext>) -> Frame {
         let (ptr, _sync) = slice.device_ptr(&stream);
         ptr
     };
-    let planes = DeviceFrame {
+    let planes = DeviceFrame::new(DeviceBuffer::new(
         ptr,
-        device: 0,
-        stream: stream.cu_stream() as u64,
-        owner: Box::new((slice, stream)),
-    };
+        f.layout.size(),
+        0,
+        stream.cu_stream() as u64,
+        Box::new((slice, stream)),
+    ));
     let mut d = Frame::on_device(f.stream, f.seq, &f.source, f.layout, f.colorimetry, planes);
     d.detections = f.detections.clone();
     d
@@ -75,13 +76,14 @@ fn batch_of(frames: Vec<Frame>) -> CropBatch {
 #[test]
 fn the_cpu_backend_refuses_device_frames_naming_them() {
     let f = host_frame(PixelFormat::Rgb, 160, 120, 7);
-    let planes = DeviceFrame {
-        // Never read: the CPU backend refuses the frame before touching its planes.
-        ptr: 0x1000,
-        device: 0,
-        stream: 0,
-        owner: Box::new(()),
-    };
+    // Never read: the CPU backend refuses the frame before touching its planes.
+    let planes = DeviceFrame::new(DeviceBuffer::new(
+        0x1000,
+        f.layout.size(),
+        0,
+        0,
+        Box::new(()),
+    ));
     let mut d = Frame::on_device(3, 42, "cam", f.layout, f.colorimetry, planes);
     d.detections = f.detections.clone();
     let mut batch = batch_of(vec![d]);
@@ -239,15 +241,15 @@ fn device_output_leaves_the_tensor_on_the_gpu() {
         assert_eq!(batch.tensor.memory(), octopipe::Memory::Device(0));
         assert_eq!(batch.tensor.dtype, dtype);
         let d = batch.tensor.device().expect("device tensor");
-        let bytes = d.len * dtype.size();
+        let bytes = d.len() * dtype.size();
         let mut back = vec![0u8; bytes];
         ctx.bind_to_thread().unwrap();
         // SAFETY: the tensor's buffer holds `len` elements; its stream is synchronized first.
         unsafe {
-            sys::cuStreamSynchronize(d.stream as sys::CUstream)
+            sys::cuStreamSynchronize(d.stream() as sys::CUstream)
                 .result()
                 .unwrap();
-            sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), d.ptr, bytes)
+            sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), d.ptr(), bytes)
                 .result()
                 .unwrap();
         }
@@ -273,7 +275,7 @@ fn device_output_leaves_the_tensor_on_the_gpu() {
         );
         eprintln!(
             "{dtype:?}: {} values left on the device, equal to the host output",
-            d.len
+            d.len()
         );
     }
 }

@@ -381,7 +381,7 @@ fn nvdec_frames_are_device_frames_and_the_pool_does_not_grow() {
         assert_eq!((frame.layout.width, frame.layout.height), (1920, 1080));
         assert!(frame.layout.strides[0] >= 1920 && frame.layout.offsets[1] >= 1920 * 1080);
         let planes = frame.planes.as_deref().and_then(|p| p.device()).unwrap();
-        buffers.insert(planes.ptr);
+        buffers.insert(planes.ptr());
         // Hold a few frames, as the batch stage does, then give them back.
         held.push_back(frame);
         if held.len() > 4 {

@@ -24,6 +24,7 @@
 extern crate self as octopipe_core;
 
 pub mod budget;
+pub mod buffer;
 pub mod crops;
 pub mod description;
 pub mod error;

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::frame::Memory;
+use crate::buffer::{DeviceBuffer, Memory};
 
 /// Memory layout of each crop's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,32 +39,66 @@ impl DType {
     }
 }
 
-/// A tensor's values in CUDA device memory. `owner` keeps the memory alive (and returns it to its
-/// pool when dropped).
+/// A tensor's values in CUDA device memory: a [`DeviceBuffer`] (pointer, device, stream, the
+/// owner that keeps the memory alive and returns it to its pool when dropped) read as `len`
+/// elements of the tensor's dtype. The pointer, device and stream are the buffer's
+/// (`d.ptr()`, `d.device()`, `d.stream()` through `Deref`).
+///
+/// Dropping it may hand the memory to its producer's next write: drop a tensor only once the
+/// work reading it is done (the CUDA backend's outputs go back to its engine).
 pub struct DeviceTensor {
-    /// Device address of element 0 (a `CUdeviceptr`).
-    pub ptr: u64,
+    buffer: DeviceBuffer,
+    len: usize,
+    capacity: usize,
+}
+
+impl DeviceTensor {
+    /// `len` elements at the start of `buffer`, of which `capacity` (at least `len`) may be read.
+    pub fn new(buffer: DeviceBuffer, len: usize, capacity: usize) -> Self {
+        debug_assert!(capacity >= len, "capacity {capacity} < len {len}");
+        DeviceTensor {
+            buffer,
+            len,
+            capacity,
+        }
+    }
+
     /// Number of elements.
-    pub len: usize,
-    /// Elements that may be read from `ptr` (at least `len`): room a consumer may use, e.g. to
-    /// run a model on a batch padded to a fixed size. What lies past `len` is unspecified.
-    pub capacity: usize,
-    /// CUDA device ordinal.
-    pub device: usize,
-    /// The `CUstream` the values were written on, as an integer; readers order their work after it.
-    pub stream: u64,
-    /// Keeps the memory alive; dropped with the tensor, which may hand the memory to its
-    /// producer's next write: drop a tensor only once the work reading it is done (the CUDA
-    /// backend's outputs go back to its engine).
-    pub owner: Box<dyn Send + Sync>,
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Elements that may be read from the pointer (at least [`len`](Self::len)): room a
+    /// consumer may use, e.g. to run a model on a batch padded to a fixed size. What lies past
+    /// `len` is unspecified.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The memory.
+    pub fn buffer(&self) -> &DeviceBuffer {
+        &self.buffer
+    }
+}
+
+impl std::ops::Deref for DeviceTensor {
+    type Target = DeviceBuffer;
+    fn deref(&self) -> &DeviceBuffer {
+        &self.buffer
+    }
 }
 
 impl fmt::Debug for DeviceTensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "DeviceTensor({} elements at 0x{:x} on cuda:{})",
-            self.len, self.ptr, self.device
+            "DeviceTensor({} elements in {:?})",
+            self.len, self.buffer
         )
     }
 }
@@ -106,7 +140,7 @@ impl Tensor {
         match &self.data {
             TensorData::F32(v) => v.len(),
             TensorData::F16(v) => v.len(),
-            TensorData::Device(d) => d.len,
+            TensorData::Device(d) => d.len(),
         }
     }
 
@@ -118,7 +152,7 @@ impl Tensor {
     /// Where the values are.
     pub fn memory(&self) -> Memory {
         match &self.data {
-            TensorData::Device(d) => Memory::Device(d.device),
+            TensorData::Device(d) => d.memory(),
             _ => Memory::Host,
         }
     }

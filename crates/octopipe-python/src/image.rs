@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyTuple};
 use dlpark::ffi::{DLDataTypeCode, DLDeviceType};
 use dlpark::python::consumer::stream as dl_stream;
 use dlpark::python::{DlpackStream, ImportRequest, ImportedDlpack, StreamArg};
-use octopipe::{AppFrame, DeviceFrame, FrameLayout, PixelFormat};
+use octopipe::{AppFrame, DeviceBuffer, DeviceFrame, FrameLayout, PixelFormat};
 
 /// The shapes an image may have, for messages.
 const SHAPES: &str =
@@ -378,12 +378,13 @@ fn dlpack_device_frame(
     let request = ImportRequest::new(image.as_borrowed())?;
     let t = request.import(Some(&LegacyStream), None)?;
     let (layout, ptr, _) = dlpack_image(&t, format)?;
-    let planes = DeviceFrame {
+    let planes = DeviceFrame::new(DeviceBuffer::new(
         ptr,
+        layout.size(),
         device,
-        stream: CU_STREAM_LEGACY,
-        owner: Box::new(DlpackOwner(t)),
-    };
+        CU_STREAM_LEGACY,
+        Box::new(DlpackOwner(t)),
+    ));
     Ok(AppFrame::device(layout, planes))
 }
 
@@ -399,12 +400,13 @@ fn cai_frame(
     let device = check_device(policy, want)?;
     let cai = Interface::read(cai, "__cuda_array_interface__")?;
     let layout = cai.image_layout(format)?;
-    let planes = DeviceFrame {
-        ptr: cai.ptr as u64,
+    let planes = DeviceFrame::new(DeviceBuffer::new(
+        cai.ptr as u64,
+        layout.size(),
         device,
-        stream: cai.stream.unwrap_or(0),
-        owner: Box::new(ObjectOwner(image.clone().unbind())),
-    };
+        cai.stream.unwrap_or(0),
+        Box::new(ObjectOwner(image.clone().unbind())),
+    ));
     Ok(AppFrame::device(layout, planes))
 }
 

@@ -69,7 +69,7 @@ impl Tensor {
         let (ptr, device, stream) = match &mut tensor.data {
             TensorData::F32(v) => (v.as_mut_ptr() as u64, None, 0),
             TensorData::F16(v) => (v.as_mut_ptr() as u64, None, 0),
-            TensorData::Device(d) => (d.ptr, Some(d.device), d.stream),
+            TensorData::Device(d) => (d.ptr(), Some(d.device()), d.stream()),
         };
         if tensor.shape.iter().product::<usize>() != tensor.len() {
             tensor.shape = vec![tensor.len()];

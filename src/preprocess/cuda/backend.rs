@@ -202,16 +202,16 @@ fn enqueue(
     // not allocate.
     for f in &batch.frames {
         if let Some(Planes::Device(d)) = f.planes.as_deref() {
-            if d.device != e.ctx.ordinal() {
+            if d.device() != e.ctx.ordinal() {
                 return Err(CudaError::Invalid(format!(
                     "frame {} of stream {} is on cuda:{}, this backend runs on cuda:{}",
                     f.seq,
                     f.stream,
-                    d.device,
+                    d.device(),
                     e.ctx.ordinal()
                 )));
             }
-            e.after_stream(d.stream)?;
+            e.after_stream(d.stream())?;
         }
     }
     // Page-locked frames: the GPU pulls the crop rectangles itself (`gather=auto|device`).

@@ -9,6 +9,7 @@ use cudarc::driver::{
 
 use super::CudaError;
 use super::{grow, Engine};
+use crate::frame::DeviceBuffer;
 use crate::tensor::DeviceTensor;
 
 /// Output element type of the kernels.
@@ -27,7 +28,7 @@ pub enum OutType {
 pub(crate) type OutputPool<T> = Arc<Mutex<Vec<CudaSlice<T>>>>;
 
 /// A [`DeviceTensor`]'s owner: gives the buffer back to its engine's pool when the tensor is
-/// dropped (by then its readers are done: see [`DeviceTensor::owner`]).
+/// dropped (by then its readers are done: see [`DeviceTensor`]).
 struct Pooled<T> {
     buf: Option<CudaSlice<T>>,
     pool: OutputPool<T>,
@@ -113,14 +114,19 @@ impl Engine {
                 (ptr, capacity, Box::new(Pooled { buf: out, pool }))
             }
         };
-        Ok(DeviceTensor {
+        let bytes = capacity
+            * match ty {
+                OutType::F32 => 4,
+                OutType::F16 => 2,
+            };
+        let buffer = DeviceBuffer::new(
             ptr,
-            len,
-            capacity,
-            device: self.ctx.ordinal(),
-            stream: stream.cu_stream() as u64,
+            bytes,
+            self.ctx.ordinal(),
+            stream.cu_stream() as u64,
             owner,
-        })
+        );
+        Ok(DeviceTensor::new(buffer, len, capacity))
     }
 
     /// The device output of the last f32 launch (for a device-side consumer).

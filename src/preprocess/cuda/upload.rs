@@ -54,7 +54,7 @@ impl<'a> HostFrame<'a> {
             colorimetry: frame.colorimetry,
             data: frame.data().unwrap_or(&[]),
             device: match frame.planes.as_deref() {
-                Some(Planes::Device(d)) => Some(d.ptr),
+                Some(Planes::Device(d)) => Some(d.ptr()),
                 _ => None,
             },
         }

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{sys, CudaContext, PinnedHostSlice};
 
+use crate::buffer::{DeviceBuffer, Memory};
+
 /// A free list of byte buffers; buffers taken from it come back when dropped.
 ///
 /// A pool is pageable ([`BufferPool::new`]) or page-locked ([`BufferPool::page_locked`]): its
@@ -186,28 +188,38 @@ impl fmt::Debug for PooledBuf {
 }
 
 /// A frame's planes in CUDA device memory, laid out as the frame's [`FrameLayout`](super::FrameLayout)
-/// says (byte offsets and row pitches from `ptr`). The memory belongs to whoever produced it (an
-/// application's own allocation, a decoder's pool): `owner` keeps it alive while the frame holds it
-/// and returns it when the frame releases its planes.
+/// says (byte offsets and row pitches from [`DeviceBuffer::ptr`]). The memory belongs to whoever
+/// produced it (an application's own allocation, a decoder's pool): the buffer's owner keeps it
+/// alive while the frame holds it and returns it when the frame releases its planes.
+///
+/// Its pointer, device and stream are the buffer's (`planes.ptr()`, `planes.device()`,
+/// `planes.stream()` through `Deref`).
 pub struct DeviceFrame {
-    /// Device address of byte 0 of the layout (a `CUdeviceptr`).
-    pub ptr: u64,
-    /// CUDA device ordinal the memory is on.
-    pub device: usize,
-    /// The `CUstream` the producer wrote the planes on, as an integer (0: the writes are complete
-    /// already, e.g. after a synchronizing copy). Consumers order their reads after it.
-    pub stream: u64,
-    /// Dropped when the frame releases its planes: frees the memory or gives it back to its pool.
-    pub owner: Box<dyn Send + Sync>,
+    buffer: DeviceBuffer,
+}
+
+impl DeviceFrame {
+    /// Planes in `buffer` (which holds at least the layout's [`size`](super::FrameLayout::size)).
+    pub fn new(buffer: DeviceBuffer) -> Self {
+        DeviceFrame { buffer }
+    }
+
+    /// The memory.
+    pub fn buffer(&self) -> &DeviceBuffer {
+        &self.buffer
+    }
+}
+
+impl std::ops::Deref for DeviceFrame {
+    type Target = DeviceBuffer;
+    fn deref(&self) -> &DeviceBuffer {
+        &self.buffer
+    }
 }
 
 impl fmt::Debug for DeviceFrame {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "DeviceFrame(0x{:x} on cuda:{}, stream 0x{:x})",
-            self.ptr, self.device, self.stream
-        )
+        write!(f, "DeviceFrame({:?})", self.buffer)
     }
 }
 
@@ -241,25 +253,7 @@ impl Planes {
     pub fn memory(&self) -> Memory {
         match self {
             Planes::Host(_) => Memory::Host,
-            Planes::Device(d) => Memory::Device(d.device),
-        }
-    }
-}
-
-/// Host memory, or the memory of one CUDA device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Memory {
-    /// Host (CPU) memory.
-    Host,
-    /// Memory of the CUDA device with this ordinal.
-    Device(usize),
-}
-
-impl fmt::Display for Memory {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Memory::Host => f.write_str("host"),
-            Memory::Device(d) => write!(f, "cuda:{d}"),
+            Planes::Device(d) => d.memory(),
         }
     }
 }

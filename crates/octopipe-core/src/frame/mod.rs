@@ -17,7 +17,8 @@ mod pixels;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use memory::{BufferPool, DeviceFrame, Memory, Planes, PooledBuf};
+pub use crate::buffer::{DeviceBuffer, Memory};
+pub use memory::{BufferPool, DeviceFrame, Planes, PooledBuf};
 pub use objects::{ClassScore, Classification, Detection, PixelSums, SkipReason, TileStats};
 pub use pixels::{ChromaSite, Colorimetry, FrameLayout, Matrix, PixelFormat, Range};
 
