@@ -86,7 +86,7 @@ use octopipe_core::{crops, description, rng};
 
 pub use appinfer::{AppBatch, AppInfer, Labels};
 pub use describe::Builtin;
-pub use error::Error;
+pub use error::{Error, ErrorKind};
 pub use frame::{
     Colorimetry, Detection, DeviceBuffer, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat,
 };

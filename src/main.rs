@@ -8,7 +8,7 @@ fn main() -> ExitCode {
     match cli::real_main() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("octopipe: error: {e:#}");
+            eprintln!("octopipe: error: {}", cli::error_line(&e));
             ExitCode::FAILURE
         }
     }

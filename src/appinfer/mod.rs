@@ -105,6 +105,14 @@ pub enum AppInferError {
     },
 }
 
+impl crate::error::Kind for AppInferError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            AppInferError::Timeout { .. } => crate::error::ErrorKind::Model,
+        }
+    }
+}
+
 crate::error::stage_error!(AppInferError);
 
 /// Which crop of which frame a row of a handed-out tensor is.

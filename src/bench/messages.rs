@@ -55,10 +55,7 @@ fn sizes(what: &'static str, text: &str) -> Result<[Sizes; 2], Error> {
         for (messages, sizes) in &mut per {
             messages
                 .of(&batch, &mut out)
-                .map_err(|e| crate::sink::SinkError {
-                    path: "bench messages".into(),
-                    reason: e.to_string(),
-                })?;
+                .map_err(|e| crate::sink::SinkError::network("bench messages", e.to_string()))?;
             sizes.frames += batch.frames.iter().filter(|f| f.part.is_last()).count();
             sizes.bytes.extend(out.drain(..).map(|m| m.payload.len()));
         }

@@ -178,6 +178,12 @@ pub enum BoxesError {
     },
 }
 
+impl crate::error::Kind for BoxesError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Input
+    }
+}
+
 crate::error::stage_error!(BoxesError);
 
 /// The MOT rows of one frame index, and its malformed lines when they are skipped.

@@ -167,6 +167,20 @@ pub enum ClassifyError {
     },
 }
 
+impl crate::error::Kind for ClassifyError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            ClassifyError::Onnx(e) => crate::error::Kind::kind(e),
+            ClassifyError::Model { .. }
+            | ClassifyError::Shape { .. }
+            | ClassifyError::Run { .. }
+            | ClassifyError::Labels { .. }
+            | ClassifyError::NonFinite { .. } => ErrorKind::Model,
+        }
+    }
+}
+
 crate::error::stage_error!(ClassifyError);
 
 /// What a model's input says about the crops it takes.

@@ -23,6 +23,22 @@ use run::data_dir;
 use run::{inspect, run};
 
 /// Parse the command line and run its command.
+/// An error as the one line the command prints: its message, then each cause in its `source()`
+/// chain whose words the line does not hold already (a layer's message names its cause's words
+/// and keeps the typed cause as its source; anyhow's context adds lines that do not).
+pub(crate) fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let words = cause.to_string();
+        if line.is_empty() {
+            line = words;
+        } else if !line.contains(&words) {
+            line = format!("{line}: {words}");
+        }
+    }
+    line
+}
+
 pub(crate) fn real_main() -> Result<ExitCode> {
     signals::ignore_file_size_signal();
     log::init();
@@ -105,7 +121,7 @@ pub(crate) fn real_main() -> Result<ExitCode> {
             let code = match bench::bench_command(what) {
                 Ok(_) => 0,
                 Err(e) => {
-                    eprintln!("octopipe: error: {e:#}");
+                    eprintln!("octopipe: error: {}", error_line(&e));
                     1
                 }
             };
@@ -123,5 +139,22 @@ pub(crate) fn real_main() -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_line;
+
+    #[test]
+    fn the_error_line_names_each_cause_once() {
+        // A sink's error names its cause's words and keeps the cause as its source.
+        let missing = std::path::Path::new("/nonexistent/octopipe/out.jsonl");
+        let sink = octopipe::sink::output::create_file(missing, false).unwrap_err();
+        let e = anyhow::Error::from(octopipe::Error::from(sink)).context("jsonl");
+        assert_eq!(
+            error_line(&e),
+            "jsonl: /nonexistent/octopipe/out.jsonl: cannot create: No such file or directory (os error 2)"
+        );
     }
 }

@@ -16,7 +16,7 @@ use super::Metrics;
 use super::{ControlConfig, DEFAULT_LIST, MAX_BODY, MAX_LIST, REQUEST_DEADLINE};
 use crate::pipeline::{PipelineError, RemoveMode, StreamState, Streams};
 use crate::stage::Registry;
-use crate::Error;
+use crate::{Error, ErrorKind};
 
 /// What the server answers from.
 pub(super) struct Shared {
@@ -307,15 +307,15 @@ fn remove(streams: &Streams, id: &str, query: &str) -> Answer {
     }
 }
 
-/// The HTTP status of a stream request's error.
+/// The HTTP status of a stream request's error, by its kind: no such stream, a stream id taken
+/// (or one of the description), a pipeline that takes no more streams, one that runs as many as
+/// it takes; any other error is the request's.
 fn status_of(e: &Error) -> StatusCode {
-    match e {
-        Error::Pipeline(PipelineError::UnknownStream(_)) => StatusCode::NOT_FOUND,
-        Error::Pipeline(PipelineError::StreamTaken(_) | PipelineError::StaticStream(_)) => {
-            StatusCode::CONFLICT
-        }
-        Error::Pipeline(PipelineError::NotTakingStreams) => StatusCode::SERVICE_UNAVAILABLE,
-        Error::Pipeline(PipelineError::TooManyStreams(_)) => StatusCode::TOO_MANY_REQUESTS,
+    match e.kind() {
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::Closed => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Busy => StatusCode::TOO_MANY_REQUESTS,
         _ => StatusCode::BAD_REQUEST,
     }
 }

@@ -122,6 +122,17 @@ pub enum DetectError {
     },
 }
 
+impl crate::error::Kind for DetectError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            DetectError::Onnx(e) => crate::error::Kind::kind(e),
+            DetectError::Preprocess(e) => crate::error::Kind::kind(e),
+            DetectError::Model { .. } | DetectError::Run { .. } => ErrorKind::Model,
+        }
+    }
+}
+
 crate::error::stage_error!(DetectError);
 
 #[cfg(test)]

@@ -54,6 +54,15 @@ pub enum OnnxError {
     },
 }
 
+impl crate::error::Kind for OnnxError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            OnnxError::Runtime { .. } => crate::error::ErrorKind::Unavailable,
+            OnnxError::Model { .. } => crate::error::ErrorKind::Model,
+        }
+    }
+}
+
 /// A model's class names from a labels file: one per line, trimmed, blank lines skipped. The
 /// file must be a regular file of at most [`MAX_LABELS_FILE`](crate::files::MAX_LABELS_FILE)
 /// bytes of UTF-8.

@@ -174,6 +174,20 @@ pub enum PreprocessError {
     OutOfMemory(String),
 }
 
+impl crate::error::Kind for PreprocessError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            PreprocessError::InvalidBatch(_) | PreprocessError::NoPixels { .. } => {
+                ErrorKind::Internal
+            }
+            PreprocessError::Setting(_) | PreprocessError::NotOnHost { .. } => ErrorKind::Config,
+            PreprocessError::Format { .. } => ErrorKind::Input,
+            PreprocessError::Cuda(_) | PreprocessError::OutOfMemory(_) => ErrorKind::Device,
+        }
+    }
+}
+
 crate::error::stage_error!(PreprocessError);
 
 /// A preprocess implementation: fills `batch.tensor` (or `batch.tensor_f16` for

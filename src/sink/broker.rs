@@ -137,10 +137,7 @@ impl<T: Transport> BrokerSink<T> {
     }
 
     fn error(&self, reason: String) -> SinkError {
-        SinkError {
-            path: self.name.clone(),
-            reason,
-        }
+        SinkError::network(self.name.clone(), reason)
     }
 
     /// Hand `batch`'s messages over, counting each; never waits.

@@ -62,7 +62,9 @@ impl JsonLines {
         let start = self.pending.len();
         if let Err(e) = serde_json::to_writer(&mut self.pending, value) {
             self.pending.truncate(start);
-            return Err(self.error(format!("cannot serialize a line: {e}")));
+            return Err(self
+                .error(format!("cannot serialize a line: {e}"))
+                .caused_by(e));
         }
         self.pending.push(b'\n');
         self.ends.push(self.pending.len());
@@ -93,7 +95,7 @@ impl JsonLines {
                 ),
             }
         }
-        Err(self.error(reason))
+        Err(self.error(reason).caused_by(e))
     }
 
     /// Write `pending`, returning how many of its bytes the output took, and the error that
@@ -112,10 +114,7 @@ impl JsonLines {
     }
 
     fn error(&self, reason: String) -> SinkError {
-        SinkError {
-            path: self.name.clone(),
-            reason,
-        }
+        SinkError::io(self.name.clone(), reason)
     }
 }
 

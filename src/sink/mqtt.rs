@@ -341,9 +341,8 @@ fn start(config: MqttConfig, tally: Tally) -> Result<BrokerSink<Mqtt>, SinkError
     let backlog = Backlog::new(config.sending.buffer, delivery.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let up = Arc::new(AtomicBool::new(false));
-    let spawn_error = |e: std::io::Error| SinkError {
-        path: name.clone(),
-        reason: format!("cannot start its thread: {e}"),
+    let spawn_error = |e: std::io::Error| {
+        SinkError::network(name.clone(), format!("cannot start its thread: {e}")).caused_by(e)
     };
     let link = Link {
         name: name.clone(),

@@ -20,10 +20,7 @@ pub const REPLACE_HINT: &str = "overwrite=true on the sink (octopipe run --force
 /// An existing file without `overwrite` is an error naming it. What is not a regular file
 /// (`/dev/null`, a FIFO, a terminal) holds no earlier output: it is opened as it is.
 pub fn create_file(path: &Path, overwrite: bool) -> Result<File, SinkError> {
-    let err = |reason: String| SinkError {
-        path: path.display().to_string(),
-        reason,
-    };
+    let err = |reason: String| SinkError::io(path.display().to_string(), reason);
     let mut open = std::fs::OpenOptions::new();
     open.write(true);
     let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
@@ -36,7 +33,7 @@ pub fn create_file(path: &Path, overwrite: bool) -> Result<File, SinkError> {
         std::io::ErrorKind::AlreadyExists => err(format!(
             "exists already: give a new name, or {REPLACE_HINT} (nothing was written)"
         )),
-        _ => err(format!("cannot create: {e}")),
+        _ => err(format!("cannot create: {e}")).caused_by(e),
     })
 }
 
@@ -57,10 +54,10 @@ pub fn check_new(outputs: &[RunPath], overwrite: bool) -> Result<(), SinkError> 
                 false => "exists already: give a new name",
                 true => "is a folder that holds files already: give a new or empty one",
             };
-            return Err(SinkError {
-                path: out.to_string(),
-                reason: format!("{what}, or --force to replace it (nothing was written)"),
-            });
+            return Err(SinkError::io(
+                out.to_string(),
+                format!("{what}, or --force to replace it (nothing was written)"),
+            ));
         }
     }
     Ok(())
@@ -74,14 +71,12 @@ pub fn fresh_folder(
     ours: impl Fn(&str) -> bool,
     overwrite: bool,
 ) -> Result<bool, SinkError> {
-    let err = |reason: String| SinkError {
-        path: dir.display().to_string(),
-        reason,
-    };
+    let err = |reason: String| SinkError::io(dir.display().to_string(), reason);
     let made = !dir.exists();
-    std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create the folder: {e}")))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| err(format!("cannot create the folder: {e}")).caused_by(e))?;
     let earlier: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| err(format!("cannot read the folder: {e}")))?
+        .map_err(|e| err(format!("cannot read the folder: {e}")).caused_by(e))?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| ours(n))
@@ -97,7 +92,7 @@ pub fn fresh_folder(
     for name in &earlier {
         let path = dir.join(name);
         std::fs::remove_file(&path)
-            .map_err(|e| err(format!("cannot remove {name} to overwrite it: {e}")))?;
+            .map_err(|e| err(format!("cannot remove {name} to overwrite it: {e}")).caused_by(e))?;
     }
     Ok(made)
 }
@@ -171,6 +166,21 @@ impl Drop for Leftover {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_that_cannot_be_created_is_an_io_error_with_its_cause() {
+        use std::error::Error as _;
+        let path = Path::new("/nonexistent/octopipe/out.jsonl");
+        let e = crate::Error::from(create_file(path, false).unwrap_err());
+        assert_eq!(e.kind(), crate::ErrorKind::Io);
+        assert_eq!(
+            e.to_string(),
+            "/nonexistent/octopipe/out.jsonl: cannot create: No such file or directory (os error 2)"
+        );
+        let io = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(io.map(|e| e.kind()), Some(std::io::ErrorKind::NotFound));
+        assert!(e.downcast_ref::<SinkError>().is_some());
+    }
 
     #[test]
     fn outputs_are_new_unless_overwriting_and_empty_leftovers_go() {

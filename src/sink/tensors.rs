@@ -108,10 +108,7 @@ impl TensorsSink {
         }
         let name = format!("batch-{:06}.npy", self.batches);
         let path = self.dir.join(&name);
-        let err = |reason: String| SinkError {
-            path: path.display().to_string(),
-            reason,
-        };
+        let err = |reason: String| SinkError::io(path.display().to_string(), reason);
         let t = &batch.tensor;
         let (descr, bytes): (&str, Vec<u8>) = match &t.data {
             TensorData::F32(v) => ("<f4", v.iter().flat_map(|x| x.to_le_bytes()).collect()),
@@ -126,7 +123,7 @@ impl TensorsSink {
         if let Err(e) = written {
             // No partial tensor file is left behind.
             let _ = std::fs::remove_file(&path);
-            return Err(err(format!("write failed: {e}; the file was removed")));
+            return Err(err(format!("write failed: {e}; the file was removed")).caused_by(e));
         }
         for (i, object) in Object::all(batch).enumerate() {
             self.index.push(&IndexLine {

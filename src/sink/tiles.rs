@@ -153,10 +153,7 @@ impl TileSink {
 
     /// Write the pixels of `rect` of `frame` to `path`, a new file; a partial file is removed.
     fn write_tile(&self, frame: &Frame, rect: [u32; 4], path: &Path) -> Result<(), SinkError> {
-        let err = |reason: String| SinkError {
-            path: path.display().to_string(),
-            reason,
-        };
+        let err = |reason: String| SinkError::io(path.display().to_string(), reason);
         let [_, _, w, h] = rect;
         let pixels = match frame.layout.format {
             PixelFormat::Gray16 => gray16_rect(frame, rect).map(Pixels::Gray16),
@@ -172,7 +169,7 @@ impl TileSink {
             .write(true)
             .create_new(true)
             .open(path)
-            .map_err(|e| err(format!("cannot create: {e}")))?;
+            .map_err(|e| err(format!("cannot create: {e}")).caused_by(e))?;
         let (h, w) = (h as usize, w as usize);
         let written = match (self.format, &pixels) {
             (TileFormat::Png, _) => write_png(file, &pixels, rect[2], rect[3]),
@@ -184,7 +181,7 @@ impl TileSink {
         };
         if let Err(e) = written {
             let _ = std::fs::remove_file(path);
-            return Err(err(format!("write failed: {e}; the file was removed")));
+            return Err(err(format!("write failed: {e}; the file was removed")).caused_by(e));
         }
         Ok(())
     }

@@ -184,10 +184,7 @@ impl Element for ZenohConfig {
 /// declared, within Zenoh's own timeouts) and start the thread that puts messages.
 fn start(config: ZenohConfig, tally: Tally) -> Result<BrokerSink<Zenoh>, SinkError> {
     let name = config.name();
-    let error = |reason: String| SinkError {
-        path: name.clone(),
-        reason,
-    };
+    let error = |reason: String| SinkError::network(name.clone(), reason);
     let session = ::zenoh::open(config.session_config().map_err(error)?)
         .wait()
         .map_err(|e| error(format!("cannot open the Zenoh session: {e}")))?;
@@ -205,7 +202,7 @@ fn start(config: ZenohConfig, tally: Tally) -> Result<BrokerSink<Zenoh>, SinkErr
     let thread = thread::Builder::new()
         .name("octopipe-zenoh".into())
         .spawn(move || put.drive())
-        .map_err(|e| error(format!("cannot start its thread: {e}")))?;
+        .map_err(|e| error(format!("cannot start its thread: {e}")).caused_by(e))?;
     let zenoh = Zenoh {
         stop,
         thread: Some(thread),

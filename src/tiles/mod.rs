@@ -128,6 +128,14 @@ pub enum TilesError {
     },
 }
 
+impl crate::error::Kind for TilesError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            TilesError::TooLarge { .. } => crate::error::ErrorKind::Input,
+        }
+    }
+}
+
 crate::error::stage_error!(TilesError);
 
 /// Settings of the tiles stage.

@@ -290,6 +290,17 @@ pub enum TileStatsError {
     Cuda(#[from] crate::preprocess::cuda::CudaError),
 }
 
+impl crate::error::Kind for TileStatsError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            TileStatsError::Band { .. } | TileStatsError::Setting(_) => ErrorKind::Config,
+            TileStatsError::NoPixels { .. } => ErrorKind::Config,
+            TileStatsError::Cuda(e) => crate::error::Kind::kind(e),
+        }
+    }
+}
+
 crate::error::stage_error!(TileStatsError);
 
 /// Settings of the tilestats stage.

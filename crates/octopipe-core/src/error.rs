@@ -2,8 +2,83 @@
 //! are its own variants; any stage's own error (decoding, boxes, the detector, preprocessing, the
 //! classifier, a sink, ...) travels boxed in [`Error::Stage`], with its message and `source()`,
 //! so a stage added from outside the crate reports its errors as the built-in ones do.
+//!
+//! Every error says what kind it is ([`Error::kind`], an [`ErrorKind`]), so the runner, the HTTP
+//! control plane and the Python module map errors to statuses and exceptions without reading
+//! their messages. A layer's error type gives its kind with [`Kind`]; a stage's own error keeps
+//! its kind (and its typed cause, through `source()`) when it becomes an [`Error`].
+
+use std::fmt;
 
 pub use crate::description::DescribeError;
+
+/// What kind of failure an error is: what a caller decides by (an HTTP status, a Python
+/// exception, whether to retry). New kinds may come.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// An input of the run is missing or wrong: a file, a stream, a pushed frame, an annotation.
+    Input,
+    /// The description or a setting cannot work: a parse error, a property, the wiring.
+    Config,
+    /// A model cannot be loaded, does not fit its settings, or failed to run.
+    Model,
+    /// A GPU: no usable CUDA device, a CUDA call that failed, out of device memory.
+    Device,
+    /// Something the machine lacks: a GStreamer element, a shared library.
+    Unavailable,
+    /// A network peer: a broker, a listening socket.
+    Network,
+    /// Reading or writing a file of the run's outputs.
+    Io,
+    /// No such thing (a stream id).
+    NotFound,
+    /// It exists already, or cannot be changed (a stream id taken, a stream of the description).
+    Conflict,
+    /// Closed: the pipeline or source takes no more (it ended, was stopped or closed).
+    Closed,
+    /// Full: a bounded resource (a queue, the streams a pipeline runs at once) has no room now.
+    Busy,
+    /// A stage's own error that says nothing more (the kind of [`Error::stage`]).
+    Stage,
+    /// A bug in octopipe (a stage's thread panicked, an inconsistent batch): please report it.
+    Internal,
+}
+
+impl ErrorKind {
+    /// The kind's name in lower case (`input`, `config`, ...), as the Python module and the
+    /// HTTP control plane show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Input => "input",
+            ErrorKind::Config => "config",
+            ErrorKind::Model => "model",
+            ErrorKind::Device => "device",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Network => "network",
+            ErrorKind::Io => "io",
+            ErrorKind::NotFound => "not-found",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Closed => "closed",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Stage => "stage",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An error type that says its [`ErrorKind`]: every layer's error implements it, and
+/// [`stage_error!`] reads it when the error becomes an [`Error`].
+pub trait Kind {
+    /// What kind of failure this is.
+    fn kind(&self) -> ErrorKind;
+}
 
 /// Any error octopipe reports. Each layer's message names the input it is about.
 #[derive(Debug, thiserror::Error)]
@@ -18,15 +93,37 @@ pub enum Error {
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
     /// A stage's own error (its layer's error type: `SourceError`, `DetectError`, `SinkError`,
-    /// ...); [`Error::downcast_ref`] gives it back typed.
+    /// ...), with its kind; [`Error::downcast_ref`] gives it back typed.
     #[error(transparent)]
-    Stage(Box<dyn std::error::Error + Send + Sync + 'static>),
+    Stage(StageError),
 }
 
 impl Error {
-    /// A stage's own error.
+    /// A stage's own error, of kind [`ErrorKind::Stage`] (a stage from outside the crate that
+    /// says nothing more; [`Error::stage_of_kind`] says more).
     pub fn stage(e: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Error::Stage(Box::new(e))
+        Self::stage_of_kind(ErrorKind::Stage, e)
+    }
+
+    /// A stage's own error, of kind `kind`.
+    pub fn stage_of_kind(
+        kind: ErrorKind,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Stage(StageError {
+            kind,
+            error: Box::new(e),
+        })
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Describe(_) => ErrorKind::Config,
+            Error::Push(e) => e.kind(),
+            Error::Pipeline(e) => e.kind(),
+            Error::Stage(e) => e.kind,
+        }
     }
 
     /// The stage's own error, when it is a `T`.
@@ -35,22 +132,60 @@ impl Error {
             Error::Describe(e) => (e as &dyn std::error::Error).downcast_ref(),
             Error::Push(e) => (e as &dyn std::error::Error).downcast_ref(),
             Error::Pipeline(e) => (e as &dyn std::error::Error).downcast_ref(),
-            Error::Stage(e) => e.downcast_ref(),
+            Error::Stage(e) => e.error.downcast_ref(),
         }
     }
 }
 
-/// `impl From<E> for Error` for a layer's error types, as [`Error::Stage`] (`?` on them). Written
-/// once in the module that defines the error (`crate::error::stage_error!(SourceError);`).
-/// Exported, as a macro must be for the facade's stage modules to use it, but not part of the
-/// documented API.
+impl Kind for Error {
+    fn kind(&self) -> ErrorKind {
+        Error::kind(self)
+    }
+}
+
+/// A stage's own error with its kind ([`Error::Stage`]). It shows as the stage's error does, and
+/// its `source()` is that error's.
+#[derive(Debug)]
+pub struct StageError {
+    kind: ErrorKind,
+    error: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+impl StageError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The stage's error.
+    pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.error
+    }
+}
+
+impl fmt::Display for StageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl std::error::Error for StageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}
+
+/// `impl From<E> for Error` for a layer's error types, as [`Error::Stage`] of the error's
+/// [`Kind`] (`?` on them). Written once in the module that defines the error
+/// (`crate::error::stage_error!(SourceError);`). Exported, as a macro must be for the facade's
+/// stage modules to use it, but not part of the documented API.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! stage_error {
     ($($t:ty),+ $(,)?) => {
         $(impl From<$t> for $crate::Error {
             fn from(e: $t) -> Self {
-                $crate::Error::Stage(Box::new(e))
+                $crate::Error::stage_of_kind($crate::error::Kind::kind(&e), e)
             }
         })+
     };
@@ -106,6 +241,16 @@ pub enum PushError {
         /// What is wrong.
         reason: String,
     },
+}
+
+impl Kind for PushError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            PushError::Closed { .. } | PushError::Stopped { .. } => ErrorKind::Closed,
+            PushError::Full { .. } => ErrorKind::Busy,
+            PushError::Frame { .. } | PushError::Box { .. } => ErrorKind::Input,
+        }
+    }
 }
 
 /// Errors of the runner itself (a graph that cannot run as wired).
@@ -173,4 +318,96 @@ pub enum PipelineError {
         /// The stage streams join.
         joins: &'static str,
     },
+}
+
+impl Kind for PipelineError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            PipelineError::NotAStage(_)
+            | PipelineError::Wiring { .. }
+            | PipelineError::OutputOnInput { .. }
+            | PipelineError::NoBatchToJoin(_)
+            | PipelineError::StreamStage { .. } => ErrorKind::Config,
+            PipelineError::Panic(_) | PipelineError::Spawn { .. } => ErrorKind::Internal,
+            PipelineError::UnknownStream(_) => ErrorKind::NotFound,
+            PipelineError::StreamTaken(_) | PipelineError::StaticStream(_) => ErrorKind::Conflict,
+            PipelineError::NotTakingStreams => ErrorKind::Closed,
+            PipelineError::TooManyStreams(_) => ErrorKind::Busy,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// A stage's own error from outside the crate, with a typed cause.
+    #[derive(Debug, thiserror::Error)]
+    #[error("tracker: cannot read {path}: {source}")]
+    struct TrackerError {
+        path: String,
+        source: std::io::Error,
+    }
+
+    fn missing_file() -> TrackerError {
+        let path = "/nonexistent/octopipe/tracker.cfg";
+        let source = std::fs::read(path).unwrap_err();
+        TrackerError {
+            path: path.into(),
+            source,
+        }
+    }
+
+    #[test]
+    fn a_stage_error_from_outside_keeps_its_words_cause_and_type() {
+        let e = Error::stage(missing_file());
+        assert_eq!(e.kind(), ErrorKind::Stage);
+        assert!(e
+            .to_string()
+            .starts_with("tracker: cannot read /nonexistent/octopipe/tracker.cfg: "));
+        // The stage's error is transparent: its source is the error's.
+        let io = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(io.map(|e| e.kind()), Some(std::io::ErrorKind::NotFound));
+        assert!(e.downcast_ref::<TrackerError>().is_some());
+        let e = Error::stage_of_kind(ErrorKind::Input, missing_file());
+        assert_eq!(e.kind(), ErrorKind::Input);
+    }
+
+    impl Kind for TrackerError {
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Io
+        }
+    }
+    crate::stage_error!(TrackerError);
+
+    #[test]
+    fn the_macro_converts_with_the_layers_kind() {
+        let e: Error = missing_file().into();
+        assert_eq!(e.kind(), ErrorKind::Io);
+        assert!(e.source().is_some_and(|s| s.is::<std::io::Error>()));
+    }
+
+    #[test]
+    fn kinds_of_the_runner_and_pushes() {
+        let k = |e: PipelineError| Error::from(e).kind();
+        assert_eq!(k(PipelineError::UnknownStream(3)), ErrorKind::NotFound);
+        assert_eq!(k(PipelineError::StreamTaken(3)), ErrorKind::Conflict);
+        assert_eq!(k(PipelineError::StaticStream(3)), ErrorKind::Conflict);
+        assert_eq!(k(PipelineError::NotTakingStreams), ErrorKind::Closed);
+        assert_eq!(k(PipelineError::TooManyStreams(2)), ErrorKind::Busy);
+        assert_eq!(
+            k(PipelineError::Panic("detect".into())),
+            ErrorKind::Internal
+        );
+        let full = PushError::Full {
+            source_name: "cam".into(),
+        };
+        assert_eq!(Error::from(full).kind(), ErrorKind::Busy);
+        let closed = PushError::Closed {
+            source_name: "cam".into(),
+        };
+        assert_eq!(closed.kind(), ErrorKind::Closed);
+        assert_eq!(ErrorKind::NotFound.to_string(), "not-found");
+    }
 }

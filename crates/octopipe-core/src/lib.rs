@@ -36,4 +36,4 @@ pub mod rng;
 pub mod stage;
 pub mod tensor;
 
-pub use error::Error;
+pub use error::{Error, ErrorKind};

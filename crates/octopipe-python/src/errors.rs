@@ -3,14 +3,18 @@
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 
-use octopipe::PushError;
+use octopipe::error::Kind;
+use octopipe::{ErrorKind, PushError};
 
 pyo3::create_exception!(
     octopipe,
     Error,
     PyException,
-    "An octopipe error: a stage that failed, a pipeline that cannot be opened. When the run \
-     failed, `report` holds its report (a dict), else None."
+    "An octopipe error: a stage that failed, a pipeline that cannot be opened. `kind` says \
+     what kind of failure it is ('input', 'config', 'model', 'device', 'unavailable', \
+     'network', 'io', 'not-found', 'conflict', 'closed', 'busy', 'stage', 'internal'; None \
+     where the error did not come from the library). When the run failed, `report` holds its \
+     report (a dict), else None."
 );
 pyo3::create_exception!(
     octopipe,
@@ -45,20 +49,26 @@ pub fn to_py(py: Python<'_>, e: octopipe::Error) -> PyErr {
             let _ = value.setattr("reason", &d.message);
             let _ = value.setattr("excerpt", &d.excerpt);
             let _ = value.setattr("report", py.None());
+            let _ = value.setattr("kind", ErrorKind::Config.name());
             err
         }
         octopipe::Error::Push(p) => push_to_py(p),
-        other => with_report(py, Error::new_err(other.to_string()), None),
+        other => {
+            let kind = other.kind();
+            let err = with_report(py, Error::new_err(other.to_string()), None);
+            let _ = err.value(py).setattr("kind", kind.name());
+            err
+        }
     }
 }
 
 /// A refused push as its exception: a closed or ended pipeline, a full one, or a frame or box
 /// that does not fit (`ValueError`).
 pub fn push_to_py(e: PushError) -> PyErr {
-    match e {
-        PushError::Closed { .. } | PushError::Stopped { .. } => ClosedError::new_err(e.to_string()),
-        PushError::Full { .. } => FullError::new_err(e.to_string()),
-        other => PyValueError::new_err(other.to_string()),
+    match e.kind() {
+        ErrorKind::Closed => ClosedError::new_err(e.to_string()),
+        ErrorKind::Busy => FullError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
     }
 }
 

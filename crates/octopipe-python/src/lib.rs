@@ -88,6 +88,8 @@ fn inspect(stage: Option<&str>) -> PyResult<String> {
 #[pymodule]
 fn _octopipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // `kind` on the class: None for an error raised without one (an instance sets its own).
+    py.get_type::<Error>().setattr("kind", py.None())?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("DescriptionError", py.get_type::<DescriptionError>())?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;

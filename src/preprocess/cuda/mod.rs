@@ -83,6 +83,20 @@ impl From<DriverError> for CudaError {
     }
 }
 
+impl crate::error::Kind for CudaError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            CudaError::Unavailable(_) | CudaError::OutOfMemory(_) | CudaError::Driver(_) => {
+                ErrorKind::Device
+            }
+            CudaError::Kernel(KernelError::NoNvrtc) => ErrorKind::Unavailable,
+            CudaError::Kernel(KernelError::Compile { .. }) => ErrorKind::Internal,
+            CudaError::Invalid(_) => ErrorKind::Internal,
+        }
+    }
+}
+
 impl From<CudaError> for PreprocessError {
     fn from(e: CudaError) -> Self {
         match e {

@@ -172,6 +172,22 @@ pub enum SourceError {
     },
 }
 
+impl crate::error::Kind for SourceError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            SourceError::Init(_) | SourceError::MissingElement { .. } => ErrorKind::Unavailable,
+            SourceError::Setting { .. } => ErrorKind::Config,
+            SourceError::Nvdec { .. } => ErrorKind::Device,
+            SourceError::Input { .. }
+            | SourceError::Stream { .. }
+            | SourceError::Quiet { .. }
+            | SourceError::Stalled { .. }
+            | SourceError::Format { .. } => ErrorKind::Input,
+        }
+    }
+}
+
 crate::error::stage_error!(SourceError);
 
 /// The message of [`SourceError::Quiet`].

@@ -10,9 +10,13 @@ import numpy.typing as npt
 __version__: str
 
 class Error(Exception):
-    """An octopipe error: a stage that failed, a pipeline that cannot be opened."""
+    """An octopipe error: a stage that failed, a pipeline that cannot be opened. `kind` says
+    what kind of failure it is ('input', 'config', 'model', 'device', 'unavailable', 'network',
+    'io', 'not-found', 'conflict', 'closed', 'busy', 'stage', 'internal'; None where the error
+    did not come from the library's error type)."""
 
     report: Optional[Dict[str, Any]]
+    kind: Optional[str]
 
 class DescriptionError(Error):
     """A description that does not parse or check: the message is `octopipe run`'s
