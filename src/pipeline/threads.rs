@@ -176,7 +176,7 @@ pub(super) fn run_stage<I: Travels, O: Travels>(
 pub(super) fn spawn_error(name: &str, e: std::io::Error) -> Error {
     PipelineError::Spawn {
         stage: name.to_string(),
-        reason: e.to_string(),
+        source: e,
     }
     .into()
 }

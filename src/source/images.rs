@@ -164,10 +164,7 @@ impl ImageFeed {
                 Ok(bytes) => bytes,
                 Err(reason) => {
                     if let Ok(mut slot) = self.error.lock() {
-                        *slot = Some(SourceError::Input {
-                            path: path.display().to_string(),
-                            reason,
-                        });
+                        *slot = Some(reason.at(path));
                     }
                     let _ = self.appsrc.end_of_stream();
                     return;
@@ -189,11 +186,29 @@ impl ImageFeed {
     }
 
     /// The bytes of `path`, which must start like a file of the sequence's kind.
-    fn read(&self, path: &Path) -> Result<Vec<u8>, String> {
+    fn read(&self, path: &Path) -> Result<Vec<u8>, Unread> {
         match std::fs::read(path) {
             Ok(bytes) if self.kind.has_magic(&bytes) => Ok(bytes),
-            Ok(_) => Err(format!("not a {} file", self.kind.name())),
-            Err(e) => Err(e.to_string()),
+            Ok(_) => Err(Unread::Kind(self.kind.name())),
+            Err(e) => Err(Unread::Io(e)),
+        }
+    }
+}
+
+/// Why an image file was not read.
+enum Unread {
+    /// Not a file of the sequence's kind (named).
+    Kind(&'static str),
+    /// Reading it failed.
+    Io(std::io::Error),
+}
+
+impl Unread {
+    /// The error of the file at `path`.
+    fn at(self, path: &Path) -> SourceError {
+        match self {
+            Unread::Kind(kind) => SourceError::input(path.display(), format!("not a {kind} file")),
+            Unread::Io(e) => SourceError::io(path.display(), e),
         }
     }
 }
@@ -314,16 +329,10 @@ impl Images {
 
 /// The image files of a folder or glob, in file-name order, all of one kind.
 pub(super) fn list_images(location: &str) -> Result<ImageList, SourceError> {
-    let input_error = |path: &Path, reason: String| SourceError::Input {
-        path: path.display().to_string(),
-        reason,
-    };
+    let input_error = |path: &Path, reason: String| SourceError::input(path.display(), reason);
     let files = matching_files(location)?;
     let Some(first) = files.first() else {
-        return Err(SourceError::Input {
-            path: location.to_string(),
-            reason: "no .jpg, .jpeg or .png files".into(),
-        });
+        return Err(SourceError::input(location, "no .jpg, .jpeg or .png files"));
     };
     let kind = ImageKind::of(first)
         .ok_or_else(|| input_error(first, "not a .jpg, .jpeg or .png file".into()))?;
@@ -360,10 +369,7 @@ fn is_gray16_png(path: &Path) -> bool {
 /// is a glob, the one image a file is (a sequence of one frame), else the image files of the
 /// folder.
 pub(super) fn matching_files(location: &str) -> Result<Vec<PathBuf>, SourceError> {
-    let input_error = |path: &Path, reason: String| SourceError::Input {
-        path: path.display().to_string(),
-        reason,
-    };
+    let input_error = |path: &Path, reason: String| SourceError::input(path.display(), reason);
     let path = Path::new(location);
     if path.is_file() {
         return match ImageKind::of(path) {
@@ -384,10 +390,10 @@ pub(super) fn matching_files(location: &str) -> Result<Vec<PathBuf>, SourceError
     } else {
         (path, None)
     };
-    let entries = std::fs::read_dir(dir).map_err(|e| input_error(dir, e.to_string()))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| SourceError::io(dir.display(), e))?;
     let mut files = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| input_error(dir, e.to_string()))?;
+        let entry = entry.map_err(|e| SourceError::io(dir.display(), e))?;
         let file = entry.path();
         let Some(name) = file.file_name().and_then(|n| n.to_str()) else {
             continue;

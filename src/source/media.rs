@@ -28,10 +28,8 @@ use super::SourceError;
 
 /// (name for errors, URI) of a media location; local files must exist and be readable.
 pub(super) fn media_uri(location: &str) -> Result<(String, String), SourceError> {
-    let input_error = |path: &Path, reason: String| SourceError::Input {
-        path: path.display().to_string(),
-        reason,
-    };
+    let input_error = |path: &Path, reason: String| SourceError::input(path.display(), reason);
+    let io_error = |path: &Path, e: std::io::Error| SourceError::io(path.display(), e);
     let path = if is_uri(location) {
         if !location.starts_with("file:") {
             return Ok((location.to_string(), location.to_string()));
@@ -42,15 +40,15 @@ pub(super) fn media_uri(location: &str) -> Result<(String, String), SourceError>
     } else {
         PathBuf::from(location)
     };
-    let meta = std::fs::metadata(&path).map_err(|e| input_error(&path, e.to_string()))?;
+    let meta = std::fs::metadata(&path).map_err(|e| io_error(&path, e))?;
     if meta.is_dir() {
         return Err(input_error(
             &path,
             "is a folder, not a media file (use `images` for a folder of pictures)".into(),
         ));
     }
-    std::fs::File::open(&path).map_err(|e| input_error(&path, e.to_string()))?;
-    let absolute = std::fs::canonicalize(&path).map_err(|e| input_error(&path, e.to_string()))?;
+    std::fs::File::open(&path).map_err(|e| io_error(&path, e))?;
+    let absolute = std::fs::canonicalize(&path).map_err(|e| io_error(&path, e))?;
     let uri = gst::glib::filename_to_uri(&absolute, None)
         .map_err(|e| input_error(&path, e.to_string()))?;
     Ok((location.to_string(), uri.to_string()))

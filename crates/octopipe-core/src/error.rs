@@ -281,12 +281,12 @@ pub enum PipelineError {
     #[error("stage '{0}' panicked")]
     Panic(String),
     /// A stage's thread could not be started.
-    #[error("cannot start the thread of stage '{stage}': {reason}")]
+    #[error("cannot start the thread of stage '{stage}': {source}")]
     Spawn {
         /// The stage kind.
         stage: String,
-        /// The system's reason.
-        reason: String,
+        /// The system's error.
+        source: std::io::Error,
     },
     /// Streams join the stage a pipeline's description starts with, else its batch stage: this
     /// one has none, or several.

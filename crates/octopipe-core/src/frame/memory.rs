@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{sys, CudaContext, PinnedHostSlice};
+use cudarc::driver::{sys, CudaContext, DriverError, PinnedHostSlice};
 
 use crate::buffer::{DeviceBuffer, Memory};
 
@@ -32,12 +32,13 @@ impl BufferPool {
     /// An empty page-locked pool allocating through CUDA device `device`'s primary context (the
     /// buffers are portable: any GPU reads them). Errors, saying why, where there is no usable
     /// CUDA device.
-    pub fn page_locked(device: usize) -> Result<Self, String> {
+    pub fn page_locked(device: usize) -> Result<Self, PageLockedError> {
         // SAFETY: only tries to dlopen libcuda by its usual names.
         if !unsafe { sys::is_culib_present() } {
-            return Err("libcuda.so not found (no NVIDIA driver)".into());
+            return Err(PageLockedError::NoDriver);
         }
-        let ctx = CudaContext::new(device).map_err(|e| format!("cuda:{device}: {e:?}"))?;
+        let ctx = CudaContext::new(device)
+            .map_err(|source| PageLockedError::Context { device, source })?;
         Ok(BufferPool {
             free: Arc::default(),
             locked: Some(ctx),
@@ -65,7 +66,7 @@ impl BufferPool {
                     static WARNED: std::sync::Once = std::sync::Once::new();
                     WARNED.call_once(|| {
                         tracing::warn!(
-                            "page-locked frame buffer of {len} bytes not allocated ({e}): \
+                            "page-locked frame buffer of {len} bytes not allocated ({e:?}): \
                              pageable frames from here on where it fails"
                         )
                     });
@@ -87,6 +88,28 @@ impl BufferPool {
     /// Buffers currently waiting for reuse.
     pub fn idle(&self) -> usize {
         self.free.lock().map(|f| f.len()).unwrap_or(0)
+    }
+}
+
+/// Why a page-locked [`BufferPool`] cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum PageLockedError {
+    /// libcuda does not load.
+    #[error("libcuda.so not found (no NVIDIA driver)")]
+    NoDriver,
+    /// The device's primary context cannot be had.
+    #[error("cuda:{device}: {source:?}")]
+    Context {
+        /// The CUDA device ordinal.
+        device: usize,
+        /// The driver's error.
+        source: cudarc::driver::DriverError,
+    },
+}
+
+impl crate::error::Kind for PageLockedError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Device
     }
 }
 
@@ -112,12 +135,11 @@ unsafe impl Sync for Locked {}
 impl Locked {
     /// `len` zeroed page-locked bytes, portable (pinned for every context) and mapped (readable
     /// by the GPUs in place); never write-combined, since the CPU reads frames too.
-    fn alloc(ctx: &Arc<CudaContext>, len: usize) -> Result<Locked, String> {
+    fn alloc(ctx: &Arc<CudaContext>, len: usize) -> Result<Locked, DriverError> {
         let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
         // SAFETY: the memory is zeroed below before anything reads it.
-        let mut mem = unsafe { ctx.alloc_pinned_with_flags::<u8>(len.max(1), flags) }
-            .map_err(|e| format!("{e:?}"))?;
-        let ptr = mem.as_mut_ptr().map_err(|e| format!("{e:?}"))?;
+        let mut mem = unsafe { ctx.alloc_pinned_with_flags::<u8>(len.max(1), flags) }?;
+        let ptr = mem.as_mut_ptr()?;
         // SAFETY: `ptr` is the start of `mem`'s `mem.len()` bytes, owned here.
         unsafe { std::ptr::write_bytes(ptr, 0, mem.len()) };
         Ok(Locked { mem, ptr, len })

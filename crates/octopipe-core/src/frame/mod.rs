@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use crate::buffer::{DeviceBuffer, Memory};
-pub use memory::{BufferPool, DeviceFrame, Planes, PooledBuf};
+pub use memory::{BufferPool, DeviceFrame, PageLockedError, Planes, PooledBuf};
 pub use objects::{ClassScore, Classification, Detection, PixelSums, SkipReason, TileStats};
 pub use pixels::{ChromaSite, Colorimetry, FrameLayout, Matrix, PixelFormat, Range};
 

@@ -104,8 +104,11 @@ pub enum SourceError {
     Input {
         /// The offending path.
         path: String,
-        /// What is wrong.
+        /// What is wrong (with the system's words where it said why).
         reason: String,
+        /// The system's error, where reading failed.
+        #[source]
+        source: Option<std::io::Error>,
     },
     /// A GStreamer element is not installed.
     #[error("GStreamer element '{element}' is missing: install {package}")]
@@ -170,6 +173,26 @@ pub enum SourceError {
         /// The caps or format name.
         format: String,
     },
+}
+
+impl SourceError {
+    /// [`SourceError::Input`]: `path` is not what the source reads, for `reason`.
+    pub fn input(path: impl std::fmt::Display, reason: impl Into<String>) -> Self {
+        SourceError::Input {
+            path: path.to_string(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// [`SourceError::Input`]: reading `path` failed with `e` (its words, and `e` as the source).
+    pub fn io(path: impl std::fmt::Display, e: std::io::Error) -> Self {
+        SourceError::Input {
+            path: path.to_string(),
+            reason: e.to_string(),
+            source: Some(e),
+        }
+    }
 }
 
 impl crate::error::Kind for SourceError {
