@@ -155,7 +155,7 @@ const RESAMPLE_VARIANTS: [(&str, Interpolation, Option<f32>, bool); 6] = [
 
 impl GpuBench {
     pub(crate) fn new(opts: &PreprocessBenchOptions) -> Result<Self, String> {
-        available()?;
+        available().map_err(|e| e.to_string())?;
         let mut e0 = BenchEngine::new(0).map_err(|e| e.to_string())?;
         let e1 = BenchEngine::new(0).map_err(|e| e.to_string())?;
         let copy_gbps = copy_bandwidth(&mut e0).map_err(|e| e.to_string())?;

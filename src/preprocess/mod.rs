@@ -167,11 +167,17 @@ pub enum PreprocessError {
     },
     /// The GPU backend failed.
     #[error("CUDA: {0}")]
-    Cuda(String),
+    Cuda(#[source] cuda::CudaError),
     /// The GPU ran out of memory on this batch (`CUDA_ERROR_OUT_OF_MEMORY`); the batch may still
     /// fit on the CPU ([`GpuWithFallback`] does that).
     #[error("CUDA: {0}")]
-    OutOfMemory(String),
+    OutOfMemory(#[source] cuda::CudaError),
+    /// The GPU failed on a batch other than by running out of memory (a lost device, a failed
+    /// launch): [`GpuWithFallback`] stops with this.
+    #[error(
+        "CUDA: GPU preprocessing failed (is the device still there? nvidia-smi shows it): {0}"
+    )]
+    GpuFailed(#[source] cuda::CudaError),
 }
 
 impl crate::error::Kind for PreprocessError {
@@ -183,7 +189,9 @@ impl crate::error::Kind for PreprocessError {
             }
             PreprocessError::Setting(_) | PreprocessError::NotOnHost { .. } => ErrorKind::Config,
             PreprocessError::Format { .. } => ErrorKind::Input,
-            PreprocessError::Cuda(_) | PreprocessError::OutOfMemory(_) => ErrorKind::Device,
+            PreprocessError::Cuda(_)
+            | PreprocessError::OutOfMemory(_)
+            | PreprocessError::GpuFailed(_) => ErrorKind::Device,
         }
     }
 }
@@ -293,9 +301,7 @@ impl Backend for GpuWithFallback {
                 };
                 cpu.run(batch)
             }
-            Err(PreprocessError::Cuda(m)) => Err(PreprocessError::Cuda(format!(
-                "GPU preprocessing failed (is the device still there? nvidia-smi shows it): {m}"
-            ))),
+            Err(PreprocessError::Cuda(e)) => Err(PreprocessError::GpuFailed(e)),
             other => other,
         }
     }

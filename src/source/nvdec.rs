@@ -160,7 +160,7 @@ pub(crate) fn library() -> Result<(), String> {
 /// with NVDEC). The error says what is missing.
 pub(crate) fn available() -> Result<(), String> {
     library()?;
-    crate::preprocess::cuda::available()?;
+    crate::preprocess::cuda::available().map_err(|e| e.to_string())?;
     if decoders().is_empty() {
         return Err(format!(
             "GStreamer's {PLUGIN} plugin registered no decoder (gstreamer1.0-plugins-bad \

@@ -322,7 +322,9 @@ impl octopipe::stage::Stage<octopipe::batch::CropBatch, octopipe::batch::CropBat
         use octopipe::preprocess::Backend;
         if self.ok == 0 {
             return Err(octopipe::preprocess::PreprocessError::Cuda(
-                "DriverError(CUDA_ERROR_LAUNCH_FAILED, \"unspecified launch failure\")".into(),
+                octopipe::preprocess::cuda::CudaError::Invalid(
+                    "DriverError(CUDA_ERROR_LAUNCH_FAILED, \"unspecified launch failure\")".into(),
+                ),
             )
             .into());
         }

@@ -6,6 +6,7 @@ use octopipe::batch::CropBatch;
 use octopipe::frame::Detection;
 use octopipe::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
 use octopipe::preprocess::cpu::CpuBackend;
+use octopipe::preprocess::cuda::CudaError;
 use octopipe::preprocess::{Backend, GpuWithFallback, PreprocessConfig, PreprocessError};
 
 /// Fails every batch with the error it makes.
@@ -48,9 +49,10 @@ fn out_of_memory_falls_back_to_the_cpu_with_the_same_values() {
     };
     // What the CUDA backend returns when cudarc reports `CUDA_ERROR_OUT_OF_MEMORY`.
     let oom = || {
-        PreprocessError::OutOfMemory(
+        // (Its words: a DriverError is not formatted without a driver to name it.)
+        PreprocessError::OutOfMemory(CudaError::Invalid(
             "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
-        )
+        ))
     };
     let mut gpu = GpuWithFallback::new(Box::new(FailingGpu(oom)), config.clone());
     let mut b = batch();
@@ -68,10 +70,10 @@ fn out_of_memory_falls_back_to_the_cpu_with_the_same_values() {
 #[test]
 fn other_gpu_errors_are_clear_errors() {
     let lost = || {
-        PreprocessError::Cuda(
+        PreprocessError::Cuda(CudaError::Invalid(
             "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access was encountered\")"
                 .into(),
-        )
+        ))
     };
     let mut gpu = GpuWithFallback::new(Box::new(FailingGpu(lost)), PreprocessConfig::default());
     let e = gpu.run(&mut batch()).unwrap_err().to_string();

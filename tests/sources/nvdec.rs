@@ -50,7 +50,10 @@ fn drain(mut source: GstSource) -> Vec<Frame> {
 
 /// Whether NVDEC can run here; prints why a GPU test skips.
 fn nvdec(test: &str) -> bool {
-    match cuda::available().and_then(|()| source::nvdec_available()) {
+    match cuda::available()
+        .map_err(|e| e.to_string())
+        .and_then(|()| source::nvdec_available())
+    {
         Ok(()) => true,
         Err(why) => {
             eprintln!("SKIPPED {test}: no NVDEC ({why})");

@@ -22,9 +22,9 @@ pub const OCTOPUS_GRID_PER_SM: u32 = 4;
 
 impl Engine {
     /// Open GPU `ordinal` and compile (or take from the cache) every kernel module for its
-    /// architecture. Errors with [`CudaError::Unavailable`] when there is no libcuda or no GPU.
+    /// architecture. Errors with [`CudaError::NoGpu`] when there is no libcuda or no GPU.
     pub fn new(ordinal: usize) -> Result<Self, CudaError> {
-        available().map_err(CudaError::Unavailable)?;
+        available()?;
         let ctx = CudaContext::new(ordinal)?;
         let (major, minor) = ctx.compute_capability()?;
         let arch = format!("compute_{major}{minor}");

@@ -58,6 +58,9 @@ pub use upload::{HostFrame, TransferStats, UploadMode};
 pub enum CudaError {
     /// No driver library or no device: the caller should fall back to the CPU backend.
     #[error("no usable GPU: {0}")]
+    NoGpu(#[from] NoGpu),
+    /// The device asked for does not exist.
+    #[error("no usable GPU: {0}")]
     Unavailable(String),
     /// A kernel module failed to compile.
     #[error(transparent)]
@@ -87,9 +90,10 @@ impl crate::error::Kind for CudaError {
     fn kind(&self) -> crate::error::ErrorKind {
         use crate::error::ErrorKind;
         match self {
-            CudaError::Unavailable(_) | CudaError::OutOfMemory(_) | CudaError::Driver(_) => {
-                ErrorKind::Device
-            }
+            CudaError::NoGpu(_)
+            | CudaError::Unavailable(_)
+            | CudaError::OutOfMemory(_)
+            | CudaError::Driver(_) => ErrorKind::Device,
             CudaError::Kernel(KernelError::NoNvrtc) => ErrorKind::Unavailable,
             CudaError::Kernel(KernelError::Compile { .. }) => ErrorKind::Internal,
             CudaError::Invalid(_) => ErrorKind::Internal,
@@ -100,30 +104,50 @@ impl crate::error::Kind for CudaError {
 impl From<CudaError> for PreprocessError {
     fn from(e: CudaError) -> Self {
         match e {
-            CudaError::OutOfMemory(_) => PreprocessError::OutOfMemory(e.to_string()),
-            other => PreprocessError::Cuda(other.to_string()),
+            CudaError::OutOfMemory(_) => PreprocessError::OutOfMemory(e),
+            other => PreprocessError::Cuda(other),
         }
     }
 }
 
+/// Why no GPU can be used here.
+#[derive(Debug, thiserror::Error)]
+pub enum NoGpu {
+    /// libcuda does not load.
+    #[error("libcuda.so not found (no NVIDIA driver)")]
+    NoDriver,
+    /// The driver does not start.
+    #[error("the NVIDIA driver cannot start: {0:?}")]
+    Driver(#[source] DriverError),
+    /// The driver reports no device.
+    #[error("the NVIDIA driver reports no GPU")]
+    NoDevice,
+}
+
+impl crate::error::Kind for NoGpu {
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Device
+    }
+}
+
 /// `Ok` when libcuda loads and reports at least one device; otherwise why not (for one log line).
-pub fn available() -> Result<(), String> {
+pub fn available() -> Result<(), NoGpu> {
     match device_count()? {
-        0 => Err("the NVIDIA driver reports no GPU".into()),
+        0 => Err(NoGpu::NoDevice),
         _ => Ok(()),
     }
 }
 
 /// The CUDA devices the driver reports; an error saying why when libcuda does not load or the
 /// driver does not start.
-pub fn device_count() -> Result<usize, String> {
+pub fn device_count() -> Result<usize, NoGpu> {
     // SAFETY: only tries to dlopen libcuda by its usual names (cudarc panics without it).
     if !unsafe { sys::is_culib_present() } {
-        return Err("libcuda.so not found (no NVIDIA driver)".into());
+        return Err(NoGpu::NoDriver);
     }
     CudaContext::device_count()
         .map(|n| usize::try_from(n).unwrap_or(0))
-        .map_err(|e| format!("the NVIDIA driver cannot start: {e:?}"))
+        .map_err(NoGpu::Driver)
 }
 
 /// Order the work queued from now on on `consumer` after everything queued so far on `producer`
@@ -198,7 +222,7 @@ fn context(device: usize) -> Result<std::sync::Arc<CudaContext>, CudaError> {
         Ok(n) => Err(CudaError::Unavailable(format!(
             "cuda:{device} does not exist (the driver reports {n} GPUs)"
         ))),
-        Err(e) => Err(CudaError::Unavailable(e)),
+        Err(e) => Err(CudaError::NoGpu(e)),
     }
 }
 
