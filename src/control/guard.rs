@@ -39,12 +39,14 @@ impl Token {
                 reason: format!(
                     "the API token must be at least {MIN_TOKEN_LEN} characters long (it has {len})"
                 ),
+                source: None,
             });
         }
         if secret.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(ControlError::Token {
                 what: what.to_string(),
                 reason: "the API token is one word: no spaces or control characters".into(),
+                source: None,
             });
         }
         Ok(Token(secret.to_string()))
@@ -64,10 +66,12 @@ impl Token {
         let bytes = crate::files::read_bounded(path, 4096).map_err(|e| ControlError::Token {
             what: what.clone(),
             reason: e.to_string(),
+            source: Some(e),
         })?;
         let text = String::from_utf8(bytes).map_err(|_| ControlError::Token {
             what: what.clone(),
             reason: "not UTF-8 text".into(),
+            source: None,
         })?;
         Token::new(text.lines().next().unwrap_or(""), &what)
     }

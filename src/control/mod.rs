@@ -80,6 +80,9 @@ pub enum ControlError {
         addr: String,
         /// Why not.
         reason: String,
+        /// The system's error, where it said why.
+        #[source]
+        source: Option<std::io::Error>,
     },
     /// Streams on an address that is not loopback, with no token.
     #[error(
@@ -94,18 +97,34 @@ pub enum ControlError {
         what: String,
         /// What is wrong with it.
         reason: String,
+        /// The system's error, where reading the token's file failed.
+        #[source]
+        source: Option<std::io::Error>,
     },
     /// A directory given with `--allow-dir` that cannot be used.
-    #[error("--allow-dir {dir}: {reason}")]
+    #[error("--allow-dir {dir}: {source}")]
     AllowDir {
         /// The directory.
         dir: String,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong (`NotADirectory`, or the system's error resolving it).
+        source: std::io::Error,
     },
     /// The server's thread or runtime could not start.
     #[error("the control plane cannot start: {0}")]
-    Start(String),
+    Start(#[source] std::io::Error),
+}
+
+impl crate::error::Kind for ControlError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            ControlError::Listen { .. } => ErrorKind::Network,
+            ControlError::Exposed(_)
+            | ControlError::Token { .. }
+            | ControlError::AllowDir { .. } => ErrorKind::Config,
+            ControlError::Start(_) => ErrorKind::Internal,
+        }
+    }
 }
 
 /// How the control plane serves.
@@ -161,9 +180,9 @@ impl ControlConfig {
             config
                 .policy
                 .allow_dir(dir)
-                .map_err(|reason| ControlError::AllowDir {
+                .map_err(|source| ControlError::AllowDir {
                     dir: dir.display().to_string(),
-                    reason,
+                    source,
                 })?;
         }
         for element in elements.iter().filter(|e| !e.is_empty()) {
@@ -180,6 +199,7 @@ impl ControlConfig {
             .map_err(|e| ControlError::Listen {
                 addr: addr.to_string(),
                 reason: e.to_string(),
+                source: Some(e),
             })?
             .collect();
         match self.tokens.is_empty() && !guard::loopback_only(&addrs) {
@@ -209,6 +229,7 @@ impl ControlPlane {
             .ok_or_else(|| ControlError::Listen {
                 addr: "?".into(),
                 reason: "no address".into(),
+                source: None,
             })?;
         ControlPlane::start(&addr.to_string(), ControlConfig::default())
     }
@@ -218,6 +239,7 @@ impl ControlPlane {
         let listen_error = |e: std::io::Error| ControlError::Listen {
             addr: addr.to_string(),
             reason: e.to_string(),
+            source: Some(e),
         };
         let listener = std::net::TcpListener::bind(addr).map_err(listen_error)?;
         listener.set_nonblocking(true).map_err(listen_error)?;
@@ -228,7 +250,7 @@ impl ControlPlane {
             .max_blocking_threads(8)
             .thread_name("octopipe-control")
             .build()
-            .map_err(|e| ControlError::Start(e.to_string()))?;
+            .map_err(ControlError::Start)?;
         let shared = Arc::new(routes::Shared {
             config,
             metrics: Metrics::new(),
@@ -245,7 +267,7 @@ impl ControlPlane {
                 // A stream being added on a blocking thread is not waited for long.
                 runtime.shutdown_timeout(Duration::from_secs(1));
             })
-            .map_err(|e| ControlError::Start(e.to_string()))?;
+            .map_err(ControlError::Start)?;
         Ok(ControlPlane {
             addr: local,
             shared,

@@ -48,10 +48,13 @@ impl Policy {
 
     /// Let streams read files under `dir` (its real path: symlinks resolved now). An error
     /// names the directory when it cannot be resolved or is not a directory.
-    pub fn allow_dir(&mut self, dir: &Path) -> Result<(), String> {
-        let real = std::fs::canonicalize(dir).map_err(|e| e.to_string())?;
+    pub fn allow_dir(&mut self, dir: &Path) -> Result<(), std::io::Error> {
+        let real = std::fs::canonicalize(dir)?;
         if !real.is_dir() {
-            return Err("not a directory".into());
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                "not a directory",
+            ));
         }
         self.dirs.push(real);
         Ok(())
