@@ -142,6 +142,9 @@ pub enum BoxesError {
         path: String,
         /// What went wrong.
         reason: String,
+        /// The system's error, where reading failed.
+        #[source]
+        source: Option<std::io::Error>,
     },
     /// A malformed annotation line.
     #[error("{path}:{line}: {reason}")]
@@ -179,6 +182,7 @@ pub enum BoxesError {
 }
 
 impl crate::error::Kind for BoxesError {
+    /// Every boxes error is about its annotation files.
     fn kind(&self) -> crate::error::ErrorKind {
         crate::error::ErrorKind::Input
     }
@@ -249,6 +253,7 @@ impl Boxes {
                 return Err(BoxesError::Io {
                     path: location.display().to_string(),
                     reason: "not a folder of DET annotation files".into(),
+                    source: None,
                 });
             }
         }
@@ -532,9 +537,16 @@ fn read(path: &Path) -> Result<Vec<u8>, BoxesError> {
     let io = |reason: String| BoxesError::Io {
         path: path.display().to_string(),
         reason,
+        source: None,
     };
-    let bytes = crate::files::read_bounded(path, crate::files::MAX_ANNOTATION_FILE)
-        .map_err(|e| io(e.to_string()))?;
+    let bytes =
+        crate::files::read_bounded(path, crate::files::MAX_ANNOTATION_FILE).map_err(|e| {
+            BoxesError::Io {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+                source: Some(e),
+            }
+        })?;
     if let Some(bom @ ([0xFF, 0xFE] | [0xFE, 0xFF])) = bytes.get(..2) {
         return Err(io(format!(
             "UTF-16 text (it starts with the byte-order mark 0x{:02X} 0x{:02X}): save it as UTF-8",
