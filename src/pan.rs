@@ -316,14 +316,15 @@ pub fn make(opts: &PanOptions) -> Result<PanVideo, PanError> {
     files.0.push(video.clone());
     std::fs::write(&truth, gt).map_err(|e| error(&truth, e.to_string()))?;
     let interval = Duration::from_nanos(1_000_000_000 / u64::from(FPS));
-    let mut encoder = crate::observe::Mp4Encoder::check(&video).map_err(|e| error(&video, e))?;
+    let mut encoder =
+        crate::observe::Mp4Encoder::check(&video).map_err(|e| error(&video, e.to_string()))?;
     for k in 0..opts.frames {
         let frame = camera.window(k).render(&source, opts.size);
         encoder
             .push(frame, interval * k, interval)
-            .map_err(|e| error(&video, e))?;
+            .map_err(|e| error(&video, e.to_string()))?;
     }
-    encoder.finish().map_err(|e| error(&video, e))?;
+    encoder.finish().map_err(|e| error(&video, e.to_string()))?;
     files.1 = true;
     Ok(PanVideo {
         video,

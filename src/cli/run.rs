@@ -140,7 +140,7 @@ fn add_observers(
         let target = observe::AnnotateTarget::from_path(path);
         let interval = pipeline.frame_interval().unwrap_or(pipeline.budget());
         let annotator = observe::Annotator::new(target, interval)
-            .map_err(|e| anyhow::anyhow!("--annotate {}: {e}", path.display()))?;
+            .with_context(|| format!("--annotate {}", path.display()))?;
         let live = pipeline.is_live();
         pipeline.keep_pixels(true);
         pipeline.observe(Box::new(annotator.skip_when_behind(live)));

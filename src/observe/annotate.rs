@@ -29,6 +29,8 @@ use crate::pipeline::Observer;
 use crate::preprocess::cpu::frame_to_rgb;
 use crate::preprocess::{ChannelOrder, Layout, PreprocessConfig};
 
+use super::ObserveError;
+
 /// Box colours by class id (cycled), chosen to stand out from aerial footage.
 const PALETTE: [[u8; 3]; 6] = [
     [255, 0, 255],
@@ -109,11 +111,14 @@ pub fn draw_box(img: &mut RgbImage, bbox: [u32; 4], color: [u8; 3], thickness: u
 }
 
 /// Write `img` as a PNG: fast compression for frame after frame, or the smallest file.
-pub(crate) fn save_png(img: &RgbImage, path: &Path, small: bool) -> Result<(), String> {
+pub(crate) fn save_png(img: &RgbImage, path: &Path, small: bool) -> Result<(), ObserveError> {
     use image::codecs::png::{CompressionType, FilterType, PngEncoder};
     use image::ImageEncoder;
-    let fail = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", path.display());
-    let file = std::fs::File::create(path).map_err(|e| fail(&e))?;
+    let fail = |e: Box<dyn std::error::Error + Send + Sync>| ObserveError::Write {
+        path: path.display().to_string(),
+        source: e,
+    };
+    let file = std::fs::File::create(path).map_err(|e| fail(e.into()))?;
     let (level, filter) = if small {
         (CompressionType::Best, FilterType::Adaptive)
     } else {
@@ -126,7 +131,7 @@ pub(crate) fn save_png(img: &RgbImage, path: &Path, small: bool) -> Result<(), S
             img.height(),
             image::ExtendedColorType::Rgb8,
         )
-        .map_err(|e| fail(&e))
+        .map_err(|e| fail(e.into()))
 }
 
 /// One object to draw: box, colour and its caption.
@@ -258,7 +263,7 @@ impl AnnotateTarget {
 pub struct Annotator {
     target: AnnotateTarget,
     tx: Option<Sender<Job>>,
-    worker: Option<thread::JoinHandle<Result<u64, String>>>,
+    worker: Option<thread::JoinHandle<Result<u64, ObserveError>>>,
     without_pixels: u64,
     first_stream: Option<u32>,
     skip_when_behind: bool,
@@ -269,7 +274,10 @@ impl Annotator {
     /// Write annotated frames to `target` (classes named as the classifier names them).
     /// `frame_interval` times the MP4's frames when the source gives no timestamps. The folder
     /// or file is made at the first frame. Fails when (MP4) GStreamer lacks an element.
-    pub fn new(target: AnnotateTarget, frame_interval: Duration) -> Result<Annotator, String> {
+    pub fn new(
+        target: AnnotateTarget,
+        frame_interval: Duration,
+    ) -> Result<Annotator, ObserveError> {
         let (tx, rx) = bounded::<Job>(4);
         let worker = match &target {
             AnnotateTarget::PngDir(dir) => {
@@ -281,8 +289,12 @@ impl Annotator {
                         for job in rx {
                             // Made at the first frame: a run that fails first leaves nothing.
                             if n == 0 {
-                                std::fs::create_dir_all(&dir)
-                                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                                std::fs::create_dir_all(&dir).map_err(|source| {
+                                    ObserveError::CreateDir {
+                                        path: dir.display().to_string(),
+                                        source,
+                                    }
+                                })?;
                             }
                             let name = dir.join(format!("s{}-{:06}.png", job.stream, job.seq));
                             let Some(img) = job.render() else { continue };
@@ -309,7 +321,7 @@ impl Annotator {
                     })
             }
         }
-        .map_err(|e| format!("cannot start the annotate thread: {e}"))?;
+        .map_err(ObserveError::Thread)?;
         Ok(Annotator {
             target,
             tx: Some(tx),
@@ -374,10 +386,10 @@ impl Observer for Annotator {
 
     fn finish(&mut self, report: &mut Report) {
         self.tx = None;
-        let result = self.worker.take().map(|w| {
-            w.join()
-                .unwrap_or_else(|_| Err("annotate thread panicked".into()))
-        });
+        let result = self
+            .worker
+            .take()
+            .map(|w| w.join().unwrap_or_else(|_| Err(ObserveError::Panicked)));
         let place = match &self.target {
             AnnotateTarget::PngDir(d) => format!("PNG files in {}", d.display()),
             AnnotateTarget::Mp4(p) => format!("{} (H.264)", p.display()),
@@ -423,17 +435,15 @@ pub(crate) struct Mp4Encoder {
 
 impl Mp4Encoder {
     /// Check that GStreamer and its elements are there before the run starts.
-    pub(crate) fn check(path: &Path) -> Result<Mp4Encoder, String> {
-        gst::init().map_err(|e| format!("GStreamer: {e}"))?;
+    pub(crate) fn check(path: &Path) -> Result<Mp4Encoder, ObserveError> {
+        gst::init().map_err(ObserveError::Gst)?;
         for (element, package) in [
             ("videoconvert", "gstreamer1.0-plugins-base"),
             ("x264enc", "gstreamer1.0-plugins-ugly"),
             ("mp4mux", "gstreamer1.0-plugins-good"),
         ] {
             if gst::ElementFactory::find(element).is_none() {
-                return Err(format!(
-                    "GStreamer element '{element}' is missing (apt-get install {package})"
-                ));
+                return Err(ObserveError::MissingElement { element, package });
             }
         }
         Ok(Mp4Encoder {
@@ -448,7 +458,7 @@ impl Mp4Encoder {
         w: u32,
         h: u32,
         interval: Duration,
-    ) -> Result<(gst::Pipeline, gst_app::AppSrc), String> {
+    ) -> Result<(gst::Pipeline, gst_app::AppSrc), ObserveError> {
         let fps = (1.0 / interval.as_secs_f64()).round().max(1.0) as i32;
         let text = format!(
             "appsrc name=src format=time ! videoconvert ! video/x-raw,format=I420 \
@@ -456,13 +466,13 @@ impl Mp4Encoder {
             self.path.display().to_string().replace('"', "\\\"")
         );
         let pipeline = gst::parse::launch(&text)
-            .map_err(|e| format!("cannot build the MP4 pipeline: {e}"))?
+            .map_err(|e| ObserveError::mp4_by("cannot build the MP4 pipeline", e))?
             .downcast::<gst::Pipeline>()
-            .map_err(|_| "the MP4 pipeline is not a pipeline".to_string())?;
+            .map_err(|_| ObserveError::mp4("the MP4 pipeline is not a pipeline"))?;
         let src = pipeline
             .by_name("src")
             .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
-            .ok_or("no appsrc in the MP4 pipeline")?;
+            .ok_or(ObserveError::mp4("no appsrc in the MP4 pipeline"))?;
         src.set_caps(Some(
             &gst::Caps::builder("video/x-raw")
                 .field("format", "RGB")
@@ -473,7 +483,7 @@ impl Mp4Encoder {
         ));
         pipeline
             .set_state(gst::State::Playing)
-            .map_err(|e| format!("cannot start the MP4 pipeline: {e}"))?;
+            .map_err(|e| ObserveError::mp4_by("cannot start the MP4 pipeline", e))?;
         Ok((pipeline, src))
     }
 
@@ -484,7 +494,7 @@ impl Mp4Encoder {
         img: RgbImage,
         pts: Duration,
         interval: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(), ObserveError> {
         let size = img.dimensions();
         if self.running.is_none() {
             let (p, s) = self.start(size.0, size.1, interval)?;
@@ -502,27 +512,31 @@ impl Mp4Encoder {
             b.set_duration(gst::ClockTime::from_nseconds(interval.as_nanos() as u64));
         }
         src.push_buffer(buffer)
-            .map_err(|e| format!("MP4 encoder refused a frame: {e:?}"))?;
+            .map_err(|e| ObserveError::mp4_by("MP4 encoder refused a frame", e))?;
         self.frames += 1;
         Ok(())
     }
 
     /// End the stream and wait for the file to be finished.
-    pub(crate) fn finish(mut self) -> Result<u64, String> {
+    pub(crate) fn finish(mut self) -> Result<u64, ObserveError> {
         let Some((pipeline, src, _)) = self.running.take() else {
             return Ok(0);
         };
         let _ = src.end_of_stream();
-        let bus = pipeline.bus().ok_or("MP4 pipeline has no bus")?;
+        let bus = pipeline
+            .bus()
+            .ok_or(ObserveError::mp4("MP4 pipeline has no bus"))?;
         let result = match bus.timed_pop_filtered(
             gst::ClockTime::from_seconds(30),
             &[gst::MessageType::Eos, gst::MessageType::Error],
         ) {
             Some(msg) => match msg.view() {
-                gst::MessageView::Error(e) => Err(format!("MP4 encoding failed: {}", e.error())),
+                gst::MessageView::Error(e) => {
+                    Err(ObserveError::mp4_by("MP4 encoding failed", e.error()))
+                }
                 _ => Ok(self.frames),
             },
-            None => Err("MP4 encoder did not finish within 30 s".into()),
+            None => Err(ObserveError::mp4("MP4 encoder did not finish within 30 s")),
         };
         let _ = pipeline.set_state(gst::State::Null);
         result
