@@ -247,10 +247,10 @@ impl AppFrame {
     /// Check the planes and boxes, and make the pipeline's frame (boxes clipped; boxes under
     /// 2 px after clipping skipped and counted).
     pub fn into_frame(self, source: &str, stream: u32, seq: u64) -> Result<Frame, PushError> {
-        let bad = |reason: String| PushError::Frame {
+        let bad = |layout| PushError::Frame {
             source_name: source.to_string(),
             seq,
-            reason,
+            layout,
         };
         let held = match &self.planes {
             AppPlanes::Host(data) => Some(data.len()),

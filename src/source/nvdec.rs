@@ -401,7 +401,7 @@ impl Mapped {
             offsets: [0, uv - y, 0],
             strides: [pitch(0), pitch(1), 0],
         };
-        layout.check(None)?;
+        layout.check(None).map_err(|e| e.to_string())?;
         Ok(layout)
     }
 }

@@ -218,14 +218,15 @@ pub enum PushError {
         source_name: String,
     },
     /// The frame's planes do not match its layout.
-    #[error("app source '{source_name}': frame {seq}: {reason}")]
+    #[error("app source '{source_name}': frame {seq}: {layout}")]
     Frame {
         /// The source's name.
         source_name: String,
         /// The frame's number in the stream (what it would have been).
         seq: u64,
         /// What is wrong.
-        reason: String,
+        #[source]
+        layout: crate::frame::LayoutError,
     },
     /// A box is not inside the frame.
     #[error("app source '{source_name}': frame {seq}: box {index} {bbox:?}: {reason}")]

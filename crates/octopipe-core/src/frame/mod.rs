@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 pub use crate::buffer::{DeviceBuffer, Memory};
 pub use memory::{BufferPool, DeviceFrame, PageLockedError, Planes, PooledBuf};
 pub use objects::{ClassScore, Classification, Detection, PixelSums, SkipReason, TileStats};
-pub use pixels::{ChromaSite, Colorimetry, FrameLayout, Matrix, PixelFormat, Range};
+pub use pixels::{ChromaSite, Colorimetry, FrameLayout, LayoutError, Matrix, PixelFormat, Range};
 
 /// A stage's row in the budget report: its index in the pipeline's list of stage names
 /// (`Pipeline::stage_names`). Stages of different branches at the same place share a row.

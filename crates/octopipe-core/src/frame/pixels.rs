@@ -202,10 +202,10 @@ impl FrameLayout {
     /// Check that the layout describes real planes: a size of at least 1x1, each plane's stride
     /// at least its row's bytes, and (for host memory, `held` bytes) every plane inside the
     /// buffer. The reason names the plane and the numbers.
-    pub fn check(&self, held: Option<usize>) -> Result<(), String> {
+    pub fn check(&self, held: Option<usize>) -> Result<(), LayoutError> {
         let (w, h) = (self.width as usize, self.height as usize);
         if w == 0 || h == 0 {
-            return Err(format!("a {w}x{h} frame has no pixels"));
+            return Err(LayoutError::Empty { w, h });
         }
         let (cw, planes) = (w.div_ceil(2), self.format.planes());
         let row = |plane: usize| match (self.format, plane) {
@@ -216,26 +216,21 @@ impl FrameLayout {
         };
         for plane in 0..planes {
             if self.strides[plane] < row(plane) {
-                return Err(format!(
-                    "{} plane {plane}: stride {} is less than its row of {} bytes ({w}x{h})",
-                    self.format,
-                    self.strides[plane],
-                    row(plane)
-                ));
+                return Err(LayoutError::Stride {
+                    layout: *self,
+                    plane,
+                    row: row(plane),
+                });
             }
         }
-        let need = self.span().ok_or_else(|| {
-            format!(
-                "{} {w}x{h} planes: offsets {:?} and strides {:?} span more bytes than memory has",
-                self.format, self.offsets, self.strides
-            )
-        })?;
+        let need = self.span().ok_or(LayoutError::Overflow { layout: *self })?;
         if let Some(held) = held {
             if held < need {
-                return Err(format!(
-                    "{} {w}x{h} planes need {need} bytes, {held} given",
-                    self.format
-                ));
+                return Err(LayoutError::Short {
+                    layout: *self,
+                    need,
+                    held,
+                });
             }
         }
         Ok(())
@@ -262,4 +257,44 @@ impl FrameLayout {
             _ => end(0, h),
         }
     }
+}
+
+/// A [`FrameLayout`] that does not describe real planes ([`FrameLayout::check`]); each names the
+/// plane and the numbers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// A size of 0.
+    #[error("a {w}x{h} frame has no pixels")]
+    Empty {
+        /// Width.
+        w: usize,
+        /// Height.
+        h: usize,
+    },
+    /// A plane's stride shorter than its row.
+    #[error("{} plane {plane}: stride {} is less than its row of {row} bytes ({}x{})", layout.format, layout.strides[*plane], layout.width, layout.height)]
+    Stride {
+        /// The layout.
+        layout: FrameLayout,
+        /// The plane.
+        plane: usize,
+        /// Bytes of its row.
+        row: usize,
+    },
+    /// Offsets and strides that span more bytes than a `usize` counts.
+    #[error("{} {}x{} planes: offsets {:?} and strides {:?} span more bytes than memory has", layout.format, layout.width, layout.height, layout.offsets, layout.strides)]
+    Overflow {
+        /// The layout.
+        layout: FrameLayout,
+    },
+    /// Host memory shorter than the planes.
+    #[error("{} {}x{} planes need {need} bytes, {held} given", layout.format, layout.width, layout.height)]
+    Short {
+        /// The layout.
+        layout: FrameLayout,
+        /// Bytes the planes span.
+        need: usize,
+        /// Bytes given.
+        held: usize,
+    },
 }
