@@ -46,8 +46,8 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// The kind's name in lower case (`input`, `config`, ...), as the Python module and the
-    /// HTTP control plane show it.
+    /// The kind's name in lower case (`input`, `not-found`, ...), as the Python module shows it
+    /// (`octopipe.Error.kind`).
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::Input => "input",
