@@ -183,6 +183,7 @@ impl Truth {
         let io = |path: &Path, e: std::io::Error| EvalError::Io {
             path: path.display().to_string(),
             reason: e.to_string(),
+            source: Some(e),
         };
         let mut frames = BTreeMap::new();
         for entry in std::fs::read_dir(images).map_err(|e| io(images, e))? {
@@ -221,6 +222,7 @@ impl Truth {
             return Err(EvalError::Io {
                 path: images.display().to_string(),
                 reason: "no .jpg, .jpeg or .png files".into(),
+                source: None,
             });
         }
         Ok(Truth { frames })
@@ -440,6 +442,7 @@ pub fn read_objects(path: &Path) -> Result<Vec<Scored>, EvalError> {
     let text = std::fs::read_to_string(path).map_err(|e| EvalError::Io {
         path: path.display().to_string(),
         reason: e.to_string(),
+        source: Some(e),
     })?;
     parse_objects(&text, &path.display().to_string())
 }

@@ -177,6 +177,7 @@ pub fn evaluate_file(objects: &Path, map: &LabelMap) -> Result<LabelsEvaluation,
     let text = std::fs::read_to_string(objects).map_err(|e| EvalError::Io {
         path: objects.display().to_string(),
         reason: e.to_string(),
+        source: Some(e),
     })?;
     evaluate(&text, &objects.display().to_string(), map)
 }

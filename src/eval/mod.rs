@@ -33,6 +33,9 @@ pub enum EvalError {
         path: String,
         /// What went wrong.
         reason: String,
+        /// The system's error, where reading failed.
+        #[source]
+        source: Option<std::io::Error>,
     },
     /// A JSONL line that is not an object with a detection.
     #[error("{path}:{line}: {reason}")]

@@ -32,6 +32,9 @@ pub enum MotError {
         path: String,
         /// What went wrong.
         reason: String,
+        /// The system's error, where reading failed.
+        #[source]
+        source: Option<std::io::Error>,
     },
     /// A malformed ground-truth line.
     #[error(transparent)]
@@ -61,6 +64,7 @@ impl MotSequence {
         let text = std::fs::read(path).map_err(|e| MotError::Io {
             path: path.display().to_string(),
             reason: e.to_string(),
+            source: Some(e),
         })?;
         let rows = crate::boxes::parse_mot(&text[..], &path.display().to_string())?;
         let last = rows.iter().map(|(f, _)| *f).max().unwrap_or(0);
@@ -92,6 +96,7 @@ impl MotSequence {
         let io = |e: std::io::Error| MotError::Io {
             path: dir.display().to_string(),
             reason: e.to_string(),
+            source: Some(e),
         };
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(io)?
@@ -103,6 +108,7 @@ impl MotSequence {
             return Err(MotError::Io {
                 path: dir.display().to_string(),
                 reason: "no ground-truth files (*.txt)".into(),
+                source: None,
             });
         }
         Ok(files)

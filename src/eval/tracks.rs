@@ -170,6 +170,7 @@ pub fn evaluate_files(
     let text = std::fs::read_to_string(objects).map_err(|e| EvalError::Io {
         path: objects.display().to_string(),
         reason: e.to_string(),
+        source: Some(e),
     })?;
     let run = parse_tracks(&text, &objects.display().to_string(), stream)?;
     Ok(evaluate(&sequence, &run))
