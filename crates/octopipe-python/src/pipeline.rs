@@ -43,8 +43,8 @@ enum State {
 struct Ended {
     /// The report, as `octopipe run --report json` writes it.
     report: String,
-    /// The first error of a stage, if any.
-    error: Option<String>,
+    /// The first error of a stage, if any: its message and kind.
+    error: Option<(String, octopipe::ErrorKind)>,
 }
 
 /// The results channel, and what `close()` took from it before the application read it.
@@ -97,7 +97,7 @@ impl Inner {
                 if let Ok(mut slot) = ended.lock() {
                     *slot = Some(Ended {
                         report,
-                        error: outcome.error.map(|e| e.to_string()),
+                        error: outcome.error.map(|e| (e.to_string(), e.kind())),
                     });
                 }
                 drop(done_tx);
@@ -179,8 +179,8 @@ impl Inner {
         }
     }
 
-    /// The run's error, if it failed.
-    fn error(&self) -> Option<String> {
+    /// The run's error (message and kind), if it failed.
+    fn error(&self) -> Option<(String, octopipe::ErrorKind)> {
         self.ended
             .lock()
             .ok()
@@ -190,7 +190,11 @@ impl Inner {
     /// `Err(octopipe.Error)` (with the report) when the run failed.
     fn check_failed(&self, py: Python<'_>) -> PyResult<()> {
         match self.error() {
-            Some(e) => Err(with_report(py, Error::new_err(e), self.report(py)?)),
+            Some((e, kind)) => {
+                let err = with_report(py, Error::new_err(e), self.report(py)?);
+                let _ = err.value(py).setattr("kind", kind.name());
+                Err(err)
+            }
             None => Ok(()),
         }
     }
@@ -490,7 +494,7 @@ impl Pipeline {
             return Err(e);
         }
         pushed.map_err(|e| match (&e, inner.error()) {
-            (octopipe::PushError::Stopped { .. }, Some(run)) => {
+            (octopipe::PushError::Stopped { .. }, Some((run, _))) => {
                 ClosedError::new_err(format!("{e}: the run failed: {run}"))
             }
             _ => push_to_py(e),
@@ -526,7 +530,7 @@ impl Pipeline {
     /// The first error of a stage once the run has ended with one, else None.
     #[getter]
     fn error(&self) -> Option<String> {
-        self.inner.error()
+        self.inner.error().map(|(message, _)| message)
     }
 
     /// Whether the pipeline has started and not ended.

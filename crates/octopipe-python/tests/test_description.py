@@ -91,3 +91,16 @@ def test_inspect_lists_stages_and_properties():
         assert prop in appinfer
     with pytest.raises(ValueError, match="unknown stage 'apinfer' \\(did you mean 'appinfer'\\?\\)"):
         octopipe.inspect("apinfer")
+
+
+def test_errors_say_their_kind(tmp_path):
+    with pytest.raises(octopipe.DescriptionError) as e:
+        octopipe.Pipeline("testsrc num-buffers=three ! boxes format=synthetic ! appsink")
+    assert e.value.kind == "config"
+    missing = tmp_path / "nowhere"
+    with pytest.raises(octopipe.Error) as e:
+        octopipe.run(f"images location={missing} ! boxes format=synthetic ! appsink")
+    assert e.value.kind == "input", e.value
+    assert str(missing) in str(e.value)
+    # An error the library did not raise has no kind.
+    assert octopipe.Error("made here").kind is None
