@@ -244,6 +244,19 @@ pub enum PushError {
     },
 }
 
+// The data layer's errors (the data names no error type above it).
+impl Kind for crate::frame::PageLockedError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Device
+    }
+}
+
+impl Kind for crate::frame::LayoutError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Input
+    }
+}
+
 impl Kind for PushError {
     fn kind(&self) -> ErrorKind {
         match self {

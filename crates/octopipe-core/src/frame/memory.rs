@@ -107,12 +107,6 @@ pub enum PageLockedError {
     },
 }
 
-impl crate::error::Kind for PageLockedError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        crate::error::ErrorKind::Device
-    }
-}
-
 /// A buffer's memory.
 enum Bytes {
     Heap(Vec<u8>),
