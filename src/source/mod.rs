@@ -70,6 +70,7 @@ use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOU
 pub use crate::stage::source::{FrameSource, SourceError, StartGate};
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
+pub use nvdec::NvdecError;
 pub use rtpsrc::RTP;
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
@@ -224,13 +225,13 @@ pub fn element_names() -> Vec<String> {
 
 /// Whether NVDEC decoding into CUDA memory (`decoder=nvdec`) can run here; otherwise why not
 /// (no `libgstcuda-1.0`, no GPU, no NVDEC decoder registered by GStreamer's `nvcodec` plugin).
-pub fn nvdec_available() -> Result<(), String> {
+pub fn nvdec_available() -> Result<(), NvdecError> {
     nvdec::available()
 }
 
 /// Whether GStreamer's CUDA library (`libgstcuda-1.0`, opened at run time) loads with the
 /// functions octopipe calls; otherwise why not.
-pub fn gst_cuda_library() -> Result<(), String> {
+pub fn gst_cuda_library() -> Result<(), NvdecError> {
     nvdec::library()
 }
 

@@ -50,6 +50,73 @@ const GST_MAP_CUDA: gst::ffi::GstMapFlags = gst::ffi::GST_MAP_FLAG_LAST << 1;
 /// The GStreamer plugin that holds NVIDIA's decoders.
 const PLUGIN: &str = "nvcodec";
 
+/// Why NVDEC decoding into CUDA memory cannot run here (cloned: the library and the plugin are
+/// tried once per process).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NvdecError {
+    /// GStreamer does not start (its message).
+    #[error("{0}")]
+    Gst(String),
+    /// `libgstcuda-1.0` does not load.
+    #[error("{LIBRARY} cannot be loaded ({0}): install gstreamer1.0-plugins-bad")]
+    Library(#[source] Arc<libloading::Error>),
+    /// `libgstcuda-1.0` lacks a function octopipe calls.
+    #[error("{LIBRARY} has no {name} ({source})")]
+    Symbol {
+        /// The function.
+        name: &'static str,
+        /// The loader's error.
+        source: Arc<libloading::Error>,
+    },
+    /// No usable GPU.
+    #[error(transparent)]
+    NoGpu(#[from] crate::preprocess::cuda::NoGpu),
+    /// The `nvcodec` plugin registered no decoder.
+    #[error(
+        "GStreamer's {PLUGIN} plugin registered no decoder (gstreamer1.0-plugins-bad \
+         registers nvh264dec etc. only where NVDEC works)"
+    )]
+    NoDecoder,
+    /// The `nvcodec` plugin does not load.
+    #[error("GStreamer's {PLUGIN} plugin cannot be loaded: {0}")]
+    Plugin(#[source] gst::glib::BoolError),
+    /// `libgstcuda-1.0` cannot load the CUDA driver library.
+    #[error("{LIBRARY} cannot load the CUDA driver library")]
+    Driver,
+    /// The CUDA device does not start.
+    #[error("CUDA device {device} cannot start: {source:?}")]
+    Device {
+        /// The device ordinal.
+        device: usize,
+        /// The driver's error.
+        source: cudarc::driver::DriverError,
+    },
+    /// GStreamer cannot wrap the device's context.
+    #[error("GStreamer cannot wrap CUDA device {0}'s context")]
+    Wrap(usize),
+    /// GStreamer cannot make the context it hands decoders.
+    #[error("GStreamer cannot make a CUDA GstContext")]
+    Context,
+}
+
+impl crate::error::Kind for NvdecError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            NvdecError::Gst(_)
+            | NvdecError::Library(_)
+            | NvdecError::Symbol { .. }
+            | NvdecError::NoDecoder
+            | NvdecError::Plugin(_) => ErrorKind::Unavailable,
+            NvdecError::NoGpu(_)
+            | NvdecError::Driver
+            | NvdecError::Device { .. }
+            | NvdecError::Wrap(_)
+            | NvdecError::Context => ErrorKind::Device,
+        }
+    }
+}
+
 type GBoolean = c_int;
 
 /// The start of `GstCudaMemory` (gstcudamemory.h, public fields): the memory and the
@@ -90,12 +157,14 @@ struct Streams {
 }
 
 impl Api {
-    fn load() -> Result<Api, String> {
+    fn load() -> Result<Api, NvdecError> {
         // SAFETY: libgstcuda's initialisers only register GTypes; GStreamer is initialised.
-        let library = unsafe { Library::new(LIBRARY) }.map_err(|e| {
-            format!("{LIBRARY} cannot be loaded ({e}): install gstreamer1.0-plugins-bad")
-        })?;
-        let missing = |name: &str, e: libloading::Error| format!("{LIBRARY} has no {name} ({e})");
+        let library =
+            unsafe { Library::new(LIBRARY) }.map_err(|e| NvdecError::Library(Arc::new(e)))?;
+        let missing = |name: &'static str, e: libloading::Error| NvdecError::Symbol {
+            name,
+            source: Arc::new(e),
+        };
         // SAFETY (each `get`): the declared types are those of the GStreamer 1.22 headers
         // (gstcudaloader.h, gstcudacontext.h, gstcudamemory.h, gstcudastream.h); the pointers
         // are copied out and stay valid while `_library` is held.
@@ -144,28 +213,25 @@ impl Api {
 }
 
 /// `libgstcuda-1.0`, opened once per process; the error says why it cannot be used.
-fn api() -> Result<&'static Api, String> {
-    static API: OnceLock<Result<Api, String>> = OnceLock::new();
+fn api() -> Result<&'static Api, NvdecError> {
+    static API: OnceLock<Result<Api, NvdecError>> = OnceLock::new();
     API.get_or_init(Api::load).as_ref().map_err(Clone::clone)
 }
 
 /// Whether `libgstcuda-1.0` opens and has the functions octopipe needs; why not otherwise.
-pub(crate) fn library() -> Result<(), String> {
-    super::elements::init().map_err(|e| e.to_string())?;
+pub(crate) fn library() -> Result<(), NvdecError> {
+    super::elements::init().map_err(|e| NvdecError::Gst(e.to_string()))?;
     api().map(|_| ())
 }
 
 /// Whether NVDEC decoding into CUDA memory can run here: `libgstcuda-1.0` loads, a GPU is
 /// present, and the `nvcodec` plugin registered decoders (it registers none without a GPU
 /// with NVDEC). The error says what is missing.
-pub(crate) fn available() -> Result<(), String> {
+pub(crate) fn available() -> Result<(), NvdecError> {
     library()?;
-    crate::preprocess::cuda::available().map_err(|e| e.to_string())?;
+    crate::preprocess::cuda::available()?;
     if decoders().is_empty() {
-        return Err(format!(
-            "GStreamer's {PLUGIN} plugin registered no decoder (gstreamer1.0-plugins-bad \
-             registers nvh264dec etc. only where NVDEC works)"
-        ));
+        return Err(NvdecError::NoDecoder);
     }
     Ok(())
 }
@@ -209,13 +275,13 @@ pub(super) fn decodes_on(factory: &gst::ElementFactory, device: usize) -> bool {
 /// no allocator and failed ("Failed to configure the buffer pool", seen with two chains of
 /// NVDEC streams in one process). Registering the allocator ourselves covers a plugin loaded
 /// by someone else.
-fn load_plugin(api: &Api) -> Result<(), String> {
-    static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
+fn load_plugin(api: &Api) -> Result<(), NvdecError> {
+    static LOADED: OnceLock<Result<(), NvdecError>> = OnceLock::new();
     LOADED
         .get_or_init(|| {
             gst::Plugin::load_by_name(PLUGIN)
                 .map(|_| ())
-                .map_err(|e| format!("GStreamer's {PLUGIN} plugin cannot be loaded: {e}"))?;
+                .map_err(NvdecError::Plugin)?;
             // SAFETY: takes no argument; registers the allocator once (idempotent).
             unsafe { (api.memory_init_once)() };
             Ok(())
@@ -236,15 +302,15 @@ pub(super) struct SharedCuda {
 
 impl SharedCuda {
     /// Wrap the primary context of CUDA device `device`.
-    pub(super) fn new(device: usize) -> Result<Arc<SharedCuda>, String> {
+    pub(super) fn new(device: usize) -> Result<Arc<SharedCuda>, NvdecError> {
         let api = api()?;
         // SAFETY: takes no argument; loads libcuda's entry points into libgstcuda (idempotent).
         if unsafe { (api.load_library)() } == 0 {
-            return Err(format!("{LIBRARY} cannot load the CUDA driver library"));
+            return Err(NvdecError::Driver);
         }
         load_plugin(api)?;
-        let cuda = CudaContext::new(device)
-            .map_err(|e| format!("CUDA device {device} cannot start: {e:?}"))?;
+        let cuda =
+            CudaContext::new(device).map_err(|source| NvdecError::Device { device, source })?;
         // SAFETY: a live context and its device; `cuda` keeps the context retained for as long
         // as the wrapper and any memory allocated in it live (this struct and every frame's
         // owner hold it), as gst_cuda_context_new_wrapped requires. The result is a full
@@ -252,9 +318,7 @@ impl SharedCuda {
         let wrapped =
             unsafe { (api.context_new_wrapped)(cuda.cu_ctx() as *mut c_void, cuda.cu_device()) };
         if wrapped.is_null() {
-            return Err(format!(
-                "GStreamer cannot wrap CUDA device {device}'s context"
-            ));
+            return Err(NvdecError::Wrap(device));
         }
         // SAFETY: `wrapped` is a non-NULL full reference to a GstObject (a GstCudaContext).
         let wrapped: gst::Object = unsafe { from_glib_full(wrapped) };
@@ -262,7 +326,7 @@ impl SharedCuda {
         // and is returned as a full reference (or NULL).
         let context = unsafe { (api.context_new_cuda_context)(wrapped.as_ptr() as *mut c_void) };
         if context.is_null() {
-            return Err("GStreamer cannot make a CUDA GstContext".into());
+            return Err(NvdecError::Context);
         }
         // SAFETY: a non-NULL full reference to a GstContext.
         let context: gst::Context = unsafe { from_glib_full(context) };

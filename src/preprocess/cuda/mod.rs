@@ -111,7 +111,7 @@ impl From<CudaError> for PreprocessError {
 }
 
 /// Why no GPU can be used here.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum NoGpu {
     /// libcuda does not load.
     #[error("libcuda.so not found (no NVIDIA driver)")]

@@ -159,9 +159,10 @@ impl<'a> Plan<'a> {
         let shared = || nvdec::available().and_then(|()| SharedCuda::new(config.device));
         match config.decoder {
             Decoder::Cpu => Ok(None),
-            Decoder::Nvdec => shared().map(Some).map_err(|reason| SourceError::Nvdec {
+            Decoder::Nvdec => shared().map(Some).map_err(|e| SourceError::Nvdec {
                 source_name: name.clone(),
-                reason,
+                reason: e.to_string(),
+                source: Some(Box::new(e)),
             }),
             Decoder::Auto => match shared() {
                 Ok(shared) => {

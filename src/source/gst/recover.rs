@@ -215,6 +215,7 @@ impl GstSource {
                 return SourceError::Nvdec {
                     source_name: self.name().to_string(),
                     reason: format!("no NVIDIA decoder for {what} (decode it with decoder=cpu)"),
+                    source: None,
                 };
             }
             let element = match (name.is_empty(), detail.is_empty()) {

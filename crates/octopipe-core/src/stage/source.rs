@@ -164,6 +164,9 @@ pub enum SourceError {
         source_name: String,
         /// What is missing.
         reason: String,
+        /// Why, typed (the source's `NvdecError`), where it is known.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
     /// The decoder produced a format octopipe cannot read.
     #[error("{source_name}: unsupported decoded format {format}")]
