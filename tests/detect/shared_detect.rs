@@ -125,6 +125,21 @@ fn rows(objects: &[Object]) -> Vec<Row> {
         .collect()
 }
 
+/// How many of `want`'s boxes `got` has (same stream, frame and class, IoU at least `min_iou`).
+fn matched(want: &[Object], got: &[Object], min_iou: f64) -> usize {
+    let iou = |a: [u32; 4], b: [u32; 4]| octopipe::track::iou_u32(a, b);
+    want.iter()
+        .filter(|c| {
+            got.iter().any(|g| {
+                g.stream == c.stream
+                    && g.frame == c.frame
+                    && g.category == c.category
+                    && iou(g.bbox, c.bbox) >= min_iou
+            })
+        })
+        .count()
+}
+
 const DETECT: &str = "labels=coco scale=1 tiles=960x960 overlap=0.15 score=0.3 iou=0.5 ios=0.85";
 
 /// Model calls from the report's detect line.
@@ -454,18 +469,7 @@ fn the_gpu_path_gives_the_cpu_boxes() {
     let (cpu, _) = run(&text("cpu"), &dir.join("cpu"));
     let (gpu, report) = run(&text("cuda"), &dir.join("cuda"));
     assert!(report.contains("cuda preprocessing, centernet"), "{report}");
-    let iou = |a: [u32; 4], b: [u32; 4]| octopipe::track::iou_u32(a, b);
-    let matched = cpu
-        .iter()
-        .filter(|c| {
-            gpu.iter().any(|g| {
-                g.stream == c.stream
-                    && g.frame == c.frame
-                    && g.category == c.category
-                    && iou(g.bbox, c.bbox) >= 0.9
-            })
-        })
-        .count();
+    let matched = matched(&cpu, &gpu, 0.9);
     eprintln!(
         "GPU path: {} boxes, CPU {}; {matched} of the CPU's matched",
         gpu.len(),
@@ -508,18 +512,7 @@ fn the_gpu_path_with_float16_heads_gives_the_cpu_boxes() {
     let (cpu, _) = run(&text(&cut, "cpu"), &dir.join("cpu"));
     let (gpu, report) = run(&text(&half, "cuda"), &dir.join("cuda"));
     assert!(report.contains("cuda preprocessing, centernet"), "{report}");
-    let iou = |a: [u32; 4], b: [u32; 4]| octopipe::track::iou_u32(a, b);
-    let matched = cpu
-        .iter()
-        .filter(|c| {
-            gpu.iter().any(|g| {
-                g.stream == c.stream
-                    && g.frame == c.frame
-                    && g.category == c.category
-                    && iou(g.bbox, c.bbox) >= 0.8
-            })
-        })
-        .count();
+    let matched = matched(&cpu, &gpu, 0.8);
     eprintln!(
         "float16 GPU path: {} boxes, CPU (float32) {}; {matched} of the CPU's matched",
         gpu.len(),
