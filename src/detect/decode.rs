@@ -1,6 +1,7 @@
 //! Detector outputs to boxes: the output formats of common ONNX exports, and per-class
 //! non-maximum suppression.
 
+use super::centernet::Scores;
 use super::RawBox;
 
 /// One output of a run, in host memory: its shape (first dimension the batch) and values.
@@ -111,13 +112,14 @@ impl Decoder {
 
     /// Append the boxes of image `image` of a batch's outputs (as many as
     /// [`Decoder::outputs`]; `input` the model input's width and height) whose score is at least
-    /// `min_score`. Rows with a non-finite value, a box of no area or a class that is not a
-    /// whole number in range are left out. Returns how many rows were left out for non-finite
-    /// values.
+    /// `min_score` (CenterNet score maps holding `scores`). Rows with a non-finite value, a box
+    /// of no area or a class that is not a whole number in range are left out. Returns how many
+    /// rows were left out for non-finite values.
     pub fn decode(
         self,
         outputs: &[Output<'_>],
         input: (u32, u32),
+        scores: Scores,
         image: usize,
         min_score: f32,
         out: &mut Vec<RawBox>,
@@ -125,16 +127,8 @@ impl Decoder {
         let Output { shape, data } = outputs[0];
         if self == Decoder::CenterNet {
             let maps = centernet_maps(shape, input);
-            let scores = super::centernet::Scores::Probabilities;
-            return super::centernet::boxes(
-                data,
-                outputs[1].data,
-                &maps,
-                scores,
-                image,
-                min_score,
-                out,
-            );
+            let wh = outputs[1].data;
+            return super::centernet::boxes(data, wh, &maps, scores, image, min_score, out);
         }
         let mut non_finite = 0;
         let mut push = |b: [f32; 4], score: f32, class: f32| {
@@ -323,7 +317,14 @@ mod tests {
             0., 0., 1., 1., 0.9, 0., 0., 0., 1., 1., 0.9, 0., //
             10., 20., 30., 60., 0.8, 3., 0., 0., 0., 0., 0., 0.,
         ];
-        Decoder::End2End.decode(&[out_of(&e2e, &[2, 2, 6])], (1, 1), 1, 0.3, &mut out);
+        Decoder::End2End.decode(
+            &[out_of(&e2e, &[2, 2, 6])],
+            (1, 1),
+            Scores::default(),
+            1,
+            0.3,
+            &mut out,
+        );
         assert_eq!(
             out,
             [RawBox {
@@ -342,7 +343,14 @@ mod tests {
             0.6, 0.2, 0.0, // class 1
         ];
         out.clear();
-        Decoder::Yolov8.decode(&[out_of(&v8, &[1, 6, 3])], (1, 1), 0, 0.5, &mut out);
+        Decoder::Yolov8.decode(
+            &[out_of(&v8, &[1, 6, 3])],
+            (1, 1),
+            Scores::default(),
+            0,
+            0.5,
+            &mut out,
+        );
         assert_eq!(out.len(), 2);
         assert_eq!(
             (out[0].b, out[0].class, out[0].score),
@@ -357,7 +365,14 @@ mod tests {
             50., 50., 20., 10., 0.5, 0.2, 0.9, 10., 10., 4., 4., 0.2, 1.0, 0.0,
         ];
         out.clear();
-        Decoder::Yolov5.decode(&[out_of(&v5, &[1, 2, 7])], (1, 1), 0, 0.4, &mut out);
+        Decoder::Yolov5.decode(
+            &[out_of(&v5, &[1, 2, 7])],
+            (1, 1),
+            Scores::default(),
+            0,
+            0.4,
+            &mut out,
+        );
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].b, out[0].class), ([40., 45., 60., 55.], 1));
         assert!((out[0].score - 0.45).abs() < 1e-6);
@@ -392,8 +407,14 @@ mod tests {
             0., // infinite score
         ];
         let mut out = Vec::new();
-        let non_finite =
-            Decoder::End2End.decode(&[out_of(&rows, &[4, 6])], (1, 1), 0, 0.3, &mut out);
+        let non_finite = Decoder::End2End.decode(
+            &[out_of(&rows, &[4, 6])],
+            (1, 1),
+            Scores::default(),
+            0,
+            0.3,
+            &mut out,
+        );
         assert!(out.is_empty());
         assert_eq!(non_finite, 2);
     }

@@ -70,8 +70,9 @@ impl std::ops::AddAssign for RunStats {
 }
 
 impl Model {
-    /// Load `config.model`, read its input and outputs and, on CUDA, bind the fixed batch sizes (`config.batch_sizes`, or 1 for a model of batch 1), each warmed up
-    /// now; CenterNet heads are then read on the GPU.
+    /// Load `config.model`, read its input and outputs and, on CUDA, bind the fixed batch sizes
+    /// (`config.batch_sizes`, or 1 for a model of batch 1), each warmed up now; CenterNet heads
+    /// are then read on the GPU.
     pub fn open(config: &DetectConfig) -> Result<Self, DetectError> {
         let mut sessions =
             Sessions::open_with(&config.model, config.ort_threads, config.ep, config.cuda)?;
@@ -195,7 +196,7 @@ impl Model {
                 })
                 .collect();
             for (i, out) in boxes.iter_mut().enumerate().take(n) {
-                stats.non_finite += io.decode(&outs, i, score, out);
+                stats.non_finite += io.decoder.decode(&outs, io.size, io.scores, i, score, out);
             }
             return Ok(stats);
         }
@@ -265,29 +266,9 @@ impl Model {
             .map(|(shape, data)| Output { shape, data })
             .collect();
         for (i, out) in boxes.iter_mut().enumerate().take(n) {
-            stats.non_finite += io.decode(&outs, i, score, out);
+            stats.non_finite += io.decoder.decode(&outs, io.size, io.scores, i, score, out);
         }
         Ok(stats)
-    }
-}
-
-impl Io {
-    /// Append image `image`'s boxes of a run's `outputs` in host memory at or over `score`
-    /// ([`Decoder::decode`], CenterNet maps read as [`Io::scores`] says).
-    fn decode(
-        &self,
-        outputs: &[Output<'_>],
-        image: usize,
-        score: f32,
-        out: &mut Vec<RawBox>,
-    ) -> usize {
-        match (self.decoder, outputs) {
-            (Decoder::CenterNet, [heat, wh]) => {
-                let maps = centernet_maps(heat.shape, self.size);
-                centernet::boxes(heat.data, wh.data, &maps, self.scores, image, score, out)
-            }
-            (decoder, _) => decoder.decode(outputs, self.size, image, score, out),
-        }
     }
 }
 
