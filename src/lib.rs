@@ -57,17 +57,22 @@
 
 pub mod appinfer;
 pub mod batch;
+// The benchmarks and the CLI's own commands (`eval`, `pan`): public for the `octopipe` binary and
+// the tests, not part of the embedding API.
 #[cfg(feature = "bench")]
+#[doc(hidden)]
 pub mod bench;
 pub mod boxes;
 pub mod classify;
 pub mod control;
 pub mod describe;
 pub mod detect;
+#[doc(hidden)]
 pub mod eval;
 pub mod observe;
 pub mod oneshot;
 pub mod onnx;
+#[doc(hidden)]
 pub mod pan;
 pub mod pipeline;
 pub mod preprocess;

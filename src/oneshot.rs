@@ -35,6 +35,7 @@ use crate::Error;
 
 /// The tensor of one frame's crops.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Preprocessed {
     /// Every crop's values, in box order, packed as `PreprocessConfig` says.
     pub tensor: Tensor,

@@ -35,7 +35,7 @@ use image::RgbImage;
 use crate::boxes::parse_det;
 
 /// Default output size.
-pub const DEFAULT_SIZE: (u32, u32) = (1280, 720);
+pub(crate) const DEFAULT_SIZE: (u32, u32) = (1280, 720);
 /// Default number of frames (5 s at 30 fps).
 pub const DEFAULT_FRAMES: u32 = 150;
 /// Frame rate of the video.
@@ -47,6 +47,7 @@ pub const DEFAULT_IMAGE: &str = "visdrone/clip-9999999/images/9999999_00043_d_00
 /// Errors of making the video; each names the file it is about.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {reason}")]
+#[non_exhaustive]
 pub struct PanError {
     /// The file or folder.
     pub path: String,
@@ -104,6 +105,7 @@ impl PanOptions {
 
 /// The camera's path over a source image.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Camera {
     /// Source image size.
     pub source: (u32, u32),
@@ -120,6 +122,7 @@ pub struct Camera {
 /// Where the camera looks on one frame: the window's top-left corner in source pixels and the
 /// scale from source to output pixels.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Window {
     /// Left edge, source pixels.
     pub x: f64,
@@ -223,6 +226,7 @@ impl Window {
 
 /// What was made.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct PanVideo {
     /// The H.264 MP4.
     pub video: PathBuf,
@@ -238,7 +242,7 @@ pub struct PanVideo {
 
 /// The MOT ground truth of `camera` over the annotation rows of `annotations` (its text),
 /// `file` naming it in errors: the file's text and (rows, distinct ids).
-pub fn ground_truth(
+pub(crate) fn ground_truth(
     annotations: &[u8],
     file: &str,
     camera: &Camera,

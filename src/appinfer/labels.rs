@@ -10,6 +10,7 @@ use crate::frame::{ClassScore, Classification};
 
 /// The application's answer for the rows of one batch, in row order.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Labels {
     /// A class id per row; names from the stage's `labels=` (`class{id}` without it).
     Ids {
@@ -41,6 +42,7 @@ pub enum Labels {
 
 /// Labels that do not fit their batch.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LabelError {
     /// Not one answer per row.
     #[error("appinfer '{stage}': batch {batch} has {rows} rows, but {given} {what} were given")]

@@ -51,7 +51,7 @@ const ANSWER_POLL: Duration = Duration::from_millis(1);
 
 /// The appinfer stage's properties, declared once ([`APPINFER`]).
 #[derive(Debug, Clone, PartialEq, Properties)]
-pub struct AppInferProps {
+pub(crate) struct AppInferProps {
     /// class names in class-id order: names for class ids and scores, the names labels must be
     /// one of
     #[prop(value = Vec::new())]
@@ -92,6 +92,7 @@ fn appinfer_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 
 /// Errors of the `appinfer` stage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AppInferError {
     /// The application did not label a batch in time (`timeout`).
     #[error("appinfer '{stage}': batch {batch} got no labels within {waited:.1} s (timeout)")]
@@ -117,6 +118,7 @@ crate::error::stage_error!(AppInferError);
 
 /// Which crop of which frame a row of a handed-out tensor is.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Row {
     /// The frame's stream.
     pub stream: u32,
@@ -136,6 +138,7 @@ pub struct Row {
 
 /// One batch for the application's model.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct AppBatch {
     /// The preprocessed crops (host or device memory), one row per crop; the application's
     /// from now on.
@@ -207,7 +210,7 @@ impl AppInfer {
 
 /// The `appinfer` stage's settings; they make the handle the application reads batches from.
 #[derive(Debug)]
-pub struct AppInferSettings {
+pub(crate) struct AppInferSettings {
     in_flight: usize,
     timeout: Option<Duration>,
     tx: Sender<AppBatch>,

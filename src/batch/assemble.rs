@@ -52,7 +52,7 @@ impl Assembler {
 
     /// Make no crop of a tracked box whose track was cropped fewer than `reinfer`'s interval
     /// frames before (`classify reinfer-interval`): the classifier gives it its track's label.
-    pub fn reuse_labels(mut self, reinfer: &Reinfer) -> Self {
+    pub(crate) fn reuse_labels(mut self, reinfer: &Reinfer) -> Self {
         self.plan = (reinfer.interval() > 1).then(|| reinfer.plan());
         self
     }

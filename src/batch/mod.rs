@@ -39,7 +39,7 @@ pub const DEFAULT_MAX_CROPS: usize = 256;
 /// Default largest number of frames in one batch.
 pub const DEFAULT_MAX_FRAMES: usize = 8;
 /// Default tiles per block.
-pub const DEFAULT_TILES_PER_BLOCK: u32 = 4;
+pub(crate) const DEFAULT_TILES_PER_BLOCK: u32 = 4;
 
 /// Settings of the batch stage.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +68,7 @@ pub struct BatchConfig {
 /// What the batch stage does with a frame predicted to finish after its deadline (prediction: the
 /// running estimates of the time from batching to the sink, per batch and per crop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum LatePolicy {
     /// Process it anyway and count it.
     #[default]
@@ -80,6 +81,7 @@ pub enum LatePolicy {
 
 /// Which crops a capped frame keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
+#[non_exhaustive]
 pub enum CapPriority {
     /// The largest boxes first.
     #[default]
@@ -102,6 +104,7 @@ impl Default for BatchConfig {
 
 /// The `late` property; with `cap-priority`, a [`LatePolicy`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+#[non_exhaustive]
 pub enum Late {
     /// [`LatePolicy::Process`].
     Process,
@@ -113,6 +116,7 @@ pub enum Late {
 
 /// The batch stage's properties, declared once ([`BATCH`]); [`BatchConfig`] is made from them.
 #[derive(Debug, Clone, PartialEq, Properties)]
+#[non_exhaustive]
 pub struct BatchProps {
     /// close a batch at this many crops
     #[prop(default = 256, positive)]

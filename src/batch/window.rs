@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 /// The closing rule of a collection of items (frames), each of some weight (crops, tiles).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Window {
     /// Close once the items weigh this much; an item that would pass it starts the next
     /// collection (an item alone may weigh more).

@@ -12,6 +12,7 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// One annotation line, before clipping.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct AnnotationRow {
     /// `[x, y, w, h]` as written (may lie partly outside the frame).
     pub bbox: [i64; 4],

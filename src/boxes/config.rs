@@ -8,6 +8,7 @@ use crate::stage::{Element, PropChoice, Properties, Props, Role, StageDecl};
 
 /// Where the boxes stage's boxes come from (`format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+#[non_exhaustive]
 pub enum BoxFormat {
     /// VisDrone DET annotations ([`BoxSource::Det`]).
     Det,
@@ -19,6 +20,7 @@ pub enum BoxFormat {
 
 /// What a malformed annotation line does (`bad-lines`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+#[non_exhaustive]
 pub enum BadLines {
     /// Fails the run, naming file and line.
     Error,
@@ -28,6 +30,7 @@ pub enum BadLines {
 
 /// The boxes stage's properties, declared once ([`BOXES`]).
 #[derive(Debug, Clone, PartialEq, Properties)]
+#[non_exhaustive]
 pub struct BoxesProps {
     /// where boxes come from
     #[prop(default = "det")]

@@ -66,7 +66,7 @@ pub const DEFAULT_SYNTHETIC_COUNT: u32 = 28;
 /// Default seed of the synthetic generator.
 pub const DEFAULT_SEED: u64 = 7;
 /// VisDrone categories with no class in the shared classifier ("others").
-pub const DEFAULT_SKIP_CATEGORIES: &[u8] = &[11];
+pub(crate) const DEFAULT_SKIP_CATEGORIES: &[u8] = &[11];
 
 /// VisDrone's object categories, by category number: the names annotation boxes carry.
 pub const VISDRONE_CATEGORIES: [&str; 12] = [
@@ -86,6 +86,7 @@ pub const VISDRONE_CATEGORIES: [&str; 12] = [
 
 /// Where boxes come from.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum BoxSource {
     /// A folder of VisDrone DET files, `NAME.txt` for image `NAME.jpg`.
     Det {
@@ -133,6 +134,7 @@ impl BoxesConfig {
 
 /// Errors of the boxes stage; each names the file (and line) it is about.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BoxesError {
     /// A file cannot be read.
     #[error("{path}: {reason}")]

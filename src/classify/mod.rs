@@ -51,6 +51,7 @@ pub const DEFAULT_TOP_K: usize = 1;
 
 /// What to do with a crop whose logits are not finite (NaN or infinite).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, crate::stage::PropChoice)]
+#[non_exhaustive]
 pub enum NonFinite {
     /// Fail the run, naming the model and the frame (the default).
     #[default]
@@ -103,6 +104,7 @@ impl ClassifyConfig {
 
 /// Errors of the classify stage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClassifyError {
     /// ONNX Runtime or the model could not be loaded.
     #[error(transparent)]
@@ -185,7 +187,7 @@ crate::error::stage_error!(ClassifyError);
 
 /// What a model's input says about the crops it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ModelInput {
+pub(crate) struct ModelInput {
     /// Fixed batch size, if the model has one.
     pub batch: Option<usize>,
     /// Fixed crop (width, height), if the model has one.

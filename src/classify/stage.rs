@@ -68,6 +68,7 @@ impl Element for ClassifyConfig {
 /// preprocessing threads in every other stage) is refused, naming `ort-threads`.
 #[derive(Debug, Clone, PartialEq, Properties)]
 #[props(renamed(from = "threads", to = "ort-threads"))]
+#[non_exhaustive]
 pub struct ClassifyProps {
     /// The model, its class names, the execution provider, the GPU, ONNX Runtime's threads.
     #[prop(flatten)]

@@ -53,7 +53,7 @@ impl Token {
     }
 
     /// The token in [`TOKEN_ENV`], if it is set (an empty one counts as unset).
-    pub fn from_env() -> Result<Option<Token>, ControlError> {
+    pub(crate) fn from_env() -> Result<Option<Token>, ControlError> {
         match std::env::var(TOKEN_ENV) {
             Ok(v) if !v.trim().is_empty() => Token::new(&v, TOKEN_ENV).map(Some),
             _ => Ok(None),
@@ -61,7 +61,7 @@ impl Token {
     }
 
     /// The token in the file `path` (its first line).
-    pub fn from_file(path: &Path) -> Result<Token, ControlError> {
+    pub(crate) fn from_file(path: &Path) -> Result<Token, ControlError> {
         let what = format!("--api-token-file {}", path.display());
         let bytes = crate::files::read_bounded(path, 4096).map_err(|e| ControlError::Token {
             what: what.clone(),

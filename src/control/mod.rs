@@ -62,9 +62,9 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// The most bytes of a request's line and headers (431 beyond).
 pub const MAX_HEAD: usize = 16 * 1024;
 /// The most headers of a request (431 beyond).
-pub const MAX_HEADERS: usize = 64;
+pub(crate) const MAX_HEADERS: usize = 64;
 /// The largest request body taken (a stream's description; 413 beyond).
-pub const MAX_BODY: usize = 64 * 1024;
+pub(crate) const MAX_BODY: usize = 64 * 1024;
 /// Streams in a page of `GET /streams` by default.
 pub const DEFAULT_LIST: usize = 100;
 /// The most streams in a page of `GET /streams`.
@@ -72,6 +72,7 @@ pub const MAX_LIST: usize = 1000;
 
 /// Errors of the control plane, before it serves.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ControlError {
     /// The address cannot be listened on.
     #[error("--metrics-addr {addr}: cannot listen: {reason}")]

@@ -17,6 +17,7 @@ pub const URI_SCHEMES: &[&str] = &[
 
 /// Why a stream was refused: `forbidden` (403) or a bad description (400), and the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Refusal {
     /// 403 (not allowed here) rather than 400 (not a stream).
     pub forbidden: bool,

@@ -9,6 +9,7 @@ use crate::stage::{Element, Role};
 
 /// One stage of the graph.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Node {
     /// Stage kind (`images`, `boxes`, ...; `launch` for a GStreamer head).
     pub kind: &'static str,
@@ -30,6 +31,7 @@ pub struct Node {
 /// come in order, and all chains meet in one that ends in a sink. Nodes are in an order where
 /// every node comes after the nodes that feed it.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Graph {
     /// The nodes, upstream first.
     pub nodes: Vec<Node>,

@@ -18,6 +18,7 @@ pub const TOP_K: usize = 100;
 /// `#[repr(C)]`: the layout `kernels/centernet.cu` writes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
 pub struct Peak {
     /// The class score.
     pub score: f32,
@@ -30,6 +31,7 @@ pub struct Peak {
 /// What a score map holds: class probabilities (after the sigmoid), or their logits (a model
 /// that leaves the sigmoid to octopipe, which then takes it of the peaks alone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Scores {
     /// Probabilities, 0..1.
     #[default]
@@ -51,7 +53,7 @@ impl Scores {
     }
 
     /// The peaks' scores as probabilities.
-    pub fn to_probabilities(self, peaks: &mut [Peak]) {
+    pub(crate) fn to_probabilities(self, peaks: &mut [Peak]) {
         if self == Scores::Logits {
             for p in peaks {
                 p.score = 1.0 / (1.0 + (-p.score).exp());
@@ -62,6 +64,7 @@ impl Scores {
 
 /// The maps' geometry: classes, height and width, and the stride over the model input.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Maps {
     /// Classes (score maps).
     pub classes: usize,
@@ -75,7 +78,7 @@ pub struct Maps {
 
 impl Maps {
     /// Elements of one image's score maps.
-    pub fn per_image(&self) -> usize {
+    pub(crate) fn per_image(&self) -> usize {
         self.classes * self.h * self.w
     }
 

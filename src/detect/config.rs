@@ -165,6 +165,7 @@ impl DetectConfig {
 /// is checked against ([`DETECT`]), their defaults and their parsing; [`DetectConfig`] is made
 /// from them.
 #[derive(Debug, Clone, PartialEq, Properties)]
+#[non_exhaustive]
 pub struct DetectProps {
     /// The model, its class names, the execution provider, the GPU, ONNX Runtime's threads.
     #[prop(flatten)]

@@ -6,6 +6,7 @@ use super::RawBox;
 
 /// One output of a run, in host memory: its shape (first dimension the batch) and values.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Output<'a> {
     /// The shape.
     pub shape: &'a [usize],
@@ -15,6 +16,7 @@ pub struct Output<'a> {
 
 /// How a detector's output is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, crate::stage::PropChoice)]
+#[non_exhaustive]
 pub enum Decoder {
     /// `[1, N, 6]` or `[N, 6]` (`[B, N, 6]` for a batch): rows `x1, y1, x2, y2, score, class`,
     /// suppression done inside the model (CenterNet, RT-DETR-style and YOLO end-to-end exports).
@@ -54,7 +56,7 @@ impl Decoder {
     /// The CenterNet heads among `outputs` (name, shape as declared): two rank-4 outputs of the
     /// same map size, one with 4 channels (the distances) and one with more (the scores), as
     /// `(scores, distances)` indices.
-    pub fn centernet_pair(shapes: &[&[i64]]) -> Option<(usize, usize)> {
+    pub(crate) fn centernet_pair(shapes: &[&[i64]]) -> Option<(usize, usize)> {
         let maps: Vec<(usize, &[i64])> = shapes
             .iter()
             .enumerate()
@@ -178,7 +180,7 @@ impl Decoder {
 
 /// The geometry of CenterNet score maps of `shape` (`[B, classes, h, w]`) over an `input`
 /// (width, height).
-pub fn centernet_maps(shape: &[usize], input: (u32, u32)) -> super::centernet::Maps {
+pub(crate) fn centernet_maps(shape: &[usize], input: (u32, u32)) -> super::centernet::Maps {
     let (classes, h, w) = (shape[1], shape[2].max(1), shape[3].max(1));
     super::centernet::Maps {
         classes,
@@ -208,6 +210,7 @@ fn cxcywh(cx: f32, cy: f32, w: f32, h: f32) -> [f32; 4] {
 
 /// When a box is suppressed by a better one of its class.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Suppress {
     /// Intersection over union above this: a duplicate of the better box.
     pub iou: f32,

@@ -255,19 +255,9 @@ impl Detector {
         })
     }
 
-    /// The model input's (width, height).
-    pub fn input_size(&self) -> (u32, u32) {
-        self.io.size
-    }
-
     /// The decoder in use.
     pub fn decoder(&self) -> super::Decoder {
         self.io.decoder
-    }
-
-    /// The preprocess backend's name.
-    pub fn backend_name(&self) -> &'static str {
-        self.backend.name()
     }
 
     /// The batch sizes the model runs at (on CUDA; empty where any size runs as it comes).
@@ -283,7 +273,7 @@ impl Detector {
 
     /// How long the last call completed took: its preprocessing, model runs and placing, one
     /// after the other (what a call costs the frames in it, whatever ran beside it).
-    pub fn last_call(&self) -> Duration {
+    pub(crate) fn last_call(&self) -> Duration {
         self.last_call
     }
 

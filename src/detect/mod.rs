@@ -71,6 +71,7 @@ pub use tiles::{Fit, Rect};
 
 /// A detector box before it goes back to frame pixels.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct RawBox {
     /// `[x1, y1, x2, y2]` (in the model input's pixels after decoding, frame pixels after mapping).
     pub b: [f32; 4],
@@ -91,6 +92,7 @@ pub const DEFAULT_MAX_BATCH: usize = 64;
 
 /// Errors of the detect stage; each names the model.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DetectError {
     /// ONNX Runtime or the model file could not be loaded.
     #[error(transparent)]

@@ -467,7 +467,7 @@ fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
 
 /// The model metadata key that says what a CenterNet score map holds: `probabilities` (the
 /// default) or `logits` (`scripts/make_centernet_heads.py --logits`).
-pub const SCORES_KEY: &str = "octopipe.scores";
+pub(crate) const SCORES_KEY: &str = "octopipe.scores";
 
 fn element(ty: TensorElementType) -> Option<DType> {
     match ty {

@@ -8,6 +8,7 @@ use crate::budget::{SectionKind, Series};
 
 /// The detector's time per frame against the budget, split into its steps, and its box counts.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct DetectSection {
     /// Regions (tiles, and the whole frame with `whole-frame=true`) per frame.
     pub regions: usize,
@@ -45,6 +46,7 @@ pub struct DetectSection {
 
 /// How the frames of every stream the stage serves shared the model's calls.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct DetectCalls {
     /// Frames per collection (one collection is detected together).
     pub frames_per_collection: f64,
@@ -124,7 +126,7 @@ impl fmt::Display for DetectSection {
 impl Detector {
     /// The report's section: the stage's time per frame against the frame `budget`, its split,
     /// and box counts; `None` before any frame.
-    pub fn report_section(&self, budget: Duration) -> Option<DetectSection> {
+    pub(crate) fn report_section(&self, budget: Duration) -> Option<DetectSection> {
         let s = &self.split;
         if s.total.count() == 0 {
             return None;

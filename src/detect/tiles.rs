@@ -7,6 +7,7 @@ pub use crate::tiles::Rect;
 
 /// How a tile is fitted to the model's input.
 #[derive(Debug, Clone, Copy, PartialEq, crate::stage::PropChoice)]
+#[non_exhaustive]
 pub enum Fit {
     /// Resized to the input's size, aspect ratio not kept.
     Stretch,
@@ -17,7 +18,7 @@ pub enum Fit {
 
 /// Map a box `[x1, y1, x2, y2]` in the model input's pixels (`input` = width, height) back to
 /// frame pixels, for a model input made from `tile` with `fit`. Not clipped.
-pub fn to_frame(b: [f32; 4], tile: Rect, input: (u32, u32), fit: Fit) -> [f32; 4] {
+pub(crate) fn to_frame(b: [f32; 4], tile: Rect, input: (u32, u32), fit: Fit) -> [f32; 4] {
     let [tx, ty, tw, th] = tile;
     let (ox, oy, iw, ih) = match fit {
         Fit::Stretch => (0, 0, input.0, input.1),

@@ -40,6 +40,7 @@ pub const IOU_THRESHOLD: f64 = 0.5;
 
 /// The object groups scored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Group {
     /// Pedestrians and people (VisDrone 1, 2; COCO person).
     People,
@@ -69,7 +70,7 @@ impl Group {
     }
 
     /// The group of a VisDrone category; `None` for 0 (ignored region) and 11 (others).
-    pub fn of_category(category: u8) -> Option<Group> {
+    pub(crate) fn of_category(category: u8) -> Option<Group> {
         match category {
             1 | 2 => Some(Group::People),
             4 | 5 | 6 | 9 => Some(Group::Vehicles),
@@ -142,6 +143,7 @@ impl ClassMap {
 
 /// One detection to score.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Scored {
     /// The image file name of its frame (the JSONL `source`).
     pub source: String,
@@ -155,6 +157,7 @@ pub struct Scored {
 
 /// One ground truth box that counts.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct TruthBox {
     /// `[x, y, w, h]` in pixels.
     pub bbox: [f64; 4],
@@ -179,7 +182,7 @@ impl Truth {
     /// The frames are the images (`.jpg`, `.jpeg`, `.png`) of folder `images`; each has its
     /// VisDrone DET ground truth `annotations/STEM.txt`, of which boxes with score 0 or
     /// category 0 or 11 are left out.
-    pub fn for_images(annotations: &Path, images: &Path) -> Result<Self, EvalError> {
+    pub(crate) fn for_images(annotations: &Path, images: &Path) -> Result<Self, EvalError> {
         let io = |path: &Path, e: std::io::Error| EvalError::Io {
             path: path.display().to_string(),
             reason: e.to_string(),
@@ -236,6 +239,7 @@ impl Truth {
 
 /// A group's scores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct GroupScore {
     /// Ground truth boxes.
     pub truth: usize,
@@ -254,6 +258,7 @@ impl GroupScore {
 
 /// The scores of a set of detections.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Evaluation {
     /// Per group, in [`Group::ALL`] order.
     pub groups: [GroupScore; 3],
@@ -438,7 +443,7 @@ pub fn parse_objects(text: &str, path: &str) -> Result<Vec<Scored>, EvalError> {
 }
 
 /// Read the detections of JSONL file `path` ([`parse_objects`]).
-pub fn read_objects(path: &Path) -> Result<Vec<Scored>, EvalError> {
+pub(crate) fn read_objects(path: &Path) -> Result<Vec<Scored>, EvalError> {
     let text = std::fs::read_to_string(path).map_err(|e| EvalError::Io {
         path: path.display().to_string(),
         reason: e.to_string(),

@@ -25,7 +25,7 @@ pub struct LabelMap(Vec<(String, Vec<u32>)>);
 
 impl LabelMap {
     /// The shared classifier `visdrone-crops-64.onnx`'s classes.
-    pub fn visdrone_crops() -> Self {
+    pub(crate) fn visdrone_crops() -> Self {
         let map = [
             ("person", vec![1, 2]),
             ("two-wheeler", vec![3, 7, 8, 10]),
@@ -70,6 +70,7 @@ impl LabelMap {
 
 /// One label's row: objects annotated as its categories, and how many got it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct LabelRow {
     /// The label.
     pub label: String,
@@ -81,6 +82,7 @@ pub struct LabelRow {
 
 /// The labels of a run scored.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct LabelsEvaluation {
     /// Per label, in the map's order.
     pub rows: Vec<LabelRow>,
@@ -173,7 +175,7 @@ pub fn evaluate(text: &str, path: &str, map: &LabelMap) -> Result<LabelsEvaluati
 }
 
 /// `octopipe eval labels`: the objects of a JSONL file.
-pub fn evaluate_file(objects: &Path, map: &LabelMap) -> Result<LabelsEvaluation, EvalError> {
+pub(crate) fn evaluate_file(objects: &Path, map: &LabelMap) -> Result<LabelsEvaluation, EvalError> {
     let text = std::fs::read_to_string(objects).map_err(|e| EvalError::Io {
         path: objects.display().to_string(),
         reason: e.to_string(),

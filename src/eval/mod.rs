@@ -25,6 +25,7 @@ use std::path::PathBuf;
 
 /// Errors of the evaluation; each names the file (and line) or the image it is about.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EvalError {
     /// A file or folder cannot be read.
     #[error("{path}: {reason}")]
@@ -96,6 +97,7 @@ pub enum EvalError {
 /// `octopipe eval ...`: what to score, and the files.
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "cli", derive(clap::Subcommand))]
+#[non_exhaustive]
 pub enum EvalCommand {
     /// A detector's boxes against VisDrone DET ground truth: per group recall at IoU >= 0.5
     /// and false positives per frame.

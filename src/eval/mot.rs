@@ -24,6 +24,7 @@ pub const MOT_DIR: &str = "visdrone/mot-test-dev-annotations";
 
 /// Errors of the tracking benchmark; each names the file it is about.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MotError {
     /// A file or folder cannot be read.
     #[error("{path}: {reason}")]
@@ -49,6 +50,7 @@ pub type IdBoxes = Vec<(u32, [u32; 4])>;
 
 /// A ground-truth sequence: per frame (`frame_index - 1`), its objects with their true ids.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct MotSequence {
     /// The file's name without `.txt`.
     pub name: String,
@@ -144,6 +146,7 @@ pub fn run_tracker(input: &[Vec<[u32; 4]>], config: TrackConfig) -> Result<Vec<I
 
 /// How well predicted ids follow the true ones.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct MotScore {
     /// `2 IDTP / (true boxes + predicted boxes)`.
     pub idf1: f64,

@@ -39,6 +39,7 @@ struct Line {
 
 /// A run's tracks, frame by frame (frame `k` is MOT frame index `k + 1`).
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct RunTracks {
     /// Per frame, the boxes with a track id and their ids.
     pub frames: Vec<IdBoxes>,
@@ -63,7 +64,11 @@ pub fn frame_index(source: &str, frame: u64) -> u64 {
 
 /// The tracks of JSONL text (`path` names it in errors), of `stream` (needed when the objects
 /// hold several streams).
-pub fn parse_tracks(text: &str, path: &str, stream: Option<u32>) -> Result<RunTracks, EvalError> {
+pub(crate) fn parse_tracks(
+    text: &str,
+    path: &str,
+    stream: Option<u32>,
+) -> Result<RunTracks, EvalError> {
     let mut lines = Vec::new();
     let mut streams = BTreeSet::new();
     for (i, line) in text.lines().enumerate() {
@@ -109,6 +114,7 @@ pub fn parse_tracks(text: &str, path: &str, stream: Option<u32>) -> Result<RunTr
 
 /// A run's tracks scored.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TracksEvaluation {
     /// The scores.
     pub score: MotScore,

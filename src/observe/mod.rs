@@ -40,6 +40,7 @@ use std::time::Duration;
 
 /// Errors of the observers that write files (annotated frames, the MP4 encoder, the mosaic).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ObserveError {
     /// A file cannot be written (the system's or the PNG encoder's error).
     #[error("cannot write {path}: {source}")]

@@ -21,6 +21,7 @@ const WINDOW: usize = 300;
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProgressStyle {
     /// An indicatif spinner line on stderr, redrawn in place (for a terminal).
     Bar,

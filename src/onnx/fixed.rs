@@ -22,6 +22,7 @@ use crate::preprocess::f16_to_f32;
 /// sessions' stream (device to device, or host to device). The values are of the model input's
 /// element type (f32 or f16).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub enum FixedInput<'a> {
     /// f32 values in host memory (a float32 input).
     Host(&'a [f32]),
@@ -42,6 +43,7 @@ pub enum FixedInput<'a> {
 /// device, and, when the run brings outputs back ([`Sessions::fix_sizes`](super::Sessions::fix_sizes)
 /// with `download`), its f32 values in host memory (an f16 output widened; empty otherwise).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct FixedOutput<'a> {
     /// The output's shape.
     pub shape: &'a [usize],

@@ -26,15 +26,16 @@ use worker::Gone;
 pub(crate) use worker::{Ticket, Worker};
 
 /// Environment variable naming the ONNX Runtime library.
-pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
+pub(crate) const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
 /// Environment variable: when set, every session writes ONNX Runtime's profile (a Chrome trace
 /// of each run and node) to a JSON file whose name starts with its value.
-pub const ORT_PROFILE_ENV: &str = "OCTOPIPE_ORT_PROFILE";
+pub(crate) const ORT_PROFILE_ENV: &str = "OCTOPIPE_ORT_PROFILE";
 /// The ONNX Runtime version octopipe is built against.
-pub const ORT_VERSION: &str = "1.31.1";
+pub(crate) const ORT_VERSION: &str = "1.31.1";
 
 /// ONNX Runtime or a model could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OnnxError {
     /// The ONNX Runtime library could not be loaded.
     #[error("ONNX Runtime library {path}: {reason}\n  hint: pip install onnxruntime=={ORT_VERSION} and set {ORT_DYLIB_ENV} to its onnxruntime/capi/libonnxruntime.so.{ORT_VERSION} (scripts/setup.sh does both)")]
@@ -66,7 +67,7 @@ impl crate::error::Kind for OnnxError {
 /// A model's class names from a labels file: one per line, trimmed, blank lines skipped. The
 /// file must be a regular file of at most [`MAX_LABELS_FILE`](crate::files::MAX_LABELS_FILE)
 /// bytes of UTF-8.
-pub fn read_labels(path: &Path) -> std::io::Result<Vec<String>> {
+pub(crate) fn read_labels(path: &Path) -> std::io::Result<Vec<String>> {
     let bytes = crate::files::read_bounded(path, crate::files::MAX_LABELS_FILE)?;
     let text = String::from_utf8(bytes)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))?;
@@ -99,6 +100,7 @@ pub fn environment() -> Result<&'static Environment, OnnxError> {
 
 /// Which ONNX Runtime execution provider runs a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Ep {
     /// CUDA's on this device ordinal when the ONNX Runtime build has it and the GPU is present,
     /// else the CPU's.
@@ -181,7 +183,7 @@ impl Sessions {
     }
 
     /// [`Sessions::open`] with `options` for CUDA's execution provider (ignored on the CPU's).
-    pub fn open_with(
+    pub(crate) fn open_with(
         model: &Path,
         threads: usize,
         ep: Ep,
@@ -434,7 +436,7 @@ impl Sessions {
     }
 
     /// The fixed batch sizes ([`Sessions::fix_sizes`]), smallest first; empty when any size runs.
-    pub fn fixed_sizes(&self) -> Vec<usize> {
+    pub(crate) fn fixed_sizes(&self) -> Vec<usize> {
         self.fixed.iter().map(|h| h.rows).collect()
     }
 
@@ -443,7 +445,7 @@ impl Sessions {
     /// `download`; on the device, written on [`Sessions::cu_stream`], otherwise). With
     /// [`CudaOptions::graph`] the run happens on the sessions' own thread, this call waiting
     /// for it.
-    pub fn run_fixed(
+    pub(crate) fn run_fixed(
         &mut self,
         n: usize,
         input: FixedInput<'_>,
@@ -494,6 +496,7 @@ impl Sessions {
 }
 
 /// Zeros in device memory ([`Sessions::device_zeros`]).
+#[non_exhaustive]
 pub struct DeviceZeros {
     /// Device address of the first element.
     pub ptr: u64,
@@ -507,7 +510,7 @@ pub struct DeviceZeros {
 ///
 /// # Safety
 /// `ptr` must hold `shape`'s elements on `device` for as long as the value is used.
-pub unsafe fn cuda_input<'a>(
+pub(crate) unsafe fn cuda_input<'a>(
     ptr: u64,
     device: usize,
     shape: &[usize],

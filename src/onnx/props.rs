@@ -9,6 +9,7 @@ use crate::stage::{PropChoice, Properties, Props};
 
 /// The `ep` property: which execution provider runs the model; with `device`, an [`Ep`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+#[non_exhaustive]
 pub enum EpKind {
     /// CUDA's when ONNX Runtime's build has it and a GPU is present, else the CPU's.
     Auto,
@@ -21,6 +22,7 @@ pub enum EpKind {
 /// The model block of the stages that run an ONNX model, flattened into theirs
 /// (`#[prop(flatten)] onnx: OnnxProps`).
 #[derive(Debug, Clone, PartialEq, Properties)]
+#[non_exhaustive]
 pub struct OnnxProps {
     /// the .onnx model
     #[prop(required)]
@@ -56,7 +58,7 @@ impl OnnxProps {
 
     /// Read `labels-file` (when given) into `labels`: an error of `stage` naming the file when
     /// it cannot be read or names no class.
-    pub fn read_labels_file(&mut self, stage: &str, p: &Props) -> Result<(), DescribeError> {
+    pub(crate) fn read_labels_file(&mut self, stage: &str, p: &Props) -> Result<(), DescribeError> {
         let Some(file) = &self.labels_file else {
             return Ok(());
         };

@@ -126,7 +126,7 @@ unsafe impl Sync for OutPtr {}
 /// OpenCV INTER_LINEAR source taps for output coordinate `o` of a crop of `len` pixels resized to
 /// `out_len`: `(i0, i1, weight of i1)`, indices relative to the crop, clamped to its edge.
 #[inline(always)]
-pub fn linear_taps(o: u32, len: u32, out_len: u32) -> (u32, u32, f32) {
+pub(crate) fn linear_taps(o: u32, len: u32, out_len: u32) -> (u32, u32, f32) {
     let scale = len as f32 / out_len as f32;
     let f = (o as f32 + 0.5) * scale - 0.5;
     let i = f.floor();

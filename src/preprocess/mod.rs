@@ -29,7 +29,7 @@ use crate::batch::CropBatch;
 use crate::budget::Tally;
 use crate::description::DescribeError;
 use crate::stage::{
-    Caps, Element, OpenContext, PropSpec, Properties, Props, Role, Running, Stage, StageDecl,
+    Caps, Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl,
 };
 pub use crate::tensor::{DType, Layout};
 use crate::Error;
@@ -38,12 +38,6 @@ pub use crate::stage::caps::{
     BackendKind, BackendProps, ChannelOrder, Gather, Interpolation, Memory, PreprocessConfig,
     PreprocessProps, DEFAULT_MEAN, DEFAULT_SCALE, DEFAULT_SIZE, DEFAULT_STD,
 };
-
-/// The `backend` property of the stages that run on the CPU or CUDA ([`BackendProps`]).
-pub const BACKEND_PROP: PropSpec = BackendProps::PROPS[0];
-
-/// The `threads` property of the stages with a CPU backend ([`BackendProps`]).
-pub const THREADS_PROP: PropSpec = BackendProps::PROPS[1];
 
 /// Where a crop of `w`x`h` lands inside an `out_w`x`out_h` output when letterboxed:
 /// `(x offset, y offset, inner width, inner height)`. Integer arithmetic (the CUDA kernels compute
@@ -132,6 +126,7 @@ pub fn f16_to_f32(h: u16) -> f32 {
 
 /// Errors of the preprocess stage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PreprocessError {
     /// The batch is inconsistent (a bug upstream or a hand-built batch).
     #[error("crop batch is invalid: {0}")]
@@ -246,11 +241,6 @@ pub fn create_backend(config: &PreprocessConfig) -> Result<Box<dyn Backend>, Pre
             }
         },
     }
-}
-
-/// Whether a GPU error is the device running out of memory ([`PreprocessError::OutOfMemory`]).
-pub fn is_out_of_memory(e: &PreprocessError) -> bool {
-    matches!(e, PreprocessError::OutOfMemory(_))
 }
 
 /// A GPU backend whose batches fall back to the CPU backend when the device runs out of memory
@@ -475,7 +465,7 @@ impl Element for PreprocessElement {
 }
 
 /// `preprocess size=64x64 mean=... std=... channels=rgb layout=nchw`.
-pub const PREPROCESS: StageDecl = StageDecl {
+pub(crate) const PREPROCESS: StageDecl = StageDecl {
     name: "preprocess",
     role: Role::Preprocess,
     doc: "crop + bilinear resize (OpenCV INTER_LINEAR) + colour conversion + mean/std",

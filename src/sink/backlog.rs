@@ -107,7 +107,7 @@ impl Backlog {
     }
 
     /// Put `message` back at the front of its stream (the transport could not take it now).
-    pub fn unpop(&self, message: Message) {
+    pub(crate) fn unpop(&self, message: Message) {
         let mut held = self.held();
         held.bytes += message.payload.len();
         held.streams

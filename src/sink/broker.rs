@@ -26,7 +26,7 @@ pub const DEFAULT_BUFFER: Duration = Duration::from_secs(10);
 pub const MAX_MESSAGE: usize = 1 << 20;
 
 /// `per=frame|object`, a property of every broker sink.
-pub const PER: PropSpec = PropSpec::new(
+pub(crate) const PER: PropSpec = PropSpec::new(
     "per",
     PropType::Choice(&["frame", "object"]),
     "frame",
@@ -34,7 +34,7 @@ pub const PER: PropSpec = PropSpec::new(
 );
 
 /// `buffer=SECONDS`, a property of every broker sink.
-pub const BUFFER: PropSpec = PropSpec::new(
+pub(crate) const BUFFER: PropSpec = PropSpec::new(
     "buffer",
     PropType::Float {
         min: 0.0,
@@ -47,7 +47,7 @@ pub const BUFFER: PropSpec = PropSpec::new(
 );
 
 /// `flush-timeout=SECONDS`, a property of every broker sink.
-pub const FLUSH_TIMEOUT: PropSpec = PropSpec::new(
+pub(crate) const FLUSH_TIMEOUT: PropSpec = PropSpec::new(
     "flush-timeout",
     PropType::Float {
         min: 0.0,
@@ -60,6 +60,7 @@ pub const FLUSH_TIMEOUT: PropSpec = PropSpec::new(
 
 /// How a broker sink hands its messages over: its properties `per`, `buffer`, `flush-timeout`.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Sending {
     /// What a message carries.
     pub per: Per,
@@ -71,7 +72,7 @@ pub struct Sending {
 
 impl Sending {
     /// From a broker sink's properties.
-    pub fn from_props(p: &Props) -> Sending {
+    pub(crate) fn from_props(p: &Props) -> Sending {
         Sending {
             per: match p.str("per") {
                 Some("object") => Per::Object,

@@ -53,6 +53,7 @@ impl JsonLines {
     }
 
     /// Complete lines written so far.
+    #[cfg(test)]
     pub(crate) fn lines(&self) -> u64 {
         self.lines
     }

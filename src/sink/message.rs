@@ -21,6 +21,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// What one message carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Per {
     /// A frame with all its objects (also a frame with none).
     Frame,
@@ -30,6 +31,7 @@ pub enum Per {
 
 /// A message ready to publish.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Message {
     /// Its stream (the topic's `{stream}`).
     pub stream: u32,
@@ -166,6 +168,7 @@ impl Topic {
 /// What became of a sink's messages, counted as they go (shared by the sink and the thread
 /// that talks to the broker).
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct Delivery {
     /// Messages taken into the buffer.
     pub accepted: AtomicU64,
@@ -199,6 +202,7 @@ impl Delivery {
     }
 
     /// The report's line: `NAME: M messages = D delivered + ... dropped (buffer full) ...`.
+    #[cfg(test)]
     pub fn line(&self, name: &str, delivered: &str) -> String {
         self.section(name, delivered).to_string()
     }
@@ -224,6 +228,7 @@ impl Delivery {
 
 /// What became of a broker sink's messages (JSON report: `sections.brokers`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct BrokerSection {
     /// The sink and its broker (`mqtt 127.0.0.1:1883`, `zenoh ...`).
     pub broker: String,

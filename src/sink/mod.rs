@@ -66,7 +66,7 @@ pub use zenoh::{ZenohConfig, ZENOH};
 
 /// Settings of the JSONL sink, its properties declared once ([`JSONL`]).
 #[derive(Debug, Clone, PartialEq, Properties)]
-pub struct JsonlConfig {
+pub(crate) struct JsonlConfig {
     /// output file, or - for stdout
     #[prop(required)]
     pub location: PathBuf,
@@ -80,6 +80,7 @@ pub struct JsonlConfig {
 /// client's error) as `source()` where there is one.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {reason}")]
+#[non_exhaustive]
 pub struct SinkError {
     /// The output: a file, or a broker (`mqtt HOST:PORT`).
     pub path: String,
@@ -110,7 +111,10 @@ impl SinkError {
     }
 
     /// The same error, with `cause` as its `source()` (its words are in the reason already).
-    pub fn caused_by(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+    pub(crate) fn caused_by(
+        mut self,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
         self.source = Some(Box::new(cause));
         self
     }
@@ -126,6 +130,7 @@ crate::error::stage_error!(SinkError);
 
 /// What the box source said of a box.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct BoxInfo {
     /// The box source's class name.
     pub label: Arc<str>,
@@ -135,6 +140,7 @@ pub struct BoxInfo {
 
 /// One object: a JSONL line, or an item of [`crate::pipeline::Pipeline::results`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Object {
     /// Stream (branch) id.
     pub stream: u32,
@@ -243,7 +249,7 @@ fn pts_ms(frame: &crate::frame::Frame) -> Option<f64> {
 }
 
 /// Runtime state of the JSONL sink.
-pub struct JsonlSink {
+pub(crate) struct JsonlSink {
     out: JsonLines,
     /// The file while the run has not finished: removed if left empty.
     leftover: output::Leftover,
@@ -265,14 +271,9 @@ impl JsonlSink {
 
     /// Tell the sink when the run is cut short: it then removes its file at the end if it
     /// wrote nothing into it.
-    pub fn stopped_by(mut self, stopped: output::CutShort) -> Self {
+    pub(crate) fn stopped_by(mut self, stopped: output::CutShort) -> Self {
         self.stopped = stopped;
         self
-    }
-
-    /// Complete lines written so far.
-    pub fn lines(&self) -> u64 {
-        self.out.lines()
     }
 
     /// Write one line per crop of `batch`, whole: after a failed write the file ends with its
@@ -338,7 +339,7 @@ pub const JSONL: StageDecl = StageDecl {
 
 /// The `appsink` stage: writes nothing; the application reads the results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct AppSinkConfig;
+pub(crate) struct AppSinkConfig;
 
 /// Passes batches on untouched.
 struct PassOn;
@@ -358,7 +359,7 @@ impl Element for AppSinkConfig {
 
 /// `appsink`: the application reads objects (`Pipeline::results`) or whole batches with their
 /// tensors (`Pipeline::batches`); nothing is written.
-pub const APPSINK: StageDecl = StageDecl {
+pub(crate) const APPSINK: StageDecl = StageDecl {
     name: "appsink",
     role: Role::Sink,
     doc: "writes nothing: the application reads objects or batches (Pipeline::results, ::batches)",

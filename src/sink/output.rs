@@ -14,7 +14,8 @@ use super::SinkError;
 use crate::files::RunPath;
 
 /// What to say when an output exists and overwriting was not asked for.
-pub const REPLACE_HINT: &str = "overwrite=true on the sink (octopipe run --force) replaces it";
+pub(crate) const REPLACE_HINT: &str =
+    "overwrite=true on the sink (octopipe run --force) replaces it";
 
 /// Create the file `path` for writing: a new file, or with `overwrite` an existing one emptied.
 /// An existing file without `overwrite` is an error naming it. What is not a regular file
@@ -66,7 +67,7 @@ pub fn check_new(outputs: &[RunPath], overwrite: bool) -> Result<(), SinkError> 
 /// Take `dir` for a sink that writes files into it: created (with its parents) if missing;
 /// refused when it holds a file that `ours` recognises as an earlier run's output, unless
 /// `overwrite`, which removes those files first. Returns whether the folder was made here.
-pub fn fresh_folder(
+pub(crate) fn fresh_folder(
     dir: &Path,
     ours: impl Fn(&str) -> bool,
     overwrite: bool,
@@ -100,7 +101,7 @@ pub fn fresh_folder(
 /// Whether the run was cut short: stopped (a stage failed, or a stop was asked for) or a
 /// stream failed alone. A sink's [`Leftover`] is then not kept (empty outputs go).
 #[derive(Debug, Clone, Default)]
-pub struct CutShort {
+pub(crate) struct CutShort {
     stopped: Arc<AtomicBool>,
     failed: Arc<AtomicBool>,
 }

@@ -35,6 +35,7 @@ use crate::Error;
 
 /// How kept tiles are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
+#[non_exhaustive]
 pub enum TileFormat {
     /// PNG: 16-bit grey for 16-bit frames, else 8-bit RGB.
     #[default]

@@ -199,7 +199,7 @@ impl GstSource {
 
     /// Count reconnects and silences in `tally` (the run's report), as events of this source's
     /// stream.
-    pub fn report_to(&mut self, tally: Tally) {
+    pub(crate) fn report_to(&mut self, tally: Tally) {
         self.tally = Some(tally);
     }
 

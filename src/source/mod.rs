@@ -88,6 +88,7 @@ pub const DEFAULT_LOOPS: u32 = 1;
 
 /// What to decode.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum SourceKind {
     /// Any media file (mp4, mkv, raw h264, ...) or URI, through `uridecodebin`.
     Media {
@@ -127,6 +128,7 @@ pub enum SourceKind {
 
 /// Which decoders a `media` source uses (`decoder=cpu|nvdec|auto`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Decoder {
     /// Software decoders, never NVIDIA's: frames in host memory, read by every stage.
     #[default]
@@ -522,6 +524,7 @@ fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, Descri
 
 /// The `head` pseudo-stage: how the GStreamer head before it is watched and reconnected.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct HeadSettings {
     /// Timeouts and reconnects of the head.
     pub watch: Watch,

@@ -53,6 +53,7 @@ const PLUGIN: &str = "nvcodec";
 /// Why NVDEC decoding into CUDA memory cannot run here (cloned: the library and the plugin are
 /// tried once per process).
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum NvdecError {
     /// GStreamer does not start (its message).
     #[error("{0}")]

@@ -44,6 +44,7 @@ pub const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(30);
 
 /// What a source does when it has delivered nothing for its `timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum TimeoutAction {
     /// Say so (a warning, and a count in the report) and keep waiting.
     #[default]
@@ -56,6 +57,7 @@ pub enum TimeoutAction {
 /// reconnects. Properties `timeout`, `timeout-action`, `start-timeout`, `stall-timeout`,
 /// `retry`, `retry-interval`.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Watch {
     /// Time without a frame after which the source says so. `None`: [`DEFAULT_TIMEOUT`] for live
     /// and network sources, never for files; `Some(Duration::ZERO)`: never.

@@ -8,6 +8,7 @@ pub type Rect = [u32; 4];
 
 /// What a regular grid does with a tile that would run past the frame's right or bottom edge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Edge {
     /// Move it back to end at the edge, as SAHI places tiles: every tile has the full size when
     /// the frame is at least that large (the last row and column overlap their neighbours more).

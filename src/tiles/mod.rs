@@ -42,6 +42,7 @@ pub const DEFAULT_SEED: u64 = 1;
 
 /// How a frame is cut.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum Grid {
     /// Tiles of `size` stepping by `size - floor(overlap * size)`, edge tiles clipped.
     Regular {
@@ -80,6 +81,7 @@ impl Default for Grid {
 
 /// The tiles stage's properties, declared once ([`TILES`]).
 #[derive(Debug, Clone, PartialEq, Properties)]
+#[non_exhaustive]
 pub struct TilesProps {
     /// tile size of a regular grid (edge tiles clipped to the frame); without it, the random grid
     pub size: Option<(u32, u32)>,
@@ -111,6 +113,7 @@ impl TilesProps {
 
 /// Errors of the tiles stage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TilesError {
     /// The tiles' crops do not fit one batch's 32-bit output offsets.
     #[error("tiles: frame {seq} of stream {stream} ({w}x{h}) is too large for one batch: its tiles' {values} output values pass the 32-bit offsets of a crop batch (at most 1.4 gigapixels per frame)")]

@@ -16,13 +16,14 @@ use crate::preprocess::cuda::meta::push_aligned;
 use crate::preprocess::cuda::{CudaError, Engine};
 
 /// Threads per CUDA block (`TS_THREADS` in `kernels/tilestats.cu`).
-pub const TILESTATS_THREADS: u32 = 256;
+pub(crate) const TILESTATS_THREADS: u32 = 256;
 
 // SAFETY: `#[repr(C)]` plain data with the layout of the kernel's `Band`. (`PixelSums`, the
 // kernel's `TileSums`, is made device data where it is defined, in the core crate.)
 unsafe impl DeviceRepr for Band {}
 
 /// A CUDA engine (context, stream, kernels) and the buffers of the per-tile sums.
+#[non_exhaustive]
 pub struct GpuSums {
     pub(crate) engine: Engine,
     /// The band's plane of the last uploaded frame.
@@ -168,7 +169,7 @@ impl GpuSums {
     /// Launch the kernel on blocks `range` of the last upload only (one launch per tile is
     /// `first[t]..first[t + 1]` for each tile: the per-tile baseline of `octopipe bench tiles`).
     /// The range must hold whole tiles.
-    pub fn launch_blocks(
+    pub(crate) fn launch_blocks(
         &mut self,
         sampling: &Sampling,
         range: Range<u32>,

@@ -66,6 +66,7 @@ pub const DEFAULT_DOWNLINK_MBPS: f64 = 2.0;
 
 /// Which band of a colour frame is summed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
+#[non_exhaustive]
 pub enum BandName {
     /// Grey for a grey frame, the Y plane of a YUV frame, 77 R + 150 G + 29 B (/ 256) of RGB.
     #[default]
@@ -88,6 +89,7 @@ impl BandName {
 /// How one sample is read from a frame: `Band` of `kernels/tilestats.cu`, passed by value.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Band {
     /// Bytes per row of the plane.
     pub stride: u32,
@@ -103,6 +105,7 @@ pub struct Band {
 
 /// What kind of samples a frame gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Source {
     /// 16-bit little-endian grey.
     Gray16,
@@ -114,6 +117,7 @@ pub enum Source {
 
 /// How a frame's samples are read and normalized.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Sampling {
     /// The kind of samples.
     pub source: Source,
@@ -181,7 +185,7 @@ impl Sampling {
 
     /// Bytes of the band's plane from its offset: rows of `stride`, the last one only as wide as
     /// the frame.
-    pub fn plane_bytes(&self) -> usize {
+    pub(crate) fn plane_bytes(&self) -> usize {
         let (w, h) = (self.size.0 as usize, self.size.1 as usize);
         let row = match self.source {
             Source::Gray16 => w * 2,
@@ -261,6 +265,7 @@ pub fn select(
 
 /// Errors of the tilestats stage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TileStatsError {
     /// The band asked for is not one the frame has.
     #[error("tilestats: band={} needs a packed RGB frame; frame {seq} of stream {stream} is {format} (band=luma reads its one band)", band.name())]
@@ -340,7 +345,7 @@ impl Default for TileStatsConfig {
 }
 
 /// Where the sums are computed.
-pub enum Sums {
+pub(crate) enum Sums {
     /// The CPU backend.
     Cpu(CpuSums),
     /// The CUDA backend.
@@ -393,6 +398,7 @@ impl Sums {
 /// ceil(pixels / block_pixels) blocks), and each tile's first block: `first[t]..first[t + 1]`
 /// are tile t's blocks.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct TileBlocks {
     /// The tiles.
     pub tiles: Vec<CropMeta>,
@@ -601,6 +607,7 @@ pub const TILESTATS: StageDecl = StageDecl {
 
 /// What `score` ranks by: the properties of a tile's values ([`Property`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+#[non_exhaustive]
 pub enum Score {
     /// [`Property::Mean`].
     Mean,
@@ -619,6 +626,7 @@ pub enum Score {
 /// The tilestats stage's properties, declared once ([`TILESTATS`]); [`TileStatsConfig`] is made
 /// from them and the parsed `keep` rule.
 #[derive(Debug, Clone, PartialEq, Properties)]
+#[non_exhaustive]
 pub struct TileStatsProps {
     /// value = sample * scale + offset (auto: 1/65535 for 16-bit samples, 1/255 for 8-bit)
     #[prop(default = "auto", positive)]
@@ -657,7 +665,7 @@ pub struct TileStatsProps {
 
 impl TileStatsConfig {
     /// The settings of `props` with the parsed `keep` rule.
-    pub fn from_props(props: TileStatsProps, keep: Option<Rule>) -> Self {
+    pub(crate) fn from_props(props: TileStatsProps, keep: Option<Rule>) -> Self {
         TileStatsConfig {
             scale: props.scale,
             offset: props.offset,

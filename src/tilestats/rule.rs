@@ -23,6 +23,7 @@ use crate::frame::TileStats;
 
 /// What a rule can ask about a tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Property {
     /// Mean value after normalization.
     Mean,
@@ -124,6 +125,7 @@ enum Node {
 /// Why a rule does not parse: the message and where in the rule (1-based column and length, in
 /// characters).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RuleError {
     /// What is wrong.
     pub message: String,

@@ -8,6 +8,7 @@ use crate::budget::SectionKind;
 
 /// What the tile filter kept of what it measured.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct TilesSection {
     /// The backend that measured (`cpu`, `cuda`).
     pub backend: String,
@@ -62,7 +63,7 @@ impl fmt::Display for TilesSection {
 impl TileFilter {
     /// The report's section: tiles and bytes kept, the downlink time before and after, time
     /// per frame.
-    pub fn report_section(&self) -> TilesSection {
+    pub(crate) fn report_section(&self) -> TilesSection {
         let t = &self.totals;
         let secs = |b: u64| b as f64 * 8.0 / (self.config.downlink_mbps * 1e6);
         TilesSection {

@@ -97,7 +97,7 @@ impl BoxFilter {
     }
 
     /// Stop the size from changing (a track that lost its box keeps its size while it coasts).
-    pub fn freeze_size(&mut self) {
+    pub(crate) fn freeze_size(&mut self) {
         self.axes[2].v = 0.0;
         self.axes[3].v = 0.0;
     }

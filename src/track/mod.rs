@@ -114,6 +114,7 @@ impl Tracks {
 /// Where the `track` stage's `high` threshold came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum HighFrom {
     /// Given: `track high=...`.
     Track,
@@ -125,6 +126,7 @@ pub enum HighFrom {
 
 /// The report's section of one stream's tracks (JSON: `sections.track`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct TrackSection {
     /// The stream.
     pub stream: u32,
@@ -205,7 +207,7 @@ impl Stage<Frame, Frame> for TrackStage {
 /// The track stage's settings: a [`TrackConfig`] checked when the description was built, and
 /// which thresholds were given (those left out follow the detector before it).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TrackSettings {
+pub(crate) struct TrackSettings {
     config: TrackConfig,
     high_given: bool,
     low_given: bool,
@@ -213,21 +215,10 @@ pub struct TrackSettings {
 }
 
 impl TrackSettings {
-    /// The checked settings (once configured, `high` is the detector's score where it
-    /// follows it).
-    pub fn config(&self) -> &TrackConfig {
-        &self.config
-    }
-
-    /// Where `high` comes from.
-    pub fn high_from(&self) -> HighFrom {
-        self.high_from
-    }
-
     /// Follow a detector whose boxes score at least `score`: `high` (when not given) becomes
     /// `score`, so that every box it gives may start a track, but not under a given `low`;
     /// `low` (when not given) is lowered to `high` if above it.
-    pub fn follow_detector(&mut self, score: f32) {
+    pub(crate) fn follow_detector(&mut self, score: f32) {
         if self.high_given {
             return;
         }
@@ -265,6 +256,7 @@ impl Element for TrackSettings {
 
 /// The track stage's properties, declared once ([`TRACK`]); [`TrackConfig`] is made from them.
 #[derive(Debug, Clone, PartialEq, Properties)]
+#[non_exhaustive]
 pub struct TrackProps {
     /// boxes scoring at least this are matched first, against every track, and may start tracks
     /// (left out after a detect stage: the detector's score)

@@ -76,6 +76,7 @@ impl Default for TrackConfig {
 
 /// Settings a tracker cannot work with.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TrackError {
     /// A score threshold or IoU outside `0..=1` (or not a number).
     #[error("track: {name} must be a number from 0 to 1, found {value}")]
@@ -237,7 +238,7 @@ impl Tracker {
     }
 
     /// New tracks dropped before they were confirmed (missed within `min_hits` frames).
-    pub fn unconfirmed(&self) -> u64 {
+    pub(crate) fn unconfirmed(&self) -> u64 {
         self.unconfirmed
     }
 

@@ -82,6 +82,7 @@ pub trait Kind {
 
 /// Any error octopipe reports. Each layer's message names the input it is about.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The pipeline description.
     #[error(transparent)]
@@ -196,6 +197,7 @@ pub use crate::stage_error;
 
 /// What can go wrong pushing a frame.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PushError {
     /// The application closed the source.
     #[error("app source '{source_name}': pushed after close")]
@@ -269,6 +271,7 @@ impl Kind for PushError {
 
 /// Errors of the runner itself (a graph that cannot run as wired).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PipelineError {
     /// A declaration that is not a stage (`queue`) was asked to open.
     #[error("'{0}' is not a stage: it sets the edge it stands on")]

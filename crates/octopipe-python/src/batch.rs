@@ -73,6 +73,7 @@ impl Batch {
             tensor,
             rows,
             reply,
+            ..
         } = b;
         Ok(Batch {
             tensor: Py::new(py, Tensor::new(tensor))?,

@@ -10,6 +10,7 @@ use crate::preprocess::{letterbox_rect, ChannelOrder, Interpolation, Layout, Pre
 /// `w_last` for the last when `trail`, `w_mid` otherwise. The kernels (`kernels/resample.cu`,
 /// `area_taps`) compute the same values with the same f64 operations.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AreaTaps {
     /// First source index (relative to the crop).
     pub i0: u32,

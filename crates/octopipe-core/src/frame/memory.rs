@@ -93,6 +93,7 @@ impl BufferPool {
 
 /// Why a page-locked [`BufferPool`] cannot be had.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PageLockedError {
     /// libcuda does not load.
     #[error("libcuda.so not found (no NVIDIA driver)")]

@@ -262,6 +262,7 @@ impl FrameLayout {
 /// A [`FrameLayout`] that does not describe real planes ([`FrameLayout::check`]); each names the
 /// plane and the numbers.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayoutError {
     /// A size of 0.
     #[error("a {w}x{h} frame has no pixels")]
