@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::model::{Io, Model, RunStats};
-use super::{nms, tiles, DetectConfig, DetectError, RawBox, Rect};
+use super::{nms, tiles, DetectConfig, DetectError, RawBox, Rect, RunError};
 use crate::batch::{BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
 use crate::budget::Series;
 use crate::frame::{Detection, Frame, SkipReason};
@@ -132,7 +132,7 @@ enum Runner {
 struct Ran {
     batch: CropBatch,
     found: Vec<Vec<RawBox>>,
-    result: Result<RunStats, String>,
+    result: Result<RunStats, RunError>,
     time: Duration,
 }
 
@@ -179,9 +179,9 @@ fn run_regions(
     (total, chunk, score): (usize, usize, f32),
     producer: u64,
     found: &mut [Vec<RawBox>],
-) -> Result<RunStats, String> {
+) -> Result<RunStats, RunError> {
     // The model's CUDA stream waits for the preprocess kernel; the host does not.
-    model.sessions.after(producer).map_err(|e| e.to_string())?;
+    model.sessions.after(producer)?;
     let mut sum = RunStats::default();
     let mut start = 0;
     while start < total {
@@ -349,21 +349,19 @@ impl Detector {
             preprocess,
         } = call;
         let path = self.config.model.display().to_string();
-        let run_err = |reason: String| DetectError::Run {
+        let run_err = |source: RunError| DetectError::Run {
             path: path.clone(),
             stream,
             frame,
             more: count.saturating_sub(1),
-            reason,
+            source: Box::new(source),
         };
         let ran = match (runs, &mut self.runner) {
             (Runs::Done(ran), _) => ran,
             (Runs::Running(ticket), Runner::Thread(worker)) => worker
                 .wait(ticket)
-                .map_err(|g| run_err(format!("the model's thread: {g}")))?,
-            (Runs::Running(_), Runner::Here(_)) => {
-                return Err(run_err("a call of another detector".into()))
-            }
+                .map_err(|g| run_err(RunError::Thread(g.0)))?,
+            (Runs::Running(_), Runner::Here(_)) => return Err(run_err(RunError::OtherDetector)),
         };
         let Ran {
             mut batch,

@@ -109,7 +109,7 @@ pub enum DetectError {
     #[error("detect: {0}")]
     Preprocess(#[from] PreprocessError),
     /// Inference failed.
-    #[error("detect: model {path}: inference failed on stream {stream} frame {frame}{}: {reason}", if *more > 0 { format!(" and {more} more frames run with it") } else { String::new() })]
+    #[error("detect: model {path}: inference failed on stream {stream} frame {frame}{}: {source}", if *more > 0 { format!(" and {more} more frames run with it") } else { String::new() })]
     Run {
         /// The (first) frame's stream.
         path: String,
@@ -119,9 +119,57 @@ pub enum DetectError {
         frame: u64,
         /// Frames run in the same call besides it.
         more: usize,
-        /// ONNX Runtime's message.
-        reason: String,
+        /// Why the runs failed.
+        source: Box<RunError>,
     },
+}
+
+/// Why a detector call's model runs failed ([`DetectError::Run`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The sessions failed: a fixed batch size's run, or ordering after the tiles' stream.
+    #[error(transparent)]
+    Onnx(#[from] OnnxError),
+    /// ONNX Runtime failed a run (or making its input, or reading its outputs).
+    #[error("{0}")]
+    Ort(#[from] ort::Error),
+    /// Finding the peaks on the GPU failed.
+    #[error("{0}")]
+    Cuda(#[from] crate::preprocess::cuda::CudaError),
+    /// The tiles' tensor is of another element type than the model's input.
+    #[error("tiles of the wrong element type for the model's {0:?} input")]
+    TileType(crate::tensor::DType),
+    /// The tiles' tensor in device memory is too short for the regions run.
+    #[error("the tiles' tensor ({have} elements in device memory) does not hold regions {start}..{end} as the model's {input}input")]
+    TileRange {
+        /// Elements it holds.
+        have: usize,
+        /// First region.
+        start: usize,
+        /// One past the last region.
+        end: usize,
+        /// The input's element type as the message names it (`"f32 "`, or empty).
+        input: &'static str,
+    },
+    /// An output does not hold one result per region.
+    #[error("output '{name}' has shape {shape:?}: {images} images for a batch of {n}")]
+    OutputShape {
+        /// The output.
+        name: String,
+        /// Its shape.
+        shape: Vec<usize>,
+        /// The images it holds.
+        images: usize,
+        /// The regions run.
+        n: usize,
+    },
+    /// The model's thread ended (it panicked) before the call's runs were done.
+    #[error("the model's thread: {0}")]
+    Thread(String),
+    /// The call was started by another detector (one without a thread of its own).
+    #[error("a call of another detector")]
+    OtherDetector,
 }
 
 impl crate::error::Kind for DetectError {

@@ -11,7 +11,7 @@ use super::centernet::{self, Peak, Scores};
 use super::decode::{centernet_maps, Output};
 use super::gpu::GpuPeaks;
 use super::RawBox;
-use super::{Decoder, DetectConfig, DetectError};
+use super::{Decoder, DetectConfig, DetectError, RunError};
 use crate::preprocess::{f16_to_f32, DType, Layout};
 use crate::tensor::TensorData;
 
@@ -136,7 +136,7 @@ impl Model {
         n: usize,
         score: f32,
         boxes: &mut [Vec<RawBox>],
-    ) -> Result<RunStats, String> {
+    ) -> Result<RunStats, RunError> {
         let io = &self.io;
         let (w, h) = (io.size.0 as usize, io.size.1 as usize);
         let per = w * h * 3;
@@ -154,24 +154,19 @@ impl Model {
                     len: n * per,
                 },
                 TensorData::F32(_) | TensorData::F16(_) => {
-                    return Err(format!(
-                        "tiles of the wrong element type for the model's {:?} input",
-                        io.dtype
-                    ))
+                    return Err(RunError::TileType(io.dtype))
                 }
                 TensorData::Device(d) => {
-                    return Err(format!(
-                        "the tiles' tensor ({} elements in device memory) does not hold regions {start}..{} as the model's input",
-                        d.len(),
-                        start + n
-                    ))
+                    return Err(RunError::TileRange {
+                        have: d.len(),
+                        start,
+                        end: start + n,
+                        input: "",
+                    })
                 }
             };
             let producer = self.sessions.cu_stream();
-            let outputs = self
-                .sessions
-                .run_fixed(n, input)
-                .map_err(|e| e.to_string())?;
+            let outputs = self.sessions.run_fixed(n, input)?;
             stats.rows = outputs[0].shape[0];
             if let Some(gpu) = &mut self.peaks {
                 let maps = centernet_maps(outputs[0].shape, io.size);
@@ -179,9 +174,8 @@ impl Model {
                 let min = io.scores.threshold(score);
                 self.found.resize_with(n, Vec::new);
                 self.found.iter_mut().for_each(Vec::clear);
-                stats.over_cap = gpu
-                    .find(heat, wh, half, n, &maps, min, producer, &mut self.found)
-                    .map_err(|e| e.to_string())?;
+                stats.over_cap =
+                    gpu.find(heat, wh, half, n, &maps, min, producer, &mut self.found)?;
                 for (found, out) in self.found.iter_mut().zip(boxes.iter_mut()) {
                     io.scores.to_probabilities(found);
                     stats.non_finite += centernet::select(found, &maps, out);
@@ -206,17 +200,15 @@ impl Model {
         };
         let name = io.input.as_str();
         // Batches of one size per session: on CUDA a new size would plan every convolution anew.
-        let session = self.sessions.get(n).map_err(|e| e.to_string())?;
+        let session = self.sessions.get(n)?;
         let outputs = match tensor {
             TensorData::F32(v) => {
-                let t =
-                    TensorRef::from_array_view((shape, &v[range])).map_err(|e| e.to_string())?;
+                let t = TensorRef::from_array_view((shape, &v[range]))?;
                 session.run(ort::inputs![name => t])
             }
             TensorData::F16(v) => {
                 let mut t =
-                    DynTensor::new(&Allocator::default(), TensorElementType::Float16, shape)
-                        .map_err(|e| e.to_string())?;
+                    DynTensor::new(&Allocator::default(), TensorElementType::Float16, shape)?;
                 let src = &v[range];
                 // SAFETY: the tensor was just allocated in CPU memory with `src.len()` f16 elements.
                 unsafe {
@@ -233,19 +225,18 @@ impl Model {
                 // the caller's batch) for the run.
                 let t = unsafe {
                     crate::onnx::cuda_input(d.ptr() + range.start as u64 * 4, d.device(), &shape)
-                }
-                .map_err(|e| e.to_string())?;
+                }?;
                 session.run(ort::inputs![name => t])
             }
             TensorData::Device(d) => {
-                return Err(format!(
-                    "the tiles' tensor ({} elements in device memory) does not hold regions {start}..{} as the model's f32 input",
-                    d.len(),
-                    start + n
-                ))
+                return Err(RunError::TileRange {
+                    have: d.len(),
+                    start,
+                    end: start + n,
+                    input: "f32 ",
+                })
             }
-        }
-        .map_err(|e| e.to_string())?;
+        }?;
         let mut read: Vec<(Vec<usize>, std::borrow::Cow<[f32]>)> = Vec::new();
         for (name, dtype) in &io.outputs {
             read.push(host_f32(&outputs[name.as_str()], *dtype)?);
@@ -255,10 +246,12 @@ impl Model {
             _ => read[0].0[0],
         };
         if images != n {
-            return Err(format!(
-                "output '{}' has shape {:?}: {images} images for a batch of {n}",
-                io.outputs[0].0, read[0].0
-            ));
+            return Err(RunError::OutputShape {
+                name: io.outputs[0].0.clone(),
+                shape: read[0].0.clone(),
+                images,
+                n,
+            });
         }
         stats.rows = n;
         let outs: Vec<Output<'_>> = read
@@ -276,19 +269,14 @@ impl Model {
 fn host_f32(
     value: &ort::value::DynValue,
     dtype: DType,
-) -> Result<(Vec<usize>, std::borrow::Cow<'_, [f32]>), String> {
+) -> Result<(Vec<usize>, std::borrow::Cow<'_, [f32]>), ort::Error> {
     match dtype {
         DType::F32 => {
-            let (s, d) = value
-                .try_extract_tensor::<f32>()
-                .map_err(|e| e.to_string())?;
+            let (s, d) = value.try_extract_tensor::<f32>()?;
             Ok((s.iter().map(|&x| x as usize).collect(), d.into()))
         }
         DType::F16 => {
-            let t = value
-                .view()
-                .downcast::<DynTensorValueType>()
-                .map_err(|e| e.to_string())?;
+            let t = value.view().downcast::<DynTensorValueType>()?;
             let s: Vec<usize> = t.shape().iter().map(|&x| x as usize).collect();
             let len: usize = s.iter().product();
             // SAFETY: an f16 CPU tensor of `len` elements, read while `value` lives.

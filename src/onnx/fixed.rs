@@ -18,6 +18,101 @@ use ort::value::{DynTensor, TensorElementType, ValueType};
 use super::{cuda_session, Cuda, CudaOptions, OnnxError};
 use crate::preprocess::f16_to_f32;
 
+/// Why a fixed batch size could not be bound to its buffers or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FixedError {
+    /// ONNX Runtime failed a call (a buffer, the binding, the run).
+    #[error("{0}")]
+    Ort(#[from] ort::Error),
+    /// A CUDA driver call failed (a copy, the stream's context, its synchronization).
+    #[error("CUDA: {0:?}")]
+    Cuda(#[from] cudarc::driver::DriverError),
+    /// The model has no input or output of that name.
+    #[error("no tensor '{0}'")]
+    NoTensor(String),
+    /// The named input or output is not a tensor.
+    #[error("'{0}' is not a tensor")]
+    NotTensor(String),
+    /// A dimension besides the batch is not fixed.
+    #[error("'{name}' {dims:?}: fixed batch sizes need every dimension but the batch fixed")]
+    Unfixed {
+        /// The tensor.
+        name: String,
+        /// Its dimensions as the model declares them.
+        dims: Vec<i64>,
+    },
+    /// The input is neither float32 nor float16.
+    #[error("input '{name}' is {ty}: bound runs take float32 or float16")]
+    InputType {
+        /// The input.
+        name: String,
+        /// Its element type.
+        ty: String,
+    },
+    /// An output is neither float32 nor float16.
+    #[error("output '{name}' is {ty}: float32 or float16 needed")]
+    OutputType {
+        /// The output.
+        name: String,
+        /// Its element type.
+        ty: String,
+    },
+    /// More rows than the size holds.
+    #[error("{n} rows for a batch of {rows}")]
+    TooManyRows {
+        /// Rows asked for.
+        n: usize,
+        /// The size.
+        rows: usize,
+    },
+    /// Host buffers of other lengths than the outputs.
+    #[error("host buffers that do not fit the outputs")]
+    HostBuffers,
+    /// The input holds fewer values than the rows need.
+    #[error("the input holds {have} values, {n} rows need {need}")]
+    ShortInput {
+        /// Values given.
+        have: usize,
+        /// Rows asked for.
+        n: usize,
+        /// Values they need.
+        need: usize,
+    },
+    /// Host values of the other element type than the input's.
+    #[error("host values of the wrong type for a {0} input")]
+    HostType(&'static str),
+    /// No size of that index.
+    #[error("no such fixed size")]
+    NoSize,
+}
+
+/// What was being done with a fixed batch size when it failed ([`OnnxError::Fixed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FixedStep {
+    /// Binding its input and outputs to device buffers.
+    Bind,
+    /// Its warm-up runs (ONNX Runtime plans the shape; a CUDA graph is captured).
+    Warm,
+    /// Its warm-up runs again, without a CUDA graph.
+    WarmPlain,
+    /// A run.
+    Run,
+}
+
+impl FixedStep {
+    /// The step, for batch size `rows`, as the error message says it.
+    pub fn describe(self, rows: usize) -> String {
+        match self {
+            FixedStep::Bind => format!("batch {rows} bound to device buffers"),
+            FixedStep::Warm => format!("warming up batch {rows}"),
+            FixedStep::WarmPlain => format!("warming up batch {rows} (without a CUDA graph)"),
+            FixedStep::Run => format!("batch {rows}"),
+        }
+    }
+}
+
 /// Where a fixed-size run's input rows are: copied into the size's bound input buffer on the
 /// sessions' stream (device to device, or host to device). The values are of the model input's
 /// element type (f32 or f16).
@@ -107,17 +202,18 @@ impl Bound {
         input: &str,
         outputs: &[&str],
         download: bool,
-    ) -> Result<Bound, String> {
+    ) -> Result<Bound, FixedError> {
         let item =
-            |name: &str, ty: &ValueType| -> Result<(TensorElementType, Vec<usize>), String> {
+            |name: &str, ty: &ValueType| -> Result<(TensorElementType, Vec<usize>), FixedError> {
                 let ValueType::Tensor { ty, shape, .. } = ty else {
-                    return Err(format!("'{name}' is not a tensor"));
+                    return Err(FixedError::NotTensor(name.into()));
                 };
                 let dims: Vec<i64> = shape.iter().copied().collect();
                 if dims.is_empty() || dims[1..].iter().any(|&d| d <= 0) {
-                    return Err(format!(
-                    "'{name}' {dims:?}: fixed batch sizes need every dimension but the batch fixed"
-                ));
+                    return Err(FixedError::Unfixed {
+                        name: name.into(),
+                        dims,
+                    });
                 }
                 let mut s = vec![rows];
                 s.extend(dims[1..].iter().map(|&d| d as usize));
@@ -127,7 +223,7 @@ impl Bound {
             list.into_iter()
                 .find(|(n, _)| n == name)
                 .map(|(_, t)| t)
-                .ok_or_else(|| format!("no tensor '{name}'"))
+                .ok_or_else(|| FixedError::NoTensor(name.into()))
         };
         let ins: Vec<(String, ValueType)> = session
             .inputs()
@@ -144,24 +240,23 @@ impl Bound {
             TensorElementType::Float32 => false,
             TensorElementType::Float16 => true,
             t => {
-                return Err(format!(
-                    "input '{input}' is {t:?}: bound runs take float32 or float16"
-                ))
+                return Err(FixedError::InputType {
+                    name: input.into(),
+                    ty: format!("{t:?}"),
+                })
             }
         };
-        let e = |e: ort::Error| e.to_string();
         let info = MemoryInfo::new(
             AllocationDevice::CUDA,
             device,
             AllocatorType::Device,
             MemoryType::Default,
-        )
-        .map_err(e)?;
-        let alloc = Allocator::new(&session, info).map_err(e)?;
-        let mut input_t = DynTensor::new(&alloc, in_ty, in_shape.clone()).map_err(e)?;
+        )?;
+        let alloc = Allocator::new(&session, info)?;
+        let mut input_t = DynTensor::new(&alloc, in_ty, in_shape.clone())?;
         let input_ptr = input_t.data_ptr_mut() as u64;
-        let mut binding = session.create_binding().map_err(e)?;
-        binding.bind_input(input, &input_t).map_err(e)?;
+        let mut binding = session.create_binding()?;
+        binding.bind_input(input, &input_t)?;
         let mut bound = Vec::with_capacity(outputs.len());
         for &name in outputs {
             let (ty, shape) = item(name, &find(outs.clone(), name)?)?;
@@ -169,14 +264,15 @@ impl Bound {
                 TensorElementType::Float32 => false,
                 TensorElementType::Float16 => true,
                 t => {
-                    return Err(format!(
-                        "output '{name}' is {t:?}: float32 or float16 needed"
-                    ))
+                    return Err(FixedError::OutputType {
+                        name: name.into(),
+                        ty: format!("{t:?}"),
+                    })
                 }
             };
-            let mut value = DynTensor::new(&alloc, ty, shape.clone()).map_err(e)?;
+            let mut value = DynTensor::new(&alloc, ty, shape.clone())?;
             let ptr = value.data_ptr_mut() as u64;
-            binding.bind_output(name, &mut value).map_err(e)?;
+            binding.bind_output(name, &mut value)?;
             let len: usize = if download { shape.iter().product() } else { 0 };
             bound.push(Out {
                 _value: value,
@@ -223,21 +319,20 @@ impl Bound {
         n: usize,
         input: FixedInput<'_>,
         host: &mut [Vec<f32>],
-    ) -> Result<(), String> {
+    ) -> Result<(), FixedError> {
         let len = n * self.per_row;
         if n > self.rows {
-            return Err(format!("{n} rows for a batch of {}", self.rows));
+            return Err(FixedError::TooManyRows { n, rows: self.rows });
         }
         if self.download
             && (host.len() != self.outs.len()
                 || host.iter().zip(&self.outs).any(|(h, o)| h.len() != o.len))
         {
-            return Err("host buffers that do not fit the outputs".into());
+            return Err(FixedError::HostBuffers);
         }
-        let cu_err = |e: cudarc::driver::DriverError| format!("CUDA: {e:?}");
-        stream.context().bind_to_thread().map_err(cu_err)?;
+        stream.context().bind_to_thread()?;
         let s = stream.cu_stream();
-        let short = |have: usize| format!("the input holds {have} values, {n} rows need {len}");
+        let short = |have: usize| FixedError::ShortInput { have, n, need: len };
         let ty = if self.input_f16 { "float16" } else { "float32" };
         match input {
             _ if len == 0 => {}
@@ -246,16 +341,14 @@ impl Bound {
                 // SAFETY: the bound input holds `rows * per_row >= len` f32 values; the copy is
                 // queued on the stream the run follows, and `src` outlives it (pageable host
                 // memory: the call returns once the values are staged).
-                unsafe { cu::memcpy_htod_async(self.input_ptr, src, s) }.map_err(cu_err)?;
+                unsafe { cu::memcpy_htod_async(self.input_ptr, src, s) }?;
             }
             FixedInput::Halves(v) if self.input_f16 => {
                 let src = v.get(..len).ok_or_else(|| short(v.len()))?;
                 // SAFETY: as above, with `len` f16 values.
-                unsafe { cu::memcpy_htod_async(self.input_ptr, src, s) }.map_err(cu_err)?;
+                unsafe { cu::memcpy_htod_async(self.input_ptr, src, s) }?;
             }
-            FixedInput::Host(_) | FixedInput::Halves(_) => {
-                return Err(format!("host values of the wrong type for a {ty} input"))
-            }
+            FixedInput::Host(_) | FixedInput::Halves(_) => return Err(FixedError::HostType(ty)),
             FixedInput::Device { ptr, len: have } => {
                 if have < len {
                     return Err(short(have));
@@ -263,25 +356,23 @@ impl Bound {
                 let bytes = len * if self.input_f16 { 2 } else { 4 };
                 // SAFETY: both buffers hold at least `len` values of the input's type on this
                 // device; the copy is queued on the stream the run follows.
-                unsafe { cu::memcpy_dtod_async(self.input_ptr, ptr, bytes, s) }.map_err(cu_err)?;
+                unsafe { cu::memcpy_dtod_async(self.input_ptr, ptr, bytes, s) }?;
             }
         }
         // ONNX Runtime runs on `stream` (the sessions' compute stream), after the copy.
-        self.session
-            .run_binding(&self.binding)
-            .map_err(|e| e.to_string())?;
+        self.session.run_binding(&self.binding)?;
         if self.download {
             for (o, h) in self.outs.iter_mut().zip(host.iter_mut()) {
                 if o.f16 {
                     // SAFETY: the bound output holds `halves.len()` f16 values; synchronized
                     // below before they are read.
-                    unsafe { cu::memcpy_dtoh_async(&mut o.halves, o.ptr, s) }.map_err(cu_err)?;
+                    unsafe { cu::memcpy_dtoh_async(&mut o.halves, o.ptr, s) }?;
                 } else {
                     // SAFETY: as above, f32 (`h` holds `o.len` values, checked above).
-                    unsafe { cu::memcpy_dtoh_async(&mut h[..], o.ptr, s) }.map_err(cu_err)?;
+                    unsafe { cu::memcpy_dtoh_async(&mut h[..], o.ptr, s) }?;
                 }
             }
-            stream.synchronize().map_err(cu_err)?;
+            stream.synchronize()?;
             for (o, h) in self.outs.iter().zip(host.iter_mut()).filter(|(o, _)| o.f16) {
                 for (d, &x) in h.iter_mut().zip(&o.halves) {
                     *d = f16_to_f32(x);
@@ -343,14 +434,16 @@ impl Sizes {
     /// previous ones). With a CUDA graph, a warm-up that fails (a capture broken by another
     /// thread's CUDA calls) makes the size anew without one, with a warning.
     pub fn open(&mut self, spec: &Spec, rows: usize) -> Result<Vec<OutInfo>, OnnxError> {
-        let err = |reason: String| OnnxError::Model {
+        let err = |step, source| OnnxError::Fixed {
             path: spec.model.display().to_string(),
-            reason,
+            rows,
+            step,
+            source,
         };
         let mut bound = self.bind(spec, rows, spec.options)?;
         if let Err(e) = self.warm(spec, &mut bound) {
             if !spec.options.graph {
-                return Err(err(format!("warming up batch {rows}: {e}")));
+                return Err(err(FixedStep::Warm, e));
             }
             tracing::warn!(
                 "{}: batch {rows}: capturing its CUDA graph failed ({e}): this size runs without one",
@@ -363,11 +456,8 @@ impl Sizes {
                 ..spec.options
             };
             bound = self.bind(spec, rows, plain)?;
-            self.warm(spec, &mut bound).map_err(|e| {
-                err(format!(
-                    "warming up batch {rows} (without a CUDA graph): {e}"
-                ))
-            })?;
+            self.warm(spec, &mut bound)
+                .map_err(|e| err(FixedStep::WarmPlain, e))?;
         }
         let outs = bound.outputs();
         self.bound.push(bound);
@@ -386,15 +476,17 @@ impl Sizes {
             &outputs,
             spec.download,
         )
-        .map_err(|e| OnnxError::Model {
+        .map_err(|source| OnnxError::Fixed {
             path: spec.model.display().to_string(),
-            reason: format!("batch {rows} bound to device buffers: {e}"),
+            rows,
+            step: FixedStep::Bind,
+            source,
         })
     }
 
     /// Run `bound` `spec.warm` times (on whatever its input holds): ONNX Runtime plans its
     /// shape at the first run and, with a CUDA graph, captures it at the second.
-    fn warm(&self, spec: &Spec, bound: &mut Bound) -> Result<(), String> {
+    fn warm(&self, spec: &Spec, bound: &mut Bound) -> Result<(), FixedError> {
         let mut host: Vec<Vec<f32>> = bound.outs.iter().map(|o| vec![0.0; o.len]).collect();
         for _ in 0..spec.warm {
             bound.run(&self.cuda.stream, 0, FixedInput::Host(&[]), &mut host)?;
@@ -409,8 +501,8 @@ impl Sizes {
         n: usize,
         input: FixedInput<'_>,
         host: &mut [Vec<f32>],
-    ) -> Result<(), String> {
-        let bound = self.bound.get_mut(i).ok_or("no such fixed size")?;
+    ) -> Result<(), FixedError> {
+        let bound = self.bound.get_mut(i).ok_or(FixedError::NoSize)?;
         bound.run(&self.cuda.stream, n, input, host)
     }
 }

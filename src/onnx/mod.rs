@@ -20,7 +20,7 @@ mod fixed;
 mod props;
 mod worker;
 
-pub use fixed::{FixedInput, FixedOutput};
+pub use fixed::{FixedError, FixedInput, FixedOutput, FixedStep};
 pub use props::{EpKind, OnnxProps};
 use worker::Gone;
 pub(crate) use worker::{Ticket, Worker};
@@ -53,13 +53,25 @@ pub enum OnnxError {
         /// What went wrong.
         reason: String,
     },
+    /// A fixed batch size could not be bound, warmed up or run.
+    #[error("model {path}: {}: {source}", step.describe(*rows))]
+    Fixed {
+        /// The model file.
+        path: String,
+        /// The batch size.
+        rows: usize,
+        /// What was being done with it.
+        step: FixedStep,
+        /// Why it failed.
+        source: FixedError,
+    },
 }
 
 impl crate::error::Kind for OnnxError {
     fn kind(&self) -> crate::error::ErrorKind {
         match self {
             OnnxError::Runtime { .. } => crate::error::ErrorKind::Unavailable,
-            OnnxError::Model { .. } => crate::error::ErrorKind::Model,
+            OnnxError::Model { .. } | OnnxError::Fixed { .. } => crate::error::ErrorKind::Model,
         }
     }
 }
@@ -480,7 +492,12 @@ impl Sessions {
         let (result, host) =
             ran.map_err(|g| err(format!("batch {rows}: the sessions' thread: {g}")))?;
         held.host = host;
-        result.map_err(|e| err(format!("batch {rows}: {e}")))?;
+        result.map_err(|source| OnnxError::Fixed {
+            path: path.clone(),
+            rows,
+            step: FixedStep::Run,
+            source,
+        })?;
         Ok(held
             .outs
             .iter()
