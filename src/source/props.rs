@@ -265,6 +265,32 @@ mod tests {
     }
 
     #[test]
+    fn the_declared_defaults_are_the_source_defaults() {
+        use super::super::{DEFAULT_FRAMERATE, DEFAULT_NUM_BUFFERS, DEFAULT_TEST_SIZE};
+        let test = TestProps::default().config();
+        let SourceKind::Test {
+            width,
+            height,
+            num_buffers,
+            format,
+            ..
+        } = test.kind
+        else {
+            panic!("a test source");
+        };
+        assert_eq!((width, height), DEFAULT_TEST_SIZE);
+        assert_eq!(num_buffers, DEFAULT_NUM_BUFFERS);
+        assert_eq!(format, PixelFormat::I420);
+        assert_eq!(test.framerate, DEFAULT_FRAMERATE);
+        assert_eq!(
+            super::super::app::AppProps::default().framerate,
+            DEFAULT_FRAMERATE
+        );
+        let head = HeadProps::default().settings();
+        assert_eq!((head.framerate, head.decoder, head.device), (None, None, 0));
+    }
+
+    #[test]
     fn every_test_format_is_its_pixel_format() {
         for word in TestFormat::WORDS {
             let f: TestFormat = word.parse().unwrap();
