@@ -28,7 +28,7 @@ pub const MAX_MESSAGE: usize = 1 << 20;
 /// The properties every broker sink shares, declared once: `per`, `buffer`, `flush-timeout`
 /// ([`Sending`] is what they set).
 #[derive(Debug, Clone, Copy, PartialEq, Properties)]
-pub struct SendingProps {
+pub(crate) struct SendingProps {
     /// one message per frame (its objects, also none) or per object
     #[prop(default = "frame")]
     pub per: Per,

@@ -66,7 +66,7 @@ const MAX_SECRET_FILE: u64 = 1 << 20;
 
 /// The MQTT quality of service (`qos=0|1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
-pub enum Qos {
+pub(crate) enum Qos {
     /// QoS 0: at most once.
     #[choice(name = "0")]
     AtMostOnce,
@@ -77,7 +77,7 @@ pub enum Qos {
 
 /// The `mqtt` sink's properties, declared once ([`MQTT`]).
 #[derive(Debug, Clone, PartialEq, Properties)]
-pub struct MqttProps {
+pub(crate) struct MqttProps {
     /// the broker's host name or address
     #[prop(default = "127.0.0.1")]
     pub host: String,

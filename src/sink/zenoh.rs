@@ -45,7 +45,7 @@ use crate::Error;
 
 /// How the Zenoh session takes part (`mode=peer|client`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
-pub enum ZenohMode {
+pub(crate) enum ZenohMode {
     /// A peer: talks to peers directly.
     Peer,
     /// A client of a Zenoh router.
@@ -54,7 +54,7 @@ pub enum ZenohMode {
 
 /// The `zenoh` sink's properties, declared once ([`ZENOH`]).
 #[derive(Debug, Clone, PartialEq, Properties)]
-pub struct ZenohProps {
+pub(crate) struct ZenohProps {
     /// the key expression; {stream} is replaced by the stream id
     #[prop(default = "octopipe/{stream}/objects")]
     pub key: String,

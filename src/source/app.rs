@@ -36,7 +36,7 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// The `app` source's properties, declared once ([`APP`]).
 #[derive(Debug, Clone, Copy, PartialEq, Properties)]
-pub struct AppProps {
+pub(crate) struct AppProps {
     /// nominal frames per second; sets the budget (1/framerate)
     #[prop(default = 30, positive)]
     pub framerate: f64,

@@ -64,17 +64,17 @@ use crate::stage::{Caps, Element, OpenContext, PropChoice, Properties, Role, Run
 use crate::Error;
 use pace::{Joined, Paced};
 use props::{HeadProps, ImagesProps, MediaProps, TestProps};
+use watch::{RetryProps, StallProps, WaitProps};
 
 pub use crate::stage::source::{FrameSource, SourceError, StartGate};
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
 pub use nvdec::NvdecError;
-pub use props::{DecoderProps, DeviceProps, TestFormat};
+pub(crate) use props::DecoderProps;
 pub use rtpsrc::RTP;
 pub use watch::{
-    RetryProps, StallProps, TimeoutAction, WaitProps, Watch, DEFAULT_NETWORK_RETRY,
-    DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT, DEFAULT_START_TIMEOUT,
-    DEFAULT_STREAM_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
+    TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT, DEFAULT_STREAM_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
 };
 
 /// Default frame rate for image sequences and the test source.

@@ -28,7 +28,7 @@ pub(super) const FRAMERATE: PropSpec = PropSpec::new(
 
 /// `device=`: the GPU an NVDEC decoder runs on (`media`, `rtp`, `head`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Properties)]
-pub struct DeviceProps {
+pub(crate) struct DeviceProps {
     /// with decoder=nvdec: the GPU that decodes (frames in its memory)
     #[prop(default = 0)]
     pub device: usize,
@@ -36,7 +36,7 @@ pub struct DeviceProps {
 
 /// `decoder=` and `device=` of the sources that decode (`media`, `rtp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Properties)]
-pub struct DecoderProps {
+pub(crate) struct DecoderProps {
     /// cpu: software decoders, host frames; nvdec: NVIDIA's decoders, frames stay in CUDA memory
     /// for preprocess backend=cuda (no copy); auto: nvdec when present, else cpu
     #[prop(default = "cpu")]
@@ -48,7 +48,7 @@ pub struct DecoderProps {
 
 /// The test source's pixel formats (`testsrc format=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
-pub enum TestFormat {
+pub(crate) enum TestFormat {
     /// [`PixelFormat::I420`].
     I420,
     /// [`PixelFormat::Nv12`].
@@ -86,7 +86,7 @@ fn u32_of(v: u64) -> u32 {
 
 /// The `images` source's properties ([`IMAGES`](super::IMAGES)).
 #[derive(Debug, Clone, PartialEq, Properties)]
-pub struct ImagesProps {
+pub(crate) struct ImagesProps {
     /// a folder of .jpg/.jpeg/.png files, a glob such as dir/*.jpg, or one image
     #[prop(required)]
     pub location: PathBuf,
@@ -124,7 +124,7 @@ impl ImagesProps {
 
 /// The `media` source's properties ([`MEDIA`](super::MEDIA)).
 #[derive(Debug, Clone, PartialEq, Properties)]
-pub struct MediaProps {
+pub(crate) struct MediaProps {
     /// the file or URI
     #[prop(required)]
     pub location: PathBuf,
@@ -161,7 +161,7 @@ impl MediaProps {
 
 /// The `testsrc` source's properties ([`TESTSRC`](super::TESTSRC)).
 #[derive(Debug, Clone, PartialEq, Properties)]
-pub struct TestProps {
+pub(crate) struct TestProps {
     /// videotestsrc pattern (smpte, ball, snow, ...)
     #[prop(default = "smpte")]
     pub pattern: String,
@@ -216,7 +216,7 @@ impl TestProps {
 
 /// The `head` pseudo-stage's properties ([`HEAD`](super::HEAD)).
 #[derive(Debug, Clone, PartialEq, Properties)]
-pub struct HeadProps {
+pub(crate) struct HeadProps {
     /// frames per second when the decoded stream says none: frames are numbered by time at it
     #[prop(positive)]
     pub framerate: Option<f64>,

@@ -27,7 +27,7 @@ use crate::stage::{PropChoice, Properties, Role, StageDecl};
 
 /// The encodings `rtp` takes (`encoding=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
-pub enum Encoding {
+pub(crate) enum Encoding {
     /// H.264.
     H264,
     /// H.265.
@@ -46,7 +46,7 @@ impl Encoding {
 
 /// The `rtp` source's properties, declared once ([`RTP`]).
 #[derive(Debug, Clone, PartialEq, Properties)]
-pub struct RtpProps {
+pub(crate) struct RtpProps {
     /// the local IP address to receive on (a multicast group joins it)
     #[prop(default = "0.0.0.0")]
     pub address: String,

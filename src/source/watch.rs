@@ -247,7 +247,7 @@ pub(crate) use crate::stage::source::secs;
 /// How long a source may wait for a frame, and what then: `timeout`, `timeout-action`,
 /// `start-timeout` (every GStreamer source declares them).
 #[derive(Debug, Clone, Copy, PartialEq, Properties)]
-pub struct WaitProps {
+pub(crate) struct WaitProps {
     /// seconds without a frame before the source says so (auto: 10 live/network, off for files; 0: off)
     #[prop(default = "auto", range = 0.0..)]
     pub timeout: Option<f64>,
@@ -262,7 +262,7 @@ pub struct WaitProps {
 
 /// When a file's decoder has stalled: `stall-timeout` (the sources that read files).
 #[derive(Debug, Clone, Copy, PartialEq, Properties)]
-pub struct StallProps {
+pub(crate) struct StallProps {
     /// files: seconds without a frame after the first (not held back by downstream) = stalled
     #[prop(default = 10, positive)]
     pub stall_timeout: f64,
@@ -270,7 +270,7 @@ pub struct StallProps {
 
 /// Reconnecting a network source: `retry`, `retry-interval` (the sources that can reconnect).
 #[derive(Debug, Clone, Copy, PartialEq, Properties)]
-pub struct RetryProps {
+pub(crate) struct RetryProps {
     /// reconnects in a row after an error or end of stream (auto: 3 live/network, 0 files)
     #[prop(default = "auto")]
     pub retry: Option<u64>,
