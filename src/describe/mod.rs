@@ -28,6 +28,7 @@ mod graph;
 mod queue;
 mod quote;
 mod registry;
+mod written;
 
 use std::collections::HashMap;
 
@@ -40,6 +41,7 @@ pub use queue::{
 };
 pub use quote::quote;
 pub use registry::Builtin;
+pub use written::stage_text;
 
 use crate::description::error_at;
 pub use crate::description::{closest, DescribeError, Description, Prop, Span, StageDesc};

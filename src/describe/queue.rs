@@ -2,9 +2,8 @@
 //! the `queue` pseudo-stage that sets the edge it stands on. The runner (`crate::pipeline`, which
 //! re-exports these) makes the channels.
 
-use crate::description::DescribeError;
 use crate::error::PipelineError;
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
+use crate::stage::{Element, OpenContext, PropChoice, Properties, Role, Running, StageDecl};
 use crate::Error;
 
 /// Default capacity of every edge of a file pipeline.
@@ -30,8 +29,8 @@ pub const DEFAULT_LIVE_COLLECTOR_QUEUE: usize = 2;
 /// than a frame interval); frames that will be late are the batch stage's `late` policy's.
 pub const DEFAULT_LIVE_BATCH_QUEUE: usize = 4;
 
-/// What an edge does when it is full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What an edge does when it is full (`queue policy=block|drop-oldest`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 pub enum EdgePolicy {
     /// The upstream stage waits (file input: nothing is lost).
     #[default]
@@ -73,13 +72,16 @@ impl Queue {
     };
 }
 
-/// The `queue` stage's settings: what it sets on the edge it stands on (unset: the pipeline's
-/// file or live default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The `queue` stage's settings, its properties declared once ([`QUEUE`]): what it sets on
+/// the edge it stands on (unset: the pipeline's file or live default, which `inspect` shows as
+/// the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Properties)]
 pub struct QueueSettings {
-    /// Capacity.
+    /// frames or batches the edge holds before its policy applies
+    #[prop(default = "4 (live: 1 frame; batches 4)", value = None, positive)]
     pub size: Option<usize>,
-    /// Policy.
+    /// when full: the upstream stage waits, or the oldest item is dropped and counted
+    #[prop(default = "block (live frames: drop-oldest)", value = None)]
     pub policy: Option<EdgePolicy>,
 }
 
@@ -104,31 +106,8 @@ pub const QUEUE: StageDecl = StageDecl {
     name: "queue",
     role: Role::Edge,
     doc: "sets the capacity and policy of the edge it stands on (between two stages)",
-    props: &[
-        PropSpec::new(
-            "size",
-            PropType::POSITIVE,
-            "4 (live: 1 frame; batches 4)",
-            "frames or batches the edge holds before its policy applies",
-        ),
-        PropSpec::new(
-            "policy",
-            PropType::Choice(&["block", "drop-oldest"]),
-            "block (live frames: drop-oldest)",
-            "when full: the upstream stage waits, or the oldest item is dropped and counted",
-        ),
-    ],
+    props: QueueSettings::PROPS,
     needs: &[],
     provides: &[],
-    make: make_queue,
+    make: |p| Ok(Box::new(QueueSettings::from_props(p)?)),
 };
-
-fn make_queue(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    Ok(Box::new(QueueSettings {
-        size: p.usize("size"),
-        policy: p.str("policy").map(|s| match s {
-            "drop-oldest" => EdgePolicy::DropOldest,
-            _ => EdgePolicy::Block,
-        }),
-    }))
-}

@@ -15,7 +15,7 @@ use super::message::{Delivery, Messages, Per};
 use super::SinkError;
 use crate::batch::CropBatch;
 use crate::budget::Tally;
-use crate::stage::{PropSpec, PropType, Props, Stage};
+use crate::stage::{Properties, Stage};
 use crate::Error;
 
 /// Default seconds of each stream's messages held while the receiver is away or slow.
@@ -25,38 +25,21 @@ pub const DEFAULT_BUFFER: Duration = Duration::from_secs(10);
 /// is dropped and counted.
 pub const MAX_MESSAGE: usize = 1 << 20;
 
-/// `per=frame|object`, a property of every broker sink.
-pub(crate) const PER: PropSpec = PropSpec::new(
-    "per",
-    PropType::Choice(&["frame", "object"]),
-    "frame",
-    "one message per frame (its objects, also none) or per object",
-);
-
-/// `buffer=SECONDS`, a property of every broker sink.
-pub(crate) const BUFFER: PropSpec = PropSpec::new(
-    "buffer",
-    PropType::Float {
-        min: 0.0,
-        max: 3600.0,
-        open_min: true,
-    },
-    "10",
-    "seconds of each stream's messages held while the receiver is away or slow; older ones are \
-     dropped and counted",
-);
-
-/// `flush-timeout=SECONDS`, a property of every broker sink.
-pub(crate) const FLUSH_TIMEOUT: PropSpec = PropSpec::new(
-    "flush-timeout",
-    PropType::Float {
-        min: 0.0,
-        max: 3600.0,
-        open_min: false,
-    },
-    "3",
-    "seconds the end of the stream waits for held messages to be delivered",
-);
+/// The properties every broker sink shares, declared once: `per`, `buffer`, `flush-timeout`
+/// ([`Sending`] is what they set).
+#[derive(Debug, Clone, Copy, PartialEq, Properties)]
+pub(crate) struct SendingProps {
+    /// one message per frame (its objects, also none) or per object
+    #[prop(default = "frame")]
+    pub per: Per,
+    /// seconds of each stream's messages held while the receiver is away or slow; older ones are
+    /// dropped and counted
+    #[prop(default = 10, range = 0.0..=3600.0, positive)]
+    pub buffer: f64,
+    /// seconds the end of the stream waits for held messages to be delivered
+    #[prop(default = 3, range = 0.0..=3600.0)]
+    pub flush_timeout: f64,
+}
 
 /// How a broker sink hands its messages over: its properties `per`, `buffer`, `flush-timeout`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -70,18 +53,12 @@ pub struct Sending {
     pub flush_timeout: Duration,
 }
 
-impl Sending {
-    /// From a broker sink's properties.
-    pub(crate) fn from_props(p: &Props) -> Sending {
+impl From<SendingProps> for Sending {
+    fn from(p: SendingProps) -> Sending {
         Sending {
-            per: match p.str("per") {
-                Some("object") => Per::Object,
-                _ => Per::Frame,
-            },
-            buffer: p
-                .float("buffer")
-                .map_or(DEFAULT_BUFFER, Duration::from_secs_f64),
-            flush_timeout: Duration::from_secs_f64(p.float("flush-timeout").unwrap_or(3.0)),
+            per: p.per,
+            buffer: Duration::from_secs_f64(p.buffer),
+            flush_timeout: Duration::from_secs_f64(p.flush_timeout),
         }
     }
 }

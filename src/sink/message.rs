@@ -19,8 +19,8 @@ use crate::batch::CropBatch;
 /// or goes away (fields may be added within a version).
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// What one message carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What one message carries (`per=frame|object`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, crate::stage::PropChoice)]
 #[non_exhaustive]
 pub enum Per {
     /// A frame with all its objects (also a frame with none).

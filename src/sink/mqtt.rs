@@ -28,6 +28,7 @@
 //! The default client id is unique per host and process: `octopipe-HOST-PID-RANDOM` (two
 //! sinks with one id take the broker's session from each other).
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -39,12 +40,12 @@ use rumqttc::{
 };
 
 use super::backlog::Backlog;
-use super::broker::{BrokerSink, Sending, Transport, BUFFER, FLUSH_TIMEOUT, MAX_MESSAGE, PER};
+use super::broker::{BrokerSink, Sending, SendingProps, Transport, MAX_MESSAGE};
 use super::message::{Delivery, Topic};
 use super::SinkError;
 use crate::budget::Tally;
 use crate::description::DescribeError;
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
+use crate::stage::{Element, OpenContext, PropChoice, Properties, Props, Role, Running, StageDecl};
 use crate::Error;
 
 /// First wait before connecting again; it doubles up to [`MAX_BACKOFF`].
@@ -63,58 +64,61 @@ const SYSTEM_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// The largest PEM or password file read.
 const MAX_SECRET_FILE: u64 = 1 << 20;
 
+/// The MQTT quality of service (`qos=0|1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+pub(crate) enum Qos {
+    /// QoS 0: at most once.
+    #[choice(name = "0")]
+    AtMostOnce,
+    /// QoS 1: at least once (sent again until acknowledged).
+    #[choice(name = "1")]
+    AtLeastOnce,
+}
+
+/// The `mqtt` sink's properties, declared once ([`MQTT`]).
+#[derive(Debug, Clone, PartialEq, Properties)]
+pub(crate) struct MqttProps {
+    /// the broker's host name or address
+    #[prop(default = "127.0.0.1")]
+    pub host: String,
+    /// the broker's port
+    #[prop(default = 1883, range = 1..=65535)]
+    pub port: u16,
+    /// the topic; {stream} is replaced by the stream id
+    #[prop(default = "octopipe/{stream}/objects")]
+    pub topic: String,
+    /// 0: at most once; 1: at least once (sent again until acknowledged)
+    #[prop(default = "1")]
+    pub qos: Qos,
+    /// the MQTT client id (unique per broker)
+    #[prop(default = "octopipe-HOST-PID-RANDOM", value = None)]
+    pub client_id: Option<String>,
+    /// TLS (rustls): the broker's certificate is checked
+    #[prop(default = false)]
+    pub tls: bool,
+    /// with tls: the CA certificates (PEM) the broker's is checked against (default: the system's)
+    pub ca_file: Option<PathBuf>,
+    /// with tls: this station's certificate (PEM)
+    pub cert_file: Option<PathBuf>,
+    /// with tls: this station's private key (PEM)
+    pub key_file: Option<PathBuf>,
+    /// the user name to connect as
+    pub username: Option<String>,
+    /// with username: a file whose first line is the password
+    pub password_file: Option<PathBuf>,
+    /// with username: the environment variable holding the password
+    pub password_env: Option<String>,
+    /// `per=`, `buffer=`, `flush-timeout=`.
+    #[prop(flatten)]
+    pub sending: SendingProps,
+}
+
 /// `mqtt host=... port=... topic=... qos=0|1`.
 pub const MQTT: StageDecl = StageDecl {
     name: "mqtt",
     role: Role::Sink,
     doc: "one JSON message per frame (or object) to an MQTT broker (TLS, credentials); never waits for it",
-    props: &[
-        PropSpec::new("host", PropType::Str, "127.0.0.1", "the broker's host name or address"),
-        PropSpec::new("port", PropType::Int { min: 1, max: 65535 }, "1883", "the broker's port"),
-        PropSpec::new(
-            "topic",
-            PropType::Str,
-            "octopipe/{stream}/objects",
-            "the topic; {stream} is replaced by the stream id",
-        ),
-        PropSpec::new(
-            "qos",
-            PropType::Choice(&["0", "1"]),
-            "1",
-            "0: at most once; 1: at least once (sent again until acknowledged)",
-        ),
-        PropSpec::new(
-            "client-id",
-            PropType::Str,
-            "octopipe-HOST-PID-RANDOM",
-            "the MQTT client id (unique per broker)",
-        ),
-        PropSpec::new("tls", PropType::Bool, "false", "TLS (rustls): the broker's certificate is checked"),
-        PropSpec::new(
-            "ca-file",
-            PropType::Path,
-            "-",
-            "with tls: the CA certificates (PEM) the broker's is checked against (default: the system's)",
-        ),
-        PropSpec::new("cert-file", PropType::Path, "-", "with tls: this station's certificate (PEM)"),
-        PropSpec::new("key-file", PropType::Path, "-", "with tls: this station's private key (PEM)"),
-        PropSpec::new("username", PropType::Str, "-", "the user name to connect as"),
-        PropSpec::new(
-            "password-file",
-            PropType::Path,
-            "-",
-            "with username: a file whose first line is the password",
-        ),
-        PropSpec::new(
-            "password-env",
-            PropType::Str,
-            "-",
-            "with username: the environment variable holding the password",
-        ),
-        PER,
-        BUFFER,
-        FLUSH_TIMEOUT,
-    ],
+    props: MqttProps::PROPS,
     needs: &[Role::Boxes, Role::Batch],
     provides: &[],
     make: make_mqtt,
@@ -172,57 +176,60 @@ pub struct MqttConfig {
 }
 
 /// The bytes of a file of a property, bounded.
-fn read_file(p: &Props, key: &str, path: &str) -> Result<Vec<u8>, DescribeError> {
-    crate::files::read_bounded(std::path::Path::new(path), MAX_SECRET_FILE)
-        .map_err(|e| p.error(key, format!("mqtt: {key} '{path}': {e}")))
+fn read_file(p: &Props, key: &str, path: &Path) -> Result<Vec<u8>, DescribeError> {
+    crate::files::read_bounded(path, MAX_SECRET_FILE)
+        .map_err(|e| p.error(key, format!("mqtt: {key} '{}': {e}", path.display())))
 }
 
+/// [`MqttProps`], then the checks across them and the files they name (read now, so a missing
+/// certificate is a description error).
 fn make_mqtt(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    let topic = p.str("topic").unwrap_or("octopipe/{stream}/objects");
-    let topic = Topic::parse(topic, &['+', '#']).map_err(|e| p.error("topic", e))?;
-    let host = p.str("host").unwrap_or("127.0.0.1").to_string();
-    if host.is_empty() {
+    let m = MqttProps::from_props(p)?;
+    let topic = Topic::parse(&m.topic, &['+', '#']).map_err(|e| p.error("topic", e))?;
+    if m.host.is_empty() {
         return Err(p.error("host", "a host name or address is needed"));
     }
-    let client_id = p.given("client-id").map(String::from);
-    if client_id.as_deref() == Some("") {
+    if m.client_id.as_deref() == Some("") {
         return Err(p.error(
             "client-id",
             "an empty client id: leave it out for a unique one",
         ));
     }
-    let tls = match p.bool("tls").unwrap_or(false) {
-        true => Some(tls_files(p)?),
+    let tls = match m.tls {
+        true => Some(tls_files(p, &m)?),
         false => {
-            if let Some(key) = ["ca-file", "cert-file", "key-file"]
-                .into_iter()
-                .find(|k| p.given(k).is_some())
-            {
+            let given = [
+                ("ca-file", &m.ca_file),
+                ("cert-file", &m.cert_file),
+                ("key-file", &m.key_file),
+            ];
+            if let Some((key, _)) = given.into_iter().find(|(_, v)| v.is_some()) {
                 return Err(p.error(key, format!("{key} needs tls=true")));
             }
             None
         }
     };
+    let credentials = credentials(p, &m)?;
     Ok(Box::new(MqttConfig {
-        host,
-        port: p.int("port").map_or(1883, |v| v as u16),
+        host: m.host,
+        port: m.port,
         topic,
-        at_least_once: p.str("qos") != Some("0"),
-        client_id,
+        at_least_once: m.qos == Qos::AtLeastOnce,
+        client_id: m.client_id,
         tls,
-        credentials: credentials(p)?,
-        sending: Sending::from_props(p),
+        credentials,
+        sending: m.sending.into(),
     }))
 }
 
-fn tls_files(p: &Props) -> Result<TlsFiles, DescribeError> {
-    let ca = match p.given("ca-file") {
+fn tls_files(p: &Props, m: &MqttProps) -> Result<TlsFiles, DescribeError> {
+    let ca = match &m.ca_file {
         Some(path) => read_file(p, "ca-file", path)?,
-        None => crate::files::read_bounded(std::path::Path::new(SYSTEM_CA), 16 << 20).map_err(|e| {
+        None => crate::files::read_bounded(Path::new(SYSTEM_CA), 16 << 20).map_err(|e| {
             p.error("tls", format!("mqtt: tls=true without ca-file: the system's CA certificates ({SYSTEM_CA}): {e}; give ca-file=PEM"))
         })?,
     };
-    let client = match (p.given("cert-file"), p.given("key-file")) {
+    let client = match (&m.cert_file, &m.key_file) {
         (Some(cert), Some(key)) => Some((
             read_file(p, "cert-file", cert)?,
             read_file(p, "key-file", key)?,
@@ -236,9 +243,8 @@ fn tls_files(p: &Props) -> Result<TlsFiles, DescribeError> {
 
 /// User name and password: the password from a file or an environment variable, never from
 /// the description itself (which is logged and shown).
-fn credentials(p: &Props) -> Result<Option<(String, Secret)>, DescribeError> {
-    let user = p.given("username");
-    let password = match (p.given("password-file"), p.given("password-env")) {
+fn credentials(p: &Props, m: &MqttProps) -> Result<Option<(String, Secret)>, DescribeError> {
+    let password = match (&m.password_file, &m.password_env) {
         (Some(_), Some(_)) => {
             return Err(p.error(
                 "password-env",
@@ -250,7 +256,7 @@ fn credentials(p: &Props) -> Result<Option<(String, Secret)>, DescribeError> {
             let text = String::from_utf8(bytes).map_err(|_| {
                 p.error(
                     "password-file",
-                    format!("mqtt: password-file '{path}': not UTF-8 text"),
+                    format!("mqtt: password-file '{}': not UTF-8 text", path.display()),
                 )
             })?;
             Some(text.lines().next().unwrap_or("").to_string())
@@ -263,8 +269,8 @@ fn credentials(p: &Props) -> Result<Option<(String, Secret)>, DescribeError> {
         })?),
         (None, None) => None,
     };
-    match (user, password) {
-        (Some(u), password) => Ok(Some((u.to_string(), Secret(password.unwrap_or_default())))),
+    match (&m.username, password) {
+        (Some(u), password) => Ok(Some((u.clone(), Secret(password.unwrap_or_default())))),
         (None, Some(_)) => Err(p.error("username", "a password needs username=")),
         (None, None) => Ok(None),
     }
@@ -545,5 +551,15 @@ mod tests {
             "{a}"
         );
         assert_eq!(format!("{:?}", Secret("hunter2".into())), "Secret(***)");
+    }
+
+    #[test]
+    fn the_broker_sinks_default_sending_is_the_declared_one() {
+        let d = Sending::from(SendingProps::default());
+        assert_eq!(d.per, super::super::message::Per::Frame);
+        assert_eq!(d.buffer, super::super::DEFAULT_BUFFER);
+        assert_eq!(d.flush_timeout, Duration::from_secs(3));
+        let m = MqttProps::default();
+        assert_eq!((m.port, m.qos, m.client_id), (1883, Qos::AtLeastOnce, None));
     }
 }

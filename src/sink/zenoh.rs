@@ -35,54 +35,52 @@ use ::zenoh::qos::CongestionControl;
 use ::zenoh::Wait;
 
 use super::backlog::Backlog;
-use super::broker::{BrokerSink, Sending, Transport, BUFFER, FLUSH_TIMEOUT, PER};
+use super::broker::{BrokerSink, Sending, SendingProps, Transport};
 use super::message::{Delivery, Topic};
 use super::SinkError;
 use crate::budget::Tally;
 use crate::description::DescribeError;
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl};
+use crate::stage::{Element, OpenContext, PropChoice, Properties, Props, Role, Running, StageDecl};
 use crate::Error;
+
+/// How the Zenoh session takes part (`mode=peer|client`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+pub(crate) enum ZenohMode {
+    /// A peer: talks to peers directly.
+    Peer,
+    /// A client of a Zenoh router.
+    Client,
+}
+
+/// The `zenoh` sink's properties, declared once ([`ZENOH`]).
+#[derive(Debug, Clone, PartialEq, Properties)]
+pub(crate) struct ZenohProps {
+    /// the key expression; {stream} is replaced by the stream id
+    #[prop(default = "octopipe/{stream}/objects")]
+    pub key: String,
+    /// a peer (talks to peers directly) or a client of a Zenoh router
+    #[prop(default = "peer")]
+    pub mode: ZenohMode,
+    /// endpoints to connect to, comma-separated (tcp/127.0.0.1:7447)
+    #[prop(value = Vec::new())]
+    pub connect: Vec<String>,
+    /// endpoints to listen on, comma-separated (tcp/0.0.0.0:7447)
+    #[prop(value = Vec::new())]
+    pub listen: Vec<String>,
+    /// also find peers and routers on the LAN by multicast scouting
+    #[prop(default = false)]
+    pub scouting: bool,
+    /// `per=`, `buffer=`, `flush-timeout=`.
+    #[prop(flatten)]
+    pub sending: SendingProps,
+}
 
 /// `zenoh key=... connect=... listen=...`.
 pub const ZENOH: StageDecl = StageDecl {
     name: "zenoh",
     role: Role::Sink,
     doc: "the mqtt sink's JSON messages on Zenoh key expressions, peer to peer; never waits",
-    props: &[
-        PropSpec::new(
-            "key",
-            PropType::Str,
-            "octopipe/{stream}/objects",
-            "the key expression; {stream} is replaced by the stream id",
-        ),
-        PropSpec::new(
-            "mode",
-            PropType::Choice(&["peer", "client"]),
-            "peer",
-            "a peer (talks to peers directly) or a client of a Zenoh router",
-        ),
-        PropSpec::new(
-            "connect",
-            PropType::List,
-            "-",
-            "endpoints to connect to, comma-separated (tcp/127.0.0.1:7447)",
-        ),
-        PropSpec::new(
-            "listen",
-            PropType::List,
-            "-",
-            "endpoints to listen on, comma-separated (tcp/0.0.0.0:7447)",
-        ),
-        PropSpec::new(
-            "scouting",
-            PropType::Bool,
-            "false",
-            "also find peers and routers on the LAN by multicast scouting",
-        ),
-        PER,
-        BUFFER,
-        FLUSH_TIMEOUT,
-    ],
+    props: ZenohProps::PROPS,
     needs: &[Role::Boxes, Role::Batch],
     provides: &[],
     make: make_zenoh,
@@ -105,16 +103,18 @@ pub struct ZenohConfig {
     pub sending: Sending,
 }
 
+/// [`ZenohProps`], then the checks across them (someone to talk to, TCP endpoints, a session
+/// configuration Zenoh takes).
 fn make_zenoh(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
-    let key = p.str("key").unwrap_or("octopipe/{stream}/objects");
-    let key = Topic::parse(key, &['*', '$', '?', '#']).map_err(|e| p.error("key", e))?;
+    let z = ZenohProps::from_props(p)?;
+    let key = Topic::parse(&z.key, &['*', '$', '?', '#']).map_err(|e| p.error("key", e))?;
     let config = ZenohConfig {
         key,
-        client: p.str("mode") == Some("client"),
-        connect: p.list("connect").unwrap_or_default(),
-        listen: p.list("listen").unwrap_or_default(),
-        scouting: p.bool("scouting").unwrap_or(false),
-        sending: Sending::from_props(p),
+        client: z.mode == ZenohMode::Client,
+        connect: z.connect,
+        listen: z.listen,
+        scouting: z.scouting,
+        sending: z.sending.into(),
     };
     if config.connect.is_empty() && config.listen.is_empty() && !config.scouting {
         return Err(p.error(

@@ -23,43 +23,42 @@ use crossbeam_channel::{
     bounded, Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError,
 };
 
-use super::{FrameSource, SourceError, DEFAULT_FRAMERATE};
+use super::{FrameSource, SourceError};
 use crate::boxes::clip_box;
 use crate::frame::{
     Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, PixelFormat, PooledBuf, SkipReason,
 };
-use crate::stage::{Element, OpenContext, PropSpec, PropType, Role, Running, StageDecl};
+use crate::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
 use crate::Error;
 
 /// How long a blocked push or a waiting source looks again at whether the other side is gone.
 const POLL: Duration = Duration::from_millis(50);
+
+/// The `app` source's properties, declared once ([`APP`]).
+#[derive(Debug, Clone, Copy, PartialEq, Properties)]
+pub(crate) struct AppProps {
+    /// nominal frames per second; sets the budget (1/framerate)
+    #[prop(default = 30, positive)]
+    pub framerate: f64,
+    /// a live feed: the edges drop the oldest frame instead of making push wait
+    #[prop(default = false)]
+    pub live: bool,
+}
 
 /// `app`: frames pushed by the application.
 pub const APP: StageDecl = StageDecl {
     name: "app",
     role: Role::Source,
     doc: "frames (and their boxes) pushed by the application: Pipeline::app_source",
-    props: &[
-        PropSpec::new(
-            "framerate",
-            PropType::POSITIVE_FLOAT,
-            "30",
-            "nominal frames per second; sets the budget (1/framerate)",
-        ),
-        PropSpec::new(
-            "live",
-            PropType::Bool,
-            "false",
-            "a live feed: the edges drop the oldest frame instead of making push wait",
-        ),
-    ],
+    props: AppProps::PROPS,
     needs: &[],
     provides: &[Role::Boxes],
     make: |p| {
+        let a = AppProps::from_props(p)?;
         Ok(Box::new(AppSourceSettings::new(
             p.given("name").unwrap_or("app"),
-            p.float("framerate").unwrap_or(DEFAULT_FRAMERATE),
-            p.bool("live").unwrap_or(false),
+            a.framerate,
+            a.live,
         )))
     },
 };

@@ -48,6 +48,7 @@ mod launch;
 mod media;
 mod nvdec;
 mod pace;
+mod props;
 mod rtp;
 mod rtpsrc;
 mod test;
@@ -56,21 +57,20 @@ mod watch;
 
 use std::time::Duration;
 
-use crate::description::DescribeError;
 use crate::files::RunPath;
 use crate::frame::{BufferPool, PixelFormat};
 use crate::preprocess::PreprocessConfig;
-use crate::stage::{
-    Caps, Element, OpenContext, PropSpec, PropType, Props, Role, Running, StageDecl,
-};
+use crate::stage::{Caps, Element, OpenContext, PropChoice, Properties, Role, Running, StageDecl};
 use crate::Error;
 use pace::{Joined, Paced};
-use watch::{RETRY, RETRY_INTERVAL, STALL_TIMEOUT, START_TIMEOUT, TIMEOUT, TIMEOUT_ACTION};
+use props::{HeadProps, ImagesProps, MediaProps, TestProps};
+use watch::{RetryProps, StallProps, WaitProps};
 
 pub use crate::stage::source::{FrameSource, SourceError, StartGate};
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
 pub use gst::GstSource;
 pub use nvdec::NvdecError;
+pub(crate) use props::DecoderProps;
 pub use rtpsrc::RTP;
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
@@ -127,7 +127,7 @@ pub enum SourceKind {
 }
 
 /// Which decoders a `media` source uses (`decoder=cpu|nvdec|auto`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 #[non_exhaustive]
 pub enum Decoder {
     /// Software decoders, never NVIDIA's: frames in host memory, read by every stage.
@@ -329,68 +329,16 @@ fn image_inputs(location: &str) -> Vec<RunPath> {
         .collect()
 }
 
-const LIVE: PropSpec = PropSpec::new(
-    "live",
-    PropType::Bool,
-    "false",
-    "release frames at their presentation time (a live-rate stream)",
-);
-const FRAMERATE: PropSpec = PropSpec::new(
-    "framerate",
-    PropType::POSITIVE_FLOAT,
-    "30",
-    "frames per second; also sets the budget (1/framerate)",
-);
-
 /// `images location=DIR framerate=30`: JPEG/PNG images in file-name order.
 pub const IMAGES: StageDecl = StageDecl {
     name: "images",
     role: Role::Source,
     doc: "JPEG/PNG images in file-name order, decoded by GStreamer",
-    props: &[
-        PropSpec::new(
-            "location",
-            PropType::Path,
-            "-",
-            "a folder of .jpg/.jpeg/.png files, a glob such as dir/*.jpg, or one image",
-        ),
-        FRAMERATE,
-        PropSpec::new(
-            "loop",
-            PropType::POSITIVE,
-            "1",
-            "play the images this many times (pts and frame numbers go on)",
-        ),
-        LIVE,
-        TIMEOUT,
-        TIMEOUT_ACTION,
-        START_TIMEOUT,
-        STALL_TIMEOUT,
-    ],
+    props: ImagesProps::PROPS,
     needs: &[],
     provides: &[],
-    make: |p| {
-        let location = p.required("location")?.to_string();
-        source_config(p, SourceKind::Images { location })
-    },
+    make: |p| Ok(Box::new(ImagesProps::from_props(p)?.config())),
 };
-
-/// `decoder=cpu|nvdec|auto`.
-const DECODER: PropSpec = PropSpec::new(
-    "decoder",
-    PropType::Choice(&["cpu", "nvdec", "auto"]),
-    "cpu",
-    "cpu: software decoders, host frames; nvdec: NVIDIA's decoders, frames stay in CUDA memory \
-     for preprocess backend=cuda (no copy); auto: nvdec when present, else cpu",
-);
-
-/// `device=N`.
-const DEVICE: PropSpec = PropSpec::new(
-    "device",
-    PropType::COUNT,
-    "0",
-    "with decoder=nvdec: the GPU that decodes (frames in its memory)",
-);
 
 /// `media location=FILE|URI`: any media through decodebin.
 pub const MEDIA: StageDecl = StageDecl {
@@ -398,24 +346,10 @@ pub const MEDIA: StageDecl = StageDecl {
     role: Role::Source,
     doc: "any media file or URI through GStreamer's decodebin, delivered as I420/NV12 \
           (decoder=nvdec: NV12 in CUDA memory)",
-    props: &[
-        PropSpec::new("location", PropType::Path, "-", "the file or URI"),
-        DECODER,
-        DEVICE,
-        LIVE,
-        TIMEOUT,
-        TIMEOUT_ACTION,
-        START_TIMEOUT,
-        STALL_TIMEOUT,
-        RETRY,
-        RETRY_INTERVAL,
-    ],
+    props: MediaProps::PROPS,
     needs: &[],
     provides: &[],
-    make: |p| {
-        let location = p.required("location")?.to_string();
-        source_config(p, SourceKind::Media { location })
-    },
+    make: |p| Ok(Box::new(MediaProps::from_props(p)?.config())),
 };
 
 /// `testsrc`: GStreamer's videotestsrc.
@@ -423,104 +357,20 @@ pub const TESTSRC: StageDecl = StageDecl {
     name: "testsrc",
     role: Role::Source,
     doc: "GStreamer videotestsrc",
-    props: &[
-        PropSpec::new(
-            "pattern",
-            PropType::Str,
-            "smpte",
-            "videotestsrc pattern (smpte, ball, snow, ...)",
-        ),
-        PropSpec::new("width", PropType::POSITIVE, "1280", "frame width"),
-        PropSpec::new("height", PropType::POSITIVE, "720", "frame height"),
-        PropSpec::new(
-            "num-buffers",
-            PropType::POSITIVE,
-            "90",
-            "frames before end of stream",
-        ),
-        PropSpec::new(
-            "format",
-            PropType::Choice(&["i420", "nv12", "rgb", "bgr", "rgba", "bgra", "gray16"]),
-            "i420",
-            "pixel format (gray16: one 16-bit band, for tilestats)",
-        ),
-        FRAMERATE,
-        LIVE,
-        PropSpec::new(
-            "epoch",
-            PropType::Float {
-                min: 0.0,
-                max: 1e11,
-                open_min: false,
-            },
-            "-",
-            "with live=true: the UNIX time (s) frame 0 was due; the stream starts at the frame \
-             due now (num-buffers counts from frame 0), so a stream moved to another process \
-             keeps its frame numbers",
-        ),
-        TIMEOUT,
-        TIMEOUT_ACTION,
-        START_TIMEOUT,
-        STALL_TIMEOUT,
-    ],
+    props: TestProps::PROPS,
     needs: &[],
     provides: &[],
     make: |p| {
-        let dim = |k: &str| p.int(k).map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX));
-        let kind = SourceKind::Test {
-            pattern: p.str("pattern").unwrap_or("smpte").to_string(),
-            width: dim("width"),
-            height: dim("height"),
-            num_buffers: dim("num-buffers"),
-            format: match p.str("format") {
-                Some("nv12") => PixelFormat::Nv12,
-                Some("rgb") => PixelFormat::Rgb,
-                Some("bgr") => PixelFormat::Bgr,
-                Some("rgba") => PixelFormat::Rgba,
-                Some("bgra") => PixelFormat::Bgra,
-                Some("gray16") => PixelFormat::Gray16,
-                _ => PixelFormat::I420,
-            },
-        };
-        source_config(p, kind)
+        let config = TestProps::from_props(p)?.config();
+        if config.epoch.is_some() && !config.live {
+            return Err(p.error(
+                "epoch",
+                "epoch needs live=true (frames are released on the clock)",
+            ));
+        }
+        Ok(Box::new(config))
     },
 };
-
-/// The decoder a `decoder=` value names.
-fn decoder_of(value: &str) -> Decoder {
-    match value {
-        "nvdec" => Decoder::Nvdec,
-        "auto" => Decoder::Auto,
-        _ => Decoder::Cpu,
-    }
-}
-
-/// The settings every GStreamer source shares.
-fn source_config(p: &Props, kind: SourceKind) -> Result<Box<dyn Element>, DescribeError> {
-    let mut cfg = SourceConfig::new(kind);
-    if p.decl().props.iter().any(|s| s.name == "framerate") {
-        cfg.framerate = p.float("framerate").unwrap_or(DEFAULT_FRAMERATE);
-    }
-    if p.decl().props.iter().any(|s| s.name == "loop") {
-        cfg.loops = p.int("loop").map_or(DEFAULT_LOOPS, |n| n as u32);
-    }
-    cfg.live = p.bool("live").unwrap_or(false);
-    cfg.watch = Watch::from_props(p);
-    if p.decl().props.iter().any(|s| s.name == "epoch") {
-        cfg.epoch = p.float("epoch");
-    }
-    if cfg.epoch.is_some() && !cfg.live {
-        return Err(p.error(
-            "epoch",
-            "epoch needs live=true (frames are released on the clock)",
-        ));
-    }
-    if p.decl().props.iter().any(|s| s.name == "decoder") {
-        cfg.decoder = p.str("decoder").map_or(Decoder::Cpu, decoder_of);
-        cfg.device = p.usize("device").unwrap_or(0);
-    }
-    Ok(Box::new(cfg))
-}
 
 /// The `head` pseudo-stage: how the GStreamer head before it is watched and reconnected.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -550,37 +400,8 @@ pub const HEAD: StageDecl = StageDecl {
     name: "head",
     role: Role::Head,
     doc: "settings of the GStreamer head before it: timeouts, reconnects, frame rate",
-    props: &[
-        PropSpec::new(
-            "framerate",
-            PropType::POSITIVE_FLOAT,
-            "-",
-            "frames per second when the decoded stream says none: frames are numbered by time at it",
-        ),
-        PropSpec::new(
-            "decoder",
-            PropType::Choice(&["cpu", "nvdec", "auto"]),
-            "-",
-            "octopipe decodes the head's encoded stream (it ends in e.g. rtph264depay ! h264parse) \
-             with decodebin: cpu, nvdec (frames stay in CUDA memory) or auto; unset: the head \
-             decodes itself",
-        ),
-        DEVICE,
-        TIMEOUT,
-        TIMEOUT_ACTION,
-        START_TIMEOUT,
-        STALL_TIMEOUT,
-        RETRY,
-        RETRY_INTERVAL,
-    ],
+    props: HeadProps::PROPS,
     needs: &[],
     provides: &[],
-    make: |p| {
-        Ok(Box::new(HeadSettings {
-            watch: Watch::from_props(p),
-            framerate: p.float("framerate"),
-            decoder: p.str("decoder").map(decoder_of),
-            device: p.usize("device").unwrap_or(0),
-        }))
-    },
+    make: |p| Ok(Box::new(HeadProps::from_props(p)?.settings())),
 };

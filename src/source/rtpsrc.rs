@@ -22,105 +22,90 @@
 
 use std::net::IpAddr;
 
-use super::watch::{RETRY, RETRY_INTERVAL, START_TIMEOUT, TIMEOUT, TIMEOUT_ACTION};
-use super::{decoder_of, Decoder, SourceConfig, SourceKind, Watch, DECODER, DEVICE};
-use crate::stage::{PropSpec, PropType, Role, StageDecl};
+use super::{DecoderProps, RetryProps, SourceConfig, SourceKind, StallProps, WaitProps, Watch};
+use crate::stage::{PropChoice, Properties, Role, StageDecl};
 
-/// The encodings `rtp` takes: (name, RTP encoding name, depayloader, parser, software decoder).
-const ENCODINGS: &[(&str, &str, &str, &str, &str)] = &[
-    ("h264", "H264", "rtph264depay", "h264parse", "avdec_h264"),
-    ("h265", "H265", "rtph265depay", "h265parse", "avdec_h265"),
-];
+/// The encodings `rtp` takes (`encoding=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
+pub(crate) enum Encoding {
+    /// H.264.
+    H264,
+    /// H.265.
+    H265,
+}
+
+impl Encoding {
+    /// (RTP encoding name, depayloader, parser, software decoder).
+    fn elements(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        match self {
+            Encoding::H264 => ("H264", "rtph264depay", "h264parse", "avdec_h264"),
+            Encoding::H265 => ("H265", "rtph265depay", "h265parse", "avdec_h265"),
+        }
+    }
+}
+
+/// The `rtp` source's properties, declared once ([`RTP`]).
+#[derive(Debug, Clone, PartialEq, Properties)]
+pub(crate) struct RtpProps {
+    /// the local IP address to receive on (a multicast group joins it)
+    #[prop(default = "0.0.0.0")]
+    pub address: String,
+    /// the UDP port
+    #[prop(required, range = 1..=65535)]
+    pub port: u16,
+    /// the video's encoding
+    #[prop(default = "h264")]
+    pub encoding: Encoding,
+    /// the RTP payload type
+    #[prop(default = 96, range = 96..=127)]
+    pub payload: u8,
+    /// the RTP clock rate (Hz)
+    #[prop(default = 90000, range = 1..=1_000_000)]
+    pub clock_rate: u32,
+    /// milliseconds of a jitter buffer that puts packets back in order (0: none)
+    #[prop(default = 0, range = 0..=10_000)]
+    pub latency: u32,
+    /// frames per second when the stream says none: frames are numbered by time at it
+    #[prop(positive)]
+    pub framerate: Option<f64>,
+    /// `decoder=`, `device=`.
+    #[prop(flatten)]
+    pub decode: DecoderProps,
+    /// `timeout=`, `timeout-action=`, `start-timeout=`.
+    #[prop(flatten)]
+    pub wait: WaitProps,
+    /// `retry=`, `retry-interval=`.
+    #[prop(flatten)]
+    pub retry: RetryProps,
+}
 
 /// `rtp port=P encoding=h264|h265`: video over RTP on a UDP port.
 pub const RTP: StageDecl = StageDecl {
     name: "rtp",
     role: Role::Source,
     doc: "video over RTP on a UDP port (H.264/H.265), from typed properties: what a stream added over HTTP uses",
-    props: &[
-        PropSpec::new(
-            "address",
-            PropType::Str,
-            "0.0.0.0",
-            "the local IP address to receive on (a multicast group joins it)",
-        ),
-        PropSpec::new(
-            "port",
-            PropType::Int { min: 1, max: 65535 },
-            "-",
-            "the UDP port",
-        ),
-        PropSpec::new(
-            "encoding",
-            PropType::Choice(&["h264", "h265"]),
-            "h264",
-            "the video's encoding",
-        ),
-        PropSpec::new(
-            "payload",
-            PropType::Int { min: 96, max: 127 },
-            "96",
-            "the RTP payload type",
-        ),
-        PropSpec::new(
-            "clock-rate",
-            PropType::Int {
-                min: 1,
-                max: 1_000_000,
-            },
-            "90000",
-            "the RTP clock rate (Hz)",
-        ),
-        PropSpec::new(
-            "latency",
-            PropType::Int { min: 0, max: 10_000 },
-            "0",
-            "milliseconds of a jitter buffer that puts packets back in order (0: none)",
-        ),
-        PropSpec::new(
-            "framerate",
-            PropType::POSITIVE_FLOAT,
-            "-",
-            "frames per second when the stream says none: frames are numbered by time at it",
-        ),
-        DECODER,
-        DEVICE,
-        TIMEOUT,
-        TIMEOUT_ACTION,
-        START_TIMEOUT,
-        RETRY,
-        RETRY_INTERVAL,
-    ],
+    props: RtpProps::PROPS,
     needs: &[],
     provides: &[],
     make: |p| {
-        let address = p.str("address").unwrap_or("0.0.0.0");
+        let r = RtpProps::from_props(p)?;
+        let address = &r.address;
         let address: IpAddr = address
             .parse()
             .map_err(|_| p.error("address", format!("'{address}' is not an IP address")))?;
-        let port = p.required("port")?;
-        let port: u16 = port
-            .parse()
-            .map_err(|_| p.error("port", "expected a port number"))?;
-        let encoding = p.str("encoding").unwrap_or("h264");
-        let (_, name, depay, parse, decode) = ENCODINGS
-            .iter()
-            .find(|e| e.0 == encoding)
-            .copied()
-            .unwrap_or(ENCODINGS[0]);
-        let payload = p.int("payload").unwrap_or(96);
-        let clock_rate = p.int("clock-rate").unwrap_or(90_000);
-        let decoder = p.str("decoder").map_or(Decoder::Cpu, decoder_of);
+        let (name, depay, parse, decode) = r.encoding.elements();
+        let (port, payload, clock_rate) = (r.port, r.payload, r.clock_rate);
+        let decoder = r.decode.decoder;
         let mut fragment = format!(
             "udpsrc address={address} port={port} \
              caps=\"application/x-rtp,media=video,encoding-name={name},payload={payload},clock-rate={clock_rate}\""
         );
-        match p.int("latency").unwrap_or(0) {
+        match r.latency {
             0 => {}
             ms => fragment += &format!(" ! rtpjitterbuffer latency={ms}"),
         }
         fragment += &format!(" ! {depay}");
-        let cpu = decoder == Decoder::Cpu;
+        let cpu = decoder == super::Decoder::Cpu;
         fragment += &match cpu {
             true => format!(" ! {decode}"),
             false => format!(" ! {parse}"),
@@ -130,10 +115,11 @@ pub const RTP: StageDecl = StageDecl {
             decode: !cpu,
         });
         cfg.live = true;
-        cfg.watch = Watch::from_props(p);
+        // `rtp` declares no stall-timeout: a stream is never stalled, only quiet.
+        cfg.watch = Watch::of(&r.wait, &StallProps::default(), &r.retry);
         cfg.decoder = decoder;
-        cfg.device = p.usize("device").unwrap_or(0);
-        if let Some(framerate) = p.float("framerate") {
+        cfg.device = r.decode.device.device;
+        if let Some(framerate) = r.framerate {
             cfg.framerate = framerate;
             cfg.head_framerate = Some(framerate);
         }

@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::stage::{PropSpec, PropType, Props};
+use crate::stage::{PropChoice, Properties};
 
 /// Default `timeout` of live and network sources.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,8 +42,8 @@ pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(1);
 /// The longest wait between two reconnects, however many failed in a row.
 pub const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(30);
 
-/// What a source does when it has delivered nothing for its `timeout`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What a source does when it has delivered nothing for its `timeout` (`timeout-action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
 #[non_exhaustive]
 pub enum TimeoutAction {
     /// Say so (a warning, and a count in the report) and keep waiting.
@@ -94,29 +94,17 @@ impl Default for Watch {
 }
 
 impl Watch {
-    /// The settings given as properties (those a stage does not declare keep their default).
-    pub(crate) fn from_props(p: &Props) -> Watch {
-        let declared = |name: &str| p.decl().props.iter().any(|s| s.name == name);
-        let seconds = |name: &str| {
-            declared(name)
-                .then(|| p.float(name))
-                .flatten()
-                .map(Duration::from_secs_f64)
-        };
-        let d = Watch::default();
+    /// The settings of a source's property blocks; a stage that does not declare a block
+    /// passes its `Default` (the settings it leaves at their defaults).
+    pub(super) fn of(wait: &WaitProps, stall: &StallProps, retry: &RetryProps) -> Watch {
+        let seconds = Duration::from_secs_f64;
         Watch {
-            timeout: seconds("timeout"),
-            timeout_action: match declared("timeout-action").then(|| p.str("timeout-action")) {
-                Some(Some("fail")) => TimeoutAction::Fail,
-                _ => TimeoutAction::Wait,
-            },
-            start_timeout: seconds("start-timeout").or(d.start_timeout),
-            stall_timeout: seconds("stall-timeout").unwrap_or(d.stall_timeout),
-            retry: declared("retry")
-                .then(|| p.int("retry"))
-                .flatten()
-                .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-            retry_interval: seconds("retry-interval").unwrap_or(d.retry_interval),
+            timeout: wait.timeout.map(seconds),
+            timeout_action: wait.timeout_action,
+            start_timeout: wait.start_timeout.map(seconds),
+            stall_timeout: seconds(stall.stall_timeout),
+            retry: retry.retry.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            retry_interval: seconds(retry.retry_interval),
         }
     }
 
@@ -256,55 +244,40 @@ pub(super) fn backoff(interval: Duration, attempt: u32) -> Duration {
 
 pub(crate) use crate::stage::source::secs;
 
-const NON_NEGATIVE: PropType = PropType::Float {
-    min: 0.0,
-    max: f64::INFINITY,
-    open_min: false,
-};
+/// How long a source may wait for a frame, and what then: `timeout`, `timeout-action`,
+/// `start-timeout` (every GStreamer source declares them).
+#[derive(Debug, Clone, Copy, PartialEq, Properties)]
+pub(crate) struct WaitProps {
+    /// seconds without a frame before the source says so (auto: 10 live/network, off for files; 0: off)
+    #[prop(default = "auto", range = 0.0..)]
+    pub timeout: Option<f64>,
+    /// after timeout: warn and keep waiting, or fail naming the source
+    #[prop(default = "wait")]
+    pub timeout_action: TimeoutAction,
+    /// seconds to the first frame: files, for the decoder (auto: 60; decoder=nvdec: to start, no
+    /// stall before); live and network sources, from opening, reconnects included (auto: 20); 0: off
+    #[prop(default = "auto", range = 0.0..)]
+    pub start_timeout: Option<f64>,
+}
 
-/// `timeout=SECONDS`.
-pub(super) const TIMEOUT: PropSpec = PropSpec::new(
-    "timeout",
-    NON_NEGATIVE,
-    "auto",
-    "seconds without a frame before the source says so (auto: 10 live/network, off for files; 0: off)",
-);
-/// `timeout-action=wait|fail`.
-pub(super) const TIMEOUT_ACTION: PropSpec = PropSpec::new(
-    "timeout-action",
-    PropType::Choice(&["wait", "fail"]),
-    "wait",
-    "after timeout: warn and keep waiting, or fail naming the source",
-);
-/// `start-timeout=SECONDS`.
-pub(super) const START_TIMEOUT: PropSpec = PropSpec::new(
-    "start-timeout",
-    NON_NEGATIVE,
-    "auto",
-    "seconds to the first frame: files, for the decoder (auto: 60; decoder=nvdec: to start, no \
-     stall before); live and network sources, from opening, reconnects included (auto: 20); 0: off",
-);
-/// `stall-timeout=SECONDS`.
-pub(super) const STALL_TIMEOUT: PropSpec = PropSpec::new(
-    "stall-timeout",
-    PropType::POSITIVE_FLOAT,
-    "10",
-    "files: seconds without a frame after the first (not held back by downstream) = stalled",
-);
-/// `retry=N`.
-pub(super) const RETRY: PropSpec = PropSpec::new(
-    "retry",
-    PropType::COUNT,
-    "auto",
-    "reconnects in a row after an error or end of stream (auto: 3 live/network, 0 files)",
-);
-/// `retry-interval=SECONDS`.
-pub(super) const RETRY_INTERVAL: PropSpec = PropSpec::new(
-    "retry-interval",
-    PropType::POSITIVE_FLOAT,
-    "1",
-    "seconds before a reconnect; doubles with each one in a row (at most 30)",
-);
+/// When a file's decoder has stalled: `stall-timeout` (the sources that read files).
+#[derive(Debug, Clone, Copy, PartialEq, Properties)]
+pub(crate) struct StallProps {
+    /// files: seconds without a frame after the first (not held back by downstream) = stalled
+    #[prop(default = 10, positive)]
+    pub stall_timeout: f64,
+}
+
+/// Reconnecting a network source: `retry`, `retry-interval` (the sources that can reconnect).
+#[derive(Debug, Clone, Copy, PartialEq, Properties)]
+pub(crate) struct RetryProps {
+    /// reconnects in a row after an error or end of stream (auto: 3 live/network, 0 files)
+    #[prop(default = "auto")]
+    pub retry: Option<u64>,
+    /// seconds before a reconnect; doubles with each one in a row (at most 30)
+    #[prop(default = 1, positive)]
+    pub retry_interval: f64,
+}
 
 #[cfg(test)]
 mod tests {

@@ -8,8 +8,12 @@
 //!                                        set_labels(...) -> the sinks
 //!   .results()                           a Frame per frame finished: objects as the JSONL lines
 //!   .close() / .stop() / with ...:       drain / stop; the report as a dict
+//! Pipeline.from_stages([(kind, props), ...], vars)
+//!                                        a chain of stages from Python values
 //! run(description, vars) -> dict         the whole run, its report
 //! inspect(stage) -> str                  the stages and their properties
+//! properties(stage) -> [dict]            one stage's property table (name, keyword, type, ...)
+//! stage(kind, **props) -> str            a stage's text from keyword arguments, checked
 //! ```
 //!
 //! Every wait (a full pipeline, the next result or batch, the end of the run) happens with the
@@ -21,6 +25,7 @@ mod errors;
 mod image;
 mod pipeline;
 mod results;
+mod stages;
 mod tensor;
 mod wait;
 
@@ -76,13 +81,35 @@ fn run(py: Python<'_>, description: &str, vars: Option<&Bound<'_, PyDict>>) -> P
 #[pyo3(signature = (stage=None))]
 fn inspect(stage: Option<&str>) -> PyResult<String> {
     let registry = octopipe::stage::Registry::builtin();
-    registry.inspect(stage).ok_or_else(|| {
-        let name = stage.unwrap_or_default();
-        let hint = octopipe::describe::closest(name, registry.names())
-            .map(|c| format!(" (did you mean '{c}'?)"))
-            .unwrap_or_default();
-        pyo3::exceptions::PyValueError::new_err(format!("unknown stage '{name}'{hint}"))
-    })
+    registry
+        .inspect(stage)
+        .ok_or_else(|| unknown_stage(&registry, stage.unwrap_or_default()))
+}
+
+/// `ValueError` for a stage `name` that is not in `registry`, naming the closest one.
+pub(crate) fn unknown_stage(registry: &octopipe::stage::Registry, name: &str) -> PyErr {
+    let hint = octopipe::describe::closest(name, registry.names())
+        .map(|c| format!(" (did you mean '{c}'?)"))
+        .unwrap_or_default();
+    pyo3::exceptions::PyValueError::new_err(format!("unknown stage '{name}'{hint}"))
+}
+
+/// One stage's properties, as `inspect(stage)` shows them: a list with a dict per property,
+/// `name` (as a description writes it), `keyword` (as `stage()` takes it: `_` for `-`), `type`,
+/// `default` and `doc`. An unknown stage raises `ValueError` naming the closest one.
+#[pyfunction]
+fn properties(py: Python<'_>, stage: &str) -> PyResult<Vec<Py<PyDict>>> {
+    stages::properties(py, stage)
+}
+
+/// The description text of stage `kind` with these properties (`max_batch=64` is
+/// `max-batch=64`; `None` leaves one out), each checked against the stage's declared table:
+/// an unknown stage or property (naming the closest) or a value not of its type raises
+/// `DescriptionError`, with the message `octopipe run` gives for that text.
+#[pyfunction]
+#[pyo3(signature = (kind, /, **props))]
+fn stage(py: Python<'_>, kind: &str, props: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+    stages::stage_text(py, &octopipe::stage::Registry::builtin(), kind, props)
 }
 
 #[pymodule]
@@ -103,6 +130,8 @@ fn _octopipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::Tensor>()?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(properties, m)?)?;
+    m.add_function(wrap_pyfunction!(stage, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -346,11 +346,22 @@ impl Pipeline {
         description: &str,
         vars: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Pipeline> {
-        let vars = crate::vars_of(vars)?;
         let (origin, text) = octopipe::describe::load(description)
             .map_err(|e| Error::new_err(format!("cannot read pipeline file {description}: {e}")))?;
+        Pipeline::open_text(py, &origin, text, vars)
+    }
+
+    /// Build and open the pipeline of description `text` from `origin` (never read as a file
+    /// name: `from_stages`).
+    pub fn open_text(
+        py: Python<'_>,
+        origin: &str,
+        text: String,
+        vars: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Pipeline> {
+        let vars = crate::vars_of(vars)?;
         let built = py.detach(|| -> Result<octopipe::Pipeline, octopipe::Error> {
-            let desc = octopipe::describe::parse(&origin, &text, &vars)?;
+            let desc = octopipe::describe::parse(origin, &text, &vars)?;
             let graph = octopipe::describe::build_with(&desc, &Registry::builtin())?;
             octopipe::Pipeline::build(graph)
         });
@@ -397,6 +408,22 @@ impl Pipeline {
     #[pyo3(signature = (description, vars=None))]
     fn new(py: Python<'_>, description: &str, vars: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         Pipeline::open(py, description, vars)
+    }
+
+    /// A pipeline of one chain of `stages`, each a `(kind, props)` pair (`props` a dict of
+    /// property names or keywords to Python values, checked as `octopipe.stage()` checks them)
+    /// or a stage's text (`str`: what `octopipe.stage()` gives, or a description fragment such
+    /// as a GStreamer head), joined by ` ! ` into a description (never read as a file name).
+    /// `vars` fill the `${name}`s of text entries; values from dicts are written as they are.
+    #[staticmethod]
+    #[pyo3(signature = (stages, vars=None))]
+    fn from_stages(
+        py: Python<'_>,
+        stages: &Bound<'_, PyAny>,
+        vars: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let text = crate::stages::chain_text(py, stages)?;
+        Pipeline::open_text(py, octopipe::describe::COMMAND_LINE, text, vars)
     }
 
     /// An iterator of the frames as they finish (`Frame`: stream, index, pts_ms, source,

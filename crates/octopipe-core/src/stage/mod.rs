@@ -74,7 +74,9 @@ pub use downstream::Downstream;
 pub use octopipe_props_derive::{PropChoice, Properties};
 #[doc(hidden)]
 pub use props::{prop_default, props_concat, props_len};
-pub use props::{ChoiceError, PropChoice, PropSpec, PropType, PropValue, Properties, Props};
+pub use props::{
+    ChoiceError, PropChoice, PropSpec, PropType, PropValue, Properties, Props, NAME_PROP,
+};
 pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
 
 /// What travels on an edge.
@@ -269,12 +271,8 @@ impl Registry {
             }
             out += &row(p.name, &p.ty.name(), p.default, p.doc);
         }
-        out += &row(
-            "name",
-            "string",
-            "-",
-            "a name, for references: `NAME.` ends a branch feeding it",
-        );
+        let name = NAME_PROP;
+        out += &row(name.name, &name.ty.name(), name.default, name.doc);
         Some(out)
     }
 }

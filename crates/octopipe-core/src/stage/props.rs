@@ -236,6 +236,15 @@ impl PropSpec {
     }
 }
 
+/// The `name` property every stage takes besides its own (`NAME.` ends a branch feeding the
+/// stage so named): in no stage's table; `inspect` shows it last.
+pub const NAME_PROP: PropSpec = PropSpec::new(
+    "name",
+    PropType::Str,
+    "-",
+    "a name, for references: `NAME.` ends a branch feeding it",
+);
+
 /// A stage's properties declared once, as a struct: `#[derive(Properties)]` (re-exported here)
 /// makes the table, the parsing and `Default` from its fields, their types, doc comments and
 /// `#[prop(...)]` attributes (see the derive's crate, `octopipe-props-derive`):

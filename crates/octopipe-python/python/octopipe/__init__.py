@@ -11,6 +11,16 @@
 with NumPy arrays or CUDA tensors; `batches()` hands an `appinfer` stage's tensors to your own
 model (zero-copy through DLPack) and `Batch.set_labels()` sends its answer to the sinks;
 `run()` runs a whole pipeline and returns its report; `inspect()` lists the stages.
+
+Stages can also be written from Python values, checked against each stage's declared
+properties (the table `inspect()` prints; `properties()` gives it as data):
+
+    octopipe.Pipeline.from_stages([
+        ("testsrc", {"num-buffers": 30, "width": 320, "height": 240}),
+        ("boxes", dict(format="synthetic", count=4)),
+        octopipe.stage("batch", max_frames=2),
+        ("appsink", {}),
+    ])
 """
 
 import os as _os
@@ -55,7 +65,9 @@ from ._octopipe import (  # noqa: E402
     Tensor,
     __version__,
     inspect,
+    properties,
     run,
+    stage,
 )
 
 __all__ = [
@@ -72,5 +84,7 @@ __all__ = [
     "Tensor",
     "__version__",
     "inspect",
+    "properties",
     "run",
+    "stage",
 ]

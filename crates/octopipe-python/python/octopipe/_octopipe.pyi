@@ -146,6 +146,13 @@ class Pipeline:
     """A pipeline built from a description (`octopipe run`'s language), opened and ready."""
 
     def __init__(self, description: str, vars: Optional[_Vars] = None) -> None: ...
+    @staticmethod
+    def from_stages(
+        stages: Sequence[Union[str, Tuple[str, Optional[Mapping[str, Any]]]]],
+        vars: Optional[_Vars] = None,
+    ) -> "Pipeline":
+        """One chain of stages, each a `(kind, props)` pair (property names or keywords to
+        Python values, checked as `stage()` checks them) or a stage's text, joined by ` ! `."""
     def results(self) -> Results: ...
     def batches(self) -> Batches: ...
     def push(
@@ -188,3 +195,12 @@ def run(description: str, vars: Optional[_Vars] = None) -> Dict[str, Any]:
 
 def inspect(stage: Optional[str] = None) -> str:
     """The stages a description may use, or one stage's properties (`octopipe inspect`)."""
+
+def properties(stage: str) -> List[Dict[str, str]]:
+    """One stage's property table as `inspect(stage)` shows it: a dict per property with
+    `name`, `keyword` (`name` with `_` for `-`), `type`, `default` and `doc`."""
+
+def stage(kind: str, /, **props: Any) -> str:
+    """A stage's description text from keyword arguments (`max_batch=64` is `max-batch=64`;
+    None leaves one out), each checked against the stage's properties: `DescriptionError`
+    with `octopipe run`'s message for an unknown stage or property or a bad value."""
