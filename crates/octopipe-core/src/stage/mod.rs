@@ -214,6 +214,53 @@ impl fmt::Debug for StageDecl {
     }
 }
 
+impl StageDecl {
+    /// The stage's settings from `props` (`key`, `value`, as a description writes them; the
+    /// others take their declared defaults), checked as the description builder checks them:
+    /// for opening a stage outside a pipeline (a GStreamer element wrapper, a Python object,
+    /// a test) with an [`OpenContext::new`].
+    ///
+    /// ```
+    /// # use octopipe_core::stage::*;
+    /// # use octopipe_core::frame::Frame;
+    /// # use octopipe_core::Error;
+    /// # #[derive(Debug)]
+    /// # struct Pass;
+    /// # impl Stage<Frame, Frame> for Pass {
+    /// #     fn process(&mut self, f: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
+    /// #         out.push(f);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # impl Element for Pass {
+    /// #     fn open(self: Box<Self>, _: &mut OpenContext) -> Result<Running, Error> {
+    /// #         Ok(Running::stage(self))
+    /// #     }
+    /// # }
+    /// # const PASS: StageDecl = StageDecl {
+    /// #     name: "pass", role: Role::Filter(Item::FRAMES), doc: "", props: &[],
+    /// #     needs: &[], provides: &[], make: |_| Ok(Box::new(Pass)),
+    /// # };
+    /// let mut caps = Caps::default();
+    /// let mut ctx = OpenContext::new(&mut caps);
+    /// let running = PASS.element(&[])?.open(&mut ctx)?;
+    /// let mut stage = running.into_stage::<Frame, Frame>().ok().unwrap();
+    /// let mut out = Vec::new();
+    /// stage.finish(&mut out)?;
+    /// assert!(PASS.element(&[("every", "3")]).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn element(
+        &self,
+        props: &[(&str, &str)],
+    ) -> Result<Box<dyn Element>, crate::description::DescribeError> {
+        let desc = crate::description::Description::single("<element>", self.name, props);
+        let props = Props::new(&desc, &desc.stages[0], self);
+        props.check()?;
+        (self.make)(&props)
+    }
+}
+
 /// The stage kinds a description may use.
 #[derive(Debug, Clone)]
 pub struct Registry {
@@ -375,7 +422,9 @@ impl dyn Element {
     }
 }
 
-/// What a stage gets when it opens.
+/// What a stage gets when it opens: the runner's services (the report, the budget, the flags
+/// of the run). [`OpenContext::new`] makes one with defaults, for opening a stage with no
+/// pipeline around it.
 pub struct OpenContext<'a> {
     /// What stages told each other.
     pub caps: &'a mut Caps,
@@ -401,4 +450,27 @@ pub struct OpenContext<'a> {
     /// Outputs may replace earlier output (`octopipe run --force`; a sink's own `overwrite`
     /// property says so for that sink alone).
     pub overwrite: bool,
+}
+
+impl<'a> OpenContext<'a> {
+    /// A context with defaults, for opening a stage outside a pipeline (a GStreamer element
+    /// wrapper, a Python object, a test): a report of its own with no rows (its counts and
+    /// lines readable through `tally`), the default per-frame budget, no live interval,
+    /// nothing stopped or failed, a start gate of its own, and outputs that must not replace
+    /// earlier ones. Set a field to change one.
+    pub fn new(caps: &'a mut Caps) -> OpenContext<'a> {
+        let budget = crate::budget::DEFAULT_BUDGET;
+        OpenContext {
+            caps,
+            tally: Tally::new(crate::budget::Budget::new(budget, Vec::new())),
+            budget,
+            live_interval: None,
+            downstream: Arc::new(Downstream::new(budget * 2)),
+            keep_pixels: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            stopped_early: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            stream_failed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            start: Arc::new(source::StartGate::new()),
+            overwrite: false,
+        }
+    }
 }
