@@ -60,8 +60,9 @@ pub(super) fn join(threads: Vec<StageThread>, ctl: &Control, grace: Duration) ->
     }
 }
 
-/// Each node's incoming edges and outgoing edge (each of the type its stage gives, made by the
-/// stage's [`Running::edge`](crate::stage::Running::edge)), and the end of the pipeline's receiver, which takes batches.
+/// Each node's incoming edges and outgoing edge (of the type its stage gives, made by the
+/// stage's [`Running::edge`](crate::stage::Running::edge)), and the end of the pipeline's
+/// receiver, which takes batches.
 #[allow(clippy::type_complexity)]
 pub(super) fn wire(
     nodes: &[Ready],
