@@ -64,6 +64,7 @@ mod props_tests;
 mod reinfer;
 mod running;
 pub mod source;
+mod threads;
 
 use std::any::Any;
 use std::fmt;
@@ -84,7 +85,9 @@ pub use props::{ChoiceError, PropChoice, PropSpec, PropType, PropValue, Properti
 pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
 pub use running::Running;
 #[doc(hidden)]
-pub use running::{slow_call, spawn_error, wiring, working, Fail, Wires, SLOW_CALL};
+pub use running::Wires;
+#[doc(hidden)]
+pub use threads::{slow_call, spawn_error, wiring, working, Fail, SLOW_CALL};
 
 /// A stage's place in a pipeline. The role fixes what a stage takes and gives ([`Role::input`],
 /// [`Role::output`]) and the order stages must come in ([`Role::rank`]).

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::edge::{Edge, Inbox};
-use super::running::{slow_call, spawn_error, Fail};
+use super::threads::{slow_call, spawn_error, Fail};
 use super::{Payload, Stage};
 use crate::error::PipelineError;
 use crate::frame::StageSlot;

@@ -6,22 +6,22 @@
 //! output edge ([`Running::edge`]) and to start its thread between its edges
 //! ([`Running::start`]), so the channels are of the stage's own types and the runner itself
 //! names no payload (a source's frames and the end of the pipeline's batches aside). Edges of
-//! the wrong type are a [`PipelineError::Wiring`] naming the stage, what it takes and what it
-//! is fed.
+//! the wrong type are a [`PipelineError::Wiring`](crate::error::PipelineError::Wiring) naming
+//! the stage, what it takes and what it is fed.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::edge::{ports, Edge, Inbox, PortRx, PortTx};
 use super::source::FrameSource;
+use super::threads::{slow_call, spawn_error, wiring, working, Fail};
 use super::{pool, Item, Payload, Stage};
 use crate::budget::Tally;
-use crate::error::PipelineError;
 use crate::frame::{Frame, StageSlot};
 use crate::Error;
 
@@ -120,10 +120,6 @@ impl Running {
     }
 }
 
-/// Where a stage's thread reports its failure: the run's, or for a stage of one stream alone,
-/// that stream's.
-pub type Fail = Arc<dyn Fn(Error) + Send + Sync>;
-
 /// What the runner hands a stage's thread: its edges, its report row and where its failure
 /// goes.
 #[doc(hidden)]
@@ -199,17 +195,6 @@ impl<T: Payload> Launch for Pool<T> {
     }
 }
 
-/// The stage `kind` takes `takes` but is fed `fed`.
-#[doc(hidden)]
-pub fn wiring(kind: &str, takes: &str, fed: &str) -> Error {
-    PipelineError::Wiring {
-        stage: kind.to_string(),
-        takes: takes.into(),
-        fed: fed.into(),
-    }
-    .into()
-}
-
 /// The inbox of a stage taking `I`: its edges, and those of streams that join while running
 /// (only a stage taking frames). Every edge must carry `I`, and there must be one, or streams.
 fn inbox<I: Payload>(
@@ -241,44 +226,6 @@ fn inbox<I: Payload>(
 fn output<O: Payload>(kind: &str, port: PortTx) -> Result<Edge<O>, Error> {
     port.typed::<O>()
         .map_err(|p| wiring(kind, "its role's items", p.item().name()))
-}
-
-/// Run `f` with `working` set: the stage is in its own work.
-#[doc(hidden)]
-pub fn working<R>(flag: &AtomicBool, f: impl FnOnce() -> R) -> R {
-    flag.store(true, Ordering::Relaxed);
-    let r = f();
-    flag.store(false, Ordering::Relaxed);
-    r
-}
-
-/// A stage call or send at least this long is logged (target `octopipe::slow`, debug level):
-/// where a live pipeline's stalls come from.
-#[doc(hidden)]
-pub const SLOW_CALL: Duration = Duration::from_millis(10);
-
-/// Log a stage's turn that took long: `work` (its call, after the item came) or `send` (waiting
-/// for room downstream) of its `items` outputs.
-#[doc(hidden)]
-pub fn slow_call(stage: &str, work: Duration, send: Duration, items: usize) {
-    if work >= SLOW_CALL || send >= SLOW_CALL {
-        tracing::debug!(
-            target: "octopipe::slow",
-            "{stage}: call {:.1} ms, send of {items} item(s) {:.1} ms",
-            work.as_secs_f64() * 1e3,
-            send.as_secs_f64() * 1e3
-        );
-    }
-}
-
-/// The error of a thread that could not start.
-#[doc(hidden)]
-pub fn spawn_error(name: &str, e: std::io::Error) -> Error {
-    PipelineError::Spawn {
-        stage: name.to_string(),
-        source: e,
-    }
-    .into()
 }
 
 /// Start `stage` on its own thread between `rx` and `tx`; its error goes to `fail`.
