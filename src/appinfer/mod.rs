@@ -267,7 +267,7 @@ impl Element for AppInferSettings {
             tx,
             handle,
         } = *self;
-        Ok(Running::Batches(Box::new(AppInferStage {
+        Ok(Running::stage(Box::new(AppInferStage {
             tx,
             shared: handle.shared,
             classes: handle.classes,

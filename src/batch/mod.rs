@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::description::DescribeError;
 use crate::stage::{
-    Element, OpenContext, PropChoice, Properties, Props, Role, Running, Stage, StageDecl,
+    Element, OpenContext, PropChoice, Properties, Props, Reinfer, Role, Running, Stage, StageDecl,
 };
 use crate::Error;
 
@@ -200,11 +200,11 @@ impl Element for BatchConfig {
             ctx.tally.clone(),
         );
         // The classifier (opened before) says whether tracks' labels are reused.
-        let assembler = match &ctx.caps.reinfer {
+        let assembler = match ctx.caps.get::<Reinfer>() {
             Some(reinfer) => assembler.reuse_labels(reinfer),
             None => assembler,
         };
-        Ok(Running::Batcher(Box::new(assembler)))
+        Ok(Running::stage(Box::new(assembler)))
     }
 }
 

@@ -585,7 +585,7 @@ impl Stage<Frame, Frame> for BoxesStage {
 impl Element for BoxesConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         let boxes = Boxes::new(*self)?;
-        Ok(Running::Frames(Box::new(BoxesStage(
+        Ok(Running::stage(Box::new(BoxesStage(
             boxes,
             ctx.tally.clone(),
             ctx.stopped_early.clone(),

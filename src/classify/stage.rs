@@ -40,13 +40,14 @@ impl Element for ClassifyConfig {
         // Opened before the batch stage, which reads it to make no crop of reused boxes.
         let reinfer = (interval > 1).then(|| Reinfer::new(interval));
         let labels = reinfer.as_ref().map(Reinfer::labels);
-        ctx.caps.reinfer = reinfer;
+        match reinfer {
+            Some(reinfer) => ctx.caps.insert(reinfer),
+            None => ctx.caps.remove::<Reinfer>(),
+        };
         if more.is_empty() {
-            return Ok(Running::Batches(Box::new(ClassifyStage(
-                classifier, labels,
-            ))));
+            return Ok(Running::stage(Box::new(ClassifyStage(classifier, labels))));
         }
-        Ok(Running::Workers(
+        Ok(Running::workers(
             std::iter::once(classifier)
                 .chain(more)
                 .map(|c| Box::new(ClassifyStage(c, None)) as Box<dyn Stage<CropBatch, CropBatch>>)

@@ -130,7 +130,7 @@ fn chains(
 fn default_queue(live: bool, role: Role, burst: usize, into_collector: bool) -> Queue {
     match (live, role.output()) {
         (false, _) => Queue::FILE,
-        (true, Some(Item::Batches)) => Queue::LIVE_BATCHES,
+        (true, Some(item)) if item == Item::BATCHES => Queue::LIVE_BATCHES,
         // After a collector (a shared detect) live frames come in bursts: dropping all but
         // the newest of each would lose most of them; they were let in at the source's edge.
         (true, _) if burst > 1 => Queue {
@@ -207,7 +207,7 @@ impl Chain {
                 queue: QueueSettings::default(),
             });
             c.seen.push(Role::Source);
-            c.item = Some(Item::Frames);
+            c.item = Some(Item::FRAMES);
         }
         for (i, st) in stages.iter().enumerate().skip(head) {
             c.last = Span {
@@ -329,8 +329,12 @@ impl Chain {
             ));
         }
         if self.shape == Shape::Branch {
-            let joins_batch =
-                decl.role.input() == Some(Item::Batches) || decl.role.rank() >= Role::Batch.rank();
+            // A stream's stages take and give frames, up to its boxes.
+            let frames = Some(Item::FRAMES);
+            let joins_batch = decl.role != Role::Source
+                && (decl.role.input() != frames
+                    || decl.role.output() != frames
+                    || decl.role.rank() >= Role::Batch.rank());
             if self.nodes.is_empty() && decl.role != Role::Source {
                 return Err(desc.error(
                     st.span,
@@ -365,7 +369,7 @@ impl Chain {
                 ));
             }
         }
-        if self.item == Some(Item::Frames) && decl.role.input() == Some(Item::Batches) {
+        if self.item == Some(Item::FRAMES) && decl.role.input() == Some(Item::BATCHES) {
             self.implied(desc, registry, "batch", st.span)?;
         }
         if decl.needs.contains(&Role::Preprocess) && !self.seen.contains(&Role::Preprocess) {
@@ -437,7 +441,7 @@ impl Chain {
 
     /// An error unless the chain's frames have their boxes by its end.
     fn boxed(&self, desc: &Description, registry: &Registry) -> Result<(), DescribeError> {
-        if self.item == Some(Item::Frames) && !self.has_boxes {
+        if self.item == Some(Item::FRAMES) && !self.has_boxes {
             return Err(desc.error(
                 self.last,
                 format!(
@@ -454,12 +458,16 @@ impl Chain {
         let rank = self.nodes.iter().filter_map(|n| n.role.rank()).max();
         match (self.item, rank) {
             (None, _) => names(registry, |d| d.role == Role::Source),
-            (Some(Item::Frames), _) if !self.has_boxes => {
+            (Some(item), _) if item == Item::FRAMES && !self.has_boxes => {
                 names(registry, |d| d.role == Role::Boxes)
+            }
+            // An application's own payload: the stages that take it.
+            (Some(item), _) if item != Item::FRAMES && item != Item::BATCHES => {
+                names(registry, |d| d.role.input() == Some(item))
             }
             (item, rank) => names(registry, |d| {
                 let input = d.role.input();
-                let batch_ok = item == Some(Item::Frames) && input == Some(Item::Batches);
+                let batch_ok = item == Some(Item::FRAMES) && input == Some(Item::BATCHES);
                 (input == item || batch_ok)
                     && d.role.rank().is_some_and(|r| Some(r) > rank)
                     && d.role != Role::Preprocess

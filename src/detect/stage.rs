@@ -294,7 +294,7 @@ impl Element for DetectConfig {
                 "on the stage's thread"
             },
         );
-        Ok(Running::Frames(Box::new(DetectStage {
+        Ok(Running::stage(Box::new(DetectStage {
             detector,
             window: Window {
                 max_weight: max_batch,

@@ -10,7 +10,6 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::batch::{CropBatch, Downstream};
 use crate::budget::{Budget, Tally};
 use crate::frame::StageSlot;
-use crate::stage::Running;
 
 use super::{Control, Expected, Observer, Outcome, Ready};
 
@@ -77,7 +76,7 @@ impl Collector<'_> {
 pub(super) fn expected_frames(ready: &mut [Ready]) -> Arc<Expected> {
     let mut lengths = Vec::new();
     for n in ready.iter_mut() {
-        if let Running::Source(source) = &n.running {
+        if let Some(source) = n.running.as_source() {
             n.source = Some(lengths.len());
             let length = source.expected_frames();
             lengths.push(AtomicU64::new(length.unwrap_or(Expected::UNKNOWN)));

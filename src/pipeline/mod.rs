@@ -15,10 +15,8 @@
 //! forever. Nothing here knows what a stage does: only what it takes and gives.
 
 mod collect;
-mod edge;
 mod handles;
 mod paths;
-mod pool;
 mod streams;
 mod threads;
 mod wire;
@@ -35,7 +33,7 @@ use crate::budget::{Budget, Report, Tally};
 use crate::frame::{Frame, StageSlot};
 use crate::sink::Object;
 use crate::source::{AppSource, FrameSource, StartGate};
-use crate::stage::{Caps, OpenContext, Role, Running};
+use crate::stage::{Caps, Item, OpenContext, Role, Running};
 use crate::Error;
 
 pub use crate::describe::{
@@ -44,13 +42,18 @@ pub use crate::describe::{
 };
 pub use crate::error::PipelineError;
 pub use crate::files::RunPath;
-pub use edge::STREAM_REMOVED;
+pub use crate::stage::edge::STREAM_REMOVED;
 pub use paths::check as check_paths;
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
 use collect::{announce, expected_frames, finish, Collector};
 use handles::AppHandles;
-use wire::{join, spawn, wire, Rx, StageThread, Tx};
+use wire::{join, spawn, wire, StageThread};
+
+/// What the batch stage takes and gives: frames in, batches out (the batch or tiles stage, whose
+/// row the collector's estimates of the time downstream start from, and which streams added
+/// while running join).
+const BATCHER: (Option<Item>, Item) = (Some(Item::FRAMES), Item::BATCHES);
 
 /// How long a stopped run waits for the work in flight before it gives up on it, by default.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(1);
@@ -417,7 +420,7 @@ impl Pipeline {
         let expected = expected_frames(&mut ready);
         if let Ok(mut i) = control.interrupters.lock() {
             for n in &ready {
-                if let Running::Source(s) = &n.running {
+                if let Some(s) = n.running.as_source() {
                     i.push(s.interrupter());
                 }
             }
@@ -576,7 +579,7 @@ impl Pipeline {
         announce(&expected, &mut announced, &mut observers);
         let batch_slot = nodes
             .iter()
-            .find(|n| matches!(n.running, Running::Batcher(_)))
+            .find(|n| n.running.items() == BATCHER)
             .map(|n| n.slot);
         let (ends, end_rx) = match wire(&nodes, &tally) {
             Ok(w) => w,

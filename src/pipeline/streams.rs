@@ -29,13 +29,14 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 use serde::Serialize;
 
-use super::edge::{Edge, Travels, STREAM_REMOVED};
-use super::{spawn, Control, Expected, Fate, Pipeline, PipelineError, Ready, Rx, StageThread, Tx};
+use super::{spawn, Control, Expected, Fate, Pipeline, PipelineError, Ready, StageThread, BATCHER};
+use super::{EdgePolicy, STREAM_REMOVED};
 use crate::batch::Downstream;
 use crate::budget::Tally;
 use crate::frame::{Frame, StageSlot};
 use crate::source::{AppSource, AppSourceSettings, StartGate};
-use crate::stage::{Caps, Item, OpenContext, Registry, Role, Running};
+use crate::stage::edge::{PortRx, PortTx};
+use crate::stage::{Caps, Item, OpenContext, Payload, Registry, Role};
 use crate::Error;
 
 /// How a stream is removed.
@@ -189,12 +190,12 @@ impl Pipeline {
             .nodes
             .iter()
             .enumerate()
-            .filter(|&(i, n)| n.running.items().0 == Some(Item::Frames) && !fed(i));
+            .filter(|&(i, n)| n.running.items().0 == Some(Item::FRAMES) && !fed(i));
         let mut batchers = self
             .nodes
             .iter()
             .enumerate()
-            .filter(|(_, n)| matches!(n.running, Running::Batcher(_)));
+            .filter(|(_, n)| n.running.items() == BATCHER);
         let target = match (heads.next(), heads.next(), batchers.next(), batchers.next()) {
             (Some((i, _)), None, _, _) => i,
             (Some(_), Some(_), _, _) => return Err(PipelineError::NoBatchToJoin("several").into()),
@@ -205,14 +206,14 @@ impl Pipeline {
             }
         };
         let (target_row, target_kind) = (self.nodes[target].row.clone(), self.nodes[target].kind);
-        let joins_batch = matches!(self.nodes[target].running, Running::Batcher(_));
+        let joins_batch = self.nodes[target].running.items() == BATCHER;
         // A report row for every stage a stream may hold, before the joined stage's: those
         // giving frames their boxes only where the stream joins the batch stage.
         let mut rows = self.rows.clone();
         let mut at = rows.iter().position(|r| *r == target_row).unwrap_or(0);
         let before = registry.decls().iter().filter(|d| match d.role {
             Role::Boxes | Role::Track => joins_batch,
-            Role::Filter(Item::Frames) => true,
+            Role::Filter(item) => item == Item::FRAMES,
             _ => false,
         });
         for row in std::iter::once("decode").chain(before.map(|d| d.name)) {
@@ -392,22 +393,39 @@ impl Book {
         }
         ready.reverse();
         ready[0].end.retire = false;
-        let interrupt = match &ready[0].running {
-            Running::Source(source) => source.interrupter(),
-            _ => return Err(PipelineError::NoBatchToJoin("a stream with no source").into()),
+        let interrupt = match ready[0].running.as_source() {
+            Some(source) => source.interrupter(),
+            None => return Err(PipelineError::NoBatchToJoin("a stream with no source").into()),
         };
         self.tally.with(|t| t.name_stream(id, &name));
         // Its edges, the last into the stage streams join; all drop what comes once it is removed with
         // mode=drop.
         let discard = Arc::new(AtomicBool::new(false));
-        let mut edges: Vec<(Edge<Frame>, Receiver<Frame>)> = Vec::with_capacity(ready.len());
+        // A stream's stages give frames (the builder let no other stage in), so its edges are
+        // frames' edges: a removal can drop what they hold.
+        let mut edges: Vec<(PortTx, PortRx)> = Vec::with_capacity(ready.len());
+        let mut tail = None;
         for (i, r) in ready.iter().enumerate() {
             let to = ready.get(i + 1).map_or(joins, |n| n.label);
-            let (mut tx, rx) = Edge::new(r.queue, &format!("{} -> {to}", r.label), &self.tally);
+            let name = format!("{} -> {to}", r.label);
+            let drop_oldest = r.queue.policy == EdgePolicy::DropOldest;
+            let (tx, rx) = r
+                .running
+                .edge(r.queue.size, drop_oldest, &name, &self.tally);
+            let (Ok(mut tx), Ok(rx)) = (tx.typed::<Frame>(), rx.typed::<Frame>()) else {
+                return Err(PipelineError::StreamStage {
+                    stage: r.kind.to_string(),
+                    joins,
+                }
+                .into());
+            };
             tx.discard_when(discard.clone());
-            edges.push((tx, rx));
+            tail = Some(rx.clone());
+            edges.push((PortTx::new(tx), PortRx::new(rx)));
         }
-        let tail = edges[edges.len() - 1].1.clone();
+        let Some(tail) = tail else {
+            return Err(PipelineError::NoBatchToJoin("a stream with no source").into());
+        };
         let joined = match self.control.joins.lock() {
             Ok(joins) => joins.as_ref().is_some_and(|j| j.send(tail.clone()).is_ok()),
             Err(_) => false,
@@ -419,15 +437,8 @@ impl Book {
         let mut input = Vec::new();
         let mut failed = None;
         for (r, (tx, rx)) in ready.into_iter().zip(edges) {
-            let inputs = std::mem::replace(&mut input, vec![Rx::Frames(rx)]);
-            match spawn(
-                r,
-                inputs,
-                Tx::Frames(tx),
-                None,
-                &self.control,
-                &self.expected,
-            ) {
+            let inputs = std::mem::replace(&mut input, vec![rx]);
+            match spawn(r, inputs, tx, None, &self.control, &self.expected) {
                 Ok(t) => threads.push(t),
                 Err(e) => {
                     failed = Some(e);

@@ -1,28 +1,18 @@
-//! What each stage thread runs: a source's pull loop, a stage's receive-process-send loop, and
-//! what both log and report (slow calls, frames the decoder lost, thread start errors).
+//! What a source's thread runs: its pull loop, and what it logs and reports (late frames,
+//! frames the decoder lost). The other stages' threads are the core's
+//! (`octopipe_core::stage::Running::start`), of their own payload types.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crossbeam_channel::RecvTimeoutError;
-
-use super::edge::{Edge, Inbox, Travels};
-use super::{Control, Expected, Fate, PipelineError, SourceEnd};
+use super::{Control, Expected, Fate, SourceEnd};
 use crate::budget::Tally;
 use crate::frame::{Frame, StageSlot};
 use crate::source::FrameSource;
-use crate::stage::Stage;
-use crate::Error;
-
-/// Run `f` with `working` set: the stage is in its own work.
-pub(super) fn working<R>(flag: &AtomicBool, f: impl FnOnce() -> R) -> R {
-    flag.store(true, Ordering::Relaxed);
-    let r = f();
-    flag.store(false, Ordering::Relaxed);
-    r
-}
+use crate::stage::edge::Edge;
+use crate::stage::{working, SLOW_CALL};
 
 /// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
 /// full (backpressure, no drops); live input never waits: the oldest queued frame is dropped (and
@@ -104,79 +94,4 @@ pub(super) fn lost_before(frame: &Frame, lost: u64, tally: &Tally) {
             .pts
             .map_or("?".to_string(), |p| format!("{:.3} s", p.as_secs_f64())),
     );
-}
-
-/// A stage call or send at least this long is logged (target `octopipe::slow`, debug level):
-/// where a live pipeline's stalls come from.
-pub(super) const SLOW_CALL: Duration = Duration::from_millis(10);
-
-/// Log a stage's turn that took long: `work` (its call, after the item came) or `send` (waiting
-/// for room downstream) of its `items` outputs.
-pub(super) fn slow_call(stage: &str, work: Duration, send: Duration, items: usize) {
-    if work >= SLOW_CALL || send >= SLOW_CALL {
-        tracing::debug!(
-            target: "octopipe::slow",
-            "{stage}: call {:.1} ms, send of {items} item(s) {:.1} ms",
-            work.as_secs_f64() * 1e3,
-            send.as_secs_f64() * 1e3
-        );
-    }
-}
-
-/// Start `stage` on its own thread between `rx` and `tx`. Its failure fails the run, or, for a
-/// stage of one stream alone, that stream.
-pub(super) fn run_stage<I: Travels, O: Travels>(
-    name: String,
-    mut stage: Box<dyn Stage<I, O>>,
-    mut rx: Inbox<I>,
-    tx: Edge<O>,
-    slot: StageSlot,
-    (ctl, stream): (Arc<Control>, Option<(u32, Fate)>),
-    busy: Arc<AtomicBool>,
-) -> Result<thread::JoinHandle<()>, Error> {
-    let thread_name = name.clone();
-    let stage_name = name.clone();
-    let body = move || {
-        let _span =
-            tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
-        let mut out = Vec::new();
-        let result = (|| -> Result<(), Error> {
-            loop {
-                let got = rx.recv(stage.deadline());
-                let began = Instant::now();
-                match got {
-                    Ok(item) => working(&busy, || stage.process(item, &mut out))?,
-                    Err(RecvTimeoutError::Timeout) => working(&busy, || stage.timeout(&mut out))?,
-                    Err(RecvTimeoutError::Disconnected) => {
-                        working(&busy, || stage.finish(&mut out))?;
-                        tx.send_all(&mut out, slot);
-                        return Ok(());
-                    }
-                }
-                let worked = Instant::now();
-                let items = out.len();
-                if !tx.send_all(&mut out, slot) {
-                    return Ok(());
-                }
-                slow_call(&stage_name, worked - began, worked.elapsed(), items);
-            }
-        })();
-        match (result, &stream) {
-            (Ok(()), _) => {}
-            (Err(e), Some((id, fate))) => ctl.stream_failed(*id, fate, e),
-            (Err(e), None) => ctl.fail(e),
-        }
-    };
-    thread::Builder::new()
-        .name(thread_name)
-        .spawn(body)
-        .map_err(|e| spawn_error(&name, e))
-}
-
-pub(super) fn spawn_error(name: &str, e: std::io::Error) -> Error {
-    PipelineError::Spawn {
-        stage: name.to_string(),
-        source: e,
-    }
-    .into()
 }

@@ -11,12 +11,12 @@ use crossbeam_channel::Receiver;
 use crate::batch::CropBatch;
 use crate::budget::Tally;
 use crate::frame::Frame;
-use crate::stage::{Item, Running};
+use crate::stage::edge::{PortRx, PortTx};
+use crate::stage::{spawn_error, wiring, Fail, Wires};
 use crate::Error;
 
-use super::edge::{Edge, Inbox};
-use super::threads::{run_source, run_stage, spawn_error};
-use super::{pool, Control, Expected, PipelineError, Ready, JOIN_POLL};
+use super::threads::run_source;
+use super::{Control, EdgePolicy, Expected, PipelineError, Ready, JOIN_POLL};
 
 /// A stage's thread, and whether it is in its own work (a `process` call, or a source waiting
 /// for its next frame) rather than waiting on an edge.
@@ -60,68 +60,44 @@ pub(super) fn join(threads: Vec<StageThread>, ctl: &Control, grace: Duration) ->
     }
 }
 
-/// The sending end of an edge, of the type that travels on it.
-pub(super) enum Tx {
-    Frames(Edge<Frame>),
-    Batches(Edge<CropBatch>),
-}
-
-/// A receiving end.
-pub(super) enum Rx {
-    Frames(Receiver<Frame>),
-    Batches(Receiver<CropBatch>),
-}
-
-/// Each node's incoming edges and outgoing edge, and the end of the pipeline's receiver.
+/// Each node's incoming edges and outgoing edge (of the type its stage gives, made by the
+/// stage's [`Running::edge`](crate::stage::Running::edge)), and the end of the pipeline's
+/// receiver, which takes batches.
 #[allow(clippy::type_complexity)]
 pub(super) fn wire(
     nodes: &[Ready],
     tally: &Tally,
-) -> Result<(Vec<(Vec<Rx>, Tx)>, Receiver<CropBatch>), Error> {
-    let mut inputs: Vec<Vec<Rx>> = nodes.iter().map(|_| Vec::new()).collect();
+) -> Result<(Vec<(Vec<PortRx>, PortTx)>, Receiver<CropBatch>), Error> {
+    let mut inputs: Vec<Vec<PortRx>> = nodes.iter().map(|_| Vec::new()).collect();
     let mut outputs = Vec::with_capacity(nodes.len());
     let mut end = None;
     for n in nodes {
         let to = n.output.map_or("report", |j| nodes[j].label);
         let name = format!("{} -> {to}", n.label);
-        let (tx, rx) = match n.running.items().1 {
-            Item::Frames => {
-                let (tx, rx) = Edge::new(n.queue, &name, tally);
-                (Tx::Frames(tx), Rx::Frames(rx))
-            }
-            Item::Batches => {
-                let (tx, rx) = Edge::new(n.queue, &name, tally);
-                (Tx::Batches(tx), Rx::Batches(rx))
-            }
-        };
-        match (n.output, rx) {
-            (Some(j), rx) => inputs[j].push(rx),
-            (None, Rx::Batches(rx)) => end = Some(rx),
-            (None, Rx::Frames(_)) => {
-                return Err(PipelineError::Wiring {
-                    stage: "report".into(),
-                    takes: "batches".into(),
-                    fed: format!("frames by '{}'", n.kind),
+        let drop_oldest = n.queue.policy == EdgePolicy::DropOldest;
+        let (tx, rx) = n.running.edge(n.queue.size, drop_oldest, &name, tally);
+        match n.output {
+            Some(j) => inputs[j].push(rx),
+            None => match rx.typed::<CropBatch>() {
+                Ok(rx) => end = Some(rx),
+                Err(rx) => {
+                    let fed = format!("{} by '{}'", rx.item(), n.kind);
+                    return Err(wiring("report", "batches", &fed));
                 }
-                .into())
-            }
+            },
         }
         outputs.push(tx);
     }
-    let end = end.ok_or_else(|| PipelineError::Wiring {
-        stage: "report".into(),
-        takes: "batches".into(),
-        fed: "nothing".into(),
-    })?;
+    let end = end.ok_or_else(|| wiring("report", "batches", "nothing"))?;
     Ok((inputs.into_iter().zip(outputs).collect(), end))
 }
 
-/// Start node `n`'s thread between `inputs` (and, for the batch stage of a pipeline taking
-/// streams, the edges of streams `joins` brings) and `output`.
+/// Start node `n`'s thread between `inputs` (and, for the stage streams join while running, the
+/// edges of streams `joins` brings) and `output`.
 pub(super) fn spawn(
     n: Ready,
-    inputs: Vec<Rx>,
-    output: Tx,
+    inputs: Vec<PortRx>,
+    output: PortTx,
     joins: Option<Receiver<Receiver<Frame>>>,
     ctl: &Arc<Control>,
     expected: &Arc<Expected>,
@@ -138,75 +114,46 @@ pub(super) fn spawn(
 
 fn start(
     n: Ready,
-    inputs: Vec<Rx>,
-    output: Tx,
+    inputs: Vec<PortRx>,
+    output: PortTx,
     joins: Option<Receiver<Receiver<Frame>>>,
     ctl: &Arc<Control>,
     busy: Arc<AtomicBool>,
     expected: &Arc<Expected>,
 ) -> Result<thread::JoinHandle<()>, Error> {
-    let wiring = |takes: &str, fed: &str| -> Error {
-        PipelineError::Wiring {
-            stage: n.kind.to_string(),
-            takes: takes.into(),
-            fed: fed.into(),
-        }
-        .into()
-    };
     let name = format!("octopipe-{}", n.kind);
     let slot = n.slot;
     let ctl = ctl.clone();
     let learn = n.source.map(|i| (expected.clone(), i));
     let end = n.end;
     let stream = n.stream;
-    match (n.running, output) {
-        (Running::Source(source), Tx::Frames(tx)) if inputs.is_empty() => {
+    let running = match n.running.into_source() {
+        Ok(source) => {
+            let tx = match output.typed::<Frame>() {
+                Ok(tx) if inputs.is_empty() => tx,
+                _ => return Err(wiring(n.kind, "its role's items", "something else")),
+            };
             let stream = stream.unwrap_or_default();
-            thread::Builder::new()
+            return thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || run_source(source, tx, slot, &ctl, &busy, learn, &end, &stream))
-                .map_err(|e| spawn_error(&name, e))
+                .map_err(|e| spawn_error(&name, e));
         }
-        (Running::Frames(stage), Tx::Frames(tx)) => {
-            let rx = frames(inputs, joins).ok_or_else(|| wiring("frames", "batches"))?;
-            run_stage(name, stage, rx, tx, slot, (ctl, stream), busy)
-        }
-        (Running::Batcher(stage), Tx::Batches(tx)) => {
-            let rx = frames(inputs, joins).ok_or_else(|| wiring("frames", "batches"))?;
-            run_stage(name, stage, rx, tx, slot, (ctl, stream), busy)
-        }
-        (Running::Batches(stage), Tx::Batches(tx)) => {
-            let rx = batches(inputs).ok_or_else(|| wiring("batches", "frames"))?;
-            run_stage(name, stage, rx, tx, slot, (ctl, stream), busy)
-        }
-        (Running::Workers(stages), Tx::Batches(tx)) => {
-            let rx = batches(inputs).ok_or_else(|| wiring("batches", "frames"))?;
-            pool::run_workers(name, stages, rx, tx, slot, ctl, busy)
-        }
-        _ => Err(wiring("its role's items", "something else")),
-    }
-}
-
-/// A stage's inbox of frames: its edges, and those of streams that join while running.
-fn frames(inputs: Vec<Rx>, joins: Option<Receiver<Receiver<Frame>>>) -> Option<Inbox<Frame>> {
-    let rx: Option<Vec<_>> = inputs
-        .into_iter()
-        .map(|r| match r {
-            Rx::Frames(r) => Some(r),
-            Rx::Batches(_) => None,
-        })
-        .collect();
-    rx.filter(|r| !r.is_empty() || joins.is_some())
-        .map(|r| Inbox::new(r, joins))
-}
-
-fn batches(inputs: Vec<Rx>) -> Option<Inbox<CropBatch>> {
-    let rx: Option<Vec<_>> = inputs
-        .into_iter()
-        .map(|r| match r {
-            Rx::Batches(r) => Some(r),
-            Rx::Frames(_) => None,
-        })
-        .collect();
-    rx.filter(|r| !r.is_empty()).map(|r| Inbox::new(r, None))
+        Err(running) => running,
+    };
+    // A stage of one stream alone fails that stream; any other, the run.
+    let fail: Fail = Arc::new(move |e| match &stream {
+        Some((id, fate)) => ctl.stream_failed(*id, fate, e),
+        None => ctl.fail(e),
+    });
+    running.start(Wires {
+        kind: n.kind,
+        thread: name,
+        inputs,
+        joins,
+        output,
+        slot,
+        busy,
+        fail,
+    })
 }

@@ -456,7 +456,7 @@ impl Element for PreprocessElement {
         let line = format!("preprocess backend: {}", backend.name());
         ctx.tally.with(|t| t.add_line(line));
         ctx.caps.preprocess = Some(config);
-        Ok(Running::Batches(Box::new(PreprocessStage {
+        Ok(Running::stage(Box::new(PreprocessStage {
             backend,
             keep_pixels: ctx.keep_pixels.clone(),
             tally: ctx.tally.clone(),

@@ -305,7 +305,7 @@ impl Element for JsonlConfig {
     fn open(mut self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         self.overwrite |= ctx.overwrite;
         let sink = JsonlSink::new(&self)?.stopped_by(output::CutShort::of(ctx));
-        Ok(Running::Batches(Box::new(sink)))
+        Ok(Running::stage(Box::new(sink)))
     }
     fn outputs(&self) -> Vec<RunPath> {
         if self.writes_stdout() {
@@ -353,7 +353,7 @@ impl Stage<CropBatch, CropBatch> for PassOn {
 
 impl Element for AppSinkConfig {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Batches(Box::new(PassOn)))
+        Ok(Running::stage(Box::new(PassOn)))
     }
 }
 

@@ -285,7 +285,7 @@ impl MqttConfig {
 
 impl Element for MqttConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Batches(Box::new(start(*self, ctx.tally.clone())?)))
+        Ok(Running::stage(Box::new(start(*self, ctx.tally.clone())?)))
     }
 }
 

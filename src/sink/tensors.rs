@@ -56,7 +56,7 @@ impl Element for TensorsConfig {
         self.overwrite |= ctx.overwrite;
         let mut sink = TensorsSink::new(&self)?;
         sink.stopped = super::output::CutShort::of(ctx);
-        Ok(Running::Batches(Box::new(sink)))
+        Ok(Running::stage(Box::new(sink)))
     }
     fn outputs(&self) -> Vec<RunPath> {
         vec![RunPath::folder("tensors location", &self.location)]

@@ -74,7 +74,7 @@ impl Element for TileSinkConfig {
         self.overwrite |= ctx.overwrite;
         let mut sink = TileSink::new(&self)?;
         sink.stopped = super::output::CutShort::of(ctx);
-        Ok(Running::Batches(Box::new(sink)))
+        Ok(Running::stage(Box::new(sink)))
     }
     fn outputs(&self) -> Vec<RunPath> {
         vec![RunPath::folder("tilesink location", &self.location)]

@@ -176,7 +176,7 @@ impl ZenohConfig {
 
 impl Element for ZenohConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Batches(Box::new(start(*self, ctx.tally.clone())?)))
+        Ok(Running::stage(Box::new(start(*self, ctx.tally.clone())?)))
     }
 }
 

@@ -496,7 +496,7 @@ impl AppSourceSettings {
 
 impl Element for AppSourceSettings {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Source(Box::new(AppReceiver {
+        Ok(Running::source(Box::new(AppReceiver {
             rx: self.rx,
             shared: self.shared,
         })))

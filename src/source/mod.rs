@@ -258,7 +258,7 @@ impl Element for SourceConfig {
         let mut source = GstSource::open(&config, host_pool(&config, ctx.caps))?;
         source.report_to(ctx.tally.clone());
         let source: Box<dyn FrameSource> = Box::new(source);
-        Ok(Running::Source(if config.paced() {
+        Ok(Running::source(if config.paced() {
             Box::new(Paced::new(source, interval, ctx.start.clone(), joined))
         } else {
             source

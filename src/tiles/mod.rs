@@ -226,7 +226,7 @@ impl Stage<Frame, CropBatch> for Tiler {
 
 impl Element for TilesConfig {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Batcher(Box::new(Tiler::new(*self))))
+        Ok(Running::stage(Box::new(Tiler::new(*self))))
     }
 }
 

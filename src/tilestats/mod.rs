@@ -590,14 +590,14 @@ impl Element for TileStatsConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         let filter = TileFilter::new(*self, ctx.tally.clone())?;
         tracing::info!("tilestats backend: {}", filter.backend());
-        Ok(Running::Batches(Box::new(filter)))
+        Ok(Running::stage(Box::new(filter)))
     }
 }
 
 /// `tilestats scale=... offset=... level=0.5 keep="mean>0.535" top-k=N score=mean`.
 pub const TILESTATS: StageDecl = StageDecl {
     name: "tilestats",
-    role: Role::Filter(crate::stage::Item::Batches),
+    role: Role::Filter(crate::stage::Item::BATCHES),
     doc: "per tile: mean, std, min, max, fraction above a level; keep rule and top-k (one GPU launch per frame)",
     props: TileStatsProps::PROPS,
     needs: &[Role::Boxes, Role::Batch],

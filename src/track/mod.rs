@@ -246,7 +246,7 @@ impl Element for TrackSettings {
             config: self.config,
             streams: BTreeMap::new(),
         };
-        Ok(Running::Frames(Box::new(TrackStage {
+        Ok(Running::stage(Box::new(TrackStage {
             tracks,
             high_from: self.high_from,
             tally: ctx.tally.clone(),

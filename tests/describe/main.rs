@@ -7,5 +7,6 @@ mod bad_input;
 mod cli;
 mod describe;
 mod devices;
+mod new_payload;
 mod new_stage;
 mod properties;

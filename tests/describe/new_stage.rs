@@ -48,7 +48,7 @@ impl Stage<Frame, Frame> for Counting {
 
 impl Element for Count {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Frames(Box::new(Counting {
+        Ok(Running::stage(Box::new(Counting {
             seen: 0,
             every: self.every,
             tally: ctx.tally.clone(),
@@ -58,7 +58,7 @@ impl Element for Count {
 
 const COUNT: StageDecl = StageDecl {
     name: "count",
-    role: Role::Filter(Item::Frames),
+    role: Role::Filter(Item::FRAMES),
     doc: "counts the frames passing by",
     props: &[PropSpec::new(
         "every",

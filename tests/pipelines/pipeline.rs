@@ -345,7 +345,7 @@ impl octopipe::stage::Element for FailingAfter {
     ) -> Result<octopipe::stage::Running, octopipe::Error> {
         let config = ctx.caps.preprocess.clone().unwrap_or_default();
         let cpu = octopipe::preprocess::cpu::CpuBackend::new(config)?;
-        Ok(octopipe::stage::Running::Batches(Box::new(Failing {
+        Ok(octopipe::stage::Running::stage(Box::new(Failing {
             ok: self.0,
             cpu,
         })))

@@ -81,7 +81,8 @@ fn receive(model: &Path, out: &Path, count: u32, frames: u32) -> Report {
     assert!(
         config.nodes.iter().all(|n| n.queue
             == match n.role.output() {
-                Some(octopipe::stage::Item::Batches) => octopipe::pipeline::Queue::LIVE_BATCHES,
+                Some(item) if item == octopipe::stage::Item::BATCHES =>
+                    octopipe::pipeline::Queue::LIVE_BATCHES,
                 _ => octopipe::pipeline::Queue::LIVE,
             }),
         "live frame edges hold one frame and drop the oldest; batch edges hold a few and block"

@@ -261,13 +261,13 @@ impl Stage<CropBatch, CropBatch> for BusyStage {
 
 impl Element for Busy {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::Batches(Box::new(BusyStage)))
+        Ok(Running::stage(Box::new(BusyStage)))
     }
 }
 
 const BUSY: StageDecl = StageDecl {
     name: "busy",
-    role: Role::Filter(Item::Batches),
+    role: Role::Filter(Item::BATCHES),
     doc: "takes 30 s over each batch",
     props: &[],
     needs: &[],

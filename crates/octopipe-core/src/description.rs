@@ -81,6 +81,50 @@ impl fmt::Display for DescribeError {
 }
 
 impl Description {
+    /// A description of one stage `kind` with `props` (`key`, `value`), as if parsed from
+    /// `kind key=value ...` (spans point into that text): for making a stage's settings with
+    /// no description text ([`StageDecl::element`](crate::stage::StageDecl::element)).
+    pub fn single(origin: &str, kind: &str, props: &[(&str, &str)]) -> Description {
+        let mut text = kind.to_string();
+        let mut parsed = Vec::with_capacity(props.len());
+        for (key, value) in props {
+            text.push(' ');
+            let key_span = Span {
+                start: text.len(),
+                len: key.len(),
+            };
+            text.push_str(key);
+            text.push('=');
+            let value_span = Span {
+                start: text.len(),
+                len: value.len(),
+            };
+            text.push_str(value);
+            parsed.push(Prop {
+                key: key.to_string(),
+                value: value.to_string(),
+                key_span,
+                value_span,
+            });
+        }
+        let stage = StageDesc {
+            kind: kind.to_string(),
+            span: Span {
+                start: 0,
+                len: kind.len(),
+            },
+            props: parsed,
+            chain: 0,
+            reference: false,
+            end: text.len(),
+        };
+        Description {
+            origin: origin.to_string(),
+            text,
+            stages: vec![stage],
+        }
+    }
+
     /// The stages chain by chain, in order.
     #[doc(hidden)]
     pub fn chains(&self) -> impl Iterator<Item = &[StageDesc]> {

@@ -11,10 +11,11 @@
 //! | --- | --- |
 //! | data | [`frame`], [`tensor`], [`crops`] (the crop batch), [`files`] ([`files::RunPath`]), [`redact`], [`description`], `rng` |
 //! | errors and the report | [`error`] (names no stage), [`budget`] (the report, [`budget::Tally`]) |
-//! | the stage core | [`stage`]: `StageDecl`, `Registry` (without the built-in stages), the `Stage` and `Element` traits, `Caps`, properties, `FrameSource` |
+//! | the stage core | [`stage`]: `StageDecl`, `Registry` (without the built-in stages), the `Stage` and `Element` traits, typed ports (`Item`, `Payload`), `Running` with the typed edges and the stage loop, `Caps`, properties, `FrameSource` |
 //!
 //! Its dependencies: cudarc (frames' page-locked host buffers; libcuda is loaded at run time, so
-//! nothing here needs CUDA to build or run), serde, serde_json, thiserror and tracing.
+//! nothing here needs CUDA to build or run), crossbeam-channel (the edges), serde, serde_json,
+//! thiserror and tracing.
 //! `scripts/check-core-deps.sh` keeps it that way.
 
 #![warn(missing_docs)]

@@ -1,8 +1,13 @@
 //! What stages tell each other before they open ([`Caps`]), and the settings it carries: the
 //! preprocess stage's ([`PreprocessConfig`], re-exported by `octopipe::preprocess`), which the
-//! sources, the batch stage and the models read.
+//! sources, the batch stage and the models read; and any value of a type of the stages' own,
+//! keyed by its type ([`Caps::insert`], [`Caps::get`]).
 
-use super::{PropChoice, PropType, PropValue, Properties, Reinfer};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+
+use super::{PropChoice, PropType, PropValue, Properties};
 use crate::tensor::{DType, Layout};
 
 /// Default output size (width, height).
@@ -257,15 +262,31 @@ impl PreprocessConfig {
 
 /// What stages tell each other before they open: set in [`Element::configure`](super::Element::configure) (source to
 /// sink) and settled in [`Element::open`](super::Element::open) (sink to source).
+///
+/// Besides its named fields it holds one value of any type, keyed by that type: a stage from
+/// outside tells later stages something with a type of its own, editing nothing here.
+/// The classifier's `reinfer-interval` (when above 1) travels this way: it inserts a
+/// [`Reinfer`](super::Reinfer) when it opens, and the batch stage, opened after it, makes no
+/// crop of a tracked box whose track's label is reused.
+///
+/// ```
+/// # use octopipe_core::stage::Caps;
+/// #[derive(Debug, Clone, PartialEq)]
+/// struct EmbeddingSize(usize);
+///
+/// let mut caps = Caps::default();
+/// caps.insert(EmbeddingSize(128));
+/// assert_eq!(caps.get::<EmbeddingSize>(), Some(&EmbeddingSize(128)));
+/// caps.get_mut::<EmbeddingSize>().unwrap().0 = 256;
+/// assert_eq!(caps.remove::<EmbeddingSize>(), Some(EmbeddingSize(256)));
+/// assert!(caps.get::<EmbeddingSize>().is_none());
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Caps {
     /// The preprocess stage's settings (its output size settled by the model when it opens).
     pub preprocess: Option<PreprocessConfig>,
     /// Class names of the classifier, once it opened.
     pub labels: Vec<String>,
-    /// The classifier's `reinfer-interval` (when above 1), once it opened: the batch stage makes
-    /// no crop of a tracked box whose track's label is reused.
-    pub reinfer: Option<Reinfer>,
     /// The score threshold of the detector before the stage being configured, on its branch
     /// (set by `detect`, cleared where a branch starts): `track` follows it unless its `high`
     /// is given.
@@ -273,9 +294,38 @@ pub struct Caps {
     /// A `track` stage follows the boxes (set when it opens): a detector before it may leave
     /// frames to the tracker's predictions (`detect interval`).
     pub tracked: bool,
+    /// Values of the stages' own types, one per type.
+    extensions: Extensions,
 }
 
 impl Caps {
+    /// Tell later stages `value`, replacing (and returning) any earlier value of its type.
+    pub fn insert<T: Any + Clone + fmt::Debug + Send + Sync>(&mut self, value: T) -> Option<T> {
+        let old = self
+            .extensions
+            .0
+            .insert(TypeId::of::<T>(), Box::new(value))?;
+        old.into_any().downcast().ok().map(|v| *v)
+    }
+
+    /// The value of type `T`, if a stage told one.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        let value: &dyn Extension = self.extensions.0.get(&TypeId::of::<T>())?.as_ref();
+        value.as_any().downcast_ref()
+    }
+
+    /// The value of type `T`, to change it.
+    pub fn get_mut<T: Any>(&mut self) -> Option<&mut T> {
+        let value: &mut dyn Extension = self.extensions.0.get_mut(&TypeId::of::<T>())?.as_mut();
+        value.as_any_mut().downcast_mut()
+    }
+
+    /// Take out the value of type `T`.
+    pub fn remove<T: Any>(&mut self) -> Option<T> {
+        let value = self.extensions.0.remove(&TypeId::of::<T>())?;
+        value.into_any().downcast().ok().map(|v| *v)
+    }
+
     /// A branch starts (its source is configured next): forget what the stages of the branch
     /// before said about their own frames.
     pub fn begin_branch(&mut self) {
@@ -296,5 +346,50 @@ impl Caps {
         self.preprocess
             .as_ref()
             .is_some_and(|p| p.interpolation == Interpolation::Area)
+    }
+}
+
+/// A value in [`Caps`]' map: cloned with the caps (a stream added while running configures its
+/// stages on a copy), shown by their `Debug`.
+trait Extension: Any + fmt::Debug + Send + Sync {
+    fn clone_box(&self) -> Box<dyn Extension>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<T: Any + Clone + fmt::Debug + Send + Sync> Extension for T {
+    fn clone_box(&self) -> Box<dyn Extension> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// The values of [`Caps`]' map, by type.
+#[derive(Default)]
+struct Extensions(HashMap<TypeId, Box<dyn Extension>>);
+
+impl Clone for Extensions {
+    fn clone(&self) -> Self {
+        Extensions(
+            self.0
+                .iter()
+                .map(|(k, v)| (*k, v.as_ref().clone_box()))
+                .collect(),
+        )
+    }
+}
+
+impl fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.values()).finish()
     }
 }

@@ -29,13 +29,13 @@
 //!
 //! impl Element for Count {
 //!     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-//!         Ok(Running::Frames(Box::new(Counting(0))))
+//!         Ok(Running::stage(Box::new(Counting(0))))
 //!     }
 //! }
 //!
 //! const COUNT: StageDecl = StageDecl {
 //!     name: "count",
-//!     role: Role::Filter(Item::Frames),
+//!     role: Role::Filter(Item::FRAMES),
 //!     doc: "counts frames",
 //!     props: &[],
 //!     needs: &[],
@@ -48,15 +48,23 @@
 //! ```
 //!
 //! At run time every stage runs on its own thread as a [`Stage`]; the runner owns the thread,
-//! the channels, the timestamps and the shutdown.
+//! the channels, the timestamps and the shutdown. What travels between stages is an open set
+//! ([`Item`], [`Payload`]): frames and batches, or a payload type of the application's own,
+//! which its stages take and give ([`Role::Convert`]) with no change here or in the runner.
 
 pub mod caps;
 mod downstream;
+#[doc(hidden)]
+pub mod edge;
+mod pool;
+mod port;
 mod props;
 #[cfg(test)]
 mod props_tests;
 mod reinfer;
+mod running;
 pub mod source;
+mod threads;
 
 use std::any::Any;
 use std::fmt;
@@ -64,38 +72,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::budget::Tally;
-use crate::crops::CropBatch;
 use crate::files::RunPath;
-use crate::frame::Frame;
 use crate::Error;
 
 pub use caps::Caps;
 pub use downstream::Downstream;
 pub use octopipe_props_derive::{PropChoice, Properties};
+pub use port::{Item, Payload};
 #[doc(hidden)]
 pub use props::{prop_default, props_concat, props_len};
 pub use props::{
     ChoiceError, PropChoice, PropSpec, PropType, PropValue, Properties, Props, NAME_PROP,
 };
 pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
-
-/// What travels on an edge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Item {
-    /// Single frames (with their boxes).
-    Frames,
-    /// Crop batches (frames, crops, block metadata, the tensor).
-    Batches,
-}
-
-impl fmt::Display for Item {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(match self {
-            Item::Frames => "frames",
-            Item::Batches => "batches",
-        })
-    }
-}
+pub use running::Running;
+#[doc(hidden)]
+pub use running::Wires;
+#[doc(hidden)]
+pub use threads::{slow_call, spawn_error, wiring, working, Fail, SLOW_CALL};
 
 /// A stage's place in a pipeline. The role fixes what a stage takes and gives ([`Role::input`],
 /// [`Role::output`]) and the order stages must come in ([`Role::rank`]).
@@ -115,8 +109,19 @@ pub enum Role {
     Infer,
     /// Writes results out; ends a chain.
     Sink,
-    /// Passes frames or batches on, anywhere they travel (counters, filters, taps).
+    /// Passes its items on (frames, batches or any other [`Payload`]), anywhere they travel
+    /// (counters, filters, taps).
     Filter(Item),
+    /// Takes one item and gives another, anywhere its input travels: a stage of an
+    /// application's own payload ([`Item::of`]), such as embeddings made from frames
+    /// (`input: Item::FRAMES`) or consumed into batches for a sink (`output: Item::BATCHES`).
+    /// It has no rank: what may come before and after it is what it takes and gives.
+    Convert {
+        /// What it takes.
+        input: Item,
+        /// What it gives.
+        output: Item,
+    },
     /// Not a stage: sets the capacity and policy of the edge it stands on (`queue`).
     Edge,
     /// Not a stage: settings of the GStreamer head before it (`head`: timeouts, reconnects).
@@ -128,9 +133,9 @@ impl Role {
     pub fn input(self) -> Option<Item> {
         match self {
             Role::Source | Role::Edge | Role::Head => None,
-            Role::Boxes | Role::Track | Role::Batch => Some(Item::Frames),
-            Role::Preprocess | Role::Infer | Role::Sink => Some(Item::Batches),
-            Role::Filter(item) => Some(item),
+            Role::Boxes | Role::Track | Role::Batch => Some(Item::FRAMES),
+            Role::Preprocess | Role::Infer | Role::Sink => Some(Item::BATCHES),
+            Role::Filter(item) | Role::Convert { input: item, .. } => Some(item),
         }
     }
 
@@ -138,14 +143,14 @@ impl Role {
     pub fn output(self) -> Option<Item> {
         match self {
             Role::Edge | Role::Head => None,
-            Role::Source | Role::Boxes | Role::Track => Some(Item::Frames),
-            Role::Batch | Role::Preprocess | Role::Infer | Role::Sink => Some(Item::Batches),
-            Role::Filter(item) => Some(item),
+            Role::Source | Role::Boxes | Role::Track => Some(Item::FRAMES),
+            Role::Batch | Role::Preprocess | Role::Infer | Role::Sink => Some(Item::BATCHES),
+            Role::Filter(item) | Role::Convert { output: item, .. } => Some(item),
         }
     }
 
-    /// Order within a chain: a stage may not follow one of a higher rank. Filters and edges
-    /// stand anywhere their items travel.
+    /// Order within a chain: a stage may not follow one of a higher rank. Filters, converters
+    /// and edges stand anywhere their items travel.
     pub fn rank(self) -> Option<u8> {
         match self {
             Role::Source => Some(0),
@@ -155,7 +160,7 @@ impl Role {
             Role::Preprocess => Some(4),
             Role::Infer => Some(5),
             Role::Sink => Some(6),
-            Role::Filter(_) | Role::Edge | Role::Head => None,
+            Role::Filter(_) | Role::Convert { .. } | Role::Edge | Role::Head => None,
         }
     }
 
@@ -169,8 +174,8 @@ impl Role {
             Role::Preprocess => "preprocess",
             Role::Infer => "infer",
             Role::Sink => "sink",
-            Role::Filter(Item::Frames) => "filter",
-            Role::Filter(Item::Batches) => "filter",
+            Role::Filter(_) => "filter",
+            Role::Convert { .. } => "convert",
             Role::Edge => "edge",
             Role::Head => "head",
         }
@@ -211,6 +216,53 @@ impl fmt::Debug for StageDecl {
             .field("name", &self.name)
             .field("role", &self.role)
             .finish_non_exhaustive()
+    }
+}
+
+impl StageDecl {
+    /// The stage's settings from `props` (`key`, `value`, as a description writes them; the
+    /// others take their declared defaults), checked as the description builder checks them:
+    /// for opening a stage outside a pipeline (a GStreamer element wrapper, a Python object,
+    /// a test) with an [`OpenContext::new`].
+    ///
+    /// ```
+    /// # use octopipe_core::stage::*;
+    /// # use octopipe_core::frame::Frame;
+    /// # use octopipe_core::Error;
+    /// # #[derive(Debug)]
+    /// # struct Pass;
+    /// # impl Stage<Frame, Frame> for Pass {
+    /// #     fn process(&mut self, f: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
+    /// #         out.push(f);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # impl Element for Pass {
+    /// #     fn open(self: Box<Self>, _: &mut OpenContext) -> Result<Running, Error> {
+    /// #         Ok(Running::stage(self))
+    /// #     }
+    /// # }
+    /// # const PASS: StageDecl = StageDecl {
+    /// #     name: "pass", role: Role::Filter(Item::FRAMES), doc: "", props: &[],
+    /// #     needs: &[], provides: &[], make: |_| Ok(Box::new(Pass)),
+    /// # };
+    /// let mut caps = Caps::default();
+    /// let mut ctx = OpenContext::new(&mut caps);
+    /// let running = PASS.element(&[])?.open(&mut ctx)?;
+    /// let mut stage = running.into_stage::<Frame, Frame>().ok().unwrap();
+    /// let mut out = Vec::new();
+    /// stage.finish(&mut out)?;
+    /// assert!(PASS.element(&[("every", "3")]).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn element(
+        &self,
+        props: &[(&str, &str)],
+    ) -> Result<Box<dyn Element>, crate::description::DescribeError> {
+        let desc = crate::description::Description::single("<element>", self.name, props);
+        let props = Props::new(&desc, &desc.stages[0], self);
+        props.check()?;
+        (self.make)(&props)
     }
 }
 
@@ -296,33 +348,6 @@ pub trait Stage<I, O>: Send {
     }
 }
 
-/// An opened stage, ready to run: which variant says what it takes and gives.
-pub enum Running {
-    /// A source of frames.
-    Source(Box<dyn source::FrameSource>),
-    /// Frames to frames.
-    Frames(Box<dyn Stage<Frame, Frame>>),
-    /// Frames to batches.
-    Batcher(Box<dyn Stage<Frame, CropBatch>>),
-    /// Batches to batches.
-    Batches(Box<dyn Stage<CropBatch, CropBatch>>),
-    /// Batches to batches, by several workers: each batch goes to whichever is free and the
-    /// batches leave in the order they came (a stage's `workers=N`).
-    Workers(Vec<Box<dyn Stage<CropBatch, CropBatch>>>),
-}
-
-impl Running {
-    /// What it takes and gives.
-    pub fn items(&self) -> (Option<Item>, Item) {
-        match self {
-            Running::Source(_) => (None, Item::Frames),
-            Running::Frames(_) => (Some(Item::Frames), Item::Frames),
-            Running::Batcher(_) => (Some(Item::Frames), Item::Batches),
-            Running::Batches(_) | Running::Workers(_) => (Some(Item::Batches), Item::Batches),
-        }
-    }
-}
-
 /// A stage's validated settings, made from its properties when a description is built, and
 /// opened (files, models, devices) when the pipeline is built.
 pub trait Element: Send + fmt::Debug + Any {
@@ -398,7 +423,9 @@ impl dyn Element {
     }
 }
 
-/// What a stage gets when it opens.
+/// What a stage gets when it opens: the runner's services (the report, the budget, the flags
+/// of the run). [`OpenContext::new`] makes one with defaults, for opening a stage with no
+/// pipeline around it.
 pub struct OpenContext<'a> {
     /// What stages told each other.
     pub caps: &'a mut Caps,
@@ -424,4 +451,27 @@ pub struct OpenContext<'a> {
     /// Outputs may replace earlier output (`octopipe run --force`; a sink's own `overwrite`
     /// property says so for that sink alone).
     pub overwrite: bool,
+}
+
+impl<'a> OpenContext<'a> {
+    /// A context with defaults, for opening a stage outside a pipeline (a GStreamer element
+    /// wrapper, a Python object, a test): a report of its own with no rows (its counts and
+    /// lines readable through `tally`), the default per-frame budget, no live interval,
+    /// nothing stopped or failed, a start gate of its own, and outputs that must not replace
+    /// earlier ones. Set a field to change one.
+    pub fn new(caps: &'a mut Caps) -> OpenContext<'a> {
+        let budget = crate::budget::DEFAULT_BUDGET;
+        OpenContext {
+            caps,
+            tally: Tally::new(crate::budget::Budget::new(budget, Vec::new())),
+            budget,
+            live_interval: None,
+            downstream: Arc::new(Downstream::new(budget * 2)),
+            keep_pixels: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            stopped_early: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            stream_failed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            start: Arc::new(source::StartGate::new()),
+            overwrite: false,
+        }
+    }
 }

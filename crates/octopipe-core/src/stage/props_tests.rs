@@ -76,7 +76,7 @@ struct All {
 
 const ALL: StageDecl = StageDecl {
     name: "all",
-    role: Role::Filter(Item::Frames),
+    role: Role::Filter(Item::FRAMES),
     doc: "every property type",
     props: All::PROPS,
     needs: &[],

@@ -1,58 +1,24 @@
-//! Edges: bounded channels between stages, with their capacity and policy.
+//! Edges: bounded channels between stages, of the payload type that travels on them, with their
+//! capacity and policy (block, or drop the oldest and count its frames), and a stage's inbox of
+//! one or several edges. The runner makes them; stage code never touches one.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
 
-use crate::batch::CropBatch;
+use super::{Item, Payload};
 use crate::budget::Tally;
-use crate::describe::{EdgePolicy, Queue};
-use crate::frame::{Frame, StageSlot};
-
-/// Something that travels on an edge: it carries frame timestamps, and when it is dropped there
-/// its frames are counted.
-pub(crate) trait Travels: Send + 'static {
-    /// Record that every frame in it passed stage `slot` at `at`.
-    fn stamp(&mut self, slot: StageSlot, at: Instant);
-    /// Count the frames (and their boxes) of a dropped item.
-    fn count_drop(&self, tally: &Tally, reason: &str);
-}
-
-impl Travels for Frame {
-    fn stamp(&mut self, slot: StageSlot, at: Instant) {
-        self.times.mark(slot, at);
-    }
-    fn count_drop(&self, tally: &Tally, reason: &str) {
-        let boxes = self.detections.len() as u64;
-        // A frame in parts is counted once, by its last part; an earlier part's boxes are skipped.
-        tally.with(|t| match self.part.is_last() {
-            true => t.drop_frame(self.stream, reason, boxes),
-            false => t.drop_boxes(reason, boxes),
-        });
-    }
-}
-
-impl Travels for CropBatch {
-    fn stamp(&mut self, slot: StageSlot, at: Instant) {
-        for f in &mut self.frames {
-            f.times.mark(slot, at);
-        }
-    }
-    fn count_drop(&self, tally: &Tally, reason: &str) {
-        for f in &self.frames {
-            f.count_drop(tally, reason);
-        }
-    }
-}
+use crate::frame::StageSlot;
 
 /// The report's reason for frames of a stream removed with `mode=drop` that had not reached the
 /// batch stage.
 pub const STREAM_REMOVED: &str = "stream removed";
 
 /// The sending end of an edge, with its policy.
-pub(crate) struct Edge<T> {
+pub struct Edge<T> {
     tx: Sender<T>,
     /// Drop-oldest edges only: the receiving end, to take out the oldest item when full.
     oldest: Option<Receiver<T>>,
@@ -63,11 +29,18 @@ pub(crate) struct Edge<T> {
     discard: Option<Arc<AtomicBool>>,
 }
 
-impl<T: Travels> Edge<T> {
-    /// A bounded edge called `name` (e.g. `batch -> preprocess`) and its receiving end.
-    pub(crate) fn new(queue: Queue, name: &str, tally: &Tally) -> (Edge<T>, Receiver<T>) {
-        let (tx, rx) = bounded(queue.size.max(1));
-        let oldest = (queue.policy == EdgePolicy::DropOldest).then(|| rx.clone());
+impl<T: Payload> Edge<T> {
+    /// A bounded edge called `name` (e.g. `batch -> preprocess`) of `size` items (at least one)
+    /// and its receiving end; when full, a send waits, or with `drop_oldest` takes out the
+    /// oldest item and counts its frames.
+    pub fn new(
+        size: usize,
+        drop_oldest: bool,
+        name: &str,
+        tally: &Tally,
+    ) -> (Edge<T>, Receiver<T>) {
+        let (tx, rx) = bounded(size.max(1));
+        let oldest = drop_oldest.then(|| rx.clone());
         let edge = Edge {
             tx,
             oldest,
@@ -79,17 +52,17 @@ impl<T: Travels> Edge<T> {
     }
 
     /// Drop and count what comes once `flag` is set (a stream removed with `mode=drop`).
-    pub(crate) fn discard_when(&mut self, flag: Arc<AtomicBool>) {
+    pub fn discard_when(&mut self, flag: Arc<AtomicBool>) {
         self.discard = Some(flag);
     }
 
     /// The run's report, where drops are counted.
-    pub(crate) fn tally(&self) -> &Tally {
+    pub fn tally(&self) -> &Tally {
         &self.tally
     }
 
     /// Send by the edge's policy; false when the receiving stage is gone.
-    pub(crate) fn send(&self, mut item: T) -> bool {
+    pub fn send(&self, mut item: T) -> bool {
         if self
             .discard
             .as_ref()
@@ -116,7 +89,7 @@ impl<T: Travels> Edge<T> {
     }
 
     /// Stamp `out`'s items with `slot` and send them; false when downstream is gone.
-    pub(crate) fn send_all(&self, out: &mut Vec<T>, slot: StageSlot) -> bool {
+    pub fn send_all(&self, out: &mut Vec<T>, slot: StageSlot) -> bool {
         let now = Instant::now();
         for mut item in out.drain(..) {
             item.stamp(slot, now);
@@ -129,7 +102,7 @@ impl<T: Travels> Edge<T> {
 }
 
 /// The receiving end of a stage: one edge, or several (branches feeding one stage) served in turn.
-pub(crate) struct Inbox<T> {
+pub struct Inbox<T> {
     edges: Vec<Receiver<T>>,
     /// The edge to try first next time: after an item, the one after it.
     next: usize,
@@ -138,7 +111,7 @@ pub(crate) struct Inbox<T> {
 }
 
 impl<T> Inbox<T> {
-    pub(crate) fn new(edges: Vec<Receiver<T>>, joins: Option<Receiver<Receiver<T>>>) -> Self {
+    pub fn new(edges: Vec<Receiver<T>>, joins: Option<Receiver<Receiver<T>>>) -> Self {
         Inbox {
             edges,
             next: 0,
@@ -164,7 +137,7 @@ impl<T> Inbox<T> {
     /// The next item, taking edges round-robin so that no branch waits behind another; waits
     /// until `deadline` (if any). `Disconnected` once every edge is closed and empty and no
     /// branch can join any more.
-    pub(crate) fn recv(&mut self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+    pub fn recv(&mut self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         loop {
             self.take_joins();
             let n = self.edges.len();
@@ -223,4 +196,83 @@ impl<T> Inbox<T> {
             }
         }
     }
+}
+
+/// The sending end of an edge with its payload type erased: what the runner holds between
+/// making an edge (by the stage that sends on it, which knows its type) and starting that stage.
+pub struct PortTx {
+    item: Item,
+    end: Box<dyn Any + Send>,
+}
+
+/// The receiving end of an edge with its payload type erased, until the stage it feeds (which
+/// knows the type it takes) or the end of the pipeline takes it.
+pub struct PortRx {
+    item: Item,
+    end: Box<dyn Any + Send>,
+}
+
+impl PortTx {
+    /// `edge`, its type erased.
+    pub fn new<T: Payload>(edge: Edge<T>) -> PortTx {
+        PortTx {
+            item: Item::of::<T>(),
+            end: Box::new(edge),
+        }
+    }
+
+    /// What travels on it.
+    pub fn item(&self) -> Item {
+        self.item
+    }
+
+    /// The edge, if `T` travels on it (else the port back).
+    pub fn typed<T: Payload>(self) -> Result<Edge<T>, PortTx> {
+        if !self.item.is::<T>() {
+            return Err(self);
+        }
+        let item = self.item;
+        self.end
+            .downcast()
+            .map(|e| *e)
+            .map_err(|end| PortTx { item, end })
+    }
+}
+
+impl PortRx {
+    /// `rx`, its type erased.
+    pub fn new<T: Payload>(rx: Receiver<T>) -> PortRx {
+        PortRx {
+            item: Item::of::<T>(),
+            end: Box::new(rx),
+        }
+    }
+
+    /// What travels on it.
+    pub fn item(&self) -> Item {
+        self.item
+    }
+
+    /// The receiver, if `T` travels on it (else the port back).
+    pub fn typed<T: Payload>(self) -> Result<Receiver<T>, PortRx> {
+        if !self.item.is::<T>() {
+            return Err(self);
+        }
+        let item = self.item;
+        self.end
+            .downcast()
+            .map(|e| *e)
+            .map_err(|end| PortRx { item, end })
+    }
+}
+
+/// A new edge of `T` (see [`Edge::new`]), both ends' types erased.
+pub fn ports<T: Payload>(
+    size: usize,
+    drop_oldest: bool,
+    name: &str,
+    tally: &Tally,
+) -> (PortTx, PortRx) {
+    let (tx, rx) = Edge::<T>::new(size, drop_oldest, name, tally);
+    (PortTx::new(tx), PortRx::new(rx))
 }

@@ -1,6 +1,7 @@
-//! A batch stage run by several workers ([`Running::Workers`](crate::stage::Running::Workers)):
-//! each batch goes to whichever worker is free, and the batches leave in the order they came, so
-//! every stream's frames stay in order and the report's accounting is the one-worker stage's.
+//! A stage run by several workers ([`Running::workers`](super::Running::workers), a stage's
+//! `workers=N`): each item (a batch) goes to whichever worker is free, and the items leave in the
+//! order they came, so every stream's frames stay in order and the report's accounting is the
+//! one-worker stage's.
 //!
 //! ```text
 //!                        +--> worker 0 --+
@@ -21,33 +22,33 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::edge::{Edge, Inbox};
-use super::threads::{slow_call, spawn_error};
-use super::Control;
-use crate::batch::CropBatch;
+use super::threads::{slow_call, spawn_error, Fail};
+use super::{Payload, Stage};
+use crate::error::PipelineError;
 use crate::frame::StageSlot;
-use crate::stage::Stage;
 use crate::Error;
 
 /// What a worker gives back for batch `k`: its outputs, or the error that stops the run. The
 /// outputs of a worker's `finish` come back numbered [`FINISH`].
-type Done = (u64, Result<Vec<CropBatch>, Error>);
+type Done<T> = (u64, Result<Vec<T>, Error>);
 
 /// The number of a worker's `finish` outputs: after every batch.
 const FINISH: u64 = u64::MAX;
 
 /// Start `stages` as one stage's workers between `rx` and `tx`; `busy` is set while any of them
 /// works.
-pub(super) fn run_workers(
+/// `fail` takes the first error (a worker's, or a panic).
+pub(super) fn run_workers<T: Payload>(
     name: String,
-    stages: Vec<Box<dyn Stage<CropBatch, CropBatch>>>,
-    mut rx: Inbox<CropBatch>,
-    tx: Edge<CropBatch>,
+    stages: Vec<Box<dyn Stage<T, T>>>,
+    mut rx: Inbox<T>,
+    tx: Edge<T>,
     slot: StageSlot,
-    ctl: Arc<Control>,
+    fail: Fail,
     busy: Arc<AtomicBool>,
 ) -> Result<thread::JoinHandle<()>, Error> {
-    let (work_tx, work_rx) = bounded::<(u64, CropBatch)>(stages.len());
-    let (done_tx, done_rx) = bounded::<Done>(stages.len() * 2);
+    let (work_tx, work_rx) = bounded::<(u64, T)>(stages.len());
+    let (done_tx, done_rx) = bounded::<Done<T>>(stages.len() * 2);
     let working = Arc::new(AtomicUsize::new(0));
     let mut threads = Vec::with_capacity(stages.len() + 1);
     for (i, stage) in stages.into_iter().enumerate() {
@@ -63,13 +64,13 @@ pub(super) fn run_workers(
     }
     drop((work_rx, done_tx));
     let order = format!("{name}-order");
-    let order_ctl = ctl.clone();
+    let order_fail = fail.clone();
     threads.push(
         thread::Builder::new()
             .name(order.clone())
             .spawn(move || {
                 if let Err(e) = in_order(&order, &done_rx, &tx, slot) {
-                    order_ctl.fail(e);
+                    order_fail(e);
                 }
             })
             .map_err(|e| spawn_error(&name, e))?,
@@ -91,7 +92,7 @@ pub(super) fn run_workers(
             drop(work_tx);
             for t in threads {
                 if t.join().is_err() {
-                    ctl.fail(super::PipelineError::Panic(stage.clone()).into());
+                    fail(PipelineError::Panic(stage.clone()).into());
                 }
             }
         })
@@ -100,16 +101,16 @@ pub(super) fn run_workers(
 
 /// One worker: process each batch it takes and give its outputs back with the batch's number;
 /// at the end of the stream, its stage's `finish` outputs.
-fn work(
+fn work<T: Payload>(
     name: &str,
-    mut stage: Box<dyn Stage<CropBatch, CropBatch>>,
-    work_rx: Receiver<(u64, CropBatch)>,
-    done_tx: Sender<Done>,
+    mut stage: Box<dyn Stage<T, T>>,
+    work_rx: Receiver<(u64, T)>,
+    done_tx: Sender<Done<T>>,
     working: &AtomicUsize,
     busy: &AtomicBool,
 ) {
     let _span = tracing::info_span!("stage", name).entered();
-    let mut call = |k: u64, batch: Option<CropBatch>| {
+    let mut call = |k: u64, batch: Option<T>| {
         if working.fetch_add(1, Ordering::Relaxed) == 0 {
             busy.store(true, Ordering::Relaxed);
         }
@@ -135,14 +136,14 @@ fn work(
 
 /// Send the workers' outputs on in the order of their batches' numbers, then their `finish`
 /// outputs; the first error stops it (and, with the channel gone, the workers).
-fn in_order(
+fn in_order<T: Payload>(
     name: &str,
-    done_rx: &Receiver<Done>,
-    tx: &Edge<CropBatch>,
+    done_rx: &Receiver<Done<T>>,
+    tx: &Edge<T>,
     slot: StageSlot,
 ) -> Result<(), Error> {
     let mut next = 0u64;
-    let mut waiting: BTreeMap<u64, Vec<CropBatch>> = BTreeMap::new();
+    let mut waiting: BTreeMap<u64, Vec<T>> = BTreeMap::new();
     let mut finished = Vec::new();
     for (k, result) in done_rx.iter() {
         let out = result?;
@@ -169,7 +170,7 @@ fn in_order(
 mod tests {
     use super::*;
     use crate::budget::{Budget, Tally};
-    use crate::pipeline::Queue;
+    use crate::crops::CropBatch;
 
     /// Tags each batch with the worker that took it and takes longer on early batches, so
     /// later ones finish first.
@@ -188,9 +189,9 @@ mod tests {
     #[test]
     fn batches_leave_in_the_order_they_came() {
         let tally = Tally::new(Budget::new(Duration::from_millis(33), vec![]));
-        let ctl = Arc::new(Control::new(tally.clone()));
+        let fail: Fail = Arc::new(|e| panic!("{e}"));
         let (in_tx, in_rx) = bounded(32);
-        let (edge, out_rx) = Edge::new(Queue::FILE, "pool -> next", &tally);
+        let (edge, out_rx) = Edge::new(4, false, "pool -> next", &tally);
         let stages: Vec<Box<dyn Stage<CropBatch, CropBatch>>> =
             (0..3).map(|i| Box::new(Slow(i)) as Box<_>).collect();
         let busy = Arc::new(AtomicBool::new(false));
@@ -200,7 +201,7 @@ mod tests {
             Inbox::new(vec![in_rx], None),
             edge,
             0,
-            ctl,
+            fail,
             busy,
         )
         .unwrap();
