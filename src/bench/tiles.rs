@@ -14,14 +14,11 @@ use super::gpu::timing_event;
 use super::{median, time_cpu, BenchError};
 use crate::budget::{Budget, Tally};
 use crate::frame::PixelSums;
-use crate::preprocess::cuda::engine::grow;
-use crate::preprocess::cuda::kernels::Kernel;
-use crate::preprocess::cuda::launch::{launch_config, part};
-use crate::preprocess::cuda::{available, CudaError};
 use crate::preprocess::BackendKind;
 use crate::tiles::{random, scene, Grid, Tiler, TilesConfig};
 use crate::tilestats::cuda::TILESTATS_THREADS;
 use crate::tilestats::{GpuSums, Rule, Sampling, TileBlocks, TileFilter, TileStatsConfig};
+use octopipe_cuda::{available, grow, launch_config, part, CudaError, Kernel};
 
 /// The seed scenario's time on a Jetson Orin Nano, ms per scene.
 pub const SEED_ORIN_NANO_MS: f64 = 147.0;
