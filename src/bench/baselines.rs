@@ -7,12 +7,12 @@
 use std::ops::{Deref, DerefMut};
 
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use octopipe_cuda::{grow, launch_config, part, CudaError, Kernel};
 
 use crate::batch::{BlockMeta, CropMeta};
 use crate::preprocess::cuda::launch::uploaded;
 use crate::preprocess::cuda::meta::{InputKind, Norm};
 use crate::preprocess::cuda::{Engine, OutType};
-use octopipe_cuda::{grow, launch_config, part, CudaError, Kernel};
 
 /// Threads per block of the one-thread-per-pixel kernels (A, B, D, E).
 pub const FLAT_THREADS: u32 = 256;

@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
+use octopipe_cuda::{available, CudaError, Gpu};
 
 use super::baselines::{BenchEngine, Strategy};
 use super::{max_diff_255, median, BenchError, Prepared, PreprocessBenchOptions, Row, Workload};
@@ -12,7 +13,6 @@ use crate::preprocess::cpu::CpuBackend;
 use crate::preprocess::cuda::meta::Norm;
 use crate::preprocess::cuda::{octopus_threads, CudaBackend, HostFrame, OutType, UploadMode};
 use crate::preprocess::{Backend, Interpolation, PreprocessConfig};
-use octopipe_cuda::{available, CudaError, Gpu};
 
 mod tuner;
 mod upload;

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use cudarc::driver::PushKernelArg;
+use octopipe_cuda::{available, grow, launch_config, part, CudaError, Kernel};
 
 use super::gpu::timing_event;
 use super::{median, time_cpu, BenchError};
@@ -18,7 +19,6 @@ use crate::preprocess::BackendKind;
 use crate::tiles::{random, scene, Grid, Tiler, TilesConfig};
 use crate::tilestats::cuda::TILESTATS_THREADS;
 use crate::tilestats::{GpuSums, Rule, Sampling, TileBlocks, TileFilter, TileStatsConfig};
-use octopipe_cuda::{available, grow, launch_config, part, CudaError, Kernel};
 
 /// The seed scenario's time on a Jetson Orin Nano, ms per scene.
 pub const SEED_ORIN_NANO_MS: f64 = 147.0;

@@ -2,9 +2,9 @@
 //! only the peaks come back to the host (tens per image), not the score maps (5 MB per image).
 
 use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg, ValidAsZeroBits};
+use octopipe_cuda::{grow, launch_config, order_after, CudaError, Gpu, Kernel};
 
 use super::centernet::{Maps, Peak};
-use octopipe_cuda::{grow, launch_config, order_after, CudaError, Gpu, Kernel};
 
 /// Peak slots per image: a peak must beat its eight neighbours and the score threshold, so an
 /// image has tens; those past the cap are counted ([`GpuPeaks::find`]) and left out.

@@ -5,11 +5,11 @@
 use std::ops::Range;
 
 use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
+use octopipe_cuda::{grow, launch_config, part, push_aligned, CudaError, Gpu, Kernel};
 
 use super::{Band, Sampling, Source, TileBlocks};
 use crate::batch::CropMeta;
 use crate::frame::PixelSums;
-use octopipe_cuda::{grow, launch_config, part, push_aligned, CudaError, Gpu, Kernel};
 
 /// Threads per CUDA block (`TS_THREADS` in `kernels/tilestats.cu`).
 pub const TILESTATS_THREADS: u32 = 256;

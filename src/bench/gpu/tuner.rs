@@ -5,13 +5,14 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use octopipe_cuda::available;
+
 use super::time_kernel_queued;
 use crate::batch::build_blocks_into;
 use crate::bench::baselines::{BenchEngine, Strategy};
 use crate::bench::{prepare, BenchError, PreprocessBenchOptions, Workload};
 use crate::preprocess::cuda::meta::Norm;
 use crate::preprocess::cuda::{octopus_threads, HostFrame, OutType, UploadMode};
-use octopipe_cuda::available;
 
 /// Options of `octopipe probe`.
 #[derive(Debug, Clone, Default)]

@@ -2,6 +2,7 @@
 //! two in flight on two engines ([`CudaBackend::submit`] / [`CudaBackend::flush`]).
 
 use cudarc::driver::PinnedHostSlice;
+use octopipe_cuda::grow_pinned;
 
 use super::launch::octopus_threads;
 use super::meta::Norm;
@@ -13,7 +14,6 @@ use crate::batch::CropBatch;
 use crate::frame::{Frame, Planes};
 use crate::preprocess::{validate, Backend, DType, Gather, PreprocessConfig, PreprocessError};
 use crate::tensor::TensorData;
-use octopipe_cuda::grow_pinned;
 
 /// The CUDA preprocess backend: strategy C (the bilinear fast path of `octopus.cu`, or
 /// `resample.cu` for `interpolation=area` and letterbox), frames uploaded once per batch, the

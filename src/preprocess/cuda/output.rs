@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
 };
+use octopipe_cuda::grow;
 
 use super::CudaError;
 use super::Engine;
 use crate::frame::DeviceBuffer;
 use crate::tensor::DeviceTensor;
-use octopipe_cuda::grow;
 
 /// Output element type of the kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

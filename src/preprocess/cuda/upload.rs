@@ -4,7 +4,6 @@
 //! a ring of pinned buffers.
 
 use cudarc::driver::{sys, CudaEvent, DevicePtr, DeviceRepr, PinnedHostSlice, PushKernelArg};
-
 use octopipe_cuda::{grow, grow_pinned, launch_config, push_aligned, Kernel};
 
 use super::meta::{FrameDesc, GatherRect, InputKind};
