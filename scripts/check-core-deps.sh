@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The core crate (crates/octopipe-core) stays the bottom of the crate graph: its dependency tree
-# (normal and build dependencies, proc macros included; not dev-dependencies) holds neither
-# GStreamer, ONNX Runtime, a broker (zenoh, MQTT), the HTTP server (hyper) and tokio, nor the
-# CLI's crates (clap, anyhow, signal-hook, tracing-subscriber). Prints the tree's crates and exits 1
-# naming any forbidden one. And the facade library without its default features (an embedder's
+# The core crate (crates/octopipe-core) stays the bottom of the crate graph, and the CUDA crate
+# (crates/octopipe-cuda) sits on it alone: neither dependency tree (normal and build
+# dependencies, proc macros included; not dev-dependencies) holds GStreamer, ONNX Runtime, a
+# broker (zenoh, MQTT), the HTTP server (hyper) and tokio, or the CLI's crates (clap, anyhow,
+# signal-hook, tracing-subscriber). Prints each tree's crates and exits 1 naming any forbidden
+# one. And the facade library without its default features (an embedder's
 # `default-features = false`: no `cli`, `mqtt`, `zenoh`) has none of the CLI's crates and no
 # broker in its tree. Run by scripts/test.sh.
 #
@@ -16,15 +17,17 @@ cd "$(dirname "$0")/.."
 # clap_derive, signal-hook-registry, ...).
 forbidden='^(gstreamer|gst|glib|gio|ort|zenoh|rumqttc|hyper|tokio|clap|anyhow|signal-hook|tracing-subscriber)([-_][a-z0-9_-]+)?$'
 
-crates=$(cargo tree -p octopipe-core -e normal,build --prefix none | awk '{print $1}' | sort -u)
-bad=$(grep -E "$forbidden" <<<"$crates" || true)
-echo "octopipe-core depends on: $(grep -v '^octopipe-core$' <<<"$crates" | tr '\n' ' ')"
-if [ -n "$bad" ]; then
-  echo "check-core-deps: octopipe-core's dependency tree holds forbidden crates:" $bad >&2
-  echo "  see why with: cargo tree -p octopipe-core -e normal,build -i CRATE" >&2
-  exit 1
-fi
-echo "check-core-deps: no GStreamer, ONNX Runtime, broker, HTTP, tokio or CLI crate"
+for package in octopipe-core octopipe-cuda; do
+  crates=$(cargo tree -p "$package" -e normal,build --prefix none | awk '{print $1}' | sort -u)
+  bad=$(grep -E "$forbidden" <<<"$crates" || true)
+  echo "$package depends on: $(grep -v "^$package\$" <<<"$crates" | tr '\n' ' ')"
+  if [ -n "$bad" ]; then
+    echo "check-core-deps: $package's dependency tree holds forbidden crates:" $bad >&2
+    echo "  see why with: cargo tree -p $package -e normal,build -i CRATE" >&2
+    exit 1
+  fi
+  echo "check-core-deps: $package: no GStreamer, ONNX Runtime, broker, HTTP, tokio or CLI crate"
+done
 
 optional='^(clap|anyhow|signal-hook|tracing-subscriber|zenoh|rumqttc)([-_][a-z0-9_-]+)?$'
 crates=$(cargo tree -p octopipe --no-default-features -e normal,build --prefix none | awk '{print $1}' | sort -u)

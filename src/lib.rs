@@ -85,6 +85,10 @@ pub mod track;
 // The bottom layers live in the core crate (crates/octopipe-core); here under their old paths, so
 // `octopipe::frame::Frame`, `crate::stage::Stage`, ... name what they always named.
 pub use octopipe_core::{budget, buffer, error, files, frame, redact, stage, tensor};
+// The CUDA layer (crates/octopipe-cuda: devices, stream ordering, the kernel registry, launch
+// helpers); the preprocess backend re-exports its items under their old paths too
+// (`preprocess::cuda::{available, CudaError, kernels, ...}`).
+pub use octopipe_cuda as cuda;
 // Not public here, as before the move: their public types are re-exported where users find them
 // (`batch::CropBatch`, `describe::Description`, ...).
 use octopipe_core::{crops, description, rng};

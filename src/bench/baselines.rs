@@ -7,13 +7,12 @@
 use std::ops::{Deref, DerefMut};
 
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use octopipe_cuda::{grow, launch_config, part, CudaError, Kernel};
 
 use crate::batch::{BlockMeta, CropMeta};
-use crate::preprocess::cuda::engine::grow;
-use crate::preprocess::cuda::kernels::Kernel;
-use crate::preprocess::cuda::launch::{launch_config, part, uploaded};
+use crate::preprocess::cuda::launch::uploaded;
 use crate::preprocess::cuda::meta::{InputKind, Norm};
-use crate::preprocess::cuda::{CudaError, Engine, OutType};
+use crate::preprocess::cuda::{Engine, OutType};
 
 /// Threads per block of the one-thread-per-pixel kernels (A, B, D, E).
 pub const FLAT_THREADS: u32 = 256;
@@ -212,7 +211,7 @@ impl BenchEngine {
         );
         let cfg = launch_config((total.div_ceil(FLAT_THREADS), 1), FLAT_THREADS);
         let out = e.out32.as_mut().expect("reserved");
-        let mut b = e.stream.launch_builder(&f);
+        let mut b = e.gpu.stream().launch_builder(&f);
         b.arg(arena).arg(&fr).arg(&cr);
         if strategy == Strategy::Lut {
             b.arg(&table).arg(&first).arg(&total);
@@ -239,7 +238,7 @@ impl BenchEngine {
         let (fr, cr) = (part(meta, l.frames), part(meta, l.crops));
         let out = e.out32.as_mut().expect("reserved");
         let cfg = launch_config((pixels.div_ceil(FLAT_THREADS), 1), FLAT_THREADS);
-        let mut b = e.stream.launch_builder(f);
+        let mut b = e.gpu.stream().launch_builder(f);
         b.arg(arena).arg(&fr).arg(&cr).arg(&ci).arg(&norm).arg(out);
         // SAFETY: argument types match `percrop_bilinear_*`; crop `ci` was bounds checked by
         // `launch_strategy`.
@@ -267,7 +266,7 @@ impl BenchEngine {
             InputKind::Packed => Kernel::PadGatherPackedU8,
         };
         let e = &mut self.engine;
-        grow(&e.stream, &mut self.pad, need)?;
+        grow(e.gpu.stream(), &mut self.pad, need)?;
         let gather = e.func(k)?;
         let resize = e.func(Kernel::PadResizeRgbF32)?;
         let l = e.layout;
@@ -275,7 +274,7 @@ impl BenchEngine {
         let (fr, cr) = (part(meta, l.frames), part(meta, l.crops));
         let pad = self.pad.as_mut().expect("grown");
         let cfg = launch_config(((pw * ph).div_ceil(FLAT_THREADS), ncrops), FLAT_THREADS);
-        let mut b = e.stream.launch_builder(&gather);
+        let mut b = e.gpu.stream().launch_builder(&gather);
         b.arg(arena)
             .arg(&fr)
             .arg(&cr)
@@ -286,7 +285,7 @@ impl BenchEngine {
         unsafe { b.launch(cfg) }?;
         let out = e.out32.as_mut().expect("reserved");
         let cfg = launch_config((maxpix.div_ceil(FLAT_THREADS), ncrops), FLAT_THREADS);
-        let mut b = e.stream.launch_builder(&resize);
+        let mut b = e.gpu.stream().launch_builder(&resize);
         b.arg(&*pad).arg(&cr).arg(&pw).arg(&ph).arg(&norm).arg(out);
         // SAFETY: argument types match `pad_resize_rgb_f32`; reads stay inside each crop's slot.
         unsafe { b.launch(cfg) }?;

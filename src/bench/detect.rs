@@ -9,7 +9,7 @@ use crate::batch::BatchPool;
 use crate::detect::{region_batch, DetectConfig};
 use crate::frame::PixelFormat;
 use crate::preprocess::cpu::CpuBackend;
-use crate::preprocess::cuda::{self, CudaBackend};
+use crate::preprocess::cuda::CudaBackend;
 use crate::preprocess::{Backend, BackendKind, DType, Layout};
 
 /// Options of [`detect_tiles`].
@@ -85,7 +85,7 @@ pub fn detect_tiles(opts: &DetectTilesOptions) -> Result<String, BenchError> {
     if !opts.gpu {
         return Ok(out);
     }
-    if let Err(why) = cuda::available() {
+    if let Err(why) = octopipe_cuda::available() {
         let _ = writeln!(out, "GPU row skipped: {why}");
         return Ok(out);
     }

@@ -4,15 +4,14 @@ use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
+use octopipe_cuda::{available, CudaError, Gpu};
 
 use super::baselines::{BenchEngine, Strategy};
 use super::{max_diff_255, median, BenchError, Prepared, PreprocessBenchOptions, Row, Workload};
 use crate::batch::{build_blocks_into, CropBatch, CropMeta, AREA_INPUT_PER_BLOCK};
 use crate::preprocess::cpu::CpuBackend;
 use crate::preprocess::cuda::meta::Norm;
-use crate::preprocess::cuda::{
-    available, octopus_threads, CudaBackend, CudaError, Engine, HostFrame, OutType, UploadMode,
-};
+use crate::preprocess::cuda::{octopus_threads, CudaBackend, HostFrame, OutType, UploadMode};
 use crate::preprocess::{Backend, Interpolation, PreprocessConfig};
 
 mod tuner;
@@ -21,7 +20,7 @@ mod upload;
 pub use tuner::{probe, tune, ProbeOptions, TuneChoice};
 use upload::upload_times;
 
-pub(super) fn timing_event(e: &Engine) -> Result<CudaEvent, CudaError> {
+pub(super) fn timing_event(e: &Gpu) -> Result<CudaEvent, CudaError> {
     // Timing must be asked for: cudarc's default event disables it.
     Ok(e.context()
         .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
@@ -45,7 +44,7 @@ fn time_kernel_queued(
     n: usize,
     mut f: impl FnMut(&mut BenchEngine) -> Result<(), CudaError>,
 ) -> Result<f64, CudaError> {
-    let (a, b) = (timing_event(e)?, timing_event(e)?);
+    let (a, b) = (timing_event(e.gpu())?, timing_event(e.gpu())?);
     f(e)?;
     let mut t = Vec::with_capacity(reps);
     for _ in 0..reps {

@@ -384,7 +384,7 @@ struct DeviceBuf {
 impl DeviceBuf {
     /// `host` in device memory, as f16 values with `half` (a float16 model input).
     fn new(host: &[f32], half: bool) -> Result<Self, BenchError> {
-        use crate::preprocess::cuda::CudaError;
+        use octopipe_cuda::CudaError;
         let ctx = cudarc::driver::CudaContext::new(0).map_err(CudaError::from)?;
         let stream = ctx.default_stream();
         let (ptr, buf): (u64, Box<dyn std::any::Any>) = if half {

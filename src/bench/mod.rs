@@ -49,7 +49,7 @@ pub enum BenchError {
     Preprocess(#[from] PreprocessError),
     /// The CUDA layer failed.
     #[error(transparent)]
-    Cuda(#[from] crate::preprocess::cuda::CudaError),
+    Cuda(#[from] octopipe_cuda::CudaError),
     /// Bad options.
     #[error("{0}")]
     Options(String),

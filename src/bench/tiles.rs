@@ -9,15 +9,12 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use cudarc::driver::PushKernelArg;
+use octopipe_cuda::{available, grow, launch_config, part, CudaError, Kernel};
 
 use super::gpu::timing_event;
 use super::{median, time_cpu, BenchError};
 use crate::budget::{Budget, Tally};
 use crate::frame::PixelSums;
-use crate::preprocess::cuda::engine::grow;
-use crate::preprocess::cuda::kernels::Kernel;
-use crate::preprocess::cuda::launch::{launch_config, part};
-use crate::preprocess::cuda::{available, CudaError};
 use crate::preprocess::BackendKind;
 use crate::tiles::{random, scene, Grid, Tiler, TilesConfig};
 use crate::tilestats::cuda::TILESTATS_THREADS;

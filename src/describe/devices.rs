@@ -87,7 +87,7 @@ pub(super) fn refuse_devices(desc: &Description, registry: &Registry) -> Result<
 
 /// The CUDA devices of the host (0 without a driver or a GPU).
 pub(super) fn cuda_devices() -> usize {
-    crate::preprocess::cuda::device_count().unwrap_or(0)
+    octopipe_cuda::device_count().unwrap_or(0)
 }
 
 /// Whether `s` is a batch stage given `devices=`.

@@ -2,12 +2,9 @@
 //! only the peaks come back to the host (tens per image), not the score maps (5 MB per image).
 
 use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg, ValidAsZeroBits};
+use octopipe_cuda::{grow, launch_config, order_after, CudaError, Gpu, Kernel};
 
 use super::centernet::{Maps, Peak};
-use crate::preprocess::cuda::engine::grow;
-use crate::preprocess::cuda::kernels::Kernel;
-use crate::preprocess::cuda::launch::launch_config;
-use crate::preprocess::cuda::{order_after, CudaError, Engine};
 
 /// Peak slots per image: a peak must beat its eight neighbours and the score threshold, so an
 /// image has tens; those past the cap are counted ([`GpuPeaks::find`]) and left out.
@@ -23,7 +20,7 @@ unsafe impl ValidAsZeroBits for Peak {}
 
 /// The peak kernel on one GPU, with its buffers (grown once, reused).
 pub(super) struct GpuPeaks {
-    engine: Engine,
+    engine: Gpu,
     counts: Option<CudaSlice<u32>>,
     peaks: Option<CudaSlice<Peak>>,
     host_counts: Vec<u32>,
@@ -34,7 +31,7 @@ impl GpuPeaks {
     /// The kernel on GPU `device`.
     pub fn new(device: usize) -> Result<Self, CudaError> {
         Ok(GpuPeaks {
-            engine: Engine::new(device)?,
+            engine: Gpu::new(device)?,
             counts: None,
             peaks: None,
             host_counts: Vec::new(),

@@ -136,7 +136,7 @@ pub enum RunError {
     Ort(#[from] ort::Error),
     /// Finding the peaks on the GPU failed.
     #[error("{0}")]
-    Cuda(#[from] crate::preprocess::cuda::CudaError),
+    Cuda(#[from] octopipe_cuda::CudaError),
     /// The tiles' tensor is of another element type than the model's input.
     #[error("tiles of the wrong element type for the model's {0:?} input")]
     TileType(crate::tensor::DType),

@@ -224,7 +224,7 @@ impl Sessions {
             reason: format!("CUDA execution provider: cuda:{device}: {e}"),
         };
         // The driver must be there before cudarc is touched (without it cudarc panics).
-        match (crate::preprocess::cuda::available(), ep) {
+        match (octopipe_cuda::available(), ep) {
             (Ok(()), _) => {}
             (Err(why), Ep::Auto(_)) => return cpu(&why),
             (Err(why), _) => return Err(cuda_err(&why)),
@@ -293,11 +293,9 @@ impl Sessions {
     /// an event, the host does not. A no-op on the CPU.
     pub fn after(&self, producer: u64) -> Result<(), OnnxError> {
         let Some(c) = &self.cuda else { return Ok(()) };
-        crate::preprocess::cuda::order_after(&c.ctx, &c.stream, producer).map_err(|e| {
-            OnnxError::Model {
-                path: self.model.display().to_string(),
-                reason: format!("ordering after the input's CUDA stream: {e}"),
-            }
+        octopipe_cuda::order_after(&c.ctx, &c.stream, producer).map_err(|e| OnnxError::Model {
+            path: self.model.display().to_string(),
+            reason: format!("ordering after the input's CUDA stream: {e}"),
         })
     }
 

@@ -71,7 +71,7 @@ pub enum NvdecError {
     },
     /// No usable GPU.
     #[error(transparent)]
-    NoGpu(#[from] crate::preprocess::cuda::NoGpu),
+    NoGpu(#[from] octopipe_cuda::NoGpu),
     /// The `nvcodec` plugin registered no decoder.
     #[error(
         "GStreamer's {PLUGIN} plugin registered no decoder (gstreamer1.0-plugins-bad \
@@ -230,7 +230,7 @@ pub(crate) fn library() -> Result<(), NvdecError> {
 /// with NVDEC). The error says what is missing.
 pub(crate) fn available() -> Result<(), NvdecError> {
     library()?;
-    crate::preprocess::cuda::available()?;
+    octopipe_cuda::available()?;
     if decoders().is_empty() {
         return Err(NvdecError::NoDecoder);
     }

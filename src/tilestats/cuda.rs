@@ -5,15 +5,11 @@
 use std::ops::Range;
 
 use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
+use octopipe_cuda::{grow, launch_config, part, push_aligned, CudaError, Gpu, Kernel};
 
 use super::{Band, Sampling, Source, TileBlocks};
 use crate::batch::CropMeta;
 use crate::frame::PixelSums;
-use crate::preprocess::cuda::engine::grow;
-use crate::preprocess::cuda::kernels::Kernel;
-use crate::preprocess::cuda::launch::{launch_config, part};
-use crate::preprocess::cuda::meta::push_aligned;
-use crate::preprocess::cuda::{CudaError, Engine};
 
 /// Threads per CUDA block (`TS_THREADS` in `kernels/tilestats.cu`).
 pub(crate) const TILESTATS_THREADS: u32 = 256;
@@ -22,10 +18,10 @@ pub(crate) const TILESTATS_THREADS: u32 = 256;
 // kernel's `TileSums`, is made device data where it is defined, in the core crate.)
 unsafe impl DeviceRepr for Band {}
 
-/// A CUDA engine (context, stream, kernels) and the buffers of the per-tile sums.
+/// A GPU (context, stream, kernels) and the buffers of the per-tile sums.
 #[non_exhaustive]
 pub struct GpuSums {
-    pub(crate) engine: Engine,
+    pub(crate) engine: Gpu,
     /// The band's plane of the last uploaded frame.
     pub(crate) frame: Option<CudaSlice<u8>>,
     /// Tiles, blocks and each tile's first block, packed.
@@ -50,7 +46,7 @@ impl GpuSums {
     /// Open GPU `device` (the kernels compiled, or taken from the cache).
     pub fn new(device: usize) -> Result<Self, CudaError> {
         Ok(GpuSums {
-            engine: Engine::new(device)?,
+            engine: Gpu::new(device)?,
             frame: None,
             meta: None,
             host_meta: Vec::new(),
@@ -66,8 +62,8 @@ impl GpuSums {
         })
     }
 
-    /// The engine (context, stream, device name).
-    pub fn engine(&self) -> &Engine {
+    /// The GPU (context, stream, device name).
+    pub fn engine(&self) -> &Gpu {
         &self.engine
     }
 

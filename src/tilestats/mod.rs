@@ -292,7 +292,7 @@ pub enum TileStatsError {
     Setting(String),
     /// The GPU backend failed.
     #[error("tilestats: CUDA: {0}")]
-    Cuda(#[from] crate::preprocess::cuda::CudaError),
+    Cuda(#[from] octopipe_cuda::CudaError),
 }
 
 impl crate::error::Kind for TileStatsError {

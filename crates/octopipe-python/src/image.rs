@@ -321,7 +321,7 @@ fn check_device(policy: &DevicePolicy, id: i32) -> PyResult<usize> {
     let want = policy
         .as_ref()
         .map_err(|why| PyValueError::new_err(format!("{at}, but {why}")))?;
-    let count = octopipe::preprocess::cuda::device_count().map_err(|why| {
+    let count = octopipe_cuda::device_count().map_err(|why| {
         PyValueError::new_err(format!(
             "{at}, but this machine has no usable GPU ({why}): push a host (NumPy) array"
         ))

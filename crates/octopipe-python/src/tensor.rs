@@ -43,9 +43,9 @@ impl Drop for Held {
         for c in consumers {
             // The producer's next write to this memory (on its stream) waits for the reads
             // queued on the consumer's stream; no host wait.
-            if octopipe::preprocess::cuda::order_streams(device, self.stream, c).is_err() {
+            if octopipe_cuda::order_streams(device, self.stream, c).is_err() {
                 // Then wait here: the memory must not be written while it is read.
-                let _ = octopipe::preprocess::cuda::sync_stream(device, c);
+                let _ = octopipe_cuda::sync_stream(device, c);
             }
         }
         // `tensor` drops now, giving device memory back to its pool.
@@ -156,7 +156,7 @@ impl DlpackExporter for Tensor {
             CudaStreamRequest::PerThreadDefault => 2,
             CudaStreamRequest::Pointer(p) => p as u64,
         };
-        octopipe::preprocess::cuda::order_streams(device, consumer, self.held.stream)
+        octopipe_cuda::order_streams(device, consumer, self.held.stream)
             .map_err(|e| PyBufferError::new_err(format!("cuda:{device}: {e}")))?;
         if let Ok(mut c) = self.held.consumers.lock() {
             if !c.contains(&consumer) {

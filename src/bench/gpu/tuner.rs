@@ -5,12 +5,14 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use octopipe_cuda::available;
+
 use super::time_kernel_queued;
 use crate::batch::build_blocks_into;
 use crate::bench::baselines::{BenchEngine, Strategy};
 use crate::bench::{prepare, BenchError, PreprocessBenchOptions, Workload};
 use crate::preprocess::cuda::meta::Norm;
-use crate::preprocess::cuda::{available, octopus_threads, HostFrame, OutType, UploadMode};
+use crate::preprocess::cuda::{octopus_threads, HostFrame, OutType, UploadMode};
 
 /// Options of `octopipe probe`.
 #[derive(Debug, Clone, Default)]
@@ -129,7 +131,7 @@ pub fn probe(opts: &ProbeOptions) -> Result<String, BenchError> {
     let mut e = BenchEngine::new(0)?;
     let setup = t0.elapsed();
     let mut resources = String::new();
-    for k in crate::preprocess::cuda::kernels::Kernel::ALL {
+    for k in octopipe_cuda::Kernel::ALL {
         let (regs, local, shared) = e.kernel_resources(k)?;
         let _ = writeln!(
             resources,

@@ -1,11 +1,12 @@
 //! One batch end to end by the host clock with each way of moving the frames to the GPU.
 
 use cudarc::driver::PinnedHostSlice;
+use octopipe_cuda::CudaError;
 
 use super::{time_host, time_kernel, GpuInput};
 use crate::batch::build_blocks_into;
 use crate::bench::baselines::{BenchEngine, Strategy};
-use crate::preprocess::cuda::{CudaError, OutType, TransferStats, UploadMode};
+use crate::preprocess::cuda::{OutType, TransferStats, UploadMode};
 
 /// Host-clock times (ms) of one batch through one strategy with each way of moving the frames.
 pub(super) struct UploadTimes {

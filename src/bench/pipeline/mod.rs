@@ -499,7 +499,7 @@ pub fn pipeline(
     }
     // The process's CUDA start (driver, primary context: seconds) belongs to no run: the
     // context is made once here and kept for the whole benchmark.
-    let _cuda = crate::preprocess::cuda::available()
+    let _cuda = octopipe_cuda::available()
         .ok()
         .and_then(|()| cudarc::driver::CudaContext::new(0).ok());
 

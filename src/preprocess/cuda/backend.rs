@@ -2,13 +2,14 @@
 //! two in flight on two engines ([`CudaBackend::submit`] / [`CudaBackend::flush`]).
 
 use cudarc::driver::PinnedHostSlice;
+use octopipe_cuda::grow_pinned;
 
 use super::launch::octopus_threads;
 use super::meta::Norm;
 use super::output::OutType;
 use super::upload::{HostFrame, UploadMode};
 use super::CudaError;
-use super::{grow_pinned, Engine};
+use super::Engine;
 use crate::batch::CropBatch;
 use crate::frame::{Frame, Planes};
 use crate::preprocess::{validate, Backend, DType, Gather, PreprocessConfig, PreprocessError};
@@ -101,12 +102,12 @@ impl CudaBackend {
             // With pinned output the copy back is queued now; else `complete` copies straight
             // into the batch's vector (pageable: the driver copies while the host waits).
             if self.pinned_output && f16 {
-                grow_pinned(&e.ctx, &mut self.host16[slot], len)?;
+                grow_pinned(e.gpu.context(), &mut self.host16[slot], len)?;
                 // SAFETY: the buffer is read in `complete` after a stream synchronize, and only
                 // regrown (dropped) by a later submit on this slot, after that.
                 unsafe { e.download_f16_pinned(self.host16[slot].as_mut().expect("grown"), len) }?;
             } else if self.pinned_output {
-                grow_pinned(&e.ctx, &mut self.host32[slot], len)?;
+                grow_pinned(e.gpu.context(), &mut self.host32[slot], len)?;
                 // SAFETY: as above.
                 unsafe { e.download_f32_pinned(self.host32[slot].as_mut().expect("grown"), len) }?;
             }
@@ -150,7 +151,7 @@ impl CudaBackend {
             }
             return Ok(batch);
         }
-        e.stream.synchronize().map_err(CudaError::from)?;
+        e.gpu.stream().synchronize().map_err(CudaError::from)?;
         if f16 {
             let host = self.host16[slot].as_ref().expect("grown by submit");
             batch
@@ -202,13 +203,13 @@ fn enqueue(
     // not allocate.
     for f in &batch.frames {
         if let Some(Planes::Device(d)) = f.planes.as_deref() {
-            if d.device() != e.ctx.ordinal() {
+            if d.device() != e.gpu.context().ordinal() {
                 return Err(CudaError::Invalid(format!(
                     "frame {} of stream {} is on cuda:{}, this backend runs on cuda:{}",
                     f.seq,
                     f.stream,
                     d.device(),
-                    e.ctx.ordinal()
+                    e.gpu.context().ordinal()
                 )));
             }
             e.after_stream(d.stream())?;
@@ -326,17 +327,17 @@ impl Backend for CudaBackend {
                     f.is_page_locked() || f.planes.as_deref().is_some_and(|p| p.device().is_some())
                 };
                 if batch.frames.iter().any(read_later) {
-                    e.stream.synchronize()?;
+                    e.gpu.stream().synchronize()?;
                 }
                 return Ok(());
             }
             match (f16, self.pinned_output) {
                 (false, true) => {
-                    grow_pinned(&e.ctx, &mut self.host32[0], len)?;
+                    grow_pinned(e.gpu.context(), &mut self.host32[0], len)?;
                     let host = self.host32[0].as_mut().expect("grown");
                     // SAFETY: read right after the synchronize below.
                     unsafe { e.download_f32_pinned(host, len) }?;
-                    e.stream.synchronize()?;
+                    e.gpu.stream().synchronize()?;
                     batch
                         .tensor
                         .host_f32(len)
@@ -344,11 +345,11 @@ impl Backend for CudaBackend {
                 }
                 (false, false) => e.download_f32(batch.tensor.host_f32(len))?,
                 (true, true) => {
-                    grow_pinned(&e.ctx, &mut self.host16[0], len)?;
+                    grow_pinned(e.gpu.context(), &mut self.host16[0], len)?;
                     let host = self.host16[0].as_mut().expect("grown");
                     // SAFETY: read right after the synchronize below.
                     unsafe { e.download_f16_pinned(host, len) }?;
-                    e.stream.synchronize()?;
+                    e.gpu.stream().synchronize()?;
                     batch
                         .tensor
                         .host_f16(len)
@@ -366,9 +367,9 @@ impl Drop for CudaBackend {
     fn drop(&mut self) {
         // A batch still in flight is copying into a pinned buffer about to be freed: let it finish.
         if self.in_flight.is_some() {
-            let _ = self.engine.stream.synchronize();
+            let _ = self.engine.gpu.stream().synchronize();
             if let Some(e) = &self.engine2 {
-                let _ = e.stream.synchronize();
+                let _ = e.gpu.stream().synchronize();
             }
         }
     }

@@ -1,20 +1,17 @@
-//! [`Engine`]: one CUDA context, its stream, the loaded kernel modules and functions, what it knows
-//! of the device, and the device and pinned buffers it owns (grown and reused, never shrunk).
+//! [`Engine`]: one [`Gpu`] (CUDA context, stream, loaded kernel modules and functions, what it
+//! knows of the device) and the device and pinned buffers it owns (grown and reused, never shrunk).
 //!
-//! The struct itself and the `grow` helpers live in `cuda/mod.rs`: the uploads (`upload.rs`),
-//! the outputs (`output.rs`) and the launches (`launch.rs`) add methods to it without importing
-//! this file, which holds its opening and kernel lookup.
+//! The struct itself lives in `cuda/mod.rs`: the uploads (`upload.rs`), the outputs (`output.rs`)
+//! and the launches (`launch.rs`) add methods to it without importing this file, which holds its
+//! opening and the accessors of its GPU.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
-use cudarc::nvrtc::Ptx;
+use octopipe_cuda::{kernels, Gpu, Kernel};
 
-pub(crate) use super::grow;
-use super::kernels::{self, Kernel, Module};
 use super::upload::{MetaLayout, TransferStats};
-use super::{available, CudaError, Engine};
+use super::{CudaError, Engine};
 
 /// CUDA blocks per multiprocessor of a persistent strategy C launch (kernels built with
 /// `-DOCTOPUS_PERSISTENT=1`; the default build launches one CUDA block per `BlockMeta` entry).
@@ -24,32 +21,15 @@ impl Engine {
     /// Open GPU `ordinal` and compile (or take from the cache) every kernel module for its
     /// architecture. Errors with [`CudaError::NoGpu`] when there is no libcuda or no GPU.
     pub fn new(ordinal: usize) -> Result<Self, CudaError> {
-        available()?;
-        let ctx = CudaContext::new(ordinal)?;
-        let (major, minor) = ctx.compute_capability()?;
-        let arch = format!("compute_{major}{minor}");
-        let stream = ctx.new_stream()?;
-        let sms = ctx
-            .attribute(
-                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            )?
-            .max(1) as u32;
+        let gpu = Gpu::new(ordinal)?;
+        let sms = gpu.multiprocessors();
         let per_sm = std::env::var("OCTOPIPE_OCTOPUS_GRID_PER_SM")
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
             .unwrap_or(OCTOPUS_GRID_PER_SM);
         let persistent = kernels::nvrtc_define("OCTOPUS_PERSISTENT").is_some_and(|v| v == "1");
-        let mut modules = HashMap::new();
-        for m in Module::ALL {
-            let ptx = kernels::cached_ptx(m, &arch)?;
-            modules.insert(m, ctx.load_module(Ptx::from_src(ptx))?);
-        }
         Ok(Engine {
-            ctx,
-            stream,
-            arch,
-            modules,
-            funcs: HashMap::new(),
+            gpu,
             descs: Vec::new(),
             kind: None,
             host_meta: Vec::new(),
@@ -69,7 +49,6 @@ impl Engine {
             launches: 0,
             octopus_grid: if persistent { sms * per_sm } else { 0 },
             persistent,
-            sms,
             dims: Vec::new(),
             rect_crops: Vec::new(),
             remap: false,
@@ -80,19 +59,24 @@ impl Engine {
         })
     }
 
+    /// The GPU: context, stream and kernels.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
     /// The CUDA context.
     pub fn context(&self) -> &Arc<CudaContext> {
-        &self.ctx
+        self.gpu.context()
     }
 
     /// The stream all work of this engine runs on.
     pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
+        self.gpu.stream()
     }
 
     /// The virtual architecture the kernels were compiled for (`compute_90`).
     pub fn arch(&self) -> &str {
-        &self.arch
+        self.gpu.arch()
     }
 
     /// Launch strategy C on at most `grid` CUDA blocks (0: one per `BlockMeta` entry). Returns
@@ -125,31 +109,21 @@ impl Engine {
 
     /// Multiprocessors of the GPU.
     pub fn multiprocessors(&self) -> u32 {
-        self.sms
+        self.gpu.multiprocessors()
     }
 
     /// The GPU's name.
     pub fn device_name(&self) -> String {
-        self.ctx.name().unwrap_or_else(|_| "unknown GPU".into())
+        self.gpu.device_name()
     }
 
     /// Registers per thread, local (spill) bytes per thread and static shared bytes of kernel `k`.
     pub fn kernel_resources(&mut self, k: Kernel) -> Result<(i32, i32, i32), CudaError> {
-        let f = self.func(k)?;
-        Ok((f.num_regs()?, f.local_size_bytes()?, f.shared_size_bytes()?))
+        self.gpu.kernel_resources(k)
     }
 
     /// Kernel `k` of the loaded modules (looked up once, then cached).
     pub(crate) fn func(&mut self, k: Kernel) -> Result<CudaFunction, CudaError> {
-        if let Some(f) = self.funcs.get(&k) {
-            return Ok(f.clone());
-        }
-        let module = self
-            .modules
-            .get(&k.module())
-            .ok_or_else(|| CudaError::Invalid(format!("{k:?}")))?;
-        let f = module.load_function(k.name())?;
-        self.funcs.insert(k, f.clone());
-        Ok(f)
+        self.gpu.func(k)
     }
 }

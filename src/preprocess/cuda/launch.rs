@@ -1,10 +1,11 @@
 //! The production launchers: strategy C over the block metadata of the last upload, either the
 //! bilinear fast path (`kernels/octopus.cu`) or the area / letterbox kernels
-//! (`kernels/resample.cu`), and the launch configuration helpers they share.
+//! (`kernels/resample.cu`). The launch configuration and metadata helpers every launcher shares
+//! are octopipe-cuda's (`octopipe_cuda::launch`).
 
-use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
+use octopipe_cuda::{launch_config, part, Kernel};
 
-use super::kernels::Kernel;
 use super::meta::{InputKind, Norm};
 use super::output::OutType;
 use super::CudaError;
@@ -23,15 +24,6 @@ pub fn octopus_threads(tile_pixels: u32, tiles_per_block: u32) -> u32 {
         .clamp(32, OCTOPUS_MAX_THREADS)
 }
 
-/// Launch configuration of every kernel: `grid` blocks of `threads` threads, no dynamic shared memory.
-pub(crate) fn launch_config(grid: (u32, u32), threads: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (grid.0.max(1), grid.1.max(1), 1),
-        block_dim: (threads.clamp(32, 1024), 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
 /// The frame arena and the packed metadata of the last upload (both made by the uploads every
 /// launcher checks for first).
 pub(crate) fn uploaded<'a>(
@@ -42,12 +34,6 @@ pub(crate) fn uploaded<'a>(
         arena.as_ref().expect("uploaded"),
         meta.as_ref().expect("uploaded"),
     )
-}
-
-/// One part (byte range) of the packed metadata as a kernel argument; an empty part gives one
-/// byte, since a device view may not be empty (the kernels do not read it then).
-pub(crate) fn part(meta: &CudaSlice<u8>, (a, b): (usize, usize)) -> CudaView<'_, u8> {
-    meta.slice(a..b.max(a + 1))
 }
 
 /// The bilinear strategy C kernel for `kind` frames and `ty` output.
@@ -115,7 +101,7 @@ impl Engine {
             nb
         };
         let cfg = launch_config((grid, 1), threads.min(OCTOPUS_MAX_THREADS));
-        let mut b = self.stream.launch_builder(&f);
+        let mut b = self.gpu.stream().launch_builder(&f);
         b.arg(arena)
             .arg(&fr)
             .arg(&cr)
@@ -165,7 +151,7 @@ impl Engine {
         let lb = letterbox.is_some() as u32;
         let pad = letterbox.unwrap_or(0.0);
         let cfg = launch_config((nblocks as u32, 1), threads.min(OCTOPUS_MAX_THREADS));
-        let mut b = self.stream.launch_builder(&f);
+        let mut b = self.gpu.stream().launch_builder(&f);
         b.arg(arena)
             .arg(&fr)
             .arg(&cr)

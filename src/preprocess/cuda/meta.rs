@@ -1,9 +1,8 @@
-//! Host mirrors of the structs in `kernels/common.cuh`, and packing of a batch's metadata into one
-//! byte buffer (uploaded with one copy).
+//! Host mirrors of the structs in `kernels/common.cuh` that the preprocess kernels read (packed
+//! into one byte buffer with `octopipe_cuda::push_aligned`, uploaded with one copy).
 
 use cudarc::driver::DeviceRepr;
 
-use crate::batch::{BlockMeta, CropMeta};
 use crate::frame::{ChromaSite, Colorimetry, FrameLayout, PixelFormat};
 use crate::preprocess::{ChannelOrder, Layout, PreprocessConfig};
 
@@ -142,32 +141,14 @@ pub struct GatherRect {
     pub pad: u32,
 }
 
-/// Types whose bytes can be copied as they are (no padding, no pointers).
-///
-/// # Safety
-/// Implementors must be `#[repr(C)]` with no padding bytes.
-pub unsafe trait Pod: Copy {}
-// SAFETY: all four are `#[repr(C)]` structs of 4- and 8-byte fields with no implicit padding.
-unsafe impl Pod for FrameDesc {}
-unsafe impl Pod for CropMeta {}
-unsafe impl Pod for BlockMeta {}
-unsafe impl Pod for u32 {}
-
-/// Append `items` to `buf` at a 16-byte aligned offset; returns that offset.
-pub fn push_aligned<T: Pod>(buf: &mut Vec<u8>, items: &[T]) -> usize {
-    let start = buf.len().next_multiple_of(16);
-    buf.resize(start, 0);
-    // SAFETY: `T: Pod` has no padding, so its bytes are initialized; the slice covers exactly `items`.
-    let bytes = unsafe {
-        std::slice::from_raw_parts(items.as_ptr() as *const u8, std::mem::size_of_val(items))
-    };
-    buf.extend_from_slice(bytes);
-    start
-}
+// SAFETY: a `#[repr(C)]` struct of 4- and 8-byte fields with no implicit padding (its size is
+// checked below), so its bytes can be packed as they are (`octopipe_cuda::push_aligned`).
+unsafe impl octopipe_cuda::Pod for FrameDesc {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::{BlockMeta, CropMeta};
 
     #[test]
     fn frame_desc_matches_the_kernel_header() {
@@ -176,13 +157,5 @@ mod tests {
         assert_eq!(std::mem::size_of::<CropMeta>(), 32);
         assert_eq!(std::mem::size_of::<BlockMeta>(), 12);
         assert_eq!(std::mem::size_of::<GatherRect>(), 32);
-    }
-
-    #[test]
-    fn push_aligned_aligns() {
-        let mut b = vec![1u8; 3];
-        assert_eq!(push_aligned(&mut b, &[7u32, 8]), 16);
-        assert_eq!(b.len(), 24);
-        assert_eq!(&b[16..20], &7u32.to_ne_bytes());
     }
 }

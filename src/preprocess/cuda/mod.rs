@@ -13,7 +13,8 @@
 //! CPU. All buffers grow and are reused: no allocation per batch in steady state.
 //!
 //! The parts, by job:
-//! - [`Engine`]: the CUDA context, its stream, the compiled kernels and the buffers it owns;
+//! - [`Engine`]: a [`Gpu`] (the CUDA context, its stream, the compiled kernels) and the buffers
+//!   it owns;
 //! - frame and metadata uploads ([`Engine::upload_frames`], [`Engine::upload_meta`], [`HostFrame`],
 //!   [`UploadMode`]);
 //! - the strategy C launchers ([`Engine::launch`] for the bilinear fast path,
@@ -23,8 +24,12 @@
 //!
 //! The baseline strategies A, B, D and E that `octopipe bench preprocess` compares strategy C with
 //! are part of the benchmarks (the `bench` module, cargo feature `bench`), not of this backend.
+//!
+//! The CUDA layer under it (devices, stream ordering, the kernel registry and NVRTC cache, the
+//! launch helpers, [`CudaError`]) is the `octopipe-cuda` crate, which `tilestats`, the detector,
+//! ONNX Runtime's sessions and NVDEC use too; its public items are re-exported here under the
+//! paths they had before.
 
-pub mod kernels;
 pub mod meta;
 
 mod backend;
@@ -33,17 +38,11 @@ pub(crate) mod launch;
 mod output;
 mod upload;
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use cudarc::driver::{
-    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr,
-    DriverError, PinnedHostSlice, ValidAsZeroBits,
-};
+use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
+use octopipe_cuda::Gpu;
 
 use super::PreprocessError;
 use crate::batch::CropMeta;
-use kernels::{Kernel, KernelError, Module};
 use meta::{FrameDesc, GatherRect, InputKind};
 use upload::{MetaLayout, MetaSlot};
 
@@ -52,54 +51,11 @@ pub use engine::OCTOPUS_GRID_PER_SM;
 pub use launch::{octopus_threads, OCTOPUS_MAX_THREADS};
 pub use output::OutType;
 pub use upload::{HostFrame, TransferStats, UploadMode};
-
-/// Errors of the CUDA layer.
-#[derive(Debug, thiserror::Error)]
-pub enum CudaError {
-    /// No driver library or no device: the caller should fall back to the CPU backend.
-    #[error("no usable GPU: {0}")]
-    NoGpu(#[from] NoGpu),
-    /// The device asked for does not exist.
-    #[error("no usable GPU: {0}")]
-    Unavailable(String),
-    /// A kernel module failed to compile.
-    #[error(transparent)]
-    Kernel(#[from] KernelError),
-    /// The device ran out of memory (`CUDA_ERROR_OUT_OF_MEMORY`): the batch may fit on the CPU.
-    #[error("CUDA driver: {0:?}")]
-    OutOfMemory(DriverError),
-    /// Any other failed CUDA driver call.
-    #[error("CUDA driver: {0:?}")]
-    Driver(DriverError),
-    /// The batch does not suit the kernels.
-    #[error("{0}")]
-    Invalid(String),
-}
-
-impl From<DriverError> for CudaError {
-    fn from(e: DriverError) -> Self {
-        if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            CudaError::OutOfMemory(e)
-        } else {
-            CudaError::Driver(e)
-        }
-    }
-}
-
-impl crate::error::Kind for CudaError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        use crate::error::ErrorKind;
-        match self {
-            CudaError::NoGpu(_)
-            | CudaError::Unavailable(_)
-            | CudaError::OutOfMemory(_)
-            | CudaError::Driver(_) => ErrorKind::Device,
-            CudaError::Kernel(KernelError::NoNvrtc) => ErrorKind::Unavailable,
-            CudaError::Kernel(KernelError::Compile { .. }) => ErrorKind::Internal,
-            CudaError::Invalid(_) => ErrorKind::Internal,
-        }
-    }
-}
+// The CUDA layer itself (devices, streams, the kernel registry, the error) is the octopipe-cuda
+// crate; here under the paths it had before it moved there.
+pub use octopipe_cuda::{
+    available, device_count, kernels, order_after, order_streams, sync_stream, CudaError, NoGpu,
+};
 
 impl From<CudaError> for PreprocessError {
     fn from(e: CudaError) -> Self {
@@ -110,129 +66,11 @@ impl From<CudaError> for PreprocessError {
     }
 }
 
-/// Why no GPU can be used here.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum NoGpu {
-    /// libcuda does not load.
-    #[error("libcuda.so not found (no NVIDIA driver)")]
-    NoDriver,
-    /// The driver does not start.
-    #[error("the NVIDIA driver cannot start: {0:?}")]
-    Driver(#[source] DriverError),
-    /// The driver reports no device.
-    #[error("the NVIDIA driver reports no GPU")]
-    NoDevice,
-}
-
-impl crate::error::Kind for NoGpu {
-    fn kind(&self) -> crate::error::ErrorKind {
-        crate::error::ErrorKind::Device
-    }
-}
-
-/// `Ok` when libcuda loads and reports at least one device; otherwise why not (for one log line).
-pub fn available() -> Result<(), NoGpu> {
-    match device_count()? {
-        0 => Err(NoGpu::NoDevice),
-        _ => Ok(()),
-    }
-}
-
-/// The CUDA devices the driver reports; an error saying why when libcuda does not load or the
-/// driver does not start.
-pub fn device_count() -> Result<usize, NoGpu> {
-    // SAFETY: only tries to dlopen libcuda by its usual names (cudarc panics without it).
-    if !unsafe { sys::is_culib_present() } {
-        return Err(NoGpu::NoDriver);
-    }
-    CudaContext::device_count()
-        .map(|n| usize::try_from(n).unwrap_or(0))
-        .map_err(NoGpu::Driver)
-}
-
-/// Order the work queued from now on on `consumer` after everything queued so far on `producer`
-/// (streams of `ctx`, made by different components: a decoder, the preprocess engine,
-/// ONNX Runtime; a producer of 0 has nothing pending): the consumer waits on an event recorded on
-/// the producer. No host wait, no device-wide synchronization.
-pub fn order_after(
-    ctx: &CudaContext,
-    consumer: &CudaStream,
-    producer: u64,
-) -> Result<(), CudaError> {
-    if producer == 0 {
-        return Ok(());
-    }
-    ctx.bind_to_thread()?;
-    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
-    let mut event: sys::CUevent = std::ptr::null_mut();
-    // SAFETY: the event is created, recorded on the producer's stream, waited on by the
-    // consumer's stream and destroyed (CUDA keeps it alive until the wait is resolved); both
-    // streams belong to this context (the callers check the device).
-    unsafe {
-        sys::cuEventCreate(&mut event, flags).result()?;
-        let ordered = sys::cuEventRecord(event, producer as sys::CUstream)
-            .result()
-            .and_then(|()| sys::cuStreamWaitEvent(consumer.cu_stream(), event, 0).result());
-        sys::cuEventDestroy_v2(event).result()?;
-        ordered?;
-    }
-    Ok(())
-}
-
-/// [`order_after`] for raw `CUstream` handles of device `device`'s primary context, as other
-/// libraries hand them over (DLPack's `stream=`, `__cuda_array_interface__`'s `stream`; 1 and 2
-/// are CUDA's legacy and per-thread default streams): work queued from now on on `consumer`
-/// runs after everything queued so far on `producer`.
-pub fn order_streams(device: usize, consumer: u64, producer: u64) -> Result<(), CudaError> {
-    if producer == 0 || producer == consumer {
-        return Ok(());
-    }
-    let ctx = context(device)?;
-    ctx.bind_to_thread()?;
-    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
-    let mut event: sys::CUevent = std::ptr::null_mut();
-    // SAFETY: as in `order_after`; the caller vouches that both handles are live streams of
-    // this device's primary context (or CUDA's default-stream handles).
-    unsafe {
-        sys::cuEventCreate(&mut event, flags).result()?;
-        let ordered = sys::cuEventRecord(event, producer as sys::CUstream)
-            .result()
-            .and_then(|()| sys::cuStreamWaitEvent(consumer as sys::CUstream, event, 0).result());
-        sys::cuEventDestroy_v2(event).result()?;
-        ordered?;
-    }
-    Ok(())
-}
-
-/// Wait on the host until the work queued so far on the raw stream `stream` of device
-/// `device`'s primary context is done (before memory another library read goes back to a pool).
-pub fn sync_stream(device: usize, stream: u64) -> Result<(), CudaError> {
-    let ctx = context(device)?;
-    ctx.bind_to_thread()?;
-    // SAFETY: the caller vouches that `stream` is a live stream of this context (or a
-    // default-stream handle).
-    unsafe { sys::cuStreamSynchronize(stream as sys::CUstream).result()? };
-    Ok(())
-}
-
-/// Device `device`'s primary context, or why there is none.
-fn context(device: usize) -> Result<std::sync::Arc<CudaContext>, CudaError> {
-    match device_count() {
-        Ok(n) if device < n => Ok(CudaContext::new(device)?),
-        Ok(n) => Err(CudaError::Unavailable(format!(
-            "cuda:{device} does not exist (the driver reports {n} GPUs)"
-        ))),
-        Err(e) => Err(CudaError::NoGpu(e)),
-    }
-}
-
-/// A CUDA context, one stream, the loaded kernels, and the reusable device and pinned buffers.
+/// A GPU (its CUDA context, one stream, the loaded kernels) and the reusable device and pinned
+/// buffers of the preprocess backend.
 pub struct Engine {
-    pub(crate) ctx: Arc<CudaContext>,
-    pub(crate) stream: Arc<CudaStream>,
-    arch: String,
-    modules: HashMap<Module, Arc<CudaModule>>,
-    funcs: HashMap<Kernel, CudaFunction>,
+    /// The context, the stream all work of this engine runs on, and the kernels.
+    pub(crate) gpu: Gpu,
     /// One descriptor per uploaded frame (per crop after a rectangle upload).
     descs: Vec<FrameDesc>,
     /// The input kind shared by the frames of the last upload.
@@ -271,7 +109,6 @@ pub struct Engine {
     /// or `$OCTOPIPE_OCTOPUS_GRID_PER_SM`. See [`Self::set_octopus_grid`].
     octopus_grid: u32,
     persistent: bool,
-    sms: u32,
     /// (width, height) of each frame of the last upload.
     dims: Vec<(u32, u32)>,
     /// [`UploadMode::Rects`]: the crops with `frame` = the crop's own
@@ -286,44 +123,4 @@ pub struct Engine {
     device_gather: bool,
     /// The rectangles of the last device gather, cut into kernel-parameter tables.
     gathers: Vec<GatherRect>,
-}
-
-/// Grow a device buffer to at least `len` elements (25% headroom); no-op when large enough.
-pub(crate) fn grow<T: DeviceRepr + ValidAsZeroBits>(
-    stream: &Arc<CudaStream>,
-    slot: &mut Option<CudaSlice<T>>,
-    len: usize,
-) -> Result<(), DriverError> {
-    if slot.as_ref().is_none_or(|s| s.len() < len) {
-        *slot = None;
-        *slot = Some(stream.alloc_zeros::<T>((len + len / 4).max(256))?);
-    }
-    Ok(())
-}
-
-/// Grow a pinned host buffer to at least `len` elements (25% headroom); no-op when large enough.
-fn grow_pinned<T: DeviceRepr + Default>(
-    ctx: &Arc<CudaContext>,
-    slot: &mut Option<PinnedHostSlice<T>>,
-    len: usize,
-) -> Result<(), CudaError> {
-    if slot.as_ref().is_none_or(|s| s.len() < len) {
-        *slot = None;
-        // SAFETY: the buffer is only read after a device copy into it has completed.
-        *slot = Some(unsafe { ctx.alloc_pinned::<T>((len + len / 4).max(1024)) }?);
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn out_of_memory_is_its_own_variant() {
-        let oom = DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY);
-        assert!(matches!(CudaError::from(oom), CudaError::OutOfMemory(_)));
-        let lost = DriverError(sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
-        assert!(matches!(CudaError::from(lost), CudaError::Driver(_)));
-    }
 }

@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
 };
+use octopipe_cuda::grow;
 
 use super::CudaError;
-use super::{grow, Engine};
+use super::Engine;
 use crate::frame::DeviceBuffer;
 use crate::tensor::DeviceTensor;
 
@@ -63,11 +64,11 @@ impl Engine {
         match ty {
             OutType::F32 => {
                 refill(&mut self.out32, &self.free32, len);
-                grow(&self.stream, &mut self.out32, len)?
+                grow(self.gpu.stream(), &mut self.out32, len)?
             }
             OutType::F16 => {
                 refill(&mut self.out16, &self.free16, len);
-                grow(&self.stream, &mut self.out16, len)?
+                grow(self.gpu.stream(), &mut self.out16, len)?
             }
         }
         Ok(())
@@ -81,12 +82,16 @@ impl Engine {
             OutType::F32 => {
                 let v = vec![f32::from_bits(bits); len];
                 let out = self.out32.as_mut().expect("reserved");
-                self.stream.memcpy_htod(&v, &mut out.slice_mut(..len))?;
+                self.gpu
+                    .stream()
+                    .memcpy_htod(&v, &mut out.slice_mut(..len))?;
             }
             OutType::F16 => {
                 let v = vec![bits as u16; len];
                 let out = self.out16.as_mut().expect("reserved");
-                self.stream.memcpy_htod(&v, &mut out.slice_mut(..len))?;
+                self.gpu
+                    .stream()
+                    .memcpy_htod(&v, &mut out.slice_mut(..len))?;
             }
         }
         Ok(())
@@ -97,7 +102,7 @@ impl Engine {
     /// next launch takes another), and says which stream wrote it so that readers order their
     /// work after it.
     pub fn take_output(&mut self, ty: OutType, len: usize) -> Result<DeviceTensor, CudaError> {
-        let stream = self.stream.clone();
+        let stream = self.gpu.stream().clone();
         let (ptr, capacity, owner): (u64, usize, Box<dyn Send + Sync>) = match ty {
             OutType::F32 => {
                 let out = self.out32.take();
@@ -122,7 +127,7 @@ impl Engine {
         let buffer = DeviceBuffer::new(
             ptr,
             bytes,
-            self.ctx.ordinal(),
+            self.gpu.context().ordinal(),
             stream.cu_stream() as u64,
             owner,
         );
@@ -136,7 +141,7 @@ impl Engine {
 
     /// Copy the first `dst.len()` f32 outputs to `dst` (pinned or pageable) and wait for them.
     pub fn download_f32(&mut self, dst: &mut [f32]) -> Result<(), CudaError> {
-        download_now(&self.stream, &self.out32, dst)
+        download_now(self.gpu.stream(), &self.out32, dst)
     }
 
     /// Queue the copy of the first `len` f32 outputs into the first `len` elements of pinned
@@ -152,7 +157,15 @@ impl Engine {
         len: usize,
     ) -> Result<(), CudaError> {
         // SAFETY: forwarded to the caller.
-        unsafe { download_exact(&self.ctx, &self.stream, launched(&self.out32)?, dst, len) }
+        unsafe {
+            download_exact(
+                self.gpu.context(),
+                self.gpu.stream(),
+                launched(&self.out32)?,
+                dst,
+                len,
+            )
+        }
     }
 
     /// The device output of the last f16 launch (IEEE half bits, for a device-side consumer).
@@ -171,12 +184,20 @@ impl Engine {
         len: usize,
     ) -> Result<(), CudaError> {
         // SAFETY: forwarded to the caller.
-        unsafe { download_exact(&self.ctx, &self.stream, launched(&self.out16)?, dst, len) }
+        unsafe {
+            download_exact(
+                self.gpu.context(),
+                self.gpu.stream(),
+                launched(&self.out16)?,
+                dst,
+                len,
+            )
+        }
     }
 
     /// Copy the first `dst.len()` f16 outputs (as bits) to `dst` and wait for them.
     pub fn download_f16(&mut self, dst: &mut [u16]) -> Result<(), CudaError> {
-        download_now(&self.stream, &self.out16, dst)
+        download_now(self.gpu.stream(), &self.out16, dst)
     }
 }
 

@@ -4,12 +4,11 @@
 //! a ring of pinned buffers.
 
 use cudarc::driver::{sys, CudaEvent, DevicePtr, DeviceRepr, PinnedHostSlice, PushKernelArg};
+use octopipe_cuda::{grow, grow_pinned, launch_config, push_aligned, Kernel};
 
-use super::kernels::Kernel;
-use super::launch::launch_config;
-use super::meta::{push_aligned, FrameDesc, GatherRect, InputKind};
+use super::meta::{FrameDesc, GatherRect, InputKind};
 use super::CudaError;
-use super::{grow, grow_pinned, Engine};
+use super::Engine;
 use crate::batch::{BlockMeta, CropMeta};
 use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, Planes};
 
@@ -176,14 +175,14 @@ impl Engine {
         mode: UploadMode,
         total: usize,
     ) -> Result<TransferStats, CudaError> {
-        grow(&self.stream, &mut self.arena, total.max(256))?;
+        grow(self.gpu.stream(), &mut self.arena, total.max(256))?;
         let arena = self.arena.as_mut().expect("grown above");
         let mut stats = TransferStats::default();
         for (i, f) in frames.iter().enumerate() {
             if let Some(ptr) = f.device {
                 // The kernels read `arena + plane offset` (64-bit wrapping): an offset of
                 // `ptr - arena` reaches the frame's own memory.
-                let (base, _sync) = arena.device_ptr(&self.stream);
+                let (base, _sync) = arena.device_ptr(self.gpu.stream());
                 self.descs[i] = FrameDesc::new(&f.layout, &f.colorimetry, ptr.wrapping_sub(base));
                 continue;
             }
@@ -205,13 +204,13 @@ impl Engine {
             if use_rows {
                 for &(a, b) in &self.rows {
                     let mut dst = arena.slice_mut(base + a..base + b);
-                    self.stream.memcpy_htod(&f.data[a..b], &mut dst)?;
+                    self.gpu.stream().memcpy_htod(&f.data[a..b], &mut dst)?;
                     stats.frame_bytes += b - a;
                     stats.frame_copies += 1;
                 }
             } else {
                 let mut dst = arena.slice_mut(base..base + size);
-                self.stream.memcpy_htod(&f.data[..size], &mut dst)?;
+                self.gpu.stream().memcpy_htod(&f.data[..size], &mut dst)?;
                 stats.frame_bytes += size;
                 stats.frame_copies += 1;
             }
@@ -248,8 +247,8 @@ impl Engine {
             // The copy that last read the staging buffer must be finished before it is rewritten.
             done.synchronize()?;
         }
-        grow_pinned(&self.ctx, &mut self.rect_host, total)?;
-        grow(&self.stream, &mut self.arena, total)?;
+        grow_pinned(self.gpu.context(), &mut self.rect_host, total)?;
+        grow(self.gpu.stream(), &mut self.arena, total)?;
         let host = self.rect_host.as_mut().expect("grown").as_mut_slice()?;
         layout_rects(frames, crops, &mut self.descs, &mut self.rect_crops, |r| {
             let data = frames[r.frame].data;
@@ -260,15 +259,16 @@ impl Engine {
         });
         let arena = self.arena.as_mut().expect("grown above");
         let host = self.rect_host.as_ref().expect("grown");
-        self.stream
+        self.gpu
+            .stream()
             .memcpy_htod(&host.as_slice()?[..total], &mut arena.slice_mut(..total))?;
         if self.rect_done.is_none() {
-            self.rect_done = Some(self.ctx.new_event(None)?);
+            self.rect_done = Some(self.gpu.context().new_event(None)?);
         }
         self.rect_done
             .as_ref()
             .expect("made")
-            .record(&self.stream)?;
+            .record(self.gpu.stream())?;
         self.remap = true;
         self.stats.frame_bytes = total;
         self.stats.frame_copies = 1;
@@ -290,7 +290,7 @@ impl Engine {
         for (i, f) in frames.iter().enumerate() {
             addrs.push(self.device_address(i, f.data)? as usize);
         }
-        grow(&self.stream, &mut self.arena, total)?;
+        grow(self.gpu.stream(), &mut self.arena, total)?;
         self.gathers.clear();
         let gathers = &mut self.gathers;
         layout_rects(frames, crops, &mut self.descs, &mut self.rect_crops, |r| {
@@ -324,7 +324,7 @@ impl Engine {
                 .max()
                 .unwrap_or(1)
                 .clamp(1, 64);
-            let mut b = self.stream.launch_builder(&f);
+            let mut b = self.gpu.stream().launch_builder(&f);
             b.arg(&table).arg(&mut *arena);
             // SAFETY: argument types match `gather_rects`; every destination lies in the arena
             // (sized above), every source in a frame that `set_device_gather`'s caller keeps
@@ -338,12 +338,12 @@ impl Engine {
     /// another component, e.g. the one that wrote a device frame; 0 for none): the engine's
     /// stream waits on an event recorded there, no device-wide synchronization.
     pub fn after_stream(&self, producer: u64) -> Result<(), CudaError> {
-        super::order_after(&self.ctx, &self.stream, producer)
+        octopipe_cuda::order_after(self.gpu.context(), self.gpu.stream(), producer)
     }
 
     /// The device address of page-locked host bytes, or an error naming frame `i`.
     fn device_address(&self, i: usize, data: &[u8]) -> Result<u64, CudaError> {
-        self.ctx.bind_to_thread()?;
+        self.gpu.context().bind_to_thread()?;
         let mut addr: sys::CUdeviceptr = 0;
         let mut attr = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_POINTER;
         let mut out = [(&mut addr as *mut sys::CUdeviceptr).cast::<std::ffi::c_void>()];
@@ -416,8 +416,8 @@ impl Engine {
             }
             let slot = MetaSlot {
                 // SAFETY: the slot is written (below) before any copy reads it.
-                host: unsafe { self.ctx.alloc_pinned::<u8>(len + len / 4) }?,
-                done: self.ctx.new_event(None)?,
+                host: unsafe { self.gpu.context().alloc_pinned::<u8>(len + len / 4) }?,
+                done: self.gpu.context().new_event(None)?,
             };
             if self.meta_ring.len() <= i {
                 self.meta_ring.push(slot);
@@ -429,11 +429,12 @@ impl Engine {
         // The copy that last read this slot must be finished before it is overwritten.
         slot.done.synchronize()?;
         slot.host.as_mut_slice()?[..len].copy_from_slice(&self.host_meta);
-        grow(&self.stream, &mut self.meta, len)?;
+        grow(self.gpu.stream(), &mut self.meta, len)?;
         let meta = self.meta.as_mut().expect("grown above");
-        self.stream
+        self.gpu
+            .stream()
             .memcpy_htod(&slot.host.as_slice()?[..len], &mut meta.slice_mut(..len))?;
-        slot.done.record(&self.stream)?;
+        slot.done.record(self.gpu.stream())?;
         self.layout = l;
         self.stats.meta_bytes = len;
         Ok(len)

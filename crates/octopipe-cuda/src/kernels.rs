@@ -235,6 +235,7 @@ impl Kernel {
 
 /// A kernel module that NVRTC could not compile, or NVRTC itself missing.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum KernelError {
     /// libnvrtc could not be loaded.
     #[error("NVRTC (libnvrtc.so) is not available: install the CUDA toolkit or pip `nvidia-cuda-nvrtc` and put it on LD_LIBRARY_PATH")]

@@ -1,0 +1,46 @@
+//! # octopipe-cuda
+//!
+//! octopipe's CUDA layer, shared by every part that runs work on a GPU (the preprocess backend,
+//! `tilestats`, the detector's peaks, ONNX Runtime's stream ordering, NVDEC, the benchmarks and
+//! the Python module). It holds no stage: the preprocess backend (the Octopus launch, its
+//! metadata, uploads and outputs) stays with the preprocess stage and builds on this crate.
+//!
+//! | part | what it is |
+//! | --- | --- |
+//! | [devices](device_count) | whether libcuda loads and how many GPUs the driver reports ([`available`], [`NoGpu`]) |
+//! | [`Gpu`] | one device's context, a stream, and the kernel modules loaded for its architecture |
+//! | [streams](order_after) | ordering work between streams of different components without a host wait ([`order_after`], [`order_streams`], [`sync_stream`]) |
+//! | [kernel registry](kernels) | every `.cu` file of `kernels/` ([`kernels::Module`]) and entry point ([`Kernel`]), compiled once per process with NVRTC (and cached on disk) |
+//! | [launch helpers](launch) | the launch configuration, metadata packing and growing buffers every launcher shares |
+//! | [`CudaError`] | the layer's error, its out-of-memory case a variant of its own |
+//!
+//! libcuda and libnvrtc are loaded at run time: the crate builds, and its callers run their CPU
+//! paths, on machines without CUDA.
+//!
+//! ```no_run
+//! use octopipe_cuda::{available, Gpu, Kernel};
+//!
+//! # fn main() -> Result<(), octopipe_cuda::CudaError> {
+//! available()?; // NoGpu: fall back to the CPU
+//! let mut gpu = Gpu::new(0)?; // every kernel module compiled (or taken from the cache)
+//! let f = gpu.func(Kernel::TilestatsGray8)?;
+//! println!("{} ({}): {} registers", gpu.device_name(), gpu.arch(), f.num_regs()?);
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod device;
+mod error;
+mod gpu;
+pub mod kernels;
+pub mod launch;
+mod stream;
+
+pub use device::{available, device_count};
+pub use error::{CudaError, NoGpu};
+pub use gpu::Gpu;
+pub use kernels::{Kernel, KernelError};
+pub use launch::{grow, grow_pinned, launch_config, part, push_aligned, Pod};
+pub use stream::{order_after, order_streams, sync_stream};
