@@ -58,7 +58,7 @@ run)
         eval "$CMD"
         exit
     fi
-    tests="cuda::classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu cuda::detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu"
+    tests="cuda::models::classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu cuda::models::detector_on_the_cuda_ep_reads_device_tiles_and_matches_the_cpu"
     .device/run/cuda --nocapture --exact $tests
     pipeline=nvdec::nvdec_and_the_cuda_ep_label_the_clip_as_the_cpu_pipeline
     /tmp/nvdec --nocapture --exact $pipeline
