@@ -14,7 +14,7 @@
 # ONNX Runtime's CUDA build, GStreamer and $OCTOPIPE_DATA set up.
 #
 # `stage` packs ONNX Runtime 1.31.1 with its CUDA execution provider (../shared/tools/pack-ort-cuda.py,
-# device code for sm_90) into three parts, with the GPU test binaries (tests/preprocess/cuda.rs, tests/sources/nvdec.rs)
+# device code for sm_90) into three parts, with the GPU test binaries (tests/preprocess/cuda/, tests/sources/nvdec.rs)
 # and the shared clip and models; `run` unpacks it and runs the tests that need it, then
 # compute-sanitizer on them.
 set -euo pipefail

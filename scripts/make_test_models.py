@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tiny ONNX models for the bad-input tests (tests/describe/bad_input.rs), written to tests/data/models/.
+"""Tiny ONNX models for the bad-input tests (tests/describe/bad_input/), written to tests/data/models/.
 
     python3 scripts/make_test_models.py [OUT_DIR]
 
