@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The core crate (crates/octopipe-core) stays the bottom of the crate graph, and the CUDA crate
-# (crates/octopipe-cuda) sits on it alone: neither dependency tree (normal and build
-# dependencies, proc macros included; not dev-dependencies) holds GStreamer, ONNX Runtime, a
-# broker (zenoh, MQTT), the HTTP server (hyper) and tokio, or the CLI's crates (clap, anyhow,
-# signal-hook, tracing-subscriber). Prints each tree's crates and exits 1 naming any forbidden
-# one. And the facade library without its default features (an embedder's
+# The crate graph is the architecture: the core crate (crates/octopipe-core) stays its bottom, the
+# CUDA crate (crates/octopipe-cuda) sits on it alone, and neither dependency tree (normal and
+# build dependencies, proc macros included; not dev-dependencies) holds GStreamer, ONNX Runtime,
+# a broker (zenoh, MQTT), the HTTP server (hyper) and tokio, or the CLI's crates (clap, anyhow,
+# signal-hook, tracing-subscriber); nor does the stages crate's (crates/octopipe-stages, its
+# brokers off); the sources crate holds no ONNX Runtime and the ONNX crate no GStreamer. Prints
+# each tree's crates and exits 1 naming any forbidden one. And the facade library without its default features (an embedder's
 # `default-features = false`: no `cli`, `mqtt`, `zenoh`) has none of the CLI's crates and no
 # broker in its tree. Run by scripts/test.sh.
 #
@@ -17,16 +18,28 @@ cd "$(dirname "$0")/.."
 # clap_derive, signal-hook-registry, ...).
 forbidden='^(gstreamer|gst|glib|gio|ort|zenoh|rumqttc|hyper|tokio|clap|anyhow|signal-hook|tracing-subscriber)([-_][a-z0-9_-]+)?$'
 
-for package in octopipe-core octopipe-cuda; do
+# Each member below the description and runner, with what its tree must not hold: the core and the
+# CUDA layer none of them; the stages (without their broker features) no GStreamer, ONNX Runtime,
+# broker, HTTP server or CLI; the sources no ONNX Runtime, the ONNX stages no GStreamer, and
+# neither a broker, the HTTP server or the CLI.
+others='^(zenoh|rumqttc|hyper|tokio|clap|anyhow|signal-hook|tracing-subscriber)([-_][a-z0-9_-]+)?$'
+for rule in \
+  "octopipe-core|$forbidden" \
+  "octopipe-cuda|$forbidden" \
+  "octopipe-stages|$forbidden" \
+  "octopipe-sources|^(ort)([-_][a-z0-9_-]+)?\$|$others" \
+  "octopipe-onnx|^(gstreamer|gst|glib|gio)([-_][a-z0-9_-]+)?\$|$others"; do
+  package=${rule%%|*}
+  pattern=${rule#*|}
   crates=$(cargo tree -p "$package" -e normal,build --prefix none | awk '{print $1}' | sort -u)
-  bad=$(grep -E "$forbidden" <<<"$crates" || true)
+  bad=$(grep -E "$pattern" <<<"$crates" || true)
   echo "$package depends on: $(grep -v "^$package\$" <<<"$crates" | tr '\n' ' ')"
   if [ -n "$bad" ]; then
     echo "check-core-deps: $package's dependency tree holds forbidden crates:" $bad >&2
     echo "  see why with: cargo tree -p $package -e normal,build -i CRATE" >&2
     exit 1
   fi
-  echo "check-core-deps: $package: no GStreamer, ONNX Runtime, broker, HTTP, tokio or CLI crate"
+  echo "check-core-deps: $package: none of its forbidden crates"
 done
 
 optional='^(clap|anyhow|signal-hook|tracing-subscriber|zenoh|rumqttc)([-_][a-z0-9_-]+)?$'

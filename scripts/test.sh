@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The test command: install what is missing, then check that modules import no circle
-# (scripts/check-cycles.py), that the core and CUDA crates' dependency trees hold no GStreamer,
-# ONNX Runtime, broker or CLI crate (scripts/check-core-deps.sh), that every test file is in a test
+# (scripts/check-cycles.py), that the member crates' dependency trees hold only what their layer
+# may (the core, CUDA and stages crates no GStreamer, ONNX Runtime, broker or CLI crate:
+# scripts/check-core-deps.sh), that every test file is in a test
 # binary (scripts/check-tests.py) and that the dev-dependencies change no feature of the library's
 # dependencies (scripts/check-feature-unification.sh: the examples and tests reuse the library
 # `cargo build` made), format, lint (with and without the `bench` feature), build-check the
 # library without its `cli` feature, check the API docs and run every test of the library and of
-# the core and CUDA crates (with `bench`, so the GPU tests build too); then
+# the member crates (with `bench`, so the GPU tests build too); then
 # build and install the Python module from that build and run its tests (pytest).
 # Shared VisDrone data is taken from $OCTOPIPE_DATA (default ../shared/data); tests that need it,
 # ONNX Runtime or a GPU say why when they skip (under CI=true a missing prerequisite fails).
@@ -23,6 +24,7 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy --workspace --all-targets --quiet --features bench -- -D warnings
 cargo check -p octopipe --lib --no-default-features --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-cargo test -p octopipe -p octopipe-core -p octopipe-cuda --features bench
+cargo test -p octopipe -p octopipe-core -p octopipe-cuda -p octopipe-stages -p octopipe-sources \
+  -p octopipe-onnx -p octopipe-pipeline -p octopipe-observe --features bench
 bash scripts/setup.sh --wheel dev
 python3 -m pytest -q -rs crates/octopipe-python

@@ -55,32 +55,15 @@
 
 #![warn(missing_docs)]
 
-pub mod appinfer;
-pub mod batch;
 // The benchmarks and the CLI's own commands (`eval`, `pan`): public for the `octopipe` binary and
 // the tests, not part of the embedding API.
 #[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod bench;
-pub mod boxes;
-pub mod classify;
-pub mod control;
-pub mod describe;
-pub mod detect;
 #[doc(hidden)]
 pub mod eval;
-pub mod observe;
-pub mod oneshot;
-pub mod onnx;
 #[doc(hidden)]
 pub mod pan;
-pub mod pipeline;
-pub mod preprocess;
-pub mod sink;
-pub mod source;
-pub mod tiles;
-pub mod tilestats;
-pub mod track;
 
 // The bottom layers live in the core crate (crates/octopipe-core); here under their old paths, so
 // `octopipe::frame::Frame`, `crate::stage::Stage`, ... name what they always named.
@@ -89,16 +72,19 @@ pub use octopipe_core::{budget, buffer, error, files, frame, redact, stage, tens
 // helpers); the preprocess backend re-exports its items under their old paths too
 // (`preprocess::cuda::{available, CudaError, kernels, ...}`).
 pub use octopipe_cuda as cuda;
-// Not public here, as before the move: their public types are re-exported where users find them
-// (`batch::CropBatch`, `describe::Description`, ...).
-use octopipe_core::{crops, description, rng};
-
+// The stages, the description and runner, the observers: one crate each family (crates/), here
+// under the module names users know.
 pub use appinfer::{AppBatch, AppInfer, Labels};
 pub use describe::Builtin;
 pub use error::{Error, ErrorKind};
 pub use frame::{
     Colorimetry, Detection, DeviceBuffer, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat,
 };
+pub use octopipe_observe as observe;
+pub use octopipe_onnx::{appinfer, classify, detect, onnx};
+pub use octopipe_pipeline::{control, describe, oneshot, pipeline};
+pub use octopipe_sources as source;
+pub use octopipe_stages::{batch, boxes, preprocess, sink, tiles, tilestats, track};
 pub use pipeline::{Observer, Outcome, Pipeline, StopHandle, Streams};
 pub use sink::Object;
 pub use source::{AppBox, AppFrame, AppSource, PushError};

@@ -6,8 +6,8 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 use octopipe_cuda::{available, CudaError, Gpu};
 
-use super::baselines::{BenchEngine, Strategy};
 use super::{max_diff_255, median, BenchError, Prepared, PreprocessBenchOptions, Row, Workload};
+use super::{BenchEngine, Strategy};
 use crate::batch::{build_blocks_into, CropBatch, CropMeta, AREA_INPUT_PER_BLOCK};
 use crate::preprocess::cpu::CpuBackend;
 use crate::preprocess::cuda::meta::Norm;

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use crate::pipeline::Pipeline;
 use crate::sink::message::{Message, Messages, Per};
+use crate::stage::PropChoice;
 use crate::Error;
 
 /// What `octopipe bench messages` runs.
@@ -116,10 +117,7 @@ pub fn messages(opts: &MessagesOptions) -> Result<String, Error> {
                 s,
                 "| {} | {} | {} | {objects:.1} | {} | {:.0} | {} | {:.1} |",
                 sz.what,
-                match sz.per {
-                    Per::Frame => "frame",
-                    Per::Object => "object",
-                },
+                sz.per.as_str(),
                 sz.bytes.len(),
                 sz.bytes.get(n / 2).copied().unwrap_or(0),
                 total as f64 / n as f64,

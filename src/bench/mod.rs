@@ -13,7 +13,6 @@
 //! (`octopipe bench track`). Scoring a run's output is not a benchmark: [`crate::eval`]
 //! (`octopipe eval`, in every build; `eval` here is its `detections` module, kept by that name).
 
-mod baselines;
 mod data;
 mod detect;
 mod gpu;
@@ -33,8 +32,8 @@ use crate::preprocess::cpu::CpuBackend;
 use crate::preprocess::{Backend, PreprocessConfig, PreprocessError};
 
 pub use crate::eval::detections as eval;
+pub use crate::preprocess::cuda::baselines::{BenchEngine, Strategy, FLAT_THREADS};
 pub use crate::preprocess::f16_to_f32;
-pub use baselines::{BenchEngine, Strategy, FLAT_THREADS};
 pub use data::{box_sizes, frame_from, synthetic_frame, Rng};
 pub use detect::{detect_tiles, DetectTilesOptions};
 pub use gpu::{probe, tune, ProbeOptions, TuneChoice};

@@ -8,8 +8,7 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use cudarc::driver::PushKernelArg;
-use octopipe_cuda::{available, grow, launch_config, part, CudaError, Kernel};
+use octopipe_cuda::{available, CudaError};
 
 use super::gpu::timing_event;
 use super::{median, time_cpu, BenchError};
@@ -17,7 +16,6 @@ use crate::budget::{Budget, Tally};
 use crate::frame::PixelSums;
 use crate::preprocess::BackendKind;
 use crate::tiles::{random, scene, Grid, Tiler, TilesConfig};
-use crate::tilestats::cuda::TILESTATS_THREADS;
 use crate::tilestats::{GpuSums, Rule, Sampling, TileBlocks, TileFilter, TileStatsConfig};
 
 /// The seed scenario's time on a Jetson Orin Nano, ms per scene.
@@ -238,7 +236,7 @@ fn gpu_rows(
     let (pad_w, pad_h) = (opts.max, opts.max);
     let per_pad = (pad_w * pad_h).div_ceil(bp);
     let (pad_dev, pad_host) = time_gpu(&mut g, reps, |g| {
-        launch_padded(g, &sampling, (pad_w, pad_h), bp)
+        g.launch_padded(&sampling, (pad_w, pad_h), bp)
     })?;
     g.download(&mut sums)?;
     let pad_ok = equal(&sums);
@@ -311,53 +309,4 @@ fn time_gpu(
         dev.push(f64::from(a.elapsed_ms(&b)?));
     }
     Ok((median(&mut dev), median(&mut host)))
-}
-
-/// The padded baseline: `tilestats_padded_gray16` over the tiles of the last upload, every tile
-/// padded to `pad` (none may be larger), ceil(pad pixels / `block_pixels`) blocks each.
-fn launch_padded(
-    g: &mut GpuSums,
-    sampling: &Sampling,
-    pad: (u32, u32),
-    block_pixels: u32,
-) -> Result<(), CudaError> {
-    if sampling.source != crate::tilestats::Source::Gray16 {
-        return Err(CudaError::Invalid(
-            "the padded baseline reads 16-bit grey frames".into(),
-        ));
-    }
-    if g.tiles.iter().any(|t| t.w > pad.0 || t.h > pad.1) {
-        return Err(CudaError::Invalid(format!(
-            "a tile is larger than the {}x{} pad",
-            pad.0, pad.1
-        )));
-    }
-    let per_tile = (pad.0 * pad.1).div_ceil(block_pixels);
-    let ntiles = g.tiles.len() as u32;
-    let f = g.engine.func(Kernel::TilestatsPaddedGray16)?;
-    let stream = g.engine().stream().clone();
-    grow(&stream, &mut g.partials, (per_tile * ntiles) as usize)?;
-    let (frame, meta) = (
-        g.frame.as_ref().expect("uploaded"),
-        g.meta.as_ref().expect("uploaded"),
-    );
-    let tiles = part(meta, g.parts[0]);
-    let cfg = launch_config((per_tile * ntiles, 1), TILESTATS_THREADS);
-    let mut b = stream.launch_builder(&f);
-    b.arg(frame)
-        .arg(&sampling.band)
-        .arg(&tiles)
-        .arg(&pad.0)
-        .arg(&pad.1)
-        .arg(&block_pixels)
-        .arg(&per_tile)
-        .arg(g.partials.as_mut().expect("grown"))
-        .arg(g.counters.as_mut().expect("uploaded"))
-        .arg(g.out.as_mut().expect("uploaded"));
-    // SAFETY: the arguments match `tilestats_padded_gray16`; every tile lies in the uploaded frame
-    // (checked by the upload) and fits the pad (checked above), so reads stay in the frame;
-    // `partials` holds per_tile * ntiles slots, `counters` and `out` one per tile.
-    unsafe { b.launch(cfg) }?;
-    g.launches += 1;
-    Ok(())
 }

@@ -9,8 +9,8 @@ use octopipe_cuda::available;
 
 use super::time_kernel_queued;
 use crate::batch::build_blocks_into;
-use crate::bench::baselines::{BenchEngine, Strategy};
 use crate::bench::{prepare, BenchError, PreprocessBenchOptions, Workload};
+use crate::bench::{BenchEngine, Strategy};
 use crate::preprocess::cuda::meta::Norm;
 use crate::preprocess::cuda::{octopus_threads, HostFrame, OutType, UploadMode};
 

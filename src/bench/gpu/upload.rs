@@ -5,7 +5,7 @@ use octopipe_cuda::CudaError;
 
 use super::{time_host, time_kernel, GpuInput};
 use crate::batch::build_blocks_into;
-use crate::bench::baselines::{BenchEngine, Strategy};
+use crate::bench::{BenchEngine, Strategy};
 use crate::preprocess::cuda::{OutType, TransferStats, UploadMode};
 
 /// Host-clock times (ms) of one batch through one strategy with each way of moving the frames.

@@ -1,0 +1,591 @@
+//! [`GstSource`]: every kind of input as a GStreamer pipeline ending in an `appsink`, and what the
+//! kinds share: opening, the pull loop, bus messages and errors, stall detection and the
+//! construction of frames.
+//!
+//! ```text
+//! media:  uridecodebin uri=file:///data/flight.mp4 ! videoconvert
+//!           ! video/x-raw,format={I420,NV12} ! appsink
+//! images: appsrc (one file per buffer) ! jpegdec idct-method=islow (or pngdec) ! videoconvert
+//!           ! video/x-raw,format={I420,NV12,RGB,BGR,RGBA,BGRA,RGBx,BGRx} ! appsink
+//! test:   videotestsrc pattern=smpte num-buffers=90
+//!           ! video/x-raw,format=I420,width=1280,height=720,framerate=30/1 ! appsink
+//! launch: FRAGMENT ! videoconvert ! video/x-raw,format={I420,NV12} ! appsink
+//!         (`head decoder=...`: FRAGMENT ! decodebin, then as media)
+//! ```
+//!
+//! Each kind's pipeline is built in its own module (`media`, `images`, `test`, `launch`); caps,
+//! formats and the plane copy are in `caps`; making elements, and the errors for missing ones, in
+//! `elements`; what a wait for a frame comes to (a quiet live source, a file that does not start or
+//! stalls) and the reconnect backoff in `watch`. A reconnect tears the whole GStreamer pipeline
+//! down and builds it again from the settings, as
+//! GStreamer's `fallbacksrc` restarts its source.
+//!
+//! The same decodes by hand (`appsink` becomes `fakesink`, `appsrc` a `multifilesrc`):
+//!
+//! ```text
+//! gst-launch-1.0 uridecodebin uri=file://$PWD/flight.mp4 ! videoconvert ! "video/x-raw,format={I420,NV12}" ! fakesink
+//! gst-launch-1.0 multifilesrc location=img_%03d.jpg caps=image/jpeg,framerate=30/1 ! jpegdec idct-method=islow ! videoconvert ! fakesink
+//! gst-launch-1.0 videotestsrc pattern=smpte num-buffers=90 ! video/x-raw,format=I420,width=1280,height=720 ! fakesink
+//! ```
+//!
+//! `videoconvert` passes the decoder's output through untouched when it is already in one of the
+//! accepted formats (JPEG 4:2:0 comes out as I420, PNG as RGB or RGBA), so no colour conversion happens
+//! in GStreamer. Each sample's caps are read (image sizes may change from file to file) and its planes
+//! are copied once, tightly packed, into a pooled buffer.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use gstreamer_video as gst_video;
+
+mod build;
+mod recover;
+
+use build::{Input, Parts};
+use recover::Garbage;
+
+use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
+use super::images::Feeder;
+use super::media::{expected_frames, truncation};
+use super::nvdec::{self, SharedCuda};
+use super::timeline::{interval_of, Origin, Timeline};
+use super::watch::{secs, Limits, Wait};
+use super::{FrameSource, SourceConfig, SourceError, SourceKind};
+use crate::budget::Tally;
+use crate::frame::{
+    BufferPool, Colorimetry, DeviceFrame, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,
+    PooledBuf,
+};
+use crate::redact;
+
+/// How long [`GstSource::next_frame`](FrameSource::next_frame) waits for a sample between two looks
+/// at the bus.
+const POLL: gst::ClockTime = gst::ClockTime::from_mseconds(50);
+
+/// Where a decoder that `decodebin` could not find usually lives.
+const DECODER_PACKAGES: &str =
+    "a decoder for it (gstreamer1.0-libav, gstreamer1.0-plugins-bad or gstreamer1.0-plugins-ugly)";
+
+/// A [`FrameSource`] backed by a GStreamer pipeline.
+///
+/// Errors name the input: the file or URI, or for image sequences the image the decoder failed on
+/// (a picture the decoder drops without a word is an error too, so frames never shift to the wrong
+/// file name).
+///
+/// ```no_run
+/// use octopipe_core::frame::BufferPool;
+/// use octopipe_sources::{FrameSource, GstSource, SourceConfig, SourceKind};
+///
+/// let config = SourceConfig::new(SourceKind::Images {
+///     location: "clip/images/*.jpg".into(),
+/// });
+/// let mut source = GstSource::open(&config, BufferPool::new())?;
+/// while let Some(frame) = source.next_frame()? {
+///     tracing::info!("{} {}x{} {}", frame.source, frame.layout.width, frame.layout.height, frame.layout.format);
+/// }
+/// # Ok::<(), octopipe_sources::SourceError>(())
+/// ```
+pub struct GstSource {
+    pipeline: gst::Pipeline,
+    appsink: gst_app::AppSink,
+    bus: gst::Bus,
+    pool: BufferPool,
+    input: Input,
+    stream: u32,
+    /// Frames made so far.
+    seq: u64,
+    /// Numbers frames by presentation time (`Frame::seq`), so lost frames leave gaps.
+    timeline: Timeline,
+    /// Whether the warning that frames are numbered as they come (no frame rate known) was given.
+    told_no_rate: bool,
+    /// End of stream, stop or error seen: only `Ok(None)` from now on.
+    done: bool,
+    /// Last warning on the bus, kept as detail for an image that produced no frame.
+    warning: Option<String>,
+    /// `missing-plugin` message seen on the bus: (description, caps).
+    missing: Option<(String, String)>,
+    feeder: Option<Feeder>,
+    /// Decoded samples still queued in the `appsink` when an error ended the stream: handed out
+    /// before the error, so the frames before the damage are kept.
+    held: VecDeque<gst::Sample>,
+    /// The error that ended the stream, returned once `held` is empty.
+    pending: Option<SourceError>,
+    /// End (pts + duration) of the last frame, to tell a truncated file from a complete one.
+    last_end: Option<gst::ClockTime>,
+    /// Set by the interrupter: the end of stream that follows is ours, not the file's end.
+    interrupted: Arc<AtomicBool>,
+    /// The settings, to build the pipeline again on a reconnect.
+    config: SourceConfig,
+    /// Timeouts and reconnects in force.
+    limits: Limits,
+    /// Reconnects since the last frame.
+    in_a_row: u32,
+    /// Where reconnects and silences are counted (the run's report).
+    tally: Option<Tally>,
+    /// When the pipeline was last set playing: the decoder is starting until `start-timeout`
+    /// after it.
+    started: Instant,
+    /// The CUDA context shared with NVDEC decoders (`decoder=nvdec`).
+    cuda: Option<Arc<SharedCuda>>,
+    /// The size of the last frame's picture (a change is a splice: `follow_picture`).
+    picture: Option<(u32, u32)>,
+    /// When the source was opened: a stream source gives its first frame within
+    /// `start-timeout` of it, reconnects included.
+    opened: Instant,
+    /// Damaged data dropped so far (errors and warnings of depayloaders, parsers and
+    /// decoders of a stream that went on), the first one's words, and when the last came.
+    garbage: Garbage,
+}
+
+impl GstSource {
+    /// Build and start the pipeline for `config`; frames' planes are taken from `pool`.
+    ///
+    /// Paths are checked before any GStreamer work: a missing file or folder, an empty folder or a
+    /// folder mixing JPEG and PNG files is a [`SourceError::Input`].
+    pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Self, SourceError> {
+        let parts = Parts::build(config)?;
+        let mut limits = config.watch.limits(parts.receives(config));
+        // NVDEC sessions starting together (one context, many streams) are slow to start.
+        limits.slow_start = parts.cuda.is_some();
+        let live_head = matches!(config.kind, SourceKind::Launch { .. });
+        let mut source = GstSource {
+            pipeline: parts.pipeline,
+            appsink: parts.appsink,
+            bus: parts.bus,
+            pool,
+            input: parts.input,
+            stream: config.stream,
+            seq: 0,
+            // A GStreamer head's timestamps start wherever its clock stood; a file's at zero.
+            timeline: Timeline::new(if live_head {
+                Origin::FirstFrame
+            } else {
+                Origin::Zero
+            }),
+            told_no_rate: false,
+            done: false,
+            warning: None,
+            missing: None,
+            feeder: parts.feeder,
+            held: VecDeque::new(),
+            pending: None,
+            last_end: None,
+            interrupted: Arc::new(AtomicBool::new(false)),
+            config: config.clone(),
+            limits,
+            in_a_row: 0,
+            tally: None,
+            started: Instant::now(),
+            cuda: parts.cuda,
+            picture: None,
+            opened: Instant::now(),
+            garbage: Garbage::default(),
+        };
+        if let Err(e) = source.start() {
+            // A network source that cannot connect yet retries from its first wait for a frame.
+            if !source.may_retry(Some(&e)) {
+                return Err(e);
+            }
+            source.finish();
+            source.pending = Some(e);
+        }
+        Ok(source)
+    }
+
+    /// Count reconnects and silences in `tally` (the run's report), as events of this source's
+    /// stream.
+    pub(crate) fn report_to(&mut self, tally: Tally) {
+        self.tally = Some(tally);
+    }
+
+    /// Set the pipeline playing; when it will not start, the reason is on the bus.
+    fn start(&mut self) -> Result<(), SourceError> {
+        self.started = Instant::now();
+        if self.pipeline.set_state(gst::State::Playing).is_err() {
+            self.poll_bus()?;
+            return Err(self.stream_error("could not start the pipeline".into(), None));
+        }
+        Ok(())
+    }
+
+    /// Tear the pipeline down and build it again (a reconnect); frame numbers go on.
+    fn rebuild(&mut self) -> Result<(), SourceError> {
+        self.finish();
+        if let Some(mut feeder) = self.feeder.take() {
+            feeder.stop_and_join();
+        }
+        let parts = Parts::build(&self.config)?;
+        self.pipeline = parts.pipeline;
+        self.appsink = parts.appsink;
+        self.bus = parts.bus;
+        self.input = parts.input;
+        self.feeder = parts.feeder;
+        self.cuda = parts.cuda;
+        // A live head's new pipeline stamps on a clock of its own: its frames number on.
+        self.timeline.restart();
+        self.done = false;
+        self.warning = None;
+        self.missing = None;
+        self.last_end = None;
+        self.start()
+    }
+
+    /// How errors name this input.
+    fn name(&self) -> &str {
+        match &self.input {
+            Input::Media { name, .. } => name,
+            Input::Images(images) => &images.location,
+            Input::Test { name, .. } | Input::Launch { name, .. } => name,
+        }
+    }
+
+    fn stream_error(&self, message: String, debug: Option<String>) -> SourceError {
+        SourceError::Stream {
+            source_name: self.name().to_string(),
+            message: redact::credentials(&message).into_owned(),
+            debug: debug.map(|d| redact::credentials(&d).into_owned()),
+        }
+    }
+
+    /// Stop the pipeline and the feeder; the stream is over.
+    fn finish(&mut self) {
+        self.end();
+        let _ = self.pipeline.set_state(gst::State::Null);
+    }
+
+    /// The stream is over (the feeder stops); the pipeline is left as it is until `finish`.
+    fn end(&mut self) {
+        self.done = true;
+        self.tell_garbage();
+        if let Some(feeder) = &self.feeder {
+            feeder.request_stop();
+        }
+    }
+
+    /// At end of stream: an image that produced no frame, or a file the feeder could not use.
+    fn check_end(&mut self) -> Result<(), SourceError> {
+        if let Some(error) = self.feeder.as_ref().and_then(Feeder::take_error) {
+            return Err(error);
+        }
+        if let Input::Images(images) = &self.input {
+            images.check_end(self.warning.as_deref())?;
+        }
+        Ok(())
+    }
+
+    /// At end of stream of a media file whose container declares its length: a stream that stops
+    /// well short of it is a truncated file. Call before the pipeline is stopped.
+    fn check_length(&self) -> Result<(), SourceError> {
+        if !matches!(self.input, Input::Media { .. }) || self.interrupted.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        match truncation(&self.pipeline, self.last_end, self.seq) {
+            Some(message) => Err(self.stream_error(message, None)),
+            None => Ok(()),
+        }
+    }
+
+    /// The instant at which a buffer of a live pipeline was captured or received: its running time
+    /// on the pipeline clock, seen from now. `None` when the pipeline has no clock yet.
+    fn arrival(&self, sample: &gst::Sample, pts: Option<gst::ClockTime>) -> Option<Instant> {
+        let clock = self.pipeline.clock()?;
+        let segment = sample.segment()?.downcast_ref::<gst::ClockTime>()?;
+        let running = segment.to_running_time(pts?)?;
+        let at = self.pipeline.base_time()? + running;
+        let age = clock.time().checked_sub(at).unwrap_or(gst::ClockTime::ZERO);
+        // A stamp from the future or from long ago is not an arrival time.
+        (age < gst::ClockTime::from_seconds(10))
+            .then(|| Instant::now() - Duration::from_nanos(age.nseconds()))
+    }
+
+    /// The video info and octopipe format of a sample's caps.
+    fn video_info(
+        &self,
+        caps: &gst::CapsRef,
+    ) -> Result<(gst_video::VideoInfo, PixelFormat), SourceError> {
+        let info = gst_video::VideoInfo::from_caps(caps).map_err(|_| SourceError::Format {
+            source_name: self.name().to_string(),
+            format: caps.to_string(),
+        })?;
+        let format = pixel_format(info.format()).ok_or_else(|| SourceError::Format {
+            source_name: self.name().to_string(),
+            format: info.format().to_str().to_string(),
+        })?;
+        Ok((info, format))
+    }
+
+    /// How frames name where they came from (the URI, the image file, the fragment or test
+    /// pattern), what an image's file name says, and the colorimetry for what a frame's caps
+    /// leave unknown.
+    fn origin(
+        &mut self,
+        pts: Option<gst::ClockTime>,
+        height: u32,
+    ) -> Result<(Arc<str>, Option<ImageFile>, Colorimetry), SourceError> {
+        match &mut self.input {
+            Input::Media { uri, .. } => Ok((uri.clone(), None, video_default(height))),
+            Input::Test { name, .. } | Input::Launch { name, .. } => {
+                Ok((name.clone(), None, video_default(height)))
+            }
+            Input::Images(images) => images
+                .origin(pts)
+                .map(|(name, file, colorimetry)| (name, Some(file), colorimetry)),
+        }
+    }
+
+    /// The frame interval to number frames by: the decoded caps' frame rate, else the rate the
+    /// settings give (an image sequence's `framerate`, which its pts follow; a head's
+    /// `framerate`); `None` (frames numbered as they come, with a warning once) when none says.
+    fn interval(&mut self, info: &gst_video::VideoInfo) -> Option<Duration> {
+        let fps = info.fps();
+        let stated = match self.input {
+            Input::Images(_) => Some(self.config.framerate),
+            _ => self.config.head_framerate,
+        };
+        let interval = interval_of(fps.numer(), fps.denom())
+            .or_else(|| stated.map(|f| Duration::from_secs_f64(1.0 / f)));
+        if interval.is_none() && !self.told_no_rate {
+            self.told_no_rate = true;
+            let fix = match self.input {
+                Input::Launch { .. } => "; set the stream's rate with head framerate=F",
+                _ => " (a variable-rate file)",
+            };
+            tracing::warn!(
+                "{}: the decoded stream gives no frame rate: frames are numbered as they come, so a lost frame moves the boxes keyed by frame number (MOT rows) after it{fix}",
+                self.name()
+            );
+        }
+        interval
+    }
+
+    /// A video whose picture size changes mid-stream (an encoder restarted, files joined) is
+    /// spliced there: its timestamps across the change do not line up (an MPEG-TS demuxer
+    /// re-bases them and leaves a gap a frame wide), so frames are numbered on from the last
+    /// one. Every frame carries its own size, so the stages after follow the change. Image
+    /// sequences are left alone (each picture has its size and its place by file name).
+    fn follow_picture(&mut self, info: &gst_video::VideoInfo) {
+        let size = (info.width(), info.height());
+        if matches!(self.input, Input::Images(_)) {
+            return;
+        }
+        if let Some((w, h)) = self.picture.filter(|before| *before != size) {
+            tracing::info!(
+                "{}: the picture changed from {w}x{h} to {}x{} after {} frames: a splice, frames are numbered on from there",
+                self.name(),
+                size.0,
+                size.1,
+                self.seq
+            );
+            self.timeline.splice();
+        }
+        self.picture = Some(size);
+    }
+
+    /// The frame in `sample`; `asked` is when the caller asked for it (its arrival). The only place
+    /// a [`Frame`] is made.
+    fn frame(&mut self, sample: gst::Sample, asked: Instant) -> Result<Frame, SourceError> {
+        let (caps, buffer) = match (sample.caps(), sample.buffer()) {
+            (Some(caps), Some(buffer)) => (caps, buffer),
+            _ => return Err(self.stream_error("sample without caps or buffer".into(), None)),
+        };
+        let (info, format) = self.video_info(caps)?;
+        self.follow_picture(&info);
+        let pts = buffer.pts().map(|t| Duration::from_nanos(t.nseconds()));
+        if let Some(p) = buffer.pts() {
+            self.last_end = Some(p + buffer.duration().unwrap_or(gst::ClockTime::ZERO));
+        }
+        let (source, image, fallback) = self.origin(buffer.pts(), info.height())?;
+        let colorimetry = colorimetry(&info, caps, fallback);
+
+        let stream_error = |message| SourceError::Stream {
+            source_name: source.to_string(),
+            message,
+            debug: None,
+        };
+        let planes = if nvdec::is_cuda_caps(caps) {
+            // NVDEC's frame in CUDA memory: no copy, the frame holds the decoder's buffer.
+            let shared = self.cuda.as_ref().ok_or_else(|| SourceError::Format {
+                source_name: source.to_string(),
+                format: caps.to_string(),
+            })?;
+            let (planes, layout) = shared.device_frame(buffer, &info).map_err(stream_error)?;
+            Pixels::Device(planes, layout)
+        } else {
+            let layout = FrameLayout::packed(format, info.width(), info.height());
+            let mut pixels = self.pool.take(layout.size());
+            copy_frame(buffer, &info, &layout, &mut pixels).map_err(stream_error)?;
+            Pixels::Host(pixels, layout)
+        };
+
+        // The decode stage: waiting for the decoder, plus the copy. A live GStreamer head stamps
+        // buffers with the running time they were captured or received at: the frame arrived then.
+        let arrival = match &self.input {
+            Input::Launch { .. } => self.arrival(&sample, buffer.pts()).unwrap_or(asked),
+            _ => asked,
+        };
+        // The frame's place in its stream by presentation time (its running time, which starts
+        // at zero for a file whatever its timestamps' offset; over RTP the sender's own time,
+        // whatever the packets' arrival), against the caps' frame rate.
+        let running = sample
+            .segment()
+            .and_then(|s| s.downcast_ref::<gst::ClockTime>())
+            .zip(buffer.pts())
+            .and_then(|(segment, pts)| segment.to_running_time(pts))
+            .or(buffer.pts())
+            .map(|t| Duration::from_nanos(t.nseconds()));
+        let time = match &self.input {
+            Input::Launch { rtp: Some(rtp), .. } => {
+                let sent = buffer.pts().and_then(|pts| rtp.sender_time(pts));
+                if sent.is_some_and(|s| s.new_sender) {
+                    // A sender that restarted starts a clock of its own: number on from here.
+                    self.timeline.restart();
+                }
+                sent.map(|s| s.time)
+            }
+            _ => running,
+        };
+        let interval = self.interval(&info);
+        let seq = self.timeline.place(time, interval);
+        self.seq += 1;
+        let mut frame = match planes {
+            Pixels::Host(pixels, layout) => {
+                Frame::new(self.stream, seq, &source, layout, colorimetry, pixels)
+            }
+            Pixels::Device(planes, layout) => {
+                Frame::on_device(self.stream, seq, &source, layout, colorimetry, planes)
+            }
+        };
+        frame.pts = pts;
+        frame.image = image;
+        frame.times = FrameTimes::new(arrival);
+        Ok(frame)
+    }
+}
+
+impl GstSource {
+    /// The frame in `sample`, at the end of `wait`: the reconnect count starts again, and a
+    /// source that was quiet says it is back.
+    fn deliver(&mut self, sample: gst::Sample, wait: &Wait) -> Result<Frame, SourceError> {
+        let frame = self.frame(sample, wait.asked())?;
+        self.in_a_row = 0;
+        if wait.warned {
+            let what = if self.seq == 1 {
+                "first frame after"
+            } else {
+                "frames again after"
+            };
+            tracing::warn!("{}: {what} {} s", self.name(), secs(wait.waited()));
+        }
+        Ok(frame)
+    }
+}
+
+impl FrameSource for GstSource {
+    fn next_frame(&mut self) -> Result<Option<Frame>, SourceError> {
+        let mut wait = Wait::new(&self.limits);
+        loop {
+            // Frames decoded before an error come out first, then the error (or a reconnect).
+            if let Some(sample) = self.held.pop_front() {
+                return self.deliver(sample, &wait).map(Some).inspect_err(|_| {
+                    self.held.clear();
+                    self.pending = None;
+                });
+            }
+            self.first_frame_overdue()?;
+            if let Some(e) = self.pending.take() {
+                if self.is_resync(&e) {
+                    self.resync(&e);
+                    continue;
+                }
+                if self.may_retry(Some(&e)) {
+                    let cause = match &e {
+                        SourceError::Stream { message, .. } => message.clone(),
+                        other => other.to_string(),
+                    };
+                    self.reconnect(&cause);
+                    continue;
+                }
+                return Err(self.after_retries(e));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            if self.interrupted.load(Ordering::SeqCst) {
+                // Asked to stop: end the stream here (at most one POLL after the request).
+                self.finish();
+                return Ok(None);
+            }
+            if let Err(e) = self.poll_bus() {
+                self.pending = Some(e);
+                continue;
+            }
+            self.look_after_damage();
+            if let Some(sample) = self.appsink.try_pull_sample(POLL) {
+                return self
+                    .deliver(sample, &wait)
+                    .map(Some)
+                    .inspect_err(|_| self.finish());
+            }
+            self.watch(&mut wait)?;
+            if self.appsink.is_eos() {
+                if self.may_retry(None) {
+                    self.finish();
+                    self.reconnect("the stream ended");
+                    continue;
+                }
+                let length = self.check_length();
+                // The pipeline stays up until `stop`: the runner tears down ended sources when
+                // the run is over, since tearing down a GPU decoder stalls the GPU for the
+                // streams still running (100-450 ms on an H100 when NVDEC streams ended).
+                self.end();
+                self.check_end()?;
+                length?;
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        self.tell_garbage();
+        self.finish();
+    }
+
+    fn expected_frames(&self) -> Option<u64> {
+        match &self.input {
+            Input::Images(images) => Some(images.total() as u64),
+            Input::Test { frames, .. } => Some(*frames),
+            Input::Media { .. } => expected_frames(&self.pipeline, &self.appsink),
+            Input::Launch { .. } => None,
+        }
+    }
+
+    fn interrupter(&self) -> Box<dyn Fn() + Send + Sync> {
+        // A flag `next_frame` reads between waits of at most POLL, rather than an EOS event sent
+        // into the pipeline from the interrupting thread, which can deadlock against the source
+        // thread's `set_state(Null)` (docs/source-notes.md).
+        let interrupted = self.interrupted.clone();
+        Box::new(move || interrupted.store(true, Ordering::SeqCst))
+    }
+}
+
+impl Drop for GstSource {
+    fn drop(&mut self) {
+        self.tell_garbage();
+        self.finish();
+        if let Some(feeder) = &mut self.feeder {
+            feeder.stop_and_join();
+        }
+    }
+}
+
+/// A decoded frame's planes before it becomes a [`Frame`].
+enum Pixels {
+    /// Copied into a pooled host buffer.
+    Host(PooledBuf, FrameLayout),
+    /// The decoder's CUDA memory, mapped.
+    Device(DeviceFrame, FrameLayout),
+}
