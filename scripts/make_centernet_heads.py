@@ -25,6 +25,9 @@ bias: the same sum, added by ONNX Runtime's own broadcasting kernel. `--bias-sub
 biases of the convolutions before a Relu too: with prefer_nhwc ONNX Runtime does not fuse Conv and
 Relu, and adds those biases with cudnnAddTensor as well. A Sub, not an Add: ONNX
 Runtime folds an Add of a constant back into the convolution's bias (ConvAddFusion).
+Without --bias-fold and --bias-sub the biases stay in the convolutions: with `detect
+fuse-conv-bias=true prefer-nhwc=true` cuDNN adds them inside the convolution's own call (runtime
+fusion; faster than any of the rewrites above on an H100, BENCHMARKS.md).
 
 With --bias-fold (before --bias-sub) the bias of each residual block's last convolution is not
 added at all where it need not be: the sum after the block's Add is kept short of it, the next
