@@ -30,13 +30,15 @@
 //! Build a pipeline from its text, watch it with a few [observers](observe) and run it:
 //!
 //! ```no_run
+//! use octopipe::preprocess::PreprocessConfig;
 //! use octopipe::{observe, Pipeline};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let text = "testsrc num-buffers=300 live=true ! boxes format=synthetic count=20 \
 //!             ! classify model=model.onnx ! jsonl location=objects.jsonl";
 //! let mut pipeline = Pipeline::from_description(text, &Default::default())?;
-//! let preprocess = pipeline.caps().preprocess.clone().unwrap_or_default();
+//! // What the stages told each other, by type: here the preprocess settings, their size settled.
+//! let preprocess = pipeline.caps().get::<PreprocessConfig>().cloned().unwrap_or_default();
 //!
 //! let metrics = observe::MetricsServer::serve("127.0.0.1:9184")?; // GET /metrics while it runs
 //! pipeline.observe(metrics.observer());

@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use octopipe::describe;
 use octopipe::observe;
 use octopipe::pipeline::Pipeline;
+use octopipe::preprocess::PreprocessConfig;
 use octopipe::stage::Registry;
 use octopipe::Builtin;
 
@@ -146,7 +147,11 @@ fn add_observers(
         pipeline.observe(Box::new(annotator.skip_when_behind(live)));
     }
     if let Some(path) = &args.mosaic {
-        let preprocess = pipeline.caps().preprocess.clone().unwrap_or_default();
+        let preprocess = pipeline
+            .caps()
+            .get::<PreprocessConfig>()
+            .cloned()
+            .unwrap_or_default();
         let mosaic = observe::Mosaic::new(path, preprocess, args.mosaic_crops, 2);
         pipeline.observe(Box::new(mosaic));
     }

@@ -56,7 +56,7 @@ fn annotated_frames_mosaic_and_plots_are_written() {
     let dir = common::temp_dir("observe");
     let frames = dir.join("frames");
     let outcome = run(&dir, |p| {
-        let pre = p.caps().preprocess.clone().unwrap();
+        let pre = p.caps().get::<PreprocessConfig>().cloned().unwrap();
         p.keep_pixels(true);
         p.observe(Box::new(
             Annotator::new(

@@ -309,7 +309,10 @@ fn a_built_in_stage_opens_and_runs_outside_a_pipeline() {
         let tally = ctx.tally.clone();
         (element.open(&mut ctx).unwrap(), tally)
     };
-    assert!(caps.tracked, "track tells the detector before it");
+    assert!(
+        caps.get::<octopipe::track::Tracked>().is_some(),
+        "track tells the detector before it"
+    );
     assert_eq!(running.items(), (Some(Item::FRAMES), Item::FRAMES));
     let mut stage = running.into_stage::<Frame, Frame>().ok().unwrap();
     // One box moving right by 2 pixels a frame: one track, from the second frame on.

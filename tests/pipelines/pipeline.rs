@@ -337,13 +337,17 @@ impl octopipe::stage::Stage<octopipe::batch::CropBatch, octopipe::batch::CropBat
 
 impl octopipe::stage::Element for FailingAfter {
     fn configure(&mut self, caps: &mut octopipe::stage::Caps) {
-        caps.preprocess = Some(Default::default());
+        caps.insert(octopipe::preprocess::PreprocessConfig::default());
     }
     fn open(
         self: Box<Self>,
         ctx: &mut octopipe::stage::OpenContext,
     ) -> Result<octopipe::stage::Running, octopipe::Error> {
-        let config = ctx.caps.preprocess.clone().unwrap_or_default();
+        let config = ctx
+            .caps
+            .get::<octopipe::preprocess::PreprocessConfig>()
+            .cloned()
+            .unwrap_or_default();
         let cpu = octopipe::preprocess::cpu::CpuBackend::new(config)?;
         Ok(octopipe::stage::Running::stage(Box::new(Failing {
             ok: self.0,

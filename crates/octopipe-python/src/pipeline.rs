@@ -17,7 +17,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use octopipe::appinfer::NoBatch;
-use octopipe::preprocess::BackendKind;
+use octopipe::classify::ClassLabels;
+use octopipe::preprocess::{BackendKind, PreprocessConfig};
 use octopipe::stage::Registry;
 use octopipe::Builtin;
 use octopipe::{AppBatch, AppInfer, AppSource, StopHandle};
@@ -366,7 +367,7 @@ impl Pipeline {
             octopipe::Pipeline::build(graph)
         });
         let p = built.map_err(|e| to_py(py, e))?;
-        let device = match p.caps().preprocess.as_ref() {
+        let device = match p.caps().get::<PreprocessConfig>() {
             Some(pp) if pp.backend == BackendKind::Cpu => Err(
                 "the pipeline's preprocess stage runs on the CPU (backend=cpu), which reads \
                  host frames only: push host (NumPy) arrays, or use preprocess backend=cuda"
@@ -387,7 +388,11 @@ impl Pipeline {
             done: Mutex::new(None),
             device,
             stages: p.stage_names().to_vec(),
-            labels: p.caps().labels.clone(),
+            labels: p
+                .caps()
+                .get::<ClassLabels>()
+                .map(|l| l.0.clone())
+                .unwrap_or_default(),
             state: Mutex::new(State::Built(Box::new(p))),
         };
         Ok(Pipeline {

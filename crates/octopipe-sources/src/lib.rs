@@ -300,8 +300,7 @@ impl Element for SourceConfig {
 /// preprocess stage then names the frame).
 fn host_pool(config: &SourceConfig, caps: &Caps) -> BufferPool {
     let device = caps
-        .preprocess
-        .as_ref()
+        .get::<PreprocessConfig>()
         .and_then(PreprocessConfig::page_locked_frames);
     match device {
         Some(device) if config.decoder != Decoder::Nvdec => BufferPool::page_locked(device)

@@ -1,273 +1,23 @@
-//! What stages tell each other before they open ([`Caps`]), and the settings it carries: the
-//! preprocess stage's ([`PreprocessConfig`], re-exported by `octopipe::preprocess`), which the
-//! sources, the batch stage and the models read; and any value of a type of the stages' own,
-//! keyed by its type ([`Caps::insert`], [`Caps::get`]).
+//! What stages tell each other before they open ([`Caps`]): one value of any type, keyed by its
+//! type ([`Caps::insert`], [`Caps::get`]), each type owned by the stage that tells it.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
-
-use super::{PropChoice, PropType, PropValue, Properties};
-use crate::tensor::{DType, Layout};
-
-/// Default output size (width, height).
-pub const DEFAULT_SIZE: (u32, u32) = (64, 64);
-/// ImageNet mean, the default.
-pub const DEFAULT_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
-/// ImageNet standard deviation, the default.
-pub const DEFAULT_STD: [f32; 3] = [0.229, 0.224, 0.225];
-/// Default scale applied to 0..255 values before mean/std.
-pub const DEFAULT_SCALE: f32 = 1.0 / 255.0;
-
-/// Channel order of the output tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
-pub enum ChannelOrder {
-    /// Red, green, blue.
-    #[default]
-    Rgb,
-    /// Blue, green, red.
-    Bgr,
-}
-
-/// How a crop is resampled to the output size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
-pub enum Interpolation {
-    /// OpenCV `INTER_LINEAR` (half-pixel centres, 2x2 taps, no antialiasing).
-    #[default]
-    Bilinear,
-    /// OpenCV `INTER_AREA`: when the crop is downscaled on both axes, each output pixel is the
-    /// area-weighted mean of the source pixels its footprint covers (antialiased); otherwise
-    /// OpenCV's own fallback, a 2-tap linear filter with `INTER_AREA`'s tap positions.
-    Area,
-}
-
-/// Which implementation runs the stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
-pub enum BackendKind {
-    /// CUDA when a GPU is present, else CPU.
-    #[default]
-    Auto,
-    /// The multi-threaded CPU backend.
-    Cpu,
-    /// The CUDA backend.
-    Cuda,
-}
-
-impl BackendKind {
-    /// The value of a checked `backend` property (`auto`, `cpu`, `cuda`; auto when not given).
-    pub fn from_prop(value: Option<&str>) -> Self {
-        value.and_then(Self::parse_prop).unwrap_or_default()
-    }
-}
-
-/// Settings of the preprocess stage.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PreprocessConfig {
-    /// Output (width, height); `None` takes it from the classifier's input shape.
-    pub size: Option<(u32, u32)>,
-    /// Per-channel mean, in the output channel order, after `scale`.
-    pub mean: [f32; 3],
-    /// Per-channel standard deviation, in the output channel order, after `scale`.
-    pub std: [f32; 3],
-    /// Factor from 0..255 values to the units of mean/std.
-    pub scale: f32,
-    /// Channel order.
-    pub channels: ChannelOrder,
-    /// Memory layout.
-    pub layout: Layout,
-    /// Backend.
-    pub backend: BackendKind,
-    /// CPU worker threads (0: one per core).
-    pub threads: usize,
-    /// Resampling filter.
-    pub interpolation: Interpolation,
-    /// `Some(pad)`: letterbox. The crop keeps its aspect ratio: it is resized to the largest size
-    /// that fits the output (the other side rounded to nearest, at least 1 pixel), centred (the
-    /// spare columns or rows split with the odd one at the right / bottom), and the rest is filled
-    /// with `pad` (on the 0..255 scale, normalized like the pixels). `None`: stretch to the output.
-    pub letterbox: Option<f32>,
-    /// Output element type.
-    pub dtype: DType,
-    /// Leave the tensor in device memory (`TensorData::Device`, CUDA backend only) instead of
-    /// copying it to the host: for consumers that read device memory.
-    pub device_output: bool,
-    /// The CUDA device the CUDA backend runs on.
-    pub device: usize,
-    /// How the CUDA backend takes crop rectangles out of host frames.
-    pub gather: Gather,
-}
-
-/// How the CUDA backend takes each crop's rectangle out of a host frame (`gather`). With `auto`
-/// or `device`, the pipeline's sources decode into page-locked pooled buffers, which the GPU
-/// reads in place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
-pub enum Gather {
-    /// The GPU pulls the rectangles when every frame of the batch is page-locked, else the host
-    /// gathers them.
-    #[default]
-    Auto,
-    /// The host copies the rectangles' rows into one staging buffer, uploaded with one copy.
-    Host,
-    /// The GPU pulls the rectangles (`kernels/gather.cu`); a frame that is not page-locked is an
-    /// error naming it.
-    Device,
-}
-
-impl PreprocessConfig {
-    /// The device whose context allocates page-locked frames for this stage, when its frames
-    /// should be page-locked: a CUDA (or auto) backend that may gather on the GPU.
-    pub fn page_locked_frames(&self) -> Option<usize> {
-        (self.backend != BackendKind::Cpu && self.gather != Gather::Host).then_some(self.device)
-    }
-}
-
-impl Default for PreprocessConfig {
-    /// Each property's declared default ([`PreprocessProps`]).
-    fn default() -> Self {
-        PreprocessConfig::from(PreprocessProps::default())
-    }
-}
-
-/// The `layout` property.
-impl PropValue for Layout {
-    const TYPE: PropType = PropType::Choice(&["nchw", "nhwc"]);
-    fn parse_prop(s: &str) -> Option<Self> {
-        match s {
-            "nchw" => Some(Layout::Nchw),
-            "nhwc" => Some(Layout::Nhwc),
-            _ => None,
-        }
-    }
-}
-
-/// The `dtype` property.
-impl PropValue for DType {
-    const TYPE: PropType = PropType::Choice(&["f32", "f16"]);
-    fn parse_prop(s: &str) -> Option<Self> {
-        match s {
-            "f32" => Some(DType::F32),
-            "f16" => Some(DType::F16),
-            _ => None,
-        }
-    }
-}
-
-/// Where the preprocess stage leaves its tensor (`memory`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
-pub enum Memory {
-    /// Host memory.
-    Host,
-    /// Device memory (the CUDA backend), for consumers that read it there.
-    Device,
-}
-
-/// The `backend` and `threads` properties of the stages that run on the CPU or CUDA
-/// (`preprocess`, `tilestats`), flattened into theirs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Properties)]
-pub struct BackendProps {
-    /// implementation (auto: CUDA when a GPU is present)
-    #[prop(default = "auto")]
-    pub backend: BackendKind,
-    /// CPU worker threads (0: one per core)
-    #[prop(default = 0)]
-    pub threads: usize,
-}
-
-/// The preprocess stage's properties, declared once (the stage's table, in `octopipe`'s
-/// `preprocess` module); [`PreprocessConfig`] is made from them.
-#[derive(Debug, Clone, PartialEq, Properties)]
-pub struct PreprocessProps {
-    /// output size (auto: the model's input size)
-    #[prop(default = "auto")]
-    pub size: Option<(u32, u32)>,
-    /// per-channel mean, after scale
-    #[prop(default = "0.485,0.456,0.406")]
-    pub mean: [f32; 3],
-    /// per-channel standard deviation, after scale
-    #[prop(default = "0.229,0.224,0.225", positive)]
-    pub std: [f32; 3],
-    /// factor from 0..255 to the units of mean/std (auto: 1/255)
-    #[prop(default = "auto", value = DEFAULT_SCALE, positive)]
-    pub scale: f32,
-    /// channel order of the tensor
-    #[prop(default = "rgb")]
-    pub channels: ChannelOrder,
-    /// tensor layout
-    #[prop(default = "nchw")]
-    pub layout: Layout,
-    /// tensor element type (the classify stage takes f32)
-    #[prop(default = "f32")]
-    pub dtype: DType,
-    /// where the tensor is left: host memory, or (backend=cuda) device memory for consumers that
-    /// read it there
-    #[prop(default = "host")]
-    pub memory: Memory,
-    /// the GPU the CUDA backend runs on (its frames and tensor in that GPU's memory)
-    #[prop(default = 0)]
-    pub device: usize,
-    /// CUDA backend: crop rectangles pulled by the GPU from page-locked frames (the sources then
-    /// decode into page-locked buffers), or gathered on the host (auto: the GPU when the frames
-    /// are page-locked)
-    #[prop(default = "auto")]
-    pub gather: Gather,
-    /// `backend`, `threads`.
-    #[prop(flatten)]
-    pub compute: BackendProps,
-    /// OpenCV INTER_LINEAR, or INTER_AREA (antialiased downscaling)
-    #[prop(default = "bilinear")]
-    pub interpolation: Interpolation,
-    /// keep the aspect ratio and pad with this value (0..255 scale) instead of stretching
-    #[prop(range = 0.0..=255.0)]
-    pub letterbox: Option<f32>,
-}
-
-impl From<PreprocessProps> for PreprocessConfig {
-    fn from(p: PreprocessProps) -> Self {
-        PreprocessConfig {
-            size: p.size,
-            mean: p.mean,
-            std: p.std,
-            scale: p.scale,
-            channels: p.channels,
-            layout: p.layout,
-            backend: p.compute.backend,
-            threads: p.compute.threads,
-            interpolation: p.interpolation,
-            letterbox: p.letterbox,
-            dtype: p.dtype,
-            device_output: p.memory == Memory::Device,
-            device: p.device,
-            gather: p.gather,
-        }
-    }
-}
-
-impl PreprocessConfig {
-    /// Per-channel `(a, b)` with `out = v * a + b` for a 0..255 value `v`, in output channel order.
-    pub fn affine(&self) -> [(f32, f32); 3] {
-        std::array::from_fn(|c| (self.scale / self.std[c], -self.mean[c] / self.std[c]))
-    }
-
-    /// Whether the plain stretch-bilinear path applies (no letterbox, bilinear): the original fast
-    /// paths of both backends.
-    pub fn is_plain_bilinear(&self) -> bool {
-        self.interpolation == Interpolation::Bilinear && self.letterbox.is_none()
-    }
-
-    /// The output size, or the default when not set yet.
-    pub fn out_size(&self) -> (u32, u32) {
-        self.size.unwrap_or(DEFAULT_SIZE)
-    }
-}
 
 /// What stages tell each other before they open: set in [`Element::configure`](super::Element::configure) (source to
 /// sink) and settled in [`Element::open`](super::Element::open) (sink to source).
 ///
-/// Besides its named fields it holds one value of any type, keyed by that type: a stage from
-/// outside tells later stages something with a type of its own, editing nothing here.
-/// The classifier's `reinfer-interval` (when above 1) travels this way: it inserts a
-/// [`Reinfer`](super::Reinfer) when it opens, and the batch stage, opened after it, makes no
-/// crop of a tracked box whose track's label is reused.
+/// It holds one value of any type, keyed by that type, and names no stage: each stage tells
+/// later stages something with a type of its own, editing nothing here. The built-in stages'
+/// values: the preprocess stage's settings (`octopipe::preprocess::PreprocessConfig`, their
+/// output size settled by the model when it opens; `pipeline.caps().get::<PreprocessConfig>()`),
+/// the classifier's or `appinfer`'s class names (`octopipe::classify::ClassLabels`), a
+/// detector's score threshold on its branch (`octopipe::track::DetectScore`, which a `track`
+/// after it follows), a tracker following the boxes (`octopipe::track::Tracked`, which lets a
+/// detector before it leave frames to the tracker), and the classifier's `reinfer-interval`
+/// when above 1 (a [`Reinfer`](super::Reinfer): the batch stage, opened after it, makes no crop
+/// of a tracked box whose track's label is reused).
 ///
 /// ```
 /// # use octopipe_core::stage::Caps;
@@ -280,32 +30,43 @@ impl PreprocessConfig {
 /// caps.get_mut::<EmbeddingSize>().unwrap().0 = 256;
 /// assert_eq!(caps.remove::<EmbeddingSize>(), Some(EmbeddingSize(256)));
 /// assert!(caps.get::<EmbeddingSize>().is_none());
+///
+/// // A value about the frames of one branch is forgotten where the next branch starts.
+/// #[derive(Debug, Clone, PartialEq)]
+/// struct Threshold(f32);
+/// caps.insert_for_branch(Threshold(0.5));
+/// caps.begin_branch();
+/// assert!(caps.get::<Threshold>().is_none());
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Caps {
-    /// The preprocess stage's settings (its output size settled by the model when it opens).
-    pub preprocess: Option<PreprocessConfig>,
-    /// Class names of the classifier, once it opened.
-    pub labels: Vec<String>,
-    /// The score threshold of the detector before the stage being configured, on its branch
-    /// (set by `detect`, cleared where a branch starts): `track` follows it unless its `high`
-    /// is given.
-    pub detect_score: Option<f32>,
-    /// A `track` stage follows the boxes (set when it opens): a detector before it may leave
-    /// frames to the tracker's predictions (`detect interval`).
-    pub tracked: bool,
     /// Values of the stages' own types, one per type.
     extensions: Extensions,
+    /// The types of the values told with [`Caps::insert_for_branch`], forgotten where a branch
+    /// starts.
+    branch: HashSet<TypeId>,
 }
 
 impl Caps {
     /// Tell later stages `value`, replacing (and returning) any earlier value of its type.
     pub fn insert<T: Any + Clone + fmt::Debug + Send + Sync>(&mut self, value: T) -> Option<T> {
+        self.branch.remove(&TypeId::of::<T>());
         let old = self
             .extensions
             .0
             .insert(TypeId::of::<T>(), Box::new(value))?;
         old.into_any().downcast().ok().map(|v| *v)
+    }
+
+    /// Tell the later stages of this branch `value`, something about the branch's own frames:
+    /// as [`Caps::insert`], but forgotten where the next branch starts ([`Caps::begin_branch`]).
+    pub fn insert_for_branch<T: Any + Clone + fmt::Debug + Send + Sync>(
+        &mut self,
+        value: T,
+    ) -> Option<T> {
+        let old = self.insert(value);
+        self.branch.insert(TypeId::of::<T>());
+        old
     }
 
     /// The value of type `T`, if a stage told one.
@@ -322,30 +83,17 @@ impl Caps {
 
     /// Take out the value of type `T`.
     pub fn remove<T: Any>(&mut self) -> Option<T> {
+        self.branch.remove(&TypeId::of::<T>());
         let value = self.extensions.0.remove(&TypeId::of::<T>())?;
         value.into_any().downcast().ok().map(|v| *v)
     }
 
     /// A branch starts (its source is configured next): forget what the stages of the branch
-    /// before said about their own frames.
+    /// before said about their own frames (the values told with [`Caps::insert_for_branch`]).
     pub fn begin_branch(&mut self) {
-        self.detect_score = None;
-    }
-
-    /// The crops' output size (the model's input once it opened; 64x64 before anything says).
-    pub fn crop_size(&self) -> (u32, u32) {
-        self.preprocess
-            .as_ref()
-            .map_or(DEFAULT_SIZE, |p| p.out_size())
-    }
-
-    /// Whether blocks should be sized by the source pixels they read: the preprocess stage
-    /// averages areas (`interpolation=area`), where a heavily downscaled crop's output pixels
-    /// each read many source pixels.
-    pub fn input_weighted_blocks(&self) -> bool {
-        self.preprocess
-            .as_ref()
-            .is_some_and(|p| p.interpolation == Interpolation::Area)
+        for id in self.branch.drain() {
+            self.extensions.0.remove(&id);
+        }
     }
 }
 

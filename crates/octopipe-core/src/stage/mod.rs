@@ -391,35 +391,17 @@ pub trait Element: Send + fmt::Debug + Any {
     fn writes_stdout(&self) -> bool {
         false
     }
-    /// The settings this element carries when it is a wrapper around settings whose type lives
-    /// in this crate, where the stage's code cannot implement `Element` (the preprocess stage's
-    /// element around [`caps::PreprocessConfig`], which [`Caps`] names): the downcasts then find
-    /// the settings by their own type, as if the wrapper were not there.
-    #[doc(hidden)]
-    fn wrapped(&self) -> Option<&dyn Any> {
-        None
-    }
-    /// [`Element::wrapped`], to change them.
-    #[doc(hidden)]
-    fn wrapped_mut(&mut self) -> Option<&mut dyn Any> {
-        None
-    }
 }
 
 impl dyn Element {
     /// The settings as their concrete type, if they are a `T`.
     pub fn downcast_ref<T: Any>(&self) -> Option<&T> {
-        (self as &dyn Any)
-            .downcast_ref()
-            .or_else(|| self.wrapped()?.downcast_ref())
+        (self as &dyn Any).downcast_ref()
     }
 
     /// The settings as their concrete type, to change them before the pipeline is built.
     pub fn downcast_mut<T: Any>(&mut self) -> Option<&mut T> {
-        if (self as &dyn Any).is::<T>() {
-            return (self as &mut dyn Any).downcast_mut();
-        }
-        self.wrapped_mut()?.downcast_mut()
+        (self as &mut dyn Any).downcast_mut()
     }
 }
 

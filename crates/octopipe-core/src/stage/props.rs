@@ -6,6 +6,7 @@
 //! lives.
 
 use crate::description::{closest, DescribeError, Description, StageDesc};
+use crate::tensor::{DType, Layout};
 
 use super::StageDecl;
 
@@ -388,6 +389,30 @@ impl PropValue for [f32; 3] {
     const TYPE: PropType = PropType::Floats3 { positive: false };
     fn parse_prop(s: &str) -> Option<Self> {
         parse_floats3(s)
+    }
+}
+
+/// The `layout` property.
+impl PropValue for Layout {
+    const TYPE: PropType = PropType::Choice(&["nchw", "nhwc"]);
+    fn parse_prop(s: &str) -> Option<Self> {
+        match s {
+            "nchw" => Some(Layout::Nchw),
+            "nhwc" => Some(Layout::Nhwc),
+            _ => None,
+        }
+    }
+}
+
+/// The `dtype` property.
+impl PropValue for DType {
+    const TYPE: PropType = PropType::Choice(&["f32", "f16"]);
+    fn parse_prop(s: &str) -> Option<Self> {
+        match s {
+            "f32" => Some(DType::F32),
+            "f16" => Some(DType::F16),
+            _ => None,
+        }
     }
 }
 

@@ -33,6 +33,7 @@ use crossbeam_channel::{
 
 use crate::batch::CropBatch;
 use crate::budget::Tally;
+use crate::classify::ClassLabels;
 use crate::description::DescribeError;
 use crate::frame::Classification;
 use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
@@ -259,7 +260,7 @@ impl AppInferSettings {
 impl Element for AppInferSettings {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         if !self.handle.classes.labels.is_empty() {
-            ctx.caps.labels = self.handle.labels();
+            ctx.caps.insert(ClassLabels(self.handle.labels()));
         }
         let AppInferSettings {
             in_flight,

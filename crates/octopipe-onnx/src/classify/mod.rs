@@ -42,7 +42,7 @@ use crate::tensor::TensorData;
 pub use crate::stage::{
     CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE,
 };
-pub use stage::{ClassifyProps, CLASSIFY};
+pub use stage::{ClassLabels, ClassifyProps, CLASSIFY};
 
 /// Default largest number of crops per inference call.
 pub const DEFAULT_MAX_BATCH: usize = 256;

@@ -6,8 +6,15 @@ use crate::batch::CropBatch;
 use crate::description::DescribeError;
 use crate::files::RunPath;
 use crate::onnx::OnnxProps;
+use crate::preprocess::PreprocessConfig;
 use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
 use crate::Error;
+
+/// In the caps: the class names of the model that labels the crops, told when it opens (by
+/// `classify`, or by `appinfer` when the application gave names).
+/// `pipeline.caps().get::<ClassLabels>()` reads them once the pipeline is built.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClassLabels(pub Vec<String>);
 
 /// The classify stage at run time: the classifier, and each track's last label when labels
 /// are reused.
@@ -27,7 +34,12 @@ impl Stage<CropBatch, CropBatch> for ClassifyStage {
 
 impl Element for ClassifyConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        let preprocess = ctx.caps.preprocess.get_or_insert_with(Default::default);
+        // The preprocess settings (told by the preprocess stage), their size settled here.
+        let mut preprocess = ctx
+            .caps
+            .get::<PreprocessConfig>()
+            .cloned()
+            .unwrap_or_default();
         let interval = self.reinfer_interval;
         // Workers past the first, each with its sessions (`workers` > 1 excludes reused labels).
         let more = (1..self.workers.max(1))
@@ -35,7 +47,8 @@ impl Element for ClassifyConfig {
             .collect::<Result<Vec<_>, _>>()?;
         let classifier = Classifier::new(*self, preprocess.layout, preprocess.size)?;
         preprocess.size = Some(classifier.size());
-        ctx.caps.labels = classifier.labels().to_vec();
+        ctx.caps.insert(preprocess);
+        ctx.caps.insert(ClassLabels(classifier.labels().to_vec()));
         ctx.tally.with(|t| t.set_classifier());
         // Opened before the batch stage, which reads it to make no crop of reused boxes.
         let reinfer = (interval > 1).then(|| Reinfer::new(interval));

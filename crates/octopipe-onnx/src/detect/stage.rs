@@ -17,6 +17,7 @@ use crate::budget::Tally;
 use crate::files::RunPath;
 use crate::frame::Frame;
 use crate::stage::{Element, OpenContext, Running, Stage};
+use crate::track::{DetectScore, Tracked};
 use crate::Error;
 
 /// A collected frame: to be detected, or (`detect interval`) left to the tracker to predict.
@@ -260,7 +261,7 @@ impl Stage<Frame, Frame> for DetectStage {
 impl Element for DetectConfig {
     fn configure(&mut self, caps: &mut crate::stage::Caps) {
         // A `track` after it follows this threshold unless given its own.
-        caps.detect_score = Some(self.score);
+        caps.insert_for_branch(DetectScore(self.score));
     }
 
     fn burst(&self) -> usize {
@@ -269,7 +270,7 @@ impl Element for DetectConfig {
         self.max_batch.saturating_mul(self.interval.max(1) as usize)
     }
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        if self.interval > 1 && !ctx.caps.tracked {
+        if self.interval > 1 && ctx.caps.get::<Tracked>().is_none() {
             return Err(DetectError::Model {
                 path: self.model.display().to_string(),
                 reason: format!(

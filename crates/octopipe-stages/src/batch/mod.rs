@@ -22,6 +22,7 @@ use crate::stage::{
 use crate::Error;
 
 use crate::frame::Frame;
+use crate::preprocess::{Interpolation, PreprocessConfig, DEFAULT_SIZE};
 
 pub use crate::stage::Downstream;
 pub use assemble::Assembler;
@@ -188,12 +189,17 @@ impl Stage<Frame, CropBatch> for Assembler {
 impl Element for BatchConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         let mut config = *self;
-        if ctx.caps.input_weighted_blocks() {
+        // The preprocess settings (the model settled their size): blocks sized by the source
+        // pixels they read when it averages areas, and the crops' output size (64x64 before
+        // anything says).
+        let preprocess = ctx.caps.get::<PreprocessConfig>();
+        if preprocess.is_some_and(|p| p.interpolation == Interpolation::Area) {
             config.input_per_block.get_or_insert(AREA_INPUT_PER_BLOCK);
         }
+        let crop_size = preprocess.map_or(DEFAULT_SIZE, PreprocessConfig::out_size);
         let assembler = Assembler::new(
             config,
-            ctx.caps.crop_size(),
+            crop_size,
             ctx.budget,
             ctx.downstream.clone(),
             ctx.live_interval,

@@ -10,7 +10,7 @@ use super::{
     f32_to_f16, jpeg, validate, Backend, ChannelOrder, DType, Layout, PreprocessConfig,
     PreprocessError,
 };
-use crate::batch::{CropBatch, CropMeta};
+use crate::crops::{CropBatch, CropMeta};
 use crate::frame::{ChromaSite, Colorimetry, Frame, PixelFormat};
 
 mod general;

@@ -18,6 +18,7 @@
 //! centred, padded; [`letterbox_rect`]) and `dtype` ([`DType::F16`]: half output in
 //! `CropBatch::tensor_f16`, for f16 consumers; the classifier needs f32).
 
+mod config;
 pub mod cpu;
 pub mod cuda;
 mod jpeg;
@@ -25,8 +26,8 @@ mod jpeg;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::batch::CropBatch;
 use crate::budget::Tally;
+use crate::crops::CropBatch;
 use crate::description::DescribeError;
 use crate::stage::{
     Caps, Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl,
@@ -34,7 +35,7 @@ use crate::stage::{
 pub use crate::tensor::{DType, Layout};
 use crate::Error;
 
-pub use crate::stage::caps::{
+pub use config::{
     BackendKind, BackendProps, ChannelOrder, Gather, Interpolation, Memory, PreprocessConfig,
     PreprocessProps, DEFAULT_MEAN, DEFAULT_SCALE, DEFAULT_SIZE, DEFAULT_STD,
 };
@@ -424,38 +425,21 @@ impl Stage<CropBatch, CropBatch> for PreprocessStage {
     }
 }
 
-/// The preprocess stage's element: its settings, [`PreprocessConfig`]. A wrapper because the
-/// settings' type lives in the core crate (the caps carry it) and this one cannot implement the
-/// core's `Element` on it; the downcasts (`Graph::element::<PreprocessConfig>()`) see through it.
-struct PreprocessElement(PreprocessConfig);
-
-// As the settings' own: a graph's debug output reads as before the wrapper.
-impl std::fmt::Debug for PreprocessElement {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl Element for PreprocessElement {
+/// The preprocess stage's element: its settings, told to the stages around it in the caps.
+impl Element for PreprocessConfig {
     fn configure(&mut self, caps: &mut Caps) {
-        caps.preprocess = Some(self.0.clone());
-    }
-    fn wrapped(&self) -> Option<&dyn std::any::Any> {
-        Some(&self.0)
-    }
-    fn wrapped_mut(&mut self) -> Option<&mut dyn std::any::Any> {
-        Some(&mut self.0)
+        caps.insert(self.clone());
     }
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        let mut config = self.0;
+        let mut config = *self;
         // The model downstream settles the size when it opens first.
-        if let Some(settled) = ctx.caps.preprocess.as_ref().and_then(|c| c.size) {
+        if let Some(settled) = ctx.caps.get::<PreprocessConfig>().and_then(|c| c.size) {
             config.size = Some(settled);
         }
         let backend = create_backend(&config)?;
         let line = format!("preprocess backend: {}", backend.name());
         ctx.tally.with(|t| t.add_line(line));
-        ctx.caps.preprocess = Some(config);
+        ctx.caps.insert(config);
         Ok(Running::stage(Box::new(PreprocessStage {
             backend,
             keep_pixels: ctx.keep_pixels.clone(),
@@ -483,7 +467,7 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             "preprocess: gather=device is the CUDA backend's: use backend=cuda (or auto)",
         ));
     }
-    Ok(Box::new(PreprocessElement(PreprocessConfig::from(props))))
+    Ok(Box::new(PreprocessConfig::from(props)))
 }
 
 #[cfg(test)]

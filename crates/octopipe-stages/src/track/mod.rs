@@ -47,6 +47,17 @@ pub use tracker::{
     DEFAULT_MIN_HITS, LOW_SCORE_IOU, MAX_COAST, SHIFT_BIN, SHIFT_RANGE, SHIFT_SUPPORT,
 };
 
+/// In the caps: the score threshold of the detector before the stage being configured, on its
+/// branch (a detector tells it with `Caps::insert_for_branch`, so it is forgotten where the next
+/// branch starts). A `track` after it follows it unless its `high` is given.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DetectScore(pub f32);
+
+/// In the caps: a `track` stage follows the boxes (told when it opens), so a detector before it
+/// may leave frames to the tracker's predictions (`detect interval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tracked;
+
 /// One tracker per stream, made as the stream's first frame comes.
 #[derive(Debug, Clone)]
 pub struct Tracks {
@@ -233,7 +244,7 @@ impl TrackSettings {
 
 impl Element for TrackSettings {
     fn configure(&mut self, caps: &mut crate::stage::Caps) {
-        if let Some(score) = caps.detect_score {
+        if let Some(&DetectScore(score)) = caps.get::<DetectScore>() {
             self.follow_detector(score);
         }
     }
@@ -241,7 +252,7 @@ impl Element for TrackSettings {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         // follow_detector keeps low <= high: the settings stay as checked.
         // A detector before it may skip frames for the tracker to fill (`detect interval`).
-        ctx.caps.tracked = true;
+        ctx.caps.insert(Tracked);
         let tracks = Tracks {
             config: self.config,
             streams: BTreeMap::new(),

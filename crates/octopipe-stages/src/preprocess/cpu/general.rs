@@ -2,7 +2,7 @@
 //! the `INTER_AREA` taps it shares with the kernels.
 
 use super::{linear_taps, ChromaRow, OutPtr, Sampler};
-use crate::batch::CropMeta;
+use crate::crops::CropMeta;
 use crate::preprocess::{letterbox_rect, ChannelOrder, Interpolation, Layout, PreprocessConfig};
 
 /// The source taps of one output coordinate along one axis for [`Interpolation::Area`]:

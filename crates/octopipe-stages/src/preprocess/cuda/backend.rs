@@ -10,7 +10,7 @@ use super::output::OutType;
 use super::upload::{HostFrame, UploadMode};
 use super::CudaError;
 use super::Engine;
-use crate::batch::CropBatch;
+use crate::crops::CropBatch;
 use crate::frame::{Frame, Planes};
 use crate::preprocess::{validate, Backend, DType, Gather, PreprocessConfig, PreprocessError};
 use crate::tensor::TensorData;

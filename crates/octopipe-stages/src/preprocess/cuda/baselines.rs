@@ -12,7 +12,7 @@ use octopipe_cuda::{grow, launch_config, part, CudaError, Kernel};
 use super::launch::uploaded;
 use super::meta::{InputKind, Norm};
 use super::{Engine, OutType};
-use crate::batch::{BlockMeta, CropMeta};
+use crate::crops::{BlockMeta, CropMeta};
 
 /// Threads per block of the one-thread-per-pixel kernels (A, B, D, E).
 pub const FLAT_THREADS: u32 = 256;

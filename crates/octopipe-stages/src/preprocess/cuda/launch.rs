@@ -10,7 +10,7 @@ use super::meta::{InputKind, Norm};
 use super::output::OutType;
 use super::CudaError;
 use super::Engine;
-use crate::batch::CropMeta;
+use crate::crops::CropMeta;
 use crate::preprocess::Interpolation;
 
 /// Most threads per block of the strategy C kernels (`OCTOPUS_MAX_THREADS` in `kernels/octopus.cu`).

@@ -148,7 +148,7 @@ unsafe impl octopipe_cuda::Pod for FrameDesc {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::{BlockMeta, CropMeta};
+    use crate::crops::{BlockMeta, CropMeta};
 
     #[test]
     fn frame_desc_matches_the_kernel_header() {

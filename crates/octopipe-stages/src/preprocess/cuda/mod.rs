@@ -46,7 +46,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 use octopipe_cuda::Gpu;
 
 use super::PreprocessError;
-use crate::batch::CropMeta;
+use crate::crops::CropMeta;
 use meta::{FrameDesc, GatherRect, InputKind};
 use upload::{MetaLayout, MetaSlot};
 

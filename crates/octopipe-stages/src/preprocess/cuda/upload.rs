@@ -9,7 +9,7 @@ use octopipe_cuda::{grow, grow_pinned, launch_config, push_aligned, Kernel};
 use super::meta::{FrameDesc, GatherRect, InputKind};
 use super::CudaError;
 use super::Engine;
-use crate::batch::{BlockMeta, CropMeta};
+use crate::crops::{BlockMeta, CropMeta};
 use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, Planes};
 
 /// How frames reach the device.
