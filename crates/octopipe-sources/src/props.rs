@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn the_declared_defaults_are_the_source_defaults() {
-        use super::super::{DEFAULT_FRAMERATE, DEFAULT_NUM_BUFFERS, DEFAULT_TEST_SIZE};
+        use super::super::DEFAULT_FRAMERATE;
         let test = TestProps::default().config();
         let SourceKind::Test {
             width,
@@ -245,8 +245,7 @@ mod tests {
         else {
             panic!("a test source");
         };
-        assert_eq!((width, height), DEFAULT_TEST_SIZE);
-        assert_eq!(num_buffers, DEFAULT_NUM_BUFFERS);
+        assert_eq!((width, height, num_buffers), (1280, 720, 90));
         assert_eq!(format, PixelFormat::I420);
         assert_eq!(test.framerate, DEFAULT_FRAMERATE);
         assert_eq!(

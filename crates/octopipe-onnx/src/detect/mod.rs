@@ -81,15 +81,6 @@ pub struct RawBox {
     pub class: u32,
 }
 
-/// Default score threshold.
-pub const DEFAULT_SCORE: f32 = 0.3;
-/// Default NMS overlap threshold.
-pub const DEFAULT_IOU: f32 = 0.5;
-/// Default largest number of boxes per frame.
-pub const DEFAULT_MAX_DETECTIONS: usize = 300;
-/// Default largest number of tiles per inference call (dynamic-batch models).
-pub const DEFAULT_MAX_BATCH: usize = 64;
-
 /// Errors of the detect stage; each names the model.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
