@@ -71,7 +71,7 @@ use props::{HeadProps, ImagesProps, MediaProps, TestProps};
 use watch::{RetryProps, StallProps, WaitProps};
 
 pub use crate::stage::source::{FrameSource, SourceError, StartGate};
-pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
+pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, BadBox, PushError, APP};
 pub use gst::GstSource;
 pub use nvdec::NvdecError;
 pub(crate) use props::DecoderProps;

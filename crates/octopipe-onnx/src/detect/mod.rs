@@ -64,7 +64,7 @@ use crate::preprocess::PreprocessError;
 
 pub use coco::COCO_LABELS;
 pub use config::{DetectConfig, DetectProps, DEFAULT_BATCH_SIZES, DETECT};
-pub use decode::{nms, Decoder, Output, Suppress};
+pub use decode::{nms, Decoder, Output, ShapeError, Suppress};
 pub use detector::{region_batch, regions_batch, Call, Detector};
 pub use section::DetectSection;
 pub use tiles::{Fit, Rect};

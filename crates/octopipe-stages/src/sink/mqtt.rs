@@ -185,7 +185,7 @@ fn read_file(p: &Props, key: &str, path: &Path) -> Result<Vec<u8>, DescribeError
 /// certificate is a description error).
 fn make_mqtt(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     let m = MqttProps::from_props(p)?;
-    let topic = Topic::parse(&m.topic, &['+', '#']).map_err(|e| p.error("topic", e))?;
+    let topic = Topic::parse(&m.topic, &['+', '#']).map_err(|e| p.error("topic", e.to_string()))?;
     if m.host.is_empty() {
         return Err(p.error("host", "a host name or address is needed"));
     }
