@@ -153,14 +153,14 @@ const RESAMPLE_VARIANTS: [(&str, Interpolation, Option<f32>, bool); 6] = [
 ];
 
 impl GpuBench {
-    pub(crate) fn new(opts: &PreprocessBenchOptions) -> Result<Self, String> {
-        available().map_err(|e| e.to_string())?;
-        let mut e0 = BenchEngine::new(0).map_err(|e| e.to_string())?;
-        let e1 = BenchEngine::new(0).map_err(|e| e.to_string())?;
-        let copy_gbps = copy_bandwidth(&mut e0).map_err(|e| e.to_string())?;
-        let write_gbps = write_bandwidth(&mut e0).map_err(|e| e.to_string())?;
+    pub(crate) fn new(opts: &PreprocessBenchOptions) -> Result<Self, BenchError> {
+        available()?;
+        let mut e0 = BenchEngine::new(0)?;
+        let e1 = BenchEngine::new(0)?;
+        let copy_gbps = copy_bandwidth(&mut e0)?;
+        let write_gbps = write_bandwidth(&mut e0)?;
         let t = Instant::now();
-        let (tile, _) = tune(&mut e0, opts.data_dir.clone()).map_err(|e| e.to_string())?;
+        let (tile, _) = tune(&mut e0, opts.data_dir.clone())?;
         Ok(GpuBench {
             engines: [e0, e1],
             copy_gbps,

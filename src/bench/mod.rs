@@ -49,6 +49,9 @@ pub enum BenchError {
     /// The CUDA layer failed.
     #[error(transparent)]
     Cuda(#[from] octopipe_cuda::CudaError),
+    /// No GPU can be used here (the GPU rows are skipped).
+    #[error(transparent)]
+    NoGpu(#[from] octopipe_cuda::NoGpu),
     /// Bad options.
     #[error("{0}")]
     Options(String),

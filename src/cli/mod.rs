@@ -63,8 +63,7 @@ pub(crate) fn real_main() -> Result<ExitCode> {
             if size == 0 {
                 bail!("--size must be at least 1");
             }
-            octopipe::tiles::scene::write_png(&out, size, size, seed, force)
-                .map_err(anyhow::Error::msg)?;
+            octopipe::tiles::scene::write_png(&out, size, size, seed, force)?;
             eprintln!(
                 "octopipe: wrote {} ({size}x{size}, 16-bit grey, seed {seed})",
                 out.display()

@@ -19,6 +19,16 @@ pub(crate) fn print_report(report: &octopipe::budget::Report, format: ReportForm
     }
 }
 
+/// The report file could not be written (the report went to stderr instead).
+#[derive(Debug, thiserror::Error)]
+#[error("--report-file {}: write failed: {source}", path.display())]
+pub(crate) struct ReportWriteError {
+    /// The report file.
+    path: PathBuf,
+    /// The system's error.
+    source: std::io::Error,
+}
+
 /// End the process with `code` at once, skipping the exit handlers. Nothing is flushed: stderr
 /// is unbuffered, the report's JSON line went out with its newline, and stdout may belong to a
 /// sink blocked on a reader that stopped reading.
@@ -68,7 +78,7 @@ impl ReportTarget {
     pub(crate) fn write(
         &mut self,
         report: &octopipe::budget::Report,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), ReportWriteError> {
         use std::io::Write;
         let text = |json: bool| {
             if json {
@@ -81,12 +91,12 @@ impl ReportTarget {
             ReportTarget::Stdout => println!("{}", text(true)),
             ReportTarget::Stderr { json } => eprintln!("{}", text(*json)),
             ReportTarget::File { path, file, json } => {
-                if let Err(e) = writeln!(file, "{}", text(*json)).and_then(|_| file.flush()) {
+                if let Err(source) = writeln!(file, "{}", text(*json)).and_then(|_| file.flush()) {
                     eprintln!("{report}");
-                    return Err(format!(
-                        "--report-file {}: write failed: {e}",
-                        path.display()
-                    ));
+                    return Err(ReportWriteError {
+                        path: path.clone(),
+                        source,
+                    });
                 }
             }
         }

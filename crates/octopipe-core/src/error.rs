@@ -242,7 +242,27 @@ pub enum PushError {
         /// The box as given.
         bbox: [f64; 4],
         /// What is wrong.
-        reason: String,
+        reason: BadBox,
+    },
+}
+
+/// Why a box the application pushed is not a box inside its frame ([`PushError::Box`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadBox {
+    /// A coordinate or size is NaN or infinite.
+    #[error("not a finite box")]
+    NotFinite,
+    /// Its width or height is 0 or negative.
+    #[error("width and height must be positive")]
+    NoArea,
+    /// It lies wholly outside the frame.
+    #[error("outside the {width}x{height} frame")]
+    Outside {
+        /// The frame's width.
+        width: u32,
+        /// The frame's height.
+        height: u32,
     },
 }
 

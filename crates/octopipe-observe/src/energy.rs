@@ -24,6 +24,29 @@ type Device = *mut c_void;
 const NVML_SUCCESS: c_int = 0;
 const NVML_ERROR_NOT_SUPPORTED: c_int = 3;
 
+/// Why NVML, or one GPU's energy counter, cannot be read (the report's `not available (...)`).
+#[derive(Debug, thiserror::Error)]
+enum NvmlError {
+    /// The library does not load.
+    #[error("no NVML: cannot load libnvidia-ml.so.1: {0}")]
+    Load(#[source] libloading::Error),
+    /// The library lacks an entry point.
+    #[error("NVML has no {0}")]
+    Missing(&'static str),
+    /// `nvmlInit_v2` failed (NVML's words).
+    #[error("NVML did not initialise: {0}")]
+    Init(String),
+    /// `nvmlDeviceGetCount_v2` failed (NVML's words).
+    #[error("NVML cannot count GPUs: {0}")]
+    Count(String),
+    /// The GPU has no total-energy counter.
+    #[error("its total-energy counter is not supported (needs Volta or newer)")]
+    Unsupported,
+    /// Reading the counter failed (NVML's words).
+    #[error("{0}")]
+    Read(String),
+}
+
 /// The few NVML entry points used, resolved once.
 struct Nvml {
     get_energy: unsafe extern "C" fn(Device, *mut c_ulonglong) -> c_int,
@@ -38,14 +61,14 @@ struct Nvml {
 unsafe impl Send for Nvml {}
 
 impl Nvml {
-    fn load() -> Result<Nvml, String> {
+    fn load() -> Result<Nvml, NvmlError> {
         // SAFETY: loading the NVIDIA management library runs no initialisers beyond its own.
         let lib = unsafe { Library::new("libnvidia-ml.so.1") }
             .or_else(|_| unsafe { Library::new("libnvidia-ml.so") })
-            .map_err(|e| format!("no NVML: cannot load libnvidia-ml.so.1: {e}"))?;
+            .map_err(NvmlError::Load)?;
         // SAFETY: the signatures below are NVML's (nvml.h), for the versioned symbols named.
         unsafe {
-            let sym = |name: &str| format!("NVML has no {name}");
+            let sym = NvmlError::Missing;
             let init = *lib
                 .get::<unsafe extern "C" fn() -> c_int>(b"nvmlInit_v2\0")
                 .map_err(|_| sym("nvmlInit_v2"))?;
@@ -83,13 +106,13 @@ impl Nvml {
             };
             let rc = init();
             if rc != NVML_SUCCESS {
-                return Err(format!("NVML did not initialise: {}", describe(rc)));
+                return Err(NvmlError::Init(describe(rc)));
             }
             let mut n: c_uint = 0;
             let rc = count(&mut n);
             if rc != NVML_SUCCESS {
                 shutdown();
-                return Err(format!("NVML cannot count GPUs: {}", describe(rc)));
+                return Err(NvmlError::Count(describe(rc)));
             }
             let mut devices = Vec::new();
             for i in 0..n {
@@ -118,7 +141,7 @@ impl Nvml {
     }
 
     /// Millijoules of each GPU since the driver loaded, or why not.
-    fn read(&self) -> Vec<Result<u64, String>> {
+    fn read(&self) -> Vec<Result<u64, NvmlError>> {
         self.devices
             .iter()
             .map(|(_, _, dev)| {
@@ -127,20 +150,18 @@ impl Nvml {
                 let rc = unsafe { (self.get_energy)(*dev, &mut mj) };
                 match rc {
                     NVML_SUCCESS => Ok(mj),
-                    NVML_ERROR_NOT_SUPPORTED => Err(
-                        "its total-energy counter is not supported (needs Volta or newer)".into(),
-                    ),
+                    NVML_ERROR_NOT_SUPPORTED => Err(NvmlError::Unsupported),
                     rc => {
                         // SAFETY: nvmlErrorString returns a static string for any code.
                         let p = unsafe { (self.error_string)(rc) };
-                        Err(if p.is_null() {
+                        Err(NvmlError::Read(if p.is_null() {
                             format!("NVML error {rc}")
                         } else {
                             // SAFETY: non-null, NUL-terminated, static.
                             unsafe { std::ffi::CStr::from_ptr(p) }
                                 .to_string_lossy()
                                 .into_owned()
-                        })
+                        }))
                     }
                 }
             })
@@ -158,8 +179,8 @@ impl Drop for Nvml {
 /// Reads every GPU's energy counter when made and when the run finishes, and reports joules per
 /// processed frame in `report.extra` (or one line saying why energy is not available).
 pub struct Energy {
-    nvml: Result<Nvml, String>,
-    start: Vec<Result<u64, String>>,
+    nvml: Result<Nvml, NvmlError>,
+    start: Vec<Result<u64, NvmlError>>,
     since: Instant,
     frames: u64,
 }

@@ -43,7 +43,8 @@ pub use progress::{Progress, ProgressStyle};
 
 use std::time::Duration;
 
-/// Errors of the observers that write files (annotated frames, the MP4 encoder, the mosaic).
+/// Errors of the observers that write files (annotated frames, the MP4 encoder, the mosaic, the
+/// latency plot).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ObserveError {
@@ -63,6 +64,9 @@ pub enum ObserveError {
         /// The system's error.
         source: std::io::Error,
     },
+    /// A plot cannot be drawn (plotters' error: its backend's, or a bad layout).
+    #[error("{0}")]
+    Draw(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// The writer's thread cannot start.
     #[error("cannot start the annotate thread: {0}")]
     Thread(#[source] std::io::Error),
@@ -107,7 +111,9 @@ impl crate::error::Kind for ObserveError {
     fn kind(&self) -> crate::error::ErrorKind {
         use crate::error::ErrorKind;
         match self {
-            ObserveError::Write { .. } | ObserveError::CreateDir { .. } => ErrorKind::Io,
+            ObserveError::Write { .. } | ObserveError::CreateDir { .. } | ObserveError::Draw(_) => {
+                ErrorKind::Io
+            }
             ObserveError::Gst(_) | ObserveError::MissingElement { .. } => ErrorKind::Unavailable,
             ObserveError::Thread(_) | ObserveError::Panicked | ObserveError::Mp4 { .. } => {
                 ErrorKind::Internal

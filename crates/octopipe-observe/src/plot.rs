@@ -19,7 +19,7 @@ use plotters_backend::{
     BackendColor, BackendCoord, BackendTextStyle, DrawingErrorKind, FontTransform,
 };
 
-use super::ms;
+use super::{ms, ObserveError};
 use crate::batch::CropBatch;
 use crate::budget::Report;
 use crate::pipeline::Observer;
@@ -73,7 +73,7 @@ impl LatencyPlot {
     }
 
     /// Draw the plot to the file now.
-    pub fn write(&mut self) -> Result<(), String> {
+    pub fn write(&mut self) -> Result<(), ObserveError> {
         self.rows.sort_by(|a, b| a.t.total_cmp(&b.t));
         let png = self
             .path
@@ -87,8 +87,10 @@ impl LatencyPlot {
                 &self.names,
                 ms(self.budget),
             )?;
-            img.save(&self.path)
-                .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+            img.save(&self.path).map_err(|e| ObserveError::Write {
+                path: self.path.display().to_string(),
+                source: Box::new(e),
+            })
         } else {
             draw(
                 SVGBackend::new(&self.path, self.size).into_drawing_area(),
@@ -149,8 +151,11 @@ fn draw<DB: DrawingBackend>(
     rows: &[Row],
     names: &[String],
     budget: f64,
-) -> Result<(), String> {
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+) -> Result<(), ObserveError>
+where
+    DB::ErrorType: 'static,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| ObserveError::Draw(Box::new(e));
     root.fill(&WHITE).map_err(err)?;
     let (_, h) = root.dim_in_pixel();
     let (top, bottom) = root.split_vertically(h / 2);
@@ -250,35 +255,41 @@ fn panel<'a, DB: DrawingBackend>(
     caption: &str,
     t_max: f64,
     y_max: f64,
-) -> Result<ChartContext<'a, DB, Latency>, String> {
+) -> Result<ChartContext<'a, DB, Latency>, ObserveError>
+where
+    DB::ErrorType: 'static,
+{
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(34)
         .y_label_area_size(56)
         .build_cartesian_2d(0f64..t_max, 0f64..y_max)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ObserveError::Draw(Box::new(e)))?;
     chart
         .configure_mesh()
         .x_desc("frame arrival (s)")
         .y_desc("latency (ms)")
         .light_line_style(WHITE.mix(0.0))
         .draw()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ObserveError::Draw(Box::new(e)))?;
     Ok(chart)
 }
 
 /// The legend box of a panel's labelled series, upper right.
 fn legend<'a, DB: DrawingBackend + 'a>(
     chart: &mut ChartContext<'a, DB, Latency>,
-) -> Result<(), String> {
+) -> Result<(), ObserveError>
+where
+    DB::ErrorType: 'static,
+{
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| e.to_string())
+        .map_err(|e| ObserveError::Draw(Box::new(e)))
 }
 
 /// A raster backend over an [`RgbImage`] with the built-in bitmap font for text.

@@ -14,7 +14,7 @@
 //! edges drop the oldest frame instead (counted in the report). Budget, late policy,
 //! multi-stream batching and the report apply as to decoded frames.
 
-pub use crate::error::PushError;
+pub use crate::error::{BadBox, PushError};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -120,13 +120,13 @@ impl AppBox {
         &self,
         width: u32,
         height: u32,
-    ) -> Result<Result<Detection, SkipReason>, String> {
+    ) -> Result<Result<Detection, SkipReason>, BadBox> {
         let [x, y, w, h] = self.bbox;
         if !self.bbox.iter().all(|v| v.is_finite()) {
-            return Err("not a finite box".into());
+            return Err(BadBox::NotFinite);
         }
         if w <= 0.0 || h <= 0.0 {
-            return Err("width and height must be positive".into());
+            return Err(BadBox::NoArea);
         }
         let (x0, y0) = (x.round(), y.round());
         let (x1, y1) = ((x + w).round(), (y + h).round());
@@ -134,9 +134,7 @@ impl AppBox {
         let b = [int(x0), int(y0), int(x1 - x0), int(y1 - y0)];
         let bbox = match clip_box(b, width, height) {
             Ok(b) => b,
-            Err(SkipReason::OutsideFrame) => {
-                return Err(format!("outside the {width}x{height} frame"))
-            }
+            Err(SkipReason::OutsideFrame) => return Err(BadBox::Outside { width, height }),
             Err(reason) => return Ok(Err(reason)),
         };
         Ok(Ok(Detection {

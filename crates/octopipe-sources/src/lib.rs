@@ -71,7 +71,7 @@ use props::{HeadProps, ImagesProps, MediaProps, TestProps};
 use watch::{RetryProps, StallProps, WaitProps};
 
 pub use crate::stage::source::{FrameSource, SourceError, StartGate};
-pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, PushError, APP};
+pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, BadBox, PushError, APP};
 pub use gst::GstSource;
 pub use nvdec::NvdecError;
 pub(crate) use props::DecoderProps;
@@ -83,10 +83,6 @@ pub use watch::{
 
 /// Default frame rate for image sequences and the test source.
 pub const DEFAULT_FRAMERATE: f64 = 30.0;
-/// Default width and height of the test source.
-pub const DEFAULT_TEST_SIZE: (u32, u32) = (1280, 720);
-/// Default number of frames of the test source.
-pub const DEFAULT_NUM_BUFFERS: u32 = 90;
 /// Default number of times an image sequence is played.
 pub const DEFAULT_LOOPS: u32 = 1;
 

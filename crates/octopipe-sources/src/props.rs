@@ -8,7 +8,7 @@ use super::{
     Decoder, HeadSettings, RetryProps, SourceConfig, SourceKind, StallProps, WaitProps, Watch,
 };
 use crate::frame::PixelFormat;
-use crate::stage::{PropChoice, PropSpec, PropType, Properties};
+use crate::stage::{PropSpec, PropType, Properties};
 
 /// `live=`, as the GStreamer sources word it (`#[prop(spec = LIVE)]`).
 pub(super) const LIVE: PropSpec = PropSpec::new(
@@ -44,39 +44,6 @@ pub(crate) struct DecoderProps {
     /// `device=`.
     #[prop(flatten)]
     pub device: DeviceProps,
-}
-
-/// The test source's pixel formats (`testsrc format=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
-pub(crate) enum TestFormat {
-    /// [`PixelFormat::I420`].
-    I420,
-    /// [`PixelFormat::Nv12`].
-    Nv12,
-    /// [`PixelFormat::Rgb`].
-    Rgb,
-    /// [`PixelFormat::Bgr`].
-    Bgr,
-    /// [`PixelFormat::Rgba`].
-    Rgba,
-    /// [`PixelFormat::Bgra`].
-    Bgra,
-    /// [`PixelFormat::Gray16`].
-    Gray16,
-}
-
-impl From<TestFormat> for PixelFormat {
-    fn from(f: TestFormat) -> Self {
-        match f {
-            TestFormat::I420 => PixelFormat::I420,
-            TestFormat::Nv12 => PixelFormat::Nv12,
-            TestFormat::Rgb => PixelFormat::Rgb,
-            TestFormat::Bgr => PixelFormat::Bgr,
-            TestFormat::Rgba => PixelFormat::Rgba,
-            TestFormat::Bgra => PixelFormat::Bgra,
-            TestFormat::Gray16 => PixelFormat::Gray16,
-        }
-    }
 }
 
 /// A count given as an integer of any size, as the `u32` the source takes (saturating).
@@ -176,7 +143,7 @@ pub(crate) struct TestProps {
     pub num_buffers: u64,
     /// pixel format (gray16: one 16-bit band, for tilestats)
     #[prop(default = "i420")]
-    pub format: TestFormat,
+    pub format: PixelFormat,
     /// Frames per second.
     #[prop(spec = FRAMERATE)]
     pub framerate: f64,
@@ -204,7 +171,7 @@ impl TestProps {
             width: u32_of(self.width),
             height: u32_of(self.height),
             num_buffers: u32_of(self.num_buffers),
-            format: self.format.into(),
+            format: self.format,
         });
         cfg.framerate = self.framerate;
         cfg.live = self.live;
@@ -266,7 +233,7 @@ mod tests {
 
     #[test]
     fn the_declared_defaults_are_the_source_defaults() {
-        use super::super::{DEFAULT_FRAMERATE, DEFAULT_NUM_BUFFERS, DEFAULT_TEST_SIZE};
+        use super::super::DEFAULT_FRAMERATE;
         let test = TestProps::default().config();
         let SourceKind::Test {
             width,
@@ -278,8 +245,7 @@ mod tests {
         else {
             panic!("a test source");
         };
-        assert_eq!((width, height), DEFAULT_TEST_SIZE);
-        assert_eq!(num_buffers, DEFAULT_NUM_BUFFERS);
+        assert_eq!((width, height, num_buffers), (1280, 720, 90));
         assert_eq!(format, PixelFormat::I420);
         assert_eq!(test.framerate, DEFAULT_FRAMERATE);
         assert_eq!(
@@ -288,14 +254,5 @@ mod tests {
         );
         let head = HeadProps::default().settings();
         assert_eq!((head.framerate, head.decoder, head.device), (None, None, 0));
-    }
-
-    #[test]
-    fn every_test_format_is_its_pixel_format() {
-        for word in TestFormat::WORDS {
-            let f: TestFormat = word.parse().unwrap();
-            let name = PixelFormat::from(f).to_string().to_lowercase();
-            assert_eq!(name.trim_end_matches("_le"), *word);
-        }
     }
 }

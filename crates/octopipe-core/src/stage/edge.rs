@@ -3,6 +3,7 @@
 //! one or several edges. The runner makes them; stage code never touches one.
 
 use std::any::Any;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -198,26 +199,50 @@ impl<T> Inbox<T> {
     }
 }
 
-/// The sending end of an edge with its payload type erased: what the runner holds between
-/// making an edge (by the stage that sends on it, which knows its type) and starting that stage.
-pub struct PortTx {
+/// Which end of an edge a [`Port`] holds: [`Sending`] or [`Receiving`].
+pub trait Side: 'static {
+    /// This end of an edge of `T`.
+    type End<T: Payload>: Send + 'static;
+}
+
+/// The sending end of an edge: an [`Edge`].
+pub enum Sending {}
+
+/// The receiving end of an edge: a [`Receiver`].
+pub enum Receiving {}
+
+impl Side for Sending {
+    type End<T: Payload> = Edge<T>;
+}
+
+impl Side for Receiving {
+    type End<T: Payload> = Receiver<T>;
+}
+
+/// One end of an edge with its payload type erased: what the runner holds between making an
+/// edge (by the stage that sends on it, which knows its type) and starting the stages at its
+/// ends (which know the types they take and give).
+pub struct Port<S: Side> {
     item: Item,
     end: Box<dyn Any + Send>,
+    side: PhantomData<fn() -> S>,
 }
+
+/// The sending end of an edge with its payload type erased, until the stage that sends on it
+/// takes it.
+pub type PortTx = Port<Sending>;
 
 /// The receiving end of an edge with its payload type erased, until the stage it feeds (which
 /// knows the type it takes) or the end of the pipeline takes it.
-pub struct PortRx {
-    item: Item,
-    end: Box<dyn Any + Send>,
-}
+pub type PortRx = Port<Receiving>;
 
-impl PortTx {
-    /// `edge`, its type erased.
-    pub fn new<T: Payload>(edge: Edge<T>) -> PortTx {
-        PortTx {
+impl<S: Side> Port<S> {
+    /// `end`, its type erased.
+    pub fn new<T: Payload>(end: S::End<T>) -> Self {
+        Port {
             item: Item::of::<T>(),
-            end: Box::new(edge),
+            end: Box::new(end),
+            side: PhantomData,
         }
     }
 
@@ -226,43 +251,17 @@ impl PortTx {
         self.item
     }
 
-    /// The edge, if `T` travels on it (else the port back).
-    pub fn typed<T: Payload>(self) -> Result<Edge<T>, PortTx> {
+    /// The end, if `T` travels on it (else the port back).
+    pub fn typed<T: Payload>(self) -> Result<S::End<T>, Self> {
         if !self.item.is::<T>() {
             return Err(self);
         }
         let item = self.item;
-        self.end
-            .downcast()
-            .map(|e| *e)
-            .map_err(|end| PortTx { item, end })
-    }
-}
-
-impl PortRx {
-    /// `rx`, its type erased.
-    pub fn new<T: Payload>(rx: Receiver<T>) -> PortRx {
-        PortRx {
-            item: Item::of::<T>(),
-            end: Box::new(rx),
-        }
-    }
-
-    /// What travels on it.
-    pub fn item(&self) -> Item {
-        self.item
-    }
-
-    /// The receiver, if `T` travels on it (else the port back).
-    pub fn typed<T: Payload>(self) -> Result<Receiver<T>, PortRx> {
-        if !self.item.is::<T>() {
-            return Err(self);
-        }
-        let item = self.item;
-        self.end
-            .downcast()
-            .map(|e| *e)
-            .map_err(|end| PortRx { item, end })
+        self.end.downcast().map(|e| *e).map_err(|end| Port {
+            item,
+            end,
+            side: PhantomData,
+        })
     }
 }
 

@@ -84,7 +84,7 @@ pub use props::{prop_default, props_concat, props_len};
 pub use props::{
     ChoiceError, PropChoice, PropSpec, PropType, PropValue, Properties, Props, NAME_PROP,
 };
-pub use reinfer::{CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE};
+pub use reinfer::{CropPlan, Reinfer, TrackLabels, REINFER_MAX_RESIZE};
 pub use running::Running;
 #[doc(hidden)]
 pub use running::Wires;

@@ -6,6 +6,7 @@
 //! lives.
 
 use crate::description::{closest, DescribeError, Description, StageDesc};
+use crate::frame::PixelFormat;
 use crate::tensor::{DType, Layout};
 
 use super::StageDecl;
@@ -411,6 +412,25 @@ impl PropValue for DType {
         match s {
             "f32" => Some(DType::F32),
             "f16" => Some(DType::F16),
+            _ => None,
+        }
+    }
+}
+
+/// The `format` property of the test source (`testsrc format=`): GStreamer's format name in
+/// lower case, `gray16` for `GRAY16_LE` (one 16-bit band, for tilestats).
+impl PropValue for PixelFormat {
+    const TYPE: PropType =
+        PropType::Choice(&["i420", "nv12", "rgb", "bgr", "rgba", "bgra", "gray16"]);
+    fn parse_prop(s: &str) -> Option<Self> {
+        match s {
+            "i420" => Some(PixelFormat::I420),
+            "nv12" => Some(PixelFormat::Nv12),
+            "rgb" => Some(PixelFormat::Rgb),
+            "bgr" => Some(PixelFormat::Bgr),
+            "rgba" => Some(PixelFormat::Rgba),
+            "bgra" => Some(PixelFormat::Bgra),
+            "gray16" => Some(PixelFormat::Gray16),
             _ => None,
         }
     }

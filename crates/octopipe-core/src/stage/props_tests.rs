@@ -289,3 +289,15 @@ fn a_choice_reads_and_writes_its_words() {
         "'slow' is not one of fast, slow-ish, center-net"
     );
 }
+
+#[test]
+fn every_pixel_format_word_is_its_format() {
+    let PropType::Choice(words) = <crate::frame::PixelFormat as PropValue>::TYPE else {
+        panic!("a choice");
+    };
+    for word in words {
+        let f = crate::frame::PixelFormat::parse_prop(word).unwrap();
+        let name = f.to_string().to_lowercase();
+        assert_eq!(name.trim_end_matches("_le"), *word);
+    }
+}

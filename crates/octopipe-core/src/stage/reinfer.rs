@@ -20,9 +20,6 @@ use std::sync::{Arc, Mutex};
 use crate::crops::CropBatch;
 use crate::frame::{Classification, Frame};
 
-/// Default `reinfer-interval`: every box classified on every frame.
-pub const DEFAULT_REINFER_INTERVAL: u64 = 1;
-
 /// A box whose width or height is more than this factor larger or smaller than at its track's
 /// last crop is cropped again, whatever the interval: its label was given to other pixels (an
 /// object entering the frame through its edge, a zoom, an occlusion that ends). Measured on a

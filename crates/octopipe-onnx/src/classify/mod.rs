@@ -39,15 +39,8 @@ use crate::onnx::{Ep, OnnxError, OnnxProps};
 use crate::preprocess::{DType, Layout};
 use crate::tensor::TensorData;
 
-pub use crate::stage::{
-    CropPlan, Reinfer, TrackLabels, DEFAULT_REINFER_INTERVAL, REINFER_MAX_RESIZE,
-};
+pub use crate::stage::{CropPlan, Reinfer, TrackLabels, REINFER_MAX_RESIZE};
 pub use stage::{ClassLabels, ClassifyProps, CLASSIFY};
-
-/// Default largest number of crops per inference call.
-pub const DEFAULT_MAX_BATCH: usize = 256;
-/// Default number of results per crop.
-pub const DEFAULT_TOP_K: usize = 1;
 
 /// What to do with a crop whose logits are not finite (NaN or infinite).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, crate::stage::PropChoice)]

@@ -153,16 +153,13 @@ fn classify_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{DEFAULT_MAX_BATCH, DEFAULT_REINFER_INTERVAL, DEFAULT_TOP_K};
     use super::*;
     use crate::onnx::Ep;
 
     #[test]
-    fn the_declared_defaults_are_the_constants_and_the_onnx_block_is_detects() {
+    fn new_takes_the_declared_defaults_and_the_onnx_block_is_detects() {
         let c = ClassifyConfig::new("m.onnx");
-        assert_eq!(c.max_batch, DEFAULT_MAX_BATCH);
-        assert_eq!(c.top_k, DEFAULT_TOP_K);
-        assert_eq!(c.reinfer_interval, DEFAULT_REINFER_INTERVAL);
+        assert_eq!((c.max_batch, c.top_k, c.reinfer_interval), (256, 1, 1));
         assert_eq!((c.ep, c.ort_threads, c.workers), (Ep::Auto(0), 0, 1));
         assert_eq!(c.non_finite, NonFinite::Error);
         let onnx = OnnxProps::PROPS;

@@ -386,18 +386,17 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{DEFAULT_IOU, DEFAULT_MAX_BATCH, DEFAULT_MAX_DETECTIONS, DEFAULT_SCORE};
     use super::*;
 
     #[test]
-    fn the_declared_defaults_are_the_constants() {
+    fn new_takes_the_declared_defaults() {
         let d = DetectConfig::new("m.onnx");
         assert_eq!(d.model, PathBuf::from("m.onnx"));
-        assert_eq!(d.score, DEFAULT_SCORE);
-        assert_eq!(d.suppress.iou, DEFAULT_IOU);
+        assert_eq!(d.score, 0.3);
+        assert_eq!(d.suppress.iou, 0.5);
         assert_eq!(d.suppress.ios, 1.0);
-        assert_eq!(d.max_detections, DEFAULT_MAX_DETECTIONS);
-        assert_eq!(d.max_batch, DEFAULT_MAX_BATCH);
+        assert_eq!(d.max_detections, 300);
+        assert_eq!(d.max_batch, 64);
         assert_eq!((d.scale, d.overlap, d.pad), (1.0 / 255.0, 0.2, 114.0));
         assert_eq!((d.ep, d.cuda), (Ep::Auto(0), CudaOptions::default()));
         assert!(d.labels.is_empty() && d.output.is_empty() && d.map.is_empty());

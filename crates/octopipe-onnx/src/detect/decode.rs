@@ -39,6 +39,33 @@ pub enum Decoder {
 /// columns, but have thousands of anchors.
 const END2END_MAX_ROWS: i64 = 1000;
 
+/// An output shape a decoder cannot read ([`Decoder::check`]): says what it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.reads())]
+#[non_exhaustive]
+pub struct ShapeError {
+    /// The decoder.
+    pub decoder: Decoder,
+}
+
+impl ShapeError {
+    /// The shapes the decoder reads.
+    fn reads(&self) -> &'static str {
+        match self.decoder {
+            Decoder::End2End => "end2end reads [1, N, 6] or [N, 6] (x1, y1, x2, y2, score, class)",
+            Decoder::Yolov8 => {
+                "yolov8 reads [batch, 4 + classes, anchors] (more anchors than classes)"
+            }
+            Decoder::Yolov5 => {
+                "yolov5 reads [batch, anchors, 5 + classes] (more anchors than classes)"
+            }
+            Decoder::CenterNet => {
+                "centernet reads scores [batch, classes, h, w] and distances [batch, 4, h, w]"
+            }
+        }
+    }
+}
+
 impl Decoder {
     /// The property value naming this decoder.
     pub fn name(self) -> &'static str {
@@ -85,7 +112,7 @@ impl Decoder {
 
     /// Why an output of `shape` cannot be read by this decoder (dynamic axes, -1, pass): YOLO
     /// outputs have more anchors than values per anchor.
-    pub fn check(self, shape: &[i64]) -> Result<(), String> {
+    pub fn check(self, shape: &[i64]) -> Result<(), ShapeError> {
         let more = |a: i64, c: i64| a < 0 || c < 0 || a > c;
         let ok = match (self, shape) {
             (Decoder::CenterNet, [_, _, _, _]) => true,
@@ -97,19 +124,7 @@ impl Decoder {
         if ok {
             return Ok(());
         }
-        Err(match self {
-            Decoder::End2End => "end2end reads [1, N, 6] or [N, 6] (x1, y1, x2, y2, score, class)",
-            Decoder::Yolov8 => {
-                "yolov8 reads [batch, 4 + classes, anchors] (more anchors than classes)"
-            }
-            Decoder::Yolov5 => {
-                "yolov5 reads [batch, anchors, 5 + classes] (more anchors than classes)"
-            }
-            Decoder::CenterNet => {
-                "centernet reads scores [batch, classes, h, w] and distances [batch, 4, h, w]"
-            }
-        }
-        .to_string())
+        Err(ShapeError { decoder: self })
     }
 
     /// Append the boxes of image `image` of a batch's outputs (as many as

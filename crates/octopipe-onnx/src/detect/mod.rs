@@ -64,7 +64,7 @@ use crate::preprocess::PreprocessError;
 
 pub use coco::COCO_LABELS;
 pub use config::{DetectConfig, DetectProps, DEFAULT_BATCH_SIZES, DETECT};
-pub use decode::{nms, Decoder, Output, Suppress};
+pub use decode::{nms, Decoder, Output, ShapeError, Suppress};
 pub use detector::{region_batch, regions_batch, Call, Detector};
 pub use section::DetectSection;
 pub use tiles::{Fit, Rect};
@@ -80,15 +80,6 @@ pub struct RawBox {
     /// Class index.
     pub class: u32,
 }
-
-/// Default score threshold.
-pub const DEFAULT_SCORE: f32 = 0.3;
-/// Default NMS overlap threshold.
-pub const DEFAULT_IOU: f32 = 0.5;
-/// Default largest number of boxes per frame.
-pub const DEFAULT_MAX_DETECTIONS: usize = 300;
-/// Default largest number of tiles per inference call (dynamic-batch models).
-pub const DEFAULT_MAX_BATCH: usize = 64;
 
 /// Errors of the detect stage; each names the model.
 #[derive(Debug, thiserror::Error)]

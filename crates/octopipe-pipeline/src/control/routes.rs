@@ -245,21 +245,58 @@ async fn add(req: Request<Incoming>, streams: Streams, shared: &Shared) -> Answe
     }
 }
 
+/// Why a list of typed stages is no description (the answer's `error`, status 400).
+#[derive(Debug, thiserror::Error)]
+enum StagesError {
+    /// A stage without its `stage` name.
+    #[error("stages[{0}]: a \"stage\" name is needed")]
+    NoName(usize),
+    /// A `stage` that is not a name.
+    #[error("stages[{index}]: '{kind}' is not a stage name")]
+    BadName {
+        /// The stage's place in the list.
+        index: usize,
+        /// What was given.
+        kind: String,
+    },
+    /// A key that is not a property name.
+    #[error("stages[{index}]: '{key}' is not a property name")]
+    BadKey {
+        /// The stage's place in the list.
+        index: usize,
+        /// What was given.
+        key: String,
+    },
+    /// A value that is no string, number or boolean.
+    #[error("stages[{index}].{key}: {value} is not a string, number or boolean")]
+    BadValue {
+        /// The stage's place in the list.
+        index: usize,
+        /// The property.
+        key: String,
+        /// The value as JSON.
+        value: serde_json::Value,
+    },
+}
+
 /// A description from typed stages: `[{"stage": "media", "location": "..."}, ...]`, every
 /// value quoted ([`crate::describe::quote`]) so that none can end its stage or chain.
-fn typed(stages: &[serde_json::Map<String, serde_json::Value>]) -> Result<String, String> {
+fn typed(stages: &[serde_json::Map<String, serde_json::Value>]) -> Result<String, StagesError> {
     let mut parts = Vec::with_capacity(stages.len());
     for (i, stage) in stages.iter().enumerate() {
         let kind = stage
             .get("stage")
             .and_then(|v| v.as_str())
-            .ok_or_else(|| format!("stages[{i}]: a \"stage\" name is needed"))?;
+            .ok_or(StagesError::NoName(i))?;
         if !kind
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             || kind.is_empty()
         {
-            return Err(format!("stages[{i}]: '{kind}' is not a stage name"));
+            return Err(StagesError::BadName {
+                index: i,
+                kind: kind.to_string(),
+            });
         }
         let mut text = kind.to_string();
         for (key, value) in stage.iter().filter(|(k, _)| *k != "stage") {
@@ -268,16 +305,21 @@ fn typed(stages: &[serde_json::Map<String, serde_json::Value>]) -> Result<String
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             {
-                return Err(format!("stages[{i}]: '{key}' is not a property name"));
+                return Err(StagesError::BadKey {
+                    index: i,
+                    key: key.clone(),
+                });
             }
             let value = match value {
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Number(n) => n.to_string(),
                 serde_json::Value::Bool(b) => b.to_string(),
                 other => {
-                    return Err(format!(
-                        "stages[{i}].{key}: {other} is not a string, number or boolean"
-                    ))
+                    return Err(StagesError::BadValue {
+                        index: i,
+                        key: key.clone(),
+                        value: other.clone(),
+                    })
                 }
             };
             text += &format!(" {key}={}", crate::describe::quote(&value));

@@ -35,10 +35,6 @@ pub use crate::crops::{
 
 /// The batch stage's property that spreads its streams over GPUs (`describe::expand_devices`).
 pub const DEVICES: &str = "devices";
-/// Default largest number of crops in one batch.
-pub const DEFAULT_MAX_CROPS: usize = 256;
-/// Default largest number of frames in one batch.
-pub const DEFAULT_MAX_FRAMES: usize = 8;
 /// Default tiles per block.
 pub const DEFAULT_TILES_PER_BLOCK: u32 = 4;
 
@@ -236,8 +232,8 @@ mod tests {
     #[test]
     fn the_declared_defaults_are_the_constants() {
         let d = BatchConfig::default();
-        assert_eq!(d.max_crops, DEFAULT_MAX_CROPS);
-        assert_eq!(d.max_frames, DEFAULT_MAX_FRAMES);
+        assert_eq!(d.max_crops, 256);
+        assert_eq!(d.max_frames, 8);
         assert_eq!(d.tile_pixels, DEFAULT_TILE_PIXELS);
         assert_eq!(d.tiles_per_block, DEFAULT_TILES_PER_BLOCK);
         assert_eq!(d.late, LatePolicy::Process);

@@ -61,10 +61,6 @@ pub use synthetic::Synthetic;
 
 /// Smallest clipped width or height that is classified.
 pub const MIN_BOX_SIZE: u32 = 2;
-/// Default number of synthetic boxes per frame.
-pub const DEFAULT_SYNTHETIC_COUNT: u32 = 28;
-/// Default seed of the synthetic generator.
-pub const DEFAULT_SEED: u64 = 7;
 /// VisDrone categories with no class in the shared classifier ("others").
 pub(crate) const DEFAULT_SKIP_CATEGORIES: &[u8] = &[11];
 
@@ -610,10 +606,7 @@ mod tests {
     #[test]
     fn the_declared_defaults_are_the_constants() {
         let b = BoxesProps::default();
-        assert_eq!(
-            (b.count as u32, b.seed),
-            (DEFAULT_SYNTHETIC_COUNT, DEFAULT_SEED)
-        );
+        assert_eq!((b.count, b.seed), (28, 7));
         let skip: Vec<i64> = DEFAULT_SKIP_CATEGORIES.iter().map(|&c| c.into()).collect();
         assert_eq!(b.skip_categories, skip);
     }

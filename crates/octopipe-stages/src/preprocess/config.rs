@@ -8,10 +8,6 @@ use crate::tensor::{DType, Layout};
 
 /// Default output size (width, height).
 pub const DEFAULT_SIZE: (u32, u32) = (64, 64);
-/// ImageNet mean, the default.
-pub const DEFAULT_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
-/// ImageNet standard deviation, the default.
-pub const DEFAULT_STD: [f32; 3] = [0.229, 0.224, 0.225];
 /// Default scale applied to 0..255 values before mean/std.
 pub const DEFAULT_SCALE: f32 = 1.0 / 255.0;
 

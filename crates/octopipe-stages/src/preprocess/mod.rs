@@ -37,7 +37,7 @@ use crate::Error;
 
 pub use config::{
     BackendKind, BackendProps, ChannelOrder, Gather, Interpolation, Memory, PreprocessConfig,
-    PreprocessProps, DEFAULT_MEAN, DEFAULT_SCALE, DEFAULT_SIZE, DEFAULT_STD,
+    PreprocessProps, DEFAULT_SCALE, DEFAULT_SIZE,
 };
 
 /// Where a crop of `w`x`h` lands inside an `out_w`x`out_h` output when letterboxed:
@@ -490,7 +490,7 @@ mod tests {
         let d = PreprocessConfig::default();
         assert_eq!(
             (d.mean, d.std, d.scale),
-            (DEFAULT_MEAN, DEFAULT_STD, DEFAULT_SCALE)
+            ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225], DEFAULT_SCALE)
         );
         assert_eq!(
             (d.size, d.layout, d.dtype),

@@ -18,9 +18,6 @@ use crate::budget::Tally;
 use crate::stage::{Properties, Stage};
 use crate::Error;
 
-/// Default seconds of each stream's messages held while the receiver is away or slow.
-pub const DEFAULT_BUFFER: Duration = Duration::from_secs(10);
-
 /// The largest message sent; a larger one (a frame with thousands of objects: use `per=object`)
 /// is dropped and counted.
 pub const MAX_MESSAGE: usize = 1 << 20;

@@ -135,21 +135,47 @@ impl Messages {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topic(String);
 
+/// A topic template that cannot be published on ([`Topic::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TopicError {
+    /// The template is empty.
+    #[error("a topic is needed")]
+    Empty,
+    /// Braces around something else than `{stream}`.
+    #[error("'{template}': only {{stream}} may stand in braces")]
+    Braces {
+        /// The template as given.
+        template: String,
+    },
+    /// One of the broker's wildcards.
+    #[error("'{template}': '{wildcard}' is a wildcard, not allowed in a topic to publish on")]
+    Wildcard {
+        /// The template as given.
+        template: String,
+        /// The wildcard.
+        wildcard: char,
+    },
+}
+
 impl Topic {
     /// Check `template`: not empty, no braces but `{stream}`, none of `forbidden` (the broker's
     /// wildcards); `Err` says what is wrong.
-    pub fn parse(template: &str, forbidden: &[char]) -> Result<Topic, String> {
+    pub fn parse(template: &str, forbidden: &[char]) -> Result<Topic, TopicError> {
         let rest = template.replace("{stream}", "");
         if template.is_empty() {
-            return Err("a topic is needed".into());
+            return Err(TopicError::Empty);
         }
         if rest.contains(['{', '}']) {
-            return Err(format!("'{template}': only {{stream}} may stand in braces"));
+            return Err(TopicError::Braces {
+                template: template.to_string(),
+            });
         }
-        if let Some(c) = rest.chars().find(|c| forbidden.contains(c)) {
-            return Err(format!(
-                "'{template}': '{c}' is a wildcard, not allowed in a topic to publish on"
-            ));
+        if let Some(wildcard) = rest.chars().find(|c| forbidden.contains(c)) {
+            return Err(TopicError::Wildcard {
+                template: template.to_string(),
+                wildcard,
+            });
         }
         Ok(Topic(template.to_string()))
     }
@@ -297,9 +323,9 @@ mod tests {
     fn topics_take_the_stream_and_refuse_wildcards() {
         let t = Topic::parse("octopipe/{stream}/objects", &['+', '#']).unwrap();
         assert_eq!(t.of(7), "octopipe/7/objects");
-        let e = Topic::parse("a/+/b", &['+', '#']).unwrap_err();
+        let e = Topic::parse("a/+/b", &['+', '#']).unwrap_err().to_string();
         assert!(e.contains("'+' is a wildcard"), "{e}");
-        let e = Topic::parse("a/{frame}", &[]).unwrap_err();
+        let e = Topic::parse("a/{frame}", &[]).unwrap_err().to_string();
         assert!(e.contains("only {stream}"), "{e}");
         assert!(Topic::parse("", &[]).is_err());
     }

@@ -55,7 +55,7 @@ use crate::stage::{
 use crate::Error;
 
 #[cfg(any(feature = "mqtt", feature = "zenoh"))]
-pub use broker::{Sending, DEFAULT_BUFFER, MAX_MESSAGE};
+pub use broker::{Sending, MAX_MESSAGE};
 use lines::JsonLines;
 #[cfg(feature = "mqtt")]
 pub use mqtt::{MqttConfig, MQTT};

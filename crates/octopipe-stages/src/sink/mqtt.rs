@@ -185,7 +185,7 @@ fn read_file(p: &Props, key: &str, path: &Path) -> Result<Vec<u8>, DescribeError
 /// certificate is a description error).
 fn make_mqtt(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     let m = MqttProps::from_props(p)?;
-    let topic = Topic::parse(&m.topic, &['+', '#']).map_err(|e| p.error("topic", e))?;
+    let topic = Topic::parse(&m.topic, &['+', '#']).map_err(|e| p.error("topic", e.to_string()))?;
     if m.host.is_empty() {
         return Err(p.error("host", "a host name or address is needed"));
     }
@@ -557,7 +557,7 @@ mod tests {
     fn the_broker_sinks_default_sending_is_the_declared_one() {
         let d = Sending::from(SendingProps::default());
         assert_eq!(d.per, super::super::message::Per::Frame);
-        assert_eq!(d.buffer, super::super::DEFAULT_BUFFER);
+        assert_eq!(d.buffer, Duration::from_secs(10));
         assert_eq!(d.flush_timeout, Duration::from_secs(3));
         let m = MqttProps::default();
         assert_eq!((m.port, m.qos, m.client_id), (1883, Qos::AtLeastOnce, None));

@@ -107,7 +107,8 @@ pub struct ZenohConfig {
 /// configuration Zenoh takes).
 fn make_zenoh(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     let z = ZenohProps::from_props(p)?;
-    let key = Topic::parse(&z.key, &['*', '$', '?', '#']).map_err(|e| p.error("key", e))?;
+    let key =
+        Topic::parse(&z.key, &['*', '$', '?', '#']).map_err(|e| p.error("key", e.to_string()))?;
     let config = ZenohConfig {
         key,
         client: z.mode == ZenohMode::Client,

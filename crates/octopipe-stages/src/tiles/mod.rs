@@ -33,13 +33,6 @@ use crate::Error;
 
 pub use grid::{random, regular, Edge, Rect};
 
-/// Default smallest side of a random grid's tiles.
-pub const DEFAULT_MIN: u32 = 128;
-/// Default largest side of a random grid's tiles.
-pub const DEFAULT_MAX: u32 = 512;
-/// Default seed of the random grid.
-pub const DEFAULT_SEED: u64 = 1;
-
 /// How a frame is cut.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
@@ -287,8 +280,8 @@ mod tests {
     use crate::frame::{Colorimetry, FrameLayout, PixelFormat, PooledBuf};
 
     #[test]
-    fn the_declared_defaults_are_the_constants() {
-        let (min, max, seed) = (DEFAULT_MIN, DEFAULT_MAX, DEFAULT_SEED);
+    fn the_default_grid_is_the_declared_one() {
+        let (min, max, seed) = (128, 512, 1);
         assert_eq!(Grid::default(), Grid::Random { min, max, seed });
     }
 

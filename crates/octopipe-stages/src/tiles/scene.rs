@@ -8,7 +8,7 @@
 //! 8192x8192 one in miniature, not a crop of it), and a seed gives the same pixels on every
 //! machine (integer hashing and plain `f32` arithmetic).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
@@ -46,6 +46,38 @@ pub fn frame(width: u32, height: u32, seed: u64) -> Frame {
     )
 }
 
+/// Why the scene could not be written ([`write_png`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SceneError {
+    /// Its folder cannot be made.
+    #[error("{}: {source}", dir.display())]
+    CreateDir {
+        /// The folder.
+        dir: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The file cannot be created (it exists and `overwrite` is off, or the system refuses).
+    /// Worded for `octopipe scene`: `--force` replaces an existing file.
+    #[error("{}", sink.to_string().replace(
+        "overwrite=true on the sink (octopipe run --force) replaces it",
+        "--force replaces it",
+    ))]
+    Create {
+        /// The sinks' error for the file (worded for a sink's `overwrite`).
+        sink: crate::sink::SinkError,
+    },
+    /// The PNG encoder failed (no partial file is left).
+    #[error("{}: {source}", path.display())]
+    Encode {
+        /// The file.
+        path: PathBuf,
+        /// The encoder's error.
+        source: image::ImageError,
+    },
+}
+
 /// Write the scene as a 16-bit greyscale PNG at `path` (its folder made if missing), a new file
 /// unless `overwrite` (a user's file is not replaced by accident). A failed write leaves no
 /// partial file.
@@ -55,19 +87,17 @@ pub fn write_png(
     height: u32,
     seed: u64,
     overwrite: bool,
-) -> Result<(), String> {
+) -> Result<(), SceneError> {
     use image::codecs::png::{CompressionType, FilterType, PngEncoder};
     use image::ImageEncoder;
-    let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| SceneError::CreateDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
     }
-    let file = crate::sink::output::create_file(path, overwrite).map_err(|e| {
-        e.to_string().replace(
-            "overwrite=true on the sink (octopipe run --force) replaces it",
-            "--force replaces it",
-        )
-    })?;
+    let file = crate::sink::output::create_file(path, overwrite)
+        .map_err(|sink| SceneError::Create { sink })?;
     // The PNG encoder takes 16-bit samples in native byte order.
     let bytes: Vec<u8> = scene(width, height, seed)
         .iter()
@@ -79,10 +109,13 @@ pub fn write_png(
         FilterType::Up,
     )
     .write_image(&bytes, width, height, image::ExtendedColorType::L16);
-    if let Err(e) = written {
+    if let Err(source) = written {
         // No partial scene is left behind.
         let _ = std::fs::remove_file(path);
-        return Err(fail(&e));
+        return Err(SceneError::Encode {
+            path: path.to_path_buf(),
+            source,
+        });
     }
     Ok(())
 }

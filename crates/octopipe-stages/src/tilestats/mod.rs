@@ -59,10 +59,6 @@ pub use section::TilesSection;
 
 /// Default pixels per block of work.
 pub const DEFAULT_BLOCK_PIXELS: u32 = 16 * 1024;
-/// Default level of `above` (a value, after normalization).
-pub const DEFAULT_LEVEL: f64 = 0.5;
-/// Default downlink rate in megabits per second.
-pub const DEFAULT_DOWNLINK_MBPS: f64 = 2.0;
 
 /// Which band of a colour frame is summed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
@@ -716,14 +712,8 @@ mod tests {
     #[test]
     fn the_declared_defaults_are_the_constants() {
         let d = TileStatsConfig::default();
-        assert_eq!(
-            (d.level, d.block_pixels),
-            (DEFAULT_LEVEL, DEFAULT_BLOCK_PIXELS)
-        );
-        assert_eq!(
-            (d.downlink_mbps, d.offset, d.scale),
-            (DEFAULT_DOWNLINK_MBPS, 0.0, None)
-        );
+        assert_eq!((d.level, d.block_pixels), (0.5, DEFAULT_BLOCK_PIXELS));
+        assert_eq!((d.downlink_mbps, d.offset, d.scale), (2.0, 0.0, None));
         assert_eq!(
             (d.score, d.band, d.top_k),
             (Property::Mean, BandName::Luma, None)

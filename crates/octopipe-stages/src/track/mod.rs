@@ -43,8 +43,8 @@ use crate::Error;
 pub use assign::{iou, iou_u32, max_weight_matching};
 pub use kalman::BoxFilter;
 pub use tracker::{
-    TrackConfig, TrackError, Tracker, DEFAULT_HIGH, DEFAULT_IOU, DEFAULT_LOW, DEFAULT_MAX_AGE,
-    DEFAULT_MIN_HITS, LOW_SCORE_IOU, MAX_COAST, SHIFT_BIN, SHIFT_RANGE, SHIFT_SUPPORT,
+    TrackConfig, TrackError, Tracker, LOW_SCORE_IOU, MAX_COAST, SHIFT_BIN, SHIFT_RANGE,
+    SHIFT_SUPPORT,
 };
 
 /// In the caps: the score threshold of the detector before the stage being configured, on its
@@ -131,7 +131,7 @@ pub enum HighFrom {
     Track,
     /// The detector's `score` before it on its branch (high left out).
     DetectScore,
-    /// The default ([`DEFAULT_HIGH`]): no detector before it, `high` left out.
+    /// `high`'s declared default: no detector before it, `high` left out.
     Default,
 }
 
@@ -348,13 +348,10 @@ mod tests {
     use crate::frame::{Colorimetry, Detection, FrameLayout, PixelFormat, PooledBuf};
 
     #[test]
-    fn the_declared_defaults_are_the_constants() {
+    fn the_default_config_is_the_declared_one() {
         let d = TrackConfig::default();
-        assert_eq!(
-            (d.high, d.low, d.iou),
-            (DEFAULT_HIGH, DEFAULT_LOW, DEFAULT_IOU)
-        );
-        assert_eq!((d.max_age, d.min_hits), (DEFAULT_MAX_AGE, DEFAULT_MIN_HITS));
+        assert_eq!((d.high, d.low, d.iou), (0.5, 0.1, 0.2));
+        assert_eq!((d.max_age, d.min_hits), (30, 2));
         assert!(d.camera_motion);
     }
 

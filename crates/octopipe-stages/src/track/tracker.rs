@@ -8,16 +8,6 @@ use crate::frame::Detection;
 use super::assign::{iou, max_weight_matching};
 use super::kalman::BoxFilter;
 
-/// Default least score of a box matched in the first round, and that may start a track.
-pub const DEFAULT_HIGH: f32 = 0.5;
-/// Default least score of a box that is tracked at all.
-pub const DEFAULT_LOW: f32 = 0.1;
-/// Default least IoU between a track's predicted box and a box for them to match.
-pub const DEFAULT_IOU: f64 = 0.2;
-/// Default number of frames a track may go unmatched before it ends.
-pub const DEFAULT_MAX_AGE: u64 = 30;
-/// Default number of matched frames in a row before a track is confirmed.
-pub const DEFAULT_MIN_HITS: u32 = 2;
 /// Most frames a track's motion is predicted over at once (a gap in frame numbers longer than
 /// this moves coasting tracks as far as this many frames would).
 pub const MAX_COAST: u64 = 1000;
