@@ -52,6 +52,14 @@ pub fn skip(reason: &str) -> bool {
     true
 }
 
+/// Whether `/dev/full` is the kernel's always-full device (every write fails with ENOSPC), for
+/// tests of writes the system refuses; prints or (under CI) fails when it is not.
+pub fn dev_full() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let device = std::fs::metadata("/dev/full").is_ok_and(|m| m.file_type().is_char_device());
+    device || !skip("/dev/full is not the kernel's full device here")
+}
+
 /// Whether GStreamer element `name` is installed; prints or (under CI) fails with the package
 /// to install when not.
 pub fn element_or_skip(name: &str, package: &str) -> bool {

@@ -48,6 +48,28 @@ fn non_constant(img: &RgbImage) -> bool {
     img.pixels().any(|p| p != first)
 }
 
+/// A mosaic the system refuses to store (`/dev/full`) is reported as not written, naming the
+/// file: a small one too, whose bytes all wait in the write buffer until it is flushed.
+#[test]
+fn a_mosaic_that_cannot_be_written_says_so() {
+    if !common::ort_ready() || !common::dev_full() {
+        return;
+    }
+    let dir = common::temp_dir("observe-full");
+    let outcome = run(&dir, |p| {
+        let pre = p.caps().get::<PreprocessConfig>().cloned().unwrap();
+        p.observe(Box::new(Mosaic::new(Path::new("/dev/full"), pre, 1, 1)));
+    });
+    let extra = &outcome.report.extra;
+    assert!(
+        extra
+            .iter()
+            .any(|l| l == "mosaic: cannot write /dev/full: No space left on device (os error 28)"),
+        "{extra:?}"
+    );
+    assert!(common::dev_full(), "the device is left in place");
+}
+
 #[test]
 fn annotated_frames_mosaic_and_plots_are_written() {
     if !common::ort_ready() {

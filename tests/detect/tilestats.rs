@@ -322,6 +322,20 @@ fn kept_of(stderr: &str) -> (u64, u64) {
     (n[0], n[1])
 }
 
+/// A scene the system refuses to store (`/dev/full`: every write fails, here at the last
+/// buffered bytes: a 1x1 PNG is all in the buffer) is an error naming the file, not "wrote"; the
+/// device is left in place.
+#[test]
+fn a_scene_that_cannot_be_written_is_an_error_naming_the_file() {
+    if !common::dev_full() {
+        return;
+    }
+    let out = octopipe(&["scene", "--out", "/dev/full", "--force", "--size", "1"]);
+    let stderr = common::fails_with(&out, &["/dev/full: write failed: No space left on device"]);
+    assert!(!stderr.contains("wrote"), "{stderr}");
+    assert!(common::dev_full(), "the device is left in place");
+}
+
 #[test]
 fn the_scene_pipeline_decodes_16_bit_png_exactly_and_writes_the_kept_tiles() {
     let dir = common::temp_dir("satellite");

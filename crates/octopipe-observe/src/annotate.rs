@@ -124,14 +124,17 @@ pub(crate) fn save_png(img: &RgbImage, path: &Path, small: bool) -> Result<(), O
     } else {
         (CompressionType::Fast, FilterType::Sub)
     };
-    PngEncoder::new_with_quality(std::io::BufWriter::new(file), level, filter)
+    let mut out = std::io::BufWriter::new(file);
+    PngEncoder::new_with_quality(&mut out, level, filter)
         .write_image(
             img.as_raw(),
             img.width(),
             img.height(),
             image::ExtendedColorType::Rgb8,
         )
-        .map_err(|e| fail(e.into()))
+        .map_err(|e| fail(e.into()))?;
+    // The buffer's last bytes are written here, not silently when it drops.
+    std::io::Write::flush(&mut out).map_err(|e| fail(e.into()))
 }
 
 /// One object to draw: box, colour and its caption.

@@ -76,6 +76,15 @@ pub enum SceneError {
         /// The encoder's error.
         source: image::ImageError,
     },
+    /// The encoded PNG could not be written out (a full disk, a file-size limit): no partial
+    /// file is left.
+    #[error("{}: write failed: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
 }
 
 /// Write the scene as a 16-bit greyscale PNG at `path` (its folder made if missing), a new file
@@ -90,6 +99,7 @@ pub fn write_png(
 ) -> Result<(), SceneError> {
     use image::codecs::png::{CompressionType, FilterType, PngEncoder};
     use image::ImageEncoder;
+    use std::io::Write as _;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| SceneError::CreateDir {
             dir: dir.to_path_buf(),
@@ -103,21 +113,28 @@ pub fn write_png(
         .iter()
         .flat_map(|v| v.to_ne_bytes())
         .collect();
-    let written = PngEncoder::new_with_quality(
-        std::io::BufWriter::new(file),
-        CompressionType::Fast,
-        FilterType::Up,
-    )
-    .write_image(&bytes, width, height, image::ExtendedColorType::L16);
-    if let Err(source) = written {
-        // No partial scene is left behind.
-        let _ = std::fs::remove_file(path);
-        return Err(SceneError::Encode {
+    let mut out = std::io::BufWriter::new(file);
+    let encoded = PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Up)
+        .write_image(&bytes, width, height, image::ExtendedColorType::L16)
+        .map_err(|source| SceneError::Encode {
             path: path.to_path_buf(),
             source,
         });
+    // The buffer's last bytes are written here, not silently when it drops.
+    let written = encoded.and_then(|()| {
+        out.flush().map_err(|source| SceneError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
+    });
+    if written.is_err() {
+        // No partial scene is left behind (a regular file only: never a device such as
+        // /dev/full given as the output).
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::remove_file(path);
+        }
     }
-    Ok(())
+    written
 }
 
 /// The scene's noise fields with their lattice values kept: along a row, a field's lattice cell
