@@ -112,8 +112,7 @@ pub fn draw_box(img: &mut RgbImage, bbox: [u32; 4], color: [u8; 3], thickness: u
 
 /// Write `img` as a PNG: fast compression for frame after frame, or the smallest file.
 pub(crate) fn save_png(img: &RgbImage, path: &Path, small: bool) -> Result<(), ObserveError> {
-    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-    use image::ImageEncoder;
+    use image::codecs::png::{CompressionType, FilterType};
     let fail = |e: Box<dyn std::error::Error + Send + Sync>| ObserveError::Write {
         path: path.display().to_string(),
         source: e,
@@ -124,17 +123,15 @@ pub(crate) fn save_png(img: &RgbImage, path: &Path, small: bool) -> Result<(), O
     } else {
         (CompressionType::Fast, FilterType::Sub)
     };
-    let mut out = std::io::BufWriter::new(file);
-    PngEncoder::new_with_quality(&mut out, level, filter)
-        .write_image(
-            img.as_raw(),
-            img.width(),
-            img.height(),
-            image::ExtendedColorType::Rgb8,
-        )
-        .map_err(|e| fail(e.into()))?;
-    // The buffer's last bytes are written here, not silently when it drops.
-    std::io::Write::flush(&mut out).map_err(|e| fail(e.into()))
+    octopipe_stages::sink::output::write_png(
+        file,
+        img.as_raw(),
+        img.dimensions(),
+        image::ExtendedColorType::Rgb8,
+        level,
+        filter,
+    )
+    .map_err(|e| fail(e.into()))
 }
 
 /// One object to draw: box, colour and its caption.

@@ -5,6 +5,7 @@
 //! command line); and a run that fails leaves no empty file or folder of its own behind.
 
 use std::fs::File;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +13,38 @@ use std::sync::Arc;
 
 use super::SinkError;
 use crate::files::RunPath;
+
+/// Why a PNG could not be written ([`write_png`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PngError {
+    /// The encoder failed (or a write it made did).
+    #[error(transparent)]
+    Encode(#[from] image::ImageError),
+    /// The encoded bytes still buffered could not be written out (a full disk, a file-size
+    /// limit).
+    #[error(transparent)]
+    Write(#[from] std::io::Error),
+}
+
+/// Write `pixels` (`w`x`h` of `color`; 16-bit samples in native byte order) into `file` as a PNG
+/// with `compression` and `filter`. The write buffer is flushed here, so an error writing its
+/// last bytes is returned rather than lost as it drops.
+pub fn write_png(
+    file: File,
+    pixels: &[u8],
+    (w, h): (u32, u32),
+    color: image::ExtendedColorType,
+    compression: image::codecs::png::CompressionType,
+    filter: image::codecs::png::FilterType,
+) -> Result<(), PngError> {
+    use image::ImageEncoder;
+    let mut out = std::io::BufWriter::new(file);
+    image::codecs::png::PngEncoder::new_with_quality(&mut out, compression, filter)
+        .write_image(pixels, w, h, color)?;
+    out.flush()?;
+    Ok(())
+}
 
 /// What to say when an output exists and overwriting was not asked for.
 pub(crate) const REPLACE_HINT: &str =

@@ -17,7 +17,7 @@
 //! the partial tile file is removed and the index ends with its last complete line; a run that
 //! fails before writing anything leaves no empty index (nor the folder, if it made it).
 
-use std::io::{BufWriter, Write};
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -213,21 +213,21 @@ enum Pixels {
 
 /// A PNG of `w`x`h` pixels: 16-bit grey or 8-bit RGB.
 fn write_png(file: std::fs::File, pixels: &Pixels, w: u32, h: u32) -> std::io::Result<()> {
-    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-    use image::ImageEncoder;
-    let mut out = BufWriter::new(file);
-    let encoder =
-        PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Adaptive);
-    let written = match pixels {
+    use image::codecs::png::{CompressionType, FilterType};
+    use image::ExtendedColorType;
+    let (bytes, color) = match pixels {
         // The encoder takes 16-bit samples in native byte order.
-        Pixels::Gray16(v) => {
-            let bytes: Vec<u8> = v.iter().flat_map(|s| s.to_ne_bytes()).collect();
-            encoder.write_image(&bytes, w, h, image::ExtendedColorType::L16)
-        }
-        Pixels::Rgb(v) => encoder.write_image(v, w, h, image::ExtendedColorType::Rgb8),
+        Pixels::Gray16(v) => (
+            Cow::Owned(v.iter().flat_map(|s| s.to_ne_bytes()).collect()),
+            ExtendedColorType::L16,
+        ),
+        Pixels::Rgb(v) => (Cow::Borrowed(v.as_slice()), ExtendedColorType::Rgb8),
     };
-    written.map_err(std::io::Error::other)?;
-    out.flush()
+    let (fast, adaptive) = (CompressionType::Fast, FilterType::Adaptive);
+    super::output::write_png(file, &bytes, (w, h), color, fast, adaptive).map_err(|e| match e {
+        super::output::PngError::Write(e) => e,
+        e => std::io::Error::other(e),
+    })
 }
 
 impl Stage<CropBatch, CropBatch> for TileSink {

@@ -97,9 +97,8 @@ pub fn write_png(
     seed: u64,
     overwrite: bool,
 ) -> Result<(), SceneError> {
-    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-    use image::ImageEncoder;
-    use std::io::Write as _;
+    use crate::sink::output::PngError;
+    use image::codecs::png::{CompressionType, FilterType};
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| SceneError::CreateDir {
             dir: dir.to_path_buf(),
@@ -113,19 +112,20 @@ pub fn write_png(
         .iter()
         .flat_map(|v| v.to_ne_bytes())
         .collect();
-    let mut out = std::io::BufWriter::new(file);
-    let encoded = PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Up)
-        .write_image(&bytes, width, height, image::ExtendedColorType::L16)
-        .map_err(|source| SceneError::Encode {
-            path: path.to_path_buf(),
-            source,
-        });
-    // The buffer's last bytes are written here, not silently when it drops.
-    let written = encoded.and_then(|()| {
-        out.flush().map_err(|source| SceneError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
+    let written = crate::sink::output::write_png(
+        file,
+        &bytes,
+        (width, height),
+        image::ExtendedColorType::L16,
+        CompressionType::Fast,
+        FilterType::Up,
+    )
+    .map_err(|e| {
+        let path = path.to_path_buf();
+        match e {
+            PngError::Write(source) => SceneError::Write { path, source },
+            PngError::Encode(source) => SceneError::Encode { path, source },
+        }
     });
     if written.is_err() {
         // No partial scene is left behind (a regular file only: never a device such as
