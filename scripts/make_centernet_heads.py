@@ -42,7 +42,12 @@ of the peaks alone. With --fp16 --io fp16 the input and both heads are float16 t
 nodes at the ends: octopipe preprocesses into float16 and reads float16 heads); with --fp16
 --resize-fp16 the three bilinear upsamplings of the head run in float16 too (the converter keeps
 them in float32 by default, with a Cast before and after each).
-    python3 scripts/make_centernet_heads.py ../shared/data/models/coco-centernet-512.onnx OUT.onnx [--fp16 [--io fp16] [--resize-fp16]] [--fuse hardswish|hardsigmoid] [--bias-fold] [--bias-sub [all]] [--logits]
+With --keep-classes 0,1,2,3,5,7 the score head gives only those COCO classes, in that order (its
+last 1x1 convolution keeps their rows: each kept score as before); name them to `detect` in the
+same order, `labels=person,bicycle,car,motorcycle,bus,truck`. With --drop-reshapes the
+squeeze-excite blocks' identity Reshapes ([N, C, 1, 1] to [-1, C, 1, 1]) are left out: under
+NHWC ONNX Runtime puts two transposes around each.
+    python3 scripts/make_centernet_heads.py ../shared/data/models/coco-centernet-512.onnx OUT.onnx [--fp16 [--io fp16] [--resize-fp16]] [--fuse hardswish|hardsigmoid] [--bias-fold] [--bias-sub [all]] [--logits] [--keep-classes I,J,...] [--drop-reshapes]
 
 Needs onnx and numpy (and onnxconverter-common for --fp16).
 """
@@ -62,6 +67,8 @@ a.add_argument("--bias-sub", nargs="?", const="unfused", choices=["unfused", "al
 a.add_argument("--logits", action="store_true")
 a.add_argument("--io", choices=["fp32", "fp16"], default="fp32")
 a.add_argument("--resize-fp16", action="store_true")
+a.add_argument("--keep-classes")
+a.add_argument("--drop-reshapes", action="store_true")
 args = a.parse_args()
 
 
@@ -144,6 +151,55 @@ def fuse(m, how):
             if o.domain in ("", "ai.onnx"):
                 o.version = max(o.version, 14)
     return swish, gates
+
+
+def keep_classes(m, heat, keep):
+    """Makes the score head's last (1x1) convolution give only the classes `keep` (COCO indices,
+    in that order): its weights' and bias's other rows dropped, each kept score unchanged."""
+    g = m.graph
+    conv = next(n for n in g.node if heat in n.output)
+    if conv.op_type == "Sigmoid":
+        conv = next(n for n in g.node if conv.input[0] in n.output)
+    if conv.op_type != "Conv" or len(conv.input) != 3:
+        raise SystemExit(f"--keep-classes: {heat} is made by {conv.op_type}, not a Conv with a bias")
+    init = {i.name: i for i in g.initializer}
+    for k, name in ((1, "weights"), (2, "bias")):
+        t = numpy_helper.to_array(init[conv.input[k]])
+        if max(keep) >= t.shape[0]:
+            raise SystemExit(f"--keep-classes: the head has {t.shape[0]} classes")
+        kept = numpy_helper.from_array(np.ascontiguousarray(t[keep]), f"{conv.input[k]}_kept_{name}")
+        g.initializer.append(kept)
+        conv.input[k] = kept.name
+    set_nodes(g, list(g.node))
+
+
+def drop_reshapes(m):
+    """Removes the squeeze-excite blocks' Reshapes of [N, C, 1, 1] to [-1, C, 1, 1] (the
+    identity; under NHWC ONNX Runtime puts two transposes around each)."""
+    from onnx import shape_inference
+
+    g = m.graph
+    init = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in shape_inference.infer_shapes(m).graph.value_info}
+    same = {}
+    for n in g.node:
+        s = init.get(n.input[1]) if n.op_type == "Reshape" else None
+        if (s is not None and s.ndim == 1 and s.size == 4 and s[0] == -1 and s[2] == 1 and s[3] == 1
+                and shapes.get(n.input[0], [])[1:] == [s[1], 1, 1]):
+            same[n.output[0]] = n.input[0]
+    outputs = {o.name for o in g.output}
+    order = []
+    for n in g.node:
+        if n.output[0] in same and n.output[0] not in outputs:
+            continue
+        for k, i in enumerate(n.input):
+            while i in same:
+                i = same[i]
+            n.input[k] = i
+        order.append(n)
+    set_nodes(g, order)
+    return len(same)
 
 
 def bias_sub(m, every):
@@ -273,6 +329,13 @@ onnx.save(m, args.dst)
 utils.extract_model(args.dst, args.dst, [g.input[0].name], ["heatmap", "wh"])
 m = onnx.load(args.dst)
 fused = ""
+if args.keep_classes:
+    keep = [int(c) for c in args.keep_classes.split(",")]
+    keep_classes(m, "heatmap", keep)
+    m.graph.output[0].type.tensor_type.shape.dim[1].dim_value = len(keep)
+    fused += f", score head cut to classes {args.keep_classes}"
+if args.drop_reshapes:
+    fused += f", {drop_reshapes(m)} identity reshapes dropped"
 if args.fuse:
     swish, gates = fuse(m, args.fuse)
     fused = f", {swish} hard-swish and {gates} hard-sigmoid chains fused ({args.fuse})"

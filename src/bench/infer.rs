@@ -74,6 +74,9 @@ pub struct InferOptions {
     /// Leave out the rows of changing batch sizes run as they come (on CUDA each new size plans
     /// anew: seconds a run).
     pub fixed_only: bool,
+    /// Copies of the model run at once with a bound tuning on CUDA, each with its own sessions
+    /// and CUDA stream, from a thread of its own (1: one copy).
+    pub concurrent: usize,
 }
 
 /// Where a row's input lives.
@@ -181,6 +184,13 @@ fn infer_one(
         if on_cuda && tuning.bound {
             let sizes: Vec<usize> = if fixed { vec![1] } else { opts.batches.clone() };
             fix_on_device(&mut sessions, &sizes, &name)?;
+            let mut copies = vec![sessions];
+            for _ in 1..opts.concurrent.max(1) {
+                let mut more = Sessions::open_with(&opts.model, opts.threads, ep, tuning.options)
+                    .map_err(|e| BenchError::Options(e.to_string()))?;
+                fix_on_device(&mut more, &sizes, &name)?;
+                copies.push(more);
+            }
             let ready = opened.elapsed().as_secs_f64();
             let d = device.as_ref().expect("a device buffer on CUDA");
             let mut rows: Vec<(String, Vec<usize>)> = sizes
@@ -193,33 +203,51 @@ fn infer_one(
                     .collect();
                 rows.push((format!("1-{max} changing, padded"), changing));
             }
+            let k = copies.len();
+            let input = if k > 1 {
+                format!("device, bound, {k} at once")
+            } else {
+                "device, bound".to_string()
+            };
             for (label_b, runs) in rows {
-                let mut times = Vec::with_capacity(runs.len());
-                let mut items = 0;
-                for &b in &runs {
-                    let t = Instant::now();
-                    let input = FixedInput::Device {
-                        ptr: d.ptr,
-                        len: b * per,
-                    };
-                    sessions
-                        .run_fixed(b, input)
-                        .map_err(|e| BenchError::Options(e.to_string()))?;
-                    sessions
-                        .synchronize()
-                        .map_err(|e| BenchError::Options(e.to_string()))?;
-                    times.push(t.elapsed().as_secs_f64() * 1e3);
-                    items += b;
+                // Each copy runs the row's batches from a thread of its own; the items of all
+                // of them over the wall time from the first start to the last end.
+                let ptr = d.ptr;
+                let started = Instant::now();
+                let ran: Vec<Result<Vec<f64>, BenchError>> = std::thread::scope(|scope| {
+                    let handles: Vec<_> = copies
+                        .iter_mut()
+                        .map(|sessions| {
+                            let runs = &runs;
+                            scope.spawn(move || bound_runs(sessions, runs, ptr, per))
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join().unwrap_or_else(|_| {
+                                Err(BenchError::Options("a copy's thread panicked".into()))
+                            })
+                        })
+                        .collect()
+                });
+                let wall = started.elapsed().as_secs_f64();
+                let mut times = Vec::new();
+                for r in ran {
+                    times.extend(r?);
                 }
+                let items = k * runs.iter().sum::<usize>();
+                let note = format!("ready in {ready:.1} s");
+                let wall = (k > 1).then_some(wall);
                 row(
                     out,
                     label,
                     tname,
-                    "device, bound",
+                    &input,
                     &label_b,
                     &mut times,
-                    items,
-                    &format!("ready in {ready:.1} s"),
+                    (items, wall),
+                    &note,
                 );
             }
             return Ok(());
@@ -288,14 +316,44 @@ fn infer_one(
                     }
                 }
                 let note = if fixed { "model has batch 1" } else { "" };
-                row(out, label, tname, where_, &label_b, &mut times, items, note);
+                row(
+                    out,
+                    label,
+                    tname,
+                    where_,
+                    &label_b,
+                    &mut times,
+                    (items, None),
+                    note,
+                );
             }
         }
     }
     Ok(())
 }
 
-/// One table row from the run times (ms) of `items` items.
+/// The times (ms) of runs at the batch sizes `runs` on fixed sizes bound on the device, input at
+/// `ptr` (`per` values an item), each waited for.
+fn bound_runs(
+    sessions: &mut Sessions,
+    runs: &[usize],
+    ptr: u64,
+    per: usize,
+) -> Result<Vec<f64>, BenchError> {
+    let err = |e: crate::onnx::OnnxError| BenchError::Options(e.to_string());
+    let mut times = Vec::with_capacity(runs.len());
+    for &b in runs {
+        let t = Instant::now();
+        let input = FixedInput::Device { ptr, len: b * per };
+        sessions.run_fixed(b, input).map_err(err)?;
+        sessions.synchronize().map_err(err)?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(times)
+}
+
+/// One table row from the run times (ms) of `items` items: items/s over the times' sum, or over
+/// `wall` seconds where runs overlapped.
 #[allow(clippy::too_many_arguments)]
 fn row(
     out: &mut String,
@@ -304,10 +362,10 @@ fn row(
     input: &str,
     batch: &str,
     times: &mut [f64],
-    items: usize,
+    (items, wall): (usize, Option<f64>),
     note: &str,
 ) {
-    let total: f64 = times.iter().sum();
+    let seconds = wall.unwrap_or_else(|| times.iter().sum::<f64>() / 1e3);
     times.sort_by(f64::total_cmp);
     writeln!(
         out,
@@ -315,7 +373,7 @@ fn row(
         times.len(),
         percentile(times, 50.0),
         percentile(times, 99.0),
-        items as f64 / (total / 1e3),
+        items as f64 / seconds,
     )
     .ok();
 }

@@ -150,6 +150,10 @@ pub(crate) enum BenchCommand {
         /// Leave out the rows of changing batch sizes run as they come.
         #[arg(long)]
         fixed_only: bool,
+        /// With a bound tuning on CUDA: this many copies of the model, each with its sessions
+        /// and CUDA stream, run at once from threads of their own (their throughput together).
+        #[arg(long, default_value_t = 1)]
+        concurrent: usize,
     },
     /// The tracker on the VisDrone MOT ground truth with ids hidden: IDF1, ID switches, MOTA.
     Track {
@@ -285,8 +289,12 @@ pub(crate) struct PipelineArgs {
     /// Each stream its own detect and track stages (the baseline) instead of one shared.
     #[arg(long)]
     pub(crate) detector_per_stream: bool,
+    /// Frames each stream's edge into the shared detect holds (`queue size=N`; default: the
+    /// pipeline's, 4 frames live).
+    #[arg(long)]
+    pub(crate) detector_queue: Option<usize>,
     /// More properties of the detect stage, as written in a description (e.g.
-    /// "prefer-nhwc=true").
+    /// "prefer-nhwc=true"; "labels=..." for a model cut to some classes, in place of COCO's).
     #[arg(long, default_value = "")]
     pub(crate) detector_props: String,
     /// Video width (small values keep tests fast).

@@ -33,6 +33,7 @@ pub(crate) fn bench_command(what: BenchCommand) -> Result<()> {
             threads,
             cuda,
             fixed_only,
+            concurrent,
         } => {
             let eps = ep
                 .iter()
@@ -53,6 +54,7 @@ pub(crate) fn bench_command(what: BenchCommand) -> Result<()> {
                     .map(|t| bench::Tuning::parse(t))
                     .collect::<Result<_, _>>()?,
                 fixed_only,
+                concurrent,
             };
             print!("{}", bench::infer(&opts)?);
         }
@@ -169,6 +171,7 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
                     interval: args.interval,
                     max_batch: args.detector_batch,
                     per_stream: args.detector_per_stream,
+                    queue: args.detector_queue,
                     props: args.detector_props.clone(),
                 })
             }

@@ -24,6 +24,7 @@ fn a_row_per_batch_size_and_one_of_changing_sizes() {
         threads: 1,
         tunings: Vec::new(),
         fixed_only: false,
+        concurrent: 1,
     };
     let table = infer(&opts).unwrap();
     eprintln!("{table}");
@@ -60,6 +61,7 @@ fn cuda_without_its_execution_provider_is_an_error_naming_the_model() {
         threads: 1,
         tunings: vec![octopipe::bench::Tuning::parse("plain").unwrap()],
         fixed_only: false,
+        concurrent: 1,
     };
     match infer(&opts) {
         // A GPU and ONNX Runtime's CUDA build (the device machine): it runs.

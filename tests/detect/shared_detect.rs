@@ -250,6 +250,59 @@ fn the_detector_rewritten_gives_the_same_boxes() {
     }
 }
 
+/// The heads cut to the six classes a drone pipeline keeps (`--keep-classes`, the score head's
+/// other rows dropped) and without the identity reshapes (`--drop-reshapes`) give, named in that
+/// order, the boxes and scores the whole COCO model gives for those classes.
+#[test]
+fn the_detector_cut_to_its_classes_gives_their_boxes() {
+    let dir = common::temp_dir("shared-detect-classes");
+    let Some(whole) = make_heads(&dir, "whole.onnx", &["--logits"]) else {
+        return;
+    };
+    let cut = [
+        "--logits",
+        "--keep-classes",
+        "0,1,2,3,5,7",
+        "--drop-reshapes",
+    ];
+    let Some(six) = make_heads(&dir, "six.onnx", &cut) else {
+        return;
+    };
+    let data = common::shared_data().unwrap();
+    let folder = images(&dir, "a", &data.join("visdrone/clip-9999999/images"), 2);
+    let names = "person,bicycle,car,motorcycle,bus,truck";
+    let boxes = |model: &Path, labels: &str, name: &str| {
+        let detect = DETECT.replace("labels=coco", labels);
+        let text = format!(
+            "images location={} ! detect model={} {detect} classes={names} ep=cpu",
+            folder.display(),
+            model.display()
+        );
+        let mut rows: Vec<_> = run(&text, &dir.join(name))
+            .0
+            .into_iter()
+            .map(|o| {
+                let d = o.detection.expect("a detector's box");
+                (o.frame, o.bbox, d.label, (d.score * 1e5).round() as i64)
+            })
+            .collect();
+        rows.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+        rows
+    };
+    let a = boxes(&whole, "labels=coco", "whole");
+    let b = boxes(&six, &format!("labels={names}"), "six");
+    assert!(a.len() > 20, "{} boxes", a.len());
+    assert!(a.iter().any(|r| &*r.2 == "person") && a.iter().any(|r| &*r.2 == "car"));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((x.0, x.1, &x.2), (y.0, y.1, &y.2), "{x:?} {y:?}");
+        assert!(
+            (x.3 - y.3).abs() <= 10,
+            "scores 1e-4 apart at most: {x:?} {y:?}"
+        );
+    }
+}
+
 /// A pipeline that starts with its detect stage takes streams while it runs (as over HTTP):
 /// each added stream joins the one detector, shares its calls with the others, and gets the
 /// boxes it gets alone.
@@ -523,7 +576,7 @@ fn the_gpu_path_with_float16_heads_gives_the_cpu_boxes() {
 }
 
 /// Live, a shared detect hands on a call's frames at once: the frame edges after it hold
-/// `max-batch` frames and block (the tracker's too), while the sources' edges into it keep two
+/// `max-batch` frames and block (the tracker's too), while the sources' edges into it keep four
 /// frames and drop the oldest (where a live pipeline lets frames in; one call in flight may
 /// hold a frame up); a stream added over HTTP gets the same edge into it, and a source's edge
 /// into anything else keeps one frame.
@@ -545,7 +598,7 @@ fn live_edges_after_a_shared_detect_hold_its_calls() {
         };
         assert_eq!(n.queue, want, "the edge after {}", n.kind);
     }
-    assert_eq!(octopipe::pipeline::Queue::LIVE_INTO_COLLECTOR.size, 2);
+    assert_eq!(octopipe::pipeline::Queue::LIVE_INTO_COLLECTOR.size, 4);
 
     let registry = octopipe::stage::Registry::builtin();
     let added = octopipe::describe::parse("<test>", "testsrc live=true", &HashMap::new()).unwrap();

@@ -20,7 +20,11 @@ pub struct DetectBench {
     pub max_batch: usize,
     /// Each stream its own detect and track stages (the baseline) instead of one shared.
     pub per_stream: bool,
-    /// More detect properties, as written in a description.
+    /// Frames each stream's live edge into the shared detect holds (`queue size=N` before it;
+    /// `None`: the pipeline's default).
+    pub queue: Option<usize>,
+    /// More detect properties, as written in a description (with `labels=` or `labels-file=`
+    /// for a model cut to some classes, in place of `labels=coco`).
     pub props: String,
 }
 
@@ -32,8 +36,14 @@ pub(super) fn stages(spec: &RunSpec, d: &DetectBench) -> String {
     } else {
         (" name=det", "\n  ")
     };
+    // A model cut to some classes names its own labels in `props`; else COCO's 80.
+    let named = d
+        .props
+        .split_whitespace()
+        .any(|p| p.starts_with("labels=") || p.starts_with("labels-file="));
+    let labels = if named { "" } else { " labels=coco" };
     let mut text = format!(
-        "  ! detect{name} model=${{detector}} labels=coco scale=1 tiles={}x{} overlap=0.15 \
+        "  ! detect{name} model=${{detector}}{labels} scale=1 tiles={}x{} overlap=0.15 \
          score=0.3 ios=0.85 classes=person,bicycle,car,motorcycle,bus,truck \
          map=car:vehicle,bus:vehicle,truck:vehicle,bicycle:two-wheeler,motorcycle:two-wheeler \
          ep={} backend={} max-batch={}",

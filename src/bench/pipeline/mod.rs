@@ -298,7 +298,10 @@ pub fn description(spec: &RunSpec) -> String {
     }
     let (branch, join) = match &spec.detector {
         Some(d) if d.per_stream => (format!("{media}{}", detector::stages(spec, d)), "mux."),
-        Some(_) => (media, "det."),
+        Some(d) => match d.queue {
+            Some(n) => (format!("{media} ! queue size={n}"), "det."),
+            None => (media, "det."),
+        },
         None => (
             format!("{media} ! boxes format=synthetic count={}", spec.boxes),
             "mux.",

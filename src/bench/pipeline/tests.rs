@@ -148,6 +148,7 @@ fn the_detector_alone_runs_with_the_stages_cuda_options() {
         interval: 1,
         max_batch: 64,
         per_stream: false,
+        queue: None,
         props: String::new(),
     };
     let run = RunSpec {
@@ -173,6 +174,7 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         interval: 2,
         max_batch: 64,
         per_stream: false,
+        queue: None,
         props: String::new(),
     };
     let text = description(&RunSpec {
@@ -188,6 +190,33 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
     );
     assert!(text.contains("ep=cuda backend=cuda max-batch=64"), "{text}");
     assert!(text.contains("\n  ! track\n  ! batch name=mux"), "{text}");
+    assert!(text.contains("labels=coco"), "{text}");
+    let six = DetectBench {
+        props: "labels=person,bicycle,car,motorcycle,bus,truck".into(),
+        ..d.clone()
+    };
+    let cut = description(&RunSpec {
+        detector: Some(six),
+        ..spec(3, Compute::Cuda)
+    });
+    assert!(
+        !cut.contains("labels=coco"),
+        "a cut model's own labels: {cut}"
+    );
+    let queued = description(&RunSpec {
+        detector: Some(DetectBench {
+            queue: Some(4),
+            ..d.clone()
+        }),
+        ..spec(3, Compute::Cuda)
+    });
+    assert_eq!(
+        queued.matches("! queue size=4 ! det.").count(),
+        2,
+        "{queued}"
+    );
+    assert_eq!(queued.matches("! queue size=4\n").count(), 1, "{queued}");
+    assert_eq!(cut.matches("labels=person,bicycle").count(), 1, "{cut}");
     let vars = HashMap::from([
         ("video".to_string(), "v.mp4".to_string()),
         ("model".to_string(), "m.onnx".to_string()),
@@ -222,6 +251,9 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         })
         .collect();
     assert_eq!(decoded, [0, 0, 1]);
+
+    let desc = crate::describe::parse("bench", &queued, &vars).unwrap();
+    crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{queued}"));
 
     // The baseline: a detector and a tracker in each stream's branch.
     let text = description(&RunSpec {

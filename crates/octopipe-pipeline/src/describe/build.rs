@@ -125,7 +125,7 @@ fn chains(
 
 /// An edge's queue when the description sets none: a live pipeline keeps its frame queues short
 /// and drops the oldest (a live frame must not wait behind others of its stream); its batch
-/// edges block (see `DEFAULT_LIVE_BATCH_QUEUE`); a frame edge into a collector holds two
+/// edges block (see `DEFAULT_LIVE_BATCH_QUEUE`); a frame edge into a collector holds four
 /// (see `DEFAULT_LIVE_COLLECTOR_QUEUE`).
 fn default_queue(live: bool, role: Role, burst: usize, into_collector: bool) -> Queue {
     match (live, role.output()) {

@@ -14,11 +14,13 @@ pub const DEFAULT_QUEUE: usize = 4;
 pub const DEFAULT_LIVE_QUEUE: usize = 1;
 
 /// Default capacity of a live frame edge into a collector (a shared `detect`): it takes frames
-/// of many streams into calls, so a stream's frame may wait out the call in flight as well as
-/// its own; with one slot, every call longer than a frame interval dropped a frame (measured on
-/// the H100, 16 streams at `interval=2`: 17 of 3,840 frames with calls of ~20 ms, p99 34 ms).
-/// Two frames keep the added wait under one frame interval.
-pub const DEFAULT_LIVE_COLLECTOR_QUEUE: usize = 2;
+/// of many streams into calls, so a stream's frame may wait out the call in flight, its own
+/// call and, now and then, a slower call of the GPU it shares. Measured on an H100 (BENCHMARKS.md,
+/// 2026-11-27) with the detector busy ~85% of the time: with two frames a stream dropped a
+/// frame on such a stall now and then (34 streams at `interval=2`: 9 of 10,200 frames), with
+/// four none up to 40 streams, the p99 latency still under 100 ms (90 ms at 40). A frame four
+/// intervals old would be late anyway: deeper edges would only hold stale frames.
+pub const DEFAULT_LIVE_COLLECTOR_QUEUE: usize = 4;
 
 /// Default capacity of the batch edges of a live pipeline, which block when full. A batch holds
 /// frames of every stream: dropping one on a momentary stall of a later stage (a GPU call that
@@ -60,7 +62,7 @@ impl Queue {
         size: DEFAULT_LIVE_QUEUE,
         policy: EdgePolicy::DropOldest,
     };
-    /// The default frame edge of a live pipeline into a collector: 2 frames, drop the oldest.
+    /// The default frame edge of a live pipeline into a collector: 4 frames, drop the oldest.
     pub const LIVE_INTO_COLLECTOR: Queue = Queue {
         size: DEFAULT_LIVE_COLLECTOR_QUEUE,
         policy: EdgePolicy::DropOldest,
@@ -78,7 +80,7 @@ impl Queue {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Properties)]
 pub struct QueueSettings {
     /// frames or batches the edge holds before its policy applies
-    #[prop(default = "4 (live: 1 frame; batches 4)", value = None, positive)]
+    #[prop(default = "4 (live: 1 frame, 4 into a shared detect; batches 4)", value = None, positive)]
     pub size: Option<usize>,
     /// when full: the upstream stage waits, or the oldest item is dropped and counted
     #[prop(default = "block (live frames: drop-oldest)", value = None)]
