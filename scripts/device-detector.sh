@@ -19,7 +19,9 @@
 # biases out of cuDNN's cudnnAddTensor (with prefer-nhwc=true on an H100:
 # /tmp/data/models/centernet-heads{,-fp16,-fp16-hardswish,-fp16-hardswish-foldall}.onnx), that
 # with its score map as logits (-fp16-foldall-logits), and that with float16 input, heads and
-# upsampling too (-f16io, $OCTOPIPE_CENTERNET_HEADS_F16).
+# upsampling too (-f16io, $OCTOPIPE_CENTERNET_HEADS_F16); the fastest, for `detect
+# fuse-conv-bias=true prefer-nhwc=true`: its biases left in the convolutions (-convbias), and that
+# cut to the six classes of person,bicycle,car,motorcycle,bus,truck (-six: name them in `labels=`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-run}" in
@@ -70,6 +72,10 @@ run)
             --logits $M/coco-centernet-512.onnx $M/centernet-heads-fp16-foldall-logits.onnx 2>&1 | grep -v -i warn
         PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 --io fp16 --resize-fp16 --fuse hardswish \
             --bias-fold --bias-sub all --logits $M/coco-centernet-512.onnx $M/centernet-heads-f16io.onnx 2>&1 | grep -v -i warn
+        PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 --io fp16 --resize-fp16 --fuse hardswish \
+            --logits $M/coco-centernet-512.onnx $M/centernet-heads-convbias.onnx 2>&1 | grep -v -i warn
+        PYTHONPATH=/tmp/site python3 .device/run/make_centernet_heads.py --fp16 --io fp16 --resize-fp16 --fuse hardswish \
+            --logits --keep-classes 0,1,2,3,5,7 --drop-reshapes $M/coco-centernet-512.onnx $M/centernet-heads-six.onnx 2>&1 | grep -v -i warn
     fi
     export OCTOPIPE_CENTERNET_HEADS_F16=$M/centernet-heads-f16io.onnx
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
