@@ -252,7 +252,8 @@ fn the_detector_rewritten_gives_the_same_boxes() {
 
 /// The heads cut to the six classes a drone pipeline keeps (`--keep-classes`, the score head's
 /// other rows dropped) and without the identity reshapes (`--drop-reshapes`) give, named in that
-/// order, the boxes and scores the whole COCO model gives for those classes.
+/// order, the boxes and scores the whole COCO model gives for those classes; named with COCO's 80
+/// labels, the stage refuses it.
 #[test]
 fn the_detector_cut_to_its_classes_gives_their_boxes() {
     let dir = common::temp_dir("shared-detect-classes");
@@ -301,6 +302,23 @@ fn the_detector_cut_to_its_classes_gives_their_boxes() {
             "scores 1e-4 apart at most: {x:?} {y:?}"
         );
     }
+    // With COCO's 80 names the six classes would be named wrongly (its 5th, bus, as COCO's 5th,
+    // airplane): refused, naming the model.
+    let text = format!(
+        "images location={} ! detect model={} {DETECT} ep=cpu ! jsonl location={}",
+        folder.display(),
+        six.display(),
+        dir.join("coco.jsonl").display()
+    );
+    let err = match Pipeline::from_description(&text, &HashMap::new()) {
+        Err(e) => e.to_string(),
+        Ok(mut p) => p.run().error.map(|e| e.to_string()).unwrap_or_default(),
+    };
+    assert!(
+        err.contains("six.onnx")
+            && err.contains("its scores have 6 classes but the labels name 80"),
+        "{err}"
+    );
 }
 
 /// A pipeline that starts with its detect stage takes streams while it runs (as over HTTP):

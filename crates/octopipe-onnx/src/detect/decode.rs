@@ -110,6 +110,18 @@ impl Decoder {
         }
     }
 
+    /// How many classes an output of `shape` (the scores, for CenterNet) scores, where its shape
+    /// says: `None` for end-to-end rows (a class column) and dynamic axes.
+    pub fn classes(self, shape: &[i64]) -> Option<usize> {
+        let n = match (self, shape) {
+            (Decoder::CenterNet, [_, c, _, _]) => *c,
+            (Decoder::Yolov8, [_, c, _]) => *c - 4,
+            (Decoder::Yolov5, [_, _, c]) => *c - 5,
+            _ => return None,
+        };
+        usize::try_from(n).ok().filter(|&n| n > 0)
+    }
+
     /// Why an output of `shape` cannot be read by this decoder (dynamic axes, -1, pass): YOLO
     /// outputs have more anchors than values per anchor.
     pub fn check(self, shape: &[i64]) -> Result<(), ShapeError> {
@@ -325,6 +337,12 @@ mod tests {
         let wh: &[i64] = &[-1, 4, 128, 128];
         assert_eq!(Decoder::centernet_pair(&[wh, heat]), Some((1, 0)));
         assert_eq!(Decoder::centernet_pair(&[heat, &[-1, 4, 64, 64]]), None);
+        // The classes each shape scores, where it says.
+        assert_eq!(Decoder::CenterNet.classes(heat), Some(80));
+        assert_eq!(Decoder::Yolov8.classes(&[-1, 84, 8400]), Some(80));
+        assert_eq!(Decoder::Yolov5.classes(&[1, 25200, 6]), Some(1));
+        assert_eq!(Decoder::Yolov8.classes(&[-1, -1, -1]), None);
+        assert_eq!(Decoder::End2End.classes(&[1, 100, 6]), None);
     }
 
     #[test]

@@ -431,6 +431,16 @@ fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
             ))
         }
     };
+    // Labels that do not name the model's classes one for one would put names on the wrong
+    // boxes (a model cut to some of COCO's classes, run with labels=coco).
+    let classes = picked.first().and_then(|&i| decoder.classes(&outputs[i].1));
+    if let Some(n) = classes.filter(|&n| !config.labels.is_empty() && n != config.labels.len()) {
+        return Err(format!(
+            "its scores have {n} classes but the labels name {} ({},...): give one name per class, in class-index order",
+            config.labels.len(),
+            config.labels.iter().take(3).cloned().collect::<Vec<_>>().join(",")
+        ));
+    }
     let mut read = Vec::with_capacity(picked.len());
     for i in picked {
         let (out_name, out_shape, out_dtype) = &outputs[i];
