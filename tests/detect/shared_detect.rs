@@ -312,7 +312,7 @@ fn the_detector_cut_to_its_classes_gives_their_boxes() {
     );
     let err = match Pipeline::from_description(&text, &HashMap::new()) {
         Err(e) => e.to_string(),
-        Ok(mut p) => p.run().error.map(|e| e.to_string()).unwrap_or_default(),
+        Ok(p) => p.run().error.map(|e| e.to_string()).unwrap_or_default(),
     };
     assert!(
         err.contains("six.onnx")
