@@ -165,8 +165,8 @@ def keep_classes(m, heat, keep):
     init = {i.name: i for i in g.initializer}
     for k, name in ((1, "weights"), (2, "bias")):
         t = numpy_helper.to_array(init[conv.input[k]])
-        if max(keep) >= t.shape[0]:
-            raise SystemExit(f"--keep-classes: the head has {t.shape[0]} classes")
+        if min(keep) < 0 or max(keep) >= t.shape[0]:
+            raise SystemExit(f"--keep-classes: class indices 0 to {t.shape[0] - 1} (the head has {t.shape[0]} classes)")
         kept = numpy_helper.from_array(np.ascontiguousarray(t[keep]), f"{conv.input[k]}_kept_{name}")
         g.initializer.append(kept)
         conv.input[k] = kept.name
@@ -338,7 +338,7 @@ if args.drop_reshapes:
     fused += f", {drop_reshapes(m)} identity reshapes dropped"
 if args.fuse:
     swish, gates = fuse(m, args.fuse)
-    fused = f", {swish} hard-swish and {gates} hard-sigmoid chains fused ({args.fuse})"
+    fused += f", {swish} hard-swish and {gates} hard-sigmoid chains fused ({args.fuse})"
 if args.bias_fold:
     folded, whole = bias_fold(m)
     fused += f", {folded} residual biases deferred ({whole} sums made whole by a Sub)"

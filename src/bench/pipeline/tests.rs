@@ -203,6 +203,7 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         !cut.contains("labels=coco"),
         "a cut model's own labels: {cut}"
     );
+    assert_eq!(cut.matches("labels=person,bicycle").count(), 1, "{cut}");
     let queued = description(&RunSpec {
         detector: Some(DetectBench {
             queue: Some(4),
@@ -216,7 +217,6 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         "{queued}"
     );
     assert_eq!(queued.matches("! queue size=4\n").count(), 1, "{queued}");
-    assert_eq!(cut.matches("labels=person,bicycle").count(), 1, "{cut}");
     let vars = HashMap::from([
         ("video".to_string(), "v.mp4".to_string()),
         ("model".to_string(), "m.onnx".to_string()),

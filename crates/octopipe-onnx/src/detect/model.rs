@@ -435,10 +435,11 @@ fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
     // boxes (a model cut to some of COCO's classes, run with labels=coco).
     let classes = picked.first().and_then(|&i| decoder.classes(&outputs[i].1));
     if let Some(n) = classes.filter(|&n| !config.labels.is_empty() && n != config.labels.len()) {
+        let more = if config.labels.len() > 3 { ",..." } else { "" };
         return Err(format!(
-            "its scores have {n} classes but the labels name {} ({},...): give one name per class, in class-index order",
+            "its scores have {n} classes but the labels name {} ({}{more}): give one name per class, in class-index order",
             config.labels.len(),
-            config.labels.iter().take(3).cloned().collect::<Vec<_>>().join(",")
+            config.labels[..config.labels.len().min(3)].join(",")
         ));
     }
     let mut read = Vec::with_capacity(picked.len());
