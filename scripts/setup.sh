@@ -8,13 +8,18 @@
 #   bash scripts/setup.sh --wheel release  # and build + install the Python module (import octopipe)
 #   bash scripts/setup.sh --wheel dev      # the same from the test build (scripts/test.sh: it
 #                                          # reuses what `cargo test` compiled)
+#   bash scripts/setup.sh --plugin         # and build the GStreamer plugin (release:
+#                                          # target/release/libgstoctopipe.so; scripts/env.sh
+#                                          # then puts it on GST_PLUGIN_PATH)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wheel=""
+plugin=""
 case "${1:-}" in
   "") ;;
   --wheel) wheel=${2:?"--wheel takes release or dev"} ;;
-  *) echo "usage: $0 [--wheel release|dev]" >&2; exit 2 ;;
+  --plugin) plugin=1 ;;
+  *) echo "usage: $0 [--wheel release|dev | --plugin]" >&2; exit 2 ;;
 esac
 case "$wheel" in
   ""|release|dev) ;;
@@ -60,5 +65,9 @@ if [ -n "$wheel" ]; then
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
     --force-reinstall --no-deps "$out"/octopipe-*.whl
   python3 -c 'import octopipe; print("setup: import octopipe", octopipe.__version__, "from", octopipe.__file__)'
+fi
+if [ -n "$plugin" ]; then
+  echo "setup: cargo build --release -p octopipe-gst (the GStreamer plugin)"
+  cargo build --release --quiet -p octopipe-gst
 fi
 echo "setup: ok"

@@ -7,7 +7,8 @@
 # dependencies (scripts/check-feature-unification.sh: the examples and tests reuse the library
 # `cargo build` made), format, lint (with and without the `bench` feature), build-check the
 # library without its `cli` feature, check the API docs and run every test of the library and of
-# the member crates (with `bench`, so the GPU tests build too); then
+# the member crates (with `bench`, so the GPU tests build too; the GStreamer plugin's too, whose
+# gst-launch-1.0 tests load the libgstoctopipe.so that build makes); then
 # build and install the Python module from that build and run its tests (pytest).
 # Shared VisDrone data is taken from $OCTOPIPE_DATA (default ../shared/data); tests that need it,
 # ONNX Runtime or a GPU say why when they skip (under CI=true a missing prerequisite fails).
@@ -25,6 +26,6 @@ cargo clippy --workspace --all-targets --quiet --features bench -- -D warnings
 cargo check -p octopipe --lib --no-default-features --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test -p octopipe -p octopipe-core -p octopipe-cuda -p octopipe-stages -p octopipe-sources \
-  -p octopipe-onnx -p octopipe-pipeline -p octopipe-observe --features bench
+  -p octopipe-onnx -p octopipe-pipeline -p octopipe-observe -p octopipe-gst --features bench
 bash scripts/setup.sh --wheel dev
 python3 -m pytest -q -rs crates/octopipe-python

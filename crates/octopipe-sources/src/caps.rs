@@ -33,7 +33,7 @@ pub(super) fn gst_format(format: PixelFormat) -> gst_video::VideoFormat {
 }
 
 /// The octopipe format of a decoded GStreamer format; RGBx/BGRx read as RGBA/BGRA (alpha ignored).
-pub(super) fn pixel_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
+pub fn pixel_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
     use gst_video::VideoFormat as F;
     Some(match format {
         F::I420 => PixelFormat::I420,
@@ -48,7 +48,7 @@ pub(super) fn pixel_format(format: gst_video::VideoFormat) -> Option<PixelFormat
 }
 
 /// GStreamer's own default for video whose caps say nothing: BT.709 from 720 lines up, else BT.601.
-pub(super) fn video_default(height: u32) -> Colorimetry {
+pub fn video_default(height: u32) -> Colorimetry {
     if height >= 720 {
         Colorimetry::BT709
     } else {
@@ -67,7 +67,7 @@ pub(super) fn video_default(height: u32) -> Colorimetry {
 /// it with its default (centred below 720 lines, co-sited above) whenever the caps carry no
 /// `colorimetry`, and leaves it unknown when they carry a colorimetry but no chroma site (H.264 from
 /// `avdec_h264`); then `fallback` decides.
-pub(super) fn colorimetry(
+pub fn colorimetry(
     info: &gst_video::VideoInfo,
     caps: &gst::CapsRef,
     fallback: Colorimetry,
@@ -105,7 +105,7 @@ pub(super) fn colorimetry(
 
 /// Map `buffer` (described by `info`) and copy its planes into `dst`, laid out as `layout`; the
 /// error is a message for [`SourceError::Stream`](super::SourceError::Stream).
-pub(super) fn copy_frame(
+pub fn copy_frame(
     buffer: &gst::BufferRef,
     info: &gst_video::VideoInfo,
     layout: &FrameLayout,

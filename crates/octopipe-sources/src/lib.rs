@@ -76,6 +76,15 @@ pub use gst::GstSource;
 pub use nvdec::NvdecError;
 pub(crate) use props::DecoderProps;
 pub use rtpsrc::RTP;
+
+/// How the sources read a decoded GStreamer buffer (its format, colorimetry, planes and place in
+/// its stream), shared with the GStreamer plugin (`octopipe-gst`), whose elements make frames of
+/// the buffers passing through them the same way.
+#[doc(hidden)]
+pub mod plugin {
+    pub use crate::caps::{colorimetry, copy_frame, pixel_format, video_default};
+    pub use crate::timeline::{interval_of, Origin, Timeline};
+}
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
     DEFAULT_START_TIMEOUT, DEFAULT_STREAM_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// Where frame 0 of a stream lies on its timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Origin {
+pub enum Origin {
     /// At time zero: a file's frames start there, so frames lost at the very start show too.
     Zero,
     /// At the first frame seen: a live stream's timestamps start wherever its clock stood.
@@ -17,7 +17,7 @@ pub(crate) enum Origin {
 /// time and the stream's frame interval are known, else the next position. Positions only grow:
 /// a frame stamped at or before the previous one takes the next position.
 #[derive(Debug, Clone)]
-pub(crate) struct Timeline {
+pub struct Timeline {
     origin: Origin,
     start: Option<Duration>,
     /// The position of the frame at `start`.
@@ -27,7 +27,7 @@ pub(crate) struct Timeline {
 
 impl Timeline {
     /// A timeline whose frame 0 lies at `origin`.
-    pub(crate) fn new(origin: Origin) -> Self {
+    pub fn new(origin: Origin) -> Self {
         Timeline {
             origin,
             start: None,
@@ -56,7 +56,7 @@ impl Timeline {
     }
 
     /// The position of a frame presented at `time` in a stream of nominal `interval`.
-    pub(crate) fn place(&mut self, time: Option<Duration>, interval: Option<Duration>) -> u64 {
+    pub fn place(&mut self, time: Option<Duration>, interval: Option<Duration>) -> u64 {
         let by_time = match (time, interval.filter(|iv| !iv.is_zero())) {
             (Some(t), Some(iv)) => {
                 let start = match self.origin {
@@ -77,7 +77,7 @@ impl Timeline {
 
 /// A frame interval from a frame rate of `num/den` frames per second; `None` for a variable or
 /// unknown rate (0/1, or nonsense).
-pub(crate) fn interval_of(num: i32, den: i32) -> Option<Duration> {
+pub fn interval_of(num: i32, den: i32) -> Option<Duration> {
     (num > 0 && den > 0).then(|| Duration::from_secs_f64(den as f64 / num as f64))
 }
 

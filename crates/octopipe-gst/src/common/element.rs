@@ -1,0 +1,297 @@
+//! The BaseTransform every octopipe element is: in place (the video passes untouched, the
+//! objects go on the buffer's metadata), `Settings` (the property values, read at `start`) apart
+//! from `State` (the opened stages and the frame maker, made in `start`, dropped in `stop`).
+//!
+//! `octo_element!(Imp, Wrapper, Work, "GstTypeName")` makes the subclass `Imp` around a
+//! [`Work`](super::Work): its properties from the stages' declared tables, its pad templates,
+//! and the vfuncs. Errors are posted as element errors naming what failed (the element's name
+//! comes with the message); a panic in a vfunc is caught by gstreamer-rs's subclass machinery
+//! and turned into an element error too, never unwound across C.
+
+use gstreamer as gst;
+use gstreamer_video as gst_video;
+
+/// The raw video an element accepts: what octopipe reads, in system memory, when it looks at
+/// pixels; else any raw video in any memory (only the caps' size and rate are read).
+pub(crate) fn caps(pixels: bool) -> gst::Caps {
+    if pixels {
+        gst_video::VideoCapsBuilder::new()
+            .format_list([
+                gst_video::VideoFormat::I420,
+                gst_video::VideoFormat::Nv12,
+                gst_video::VideoFormat::Rgb,
+                gst_video::VideoFormat::Bgr,
+                gst_video::VideoFormat::Rgbx,
+                gst_video::VideoFormat::Bgrx,
+                gst_video::VideoFormat::Rgba,
+                gst_video::VideoFormat::Bgra,
+            ])
+            .build()
+    } else {
+        gst::Caps::builder("video/x-raw").any_features().build()
+    }
+}
+
+/// The pad templates: `sink` and `src`, always, with [`caps`].
+pub(crate) fn pad_templates(pixels: bool) -> Vec<gst::PadTemplate> {
+    let caps = caps(pixels);
+    ["sink", "src"]
+        .into_iter()
+        .map(|name| {
+            let direction = match name {
+                "sink" => gst::PadDirection::Sink,
+                _ => gst::PadDirection::Src,
+            };
+            gst::PadTemplate::new(name, direction, gst::PadPresence::Always, &caps)
+                .expect("a static pad template")
+        })
+        .collect()
+}
+
+/// Makes the element subclass `$imp` (wrapped by `super::$wrapper`, registered as `$gtype`)
+/// around the [`Work`](super::Work) `$work`.
+macro_rules! octo_element {
+    ($imp:ident, $wrapper:ident, $work:ty, $gtype:literal) => {
+        use std::sync::{LazyLock, Mutex};
+
+        use gstreamer as gst;
+        use gstreamer::glib;
+        use gstreamer::prelude::*;
+        use gstreamer::subclass::prelude::*;
+        use gstreamer_base as gst_base;
+        use gstreamer_base::prelude::*;
+        use gstreamer_base::subclass::prelude::*;
+
+        use $crate::common::frame::Framer;
+        use $crate::common::{meta, props, PluginError, Values, Work};
+
+        static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
+            gst::DebugCategory::new(
+                concat!("octopipe-", stringify!($wrapper)),
+                gst::DebugColorFlags::empty(),
+                Some(<$work as Work>::LONG_NAME),
+            )
+        });
+
+        /// The properties: the stages' declared tables.
+        static SPECS: LazyLock<Vec<octopipe_core::stage::PropSpec>> =
+            LazyLock::new(|| props::table(<$work as Work>::DECLS));
+
+        /// What runs between `start` and `stop`.
+        struct State {
+            work: $work,
+            framer: Option<Framer>,
+            /// The frame source name of the objects (the element's name).
+            source: std::sync::Arc<str>,
+        }
+
+        /// The element: its property values and, while started, its state.
+        #[derive(Default)]
+        pub struct $imp {
+            settings: Mutex<Values>,
+            /// The `shared` property, for the elements that have it.
+            shared: Mutex<Option<String>>,
+            state: Mutex<Option<State>>,
+        }
+
+        impl $imp {
+            /// Post `e` as an element error and give the flow error that stops the stream.
+            fn fail(&self, e: PluginError) -> gst::FlowError {
+                self.post_error_message(e.to_message());
+                gst::FlowError::Error
+            }
+        }
+
+        #[glib::object_subclass]
+        impl ObjectSubclass for $imp {
+            const NAME: &'static str = $gtype;
+            type Type = super::$wrapper;
+            type ParentType = gst_base::BaseTransform;
+        }
+
+        impl ObjectImpl for $imp {
+            fn properties() -> &'static [glib::ParamSpec] {
+                static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> = LazyLock::new(|| {
+                    let mut specs: Vec<_> = SPECS.iter().map(props::param_spec).collect();
+                    if <$work as Work>::SHAREABLE {
+                        specs.push($crate::common::shared_param_spec());
+                    }
+                    specs
+                });
+                PROPERTIES.as_ref()
+            }
+
+            fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
+                if pspec.name() == "shared" {
+                    *self.shared.lock().unwrap() = value.get::<Option<String>>().ok().flatten();
+                    return;
+                }
+                let Some(spec) = SPECS.iter().find(|s| s.name == pspec.name()) else {
+                    return;
+                };
+                gst::debug!(CAT, imp = self, "{} set to {:?}", spec.name, value);
+                self.settings.lock().unwrap().set(spec, value);
+            }
+
+            fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
+                if pspec.name() == "shared" {
+                    return self.shared.lock().unwrap().to_value();
+                }
+                match SPECS.iter().find(|s| s.name == pspec.name()) {
+                    Some(spec) => self.settings.lock().unwrap().get(spec),
+                    None => pspec.default_value().clone(),
+                }
+            }
+        }
+
+        impl GstObjectImpl for $imp {}
+
+        impl ElementImpl for $imp {
+            fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
+                static METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
+                    gst::subclass::ElementMetadata::new(
+                        <$work as Work>::LONG_NAME,
+                        "Filter/Analyzer/Video",
+                        <$work as Work>::DESCRIPTION,
+                        "octopipe developers",
+                    )
+                });
+                Some(&*METADATA)
+            }
+
+            fn pad_templates() -> &'static [gst::PadTemplate] {
+                static TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(|| {
+                    $crate::common::element::pad_templates(<$work as Work>::PIXELS)
+                });
+                TEMPLATES.as_ref()
+            }
+        }
+
+        impl BaseTransformImpl for $imp {
+            const MODE: gst_base::subclass::BaseTransformMode =
+                gst_base::subclass::BaseTransformMode::AlwaysInPlace;
+            const PASSTHROUGH_ON_SAME_CAPS: bool = false;
+            const TRANSFORM_IP_ON_PASSTHROUGH: bool = false;
+
+            fn start(&self) -> Result<(), gst::ErrorMessage> {
+                let name = self.obj().name();
+                let values = self.settings.lock().unwrap().clone();
+                let shared = self.shared.lock().unwrap().clone();
+                let work =
+                    <$work as Work>::start(&values, &name, shared.as_deref()).map_err(|e| {
+                        gst::error!(CAT, imp = self, "cannot start: {e}");
+                        e.to_message()
+                    })?;
+                gst::info!(CAT, imp = self, "started");
+                *self.state.lock().unwrap() = Some(State {
+                    work,
+                    framer: None,
+                    source: std::sync::Arc::from(name.as_str()),
+                });
+                Ok(())
+            }
+
+            fn stop(&self) -> Result<(), gst::ErrorMessage> {
+                *self.state.lock().unwrap() = None;
+                gst::info!(CAT, imp = self, "stopped");
+                Ok(())
+            }
+
+            fn set_caps(
+                &self,
+                incaps: &gst::Caps,
+                outcaps: &gst::Caps,
+            ) -> Result<(), gst::LoggableError> {
+                let framer = Framer::new(incaps, <$work as Work>::PIXELS)
+                    .map_err(|e| gst::loggable_error!(CAT, "{e}"))?;
+                gst::debug!(CAT, imp = self, "caps {incaps}");
+                if let Some(state) = self.state.lock().unwrap().as_mut() {
+                    state.framer = Some(framer);
+                }
+                self.parent_set_caps(incaps, outcaps)
+            }
+
+            fn sink_event(&self, event: gst::Event) -> bool {
+                match event.view() {
+                    gst::EventView::FlushStop(_) => {
+                        if let Some(f) = self
+                            .state
+                            .lock()
+                            .unwrap()
+                            .as_mut()
+                            .and_then(|s| s.framer.as_mut())
+                        {
+                            f.restart();
+                        }
+                    }
+                    gst::EventView::Eos(_) => {
+                        let done = match self.state.lock().unwrap().as_mut() {
+                            Some(state) => state.work.eos(),
+                            None => Ok(()),
+                        };
+                        if let Err(e) = done {
+                            self.post_error_message(e.to_message());
+                        }
+                    }
+                    _ => {}
+                }
+                self.parent_sink_event(event)
+            }
+
+            fn transform_ip(
+                &self,
+                buf: &mut gst::BufferRef,
+            ) -> Result<gst::FlowSuccess, gst::FlowError> {
+                let segment = self.obj().segment();
+                let segment = segment
+                    .downcast_ref::<gst::ClockTime>()
+                    .cloned()
+                    .unwrap_or_else(gst::FormattedSegment::<gst::ClockTime>::new);
+                let mut guard = self.state.lock().unwrap();
+                let Some(state) = guard.as_mut() else {
+                    return Err(gst::FlowError::Flushing);
+                };
+                let Some(framer) = state.framer.as_mut() else {
+                    return Err(gst::FlowError::NotNegotiated);
+                };
+                let mut frame = framer
+                    .frame(buf, &segment, 0, &state.source, <$work as Work>::PIXELS)
+                    .map_err(|e| self.fail(PluginError::Buffer(e)))?;
+                let read = match <$work as Work>::READS_OBJECTS {
+                    true => {
+                        meta::read_frame(buf, &mut frame);
+                        meta::read(buf, &mut frame)
+                    }
+                    false => meta::Read::default(),
+                };
+                let started = std::time::Instant::now();
+                let frame = state.work.process(frame).map_err(|e| self.fail(e))?;
+                let took = started.elapsed();
+                if <$work as Work>::WRITES_OBJECTS {
+                    meta::write(buf, &frame, &read, state.work.classifier());
+                    meta::write_frame(buf, &frame);
+                }
+                gst::trace!(
+                    CAT,
+                    imp = self,
+                    "frame {}: {} objects",
+                    frame.seq,
+                    frame.detections.len()
+                );
+                drop(guard);
+                // The frame's timing, for a bus watch (`gst-launch-1.0 -m` prints it).
+                let timing = gst::Structure::builder($crate::common::TIMING)
+                    .field("frame", frame.seq)
+                    .field("objects", frame.detections.len() as u32)
+                    .field("process-ms", took.as_secs_f64() * 1000.0)
+                    .build();
+                let _ = self.obj().post_message(
+                    gst::message::Element::builder(timing)
+                        .src(&*self.obj())
+                        .build(),
+                );
+                Ok(gst::FlowSuccess::Ok)
+            }
+        }
+    };
+}

@@ -1,0 +1,137 @@
+//! One stage shared by elements of several branches (or pipelines) of one process:
+//! `octodetect shared=det0` in four branches is one detector, one model session and one
+//! collector, whose inference calls hold the frames of every branch (the detect stage's own
+//! deadline-bounded collector, as with several streams in `octopipe run`).
+//!
+//! The first element to start under a name opens the stage and its thread (the engine); each
+//! element is a stream of it. An element hands its frame to the engine and waits for it to come
+//! back (a buffer leaves the element before the next comes), so the engine holds at most one
+//! frame of each branch, and its collector closes a call when its frames fill it or the first
+//! one's wait ends (`max-wait-ms`; by default half of the frame budget). The engine stops when
+//! the last element using it stops.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use octopipe_core::frame::Frame;
+use octopipe_core::stage::Stage;
+
+use super::PluginError;
+
+/// A frame handed to the engine, and where it goes back.
+type Job = (Frame, Sender<Result<Frame, String>>);
+
+/// A stage running on a thread of its own for every element sharing it.
+struct Engine {
+    jobs: Mutex<Option<Sender<Job>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    next_stream: AtomicU32,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // No sender left: the thread finishes what it holds and ends.
+        self.jobs.lock().unwrap().take();
+        if let Some(thread) = self.thread.lock().unwrap().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The engines by shared name, while some element uses them.
+static ENGINES: LazyLock<Mutex<HashMap<String, Weak<Engine>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// An element's place in a shared engine: its stream.
+pub(crate) struct Handle {
+    engine: Arc<Engine>,
+    stream: u32,
+}
+
+/// The engine named `name` (opened with `open` when no element uses one of that name yet), and
+/// a stream of it for the caller.
+pub(crate) fn attach(
+    name: &str,
+    open: impl FnOnce() -> Result<Box<dyn Stage<Frame, Frame>>, PluginError>,
+) -> Result<Handle, PluginError> {
+    let mut engines = ENGINES.lock().unwrap();
+    let engine = match engines.get(name).and_then(Weak::upgrade) {
+        Some(engine) => engine,
+        None => {
+            let stage = open()?;
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let thread = std::thread::Builder::new()
+                .name(format!("octopipe-{name}"))
+                .spawn(move || serve(stage, rx))
+                .map_err(|e| PluginError::Buffer(format!("shared={name}: no thread: {e}")))?;
+            let engine = Arc::new(Engine {
+                jobs: Mutex::new(Some(tx)),
+                thread: Mutex::new(Some(thread)),
+                next_stream: AtomicU32::new(0),
+            });
+            engines.insert(name.to_string(), Arc::downgrade(&engine));
+            engine
+        }
+    };
+    engines.retain(|_, e| e.strong_count() > 0);
+    let stream = engine.next_stream.fetch_add(1, Ordering::Relaxed);
+    Ok(Handle { engine, stream })
+}
+
+impl Handle {
+    /// `frame` through the shared stage, back with what the stage did to it.
+    pub(crate) fn run(&self, mut frame: Frame) -> Result<Frame, PluginError> {
+        let stream = std::mem::replace(&mut frame.stream, self.stream);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let jobs = self.engine.jobs.lock().unwrap().clone();
+        let sent = jobs.is_some_and(|jobs| jobs.send((frame, tx)).is_ok());
+        let back = match sent {
+            true => rx
+                .recv()
+                .map_err(|_| "the shared stage stopped".to_string()),
+            false => Err("the shared stage stopped".to_string()),
+        };
+        let mut frame = back.and_then(|r| r).map_err(PluginError::Buffer)?;
+        frame.stream = stream;
+        Ok(frame)
+    }
+}
+
+/// The engine's thread: frames in from every element, each back to its own once the stage gives
+/// it, the stage's deadlines kept while no frame comes.
+fn serve(mut stage: Box<dyn Stage<Frame, Frame>>, jobs: Receiver<Job>) {
+    let mut waiting: HashMap<u32, Sender<Result<Frame, String>>> = HashMap::new();
+    let mut out = Vec::new();
+    loop {
+        let next = match stage.deadline() {
+            Some(deadline) => jobs.recv_deadline(deadline),
+            None => jobs.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        let done = match next {
+            Ok((frame, reply)) => {
+                waiting.insert(frame.stream, reply);
+                stage.process(frame, &mut out)
+            }
+            Err(RecvTimeoutError::Timeout) => stage.timeout(&mut out),
+            Err(RecvTimeoutError::Disconnected) => {
+                let _ = stage.finish(&mut out);
+                break;
+            }
+        };
+        if let Err(e) = done {
+            // Every frame held fails with the stage's error.
+            for (_, reply) in waiting.drain() {
+                let _ = reply.send(Err(e.to_string()));
+            }
+            out.clear();
+            continue;
+        }
+        for frame in out.drain(..) {
+            if let Some(reply) = waiting.remove(&frame.stream) {
+                let _ = reply.send(Ok(frame));
+            }
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The `octoclassify` element: the `batch`, `preprocess` and `classify` stages on each frame,
+//! the element's own or shared with other elements (`shared`).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use octopipe_core::crops::CropBatch;
+use octopipe_core::frame::{Frame, Part};
+use octopipe_core::stage::{Caps, OpenContext, Stage};
+use octopipe_core::Error;
+use octopipe_onnx::classify::CLASSIFY;
+use octopipe_stages::batch::BATCH;
+use octopipe_stages::preprocess::PREPROCESS;
+
+use crate::common::shared::{attach, Handle};
+use crate::common::stages::{context, open_stage, settings, Driven};
+
+/// The three stages as one that takes frames and gives them back classified, whole (a frame of
+/// more boxes than a batch holds travels in parts, put together again here).
+struct Chain {
+    batch: Box<dyn Stage<Frame, CropBatch>>,
+    preprocess: Box<dyn Stage<CropBatch, CropBatch>>,
+    classify: Box<dyn Stage<CropBatch, CropBatch>>,
+    /// Parts of a frame not yet all back, by stream.
+    parts: HashMap<u32, Vec<Frame>>,
+}
+
+impl Chain {
+    /// The stages with the element's properties. `own`: one frame a batch (the element alone
+    /// uses it, and hands each buffer on before the next comes); else batches of the frames of
+    /// every element sharing it, closed by the batch stage's rule.
+    fn open(values: &Values, own: bool) -> Result<Chain, PluginError> {
+        let max_crops = values.text("max-batch").unwrap_or("256").to_string();
+        let mut fixed = vec![("max-crops", max_crops.as_str())];
+        if own {
+            fixed.push(("max-frames", "1"));
+        }
+        let mut batch = settings(&BATCH, &Values::default(), &fixed)?;
+        let mut preprocess = settings(&PREPROCESS, values, &[])?;
+        let mut classify = settings(&CLASSIFY, values, &[])?;
+        let mut caps = Caps::default();
+        // Configured source to sink, opened sink to source, as the runner does: the model
+        // settles the crop size before the stages that make the crops open.
+        batch.configure(&mut caps);
+        preprocess.configure(&mut caps);
+        classify.configure(&mut caps);
+        let mut ctx = match own {
+            true => context(&mut caps),
+            false => OpenContext::new(&mut caps),
+        };
+        let classify = open_stage("classify", classify, &mut ctx)?;
+        let preprocess = open_stage("preprocess", preprocess, &mut ctx)?;
+        let batch = open_stage("batch", batch, &mut ctx)?;
+        Ok(Chain {
+            batch,
+            preprocess,
+            classify,
+            parts: HashMap::new(),
+        })
+    }
+
+    /// Preprocess and classify `batches`, handing on each frame once all its parts are back.
+    fn classify(&mut self, batches: Vec<CropBatch>, out: &mut Vec<Frame>) -> Result<(), Error> {
+        for batch in batches {
+            let mut preprocessed = Vec::with_capacity(1);
+            self.preprocess.process(batch, &mut preprocessed)?;
+            let mut done = Vec::with_capacity(1);
+            for batch in preprocessed {
+                self.classify.process(batch, &mut done)?;
+            }
+            for frame in done.iter_mut().flat_map(|b| std::mem::take(&mut b.frames)) {
+                if frame.part.count <= 1 {
+                    out.push(frame);
+                    continue;
+                }
+                let (stream, count) = (frame.stream, frame.part.count);
+                let held = self.parts.entry(stream).or_default();
+                held.push(frame);
+                if held.len() as u32 >= count {
+                    let parts = self.parts.remove(&stream).unwrap_or_default();
+                    out.extend(whole(parts));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A frame back whole from its parts.
+fn whole(mut parts: Vec<Frame>) -> Option<Frame> {
+    parts.sort_by_key(|f| f.part.index);
+    let mut parts = parts.into_iter();
+    let mut frame = parts.next()?;
+    for part in parts {
+        let first = frame.detections.len() as u32;
+        frame.detections.extend(part.detections);
+        frame.skipped.extend(part.skipped);
+        frame
+            .non_finite
+            .extend(part.non_finite.iter().map(|i| i + first));
+        frame.reused.extend(part.reused.iter().map(|i| i + first));
+    }
+    frame.part = Part::WHOLE;
+    Some(frame)
+}
+
+impl Stage<Frame, Frame> for Chain {
+    fn process(&mut self, frame: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
+        let mut batches = Vec::new();
+        self.batch.process(frame, &mut batches)?;
+        self.classify(batches, out)
+    }
+    fn deadline(&self) -> Option<Instant> {
+        self.batch.deadline()
+    }
+    fn timeout(&mut self, out: &mut Vec<Frame>) -> Result<(), Error> {
+        let mut batches = Vec::new();
+        self.batch.timeout(&mut batches)?;
+        self.classify(batches, out)
+    }
+    fn finish(&mut self, out: &mut Vec<Frame>) -> Result<(), Error> {
+        let mut batches = Vec::new();
+        self.batch.finish(&mut batches)?;
+        self.classify(batches, out)
+    }
+}
+
+/// How the element runs its chain.
+enum Run {
+    Own(Driven<Frame>),
+    Shared(Handle),
+}
+
+/// The chain, and the names the objects' structures carry.
+pub(crate) struct ClassifyWork {
+    run: Run,
+    /// The element's name: the name of its structure on each object.
+    name: String,
+    /// The model file's name.
+    model: String,
+}
+
+impl Work for ClassifyWork {
+    const DECLS: &'static [&'static octopipe_core::stage::StageDecl] = &[&CLASSIFY, &PREPROCESS];
+    const LONG_NAME: &'static str = "octopipe crop classifier";
+    const DESCRIPTION: &'static str =
+        "Crops every ROI of the frame, resizes and normalizes it, and labels it with an ONNX classifier";
+    const PIXELS: bool = true;
+    const READS_OBJECTS: bool = true;
+    const WRITES_OBJECTS: bool = true;
+    const SHAREABLE: bool = true;
+
+    fn start(values: &Values, element: &str, shared: Option<&str>) -> Result<Self, PluginError> {
+        let run = match shared {
+            Some(name) => Run::Shared(attach(name, || {
+                Ok(Box::new(Chain::open(values, false)?) as Box<dyn Stage<Frame, Frame>>)
+            })?),
+            None => Run::Own(Driven::new(Box::new(Chain::open(values, true)?))),
+        };
+        let model = values.text("model").unwrap_or_default();
+        let model = std::path::Path::new(model)
+            .file_name()
+            .map_or_else(|| model.to_string(), |n| n.to_string_lossy().into_owned());
+        // A structure's name is a GstStructure name: letters, digits and `-_/+:.` only.
+        let name = element
+            .chars()
+            .map(
+                |c| match c.is_ascii_alphanumeric() || "-_/+:.".contains(c) {
+                    true => c,
+                    false => '_',
+                },
+            )
+            .collect();
+        Ok(ClassifyWork { run, name, model })
+    }
+
+    fn process(&mut self, frame: Frame) -> Result<Frame, PluginError> {
+        match &mut self.run {
+            Run::Shared(handle) => handle.run(frame),
+            Run::Own(chain) => {
+                let mut out = Vec::with_capacity(1);
+                chain.run(frame, &mut out)?;
+                out.pop()
+                    .ok_or_else(|| PluginError::Buffer("the batch stage kept the frame".into()))
+            }
+        }
+    }
+
+    fn classifier(&self) -> Option<(&str, &str)> {
+        Some((&self.name, &self.model))
+    }
+}
+
+octo_element!(
+    OctoClassifyImp,
+    OctoClassify,
+    ClassifyWork,
+    "GstOctoClassify"
+);

@@ -1,0 +1,64 @@
+//! The `octodetect` element: the `detect` stage on each frame, its own or shared.
+
+use octopipe_core::frame::Frame;
+use octopipe_core::stage::{Caps, OpenContext, Stage};
+use octopipe_onnx::detect::DETECT;
+use octopipe_stages::track::Tracked;
+
+use crate::common::shared::{attach, Handle};
+use crate::common::stages::{context, open_stage, settings, Driven};
+
+/// The detect stage: the element's own, or one shared with other elements (`shared`).
+pub(crate) enum DetectWork {
+    Own(Driven<Frame>),
+    Shared(Handle),
+}
+
+/// The detect stage with the element's properties; `own` when the element alone uses it (its
+/// collector then closes at once: no other frame can join).
+fn open(values: &Values, own: bool) -> Result<Box<dyn Stage<Frame, Frame>>, PluginError> {
+    let mut element = settings(&DETECT, values, &[])?;
+    let mut caps = Caps::default();
+    element.configure(&mut caps);
+    // With `interval`, the frames between are left to an `octotrack` downstream, which the
+    // element cannot see from here: it is taken to be there (without one those frames simply
+    // have no boxes).
+    caps.insert(Tracked);
+    let mut ctx = match own {
+        true => context(&mut caps),
+        false => OpenContext::new(&mut caps),
+    };
+    open_stage("detect", element, &mut ctx)
+}
+
+impl Work for DetectWork {
+    const DECLS: &'static [&'static octopipe_core::stage::StageDecl] = &[&DETECT];
+    const LONG_NAME: &'static str = "octopipe detector";
+    const DESCRIPTION: &'static str =
+        "Detects objects with an ONNX detector (tiles, NMS, interval) and attaches them as ROI metadata";
+    const PIXELS: bool = true;
+    const READS_OBJECTS: bool = false;
+    const WRITES_OBJECTS: bool = true;
+    const SHAREABLE: bool = true;
+
+    fn start(values: &Values, _element: &str, shared: Option<&str>) -> Result<Self, PluginError> {
+        Ok(match shared {
+            Some(name) => DetectWork::Shared(attach(name, || open(values, false))?),
+            None => DetectWork::Own(Driven::new(open(values, true)?)),
+        })
+    }
+
+    fn process(&mut self, frame: Frame) -> Result<Frame, PluginError> {
+        match self {
+            DetectWork::Shared(handle) => handle.run(frame),
+            DetectWork::Own(stage) => {
+                let mut out = Vec::with_capacity(1);
+                stage.run(frame, &mut out)?;
+                out.pop()
+                    .ok_or_else(|| PluginError::Buffer("the detect stage kept the frame".into()))
+            }
+        }
+    }
+}
+
+octo_element!(OctoDetectImp, OctoDetect, DetectWork, "GstOctoDetect");

@@ -1,0 +1,31 @@
+//! `octotrack`: the `track` stage (ByteTrack, per stream) on the objects of each buffer, any
+//! element's ROI metas; each object's track id goes into its `object_id` structure.
+//!
+//! ```text
+//! gst-launch-1.0 filesrc location=flight.mp4 ! decodebin ! octodetect model=det.onnx labels=coco \
+//!   ! octotrack high=0.5 ! octojsonl location=objects.jsonl ! fakesink
+//! ```
+//!
+//! On a frame the detector skipped (`octodetect interval=N`) the tracks' predicted boxes become
+//! the frame's objects.
+
+use gstreamer as gst;
+use gstreamer::glib;
+use gstreamer::prelude::*;
+
+mod imp;
+
+glib::wrapper! {
+    /// The `octotrack` element.
+    pub struct OctoTrack(ObjectSubclass<imp::OctoTrackImp>) @extends gstreamer_base::BaseTransform, gst::Element, gst::Object;
+}
+
+/// Register `octotrack` with `plugin`.
+pub fn register(plugin: &gst::Plugin) -> Result<(), glib::BoolError> {
+    gst::Element::register(
+        Some(plugin),
+        "octotrack",
+        gst::Rank::NONE,
+        OctoTrack::static_type(),
+    )
+}

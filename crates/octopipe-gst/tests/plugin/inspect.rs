@@ -1,0 +1,198 @@
+//! The elements' properties are their stages' declared properties: every one, with its range and
+//! default, in this process (GParamSpecs) and as `gst-inspect-1.0` shows them, matching what
+//! `octopipe inspect` shows (both read the one declaration).
+
+use gstreamer as gst;
+use gstreamer::glib;
+use gstreamer::prelude::*;
+use octopipe_core::stage::{PropType, StageDecl};
+
+use super::*;
+
+/// Each element and the stages whose properties it has.
+fn elements() -> Vec<(&'static str, Vec<&'static StageDecl>)> {
+    vec![
+        ("octoboxes", vec![&octopipe_stages::boxes::BOXES]),
+        ("octodetect", vec![&octopipe_onnx::detect::DETECT]),
+        ("octotrack", vec![&octopipe_stages::track::TRACK]),
+        (
+            "octoclassify",
+            vec![
+                &octopipe_onnx::classify::CLASSIFY,
+                &octopipe_stages::preprocess::PREPROCESS,
+            ],
+        ),
+        ("octojsonl", vec![&octopipe_stages::sink::JSONL]),
+    ]
+}
+
+/// A number's bound as GLib holds it (no infinities).
+fn bound(v: f64) -> f64 {
+    match v {
+        f64::INFINITY => f64::MAX,
+        f64::NEG_INFINITY => f64::MIN,
+        v => v,
+    }
+}
+
+#[test]
+fn every_declared_property_is_a_param_spec_with_its_range_and_default() {
+    init();
+    for (name, decls) in elements() {
+        let element = gst::ElementFactory::make(name).build().unwrap();
+        for p in decls.iter().flat_map(|d| d.props) {
+            if matches!(p.ty, PropType::Renamed { .. }) {
+                assert!(element.find_property(p.name).is_none(), "{name} {}", p.name);
+                continue;
+            }
+            let spec = element
+                .find_property(p.name)
+                .unwrap_or_else(|| panic!("{name} has no property {}", p.name));
+            assert!(
+                spec.blurb().unwrap_or_default().starts_with(p.doc),
+                "{name} {}",
+                p.name
+            );
+            match (p.ty, p.default.parse::<f64>()) {
+                (PropType::Int { min, max }, Ok(d)) => {
+                    let s = spec.downcast_ref::<glib::ParamSpecInt64>().expect("int64");
+                    assert_eq!(
+                        (s.minimum(), s.maximum(), s.default_value() as f64),
+                        (min, max, d),
+                        "{name} {}",
+                        p.name
+                    );
+                }
+                (PropType::Float { min, max, .. }, Ok(d)) => {
+                    let s = spec
+                        .downcast_ref::<glib::ParamSpecDouble>()
+                        .expect("double");
+                    assert_eq!(
+                        (s.minimum(), s.maximum(), s.default_value()),
+                        (bound(min), bound(max), d),
+                        "{name} {}",
+                        p.name
+                    );
+                }
+                (PropType::Bool, _) => {
+                    let s = spec
+                        .downcast_ref::<glib::ParamSpecBoolean>()
+                        .expect("boolean");
+                    assert_eq!(
+                        s.default_value().to_string(),
+                        p.default,
+                        "{name} {}",
+                        p.name
+                    );
+                }
+                _ => {
+                    let s = spec
+                        .downcast_ref::<glib::ParamSpecString>()
+                        .expect("string");
+                    let default = (p.default != "-").then_some(p.default);
+                    assert_eq!(
+                        s.default_value().map(|d| d.to_string()).as_deref(),
+                        default,
+                        "{name} {}",
+                        p.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `gst-inspect-1.0 ELEMENT`'s block for property `name`: its lines up to the next property.
+fn block<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    let start = text.find(&format!("\n  {name} "))? + 1;
+    let rest = &text[start..];
+    let end = rest[1..].find("\n  ").map_or(rest.len(), |e| {
+        // The next line indented by two (the next property), not by more.
+        let mut i = e + 1;
+        while rest[i + 1..].starts_with("   ") {
+            match rest[i + 1..].find("\n  ") {
+                Some(n) => i = i + 1 + n,
+                None => return rest.len(),
+            }
+        }
+        i
+    });
+    Some(&rest[..end])
+}
+
+/// The numbers after `word` in `block` (`Range:` gives two, `Default:` one).
+fn numbers(block: &str, word: &str) -> Vec<f64> {
+    let Some(at) = block.find(word) else {
+        return Vec::new();
+    };
+    block[at + word.len()..]
+        .split_whitespace()
+        .filter(|w| *w != "-")
+        .map_while(|w| w.parse::<f64>().ok())
+        .collect()
+}
+
+#[test]
+fn gst_inspect_shows_octodetect_as_octopipe_inspect_does() {
+    let Some(plugins) = plugin_dir() else { return };
+    let run = |args: &[&str]| {
+        let out = gst_command("gst-inspect-1.0", &plugins)
+            .args(args)
+            .output()
+            .expect("gst-inspect-1.0 runs");
+        assert!(
+            out.status.success(),
+            "gst-inspect-1.0 {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let plugin = run(&["octopipe"]);
+    for (name, _) in elements() {
+        assert!(
+            plugin.contains(name),
+            "gst-inspect-1.0 octopipe lists {name}:\n{plugin}"
+        );
+    }
+    let text = run(&["octodetect"]);
+    use octopipe_pipeline::describe::Builtin;
+    let octopipe = octopipe_core::stage::Registry::builtin()
+        .inspect(Some("detect"))
+        .unwrap();
+    let detect = &octopipe_onnx::detect::DETECT;
+    for p in detect
+        .props
+        .iter()
+        .filter(|p| !matches!(p.ty, PropType::Renamed { .. }))
+    {
+        let b = block(&text, p.name).unwrap_or_else(|| panic!("no {} in:\n{text}", p.name));
+        // `octopipe inspect detect` shows the same name and default.
+        assert!(
+            octopipe
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(p.name) && l.contains(p.default)),
+            "octopipe inspect detect: {}",
+            p.name
+        );
+        match (p.ty, p.default.parse::<f64>()) {
+            (PropType::Int { min, max }, Ok(d)) => {
+                assert!(b.contains("Integer64"), "{b}");
+                assert_eq!(numbers(b, "Range:"), [min as f64, max as f64], "{b}");
+                assert_eq!(numbers(b, "Default:"), [d], "{b}");
+            }
+            (PropType::Float { min, max, .. }, Ok(d)) => {
+                assert!(b.contains("Double"), "{b}");
+                let r = numbers(b, "Range:");
+                assert_eq!(r.len(), 2, "{b}");
+                assert!((r[0] - bound(min)).abs() <= bound(min).abs() * 1e-6, "{b}");
+                assert!((r[1] - bound(max)).abs() <= bound(max).abs() * 1e-6, "{b}");
+                assert_eq!(numbers(b, "Default:"), [d], "{b}");
+            }
+            (PropType::Bool, _) => assert!(b.contains(&format!("Default: {}", p.default)), "{b}"),
+            _ => match p.default {
+                "-" => assert!(b.contains("Default: null"), "{b}"),
+                d => assert!(b.contains(&format!("Default: \"{d}\"")), "{b}"),
+            },
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The plugin's tests: real pipelines through its elements, registered in-process
+//! (`gst::parse::launch`), and `gst-launch-1.0` / `gst-inspect-1.0` runs of the built
+//! `libgstoctopipe.so`, on the shared VisDrone clip and model.
+
+mod clip;
+mod cycles;
+mod errors;
+mod inspect;
+mod roi;
+mod shared;
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+
+/// Initialise GStreamer and register the plugin in this process (once).
+pub fn init() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        gst::init().unwrap();
+        gstoctopipe::plugin_register_static().unwrap();
+    });
+}
+
+/// Under CI a missing prerequisite is a failure, elsewhere a printed skip.
+pub fn skip(reason: &str) -> bool {
+    if std::env::var_os("CI").is_some() {
+        panic!("prerequisite missing under CI: {reason}");
+    }
+    eprintln!("SKIPPED: {reason}");
+    true
+}
+
+/// The shared data folder (`$OCTOPIPE_DATA`, default `../shared/data` from the repository root).
+pub fn data() -> Option<PathBuf> {
+    let dir = std::env::var_os("OCTOPIPE_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
+    if dir.join("visdrone/clip-9999999/images").is_dir() {
+        return Some(dir);
+    }
+    skip(&format!(
+        "shared data not found at {} (set OCTOPIPE_DATA: . scripts/env.sh)",
+        dir.display()
+    ));
+    None
+}
+
+/// The shared data, with ONNX Runtime loadable (`ORT_DYLIB_PATH`, set by scripts/env.sh).
+pub fn data_and_ort() -> Option<PathBuf> {
+    let data = data()?;
+    if let Err(e) = octopipe_onnx::onnx::environment() {
+        skip(&format!(
+            "ONNX Runtime not available: {e} (. scripts/env.sh)"
+        ));
+        return None;
+    }
+    Some(data)
+}
+
+/// The classifier's class names, in its class order.
+pub const LABELS: &str = "person,two-wheeler,car,large-vehicle";
+
+/// A folder of the clip's images as `00000.jpg`, `00001.jpg`, ... in name order (symbolic
+/// links), for `multifilesrc location=DIR/%05d.jpg`; and how many.
+pub fn numbered_clip(data: &Path, dir: &Path) -> usize {
+    let images = data.join("visdrone/clip-9999999/images");
+    let mut names: Vec<_> = std::fs::read_dir(&images)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jpg"))
+        .collect();
+    names.sort();
+    std::fs::create_dir_all(dir).unwrap();
+    for (i, p) in names.iter().enumerate() {
+        let link = dir.join(format!("{i:05}.jpg"));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(p, link).unwrap();
+    }
+    names.len()
+}
+
+/// A fresh temporary folder for `test`.
+pub fn tmp(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("octopipe-gst-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Run `pipeline` to its end: `Ok` at EOS, `Err` with the first error's text (its source
+/// element's name and the message and debug text).
+pub fn run(pipeline: &gst::Pipeline) -> Result<(), String> {
+    pipeline.set_state(gst::State::Playing).map_err(|e| {
+        first_error(pipeline).unwrap_or_else(|| format!("state change failed: {e}"))
+    })?;
+    let bus = pipeline.bus().unwrap();
+    let result = loop {
+        let Some(msg) = bus.timed_pop_filtered(
+            gst::ClockTime::from_seconds(300),
+            &[gst::MessageType::Eos, gst::MessageType::Error],
+        ) else {
+            break Err("no EOS in 300 s".to_string());
+        };
+        match msg.view() {
+            gst::MessageView::Eos(_) => break Ok(()),
+            gst::MessageView::Error(e) => break Err(error_text(e)),
+            _ => {}
+        }
+    };
+    pipeline.set_state(gst::State::Null).unwrap();
+    result
+}
+
+/// The first error message waiting on the pipeline's bus.
+fn first_error(pipeline: &gst::Pipeline) -> Option<String> {
+    let bus = pipeline.bus()?;
+    let msg =
+        bus.timed_pop_filtered(gst::ClockTime::from_seconds(1), &[gst::MessageType::Error])?;
+    let gst::MessageView::Error(e) = msg.view() else {
+        return None;
+    };
+    Some(error_text(e))
+}
+
+fn error_text(e: &gst::message::Error) -> String {
+    format!(
+        "{}: {} ({})",
+        e.src().map(|s| s.name().to_string()).unwrap_or_default(),
+        e.error(),
+        e.debug().map(|d| d.to_string()).unwrap_or_default()
+    )
+}
+
+/// The built plugin (`libgstoctopipe.so` beside the test binary's folder), in a folder of its
+/// own for `GST_PLUGIN_PATH`; `None` (a skip) where it was not built.
+pub fn plugin_dir() -> Option<PathBuf> {
+    // `cargo test` builds the cdylib beside the test binary (target/PROFILE/deps).
+    let exe = std::env::current_exe().unwrap();
+    let so = exe.parent()?.join("libgstoctopipe.so");
+    if !so.is_file() {
+        skip(&format!(
+            "{} not built (cargo build -p octopipe-gst)",
+            so.display()
+        ));
+        return None;
+    }
+    let dir = tmp("plugin-path");
+    std::os::unix::fs::symlink(&so, dir.join("libgstoctopipe.so")).unwrap();
+    Some(dir)
+}
+
+/// A `gst-launch-1.0`/`gst-inspect-1.0` command that loads the plugin from `plugins` (with a
+/// registry of its own, so the user's is left alone).
+pub fn gst_command(tool: &str, plugins: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(tool);
+    cmd.env("GST_PLUGIN_PATH", plugins)
+        .env("GST_REGISTRY", plugins.join("registry.bin"))
+        .env_remove("GST_DEBUG");
+    cmd
+}
+
+/// The objects of a JSON Lines file.
+pub fn objects(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}

@@ -1,0 +1,79 @@
+//! (c) Four branches sharing one `octodetect` (`shared=det0`: one detector, one model session,
+//! one collector across the branches) each get the boxes the element gives alone.
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+
+use super::*;
+
+/// The boxes of a JSONL file: (frame, box, label, score) per object.
+fn boxes(path: &Path) -> Vec<(u64, Vec<u64>, String, f64)> {
+    objects(path)
+        .iter()
+        .map(|o| {
+            (
+                o["frame"].as_u64().unwrap(),
+                o["bbox"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap())
+                    .collect(),
+                o["detection"]["label"].as_str().unwrap().to_string(),
+                o["detection"]["score"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn four_branches_sharing_one_detector_get_the_boxes_it_gives_alone() {
+    let Some(data) = data_and_ort() else { return };
+    init();
+    let dir = tmp("shared");
+    numbered_clip(&data, &dir.join("frames"));
+    let source = format!(
+        "multifilesrc location={}/%05d.jpg index=0 stop-index=3 caps=image/jpeg,framerate=30/1 ! jpegdec",
+        dir.join("frames").display()
+    );
+    let detect = format!(
+        "octodetect model={} labels=coco scale=1 score=0.3 ort-threads=1",
+        data.join("models/coco-centernet-512.onnx").display()
+    );
+    let alone = dir.join("alone.jsonl");
+    let launch = format!(
+        "{source} ! {detect} ! octojsonl location={} ! fakesink",
+        alone.display()
+    );
+    let pipeline = gst::parse::launch(&launch)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
+    run(&pipeline).unwrap();
+    let expected = boxes(&alone);
+    assert!(
+        expected.len() >= 4,
+        "the detector finds objects on the clip: {expected:?}"
+    );
+
+    let mut launch = format!("{source} ! tee name=t");
+    for k in 0..4 {
+        launch += &format!(
+            " t. ! queue ! {detect} shared=det0 ! octojsonl location={} ! fakesink",
+            dir.join(format!("branch{k}.jsonl")).display()
+        );
+    }
+    let pipeline = gst::parse::launch(&launch)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
+    run(&pipeline).unwrap();
+    for k in 0..4 {
+        let got = boxes(&dir.join(format!("branch{k}.jsonl")));
+        assert_eq!(got.len(), expected.len(), "branch {k}");
+        for (a, b) in got.iter().zip(&expected) {
+            assert_eq!((a.0, &a.1, &a.2), (b.0, &b.1, &b.2), "branch {k}");
+            assert!((a.3 - b.3).abs() < 1e-4, "branch {k}: {a:?} vs {b:?}");
+        }
+    }
+}
