@@ -58,20 +58,20 @@ impl PluginError {
         use gstreamer::{error_msg, CoreError, LibraryError, ResourceError, StreamError};
         let text = self.to_string();
         match self {
-            PluginError::Property(_) => error_msg!(LibraryError::Settings, ["{text}"]),
-            PluginError::Buffer(_) => error_msg!(StreamError::Format, ["{text}"]),
+            PluginError::Property(_) => error_msg!(LibraryError::Settings, ("{text}")),
+            PluginError::Buffer(_) => error_msg!(StreamError::Format, ("{text}")),
             PluginError::Stage(e) => match e.kind() {
-                ErrorKind::Config => error_msg!(LibraryError::Settings, ["{text}"]),
+                ErrorKind::Config => error_msg!(LibraryError::Settings, ("{text}")),
                 ErrorKind::Input | ErrorKind::Model | ErrorKind::NotFound => {
-                    error_msg!(ResourceError::OpenRead, ["{text}"])
+                    error_msg!(ResourceError::OpenRead, ("{text}"))
                 }
                 ErrorKind::Io | ErrorKind::Conflict => {
-                    error_msg!(ResourceError::OpenWrite, ["{text}"])
+                    error_msg!(ResourceError::OpenWrite, ("{text}"))
                 }
                 ErrorKind::Device | ErrorKind::Unavailable => {
-                    error_msg!(LibraryError::Init, ["{text}"])
+                    error_msg!(LibraryError::Init, ("{text}"))
                 }
-                _ => error_msg!(CoreError::Failed, ["{text}"]),
+                _ => error_msg!(CoreError::Failed, ("{text}")),
             },
         }
     }

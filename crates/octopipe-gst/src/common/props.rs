@@ -180,11 +180,17 @@ impl Values {
         value_of(p, self.0.get(p.name).map(String::as_str))
     }
 
-    /// The values set that `decl` declares, as `(key, value)` for [`StageDecl::element`].
+    /// The values set that `decl` declares, as `(key, value)` for [`StageDecl::element`] (not
+    /// those it declares only as renamed: `classify threads` is now `ort-threads`, while the
+    /// `preprocess` stage's `threads` is its own).
     pub(crate) fn pairs(&self, decl: &StageDecl) -> Vec<(&'static str, &str)> {
         self.0
             .iter()
-            .filter(|(k, _)| decl.props.iter().any(|p| p.name == **k))
+            .filter(|(k, _)| {
+                decl.props
+                    .iter()
+                    .any(|p| p.name == **k && !matches!(p.ty, PropType::Renamed { .. }))
+            })
             .map(|(k, v)| (*k, v.as_str()))
             .collect()
     }

@@ -55,10 +55,11 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
     let frames = numbered_clip(&data, &dir.join("frames"));
     let reference = octopipe_run(&data, &dir.join("run.jsonl"));
     let out = dir.join("gst.jsonl");
-    // jpegdec's I420 straight into octoclassify: octopipe's libjpeg-exact conversion applies.
+    // jpegdec's I420 straight into octoclassify: octopipe's libjpeg-exact conversion applies;
+    // with libjpeg's accurate integer IDCT, as the `images` source decodes.
     let launch = format!(
         "multifilesrc location={frames}/%05d.jpg index=0 stop-index={last} caps=image/jpeg,framerate=30/1 \
-         ! jpegdec ! octoboxes format=det location={ann} \
+         ! jpegdec idct-method=islow ! octoboxes format=det location={ann} \
          ! octoclassify model={model} labels={LABELS} \
          ! octojsonl location={out} ! fakesink",
         frames = dir.join("frames").display(),
