@@ -104,3 +104,137 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
     let frames_seen: std::collections::BTreeSet<u64> = ours.iter().map(|o| key(o).0).collect();
     assert_eq!(frames_seen.len(), frames, "every frame has objects");
 }
+
+/// The first `n` images of the clip, under their own names, in a folder of their own (for the
+/// `images` source), and the same as `00000.jpg`, ... (for `multifilesrc`).
+fn first_images(data: &Path, dir: &Path, n: usize) {
+    let images = data.join("visdrone/clip-9999999/images");
+    let mut names: Vec<_> = std::fs::read_dir(&images)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jpg"))
+        .collect();
+    names.sort();
+    std::fs::create_dir_all(dir.join("named")).unwrap();
+    std::fs::create_dir_all(dir.join("frames")).unwrap();
+    for (i, p) in names.iter().take(n).enumerate() {
+        std::os::unix::fs::symlink(p, dir.join("named").join(p.file_name().unwrap())).unwrap();
+        std::os::unix::fs::symlink(p, dir.join(format!("frames/{i:05}.jpg"))).unwrap();
+    }
+}
+
+/// `octopipe run SOURCE ! detect ! track ! batch ! preprocess ! classify ! jsonl` and the same
+/// stages as elements after `gst_source` give the same objects: frame, box, track, the
+/// detector's and the classifier's labels, the classifier's score.
+fn same_objects_detected(data: &Path, dir: &Path, source: &str, gst_source: &str) {
+    // pipelines/visdrone-detect.pipe's detector, tracker and classifier.
+    let detect = format!(
+        "detect model={} labels=coco scale=1 tiles=640x640 overlap=0.15 score=0.3 iou=0.5 ios=0.85 \
+         classes=person,bicycle,car,motorcycle,bus,truck \
+         map=car:vehicle,bus:vehicle,truck:vehicle,bicycle:two-wheeler,motorcycle:two-wheeler",
+        data.join("models/coco-centernet-512.onnx").display()
+    );
+    let classify = format!(
+        "classify model={} labels={LABELS}",
+        data.join("models/visdrone-crops-64.onnx").display()
+    );
+    let reference = dir.join("run.jsonl");
+    let text = format!(
+        "{source} ! {detect} ! track high=0.3 ! batch max-crops=256 \
+         ! preprocess channels=rgb layout=nchw mean=0.485,0.456,0.406 std=0.229,0.224,0.225 \
+         ! {classify} ! jsonl location={}",
+        reference.display()
+    );
+    let outcome = octopipe_pipeline::pipeline::Pipeline::from_description(&text, &HashMap::new())
+        .unwrap()
+        .run();
+    assert!(outcome.error.is_none(), "octopipe run: {:?}", outcome.error);
+    let reference = objects(&reference);
+    let out = dir.join("gst.jsonl");
+    let launch = format!(
+        "{gst_source} ! octo{detect} ! octotrack high=0.3 ! octo{classify} \
+         ! octojsonl location={} ! fakesink",
+        out.display()
+    );
+    let pipeline = gst::parse::launch(&launch)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
+    run(&pipeline).unwrap();
+    let ours = objects(&out);
+    assert!(
+        reference.len() > 20,
+        "the detector finds objects: {}",
+        reference.len()
+    );
+    assert_eq!(ours.len(), reference.len(), "objects");
+    for (a, b) in ours.iter().zip(&reference) {
+        for field in ["frame", "bbox", "track", "label", "class_id"] {
+            assert_eq!(a[field], b[field], "{field}: {a} vs {b}");
+        }
+        assert_eq!(
+            a["detection"]["label"], b["detection"]["label"],
+            "{a} vs {b}"
+        );
+        let (sa, sb) = (a["score"].as_f64().unwrap(), b["score"].as_f64().unwrap());
+        assert!((sa - sb).abs() < 1e-3, "score {sa} vs {sb}: {a}");
+    }
+}
+
+#[test]
+fn the_clip_detected_tracked_and_classified_through_gstreamer_gives_the_objects_of_octopipe_run() {
+    let Some(data) = data_and_ort() else { return };
+    init();
+    let dir = tmp("clip-detect");
+    let n = 4;
+    first_images(&data, &dir, n);
+    same_objects_detected(
+        &data,
+        &dir,
+        &format!("images location={} framerate=30", dir.join("named").display()),
+        &format!(
+            "multifilesrc location={}/%05d.jpg index=0 stop-index={} caps=image/jpeg,framerate=30/1 \
+             ! jpegdec idct-method=islow",
+            dir.join("frames").display(),
+            n - 1
+        ),
+    );
+}
+
+#[test]
+fn the_clip_encoded_to_h264_through_gstreamer_gives_the_objects_of_octopipe_run() {
+    let Some(data) = data_and_ort() else { return };
+    init();
+    if gst::ElementFactory::find("x264enc").is_none()
+        && skip("x264enc missing: apt-get install gstreamer1.0-plugins-ugly")
+    {
+        return;
+    }
+    let dir = tmp("clip-h264");
+    let n = 4;
+    first_images(&data, &dir, n);
+    // The clip's first frames as an H.264 MP4, made here.
+    let mp4 = dir.join("clip.mp4");
+    let encode = format!(
+        "multifilesrc location={}/%05d.jpg index=0 stop-index={} caps=image/jpeg,framerate=30/1 \
+         ! jpegdec ! videoconvert ! video/x-raw,format=I420 ! x264enc speed-preset=ultrafast qp-max=20 \
+         ! h264parse ! mp4mux ! filesink location={}",
+        dir.join("frames").display(),
+        n - 1,
+        mp4.display()
+    );
+    run(&gst::parse::launch(&encode)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap())
+    .unwrap();
+    same_objects_detected(
+        &data,
+        &dir,
+        &format!("media location={}", mp4.display()),
+        &format!(
+            "filesrc location={} ! qtdemux ! h264parse ! avdec_h264",
+            mp4.display()
+        ),
+    );
+}
