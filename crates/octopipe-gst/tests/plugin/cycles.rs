@@ -95,3 +95,30 @@ fn states_change_in_any_order() {
     cycle(&p);
     assert!(!objects(&out).is_empty());
 }
+
+#[test]
+fn the_latency_query_is_answered_with_nothing_added() {
+    init();
+    let p = gst::parse::launch(
+        "videotestsrc is-live=true name=src ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 \
+         ! octoboxes format=synthetic name=boxes ! octotrack name=track ! fakesink sync=true",
+    )
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    p.set_state(gst::State::Playing).unwrap();
+    let (result, _, _) = p.state(gst::ClockTime::from_seconds(10));
+    assert!(result.is_ok());
+    let latency = |element: &str| {
+        let pad = p.by_name(element).unwrap().static_pad("src").unwrap();
+        let mut q = gst::query::Latency::new();
+        assert!(pad.query(&mut q), "{element} answers the latency query");
+        q.result()
+    };
+    let upstream = latency("src");
+    assert!(upstream.0, "a live source");
+    // In-place, holding no buffer: the elements add no latency to upstream's.
+    assert_eq!(latency("boxes"), upstream);
+    assert_eq!(latency("track"), upstream);
+    p.set_state(gst::State::Null).unwrap();
+}

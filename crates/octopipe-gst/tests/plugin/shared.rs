@@ -77,3 +77,64 @@ fn four_branches_sharing_one_detector_get_the_boxes_it_gives_alone() {
         }
     }
 }
+
+#[test]
+fn four_branches_sharing_one_classifier_get_the_labels_it_gives_alone() {
+    let Some(data) = data_and_ort() else { return };
+    init();
+    let dir = tmp("shared-classify");
+    numbered_clip(&data, &dir.join("frames"));
+    let source = format!(
+        "multifilesrc location={}/%05d.jpg index=0 stop-index=2 caps=image/jpeg,framerate=30/1 \
+         ! jpegdec idct-method=islow ! octoboxes format=det location={}",
+        dir.join("frames").display(),
+        data.join("visdrone/clip-9999999/annotations").display()
+    );
+    let classify = format!(
+        "octoclassify model={} labels={LABELS} ort-threads=1",
+        data.join("models/visdrone-crops-64.onnx").display()
+    );
+    let labels = |path: &Path| -> Vec<(u64, String, String)> {
+        objects(path)
+            .iter()
+            .map(|o| {
+                (
+                    o["frame"].as_u64().unwrap(),
+                    o["bbox"].to_string(),
+                    o["label"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let alone = dir.join("alone.jsonl");
+    let launch = format!(
+        "{source} ! {classify} ! octojsonl location={} ! fakesink",
+        alone.display()
+    );
+    run(&gst::parse::launch(&launch)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap())
+    .unwrap();
+    let expected = labels(&alone);
+    assert!(expected.len() > 100, "{}", expected.len());
+    let mut launch = format!("{source} ! tee name=t");
+    for k in 0..4 {
+        launch += &format!(
+            " t. ! queue ! {classify} shared=cls0 ! octojsonl location={} ! fakesink",
+            dir.join(format!("branch{k}.jsonl")).display()
+        );
+    }
+    run(&gst::parse::launch(&launch)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap())
+    .unwrap();
+    for k in 0..4 {
+        assert_eq!(
+            labels(&dir.join(format!("branch{k}.jsonl"))),
+            expected,
+            "branch {k}"
+        );
+    }
+}
