@@ -202,10 +202,14 @@ macro_rules! octo_element {
                 incaps: &gst::Caps,
                 outcaps: &gst::Caps,
             ) -> Result<(), gst::LoggableError> {
-                let framer = Framer::new(incaps, <$work as Work>::PIXELS)
+                let mut framer = Framer::new(incaps, <$work as Work>::PIXELS)
                     .map_err(|e| gst::loggable_error!(CAT, "{e}"))?;
                 gst::debug!(CAT, imp = self, "caps {incaps}");
                 if let Some(state) = self.state.lock().unwrap().as_mut() {
+                    // Renegotiated mid-stream (a new size): the stream's numbering goes on.
+                    if let Some(before) = state.framer.take() {
+                        framer.continue_from(before);
+                    }
                     state.framer = Some(framer);
                 }
                 self.parent_set_caps(incaps, outcaps)

@@ -54,6 +54,13 @@ impl Framer {
         })
     }
 
+    /// Go on numbering frames where `before` (the framer of the caps before a renegotiation)
+    /// left off: a new picture size or format is the same stream.
+    pub(crate) fn continue_from(&mut self, before: Framer) {
+        self.timeline = before.timeline;
+        self.pool = before.pool;
+    }
+
     /// Number frames from the start again (a flushing seek: the running time starts over).
     pub(crate) fn restart(&mut self) {
         self.timeline = Timeline::new(Origin::Zero);

@@ -122,3 +122,63 @@ fn the_latency_query_is_answered_with_nothing_added() {
     assert_eq!(latency("track"), upstream);
     p.set_state(gst::State::Null).unwrap();
 }
+
+#[test]
+fn a_new_picture_size_mid_stream_renegotiates_and_numbering_goes_on() {
+    init();
+    let dir = tmp("renegotiate");
+    let out = dir.join("objects.jsonl");
+    let p = gst::parse::launch(&format!(
+        "videotestsrc num-buffers=6 ! capsfilter name=size caps=video/x-raw,format=I420,width=640,height=480,framerate=30/1 \
+         ! octoboxes format=synthetic count=40 ! octotrack ! octojsonl location={} ! fakesink",
+        out.display()
+    ))
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    // After the third frame the source is asked for a smaller picture.
+    let size = p.by_name("size").unwrap();
+    let seen = std::sync::atomic::AtomicU32::new(0);
+    let filter = size.clone();
+    size.static_pad("src")
+        .unwrap()
+        .add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+            if seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 2 {
+                filter.set_property(
+                    "caps",
+                    gst::Caps::builder("video/x-raw")
+                        .field("format", "I420")
+                        .field("width", 160i32)
+                        .field("height", 120i32)
+                        .field("framerate", gst::Fraction::new(30, 1))
+                        .build(),
+                );
+            }
+            gst::PadProbeReturn::Ok
+        });
+    run(&p).unwrap();
+    let objects = objects(&out);
+    let frames: std::collections::BTreeSet<u64> = objects
+        .iter()
+        .map(|o| o["frame"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        frames.into_iter().collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4, 5],
+        "numbered on"
+    );
+    // The first frames' boxes spread over the large picture, the last frames' lie inside the
+    // smaller one.
+    let inside = |o: &serde_json::Value| {
+        let b: Vec<u64> = o["bbox"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        b[0] + b[2] <= 160 && b[1] + b[3] <= 120
+    };
+    let frame = |o: &serde_json::Value| o["frame"].as_u64().unwrap();
+    assert!(objects.iter().filter(|o| frame(o) < 2).any(|o| !inside(o)));
+    assert!(objects.iter().filter(|o| frame(o) >= 4).all(inside));
+}
