@@ -53,7 +53,9 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
     init();
     let dir = tmp("clip");
     let frames = numbered_clip(&data, &dir.join("frames"));
+    let started = std::time::Instant::now();
     let reference = octopipe_run(&data, &dir.join("run.jsonl"));
+    let run_time = started.elapsed();
     let out = dir.join("gst.jsonl");
     // jpegdec's I420 straight into octoclassify: octopipe's libjpeg-exact conversion applies;
     // with libjpeg's accurate integer IDCT, as the `images` source decodes.
@@ -61,7 +63,7 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
         "multifilesrc location={frames}/%05d.jpg index=0 stop-index={last} caps=image/jpeg,framerate=30/1 \
          ! jpegdec idct-method=islow ! octoboxes format=det location={ann} \
          ! octoclassify model={model} labels={LABELS} \
-         ! octojsonl location={out} ! fakesink",
+         ! octojsonl location={out} ! fakesink sync=false",
         frames = dir.join("frames").display(),
         last = frames - 1,
         ann = data.join("visdrone/clip-9999999/annotations").display(),
@@ -72,7 +74,13 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
         .unwrap()
         .downcast::<gst::Pipeline>()
         .unwrap();
+    let started = std::time::Instant::now();
     run(&pipeline).unwrap();
+    eprintln!(
+        "{frames} frames: octopipe run {:.2} s, the gst pipeline {:.2} s",
+        run_time.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
     let ours = objects(&out);
     assert_eq!(ours.len(), reference.len(), "objects");
     assert!(
