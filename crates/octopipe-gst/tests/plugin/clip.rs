@@ -49,6 +49,7 @@ fn key(o: &serde_json::Value) -> (u64, Vec<u64>, u64, String) {
 
 #[test]
 fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
+    let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
     let dir = tmp("clip");
@@ -191,6 +192,7 @@ fn same_objects_detected(data: &Path, dir: &Path, source: &str, gst_source: &str
 
 #[test]
 fn the_clip_detected_tracked_and_classified_through_gstreamer_gives_the_objects_of_octopipe_run() {
+    let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
     let dir = tmp("clip-detect");
@@ -211,6 +213,7 @@ fn the_clip_detected_tracked_and_classified_through_gstreamer_gives_the_objects_
 
 #[test]
 fn the_clip_encoded_to_h264_through_gstreamer_gives_the_objects_of_octopipe_run() {
+    let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
     if gst::ElementFactory::find("x264enc").is_none()

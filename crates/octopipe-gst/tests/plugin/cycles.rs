@@ -47,6 +47,7 @@ fn cycle(p: &gst::Pipeline) {
 
 #[test]
 fn two_hundred_play_cycles_hold_memory() {
+    let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
     let dir = tmp("cycles");
@@ -78,6 +79,7 @@ fn two_hundred_play_cycles_hold_memory() {
 
 #[test]
 fn states_change_in_any_order() {
+    let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
     let dir = tmp("states");
@@ -98,6 +100,7 @@ fn states_change_in_any_order() {
 
 #[test]
 fn the_latency_query_is_answered_with_nothing_added() {
+    let _serial = serial();
     init();
     let p = gst::parse::launch(
         "videotestsrc is-live=true name=src ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 \
@@ -125,6 +128,7 @@ fn the_latency_query_is_answered_with_nothing_added() {
 
 #[test]
 fn a_new_picture_size_mid_stream_renegotiates_and_numbering_goes_on() {
+    let _serial = serial();
     init();
     let dir = tmp("renegotiate");
     let out = dir.join("objects.jsonl");

@@ -21,6 +21,7 @@ const VIDEO: &str =
 
 #[test]
 fn a_missing_model_and_annotations_fail_gst_launch_naming_them() {
+    let _serial = serial();
     let Some(plugins) = plugin_dir() else { return };
     for (element, file) in [
         (
@@ -54,6 +55,7 @@ fn a_missing_model_and_annotations_fail_gst_launch_naming_them() {
 
 #[test]
 fn labels_that_do_not_name_the_model_classes_are_an_element_error() {
+    let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     let model = data.join("models/visdrone-crops-64.onnx");
     let e = error_of(&format!(
@@ -79,6 +81,7 @@ fn labels_that_do_not_name_the_model_classes_are_an_element_error() {
 
 #[test]
 fn a_bad_property_value_is_an_element_error_naming_it() {
+    let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     let e = error_of(&format!(
         "{VIDEO} ! octoclassify model={} layout=nhcw ! fakesink",
@@ -95,6 +98,7 @@ fn a_bad_property_value_is_an_element_error_naming_it() {
 
 #[test]
 fn an_existing_output_is_refused() {
+    let _serial = serial();
     let dir = tmp("exists");
     let out = dir.join("objects.jsonl");
     std::fs::write(&out, "earlier\n").unwrap();

@@ -37,6 +37,7 @@ fn bound(v: f64) -> f64 {
 
 #[test]
 fn every_declared_property_is_a_param_spec_with_its_range_and_default() {
+    let _serial = serial();
     init();
     for (name, decls) in elements() {
         let element = gst::ElementFactory::make(name).build().unwrap();
@@ -151,6 +152,7 @@ fn numbers(block: &str, word: &str) -> Vec<f64> {
 
 #[test]
 fn gst_inspect_shows_octodetect_as_octopipe_inspect_does() {
+    let _serial = serial();
     let Some(plugins) = plugin_dir() else { return };
     let run = |args: &[&str]| {
         let out = gst_command("gst-inspect-1.0", &plugins)

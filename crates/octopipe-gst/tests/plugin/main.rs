@@ -24,6 +24,13 @@ pub fn init() {
     });
 }
 
+/// Run the tests of this binary one at a time: they measure the process's memory and time, and
+/// each keeps the cores busy on its own.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Under CI a missing prerequisite is a failure, elsewhere a printed skip.
 pub fn skip(reason: &str) -> bool {
     if std::env::var_os("CI").is_some() {

@@ -32,6 +32,7 @@ struct Seen {
 
 #[test]
 fn octoclassify_labels_the_boxes_an_application_attached() {
+    let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
     let clip = data.join("visdrone/clip-9999999");

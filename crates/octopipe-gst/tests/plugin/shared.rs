@@ -28,6 +28,7 @@ fn boxes(path: &Path) -> Vec<(u64, Vec<u64>, String, f64)> {
 
 #[test]
 fn four_branches_sharing_one_detector_get_the_boxes_it_gives_alone() {
+    let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
     let dir = tmp("shared");
@@ -80,6 +81,7 @@ fn four_branches_sharing_one_detector_get_the_boxes_it_gives_alone() {
 
 #[test]
 fn four_branches_sharing_one_classifier_get_the_labels_it_gives_alone() {
+    let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
     let dir = tmp("shared-classify");
