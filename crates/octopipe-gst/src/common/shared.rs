@@ -20,6 +20,14 @@ use octopipe_core::stage::Stage;
 
 use super::PluginError;
 
+static CAT: LazyLock<gstreamer::DebugCategory> = LazyLock::new(|| {
+    gstreamer::DebugCategory::new(
+        "octopipe-shared",
+        gstreamer::DebugColorFlags::empty(),
+        Some("octopipe stages shared across branches"),
+    )
+});
+
 /// A frame handed to the engine, and where it goes back.
 type Job = (Frame, Sender<Result<Frame, String>>);
 
@@ -77,6 +85,7 @@ pub(crate) fn attach(
     };
     engines.retain(|_, e| e.strong_count() > 0);
     let stream = engine.next_stream.fetch_add(1, Ordering::Relaxed);
+    gstreamer::info!(CAT, "shared={name}: stream {stream} joins");
     Ok(Handle { engine, stream })
 }
 
@@ -127,6 +136,10 @@ fn serve(mut stage: Box<dyn Stage<Frame, Frame>>, jobs: Receiver<Job>) {
             }
             out.clear();
             continue;
+        }
+        if !out.is_empty() {
+            let held = waiting.len();
+            gstreamer::debug!(CAT, "{} frames back from one call, {held} held", out.len());
         }
         for frame in out.drain(..) {
             if let Some(reply) = waiting.remove(&frame.stream) {
