@@ -21,6 +21,8 @@ pub(crate) struct Framer {
     colorimetry: Colorimetry,
     interval: Option<Duration>,
     timeline: Timeline,
+    /// A flushing seek happened: frames are placed by stream time.
+    seeked: bool,
     pool: BufferPool,
 }
 
@@ -50,6 +52,7 @@ impl Framer {
             format,
             colorimetry,
             timeline: Timeline::new(Origin::Zero),
+            seeked: false,
             pool: BufferPool::new(),
         })
     }
@@ -58,12 +61,16 @@ impl Framer {
     /// left off: a new picture size or format is the same stream.
     pub(crate) fn continue_from(&mut self, before: Framer) {
         self.timeline = before.timeline;
+        self.seeked = before.seeked;
         self.pool = before.pool;
     }
 
-    /// Number frames from the start again (a flushing seek: the running time starts over).
+    /// Number frames again after a flushing seek: the running time starts over, so from here
+    /// on a frame's place is its stream time (its position in the file), which the seek's
+    /// segment gives.
     pub(crate) fn restart(&mut self) {
         self.timeline = Timeline::new(Origin::Zero);
+        self.seeked = true;
     }
 
     /// The frame of `buffer` in `segment`, of stream `stream`, named `source`; its planes are
@@ -84,12 +91,17 @@ impl Framer {
         } else {
             PooledBuf::unpooled(Vec::new())
         };
-        let running = buffer
+        // Running time, as `octopipe run` numbers a file's frames (it starts at zero whatever
+        // the file's first timestamp); stream time after a seek.
+        let time = buffer
             .pts()
-            .and_then(|pts| segment.to_running_time(pts))
+            .and_then(|pts| match self.seeked {
+                true => segment.to_stream_time(pts),
+                false => segment.to_running_time(pts),
+            })
             .or(buffer.pts())
             .map(|t| Duration::from_nanos(t.nseconds()));
-        let seq = self.timeline.place(running, self.interval);
+        let seq = self.timeline.place(time, self.interval);
         let mut frame = Frame::new(stream, seq, source, layout, self.colorimetry, planes);
         frame.source = source.clone();
         frame.pts = buffer.pts().map(|t| Duration::from_nanos(t.nseconds()));

@@ -186,3 +186,60 @@ fn a_new_picture_size_mid_stream_renegotiates_and_numbering_goes_on() {
     assert!(objects.iter().filter(|o| frame(o) < 2).any(|o| !inside(o)));
     assert!(objects.iter().filter(|o| frame(o) >= 4).all(inside));
 }
+
+#[test]
+fn a_flushing_seek_numbers_frames_by_their_place_in_the_file() {
+    let _serial = serial();
+    init();
+    let dir = tmp("seek");
+    // Six frames of H.264, and MOT rows for each: frame index k has one box at x = 10 k.
+    let mp4 = dir.join("six.mp4");
+    let encode = format!(
+        "videotestsrc num-buffers=6 ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 \
+         ! x264enc speed-preset=ultrafast ! h264parse ! mp4mux ! filesink location={}",
+        mp4.display()
+    );
+    if gst::ElementFactory::find("x264enc").is_none()
+        && skip("x264enc missing: apt-get install gstreamer1.0-plugins-ugly")
+    {
+        return;
+    }
+    run(&gst::parse::launch(&encode)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap())
+    .unwrap();
+    let mot = dir.join("six.txt");
+    let rows: String = (1..=6)
+        .map(|k| format!("{k},1,{},10,20,20,1,4,0,0\n", 10 * k))
+        .collect();
+    std::fs::write(&mot, rows).unwrap();
+    let out = dir.join("objects.jsonl");
+    let p = gst::parse::launch(&format!(
+        "filesrc location={} ! qtdemux ! h264parse ! avdec_h264 ! octoboxes format=mot location={} \
+         ! octojsonl location={} ! fakesink sync=false",
+        mp4.display(),
+        mot.display(),
+        out.display()
+    ))
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    p.set_state(gst::State::Paused).unwrap();
+    assert!(p.state(gst::ClockTime::from_seconds(10)).0.is_ok());
+    // To the fourth frame (frame 3, at 100 ms).
+    p.seek_simple(
+        gst::SeekFlags::FLUSH | gst::SeekFlags::ACCURATE,
+        gst::ClockTime::from_mseconds(100),
+    )
+    .unwrap();
+    run(&p).unwrap();
+    let objects = objects(&out);
+    let after: Vec<(u64, u64)> = objects
+        .iter()
+        .map(|o| (o["frame"].as_u64().unwrap(), o["bbox"][0].as_u64().unwrap()))
+        .filter(|(f, _)| *f != 0)
+        .collect();
+    // Frames 3, 4, 5 with the boxes of MOT frame indices 4, 5, 6.
+    assert_eq!(after, [(3, 40), (4, 50), (5, 60)], "{objects:?}");
+}
