@@ -83,6 +83,8 @@ macro_rules! octo_element {
             framer: Option<Framer>,
             /// The frame source name of the objects (the element's name).
             source: std::sync::Arc<str>,
+            /// The budget report, for the element that posts it.
+            reporter: $crate::common::report::Reporter,
         }
 
         /// The element: its property values and, while started, its state.
@@ -187,6 +189,7 @@ macro_rules! octo_element {
                     work,
                     framer: None,
                     source: std::sync::Arc::from(name.as_str()),
+                    reporter: Default::default(),
                 });
                 Ok(())
             }
@@ -229,12 +232,21 @@ macro_rules! octo_element {
                         }
                     }
                     gst::EventView::Eos(_) => {
-                        let done = match self.state.lock().unwrap().as_mut() {
-                            Some(state) => state.work.eos(),
-                            None => Ok(()),
+                        let (done, report) = match self.state.lock().unwrap().as_mut() {
+                            Some(state) => (state.work.eos(), state.reporter.finish()),
+                            None => (Ok(()), None),
                         };
                         if let Err(e) = done {
                             self.post_error_message(e.to_message());
+                        }
+                        if let Some(text) = report.filter(|_| <$work as Work>::REPORTS) {
+                            gst::info!(CAT, imp = self, "octopipe report:\n{text}");
+                            let s = gst::Structure::builder($crate::common::report::REPORT)
+                                .field("text", text)
+                                .build();
+                            let _ = self.obj().post_message(
+                                gst::message::Element::builder(s).src(&*self.obj()).build(),
+                            );
                         }
                     }
                     _ => {}
@@ -251,6 +263,7 @@ macro_rules! octo_element {
                     .downcast_ref::<gst::ClockTime>()
                     .cloned()
                     .unwrap_or_else(gst::FormattedSegment::<gst::ClockTime>::new);
+                let received = std::time::Instant::now();
                 let mut guard = self.state.lock().unwrap();
                 let Some(state) = guard.as_mut() else {
                     return Err(gst::FlowError::Flushing);
@@ -261,19 +274,31 @@ macro_rules! octo_element {
                 let mut frame = framer
                     .frame(buf, &segment, 0, &state.source, <$work as Work>::PIXELS)
                     .map_err(|e| self.fail(PluginError::Buffer(e)))?;
+                let mut marks = None;
                 let read = match <$work as Work>::READS_OBJECTS {
                     true => {
-                        meta::read_frame(buf, &mut frame);
+                        marks = meta::read_frame(buf, &mut frame);
                         meta::read(buf, &mut frame)
                     }
                     false => meta::Read::default(),
                 };
+                // The first octopipe element the frame meets: it arrived now.
+                let mut marks = marks.unwrap_or_else(|| $crate::common::report::Marks {
+                    arrival: received,
+                    done: Vec::new(),
+                });
                 let started = std::time::Instant::now();
                 let frame = state.work.process(frame).map_err(|e| self.fail(e))?;
                 let took = started.elapsed();
+                marks
+                    .done
+                    .push((state.source.to_string(), std::time::Instant::now()));
                 if <$work as Work>::WRITES_OBJECTS {
                     meta::write(buf, &frame, &read, state.work.classifier());
-                    meta::write_frame(buf, &frame);
+                    meta::write_frame(buf, &frame, &marks);
+                }
+                if <$work as Work>::REPORTS {
+                    state.reporter.record(&frame, &marks);
                 }
                 gst::trace!(
                     CAT,

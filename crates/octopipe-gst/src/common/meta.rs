@@ -12,8 +12,9 @@
 //!
 //! and one custom meta per frame, `OctopipeFrameMeta` (a structure: `frame`, the frame's number
 //! in its stream as the first octopipe element numbered it by presentation time; `source`, its
-//! name (the annotation file a DET replay matched); `predicted`, the detector skipped it), so the
-//! elements after the first agree on what the frame is.
+//! name (the annotation file a DET replay matched); `predicted`, the detector skipped it;
+//! `arrival-ns` and `marks`, when it came to the first octopipe element and when each was done
+//! with it, for the budget report), so the elements after the first agree on what the frame is.
 //!
 //! The ROI's own rectangle is the integer box in frame pixels and its type the box's label
 //! (`object` when it has none). Any ROI meta is read, whoever attached it: one without a
@@ -22,6 +23,8 @@
 use gstreamer as gst;
 use gstreamer_video as gst_video;
 use octopipe_core::frame::{ClassScore, Classification, Detection, Frame};
+
+use super::report::{self, Marks};
 
 /// The name of the box source's structure.
 pub(crate) const DETECTION: &str = "detection";
@@ -39,11 +42,9 @@ pub(crate) fn register() {
 }
 
 /// Take the frame's number, name and flags from the frame meta an element before put on the
-/// buffer, if any.
-pub(crate) fn read_frame(buffer: &gst::BufferRef, frame: &mut Frame) {
-    let Ok(meta) = gst::meta::CustomMeta::from_buffer(buffer, FRAME_META) else {
-        return;
-    };
+/// buffer, if any, and the timing marks of the elements before (`None`: this is the first).
+pub(crate) fn read_frame(buffer: &gst::BufferRef, frame: &mut Frame) -> Option<Marks> {
+    let meta = gst::meta::CustomMeta::from_buffer(buffer, FRAME_META).ok()?;
     let s = meta.structure();
     if let Ok(seq) = s.get::<u64>("frame") {
         frame.seq = seq;
@@ -52,10 +53,12 @@ pub(crate) fn read_frame(buffer: &gst::BufferRef, frame: &mut Frame) {
         frame.source = source.into();
     }
     frame.predicted = s.get::<bool>("predicted").unwrap_or(false);
+    let arrival = report::instant(s.get::<u64>("arrival-ns").ok()?);
+    Some(Marks::parse(arrival, s.get::<&str>("marks").unwrap_or("")))
 }
 
-/// Put (or update) the frame meta of `frame` on the buffer.
-pub(crate) fn write_frame(buffer: &mut gst::BufferRef, frame: &Frame) {
+/// Put (or update) the frame meta of `frame` on the buffer, with the elements' timing `marks`.
+pub(crate) fn write_frame(buffer: &mut gst::BufferRef, frame: &Frame, marks: &Marks) {
     let meta = match gst::meta::CustomMeta::from_buffer(buffer, FRAME_META).is_ok() {
         true => gst::meta::CustomMeta::from_mut_buffer(buffer, FRAME_META),
         false => gst::meta::CustomMeta::add(buffer, FRAME_META),
@@ -65,6 +68,8 @@ pub(crate) fn write_frame(buffer: &mut gst::BufferRef, frame: &Frame) {
         s.set("frame", frame.seq);
         s.set("source", frame.source.as_ref());
         s.set("predicted", frame.predicted);
+        s.set("arrival-ns", report::ns(marks.arrival));
+        s.set("marks", marks.text());
     }
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod element;
 pub(crate) mod frame;
 pub(crate) mod meta;
 pub(crate) mod props;
+pub(crate) mod report;
 pub(crate) mod shared;
 pub(crate) mod stages;
 
@@ -98,6 +99,9 @@ pub(crate) trait Work: Sized + Send + 'static {
     /// Whether it has the `shared` property: elements naming the same instance share one stage
     /// (one model session, one collector across their branches: [`shared`]).
     const SHAREABLE: bool = false;
+    /// Whether it records the frames' timings and posts octopipe's budget report at end of
+    /// stream ([`report`]: the element that writes the objects out).
+    const REPORTS: bool = false;
 
     /// Open the stages with the properties set (`element` names the element, for messages), or
     /// join the instance named `shared` (opening it if it is the first).

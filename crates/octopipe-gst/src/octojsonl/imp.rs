@@ -21,6 +21,7 @@ impl Work for JsonlWork {
     const PIXELS: bool = false;
     const READS_OBJECTS: bool = true;
     const WRITES_OBJECTS: bool = false;
+    const REPORTS: bool = true;
 
     fn start(values: &Values, _element: &str, _shared: Option<&str>) -> Result<Self, PluginError> {
         let element = settings(&JSONL, values, &[])?;

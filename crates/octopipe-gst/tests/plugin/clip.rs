@@ -75,8 +75,36 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
         .unwrap()
         .downcast::<gst::Pipeline>()
         .unwrap();
+    // octopipe's budget report, posted by octojsonl at end of stream.
+    let report = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let into = report.clone();
+    pipeline.bus().unwrap().set_sync_handler(move |_, msg| {
+        if let gst::MessageView::Element(e) = msg.view() {
+            let s = e.structure().unwrap();
+            if s.name() == "octopipe-report" {
+                *into.lock().unwrap() = Some(s.get::<String>("text").unwrap());
+            }
+        }
+        gst::BusSyncReply::Pass
+    });
     let started = std::time::Instant::now();
     run(&pipeline).unwrap();
+    let report = report
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("octojsonl posts the report at EOS");
+    eprintln!("{report}");
+    assert!(
+        report.contains(&format!("frames: {frames} in = {frames} processed")),
+        "{report}"
+    );
+    for row in ["octoboxes", "octoclassify", "octojsonl"] {
+        assert!(
+            report.lines().any(|l| l.starts_with(row)),
+            "a row for {row}: {report}"
+        );
+    }
     eprintln!(
         "{frames} frames: octopipe run {:.2} s, the gst pipeline {:.2} s",
         run_time.as_secs_f64(),
