@@ -13,8 +13,8 @@
 //! and one custom meta per frame, `OctopipeFrameMeta` (a structure: `frame`, the frame's number
 //! in its stream as the first octopipe element numbered it by presentation time; `source`, its
 //! name (the annotation file a DET replay matched); `predicted`, the detector skipped it;
-//! `arrival-ns` and `marks`, when it came to the first octopipe element and when each was done
-//! with it, for the budget report), so the elements after the first agree on what the frame is.
+//! `skipped`, the boxes the box stage skipped, by reason; `arrival-ns` and `marks`, when it came
+//! to the first octopipe element and when each was done with it, for the budget report), so the elements after the first agree on what the frame is.
 //!
 //! The ROI's own rectangle is the integer box in frame pixels and its type the box's label
 //! (`object` when it has none). Any ROI meta is read, whoever attached it: one without a
@@ -22,7 +22,7 @@
 
 use gstreamer as gst;
 use gstreamer_video as gst_video;
-use octopipe_core::frame::{ClassScore, Classification, Detection, Frame};
+use octopipe_core::frame::{ClassScore, Classification, Detection, Frame, SkipReason};
 
 use super::report::{self, Marks};
 
@@ -53,6 +53,7 @@ pub(crate) fn read_frame(buffer: &gst::BufferRef, frame: &mut Frame) -> Option<M
         frame.source = source.into();
     }
     frame.predicted = s.get::<bool>("predicted").unwrap_or(false);
+    frame.skipped = skipped_of(s.get::<&str>("skipped").unwrap_or(""));
     let arrival = report::instant(s.get::<u64>("arrival-ns").ok()?);
     Some(Marks::parse(arrival, s.get::<&str>("marks").unwrap_or("")))
 }
@@ -68,9 +69,43 @@ pub(crate) fn write_frame(buffer: &mut gst::BufferRef, frame: &Frame, marks: &Ma
         s.set("frame", frame.seq);
         s.set("source", frame.source.as_ref());
         s.set("predicted", frame.predicted);
+        s.set("skipped", skipped_text(&frame.skipped));
         s.set("arrival-ns", report::ns(marks.arrival));
         s.set("marks", marks.text());
     }
+}
+
+/// Every reason a box stage skips a box, by the word the frame meta holds.
+const SKIP_REASONS: [(&str, SkipReason); 6] = [
+    ("ignored-region", SkipReason::IgnoredRegion),
+    ("under-2px", SkipReason::TooSmall),
+    ("outside-frame", SkipReason::OutsideFrame),
+    ("no-class", SkipReason::NoClass),
+    ("bad-line", SkipReason::BadLine),
+    ("capped", SkipReason::Capped),
+];
+
+/// The boxes skipped on a frame, as the frame meta holds them: `reason=n;reason=n`.
+fn skipped_text(skipped: &[(SkipReason, u32)]) -> String {
+    let words: Vec<String> = skipped
+        .iter()
+        .filter_map(|(r, n)| {
+            let (word, _) = SKIP_REASONS.iter().find(|(_, reason)| reason == r)?;
+            Some(format!("{word}={n}"))
+        })
+        .collect();
+    words.join(";")
+}
+
+/// The skipped boxes read back from [`skipped_text`].
+fn skipped_of(text: &str) -> Vec<(SkipReason, u32)> {
+    text.split(';')
+        .filter_map(|w| w.split_once('='))
+        .filter_map(|(word, n)| {
+            let (_, reason) = SKIP_REASONS.iter().find(|(w, _)| *w == word)?;
+            Some((*reason, n.parse().ok()?))
+        })
+        .collect()
 }
 
 /// What was read of one ROI meta that became a detection: its parameters and identity, carried

@@ -99,6 +99,11 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
         report.contains(&format!("frames: {frames} in = {frames} processed")),
         "{report}"
     );
+    // The objects as `octopipe run` counts them: the skipped boxes come along on the buffer.
+    assert!(
+        report.contains("objects: 2032 in = 2012 classified + 20 skipped (ignored-region: 20)"),
+        "{report}"
+    );
     for row in ["octoboxes", "octoclassify", "octojsonl"] {
         assert!(
             report.lines().any(|l| l.starts_with(row)),
