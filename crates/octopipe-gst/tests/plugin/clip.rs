@@ -168,12 +168,12 @@ fn first_images(data: &Path, dir: &Path, n: usize) {
 /// `octopipe run SOURCE ! detect ! track ! batch ! preprocess ! classify ! jsonl` and the same
 /// stages as elements after `gst_source` give the same objects: frame, box, track, the
 /// detector's and the classifier's labels, the classifier's score.
-fn same_objects_detected(data: &Path, dir: &Path, source: &str, gst_source: &str) {
-    // pipelines/visdrone-detect.pipe's detector, tracker and classifier.
+fn same_objects_detected(data: &Path, dir: &Path, source: &str, gst_source: &str, extra: &str) {
+    // pipelines/visdrone-detect.pipe's detector (with `extra`), tracker and classifier.
     let detect = format!(
         "detect model={} labels=coco scale=1 tiles=640x640 overlap=0.15 score=0.3 iou=0.5 ios=0.85 \
          classes=person,bicycle,car,motorcycle,bus,truck \
-         map=car:vehicle,bus:vehicle,truck:vehicle,bicycle:two-wheeler,motorcycle:two-wheeler",
+         map=car:vehicle,bus:vehicle,truck:vehicle,bicycle:two-wheeler,motorcycle:two-wheeler {extra}",
         data.join("models/coco-centernet-512.onnx").display()
     );
     let classify = format!(
@@ -211,7 +211,7 @@ fn same_objects_detected(data: &Path, dir: &Path, source: &str, gst_source: &str
     );
     assert_eq!(ours.len(), reference.len(), "objects");
     for (a, b) in ours.iter().zip(&reference) {
-        for field in ["frame", "bbox", "track", "label", "class_id"] {
+        for field in ["frame", "bbox", "track", "label", "class_id", "predicted"] {
             assert_eq!(a[field], b[field], "{field}: {a} vs {b}");
         }
         assert_eq!(
@@ -241,6 +241,7 @@ fn the_clip_detected_tracked_and_classified_through_gstreamer_gives_the_objects_
             dir.join("frames").display(),
             n - 1
         ),
+        "",
     );
 }
 
@@ -280,5 +281,33 @@ fn the_clip_encoded_to_h264_through_gstreamer_gives_the_objects_of_octopipe_run(
             "filesrc location={} ! qtdemux ! h264parse ! avdec_h264",
             mp4.display()
         ),
+        "",
+    );
+}
+
+#[test]
+fn detecting_every_other_frame_the_tracker_predicts_the_frames_between_as_octopipe_run_does() {
+    let _serial = serial();
+    let Some(data) = data_and_ort() else { return };
+    init();
+    let dir = tmp("clip-interval");
+    let n = 4;
+    first_images(&data, &dir, n);
+    same_objects_detected(
+        &data,
+        &dir,
+        &format!("images location={} framerate=30", dir.join("named").display()),
+        &format!(
+            "multifilesrc location={}/%05d.jpg index=0 stop-index={} caps=image/jpeg,framerate=30/1 \
+             ! jpegdec idct-method=islow",
+            dir.join("frames").display(),
+            n - 1
+        ),
+        "interval=2",
+    );
+    let objects = objects(&dir.join("gst.jsonl"));
+    assert!(
+        objects.iter().any(|o| o["predicted"] == true),
+        "frames 1 and 3 carry the tracker's predicted boxes"
     );
 }
