@@ -195,6 +195,13 @@ impl Values {
             .collect()
     }
 
+    /// The first property whose value differs between `self` and `other` (set on one, or set
+    /// otherwise), if any.
+    pub(crate) fn differs(&self, other: &Values) -> Option<&'static str> {
+        let names = self.0.keys().chain(other.0.keys());
+        names.copied().find(|k| self.0.get(k) != other.0.get(k))
+    }
+
     /// The text set on `name`, if any.
     pub(crate) fn text(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)

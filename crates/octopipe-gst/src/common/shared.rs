@@ -18,7 +18,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use octopipe_core::frame::Frame;
 use octopipe_core::stage::Stage;
 
-use super::PluginError;
+use super::{PluginError, Values};
 
 static CAT: LazyLock<gstreamer::DebugCategory> = LazyLock::new(|| {
     gstreamer::DebugCategory::new(
@@ -33,6 +33,8 @@ type Job = (Frame, Sender<Result<Frame, String>>);
 
 /// A stage running on a thread of its own for every element sharing it.
 struct Engine {
+    /// The property values it was opened with: every element sharing it must have the same.
+    values: Values,
     jobs: Mutex<Option<Sender<Job>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     next_stream: AtomicU32,
@@ -59,14 +61,24 @@ pub(crate) struct Handle {
 }
 
 /// The engine named `name` (opened with `open` when no element uses one of that name yet), and
-/// a stream of it for the caller.
+/// a stream of it for the caller, whose property `values` must be those it was opened with.
 pub(crate) fn attach(
     name: &str,
+    values: &Values,
     open: impl FnOnce() -> Result<Box<dyn Stage<Frame, Frame>>, PluginError>,
 ) -> Result<Handle, PluginError> {
     let mut engines = ENGINES.lock().unwrap();
     let engine = match engines.get(name).and_then(Weak::upgrade) {
-        Some(engine) => engine,
+        Some(engine) => {
+            // One stage serves them all: properties set otherwise would be ignored silently.
+            if let Some(key) = engine.values.differs(values) {
+                return Err(PluginError::Property(format!(
+                    "shared={name}: {key} is set otherwise than on the element that opened it \
+                     (elements sharing a stage set its properties alike)"
+                )));
+            }
+            engine
+        }
         None => {
             let stage = open()?;
             let (tx, rx) = crossbeam_channel::unbounded();
@@ -75,6 +87,7 @@ pub(crate) fn attach(
                 .spawn(move || serve(stage, rx))
                 .map_err(|e| PluginError::Buffer(format!("shared={name}: no thread: {e}")))?;
             let engine = Arc::new(Engine {
+                values: values.clone(),
                 jobs: Mutex::new(Some(tx)),
                 thread: Mutex::new(Some(thread)),
                 next_stream: AtomicU32::new(0),

@@ -43,7 +43,7 @@ impl Work for DetectWork {
 
     fn start(values: &Values, _element: &str, shared: Option<&str>) -> Result<Self, PluginError> {
         Ok(match shared {
-            Some(name) => DetectWork::Shared(attach(name, || open(values, false))?),
+            Some(name) => DetectWork::Shared(attach(name, values, || open(values, false))?),
             None => DetectWork::Own(Driven::new(open(values, true)?)),
         })
     }

@@ -140,3 +140,26 @@ fn four_branches_sharing_one_classifier_get_the_labels_it_gives_alone() {
         );
     }
 }
+
+#[test]
+fn elements_sharing_a_detector_with_other_properties_are_an_element_error() {
+    let _serial = serial();
+    let Some(data) = data_and_ort() else { return };
+    init();
+    let model = data.join("models/coco-centernet-512.onnx");
+    let launch = format!(
+        "videotestsrc num-buffers=2 ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 ! tee name=t \
+         t. ! queue ! octodetect shared=det1 model={m} labels=coco scale=1 score=0.3 ! fakesink \
+         t. ! queue ! octodetect shared=det1 model={m} labels=coco scale=1 score=0.5 ! fakesink",
+        m = model.display()
+    );
+    let pipeline = gst::parse::launch(&launch)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
+    let e = run(&pipeline).expect_err("the second element is refused");
+    assert!(
+        e.starts_with("octodetect") && e.contains("shared=det1: score"),
+        "{e}"
+    );
+}
