@@ -230,6 +230,13 @@ pub(crate) fn write(
         });
     }
     let same = read.originals.len() == frame.detections.len();
+    // New objects take the ids after those on the buffer: ids stay unique on it, counting from
+    // 0 where octopipe's elements put every object.
+    let next = buffer
+        .iter_meta::<gst_video::VideoRegionOfInterestMeta>()
+        .map(|m| m.id().saturating_add(1))
+        .max()
+        .unwrap_or(0);
     let (fw, fh) = (
         frame.layout.width.max(1) as f64,
         frame.layout.height.max(1) as f64,
@@ -240,7 +247,7 @@ pub(crate) fn write(
         let roi_type = original.map_or(label, |o| o.roi_type.as_str());
         let [x, y, w, h] = det.bbox;
         let mut meta = gst_video::VideoRegionOfInterestMeta::add(buffer, roi_type, (x, y, w, h));
-        meta.set_id(original.map_or(i as i32, |o| o.id));
+        meta.set_id(original.map_or(next.saturating_add(i as i32), |o| o.id));
         meta.set_parent_id(original.map_or(-1, |o| o.parent_id));
         let mut s = gst::Structure::builder(DETECTION)
             .field("x_min", x as f64 / fw)

@@ -149,3 +149,39 @@ fn octoclassify_labels_the_boxes_an_application_attached() {
         boxes.len()
     );
 }
+
+#[test]
+fn objects_of_two_box_sources_have_ids_unique_on_the_buffer_from_0() {
+    let _serial = serial();
+    init();
+    let pipeline = gst::parse::launch(
+        "videotestsrc num-buffers=1 ! video/x-raw,format=I420,width=640,height=480,framerate=30/1 \
+         ! octoboxes format=synthetic count=5 ! octoboxes format=synthetic count=7 seed=9 \
+         ! octotrack ! fakesink name=sink",
+    )
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    let ids = Arc::new(Mutex::new(Vec::new()));
+    let into = ids.clone();
+    let sink = pipeline.by_name("sink").unwrap();
+    sink.static_pad("sink")
+        .unwrap()
+        .add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+            if let Some(gst::PadProbeData::Buffer(buffer)) = &info.data {
+                let mut ids: Vec<i32> = buffer
+                    .iter_meta::<gst_video::VideoRegionOfInterestMeta>()
+                    .map(|m| m.id())
+                    .collect();
+                ids.sort_unstable();
+                into.lock().unwrap().push(ids);
+            }
+            gst::PadProbeReturn::Ok
+        });
+    run(&pipeline).unwrap();
+    let ids = ids.lock().unwrap();
+    assert_eq!(ids.len(), 1);
+    let n = ids[0].len() as i32;
+    assert!(n > 5, "both sources' boxes: {n}");
+    assert_eq!(ids[0], (0..n).collect::<Vec<_>>(), "0..{n}, each once");
+}
