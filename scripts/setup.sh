@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what octopipe needs on a fresh Debian 12 machine: GStreamer 1.22, the mosquitto MQTT
-# broker that the broker tests start and its mosquitto_sub client that docs/messages.md uses (apt),
+# broker that the broker tests start and its mosquitto_sub client that docs/messages.md uses,
+# PyGObject with GStreamer's typelibs (the GStreamer plugin's Python test) (apt),
 # ONNX Runtime 1.31.1, NVRTC, the demo's Python pieces, maturin and pytest (pip). Safe to run
 # again: it installs only what is missing.
 #
@@ -28,7 +29,8 @@ esac
 
 apt_packages=(libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-plugins-base
   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
-  gstreamer1.0-tools gstreamer1.0-rtsp libgstrtspserver-1.0-dev pkg-config mosquitto mosquitto-clients openssl ca-certificates)
+  gstreamer1.0-tools gstreamer1.0-rtsp libgstrtspserver-1.0-dev pkg-config mosquitto mosquitto-clients openssl ca-certificates
+  python3-gi gir1.2-gst-plugins-base-1.0)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

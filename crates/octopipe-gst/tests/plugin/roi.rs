@@ -185,3 +185,79 @@ fn objects_of_two_box_sources_have_ids_unique_on_the_buffer_from_0() {
     assert!(n > 5, "both sources' boxes: {n}");
     assert_eq!(ids[0], (0..n).collect::<Vec<_>>(), "0..{n}, each once");
 }
+
+/// A Python 3 with PyGObject and GStreamer's typelibs (Debian's python3-gi: /usr/bin/python3,
+/// whatever python3 comes first on PATH).
+fn python_with_gi() -> Option<&'static str> {
+    let check =
+        "import gi; gi.require_version('GstVideo', '1.0'); from gi.repository import GstVideo";
+    let found = ["/usr/bin/python3", "python3"].into_iter().find(|p| {
+        std::process::Command::new(p)
+            .args(["-c", check])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        skip("no python3 with PyGObject: apt-get install python3-gi gir1.2-gst-plugins-base-1.0");
+    }
+    found
+}
+
+#[test]
+fn python_reads_the_objects_with_pygobject_as_the_docs_show() {
+    let _serial = serial();
+    let Some(data) = data_and_ort() else { return };
+    let Some(plugins) = plugin_dir() else { return };
+    let Some(python) = python_with_gi() else {
+        return;
+    };
+    let dir = tmp("pygobject");
+    let out = dir.join("objects.jsonl");
+    let launch = format!(
+        "videotestsrc num-buffers=3 ! video/x-raw,format=I420,width=640,height=480,framerate=30/1 \
+         ! octoboxes format=synthetic count=6 ! octotrack \
+         ! octoclassify name=cls model={} labels={LABELS} \
+         ! octojsonl location={} ! fakesink name=sink",
+        data.join("models/visdrone-crops-64.onnx").display(),
+        out.display()
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plugin/read_meta.py");
+    let run = gst_command(python, &plugins)
+        .arg(&script)
+        .args([launch.as_str(), "cls"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // Each line: frame x y w h detection-label classifier-label track.
+    let seen: Vec<(u64, Vec<u64>, String)> = stdout
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let bbox = f[1..5].iter().map(|v| v.parse().unwrap()).collect();
+            (f[0].parse().unwrap(), bbox, f[6].to_string())
+        })
+        .collect();
+    let written: Vec<(u64, Vec<u64>, String)> = objects(&out)
+        .iter()
+        .map(|o| {
+            let bbox = o["bbox"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            (
+                o["frame"].as_u64().unwrap(),
+                bbox,
+                o["label"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(!written.is_empty());
+    assert_eq!(seen, written, "Python reads what octojsonl writes");
+}
