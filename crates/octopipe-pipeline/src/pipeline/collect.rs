@@ -113,6 +113,11 @@ pub(super) fn finish(
     let mut report = tally
         .with(|t| t.finish())
         .unwrap_or_else(|| Budget::new(budget, Vec::new()).finish());
+    if let ([only], Some(e)) = (report.streams.as_slice(), &error) {
+        // One stream, whose failure is the run's error: the error says it, not the report too.
+        let said = format!("stream {} failed: {e}", only.stream);
+        report.extra.retain(|l| *l != said);
+    }
     for o in &mut observers {
         o.finish(&mut report);
     }
