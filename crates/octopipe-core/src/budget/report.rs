@@ -410,20 +410,20 @@ impl Report {
             .max_by(|a, b| a.1.total_cmp(&b.1));
         if let Some((sp, busy, queued)) = busiest {
             let waited = format!(
-                "frames waited {:.0} ms in its queue (p99; p50 {:.0} ms)",
-                ms(queued.p99),
-                ms(queued.p50)
+                "frames waited {} ms in its queue (p99; p50 {} ms)",
+                round_ms(queued.p99),
+                round_ms(queued.p50)
             );
             if busy >= BOTTLENECK_PERCENT {
                 writeln!(f, "bottleneck: {}: {busy:.0}% busy; {waited}", sp.stage)?;
             } else {
                 let pace = match self.live {
-                    true => "the sources' frame rate sets the pace",
-                    false => "the sources (decoding) set the pace",
+                    true => "none: the sources' frame rate sets the pace",
+                    false => "the sources (decoding)",
                 };
                 writeln!(
                     f,
-                    "bottleneck: none after the sources ({pace}); busiest stage {}: {busy:.0}% busy; {waited}",
+                    "bottleneck: {pace}, no stage after them is {BOTTLENECK_PERCENT:.0}% busy; busiest stage {}: {busy:.0}% busy; {waited}",
                     sp.stage
                 )?;
             }
@@ -478,6 +478,14 @@ impl Report {
             skipped,
             list(&self.skipped)
         )
+    }
+}
+
+/// `d` in ms as the time lines give it: whole ms from 10 ms, one decimal under.
+fn round_ms(d: Duration) -> String {
+    match ms(d) {
+        v if v >= 10.0 => format!("{v:.0}"),
+        v => format!("{v:.1}"),
     }
 }
 
