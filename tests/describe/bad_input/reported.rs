@@ -164,7 +164,7 @@ fn the_budget_report_names_a_slow_classifier_as_the_bottleneck() {
     // 150 crops a frame through the shared classifier on one thread: classify does nearly all
     // of the work, and every stage before it waits on it.
     let text = format!(
-        "testsrc width=640 height=480 num-buffers=12 ! boxes format=synthetic count=150 \
+        "testsrc width=640 height=480 num-buffers=20 ! boxes format=synthetic count=150 \
          ! classify model={} ort-threads=1 ! jsonl location=/dev/null",
         data.join("models/visdrone-crops-64.onnx").display()
     );
