@@ -74,8 +74,7 @@ pub(crate) fn run(
         metrics.serve_streams(streams)?;
     }
     let signals = Signals::install(pipeline.stop_handle(), observe.report);
-    let mut outcome = pipeline.run();
-    outcome.report.error = outcome.error.as_ref().map(run_error);
+    let outcome = pipeline.run();
     // A run that failed before any frame entered has nothing to report but its error: no table
     // of zeros (a JSON report or a report file still gets its `error`). What its sources went
     // through (gone quiet, reconnects) is still worth the table.
@@ -137,18 +136,6 @@ pub(crate) fn run(
         let _ = std::io::stdout().flush();
     }
     exit_now(code)
-}
-
-/// The run's error as the JSON report gives it: kind, message and the input it is about.
-fn run_error(e: &octopipe::Error) -> octopipe::budget::RunError {
-    octopipe::budget::RunError {
-        kind: e.kind().name().to_string(),
-        message: e.to_string(),
-        input: e
-            .downcast_ref::<octopipe::source::SourceError>()
-            .and_then(|s| s.input_name())
-            .map(str::to_string),
-    }
 }
 
 /// Attach the observers `args` asks for; the metrics server (if any) lives as long as the value

@@ -69,8 +69,7 @@ pub struct Report {
     /// Outputs asked for that were not written, each with why (`--plot p.svg: cannot draw
     /// ...`): observers add them, and the run fails (`octopipe run` exits 1).
     pub not_written: Vec<String>,
-    /// The error the run ended with, if any (the front end sets it from the outcome): the JSON
-    /// report's `error`.
+    /// The error the run ended with, if any (as `Outcome::error`): the JSON report's `error`.
     pub error: Option<RunError>,
 }
 
