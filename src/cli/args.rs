@@ -19,6 +19,10 @@ use octopipe::pipeline::RunPath;
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+    /// Say more: GStreamer's debug detail after an error (the element and source line that
+    /// posted it), and the library's notes (`info` lines) as they come.
+    #[arg(short, long, global = true)]
+    pub(crate) verbose: bool,
 }
 
 #[derive(Subcommand)]

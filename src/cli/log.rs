@@ -1,8 +1,8 @@
 //! Logging: the tracing subscriber, and the plain `octopipe: warning: ...` lines it writes.
 
-/// Set up the tracing subscriber: `RUST_LOG`'s filter if set, else warnings and errors as plain
-/// lines on stderr.
-pub(crate) fn init() {
+/// Set up the tracing subscriber: `RUST_LOG`'s filter if set, else warnings and errors (with
+/// `verbose`, notes too) as plain lines on stderr.
+pub(crate) fn init(verbose: bool) {
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -11,7 +11,10 @@ pub(crate) fn init() {
     } else {
         // Warnings (a live source gone quiet, a reconnect) are for the user: one plain line each.
         tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::WARN)
+            .with_max_level(match verbose {
+                true => tracing::Level::INFO,
+                false => tracing::Level::WARN,
+            })
             .event_format(PlainLines)
             .with_writer(std::io::stderr)
             .init();

@@ -41,15 +41,16 @@ pub(crate) fn error_line(e: &anyhow::Error) -> String {
 
 pub(crate) fn real_main() -> Result<ExitCode> {
     signals::ignore_file_size_signal();
-    log::init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    log::init(cli.verbose);
+    match cli.command {
         Command::Run {
             pipeline,
             vars,
             budget_ms,
             force,
             observe,
-        } => run(&pipeline, &vars, budget_ms, force, &observe),
+        } => run(&pipeline, &vars, (budget_ms, force, cli.verbose), &observe),
         Command::Inspect { stage } => {
             print!("{}", inspect(stage.as_deref())?);
             Ok(ExitCode::SUCCESS)

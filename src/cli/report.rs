@@ -73,6 +73,11 @@ impl ReportTarget {
         })
     }
 
+    /// Whether the report goes to stderr as text (the table a person reads).
+    pub(crate) fn is_text_on_stderr(&self) -> bool {
+        matches!(self, ReportTarget::Stderr { json: false })
+    }
+
     /// Write `report`; a report file that cannot be written is an error, and the report goes to
     /// stderr instead.
     pub(crate) fn write(

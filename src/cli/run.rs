@@ -25,11 +25,11 @@ pub(crate) fn data_dir() -> Option<PathBuf> {
     std::env::var_os("OCTOPIPE_DATA").map(PathBuf::from)
 }
 
+/// `octopipe run`: `(budget_ms, force, verbose)` are `--budget-ms`, `--force` and `-v`.
 pub(crate) fn run(
     pipeline: &str,
     vars: &[String],
-    budget_ms: Option<f64>,
-    force: bool,
+    (budget_ms, force, verbose): (Option<f64>, bool, bool),
     observe: &ObserveArgs,
 ) -> Result<ExitCode> {
     let vars = vars
@@ -75,7 +75,17 @@ pub(crate) fn run(
     }
     let signals = Signals::install(pipeline.stop_handle(), observe.report);
     let outcome = pipeline.run();
-    let report_error = if signals.take_report() {
+    // A run that failed before any frame entered has nothing to report but its error: no table
+    // of zeros (a JSON report or a report file still gets its `error`). What its sources went
+    // through (gone quiet, reconnects) is still worth the table.
+    let r = &outcome.report;
+    let nothing = outcome.error.is_some()
+        && r.frames_in == 0
+        && r.lost == 0
+        && r.streams
+            .iter()
+            .all(|s| s.events.iter().all(|(e, _)| e == "failed"));
+    let report_error = if signals.take_report() && !(nothing && report.is_text_on_stderr()) {
         report.write(&outcome.report).err()
     } else {
         None
@@ -83,20 +93,35 @@ pub(crate) fn run(
     if let Some(e) = &report_error {
         eprintln!("octopipe: error: {e}");
     }
+    // Each error once: its one line, and with -v GStreamer's detail after it.
+    let say = |e: &octopipe::Error| {
+        eprintln!("octopipe: error: {e}");
+        let detail = e
+            .downcast_ref::<octopipe::source::SourceError>()
+            .and_then(|s| s.detail());
+        if let (true, Some(detail)) = (verbose, detail) {
+            eprintln!("octopipe: GStreamer's detail: {detail}");
+        }
+    };
+    // An output asked for and not written fails the run.
+    for line in &outcome.report.not_written {
+        eprintln!("octopipe: error: {line}");
+    }
+    let unwritten = !outcome.report.not_written.is_empty();
     let code = match signals.exit_code() {
         Some(code) => {
             if let Some(e) = &outcome.error {
-                eprintln!("octopipe: error: {e}");
+                say(e);
             }
             eprintln!("octopipe: stopped by {}", signal_name(code - 128));
             code
         }
         None => match &outcome.error {
             Some(e) => {
-                eprintln!("octopipe: error: {e}");
+                say(e);
                 1
             }
-            None if report_error.is_some() => 1,
+            None if report_error.is_some() || unwritten => 1,
             None => 0,
         },
     };

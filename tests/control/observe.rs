@@ -60,12 +60,10 @@ fn a_mosaic_that_cannot_be_written_says_so() {
         let pre = p.caps().get::<PreprocessConfig>().cloned().unwrap();
         p.observe(Box::new(Mosaic::new(Path::new("/dev/full"), pre, 1, 1)));
     });
-    let extra = &outcome.report.extra;
-    assert!(
-        extra
-            .iter()
-            .any(|l| l == "mosaic: cannot write /dev/full: No space left on device (os error 28)"),
-        "{extra:?}"
+    // Asked for and not written: the report's `not_written`, which fails the run.
+    assert_eq!(
+        outcome.report.not_written,
+        ["--mosaic /dev/full: cannot write /dev/full: No space left on device (os error 28)"]
     );
     assert!(common::dev_full(), "the device is left in place");
 }

@@ -442,7 +442,7 @@ fn a_report_file_takes_the_report() {
     let out = output(octopipe().args(["run", &text, "--report-file", "/nowhere/r.json"]));
     let stderr = fails_with(
         &out,
-        &["octopipe: error: --report-file /nowhere/r.json: cannot create: No such file or directory (os error 2)"],
+        &["octopipe: error: --report-file /nowhere/r.json: its folder /nowhere does not exist: create it, or choose another path (nothing was written)"],
     );
     assert!(!stderr.contains("frames: "), "{stderr}");
     assert!(out.stdout.is_empty());

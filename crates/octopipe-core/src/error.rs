@@ -314,6 +314,16 @@ pub enum PipelineError {
         /// What it meets and how (`would overwrite classify model=m.onnx, an input of this run`).
         what: String,
     },
+    /// An output whose folder does not exist: one rule for every output of a run (a sink's
+    /// file or folder, the command line's plot, annotated frames, mosaic and report file), which
+    /// is refused before anything starts rather than failing when it is written.
+    #[error("{output}: its folder {folder} does not exist: create it, or choose another path (nothing was written)")]
+    OutputFolderMissing {
+        /// The output, as given (`jsonl location=o.jsonl`, `--plot p.svg`).
+        output: String,
+        /// The folder it would go in.
+        folder: String,
+    },
     /// A stage's thread panicked (a bug: please report it).
     #[error("stage '{0}' panicked")]
     Panic(String),
@@ -366,7 +376,9 @@ impl Kind for PipelineError {
             | PipelineError::NoBatchToJoin(_)
             | PipelineError::StreamStage { .. } => ErrorKind::Config,
             PipelineError::Panic(_) | PipelineError::Spawn { .. } => ErrorKind::Internal,
-            PipelineError::UnknownStream(_) => ErrorKind::NotFound,
+            PipelineError::UnknownStream(_) | PipelineError::OutputFolderMissing { .. } => {
+                ErrorKind::NotFound
+            }
             PipelineError::StreamTaken(_) | PipelineError::StaticStream(_) => ErrorKind::Conflict,
             PipelineError::NotTakingStreams => ErrorKind::Closed,
             PipelineError::TooManyStreams(_) => ErrorKind::Busy,

@@ -398,7 +398,12 @@ impl Observer for Annotator {
             Some(Ok(n)) => report
                 .extra
                 .push(format!("annotated: {n} frames written to {place}")),
-            Some(Err(e)) => report.extra.push(format!("annotated: failed: {e}")),
+            Some(Err(e)) => {
+                let (AnnotateTarget::PngDir(path) | AnnotateTarget::Mp4(path)) = &self.target;
+                report
+                    .not_written
+                    .push(format!("--annotate {}: not written: {e}", path.display()))
+            }
             None => {}
         }
         if self.skipped > 0 {
@@ -677,7 +682,12 @@ impl Observer for Mosaic {
                     self.tiles.len(),
                     self.path.display()
                 ),
-                Err(e) => format!("mosaic: {e}"),
+                Err(e) => {
+                    report
+                        .not_written
+                        .push(format!("--mosaic {}: {e}", self.path.display()));
+                    return;
+                }
             },
         };
         report.extra.push(line);

@@ -133,15 +133,18 @@ impl Observer for LatencyPlot {
         if self.budget.is_zero() {
             self.budget = report.budget;
         }
-        let line = match self.write() {
-            Ok(()) => format!(
+        match self.write() {
+            Ok(()) => report.extra.push(format!(
                 "plot: latency of {} frames written to {}",
                 self.rows.len(),
                 self.path.display()
-            ),
-            Err(e) => format!("plot: cannot draw {}: {e}", self.path.display()),
-        };
-        report.extra.push(line);
+            )),
+            // Asked for and not written: the run fails, saying why.
+            Err(e) => report.not_written.push(format!(
+                "--plot {}: cannot draw the plot: {e}",
+                self.path.display()
+            )),
+        }
     }
 }
 

@@ -45,6 +45,7 @@ use gstreamer_video as gst_video;
 
 mod build;
 mod recover;
+mod words;
 
 use build::{Input, Parts};
 use recover::Garbage;

@@ -254,7 +254,7 @@ fn an_output_folder_that_does_not_exist() {
             "testsrc num-buffers=2 ! boxes format=synthetic ! classify model={} ! jsonl location=/nowhere/o.jsonl",
             model("valid-64.onnx").display()
         )),
-        &["octopipe: error: /nowhere/o.jsonl: cannot create: No such file or directory (os error 2)"],
+        &["octopipe: error: jsonl location=/nowhere/o.jsonl: its folder /nowhere does not exist: create it, or choose another path (nothing was written)"],
     );
 }
 

@@ -12,15 +12,17 @@
 mod gaps;
 mod report;
 mod section;
+mod series;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::frame::Frame;
+use crate::frame::{Frame, StageSlot};
 
 pub use gaps::GapCounter;
-pub use report::{Report, StreamReport};
+pub use report::{Report, RunError, StageSplit, StreamReport};
 pub use section::{Section, SectionKind, REPORT_VERSION};
+pub use series::{Series, Stats};
 
 /// Default budget: one frame at 30 fps.
 pub const DEFAULT_BUDGET: Duration = Duration::from_nanos(33_333_333);
@@ -37,6 +39,9 @@ pub struct Budget {
     rows: Vec<String>,
     /// Per-row series, by slot.
     stages: Vec<Series>,
+    /// Per row, by slot: each frame's wait in the queue before the stage, its time in the stage
+    /// after that, and the stage's calls' time (its busy time).
+    split: Vec<Split>,
     streams: BTreeMap<u32, StreamAcc>,
     objects: u64,
     non_finite: u64,
@@ -48,11 +53,21 @@ pub struct Budget {
     lines: Vec<String>,
 }
 
+/// One row's time apart: waiting in the queue before the stage, and working (see [`StageSplit`]).
+#[derive(Debug, Default, Clone)]
+struct Split {
+    wait: Series,
+    work: Series,
+    busy: Duration,
+}
+
 #[derive(Debug, Default, Clone)]
 struct StreamAcc {
     source: String,
     frames_in: u64,
     total: Series,
+    /// How late each frame left its source: its first mark after its due time (live).
+    behind: Series,
     over_budget: u64,
     dropped: BTreeMap<String, u64>,
     /// Frames that never entered: lost by the decoder (gaps in presentation time).
@@ -72,6 +87,7 @@ impl Budget {
             start: Instant::now(),
             end: None,
             stages: vec![Series::default(); rows.len()],
+            split: vec![Split::default(); rows.len()],
             rows,
             streams: BTreeMap::new(),
             objects: 0,
@@ -111,6 +127,7 @@ impl Budget {
     /// running has rows for the stages its streams may hold).
     pub fn set_rows(&mut self, rows: Vec<String>) {
         self.stages = vec![Series::default(); rows.len()];
+        self.split = vec![Split::default(); rows.len()];
         self.rows = rows;
     }
 
@@ -202,6 +219,14 @@ impl Budget {
         self.lines.push(line);
     }
 
+    /// Add `d` to the busy time of the stage of row `slot` (the runner, after each call of a
+    /// stage; a stage of several workers adds each call's share).
+    pub fn add_busy(&mut self, slot: StageSlot, d: Duration) {
+        if let Some(split) = self.split.get_mut(slot as usize) {
+            split.busy += d;
+        }
+    }
+
     /// Count something a policy did (e.g. `predicted late, processed anyway`).
     pub fn note(&mut self, action: &str, n: u64) {
         *self.actions.entry(action.to_string()).or_default() += n;
@@ -232,13 +257,24 @@ impl Budget {
         if !frame.part.is_last() {
             return;
         }
+        let queued = frame.times.queued();
         for (slot, d) in frame.times.stages() {
             if let Some(series) = self.stages.get_mut(slot as usize) {
                 series.push(d);
             }
+            // A stage that took the frame from a queue: its wait there, and the rest of its
+            // gap as its own (a source has no queue before it).
+            let wait = queued.iter().find(|(s, _)| *s == slot).map(|(_, w)| *w);
+            if let (Some(wait), Some(split)) = (wait, self.split.get_mut(slot as usize)) {
+                split.wait.push(wait);
+                split.work.push(d.saturating_sub(wait));
+            }
         }
         if let Some(t) = frame.times.total() {
             let s = self.streams.entry(frame.stream).or_default();
+            if let Some((_, late)) = frame.times.stages().next() {
+                s.behind.push(late);
+            }
             s.total.push(t);
             s.over_budget += u64::from(t > self.budget);
         }
@@ -273,6 +309,7 @@ impl Budget {
                 lost: s.lost,
                 over_budget: s.over_budget,
                 total: s.total.stats(),
+                behind: self.live.then(|| s.behind.stats()),
                 events: s.events.clone().into_iter().collect(),
             });
         }
@@ -299,6 +336,21 @@ impl Budget {
                 .filter(|(_, v)| v.count() > 0)
                 .map(|(name, v)| (name.clone(), v.stats()))
                 .collect(),
+            split: self
+                .rows
+                .iter()
+                .zip(&self.stages)
+                .zip(&self.split)
+                .filter(|((_, v), _)| v.count() > 0)
+                .map(|((name, _), sp)| StageSplit {
+                    stage: name.clone(),
+                    queued: (sp.wait.count() > 0).then(|| sp.wait.stats()),
+                    work: (sp.wait.count() > 0).then(|| sp.work.stats()),
+                    busy: (sp.wait.count() > 0).then_some(sp.busy),
+                })
+                .collect(),
+            error: None,
+            not_written: Vec::new(),
             total: all.stats(),
             classifier: self.classifier,
             objects: self.objects,
@@ -310,164 +362,6 @@ impl Budget {
             streams,
             sections: self.sections.clone(),
             extra: self.lines.clone(),
-        }
-    }
-}
-
-/// Durations kept exactly up to [`Series::EXACT`] samples, then in a log histogram (128 buckets
-/// per octave: percentiles within 0.8%), so a run of any length holds bounded memory.
-#[derive(Debug, Clone, Default)]
-pub struct Series {
-    exact: Vec<Duration>,
-    /// Counts per bucket once the exact samples were folded in.
-    hist: Vec<u64>,
-    count: u64,
-    max: Duration,
-}
-
-impl Series {
-    /// Samples kept exactly.
-    pub const EXACT: usize = 10_000;
-    const SUB: u32 = 7;
-
-    fn bucket(ns: u64) -> usize {
-        let ns = ns.max(1);
-        let octave = 63 - ns.leading_zeros();
-        let mask = (1u64 << Self::SUB) - 1;
-        let sub = if octave >= Self::SUB {
-            (ns >> (octave - Self::SUB)) & mask
-        } else {
-            (ns << (Self::SUB - octave)) & mask
-        };
-        ((octave as usize) << Self::SUB) | sub as usize
-    }
-
-    /// The smallest duration of bucket `b`.
-    fn floor(b: usize) -> Duration {
-        let octave = (b >> Self::SUB) as u32;
-        let mantissa = (1u64 << Self::SUB) | (b as u64 & ((1 << Self::SUB) - 1));
-        let ns = if octave >= Self::SUB {
-            mantissa << (octave - Self::SUB)
-        } else {
-            mantissa >> (Self::SUB - octave)
-        };
-        Duration::from_nanos(ns)
-    }
-
-    fn fold(&mut self, d: Duration) {
-        let b = Self::bucket(d.as_nanos().min(u64::MAX as u128) as u64);
-        if self.hist.len() <= b {
-            self.hist.resize(b + 1, 0);
-        }
-        self.hist[b] += 1;
-    }
-
-    /// Add a sample.
-    pub fn push(&mut self, d: Duration) {
-        self.count += 1;
-        self.max = self.max.max(d);
-        if self.hist.is_empty() && self.exact.len() < Self::EXACT {
-            self.exact.push(d);
-            return;
-        }
-        for e in std::mem::take(&mut self.exact) {
-            self.fold(e);
-        }
-        self.fold(d);
-    }
-
-    /// Add every sample of `other`.
-    pub fn merge(&mut self, other: &Series) {
-        for d in &other.exact {
-            self.push(*d);
-        }
-        if !other.hist.is_empty() {
-            for e in std::mem::take(&mut self.exact) {
-                self.fold(e);
-            }
-            if self.hist.len() < other.hist.len() {
-                self.hist.resize(other.hist.len(), 0);
-            }
-            for (a, b) in self.hist.iter_mut().zip(&other.hist) {
-                *a += b;
-            }
-            self.count += other.hist.iter().sum::<u64>();
-            self.max = self.max.max(other.max);
-        }
-    }
-
-    /// Samples added.
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    /// Percentiles: exact while the samples are kept, else to the histogram's precision.
-    pub fn stats(&self) -> Stats {
-        if self.hist.is_empty() {
-            return Stats::of(&mut self.exact.clone());
-        }
-        let rank = |p: f64| {
-            let want = ((p * self.count as f64).ceil() as u64).clamp(1, self.count);
-            let mut seen = 0;
-            for (b, n) in self.hist.iter().enumerate() {
-                seen += n;
-                if seen >= want {
-                    return Self::floor(b).min(self.max);
-                }
-            }
-            self.max
-        };
-        Stats {
-            count: self.count as usize,
-            p50: rank(0.50),
-            p95: rank(0.95),
-            p99: rank(0.99),
-            max: self.max,
-        }
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(ms(*d))
-}
-
-/// Percentiles of a set of durations (serialized in milliseconds: `p50_ms`, ...).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct Stats {
-    /// Samples.
-    pub count: usize,
-    /// Median.
-    #[serde(rename = "p50_ms", serialize_with = "ser_ms")]
-    pub p50: Duration,
-    /// 95th percentile.
-    #[serde(rename = "p95_ms", serialize_with = "ser_ms")]
-    pub p95: Duration,
-    /// 99th percentile.
-    #[serde(rename = "p99_ms", serialize_with = "ser_ms")]
-    pub p99: Duration,
-    /// Largest.
-    #[serde(rename = "max_ms", serialize_with = "ser_ms")]
-    pub max: Duration,
-}
-
-impl Stats {
-    /// Summarise `v` (sorted in place). Percentiles are nearest-rank.
-    pub fn of(v: &mut [Duration]) -> Stats {
-        if v.is_empty() {
-            return Stats::default();
-        }
-        v.sort_unstable();
-        let rank = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Stats {
-            count: v.len(),
-            p50: rank(0.50),
-            p95: rank(0.95),
-            p99: rank(0.99),
-            max: v[v.len() - 1],
         }
     }
 }
@@ -492,50 +386,6 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let mut v: Vec<Duration> = (1..=100).rev().map(Duration::from_millis).collect();
-        let s = Stats::of(&mut v);
-        assert_eq!(s.p50, Duration::from_millis(50));
-        assert_eq!(s.p95, Duration::from_millis(95));
-        assert_eq!(s.p99, Duration::from_millis(99));
-        assert_eq!(s.max, Duration::from_millis(100));
-        assert_eq!(Stats::of(&mut []).count, 0);
-    }
-
-    #[test]
-    fn long_series_keep_bounded_memory_and_close_percentiles() {
-        let mut s = Series::default();
-        for i in 1..=100_000u64 {
-            s.push(Duration::from_micros(i));
-        }
-        assert!(
-            s.exact.is_empty() && s.hist.len() < 4096,
-            "{}",
-            s.hist.len()
-        );
-        let st = s.stats();
-        assert_eq!(
-            (st.count, st.max),
-            (100_000, Duration::from_micros(100_000))
-        );
-        for (got, want) in [(st.p50, 50_000.0), (st.p95, 95_000.0), (st.p99, 99_000.0)] {
-            let got = got.as_secs_f64() * 1e6;
-            assert!((got - want).abs() / want < 0.01, "{got} vs {want}");
-        }
-        let mut short = Series::default();
-        (1..=100).for_each(|i| short.push(Duration::from_millis(i)));
-        let mut merged = Series::default();
-        merged.merge(&short);
-        merged.merge(&s);
-        assert_eq!(merged.count(), 100_100);
-        assert_eq!(
-            short.stats().p50,
-            Duration::from_millis(50),
-            "exact while small"
-        );
-    }
 
     /// From files, latency over the budget is queueing (shown, not a failure); live, it is
     /// frames over budget and headroom. Without a classifier, objects are passed on, not
@@ -562,12 +412,16 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("late-frame policy: predicted late, processed anyway: 1"),
-            "{text}"
+            !text.contains("late-frame policy"),
+            "from files a prediction that changed nothing is no line: {text}"
         );
         r.live = true;
         r.classifier = true;
         let text = r.to_string();
+        assert!(
+            text.contains("late-frame policy: predicted late, processed anyway: 1"),
+            "{text}"
+        );
         assert!(
             text.contains("over budget: 34 of 34 frames; headroom at p99: -1624.67 ms"),
             "{text}"
@@ -576,6 +430,71 @@ mod tests {
             text.contains("objects: 0 in = 0 classified + 0 skipped"),
             "{text}"
         );
+    }
+
+    /// Issue 39: the report says where the time went: each stage's wait in its queue apart
+    /// from its work, its busy share, the stage that bounds the run; live, how far a source
+    /// fell behind its schedule; and no headroom when no frame was processed.
+    #[test]
+    fn the_report_names_the_bottleneck_and_the_time_apart() {
+        use crate::frame::{Colorimetry, FrameLayout, PixelFormat, PooledBuf};
+        let rows = vec!["decode".to_string(), "classify".to_string()];
+        let mut b = Budget::new(DEFAULT_BUDGET, rows);
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        for seq in 0..10u64 {
+            let layout = FrameLayout::packed(PixelFormat::Rgb, 8, 8);
+            let pixels = PooledBuf::unpooled(vec![0; layout.size()]);
+            let mut f = Frame::new(0, seq, "t", layout, Colorimetry::default(), pixels);
+            let due = t0 + ms(33 * seq);
+            f.times = crate::frame::FrameTimes::new(due);
+            f.times.mark(0, due + ms(2 * seq));
+            f.times.took(1, due + ms(2 * seq + 310));
+            f.times.mark(1, due + ms(2 * seq + 340));
+            b.add_in(0);
+            b.record(&f);
+            b.add_busy(1, ms(30));
+        }
+        let mut r = b.finish();
+        r.wall = ms(306);
+        let text = r.to_string();
+        assert!(
+            text.contains("bottleneck: classify: 98% busy; frames waited 310 ms in its queue (p99; p50 310 ms)"),
+            "{text}"
+        );
+        let row = text.lines().find(|l| l.starts_with("classify")).unwrap();
+        assert!(
+            row.ends_with("    30.00    310.00    310.00   98%"),
+            "{row}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["version"], 3);
+        assert_eq!(json["stages"][1]["queued"]["p50_ms"], 310.0, "{json}");
+        assert_eq!(json["stages"][1]["work"]["p50_ms"], 30.0, "{json}");
+        assert!(json["stages"][0]["busy_percent"].is_null(), "{json}");
+        assert!(!text.contains("behind schedule"), "files: {text}");
+        // Live: the source's lateness, the worst 18 ms.
+        let mut live = Budget::new(DEFAULT_BUDGET, Vec::new());
+        live.set_live(true);
+        let r = {
+            let mut b = b.clone();
+            b.set_live(true);
+            b.finish()
+        };
+        assert!(
+            r.to_string()
+                .contains("behind schedule: up to 18.0 ms (stream 0, p99 18.0 ms)"),
+            "{r}"
+        );
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["streams"][0]["behind_schedule"]["max_ms"],
+            18.0
+        );
+        // Nothing processed: no headroom (not the budget itself).
+        live.add_in(0);
+        let json = serde_json::to_value(live.finish()).unwrap();
+        assert!(json["headroom_ms"].is_null(), "{json}");
+        assert!(json["error"].is_null(), "{json}");
     }
 
     #[test]

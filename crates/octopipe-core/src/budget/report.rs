@@ -5,7 +5,11 @@ use std::fmt;
 use std::time::Duration;
 
 use super::section::{Section, SectionKind, REPORT_VERSION};
-use super::{ms, Stats};
+use super::series::ms;
+use super::Stats;
+
+/// A stage busy at least this share of the run (in percent) is named the bottleneck.
+const BOTTLENECK_PERCENT: f64 = 80.0;
 
 /// End-of-run summary.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +35,9 @@ pub struct Report {
     pub over_budget: u64,
     /// Per-stage time, in pipeline order.
     pub stages: Vec<(String, Stats)>,
+    /// Per stage, the same rows as `stages`: that time apart (waiting in the queue before the
+    /// stage, working in it) and how busy the stage was.
+    pub split: Vec<StageSplit>,
     /// End-to-end latency (arrival to sink).
     pub total: Stats,
     /// Whether the pipeline has a classifier: without one, `objects` counts the boxes that
@@ -59,6 +66,46 @@ pub struct Report {
     pub sections: Vec<Section>,
     /// Further lines from stages and observers (energy, files written, ...).
     pub extra: Vec<String>,
+    /// Outputs asked for that were not written, each with why (`--plot p.svg: cannot draw
+    /// ...`): observers add them, and the run fails (`octopipe run` exits 1).
+    pub not_written: Vec<String>,
+    /// The error the run ended with, if any (as `Outcome::error`): the JSON report's `error`.
+    pub error: Option<RunError>,
+}
+
+/// The error a run ended with, as the JSON report gives it (`error`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunError {
+    /// Its kind (`input`, `config`, `model`, `io`, ...: [`ErrorKind::name`](crate::error::ErrorKind::name)).
+    pub kind: String,
+    /// The error's one line.
+    pub message: String,
+    /// The input it is about (a file, a URI, a GStreamer head), when it names one.
+    pub input: Option<String>,
+}
+
+/// One stage's time apart: how long frames waited in the queue before it, how long they then
+/// spent in it, and how much of the run its calls took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageSplit {
+    /// The stage's row (as in [`Report::stages`]).
+    pub stage: String,
+    /// Each frame's wait in the queue before the stage; `None` for a row with no queue before
+    /// it (a source).
+    pub queued: Option<Stats>,
+    /// Each frame's time in the stage after it took it (its row's time less the wait: working,
+    /// and held for a batch to fill).
+    pub work: Option<Stats>,
+    /// The time of the stage's calls, all of the run (a stage of several workers: their mean).
+    pub busy: Option<Duration>,
+}
+
+impl StageSplit {
+    /// The stage's busy time as a share of `wall`, in percent.
+    pub fn busy_percent(&self, wall: Duration) -> Option<f64> {
+        self.busy
+            .map(|b| 100.0 * b.as_secs_f64() / wall.as_secs_f64().max(1e-9))
+    }
 }
 
 /// One stream's part of a [`Report`].
@@ -81,6 +128,10 @@ pub struct StreamReport {
     pub over_budget: u64,
     /// End-to-end latency.
     pub total: Stats,
+    /// How far behind its schedule its frames left the source (from their due time to the
+    /// source's mark), for a live run; `None` from files.
+    #[serde(rename = "behind_schedule")]
+    pub behind: Option<Stats>,
     /// What happened to its source, how often (`reconnects`, `went quiet`).
     #[serde(serialize_with = "ser_counts")]
     pub events: Vec<(String, u64)>,
@@ -153,14 +204,25 @@ impl serde::Serialize for Report {
         m.serialize_entry("dropped", &Counts(&self.dropped))?;
         m.serialize_entry("lost", &self.lost)?;
         m.serialize_entry("over_budget", &self.over_budget)?;
-        m.serialize_entry("headroom_ms", &self.headroom_ms())?;
+        // No frame processed: no latency, so no headroom to give.
+        m.serialize_entry(
+            "headroom_ms",
+            &(self.processed > 0).then(|| self.headroom_ms()),
+        )?;
         m.serialize_entry("fps", &self.fps())?;
         let stages: Vec<_> = self
             .stages
             .iter()
-            .map(|(name, st)| StageRow {
-                stage: name,
-                stats: st,
+            .map(|(name, st)| {
+                let split = self.split.iter().find(|s| s.stage == *name);
+                StageRow {
+                    stage: name,
+                    stats: st,
+                    queued: split.and_then(|s| s.queued),
+                    work: split.and_then(|s| s.work),
+                    busy_ms: split.and_then(|s| s.busy).map(ms),
+                    busy_percent: split.and_then(|s| s.busy_percent(self.wall)),
+                }
             })
             .collect();
         m.serialize_entry("stages", &stages)?;
@@ -184,6 +246,8 @@ impl serde::Serialize for Report {
         }
         m.serialize_entry("sections", &sections)?;
         m.serialize_entry("extra", &self.extra)?;
+        m.serialize_entry("not_written", &self.not_written)?;
+        m.serialize_entry("error", &self.error)?;
         m.end()
     }
 }
@@ -193,6 +257,12 @@ struct StageRow<'a> {
     stage: &'a str,
     #[serde(flatten)]
     stats: &'a Stats,
+    /// Each frame's wait in the queue before the stage.
+    queued: Option<Stats>,
+    /// Each frame's time in the stage after it took it.
+    work: Option<Stats>,
+    busy_ms: Option<f64>,
+    busy_percent: Option<f64>,
 }
 
 impl fmt::Display for Report {
@@ -208,24 +278,38 @@ impl fmt::Display for Report {
         }
         writeln!(
             f,
-            "{:<12} {:>9} {:>9} {:>9} {:>9}",
-            "stage (ms)", "p50", "p95", "p99", "max"
+            "{:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>5}",
+            "stage (ms)", "p50", "p95", "p99", "max", "work p50", "queue p50", "queue p99", "busy"
         )?;
-        let row = |f: &mut fmt::Formatter<'_>, name: &str, s: &Stats| {
-            writeln!(
-                f,
-                "{:<12} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
-                name,
-                ms(s.p50),
-                ms(s.p95),
-                ms(s.p99),
-                ms(s.max)
-            )
-        };
+        let row =
+            |f: &mut fmt::Formatter<'_>, name: &str, s: &Stats, split: Option<&StageSplit>| {
+                write!(
+                    f,
+                    "{:<12} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+                    name,
+                    ms(s.p50),
+                    ms(s.p95),
+                    ms(s.p99),
+                    ms(s.max)
+                )?;
+                let apart =
+                    split.and_then(|sp| Some((sp.work?, sp.queued?, sp.busy_percent(self.wall)?)));
+                match apart {
+                    Some((work, queued, busy)) => writeln!(
+                        f,
+                        " {:>9.2} {:>9.2} {:>9.2} {:>4.0}%",
+                        ms(work.p50),
+                        ms(queued.p50),
+                        ms(queued.p99),
+                        busy
+                    ),
+                    None => writeln!(f),
+                }
+            };
         for (name, s) in &self.stages {
-            row(f, name, s)?;
+            row(f, name, s, self.split.iter().find(|sp| sp.stage == *name))?;
         }
-        row(f, "end-to-end", &self.total)?;
+        row(f, "end-to-end", &self.total, None)?;
         writeln!(
             f,
             "frames: {} in = {} processed + {} dropped{}",
@@ -243,8 +327,11 @@ impl fmt::Display for Report {
             )?;
         }
         self.fmt_timing(f)?;
+        self.fmt_load(f)?;
         self.fmt_objects(f)?;
-        for (action, n) in &self.actions {
+        // From files nothing is late: a prediction that changed nothing is not worth a line.
+        let acted = |action: &str| self.live || !action.ends_with("processed anyway");
+        for (action, n) in self.actions.iter().filter(|(a, _)| acted(a)) {
             write!(f, "\nlate-frame policy: {action}: {n}")?;
         }
         if self.streams.len() > 1 {
@@ -308,6 +395,59 @@ impl Report {
         )
     }
 
+    /// Where the time went: the busiest stage (the bottleneck when it is near its limit) with
+    /// its frames' wait in the queue before it; live, how far the sources fell behind their
+    /// schedule.
+    fn fmt_load(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.processed == 0 {
+            return Ok(());
+        }
+        let busiest = self
+            .split
+            .iter()
+            .filter_map(|sp| Some((sp, sp.busy_percent(self.wall)?, sp.queued?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((sp, busy, queued)) = busiest {
+            let waited = format!(
+                "frames waited {} ms in its queue (p99; p50 {} ms)",
+                round_ms(queued.p99),
+                round_ms(queued.p50)
+            );
+            if busy >= BOTTLENECK_PERCENT {
+                writeln!(f, "bottleneck: {}: {busy:.0}% busy; {waited}", sp.stage)?;
+            } else {
+                let pace = match self.live {
+                    true => "none: the sources' frame rate sets the pace",
+                    false => "the sources (decoding)",
+                };
+                writeln!(
+                    f,
+                    "bottleneck: {pace}, no stage after them is {BOTTLENECK_PERCENT:.0}% busy; busiest stage {}: {busy:.0}% busy; {waited}",
+                    sp.stage
+                )?;
+            }
+        }
+        let behind = self
+            .streams
+            .iter()
+            .filter_map(|s| Some((s, s.behind?)))
+            .max_by_key(|(_, b)| b.max);
+        if let Some((s, b)) = behind {
+            let verdict = match b.max > self.budget {
+                true => ": the source did not keep real time, and its latency accumulated",
+                false => "",
+            };
+            writeln!(
+                f,
+                "behind schedule: up to {:.1} ms (stream {}, p99 {:.1} ms){verdict}",
+                ms(b.max),
+                s.stream,
+                ms(b.p99)
+            )?;
+        }
+        Ok(())
+    }
+
     /// The objects line: every box in, classified (or, with no classifier, passed on) or
     /// skipped by reason.
     fn fmt_objects(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -337,6 +477,14 @@ impl Report {
             skipped,
             list(&self.skipped)
         )
+    }
+}
+
+/// `d` in ms as the time lines give it: whole ms from 10 ms, one decimal under.
+fn round_ms(d: Duration) -> String {
+    match ms(d) {
+        v if v >= 10.0 => format!("{v:.0}"),
+        v => format!("{v:.1}"),
     }
 }
 

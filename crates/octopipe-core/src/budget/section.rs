@@ -15,8 +15,10 @@ use serde::Serialize;
 
 /// The version of the JSON report's schema (docs/report.md). 1: the report before typed
 /// sections (stage results as free text under `extra`); 2: typed `sections`, `live`,
-/// `classifier`.
-pub const REPORT_VERSION: u32 = 2;
+/// `classifier`; 3: each stage's time apart (`queued`, `work`, `busy_ms`, `busy_percent`), each
+/// live stream's `behind_schedule`, the run's `error`, the outputs `not_written`, and
+/// `headroom_ms` `null` when no frame was processed.
+pub const REPORT_VERSION: u32 = 3;
 
 /// A kind of report section: its fields (serialized), its text line (`Display`) and its name.
 pub trait SectionKind: Serialize + DeserializeOwned + std::fmt::Display {

@@ -35,6 +35,9 @@ pub struct FrameTimes {
     pub arrival: Instant,
     /// `(stage, when)` in the order the frame passed them.
     marks: Vec<(StageSlot, Instant)>,
+    /// `(stage, how long)` the frame waited in the queue before each stage that took it from
+    /// one: from the previous mark (or arrival) to when the stage took it.
+    queued: Vec<(StageSlot, Duration)>,
 }
 
 impl FrameTimes {
@@ -43,7 +46,22 @@ impl FrameTimes {
         FrameTimes {
             arrival,
             marks: Vec::new(),
+            queued: Vec::new(),
         }
+    }
+
+    /// Record that stage `slot` took the frame from its queue at `at`: the time since the
+    /// frame's last mark is its wait in that queue (the report's `wait`, apart from the stage's
+    /// own work).
+    pub fn took(&mut self, slot: StageSlot, at: Instant) {
+        let since = self.marks.last().map_or(self.arrival, |(_, t)| *t);
+        self.queued
+            .push((slot, at.saturating_duration_since(since)));
+    }
+
+    /// How long the frame waited in the queue before each stage that took it, in order.
+    pub fn queued(&self) -> &[(StageSlot, Duration)] {
+        &self.queued
     }
 
     /// Record that the frame passed stage `slot` at `at`.

@@ -24,6 +24,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use super::edge::{Edge, Inbox};
 use super::threads::{slow_call, spawn_error, Fail};
 use super::{Payload, Stage};
+use crate::budget::Tally;
 use crate::error::PipelineError;
 use crate::frame::StageSlot;
 use crate::Error;
@@ -51,14 +52,25 @@ pub(super) fn run_workers<T: Payload>(
     let (done_tx, done_rx) = bounded::<Done<T>>(stages.len() * 2);
     let working = Arc::new(AtomicUsize::new(0));
     let mut threads = Vec::with_capacity(stages.len() + 1);
+    let workers = stages.len() as u32;
     for (i, stage) in stages.into_iter().enumerate() {
         let (work_rx, done_tx) = (work_rx.clone(), done_tx.clone());
         let (working, busy) = (working.clone(), busy.clone());
+        let account = (tx.tally().clone(), slot, workers);
         let worker = format!("{name}-{i}");
         threads.push(
             thread::Builder::new()
                 .name(worker.clone())
-                .spawn(move || work(&worker, stage, work_rx, done_tx, &working, &busy))
+                .spawn(move || {
+                    work(
+                        &worker,
+                        stage,
+                        work_rx,
+                        done_tx,
+                        (&working, &busy),
+                        &account,
+                    )
+                })
                 .map_err(|e| spawn_error(&name, e))?,
         );
     }
@@ -100,14 +112,16 @@ pub(super) fn run_workers<T: Payload>(
 }
 
 /// One worker: process each batch it takes and give its outputs back with the batch's number;
-/// at the end of the stream, its stage's `finish` outputs.
+/// at the end of the stream, its stage's `finish` outputs. Its frames' wait counts until a
+/// worker takes them, and its calls count as the stage's busy time, shared by its `workers`
+/// (`account`: the report, the stage's row, the workers).
 fn work<T: Payload>(
     name: &str,
     mut stage: Box<dyn Stage<T, T>>,
     work_rx: Receiver<(u64, T)>,
     done_tx: Sender<Done<T>>,
-    working: &AtomicUsize,
-    busy: &AtomicBool,
+    (working, busy): (&AtomicUsize, &AtomicBool),
+    (tally, slot, workers): &(Tally, StageSlot, u32),
 ) {
     let _span = tracing::info_span!("stage", name).entered();
     let mut call = |k: u64, batch: Option<T>| {
@@ -117,10 +131,15 @@ fn work<T: Payload>(
         let began = Instant::now();
         let mut out = Vec::new();
         let result = match batch {
-            Some(b) => stage.process(b, &mut out),
+            Some(mut b) => {
+                b.took(*slot, began);
+                stage.process(b, &mut out)
+            }
             None => stage.finish(&mut out),
         };
-        slow_call(name, began.elapsed(), Duration::ZERO, out.len());
+        let worked = began.elapsed();
+        tally.with(|t| t.add_busy(*slot, worked / (*workers).max(1)));
+        slow_call(name, worked, Duration::ZERO, out.len());
         if working.fetch_sub(1, Ordering::Relaxed) == 1 {
             busy.store(false, Ordering::Relaxed);
         }

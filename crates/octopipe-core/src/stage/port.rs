@@ -111,6 +111,13 @@ pub trait Payload: Send + 'static {
         }
     }
 
+    /// Record that stage `slot` took it from its queue at `at` (each frame's wait before it).
+    fn took(&mut self, slot: StageSlot, at: Instant) {
+        for f in self.frames_mut() {
+            f.times.took(slot, at);
+        }
+    }
+
     /// Count its frames (and their boxes) as dropped for `reason`.
     fn count_drop(&self, tally: &Tally, reason: &str) {
         for f in self.frames() {

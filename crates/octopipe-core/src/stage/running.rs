@@ -249,7 +249,10 @@ fn run_stage<I: Payload, O: Payload>(
                 let got = rx.recv(stage.deadline());
                 let began = Instant::now();
                 match got {
-                    Ok(item) => working(&busy, || stage.process(item, &mut out))?,
+                    Ok(mut item) => {
+                        item.took(slot, began);
+                        working(&busy, || stage.process(item, &mut out))?
+                    }
                     Err(RecvTimeoutError::Timeout) => working(&busy, || stage.timeout(&mut out))?,
                     Err(RecvTimeoutError::Disconnected) => {
                         working(&busy, || stage.finish(&mut out))?;
@@ -258,6 +261,7 @@ fn run_stage<I: Payload, O: Payload>(
                     }
                 }
                 let worked = Instant::now();
+                tx.tally().with(|t| t.add_busy(slot, worked - began));
                 let items = out.len();
                 if !tx.send_all(&mut out, slot) {
                     return Ok(());

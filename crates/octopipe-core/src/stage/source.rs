@@ -118,12 +118,15 @@ pub enum SourceError {
         /// Debian package that provides it.
         package: String,
     },
-    /// An error posted on the GStreamer bus.
-    #[error("{source_name}: {message}{}", debug.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    /// An error posted on the GStreamer bus. Its message is GStreamer's in plain words (a
+    /// text file is "not a video (GStreamer found plain text)"); GStreamer's debug detail (the
+    /// element and the source line that posted it) is kept apart ([`SourceError::detail`]), for
+    /// `octopipe run -v`.
+    #[error("{source_name}: {message}")]
     Stream {
         /// The input (file, URI or element) the error is about.
         source_name: String,
-        /// GStreamer's message.
+        /// GStreamer's message, in plain words.
         message: String,
         /// GStreamer's debug detail.
         debug: Option<String>,
@@ -185,6 +188,28 @@ impl SourceError {
             path: path.to_string(),
             reason: reason.into(),
             source: None,
+        }
+    }
+
+    /// The input the error is about (a path, a URI, a GStreamer head), where it names one.
+    pub fn input_name(&self) -> Option<&str> {
+        match self {
+            SourceError::Input { path, .. } => Some(path),
+            SourceError::Stream { source_name, .. }
+            | SourceError::Quiet { source_name, .. }
+            | SourceError::Stalled { source_name, .. }
+            | SourceError::Nvdec { source_name, .. }
+            | SourceError::Format { source_name, .. } => Some(source_name),
+            _ => None,
+        }
+    }
+
+    /// GStreamer's debug detail of an error from its bus (which element, which line of its
+    /// source), kept out of the message.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            SourceError::Stream { debug, .. } => debug.as_deref(),
+            _ => None,
         }
     }
 

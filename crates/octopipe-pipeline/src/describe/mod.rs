@@ -61,45 +61,117 @@ pub fn load(pipeline: &str) -> std::io::Result<(String, String)> {
     }
 }
 
-/// Parse `text` (from `origin`, used in messages), replacing `${name}` with `vars`.
+/// Parse `text` (from `origin`, used in messages), replacing `${name}` with `vars`. Every
+/// variable not set is named in the one error, which points at the first.
 pub fn parse(
     origin: &str,
     text: &str,
     vars: &HashMap<String, String>,
 ) -> Result<Description, DescribeError> {
     let lookup = |name: &str| vars.get(name).cloned();
-    let missing =
-        |name: &str| format!("variable '{name}' is not set (give it with --set {name}=VALUE)");
-    scan(
-        origin,
-        text,
-        &Vars {
-            lookup: &lookup,
-            missing: &missing,
-        },
-    )
+    scan_with(origin, text, &lookup, "")
 }
 
 /// [`parse`], with the environment's variables for those `vars` does not set (`${OCTOPIPE_DATA}`
 /// after `. scripts/env.sh`; `--set` wins). For descriptions the user writes (`octopipe run`),
 /// never for ones that come over a network (`POST /streams`), which must not read the
-/// environment.
+/// environment. A variable of `vars` that the description never uses is an error (a misspelt
+/// `--set modle=...` would otherwise be ignored), with the closest name it uses.
 pub fn parse_with_env(
     origin: &str,
     text: &str,
     vars: &HashMap<String, String>,
 ) -> Result<Description, DescribeError> {
+    let used = variables(origin, text);
+    let mut given: Vec<&String> = vars.keys().collect();
+    given.sort();
+    if let Some(name) = given
+        .into_iter()
+        .find(|name| !used.iter().any(|(u, _)| u == *name))
+    {
+        return Err(unused_variable(origin, text, name, &used));
+    }
     let lookup = |name: &str| vars.get(name).cloned().or_else(|| std::env::var(name).ok());
-    let missing = |name: &str| {
-        format!("variable '{name}' is not set (give it with --set {name}=VALUE, or set it in the environment)")
+    scan_with(origin, text, &lookup, ", or set it in the environment")
+}
+
+/// The variables `text` uses (`${name}`), each once with the span of its first use, in order.
+/// A text that does not parse gives those before the error.
+pub fn variables(origin: &str, text: &str) -> Vec<(String, Span)> {
+    let seen = std::cell::RefCell::new(Vec::new());
+    let _ = scan(
+        origin,
+        text,
+        &Vars {
+            lookup: &|_| Some(String::new()),
+            missing: &|_| String::new(),
+            seen: Some(&seen),
+        },
+    );
+    let mut out: Vec<(String, Span)> = Vec::new();
+    for (name, span) in seen.into_inner() {
+        if !out.iter().any(|(n, _)| *n == name) {
+            out.push((name, span));
+        }
+    }
+    out
+}
+
+/// Scan `text` with `lookup`; the error for variables not set names all of them, with `env`
+/// after the `--set` advice.
+fn scan_with(
+    origin: &str,
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    env: &str,
+) -> Result<Description, DescribeError> {
+    let unset: Vec<String> = variables(origin, text)
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|name| lookup(name).is_none())
+        .collect();
+    let missing = |name: &str| match unset.len() {
+        0 | 1 => format!("variable '{name}' is not set (give it with --set {name}=VALUE{env})"),
+        _ => {
+            let names: Vec<String> = unset.iter().map(|n| format!("'{n}'")).collect();
+            let sets: Vec<String> = unset.iter().map(|n| format!("--set {n}=VALUE")).collect();
+            let env = env.replace(" it ", " them ");
+            format!(
+                "variables {} are not set (give them with {}{env})",
+                names.join(", "),
+                sets.join(" ")
+            )
+        }
     };
     scan(
         origin,
         text,
         &Vars {
-            lookup: &lookup,
+            lookup,
             missing: &missing,
+            seen: None,
         },
+    )
+}
+
+/// The error for `--set name=...` that `text` never uses: at the use of the closest name when
+/// one is close (a misspelling), else at the start.
+fn unused_variable(origin: &str, text: &str, name: &str, used: &[(String, Span)]) -> DescribeError {
+    let near = closest(name, used.iter().map(|(n, _)| n.as_str()));
+    let names: Vec<&str> = used.iter().map(|(n, _)| n.as_str()).collect();
+    let uses = match names.is_empty() {
+        true => "it uses no variables".to_string(),
+        false => format!("it uses {}", names.join(", ")),
+    };
+    let (span, hint) = match near.and_then(|n| used.iter().find(|(u, _)| u == n)) {
+        Some((n, span)) => (*span, format!("did you mean '{n}'? {uses}")),
+        None => (Span { start: 0, len: 1 }, uses),
+    };
+    error_at(
+        origin,
+        text,
+        span,
+        format!("--set {name}=...: the description never uses ${{{name}}} ({hint})"),
     )
 }
 
@@ -107,6 +179,8 @@ pub fn parse_with_env(
 struct Vars<'a> {
     lookup: &'a dyn Fn(&str) -> Option<String>,
     missing: &'a dyn Fn(&str) -> String,
+    /// Where each use of a variable is recorded, name and span (for [`variables`]).
+    seen: Option<&'a std::cell::RefCell<Vec<(String, Span)>>>,
 }
 
 // One pass of a hand-written scanner over the bytes: its states (stage, key, quoted value,
@@ -310,6 +384,13 @@ fn expand(
             .find('}')
             .ok_or_else(|| err(pos + open, 2, "unterminated '${'".into()))?;
         let name = &rest[open + 2..open + close];
+        if let Some(seen) = vars.seen {
+            let span = Span {
+                start: pos + open,
+                len: close + 1,
+            };
+            seen.borrow_mut().push((name.to_string(), span));
+        }
         let value =
             (vars.lookup)(name).ok_or_else(|| err(pos + open, close + 1, (vars.missing)(name)))?;
         out.push_str(&value);
@@ -410,6 +491,45 @@ mod tests {
             parse("p", text, &vars(&[("out", "o")])).is_err(),
             "parse alone never reads it"
         );
+    }
+
+    /// Issue 39: a `--set` the description never uses was ignored, and missing variables came
+    /// one a run.
+    #[test]
+    fn an_unused_set_is_an_error_and_every_missing_variable_is_named_at_once() {
+        let text = "images location=${root}/i ! classify model=${model} ! jsonl location=${out}";
+        let e = parse_with_env(
+            "p",
+            text,
+            &vars(&[("root", "r"), ("modle", "m.onnx"), ("out", "o")]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            "--set modle=...: the description never uses ${modle} (did you mean 'model'? it uses root, model, out)"
+        );
+        assert_eq!((e.line, e.column), (1, 44), "the caret under ${{model}}");
+        let e = parse_with_env(
+            "p",
+            "images location=a ! jsonl location=o",
+            &vars(&[("x", "1")]),
+        )
+        .unwrap_err();
+        assert!(e.message.ends_with("(it uses no variables)"), "{e}");
+        let e = parse("p", text, &vars(&[("model", "m")])).unwrap_err();
+        assert_eq!(
+            e.message,
+            "variables 'root', 'out' are not set (give them with --set root=VALUE --set out=VALUE)"
+        );
+        assert_eq!(e.column, 17, "the caret under the first");
+        let e = parse_with_env("p", text, &vars(&[("model", "m")])).unwrap_err();
+        assert!(
+            e.message
+                .ends_with("--set out=VALUE, or set them in the environment)"),
+            "{e}"
+        );
+        let used: Vec<String> = variables("p", text).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(used, ["root", "model", "out"]);
     }
 
     #[test]

@@ -113,6 +113,12 @@ pub(super) fn finish(
     let mut report = tally
         .with(|t| t.finish())
         .unwrap_or_else(|| Budget::new(budget, Vec::new()).finish());
+    report.error = error.as_ref().map(run_error);
+    if let ([only], Some(e)) = (report.streams.as_slice(), &error) {
+        // One stream, whose failure is the run's error: the error says it, not the report too.
+        let said = format!("stream {} failed: {e}", only.stream);
+        report.extra.retain(|l| *l != said);
+    }
     for o in &mut observers {
         o.finish(&mut report);
     }
@@ -120,5 +126,18 @@ pub(super) fn finish(
         report,
         error,
         abandoned,
+    }
+}
+
+/// The run's error as the report gives it (its JSON's `error`): kind, message and the input it
+/// is about (a source's file, URI or head).
+fn run_error(e: &crate::Error) -> crate::budget::RunError {
+    crate::budget::RunError {
+        kind: e.kind().name().to_string(),
+        message: e.to_string(),
+        input: e
+            .downcast_ref::<crate::source::SourceError>()
+            .and_then(|s| s.input_name())
+            .map(str::to_string),
     }
 }

@@ -129,7 +129,13 @@ impl Control {
     /// streams go on, and the run's exit says so at the end.
     fn stream_failed(&self, stream: u32, fate: &Fate, e: Error) {
         let reason = e.to_string();
-        tracing::error!("stream {stream} failed: {reason}");
+        // While the pipeline takes streams it runs on: say so as it happens. Else the report
+        // and the run's error at the end say it (once).
+        if self.joins.lock().is_ok_and(|j| j.is_some()) {
+            tracing::error!("stream {stream} failed: {reason}");
+        } else {
+            tracing::info!("stream {stream} failed: {reason}");
+        }
         self.tally.with(|t| {
             t.source_event(stream, "failed");
             t.add_line(format!("stream {stream} failed: {reason}"));

@@ -108,8 +108,10 @@ fn clash(output: (&RunPath, &Resolved), input: (&RunPath, &Resolved)) -> Option<
     None
 }
 
-/// Refuse outputs that would overwrite, or write into, what the run reads, and outputs that
-/// collide with each other. `-` (stdout) is not a path and is never refused.
+/// Refuse outputs that would overwrite, or write into, what the run reads, outputs that
+/// collide with each other, and outputs whose folder does not exist (for a folder output, the
+/// folder it is made in: the writer makes the output folder itself, never its parents). `-`
+/// (stdout) is not a path and is never refused.
 pub fn check(inputs: &[RunPath], outputs: &[RunPath]) -> Result<(), PipelineError> {
     let keep = |p: &&RunPath| p.path.as_os_str() != "-" && !p.path.as_os_str().is_empty();
     let inputs: Vec<_> = inputs
@@ -132,6 +134,19 @@ pub fn check(inputs: &[RunPath], outputs: &[RunPath]) -> Result<(), PipelineErro
             if or.same(otr) {
                 return Err(refusal(o, other, Clash::Same, &otr.real, false));
             }
+        }
+    }
+    for (o, _) in &outputs {
+        let folder = match o.path.parent() {
+            Some(p) if p.as_os_str().is_empty() => Path::new("."),
+            Some(p) => p,
+            None => continue,
+        };
+        if !folder.is_dir() {
+            return Err(PipelineError::OutputFolderMissing {
+                output: o.to_string(),
+                folder: folder.display().to_string(),
+            });
         }
     }
     Ok(())
@@ -217,9 +232,23 @@ mod tests {
         let b = RunPath::file("--plot", dir.join("new.jsonl"));
         let e = check(&[], &[a, b]).unwrap_err().to_string();
         assert!(e.contains("another output of this run"), "{e}");
-        // Beside the model, and missing folders below it, are fine.
-        let ok = RunPath::file("jsonl location", dir.join("no/such/o.jsonl"));
+        // Beside the model is fine; in a folder that does not exist, refused (one rule for
+        // every output, issue 39); stdout is no path.
+        let ok = RunPath::file("jsonl location", dir.join("o.jsonl"));
         check(&input, &[ok, RunPath::file("jsonl location", "-")]).unwrap();
+        let missing = RunPath::file("--plot", dir.join("no/such/p.svg"));
+        let e = check(&input, &[missing]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "--plot {0}/no/such/p.svg: its folder {0}/no/such does not exist: create it, or choose another path (nothing was written)",
+                dir.display()
+            )
+        );
+        let folder = RunPath::folder("--annotate", dir.join("no/frames"));
+        let e = check(&input, &[folder]).unwrap_err().to_string();
+        assert!(e.contains("its folder"), "{e}");
+        check(&input, &[RunPath::folder("--annotate", dir.join("frames"))]).unwrap();
     }
 
     #[test]

@@ -235,7 +235,7 @@ impl GstSource {
         };
         let (source_name, message) = match &self.input {
             Input::Images(images) => images.decode_failure(&err.error()),
-            _ => (self.name().to_string(), err.error().to_string()),
+            _ => (self.name().to_string(), super::words::plain(&err.error())),
         };
         SourceError::Stream {
             source_name,
