@@ -70,6 +70,13 @@ enum ImageKind {
     Png,
 }
 
+impl ImageList {
+    /// Whether the sequence is JPEG files (what nvJPEG decodes).
+    pub(super) fn is_jpeg(&self) -> bool {
+        self.kind == ImageKind::Jpeg
+    }
+}
+
 impl ImageKind {
     fn of(path: &Path) -> Option<Self> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
@@ -303,7 +310,12 @@ impl Images {
 
     /// The file the decoder was working on (the folder or glob before the first).
     fn decoding_name(&self) -> String {
-        let index = self.decoding.load(Ordering::SeqCst);
+        self.name_at(self.decoding.load(Ordering::SeqCst))
+    }
+
+    /// The file of image `index` of the stream (a buffer's offset), the folder or glob when
+    /// there is none.
+    pub(super) fn name_at(&self, index: u64) -> String {
         let file = usize::try_from(index)
             .ok()
             .filter(|i| *i < self.total())
@@ -445,13 +457,26 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
-/// `appsrc ! jpegdec|pngdec ! videoconvert ! appsink`, fed by a thread.
+/// `appsrc ! jpegdec|pngdec ! videoconvert ! appsink`, fed by a thread; with `undecoded`
+/// (nvJPEG decodes a JPEG sequence, `images decoder=nvjpeg`), `appsrc ! appsink`: the samples
+/// are the files.
 pub(super) fn build_images(
     pipeline: &gst::Pipeline,
     appsink: &gst_app::AppSink,
     images: &Images,
+    undecoded: bool,
 ) -> Result<Feeder, SourceError> {
     let appsrc = image_appsrc(images.kind)?;
+    if undecoded {
+        appsink.set_caps(Some(&images.kind.caps()));
+        let elements = [appsrc.upcast_ref(), appsink.upcast_ref()];
+        pipeline
+            .add_many(elements)
+            .and_then(|_| gst::Element::link_many(elements))
+            .map_err(|e| link_error(&images.location, e))?;
+        watch_decoding(appsink.upcast_ref(), &images.decoding);
+        return spawn_feeder(appsrc, images);
+    }
     let decoder = image_decoder(images.kind)?;
     let convert = make("videoconvert", PLUGINS_BASE)?;
     accept_image_formats(appsink, images.gray16);
