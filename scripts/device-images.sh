@@ -65,10 +65,12 @@ loops=${LOOPS:-20}
 clip=$data/visdrone/clip-9999999
 for decoder in cpu nvjpeg; do
     d=""
-    for i in $(seq 1 "$streams"); do
+    for i in $(seq 2 "$streams"); do
         d="$d images location=$clip/images loop=$loops decoder=$decoder ! boxes format=det location=$clip/annotations ! b. "
     done
-    d="$d batch name=b max-frames=$streams ! preprocess backend=cuda memory=device ! classify model=$model ep=cuda ! jsonl location=/dev/null"
+    d="$d images location=$clip/images loop=$loops decoder=$decoder ! boxes format=det location=$clip/annotations \
+        ! batch name=b max-frames=$streams ! preprocess backend=${BACKEND:-cuda} memory=${MEMORY:-device} \
+        ! classify model=$model ep=${EP:-cuda} ! jsonl location=/dev/null"
     echo "=== $streams image streams of the clip x $loops loops, decoder=$decoder ($(date -u +%FT%TZ))"
     nvidia-smi --query-gpu=utilization.gpu,utilization.jpeg --format=csv,noheader,nounits -lms 500 > /tmp/img/smi-$decoder.csv 2>/dev/null &
     smi=$!
@@ -82,4 +84,31 @@ if rows:
     j = sorted(int(r[1]) for r in rows if len(r) > 1 and r[1].strip().isdigit())
     print(f"GPU utilization median {g[len(g)//2]}% (max {g[-1]}%)" + (f"; JPEG engines median {j[len(j)//2]}%" if j else ""))
 PY
+done
+
+# The detector (the shared CenterNet, batch 1, 12 tiles of 640 a frame on the CUDA execution
+# provider, its tiles cut on the GPU) on the clip: its recall with each decoder, then DSTREAMS
+# (default 4) streams of the clip's frames decoded by nvJPEG against the same frames as 2000x1500
+# H.264 through NVDEC.
+detector=$data/models/coco-centernet-512.onnx
+[ -f "$detector" ] && [ "${DETECT:-1}" = 1 ] || { echo "the detector runs are skipped (DETECT=0 or no $detector)"; exit 0; }
+det="detect model=$detector labels=coco scale=1 tiles=640x640 overlap=0.15 score=0.3 iou=0.5 ios=0.85 classes=person,bicycle,car,motorcycle,bus,truck map=car:vehicle,bus:vehicle,truck:vehicle,bicycle:two-wheeler,motorcycle:two-wheeler ep=cuda backend=cuda"
+for decoder in cpu nvjpeg; do
+    $bin run --force "images location=$clip/images decoder=$decoder ! $det ! batch ! jsonl location=/tmp/img/det-$decoder.jsonl" 2>/tmp/img/det-$decoder.log \
+        || { echo "detect decoder=$decoder failed:"; tail -5 /tmp/img/det-$decoder.log; continue; }
+    echo "detect, decoder=$decoder, recall on the clip:"
+    $bin eval detections --objects /tmp/img/det-$decoder.jsonl --truth $clip/annotations --images $clip/images 2>&1 | tail -6
+done
+mkdir -p /tmp/img/seq
+i=0; for f in $(ls $clip/images/*.jpg | sort); do ln -sf "$f" /tmp/img/seq/$(printf %03d $i).jpg; i=$((i+1)); done
+gst-launch-1.0 -q multifilesrc location=/tmp/img/seq/%03d.jpg loop=true num-buffers=340 caps=image/jpeg,framerate=30/1 \
+    ! jpegdec ! videoconvert ! video/x-raw,format=I420 ! x264enc speed-preset=ultrafast key-int-max=30 bitrate=16000 \
+    ! video/x-h264,profile=high ! mp4mux ! filesink location=/tmp/img/clip.mp4 || echo "encoding the clip failed"
+dstreams=${DSTREAMS:-4}
+for src in "images location=$clip/images loop=10 decoder=nvjpeg" "media location=/tmp/img/clip.mp4 decoder=nvdec"; do
+    d=""
+    for i in $(seq 2 "$dstreams"); do d="$d $src ! $det ! s. "; done
+    d="$d $src ! $det ! batch name=s ! jsonl location=/dev/null"
+    echo "=== $dstreams streams x 340 frames: $src ! detect ($(date -u +%FT%TZ))"
+    timed $bin run --force "$d"
 done

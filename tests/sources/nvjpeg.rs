@@ -81,7 +81,9 @@ fn the_nvjpeg_library_loads_or_says_why() {
 fn auto_without_nvjpeg_decodes_on_the_cpu_with_the_same_frames() {
     let test = "auto_without_nvjpeg_decodes_on_the_cpu_with_the_same_frames";
     if source::nvjpeg_available(0).is_ok() {
-        eprintln!("SKIPPED {test}: nvJPEG is present (auto decodes with it; the GPU test covers that)");
+        eprintln!(
+            "SKIPPED {test}: nvJPEG is present (auto decodes with it; the GPU test covers that)"
+        );
         return;
     }
     let Some(dir) = clip_files(test, 3) else {
@@ -94,7 +96,10 @@ fn auto_without_nvjpeg_decodes_on_the_cpu_with_the_same_frames() {
     assert_eq!(auto.len(), cpu.len());
     for (a, c) in auto.iter().zip(&cpu) {
         assert_eq!(a.memory(), Some(Memory::Host));
-        assert_eq!((a.seq, a.layout, a.colorimetry), (c.seq, c.layout, c.colorimetry));
+        assert_eq!(
+            (a.seq, a.layout, a.colorimetry),
+            (c.seq, c.layout, c.colorimetry)
+        );
         assert!(a.data() == c.data(), "frame {} differs", a.seq);
     }
 }
@@ -113,7 +118,9 @@ fn nvjpeg_without_nvjpeg_or_on_png_is_an_error_naming_the_input() {
     assert!(matches!(e, SourceError::Nvjpeg { .. }), "{e:?}");
     let message = e.to_string();
     assert!(
-        message.contains("nvjpeg-png") && message.contains("decoder=nvjpeg: ") && message.contains("PNG"),
+        message.contains("nvjpeg-png")
+            && message.contains("decoder=nvjpeg: ")
+            && message.contains("PNG"),
         "{message}"
     );
 
@@ -140,20 +147,30 @@ fn nvjpeg_without_nvjpeg_or_on_png_is_an_error_naming_the_input() {
 }
 
 /// (frame, crop) -> the crop's tensor values, and the report's source lines.
-fn crop_tensors(description: &str, vars: &HashMap<String, String>) -> (HashMap<(u64, usize), Vec<f32>>, String) {
+fn crop_tensors(
+    description: &str,
+    vars: &HashMap<String, String>,
+) -> (HashMap<(u64, usize), Vec<f32>>, String) {
     let mut pipeline = Pipeline::from_description(description, vars).unwrap();
     let batches = pipeline.batches(64);
     let run = std::thread::spawn(move || pipeline.run());
     let batches: Vec<CropBatch> = batches.into_iter().collect();
     let outcome = run.join().unwrap();
-    assert!(outcome.error.is_none(), "{description}: {:?}", outcome.error);
+    assert!(
+        outcome.error.is_none(),
+        "{description}: {:?}",
+        outcome.error
+    );
     let mut crops = HashMap::new();
     for b in &batches {
         let t = b.tensor.as_f32().expect("a host f32 tensor");
         for (c, o) in b.crops.iter().zip(&b.origins) {
             let len = 3 * (c.out_w * c.out_h) as usize;
             let values = t[c.out_offset as usize..c.out_offset as usize + len].to_vec();
-            crops.insert((b.frames[c.frame as usize].seq, o.detection as usize), values);
+            crops.insert(
+                (b.frames[c.frame as usize].seq, o.detection as usize),
+                values,
+            );
         }
     }
     (crops, outcome.report.to_string())
@@ -169,13 +186,18 @@ fn nvjpeg_crops_match_the_cpu_decode_through_the_cuda_kernel() {
         return;
     };
     let root = data.join("visdrone/clip-9999999");
-    let vars = HashMap::from([("root".to_string(), root.display().to_string())]);
+    let out = common::temp_dir(test);
+    let vars = HashMap::from([
+        ("root".to_string(), root.display().to_string()),
+        ("out".to_string(), out.display().to_string()),
+    ]);
     let run = |decoder: &str| {
         crop_tensors(
             &format!(
                 "images location=${{root}}/images decoder={decoder} \
                  ! boxes format=det location=${{root}}/annotations \
-                 ! batch max-frames=8 ! preprocess backend=cuda size=64x64"
+                 ! batch max-frames=8 ! preprocess backend=cuda size=64x64 \
+                 ! tensors location=${{out}}/{decoder}"
             ),
             &vars,
         )
@@ -205,7 +227,10 @@ fn nvjpeg_crops_match_the_cpu_decode_through_the_cuda_kernel() {
         100.0 * over2 as f64 / n as f64
     );
     assert!(mean < 0.5, "mean {mean} levels");
-    assert!((over2 as f64) < 0.01 * n as f64, "{over2} of {n} values over 2 levels");
+    assert!(
+        (over2 as f64) < 0.01 * n as f64,
+        "{over2} of {n} values over 2 levels"
+    );
 }
 
 #[test]
@@ -219,23 +244,36 @@ fn nvjpeg_frames_are_device_i420_and_other_files_decode_on_the_cpu_counted() {
     };
     // The variants beside the clip's two frames, in file-name order after them.
     let variants = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jpeg");
-    for name in ["x1-progressive.jpg", "x2-gray.jpg", "x3-cmyk.jpg", "x4-444.jpg"] {
+    for name in [
+        "x1-progressive.jpg",
+        "x2-gray.jpg",
+        "x3-cmyk.jpg",
+        "x4-444.jpg",
+    ] {
         std::fs::copy(variants.join(name), clip.join(name)).unwrap();
     }
-    let frames = drain(GstSource::open(&images(&clip, ImageDecoder::Nvjpeg), BufferPool::new()).unwrap());
+    let frames =
+        drain(GstSource::open(&images(&clip, ImageDecoder::Nvjpeg), BufferPool::new()).unwrap());
     assert_eq!(frames.len(), 6);
     for f in &frames[..2] {
-        assert!(matches!(f.memory(), Some(Memory::Device(0))), "{:?}", f.memory());
-        assert_eq!((f.layout.format, f.layout.width, f.layout.height), (PixelFormat::I420, 2000, 1500));
+        assert!(
+            matches!(f.memory(), Some(Memory::Device(0))),
+            "{:?}",
+            f.memory()
+        );
+        assert_eq!(
+            (f.layout.format, f.layout.width, f.layout.height),
+            (PixelFormat::I420, 2000, 1500)
+        );
     }
     for f in &frames[2..] {
         assert_eq!(f.memory(), Some(Memory::Host), "{}", f.source);
-        assert_eq!(f.layout.format, PixelFormat::Rgb);
+        assert_eq!(f.layout.format, PixelFormat::I420);
         assert_eq!((f.layout.width, f.layout.height), (64, 48));
     }
     // Counted per stream in the report, by reason.
     let vars = HashMap::from([("dir".to_string(), clip.display().to_string())]);
-    let mut pipeline = Pipeline::from_description(
+    let pipeline = Pipeline::from_description(
         "images location=${dir} decoder=nvjpeg ! boxes format=synthetic count=2 ! batch ! preprocess backend=cuda ! jsonl location=/dev/null",
         &vars,
     )
@@ -243,7 +281,11 @@ fn nvjpeg_frames_are_device_i420_and_other_files_decode_on_the_cpu_counted() {
     let outcome = pipeline.run();
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     let report = outcome.report.to_string();
-    for reason in ["not a baseline JPEG", "not 3 components", "chroma not sampled 4:2:0"] {
+    for reason in [
+        "not a baseline JPEG",
+        "not 3 components",
+        "chroma not sampled 4:2:0",
+    ] {
         assert!(report.contains(reason), "{reason}: {report}");
     }
     eprintln!("{test}: {report}");

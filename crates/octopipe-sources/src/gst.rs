@@ -184,7 +184,7 @@ impl GstSource {
             in_a_row: 0,
             tally: None,
             started: Instant::now(),
-            nvjpeg: parts.nvjpeg.map(JpegRoute::new),
+            nvjpeg: parts.nvjpeg,
             cuda: parts.cuda,
             picture: None,
             opened: Instant::now(),
@@ -230,7 +230,7 @@ impl GstSource {
         self.input = parts.input;
         self.feeder = parts.feeder;
         self.cuda = parts.cuda;
-        self.nvjpeg = parts.nvjpeg.map(JpegRoute::new);
+        self.nvjpeg = parts.nvjpeg;
         // A live head's new pipeline stamps on a clock of its own: its frames number on.
         self.timeline.restart();
         self.done = false;
@@ -407,7 +407,7 @@ impl GstSource {
                     Input::Images(images) => images.name_at(buffer.offset()),
                     _ => self.config.describe(),
                 };
-                Some(route.decode(file, &input, |event| {
+                Some(route.decode(file, buffer.offset(), &input, |event| {
                     if let Some(t) = &tally {
                         t.with(|b| b.source_event(stream, event));
                     }

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use super::{
-    Decoder, HeadSettings, ImageDecoder, RetryProps, SourceConfig, SourceKind, StallProps, WaitProps, Watch,
+    Decoder, HeadSettings, ImageDecoder, RetryProps, SourceConfig, SourceKind, StallProps,
+    WaitProps, Watch,
 };
 use crate::frame::PixelFormat;
 use crate::stage::{PropSpec, PropType, Properties};

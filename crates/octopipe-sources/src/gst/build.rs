@@ -12,7 +12,7 @@ use super::super::images::{build_images, list_images, Feeder, ImageList, Images}
 use super::super::launch::build_launch;
 use super::super::media::{build_media, media_uri};
 use super::super::nvdec::{self, SharedCuda};
-use super::super::nvjpeg::NvjpegDecoder;
+use super::super::nvjpeg::{JpegRoute, NvjpegDecoder};
 use super::super::rtp::RtpTimes;
 use super::super::test::{build_test, TestSettings};
 use super::super::{Decoder, ImageDecoder, SourceConfig, SourceError, SourceKind};
@@ -37,8 +37,9 @@ pub(super) struct Parts {
     pub(super) input: Input,
     pub(super) feeder: Option<Feeder>,
     pub(super) cuda: Option<Arc<SharedCuda>>,
-    /// The nvJPEG decoder of an image sequence decoded on the GPU (`images decoder=nvjpeg`).
-    pub(super) nvjpeg: Option<Arc<NvjpegDecoder>>,
+    /// The route to the nvJPEG decoder of an image sequence decoded on the GPU
+    /// (`images decoder=nvjpeg`).
+    pub(super) nvjpeg: Option<JpegRoute>,
 }
 
 impl Parts {
@@ -47,7 +48,7 @@ impl Parts {
         let plan = Plan::check(config)?;
         init()?;
         let cuda = plan.nvdec(config)?;
-        let nvjpeg = plan.nvjpeg(config)?;
+        let nvjpeg = plan.nvjpeg(config)?.map(JpegRoute::new);
         let pipeline = gst::Pipeline::new();
         if let Some(shared) = &cuda {
             // Elements added later (decodebin's decoders) take the pipeline's contexts.
@@ -55,7 +56,7 @@ impl Parts {
         }
         let appsink = new_appsink()?;
         let (input, feeder) =
-            plan.build(&pipeline, &appsink, config, cuda.as_ref(), nvjpeg.is_some())?;
+            plan.build(&pipeline, &appsink, config, cuda.as_ref(), nvjpeg.as_ref())?;
         let bus = pipeline
             .bus()
             .ok_or_else(|| SourceError::Init("pipeline has no bus".into()))?;
@@ -198,13 +199,15 @@ impl<'a> Plan<'a> {
                 reason: "nvJPEG decodes JPEG files, and these are PNG: use decoder=cpu".into(),
                 source: None,
             }),
-            (ImageDecoder::Nvjpeg, true) => NvjpegDecoder::of(config.device)
-                .map(Some)
-                .map_err(|e| SourceError::Nvjpeg {
-                    source_name: name,
-                    reason: e.to_string(),
-                    source: Some(Box::new(e)),
-                }),
+            (ImageDecoder::Nvjpeg, true) => {
+                NvjpegDecoder::of(config.device)
+                    .map(Some)
+                    .map_err(|e| SourceError::Nvjpeg {
+                        source_name: name,
+                        reason: e.to_string(),
+                        source: Some(Box::new(e)),
+                    })
+            }
             (ImageDecoder::Auto, false) => {
                 tracing::info!("{name}: decoder=auto: PNG files decode on the CPU");
                 Ok(None)
@@ -234,7 +237,7 @@ impl<'a> Plan<'a> {
         appsink: &gst_app::AppSink,
         config: &SourceConfig,
         cuda: Option<&Arc<SharedCuda>>,
-        undecoded: bool,
+        nvjpeg: Option<&JpegRoute>,
     ) -> Result<(Input, Option<Feeder>), SourceError> {
         Ok(match self {
             Plan::Media((name, uri)) => {
@@ -247,7 +250,12 @@ impl<'a> Plan<'a> {
             }
             Plan::Images(list) => {
                 let images = Images::new(list, config.framerate, config.loops);
-                let feeder = build_images(pipeline, appsink, &images, undecoded)?;
+                let feeder = build_images(
+                    pipeline,
+                    appsink,
+                    &images,
+                    nvjpeg.map(JpegRoute::read_ahead),
+                )?;
                 (Input::Images(images), Some(feeder))
             }
             Plan::Launch(fragment, decode) => {

@@ -82,7 +82,7 @@ impl Api {
         // SAFETY: loading libnvjpeg runs its initialisers only (it starts no CUDA work).
         let library = NAMES
             .iter()
-            .find_map(|name| match unsafe { Library::new(name) } {
+            .find_map(|name| match unsafe { Library::new(*name) } {
                 Ok(l) => Some(l),
                 Err(e) => {
                     tried.push(format!("{name}: {e}"));

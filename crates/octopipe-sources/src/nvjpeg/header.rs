@@ -71,7 +71,11 @@ impl JpegHeader {
                 let s = bytes.get(at + 4..at + 2 + len)?;
                 let components = *s.get(5)?;
                 let mut sampling = [(0, 0); 3];
-                for (i, slot) in sampling.iter_mut().enumerate().take(components.min(3) as usize) {
+                for (i, slot) in sampling
+                    .iter_mut()
+                    .enumerate()
+                    .take(components.min(3) as usize)
+                {
                     let f = *s.get(6 + 3 * i + 1)?;
                     *slot = (f >> 4, f & 0x0F);
                 }

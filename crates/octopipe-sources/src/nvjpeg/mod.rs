@@ -18,6 +18,7 @@ mod route;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -25,19 +26,20 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use gstreamer as gst;
 
-use crate::buffer::DeviceBuffer;
 use crate::frame::{DeviceFrame, FrameLayout, PixelFormat};
+use octopipe_core::buffer::DeviceBuffer;
 
 use cpu::decode_on_cpu;
 pub(crate) use header::{CpuReason, JpegHeader};
 pub(crate) use route::JpegRoute;
 
-/// The most files decoded in one call (the engines' throughput levels off past ~34 pictures of
-/// 2000x1500 on an H100: BENCHMARKS.md).
-const MAX_BATCH: usize = 64;
+/// The most files decoded in one batch: the engines' throughput levels off past ~34 pictures of
+/// 2000x1500 a call on an H100 (BENCHMARKS.md), and under load every batch is then one call of
+/// this size (what is left waits for the next).
+const MAX_BATCH: usize = 32;
 
-/// How long the decoder waits after a stream's request for the other streams' (each stream has
-/// one file in flight at a time, so a batch is full once every stream has asked).
+/// How long the decoder waits, once the files already asked for are taken, for a file from each
+/// stream that has none in the batch yet.
 const COLLECT: Duration = Duration::from_micros(1500);
 
 /// Why nvJPEG cannot decode here.
@@ -98,6 +100,8 @@ pub(crate) struct NvjpegDecoder {
     requests: Sender<Request>,
     device: usize,
     backend: &'static str,
+    /// Streams decoding through it (their routes), which a batch waits for.
+    streams: AtomicUsize,
 }
 
 impl fmt::Debug for NvjpegDecoder {
@@ -128,6 +132,7 @@ impl NvjpegDecoder {
                     requests: unbounded().0,
                     device,
                     backend: "none",
+                    streams: AtomicUsize::new(0),
                 }
             })
         });
@@ -169,6 +174,7 @@ impl NvjpegDecoder {
             requests,
             device,
             backend,
+            streams: AtomicUsize::new(0),
         })
     }
 
@@ -182,19 +188,35 @@ impl NvjpegDecoder {
         self.backend
     }
 
-    /// Decode the JPEG file in `buffer` (whose frame header is `header`, taken by
-    /// [`JpegHeader::gpu_decodable`]), waiting for the batch it goes in.
-    pub(crate) fn decode(&self, buffer: gst::Buffer, header: JpegHeader) -> Outcome {
+    /// Ask for the JPEG file in `buffer` (whose frame header is `header`, taken by
+    /// [`JpegHeader::gpu_decodable`]) to be decoded in the next batch; its outcome comes on the
+    /// receiver.
+    pub(crate) fn submit(&self, buffer: gst::Buffer, header: JpegHeader) -> Receiver<Outcome> {
         let (reply, outcome) = bounded(1);
         let request = Request {
             buffer,
             header,
             reply,
         };
-        if self.requests.send(request).is_err() {
-            return Err(CpuReason::Refused);
+        // A decoder that is gone drops the request: the receiver then says so.
+        let _ = self.requests.send(request);
+        outcome
+    }
+
+    /// [`submit`](Self::submit), waiting for the outcome.
+    pub(crate) fn decode(&self, buffer: gst::Buffer, header: JpegHeader) -> Outcome {
+        self.submit(buffer, header)
+            .recv()
+            .unwrap_or(Err(CpuReason::Refused))
+    }
+
+    /// A stream starts (`true`) or stops decoding through this decoder.
+    pub(crate) fn count_stream(&self, starts: bool) {
+        if starts {
+            self.streams.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.streams.fetch_sub(1, Ordering::SeqCst);
         }
-        outcome.recv().unwrap_or(Err(CpuReason::Refused))
     }
 }
 
@@ -207,6 +229,10 @@ struct Engine {
     backend: &'static str,
     stream: Arc<CudaStream>,
     pool: Arc<Mutex<Vec<CudaSlice<u8>>>>,
+    /// Files decoded, and the calls and batches they took (for the closing log line).
+    files: u64,
+    calls: u64,
+    batches: u64,
     _ctx: Arc<CudaContext>,
 }
 
@@ -243,25 +269,38 @@ impl Engine {
             };
         }
         check("nvjpegCreateEx", status)?;
-        Ok(Engine {
+        let mut engine = Engine {
             api,
             handle,
             states: HashMap::new(),
             backend,
             stream,
             pool: Arc::default(),
+            files: 0,
+            calls: 0,
+            batches: 0,
             _ctx: ctx,
-        })
+        };
+        let mut size = 1;
+        while size <= MAX_BATCH {
+            engine.state(size)?;
+            size *= 2;
+        }
+        Ok(engine)
     }
 
     /// Take requests until every sender is gone, decoding what has come in together.
     fn serve(mut self, incoming: &Receiver<Request>, decoder: &Weak<NvjpegDecoder>) {
         while let Ok(first) = incoming.recv() {
+            // What has come in already (streams read their next files ahead), then, for a
+            // short while, a file from each stream that has not asked yet.
             let mut batch = vec![first];
+            batch.extend(incoming.try_iter().take(MAX_BATCH - 1));
             let deadline = Instant::now() + COLLECT;
-            // Streams still holding the decoder, each with at most one file in flight.
-            let clients = decoder.strong_count().max(1);
-            while batch.len() < MAX_BATCH.min(clients) {
+            let streams = decoder
+                .upgrade()
+                .map_or(1, |d| d.streams.load(Ordering::SeqCst).max(1));
+            while batch.len() < MAX_BATCH.min(streams) {
                 match incoming.recv_deadline(deadline) {
                     Ok(r) => batch.push(r),
                     Err(_) => break,
@@ -271,14 +310,27 @@ impl Engine {
         }
     }
 
+    /// Decode `batch` in calls of power-of-two sizes, largest first (a state is initialized for
+    /// one batch size, and initializing one costs tens of milliseconds on the hardware
+    /// backend: the seven sizes up to [`MAX_BATCH`] are made once).
+    fn decode(&mut self, mut batch: Vec<Request>) {
+        self.batches += 1;
+        while !batch.is_empty() {
+            let size = 1 << (usize::BITS - 1 - batch.len().leading_zeros());
+            let rest = batch.split_off(size);
+            self.decode_call(batch);
+            batch = rest;
+        }
+    }
+
     /// Decode `batch` in one call; when that fails, each file alone, so that one damaged file
     /// goes to the CPU and the others do not.
-    fn decode(&mut self, batch: Vec<Request>) {
+    fn decode_call(&mut self, batch: Vec<Request>) {
         let outputs = match self.run(&batch) {
             Ok(outputs) => outputs,
             Err(_) if batch.len() > 1 => {
                 for one in batch {
-                    self.decode(vec![one]);
+                    self.decode_call(vec![one]);
                 }
                 return;
             }
@@ -296,6 +348,8 @@ impl Engine {
     /// One `nvjpegDecodeBatched` call over `batch`, waited for.
     fn run(&mut self, batch: &[Request]) -> Result<Vec<Decoded>, NvjpegError> {
         let state = self.state(batch.len())?;
+        self.calls += 1;
+        self.files += batch.len() as u64;
         let maps: Vec<gst::BufferMap<'_, gst::buffer::Readable>> = batch
             .iter()
             .map(|r| r.buffer.map_readable())
@@ -379,11 +433,11 @@ impl Engine {
     /// A device buffer of at least `len` bytes from the pool (it goes back when the frame
     /// holding it is dropped), and its address.
     fn take(&mut self, len: usize) -> Result<(Pooled, u64), NvjpegError> {
-        let reused = self
-            .pool
-            .lock()
-            .ok()
-            .and_then(|mut free| free.iter().position(|b| b.len() >= len).map(|i| free.swap_remove(i)));
+        let reused = self.pool.lock().ok().and_then(|mut free| {
+            free.iter()
+                .position(|b| b.len() >= len)
+                .map(|i| free.swap_remove(i))
+        });
         let slice = match reused {
             Some(slice) => slice,
             // SAFETY: the bytes are written by the decoder before anyone reads them.
@@ -404,6 +458,17 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        if self.files > 0 {
+            tracing::info!(
+                "nvJPEG on cuda:{} ({} backend): {} files in {} batches ({:.1} files a batch), {} calls",
+                self.stream.context().ordinal(),
+                self.backend,
+                self.files,
+                self.batches,
+                self.files as f64 / self.batches.max(1) as f64,
+                self.calls
+            );
+        }
         // SAFETY: the states and the handle were made by this engine and nothing uses them any
         // more (the thread is ending); the stream is idle after each batch.
         unsafe {
