@@ -10,6 +10,7 @@ mod isolation;
 mod jpeg_fidelity;
 mod live;
 mod nvdec;
+mod nvjpeg;
 mod resolution;
 mod shutdown;
 mod source;

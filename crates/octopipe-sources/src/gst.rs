@@ -54,6 +54,7 @@ use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
 use super::images::Feeder;
 use super::media::{expected_frames, truncation};
 use super::nvdec::{self, SharedCuda};
+use super::nvjpeg::JpegRoute;
 use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{secs, Limits, Wait};
 use super::{FrameSource, SourceConfig, SourceError, SourceKind};
@@ -133,6 +134,8 @@ pub struct GstSource {
     started: Instant,
     /// The CUDA context shared with NVDEC decoders (`decoder=nvdec`).
     cuda: Option<Arc<SharedCuda>>,
+    /// An image sequence's JPEG files decoded by nvJPEG (`images decoder=nvjpeg`).
+    nvjpeg: Option<JpegRoute>,
     /// The size of the last frame's picture (a change is a splice: `follow_picture`).
     picture: Option<(u32, u32)>,
     /// When the source was opened: a stream source gives its first frame within
@@ -182,6 +185,7 @@ impl GstSource {
             in_a_row: 0,
             tally: None,
             started: Instant::now(),
+            nvjpeg: parts.nvjpeg,
             cuda: parts.cuda,
             picture: None,
             opened: Instant::now(),
@@ -227,6 +231,7 @@ impl GstSource {
         self.input = parts.input;
         self.feeder = parts.feeder;
         self.cuda = parts.cuda;
+        self.nvjpeg = parts.nvjpeg;
         // A live head's new pipeline stamps on a clock of its own: its frames number on.
         self.timeline.restart();
         self.done = false;
@@ -394,21 +399,46 @@ impl GstSource {
             (Some(caps), Some(buffer)) => (caps, buffer),
             _ => return Err(self.stream_error("sample without caps or buffer".into(), None)),
         };
-        let (info, format) = self.video_info(caps)?;
+        // nvJPEG's route: the sample is the JPEG file itself, decoded here.
+        let jpeg = match (&mut self.nvjpeg, sample.buffer_owned()) {
+            (Some(route), Some(file)) if route.takes(caps) => {
+                let tally = self.tally.clone();
+                let stream = self.stream;
+                let input = match &self.input {
+                    Input::Images(images) => images.name_at(buffer.offset()),
+                    _ => self.config.describe(),
+                };
+                Some(route.decode(file, buffer.offset(), &input, |event| {
+                    if let Some(t) = &tally {
+                        t.with(|b| b.source_event(stream, event));
+                    }
+                })?)
+            }
+            _ => None,
+        };
+        let (info, format) = match &jpeg {
+            Some((info, _)) => (info.clone(), PixelFormat::I420),
+            None => self.video_info(caps)?,
+        };
         self.follow_picture(&info);
         let pts = buffer.pts().map(|t| Duration::from_nanos(t.nseconds()));
         if let Some(p) = buffer.pts() {
             self.last_end = Some(p + buffer.duration().unwrap_or(gst::ClockTime::ZERO));
         }
         let (source, image, fallback) = self.origin(buffer.pts(), info.height())?;
-        let colorimetry = colorimetry(&info, caps, fallback);
+        let colorimetry = match &jpeg {
+            Some(_) => Colorimetry::JPEG,
+            None => colorimetry(&info, caps, fallback),
+        };
 
         let stream_error = |message| SourceError::Stream {
             source_name: source.to_string(),
             message,
             debug: None,
         };
-        let planes = if nvdec::is_cuda_caps(caps) {
+        let planes = if let Some((_, pixels)) = jpeg {
+            pixels
+        } else if nvdec::is_cuda_caps(caps) {
             // NVDEC's frame in CUDA memory: no copy, the frame holds the decoder's buffer.
             let shared = self.cuda.as_ref().ok_or_else(|| SourceError::Format {
                 source_name: source.to_string(),
@@ -584,7 +614,7 @@ impl Drop for GstSource {
 }
 
 /// A decoded frame's planes before it becomes a [`Frame`].
-enum Pixels {
+pub(super) enum Pixels {
     /// Copied into a pooled host buffer.
     Host(PooledBuf, FrameLayout),
     /// The decoder's CUDA memory, mapped.

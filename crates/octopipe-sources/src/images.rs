@@ -70,6 +70,13 @@ enum ImageKind {
     Png,
 }
 
+impl ImageList {
+    /// Whether the sequence is JPEG files (what nvJPEG decodes).
+    pub(super) fn is_jpeg(&self) -> bool {
+        self.kind == ImageKind::Jpeg
+    }
+}
+
 impl ImageKind {
     fn of(path: &Path) -> Option<Self> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
@@ -147,6 +154,8 @@ struct ImageFeed {
     framerate: f64,
     stop: Arc<AtomicBool>,
     error: Arc<Mutex<Option<SourceError>>>,
+    /// Told of each file before it is pushed (nvJPEG's read-ahead).
+    on_file: Option<OnFile>,
 }
 
 impl ImageFeed {
@@ -177,6 +186,9 @@ impl ImageFeed {
                     image_pts(index + 1, self.framerate) - image_pts(index, self.framerate),
                 );
                 b.set_offset(index as u64);
+            }
+            if let Some(on_file) = &self.on_file {
+                on_file(index as u64, &buffer);
             }
             if self.appsrc.push_buffer(buffer).is_err() {
                 return; // flushing: the pipeline is stopping
@@ -303,7 +315,12 @@ impl Images {
 
     /// The file the decoder was working on (the folder or glob before the first).
     fn decoding_name(&self) -> String {
-        let index = self.decoding.load(Ordering::SeqCst);
+        self.name_at(self.decoding.load(Ordering::SeqCst))
+    }
+
+    /// The file of image `index` of the stream (a buffer's offset), the folder or glob when
+    /// there is none.
+    pub(super) fn name_at(&self, index: u64) -> String {
         let file = usize::try_from(index)
             .ok()
             .filter(|i| *i < self.total())
@@ -445,13 +462,30 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
-/// `appsrc ! jpegdec|pngdec ! videoconvert ! appsink`, fed by a thread.
+/// What the feeder calls with each file it reads (its image index and bytes), before pushing
+/// it: nvJPEG's route asks for the file's decode there.
+pub(crate) type OnFile = Box<dyn Fn(u64, &gst::Buffer) + Send>;
+
+/// `appsrc ! jpegdec|pngdec ! videoconvert ! appsink`, fed by a thread; with `undecoded`
+/// (nvJPEG decodes a JPEG sequence, `images decoder=nvjpeg`), `appsrc ! appsink`: the samples
+/// are the files, each handed to `undecoded` as the feeder reads it.
 pub(super) fn build_images(
     pipeline: &gst::Pipeline,
     appsink: &gst_app::AppSink,
     images: &Images,
+    undecoded: Option<OnFile>,
 ) -> Result<Feeder, SourceError> {
     let appsrc = image_appsrc(images.kind)?;
+    if let Some(on_file) = undecoded {
+        appsink.set_caps(Some(&images.kind.caps()));
+        let elements: [&gst::Element; 2] = [appsrc.upcast_ref(), appsink.upcast_ref()];
+        pipeline
+            .add_many(elements)
+            .and_then(|_| gst::Element::link_many(elements))
+            .map_err(|e| link_error(&images.location, e))?;
+        watch_decoding(appsink.upcast_ref(), &images.decoding);
+        return spawn_feeder(appsrc, images, Some(on_file));
+    }
     let decoder = image_decoder(images.kind)?;
     let convert = make("videoconvert", PLUGINS_BASE)?;
     accept_image_formats(appsink, images.gray16);
@@ -466,7 +500,7 @@ pub(super) fn build_images(
         .and_then(|_| gst::Element::link_many(elements))
         .map_err(|e| link_error(&images.location, e))?;
     watch_decoding(&decoder, &images.decoding);
-    spawn_feeder(appsrc, images)
+    spawn_feeder(appsrc, images, None)
 }
 
 /// An `appsrc` for files of `kind` that blocks the feeder once [`IMAGE_QUEUE`] files wait.
@@ -536,7 +570,11 @@ fn watch_decoding(decoder: &gst::Element, decoding: &Arc<AtomicU64>) {
 }
 
 /// Start the thread that pushes `images`' files into `appsrc`.
-fn spawn_feeder(appsrc: gst_app::AppSrc, images: &Images) -> Result<Feeder, SourceError> {
+fn spawn_feeder(
+    appsrc: gst_app::AppSrc,
+    images: &Images,
+    on_file: Option<OnFile>,
+) -> Result<Feeder, SourceError> {
     let stop = Arc::new(AtomicBool::new(false));
     let error = Arc::new(Mutex::new(None));
     let feed = ImageFeed {
@@ -547,6 +585,7 @@ fn spawn_feeder(appsrc: gst_app::AppSrc, images: &Images) -> Result<Feeder, Sour
         framerate: images.framerate,
         stop: stop.clone(),
         error: error.clone(),
+        on_file,
     };
     let thread = std::thread::Builder::new()
         .name("octopipe-images".into())

@@ -51,6 +51,7 @@ mod images;
 mod launch;
 mod media;
 mod nvdec;
+mod nvjpeg;
 mod pace;
 mod props;
 mod rtp;
@@ -74,6 +75,7 @@ pub use crate::stage::source::{FrameSource, SourceError, StartGate};
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, BadBox, PushError, APP};
 pub use gst::GstSource;
 pub use nvdec::NvdecError;
+pub use nvjpeg::NvjpegError;
 pub(crate) use props::DecoderProps;
 pub use rtpsrc::RTP;
 
@@ -151,6 +153,23 @@ pub enum Decoder {
     Auto,
 }
 
+/// Which decoder an `images` source's JPEG files go through (`decoder=cpu|nvjpeg|auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
+#[non_exhaustive]
+pub enum ImageDecoder {
+    /// GStreamer's `jpegdec`/`pngdec` on the CPU: frames in host memory, read by every stage.
+    #[default]
+    Cpu,
+    /// NVIDIA's nvJPEG (the GPU's JPEG engines where it has them): JPEG files decoded in batches
+    /// over every stream into CUDA memory (I420), read in place by `preprocess backend=cuda`
+    /// (the CPU backend refuses device frames). Files it does not take (progressive, grey,
+    /// CMYK, not 4:2:0, damaged) decode on the CPU, counted. An error naming the input where
+    /// `libnvjpeg` or a GPU is missing, or the files are PNG.
+    Nvjpeg,
+    /// `nvjpeg` when it can run here, else `cpu` (one log line says why).
+    Auto,
+}
+
 /// Settings of a source stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceConfig {
@@ -174,8 +193,11 @@ pub struct SourceConfig {
     pub head_framerate: Option<f64>,
     /// Which decoders a media file or URI goes through.
     pub decoder: Decoder,
-    /// With `decoder=nvdec`: the CUDA device whose NVDEC decodes (its frames are in its memory).
+    /// With `decoder=nvdec`: the CUDA device whose NVDEC decodes (its frames are in its memory);
+    /// with an image sequence's `decoder=nvjpeg`, the one whose nvJPEG decodes.
     pub device: usize,
+    /// Which decoder an image sequence's JPEG files go through.
+    pub image_decoder: ImageDecoder,
     /// For a live test source (`testsrc live=true epoch=T`): the UNIX time in seconds at which
     /// its frame 0 was due. The source starts at the frame due when it opens (numbered as on
     /// that timeline, `num-buffers` counted from frame 0), so a stream restarted, or moved to
@@ -196,6 +218,7 @@ impl SourceConfig {
             head_framerate: None,
             decoder: Decoder::Cpu,
             device: 0,
+            image_decoder: ImageDecoder::Cpu,
             epoch: None,
         }
     }
@@ -238,6 +261,14 @@ pub fn element_names() -> Vec<String> {
 /// (no `libgstcuda-1.0`, no GPU, no NVDEC decoder registered by GStreamer's `nvcodec` plugin).
 pub fn nvdec_available() -> Result<(), NvdecError> {
     nvdec::available()
+}
+
+/// Whether nvJPEG decoding into CUDA memory (`images decoder=nvjpeg`) can run on GPU `device`
+/// here: `libnvjpeg` loads, the GPU exists and a decoder starts on it (the one every stream of
+/// the process decoding there shares); otherwise why not. `Ok` says which backend decodes
+/// (`hardware`: the GPU's JPEG engines; `gpu`: its cores).
+pub fn nvjpeg_available(device: usize) -> Result<&'static str, NvjpegError> {
+    nvjpeg::available(device).map(|d| d.backend())
 }
 
 /// Whether GStreamer's CUDA library (`libgstcuda-1.0`, opened at run time) loads with the

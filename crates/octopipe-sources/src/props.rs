@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use super::{
-    Decoder, HeadSettings, RetryProps, SourceConfig, SourceKind, StallProps, WaitProps, Watch,
+    Decoder, HeadSettings, ImageDecoder, RetryProps, SourceConfig, SourceKind, StallProps,
+    WaitProps, Watch,
 };
 use crate::frame::PixelFormat;
 use crate::stage::{PropSpec, PropType, Properties};
@@ -66,6 +67,13 @@ pub(crate) struct ImagesProps {
     /// Release frames at their presentation time.
     #[prop(spec = LIVE)]
     pub live: bool,
+    /// cpu: jpegdec/pngdec, host frames; nvjpeg: JPEG decoded by nvJPEG in batches over the
+    /// streams into CUDA memory for preprocess backend=cuda; auto: nvjpeg when present, else cpu
+    #[prop(default = "cpu")]
+    pub decoder: ImageDecoder,
+    /// with decoder=nvjpeg: the GPU that decodes (frames in its memory)
+    #[prop(default = 0)]
+    pub device: usize,
     /// `timeout=`, `timeout-action=`, `start-timeout=`.
     #[prop(flatten)]
     pub wait: WaitProps,
@@ -85,6 +93,8 @@ impl ImagesProps {
         cfg.loops = self.loops as u32;
         cfg.live = self.live;
         cfg.watch = Watch::of(&self.wait, &self.stall, &RetryProps::default());
+        cfg.image_decoder = self.decoder;
+        cfg.device = self.device;
         cfg
     }
 }

@@ -171,6 +171,17 @@ pub enum SourceError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
+    /// `images decoder=nvjpeg` cannot run: no `libnvjpeg`, no GPU, PNG files.
+    #[error("{source_name}: decoder=nvjpeg: {reason}")]
+    Nvjpeg {
+        /// The input.
+        source_name: String,
+        /// What is missing.
+        reason: String,
+        /// Why, typed (the source's `NvjpegError`), where it is known.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
     /// The decoder produced a format octopipe cannot read.
     #[error("{source_name}: unsupported decoded format {format}")]
     Format {
@@ -229,7 +240,7 @@ impl crate::error::Kind for SourceError {
         match self {
             SourceError::Init(_) | SourceError::MissingElement { .. } => ErrorKind::Unavailable,
             SourceError::Setting { .. } => ErrorKind::Config,
-            SourceError::Nvdec { .. } => ErrorKind::Device,
+            SourceError::Nvdec { .. } | SourceError::Nvjpeg { .. } => ErrorKind::Device,
             SourceError::Input { .. }
             | SourceError::Stream { .. }
             | SourceError::Quiet { .. }

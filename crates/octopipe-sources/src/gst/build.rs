@@ -12,9 +12,10 @@ use super::super::images::{build_images, list_images, Feeder, ImageList, Images}
 use super::super::launch::build_launch;
 use super::super::media::{build_media, media_uri};
 use super::super::nvdec::{self, SharedCuda};
+use super::super::nvjpeg::{JpegRoute, NvjpegDecoder};
 use super::super::rtp::RtpTimes;
 use super::super::test::{build_test, TestSettings};
-use super::super::{Decoder, SourceConfig, SourceError, SourceKind};
+use super::super::{Decoder, ImageDecoder, SourceConfig, SourceError, SourceKind};
 use crate::redact;
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
@@ -36,6 +37,9 @@ pub(super) struct Parts {
     pub(super) input: Input,
     pub(super) feeder: Option<Feeder>,
     pub(super) cuda: Option<Arc<SharedCuda>>,
+    /// The route to the nvJPEG decoder of an image sequence decoded on the GPU
+    /// (`images decoder=nvjpeg`).
+    pub(super) nvjpeg: Option<JpegRoute>,
 }
 
 impl Parts {
@@ -44,13 +48,15 @@ impl Parts {
         let plan = Plan::check(config)?;
         init()?;
         let cuda = plan.nvdec(config)?;
+        let nvjpeg = plan.nvjpeg(config)?.map(JpegRoute::new);
         let pipeline = gst::Pipeline::new();
         if let Some(shared) = &cuda {
             // Elements added later (decodebin's decoders) take the pipeline's contexts.
             pipeline.set_context(shared.context());
         }
         let appsink = new_appsink()?;
-        let (input, feeder) = plan.build(&pipeline, &appsink, config, cuda.as_ref())?;
+        let (input, feeder) =
+            plan.build(&pipeline, &appsink, config, cuda.as_ref(), nvjpeg.as_ref())?;
         let bus = pipeline
             .bus()
             .ok_or_else(|| SourceError::Init("pipeline has no bus".into()))?;
@@ -63,6 +69,7 @@ impl Parts {
             input,
             feeder,
             cuda,
+            nvjpeg,
         })
     }
 
@@ -177,6 +184,51 @@ impl<'a> Plan<'a> {
         }
     }
 
+    /// The nvJPEG decoder of an image sequence's JPEG files: `decoder=nvjpeg` (an error naming
+    /// the input when it cannot run), or `decoder=auto` where it can (else the CPU, saying why
+    /// once). PNG sequences decode on the CPU.
+    fn nvjpeg(&self, config: &SourceConfig) -> Result<Option<Arc<NvjpegDecoder>>, SourceError> {
+        let Plan::Images(list) = self else {
+            return Ok(None);
+        };
+        let name = config.describe();
+        match (config.image_decoder, list.is_jpeg()) {
+            (ImageDecoder::Cpu, _) => Ok(None),
+            (ImageDecoder::Nvjpeg, false) => Err(SourceError::Nvjpeg {
+                source_name: name,
+                reason: "nvJPEG decodes JPEG files, and these are PNG: use decoder=cpu".into(),
+                source: None,
+            }),
+            (ImageDecoder::Nvjpeg, true) => {
+                NvjpegDecoder::of(config.device)
+                    .map(Some)
+                    .map_err(|e| SourceError::Nvjpeg {
+                        source_name: name,
+                        reason: e.to_string(),
+                        source: Some(Box::new(e)),
+                    })
+            }
+            (ImageDecoder::Auto, false) => {
+                tracing::info!("{name}: decoder=auto: PNG files decode on the CPU");
+                Ok(None)
+            }
+            (ImageDecoder::Auto, true) => match NvjpegDecoder::of(config.device) {
+                Ok(decoder) => {
+                    tracing::info!(
+                        "{name}: decoder=auto: decoding with nvJPEG ({} backend) into the memory of cuda:{}",
+                        decoder.backend(),
+                        decoder.device()
+                    );
+                    Ok(Some(decoder))
+                }
+                Err(reason) => {
+                    tracing::info!("{name}: decoder=auto: decoding on the CPU: {reason}");
+                    Ok(None)
+                }
+            },
+        }
+    }
+
     /// Add the elements of this input to `pipeline`, ending in `appsink`; an image sequence also
     /// starts its feeder thread. A media input decodes with NVDEC when given `cuda`.
     fn build(
@@ -185,6 +237,7 @@ impl<'a> Plan<'a> {
         appsink: &gst_app::AppSink,
         config: &SourceConfig,
         cuda: Option<&Arc<SharedCuda>>,
+        nvjpeg: Option<&JpegRoute>,
     ) -> Result<(Input, Option<Feeder>), SourceError> {
         Ok(match self {
             Plan::Media((name, uri)) => {
@@ -197,7 +250,12 @@ impl<'a> Plan<'a> {
             }
             Plan::Images(list) => {
                 let images = Images::new(list, config.framerate, config.loops);
-                let feeder = build_images(pipeline, appsink, &images)?;
+                let feeder = build_images(
+                    pipeline,
+                    appsink,
+                    &images,
+                    nvjpeg.map(JpegRoute::read_ahead),
+                )?;
                 (Input::Images(images), Some(feeder))
             }
             Plan::Launch(fragment, decode) => {

@@ -1,0 +1,292 @@
+//! `images decoder=cpu|nvjpeg|auto`: JPEG sequences decoded by nvJPEG into CUDA memory (I420 of
+//! JPEG colorimetry), read in place by the CUDA preprocess kernel. Here (any machine):
+//! `libnvjpeg` loads or says why, `decoder=auto` without it decodes on the CPU with the frames
+//! of `decoder=cpu`, `decoder=nvjpeg` without it (or on PNG files) is an error naming the input.
+//! On a GPU (`scripts/device-ort-cuda.sh` with the `sources` binary): the clip's crops from
+//! nvJPEG against the CPU decode's through `preprocess backend=cuda` (within a stated
+//! tolerance: the IDCTs differ), frames in device memory, and the files nvJPEG's batched decoder
+//! does not take (progressive, grey, CMYK, 4:4:4) decoded on the CPU and counted. GPU tests say
+//! why they skip.
+
+use crate::common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use octopipe::batch::CropBatch;
+use octopipe::frame::{BufferPool, Frame, Memory, PixelFormat};
+use octopipe::preprocess::cuda;
+use octopipe::source::{
+    self, FrameSource, GstSource, ImageDecoder, SourceConfig, SourceError, SourceKind,
+};
+use octopipe::Pipeline;
+
+fn images(location: &Path, decoder: ImageDecoder) -> SourceConfig {
+    let mut config = SourceConfig::new(SourceKind::Images {
+        location: location.display().to_string(),
+    });
+    config.image_decoder = decoder;
+    config
+}
+
+fn drain(mut source: GstSource) -> Vec<Frame> {
+    std::iter::from_fn(|| source.next_frame().expect("a frame or the end")).collect()
+}
+
+/// Whether nvJPEG and a GPU are here; prints why a GPU test skips.
+fn nvjpeg(test: &str) -> bool {
+    match cuda::available()
+        .map_err(|e| e.to_string())
+        .and_then(|()| source::nvjpeg_available(0).map_err(|e| e.to_string()))
+    {
+        Ok(_) => true,
+        Err(why) => {
+            eprintln!("SKIPPED {test}: no nvJPEG ({why})");
+            false
+        }
+    }
+}
+
+/// The first `n` files of the shared clip, linked into a folder of their own.
+fn clip_files(test: &str, n: usize) -> Option<PathBuf> {
+    let clip = common::shared_data()?.join("visdrone/clip-9999999/images");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&clip)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let dir = common::temp_dir(test);
+    for f in files.iter().take(n) {
+        std::os::unix::fs::symlink(f, dir.join(f.file_name().unwrap())).unwrap();
+    }
+    Some(dir)
+}
+
+#[test]
+fn the_nvjpeg_library_loads_or_says_why() {
+    match source::nvjpeg_available(0) {
+        Ok(backend) => eprintln!("nvJPEG decodes on cuda:0 with its {backend} backend"),
+        Err(why) => {
+            let why = why.to_string();
+            assert!(
+                why.contains("libnvjpeg") || why.contains("GPU") || why.contains("CUDA"),
+                "{why}"
+            );
+            eprintln!("nvJPEG not available: {why}");
+        }
+    }
+}
+
+#[test]
+fn auto_without_nvjpeg_decodes_on_the_cpu_with_the_same_frames() {
+    let test = "auto_without_nvjpeg_decodes_on_the_cpu_with_the_same_frames";
+    if source::nvjpeg_available(0).is_ok() {
+        eprintln!(
+            "SKIPPED {test}: nvJPEG is present (auto decodes with it; the GPU test covers that)"
+        );
+        return;
+    }
+    let Some(dir) = clip_files(test, 3) else {
+        return;
+    };
+    let open = |decoder| GstSource::open(&images(&dir, decoder), BufferPool::new()).unwrap();
+    let cpu = drain(open(ImageDecoder::Cpu));
+    let auto = drain(open(ImageDecoder::Auto));
+    assert_eq!(cpu.len(), 3);
+    assert_eq!(auto.len(), cpu.len());
+    for (a, c) in auto.iter().zip(&cpu) {
+        assert_eq!(a.memory(), Some(Memory::Host));
+        assert_eq!(
+            (a.seq, a.layout, a.colorimetry),
+            (c.seq, c.layout, c.colorimetry)
+        );
+        assert!(a.data() == c.data(), "frame {} differs", a.seq);
+    }
+}
+
+#[test]
+fn nvjpeg_without_nvjpeg_or_on_png_is_an_error_naming_the_input() {
+    let test = "nvjpeg_without_nvjpeg_or_on_png_is_an_error_naming_the_input";
+    // PNG files: refused wherever nvJPEG is.
+    let pngs = common::temp_dir("nvjpeg-png");
+    image::RgbImage::from_pixel(8, 8, image::Rgb([1, 2, 3]))
+        .save(pngs.join("a.png"))
+        .unwrap();
+    let e = GstSource::open(&images(&pngs, ImageDecoder::Nvjpeg), BufferPool::new())
+        .err()
+        .expect("decoder=nvjpeg on PNG files fails");
+    assert!(matches!(e, SourceError::Nvjpeg { .. }), "{e:?}");
+    let message = e.to_string();
+    assert!(
+        message.contains("nvjpeg-png")
+            && message.contains("decoder=nvjpeg: ")
+            && message.contains("PNG"),
+        "{message}"
+    );
+
+    if source::nvjpeg_available(0).is_ok() {
+        eprintln!("SKIPPED the rest of {test}: nvJPEG is present");
+        return;
+    }
+    let Some(dir) = clip_files(test, 1) else {
+        return;
+    };
+    // From a description, as `octopipe run` builds it: the error names the folder.
+    let vars = HashMap::from([("dir".to_string(), dir.display().to_string())]);
+    let e = Pipeline::from_description(
+        "images location=${dir} decoder=nvjpeg ! boxes format=synthetic ! jsonl location=-",
+        &vars,
+    )
+    .err()
+    .expect("the pipeline does not build");
+    let message = e.to_string();
+    assert!(
+        message.contains(&dir.display().to_string()) && message.contains("decoder=nvjpeg: "),
+        "{message}"
+    );
+}
+
+/// (frame, crop) -> the crop's tensor values, and the report's source lines.
+fn crop_tensors(
+    description: &str,
+    vars: &HashMap<String, String>,
+) -> (HashMap<(u64, usize), Vec<f32>>, String) {
+    let mut pipeline = Pipeline::from_description(description, vars).unwrap();
+    let batches = pipeline.batches(64);
+    let run = std::thread::spawn(move || pipeline.run());
+    let batches: Vec<CropBatch> = batches.into_iter().collect();
+    let outcome = run.join().unwrap();
+    assert!(
+        outcome.error.is_none(),
+        "{description}: {:?}",
+        outcome.error
+    );
+    let mut crops = HashMap::new();
+    for b in &batches {
+        let t = b.tensor.as_f32().expect("a host f32 tensor");
+        for (c, o) in b.crops.iter().zip(&b.origins) {
+            let len = 3 * (c.out_w * c.out_h) as usize;
+            let values = t[c.out_offset as usize..c.out_offset as usize + len].to_vec();
+            crops.insert(
+                (b.frames[c.frame as usize].seq, o.detection as usize),
+                values,
+            );
+        }
+    }
+    (crops, outcome.report.to_string())
+}
+
+#[test]
+fn nvjpeg_crops_match_the_cpu_decode_through_the_cuda_kernel() {
+    let test = "nvjpeg_crops_match_the_cpu_decode_through_the_cuda_kernel";
+    if !nvjpeg(test) {
+        return;
+    }
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    let root = data.join("visdrone/clip-9999999");
+    let out = common::temp_dir(test);
+    let vars = HashMap::from([
+        ("root".to_string(), root.display().to_string()),
+        ("out".to_string(), out.display().to_string()),
+    ]);
+    let run = |decoder: &str| {
+        crop_tensors(
+            &format!(
+                "images location=${{root}}/images decoder={decoder} \
+                 ! boxes format=det location=${{root}}/annotations \
+                 ! batch max-frames=8 ! preprocess backend=cuda size=64x64 \
+                 ! tensors location=${{out}}/{decoder}"
+            ),
+            &vars,
+        )
+    };
+    let (gpu, report) = run("nvjpeg");
+    let (cpu, _) = run("cpu");
+    assert_eq!(gpu.len(), cpu.len());
+    assert!(gpu.len() > 2000, "{} crops", gpu.len());
+    assert!(!report.contains("decoded on the CPU"), "{report}");
+    // One level of a byte is 1/255/std ~ 0.0171 after ImageNet normalization.
+    let level = 1.0 / 255.0 / 0.225;
+    let (mut max, mut sum, mut n, mut over2) = (0f32, 0f64, 0usize, 0usize);
+    for (k, g) in &gpu {
+        let c = &cpu[k];
+        for (a, b) in g.iter().zip(c) {
+            let d = (a - b).abs() / level;
+            max = max.max(d);
+            sum += d as f64;
+            n += 1;
+            over2 += (d > 2.0) as usize;
+        }
+    }
+    let mean = sum / n as f64;
+    eprintln!(
+        "{test}: {} crops, {n} values: nvJPEG against jpegdec (libjpeg islow) through the same kernel: mean |diff| {mean:.3} levels, max {max:.2}, {:.4}% over 2 levels",
+        gpu.len(),
+        100.0 * over2 as f64 / n as f64
+    );
+    assert!(mean < 0.5, "mean {mean} levels");
+    assert!(
+        (over2 as f64) < 0.01 * n as f64,
+        "{over2} of {n} values over 2 levels"
+    );
+}
+
+#[test]
+fn nvjpeg_frames_are_device_i420_and_other_files_decode_on_the_cpu_counted() {
+    let test = "nvjpeg_frames_are_device_i420_and_other_files_decode_on_the_cpu_counted";
+    if !nvjpeg(test) {
+        return;
+    }
+    let Some(clip) = clip_files(test, 2) else {
+        return;
+    };
+    // The variants beside the clip's two frames, in file-name order after them.
+    let variants = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jpeg");
+    for name in [
+        "x1-progressive.jpg",
+        "x2-gray.jpg",
+        "x3-cmyk.jpg",
+        "x4-444.jpg",
+    ] {
+        std::fs::copy(variants.join(name), clip.join(name)).unwrap();
+    }
+    let frames =
+        drain(GstSource::open(&images(&clip, ImageDecoder::Nvjpeg), BufferPool::new()).unwrap());
+    assert_eq!(frames.len(), 6);
+    for f in &frames[..2] {
+        assert!(
+            matches!(f.memory(), Some(Memory::Device(0))),
+            "{:?}",
+            f.memory()
+        );
+        assert_eq!(
+            (f.layout.format, f.layout.width, f.layout.height),
+            (PixelFormat::I420, 2000, 1500)
+        );
+    }
+    for f in &frames[2..] {
+        assert_eq!(f.memory(), Some(Memory::Host), "{}", f.source);
+        assert_eq!(f.layout.format, PixelFormat::I420);
+        assert_eq!((f.layout.width, f.layout.height), (64, 48));
+    }
+    // Counted per stream in the report, by reason.
+    let vars = HashMap::from([("dir".to_string(), clip.display().to_string())]);
+    let pipeline = Pipeline::from_description(
+        "images location=${dir} decoder=nvjpeg ! boxes format=synthetic count=2 ! batch ! preprocess backend=cuda ! jsonl location=/dev/null",
+        &vars,
+    )
+    .unwrap();
+    let outcome = pipeline.run();
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let report = outcome.report.to_string();
+    for reason in [
+        "not a baseline JPEG",
+        "not 3 components",
+        "chroma not sampled 4:2:0",
+    ] {
+        assert!(report.contains(reason), "{reason}: {report}");
+    }
+    eprintln!("{test}: {report}");
+}
