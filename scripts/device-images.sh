@@ -12,15 +12,18 @@
 # val-frames with decoder=nvjpeg against decoder=cpu (both through preprocess backend=cuda and the
 # classifier on CUDA); then STREAMS (default 16) image streams of the clip, `loop=LOOPS` (default
 # 20), into one batch, preprocess on CUDA with device memory and the classifier on CUDA, with
-# each decoder: frames per second and CPU cores busy (process CPU time / wall time).
+# each decoder: frames per second and CPU cores busy (process CPU time / wall time). TESTS=0,
+# LABELS=0 and DETECT=0 leave those parts out.
 set -u -o pipefail
 OUT=${OUT:-/tmp/octopipe-out}
 mkdir -p "$OUT" /tmp/img
 data=$OCTOPIPE_DATA
 model=$data/models/visdrone-crops-64.onnx
 bin=/tmp/octopipe
-echo "=== tests/sources/nvjpeg.rs ($(date -u +%FT%TZ))"
-/tmp/nvdec nvjpeg:: --test-threads 1 --nocapture 2>&1 | grep -v "^$"
+if [ "${TESTS:-1}" = 1 ]; then
+    echo "=== tests/sources/nvjpeg.rs ($(date -u +%FT%TZ))"
+    /tmp/nvdec nvjpeg:: --test-threads 1 --nocapture 2>&1 | grep -v "^$"
+fi
 
 # Wall time and CPU time of a command, its stderr's report lines.
 timed() {
@@ -37,7 +40,7 @@ print(f"exit {p.returncode}; wall {wall:.2f} s; CPU {cpu:.1f} s; cores busy {cpu
 PY
 }
 
-for set in clip-9999999 val-frames; do
+for set in $([ "${LABELS:-1}" = 1 ] && echo clip-9999999 val-frames); do
     for decoder in cpu nvjpeg; do
         $bin run --force "images location=$data/visdrone/$set/images decoder=$decoder \
             ! boxes format=det location=$data/visdrone/$set/annotations ! batch \
