@@ -222,10 +222,13 @@ fn nvdec_without_nvdec_is_an_error_naming_the_input() {
 }
 
 /// (frame, crop) -> the crop's tensor values.
-type Crops = HashMap<(u64, usize), Vec<f32>>;
+pub(crate) type Crops = HashMap<(u64, usize), Vec<f32>>;
 
-/// The crops of every batch of `description`, and the report's extra lines.
-fn crop_tensors(description: &str, vars: &HashMap<String, String>) -> (Crops, Vec<String>) {
+/// The crops of every batch of `description`, and the report's lines (its extra lines among them).
+pub(crate) fn crop_tensors(
+    description: &str,
+    vars: &HashMap<String, String>,
+) -> (Crops, Vec<String>) {
     let mut pipeline = Pipeline::from_description(description, vars).unwrap();
     let batches = pipeline.batches(64);
     let run = std::thread::spawn(move || pipeline.run());
@@ -248,7 +251,13 @@ fn crop_tensors(description: &str, vars: &HashMap<String, String>) -> (Crops, Ve
             );
         }
     }
-    (crops, outcome.report.extra)
+    let lines = outcome
+        .report
+        .to_string()
+        .lines()
+        .map(String::from)
+        .collect();
+    (crops, lines)
 }
 
 #[test]
