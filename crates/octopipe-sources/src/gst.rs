@@ -44,6 +44,7 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
 mod build;
+mod guard;
 mod recover;
 
 use build::{Input, Parts};
@@ -132,6 +133,8 @@ pub struct GstSource {
     started: Instant,
     /// The CUDA context shared with NVDEC decoders (`decoder=nvdec`).
     cuda: Option<Arc<SharedCuda>>,
+    /// Why the pipeline refused its input while it played (a picture too large to decode).
+    guard: guard::Guard,
     /// The size of the last frame's picture (a change is a splice: `follow_picture`).
     picture: Option<(u32, u32)>,
     /// When the source was opened: a stream source gives its first frame within
@@ -182,6 +185,7 @@ impl GstSource {
             tally: None,
             started: Instant::now(),
             cuda: parts.cuda,
+            guard: parts.guard,
             picture: None,
             opened: Instant::now(),
             garbage: Garbage::default(),
@@ -226,6 +230,7 @@ impl GstSource {
         self.input = parts.input;
         self.feeder = parts.feeder;
         self.cuda = parts.cuda;
+        self.guard = parts.guard;
         // A live head's new pipeline stamps on a clock of its own: its frames number on.
         self.timeline.restart();
         self.done = false;
@@ -316,6 +321,15 @@ impl GstSource {
             source_name: self.name().to_string(),
             format: info.format().to_str().to_string(),
         })?;
+        // The decoders' caps were checked as they came (`guard`); this is the check for a
+        // picture that reached the appsink by another way (a launch head's own elements).
+        let (w, h) = (u64::from(info.width()), u64::from(info.height()));
+        if let Some(why) = crate::stage::limits::frame_too_large(w, h) {
+            return Err(SourceError::input(
+                self.name(),
+                format!("its pictures are too large: {why}"),
+            ));
+        }
         Ok((info, format))
     }
 

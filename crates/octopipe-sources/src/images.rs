@@ -32,6 +32,9 @@ use crate::frame::{Colorimetry, ImageFile};
 /// Image files the `appsrc` may hold before the feeder thread waits.
 const IMAGE_QUEUE: u64 = 2;
 
+/// The largest image file read (a file is one buffer in memory while it is decoded).
+const MAX_IMAGE_FILE: u64 = 256 << 20;
+
 /// The files of an image sequence, as listed before any GStreamer work.
 pub(super) struct ImageList {
     location: String,
@@ -98,6 +101,44 @@ impl ImageKind {
         match self {
             ImageKind::Jpeg => gst::Caps::new_empty_simple("image/jpeg"),
             ImageKind::Png => gst::Caps::new_empty_simple("image/png"),
+        }
+    }
+
+    /// The picture's (width, height) as the file's header declares it: a PNG's IHDR, a JPEG's
+    /// first start-of-frame marker. `None` when the header does not say (the decoder decides).
+    fn declared_size(self, bytes: &[u8]) -> Option<(u64, u64)> {
+        let be32 = |b: &[u8]| u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        let be16 = |b: &[u8]| u64::from(u16::from_be_bytes([b[0], b[1]]));
+        match self {
+            // Signature (8), IHDR length (4) and type (4), then width and height.
+            ImageKind::Png => (bytes.len() >= 24 && &bytes[12..16] == b"IHDR")
+                .then(|| (be32(&bytes[16..20]), be32(&bytes[20..24]))),
+            ImageKind::Jpeg => {
+                let mut i = 2;
+                while i + 4 <= bytes.len() {
+                    if bytes[i] != 0xFF {
+                        return None;
+                    }
+                    let marker = bytes[i + 1];
+                    if marker == 0xFF {
+                        i += 1; // fill byte
+                        continue;
+                    }
+                    let len = be16(&bytes[i + 2..]) as usize;
+                    // SOF0..SOF15, except DHT (C4), JPG (C8) and DAC (CC): P, height, width.
+                    let sof = (0xC0..=0xCF).contains(&marker)
+                        && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
+                    if sof {
+                        let f = bytes.get(i + 4..i + 9)?;
+                        return Some((be16(&f[3..5]), be16(&f[1..3])));
+                    }
+                    if marker == 0xDA || len < 2 {
+                        return None; // scan data: no frame header before it
+                    }
+                    i += 2 + len;
+                }
+                None
+            }
         }
     }
 
@@ -185,13 +226,21 @@ impl ImageFeed {
         let _ = self.appsrc.end_of_stream();
     }
 
-    /// The bytes of `path`, which must start like a file of the sequence's kind.
+    /// The bytes of `path` (at most [`MAX_IMAGE_FILE`]), which must start like a file of the
+    /// sequence's kind and declare a picture a frame may be
+    /// ([`frame_fits`](crate::stage::limits::frame_fits)): checked before the decoder
+    /// allocates it.
     fn read(&self, path: &Path) -> Result<Vec<u8>, Unread> {
-        match std::fs::read(path) {
-            Ok(bytes) if self.kind.has_magic(&bytes) => Ok(bytes),
-            Ok(_) => Err(Unread::Kind(self.kind.name())),
-            Err(e) => Err(Unread::Io(e)),
+        let bytes = crate::files::read_bounded(path, MAX_IMAGE_FILE).map_err(Unread::Io)?;
+        if !self.kind.has_magic(&bytes) {
+            return Err(Unread::Kind(self.kind.name()));
         }
+        if let Some((w, h)) = self.kind.declared_size(&bytes) {
+            if let Some(why) = crate::stage::limits::frame_too_large(w, h) {
+                return Err(Unread::TooLarge(why));
+            }
+        }
+        Ok(bytes)
     }
 }
 
@@ -201,6 +250,8 @@ enum Unread {
     Kind(&'static str),
     /// Reading it failed.
     Io(std::io::Error),
+    /// Its header declares a picture too large to decode (why).
+    TooLarge(String),
 }
 
 impl Unread {
@@ -209,6 +260,10 @@ impl Unread {
         match self {
             Unread::Kind(kind) => SourceError::input(path.display(), format!("not a {kind} file")),
             Unread::Io(e) => SourceError::io(path.display(), e),
+            Unread::TooLarge(why) => SourceError::input(
+                path.display(),
+                format!("its picture is too large to decode: {why}"),
+            ),
         }
     }
 }
@@ -561,7 +616,22 @@ fn spawn_feeder(appsrc: gst_app::AppSrc, images: &Images) -> Result<Feeder, Sour
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::{glob_match, ImageKind};
+
+    #[test]
+    fn headers_declare_the_picture_size() {
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        png.extend(30000u32.to_be_bytes());
+        png.extend(20000u32.to_be_bytes());
+        assert_eq!(ImageKind::Png.declared_size(&png), Some((30000, 20000)));
+        // SOI, an APP0 of 4 bytes, then SOF0: precision, height 600, width 800.
+        let jpeg = [
+            0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 0, 0, 0xFF, 0xC0, 0, 11, 8, 0x02, 0x58, 0x03, 0x20,
+        ];
+        assert_eq!(ImageKind::Jpeg.declared_size(&jpeg), Some((800, 600)));
+        assert_eq!(ImageKind::Jpeg.declared_size(&jpeg[..10]), None);
+        assert_eq!(ImageKind::Png.declared_size(b"\x89PNG"), None);
+    }
 
     #[test]
     fn glob() {

@@ -15,6 +15,7 @@ use super::super::nvdec::{self, SharedCuda};
 use super::super::rtp::RtpTimes;
 use super::super::test::{build_test, TestSettings};
 use super::super::{Decoder, SourceConfig, SourceError, SourceKind};
+use super::guard::Guard;
 use crate::redact;
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
@@ -36,6 +37,8 @@ pub(super) struct Parts {
     pub(super) input: Input,
     pub(super) feeder: Option<Feeder>,
     pub(super) cuda: Option<Arc<SharedCuda>>,
+    /// Why the input was refused while it played (a picture too large, a foreign segment).
+    pub(super) guard: Guard,
 }
 
 impl Parts {
@@ -49,6 +52,11 @@ impl Parts {
             // Elements added later (decodebin's decoders) take the pipeline's contexts.
             pipeline.set_context(shared.context());
         }
+        let uri = match &plan {
+            Plan::Media((_, uri)) => Some(uri.as_str()),
+            _ => None,
+        };
+        let guard = Guard::install(&pipeline, uri);
         let appsink = new_appsink()?;
         let (input, feeder) = plan.build(&pipeline, &appsink, config, cuda.as_ref())?;
         let bus = pipeline
@@ -63,6 +71,7 @@ impl Parts {
             input,
             feeder,
             cuda,
+            guard,
         })
     }
 

@@ -31,7 +31,7 @@ use crate::frame::{Detection, Frame};
 use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
 use crate::Error;
 
-pub use grid::{random, regular, Edge, Rect};
+pub use grid::{random, regular, regular_count, Edge, Rect};
 
 /// How a frame is cut.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,18 +77,19 @@ impl Default for Grid {
 #[non_exhaustive]
 pub struct TilesProps {
     /// tile size of a regular grid (edge tiles clipped to the frame); without it, the random grid
+    #[prop(range = ..=crate::stage::limits::MAX_SIDE)]
     pub size: Option<(u32, u32)>,
     /// regular grid: fraction of a tile shared with its neighbours
     #[prop(default = 0, range = 0.0..=0.9)]
     pub overlap: f64,
     /// random grid: smallest tile side (edge tiles clipped)
-    #[prop(default = 128, positive)]
+    #[prop(default = 128, range = 1..=crate::stage::limits::MAX_SIDE)]
     pub min: usize,
     /// random grid: largest tile side
-    #[prop(default = 512, positive)]
+    #[prop(default = 512, range = 1..=crate::stage::limits::MAX_SIDE)]
     pub max: usize,
     /// random grid: the seed (the same grid for the same seed and frame size)
-    #[prop(default = 1)]
+    #[prop(default = 1, unbounded)]
     pub seed: u64,
 }
 
