@@ -16,6 +16,7 @@
 
 mod collect;
 mod handles;
+mod memory;
 mod paths;
 mod streams;
 mod threads;
@@ -43,6 +44,7 @@ pub use crate::describe::{
 pub use crate::error::PipelineError;
 pub use crate::files::RunPath;
 pub use crate::stage::edge::STREAM_REMOVED;
+pub use memory::DEFAULT_MAX_STREAM_MEMORY;
 pub use paths::check as check_paths;
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
