@@ -448,7 +448,11 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         "k" | "kib" => 1 << 10,
         "m" | "mib" => 1 << 20,
         "g" | "gib" => 1 << 30,
-        _ => return Err(format!("'{s}': expected bytes, or a number with KiB, MiB or GiB")),
+        _ => {
+            return Err(format!(
+                "'{s}': expected bytes, or a number with KiB, MiB or GiB"
+            ))
+        }
     };
     let value: f64 = number
         .parse()

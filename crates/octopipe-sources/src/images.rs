@@ -126,8 +126,8 @@ impl ImageKind {
                     }
                     let len = be16(&bytes[i + 2..]) as usize;
                     // SOF0..SOF15, except DHT (C4), JPG (C8) and DAC (CC): P, height, width.
-                    let sof = (0xC0..=0xCF).contains(&marker)
-                        && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
+                    let sof =
+                        (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
                     if sof {
                         let f = bytes.get(i + 4..i + 9)?;
                         return Some((be16(&f[3..5]), be16(&f[1..3])));

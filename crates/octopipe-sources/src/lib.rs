@@ -388,7 +388,11 @@ pub const TESTSRC: StageDecl = StageDecl {
         let props = TestProps::from_props(p)?;
         if let Some(why) = crate::stage::limits::frame_too_large(props.width, props.height) {
             // Each side is within its range; together they may still pass a frame's pixels.
-            let key = if p.given("height").is_some() { "height" } else { "width" };
+            let key = if p.given("height").is_some() {
+                "height"
+            } else {
+                "width"
+            };
             return Err(p.error(key, format!("testsrc: width x height: {why}")));
         }
         let config = props.config();

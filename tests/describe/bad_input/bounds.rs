@@ -8,7 +8,12 @@ use std::os::unix::process::ExitStatusExt;
 
 /// Fails with exit status 1 (not a signal), no panic, and every one of `words` on stderr.
 fn refused(out: &Output, words: &[&str]) -> String {
-    assert_eq!(out.status.signal(), None, "killed by a signal: {:?}", out.status);
+    assert_eq!(
+        out.status.signal(),
+        None,
+        "killed by a signal: {:?}",
+        out.status
+    );
     assert_eq!(out.status.code(), Some(1), "{:?}", out.status);
     fails_with(out, words)
 }
@@ -113,7 +118,11 @@ fn png_bomb(path: &Path) {
         for &b in bytes {
             crc ^= u32::from(b);
             for _ in 0..8 {
-                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
             }
         }
         !crc
@@ -130,7 +139,7 @@ fn png_bomb(path: &Path) {
     ihdr.extend(30000u32.to_be_bytes());
     ihdr.extend(30000u32.to_be_bytes());
     ihdr.extend([8, 2, 0, 0, 0]); // 8-bit RGB, no interlace
-    // zlib: header, one final stored block of 16 zeros, Adler-32 of them (a = 1, b = 16).
+                                  // zlib: header, one final stored block of 16 zeros, Adler-32 of them (a = 1, b = 16).
     let mut idat = vec![0x78, 0x01, 0x01, 16, 0, !16, 0xFF];
     idat.extend([0u8; 16]);
     idat.extend([0, 16, 0, 1]);

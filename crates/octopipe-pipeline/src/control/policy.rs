@@ -175,7 +175,10 @@ impl Policy {
         };
         for file in files {
             let real = std::fs::canonicalize(&file).ok();
-            if !real.as_ref().is_some_and(|r| self.dirs.iter().any(|d| r.starts_with(d))) {
+            if !real
+                .as_ref()
+                .is_some_and(|r| self.dirs.iter().any(|d| r.starts_with(d)))
+            {
                 // The link's target is not shown: it is outside what the client may know of.
                 return Err(forbidden(format!(
                     "{what} '{location}': {} leads outside the directories this station allows for streams added over HTTP",
@@ -254,7 +257,13 @@ impl Policy {
         if !self.udp_ports.is_empty() {
             all.push("udp".into());
         }
-        all.extend(self.schemes.iter().filter(|s| !all.contains(s)).cloned().collect::<Vec<_>>());
+        all.extend(
+            self.schemes
+                .iter()
+                .filter(|s| !all.contains(s))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
         all
     }
 
@@ -317,7 +326,8 @@ fn caps_shape(caps: &str) -> Result<(), &'static str> {
     let token = |t: &str| {
         !t.is_empty()
             && t.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && t.chars().all(|c| c.is_ascii_alphanumeric() || "-+._".contains(c))
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-+._".contains(c))
     };
     match media.split_once('/') {
         Some((a, b)) if token(a) && token(b) => {}
@@ -444,14 +454,29 @@ mod tests {
         for (bad, words) in [
             ("file:///etc/shadow ! head decoder=cpu ! boxes", "is a URI"),
             ("fd://0 ! boxes", "is a URI"),
-            ("videotestsrc ! video/x-raw,x=file:///e ! boxes", "is not caps (it holds '://')"),
+            (
+                "videotestsrc ! video/x-raw,x=file:///e ! boxes",
+                "is not caps (it holds '://')",
+            ),
             ("videotestsrc ! file:/etc/shadow ! boxes", "is not caps"),
             ("videotestsrc ! x-raw ! boxes", "GStreamer element 'x-raw'"),
-            ("media location=http://h/x.m3u8 ! boxes", "--allow-scheme http"),
+            (
+                "media location=http://h/x.m3u8 ! boxes",
+                "--allow-scheme http",
+            ),
             ("media location=srt://:7001 ! boxes", "srt only as a caller"),
-            ("media location=srt://h:7001?mode=listener ! boxes", "srt only as a caller"),
-            ("media location=udp://@:5004 ! boxes", "--allow-udp-port 5004"),
-            ("rtp port=5004 ! boxes", "rtp port=5004: UDP port 5004 is not one"),
+            (
+                "media location=srt://h:7001?mode=listener ! boxes",
+                "srt only as a caller",
+            ),
+            (
+                "media location=udp://@:5004 ! boxes",
+                "--allow-udp-port 5004",
+            ),
+            (
+                "rtp port=5004 ! boxes",
+                "rtp port=5004: UDP port 5004 is not one",
+            ),
         ] {
             let e = check(&p, bad).unwrap_err();
             assert!(e.forbidden && e.message.contains(words), "{bad}: {e:?}");
@@ -480,11 +505,17 @@ mod tests {
         let mut p = Policy::new();
         p.allow_dir(&allowed).unwrap();
         let a = allowed.display();
-        assert_eq!(check(&p, &format!("images location={a}/a*.jpg ! boxes")), Ok(()));
+        assert_eq!(
+            check(&p, &format!("images location={a}/a*.jpg ! boxes")),
+            Ok(())
+        );
         for bad in [format!("{a}/z*.jpg"), format!("{a}"), format!("{a}/*.jpg")] {
             let e = check(&p, &format!("images location={bad} ! boxes")).unwrap_err();
             assert!(e.message.contains("z1.jpg leads outside"), "{bad}: {e:?}");
-            assert!(!e.message.contains(&format!("{}/z1.jpg", dir.display())), "{e:?}");
+            assert!(
+                !e.message.contains(&format!("{}/z1.jpg", dir.display())),
+                "{e:?}"
+            );
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

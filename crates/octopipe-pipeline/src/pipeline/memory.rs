@@ -24,11 +24,7 @@ pub(crate) fn estimate(nodes: &[Node]) -> (u64, u64) {
         .first()
         .and_then(|n| n.element.frame_bytes())
         .unwrap_or(LARGEST_FRAME);
-    let frames = SOURCE_AHEAD
-        + nodes
-            .iter()
-            .map(|n| n.queue.size as u64 + 1)
-            .sum::<u64>();
+    let frames = SOURCE_AHEAD + nodes.iter().map(|n| n.queue.size as u64 + 1).sum::<u64>();
     (frames, frame)
 }
 

@@ -168,8 +168,7 @@ impl Origin {
             "https" => "http".to_string(),
             s => s.to_string(),
         };
-        family(&self.scheme) == family(&other.scheme)
-            && self.host.eq_ignore_ascii_case(&other.host)
+        family(&self.scheme) == family(&other.scheme) && self.host.eq_ignore_ascii_case(&other.host)
     }
 }
 

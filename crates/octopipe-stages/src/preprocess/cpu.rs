@@ -66,10 +66,7 @@ impl Backend for CpuBackend {
         };
         match self.config.dtype {
             DType::F32 => {
-                let out = batch
-                    .tensor
-                    .try_host_f32(len)
-                    .map_err(|_| refused(4))?;
+                let out = batch.tensor.try_host_f32(len).map_err(|_| refused(4))?;
                 let mut out = std::mem::take(out);
                 self.fill(batch, &mut out);
                 *batch.tensor.host_f32(0) = out;
@@ -85,10 +82,7 @@ impl Backend for CpuBackend {
                 }
                 values.resize(len, 0.0);
                 self.fill(batch, &mut values);
-                let out = batch
-                    .tensor
-                    .try_host_f16(len)
-                    .map_err(|_| refused(2))?;
+                let out = batch.tensor.try_host_f16(len).map_err(|_| refused(2))?;
                 for (o, v) in out.iter_mut().zip(&values) {
                     *o = f32_to_f16(*v);
                 }

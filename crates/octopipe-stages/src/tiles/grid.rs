@@ -158,7 +158,11 @@ mod tests {
             (10, 10, 20, 20, 0.2),
         ] {
             let n = regular(fw, fh, tw, th, o, Edge::Clip).len() as u64;
-            assert_eq!(regular_count(fw, fh, tw, th, o), n, "{fw}x{fh} by {tw}x{th} at {o}");
+            assert_eq!(
+                regular_count(fw, fh, tw, th, o),
+                n,
+                "{fw}x{fh} by {tw}x{th} at {o}"
+            );
         }
     }
 
