@@ -430,10 +430,31 @@ pub(crate) struct ControlArgs {
     /// http, https, rtmp, ... (comma-separated).
     #[arg(long, value_name = "SCHEMES", value_delimiter = ',')]
     pub(crate) allow_scheme: Vec<String>,
-    /// UDP ports a stream added over HTTP may receive on (udp:// locations and `rtp port=`;
-    /// comma-separated; none by default).
-    #[arg(long, value_name = "PORTS", value_delimiter = ',')]
-    pub(crate) allow_udp_port: Vec<u16>,
+    /// UDP ports a stream added over HTTP may receive on (udp:// locations and `rtp port=`):
+    /// ports and ranges, comma-separated (5004,6000-6031); none by default.
+    #[arg(long, value_name = "PORTS", value_delimiter = ',', value_parser = parse_ports)]
+    pub(crate) allow_udp_port: Vec<std::ops::RangeInclusive<u16>>,
+}
+
+/// A UDP port or a range of them: `5004`, `6000-6031`.
+fn parse_ports(s: &str) -> Result<std::ops::RangeInclusive<u16>, String> {
+    let port = |p: &str| {
+        p.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| {
+                format!("'{s}': expected a UDP port (1-65535) or a range such as 6000-6031")
+            })
+    };
+    let (first, last) = match s.split_once('-') {
+        Some((a, b)) => (port(a)?, port(b)?),
+        None => (port(s)?, port(s)?),
+    };
+    match first <= last {
+        true => Ok(first..=last),
+        false => Err(format!("'{s}': the range's first port is above its last")),
+    }
 }
 
 /// A size in bytes: a number, or a number with KiB, MiB or GiB (also K, M, G).
@@ -478,8 +499,8 @@ impl ControlArgs {
         for scheme in self.allow_scheme.iter().filter(|s| !s.is_empty()) {
             config.policy.allow_scheme(scheme);
         }
-        for port in &self.allow_udp_port {
-            config.policy.allow_udp_port(*port);
+        for port in self.allow_udp_port.iter().flat_map(|r| r.clone()) {
+            config.policy.allow_udp_port(port);
         }
         Ok(config)
     }

@@ -42,7 +42,7 @@ fn uris_are_opened_only_by_octopipes_sources_and_only_of_allowed_schemes() {
             "--allow-element",
             "videotestsrc",
             "--allow-udp-port",
-            &port.to_string(),
+            &format!("40000-40001,{port}"),
         ],
         &[],
     );
@@ -254,7 +254,11 @@ fn a_picture_too_large_fails_its_stream_alone_and_a_stream_past_the_memory_budge
             && e.contains("more than the 1.5 GiB a stream may use on this station (--max-stream-memory 1.5 GiB)"),
         "{e}"
     );
-    assert!(s.streams().iter().all(|e| e["id"] != 2), "{:?}", s.streams());
+    assert!(
+        s.streams().iter().all(|e| e["id"] != 2),
+        "{:?}",
+        s.streams()
+    );
     // The station and its healthy stream went on.
     assert_eq!(s.stream(0)["state"], "running", "{}", s.stream(0));
     assert_eq!(s.get("/health").map(|r| r.status), Some(200));

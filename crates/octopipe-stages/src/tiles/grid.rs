@@ -103,6 +103,29 @@ pub fn random(fw: u32, fh: u32, min: u32, max: u32, seed: u64) -> Vec<Rect> {
     tiles
 }
 
+/// How many tiles [`random`] would give, counted without making them, up to `stop`: past it,
+/// `stop + 1` (the count of a grid of tiny tiles on a large frame is not worth finishing).
+pub fn random_count(fw: u32, fh: u32, min: u32, max: u32, seed: u64, stop: u64) -> u64 {
+    let (min, max) = (min.max(1), max.max(min.max(1)));
+    let mut rng = Rng::new(seed);
+    let mut count = 0;
+    let mut y = 0;
+    while y < fh {
+        let h = rng.between(min, max).min(fh - y);
+        let mut x = 0;
+        while x < fw {
+            let w = rng.between(min, max).min(fw - x);
+            count += 1;
+            if count > stop {
+                return count;
+            }
+            x += w;
+        }
+        y += h;
+    }
+    count
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +186,11 @@ mod tests {
                 n,
                 "{fw}x{fh} by {tw}x{th} at {o}"
             );
+        }
+        for (fw, fh, min, max, seed) in [(2000, 1500, 128, 512, 1), (300, 200, 1, 9, 7)] {
+            let n = random(fw, fh, min, max, seed).len() as u64;
+            assert_eq!(random_count(fw, fh, min, max, seed, u64::MAX), n);
+            assert_eq!(random_count(fw, fh, min, max, seed, 3), 4);
         }
     }
 
