@@ -101,6 +101,9 @@ struct Control {
 pub(crate) struct Fate {
     ended: Arc<AtomicBool>,
     failure: Arc<Mutex<Option<String>>>,
+    /// Stops the stream's source, once it is open: a stream whose own stage failed ends (a live
+    /// source would otherwise go on into an edge that drops what it holds).
+    interrupt: Arc<Mutex<Option<Arc<dyn Fn() + Send + Sync>>>>,
 }
 
 impl Fate {
@@ -138,6 +141,10 @@ impl Control {
         });
         if let Ok(mut f) = fate.failure.lock() {
             f.get_or_insert(reason);
+        }
+        let interrupt = fate.interrupt.lock().ok().and_then(|i| i.clone());
+        if let Some(interrupt) = interrupt {
+            interrupt();
         }
         if let Ok(mut first) = self.stream_error.lock() {
             first.get_or_insert(e);

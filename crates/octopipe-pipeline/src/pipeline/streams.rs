@@ -407,10 +407,13 @@ impl Book {
         }
         ready.reverse();
         ready[0].end.retire = false;
-        let interrupt = match ready[0].running.as_source() {
-            Some(source) => source.interrupter(),
+        let interrupt: Arc<dyn Fn() + Send + Sync> = match ready[0].running.as_source() {
+            Some(source) => Arc::from(source.interrupter()),
             None => return Err(PipelineError::NoBatchToJoin("a stream with no source").into()),
         };
+        if let Ok(mut slot) = fate.interrupt.lock() {
+            *slot = Some(interrupt.clone());
+        }
         self.tally.with(|t| t.name_stream(id, &name));
         // Its edges, the last into the stage streams join; all drop what comes once it is removed with
         // mode=drop.
@@ -466,7 +469,7 @@ impl Book {
             interrupt();
         }
         let branch = Branch {
-            interrupt,
+            interrupt: Box::new(move || interrupt()),
             discard,
             tail,
             threads,
