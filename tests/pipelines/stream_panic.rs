@@ -70,7 +70,11 @@ fn a_panic_in_a_streams_thread_fails_that_stream_alone() {
     }
     let failed = state(1);
     assert!(
-        failed.error.as_deref().unwrap_or("").contains("stage 'boom' panicked"),
+        failed
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("stage 'boom' panicked"),
         "{failed:?}"
     );
     // The healthy stream goes on, gaining frames.

@@ -269,9 +269,8 @@ fn run_stage<I: Payload, O: Payload>(
                 slow_call(&stage_name, worked - began, worked.elapsed(), items);
             }
         });
-        let result = std::panic::catch_unwind(run).unwrap_or_else(|_| {
-            Err(crate::error::PipelineError::Panic(kind.to_string()).into())
-        });
+        let result = std::panic::catch_unwind(run)
+            .unwrap_or_else(|_| Err(crate::error::PipelineError::Panic(kind.to_string()).into()));
         if let Err(e) = result {
             fail(e);
         }

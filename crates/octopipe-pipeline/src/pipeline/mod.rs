@@ -103,8 +103,11 @@ pub(crate) struct Fate {
     failure: Arc<Mutex<Option<String>>>,
     /// Stops the stream's source, once it is open: a stream whose own stage failed ends (a live
     /// source would otherwise go on into an edge that drops what it holds).
-    interrupt: Arc<Mutex<Option<Arc<dyn Fn() + Send + Sync>>>>,
+    interrupt: Arc<Mutex<Option<Interrupt>>>,
 }
+
+/// What stops a source, shared.
+type Interrupt = Arc<dyn Fn() + Send + Sync>;
 
 impl Fate {
     /// Why the stream failed, if it did.
