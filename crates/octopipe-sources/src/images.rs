@@ -26,6 +26,7 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
 use super::elements::{enum_value, link_error, make, missing, PLUGINS_BASE, PLUGINS_GOOD};
+use super::header;
 use super::SourceError;
 use crate::frame::{Colorimetry, ImageFile};
 
@@ -104,41 +105,12 @@ impl ImageKind {
         }
     }
 
-    /// The picture's (width, height) as the file's header declares it: a PNG's IHDR, a JPEG's
-    /// first start-of-frame marker. `None` when the header does not say (the decoder decides).
+    /// The picture's (width, height) as the file's header declares it
+    /// ([`header::png_size`], [`header::jpeg_size`]).
     fn declared_size(self, bytes: &[u8]) -> Option<(u64, u64)> {
-        let be32 = |b: &[u8]| u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-        let be16 = |b: &[u8]| u64::from(u16::from_be_bytes([b[0], b[1]]));
         match self {
-            // Signature (8), IHDR length (4) and type (4), then width and height.
-            ImageKind::Png => (bytes.len() >= 24 && &bytes[12..16] == b"IHDR")
-                .then(|| (be32(&bytes[16..20]), be32(&bytes[20..24]))),
-            ImageKind::Jpeg => {
-                let mut i = 2;
-                while i + 4 <= bytes.len() {
-                    if bytes[i] != 0xFF {
-                        return None;
-                    }
-                    let marker = bytes[i + 1];
-                    if marker == 0xFF {
-                        i += 1; // fill byte
-                        continue;
-                    }
-                    let len = be16(&bytes[i + 2..]) as usize;
-                    // SOF0..SOF15, except DHT (C4), JPG (C8) and DAC (CC): P, height, width.
-                    let sof =
-                        (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
-                    if sof {
-                        let f = bytes.get(i + 4..i + 9)?;
-                        return Some((be16(&f[3..5]), be16(&f[1..3])));
-                    }
-                    if marker == 0xDA || len < 2 {
-                        return None; // scan data: no frame header before it
-                    }
-                    i += 2 + len;
-                }
-                None
-            }
+            ImageKind::Png => header::png_size(bytes),
+            ImageKind::Jpeg => header::jpeg_size(bytes),
         }
     }
 
@@ -616,22 +588,7 @@ fn spawn_feeder(appsrc: gst_app::AppSrc, images: &Images) -> Result<Feeder, Sour
 
 #[cfg(test)]
 mod tests {
-    use super::{glob_match, ImageKind};
-
-    #[test]
-    fn headers_declare_the_picture_size() {
-        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
-        png.extend(30000u32.to_be_bytes());
-        png.extend(20000u32.to_be_bytes());
-        assert_eq!(ImageKind::Png.declared_size(&png), Some((30000, 20000)));
-        // SOI, an APP0 of 4 bytes, then SOF0: precision, height 600, width 800.
-        let jpeg = [
-            0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 0, 0, 0xFF, 0xC0, 0, 11, 8, 0x02, 0x58, 0x03, 0x20,
-        ];
-        assert_eq!(ImageKind::Jpeg.declared_size(&jpeg), Some((800, 600)));
-        assert_eq!(ImageKind::Jpeg.declared_size(&jpeg[..10]), None);
-        assert_eq!(ImageKind::Png.declared_size(b"\x89PNG"), None);
-    }
+    use super::glob_match;
 
     #[test]
     fn glob() {

@@ -47,6 +47,7 @@ mod app;
 mod caps;
 mod elements;
 mod gst;
+mod header;
 mod images;
 mod launch;
 mod media;
