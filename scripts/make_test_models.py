@@ -17,6 +17,8 @@ Each model averages its input over the spatial axes and maps the 3 channel means
     nan-logits.onnx      as valid-64, but the logit of class 2 (car) is NaN for every input
     inf-logits.onnx      as valid-64, but the logit of class 1 (two-wheeler) is +Inf for every input
         non-finite model outputs: an error by default, flagged objects with non-finite=flag.
+    size-50000.onnx      float32 [batch, 3, 50000, 50000]: an input past the largest a model may
+        take (4096 a side), refused when the model is opened, before any tensor is made.
 
 Dependencies: numpy and onnx (scripts/requirements.txt).
 """
@@ -101,6 +103,7 @@ def main():
         "batch-reshape.onnx": batch_reshape(),
         "nan-logits.onnx": mean_classifier("nan_logits", weight_row=(2, np.nan)),
         "inf-logits.onnx": mean_classifier("inf_logits", bias=[0, np.inf, 0, 0]),
+        "size-50000.onnx": mean_classifier("size_50000", size=50000),
     }
     for name, m in models.items():
         path = os.path.join(out_dir, name)

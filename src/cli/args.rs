@@ -425,18 +425,88 @@ pub(crate) struct ControlArgs {
     /// The most HTTP connections served at once (503 beyond).
     #[arg(long, value_name = "N", default_value_t = octopipe::control::DEFAULT_MAX_CONNECTIONS)]
     pub(crate) max_connections: usize,
+    /// The most memory one stream added over HTTP may hold in frames (its queues full of the
+    /// largest frames its source may give), checked before it opens: bytes, or with KiB, MiB,
+    /// GiB.
+    #[arg(long, value_name = "SIZE", default_value = "2GiB", value_parser = parse_bytes)]
+    pub(crate) max_stream_memory: u64,
+    /// URI schemes a stream added over HTTP may read besides rtsp, rtsps and srt (caller mode):
+    /// http, https, rtmp, ... (comma-separated).
+    #[arg(long, value_name = "SCHEMES", value_delimiter = ',')]
+    pub(crate) allow_scheme: Vec<String>,
+    /// UDP ports a stream added over HTTP may receive on (udp:// locations and `rtp port=`):
+    /// ports and ranges, comma-separated (5004,6000-6031); none by default.
+    #[arg(long, value_name = "PORTS", value_delimiter = ',', value_parser = parse_ports)]
+    pub(crate) allow_udp_port: Vec<std::ops::RangeInclusive<u16>>,
+}
+
+/// A UDP port or a range of them: `5004`, `6000-6031`.
+fn parse_ports(s: &str) -> Result<std::ops::RangeInclusive<u16>, String> {
+    let port = |p: &str| {
+        p.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| {
+                format!("'{s}': expected a UDP port (1-65535) or a range such as 6000-6031")
+            })
+    };
+    let (first, last) = match s.split_once('-') {
+        Some((a, b)) => (port(a)?, port(b)?),
+        None => (port(s)?, port(s)?),
+    };
+    match first <= last {
+        true => Ok(first..=last),
+        false => Err(format!("'{s}': the range's first port is above its last")),
+    }
+}
+
+/// A size in bytes: a number, or a number with KiB, MiB or GiB (also K, M, G).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "'{s}': expected bytes, or a number with KiB, MiB or GiB"
+            ))
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{s}': expected bytes, or a number with KiB, MiB or GiB"))?;
+    let bytes = value * factor as f64;
+    match bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64 {
+        true => Ok(bytes as u64),
+        false => Err(format!("'{s}': expected a size of at least 1 byte")),
+    }
 }
 
 impl ControlArgs {
     pub(crate) fn config(&self) -> Result<octopipe::control::ControlConfig> {
-        Ok(octopipe::control::ControlConfig::from_options(
+        let mut config = octopipe::control::ControlConfig::from_options(
             self.api_token_file.as_deref(),
             &self.allow_dir,
             &self.allow_element,
             &self.allow_host,
             self.max_streams,
             self.max_connections,
-        )?)
+        )?;
+        config.max_stream_memory = self.max_stream_memory;
+        for scheme in self.allow_scheme.iter().filter(|s| !s.is_empty()) {
+            config.policy.allow_scheme(scheme);
+        }
+        for port in self.allow_udp_port.iter().flat_map(|r| r.clone()) {
+            config.policy.allow_udp_port(port);
+        }
+        Ok(config)
     }
 }
 

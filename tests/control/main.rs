@@ -5,6 +5,7 @@ mod common;
 
 mod bench_infer;
 mod control;
+mod inputs;
 mod metrics;
 #[cfg(feature = "mqtt")]
 mod mqtt_tls;

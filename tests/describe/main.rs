@@ -4,6 +4,7 @@
 mod common;
 
 mod bad_input;
+mod bounds_props;
 mod cli;
 mod describe;
 mod devices;

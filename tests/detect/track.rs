@@ -100,7 +100,7 @@ fn descriptions_with_a_track_stage_build_in_role_order() {
     );
     assert_eq!(
         error("images location=i ! boxes location=a ! track ! classify model=m reinfer-interval=0 ! jsonl location=o"),
-        "classify: reinfer-interval must be a positive integer, found '0'"
+        "classify: reinfer-interval must be an integer from 1 to 1000000, found '0'"
     );
     // inspect lists it with its properties.
     let inspect = octopipe::stage::Registry::builtin()

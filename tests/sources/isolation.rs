@@ -180,6 +180,8 @@ fn a_station_keeps_its_healthy_streams_through_every_kind_of_failing_stream() {
     std::fs::write(dir.join("not-video.mp4"), "this is not video\n".repeat(100)).unwrap();
     let ts = std::fs::read(ts_file(&dir, 30)).unwrap();
     let allow = dir.display().to_string();
+    // The RTP port of step 5: a station takes streams over HTTP on UDP ports it lists only.
+    let rtp_port = free_port();
     let s = Station::start(
         "station",
         &dir,
@@ -189,6 +191,8 @@ fn a_station_keeps_its_healthy_streams_through_every_kind_of_failing_stream() {
             &allow,
             "--allow-element",
             "tcpclientsrc,tsdemux,h264parse,avdec_h264",
+            "--allow-udp-port",
+            &rtp_port.to_string(),
         ],
         &[],
     );
@@ -285,7 +289,6 @@ fn a_station_keeps_its_healthy_streams_through_every_kind_of_failing_stream() {
     keep_going(&jsonl, &ids, "an RTSP server that never answered");
 
     // 5. Garbage on an RTP port: dropped, reported, never fatal; then real frames go through.
-    let rtp_port = free_port();
     let reply = s.add(
         &format!(
             "rtp address=127.0.0.1 port={rtp_port} encoding=h264 ! boxes format=synthetic count=1"

@@ -365,6 +365,26 @@ pub enum PipelineError {
         /// The stage streams join.
         joins: &'static str,
     },
+    /// A stream whose frames could take more memory than a stream may use on this station.
+    #[error("this stream may hold {estimate} bytes ({}) of frames: {frames} frames of at most {frame} bytes (its source's queue, one in each stage and each edge's queue full), more than the {} a stream may use on this station (--max-stream-memory {}): shorten its queues or give the station more", gib(*estimate), gib(*budget), gib(*budget))]
+    StreamMemory {
+        /// The estimate, in bytes.
+        estimate: u64,
+        /// Frames it may hold at once.
+        frames: u64,
+        /// The most bytes of one frame.
+        frame: u64,
+        /// The budget, in bytes.
+        budget: u64,
+    },
+}
+
+/// `bytes` for messages: `2.0 GiB` from 1 GiB up, else `64.0 MiB`.
+fn gib(bytes: u64) -> String {
+    match bytes >= 1 << 30 {
+        true => format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30)),
+        false => format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20)),
+    }
 }
 
 impl Kind for PipelineError {
@@ -374,7 +394,8 @@ impl Kind for PipelineError {
             | PipelineError::Wiring { .. }
             | PipelineError::OutputOnInput { .. }
             | PipelineError::NoBatchToJoin(_)
-            | PipelineError::StreamStage { .. } => ErrorKind::Config,
+            | PipelineError::StreamStage { .. }
+            | PipelineError::StreamMemory { .. } => ErrorKind::Config,
             PipelineError::Panic(_) | PipelineError::Spawn { .. } => ErrorKind::Internal,
             PipelineError::UnknownStream(_) | PipelineError::OutputFolderMissing { .. } => {
                 ErrorKind::NotFound

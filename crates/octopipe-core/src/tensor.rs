@@ -211,6 +211,41 @@ impl Tensor {
         v
     }
 
+    /// [`Tensor::host_f32`], its growth fallible: an allocation the system refuses (a batch
+    /// too large for the memory left) is an error of the caller's batch, not an abort.
+    pub fn try_host_f32(
+        &mut self,
+        len: usize,
+    ) -> Result<&mut Vec<f32>, std::collections::TryReserveError> {
+        self.dtype = DType::F32;
+        if !matches!(self.data, TensorData::F32(_)) {
+            self.data = TensorData::F32(Vec::new());
+        }
+        let TensorData::F32(v) = &mut self.data else {
+            unreachable!("just set to F32")
+        };
+        v.try_reserve_exact(len.saturating_sub(v.len()))?;
+        v.resize(len, 0.0);
+        Ok(v)
+    }
+
+    /// [`Tensor::host_f16`], its growth fallible as [`Tensor::try_host_f32`]'s.
+    pub fn try_host_f16(
+        &mut self,
+        len: usize,
+    ) -> Result<&mut Vec<u16>, std::collections::TryReserveError> {
+        self.dtype = DType::F16;
+        if !matches!(self.data, TensorData::F16(_)) {
+            self.data = TensorData::F16(Vec::new());
+        }
+        let TensorData::F16(v) = &mut self.data else {
+            unreachable!("just set to F16")
+        };
+        v.try_reserve_exact(len.saturating_sub(v.len()))?;
+        v.resize(len, 0);
+        Ok(v)
+    }
+
     /// A host f16 buffer of `len` elements to fill, as [`Tensor::host_f32`].
     pub fn host_f16(&mut self, len: usize) -> &mut Vec<u16> {
         self.dtype = DType::F16;

@@ -15,8 +15,11 @@
 //! - `value = EXPR`: the value taken when left out, where the text is not one (`labels`:
 //!   `class0,...` shown, an empty list taken).
 //! - `range = A..=B`, `A..`, `..=B`: the bounds of a number (or the largest of a list of
-//!   integers); `positive`: above 0 (a positive number, an integer from 1, three positive
-//!   numbers).
+//!   integers, or the longest side of a `WxH`); `positive`: above 0 (a positive number, an
+//!   integer from 1, three positive numbers). An integer wider than 16 bits (or a list of them)
+//!   must have an upper bound, so that no value sizes an allocation or a thread count past what
+//!   a station can take (`octopipe_core::stage::limits`); `unbounded` says that the property
+//!   sizes nothing (a seed, a count of frames to play).
 //! - `name = "..."`: the property's name, where kebab-case of the field's is not it.
 //! - `ty = EXPR`: the `PropType` itself, overriding the one of the Rust type.
 //! - `spec = CONST`: the property is a `PropSpec` constant shared by stages (its name, type,
@@ -63,6 +66,7 @@ struct FieldAttrs {
     required: bool,
     flatten: bool,
     positive: bool,
+    unbounded: bool,
     default: Option<(String, Span)>,
     value: Option<Expr>,
     range: Option<ExprRange>,
@@ -84,6 +88,7 @@ fn field_attrs(attrs: &[syn::Attribute]) -> syn::Result<FieldAttrs> {
                 "required" => out.required = true,
                 "flatten" => out.flatten = true,
                 "positive" => out.positive = true,
+                "unbounded" => out.unbounded = true,
                 "default" => {
                     let lit: Lit = meta.value()?.parse()?;
                     let text = match &lit {
@@ -107,7 +112,7 @@ fn field_attrs(attrs: &[syn::Attribute]) -> syn::Result<FieldAttrs> {
                 "ty" => out.ty = Some(meta.value()?.parse()?),
                 "spec" => out.spec = Some(meta.value()?.parse()?),
                 _ => return Err(meta.error(
-                    "expected required, default, value, range, positive, name, ty, spec or flatten",
+                    "expected required, default, value, range, positive, unbounded, name, ty, spec or flatten",
                 )),
             }
             Ok(())
@@ -180,6 +185,26 @@ fn option_inner(ty: &Type) -> Option<&Type> {
         Some(GenericArgument::Type(t)) if args.args.len() == 1 => Some(t),
         _ => None,
     }
+}
+
+/// Whether `ty` is an integer wider than 16 bits, or a `Vec` of them: a property of it needs an
+/// upper bound.
+fn is_wide_int(ty: &Type) -> bool {
+    let Type::Path(p) = ty else { return false };
+    let Some(last) = p.path.segments.last() else {
+        return false;
+    };
+    if last.ident == "Vec" {
+        if let PathArguments::AngleBracketed(args) = &last.arguments {
+            if let Some(GenericArgument::Type(t)) = args.args.first() {
+                return is_wide_int(t);
+            }
+        }
+        return false;
+    }
+    ["u32", "u64", "u128", "usize", "i32", "i64", "i128", "isize"]
+        .iter()
+        .any(|n| last.ident == n)
 }
 
 /// `Some((A as i64, A as f64))` for a range bound, `None` where it is open.
@@ -268,6 +293,15 @@ fn properties(input: &DeriveInput) -> syn::Result<Tokens> {
             return Err(syn::Error::new(
                 ident.span(),
                 "Properties: give this property a default (or mark it required, or make it an Option)",
+            ));
+        }
+        let bounded = a.range.as_ref().is_some_and(|r| r.end.is_some());
+        if a.ty.is_none() && is_wide_int(value_ty) && !bounded && !a.unbounded {
+            return Err(syn::Error::new(
+                ident.span(),
+                "Properties: an integer property needs an upper bound (range = ..=N; \
+                 octopipe_core::stage::limits has the shared ones), or `unbounded` where it sizes \
+                 nothing",
             ));
         }
         // `auto` (or `-`) on an Option: left out or written as `auto`, the value is `None`.

@@ -60,7 +60,7 @@ fn value_text(
             }
             items.extend(value_text(kind, name, None, &item)?);
         }
-        let size = matches!(spec.map(|s| s.ty), Some(PropType::Size)) && items.len() == 2;
+        let size = matches!(spec.map(|s| s.ty), Some(PropType::Size { .. })) && items.len() == 2;
         return Ok(Some(items.join(if size { "x" } else { "," })));
     }
     if value.is_instance_of::<PyDict>() {

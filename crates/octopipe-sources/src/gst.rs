@@ -44,6 +44,7 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
 mod build;
+mod guard;
 mod recover;
 mod words;
 
@@ -136,6 +137,8 @@ pub struct GstSource {
     cuda: Option<Arc<SharedCuda>>,
     /// An image sequence's JPEG files decoded by nvJPEG (`images decoder=nvjpeg`).
     nvjpeg: Option<JpegRoute>,
+    /// Why the pipeline refused its input while it played (a picture too large to decode).
+    guard: guard::Guard,
     /// The size of the last frame's picture (a change is a splice: `follow_picture`).
     picture: Option<(u32, u32)>,
     /// When the source was opened: a stream source gives its first frame within
@@ -187,6 +190,7 @@ impl GstSource {
             started: Instant::now(),
             nvjpeg: parts.nvjpeg,
             cuda: parts.cuda,
+            guard: parts.guard,
             picture: None,
             opened: Instant::now(),
             garbage: Garbage::default(),
@@ -232,6 +236,7 @@ impl GstSource {
         self.feeder = parts.feeder;
         self.cuda = parts.cuda;
         self.nvjpeg = parts.nvjpeg;
+        self.guard = parts.guard;
         // A live head's new pipeline stamps on a clock of its own: its frames number on.
         self.timeline.restart();
         self.done = false;
@@ -322,6 +327,15 @@ impl GstSource {
             source_name: self.name().to_string(),
             format: info.format().to_str().to_string(),
         })?;
+        // The decoders' caps were checked as they came (`guard`); this is the check for a
+        // picture that reached the appsink by another way (a launch head's own elements).
+        let (w, h) = (u64::from(info.width()), u64::from(info.height()));
+        if let Some(why) = crate::stage::limits::frame_too_large(w, h) {
+            return Err(SourceError::input(
+                self.name(),
+                format!("its pictures are too large: {why}"),
+            ));
+        }
         Ok((info, format))
     }
 

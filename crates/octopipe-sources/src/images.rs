@@ -26,11 +26,15 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
 use super::elements::{enum_value, link_error, make, missing, PLUGINS_BASE, PLUGINS_GOOD};
+use super::header;
 use super::SourceError;
 use crate::frame::{Colorimetry, ImageFile};
 
 /// Image files the `appsrc` may hold before the feeder thread waits.
 const IMAGE_QUEUE: u64 = 2;
+
+/// The largest image file read (a file is one buffer in memory while it is decoded).
+const MAX_IMAGE_FILE: u64 = 256 << 20;
 
 /// The files of an image sequence, as listed before any GStreamer work.
 pub(super) struct ImageList {
@@ -105,6 +109,15 @@ impl ImageKind {
         match self {
             ImageKind::Jpeg => gst::Caps::new_empty_simple("image/jpeg"),
             ImageKind::Png => gst::Caps::new_empty_simple("image/png"),
+        }
+    }
+
+    /// The picture's (width, height) as the file's header declares it
+    /// ([`header::png_size`], [`header::jpeg_size`]).
+    fn declared_size(self, bytes: &[u8]) -> Option<(u64, u64)> {
+        match self {
+            ImageKind::Png => header::png_size(bytes),
+            ImageKind::Jpeg => header::jpeg_size(bytes),
         }
     }
 
@@ -197,13 +210,21 @@ impl ImageFeed {
         let _ = self.appsrc.end_of_stream();
     }
 
-    /// The bytes of `path`, which must start like a file of the sequence's kind.
+    /// The bytes of `path` (at most [`MAX_IMAGE_FILE`]), which must start like a file of the
+    /// sequence's kind and declare a picture a frame may be
+    /// ([`frame_fits`](crate::stage::limits::frame_fits)): checked before the decoder
+    /// allocates it.
     fn read(&self, path: &Path) -> Result<Vec<u8>, Unread> {
-        match std::fs::read(path) {
-            Ok(bytes) if self.kind.has_magic(&bytes) => Ok(bytes),
-            Ok(_) => Err(Unread::Kind(self.kind.name())),
-            Err(e) => Err(Unread::Io(e)),
+        let bytes = crate::files::read_bounded(path, MAX_IMAGE_FILE).map_err(Unread::Io)?;
+        if !self.kind.has_magic(&bytes) {
+            return Err(Unread::Kind(self.kind.name()));
         }
+        if let Some((w, h)) = self.kind.declared_size(&bytes) {
+            if let Some(why) = crate::stage::limits::frame_too_large(w, h) {
+                return Err(Unread::TooLarge(why));
+            }
+        }
+        Ok(bytes)
     }
 }
 
@@ -213,6 +234,8 @@ enum Unread {
     Kind(&'static str),
     /// Reading it failed.
     Io(std::io::Error),
+    /// Its header declares a picture too large to decode (why).
+    TooLarge(String),
 }
 
 impl Unread {
@@ -221,6 +244,10 @@ impl Unread {
         match self {
             Unread::Kind(kind) => SourceError::input(path.display(), format!("not a {kind} file")),
             Unread::Io(e) => SourceError::io(path.display(), e),
+            Unread::TooLarge(why) => SourceError::input(
+                path.display(),
+                format!("its picture is too large to decode: {why}"),
+            ),
         }
     }
 }

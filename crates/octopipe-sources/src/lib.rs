@@ -47,6 +47,7 @@ mod app;
 mod caps;
 mod elements;
 mod gst;
+mod header;
 mod images;
 mod launch;
 mod media;
@@ -277,6 +278,13 @@ pub fn gst_cuda_library() -> Result<(), NvdecError> {
     nvdec::library()
 }
 
+/// The files an `images location=` (a folder, a glob such as `dir/*.jpg`, or one image) plays,
+/// in name order, as the source lists them when it opens (symlinks not resolved): for a check
+/// of each file's real path.
+pub fn image_files(location: &str) -> Result<Vec<std::path::PathBuf>, SourceError> {
+    images::matching_files(location)
+}
+
 /// Whether a GStreamer launch fragment holds a live source (it is parsed, never started).
 pub fn fragment_is_live(fragment: &str) -> bool {
     launch::fragment_is_live(fragment)
@@ -309,6 +317,24 @@ impl Element for SourceConfig {
     }
     fn frame_interval(&self) -> Option<Duration> {
         Some(SourceConfig::frame_interval(self))
+    }
+    fn frame_bytes(&self) -> Option<u64> {
+        match &self.kind {
+            SourceKind::Test {
+                width,
+                height,
+                format,
+                ..
+            } => {
+                let pixels = u64::from(*width) * u64::from(*height);
+                Some(match format {
+                    // A luma plane and two quarter-size chroma planes.
+                    PixelFormat::I420 | PixelFormat::Nv12 => pixels * 3 / 2 + u64::from(*width),
+                    f => pixels * f.packed_bytes() as u64,
+                })
+            }
+            _ => None,
+        }
     }
     fn describe_source(&self) -> Option<String> {
         Some(self.describe())
@@ -400,7 +426,17 @@ pub const TESTSRC: StageDecl = StageDecl {
     needs: &[],
     provides: &[],
     make: |p| {
-        let config = TestProps::from_props(p)?.config();
+        let props = TestProps::from_props(p)?;
+        if let Some(why) = crate::stage::limits::frame_too_large(props.width, props.height) {
+            // Each side is within its range; together they may still pass a frame's pixels.
+            let key = if p.given("height").is_some() {
+                "height"
+            } else {
+                "width"
+            };
+            return Err(p.error(key, format!("testsrc: width x height: {why}")));
+        }
+        let config = props.config();
         if config.epoch.is_some() && !config.live {
             return Err(p.error(
                 "epoch",

@@ -31,7 +31,7 @@ pub(super) const FRAMERATE: PropSpec = PropSpec::new(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Properties)]
 pub(crate) struct DeviceProps {
     /// with decoder=nvdec: the GPU that decodes (frames in its memory)
-    #[prop(default = 0)]
+    #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
     pub device: usize,
 }
 
@@ -62,7 +62,7 @@ pub(crate) struct ImagesProps {
     #[prop(spec = FRAMERATE)]
     pub framerate: f64,
     /// play the images this many times (pts and frame numbers go on)
-    #[prop(name = "loop", default = 1, positive)]
+    #[prop(name = "loop", default = 1, range = 1..=1_000_000)]
     pub loops: u64,
     /// Release frames at their presentation time.
     #[prop(spec = LIVE)]
@@ -72,7 +72,7 @@ pub(crate) struct ImagesProps {
     #[prop(default = "cpu")]
     pub decoder: ImageDecoder,
     /// with decoder=nvjpeg: the GPU that decodes (frames in its memory)
-    #[prop(default = 0)]
+    #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
     pub device: usize,
     /// `timeout=`, `timeout-action=`, `start-timeout=`.
     #[prop(flatten)]
@@ -143,13 +143,13 @@ pub(crate) struct TestProps {
     #[prop(default = "smpte")]
     pub pattern: String,
     /// frame width
-    #[prop(default = 1280, positive)]
+    #[prop(default = 1280, range = 1..=crate::stage::limits::MAX_SIDE)]
     pub width: u64,
     /// frame height
-    #[prop(default = 720, positive)]
+    #[prop(default = 720, range = 1..=crate::stage::limits::MAX_SIDE)]
     pub height: u64,
     /// frames before end of stream
-    #[prop(default = 90, positive)]
+    #[prop(default = 90, range = 1..=i32::MAX)]
     pub num_buffers: u64,
     /// pixel format (gray16: one 16-bit band, for tilestats)
     #[prop(default = "i420")]

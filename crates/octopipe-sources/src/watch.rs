@@ -272,7 +272,7 @@ pub(crate) struct StallProps {
 #[derive(Debug, Clone, Copy, PartialEq, Properties)]
 pub(crate) struct RetryProps {
     /// reconnects in a row after an error or end of stream (auto: 3 live/network, 0 files)
-    #[prop(default = "auto")]
+    #[prop(default = "auto", range = ..=1_000_000)]
     pub retry: Option<u64>,
     /// seconds before a reconnect; doubles with each one in a row (at most 30)
     #[prop(default = 1, positive)]

@@ -17,6 +17,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 mod annotations;
+mod bounds;
 mod library;
 mod models;
 mod reported;

@@ -161,7 +161,7 @@ fn invalid_property_values() {
     for (pre, message) in [
         (
             "preprocess size=0x0 !",
-            "preprocess: size must be WIDTHxHEIGHT with both at least 1, e.g. 64x64, found '0x0'",
+            "preprocess: size must be WIDTHxHEIGHT with both from 1 to 4096, e.g. 64x64, found '0x0'",
         ),
         (
             "preprocess layout=chw !",
@@ -169,14 +169,14 @@ fn invalid_property_values() {
         ),
         (
             "batch max-crops=-3 !",
-            "batch: max-crops must be a positive integer, found '-3'",
+            "batch: max-crops must be an integer from 1 to 4096, found '-3'",
         ),
     ] {
         fails_with(&run(&testsrc_with(pre, &m)), &[message, "^"]);
     }
     fails_with(
         &run(&testsrc_free("testsrc width=-640")),
-        &["testsrc: width must be a positive integer, found '-640'"],
+        &["testsrc: width must be an integer from 1 to 16384, found '-640'"],
     );
     fails_with(
         &run(&testsrc_free("testsrc framerate=0")),
@@ -188,7 +188,7 @@ fn invalid_property_values() {
 fn zero_frames() {
     fails_with(
         &run(&testsrc_free("testsrc num-buffers=0")),
-        &["testsrc: num-buffers must be a positive integer, found '0'"],
+        &["testsrc: num-buffers must be an integer from 1 to 2147483647, found '0'"],
     );
 }
 

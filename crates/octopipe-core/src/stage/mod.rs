@@ -56,6 +56,7 @@ pub mod caps;
 mod downstream;
 #[doc(hidden)]
 pub mod edge;
+pub mod limits;
 mod pool;
 mod port;
 mod props;
@@ -303,7 +304,7 @@ impl Registry {
 
 impl Registry {
     /// What `octopipe inspect` prints: every stage with its role and doc, or one stage's
-    /// properties (type, default, doc), like gst-inspect-1.0. `None` for an unknown stage.
+    /// properties (type with its range, default, doc), like gst-inspect-1.0. `None` for an unknown stage.
     pub fn inspect(&self, stage: Option<&str>) -> Option<String> {
         let mut out = String::new();
         let Some(name) = stage else {
@@ -321,7 +322,11 @@ impl Registry {
             if matches!(p.ty, PropType::Renamed { .. }) {
                 continue;
             }
-            out += &row(p.name, &p.ty.name(), p.default, p.doc);
+            let ty = match p.ty.range() {
+                Some(range) => format!("{} {range}", p.ty.name()),
+                None => p.ty.name(),
+            };
+            out += &row(p.name, &ty, p.default, p.doc);
         }
         let name = NAME_PROP;
         out += &row(name.name, &name.ty.name(), name.default, name.doc);
@@ -370,6 +375,12 @@ pub trait Element: Send + fmt::Debug + Any {
     /// that many and block, instead of keeping only the newest.
     fn burst(&self) -> usize {
         1
+    }
+    /// A source's most bytes per frame when it knows them before it opens (a test source: its
+    /// size and format); `None`: as large as a decoded frame may be
+    /// ([`limits::MAX_FRAME_PIXELS`]). A stream's memory estimate reads it.
+    fn frame_bytes(&self) -> Option<u64> {
+        None
     }
     /// A source's description for the report (its location, fragment or pattern).
     fn describe_source(&self) -> Option<String> {

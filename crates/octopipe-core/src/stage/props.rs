@@ -38,8 +38,11 @@ pub enum PropType {
     Path,
     /// One of these words.
     Choice(&'static [&'static str]),
-    /// `WIDTHxHEIGHT`, both at least 1.
-    Size,
+    /// `WIDTHxHEIGHT`, both from 1 to `max`.
+    Size {
+        /// Longest side.
+        max: u32,
+    },
     /// Three comma-separated numbers (`positive`: each above 0).
     Floats3 {
         /// Whether each must be above 0.
@@ -87,7 +90,7 @@ impl PropType {
             PropType::Str => "string".into(),
             PropType::Path => "path".into(),
             PropType::Choice(c) => c.join("|"),
-            PropType::Size => "WxH".into(),
+            PropType::Size { .. } => "WxH".into(),
             PropType::Floats3 { .. } => "3 floats".into(),
             PropType::List => "list".into(),
             PropType::Ints { .. } => "list of int".into(),
@@ -113,7 +116,9 @@ impl PropType {
             PropType::Str | PropType::Path => "text".into(),
             PropType::Choice([a, b]) => format!("{a} or {b}"),
             PropType::Choice(c) => format!("one of {}", c.join(", ")),
-            PropType::Size => "WIDTHxHEIGHT with both at least 1, e.g. 64x64".into(),
+            PropType::Size { max } => {
+                format!("WIDTHxHEIGHT with both from 1 to {max}, e.g. 64x64")
+            }
             PropType::Floats3 { positive: false } => "three comma-separated numbers".into(),
             PropType::Floats3 { positive: true } => "three comma-separated positive numbers".into(),
             PropType::List => "a comma-separated list".into(),
@@ -132,7 +137,7 @@ impl PropType {
             PropType::Bool => parse_bool(v).is_some(),
             PropType::Str | PropType::Path | PropType::List => true,
             PropType::Choice(c) => c.contains(&v),
-            PropType::Size => parse_size(v).is_some(),
+            PropType::Size { max } => parse_size(v).is_some_and(|(w, h)| w <= max && h <= max),
             PropType::Floats3 { positive } => {
                 parse_floats3(v).is_some_and(|f| !positive || f.iter().all(|x| *x > 0.0))
             }
@@ -184,7 +189,25 @@ impl PropType {
                     None => hi,
                 },
             },
+            PropType::Size { max: hi } => PropType::Size {
+                max: match max {
+                    Some((v, _)) if v >= 1 && v <= hi as i64 => v as u32,
+                    _ => hi,
+                },
+            },
             other => other,
+        }
+    }
+
+    /// The range `inspect` shows after the type (`1..=256`), where the type has one short of
+    /// its Rust type's whole range: an integer's (bounded above), a list of integers', a
+    /// `WxH`'s per side. Numbers' ranges are left out.
+    pub fn range(&self) -> Option<String> {
+        match *self {
+            PropType::Int { min, max } if max < i64::MAX => Some(format!("{min}..={max}")),
+            PropType::Ints { max } if max < i64::MAX => Some(format!("0..={max}")),
+            PropType::Size { max } => Some(format!("1..={max}")),
+            _ => None,
         }
     }
 
@@ -380,7 +403,9 @@ impl PropValue for std::path::PathBuf {
 }
 
 impl PropValue for (u32, u32) {
-    const TYPE: PropType = PropType::Size;
+    const TYPE: PropType = PropType::Size {
+        max: super::limits::MAX_SIDE,
+    };
     fn parse_prop(s: &str) -> Option<Self> {
         parse_size(s)
     }

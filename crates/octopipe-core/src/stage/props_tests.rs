@@ -301,3 +301,28 @@ fn every_pixel_format_word_is_its_format() {
         assert_eq!(name.trim_end_matches("_le"), *word);
     }
 }
+
+#[test]
+fn sizes_and_integers_carry_their_bounds_and_show_them() {
+    use crate::stage::limits::MAX_SIDE;
+    assert_eq!(
+        <(u32, u32) as PropValue>::TYPE,
+        PropType::Size { max: MAX_SIDE }
+    );
+    assert!(!<(u32, u32) as PropValue>::TYPE.accepts("100000x100000"));
+    let small = <(u32, u32) as PropValue>::TYPE.with_range(None, Some((64, 64.0)));
+    assert_eq!(small, PropType::Size { max: 64 });
+    assert!(small.accepts("64x64") && !small.accepts("65x1") && !small.accepts("0x1"));
+    assert_eq!(small.range().as_deref(), Some("1..=64"));
+    assert_eq!(
+        small.expected(),
+        "WIDTHxHEIGHT with both from 1 to 64, e.g. 64x64"
+    );
+    let threads = PropType::Int { min: 0, max: 256 };
+    assert_eq!(threads.range().as_deref(), Some("0..=256"));
+    assert!(!threads.accepts("5000") && !threads.accepts("-1") && threads.accepts("256"));
+    assert_eq!(threads.expected(), "an integer from 0 to 256");
+    // A type without an upper bound shows none.
+    assert_eq!(PropType::COUNT.range(), None);
+    assert_eq!(PropType::POSITIVE_FLOAT.range(), None);
+}

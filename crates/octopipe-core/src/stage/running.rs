@@ -165,7 +165,7 @@ impl<I: Payload, O: Payload> Launch for One<I, O> {
     fn start(self: Box<Self>, w: Wires) -> Result<thread::JoinHandle<()>, Error> {
         let rx = inbox::<I>(w.kind, w.inputs, w.joins)?;
         let tx = output::<O>(w.kind, w.output)?;
-        run_stage(w.thread, self.0, rx, tx, w.slot, w.fail, w.busy)
+        run_stage(w.kind, w.thread, self.0, rx, tx, w.slot, w.fail, w.busy)
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -228,8 +228,12 @@ fn output<O: Payload>(kind: &str, port: PortTx) -> Result<Edge<O>, Error> {
         .map_err(|p| wiring(kind, "its role's items", p.item().name()))
 }
 
-/// Start `stage` on its own thread between `rx` and `tx`; its error goes to `fail`.
+/// Start `stage` (of kind `kind`) on its own thread between `rx` and `tx`; its error goes to
+/// `fail`, and so does a panic in it (`PipelineError::Panic`): a stage of one stream fails that
+/// stream alone.
+#[allow(clippy::too_many_arguments)]
 fn run_stage<I: Payload, O: Payload>(
+    kind: &'static str,
     name: String,
     mut stage: Box<dyn Stage<I, O>>,
     mut rx: Inbox<I>,
@@ -244,7 +248,7 @@ fn run_stage<I: Payload, O: Payload>(
         let _span =
             tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
         let mut out = Vec::new();
-        let result = (|| -> Result<(), Error> {
+        let run = std::panic::AssertUnwindSafe(|| -> Result<(), Error> {
             loop {
                 let got = rx.recv(stage.deadline());
                 let began = Instant::now();
@@ -268,7 +272,9 @@ fn run_stage<I: Payload, O: Payload>(
                 }
                 slow_call(&stage_name, worked - began, worked.elapsed(), items);
             }
-        })();
+        });
+        let result = std::panic::catch_unwind(run)
+            .unwrap_or_else(|_| Err(crate::error::PipelineError::Panic(kind.to_string()).into()));
         if let Err(e) = result {
             fail(e);
         }

@@ -58,11 +58,11 @@ pub(crate) struct AppInferProps {
     #[prop(value = Vec::new())]
     pub labels: Vec<String>,
     /// classes kept per crop when the application gives scores
-    #[prop(default = 1, positive)]
+    #[prop(default = 1, range = 1..=1000)]
     pub top_k: usize,
     /// batches handed out before the stage waits for the oldest one's labels (more: for an
     /// application that runs several at once)
-    #[prop(default = 1, positive)]
+    #[prop(default = 1, range = 1..=64)]
     pub in_flight: usize,
     /// seconds to wait for a batch's labels before the run fails naming the batch (0: no limit)
     #[prop(default = 0, range = 0.0..)]

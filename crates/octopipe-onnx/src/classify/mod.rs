@@ -617,6 +617,15 @@ fn check_input(
     if c != 3 && c != -1 {
         return Err(bad());
     }
+    let side = i64::from(crate::stage::limits::MAX_INPUT_SIDE);
+    if w > side || h > side {
+        return Err(ClassifyError::Shape {
+            path: path.into(),
+            input: name,
+            found,
+            expected: format!("at most {side}x{side} pixels a model input may be"),
+        });
+    }
     let fixed = |d: i64| (d > 0).then_some(d as u32);
     let model_size = fixed(w).zip(fixed(h));
     if let (Some(want), Some(have)) = (size, model_size) {

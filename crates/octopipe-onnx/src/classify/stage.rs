@@ -88,10 +88,10 @@ pub struct ClassifyProps {
     #[prop(flatten)]
     pub onnx: OnnxProps,
     /// largest number of crops per inference call
-    #[prop(default = 256, positive)]
+    #[prop(default = 256, range = 1..=crate::stage::limits::MAX_BATCH)]
     pub max_batch: usize,
     /// results per crop
-    #[prop(default = 1, positive)]
+    #[prop(default = 1, range = 1..=1000)]
     pub top_k: usize,
     /// a crop with NaN or infinite logits fails the run, or is written flagged
     /// ("non_finite":true, no label) and counted
@@ -100,11 +100,11 @@ pub struct ClassifyProps {
     /// classifiers, each with its own ONNX Runtime sessions, taking batches in turn (batches
     /// leave in order): for a CPU host where one session's call is the bottleneck; give each
     /// fewer ort-threads
-    #[prop(default = 1, positive)]
+    #[prop(default = 1, range = 1..=64)]
     pub workers: usize,
     /// classify a tracked box every N frames of its stream; in between it reuses its track's
     /// label ("reused":true) and gets no crop
-    #[prop(default = 1, positive)]
+    #[prop(default = 1, range = 1..=1_000_000)]
     pub reinfer_interval: u64,
 }
 

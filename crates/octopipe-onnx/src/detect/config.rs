@@ -122,6 +122,30 @@ impl DetectConfig {
         sizes
     }
 
+    /// Refuse a frame that `tiles` would cut into more than
+    /// [`MAX_TILES`](crate::stage::limits::MAX_TILES) tiles, before any tile is made.
+    pub fn check_tiles(&self, frame: &crate::frame::Frame) -> Result<(), super::DetectError> {
+        let Some((tw, th)) = self.tiles else {
+            return Ok(());
+        };
+        let (w, h) = (frame.layout.width, frame.layout.height);
+        let count = crate::tiles::regular_count(w, h, tw, th, self.overlap);
+        let max = crate::stage::limits::MAX_TILES;
+        match count <= max {
+            true => Ok(()),
+            false => Err(super::DetectError::Tiles {
+                stream: frame.stream,
+                frame: frame.seq,
+                w,
+                h,
+                tw,
+                th,
+                count,
+                max,
+            }),
+        }
+    }
+
     /// The regions of a `w`x`h` frame the detector looks at: the tiles, and the whole frame when
     /// there are no tiles or `whole_frame` is set.
     pub fn regions(&self, w: u32, h: u32) -> Vec<Rect> {
@@ -177,7 +201,7 @@ pub struct DetectProps {
     #[prop(default = "auto", value = Vec::new())]
     pub output: Vec<String>,
     /// the model's input size when the model leaves it dynamic
-    #[prop(default = "auto")]
+    #[prop(default = "auto", range = ..=crate::stage::limits::MAX_INPUT_SIDE)]
     pub size: Option<(u32, u32)>,
     /// tile size for sliced inference (unset: the whole frame)
     pub tiles: Option<(u32, u32)>,
@@ -219,7 +243,7 @@ pub struct DetectProps {
     #[prop(default = 1, range = 0.0..=1.0)]
     pub ios: f32,
     /// most boxes per frame
-    #[prop(default = 300, positive)]
+    #[prop(default = 300, range = 1..=crate::stage::limits::MAX_BOXES)]
     pub max_detections: usize,
     /// keep only these classes (names or indices)
     #[prop(default = "all", value = Vec::new())]
@@ -231,15 +255,15 @@ pub struct DetectProps {
     #[prop(default = "auto")]
     pub backend: BackendKind,
     /// CPU preprocessing threads (0: one per core)
-    #[prop(default = 0)]
+    #[prop(default = 0, range = ..=crate::stage::limits::MAX_THREADS)]
     pub threads: usize,
     /// most tiles per inference call (models with a dynamic batch); the stage collects frames of
     /// every stream it serves until their tiles would pass it, or their wait ends
-    #[prop(default = 64, positive)]
+    #[prop(default = 64, range = 1..=crate::stage::limits::MAX_BATCH)]
     pub max_batch: usize,
     /// on CUDA, the batch sizes the model runs at, each planned and warmed at start (auto:
     /// 1,8,16,32 below max-batch, and max-batch); a call is padded to the next
-    #[prop(default = "auto", range = ..=4096)]
+    #[prop(default = "auto", range = ..=crate::stage::limits::MAX_BATCH)]
     pub batch_sizes: Option<Vec<usize>>,
     /// longest a frame waits for others to share an inference call (auto: from its remaining
     /// budget)
@@ -247,7 +271,7 @@ pub struct DetectProps {
     pub max_wait_ms: Option<f64>,
     /// detect every Nth frame of each stream; the tracker after the stage carries the boxes over
     /// the frames between (marked "predicted" in the output)
-    #[prop(default = 1, positive)]
+    #[prop(default = 1, range = 1..=1_000_000)]
     pub interval: u64,
     /// run the model on a thread of its own: while a call runs, the stage collects and
     /// preprocesses the next call's frames and places the boxes of the call before (false: each

@@ -297,6 +297,9 @@ impl Detector {
     /// hand them to the model, which runs them now (without `overlap-calls`) or on its thread after
     /// the calls started before (with it: this returns without waiting for them).
     pub fn start(&mut self, frames: Vec<Frame>) -> Result<Call, DetectError> {
+        for f in &frames {
+            self.config.check_tiles(f)?;
+        }
         let regions: Vec<Vec<Rect>> = frames
             .iter()
             .map(|f| self.config.regions(f.layout.width, f.layout.height))

@@ -113,6 +113,27 @@ pub enum DetectError {
         /// Why the runs failed.
         source: Box<RunError>,
     },
+    /// `tiles=` cuts a frame into more tiles than a frame may have
+    /// ([`MAX_TILES`](crate::stage::limits::MAX_TILES)).
+    #[error("detect: tiles={tw}x{th} cuts frame {frame} of stream {stream} ({w}x{h}) into {count} tiles; a frame may be cut into at most {max}: make the tiles larger")]
+    Tiles {
+        /// The frame's stream.
+        stream: u32,
+        /// The frame's number.
+        frame: u64,
+        /// Frame width.
+        w: u32,
+        /// Frame height.
+        h: u32,
+        /// Tile width.
+        tw: u32,
+        /// Tile height.
+        th: u32,
+        /// Tiles the grid would have.
+        count: u64,
+        /// The most a frame may have.
+        max: u64,
+    },
 }
 
 /// Why a detector call's model runs failed ([`DetectError::Run`]).
@@ -170,6 +191,7 @@ impl crate::error::Kind for DetectError {
             DetectError::Onnx(e) => crate::error::Kind::kind(e),
             DetectError::Preprocess(e) => crate::error::Kind::kind(e),
             DetectError::Model { .. } | DetectError::Run { .. } => ErrorKind::Model,
+            DetectError::Tiles { .. } => ErrorKind::Config,
         }
     }
 }

@@ -317,6 +317,12 @@ fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
         Layout::Nchw => (shape[2], shape[3]),
         Layout::Nhwc => (shape[1], shape[2]),
     };
+    let side = i64::from(crate::stage::limits::MAX_INPUT_SIDE);
+    if w > side || h > side {
+        return Err(format!(
+            "input '{name}' is {w}x{h}: larger than the {side}x{side} a model input may be"
+        ));
+    }
     let fixed = (w > 0 && h > 0).then_some((w as u32, h as u32));
     let size = match (fixed, config.size) {
         (Some(m), Some(s)) if m != s => {

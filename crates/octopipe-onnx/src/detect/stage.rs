@@ -209,6 +209,7 @@ impl Stage<Frame, Frame> for DetectStage {
             }
             return Ok(());
         }
+        self.detector.config.check_tiles(&frame)?;
         let tiles = self
             .detector
             .config

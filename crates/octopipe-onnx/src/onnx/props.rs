@@ -38,10 +38,10 @@ pub struct OnnxProps {
     #[prop(default = "auto")]
     pub ep: EpKind,
     /// the GPU of the execution provider (and of detect's CUDA preprocessing)
-    #[prop(default = 0)]
+    #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
     pub device: usize,
     /// ONNX Runtime intra-op threads (0: its default)
-    #[prop(default = 0)]
+    #[prop(default = 0, range = ..=crate::stage::limits::MAX_THREADS)]
     pub ort_threads: usize,
 }
 

@@ -141,6 +141,9 @@ pub struct ControlConfig {
     pub max_connections: usize,
     /// The most streams added over HTTP that run at once; beyond, a 429.
     pub max_streams: usize,
+    /// The most bytes of frames one stream added over HTTP may hold (its estimate, checked
+    /// before it opens: [`crate::pipeline::Streams::set_max_stream_memory`]).
+    pub max_stream_memory: u64,
 }
 
 impl Default for ControlConfig {
@@ -151,6 +154,7 @@ impl Default for ControlConfig {
             allow_hosts: Vec::new(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_streams: DEFAULT_MAX_STREAMS,
+            max_stream_memory: crate::pipeline::DEFAULT_MAX_STREAM_MEMORY,
         }
     }
 }
@@ -283,6 +287,7 @@ impl ControlPlane {
     pub fn serve_streams(&self, streams: Streams) -> Result<(), ControlError> {
         self.shared.config.check_exposure(&self.addr.to_string())?;
         streams.set_max_streams(self.shared.config.max_streams);
+        streams.set_max_stream_memory(self.shared.config.max_stream_memory);
         if let Ok(mut slot) = self.shared.streams.lock() {
             *slot = Some(streams);
         }

@@ -1,8 +1,11 @@
 //! What a stream described over the network may be: octopipe's own stages with typed
-//! properties; GStreamer elements only those the operator listed at start (`--allow-element`);
-//! files only under the directories the operator allowed (`--allow-dir`, none by default);
-//! locations otherwise URIs of the schemes a camera or a server speaks. Checked on the parsed
-//! description, before any stage is made (a stage may read a file as it is made).
+//! properties; GStreamer elements only those the operator listed at start (`--allow-element`),
+//! and no word GStreamer would open through its URI handlers (`file:///x`, `fd://0`); caps
+//! only as caps (a media type and fields); files only under the directories the operator
+//! allowed (`--allow-dir`, none by default); locations otherwise URIs of the schemes a camera
+//! speaks (rtsp, rtsps, srt as a caller; udp and `rtp port=` on the ports the operator lists,
+//! `--allow-udp-port`; others, http(s) among them, only with `--allow-scheme`). Checked on the
+//! parsed description, before any stage is made (a stage may read a file as it is made).
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
@@ -10,10 +13,10 @@ use std::path::{Component, Path, PathBuf};
 use crate::describe::Description;
 use crate::stage::{PropType, Registry};
 
-/// URI schemes a stream's location may have (a camera or a server it connects to).
-pub const URI_SCHEMES: &[&str] = &[
-    "rtsp", "rtsps", "rtspt", "rtspu", "http", "https", "srt", "udp", "rtmp", "rtmps",
-];
+/// URI schemes a stream's location may have by default (a camera it connects to; `srt` as a
+/// caller only). `udp` takes the ports of [`Policy::allow_udp_port`]; any other scheme, `http`
+/// and `https` among them, only what [`Policy::allow_scheme`] adds.
+pub const URI_SCHEMES: &[&str] = &["rtsp", "rtsps", "rtspt", "rtspu", "srt"];
 
 /// Why a stream was refused: `forbidden` (403) or a bad description (400), and the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +42,10 @@ pub struct Policy {
     dirs: Vec<PathBuf>,
     /// GStreamer elements streams may name.
     elements: BTreeSet<String>,
+    /// URI schemes allowed besides [`URI_SCHEMES`] (lower case).
+    schemes: BTreeSet<String>,
+    /// UDP ports streams may receive on (`udp://`, `rtp port=`).
+    udp_ports: BTreeSet<u16>,
 }
 
 impl Policy {
@@ -67,6 +74,17 @@ impl Policy {
         self.elements.insert(name.to_string());
     }
 
+    /// Let streams' locations be URIs of `scheme` too (`http`: the station then connects
+    /// where a client says).
+    pub fn allow_scheme(&mut self, scheme: &str) {
+        self.schemes.insert(scheme.to_ascii_lowercase());
+    }
+
+    /// Let streams receive on UDP port `port` (`udp://@:PORT`, `rtp port=PORT`).
+    pub fn allow_udp_port(&mut self, port: u16) {
+        self.udp_ports.insert(port);
+    }
+
     /// The directories allowed.
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs
@@ -78,6 +96,14 @@ impl Policy {
     pub fn check(&self, desc: &Description, registry: &Registry) -> Result<(), Refusal> {
         for st in &desc.stages {
             let Some(decl) = registry.get(&st.kind) else {
+                if scheme(&st.kind).is_some() {
+                    return Err(forbidden(format!(
+                        "'{}' is a URI, which GStreamer would open with its own handler: not taken \
+                         in a stream added over HTTP; describe the stream with octopipe's sources \
+                         (media location=URI, images, rtp, testsrc)",
+                        crate::redact::credentials(&st.kind)
+                    )));
+                }
                 if st.kind.contains('/') {
                     self.check_caps(&st.kind)?;
                 } else if !self.elements.contains(&st.kind) {
@@ -97,6 +123,12 @@ impl Policy {
                         .into(),
                 });
             }
+            if decl.name == "rtp" {
+                let port = st.props.iter().find(|p| p.key == "port");
+                if let Some(p) = port {
+                    self.check_udp_port(&format!("rtp port={}", p.value), &p.value)?;
+                }
+            }
             for p in &st.props {
                 let is_path = decl
                     .props
@@ -106,21 +138,133 @@ impl Policy {
                     let what = format!("{} {}", decl.name, p.key);
                     let uri_ok = decl.name == "media" && p.key == "location";
                     self.check_location(&what, &p.value, uri_ok)?;
+                    if decl.name == "images" && p.key == "location" {
+                        self.check_entries(&what, &p.value)?;
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    /// Caps in a head: no quoting of their own (GStreamer's parser would read a quoted string
-    /// on past the caps).
+    /// Caps in a head: a media type (`video/x-raw`, with `(memory:...)` features) and fields
+    /// (`,name=value`), nothing GStreamer could read as a URI (`://`) or a quoted string (its
+    /// parser would read one on past the caps).
     fn check_caps(&self, caps: &str) -> Result<(), Refusal> {
-        match caps.contains(['"', '\'', '\\']) {
-            true => Err(forbidden(format!(
+        if caps.contains(['"', '\'', '\\']) {
+            return Err(forbidden(format!(
                 "caps '{caps}': quotes and backslashes are not taken in caps over HTTP"
-            ))),
-            false => Ok(()),
+            )));
         }
+        match caps_shape(caps) {
+            Ok(()) => Ok(()),
+            Err(why) => Err(forbidden(format!(
+                "'{}' is not caps ({why}): a word with '/' in a stream added over HTTP must be \
+                 caps, a media type and fields such as video/x-raw,width=640",
+                crate::redact::credentials(caps)
+            ))),
+        }
+    }
+
+    /// Each file a folder or glob of images plays (its location already allowed): its own real
+    /// path (a symlink inside the folder may lead out of it) under an allowed directory. A
+    /// location that cannot be listed is the source's to refuse when it opens.
+    fn check_entries(&self, what: &str, location: &str) -> Result<(), Refusal> {
+        let Ok(files) = crate::source::image_files(location) else {
+            return Ok(());
+        };
+        for file in files {
+            let real = std::fs::canonicalize(&file).ok();
+            if !real
+                .as_ref()
+                .is_some_and(|r| self.dirs.iter().any(|d| r.starts_with(d)))
+            {
+                // The link's target is not shown: it is outside what the client may know of.
+                return Err(forbidden(format!(
+                    "{what} '{location}': {} leads outside the directories this station allows for streams added over HTTP",
+                    file.display(),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A UDP port a stream receives on: one the operator listed.
+    fn check_udp_port(&self, what: &str, port: &str) -> Result<(), Refusal> {
+        match port.parse::<u16>() {
+            Ok(p) if self.udp_ports.contains(&p) => Ok(()),
+            _ => Err(forbidden(format!(
+                "{what}: UDP port {port} is not one this station lets streams added over HTTP \
+                 receive on ({}): start it with --allow-udp-port {port}",
+                match self.udp_ports.is_empty() {
+                    true => "none".to_string(),
+                    false => self
+                        .udp_ports
+                        .iter()
+                        .map(u16::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }
+            ))),
+        }
+    }
+
+    /// A network URI of `scheme` (lower case): a default scheme (`srt` as a caller), `udp` on
+    /// an allowed port, or a scheme the operator added.
+    fn check_uri(&self, what: &str, value: &str, scheme: &str) -> Result<(), Refusal> {
+        let shown = crate::redact::credentials(value);
+        let rest = value.split_once("://").map_or("", |(_, r)| r);
+        let (authority, query) = {
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let query = rest.split_once('?').map_or("", |(_, q)| q);
+            (&rest[..end], query)
+        };
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let (host, port) = match host_port.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(':') || h.starts_with('[') => (h, p),
+            _ => (host_port, ""),
+        };
+        match scheme {
+            "srt" => {
+                let mode = query
+                    .split('&')
+                    .find_map(|kv| kv.strip_prefix("mode="))
+                    .unwrap_or("caller");
+                let unspecified = matches!(host, "" | "0.0.0.0" | "[::]" | "::");
+                if mode != "caller" || unspecified {
+                    return Err(forbidden(format!(
+                        "{what} '{shown}': srt only as a caller of a named host over HTTP (a listener \
+                         or rendezvous on this station, as mode=listener or an empty host makes, \
+                         is not taken)"
+                    )));
+                }
+                Ok(())
+            }
+            "udp" => self.check_udp_port(&format!("{what} '{shown}'"), port),
+            s if URI_SCHEMES.contains(&s) || self.schemes.contains(s) => Ok(()),
+            s => Err(forbidden(format!(
+                "{what} '{shown}': scheme '{s}' is not allowed over HTTP: expected a URI ({}://...), \
+                 a file under a directory the station allows (--allow-dir), or start the station \
+                 with --allow-scheme {s}",
+                self.allowed_schemes().join("://, ")
+            ))),
+        }
+    }
+
+    /// The schemes a location may have: the defaults, then those added.
+    fn allowed_schemes(&self) -> Vec<String> {
+        let mut all: Vec<String> = URI_SCHEMES.iter().map(|s| s.to_string()).collect();
+        if !self.udp_ports.is_empty() {
+            all.push("udp".into());
+        }
+        all.extend(
+            self.schemes
+                .iter()
+                .filter(|s| !all.contains(s))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        all
     }
 
     /// A location: a URI of an allowed scheme (when `uri_ok`), or a file (a `file://` URI
@@ -132,16 +276,10 @@ impl Policy {
                 Ok((path, _)) => path,
                 Err(e) => return Err(forbidden(format!("{what} '{shown}': {e}"))),
             },
-            Some(s) if uri_ok && URI_SCHEMES.contains(&s.to_ascii_lowercase().as_str()) => {
-                return Ok(())
-            }
+            Some(s) if uri_ok => return self.check_uri(what, value, &s.to_ascii_lowercase()),
             Some(s) => {
-                let expected = match uri_ok {
-                    true => format!("a URI ({}://...) or ", URI_SCHEMES.join("://, ")),
-                    false => String::new(),
-                };
                 return Err(forbidden(format!(
-                    "{what} '{shown}': scheme '{s}' is not allowed over HTTP: expected {expected}a file under a directory the station allows (--allow-dir)"
+                    "{what} '{shown}': scheme '{s}' is not allowed over HTTP: expected a file under a directory the station allows (--allow-dir)"
                 )));
             }
             None => PathBuf::from(value),
@@ -172,6 +310,51 @@ fn scheme(value: &str) -> Option<&str> {
     let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
         && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
     ok.then_some(scheme)
+}
+
+/// Whether `caps` has the shape of caps: `type/subtype`, optional `(feature:...)`, then
+/// `,name=value` fields whose values hold no `://`. The error says what is wrong.
+fn caps_shape(caps: &str) -> Result<(), &'static str> {
+    if caps.contains("://") {
+        return Err("it holds '://'");
+    }
+    let (head, fields) = caps.split_once(',').unwrap_or((caps, ""));
+    let (media, features) = match head.split_once('(') {
+        Some((m, f)) => (m, Some(f)),
+        None => (head, None),
+    };
+    let token = |t: &str| {
+        !t.is_empty()
+            && t.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-+._".contains(c))
+    };
+    match media.split_once('/') {
+        Some((a, b)) if token(a) && token(b) => {}
+        _ => return Err("no media type such as video/x-raw"),
+    }
+    if let Some(f) = features {
+        let inner = f.strip_suffix(')').ok_or("an unclosed '('")?;
+        if !inner
+            .split(',')
+            .all(|x| x.split(':').all(|p| token(p.trim())))
+        {
+            return Err("features are words such as memory:CUDAMemory");
+        }
+    }
+    if fields.is_empty() {
+        return Ok(());
+    }
+    // Values may be ranges, lists and fractions: [1,100], {I420,NV12}, 30/1, (int)640.
+    let (name, _) = fields.split_once('=').ok_or("a field without '='")?;
+    if !token(name.trim()) {
+        return Err("a field name that is not a word");
+    }
+    let value_char = |c: char| c.is_ascii_alphanumeric() || "-+._/,=[]{}()<>:".contains(c);
+    if !fields.chars().all(value_char) {
+        return Err("a field with other characters than caps take");
+    }
+    Ok(())
 }
 
 /// Where `path` really is: its longest existing ancestor resolved (symlinks, `..`), then the
@@ -232,6 +415,7 @@ mod tests {
             "none allowed"
         );
         p.allow_dir(&allowed).unwrap();
+        p.allow_udp_port(5004);
         for ok in [
             format!("media location={a}/not-yet.mp4 ! boxes"),
             format!("media location=file://{a}/x.mp4 ! boxes"),
@@ -260,6 +444,79 @@ mod tests {
         assert_eq!(e, Ok(()), "a URI is the camera's business");
         let e = check(&p, "media location=smb://admin:hunter2@x/y ! boxes").unwrap_err();
         assert!(!e.message.contains("hunter2"), "{e:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn uris_only_of_allowed_schemes_and_ports_and_no_uri_as_a_stage() {
+        let mut p = Policy::new();
+        p.allow_element("videotestsrc");
+        for (bad, words) in [
+            ("file:///etc/shadow ! head decoder=cpu ! boxes", "is a URI"),
+            ("fd://0 ! boxes", "is a URI"),
+            (
+                "videotestsrc ! video/x-raw,x=file:///e ! boxes",
+                "is not caps (it holds '://')",
+            ),
+            ("videotestsrc ! file:/etc/shadow ! boxes", "is not caps"),
+            ("videotestsrc ! x-raw ! boxes", "GStreamer element 'x-raw'"),
+            (
+                "media location=http://h/x.m3u8 ! boxes",
+                "--allow-scheme http",
+            ),
+            ("media location=srt://:7001 ! boxes", "srt only as a caller"),
+            (
+                "media location=srt://h:7001?mode=listener ! boxes",
+                "srt only as a caller",
+            ),
+            (
+                "media location=udp://@:5004 ! boxes",
+                "--allow-udp-port 5004",
+            ),
+            (
+                "rtp port=5004 ! boxes",
+                "rtp port=5004: UDP port 5004 is not one",
+            ),
+        ] {
+            let e = check(&p, bad).unwrap_err();
+            assert!(e.forbidden && e.message.contains(words), "{bad}: {e:?}");
+        }
+        p.allow_scheme("HTTP");
+        p.allow_udp_port(5004);
+        for ok in [
+            "videotestsrc ! video/x-raw(memory:CUDAMemory),format=NV12,width=[1,64],framerate=30/1 ! boxes",
+            "media location=http://h/x.m3u8 ! boxes",
+            "media location=srt://cam.example:7001?latency=200 ! boxes",
+            "media location=udp://@:5004 ! boxes",
+            "rtp port=5004 ! boxes",
+        ] {
+            assert_eq!(check(&p, ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn each_image_of_a_folder_or_glob_is_checked_with_its_symlinks() {
+        let dir = std::env::temp_dir().join(format!("octopipe-policy-glob-{}", std::process::id()));
+        let allowed = dir.join("allowed");
+        std::fs::create_dir_all(&allowed).unwrap();
+        std::fs::write(dir.join("z1.jpg"), "x").unwrap();
+        std::fs::write(allowed.join("a.jpg"), "x").unwrap();
+        let _ = std::os::unix::fs::symlink(dir.join("z1.jpg"), allowed.join("z1.jpg"));
+        let mut p = Policy::new();
+        p.allow_dir(&allowed).unwrap();
+        let a = allowed.display();
+        assert_eq!(
+            check(&p, &format!("images location={a}/a*.jpg ! boxes")),
+            Ok(())
+        );
+        for bad in [format!("{a}/z*.jpg"), format!("{a}"), format!("{a}/*.jpg")] {
+            let e = check(&p, &format!("images location={bad} ! boxes")).unwrap_err();
+            assert!(e.message.contains("z1.jpg leads outside"), "{bad}: {e:?}");
+            assert!(
+                !e.message.contains(&format!("{}/z1.jpg", dir.display())),
+                "{e:?}"
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -80,7 +80,7 @@ impl Queue {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Properties)]
 pub struct QueueSettings {
     /// frames or batches the edge holds before its policy applies
-    #[prop(default = "4 (live: 1 frame, 4 into a shared detect; batches 4)", value = None, positive)]
+    #[prop(default = "4 (live: 1 frame, 4 into a shared detect; batches 4)", value = None, positive, range = ..=crate::stage::limits::MAX_QUEUE)]
     pub size: Option<usize>,
     /// when full: the upstream stage waits, or the oldest item is dropped and counted
     #[prop(default = "block (live frames: drop-oldest)", value = None)]

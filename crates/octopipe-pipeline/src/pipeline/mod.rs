@@ -16,6 +16,7 @@
 
 mod collect;
 mod handles;
+mod memory;
 mod paths;
 mod streams;
 mod threads;
@@ -43,6 +44,7 @@ pub use crate::describe::{
 pub use crate::error::PipelineError;
 pub use crate::files::RunPath;
 pub use crate::stage::edge::STREAM_REMOVED;
+pub use memory::DEFAULT_MAX_STREAM_MEMORY;
 pub use paths::check as check_paths;
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
@@ -99,7 +101,13 @@ struct Control {
 pub(crate) struct Fate {
     ended: Arc<AtomicBool>,
     failure: Arc<Mutex<Option<String>>>,
+    /// Stops the stream's source, once it is open: a stream whose own stage failed ends (a live
+    /// source would otherwise go on into an edge that drops what it holds).
+    interrupt: Arc<Mutex<Option<Interrupt>>>,
 }
+
+/// What stops a source, shared.
+type Interrupt = Arc<dyn Fn() + Send + Sync>;
 
 impl Fate {
     /// Why the stream failed, if it did.
@@ -142,6 +150,10 @@ impl Control {
         });
         if let Ok(mut f) = fate.failure.lock() {
             f.get_or_insert(reason);
+        }
+        let interrupt = fate.interrupt.lock().ok().and_then(|i| i.clone());
+        if let Some(interrupt) = interrupt {
+            interrupt();
         }
         if let Ok(mut first) = self.stream_error.lock() {
             first.get_or_insert(e);

@@ -132,6 +132,9 @@ pub(super) struct Book {
     entries: Mutex<BTreeMap<u32, Entry>>,
     /// The most streams added while running that may run at once ([`Streams::set_max_streams`]).
     max_streams: AtomicUsize,
+    /// The most bytes of frames one stream added while running may hold
+    /// ([`Streams::set_max_stream_memory`]).
+    max_memory: AtomicU64,
 }
 
 /// One stream of the run, kept (small) after it ended: its id is not used again.
@@ -258,6 +261,7 @@ impl Pipeline {
             expected: self.expected.clone(),
             entries: Mutex::new(entries.collect()),
             max_streams: AtomicUsize::new(usize::MAX),
+            max_memory: AtomicU64::new(super::memory::DEFAULT_MAX_STREAM_MEMORY),
         });
         let (joins, joined) = crossbeam_channel::unbounded();
         if let Ok(mut slot) = self.control.joins.lock() {
@@ -310,6 +314,15 @@ impl Streams {
     pub fn set_max_streams(&self, n: usize) {
         self.0.max_streams.store(n, Ordering::SeqCst);
     }
+
+    /// A stream added while running may hold at most `bytes` of frames: one whose estimate
+    /// (its queues full of frames as large as its source may give) passes it is refused before
+    /// it opens, [`PipelineError::StreamMemory`]. [`DEFAULT_MAX_STREAM_MEMORY`] until set.
+    ///
+    /// [`DEFAULT_MAX_STREAM_MEMORY`]: super::DEFAULT_MAX_STREAM_MEMORY
+    pub fn set_max_stream_memory(&self, bytes: u64) {
+        self.0.max_memory.store(bytes, Ordering::SeqCst);
+    }
 }
 
 impl Book {
@@ -322,6 +335,7 @@ impl Book {
         // A stream joining the batch stage brings its boxes; one joining a shared detect, not.
         let (joined_row, joins, boxed) = self.joins_at;
         let mut nodes = crate::describe::build_branch(&desc, &self.registry, self.live, boxed)?;
+        super::memory::check(&nodes, self.max_memory.load(Ordering::SeqCst))?;
         let place = |row: &String| self.rows[..joined_row].iter().position(|r| r == row);
         if let Some(n) = nodes.iter().find(|n| place(&n.row).is_none()) {
             return Err(PipelineError::StreamStage {
@@ -393,10 +407,13 @@ impl Book {
         }
         ready.reverse();
         ready[0].end.retire = false;
-        let interrupt = match ready[0].running.as_source() {
-            Some(source) => source.interrupter(),
+        let interrupt: Arc<dyn Fn() + Send + Sync> = match ready[0].running.as_source() {
+            Some(source) => Arc::from(source.interrupter()),
             None => return Err(PipelineError::NoBatchToJoin("a stream with no source").into()),
         };
+        if let Ok(mut slot) = fate.interrupt.lock() {
+            *slot = Some(interrupt.clone());
+        }
         self.tally.with(|t| t.name_stream(id, &name));
         // Its edges, the last into the stage streams join; all drop what comes once it is removed with
         // mode=drop.
@@ -452,7 +469,7 @@ impl Book {
             interrupt();
         }
         let branch = Branch {
-            interrupt,
+            interrupt: Box::new(move || interrupt()),
             discard,
             tail,
             threads,
@@ -516,9 +533,10 @@ impl Book {
             .collect()
     }
 
-    /// Join the threads of the streams that ended (a panic in one fails the run).
+    /// Join the threads of the streams that ended; a panic in one of a stream's threads fails
+    /// that stream (its state, the log, the report), not the run.
     fn reap(&self, entries: &mut BTreeMap<u32, Entry>) {
-        for e in entries.values_mut() {
+        for (&id, e) in entries.iter_mut() {
             let done = e
                 .branch
                 .as_ref()
@@ -528,8 +546,8 @@ impl Book {
             }
             for t in e.branch.take().map(|b| b.threads).unwrap_or_default() {
                 if t.handle.join().is_err() {
-                    self.control
-                        .fail(PipelineError::Panic(t.kind.to_string()).into());
+                    let panic = PipelineError::Panic(t.kind.to_string()).into();
+                    self.control.stream_failed(id, &e.fate, panic);
                 }
             }
         }

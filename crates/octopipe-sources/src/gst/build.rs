@@ -16,6 +16,7 @@ use super::super::nvjpeg::{JpegRoute, NvjpegDecoder};
 use super::super::rtp::RtpTimes;
 use super::super::test::{build_test, TestSettings};
 use super::super::{Decoder, ImageDecoder, SourceConfig, SourceError, SourceKind};
+use super::guard::Guard;
 use crate::redact;
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
@@ -40,6 +41,8 @@ pub(super) struct Parts {
     /// The route to the nvJPEG decoder of an image sequence decoded on the GPU
     /// (`images decoder=nvjpeg`).
     pub(super) nvjpeg: Option<JpegRoute>,
+    /// Why the input was refused while it played (a picture too large, a foreign segment).
+    pub(super) guard: Guard,
 }
 
 impl Parts {
@@ -54,6 +57,11 @@ impl Parts {
             // Elements added later (decodebin's decoders) take the pipeline's contexts.
             pipeline.set_context(shared.context());
         }
+        let uri = match &plan {
+            Plan::Media((_, uri)) => Some(uri.as_str()),
+            _ => None,
+        };
+        let guard = Guard::install(&pipeline, uri);
         let appsink = new_appsink()?;
         let (input, feeder) =
             plan.build(&pipeline, &appsink, config, cuda.as_ref(), nvjpeg.as_ref())?;
@@ -70,6 +78,7 @@ impl Parts {
             feeder,
             cuda,
             nvjpeg,
+            guard,
         })
     }
 

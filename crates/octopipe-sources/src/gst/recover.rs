@@ -207,6 +207,10 @@ impl GstSource {
         if let Some(feeder_error) = self.feeder.as_ref().and_then(Feeder::take_error) {
             return feeder_error;
         }
+        if let Some(refused) = self.guard.take() {
+            // Refused for what it is, not a fault of the connection: never retried.
+            return SourceError::input(self.name(), refused);
+        }
         let not_found = err.error().matches(gst::StreamError::CodecNotFound)
             || err.error().matches(gst::CoreError::MissingPlugin);
         if let Some((name, detail)) = self.missing.take().filter(|_| not_found) {

@@ -15,8 +15,8 @@ use crate::images::OnFile;
 use crate::SourceError;
 
 /// The images larger than this many pixels are refused before memory is taken for them (the
-/// largest nvJPEG and the crop kernel are asked to take: 16384x16384).
-const MAX_PIXELS: u64 = 16384 * 16384;
+/// image feeder refuses them first, from the file's header; this holds for any feed).
+const MAX_PIXELS: u64 = crate::stage::limits::MAX_FRAME_PIXELS;
 
 /// Files asked for ahead (by the image feeder, as it reads them), by image index.
 type Pending = Arc<Mutex<HashMap<u64, Receiver<Outcome>>>>;

@@ -116,19 +116,19 @@ pub enum Late {
 #[non_exhaustive]
 pub struct BatchProps {
     /// close a batch at this many crops
-    #[prop(default = 256, positive)]
+    #[prop(default = 256, range = 1..=crate::stage::limits::MAX_BATCH)]
     pub max_crops: usize,
     /// close a batch at this many frames
-    #[prop(default = 8, positive)]
+    #[prop(default = 8, range = 1..=crate::stage::limits::MAX_QUEUE)]
     pub max_frames: usize,
     /// longest a frame waits for others (auto: from its remaining budget)
     #[prop(default = "auto", range = 0.0..)]
     pub max_wait_ms: Option<f64>,
     /// output pixels per tile
-    #[prop(default = 256, positive)]
+    #[prop(default = 256, range = 1..=65536)]
     pub tile_pixels: usize,
     /// tiles per block of work
-    #[prop(default = 4, positive)]
+    #[prop(default = 4, range = 1..=1024)]
     pub tiles_per_block: usize,
     /// a frame predicted to miss its budget: process it anyway, drop it, or keep only the crops
     /// that fit

@@ -38,10 +38,10 @@ pub struct BoxesProps {
     /// DET: folder of NAME.txt per image; MOT: the sequence's file
     pub location: Option<PathBuf>,
     /// synthetic: boxes per frame
-    #[prop(default = 28)]
+    #[prop(default = 28, range = ..=crate::stage::limits::MAX_BOXES)]
     pub count: usize,
     /// synthetic: seed
-    #[prop(default = 7)]
+    #[prop(default = 7, unbounded)]
     pub seed: u64,
     /// also classify ignored regions (category 0 or score 0)
     #[prop(default = false)]

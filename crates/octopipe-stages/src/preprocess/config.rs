@@ -137,7 +137,7 @@ pub struct BackendProps {
     #[prop(default = "auto")]
     pub backend: BackendKind,
     /// CPU worker threads (0: one per core)
-    #[prop(default = 0)]
+    #[prop(default = 0, range = ..=crate::stage::limits::MAX_THREADS)]
     pub threads: usize,
 }
 
@@ -146,7 +146,7 @@ pub struct BackendProps {
 #[derive(Debug, Clone, PartialEq, Properties)]
 pub struct PreprocessProps {
     /// output size (auto: the model's input size)
-    #[prop(default = "auto")]
+    #[prop(default = "auto", range = ..=crate::stage::limits::MAX_INPUT_SIDE)]
     pub size: Option<(u32, u32)>,
     /// per-channel mean, after scale
     #[prop(default = "0.485,0.456,0.406")]
@@ -171,7 +171,7 @@ pub struct PreprocessProps {
     #[prop(default = "host")]
     pub memory: Memory,
     /// the GPU the CUDA backend runs on (its frames and tensor in that GPU's memory)
-    #[prop(default = 0)]
+    #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
     pub device: usize,
     /// CUDA backend: crop rectangles pulled by the GPU from page-locked frames (the sources then
     /// decode into page-locked buffers), or gathered on the host (auto: the GPU when the frames

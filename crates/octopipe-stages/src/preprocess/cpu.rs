@@ -57,18 +57,32 @@ impl Backend for CpuBackend {
         }
         let len = batch.tensor_len(3);
         let shape = batch.tensor_shape(self.config.layout);
+        // The batch's tensor is the largest allocation its sizes reach: one the system refuses is
+        // this batch's error (the stream's), never an abort of the process.
+        let crops = batch.crops.len();
+        let refused = |bytes: usize| PreprocessError::TooLarge {
+            crops,
+            bytes: len.saturating_mul(bytes) as u64,
+        };
         match self.config.dtype {
             DType::F32 => {
-                let mut out = std::mem::take(batch.tensor.host_f32(len));
+                let out = batch.tensor.try_host_f32(len).map_err(|_| refused(4))?;
+                let mut out = std::mem::take(out);
                 self.fill(batch, &mut out);
                 *batch.tensor.host_f32(0) = out;
             }
             DType::F16 => {
                 // The f16 value is the f32 value rounded to nearest even, as the kernels store it.
                 let mut values = std::mem::take(&mut self.scratch);
+                if values
+                    .try_reserve_exact(len.saturating_sub(values.len()))
+                    .is_err()
+                {
+                    return Err(refused(4));
+                }
                 values.resize(len, 0.0);
                 self.fill(batch, &mut values);
-                let out = batch.tensor.host_f16(len);
+                let out = batch.tensor.try_host_f16(len).map_err(|_| refused(2))?;
                 for (o, v) in out.iter_mut().zip(&values) {
                     *o = f32_to_f16(*v);
                 }

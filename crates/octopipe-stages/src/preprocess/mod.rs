@@ -143,6 +143,14 @@ pub enum PreprocessError {
     /// Settings that cannot work together or on this machine.
     #[error("preprocess: {0}")]
     Setting(String),
+    /// The batch's tensor could not be allocated (the system refused the memory).
+    #[error("preprocess: the tensor of a batch of {crops} crops needs {bytes} bytes, more than the memory this process may still take: lower max-crops or the output size")]
+    TooLarge {
+        /// Crops in the batch.
+        crops: usize,
+        /// Bytes its tensor needs.
+        bytes: u64,
+    },
     /// A frame's planes are in device memory and this backend reads host memory.
     #[error("frame {seq} of stream {stream} is in CUDA device memory: the CPU backend reads host frames (preprocess backend=cuda takes device frames)")]
     NotOnHost {
@@ -183,7 +191,9 @@ impl crate::error::Kind for PreprocessError {
             PreprocessError::InvalidBatch(_) | PreprocessError::NoPixels { .. } => {
                 ErrorKind::Internal
             }
-            PreprocessError::Setting(_) | PreprocessError::NotOnHost { .. } => ErrorKind::Config,
+            PreprocessError::Setting(_)
+            | PreprocessError::NotOnHost { .. }
+            | PreprocessError::TooLarge { .. } => ErrorKind::Config,
             PreprocessError::Format { .. } => ErrorKind::Input,
             PreprocessError::Cuda(_)
             | PreprocessError::OutOfMemory(_)

@@ -35,6 +35,23 @@ pub fn regular(fw: u32, fh: u32, tw: u32, th: u32, overlap: f64, edge: Edge) -> 
     tiles
 }
 
+/// How many tiles [`regular`] would give, counted without making them (a grid of tiny tiles
+/// on a large frame would be millions): the count along each axis, multiplied.
+pub fn regular_count(fw: u32, fh: u32, tw: u32, th: u32, overlap: f64) -> u64 {
+    axis_count(fw, tw, overlap).saturating_mul(axis_count(fh, th, overlap))
+}
+
+/// How many starts [`starts`] gives along one axis (either edge gives as many).
+fn axis_count(len: u32, size: u32, overlap: f64) -> u64 {
+    if len <= size || size == 0 {
+        return 1;
+    }
+    let shared = ((overlap * size as f64).floor() as u32).min(size - 1);
+    let step = u64::from(size - shared);
+    // Starts 0, step, ... while start + size < len, then the edge tile.
+    (u64::from(len - size) - 1) / step + 2
+}
+
 /// Tile starts and lengths along one axis of `len` pixels.
 fn starts(len: u32, size: u32, overlap: f64, edge: Edge) -> Vec<(u32, u32)> {
     if len <= size {
@@ -86,6 +103,29 @@ pub fn random(fw: u32, fh: u32, min: u32, max: u32, seed: u64) -> Vec<Rect> {
     tiles
 }
 
+/// How many tiles [`random`] would give, counted without making them, up to `stop`: past it,
+/// `stop + 1` (the count of a grid of tiny tiles on a large frame is not worth finishing).
+pub fn random_count(fw: u32, fh: u32, min: u32, max: u32, seed: u64, stop: u64) -> u64 {
+    let (min, max) = (min.max(1), max.max(min.max(1)));
+    let mut rng = Rng::new(seed);
+    let mut count = 0;
+    let mut y = 0;
+    while y < fh {
+        let h = rng.between(min, max).min(fh - y);
+        let mut x = 0;
+        while x < fw {
+            let w = rng.between(min, max).min(fw - x);
+            count += 1;
+            if count > stop {
+                return count;
+            }
+            x += w;
+        }
+        y += h;
+    }
+    count
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +171,27 @@ mod tests {
         assert_eq!(t, [[0, 0, 512, 10], [436, 0, 512, 10], [872, 0, 128, 10]]);
         // 1-pixel tiles: one per pixel.
         assert_eq!(regular(3, 2, 1, 1, 0.0, Edge::Clip).len(), 6);
+        for (fw, fh, tw, th, o) in [
+            (3, 2, 1, 1, 0.0),
+            (2000, 1500, 640, 640, 0.15),
+            (1000, 700, 512, 512, 0.0),
+            (1000, 10, 512, 10, 0.15),
+            (641, 640, 640, 640, 0.5),
+            (100, 100, 7, 3, 0.9),
+            (10, 10, 20, 20, 0.2),
+        ] {
+            let n = regular(fw, fh, tw, th, o, Edge::Clip).len() as u64;
+            assert_eq!(
+                regular_count(fw, fh, tw, th, o),
+                n,
+                "{fw}x{fh} by {tw}x{th} at {o}"
+            );
+        }
+        for (fw, fh, min, max, seed) in [(2000, 1500, 128, 512, 1), (300, 200, 1, 9, 7)] {
+            let n = random(fw, fh, min, max, seed).len() as u64;
+            assert_eq!(random_count(fw, fh, min, max, seed, u64::MAX), n);
+            assert_eq!(random_count(fw, fh, min, max, seed, 3), 4);
+        }
     }
 
     /// Every pixel of the frame in exactly one tile.

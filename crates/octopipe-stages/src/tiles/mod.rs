@@ -31,7 +31,7 @@ use crate::frame::{Detection, Frame};
 use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
 use crate::Error;
 
-pub use grid::{random, regular, Edge, Rect};
+pub use grid::{random, regular, regular_count, Edge, Rect};
 
 /// How a frame is cut.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,18 +77,19 @@ impl Default for Grid {
 #[non_exhaustive]
 pub struct TilesProps {
     /// tile size of a regular grid (edge tiles clipped to the frame); without it, the random grid
+    #[prop(range = ..=crate::stage::limits::MAX_SIDE)]
     pub size: Option<(u32, u32)>,
     /// regular grid: fraction of a tile shared with its neighbours
     #[prop(default = 0, range = 0.0..=0.9)]
     pub overlap: f64,
     /// random grid: smallest tile side (edge tiles clipped)
-    #[prop(default = 128, positive)]
+    #[prop(default = 128, range = 1..=crate::stage::limits::MAX_SIDE)]
     pub min: usize,
     /// random grid: largest tile side
-    #[prop(default = 512, positive)]
+    #[prop(default = 512, range = 1..=crate::stage::limits::MAX_SIDE)]
     pub max: usize,
     /// random grid: the seed (the same grid for the same seed and frame size)
-    #[prop(default = 1)]
+    #[prop(default = 1, unbounded)]
     pub seed: u64,
 }
 
@@ -122,12 +123,32 @@ pub enum TilesError {
         /// Output values its tiles would take (3 per pixel).
         values: u64,
     },
+    /// The grid cuts a frame into more tiles than a frame may have
+    /// ([`MAX_TILES`](crate::stage::limits::MAX_TILES)).
+    #[error("tiles: {setting} cuts frame {seq} of stream {stream} ({w}x{h}) into {count} tiles; a frame may be cut into at most {max}: make the tiles larger")]
+    TooMany {
+        /// Stream id.
+        stream: u32,
+        /// Frame number.
+        seq: u64,
+        /// Frame width.
+        w: u32,
+        /// Frame height.
+        h: u32,
+        /// The setting that makes the grid (`size=1x1`, `min=1`).
+        setting: String,
+        /// Tiles the grid would have (`more than N` where counting stopped).
+        count: String,
+        /// The most a frame may have.
+        max: u64,
+    },
 }
 
 impl crate::error::Kind for TilesError {
     fn kind(&self) -> crate::error::ErrorKind {
         match self {
             TilesError::TooLarge { .. } => crate::error::ErrorKind::Input,
+            TilesError::TooMany { .. } => crate::error::ErrorKind::Config,
         }
     }
 }
@@ -166,6 +187,41 @@ impl Tiler {
     pub fn cut(&mut self, mut frame: Frame) -> Result<CropBatch, TilesError> {
         let size = (frame.layout.width, frame.layout.height);
         if self.grid_of != Some(size) {
+            // Counted before the tiles are made: a grid of tiny tiles on a large frame would be
+            // millions of them.
+            let max = crate::stage::limits::MAX_TILES;
+            let (n, count, setting) = match self.config.grid {
+                Grid::Regular {
+                    size: (tw, th),
+                    overlap,
+                } => {
+                    let n = grid::regular_count(size.0, size.1, tw, th, overlap);
+                    (n, n.to_string(), format!("size={tw}x{th}"))
+                }
+                Grid::Random {
+                    min,
+                    max: top,
+                    seed,
+                } => {
+                    let n = grid::random_count(size.0, size.1, min, top, seed, max);
+                    (
+                        n,
+                        format!("more than {max}"),
+                        format!("min={min} max={top}"),
+                    )
+                }
+            };
+            if n > max {
+                return Err(TilesError::TooMany {
+                    stream: frame.stream,
+                    seq: frame.seq,
+                    w: size.0,
+                    h: size.1,
+                    setting,
+                    count,
+                    max,
+                });
+            }
             self.tiles = self.config.grid.tiles(size.0, size.1);
             self.grid_of = Some(size);
         }
@@ -308,5 +364,36 @@ mod tests {
             e.starts_with("tiles: frame 5 of stream 0 (40000x40000) is too large for one batch: its tiles' 4800000000 output values"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_grid_finer_than_a_frame_may_have_is_an_error_naming_its_setting() {
+        let frame = || {
+            let layout = FrameLayout::packed(PixelFormat::Gray16, 2500, 2500);
+            Frame::new(
+                0,
+                5,
+                "fine",
+                layout,
+                Colorimetry::default(),
+                PooledBuf::unpooled(Vec::new()),
+            )
+        };
+        let regular = Grid::Regular {
+            size: (1, 1),
+            overlap: 0.0,
+        };
+        let random = Grid::Random {
+            min: 1,
+            max: 2,
+            seed: 1,
+        };
+        for (grid, words) in [
+            (regular, "tiles: size=1x1 cuts frame 5 of stream 0 (2500x2500) into 6250000 tiles; a frame may be cut into at most 4096"),
+            (random, "tiles: min=1 max=2 cuts frame 5 of stream 0 (2500x2500) into more than 4096 tiles"),
+        ] {
+            let e = Tiler::new(TilesConfig { grid }).cut(frame()).err().unwrap().to_string();
+            assert!(e.starts_with(words), "{e}");
+        }
     }
 }

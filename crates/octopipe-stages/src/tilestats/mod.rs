@@ -637,7 +637,7 @@ pub struct TileStatsProps {
     /// (e.g. "mean>0.535"); none keeps all
     pub keep: Option<String>,
     /// keep at most this many of a frame's tiles that pass the rule, the highest score first
-    #[prop(positive)]
+    #[prop(range = 1..=crate::stage::limits::MAX_BOXES)]
     pub top_k: Option<usize>,
     /// what top-k ranks by
     #[prop(default = "mean")]
@@ -649,7 +649,7 @@ pub struct TileStatsProps {
     #[prop(flatten)]
     pub compute: BackendProps,
     /// the GPU of the CUDA backend
-    #[prop(default = 0)]
+    #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
     pub device: usize,
     /// pixels per block of work (a tile gets one block per this many of its pixels)
     #[prop(default = 16384, range = 32..=16777216)]
