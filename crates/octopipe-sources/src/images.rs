@@ -14,7 +14,14 @@
 //! framerate`; `appsrc` holds at most [`IMAGE_QUEUE`] files, so memory stays bounded whatever the size
 //! of the folder. With a time segment `jpegdec` and `pngdec` decode each buffer as one picture, and
 //! each decoded frame is mapped back to its file through its pts.
+//!
+//! The feeder checks each file's structure before it pushes it ([`image_damage`]: a JPEG cut
+//! short, corrupt entropy data, a file that is not of the sequence's kind): a damaged file is
+//! pushed anyway (`on-damaged=keep`), left out (`skip`, the default: its index gets no frame) or
+//! ends the stream with an error naming it (`fail`). What it found is noted by index
+//! ([`DamageLog`]) for the source to count and log when the frames around it come out.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,6 +32,7 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
+use super::damage::{image_damage, OnDamaged};
 use super::elements::{enum_value, link_error, make, missing, PLUGINS_BASE, PLUGINS_GOOD};
 use super::SourceError;
 use crate::frame::{Colorimetry, ImageFile};
@@ -62,6 +70,28 @@ pub(super) struct Images {
     decoding: Arc<AtomicU64>,
     /// Times the sequence is played; image `index` of the stream is file `index % files.len()`.
     loops: u32,
+    /// What the feeder does with a damaged file.
+    on_damaged: OnDamaged,
+    /// Damaged files the feeder found, by image index, not yet reported.
+    damage: Arc<Mutex<DamageLog>>,
+}
+
+/// A damaged image file the feeder found.
+#[derive(Debug, Clone)]
+pub(super) struct Damaged {
+    /// The file.
+    pub(super) path: PathBuf,
+    /// What is wrong with it.
+    pub(super) reason: String,
+    /// What was done with it (`Keep` becomes `Skip` for a file with no picture in it).
+    pub(super) action: OnDamaged,
+}
+
+/// Damaged files by image index, noted by the feeder before it pushes (or leaves out) the file,
+/// so they are known when any later image's frame comes out.
+#[derive(Debug, Default)]
+pub(super) struct DamageLog {
+    found: BTreeMap<usize, Damaged>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,12 +177,15 @@ struct ImageFeed {
     framerate: f64,
     stop: Arc<AtomicBool>,
     error: Arc<Mutex<Option<SourceError>>>,
+    on_damaged: OnDamaged,
+    damage: Arc<Mutex<DamageLog>>,
 }
 
 impl ImageFeed {
-    /// Push every file as one buffer, then end of stream. A file that cannot be read ends the stream
-    /// early (the frames before it still come out) and is left in `error`, set before the end of
-    /// stream so that whoever sees the end finds it.
+    /// Push every file as one buffer, then end of stream. A file that cannot be read, or a damaged
+    /// one with `on-damaged=fail`, ends the stream early (the frames before it still come out) and
+    /// is left in `error`, set before the end of stream so that whoever sees the end finds it.
+    /// Other damaged files are noted in `damage` first, then pushed (`keep`) or left out.
     fn run(self) {
         let total = self.files.len() * self.loops as usize;
         for index in 0..total {
@@ -160,9 +193,41 @@ impl ImageFeed {
             if self.stop.load(Ordering::SeqCst) {
                 return;
             }
-            let bytes = match self.read(path) {
+            let unread = match self.read(path) {
+                Ok(bytes) => match image_damage(self.kind.name(), &bytes) {
+                    None => Ok(bytes),
+                    Some(reason) => Err((Unread::Damaged(reason), Some(bytes))),
+                },
+                Err(Unread::Kind(kind)) => {
+                    Err((Unread::Damaged(format!("not a {kind} file")), None))
+                }
+                Err(e) => Err((e, None)),
+            };
+            let bytes = match unread {
                 Ok(bytes) => bytes,
-                Err(reason) => {
+                Err((Unread::Damaged(reason), bytes)) if self.on_damaged != OnDamaged::Fail => {
+                    // A file with no picture in it cannot be kept: it is left out.
+                    let action = match bytes {
+                        Some(_) => self.on_damaged,
+                        None => OnDamaged::Skip,
+                    };
+                    if let Ok(mut log) = self.damage.lock() {
+                        let path = path.clone();
+                        log.found.insert(
+                            index,
+                            Damaged {
+                                path,
+                                reason,
+                                action,
+                            },
+                        );
+                    }
+                    match (action, bytes) {
+                        (OnDamaged::Keep, Some(bytes)) => bytes,
+                        _ => continue,
+                    }
+                }
+                Err((reason, _)) => {
                     if let Ok(mut slot) = self.error.lock() {
                         *slot = Some(reason.at(path));
                     }
@@ -199,6 +264,8 @@ impl ImageFeed {
 enum Unread {
     /// Not a file of the sequence's kind (named).
     Kind(&'static str),
+    /// Damaged, and `on-damaged=fail`: what is wrong with it.
+    Damaged(String),
     /// Reading it failed.
     Io(std::io::Error),
 }
@@ -208,6 +275,12 @@ impl Unread {
     fn at(self, path: &Path) -> SourceError {
         match self {
             Unread::Kind(kind) => SourceError::input(path.display(), format!("not a {kind} file")),
+            Unread::Damaged(reason) => SourceError::input(
+                path.display(),
+                format!(
+                    "{reason} (on-damaged=fail; on-damaged=skip leaves such a file out, keep decodes what is there)"
+                ),
+            ),
             Unread::Io(e) => SourceError::io(path.display(), e),
         }
     }
@@ -219,8 +292,9 @@ fn image_pts(index: usize, framerate: f64) -> gst::ClockTime {
 }
 
 impl Images {
-    /// The sequence of `list`'s files played `loops` times at `framerate`.
-    pub(super) fn new(list: ImageList, framerate: f64, loops: u32) -> Self {
+    /// The sequence of `list`'s files played `loops` times at `framerate`; damaged files get
+    /// `on_damaged`.
+    pub(super) fn new(list: ImageList, framerate: f64, loops: u32, on_damaged: OnDamaged) -> Self {
         Images {
             names: list.files.iter().map(|f| file_name(f).into()).collect(),
             numbers: list
@@ -236,6 +310,39 @@ impl Images {
             next: 0,
             decoding: Arc::new(AtomicU64::new(u64::MAX)),
             loops,
+            on_damaged,
+            damage: Arc::default(),
+        }
+    }
+
+    /// The damaged files noted before the image expected next (`all`: every one noted), in
+    /// order, taken out of the log: the source counts and logs each once.
+    pub(super) fn take_damage(&self, all: bool) -> Vec<Damaged> {
+        let Ok(mut log) = self.damage.lock() else {
+            return Vec::new();
+        };
+        let rest = match all {
+            false => log.found.split_off(&self.next),
+            true => BTreeMap::new(),
+        };
+        std::mem::replace(&mut log.found, rest)
+            .into_values()
+            .collect()
+    }
+
+    /// Whether image `index` was left out by the feeder (damaged, not kept).
+    fn skipped(&self, index: usize) -> bool {
+        self.damage.lock().is_ok_and(|log| {
+            log.found
+                .get(&index)
+                .is_some_and(|d| d.action == OnDamaged::Skip)
+        })
+    }
+
+    /// Move `next` past the images the feeder left out.
+    fn pass_skipped(&mut self, upto: usize) {
+        while self.next < upto && self.skipped(self.next) {
+            self.next += 1;
         }
     }
 
@@ -260,7 +367,7 @@ impl Images {
     }
 
     /// The image a decoded frame came from, checked against the pts the feeder gave it.
-    fn index_of(&self, pts: Option<gst::ClockTime>) -> Result<usize, SourceError> {
+    fn index_of(&mut self, pts: Option<gst::ClockTime>) -> Result<usize, SourceError> {
         let stray = || SourceError::Stream {
             source_name: self.location.clone(),
             message: format!("decoded frame with pts {pts:?} matches no image"),
@@ -271,6 +378,7 @@ impl Images {
         if index >= self.total() || image_pts(index, self.framerate) != pts || index < self.next {
             return Err(stray());
         }
+        self.pass_skipped(index);
         if index > self.next {
             // jpegdec and pngdec drop a picture they cannot decode (with at most a warning).
             return Err(self.no_frame(self.next, None));
@@ -280,7 +388,8 @@ impl Images {
 
     /// At end of stream: an image that produced no frame is an error, with the last warning on the
     /// bus as detail.
-    pub(super) fn check_end(&self, warning: Option<&str>) -> Result<(), SourceError> {
+    pub(super) fn check_end(&mut self, warning: Option<&str>) -> Result<(), SourceError> {
+        self.pass_skipped(self.total());
         if self.next < self.total() {
             return Err(self.no_frame(self.next, warning.map(str::to_string)));
         }
@@ -547,6 +656,8 @@ fn spawn_feeder(appsrc: gst_app::AppSrc, images: &Images) -> Result<Feeder, Sour
         framerate: images.framerate,
         stop: stop.clone(),
         error: error.clone(),
+        on_damaged: images.on_damaged,
+        damage: images.damage.clone(),
     };
     let thread = std::thread::Builder::new()
         .name("octopipe-images".into())

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use super::{
-    Decoder, HeadSettings, RetryProps, SourceConfig, SourceKind, StallProps, WaitProps, Watch,
+    Decoder, HeadSettings, OnDamaged, RetryProps, SourceConfig, SourceKind, StallProps, WaitProps,
+    Watch,
 };
 use crate::frame::PixelFormat;
 use crate::stage::{PropSpec, PropType, Properties};
@@ -66,6 +67,10 @@ pub(crate) struct ImagesProps {
     /// Release frames at their presentation time.
     #[prop(spec = LIVE)]
     pub live: bool,
+    /// a damaged file (a JPEG cut short or with corrupt data, a file that is no image): skip
+    /// (left out), keep (decoded as far as it goes) or fail; counted in the report either way
+    #[prop(default = "skip")]
+    pub on_damaged: OnDamaged,
     /// `timeout=`, `timeout-action=`, `start-timeout=`.
     #[prop(flatten)]
     pub wait: WaitProps,
@@ -84,6 +89,7 @@ impl ImagesProps {
         // As written: the count's low 32 bits (a count that large plays for ever in practice).
         cfg.loops = self.loops as u32;
         cfg.live = self.live;
+        cfg.on_damaged = self.on_damaged;
         cfg.watch = Watch::of(&self.wait, &self.stall, &RetryProps::default());
         cfg
     }
@@ -101,6 +107,10 @@ pub(crate) struct MediaProps {
     /// Release frames at their presentation time.
     #[prop(spec = LIVE)]
     pub live: bool,
+    /// a damaged frame (the decoder concealed errors in it, or warned about its data): keep
+    /// (passed on), skip (left out) or fail; counted in the report either way
+    #[prop(default = "keep")]
+    pub on_damaged: OnDamaged,
     /// `timeout=`, `timeout-action=`, `start-timeout=`.
     #[prop(flatten)]
     pub wait: WaitProps,
@@ -121,6 +131,7 @@ impl MediaProps {
         cfg.live = self.live;
         cfg.watch = Watch::of(&self.wait, &self.stall, &self.retry);
         cfg.decoder = self.decode.decoder;
+        cfg.on_damaged = self.on_damaged;
         cfg.device = self.decode.device.device;
         cfg
     }
