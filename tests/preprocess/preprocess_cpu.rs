@@ -279,6 +279,8 @@ fn reference(frame: &Frame, bx: [u32; 4], ow: u32, oh: u32) -> Vec<f64> {
                 ]
             }
             PixelFormat::Gray16 => unreachable!("the preprocess stage refuses GRAY16 frames"),
+            // A grey frame gives every channel its value.
+            PixelFormat::Gray8 => [d[y * l.strides[0] + x] as f64; 3],
         }
     };
     let taps = |o: u32, len: u32, out: u32| -> (usize, usize, f64) {
@@ -338,6 +340,7 @@ fn every_format_matches_the_f64_reference() {
         (PixelFormat::Bgr, Colorimetry::default()),
         (PixelFormat::Rgba, Colorimetry::default()),
         (PixelFormat::Bgra, Colorimetry::default()),
+        (PixelFormat::Gray8, Colorimetry::default()),
         (PixelFormat::I420, Colorimetry::JPEG),
         (PixelFormat::I420, Colorimetry::BT709),
         (PixelFormat::Nv12, Colorimetry::BT601),

@@ -13,8 +13,8 @@ use dlpark::python::{DlpackStream, ImportRequest, ImportedDlpack, StreamArg};
 use octopipe::{AppFrame, DeviceBuffer, DeviceFrame, FrameLayout, PixelFormat};
 
 /// The shapes an image may have, for messages.
-const SHAPES: &str =
-    "an HxWx3 (RGB, BGR), HxWx4 (RGBA, BGRA) or (H*3/2)xW (NV12, I420) uint8 array";
+const SHAPES: &str = "an HxWx3 (RGB, BGR) or HxWx4 (RGBA, BGRA) uint8 array, or a 2-D one with \
+                      format= (gray8: HxW; nv12, i420: (H*3/2)xW)";
 
 /// Where a pipeline takes device images: its preprocess stage's GPU, or why it takes none.
 pub type DevicePolicy = Result<usize, String>;
@@ -97,9 +97,10 @@ fn layout_of(shape: &[usize], format: Option<&str>) -> PyResult<FrameLayout> {
             "bgra" => PixelFormat::Bgra,
             "nv12" => PixelFormat::Nv12,
             "i420" => PixelFormat::I420,
+            "gray8" => PixelFormat::Gray8,
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "format '{other}' is not one of rgb, bgr, rgba, bgra, nv12, i420"
+                    "format '{other}' is not one of rgb, bgr, rgba, bgra, nv12, i420, gray8"
                 )))
             }
         }),
@@ -121,14 +122,26 @@ fn layout_of(shape: &[usize], format: Option<&str>) -> PyResult<FrameLayout> {
                 (3, Some(PixelFormat::Bgr)) => PixelFormat::Bgr,
                 (4, None | Some(PixelFormat::Rgba)) => PixelFormat::Rgba,
                 (4, Some(PixelFormat::Bgra)) => PixelFormat::Bgra,
+                (1, Some(PixelFormat::Gray8)) => PixelFormat::Gray8,
                 _ => return Err(bad()),
             };
             (format, dim(w)?, dim(h)?)
         }
+        // A 2-D array is a grey frame or stacked YUV planes: which, only `format` says.
+        [h, w] if named == Some(PixelFormat::Gray8) => (PixelFormat::Gray8, dim(w)?, dim(h)?),
         [rows, w] => {
             let format = match named {
-                None | Some(PixelFormat::Nv12) => PixelFormat::Nv12,
+                Some(PixelFormat::Nv12) => PixelFormat::Nv12,
                 Some(PixelFormat::I420) => PixelFormat::I420,
+                None => {
+                    return Err(PyValueError::new_err(format!(
+                        "a 2-D image (shape {}) is read only as format= says, never guessed: \
+                         pass format=\"gray8\" for a greyscale frame {w} wide and {rows} high, or \
+                         format=\"nv12\" or \"i420\" for YUV 4:2:0 planes stacked as \
+                         (H*3/2)xW rows",
+                        shape_text(shape)
+                    )))
+                }
                 _ => return Err(bad()),
             };
             if rows % 3 != 0 || (rows / 3 * 2) % 2 != 0 || w % 2 != 0 {

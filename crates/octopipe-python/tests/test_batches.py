@@ -61,12 +61,25 @@ def test_nv12_frames_are_converted():
     h, w = 48, 64
     nv12 = np.empty((h * 3 // 2, w), np.uint8)
     nv12[:h], nv12[h:] = 126, 128  # grey: Y 126 (limited range), no chroma
-    p, b = one_batch(nv12, [[0, 0, 32, 32]])
+    p, b = one_batch(nv12, [[0, 0, 32, 32]], format="nv12")
     t = np.from_dlpack(b.tensor)[0]
     grey = (126 - 16) * 255 / 219 / 255
     assert np.allclose(t, ((grey - MEAN) / STD)[:, None, None], atol=2e-3)
     b.set_labels([1])
     p.close()
+
+
+def test_grey_frames_give_every_channel_their_value():
+    # A thermal camera's 8-bit frame: HxW (or HxWx1) with format="gray8", never guessed.
+    grey = np.zeros((48, 64), np.uint8)
+    grey[:, :32], grey[:, 32:] = 40, 200
+    for frame in (grey, grey[..., None]):
+        p, b = one_batch(frame, [[0, 0, 32, 48], [32, 0, 32, 48]], format="gray8")
+        t = np.from_dlpack(b.tensor)
+        for crop, v in zip(t, (40, 200)):
+            assert np.allclose(crop, ((v / 255 - MEAN) / STD)[:, None, None], atol=1e-5)
+        b.set_labels([0, 1])
+        p.close()
 
 
 class DlpackOnly:

@@ -256,6 +256,8 @@ impl<'a> Sampler<'a> {
                 bpp: f.packed_bytes(),
                 rgb: match f {
                     PixelFormat::Bgr | PixelFormat::Bgra => [2, 1, 0],
+                    // The grey value in every channel.
+                    PixelFormat::Gray8 => [0, 0, 0],
                     _ => [0, 1, 2],
                 },
             },
