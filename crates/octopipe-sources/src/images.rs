@@ -15,7 +15,7 @@
 //! of the folder. With a time segment `jpegdec` and `pngdec` decode each buffer as one picture, and
 //! each decoded frame is mapped back to its file through its pts.
 //!
-//! The feeder checks each file's structure before it pushes it ([`image_damage`]: a JPEG cut
+//! The feeder checks each file's structure before it pushes it (`damage::image_damage`: a JPEG cut
 //! short, corrupt entropy data, a file that is not of the sequence's kind): a damaged file is
 //! pushed anyway (`on-damaged=keep`), left out (`skip`, the default: its index gets no frame) or
 //! ends the stream with an error naming it (`fail`). What it found is noted by index

@@ -152,7 +152,7 @@ pub(crate) struct TestProps {
     /// frames before end of stream
     #[prop(default = 90, positive)]
     pub num_buffers: u64,
-    /// pixel format (gray16: one 16-bit band, for tilestats)
+    /// pixel format (gray8: one 8-bit band; gray16: one 16-bit band, for tilestats)
     #[prop(default = "i420")]
     pub format: PixelFormat,
     /// Frames per second.

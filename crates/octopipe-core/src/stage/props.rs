@@ -418,7 +418,8 @@ impl PropValue for DType {
 }
 
 /// The `format` property of the test source (`testsrc format=`): GStreamer's format name in
-/// lower case, `gray16` for `GRAY16_LE` (one 16-bit band, for tilestats).
+/// lower case, `gray8` for `GRAY8` (one 8-bit band), `gray16` for `GRAY16_LE` (one 16-bit band,
+/// for tilestats).
 impl PropValue for PixelFormat {
     const TYPE: PropType = PropType::Choice(&[
         "i420", "nv12", "rgb", "bgr", "rgba", "bgra", "gray8", "gray16",
