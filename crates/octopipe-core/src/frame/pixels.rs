@@ -17,8 +17,9 @@ pub enum PixelFormat {
     Rgba,
     /// Packed 8-bit B, G, R, A (or x).
     Bgra,
-    /// One 16-bit band (little-endian; GStreamer's `GRAY16_LE`): 16-bit PNGs, satellite bands.
-    /// Read by `tilestats`; the preprocess stage takes the 8-bit formats.
+    /// One 16-bit band (little-endian; GStreamer's `GRAY16_LE`): 16-bit PNGs, satellite bands,
+    /// thermal cameras. Read by `tilestats`, and by the CPU preprocess backend as `v / 257` (onto
+    /// 0..255) in every channel; the CUDA backend takes the 8-bit formats.
     Gray16,
     /// One 8-bit band (GStreamer's `GRAY8`): a greyscale camera's frames (thermal, night). The
     /// preprocess backends give each of the model's channels the grey value.

@@ -167,7 +167,7 @@ class Pipeline:
         format: Optional[str] = None,
     ) -> None:
         """A NumPy uint8 HxWx3 (RGB/BGR) or HxWx4 array, a 2-D one only with format= (HxW
-        'gray8'; (H*3/2)xW 'nv12'/'i420'), or a CUDA tensor (`__dlpack__`, `__cuda_array_interface__`); boxes N x 4 (x, y, w, h)."""
+        'gray8', uint16 HxW 'gray16'; (H*3/2)xW 'nv12'/'i420'), or a CUDA tensor (`__dlpack__`, `__cuda_array_interface__`); boxes N x 4 (x, y, w, h)."""
     def close(self, wait: bool = True) -> None: ...
     def stop(self) -> None: ...
     @property
