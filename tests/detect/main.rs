@@ -6,6 +6,7 @@ mod common;
 mod appinfer;
 mod detect;
 mod eval;
+mod sees_nothing;
 mod shared_detect;
 mod tilestats;
 mod track;

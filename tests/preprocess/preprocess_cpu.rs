@@ -278,7 +278,13 @@ fn reference(frame: &Frame, bx: [u32; 4], ow: u32, oh: u32) -> Vec<f64> {
                     b.clamp(0.0, 255.0),
                 ]
             }
-            PixelFormat::Gray16 => unreachable!("the preprocess stage refuses GRAY16 frames"),
+            // A 16-bit grey frame: each value onto 0..255 (v / 257), in every channel.
+            PixelFormat::Gray16 => {
+                let i = y * l.strides[0] + x * 2;
+                [u16::from_le_bytes([d[i], d[i + 1]]) as f64 / 257.0; 3]
+            }
+            // A grey frame gives every channel its value.
+            PixelFormat::Gray8 => [d[y * l.strides[0] + x] as f64; 3],
         }
     };
     let taps = |o: u32, len: u32, out: u32| -> (usize, usize, f64) {
@@ -338,6 +344,8 @@ fn every_format_matches_the_f64_reference() {
         (PixelFormat::Bgr, Colorimetry::default()),
         (PixelFormat::Rgba, Colorimetry::default()),
         (PixelFormat::Bgra, Colorimetry::default()),
+        (PixelFormat::Gray8, Colorimetry::default()),
+        (PixelFormat::Gray16, Colorimetry::default()),
         (PixelFormat::I420, Colorimetry::JPEG),
         (PixelFormat::I420, Colorimetry::BT709),
         (PixelFormat::Nv12, Colorimetry::BT601),

@@ -5,6 +5,7 @@ mod common;
 
 mod big_frames;
 mod by_time;
+mod damaged;
 mod fleet;
 mod isolation;
 mod jpeg_fidelity;

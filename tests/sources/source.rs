@@ -390,6 +390,8 @@ fn input_errors() {
     assert!(err.to_string().contains("smpte"), "{err}");
 }
 
+/// With `on-damaged=fail` a file that is no image ends the stream after the frames before it,
+/// naming it; by default (`skip`) it is left out and counted, and the next image comes.
 #[test]
 fn broken_image_is_named_after_the_good_ones() {
     let dir = TempDir::new("broken");
@@ -401,10 +403,19 @@ fn broken_image_is_named_after_the_good_ones() {
         .save(dir.join("3.jpg"))
         .unwrap();
 
-    let mut src = open(images(&dir.location())).expect("open");
+    let mut config = SourceConfig::new(images(&dir.location()));
+    config.on_damaged = source::OnDamaged::Fail;
+    let mut src = source::open(&config, BufferPool::new()).expect("open");
     let first = src.next_frame().expect("first frame").expect("not eos");
     assert_eq!(&*first.source, "1.jpg");
     let err = src.next_frame().expect_err("broken file");
-    assert!(err.to_string().contains("2.jpg"), "{err}");
+    assert!(err.to_string().contains("2.jpg: not a JPEG file"), "{err}");
     assert!(src.next_frame().expect("after error").is_none());
+
+    let mut src = open(images(&dir.location())).expect("open");
+    let names: Vec<String> = std::iter::from_fn(|| src.next_frame().expect("frame"))
+        .map(|f| f.source.to_string())
+        .collect();
+    assert_eq!(names, ["1.jpg", "3.jpg"]);
+    assert_eq!(src.skipped(), 1);
 }

@@ -13,8 +13,8 @@ use dlpark::python::{DlpackStream, ImportRequest, ImportedDlpack, StreamArg};
 use octopipe::{AppFrame, DeviceBuffer, DeviceFrame, FrameLayout, PixelFormat};
 
 /// The shapes an image may have, for messages.
-const SHAPES: &str =
-    "an HxWx3 (RGB, BGR), HxWx4 (RGBA, BGRA) or (H*3/2)xW (NV12, I420) uint8 array";
+const SHAPES: &str = "an HxWx3 (RGB, BGR) or HxWx4 (RGBA, BGRA) uint8 array, or a 2-D one with \
+                      format= (gray8: HxW; gray16: HxW uint16; nv12, i420: (H*3/2)xW)";
 
 /// Where a pipeline takes device images: its preprocess stage's GPU, or why it takes none.
 pub type DevicePolicy = Result<usize, String>;
@@ -97,9 +97,11 @@ fn layout_of(shape: &[usize], format: Option<&str>) -> PyResult<FrameLayout> {
             "bgra" => PixelFormat::Bgra,
             "nv12" => PixelFormat::Nv12,
             "i420" => PixelFormat::I420,
+            "gray8" => PixelFormat::Gray8,
+            "gray16" => PixelFormat::Gray16,
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "format '{other}' is not one of rgb, bgr, rgba, bgra, nv12, i420"
+                    "format '{other}' is not one of rgb, bgr, rgba, bgra, nv12, i420, gray8, gray16"
                 )))
             }
         }),
@@ -121,14 +123,28 @@ fn layout_of(shape: &[usize], format: Option<&str>) -> PyResult<FrameLayout> {
                 (3, Some(PixelFormat::Bgr)) => PixelFormat::Bgr,
                 (4, None | Some(PixelFormat::Rgba)) => PixelFormat::Rgba,
                 (4, Some(PixelFormat::Bgra)) => PixelFormat::Bgra,
+                (1, Some(f @ (PixelFormat::Gray8 | PixelFormat::Gray16))) => f,
                 _ => return Err(bad()),
             };
             (format, dim(w)?, dim(h)?)
         }
+        // A 2-D array is a grey frame or stacked YUV planes: which, only `format` says.
+        [h, w] if matches!(named, Some(PixelFormat::Gray8 | PixelFormat::Gray16)) => {
+            (named.expect("matched"), dim(w)?, dim(h)?)
+        }
         [rows, w] => {
             let format = match named {
-                None | Some(PixelFormat::Nv12) => PixelFormat::Nv12,
+                Some(PixelFormat::Nv12) => PixelFormat::Nv12,
                 Some(PixelFormat::I420) => PixelFormat::I420,
+                None => {
+                    return Err(PyValueError::new_err(format!(
+                        "a 2-D image (shape {}) is read only as format= says, never guessed: \
+                         pass format=\"gray8\" for a greyscale frame {w} wide and {rows} high, or \
+                         format=\"nv12\" or \"i420\" for YUV 4:2:0 planes stacked as \
+                         (H*3/2)xW rows",
+                        shape_text(shape)
+                    )))
+                }
                 _ => return Err(bad()),
             };
             if rows % 3 != 0 || (rows / 3 * 2) % 2 != 0 || w % 2 != 0 {
@@ -261,9 +277,17 @@ impl Interface {
         })
     }
 
-    /// Check it is a C-contiguous uint8 image; its layout.
+    /// Check it is a C-contiguous uint8 image (little-endian uint16 for `gray16`); its layout.
     fn image_layout(&self, format: Option<&str>) -> PyResult<FrameLayout> {
-        if self.typestr != "|u1" && self.typestr != "<u1" && self.typestr != ">u1" {
+        if is_gray16(format) {
+            if self.typestr != "<u2" {
+                return Err(PyTypeError::new_err(format!(
+                    "format gray16 takes a little-endian uint16 array, found {} ({})",
+                    dtype_name(&self.typestr),
+                    self.typestr
+                )));
+            }
+        } else if self.typestr != "|u1" && self.typestr != "<u1" && self.typestr != ">u1" {
             return Err(PyTypeError::new_err(format!(
                 "image must be uint8, found {} (convert with image.astype(numpy.uint8) after \
                  scaling to 0..255)",
@@ -271,15 +295,31 @@ impl Interface {
             )));
         }
         let layout = layout_of(&self.shape, format)?;
-        check_contiguous(&self.shape, self.strides.as_deref(), "bytes")?;
+        let unit = if is_gray16(format) { 2 } else { 1 };
+        let strides = self
+            .strides
+            .as_ref()
+            // A stride that is not a whole number of elements is never contiguous.
+            .map(|s| {
+                s.iter()
+                    .map(|b| if b % unit == 0 { b / unit } else { -1 })
+                    .collect::<Vec<i64>>()
+            });
+        check_contiguous(&self.shape, strides.as_deref(), "elements")?;
         Ok(layout)
     }
+}
+
+/// Whether `format` names 16-bit grey.
+fn is_gray16(format: Option<&str>) -> bool {
+    format.is_some_and(|f| f.eq_ignore_ascii_case("gray16"))
 }
 
 /// A host image copied from the memory its array interface describes.
 fn host_frame(ai: &Interface, format: Option<&str>) -> PyResult<AppFrame> {
     let layout = ai.image_layout(format)?;
-    let len: usize = ai.shape.iter().product();
+    // The array's bytes: its elements (checked above to be the layout's pixels) times their size.
+    let len = layout.size();
     // SAFETY: the array interface promises `len` bytes at `ptr` (C order, checked above), and
     // the caller holds the array (and the GIL) while they are copied.
     let data = unsafe { std::slice::from_raw_parts(ai.ptr as *const u8, len) }.to_vec();
@@ -293,9 +333,10 @@ fn dlpack_image(t: &ImportedDlpack, format: Option<&str>) -> PyResult<(FrameLayo
         .validate()
         .map_err(|e| PyValueError::new_err(format!("image: {e}")))?;
     let dt = r.dtype();
-    if (dt.code, dt.bits, dt.lanes) != (DLDataTypeCode::UINT, 8, 1) {
+    let bits = if is_gray16(format) { 16 } else { 8 };
+    if (dt.code, dt.bits, dt.lanes) != (DLDataTypeCode::UINT, bits, 1) {
         return Err(PyTypeError::new_err(format!(
-            "image must be uint8, found {}",
+            "image must be uint{bits}, found {}",
             dl_dtype_name(dt.code, dt.bits, dt.lanes)
         )));
     }

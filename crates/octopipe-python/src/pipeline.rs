@@ -480,10 +480,12 @@ impl Pipeline {
     }
 
     /// Push one frame into the app source `stream` (its `name=`, or its stream id): a NumPy
-    /// uint8 array HxWx3 (RGB, or BGR with format='bgr'), HxWx4 (RGBA/BGRA) or (H*3/2)xW
-    /// (NV12, or I420 with format='i420'), copied; or a CUDA tensor (`__dlpack__`,
-    /// `__cuda_array_interface__`) taken where it is, without a copy, for a pipeline whose
-    /// preprocess stage runs on that GPU. `boxes`: N x 4 `x, y, w, h` in pixels. `pts_ms`: its
+    /// uint8 array HxWx3 (RGB, or BGR with format='bgr') or HxWx4 (RGBA/BGRA); a 2-D array only
+    /// with its format, never guessed: HxW grey with format='gray8' (each of the model's
+    /// channels gets the grey value; a little-endian uint16 one with format='gray16', brought
+    /// onto 0..255 by the CPU preprocess), (H*3/2)xW with format='nv12' or 'i420'; copied; or a
+    /// CUDA tensor (`__dlpack__`, `__cuda_array_interface__`) taken where it is, without a
+    /// copy, for a pipeline whose preprocess stage runs on that GPU. `boxes`: N x 4 `x, y, w, h` in pixels. `pts_ms`: its
     /// presentation time. Waits while the pipeline is full (GIL released; Ctrl-C stops), or
     /// with `block=False` raises `octopipe.FullError`. A bad array raises `TypeError` (dtype,
     /// type) or `ValueError` (shape, strides, device); a closed pipeline `octopipe.ClosedError`.

@@ -61,12 +61,42 @@ def test_nv12_frames_are_converted():
     h, w = 48, 64
     nv12 = np.empty((h * 3 // 2, w), np.uint8)
     nv12[:h], nv12[h:] = 126, 128  # grey: Y 126 (limited range), no chroma
-    p, b = one_batch(nv12, [[0, 0, 32, 32]])
+    p, b = one_batch(nv12, [[0, 0, 32, 32]], format="nv12")
     t = np.from_dlpack(b.tensor)[0]
     grey = (126 - 16) * 255 / 219 / 255
     assert np.allclose(t, ((grey - MEAN) / STD)[:, None, None], atol=2e-3)
     b.set_labels([1])
     p.close()
+
+
+def test_grey_frames_give_every_channel_their_value():
+    # A thermal camera's 8-bit frame: HxW (or HxWx1) with format="gray8", never guessed.
+    grey = np.zeros((48, 64), np.uint8)
+    grey[:, :32], grey[:, 32:] = 40, 200
+    for frame in (grey, grey[..., None]):
+        p, b = one_batch(frame, [[0, 0, 32, 48], [32, 0, 32, 48]], format="gray8")
+        t = np.from_dlpack(b.tensor)
+        for crop, v in zip(t, (40, 200)):
+            assert np.allclose(crop, ((v / 255 - MEAN) / STD)[:, None, None], atol=1e-5)
+        b.set_labels([0, 1])
+        p.close()
+
+
+def test_16_bit_grey_frames_are_brought_onto_0_to_255():
+    # A radiometric thermal frame: uint16 HxW with format="gray16"; the CPU preprocess gives each
+    # channel value / 257 (0..65535 onto 0..255) before the usual scale and mean/std.
+    grey = np.zeros((48, 64), np.uint16)
+    grey[:, :32], grey[:, 32:] = 257 * 40, 65535
+    p, b = one_batch(grey, [[0, 0, 32, 48], [32, 0, 32, 48]], format="gray16")
+    t = np.from_dlpack(b.tensor)
+    for crop, v in zip(t, (40, 255)):
+        assert np.allclose(crop, ((v / 255 - MEAN) / STD)[:, None, None], atol=1e-5)
+    b.set_labels([0, 1])
+    p.close()
+    q = octopipe.Pipeline(APP)
+    with pytest.raises(TypeError, match="format gray16 takes a little-endian uint16 array, found uint8"):
+        q.push("cam", np.zeros((48, 64), np.uint8), format="gray16")
+    q.stop()
 
 
 class DlpackOnly:

@@ -53,7 +53,9 @@ def test_streams_by_name_or_id_and_unknown_ones():
     (np.zeros((48 * 64 * 3,), np.uint8), ValueError, "found shape \\(9216,\\)"),
     (np.zeros((2, 48, 64, 3), np.uint8), ValueError, "found shape \\(2, 48, 64, 3\\)"),
     (np.zeros((0, 64, 3), np.uint8), ValueError, "no pixels"),
-    (np.zeros((71, 64), np.uint8), ValueError, "\\(H\\*3/2\\)xW uint8 array with H and W even"),
+    (np.zeros((72, 64), np.uint8), ValueError,
+     'a 2-D image \\(shape \\(72, 64\\)\\) is read only as format= says, never guessed: '
+     'pass format="gray8" for a greyscale frame 64 wide and 72 high, or format="nv12" or "i420"'),
     (np.zeros((48, 128, 3), np.uint8)[:, ::2], ValueError, "not C-contiguous.*ascontiguousarray"),
     (np.zeros((64, 48, 3), np.uint8).transpose(1, 0, 2), ValueError, "not C-contiguous"),
     ([[1, 2, 3]], TypeError, "image must be .* found list"),
@@ -79,6 +81,10 @@ def test_format_must_fit_the_shape():
         p.push("cam", image(), format="nv12")
     with pytest.raises(ValueError, match="found shape \\(72, 64\\)"):
         p.push("cam", np.zeros((72, 64), np.uint8), format="rgb")
+    with pytest.raises(ValueError, match="\\(H\\*3/2\\)xW uint8 array with H and W even"):
+        p.push("cam", np.zeros((71, 64), np.uint8), format="nv12")
+    with pytest.raises(ValueError, match="found shape \\(48, 64, 3\\)"):
+        p.push("cam", image(), format="gray8")
     p.stop()
 
 

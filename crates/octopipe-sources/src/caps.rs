@@ -29,6 +29,7 @@ pub(super) fn gst_format(format: PixelFormat) -> gst_video::VideoFormat {
         PixelFormat::Rgba => F::Rgba,
         PixelFormat::Bgra => F::Bgra,
         PixelFormat::Gray16 => F::Gray16Le,
+        PixelFormat::Gray8 => F::Gray8,
     }
 }
 
@@ -43,6 +44,7 @@ pub fn pixel_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
         F::Rgba | F::Rgbx => PixelFormat::Rgba,
         F::Bgra | F::Bgrx => PixelFormat::Bgra,
         F::Gray16Le => PixelFormat::Gray16,
+        F::Gray8 => PixelFormat::Gray8,
         _ => return None,
     })
 }

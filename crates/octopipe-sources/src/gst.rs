@@ -44,6 +44,7 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
 mod build;
+mod damaged;
 mod guard;
 mod recover;
 mod words;
@@ -147,6 +148,12 @@ pub struct GstSource {
     /// Damaged data dropped so far (errors and warnings of depayloaders, parsers and
     /// decoders of a stream that went on), the first one's words, and when the last came.
     garbage: Garbage,
+    /// Damaged frames found so far (`on-damaged`), kept or skipped.
+    damaged: u64,
+    /// Of those, the ones left out ([`FrameSource::skipped`]).
+    skipped: u64,
+    /// A media file's decoder warned about its data: the next frame out is damaged.
+    decoder_warning: Option<String>,
 }
 
 impl GstSource {
@@ -194,6 +201,9 @@ impl GstSource {
             picture: None,
             opened: Instant::now(),
             garbage: Garbage::default(),
+            damaged: 0,
+            skipped: 0,
+            decoder_warning: None,
         };
         if let Err(e) = source.start() {
             // A network source that cannot connect yet retries from its first wait for a frame.
@@ -241,6 +251,7 @@ impl GstSource {
         self.timeline.restart();
         self.done = false;
         self.warning = None;
+        self.decoder_warning = None;
         self.missing = None;
         self.last_end = None;
         self.start()
@@ -278,15 +289,19 @@ impl GstSource {
         }
     }
 
-    /// At end of stream: an image that produced no frame, or a file the feeder could not use.
+    /// At end of stream: an image that produced no frame, or a file the feeder could not use;
+    /// the damaged files not yet told are counted and logged.
     fn check_end(&mut self) -> Result<(), SourceError> {
         if let Some(error) = self.feeder.as_ref().and_then(Feeder::take_error) {
+            self.tell_image_damage(true);
             return Err(error);
         }
-        if let Input::Images(images) = &self.input {
-            images.check_end(self.warning.as_deref())?;
-        }
-        Ok(())
+        let end = match &mut self.input {
+            Input::Images(images) => images.check_end(self.warning.as_deref()),
+            _ => Ok(()),
+        };
+        self.tell_image_damage(true);
+        end
     }
 
     /// At end of stream of a media file whose container declares its length: a stream that stops
@@ -440,6 +455,7 @@ impl GstSource {
             self.last_end = Some(p + buffer.duration().unwrap_or(gst::ClockTime::ZERO));
         }
         let (source, image, fallback) = self.origin(buffer.pts(), info.height())?;
+        self.tell_image_damage(false);
         let colorimetry = match &jpeg {
             Some(_) => Colorimetry::JPEG,
             None => colorimetry(&info, caps, fallback),
@@ -536,6 +552,13 @@ impl FrameSource for GstSource {
         loop {
             // Frames decoded before an error come out first, then the error (or a reconnect).
             if let Some(sample) = self.held.pop_front() {
+                let skip = self.judge_damage(&sample).inspect_err(|_| {
+                    self.held.clear();
+                    self.pending = None;
+                })?;
+                if skip {
+                    continue;
+                }
                 return self.deliver(sample, &wait).map(Some).inspect_err(|_| {
                     self.held.clear();
                     self.pending = None;
@@ -571,6 +594,9 @@ impl FrameSource for GstSource {
             }
             self.look_after_damage();
             if let Some(sample) = self.appsink.try_pull_sample(POLL) {
+                if self.judge_damage(&sample)? {
+                    continue;
+                }
                 return self
                     .deliver(sample, &wait)
                     .map(Some)
@@ -596,7 +622,12 @@ impl FrameSource for GstSource {
 
     fn stop(&mut self) {
         self.tell_garbage();
+        self.tell_image_damage(true);
         self.finish();
+    }
+
+    fn skipped(&self) -> u64 {
+        self.skipped
     }
 
     fn expected_frames(&self) -> Option<u64> {

@@ -14,21 +14,32 @@
 //! framerate`; `appsrc` holds at most [`IMAGE_QUEUE`] files, so memory stays bounded whatever the size
 //! of the folder. With a time segment `jpegdec` and `pngdec` decode each buffer as one picture, and
 //! each decoded frame is mapped back to its file through its pts.
+//!
+//! The feeder checks each file's structure before it pushes it (`damage::image_damage`: a JPEG cut
+//! short, corrupt entropy data, a file that is not of the sequence's kind): a damaged file is
+//! pushed anyway (`on-damaged=keep`), left out (`skip`, the default: its index gets no frame) or
+//! ends the stream with an error naming it (`fail`). What it found is noted by index
+//! ([`DamageLog`]) for the source to count and log when the frames around it come out.
 
+mod feed;
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
+use super::damage::OnDamaged;
 use super::elements::{enum_value, link_error, make, missing, PLUGINS_BASE, PLUGINS_GOOD};
 use super::header;
 use super::SourceError;
 use crate::frame::{Colorimetry, ImageFile};
+pub(super) use feed::Feeder;
+use feed::{image_pts, spawn_feeder, DamageLog, Damaged};
 
 /// Image files the `appsrc` may hold before the feeder thread waits.
 const IMAGE_QUEUE: u64 = 2;
@@ -66,6 +77,10 @@ pub(super) struct Images {
     decoding: Arc<AtomicU64>,
     /// Times the sequence is played; image `index` of the stream is file `index % files.len()`.
     loops: u32,
+    /// What the feeder does with a damaged file.
+    on_damaged: OnDamaged,
+    /// Damaged files the feeder found, by image index, not yet reported.
+    damage: Arc<Mutex<DamageLog>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,136 +145,10 @@ impl ImageKind {
     }
 }
 
-/// The thread that pushes image files into `appsrc`.
-pub(super) struct Feeder {
-    thread: Option<JoinHandle<()>>,
-    stop: Arc<AtomicBool>,
-    /// A file the feeder could not use; reported once the frames before it are out.
-    error: Arc<Mutex<Option<SourceError>>>,
-}
-
-impl Feeder {
-    /// The file the feeder could not use, once.
-    pub(super) fn take_error(&self) -> Option<SourceError> {
-        self.error.lock().ok().and_then(|mut e| e.take())
-    }
-
-    /// Ask the thread to push nothing more (it may be blocked on a full `appsrc` until the
-    /// pipeline flushes).
-    pub(super) fn request_stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-
-    pub(super) fn stop_and_join(&mut self) {
-        self.request_stop();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// What the feeder thread owns.
-struct ImageFeed {
-    appsrc: gst_app::AppSrc,
-    files: Arc<[PathBuf]>,
-    loops: u32,
-    kind: ImageKind,
-    framerate: f64,
-    stop: Arc<AtomicBool>,
-    error: Arc<Mutex<Option<SourceError>>>,
-    /// Told of each file before it is pushed (nvJPEG's read-ahead).
-    on_file: Option<OnFile>,
-}
-
-impl ImageFeed {
-    /// Push every file as one buffer, then end of stream. A file that cannot be read ends the stream
-    /// early (the frames before it still come out) and is left in `error`, set before the end of
-    /// stream so that whoever sees the end finds it.
-    fn run(self) {
-        let total = self.files.len() * self.loops as usize;
-        for index in 0..total {
-            let path = &self.files[index % self.files.len()];
-            if self.stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let bytes = match self.read(path) {
-                Ok(bytes) => bytes,
-                Err(reason) => {
-                    if let Ok(mut slot) = self.error.lock() {
-                        *slot = Some(reason.at(path));
-                    }
-                    let _ = self.appsrc.end_of_stream();
-                    return;
-                }
-            };
-            let mut buffer = gst::Buffer::from_mut_slice(bytes);
-            if let Some(b) = buffer.get_mut() {
-                b.set_pts(image_pts(index, self.framerate));
-                b.set_duration(
-                    image_pts(index + 1, self.framerate) - image_pts(index, self.framerate),
-                );
-                b.set_offset(index as u64);
-            }
-            if let Some(on_file) = &self.on_file {
-                on_file(index as u64, &buffer);
-            }
-            if self.appsrc.push_buffer(buffer).is_err() {
-                return; // flushing: the pipeline is stopping
-            }
-        }
-        let _ = self.appsrc.end_of_stream();
-    }
-
-    /// The bytes of `path` (at most [`MAX_IMAGE_FILE`]), which must start like a file of the
-    /// sequence's kind and declare a picture a frame may be
-    /// ([`frame_fits`](crate::stage::limits::frame_fits)): checked before the decoder
-    /// allocates it.
-    fn read(&self, path: &Path) -> Result<Vec<u8>, Unread> {
-        let bytes = crate::files::read_bounded(path, MAX_IMAGE_FILE).map_err(Unread::Io)?;
-        if !self.kind.has_magic(&bytes) {
-            return Err(Unread::Kind(self.kind.name()));
-        }
-        if let Some((w, h)) = self.kind.declared_size(&bytes) {
-            if let Some(why) = crate::stage::limits::frame_too_large(w, h) {
-                return Err(Unread::TooLarge(why));
-            }
-        }
-        Ok(bytes)
-    }
-}
-
-/// Why an image file was not read.
-enum Unread {
-    /// Not a file of the sequence's kind (named).
-    Kind(&'static str),
-    /// Reading it failed.
-    Io(std::io::Error),
-    /// Its header declares a picture too large to decode (why).
-    TooLarge(String),
-}
-
-impl Unread {
-    /// The error of the file at `path`.
-    fn at(self, path: &Path) -> SourceError {
-        match self {
-            Unread::Kind(kind) => SourceError::input(path.display(), format!("not a {kind} file")),
-            Unread::Io(e) => SourceError::io(path.display(), e),
-            Unread::TooLarge(why) => SourceError::input(
-                path.display(),
-                format!("its picture is too large to decode: {why}"),
-            ),
-        }
-    }
-}
-
-/// Presentation time of image `index` of a sequence played at `framerate`.
-fn image_pts(index: usize, framerate: f64) -> gst::ClockTime {
-    gst::ClockTime::from_nseconds((index as f64 * 1e9 / framerate).round() as u64)
-}
-
 impl Images {
-    /// The sequence of `list`'s files played `loops` times at `framerate`.
-    pub(super) fn new(list: ImageList, framerate: f64, loops: u32) -> Self {
+    /// The sequence of `list`'s files played `loops` times at `framerate`; damaged files get
+    /// `on_damaged`.
+    pub(super) fn new(list: ImageList, framerate: f64, loops: u32, on_damaged: OnDamaged) -> Self {
         Images {
             names: list.files.iter().map(|f| file_name(f).into()).collect(),
             numbers: list
@@ -275,6 +164,39 @@ impl Images {
             next: 0,
             decoding: Arc::new(AtomicU64::new(u64::MAX)),
             loops,
+            on_damaged,
+            damage: Arc::default(),
+        }
+    }
+
+    /// The damaged files noted before the image expected next (`all`: every one noted), in
+    /// order, taken out of the log: the source counts and logs each once.
+    pub(super) fn take_damage(&self, all: bool) -> Vec<Damaged> {
+        let Ok(mut log) = self.damage.lock() else {
+            return Vec::new();
+        };
+        let rest = match all {
+            false => log.found.split_off(&self.next),
+            true => BTreeMap::new(),
+        };
+        std::mem::replace(&mut log.found, rest)
+            .into_values()
+            .collect()
+    }
+
+    /// Whether image `index` was left out by the feeder (damaged, not kept).
+    fn skipped(&self, index: usize) -> bool {
+        self.damage.lock().is_ok_and(|log| {
+            log.found
+                .get(&index)
+                .is_some_and(|d| d.action == OnDamaged::Skip)
+        })
+    }
+
+    /// Move `next` past the images the feeder left out.
+    fn pass_skipped(&mut self, upto: usize) {
+        while self.next < upto && self.skipped(self.next) {
+            self.next += 1;
         }
     }
 
@@ -299,7 +221,7 @@ impl Images {
     }
 
     /// The image a decoded frame came from, checked against the pts the feeder gave it.
-    fn index_of(&self, pts: Option<gst::ClockTime>) -> Result<usize, SourceError> {
+    fn index_of(&mut self, pts: Option<gst::ClockTime>) -> Result<usize, SourceError> {
         let stray = || SourceError::Stream {
             source_name: self.location.clone(),
             message: format!("decoded frame with pts {pts:?} matches no image"),
@@ -310,6 +232,7 @@ impl Images {
         if index >= self.total() || image_pts(index, self.framerate) != pts || index < self.next {
             return Err(stray());
         }
+        self.pass_skipped(index);
         if index > self.next {
             // jpegdec and pngdec drop a picture they cannot decode (with at most a warning).
             return Err(self.no_frame(self.next, None));
@@ -319,7 +242,8 @@ impl Images {
 
     /// At end of stream: an image that produced no frame is an error, with the last warning on the
     /// bus as detail.
-    pub(super) fn check_end(&self, warning: Option<&str>) -> Result<(), SourceError> {
+    pub(super) fn check_end(&mut self, warning: Option<&str>) -> Result<(), SourceError> {
+        self.pass_skipped(self.total());
         if self.next < self.total() {
             return Err(self.no_frame(self.next, warning.map(str::to_string)));
         }
@@ -594,35 +518,6 @@ fn watch_decoding(decoder: &gst::Element, decoding: &Arc<AtomicU64>) {
             gst::PadProbeReturn::Ok
         });
     }
-}
-
-/// Start the thread that pushes `images`' files into `appsrc`.
-fn spawn_feeder(
-    appsrc: gst_app::AppSrc,
-    images: &Images,
-    on_file: Option<OnFile>,
-) -> Result<Feeder, SourceError> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let error = Arc::new(Mutex::new(None));
-    let feed = ImageFeed {
-        appsrc,
-        files: images.files.clone(),
-        loops: images.loops,
-        kind: images.kind,
-        framerate: images.framerate,
-        stop: stop.clone(),
-        error: error.clone(),
-        on_file,
-    };
-    let thread = std::thread::Builder::new()
-        .name("octopipe-images".into())
-        .spawn(move || feed.run())
-        .map_err(|e| SourceError::Init(format!("cannot start the image feeder thread: {e}")))?;
-    Ok(Feeder {
-        thread: Some(thread),
-        stop,
-        error,
-    })
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ use octopipe_stages::{boxes, preprocess};
 
 mod app;
 mod caps;
+mod damage;
 mod elements;
 mod gst;
 mod header;
@@ -74,6 +75,7 @@ use watch::{RetryProps, StallProps, WaitProps};
 
 pub use crate::stage::source::{FrameSource, SourceError, StartGate};
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, BadBox, PushError, APP};
+pub use damage::OnDamaged;
 pub use gst::GstSource;
 pub use nvdec::NvdecError;
 pub use nvjpeg::NvjpegError;
@@ -204,11 +206,19 @@ pub struct SourceConfig {
     /// that timeline, `num-buffers` counted from frame 0), so a stream restarted, or moved to
     /// another process, goes on with its frame numbers.
     pub epoch: Option<f64>,
+    /// What the source does with a damaged frame (a cut or corrupt image file, a frame the
+    /// video decoder concealed errors in): by default images skip it, video keeps it; either
+    /// way it is counted in the report (`damaged input`) and named in a log line.
+    pub on_damaged: OnDamaged,
 }
 
 impl SourceConfig {
     /// A source of `kind` with default settings.
     pub fn new(kind: SourceKind) -> Self {
+        let on_damaged = match kind {
+            SourceKind::Images { .. } => OnDamaged::Skip,
+            _ => OnDamaged::Keep,
+        };
         SourceConfig {
             kind,
             framerate: DEFAULT_FRAMERATE,
@@ -221,6 +231,7 @@ impl SourceConfig {
             device: 0,
             image_decoder: ImageDecoder::Cpu,
             epoch: None,
+            on_damaged,
         }
     }
 

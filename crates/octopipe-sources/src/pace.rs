@@ -101,6 +101,9 @@ impl FrameSource for Paced {
     fn first_frame(&self) -> u64 {
         self.first
     }
+    fn skipped(&self) -> u64 {
+        self.inner.skipped()
+    }
     fn stop(&mut self) {
         self.inner.stop();
     }

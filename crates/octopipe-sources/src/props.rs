@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use super::{
-    Decoder, HeadSettings, ImageDecoder, RetryProps, SourceConfig, SourceKind, StallProps,
-    WaitProps, Watch,
+    Decoder, HeadSettings, ImageDecoder, OnDamaged, RetryProps, SourceConfig, SourceKind,
+    StallProps, WaitProps, Watch,
 };
 use crate::frame::PixelFormat;
 use crate::stage::{PropSpec, PropType, Properties};
@@ -74,6 +74,10 @@ pub(crate) struct ImagesProps {
     /// with decoder=nvjpeg: the GPU that decodes (frames in its memory)
     #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
     pub device: usize,
+    /// a damaged file (a JPEG cut short or with corrupt data, a file that is no image): skip
+    /// (left out), keep (decoded as far as it goes) or fail; counted in the report either way
+    #[prop(default = "skip")]
+    pub on_damaged: OnDamaged,
     /// `timeout=`, `timeout-action=`, `start-timeout=`.
     #[prop(flatten)]
     pub wait: WaitProps,
@@ -92,6 +96,7 @@ impl ImagesProps {
         // As written: the count's low 32 bits (a count that large plays for ever in practice).
         cfg.loops = self.loops as u32;
         cfg.live = self.live;
+        cfg.on_damaged = self.on_damaged;
         cfg.watch = Watch::of(&self.wait, &self.stall, &RetryProps::default());
         cfg.image_decoder = self.decoder;
         cfg.device = self.device;
@@ -111,6 +116,10 @@ pub(crate) struct MediaProps {
     /// Release frames at their presentation time.
     #[prop(spec = LIVE)]
     pub live: bool,
+    /// a damaged frame (the decoder concealed errors in it, or warned about its data): keep
+    /// (passed on), skip (left out) or fail; counted in the report either way
+    #[prop(default = "keep")]
+    pub on_damaged: OnDamaged,
     /// `timeout=`, `timeout-action=`, `start-timeout=`.
     #[prop(flatten)]
     pub wait: WaitProps,
@@ -131,6 +140,7 @@ impl MediaProps {
         cfg.live = self.live;
         cfg.watch = Watch::of(&self.wait, &self.stall, &self.retry);
         cfg.decoder = self.decode.decoder;
+        cfg.on_damaged = self.on_damaged;
         cfg.device = self.decode.device.device;
         cfg
     }
@@ -151,7 +161,7 @@ pub(crate) struct TestProps {
     /// frames before end of stream
     #[prop(default = 90, range = 1..=i32::MAX)]
     pub num_buffers: u64,
-    /// pixel format (gray16: one 16-bit band, for tilestats)
+    /// pixel format (gray8: one 8-bit band; gray16: one 16-bit band, for tilestats)
     #[prop(default = "i420")]
     pub format: PixelFormat,
     /// Frames per second.

@@ -552,6 +552,7 @@ fn a_missing_decoder_names_the_package() {
     );
 }
 
+/// With `on-damaged=fail` (images skip a damaged file by default: tests/sources/damaged.rs).
 #[test]
 fn a_broken_jpeg_after_good_ones() {
     if !common::ort_ready() {
@@ -563,13 +564,13 @@ fn a_broken_jpeg_after_good_ones() {
     let out = dir.join("o.jsonl");
     let stderr = fails_with(
         &run(&format!(
-            "images location={}/images ! boxes format=synthetic count=3 ! classify model={} ! jsonl location={}",
+            "images location={}/images on-damaged=fail ! boxes format=synthetic count=3 ! classify model={} ! jsonl location={}",
             dir.display(),
             model("valid-64.onnx").display(),
             out.display()
         )),
         &[&format!(
-            "octopipe: error: {}/images/frame_00002.jpg: not a JPEG file",
+            "octopipe: error: {}/images/frame_00002.jpg: not a JPEG file (on-damaged=fail; on-damaged=skip leaves such a file out, keep decodes what is there)",
             dir.display()
         )],
     );

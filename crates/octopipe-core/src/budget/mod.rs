@@ -74,6 +74,11 @@ struct StreamAcc {
     lost: u64,
     /// What happened to its source (`reconnects`, `went quiet`), how often.
     events: BTreeMap<String, u64>,
+    /// Damaged frames its source found (a cut or corrupt image, a frame the decoder concealed
+    /// errors in), kept or skipped.
+    damaged: u64,
+    /// Of those, the ones left out (`on-damaged=skip`): not among the frames in.
+    damaged_skipped: u64,
 }
 
 impl Budget {
@@ -181,6 +186,15 @@ impl Budget {
     /// or dropped; the report gives them a line of their own.
     pub fn lose_frames(&mut self, stream: u32, n: u64) {
         self.streams.entry(stream).or_default().lost += n;
+    }
+
+    /// Count a damaged frame of `stream` (a cut or corrupt image, a frame the decoder concealed
+    /// errors in): passed on (it enters as any frame) or, with `skipped`, left out by its
+    /// source (it never enters: not among the frames in, and not lost).
+    pub fn damaged_frame(&mut self, stream: u32, skipped: bool) {
+        let s = self.streams.entry(stream).or_default();
+        s.damaged += 1;
+        s.damaged_skipped += u64::from(skipped);
     }
 
     /// Whether `stream`'s source failed (the `failed` event).
@@ -307,6 +321,8 @@ impl Budget {
                 processed: s.total.count(),
                 dropped: s.dropped.clone().into_iter().collect(),
                 lost: s.lost,
+                damaged: s.damaged,
+                damaged_skipped: s.damaged_skipped,
                 over_budget: s.over_budget,
                 total: s.total.stats(),
                 behind: self.live.then(|| s.behind.stats()),
@@ -328,6 +344,8 @@ impl Budget {
             processed: all.count(),
             dropped: dropped.into_iter().collect(),
             lost: streams.iter().map(|s| s.lost).sum(),
+            damaged: streams.iter().map(|s| s.damaged).sum(),
+            damaged_skipped: streams.iter().map(|s| s.damaged_skipped).sum(),
             over_budget,
             stages: self
                 .rows

@@ -31,6 +31,11 @@ pub struct Report {
     /// Frames lost by the decoder (gaps in presentation time): they never entered, so they are
     /// not among `frames_in`.
     pub lost: u64,
+    /// Damaged frames the sources found (a cut or corrupt image, a frame the video decoder
+    /// concealed errors in), kept or skipped (`on-damaged`).
+    pub damaged: u64,
+    /// Of those, the ones the sources left out (`on-damaged=skip`): not among `frames_in`.
+    pub damaged_skipped: u64,
     /// Processed frames whose end-to-end latency exceeded the budget.
     pub over_budget: u64,
     /// Per-stage time, in pipeline order.
@@ -124,6 +129,10 @@ pub struct StreamReport {
     pub dropped: Vec<(String, u64)>,
     /// Frames lost by the decoder (gaps in presentation time), not among `frames_in`.
     pub lost: u64,
+    /// Damaged frames its source found, kept or skipped.
+    pub damaged: u64,
+    /// Of those, the ones its source left out: not among `frames_in`.
+    pub damaged_skipped: u64,
     /// Processed frames over budget.
     pub over_budget: u64,
     /// End-to-end latency.
@@ -203,6 +212,8 @@ impl serde::Serialize for Report {
         m.serialize_entry("dropped_total", &self.dropped_total())?;
         m.serialize_entry("dropped", &Counts(&self.dropped))?;
         m.serialize_entry("lost", &self.lost)?;
+        m.serialize_entry("damaged", &self.damaged)?;
+        m.serialize_entry("damaged_skipped", &self.damaged_skipped)?;
         m.serialize_entry("over_budget", &self.over_budget)?;
         // No frame processed: no latency, so no headroom to give.
         m.serialize_entry(
@@ -324,6 +335,16 @@ impl fmt::Display for Report {
                 "lost by the decoder: {} frame{} (gaps in presentation time; not among the frames in)",
                 self.lost,
                 if self.lost == 1 { "" } else { "s" }
+            )?;
+        }
+        if self.damaged > 0 {
+            let kept = self.damaged - self.damaged_skipped;
+            writeln!(
+                f,
+                "damaged input: {} frame{} ({kept} kept, {} skipped: not among the frames in; on-damaged=keep|skip|fail on the source)",
+                self.damaged,
+                if self.damaged == 1 { "" } else { "s" },
+                self.damaged_skipped
             )?;
         }
         self.fmt_timing(f)?;

@@ -17,9 +17,13 @@ pub enum PixelFormat {
     Rgba,
     /// Packed 8-bit B, G, R, A (or x).
     Bgra,
-    /// One 16-bit band (little-endian; GStreamer's `GRAY16_LE`): 16-bit PNGs, satellite bands.
-    /// Read by `tilestats`; the preprocess stage takes the 8-bit formats.
+    /// One 16-bit band (little-endian; GStreamer's `GRAY16_LE`): 16-bit PNGs, satellite bands,
+    /// thermal cameras. Read by `tilestats`, and by the CPU preprocess backend as `v / 257` (onto
+    /// 0..255) in every channel; the CUDA backend takes the 8-bit formats.
     Gray16,
+    /// One 8-bit band (GStreamer's `GRAY8`): a greyscale camera's frames (thermal, night). The
+    /// preprocess backends give each of the model's channels the grey value.
+    Gray8,
 }
 
 impl PixelFormat {
@@ -31,7 +35,7 @@ impl PixelFormat {
     /// Bytes per pixel of a packed format (1 for the luma plane of YUV formats, 2 for GRAY16).
     pub fn packed_bytes(self) -> usize {
         match self {
-            PixelFormat::I420 | PixelFormat::Nv12 => 1,
+            PixelFormat::I420 | PixelFormat::Nv12 | PixelFormat::Gray8 => 1,
             PixelFormat::Rgb | PixelFormat::Bgr => 3,
             PixelFormat::Rgba | PixelFormat::Bgra => 4,
             PixelFormat::Gray16 => 2,
@@ -58,6 +62,7 @@ impl fmt::Display for PixelFormat {
             PixelFormat::Rgba => "RGBA",
             PixelFormat::Bgra => "BGRA",
             PixelFormat::Gray16 => "GRAY16_LE",
+            PixelFormat::Gray8 => "GRAY8",
         };
         f.write_str(s)
     }

@@ -443,10 +443,12 @@ impl PropValue for DType {
 }
 
 /// The `format` property of the test source (`testsrc format=`): GStreamer's format name in
-/// lower case, `gray16` for `GRAY16_LE` (one 16-bit band, for tilestats).
+/// lower case, `gray8` for `GRAY8` (one 8-bit band), `gray16` for `GRAY16_LE` (one 16-bit band,
+/// for tilestats).
 impl PropValue for PixelFormat {
-    const TYPE: PropType =
-        PropType::Choice(&["i420", "nv12", "rgb", "bgr", "rgba", "bgra", "gray16"]);
+    const TYPE: PropType = PropType::Choice(&[
+        "i420", "nv12", "rgb", "bgr", "rgba", "bgra", "gray8", "gray16",
+    ]);
     fn parse_prop(s: &str) -> Option<Self> {
         match s {
             "i420" => Some(PixelFormat::I420),
@@ -456,6 +458,7 @@ impl PropValue for PixelFormat {
             "rgba" => Some(PixelFormat::Rgba),
             "bgra" => Some(PixelFormat::Bgra),
             "gray16" => Some(PixelFormat::Gray16),
+            "gray8" => Some(PixelFormat::Gray8),
             _ => None,
         }
     }

@@ -284,6 +284,12 @@ pub trait FrameSource: Send {
     fn first_frame(&self) -> u64 {
         0
     }
+    /// Frames the source left out so far because their data was damaged (`on-damaged=skip`):
+    /// their places in the stream are gaps that are not losses. The runner takes them from
+    /// the gaps it counts as lost by the decoder.
+    fn skipped(&self) -> u64 {
+        0
+    }
 }
 
 /// Seconds as a short number (`1`, `0.5`, `12.3`), for messages.

@@ -43,6 +43,9 @@ pub struct DetectConfig {
     pub channels: ChannelOrder,
     /// Factor from 0..255 values to the model's units, before mean/std.
     pub scale: f32,
+    /// Take `scale` from the model's metadata where it states the input's range
+    /// (`octopipe.input_range` `0..1` or `0..255`): true unless `scale` was given.
+    pub scale_from_model: bool,
     /// Per-channel mean (after `scale`).
     pub mean: [f32; 3],
     /// Per-channel standard deviation (after `scale`).
@@ -223,7 +226,8 @@ pub struct DetectProps {
     /// channel order the model takes
     #[prop(default = "rgb")]
     pub channels: ChannelOrder,
-    /// factor from 0..255 to the model's units (auto: 1/255; 1: raw 0..255)
+    /// factor from 0..255 to the model's units (auto: the range the model's metadata states in
+    /// octopipe.input_range, 0..1 or 0..255, else 1/255; 1: raw 0..255)
     #[prop(default = "auto", value = 1.0 / 255.0, positive)]
     pub scale: f32,
     /// per-channel mean, after scale
@@ -320,6 +324,7 @@ impl From<DetectProps> for DetectConfig {
             interpolation: d.interpolation,
             channels: d.channels,
             scale: d.scale,
+            scale_from_model: true,
             mean: d.mean,
             std: d.std,
             score: d.score,
@@ -405,7 +410,9 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
             ));
         }
     }
-    Ok(Box::new(DetectConfig::from(d)))
+    let mut config = DetectConfig::from(d);
+    config.scale_from_model = p.given("scale").is_none();
+    Ok(Box::new(config))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::blind::Blind;
 use super::model::{Io, Model, RunStats};
 use super::{nms, tiles, DetectConfig, DetectError, RawBox, Rect, RunError};
 use crate::batch::{BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
@@ -115,6 +116,10 @@ pub struct Detector {
     boxes: Vec<RawBox>,
     /// The last call completed: its preprocessing, model runs and placing, one after the other.
     last_call: Duration,
+    /// Until the first box is kept: the frames with none and the best candidate's score.
+    pub(super) blind: Option<Blind>,
+    /// Whether `scale` came from the model's metadata (`octopipe.input_range`).
+    pub(super) scale_source: bool,
 }
 
 /// Where the model is and its runs happen.
@@ -147,6 +152,8 @@ pub struct Call {
     first: (u32, u64, usize),
     /// Time spent preprocessing its regions.
     preprocess: Duration,
+    /// The least score its runs kept ([`Detector::run_score`] when it started).
+    score: f32,
 }
 
 /// A call's model runs.
@@ -195,8 +202,13 @@ fn run_regions(
 impl Detector {
     /// Load the model, read its input and outputs, make the preprocess backend, warm the model up
     /// and, with `overlap-calls`, move it to a thread of its own.
-    pub fn new(config: DetectConfig) -> Result<Self, DetectError> {
+    pub fn new(mut config: DetectConfig) -> Result<Self, DetectError> {
         let mut model = Model::open(&config)?;
+        // The input range the model's metadata states is the default of `scale`.
+        let scale_source = config.scale_from_model && model.io.input_scale.is_some();
+        if let Some(scale) = model.io.input_scale.filter(|_| config.scale_from_model) {
+            config.scale = scale;
+        }
         let keep = class_filter(&config).map_err(|reason| DetectError::Model {
             path: config.model.display().to_string(),
             reason,
@@ -211,6 +223,7 @@ impl Detector {
         let backend = create_backend(&pre)?;
         warm_up(&mut model, &config)?;
         let sizes = model.sessions.fixed_sizes();
+        let blind = Blind::new(config.score, model.gpu_peaks());
         let chunk = model.chunk(config.max_batch);
         // By default only on CUDA: on the CPU the stage's own work takes its cores from the
         // model's runs (BENCHMARKS.md, "The detector's calls overlapped").
@@ -252,6 +265,8 @@ impl Detector {
             found: Vec::new(),
             boxes: Vec::new(),
             last_call: Duration::ZERO,
+            blind: Some(blind),
+            scale_source,
         })
     }
 
@@ -318,7 +333,8 @@ impl Detector {
         let mut found = self.found.pop().unwrap_or_default();
         found.resize_with(total, Vec::new);
         found.iter_mut().for_each(Vec::clear);
-        let plan = (total, self.chunk, self.config.score);
+        let score = self.run_score();
+        let plan = (total, self.chunk, score);
         let job = move |model: &mut Model| {
             let t = Instant::now();
             let result = run_regions(model, &batch.tensor.data, plan, producer, &mut found);
@@ -338,6 +354,7 @@ impl Detector {
             regions,
             first,
             preprocess,
+            score,
         })
     }
 
@@ -350,6 +367,7 @@ impl Detector {
             regions,
             first: (stream, frame, count),
             preprocess,
+            score,
         } = call;
         let path = self.config.model.display().to_string();
         let run_err = |source: RunError| DetectError::Run {
@@ -368,11 +386,12 @@ impl Detector {
         };
         let Ran {
             mut batch,
-            found,
+            mut found,
             result,
             time: infer,
         } = ran;
         let stats = result.map_err(run_err)?;
+        self.watch_found(&mut found[..], count, score);
         let t2 = Instant::now();
         let mut frames = std::mem::take(&mut batch.frames);
         // The runs are over: the regions' tensor goes back to its pool.
@@ -389,8 +408,9 @@ impl Detector {
                 }));
             }
             next += rs.len();
-            self.place(frame, &mut boxes);
+            let placed = self.place(frame, &mut boxes);
             self.boxes = boxes;
+            placed?;
         }
         self.found.push(found);
         let decode = t2.elapsed();
@@ -416,9 +436,31 @@ impl Detector {
         Ok(frames)
     }
 
-    /// Filter, merge and round `boxes` (in `frame`'s pixels) into `frame`'s detections.
-    fn place(&mut self, frame: &mut Frame, boxes: &mut Vec<RawBox>) {
+    /// Filter, merge and round `boxes` (in `frame`'s pixels) into `frame`'s detections. A box of
+    /// a class past the labels is an error: labels name the model's classes one for one (an
+    /// end-to-end output's class count shows only in its boxes).
+    fn place(&mut self, frame: &mut Frame, boxes: &mut Vec<RawBox>) -> Result<(), DetectError> {
         let (w, h) = (frame.layout.width, frame.layout.height);
+        let labels = &self.config.labels;
+        if let Some(past) = boxes
+            .iter()
+            .map(|b| b.class)
+            .filter(|&c| !labels.is_empty() && c as usize >= labels.len())
+            .max()
+        {
+            let more = if labels.len() > 3 { ",..." } else { "" };
+            return Err(DetectError::Model {
+                path: self.config.model.display().to_string(),
+                reason: format!(
+                    "it gave a box of class {past} (stream {} frame {}) but the labels name {} ({}{more}): give one name per class, in class-index order{}",
+                    frame.stream,
+                    frame.seq,
+                    labels.len(),
+                    labels[..labels.len().min(3)].join(","),
+                    super::model::fewer_labels_hint(labels, (past as usize + 1).max(80))
+                ),
+            });
+        }
         if let Some(keep) = &self.keep {
             let before = boxes.len();
             boxes.retain(|b| keep.contains(&b.class));
@@ -453,6 +495,7 @@ impl Detector {
             }
         }
         self.split.kept += frame.detections.len() as u64;
+        Ok(())
     }
 
     /// The shared name of class `id`, after `map`.

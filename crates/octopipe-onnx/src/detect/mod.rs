@@ -48,6 +48,7 @@
 //! The report gets the stage's row like any stage, and a line with the detector's own split per
 //! frame (preprocessing, inference, decoding and merging) and its box counts.
 
+mod blind;
 pub mod centernet;
 mod coco;
 mod config;
@@ -62,6 +63,7 @@ pub mod tiles;
 use crate::onnx::OnnxError;
 use crate::preprocess::PreprocessError;
 
+pub use blind::BLIND_FRAMES;
 pub use coco::COCO_LABELS;
 pub use config::{DetectConfig, DetectProps, DEFAULT_BATCH_SIZES, DETECT};
 pub use decode::{nms, Decoder, Output, ShapeError, Suppress};

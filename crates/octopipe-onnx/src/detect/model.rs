@@ -34,6 +34,9 @@ pub(super) struct Io {
     pub decoder: Decoder,
     /// What CenterNet score maps hold (the model's metadata `octopipe.scores`).
     pub scores: Scores,
+    /// The `scale` of the input range the model's metadata states (`octopipe.input_range`:
+    /// `0..1` is 1/255, `0..255` is 1), if it states one.
+    pub input_scale: Option<f32>,
 }
 
 /// A loaded detector model.
@@ -120,6 +123,12 @@ impl Model {
             (None, Some(&largest)) => largest,
             (None, None) => max_batch.max(1),
         }
+    }
+
+    /// Whether CenterNet's peaks are found on the GPU (a fixed number of slots per image, filled
+    /// in no order: a lower threshold could crowd out peaks over the stage's `score`).
+    pub fn gpu_peaks(&self) -> bool {
+        self.peaks.is_some()
     }
 
     /// Whether runs go through fixed batch sizes bound on the device.
@@ -437,15 +446,30 @@ fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
             ))
         }
     };
+    let input_scale = match session
+        .metadata()
+        .ok()
+        .and_then(|m| m.custom(INPUT_RANGE_KEY))
+    {
+        None => None,
+        Some(v) if v == "0..1" => Some(1.0 / 255.0),
+        Some(v) if v == "0..255" => Some(1.0),
+        Some(v) => {
+            return Err(format!(
+                "its metadata {INPUT_RANGE_KEY} is '{v}': 0..1 or 0..255"
+            ))
+        }
+    };
     // Labels that do not name the model's classes one for one would put names on the wrong
     // boxes (a model cut to some of COCO's classes, run with labels=coco).
     let classes = picked.first().and_then(|&i| decoder.classes(&outputs[i].1));
     if let Some(n) = classes.filter(|&n| !config.labels.is_empty() && n != config.labels.len()) {
         let more = if config.labels.len() > 3 { ",..." } else { "" };
         return Err(format!(
-            "its scores have {n} classes but the labels name {} ({}{more}): give one name per class, in class-index order",
+            "its scores have {n} classes but the labels name {} ({}{more}): give one name per class, in class-index order{}",
             config.labels.len(),
-            config.labels[..config.labels.len().min(3)].join(",")
+            config.labels[..config.labels.len().min(3)].join(","),
+            fewer_labels_hint(&config.labels, n)
         ));
     }
     let mut read = Vec::with_capacity(picked.len());
@@ -467,7 +491,33 @@ fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
         outputs: read,
         decoder,
         scores,
+        input_scale,
     })
+}
+
+/// The model metadata key that states the input range the model was trained on: `0..1` (the
+/// default `scale`, 1/255) or `0..255` (`scale=1`); it is the default of `scale`.
+pub(crate) const INPUT_RANGE_KEY: &str = "octopipe.input_range";
+
+/// For `labels` fewer than the model's `classes`: how to keep only those classes (`classes=`),
+/// naming COCO's list where every label is a COCO name of an 80-class model.
+pub(super) fn fewer_labels_hint(labels: &[String], classes: usize) -> String {
+    if labels.is_empty() || labels.len() >= classes {
+        return String::new();
+    }
+    let coco = classes == super::COCO_LABELS.len()
+        && labels
+            .iter()
+            .all(|l| super::COCO_LABELS.contains(&l.as_str()));
+    let all = if coco {
+        "labels=coco"
+    } else {
+        "labels=NAMES-OF-ALL-CLASSES"
+    };
+    format!(
+        "; to keep only some classes, name them all and pick with classes= (did you mean {all} classes={}?)",
+        labels.join(",")
+    )
 }
 
 /// The model metadata key that says what a CenterNet score map holds: `probabilities` (the

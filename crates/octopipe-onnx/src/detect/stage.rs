@@ -251,6 +251,7 @@ impl Stage<Frame, Frame> for DetectStage {
     fn finish(&mut self, out: &mut Vec<Frame>) -> Result<(), Error> {
         self.flush(out)?;
         self.complete(out)?;
+        self.detector.tell_blind();
         if let Some(mut section) = self.detector.report_section(self.budget) {
             section.predicted_frames = self.predicted;
             self.tally.with(|t| t.add_section(&section));

@@ -32,6 +32,9 @@ pub(super) fn run_source(
         tracing::info_span!("stage", name = thread::current().name().unwrap_or("?")).entered();
     let mut first = true;
     let mut next = source.first_frame();
+    // Frames the source left out as damaged, as counted at the last frame: a gap they explain
+    // is not a loss.
+    let mut skipped = 0;
     while !ctl.stop.load(Ordering::SeqCst) {
         match working(busy, || source.next_frame()) {
             Ok(Some(mut frame)) => {
@@ -39,8 +42,12 @@ pub(super) fn run_source(
                     expected.learn(*i, source.as_ref());
                     first = false;
                 }
-                if frame.seq > next {
-                    lost_before(&frame, frame.seq - next, edge.tally());
+                let now_skipped = source.skipped();
+                let explained = now_skipped.saturating_sub(skipped);
+                skipped = now_skipped;
+                let gap = frame.seq.saturating_sub(next).saturating_sub(explained);
+                if gap > 0 {
+                    lost_before(&frame, gap, edge.tally());
                 }
                 next = frame.seq.saturating_add(1);
                 let now = Instant::now();

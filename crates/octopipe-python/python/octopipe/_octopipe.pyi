@@ -166,8 +166,8 @@ class Pipeline:
         name: Optional[str] = None,
         format: Optional[str] = None,
     ) -> None:
-        """A NumPy uint8 HxWx3 (RGB/BGR), HxWx4 or (H*3/2)xW (NV12/I420) array, or a CUDA
-        tensor (`__dlpack__`, `__cuda_array_interface__`); boxes N x 4 (x, y, w, h)."""
+        """A NumPy uint8 HxWx3 (RGB/BGR) or HxWx4 array, a 2-D one only with format= (HxW
+        'gray8', uint16 HxW 'gray16'; (H*3/2)xW 'nv12'/'i420'), or a CUDA tensor (`__dlpack__`, `__cuda_array_interface__`); boxes N x 4 (x, y, w, h)."""
     def close(self, wait: bool = True) -> None: ...
     def stop(self) -> None: ...
     @property

@@ -258,7 +258,7 @@ impl<'a> Plan<'a> {
                 (Input::Media { name, uri }, None)
             }
             Plan::Images(list) => {
-                let images = Images::new(list, config.framerate, config.loops);
+                let images = Images::new(list, config.framerate, config.loops, config.on_damaged);
                 let feeder = build_images(
                     pipeline,
                     appsink,

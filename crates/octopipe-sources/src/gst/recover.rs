@@ -182,6 +182,9 @@ impl GstSource {
                     }
                     let debug = w.debug().map(|d| format!(" ({d})")).unwrap_or_default();
                     self.warning = Some(format!("{}{debug}", w.error()));
+                    if let Some(element) = self.media_decoder(&msg) {
+                        self.decoder_warning = Some(format!("{element}: {}", w.error()));
+                    }
                 }
                 gst::MessageView::Error(err) => {
                     if let Some(element) = self.damage_from(&msg) {

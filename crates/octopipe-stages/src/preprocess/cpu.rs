@@ -211,6 +211,12 @@ enum Sampler<'a> {
         /// libjpeg's triangle filter (planes wider than 2 samples) rather than replication.
         fancy: bool,
     },
+    /// One 16-bit band (little-endian), each value brought onto 0..255 (`v / 257`) and given to
+    /// every channel.
+    Gray16 {
+        data: &'a [u8],
+        stride: usize,
+    },
     Missing,
 }
 
@@ -221,8 +227,10 @@ impl<'a> Sampler<'a> {
         };
         let l = &frame.layout;
         match l.format {
-            // Refused by `validate`; `frame_to_rgb` shows it apart.
-            PixelFormat::Gray16 => Sampler::Missing,
+            PixelFormat::Gray16 => Sampler::Gray16 {
+                data: &data[l.offsets[0]..],
+                stride: l.strides[0],
+            },
             PixelFormat::I420 | PixelFormat::Nv12 => {
                 let (y_off, m) = frame.colorimetry.yuv_to_rgb();
                 let (u, v, c_step) = if l.format == PixelFormat::I420 {
@@ -270,6 +278,8 @@ impl<'a> Sampler<'a> {
                 bpp: f.packed_bytes(),
                 rgb: match f {
                     PixelFormat::Bgr | PixelFormat::Bgra => [2, 1, 0],
+                    // The grey value in every channel.
+                    PixelFormat::Gray8 => [0, 0, 0],
                     _ => [0, 1, 2],
                 },
             },
@@ -338,6 +348,10 @@ impl<'a> Sampler<'a> {
                 let luma = yp[y as usize * y_stride + x as usize] as i32;
                 jpeg::ycc_to_rgb(luma, jpeg::upsample(x, un, uf), jpeg::upsample(x, vn, vf))
                     .map(f32::from)
+            }
+            Sampler::Gray16 { data, stride } => {
+                let i = y as usize * stride + x as usize * 2;
+                [f32::from(u16::from_le_bytes([data[i], data[i + 1]])) / 257.0; 3]
             }
             Sampler::Missing => [0.0; 3],
         }

@@ -160,7 +160,7 @@ pub enum PreprocessError {
         seq: u64,
     },
     /// A frame in a pixel format the backends do not convert (16-bit grey).
-    #[error("frame {seq} of stream {stream} is {format}: the preprocess stage reads 8-bit YUV and RGB frames (16-bit single-band frames go to tilestats)")]
+    #[error("frame {seq} of stream {stream} is {format}: the CUDA preprocess backend reads 8-bit YUV, RGB and grey frames (backend=cpu reads 16-bit grey ones too, as values / 257)")]
     Format {
         /// Stream id.
         stream: u32,
@@ -316,17 +316,6 @@ impl Backend for GpuWithFallback {
 /// blocks inside their crops. O(crops + blocks).
 pub fn validate(batch: &CropBatch) -> Result<(), PreprocessError> {
     let len = batch.tensor_len(3);
-    if let Some(f) = batch
-        .frames
-        .iter()
-        .find(|f| f.layout.format == crate::frame::PixelFormat::Gray16)
-    {
-        return Err(PreprocessError::Format {
-            stream: f.stream,
-            seq: f.seq,
-            format: f.layout.format,
-        });
-    }
     for (i, c) in batch.crops.iter().enumerate() {
         let f = batch.frames.get(c.frame as usize).ok_or_else(|| {
             PreprocessError::InvalidBatch(format!(

@@ -147,6 +147,8 @@ impl Sampling {
         let (source, max_raw, bytes) = match l.format {
             PixelFormat::Gray16 => (Source::Gray16, 65535, 2),
             PixelFormat::I420 | PixelFormat::Nv12 => (Source::Gray8, 255, 3),
+            // A grey frame's one band, read as a YUV frame's Y plane.
+            PixelFormat::Gray8 => (Source::Gray8, 255, 1),
             _ => (Source::Packed, 255, 3),
         };
         if source != Source::Packed && config.band != BandName::Luma {

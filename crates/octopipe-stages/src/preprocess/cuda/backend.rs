@@ -184,6 +184,18 @@ impl CudaBackend {
         }
         batch.tensor.layout = self.config.layout;
         batch.tensor.shape = batch.tensor_shape(self.config.layout);
+        // The kernels read 8-bit samples: a 16-bit grey frame goes to the CPU backend.
+        if let Some(f) = batch
+            .frames
+            .iter()
+            .find(|f| f.layout.format == crate::frame::PixelFormat::Gray16)
+        {
+            return Err(PreprocessError::Format {
+                stream: f.stream,
+                seq: f.seq,
+                format: f.layout.format,
+            });
+        }
         validate(batch)
     }
 }

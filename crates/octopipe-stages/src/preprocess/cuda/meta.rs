@@ -77,6 +77,8 @@ impl FrameDesc {
             bpp: layout.format.packed_bytes() as u32,
             rgb: match layout.format {
                 PixelFormat::Bgr | PixelFormat::Bgra => [2, 1, 0],
+                // The grey value in every channel: the packed sampler reads byte 0 three times.
+                PixelFormat::Gray8 => [0, 0, 0],
                 _ => [0, 1, 2],
             },
             y_off,
