@@ -57,13 +57,13 @@ use super::images::Feeder;
 use super::media::{expected_frames, truncation};
 use super::nvdec::{self, SharedCuda};
 use super::nvjpeg::JpegRoute;
+use super::pixels::Pixels;
 use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{secs, Limits, Wait};
 use super::{FrameSource, SourceConfig, SourceError, SourceKind};
 use crate::budget::Tally;
 use crate::frame::{
-    BufferPool, Colorimetry, DeviceFrame, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,
-    PooledBuf,
+    BufferPool, Colorimetry, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,
 };
 use crate::redact;
 
@@ -656,12 +656,4 @@ impl Drop for GstSource {
             feeder.stop_and_join();
         }
     }
-}
-
-/// A decoded frame's planes before it becomes a [`Frame`].
-pub(super) enum Pixels {
-    /// Copied into a pooled host buffer.
-    Host(PooledBuf, FrameLayout),
-    /// The decoder's CUDA memory, mapped.
-    Device(DeviceFrame, FrameLayout),
 }

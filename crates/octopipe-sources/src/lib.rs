@@ -55,6 +55,7 @@ mod media;
 mod nvdec;
 mod nvjpeg;
 mod pace;
+mod pixels;
 mod props;
 mod rtp;
 mod rtpsrc;

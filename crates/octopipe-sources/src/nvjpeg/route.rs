@@ -10,8 +10,8 @@ use gstreamer as gst;
 use gstreamer_video as gst_video;
 
 use super::{decode_on_cpu, CpuReason, JpegHeader, NvjpegDecoder, Outcome};
-use crate::gst::Pixels;
 use crate::images::OnFile;
+use crate::pixels::Pixels;
 use crate::SourceError;
 
 /// The images larger than this many pixels are refused before memory is taken for them (the
