@@ -4,8 +4,11 @@
 mod common;
 
 mod bench_infer;
+mod churn;
 mod control;
+mod lifecycle;
 mod metrics;
 #[cfg(feature = "mqtt")]
 mod mqtt_tls;
 mod observe;
+mod starve;

@@ -235,3 +235,49 @@ fn bad_tls_and_credential_settings_name_the_property() {
         assert!(e.contains(words), "{text}: {e}");
     }
 }
+
+#[test]
+fn bad_tls_files_are_refused_before_the_run_starts() {
+    let dir = common::temp_dir("mqtt-bad-pem");
+    certificates(&dir);
+    let not_pem = dir.join("notes.txt");
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    let (ca, cert, key) = (dir.join("ca.pem"), dir.join("client.pem"), dir.join("client.key"));
+    let d = |p: &Path| p.display().to_string();
+    let cases = [
+        (
+            format!("tls=true ca-file={}", d(&not_pem)),
+            "no PEM certificate",
+            "ca-file",
+        ),
+        (
+            format!("tls=true ca-file={} cert-file={} key-file={}", d(&ca), d(&cert), d(&ca)),
+            "no PEM private key",
+            "key-file",
+        ),
+        (
+            format!("tls=true ca-file={} cert-file={} key-file={}", d(&ca), d(&key), d(&key)),
+            "no PEM certificate",
+            "cert-file",
+        ),
+    ];
+    for (props, words, key) in cases {
+        // The CLI: refused before anything runs, naming the property and the file.
+        let start = Instant::now();
+        let out = common::output_within(
+            Command::new(env!("CARGO_BIN_EXE_octopipe")).args([
+                "run",
+                &format!(
+                    "testsrc num-buffers=3 ! boxes format=synthetic ! batch ! mqtt host=127.0.0.1 port=1 flush-timeout=5 {props}"
+                ),
+            ]),
+            Duration::from_secs(30),
+        );
+        let stderr = common::fails_with(&out, &[key, words]);
+        assert!(
+            start.elapsed() < Duration::from_secs(5) && !stderr.contains("delivered none"),
+            "{props}: found only at the end ({:?}): {stderr}",
+            start.elapsed()
+        );
+    }
+}

@@ -14,6 +14,7 @@
 //! fail and stop, downstream stages drain what they already have and finish, so no stage blocks
 //! forever. Nothing here knows what a stage does: only what it takes and gives.
 
+mod admit;
 mod collect;
 mod handles;
 mod paths;
@@ -44,6 +45,7 @@ pub use crate::error::PipelineError;
 pub use crate::files::RunPath;
 pub use crate::stage::edge::STREAM_REMOVED;
 pub use paths::check as check_paths;
+pub use admit::{AUTO_IDS, REMOVE_DEADLINE, SHOWN_SOURCE};
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
 use collect::{announce, expected_frames, finish, Collector};

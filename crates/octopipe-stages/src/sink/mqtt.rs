@@ -224,21 +224,64 @@ fn make_mqtt(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 
 fn tls_files(p: &Props, m: &MqttProps) -> Result<TlsFiles, DescribeError> {
     let ca = match &m.ca_file {
-        Some(path) => read_file(p, "ca-file", path)?,
+        Some(path) => certificates(p, "ca-file", path, read_file(p, "ca-file", path)?)?,
         None => crate::files::read_bounded(Path::new(SYSTEM_CA), 16 << 20).map_err(|e| {
             p.error("tls", format!("mqtt: tls=true without ca-file: the system's CA certificates ({SYSTEM_CA}): {e}; give ca-file=PEM"))
         })?,
     };
     let client = match (&m.cert_file, &m.key_file) {
         (Some(cert), Some(key)) => Some((
-            read_file(p, "cert-file", cert)?,
-            read_file(p, "key-file", key)?,
+            certificates(p, "cert-file", cert, read_file(p, "cert-file", cert)?)?,
+            private_key(p, key, read_file(p, "key-file", key)?)?,
         )),
         (None, None) => None,
         (Some(_), None) => return Err(p.error("cert-file", "cert-file needs key-file")),
         (None, Some(_)) => return Err(p.error("key-file", "key-file needs cert-file")),
     };
     Ok(TlsFiles { ca, client })
+}
+
+/// `pem`, the contents of `path`, when it holds PEM certificates (checked now: rumqttc would
+/// find out only when it connects, and the run would learn it at its end).
+fn certificates(
+    p: &Props,
+    key: &str,
+    path: &Path,
+    pem: Vec<u8>,
+) -> Result<Vec<u8>, DescribeError> {
+    let parsed: Result<Vec<_>, _> = rustls_pemfile::certs(&mut &pem[..]).collect();
+    match parsed {
+        Ok(certs) if !certs.is_empty() => Ok(pem),
+        Ok(_) => Err(p.error(
+            key,
+            format!(
+                "mqtt: {key} '{}': no PEM certificate in it (-----BEGIN CERTIFICATE-----)",
+                path.display()
+            ),
+        )),
+        Err(e) => Err(p.error(
+            key,
+            format!("mqtt: {key} '{}': not PEM: {e}", path.display()),
+        )),
+    }
+}
+
+/// `pem`, the contents of `path`, when it holds a private key (PKCS#1, PKCS#8 or SEC1 PEM).
+fn private_key(p: &Props, path: &Path, pem: Vec<u8>) -> Result<Vec<u8>, DescribeError> {
+    match rustls_pemfile::private_key(&mut &pem[..]) {
+        Ok(Some(_)) => Ok(pem),
+        Ok(None) => Err(p.error(
+            "key-file",
+            format!(
+                "mqtt: key-file '{}': no PEM private key in it (PKCS#1, PKCS#8 or SEC1)",
+                path.display()
+            ),
+        )),
+        Err(e) => Err(p.error(
+            "key-file",
+            format!("mqtt: key-file '{}': not PEM: {e}", path.display()),
+        )),
+    }
 }
 
 /// User name and password: the password from a file or an environment variable, never from
