@@ -140,6 +140,9 @@ pub struct GstSource {
     /// Damaged data dropped so far (errors and warnings of depayloaders, parsers and
     /// decoders of a stream that went on), the first one's words, and when the last came.
     garbage: Garbage,
+    /// The pipeline did not stop within [`TEARDOWN_DEADLINE`](recover::TEARDOWN_DEADLINE): it
+    /// is left to stop on a thread of its own, and not asked again.
+    abandoned: bool,
 }
 
 impl GstSource {
@@ -185,6 +188,7 @@ impl GstSource {
             picture: None,
             opened: Instant::now(),
             garbage: Garbage::default(),
+            abandoned: false,
         };
         if let Err(e) = source.start() {
             // A network source that cannot connect yet retries from its first wait for a frame.
@@ -226,6 +230,7 @@ impl GstSource {
         self.input = parts.input;
         self.feeder = parts.feeder;
         self.cuda = parts.cuda;
+        self.abandoned = false;
         // A live head's new pipeline stamps on a clock of its own: its frames number on.
         self.timeline.restart();
         self.done = false;
@@ -252,10 +257,22 @@ impl GstSource {
         }
     }
 
-    /// Stop the pipeline and the feeder; the stream is over.
+    /// Stop the pipeline and the feeder; the stream is over. A network or live source's
+    /// pipeline that does not stop within [`TEARDOWN_DEADLINE`](recover::TEARDOWN_DEADLINE) is
+    /// left to stop on a thread of its own (`rtspsrc` holds its state lock while it reads a
+    /// server's headers, and a server that sends them without end holds it for ever), so the
+    /// stream still ends.
     fn finish(&mut self) {
         self.end();
-        let _ = self.pipeline.set_state(gst::State::Null);
+        if self.abandoned {
+            return;
+        }
+        match self.limits.stream {
+            true => self.abandoned = !recover::stop_within(&self.pipeline, self.name()),
+            false => {
+                let _ = self.pipeline.set_state(gst::State::Null);
+            }
+        }
     }
 
     /// The stream is over (the feeder stops); the pipeline is left as it is until `finish`.
