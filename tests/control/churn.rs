@@ -87,8 +87,18 @@ fn a_thousand_streams_come_and_go_and_leave_nothing_behind() {
     let start = Instant::now();
     let mut alive: Vec<u64> = Vec::new();
     let mut warm = None;
+    let mut busy = 0;
     for cycle in 0..CYCLES {
-        let reply = s.add(&sources[cycle % 3], None);
+        // Streams being removed count toward --max-streams: a 429 waits for them (bounded).
+        let mut reply = s.add(&sources[cycle % 3], None);
+        for _ in 0..250 {
+            if reply.status != 429 {
+                break;
+            }
+            busy += 1;
+            std::thread::sleep(Duration::from_millis(20));
+            reply = s.add(&sources[cycle % 3], None);
+        }
         assert_eq!(reply.status, 201, "cycle {cycle}: {reply:?}");
         alive.push(reply.json()["id"].as_u64().unwrap());
         if alive.len() > 4 {
@@ -97,6 +107,8 @@ fn a_thousand_streams_come_and_go_and_leave_nothing_behind() {
             let reply = s.request("DELETE", &format!("/streams/{id}?mode={mode}"), "");
             assert_eq!(reply.map(|r| r.status), Some(200), "DELETE {id}");
         }
+        // Each stream lives a few cycles: long enough to give frames.
+        std::thread::sleep(Duration::from_millis(20));
         if cycle + 1 == WARM {
             settle(&s, &mut alive);
             let metrics = s.get("/metrics").unwrap().body.len();
@@ -109,7 +121,7 @@ fn a_thousand_streams_come_and_go_and_leave_nothing_behind() {
     let ((rss0, threads0, fds0), metrics0) = warm.unwrap();
     let (rss1, threads1, fds1) = end;
     eprintln!(
-        "{CYCLES} streams in {:.1} s; after {WARM} -> after {CYCLES}: RSS {rss0} -> {rss1} kB, threads {threads0} -> {threads1}, fds {fds0} -> {fds1}, /metrics {metrics0} -> {metrics} bytes",
+        "{CYCLES} streams in {:.1} s ({busy} adds waited for removals); after {WARM} -> after {CYCLES}: RSS {rss0} -> {rss1} kB, threads {threads0} -> {threads1}, fds {fds0} -> {fds1}, /metrics {metrics0} -> {metrics} bytes",
         start.elapsed().as_secs_f64()
     );
     let hundreds = ((CYCLES - WARM) / 100) as u64;
@@ -129,11 +141,10 @@ fn a_thousand_streams_come_and_go_and_leave_nothing_behind() {
     );
     let list = s.get("/streams?limit=1").unwrap();
     assert_eq!(list.status, 200);
-    let (status, report, _) = s.stop();
-    assert!(status.success() || status.code() == Some(0), "{status:?}");
-    assert_eq!(
-        report["streams"].as_array().map(|a| a.len()),
-        Some(CYCLES),
-        "one report row per stream"
-    );
+    let (_, report, _) = s.stop();
+    let rows = report["streams"].as_array().unwrap();
+    assert_eq!(rows.len(), CYCLES, "one report row per stream");
+    let processed: u64 = rows.iter().filter_map(|r| r["processed"].as_u64()).sum();
+    eprintln!("{processed} frames processed");
+    assert!(processed > CYCLES as u64, "the streams gave frames: {processed}");
 }
