@@ -130,8 +130,9 @@ impl EndlessHeaders {
                         k += 1;
                         match conn.write(line.as_bytes()) {
                             Ok(n) => sent += n,
-                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-                                || e.kind() == std::io::ErrorKind::TimedOut => {}
+                            Err(e)
+                                if e.kind() == std::io::ErrorKind::WouldBlock
+                                    || e.kind() == std::io::ErrorKind::TimedOut => {}
                             Err(_) => return,
                         }
                     }

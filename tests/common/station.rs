@@ -54,7 +54,11 @@ impl Reply {
 /// waiting at most `limit` for it; `None` when nothing (or no HTTP) came back.
 pub fn raw(addr: SocketAddr, request: &[u8], limit: Duration) -> Option<Reply> {
     // A server may close while a large request is still being written: read what it said.
-    exchange(TcpStream::connect_timeout(&addr, limit).ok()?, request, limit)
+    exchange(
+        TcpStream::connect_timeout(&addr, limit).ok()?,
+        request,
+        limit,
+    )
 }
 
 /// A connection to `addr` from the loopback address `from` (127.0.0.2, ...): another client

@@ -146,5 +146,8 @@ fn a_thousand_streams_come_and_go_and_leave_nothing_behind() {
     assert_eq!(rows.len(), CYCLES, "one report row per stream");
     let processed: u64 = rows.iter().filter_map(|r| r["processed"].as_u64()).sum();
     eprintln!("{processed} frames processed");
-    assert!(processed > CYCLES as u64, "the streams gave frames: {processed}");
+    assert!(
+        processed > CYCLES as u64,
+        "the streams gave frames: {processed}"
+    );
 }

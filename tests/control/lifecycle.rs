@@ -25,7 +25,10 @@ fn two_streams_on_one_rtp_port_are_refused() {
     let reply = s.add(&rtp, Some(2));
     assert_eq!(reply.status, 409, "{reply:?}");
     let e = reply.error();
-    assert!(e.contains(&format!("UDP port {port}")) && e.contains("stream 1"), "{e}");
+    assert!(
+        e.contains(&format!("UDP port {port}")) && e.contains("stream 1"),
+        "{e}"
+    );
     // Typed stages and a udp:// location name the same port.
     let typed = serde_json::json!({
         "stages": [{"stage": "rtp", "port": port}, {"stage": "boxes", "format": "synthetic"}]
@@ -76,7 +79,8 @@ fn secrets_in_uri_queries_are_redacted_everywhere() {
     let ended = s.wait_state(5, "failed", Duration::from_secs(30));
     assert!(!ended.to_string().contains(secret), "{ended}");
     // An error that quotes the description hides it too.
-    let bad = format!("media location=http://127.0.0.1:{port}/x.m3u8?token={secret} ! boxes formt=x");
+    let bad =
+        format!("media location=http://127.0.0.1:{port}/x.m3u8?token={secret} ! boxes formt=x");
     let reply = s.add(&bad, None);
     assert_eq!(reply.status, 400, "{reply:?}");
     assert!(!reply.body.contains(secret), "{reply:?}");
@@ -105,7 +109,11 @@ fn a_server_that_sends_endless_headers_cannot_hold_a_stream() {
     std::thread::sleep(Duration::from_secs(2));
     let removed = std::time::Instant::now();
     assert_eq!(s.request("DELETE", "/streams/2", "").unwrap().status, 200);
-    s.wait_state(2, "removed", octopipe::pipeline::REMOVE_DEADLINE + Duration::from_secs(5));
+    s.wait_state(
+        2,
+        "removed",
+        octopipe::pipeline::REMOVE_DEADLINE + Duration::from_secs(5),
+    );
     eprintln!("removed after {:?}", removed.elapsed());
     let live = "testsrc width=64 height=48 live=true num-buffers=100000 ! boxes format=synthetic";
     assert_eq!(s.add(live, Some(3)).status, 201);

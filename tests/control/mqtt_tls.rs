@@ -242,7 +242,11 @@ fn bad_tls_files_are_refused_before_the_run_starts() {
     certificates(&dir);
     let not_pem = dir.join("notes.txt");
     std::fs::write(&not_pem, "not a certificate\n").unwrap();
-    let (ca, cert, key) = (dir.join("ca.pem"), dir.join("client.pem"), dir.join("client.key"));
+    let (ca, cert, key) = (
+        dir.join("ca.pem"),
+        dir.join("client.pem"),
+        dir.join("client.key"),
+    );
     let d = |p: &Path| p.display().to_string();
     let cases = [
         (
@@ -251,12 +255,22 @@ fn bad_tls_files_are_refused_before_the_run_starts() {
             "ca-file",
         ),
         (
-            format!("tls=true ca-file={} cert-file={} key-file={}", d(&ca), d(&cert), d(&ca)),
+            format!(
+                "tls=true ca-file={} cert-file={} key-file={}",
+                d(&ca),
+                d(&cert),
+                d(&ca)
+            ),
             "no PEM private key",
             "key-file",
         ),
         (
-            format!("tls=true ca-file={} cert-file={} key-file={}", d(&ca), d(&key), d(&key)),
+            format!(
+                "tls=true ca-file={} cert-file={} key-file={}",
+                d(&ca),
+                d(&key),
+                d(&key)
+            ),
             "no PEM certificate",
             "cert-file",
         ),

@@ -53,7 +53,9 @@ fn three_hundred_idle_connections_never_starve_health() {
     let reply = raw(s.addr, post.as_bytes(), Duration::from_secs(5)).expect("an answer");
     assert_eq!(reply.status, 503, "{reply:?}");
     assert!(
-        reply.error().contains("too many connections from 127.0.0.1"),
+        reply
+            .error()
+            .contains("too many connections from 127.0.0.1"),
         "{reply:?}"
     );
     // Another client still gets a slot of its own.
@@ -85,7 +87,11 @@ fn health_never_waits_behind_a_slow_open_or_a_large_description() {
     let mut rows = String::with_capacity(40 << 20);
     for frame in 1..=2000 {
         for object in 0..500 {
-            rows += &format!("{frame},{object},{},{},20,20,1,1,0,0\n", object % 60, object / 60);
+            rows += &format!(
+                "{frame},{object},{},{},20,20,1,1,0,0\n",
+                object % 60,
+                object / 60
+            );
         }
     }
     std::fs::write(&big, rows).unwrap();
@@ -96,7 +102,10 @@ fn health_never_waits_behind_a_slow_open_or_a_large_description() {
         big.display()
     );
     // Four slow adds, and four bodies of ~11k properties each, at once.
-    let large = format!("testsrc{} ! boxes format=synthetic", many_properties(11_000));
+    let large = format!(
+        "testsrc{} ! boxes format=synthetic",
+        many_properties(11_000)
+    );
     assert!(large.len() < 64 << 10, "{}", large.len());
     let adds: Vec<_> = (0..8u32)
         .map(|i| {
@@ -123,7 +132,9 @@ fn health_never_waits_behind_a_slow_open_or_a_large_description() {
         assert_eq!(*status, Some(want), "add {i}: {done:?}");
     }
     assert!(
-        done[..4].iter().any(|(_, took)| *took > Duration::from_secs(1)),
+        done[..4]
+            .iter()
+            .any(|(_, took)| *took > Duration::from_secs(1)),
         "the opens were slow enough to show anything: {done:?}"
     );
 }
@@ -131,13 +142,21 @@ fn health_never_waits_behind_a_slow_open_or_a_large_description() {
 /// ` k=1` for `n` distinct short keys (two and three letters).
 fn many_properties(n: usize) -> String {
     let letters: Vec<char> = ('a'..='z').chain('A'..='Z').chain('0'..='9').collect();
-    let two = letters.iter().flat_map(|a| letters.iter().map(move |b| format!("{a}{b}")));
+    let two = letters
+        .iter()
+        .flat_map(|a| letters.iter().map(move |b| format!("{a}{b}")));
     let three = letters.iter().flat_map(|a| {
         let letters = letters.clone();
         letters.clone().into_iter().flat_map(move |b| {
             let a = *a;
-            letters.clone().into_iter().map(move |c| format!("{a}{b}{c}"))
+            letters
+                .clone()
+                .into_iter()
+                .map(move |c| format!("{a}{b}{c}"))
         })
     });
-    two.chain(three).take(n).map(|k| format!(" {k}=1")).collect()
+    two.chain(three)
+        .take(n)
+        .map(|k| format!(" {k}=1"))
+        .collect()
 }

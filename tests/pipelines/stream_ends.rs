@@ -40,7 +40,10 @@ fn a_removed_stream_counts_until_it_ended_or_was_detached() {
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(state(&streams, 1), StreamState::Removing);
     // Being removed, it still counts.
-    let e = streams.add(file, Some(2)).err().expect("over --max-streams");
+    let e = streams
+        .add(file, Some(2))
+        .err()
+        .expect("over --max-streams");
     assert!(e.to_string().contains("at most 1"), "{e}");
     // At the deadline it is detached: removed, no longer counted.
     while state(&streams, 1) != StreamState::Removed {

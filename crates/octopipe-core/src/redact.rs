@@ -26,13 +26,31 @@ pub fn credentials(text: &str) -> Cow<'_, str> {
 pub fn is_secret(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     const EXACT: &[&str] = &[
-        "pass", "pwd", "key", "apikey", "api_key", "auth", "sig", "signature", "credential",
-        "credentials", "authorization", "access_key", "streamid",
+        "pass",
+        "pwd",
+        "key",
+        "apikey",
+        "api_key",
+        "auth",
+        "sig",
+        "signature",
+        "credential",
+        "credentials",
+        "authorization",
+        "access_key",
+        "streamid",
     ];
     EXACT.contains(&name.as_str())
-        || ["password", "passwd", "passphrase", "token", "secret", "signature"]
-            .iter()
-            .any(|w| name.contains(w))
+        || [
+            "password",
+            "passwd",
+            "passphrase",
+            "token",
+            "secret",
+            "signature",
+        ]
+        .iter()
+        .any(|w| name.contains(w))
 }
 
 /// `text` with the values of URIs' secret query parameters hidden (one pass: a parameter is a
@@ -41,9 +59,8 @@ fn query_secrets(text: &str) -> Cow<'_, str> {
     if !text.contains("://") || !text.contains(['?', '&', ';']) {
         return Cow::Borrowed(text);
     }
-    let ends_value = |c: char| {
-        matches!(c, '&' | ';' | '#' | '"' | '\'' | '<' | '>') || c.is_whitespace()
-    };
+    let ends_value =
+        |c: char| matches!(c, '&' | ';' | '#' | '"' | '\'' | '<' | '>') || c.is_whitespace();
     let bytes = text.as_bytes();
     let mut out = String::new();
     let mut copied = 0;

@@ -122,9 +122,7 @@ pub(super) async fn serve(
             tokio::spawn(async move {
                 let service = service_fn(move |req: Request<Incoming>| {
                     let shared = shared.clone();
-                    async move {
-                        Ok::<Response<Full<Bytes>>, Infallible>(answer(req, &shared).await)
-                    }
+                    async move { Ok::<Response<Full<Bytes>>, Infallible>(answer(req, &shared).await) }
                 });
                 serve_one(conn, service, HEAD_DEADLINE, REQUEST_DEADLINE).await;
                 drop(slot);
@@ -159,8 +157,11 @@ pub(super) async fn serve(
 /// Serve one request on `conn`: its head within `head`, the whole exchange within `whole`.
 async fn serve_one<S>(conn: tokio::net::TcpStream, service: S, head: Duration, whole: Duration)
 where
-    S: hyper::service::Service<Request<Incoming>, Response = Response<Full<Bytes>>, Error = Infallible>
-        + Send
+    S: hyper::service::Service<
+            Request<Incoming>,
+            Response = Response<Full<Bytes>>,
+            Error = Infallible,
+        > + Send
         + 'static,
     S::Future: Send + 'static,
 {
@@ -187,7 +188,9 @@ mod tests {
         let a: IpAddr = [127, 0, 0, 1].into();
         let b: IpAddr = [127, 0, 0, 2].into();
         let cap = per_client(8);
-        let held: Vec<_> = (0..cap).map(|_| clients.admit(a, cap, &slots).unwrap()).collect();
+        let held: Vec<_> = (0..cap)
+            .map(|_| clients.admit(a, cap, &slots).unwrap())
+            .collect();
         assert!(clients.admit(a, cap, &slots).is_none(), "over its share");
         let other = clients.admit(b, cap, &slots);
         assert!(other.is_some(), "another client still gets a slot");

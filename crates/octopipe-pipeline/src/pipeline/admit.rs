@@ -73,11 +73,7 @@ pub(super) fn shown(text: &str) -> String {
     let text = crate::redact::credentials(text);
     match text.char_indices().nth(SHOWN_SOURCE) {
         None => text.into_owned(),
-        Some((at, _)) => format!(
-            "{}... ({} bytes in all)",
-            &text[..at],
-            text.len()
-        ),
+        Some((at, _)) => format!("{}... ({} bytes in all)", &text[..at], text.len()),
     }
 }
 
@@ -104,7 +100,10 @@ mod tests {
         assert_eq!(port("rtp port=5006 ! boxes"), Some(5006));
         assert_eq!(port("udpsrc ! boxes"), Some(5004));
         assert_eq!(port("udpsrc port=7000 ! boxes"), Some(7000));
-        assert_eq!(port("media location=udp://127.0.0.1:5008 ! boxes"), Some(5008));
+        assert_eq!(
+            port("media location=udp://127.0.0.1:5008 ! boxes"),
+            Some(5008)
+        );
         assert_eq!(port("media location=UDP://@:5010 ! boxes"), Some(5010));
         assert_eq!(port("media location=rtsp://h:554/x ! boxes"), None);
         assert_eq!(port("testsrc ! boxes"), None);

@@ -44,8 +44,8 @@ pub use crate::describe::{
 pub use crate::error::PipelineError;
 pub use crate::files::RunPath;
 pub use crate::stage::edge::STREAM_REMOVED;
-pub use paths::check as check_paths;
 pub use admit::{AUTO_IDS, REMOVE_DEADLINE, SHOWN_SOURCE};
+pub use paths::check as check_paths;
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
 use collect::{announce, expected_frames, finish, Collector};

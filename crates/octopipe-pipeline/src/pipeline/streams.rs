@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use serde::Serialize;
 
-use super::{spawn, Control, Expected, Fate, Pipeline, PipelineError, Ready, StageThread, BATCHER};
 use super::admit;
+use super::{spawn, Control, Expected, Fate, Pipeline, PipelineError, Ready, StageThread, BATCHER};
 use super::{EdgePolicy, STREAM_REMOVED};
 use crate::batch::Downstream;
 use crate::budget::Tally;
@@ -329,7 +329,9 @@ impl Streams {
     pub fn running(&self) -> usize {
         let mut entries = self.0.entries();
         self.0.reap(&mut entries);
-        let running = entries.values().filter(|e| e.state() == StreamState::Running);
+        let running = entries
+            .values()
+            .filter(|e| e.state() == StreamState::Running);
         running.count()
     }
 
@@ -341,14 +343,14 @@ impl Streams {
     /// At most `n` streams added while running run at once: adding one more is
     /// [`PipelineError::TooManyStreams`]. Streams being opened and streams being removed count
     /// (a removed stream until its threads ended, or until it was detached
-    /// [`REMOVE_DEADLINE`](super::admit::REMOVE_DEADLINE) after its removal); those that ended,
+    /// [`REMOVE_DEADLINE`](super::REMOVE_DEADLINE) after its removal); those that ended,
     /// failed or were removed do not. Unlimited until set.
     pub fn set_max_streams(&self, n: usize) {
         self.0.max_streams.store(n, Ordering::SeqCst);
     }
 
     /// A removed stream whose threads have not ended `deadline` after its removal is detached
-    /// (default [`REMOVE_DEADLINE`](super::admit::REMOVE_DEADLINE)): its threads are left to
+    /// (default [`REMOVE_DEADLINE`](super::REMOVE_DEADLINE)): its threads are left to
     /// end on their own, it no longer counts toward the most streams at once, and the report
     /// says so.
     pub fn set_remove_deadline(&self, deadline: Duration) {
@@ -577,4 +579,3 @@ impl Book {
         branches.flat_map(|b| b.threads).collect()
     }
 }
-

@@ -243,12 +243,7 @@ fn tls_files(p: &Props, m: &MqttProps) -> Result<TlsFiles, DescribeError> {
 
 /// `pem`, the contents of `path`, when it holds PEM certificates (checked now: rumqttc would
 /// find out only when it connects, and the run would learn it at its end).
-fn certificates(
-    p: &Props,
-    key: &str,
-    path: &Path,
-    pem: Vec<u8>,
-) -> Result<Vec<u8>, DescribeError> {
+fn certificates(p: &Props, key: &str, path: &Path, pem: Vec<u8>) -> Result<Vec<u8>, DescribeError> {
     let parsed: Result<Vec<_>, _> = rustls_pemfile::certs(&mut &pem[..]).collect();
     match parsed {
         Ok(certs) if !certs.is_empty() => Ok(pem),

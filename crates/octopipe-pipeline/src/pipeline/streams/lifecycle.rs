@@ -16,7 +16,11 @@ impl Book {
     /// Take an id for a stream about to be opened (`id`, or the next automatic one) and the
     /// UDP port it receives on, when no other stream holds them and fewer than the most streams
     /// run, are opened or are being removed. Given back when the guard is dropped.
-    pub(super) fn reserve(&self, id: Option<u32>, port: Option<u16>) -> Result<Reserved<'_>, Error> {
+    pub(super) fn reserve(
+        &self,
+        id: Option<u32>,
+        port: Option<u16>,
+    ) -> Result<Reserved<'_>, Error> {
         let mut entries = self.entries();
         self.reap(&mut entries);
         let mut opening = self.opening.lock().unwrap_or_else(|e| e.into_inner());
@@ -124,7 +128,6 @@ impl Book {
         drop(b.threads);
         self.ended(id);
     }
-
 }
 /// An id (and a UDP port) taken for a stream being opened: given back when dropped (the stream
 /// was added under it by then, or its open failed).
