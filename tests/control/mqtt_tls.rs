@@ -295,3 +295,28 @@ fn bad_tls_files_are_refused_before_the_run_starts() {
         );
     }
 }
+
+#[test]
+fn a_silent_broker_is_warned_about_at_most_every_ten_seconds() {
+    // A "broker" that takes the connection and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let dir = common::temp_dir("mqtt-silent");
+    let sink = format!("batch max-frames=4 ! mqtt host=127.0.0.1 port={port} buffer=0.3 flush-timeout=0.5");
+    let s = common::station::Station::start("silent", &dir, &sink, &[], &[]);
+    // Two live streams: their messages are dropped by turns, which started a spell of drops
+    // (and its warning) at every batch.
+    for id in 0..2 {
+        let live = "testsrc width=64 height=48 live=true num-buffers=100000 ! boxes format=synthetic count=2";
+        assert_eq!(s.add(live, Some(id)).status, 201);
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    let log = s.log();
+    let warnings = log.matches("are dropped until the receiver takes them").count();
+    drop(s);
+    drop(silent);
+    assert!(
+        (1..=2).contains(&warnings),
+        "{warnings} warnings about drops in 5 s:\n{log}"
+    );
+}
