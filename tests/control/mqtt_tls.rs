@@ -302,7 +302,9 @@ fn a_silent_broker_is_warned_about_at_most_every_ten_seconds() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = silent.local_addr().unwrap().port();
     let dir = common::temp_dir("mqtt-silent");
-    let sink = format!("batch max-frames=4 ! mqtt host=127.0.0.1 port={port} buffer=0.3 flush-timeout=0.5");
+    let sink = format!(
+        "batch max-frames=4 ! mqtt host=127.0.0.1 port={port} buffer=0.3 flush-timeout=0.5"
+    );
     let s = common::station::Station::start("silent", &dir, &sink, &[], &[]);
     // Two live streams: their messages are dropped by turns, which started a spell of drops
     // (and its warning) at every batch.
@@ -312,7 +314,9 @@ fn a_silent_broker_is_warned_about_at_most_every_ten_seconds() {
     }
     std::thread::sleep(Duration::from_secs(5));
     let log = s.log();
-    let warnings = log.matches("are dropped until the receiver takes them").count();
+    let warnings = log
+        .matches("are dropped until the receiver takes them")
+        .count();
     drop(s);
     drop(silent);
     assert!(
