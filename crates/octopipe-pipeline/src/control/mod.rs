@@ -70,6 +70,13 @@ pub const MAX_HEAD: usize = 16 * 1024;
 pub(crate) const MAX_HEADERS: usize = 64;
 /// The largest request body taken (a stream's description; 413 beyond).
 pub(crate) const MAX_BODY: usize = 64 * 1024;
+/// The most connections one client address holds at once: a quarter of `max_connections`, at
+/// least 1; beyond, its connections are answered `/health` and `/metrics` only (the server's
+/// probe lane).
+pub(crate) fn per_client(max_connections: usize) -> usize {
+    (max_connections / 4).max(1)
+}
+
 /// Streams in a page of `GET /streams` by default.
 pub const DEFAULT_LIST: usize = 100;
 /// The most streams in a page of `GET /streams`.

@@ -64,7 +64,7 @@ pub(super) fn too_many(max: usize, ip: Option<IpAddr>) -> Answer {
     let message = match ip {
         Some(ip) => format!(
             "too many connections from {ip} (at most {} at once from one client, a quarter of --max-connections {max}): try again",
-            super::server::per_client(max)
+            super::per_client(max)
         ),
         None => format!("too many connections (--max-connections {max}): try again"),
     };

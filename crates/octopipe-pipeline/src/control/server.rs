@@ -28,16 +28,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::routes::{answer, too_many, Shared};
-use super::{HEAD_DEADLINE, MAX_HEAD, MAX_HEADERS, REQUEST_DEADLINE};
+use super::{per_client, HEAD_DEADLINE, MAX_HEAD, MAX_HEADERS, REQUEST_DEADLINE};
 
 /// The probe lane's head deadline: a probe sends its request at once.
 pub(crate) const PROBE_DEADLINE: Duration = Duration::from_secs(1);
-
-/// The most connections one client address holds at once (a quarter of `max_connections`, at
-/// least 1); beyond, its connections go to the probe lane.
-pub(crate) fn per_client(max_connections: usize) -> usize {
-    (max_connections / 4).max(1)
-}
 
 /// Connections held, per client address.
 #[derive(Default)]
