@@ -120,3 +120,27 @@ fn a_server_that_sends_endless_headers_cannot_hold_a_stream() {
     assert_eq!(s.add(live, Some(4)).status, 201);
     drop(hostile);
 }
+
+#[test]
+fn what_an_ended_stream_keeps_is_cut() {
+    let s = station("kept", &[]);
+    let port = free_port();
+    // A 40 KB location of a server that is not there: the stream fails naming it.
+    let path = "a".repeat(40_000);
+    let source = format!(
+        "media location=rtsp://127.0.0.1:{port}/{path} retry=0 start-timeout=1 ! boxes format=synthetic"
+    );
+    assert_eq!(s.add(&source, Some(1)).status, 201);
+    let failed = s.wait_state(1, "failed", Duration::from_secs(30));
+    let shown = failed["source"].as_str().unwrap();
+    let error = failed["error"].as_str().unwrap();
+    assert!(
+        shown.len() < 600 && shown.contains("bytes in all"),
+        "{} bytes: {shown}",
+        shown.len()
+    );
+    assert!(error.len() < 1100, "{} bytes: {error}", error.len());
+    let (_, report, _) = s.stop();
+    let text = report.to_string();
+    assert!(text.len() < 8_000, "the report keeps {} bytes", text.len());
+}

@@ -67,12 +67,19 @@ fn uri_port(uri: &str) -> Option<u16> {
     authority.rsplit_once(':')?.1.parse().ok()
 }
 
+/// The most characters kept of why a stream failed (`GET /streams`' `error`, the report's line).
+pub const SHOWN_REASON: usize = 1024;
+
 /// `text` as a stream is shown once added: credentials in URIs and secrets in their queries
 /// hidden, cut to [`SHOWN_SOURCE`] characters.
 pub(super) fn shown(text: &str) -> String {
-    let text = crate::redact::credentials(text);
-    match text.char_indices().nth(SHOWN_SOURCE) {
-        None => text.into_owned(),
+    cut(&crate::redact::credentials(text), SHOWN_SOURCE)
+}
+
+/// `text` cut to `max` characters, saying how long it was.
+pub(super) fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
         Some((at, _)) => format!("{}... ({} bytes in all)", &text[..at], text.len()),
     }
 }

@@ -44,7 +44,7 @@ pub use crate::describe::{
 pub use crate::error::PipelineError;
 pub use crate::files::RunPath;
 pub use crate::stage::edge::STREAM_REMOVED;
-pub use admit::{AUTO_IDS, REMOVE_DEADLINE, SHOWN_SOURCE};
+pub use admit::{AUTO_IDS, REMOVE_DEADLINE, SHOWN_REASON, SHOWN_SOURCE};
 pub use paths::check as check_paths;
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
 
@@ -130,7 +130,9 @@ impl Control {
     /// it ends alone, with its reason in its fate, the log and the report; the run and the other
     /// streams go on, and the run's exit says so at the end.
     fn stream_failed(&self, stream: u32, fate: &Fate, e: Error) {
-        let reason = e.to_string();
+        // What is kept of a failed stream is bounded: its reason is cut (a URI of 60 KiB
+        // would otherwise stay in its record and the report's lines for the whole run).
+        let reason = admit::cut(&e.to_string(), admit::SHOWN_REASON);
         tracing::error!("stream {stream} failed: {reason}");
         self.tally.with(|t| {
             t.source_event(stream, "failed");
