@@ -42,6 +42,7 @@ use rumqttc::{
 use super::backlog::Backlog;
 use super::broker::{BrokerSink, Sending, SendingProps, Transport, MAX_MESSAGE};
 use super::message::{Delivery, Topic};
+use super::mqtt_pem::{certificates, private_key};
 use super::SinkError;
 use crate::budget::Tally;
 use crate::description::DescribeError;
@@ -239,44 +240,6 @@ fn tls_files(p: &Props, m: &MqttProps) -> Result<TlsFiles, DescribeError> {
         (None, Some(_)) => return Err(p.error("key-file", "key-file needs cert-file")),
     };
     Ok(TlsFiles { ca, client })
-}
-
-/// `pem`, the contents of `path`, when it holds PEM certificates (checked now: rumqttc would
-/// find out only when it connects, and the run would learn it at its end).
-fn certificates(p: &Props, key: &str, path: &Path, pem: Vec<u8>) -> Result<Vec<u8>, DescribeError> {
-    let parsed: Result<Vec<_>, _> = rustls_pemfile::certs(&mut &pem[..]).collect();
-    match parsed {
-        Ok(certs) if !certs.is_empty() => Ok(pem),
-        Ok(_) => Err(p.error(
-            key,
-            format!(
-                "mqtt: {key} '{}': no PEM certificate in it (-----BEGIN CERTIFICATE-----)",
-                path.display()
-            ),
-        )),
-        Err(e) => Err(p.error(
-            key,
-            format!("mqtt: {key} '{}': not PEM: {e}", path.display()),
-        )),
-    }
-}
-
-/// `pem`, the contents of `path`, when it holds a private key (PKCS#1, PKCS#8 or SEC1 PEM).
-fn private_key(p: &Props, path: &Path, pem: Vec<u8>) -> Result<Vec<u8>, DescribeError> {
-    match rustls_pemfile::private_key(&mut &pem[..]) {
-        Ok(Some(_)) => Ok(pem),
-        Ok(None) => Err(p.error(
-            "key-file",
-            format!(
-                "mqtt: key-file '{}': no PEM private key in it (PKCS#1, PKCS#8 or SEC1)",
-                path.display()
-            ),
-        )),
-        Err(e) => Err(p.error(
-            "key-file",
-            format!("mqtt: key-file '{}': not PEM: {e}", path.display()),
-        )),
-    }
 }
 
 /// User name and password: the password from a file or an environment variable, never from
