@@ -71,3 +71,90 @@ impl Drop for RtspServer {
         self.close();
     }
 }
+
+/// A hostile RTSP "server" on 127.0.0.1: it answers every request with `RTSP/1.0 200 OK` and
+/// then header lines without end (1 KiB each, as fast as the client reads), so a client that
+/// reads headers without a limit never gets to the end of the answer. Each connection is fed at
+/// most `budget` bytes; it stops when dropped.
+pub struct EndlessHeaders {
+    pub port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EndlessHeaders {
+    pub fn start(budget: usize) -> EndlessHeaders {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut feeders = Vec::new();
+            while !stopped.load(Ordering::SeqCst) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                };
+                let stopped = stopped.clone();
+                feeders.push(std::thread::spawn(move || {
+                    let _ = conn.set_nonblocking(false);
+                    let limit = Some(std::time::Duration::from_millis(200));
+                    let _ = conn.set_read_timeout(limit);
+                    let _ = conn.set_write_timeout(limit);
+                    // The request's head (bounded).
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
+                        match conn.read(&mut buf) {
+                            Ok(0) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                            Err(_) if stopped.load(Ordering::SeqCst) => return,
+                            Err(_) => {}
+                        }
+                    }
+                    let cseq = String::from_utf8_lossy(&head)
+                        .lines()
+                        .find_map(|l| l.strip_prefix("CSeq:").map(|v| v.trim().to_string()))
+                        .unwrap_or_else(|| "1".into());
+                    let mut sent = 0;
+                    let start = format!("RTSP/1.0 200 OK\r\nCSeq: {cseq}\r\n");
+                    if conn.write_all(start.as_bytes()).is_err() {
+                        return;
+                    }
+                    let mut k = 0u64;
+                    while sent < budget && !stopped.load(Ordering::SeqCst) {
+                        let line = format!("X-Pad-{k}: {}\r\n", "a".repeat(1000));
+                        k += 1;
+                        match conn.write(line.as_bytes()) {
+                            Ok(n) => sent += n,
+                            Err(e)
+                                if e.kind() == std::io::ErrorKind::WouldBlock
+                                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+                            Err(_) => return,
+                        }
+                    }
+                }));
+            }
+            for f in feeders {
+                let _ = f.join();
+            }
+        });
+        EndlessHeaders {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for EndlessHeaders {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -53,12 +53,56 @@ impl Reply {
 /// Send `request` (bytes as written) to `addr` and read the answer until the server closes,
 /// waiting at most `limit` for it; `None` when nothing (or no HTTP) came back.
 pub fn raw(addr: SocketAddr, request: &[u8], limit: Duration) -> Option<Reply> {
-    let mut conn = TcpStream::connect_timeout(&addr, limit).ok()?;
+    // A server may close while a large request is still being written: read what it said.
+    exchange(
+        TcpStream::connect_timeout(&addr, limit).ok()?,
+        request,
+        limit,
+    )
+}
+
+/// A connection to `addr` from the loopback address `from` (127.0.0.2, ...): another client
+/// as the station counts them.
+pub fn connect_from(from: std::net::Ipv4Addr, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(to) = addr else {
+        return Err(std::io::Error::other("IPv4 only"));
+    };
+    let sockaddr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a new socket of ours, bound and connected with addresses that live on this
+    // stack frame; the TcpStream takes over the descriptor (and closes it).
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let stream = TcpStream::from_raw_fd(fd);
+        let local = sockaddr(from, 0);
+        if libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let remote = sockaddr(*to.ip(), to.port());
+        if libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stream)
+    }
+}
+
+/// Send `request` on `conn` and read the answer until the server closes (at most `limit`).
+pub fn exchange(mut conn: TcpStream, request: &[u8], limit: Duration) -> Option<Reply> {
     conn.set_read_timeout(Some(limit)).ok()?;
     conn.set_write_timeout(Some(limit)).ok()?;
     conn.write_all(request).ok()?;
     let mut bytes = Vec::new();
-    // A server may close while a large request is still being written: read what it said.
     let _ = conn.read_to_end(&mut bytes);
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let (head, body) = text.split_once("\r\n\r\n")?;
@@ -68,6 +112,18 @@ pub fn raw(addr: SocketAddr, request: &[u8], limit: Duration) -> Option<Reply> {
         head: head.to_string(),
         body: body.to_string(),
     })
+}
+
+/// A process's resident memory (kB), threads and open file descriptors, from /proc.
+pub fn usage(pid: u32) -> (u64, u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        let line = status.lines().find(|l| l.starts_with(name));
+        line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0)
+    };
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
+    (field("VmRSS:"), field("Threads:"), fds)
 }
 
 /// A `octopipe run --streams` process of the test's.

@@ -4,9 +4,12 @@
 mod common;
 
 mod bench_infer;
+mod churn;
 mod control;
 mod inputs;
+mod lifecycle;
 mod metrics;
 #[cfg(feature = "mqtt")]
 mod mqtt_tls;
 mod observe;
+mod starve;

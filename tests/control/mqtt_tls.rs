@@ -235,3 +235,92 @@ fn bad_tls_and_credential_settings_name_the_property() {
         assert!(e.contains(words), "{text}: {e}");
     }
 }
+
+#[test]
+fn bad_tls_files_are_refused_before_the_run_starts() {
+    let dir = common::temp_dir("mqtt-bad-pem");
+    certificates(&dir);
+    let not_pem = dir.join("notes.txt");
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    let (ca, cert, key) = (
+        dir.join("ca.pem"),
+        dir.join("client.pem"),
+        dir.join("client.key"),
+    );
+    let d = |p: &Path| p.display().to_string();
+    let cases = [
+        (
+            format!("tls=true ca-file={}", d(&not_pem)),
+            "no PEM certificate",
+            "ca-file",
+        ),
+        (
+            format!(
+                "tls=true ca-file={} cert-file={} key-file={}",
+                d(&ca),
+                d(&cert),
+                d(&ca)
+            ),
+            "no PEM private key",
+            "key-file",
+        ),
+        (
+            format!(
+                "tls=true ca-file={} cert-file={} key-file={}",
+                d(&ca),
+                d(&key),
+                d(&key)
+            ),
+            "no PEM certificate",
+            "cert-file",
+        ),
+    ];
+    for (props, words, key) in cases {
+        // The CLI: refused before anything runs, naming the property and the file.
+        let start = Instant::now();
+        let out = common::output_within(
+            Command::new(env!("CARGO_BIN_EXE_octopipe")).args([
+                "run",
+                &format!(
+                    "testsrc num-buffers=3 ! boxes format=synthetic ! batch ! mqtt host=127.0.0.1 port=1 flush-timeout=5 {props}"
+                ),
+            ]),
+            Duration::from_secs(30),
+        );
+        let stderr = common::fails_with(&out, &[key, words]);
+        assert!(
+            start.elapsed() < Duration::from_secs(5) && !stderr.contains("delivered none"),
+            "{props}: found only at the end ({:?}): {stderr}",
+            start.elapsed()
+        );
+    }
+}
+
+#[test]
+fn a_silent_broker_is_warned_about_at_most_every_ten_seconds() {
+    // A "broker" that takes the connection and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let dir = common::temp_dir("mqtt-silent");
+    let sink = format!(
+        "batch max-frames=4 ! mqtt host=127.0.0.1 port={port} buffer=0.3 flush-timeout=0.5"
+    );
+    let s = common::station::Station::start("silent", &dir, &sink, &[], &[]);
+    // Two live streams: their messages are dropped by turns, which started a spell of drops
+    // (and its warning) at every batch.
+    for id in 0..2 {
+        let live = "testsrc width=64 height=48 live=true num-buffers=100000 ! boxes format=synthetic count=2";
+        assert_eq!(s.add(live, Some(id)).status, 201);
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    let log = s.log();
+    let warnings = log
+        .matches("are dropped until the receiver takes them")
+        .count();
+    drop(s);
+    drop(silent);
+    assert!(
+        (1..=2).contains(&warnings),
+        "{warnings} warnings about drops in 5 s:\n{log}"
+    );
+}

@@ -8,6 +8,7 @@ mod bench_pipeline;
 #[cfg(feature = "mqtt")]
 mod mqtt;
 mod pipeline;
+mod stream_ends;
 mod stream_panic;
 mod streams;
 #[cfg(feature = "zenoh")]

@@ -348,6 +348,15 @@ pub enum PipelineError {
     /// A stream of the pipeline's description, not one added while running.
     #[error("stream {0} is part of the pipeline's description: only streams added while running can be removed")]
     StaticStream(u32),
+    /// A UDP port another stream receives on: two streams on one port would share its packets
+    /// (results under the wrong stream).
+    #[error("UDP port {port} is taken by stream {stream}: two streams on one port would share its packets; remove stream {stream} first or use another port")]
+    PortTaken {
+        /// The port.
+        port: u16,
+        /// The stream that receives on it.
+        stream: u32,
+    },
     /// The pipeline takes no more streams (it ended, was stopped, failed, or was closed to them).
     #[error("the pipeline takes no more streams (it ended, stopped, or was closed to them)")]
     NotTakingStreams,
@@ -400,7 +409,9 @@ impl Kind for PipelineError {
             PipelineError::UnknownStream(_) | PipelineError::OutputFolderMissing { .. } => {
                 ErrorKind::NotFound
             }
-            PipelineError::StreamTaken(_) | PipelineError::StaticStream(_) => ErrorKind::Conflict,
+            PipelineError::StreamTaken(_)
+            | PipelineError::StaticStream(_)
+            | PipelineError::PortTaken { .. } => ErrorKind::Conflict,
             PipelineError::NotTakingStreams => ErrorKind::Closed,
             PipelineError::TooManyStreams(_) => ErrorKind::Busy,
         }

@@ -154,6 +154,9 @@ pub struct GstSource {
     skipped: u64,
     /// A media file's decoder warned about its data: the next frame out is damaged.
     decoder_warning: Option<String>,
+    /// The pipeline did not stop within [`TEARDOWN_DEADLINE`](recover::TEARDOWN_DEADLINE): it
+    /// is left to stop on a thread of its own, and not asked again.
+    abandoned: bool,
 }
 
 impl GstSource {
@@ -204,6 +207,7 @@ impl GstSource {
             damaged: 0,
             skipped: 0,
             decoder_warning: None,
+            abandoned: false,
         };
         if let Err(e) = source.start() {
             // A network source that cannot connect yet retries from its first wait for a frame.
@@ -247,6 +251,7 @@ impl GstSource {
         self.cuda = parts.cuda;
         self.nvjpeg = parts.nvjpeg;
         self.guard = parts.guard;
+        self.abandoned = false;
         // A live head's new pipeline stamps on a clock of its own: its frames number on.
         self.timeline.restart();
         self.done = false;
@@ -274,10 +279,22 @@ impl GstSource {
         }
     }
 
-    /// Stop the pipeline and the feeder; the stream is over.
+    /// Stop the pipeline and the feeder; the stream is over. A network or live source's
+    /// pipeline that does not stop within [`TEARDOWN_DEADLINE`](recover::TEARDOWN_DEADLINE) is
+    /// left to stop on a thread of its own (`rtspsrc` holds its state lock while it reads a
+    /// server's headers, and a server that sends them without end holds it for ever), so the
+    /// stream still ends.
     fn finish(&mut self) {
         self.end();
-        let _ = self.pipeline.set_state(gst::State::Null);
+        if self.abandoned {
+            return;
+        }
+        match self.limits.stream {
+            true => self.abandoned = !recover::stop_within(&self.pipeline, self.name()),
+            false => {
+                let _ = self.pipeline.set_state(gst::State::Null);
+            }
+        }
     }
 
     /// The stream is over (the feeder stops); the pipeline is left as it is until `finish`.

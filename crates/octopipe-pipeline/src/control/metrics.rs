@@ -17,11 +17,15 @@
 //! | `octopipe_fps` | gauge | frames per second reaching the sink over the last 2 s |
 //! | `octopipe_running` | gauge | 1 while the pipeline runs, 0 once it finished |
 //!
+//! A stream that ended (a stream added while running that was removed, ended or failed) keeps
+//! its series until [`KEPT_ENDED`] streams ended after it; then its series go, so a station
+//! that takes streams for months serves a bounded page ([`Metrics::ended`]).
+//!
 //! Drops: while the run goes on, the observer sees only the gaps in frame numbers of the frames
 //! that reached the end (`reason="seq-gap"`); when the run finishes they are replaced by the
 //! report's exact counts by reason.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,6 +33,9 @@ use std::time::{Duration, Instant};
 use crate::batch::CropBatch;
 use crate::budget::{GapCounter, Report};
 use crate::pipeline::Observer;
+
+/// How many ended streams keep their series (the most recent to end).
+pub const KEPT_ENDED: usize = 32;
 
 /// Upper bounds (seconds) of the latency histogram buckets (`+Inf` is added).
 pub const LATENCY_BUCKETS: [f64; 12] = [
@@ -70,6 +77,10 @@ struct State {
     budget: Duration,
     recent: VecDeque<Instant>,
     running: bool,
+    /// Streams that ended, oldest first, whose series are still shown.
+    ended: VecDeque<u32>,
+    /// Streams whose series were let go: frames of theirs still on their way are not counted.
+    gone: HashSet<u32>,
 }
 
 impl State {
@@ -214,6 +225,24 @@ impl Metrics {
         self.state.lock().is_ok_and(|s| s.running)
     }
 
+    /// Stream `stream` ended: its series stay until [`KEPT_ENDED`] more streams ended, then go
+    /// (and frames of it still on their way are not counted).
+    pub fn ended(&self, stream: u32) {
+        let Ok(mut s) = self.state.lock() else {
+            return;
+        };
+        if s.gone.contains(&stream) || s.ended.contains(&stream) {
+            return;
+        }
+        s.ended.push_back(stream);
+        while s.ended.len() > KEPT_ENDED {
+            if let Some(old) = s.ended.pop_front() {
+                s.streams.remove(&old);
+                s.gone.insert(old);
+            }
+        }
+    }
+
     /// The observer that feeds these metrics (add it with
     /// [`Pipeline::observe`](crate::pipeline::Pipeline::observe)); its report line names
     /// `url`, where they are served.
@@ -255,6 +284,9 @@ impl Observer for MetricsObserver {
             s.recent.pop_front();
         }
         for f in &batch.frames {
+            if s.gone.contains(&f.stream) {
+                continue;
+            }
             let st = s.streams.entry(f.stream).or_default();
             st.objects += f.detections.len() as u64;
             // A frame in parts counts once, with its last part.

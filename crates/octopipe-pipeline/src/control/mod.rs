@@ -18,7 +18,7 @@
 //! | `GET /metrics` | the metrics ([`Metrics`]), open to anyone |
 //! | `GET /health` | `200 {"status":"running","streams":N}` (N: streams running, when it takes streams); `503 {"status":"finished"}` once the run is over; open to anyone |
 //! | `GET /streams?after=ID&limit=N` | `200 [{"id","source","state","added","frames_in","processed","dropped","error"}, ...]`, at most `limit` (default 100, at most 1000) with an id after `after`; `X-Next-After: ID` when there are more |
-//! | `POST /streams` with `{"source":"testsrc live=true ! boxes format=synthetic","id":7}` or `{"stages":[{"stage":"rtp","port":5004},{"stage":"boxes","format":"synthetic"}]}` | `201 {"id":7}`; `400` a bad description or input, `403` an element or file not allowed, `409` an id used in this run, `413` a body over 64 KiB, `415` not JSON, `429` `--max-streams` reached, `503` no more streams taken |
+//! | `POST /streams` with `{"source":"testsrc live=true ! boxes format=synthetic","id":7}` or `{"stages":[{"stage":"rtp","port":5004},{"stage":"boxes","format":"synthetic"}]}` | `201 {"id":7}`; `400` a bad description or input, `403` an element or file not allowed, `409` an id used in this run or a UDP port another stream receives on, `413` a body over 64 KiB, `415` not JSON, `429` `--max-streams` reached, `503` no more streams taken |
 //! | `DELETE /streams/7?mode=drain` (or `mode=drop`) | `200 {"id":7,"mode":"drain"}`; `404` no such stream, `409` a stream of the description |
 //!
 //! Every `/streams` request must name this station in `Host` (an IP address, `localhost`, or a
@@ -29,7 +29,12 @@
 //! be is [`Policy`]'s: octopipe's stages (`media`, `images`, `rtp`, `testsrc`, `boxes`,
 //! `detect`, `track`, `head`), GStreamer elements only as listed with `--allow-element`, files
 //! only under `--allow-dir`. Errors are JSON, `{"error":"..."}`, with credentials in URIs
-//! hidden.
+//! (user information, secret query parameters) hidden.
+//!
+//! Nothing a client does starves `/health`: connections are capped in all and per client
+//! address, and one over a cap still gets `/health` and `/metrics` answered (the server's probe
+//! lane); a stream's description is parsed, checked and opened off the server's thread, without
+//! the book of streams locked across the open.
 
 mod guard;
 mod metrics;
@@ -44,7 +49,7 @@ use std::thread;
 use std::time::Duration;
 
 pub use guard::{Token, MIN_TOKEN_LEN, NEED_TOKEN, TOKEN_ENV};
-pub use metrics::{Metrics, LATENCY_BUCKETS};
+pub use metrics::{Metrics, KEPT_ENDED, LATENCY_BUCKETS};
 pub use policy::{Policy, Refusal, URI_SCHEMES};
 
 use crate::describe::Builtin;
@@ -65,6 +70,13 @@ pub const MAX_HEAD: usize = 16 * 1024;
 pub(crate) const MAX_HEADERS: usize = 64;
 /// The largest request body taken (a stream's description; 413 beyond).
 pub(crate) const MAX_BODY: usize = 64 * 1024;
+/// The most connections one client address holds at once: a quarter of `max_connections`, at
+/// least 1; beyond, its connections are answered `/health` and `/metrics` only (the server's
+/// probe lane).
+pub(crate) fn per_client(max_connections: usize) -> usize {
+    (max_connections / 4).max(1)
+}
+
 /// Streams in a page of `GET /streams` by default.
 pub const DEFAULT_LIST: usize = 100;
 /// The most streams in a page of `GET /streams`.
@@ -288,6 +300,8 @@ impl ControlPlane {
         self.shared.config.check_exposure(&self.addr.to_string())?;
         streams.set_max_streams(self.shared.config.max_streams);
         streams.set_max_stream_memory(self.shared.config.max_stream_memory);
+        let metrics = self.shared.metrics.clone();
+        streams.on_end(move |id| metrics.ended(id));
         if let Ok(mut slot) = self.shared.streams.lock() {
             *slot = Some(streams);
         }

@@ -2,8 +2,9 @@
 //! request that names this station (`Host`, `Origin`) and carries its token; bodies are JSON.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -14,7 +15,7 @@ use serde_json::json;
 use super::guard::{self, Refused};
 use super::Metrics;
 use super::{ControlConfig, DEFAULT_LIST, MAX_BODY, MAX_LIST, REQUEST_DEADLINE};
-use crate::pipeline::{PipelineError, RemoveMode, StreamState, Streams};
+use crate::pipeline::{PipelineError, RemoveMode, Streams};
 use crate::stage::Registry;
 use crate::{Error, ErrorKind};
 
@@ -57,8 +58,21 @@ fn refused((status, message): Refused) -> Answer {
     error(status, message)
 }
 
+/// The answer to a request over a connection cap (the probe lane's to anything but health and
+/// metrics): 503, naming the cap, `ip`'s own when it was the client's.
+pub(super) fn too_many(max: usize, ip: Option<IpAddr>) -> Answer {
+    let message = match ip {
+        Some(ip) => format!(
+            "too many connections from {ip} (at most {} at once from one client, a quarter of --max-connections {max}): try again",
+            super::per_client(max)
+        ),
+        None => format!("too many connections (--max-connections {max}): try again"),
+    };
+    error(StatusCode::SERVICE_UNAVAILABLE, message)
+}
+
 /// Answer one request.
-pub(super) async fn answer(req: Request<Incoming>, shared: &Shared) -> Answer {
+pub(super) async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Answer {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     match (&method, path.as_str()) {
@@ -87,18 +101,13 @@ fn health(shared: &Shared) -> Answer {
     }
     let mut health = json!({ "status": "running" });
     if let Some(streams) = shared.streams.lock().ok().and_then(|s| s.clone()) {
-        let list = streams.list();
-        let n = list
-            .iter()
-            .filter(|s| s.state == StreamState::Running)
-            .count();
-        health["streams"] = n.into();
+        health["streams"] = streams.running().into();
     }
     json(StatusCode::OK, health)
 }
 
 /// `GET /streams`, `POST /streams`, `DELETE /streams/{id}`: guarded.
-async fn streams(req: Request<Incoming>, shared: &Shared) -> Answer {
+async fn streams(req: Request<Incoming>, shared: &Arc<Shared>) -> Answer {
     let headers = req.headers();
     let checks = guard::host_allowed(headers, &shared.config.allow_hosts)
         .and_then(|()| guard::origin_allowed(headers))
@@ -180,7 +189,7 @@ struct Add {
 const EXPECTED: &str = "expected {\"source\": \"DESCRIPTION\", \"id\": N (optional)} or \
      {\"stages\": [{\"stage\": \"media\", \"location\": \"rtsp://...\"}, {\"stage\": \"boxes\", ...}], \"id\": N}";
 
-async fn add(req: Request<Incoming>, streams: Streams, shared: &Shared) -> Answer {
+async fn add(req: Request<Incoming>, streams: Streams, shared: &Arc<Shared>) -> Answer {
     if let Err(r) = guard::json_body(req.headers()) {
         return refused(r);
     }
@@ -206,7 +215,23 @@ async fn add(req: Request<Incoming>, streams: Streams, shared: &Shared) -> Answe
         }
         Err(_) => return error(StatusCode::REQUEST_TIMEOUT, "the body came too slowly"),
     };
-    let add: Add = match serde_json::from_slice(&body) {
+    // Parsing the description, checking it and opening the stream all cost time that grows
+    // with what the client sent or names: off the server's thread, so health and the other
+    // requests are answered meanwhile.
+    let shared = shared.clone();
+    let added = tokio::task::spawn_blocking(move || open(&body, &streams, &shared)).await;
+    match added {
+        Ok(answer) => answer,
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("adding the stream failed: {e}"),
+        ),
+    }
+}
+
+/// Parse, check and open the stream `body` describes (on a blocking thread).
+fn open(body: &[u8], streams: &Streams, shared: &Shared) -> Answer {
+    let add: Add = match serde_json::from_slice(body) {
         Ok(a) => a,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("{EXPECTED}: {e}")),
     };
@@ -229,19 +254,15 @@ async fn add(req: Request<Incoming>, streams: Streams, shared: &Shared) -> Answe
         };
         return error(status, r.message);
     }
-    // Opening a stream starts GStreamer work: off the server's thread.
-    let id = add.id;
-    let added = tokio::task::spawn_blocking(move || streams.add(&text, id)).await;
-    match added {
-        Ok(Ok(added)) => json(StatusCode::CREATED, json!({ "id": added.id })),
-        Ok(Err(Error::Pipeline(PipelineError::TooManyStreams(n)))) => error(
+    match streams.add(&text, add.id) {
+        Ok(added) => json(StatusCode::CREATED, json!({ "id": added.id })),
+        Err(Error::Pipeline(PipelineError::TooManyStreams(n))) => error(
             StatusCode::TOO_MANY_REQUESTS,
             format!(
                 "this station runs at most {n} streams added over HTTP at once (--max-streams {n}): remove one first"
             ),
         ),
-        Ok(Err(e)) => error(status_of(&e), e),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("adding the stream failed: {e}")),
+        Err(e) => error(status_of(&e), e),
     }
 }
 

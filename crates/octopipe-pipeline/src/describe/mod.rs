@@ -30,7 +30,7 @@ mod quote;
 mod registry;
 mod written;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 pub use build::{build, build_branch, build_open, build_with};
 pub use devices::{expand_devices, DEVICES};
@@ -190,6 +190,9 @@ fn scan(origin: &str, text: &str, vars: &Vars) -> Result<Description, DescribeEr
         |start: usize, len: usize, msg: String| error_at(origin, text, Span { start, len }, msg);
     let bytes = text.as_bytes();
     let mut stages: Vec<StageDesc> = Vec::new();
+    // The keys of the last stage, so a key set twice is found in constant time (a body of
+    // thousands of properties from the network costs linear time).
+    let mut keys: HashSet<&str> = HashSet::new();
     let mut expect_stage = true;
     let mut chain = 0;
     let mut i = 0;
@@ -264,6 +267,7 @@ fn scan(origin: &str, text: &str, vars: &Vars) -> Result<Description, DescribeEr
                         format!("'{word}' is not a stage name"),
                     ));
                 }
+                keys.clear();
                 stages.push(StageDesc {
                     kind: if caps {
                         word.to_string()
@@ -328,7 +332,7 @@ fn scan(origin: &str, text: &str, vars: &Vars) -> Result<Description, DescribeEr
                         }
                     }
                 }
-                if stage.props.iter().any(|p| p.key == key) {
+                if !keys.insert(key) {
                     return Err(err(
                         start,
                         eq - start,
@@ -566,5 +570,35 @@ mod tests {
             .iter()
             .filter(|n| n.role == crate::stage::Role::Batch);
         assert_eq!(batches.count(), 2);
+    }
+
+    /// A body from the network may hold thousands of properties: parsing costs linear time
+    /// (the duplicate check was quadratic: 0.33 s for 11k properties in a release build).
+    #[test]
+    fn many_properties_parse_in_linear_time() {
+        let text = |n: usize| {
+            let props: String = (0..n).map(|i| format!(" p{i}=1")).collect();
+            format!("testsrc{props} ! boxes")
+        };
+        let time = |n: usize| {
+            let t = text(n);
+            let runs = (0..3).map(|_| {
+                let start = std::time::Instant::now();
+                let d = parse("<t>", &t, &HashMap::new()).unwrap();
+                assert_eq!(d.stages[0].props.len(), n);
+                start.elapsed()
+            });
+            runs.min().unwrap()
+        };
+        let (small, large) = (time(2_000), time(16_000));
+        // Linear: 8 times as long; quadratic: 64 times.
+        assert!(
+            large < small * 24,
+            "2,000 properties in {small:?}, 16,000 in {large:?}"
+        );
+        let e = parse("p", "a p0=1 p7=1 p1=1 p7=2 ! b p7=1", &HashMap::new()).unwrap_err();
+        assert!(e.message.contains("'p7' is set twice"), "{e}");
+        let ok = parse("p", "a p7=1 ! b p7=1 ! c p7=1", &HashMap::new());
+        assert!(ok.is_ok(), "a key once per stage: {ok:?}");
     }
 }

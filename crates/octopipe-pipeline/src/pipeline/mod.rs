@@ -14,6 +14,7 @@
 //! fail and stop, downstream stages drain what they already have and finish, so no stage blocks
 //! forever. Nothing here knows what a stage does: only what it takes and gives.
 
+mod admit;
 mod collect;
 mod handles;
 mod memory;
@@ -44,6 +45,7 @@ pub use crate::describe::{
 pub use crate::error::PipelineError;
 pub use crate::files::RunPath;
 pub use crate::stage::edge::STREAM_REMOVED;
+pub use admit::{AUTO_IDS, REMOVE_DEADLINE, SHOWN_REASON, SHOWN_SOURCE};
 pub use memory::DEFAULT_MAX_STREAM_MEMORY;
 pub use paths::check as check_paths;
 pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
@@ -136,7 +138,9 @@ impl Control {
     /// it ends alone, with its reason in its fate, the log and the report; the run and the other
     /// streams go on, and the run's exit says so at the end.
     fn stream_failed(&self, stream: u32, fate: &Fate, e: Error) {
-        let reason = e.to_string();
+        // What is kept of a failed stream is bounded: its reason is cut (a URI of 60 KiB
+        // would otherwise stay in its record and the report's lines for the whole run).
+        let reason = admit::cut(&e.to_string(), admit::SHOWN_REASON);
         // While the pipeline takes streams it runs on: say so as it happens. Else the report
         // and the run's error at the end say it (once).
         if self.joins.lock().is_ok_and(|j| j.is_some()) {

@@ -24,11 +24,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use serde::Serialize;
 
+use super::admit;
 use super::{spawn, Control, Expected, Fate, Pipeline, PipelineError, Ready, StageThread, BATCHER};
 use super::{EdgePolicy, STREAM_REMOVED};
 use crate::batch::Downstream;
@@ -130,20 +131,37 @@ pub(super) struct Book {
     keep_pixels: Arc<AtomicBool>,
     expected: Arc<Expected>,
     entries: Mutex<BTreeMap<u32, Entry>>,
+    /// Streams being opened (their ids taken, and the UDP port each receives on), outside the
+    /// lock of `entries`: a slow open holds up no list, health check or other add. Locked
+    /// after `entries` when both are.
+    opening: Mutex<BTreeMap<u32, Option<u16>>>,
+    /// Told the id of each stream added while running once its threads ended or were detached
+    /// ([`Streams::on_end`]).
+    on_end: Mutex<Vec<EndHook>>,
     /// The most streams added while running that may run at once ([`Streams::set_max_streams`]).
     max_streams: AtomicUsize,
     /// The most bytes of frames one stream added while running may hold
     /// ([`Streams::set_max_stream_memory`]).
     max_memory: AtomicU64,
+    /// Milliseconds a removed stream's threads have to end before they are detached
+    /// ([`Streams::set_remove_deadline`]).
+    remove_deadline: AtomicU64,
 }
 
 /// One stream of the run, kept (small) after it ended: its id is not used again.
 struct Entry {
+    /// How it is shown: its description, credentials hidden, cut ([`admit::shown`]).
     source: String,
     added: bool,
     /// Whether its source's stream ended, and why it failed.
     fate: Fate,
-    removing: bool,
+    /// When it was removed.
+    removed: Option<Instant>,
+    /// Its threads did not end within the remove deadline ([`Streams::set_remove_deadline`]): left to end on
+    /// their own, the stream no longer counted.
+    detached: bool,
+    /// The UDP port its source receives on.
+    port: Option<u16>,
     /// A stream added while running, until its threads ended and were joined.
     branch: Option<Branch>,
 }
@@ -160,12 +178,15 @@ struct Branch {
 
 impl Entry {
     fn state(&self) -> StreamState {
+        if self.detached {
+            return StreamState::Removed;
+        }
         let ended = match &self.branch {
             Some(b) => b.threads.iter().all(|t| t.handle.is_finished()),
             None if self.added => true,
             None => self.fate.ended.load(Ordering::SeqCst),
         };
-        match (self.removing, ended) {
+        match (self.removed.is_some(), ended) {
             (false, false) => StreamState::Running,
             (false, true) if self.fate.failure().is_some() => StreamState::Failed,
             (false, true) => StreamState::Ended,
@@ -241,7 +262,9 @@ impl Pipeline {
                 source: source.clone(),
                 added: false,
                 fate: fate.clone(),
-                removing: false,
+                removed: None,
+                detached: false,
+                port: None,
                 branch: None,
             };
             (*id, entry)
@@ -260,8 +283,11 @@ impl Pipeline {
             keep_pixels: self.keep_pixels.clone(),
             expected: self.expected.clone(),
             entries: Mutex::new(entries.collect()),
+            opening: Mutex::new(BTreeMap::new()),
+            on_end: Mutex::new(Vec::new()),
             max_streams: AtomicUsize::new(usize::MAX),
             max_memory: AtomicU64::new(super::memory::DEFAULT_MAX_STREAM_MEMORY),
+            remove_deadline: AtomicU64::new(admit::REMOVE_DEADLINE.as_millis() as u64),
         });
         let (joins, joined) = crossbeam_channel::unbounded();
         if let Ok(mut slot) = self.control.joins.lock() {
@@ -303,14 +329,26 @@ impl Streams {
         self.0.list()
     }
 
+    /// How many streams are running (what `GET /health` says), without listing them.
+    pub fn running(&self) -> usize {
+        let mut entries = self.0.entries();
+        self.0.reap(&mut entries);
+        let running = entries
+            .values()
+            .filter(|e| e.state() == StreamState::Running);
+        running.count()
+    }
+
     /// Take no more streams: the run ends when the streams it has end.
     pub fn close(&self) {
         self.0.control.close_joins();
     }
 
     /// At most `n` streams added while running run at once: adding one more is
-    /// [`PipelineError::TooManyStreams`] (streams that ended, failed or were removed do not
-    /// count). Unlimited until set.
+    /// [`PipelineError::TooManyStreams`]. Streams being opened and streams being removed count
+    /// (a removed stream until its threads ended, or until it was detached
+    /// [`REMOVE_DEADLINE`](super::REMOVE_DEADLINE) after its removal); those that ended,
+    /// failed or were removed do not. Unlimited until set.
     pub fn set_max_streams(&self, n: usize) {
         self.0.max_streams.store(n, Ordering::SeqCst);
     }
@@ -323,7 +361,29 @@ impl Streams {
     pub fn set_max_stream_memory(&self, bytes: u64) {
         self.0.max_memory.store(bytes, Ordering::SeqCst);
     }
+
+    /// A removed stream whose threads have not ended `deadline` after its removal is detached
+    /// (default [`REMOVE_DEADLINE`](super::REMOVE_DEADLINE)): its threads are left to
+    /// end on their own, it no longer counts toward the most streams at once, and the report
+    /// says so.
+    pub fn set_remove_deadline(&self, deadline: Duration) {
+        let ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
+        self.0.remove_deadline.store(ms, Ordering::SeqCst);
+    }
+
+    /// Call `hook` with the id of every stream added while running once it is over (its
+    /// threads ended, or were detached after its removal): what keeps something per stream
+    /// (the control plane's metrics) lets it go.
+    pub fn on_end(&self, hook: impl Fn(u32) + Send + Sync + 'static) {
+        let mut hooks = self.0.on_end.lock().unwrap_or_else(|e| e.into_inner());
+        hooks.push(Box::new(hook));
+    }
 }
+
+mod lifecycle;
+
+/// Told the id of a stream that is over ([`Streams::on_end`]).
+type EndHook = Box<dyn Fn(u32) + Send + Sync>;
 
 impl Book {
     fn entries(&self) -> MutexGuard<'_, BTreeMap<u32, Entry>> {
@@ -344,31 +404,10 @@ impl Book {
             }
             .into());
         }
-        let mut entries = self.entries();
-        self.reap(&mut entries);
-        let id = match id {
-            Some(id) if entries.contains_key(&id) => {
-                return Err(PipelineError::StreamTaken(id).into())
-            }
-            Some(id) => id,
-            None => match entries.keys().next_back() {
-                None => 0,
-                Some(&last) => last
-                    .checked_add(1)
-                    .ok_or(PipelineError::StreamTaken(last))?,
-            },
-        };
-        if self.control.joins.lock().map_or(true, |j| j.is_none()) {
-            return Err(PipelineError::NotTakingStreams.into());
-        }
-        let max = self.max_streams.load(Ordering::SeqCst);
-        let running = entries
-            .values()
-            .filter(|e| e.added && matches!(e.state(), StreamState::Running))
-            .count();
-        if running >= max {
-            return Err(PipelineError::TooManyStreams(max).into());
-        }
+        let port = admit::udp_port(&desc);
+        // The id (and the port) are taken now; the stream is opened without the lock.
+        let reserved = self.reserve(id, port)?;
+        let id = reserved.id;
         // build_branch gives a chain that starts with its source.
         nodes[0].element.set_stream(id);
         let name = nodes[0].element.describe_source().unwrap_or_default();
@@ -414,7 +453,7 @@ impl Book {
         if let Ok(mut slot) = fate.interrupt.lock() {
             *slot = Some(interrupt.clone());
         }
-        self.tally.with(|t| t.name_stream(id, &name));
+        self.tally.with(|t| t.name_stream(id, &admit::shown(&name)));
         // Its edges, the last into the stage streams join; all drop what comes once it is removed with
         // mode=drop.
         let discard = Arc::new(AtomicBool::new(false));
@@ -474,16 +513,24 @@ impl Book {
             tail,
             threads,
         };
+        let mut entries = self.entries();
+        // A stop of the run while this stream was opened did not see it: it stops now.
+        if self.control.stop.load(Ordering::SeqCst) {
+            (branch.interrupt)();
+        }
         entries.insert(
             id,
             Entry {
-                source: crate::redact::credentials(description).into_owned(),
+                source: admit::shown(description),
                 added: true,
                 fate,
-                removing,
+                removed: removing.then(Instant::now),
+                detached: false,
+                port,
                 branch: Some(branch),
             },
         );
+        drop(reserved);
         match failed {
             Some(e) => Err(e),
             None => Ok(Added { id, app }),
@@ -498,7 +545,7 @@ impl Book {
         if !entry.added {
             return Err(PipelineError::StaticStream(id).into());
         }
-        entry.removing = true;
+        entry.removed.get_or_insert_with(Instant::now);
         if let Some(b) = &entry.branch {
             if mode == RemoveMode::Drop {
                 b.discard.store(true, Ordering::SeqCst);
@@ -531,26 +578,6 @@ impl Book {
                 }
             })
             .collect()
-    }
-
-    /// Join the threads of the streams that ended; a panic in one of a stream's threads fails
-    /// that stream (its state, the log, the report), not the run.
-    fn reap(&self, entries: &mut BTreeMap<u32, Entry>) {
-        for (&id, e) in entries.iter_mut() {
-            let done = e
-                .branch
-                .as_ref()
-                .is_some_and(|b| b.threads.iter().all(|t| t.handle.is_finished()));
-            if !done {
-                continue;
-            }
-            for t in e.branch.take().map(|b| b.threads).unwrap_or_default() {
-                if t.handle.join().is_err() {
-                    let panic = PipelineError::Panic(t.kind.to_string()).into();
-                    self.control.stream_failed(id, &e.fate, panic);
-                }
-            }
-        }
     }
 
     /// Ask every stream added while running to stop (a stop of the run).

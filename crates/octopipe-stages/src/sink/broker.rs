@@ -22,6 +22,10 @@ use crate::Error;
 /// is dropped and counted.
 pub const MAX_MESSAGE: usize = 1 << 20;
 
+/// The warning that messages are dropped is given at most this often (a receiver that comes
+/// and goes would start a spell of drops several times a second).
+pub const DROP_WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// The properties every broker sink shares, declared once: `per`, `buffer`, `flush-timeout`
 /// ([`Sending`] is what they set).
 #[derive(Debug, Clone, Copy, PartialEq, Properties)]
@@ -85,6 +89,8 @@ pub struct BrokerSink<T: Transport> {
     tally: Tally,
     /// Dropping messages since the last one the buffer took (warned once per spell).
     dropping: bool,
+    /// When the warning about drops was last given ([`DROP_WARN_EVERY`]).
+    warned: Option<Instant>,
 }
 
 impl<T: Transport> BrokerSink<T> {
@@ -108,6 +114,7 @@ impl<T: Transport> BrokerSink<T> {
             transport: Some(transport),
             tally,
             dropping: false,
+            warned: None,
         }
     }
 
@@ -139,11 +146,15 @@ impl<T: Transport> BrokerSink<T> {
             let stream = m.stream;
             match self.backlog.push(m) {
                 0 => self.dropping = false,
-                _ if !std::mem::replace(&mut self.dropping, true) => {
+                _ if !std::mem::replace(&mut self.dropping, true)
+                    && self.warned.is_none_or(|t| t.elapsed() >= DROP_WARN_EVERY) =>
+                {
+                    self.warned = Some(Instant::now());
                     tracing::warn!(
-                        "{}: stream {stream}'s messages older than buffer={} s are dropped until the receiver takes them (counted)",
+                        "{}: stream {stream}'s messages older than buffer={} s are dropped until the receiver takes them (counted; said at most every {} s)",
                         self.name,
-                        self.sending.buffer.as_secs_f64()
+                        self.sending.buffer.as_secs_f64(),
+                        DROP_WARN_EVERY.as_secs()
                     );
                 }
                 _ => {}

@@ -34,6 +34,8 @@ mod lines;
 pub mod message;
 #[cfg(feature = "mqtt")]
 mod mqtt;
+#[cfg(feature = "mqtt")]
+mod mqtt_pem;
 pub mod output;
 mod tensors;
 mod tiles;

@@ -42,6 +42,7 @@ use rumqttc::{
 use super::backlog::Backlog;
 use super::broker::{BrokerSink, Sending, SendingProps, Transport, MAX_MESSAGE};
 use super::message::{Delivery, Topic};
+use super::mqtt_pem::{certificates, private_key};
 use super::SinkError;
 use crate::budget::Tally;
 use crate::description::DescribeError;
@@ -224,15 +225,15 @@ fn make_mqtt(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 
 fn tls_files(p: &Props, m: &MqttProps) -> Result<TlsFiles, DescribeError> {
     let ca = match &m.ca_file {
-        Some(path) => read_file(p, "ca-file", path)?,
+        Some(path) => certificates(p, "ca-file", path, read_file(p, "ca-file", path)?)?,
         None => crate::files::read_bounded(Path::new(SYSTEM_CA), 16 << 20).map_err(|e| {
             p.error("tls", format!("mqtt: tls=true without ca-file: the system's CA certificates ({SYSTEM_CA}): {e}; give ca-file=PEM"))
         })?,
     };
     let client = match (&m.cert_file, &m.key_file) {
         (Some(cert), Some(key)) => Some((
-            read_file(p, "cert-file", cert)?,
-            read_file(p, "key-file", key)?,
+            certificates(p, "cert-file", cert, read_file(p, "cert-file", cert)?)?,
+            private_key(p, key, read_file(p, "key-file", key)?)?,
         )),
         (None, None) => None,
         (Some(_), None) => return Err(p.error("cert-file", "cert-file needs key-file")),
