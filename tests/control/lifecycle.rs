@@ -18,8 +18,9 @@ fn station(name: &str, args: &[&str]) -> Station {
 
 #[test]
 fn two_streams_on_one_rtp_port_are_refused() {
-    let s = station("port", &[]);
-    let port = free_port();
+    let (port, other_port) = (free_port(), free_port());
+    let allowed = format!("{port},{other_port}");
+    let s = station("port", &["--allow-udp-port", &allowed]);
     let rtp = format!("rtp address=127.0.0.1 port={port} ! boxes format=synthetic count=1");
     assert_eq!(s.add(&rtp, Some(1)).status, 201);
     let reply = s.add(&rtp, Some(2));
@@ -36,10 +37,7 @@ fn two_streams_on_one_rtp_port_are_refused() {
     let reply = s.request("POST", "/streams", &typed.to_string()).unwrap();
     assert_eq!(reply.status, 409, "{reply:?}");
     // Another port is fine; once the first is removed, its port is free again.
-    let other = format!(
-        "rtp address=127.0.0.1 port={} ! boxes format=synthetic count=1",
-        free_port()
-    );
+    let other = format!("rtp address=127.0.0.1 port={other_port} ! boxes format=synthetic count=1");
     assert_eq!(s.add(&other, Some(3)).status, 201);
     assert_eq!(s.request("DELETE", "/streams/1", "").unwrap().status, 200);
     s.wait_state(1, "removed", Duration::from_secs(15));
@@ -62,7 +60,8 @@ fn an_id_beyond_the_automatic_range_blocks_no_add() {
 
 #[test]
 fn secrets_in_uri_queries_are_redacted_everywhere() {
-    let s = station("secrets", &[]);
+    // http allowed, so that the description below reaches the parser and its error.
+    let s = station("secrets", &["--allow-scheme", "http"]);
     let port = free_port();
     let secret = "s3cret-Passphrase-42";
     let source = format!(

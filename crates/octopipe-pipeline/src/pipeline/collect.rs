@@ -131,13 +131,14 @@ pub(super) fn finish(
 
 /// The run's error as the report gives it (its JSON's `error`): kind, message and the input it
 /// is about (a source's file, URI or head).
+/// Both cut as a failed stream's record is (a location of 40 KB is not kept whole).
 fn run_error(e: &crate::Error) -> crate::budget::RunError {
     crate::budget::RunError {
         kind: e.kind().name().to_string(),
-        message: e.to_string(),
+        message: super::admit::cut(&e.to_string(), super::admit::SHOWN_REASON),
         input: e
             .downcast_ref::<crate::source::SourceError>()
             .and_then(|s| s.input_name())
-            .map(str::to_string),
+            .map(super::admit::shown),
     }
 }

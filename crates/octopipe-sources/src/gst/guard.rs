@@ -73,7 +73,8 @@ impl Guard {
     fn watch_decoder(&self, decoder: &gst::Element, poster: &gst::Element) {
         for pad in decoder.pads() {
             let g = self.clone();
-            let poster = poster.clone();
+            // Weak: the pad's probe must not keep the pipeline that holds the pad alive.
+            let poster = poster.downgrade();
             let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let types = gst::PadProbeType::EVENT_DOWNSTREAM
                 | gst::PadProbeType::BUFFER
@@ -100,10 +101,12 @@ impl Guard {
                     None => gst::PadProbeReturn::Ok,
                     Some(why) => {
                         refused.store(true, Ordering::SeqCst);
-                        g.refuse(
-                            &poster,
-                            format!("its pictures are too large to decode: {why}"),
-                        );
+                        if let Some(poster) = poster.upgrade() {
+                            g.refuse(
+                                &poster,
+                                format!("its pictures are too large to decode: {why}"),
+                            );
+                        }
                         gst::PadProbeReturn::Drop
                     }
                 }
