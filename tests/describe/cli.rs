@@ -344,8 +344,9 @@ fn outputs_are_never_overwritten_without_force_and_failures_leave_nothing() {
     std::fs::create_dir_all(&images).unwrap();
     std::fs::write(images.join("a.jpg"), "not a jpeg").unwrap();
     let kept = dir.join("kept");
+    // (on-damaged=fail: the file that is no JPEG fails the run rather than being skipped)
     let tiles = format!(
-        "images location={} ! tiles size=32x32 ! tilesink location={}",
+        "images location={} on-damaged=fail ! tiles size=32x32 ! tilesink location={}",
         images.display(),
         kept.display()
     );
