@@ -61,7 +61,7 @@ def test_a_bad_value_is_the_parsers_error():
     with pytest.raises(octopipe.DescriptionError) as e:
         octopipe.stage("testsrc", num_buffers=0)
     assert e.value.reason == reason_of("testsrc num-buffers=0 ! boxes format=synthetic ! appsink")
-    assert e.value.reason == "testsrc: num-buffers must be a positive integer, found '0'"
+    assert e.value.reason == "testsrc: num-buffers must be an integer from 1 to 2147483647, found '0'"
     with pytest.raises(octopipe.DescriptionError) as e:
         octopipe.stage("boxes", format="synthetc")
     assert e.value.reason == reason_of("testsrc ! boxes format=synthetc ! appsink")
