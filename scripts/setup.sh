@@ -7,8 +7,9 @@
 #
 #   bash scripts/setup.sh                  # the above
 #   bash scripts/setup.sh --wheel release  # and build + install the Python module (import octopipe)
-#   bash scripts/setup.sh --wheel dev      # the same from the test build (scripts/test.sh: it
-#                                          # reuses what `cargo test` compiled)
+#   bash scripts/setup.sh --wheel dev      # the same from the test build, into target/pyenv
+#                                          # (scripts/test.sh: it reuses what `cargo test`
+#                                          # compiled, and leaves python3's own install alone)
 #   bash scripts/setup.sh --plugin         # and build the GStreamer plugin (release:
 #                                          # target/release/libgstoctopipe.so; scripts/env.sh
 #                                          # then puts it on GST_PLUGIN_PATH)
@@ -64,9 +65,18 @@ if [ -n "$wheel" ]; then
   rm -f "$out"/octopipe-*.whl
   echo "setup: maturin build ${args[*]} (crates/octopipe-python)"
   maturin build --quiet "${args[@]}" --auditwheel skip -m crates/octopipe-python/Cargo.toml --out "$out"
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+  # `release` installs the module for python3; `dev` (the tests' build) into a virtual
+  # environment of its own, target/pyenv (python3's packages seen through it), so that the
+  # tests never replace a module the user installed.
+  py=python3
+  if [ "$wheel" = dev ]; then
+    env_dir="${CARGO_TARGET_DIR:-target}/pyenv"
+    [ -x "$env_dir/bin/python" ] || python3 -m venv --system-site-packages "$env_dir"
+    py="$env_dir/bin/python"
+  fi
+  "$py" -m pip install -q --disable-pip-version-check --root-user-action=ignore \
     --force-reinstall --no-deps "$out"/octopipe-*.whl
-  python3 -c 'import octopipe; print("setup: import octopipe", octopipe.__version__, "from", octopipe.__file__)'
+  "$py" -c 'import octopipe; print("setup: import octopipe", octopipe.__version__, "from", octopipe.__file__)'
 fi
 if [ -n "$plugin" ]; then
   echo "setup: cargo build --release -p octopipe-gst (the GStreamer plugin)"

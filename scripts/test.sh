@@ -9,7 +9,8 @@
 # library without its `cli` feature, check the API docs and run every test of the library and of
 # the member crates (with `bench`, so the GPU tests build too; the GStreamer plugin's too, whose
 # gst-launch-1.0 tests load the libgstoctopipe.so that build makes); then
-# build and install the Python module from that build and run its tests (pytest).
+# build the Python module from that build, install it into a virtual environment of its own
+# (target/pyenv, so that a module the user installed stays) and run its tests (pytest).
 # Shared VisDrone data is taken from $OCTOPIPE_DATA (default ../shared/data); tests that need it,
 # ONNX Runtime or a GPU say why when they skip (under CI=true a missing prerequisite fails).
 set -euo pipefail
@@ -28,4 +29,4 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test -p octopipe -p octopipe-core -p octopipe-cuda -p octopipe-stages -p octopipe-sources \
   -p octopipe-onnx -p octopipe-pipeline -p octopipe-observe -p octopipe-gst --features bench
 bash scripts/setup.sh --wheel dev
-python3 -m pytest -q -rs crates/octopipe-python
+"${CARGO_TARGET_DIR:-target}/pyenv/bin/python" -m pytest -q -rs crates/octopipe-python
