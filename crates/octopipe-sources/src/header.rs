@@ -8,9 +8,27 @@ pub(super) fn png_size(bytes: &[u8]) -> Option<(u64, u64)> {
         .then(|| (be32(&bytes[16..20]), be32(&bytes[20..24])))
 }
 
-/// (width, height) of a JPEG's first start-of-frame marker, found by walking its segments
-/// (`None` when the scan data or the end comes first).
+/// (width, height) of a JPEG's first start-of-frame marker (`None` when the scan data or the
+/// end comes first).
 pub(super) fn jpeg_size(bytes: &[u8]) -> Option<(u64, u64)> {
+    let f = jpeg_frame(bytes)?.segment.get(..5)?;
+    Some((be16(&f[3..5]), be16(&f[1..3])))
+}
+
+/// A JPEG's first frame header (start-of-frame segment), as [`jpeg_frame`] finds it.
+pub(crate) struct JpegFrame<'a> {
+    /// The SOFn marker's second byte (0xC0 baseline, 0xC2 progressive, ...).
+    pub(crate) marker: u8,
+    /// The segment's length as declared (its two length bytes included).
+    pub(crate) len: usize,
+    /// The segment after its length bytes (precision, height, width, components...), cut
+    /// where the data ends.
+    pub(crate) segment: &'a [u8],
+}
+
+/// The first start-of-frame segment of a JPEG file, found by walking its segments from after
+/// SOI by their lengths (`None` when the scan data or the end comes first).
+pub(crate) fn jpeg_frame(bytes: &[u8]) -> Option<JpegFrame<'_>> {
     let mut i = 2;
     while i + 4 <= bytes.len() {
         if bytes[i] != 0xFF {
@@ -22,11 +40,15 @@ pub(super) fn jpeg_size(bytes: &[u8]) -> Option<(u64, u64)> {
             continue;
         }
         let len = be16(&bytes[i + 2..]) as usize;
-        // SOF0..SOF15, except DHT (C4), JPG (C8) and DAC (CC): precision, height, width.
+        // SOF0..SOF15, except DHT (C4), JPG (C8) and DAC (CC).
         let sof = (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
         if sof {
-            let f = bytes.get(i + 4..i + 9)?;
-            return Some((be16(&f[3..5]), be16(&f[1..3])));
+            let end = (i + 2 + len).min(bytes.len());
+            return Some(JpegFrame {
+                marker,
+                len,
+                segment: bytes.get(i + 4..end).unwrap_or(&[]),
+            });
         }
         if marker == 0xDA || len < 2 {
             return None; // scan data: no frame header before it

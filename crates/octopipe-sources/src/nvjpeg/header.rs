@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::header::jpeg_frame;
+
 /// The frame header (SOFn segment) of a JPEG file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct JpegHeader {
@@ -49,51 +51,35 @@ impl fmt::Display for CpuReason {
 }
 
 impl JpegHeader {
-    /// Read the frame header of `bytes` (the segments before it skipped by their lengths);
-    /// `None` when there is none before the data ends.
+    /// Read the frame header of `bytes` ([`jpeg_frame`]); `None` when there is none before the
+    /// data ends, or the bytes end inside it.
     pub(crate) fn read(bytes: &[u8]) -> Option<JpegHeader> {
         if bytes.get(..2)? != [0xFF, 0xD8] {
             return None;
         }
-        let mut at = 2;
-        loop {
-            // Fill bytes (0xFF) may stand before a marker.
-            while *bytes.get(at)? == 0xFF && *bytes.get(at + 1)? == 0xFF {
-                at += 1;
-            }
-            if *bytes.get(at)? != 0xFF {
-                return None;
-            }
-            let marker = *bytes.get(at + 1)?;
-            let len = u16::from_be_bytes([*bytes.get(at + 2)?, *bytes.get(at + 3)?]) as usize;
-            // SOF0..SOF15, except DHT (C4), JPG (C8) and DAC (CC).
-            if (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC) {
-                let s = bytes.get(at + 4..at + 2 + len)?;
-                let components = *s.get(5)?;
-                let mut sampling = [(0, 0); 3];
-                for (i, slot) in sampling
-                    .iter_mut()
-                    .enumerate()
-                    .take(components.min(3) as usize)
-                {
-                    let f = *s.get(6 + 3 * i + 1)?;
-                    *slot = (f >> 4, f & 0x0F);
-                }
-                return Some(JpegHeader {
-                    sof: marker,
-                    precision: s[0],
-                    height: u16::from_be_bytes([s[1], s[2]]) as u32,
-                    width: u16::from_be_bytes([s[3], s[4]]) as u32,
-                    components,
-                    sampling,
-                });
-            }
-            if marker == 0xDA || marker == 0xD9 || len < 2 {
-                // Scan data or the end before any frame header.
-                return None;
-            }
-            at += 2 + len;
+        let frame = jpeg_frame(bytes)?;
+        let s = frame.segment;
+        if s.len() + 2 < frame.len {
+            return None;
         }
+        let components = *s.get(5)?;
+        let mut sampling = [(0, 0); 3];
+        for (i, slot) in sampling
+            .iter_mut()
+            .enumerate()
+            .take(components.min(3) as usize)
+        {
+            let f = *s.get(6 + 3 * i + 1)?;
+            *slot = (f >> 4, f & 0x0F);
+        }
+        Some(JpegHeader {
+            sof: frame.marker,
+            precision: s[0],
+            height: u16::from_be_bytes([s[1], s[2]]) as u32,
+            width: u16::from_be_bytes([s[3], s[4]]) as u32,
+            components,
+            sampling,
+        })
     }
 
     /// Whether nvJPEG's batched decoder takes this picture into I420 planes; the reason it goes
