@@ -98,8 +98,8 @@ pub struct ClassifyProps {
     #[prop(default = "error")]
     pub non_finite: NonFinite,
     /// classifiers, each with its own ONNX Runtime sessions, taking batches in turn (batches
-    /// leave in order): for a CPU host where one session's call is the bottleneck; give each
-    /// fewer ort-threads
+    /// leave in order): where one classifier's calls in turn are the bottleneck (on CUDA, 2
+    /// overlap one call's read-back with the next call; on a CPU host give each fewer ort-threads)
     #[prop(default = 1, range = 1..=64)]
     pub workers: usize,
     /// classify a tracked box every N frames of its stream; in between it reuses its track's
