@@ -13,7 +13,8 @@
 # classifier on CUDA); then STREAMS (default 16) image streams of the clip, `loop=LOOPS` (default
 # 20), into one batch, preprocess on CUDA with device memory and the classifier on CUDA, with
 # each decoder: frames per second and CPU cores busy (process CPU time / wall time). TESTS=0,
-# LABELS=0 and DETECT=0 leave those parts out.
+# LABELS=0 and DETECT=0 leave those parts out; CLASSIFY gives the classifier's extra properties
+# (default `workers=2`: two classifiers overlap their calls, BENCHMARKS.md).
 set -u -o pipefail
 OUT=${OUT:-/tmp/octopipe-out}
 mkdir -p "$OUT" /tmp/img
@@ -73,7 +74,7 @@ for decoder in cpu nvjpeg; do
     done
     d="$d images location=$clip/images loop=$loops decoder=$decoder ! boxes format=det location=$clip/annotations \
         ! batch name=b max-frames=$streams ! preprocess backend=${BACKEND:-cuda} memory=${MEMORY:-device} \
-        ! classify model=$model ep=${EP:-cuda} ! jsonl location=/dev/null"
+        ! classify model=$model ep=${EP:-cuda} ${CLASSIFY-workers=2} ! jsonl location=/dev/null"
     echo "=== $streams image streams of the clip x $loops loops, decoder=$decoder ($(date -u +%FT%TZ))"
     nvidia-smi --query-gpu=utilization.gpu,utilization.jpeg --format=csv,noheader,nounits -lms 500 > /tmp/img/smi-$decoder.csv 2>/dev/null &
     smi=$!
