@@ -23,6 +23,15 @@ pub(crate) struct Cli {
     /// posted it), and the library's notes (`info` lines) as they come.
     #[arg(short, long, global = true)]
     pub(crate) verbose: bool,
+    /// How a thread waiting on a GPU waits: `auto` (CUDA's choice: spin while there are more
+    /// cores than contexts), `spin`, `yield`, or `block` (sleep until the GPU signals: no core
+    /// busy while waiting, a little more latency per wait). For every GPU of the process.
+    #[arg(long, global = true, value_name = "HOW", default_value = "auto", value_parser = parse_host_wait)]
+    pub(crate) cuda_wait: octopipe::cuda::HostWait,
+}
+
+fn parse_host_wait(s: &str) -> Result<octopipe::cuda::HostWait, String> {
+    s.parse()
 }
 
 #[derive(Subcommand)]

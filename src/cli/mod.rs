@@ -39,10 +39,27 @@ pub(crate) fn error_line(e: &anyhow::Error) -> String {
     line
 }
 
+/// Sets how threads wait on the GPUs before anything opens one; without a GPU there is nothing
+/// to set (said in one line when a way other than CUDA's own was asked for).
+fn host_wait(wait: octopipe::cuda::HostWait) -> Result<()> {
+    if wait == octopipe::cuda::HostWait::Auto {
+        return Ok(());
+    }
+    match octopipe::cuda::set_host_wait(wait) {
+        Ok(gpus) => tracing::info!("--cuda-wait {wait}: set on {gpus} GPU(s)"),
+        Err(octopipe::cuda::CudaError::NoGpu(e)) => {
+            eprintln!("octopipe: --cuda-wait {wait} has nothing to set: {e}")
+        }
+        Err(e) => bail!("--cuda-wait {wait}: {e}"),
+    }
+    Ok(())
+}
+
 pub(crate) fn real_main() -> Result<ExitCode> {
     signals::ignore_file_size_signal();
     let cli = Cli::parse();
     log::init(cli.verbose);
+    host_wait(cli.cuda_wait)?;
     match cli.command {
         Command::Run {
             pipeline,

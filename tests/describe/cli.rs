@@ -372,3 +372,23 @@ fn outputs_are_never_overwritten_without_force_and_failures_leave_nothing() {
     );
     ok(&octopipe(&["run", &tiles, "--force"]));
 }
+
+#[test]
+fn cuda_wait_takes_one_of_its_words_and_says_when_there_is_no_gpu() {
+    fails_with(
+        &octopipe(&["--cuda-wait", "blocking", "inspect", "boxes"]),
+        &["`blocking` is not a way to wait for the GPU: one of auto, spin, yield, block"],
+    );
+    let out = octopipe(&["inspect", "boxes", "--cuda-wait", "block"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("boxes"));
+    if common::gpu("cuda_wait_takes_one_of_its_words_and_says_when_there_is_no_gpu") {
+        assert!(!stderr.contains("nothing to set"), "{stderr}");
+    } else {
+        assert!(
+            stderr.contains("octopipe: --cuda-wait block has nothing to set: "),
+            "{stderr}"
+        );
+    }
+}

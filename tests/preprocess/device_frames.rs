@@ -334,3 +334,20 @@ fn a_page_locked_pool_gives_page_locked_buffers_or_says_why() {
     assert!(frame.is_page_locked());
     assert!(!host_frame(PixelFormat::I420, 64, 48, 1).is_page_locked());
 }
+
+/// `--cuda-wait block`'s call: every GPU's primary context then makes waiting threads sleep,
+/// as the driver reports it; `auto` gives CUDA's own choice back.
+#[test]
+fn host_wait_is_set_on_every_gpu() {
+    use octopipe::cuda::{host_wait, set_host_wait, HostWait};
+    if !common::gpu("host_wait_is_set_on_every_gpu") {
+        return;
+    }
+    let gpus = set_host_wait(HostWait::Block).unwrap();
+    assert!(gpus >= 1);
+    for device in 0..gpus {
+        assert_eq!(host_wait(device).unwrap(), HostWait::Block, "cuda:{device}");
+    }
+    set_host_wait(HostWait::Auto).unwrap();
+    assert_eq!(host_wait(0).unwrap(), HostWait::Auto);
+}

@@ -12,6 +12,7 @@
 //! | [streams](order_after) | ordering work between streams of different components without a host wait ([`order_after`], [`order_streams`], [`sync_stream`]) |
 //! | [kernel registry](kernels) | every `.cu` file of `kernels/` ([`kernels::Module`]) and entry point ([`Kernel`]), compiled once per process with NVRTC (and cached on disk) |
 //! | [launch helpers](launch) | the launch configuration, metadata packing and growing buffers every launcher shares |
+//! | [how hosts wait](set_host_wait) | every GPU's primary context spinning, yielding or sleeping while a thread waits on it ([`HostWait`]) |
 //! | [`CudaError`] | the layer's error, its out-of-memory case a variant of its own |
 //!
 //! libcuda and libnvrtc are loaded at run time: the crate builds, and its callers run their CPU
@@ -37,6 +38,7 @@ mod gpu;
 pub mod kernels;
 pub mod launch;
 mod stream;
+mod wait;
 
 pub use device::{available, device_count};
 pub use error::{CudaError, NoGpu};
@@ -44,3 +46,4 @@ pub use gpu::Gpu;
 pub use kernels::{Kernel, KernelError};
 pub use launch::{grow, grow_pinned, launch_config, part, push_aligned, Pod};
 pub use stream::{order_after, order_streams, sync_stream};
+pub use wait::{host_wait, set_host_wait, HostWait};
