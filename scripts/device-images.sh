@@ -14,13 +14,14 @@
 # 20), into one batch, preprocess on CUDA with device memory and the classifier on CUDA, with
 # each decoder: frames per second and CPU cores busy (process CPU time / wall time). TESTS=0,
 # LABELS=0 and DETECT=0 leave those parts out; CLASSIFY gives the classifier's extra properties
-# (default `workers=2`: two classifiers overlap their calls, BENCHMARKS.md).
+# (default `workers=2`: two classifiers overlap their calls, BENCHMARKS.md) and CUDA_WAIT octopipe's
+# --cuda-wait (default `block`: threads waiting on the GPU sleep).
 set -u -o pipefail
 OUT=${OUT:-/tmp/octopipe-out}
 mkdir -p "$OUT" /tmp/img
 data=$OCTOPIPE_DATA
 model=$data/models/visdrone-crops-64.onnx
-bin=/tmp/octopipe
+bin="/tmp/octopipe --cuda-wait ${CUDA_WAIT:-block}"
 if [ "${TESTS:-1}" = 1 ]; then
     echo "=== tests/sources/nvjpeg.rs ($(date -u +%FT%TZ))"
     /tmp/nvdec nvjpeg:: --test-threads 1 --nocapture 2>&1 | grep -v "^$"
