@@ -1,6 +1,9 @@
 """Errors in Python's words: `vars=` and `force=` named as a Python caller passes them, a `kind`
 on every `octopipe.Error`, one set of boolean spellings."""
 
+import subprocess
+import sys
+
 import pytest
 
 import octopipe
@@ -67,3 +70,45 @@ def test_booleans_take_one_set_of_spellings():
     assert f"testsrc: live must be a boolean: {SPELLINGS}, found 'maybe'" in str(e.value)
     report = octopipe.run("testsrc live=off num-buffers=2 ! boxes format=synthetic ! appsink")
     assert report["frames_in"] == 2
+
+
+def fails_inside_onnx_runtime(path):
+    """A classifier that ONNX Runtime fails to run on more than one crop (a Reshape to [1, 4]),
+    after the one-crop warm-up: ONNX Runtime logs the failure at its error level."""
+    onnx = pytest.importorskip("onnx")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(np.array([2, 3], np.int64), "axes"),
+             numpy_helper.from_array(np.ones((3, 4), np.float32), "w"),
+             numpy_helper.from_array(np.array([1, 4], np.int64), "one")]
+    nodes = [helper.make_node("ReduceMean", ["input", "axes"], ["mean"], keepdims=0),
+             helper.make_node("MatMul", ["mean", "w"], ["logits4"]),
+             helper.make_node("Reshape", ["logits4", "one"], ["logits"])]
+    graph = helper.make_graph(
+        nodes, "fails_inside_ort",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 64, 64])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 4])],
+        initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 10
+    onnx.save(m, path)
+
+
+def test_onnx_runtime_never_writes_to_stderr_itself(tmp_path):
+    model = tmp_path / "fails.onnx"
+    fails_inside_onnx_runtime(model)
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys, octopipe\n"
+        "try:\n"
+        "    octopipe.run('testsrc num-buffers=2 width=160 height=120 ! boxes format=synthetic"
+        f" count=3 ! batch ! classify model={model} labels=a,b,c,d ! appsink')\n"
+        "except octopipe.Error as e:\n"
+        "    print(e.kind, flush=True)\n"
+        "    sys.exit(0)\n"
+        "sys.exit(3)\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "model", run.stdout
+    assert "onnxruntime" not in run.stderr, run.stderr

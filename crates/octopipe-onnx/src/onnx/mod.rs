@@ -17,6 +17,7 @@ use ort::session::Session;
 use ort::value::{Shape, TensorRefMut};
 
 mod fixed;
+mod log;
 mod props;
 mod worker;
 
@@ -97,11 +98,12 @@ pub fn environment() -> Result<&'static Environment, OnnxError> {
     let path = std::env::var(ORT_DYLIB_ENV).unwrap_or_else(|_| "libonnxruntime.so".into());
     ENV.get_or_init(|| {
         let fail = |e: &dyn std::fmt::Display| (path.clone(), e.to_string());
-        ort::init_from(&path)
-            .map_err(|e| fail(&e))?
+        let env = log::to_tracing(ort::init_from(&path).map_err(|e| fail(&e))?)
             .with_name("octopipe")
             .build()
-            .map_err(|e| fail(&e))
+            .map_err(|e| fail(&e))?;
+        log::errors_only(&env);
+        Ok(env)
     })
     .as_ref()
     .map_err(|(path, reason)| OnnxError::Runtime {
