@@ -17,19 +17,18 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use octopipe::appinfer::NoBatch;
-use octopipe::classify::ClassLabels;
-use octopipe::describe::SetBy;
-use octopipe::preprocess::{BackendKind, PreprocessConfig};
-use octopipe::stage::Registry;
-use octopipe::Builtin;
 use octopipe::{AppBatch, AppInfer, AppSource, StopHandle};
 
-use crate::batch::Batch;
-use crate::errors::{error, push_to_py, python_words, to_py, with_report, ClosedError, Error};
+use crate::errors::{error, push_to_py, python_words, with_report, ClosedError, Error};
 use crate::image::{self, DevicePolicy};
-use crate::results::{Frame, FrameItem, ResultsObserver};
+use crate::results::{FrameItem, ResultsObserver};
 use crate::wait::{self, TICK};
 use octopipe::ErrorKind;
+
+mod iter;
+mod open;
+
+pub use iter::{Batches, Results};
 
 /// Finished frames the results channel holds before the pipeline waits for its reader.
 pub const RESULTS_CAPACITY: usize = 64;
@@ -352,80 +351,6 @@ pub struct Pipeline {
     inner: Arc<Inner>,
 }
 
-impl Pipeline {
-    /// Build and open the pipeline of `description` (GIL released while stages open).
-    pub fn open(
-        py: Python<'_>,
-        description: &str,
-        vars: Option<&Bound<'_, PyDict>>,
-        force: bool,
-    ) -> PyResult<Pipeline> {
-        let (origin, text) = octopipe::describe::load(description).map_err(|e| {
-            error(
-                ErrorKind::Io,
-                format!("cannot read pipeline file {description}: {e}"),
-            )
-        })?;
-        Pipeline::open_text(py, &origin, text, vars, force)
-    }
-
-    /// Build and open the pipeline of description `text` from `origin` (never read as a file
-    /// name: `from_stages`); with `force` its outputs may replace earlier output.
-    pub fn open_text(
-        py: Python<'_>,
-        origin: &str,
-        text: String,
-        vars: Option<&Bound<'_, PyDict>>,
-        force: bool,
-    ) -> PyResult<Pipeline> {
-        let vars = crate::vars_of(vars)?;
-        let built = py.detach(|| -> Result<octopipe::Pipeline, octopipe::Error> {
-            let desc = octopipe::describe::parse_set_by(origin, &text, &vars, SetBy::Python)?;
-            let mut graph = octopipe::describe::build_with(&desc, &Registry::builtin())?;
-            graph.overwrite = force;
-            octopipe::Pipeline::build(graph)
-        });
-        let p = built.map_err(|e| to_py(py, e))?;
-        let device = match p.caps().get::<PreprocessConfig>() {
-            Some(pp) if pp.backend == BackendKind::Cpu => Err(
-                "the pipeline's preprocess stage runs on the CPU (backend=cpu), which reads \
-                 host frames only: push host (NumPy) arrays, or use preprocess backend=cuda"
-                    .to_string(),
-            ),
-            Some(pp) => Ok(pp.device),
-            None => Ok(0),
-        };
-        let inner = Inner {
-            description: text,
-            apps: p.app_sources(),
-            infer: p.app_infer(None),
-            infer_taken: AtomicBool::new(false),
-            stop: p.stop_handle(),
-            results: OnceLock::new(),
-            abandon: Arc::new(AtomicBool::new(false)),
-            ended: Arc::new(Mutex::new(None)),
-            done: Mutex::new(None),
-            device,
-            stages: p.stage_names().to_vec(),
-            labels: p
-                .caps()
-                .get::<ClassLabels>()
-                .map(|l| l.0.clone())
-                .unwrap_or_default(),
-            state: Mutex::new(State::Built(Box::new(p))),
-        };
-        Ok(Pipeline {
-            inner: Arc::new(inner),
-        })
-    }
-
-    /// `octopipe.run`: start, end the pushed streams at once, wait, and give the report.
-    pub fn finish(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.inner.close(py, true)?;
-        Ok(self.inner.report(py)?.unwrap_or_else(|| py.None()))
-    }
-}
-
 #[pymethods]
 impl Pipeline {
     #[new]
@@ -651,43 +576,5 @@ impl Pipeline {
         let short: String = text.chars().take(80).collect();
         let more = if text.chars().count() > 80 { "..." } else { "" };
         format!("Pipeline({short:?}{more})")
-    }
-}
-
-/// The pipeline's finished frames, in the order they finish (each stream's in order). Ends
-/// when the pipeline has ended; raises `octopipe.Error` then if the run failed.
-#[pyclass(module = "octopipe")]
-pub struct Results {
-    pub(crate) inner: Arc<Inner>,
-}
-
-#[pymethods]
-impl Results {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Frame>> {
-        Ok(self.inner.next_result(py)?.map(Frame::from))
-    }
-}
-
-/// The batches of the pipeline's `appinfer` stage, as they come. Ends when the stage ended.
-#[pyclass(module = "octopipe")]
-pub struct Batches {
-    pub(crate) inner: Arc<Inner>,
-}
-
-#[pymethods]
-impl Batches {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Batch>> {
-        match self.inner.next_batch(py)? {
-            Some(b) => Ok(Some(Batch::new(py, b)?)),
-            None => Ok(None),
-        }
     }
 }
