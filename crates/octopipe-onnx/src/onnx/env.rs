@@ -34,16 +34,17 @@ pub fn environment() -> Result<&'static Environment, OnnxError> {
     })
 }
 
-/// `builder` with ONNX Runtime's log lines sent to `tracing` (target `onnxruntime`).
+/// `builder` with ONNX Runtime's log lines sent to `tracing` (target `onnxruntime`). An error
+/// of a call also comes back as the call's status, which octopipe reports naming the model
+/// (`inference failed: ...`): its log line is a note (`octopipe run -v`), not a second error.
 fn to_tracing(builder: EnvironmentBuilder) -> EnvironmentBuilder {
     builder.with_logger(Arc::new(
         |level: LogLevel, _category: &str, _id: &str, location: &str, message: &str| match level {
             LogLevel::Verbose => tracing::trace!(target: "onnxruntime", "{message} ({location})"),
             LogLevel::Info => tracing::debug!(target: "onnxruntime", "{message} ({location})"),
             LogLevel::Warning => tracing::warn!(target: "onnxruntime", "{message} ({location})"),
-            LogLevel::Error | LogLevel::Fatal => {
-                tracing::error!(target: "onnxruntime", "{message} ({location})")
-            }
+            LogLevel::Error => tracing::info!(target: "onnxruntime", "{message} ({location})"),
+            LogLevel::Fatal => tracing::error!(target: "onnxruntime", "{message} ({location})"),
         },
     ))
 }
