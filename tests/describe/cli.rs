@@ -172,6 +172,21 @@ fn inspect_wraps_long_cells_to_100_columns() {
         "the description goes on in its column:\n{text}"
     );
     assert!(lines.iter().any(|l| l.starts_with("  name ")), "{text}");
+    // On a terminal, its width: 140 columns under a pseudo-terminal (util-linux `script`).
+    let bin = env!("CARGO_BIN_EXE_octopipe");
+    let Ok(out) = Command::new("script")
+        .args([
+            "-qec",
+            &format!("stty cols 140; {bin} inspect batch"),
+            "/dev/null",
+        ])
+        .output()
+    else {
+        return;
+    };
+    let wide = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    let longest = wide.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(longest > 100 && longest <= 140, "{longest}:\n{wide}");
 }
 
 /// Every boolean property takes one set of spellings, letters in any case; anything else is

@@ -33,3 +33,21 @@ pub(super) fn parse_floats3(s: &str) -> Option<[f32; 3]> {
         .collect::<Option<_>>()?;
     v.try_into().ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_set_of_boolean_spellings_in_any_case() {
+        for t in ["true", "yes", "on", "1", "TRUE", "Yes", "oN"] {
+            assert_eq!(parse_bool(t), Some(true), "{t}");
+        }
+        for f in ["false", "no", "off", "0", "FALSE", "No", "OFF"] {
+            assert_eq!(parse_bool(f), Some(false), "{f}");
+        }
+        for bad in ["", "y", "n", "t", "2", "enabled", " true", "true "] {
+            assert_eq!(parse_bool(bad), None, "{bad:?}");
+        }
+    }
+}
