@@ -737,7 +737,6 @@ fn fragment(desc: &Description, stages: &[StageDesc]) -> Result<String, Describe
     Ok(elements.join(" ! "))
 }
 
-/// Why `st` names no stage: the closest stage name, or the list of them.
 pub(crate) fn unknown(desc: &Description, registry: &Registry, st: &StageDesc) -> DescribeError {
     let hint = closest(&st.kind, registry.names())
         .map(|c| format!(" (did you mean '{c}'?)"))
