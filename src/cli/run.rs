@@ -195,13 +195,29 @@ fn add_observers(
     Ok(metrics)
 }
 
+/// `octopipe inspect`: wrapped to the terminal's width, or to [`octopipe::stage::INSPECT_WIDTH`]
+/// when the output goes elsewhere.
 pub(crate) fn inspect(stage: Option<&str>) -> Result<String> {
     let registry = Registry::builtin();
-    registry.inspect(stage).with_context(|| {
+    let width = terminal_width().unwrap_or(octopipe::stage::INSPECT_WIDTH);
+    registry.inspect_width(stage, width).with_context(|| {
         let hint = stage
             .and_then(|name| describe::closest(name, registry.names()))
             .map(|c| format!(" (did you mean '{c}'?)"))
             .unwrap_or_default();
         format!("unknown stage '{}'{hint}", stage.unwrap_or_default())
     })
+}
+
+/// The width of the terminal standard output writes to; `None` when it is no terminal.
+fn terminal_width() -> Option<usize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which points at one.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }

@@ -470,3 +470,45 @@ fn a_labels_file_is_read_within_its_cap() {
         common::fails_with(&out, &words);
     }
 }
+
+#[test]
+fn a_misspelt_stage_gets_the_command_lines_did_you_mean() {
+    let (s, _dir) = station("typo", &[], &[]);
+    let reply = s.add("testsrc num-buffers=5 ! boxs format=synthetic", None);
+    assert_eq!(reply.status, 400, "{reply:?}");
+    let e = reply.error();
+    assert!(
+        e.contains("unknown stage 'boxs' (did you mean 'boxes'?)")
+            && !e.contains("--allow-element"),
+        "{e}"
+    );
+    // An installed element stays the operator's to allow, misspelt stage or not.
+    let reply = s.add("queue2 ! boxes format=synthetic", None);
+    assert_eq!(reply.status, 403, "{reply:?}");
+    assert!(
+        reply.error().contains("--allow-element queue2"),
+        "{reply:?}"
+    );
+    assert!(s.streams().is_empty(), "{:?}", s.streams());
+}
+
+#[test]
+fn a_stream_over_http_takes_the_booleans_a_description_takes() {
+    let (s, _dir) = station("booleans", &[], &[]);
+    let reply = s.add(
+        "testsrc live=maybe num-buffers=5 ! boxes format=synthetic",
+        None,
+    );
+    assert_eq!(reply.status, 400, "{reply:?}");
+    assert!(
+        reply.error().contains(
+            "testsrc: live must be a boolean: true/false, yes/no, on/off, 1/0 (any case), found 'maybe'"
+        ),
+        "{reply:?}"
+    );
+    let reply = s.add(
+        "testsrc live=On num-buffers=5 ! boxes format=synthetic",
+        None,
+    );
+    assert_eq!(reply.status, 201, "{reply:?}");
+}

@@ -142,6 +142,83 @@ fn inspect_lists_stages_and_properties() {
     );
 }
 
+/// `inspect` to a pipe is at most 100 columns wide: a long description (batch's `devices`) or
+/// doc goes on over the next lines inside its column, the rows still starting with their names.
+#[test]
+fn inspect_wraps_long_cells_to_100_columns() {
+    for args in [
+        &["inspect"][..],
+        &["inspect", "batch"],
+        &["inspect", "tilestats"],
+    ] {
+        let out = octopipe(args);
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{args:?}: {line:?} is longer than 100"
+            );
+        }
+    }
+    let text = String::from_utf8_lossy(&octopipe(&["inspect", "batch"]).stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("  devices "))
+        .unwrap_or_else(|| panic!("no devices row:\n{text}"));
+    assert!(
+        lines[at].contains("spread the streams") && lines[at + 1].starts_with(&" ".repeat(66)),
+        "the description goes on in its column:\n{text}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("  name ")), "{text}");
+    // On a terminal, its width: 140 columns under a pseudo-terminal (util-linux `script`).
+    let bin = env!("CARGO_BIN_EXE_octopipe");
+    let Ok(out) = Command::new("script")
+        .args([
+            "-qec",
+            &format!("stty cols 140; {bin} inspect batch"),
+            "/dev/null",
+        ])
+        .output()
+    else {
+        return;
+    };
+    let wide = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    let longest = wide.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(longest > 100 && longest <= 140, "{longest}:\n{wide}");
+}
+
+/// Every boolean property takes one set of spellings, letters in any case; anything else is
+/// refused naming the property and listing them.
+#[test]
+fn booleans_take_one_documented_set_of_spellings() {
+    let run = |live: &str| {
+        octopipe(&[
+            "run",
+            &format!("testsrc live={live} num-buffers=2 width=64 height=48 ! boxes format=synthetic count=1 ! jsonl location=-"),
+        ])
+    };
+    for live in [
+        "true", "false", "yes", "no", "on", "off", "1", "0", "ON", "Off", "TRUE", "No",
+    ] {
+        let out = run(live);
+        assert!(
+            out.status.success(),
+            "live={live}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for live in ["maybe", "y", "2", "enabled", "t"] {
+        fails_with(
+            &run(live),
+            &[&format!(
+                "testsrc: live must be a boolean: true/false, yes/no, on/off, 1/0 (any case), found '{live}'"
+            )],
+        );
+    }
+}
+
 #[test]
 fn a_model_that_does_not_fit_the_preprocess_settings_is_refused() {
     let Some(data) = common::shared_data() else {
@@ -249,16 +326,7 @@ fn every_runnable_command_of_the_docs_runs() {
         if blocks.is_empty() {
             continue;
         }
-        let dir = common::temp_dir(&format!("docs-{name}"));
-        for part in ["pipelines", "scripts", "tests"] {
-            std::os::unix::fs::symlink(root.join(part), dir.join(part)).unwrap();
-        }
-        std::fs::create_dir_all(dir.join("target/release")).unwrap();
-        std::os::unix::fs::symlink(
-            env!("CARGO_BIN_EXE_octopipe"),
-            dir.join("target/release/octopipe"),
-        )
-        .unwrap();
+        let dir = docs_folder(&format!("docs-{name}"));
         for (line, block) in blocks {
             let started = std::time::Instant::now();
             let out = common::output_within(
@@ -280,6 +348,67 @@ fn every_runnable_command_of_the_docs_runs() {
         }
     }
     assert!(ran >= 4, "only {ran} runnable blocks");
+}
+
+/// A fresh folder that stands for a checkout after `cargo build --release`, where a runnable
+/// block of the docs runs: this checkout's pipelines/, scripts/, tests/ and this build's binary
+/// as target/release/octopipe.
+fn docs_folder(name: &str) -> std::path::PathBuf {
+    let root = common::root();
+    let dir = common::temp_dir(name);
+    for part in ["pipelines", "scripts", "tests"] {
+        std::os::unix::fs::symlink(root.join(part), dir.join(part)).unwrap();
+    }
+    std::fs::create_dir_all(dir.join("target/release")).unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_octopipe"),
+        dir.join("target/release/octopipe"),
+    )
+    .unwrap();
+    dir
+}
+
+/// The README's streams example, as written there (a station, a live test stream added, listed
+/// and removed over HTTP, the station stopped), is a runnable block and runs to its end within
+/// a minute: a live `testsrc` or a station left running would never end.
+#[test]
+fn the_readme_streams_example_runs_to_its_end() {
+    if common::shared_data().is_none() || !common::ort_ready() {
+        return;
+    }
+    let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
+    let (line, block) = runnable_blocks(&readme)
+        .into_iter()
+        .find(|(_, b)| b.contains("--streams"))
+        .expect("README.md: the streams example (octopipe run --streams) is not a runnable block");
+    let dir = docs_folder("docs-streams");
+    let started = std::time::Instant::now();
+    let out = common::output_within(
+        Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &block])
+            .current_dir(&dir),
+        std::time::Duration::from_secs(60),
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && started.elapsed().as_secs() < 60,
+        "README.md:{line}: {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    for said in [r#"{"id":7}"#, r#""state":"running""#, r#""streams":0"#] {
+        assert!(
+            stdout.contains(said),
+            "README.md:{line}: no {said} in\n{stdout}"
+        );
+    }
+    let objects = std::fs::read_to_string(dir.join("streams.jsonl")).unwrap();
+    assert!(
+        objects.lines().any(|l| l.contains(r#""stream":7"#)),
+        "no object of stream 7: {objects}"
+    );
 }
 
 /// One overwrite rule for every output: an existing output file (a sink's, `--plot`,

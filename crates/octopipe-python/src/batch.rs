@@ -9,9 +9,10 @@ use pyo3::prelude::*;
 use octopipe::appinfer::{LabelError, Labels, Reply, Row as LibRow};
 use octopipe::AppBatch;
 
-use crate::errors::{ClosedError, Error};
+use crate::errors::{error, ClosedError};
 use crate::image::{to_host, Interface};
 use crate::tensor::Tensor;
+use octopipe::ErrorKind;
 
 /// Which crop a row of a batch's tensor is.
 #[pyclass(frozen, module = "octopipe", get_all)]
@@ -205,12 +206,12 @@ impl Batch {
         let mut reply = self
             .reply
             .lock()
-            .map_err(|_| Error::new_err("batch: poisoned"))?;
+            .map_err(|_| error(ErrorKind::Internal, "batch: poisoned"))?;
         if reply.is_sent() {
-            return Err(Error::new_err(format!(
-                "batch {}: labels were given already",
-                self.index
-            )));
+            return Err(error(
+                ErrorKind::Conflict,
+                format!("batch {}: labels were given already", self.index),
+            ));
         }
         reply.send(labels).map_err(|e| match e {
             LabelError::Gone { .. } => ClosedError::new_err(e.to_string()),

@@ -12,8 +12,9 @@ pyo3::create_exception!(
     PyException,
     "An octopipe error: a stage that failed, a pipeline that cannot be opened. `kind` says \
      what kind of failure it is ('input', 'config', 'model', 'device', 'unavailable', \
-     'network', 'io', 'not-found', 'conflict', 'closed', 'busy', 'stage', 'internal'; None \
-     where the error did not come from the library). When the run failed, `report` holds its \
+     'network', 'io', 'not-found', 'conflict', 'closed', 'busy', 'stage', 'internal'), on \
+     every error the module raises and on each subclass ('config', 'closed', 'busy'); None \
+     only on one made outside the library. When the run failed, `report` holds its \
      report (a dict), else None."
 );
 pyo3::create_exception!(
@@ -37,6 +38,25 @@ pyo3::create_exception!(
     "push(..., block=False): the pipeline is full and did not take the frame."
 );
 
+/// `octopipe.Error(message)` of `kind`, without a report: what the module itself refuses.
+pub fn error(kind: ErrorKind, message: impl Into<String>) -> PyErr {
+    Python::attach(|py| {
+        let err = with_report(py, Error::new_err(message.into()), None);
+        let _ = err.value(py).setattr("kind", kind.name());
+        err
+    })
+}
+
+/// A library message in Python's words: the command line's `--force` is `force=True` here.
+pub fn python_words(message: &str) -> String {
+    message
+        .replace("(octopipe run --force)", "(force=True)")
+        .replace(
+            ", or --force to replace it",
+            ", or force=True to replace it",
+        )
+}
+
 /// A library error as the Python exception a caller can act on.
 pub fn to_py(py: Python<'_>, e: octopipe::Error) -> PyErr {
     match e {
@@ -53,12 +73,7 @@ pub fn to_py(py: Python<'_>, e: octopipe::Error) -> PyErr {
             err
         }
         octopipe::Error::Push(p) => push_to_py(p),
-        other => {
-            let kind = other.kind();
-            let err = with_report(py, Error::new_err(other.to_string()), None);
-            let _ = err.value(py).setattr("kind", kind.name());
-            err
-        }
+        other => error(other.kind(), python_words(&other.to_string())),
     }
 }
 
@@ -70,6 +85,19 @@ pub fn push_to_py(e: PushError) -> PyErr {
         ErrorKind::Busy => FullError::new_err(e.to_string()),
         _ => PyValueError::new_err(e.to_string()),
     }
+}
+
+/// The `kind` each exception class has when an instance sets none: `None` on `octopipe.Error`
+/// itself (one the library did not raise), its kind on each subclass.
+pub fn class_kinds(py: Python<'_>) -> PyResult<()> {
+    py.get_type::<Error>().setattr("kind", py.None())?;
+    py.get_type::<DescriptionError>()
+        .setattr("kind", ErrorKind::Config.name())?;
+    py.get_type::<ClosedError>()
+        .setattr("kind", ErrorKind::Closed.name())?;
+    py.get_type::<FullError>()
+        .setattr("kind", ErrorKind::Busy.name())?;
+    Ok(())
 }
 
 /// `err` with its `report` attribute (None when there is none).

@@ -2,7 +2,7 @@
 //! `python/octopipe/` re-exports it).
 //!
 //! ```text
-//! Pipeline(description, vars)            the same description language and errors as `octopipe run`
+//! Pipeline(description, vars, force)     the same description language and errors as `octopipe run`
 //!   .push(stream, image, boxes, pts_ms)  NumPy / __dlpack__ / __cuda_array_interface__ -> app source
 //!   .batches()                           appinfer's batches: tensor (DLPack, array interfaces), rows,
 //!                                        set_labels(...) -> the sinks
@@ -10,7 +10,7 @@
 //!   .close() / .stop() / with ...:       drain / stop; the report as a dict
 //! Pipeline.from_stages([(kind, props), ...], vars)
 //!                                        a chain of stages from Python values
-//! run(description, vars) -> dict         the whole run, its report
+//! run(description, vars, force) -> dict  the whole run, its report
 //! inspect(stage) -> str                  the stages and their properties
 //! properties(stage) -> [dict]            one stage's property table (name, keyword, type, ...)
 //! stage(kind, **props) -> str            a stage's text from keyword arguments, checked
@@ -64,14 +64,21 @@ pub(crate) fn vars_of(vars: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<Stri
 }
 
 /// Run a pipeline to its end and return its report (the fields of `octopipe run --report json`).
+/// `vars` (a dict) fill the description's `${name}`s; `force=True` lets every output replace
+/// earlier output (`octopipe run --force`), which is otherwise refused before anything runs.
 ///
 /// The GIL is released while it runs; Ctrl-C stops it (within its stop grace) and raises
 /// `KeyboardInterrupt`. A stage that fails raises `octopipe.Error` with the report as its
 /// `report` attribute; a bad description raises `octopipe.DescriptionError`.
 #[pyfunction]
-#[pyo3(signature = (description, vars=None))]
-fn run(py: Python<'_>, description: &str, vars: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-    let p = pipeline::Pipeline::open(py, description, vars)?;
+#[pyo3(signature = (description, vars=None, force=false))]
+fn run(
+    py: Python<'_>,
+    description: &str,
+    vars: Option<&Bound<'_, PyDict>>,
+    force: bool,
+) -> PyResult<Py<PyAny>> {
+    let p = pipeline::Pipeline::open(py, description, vars, force)?;
     p.finish(py)
 }
 
@@ -115,8 +122,7 @@ fn stage(py: Python<'_>, kind: &str, props: Option<&Bound<'_, PyDict>>) -> PyRes
 #[pymodule]
 fn _octopipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    // `kind` on the class: None for an error raised without one (an instance sets its own).
-    py.get_type::<Error>().setattr("kind", py.None())?;
+    errors::class_kinds(py)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("DescriptionError", py.get_type::<DescriptionError>())?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;

@@ -17,17 +17,18 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use octopipe::appinfer::NoBatch;
-use octopipe::classify::ClassLabels;
-use octopipe::preprocess::{BackendKind, PreprocessConfig};
-use octopipe::stage::Registry;
-use octopipe::Builtin;
 use octopipe::{AppBatch, AppInfer, AppSource, StopHandle};
 
-use crate::batch::Batch;
-use crate::errors::{push_to_py, to_py, with_report, ClosedError, Error};
+use crate::errors::{error, push_to_py, python_words, with_report, ClosedError, Error};
 use crate::image::{self, DevicePolicy};
-use crate::results::{Frame, FrameItem, ResultsObserver};
+use crate::results::{FrameItem, ResultsObserver};
 use crate::wait::{self, TICK};
+use octopipe::ErrorKind;
+
+mod iter;
+mod open;
+
+pub use iter::{Batches, Results};
 
 /// Finished frames the results channel holds before the pipeline waits for its reader.
 pub const RESULTS_CAPACITY: usize = 64;
@@ -80,7 +81,7 @@ impl Inner {
         let mut st = self
             .state
             .lock()
-            .map_err(|_| Error::new_err("pipeline: poisoned"))?;
+            .map_err(|_| error(ErrorKind::Internal, "pipeline: poisoned"))?;
         if !matches!(*st, State::Built(_)) {
             return Ok(());
         }
@@ -103,7 +104,12 @@ impl Inner {
                 }
                 drop(done_tx);
             })
-            .map_err(|e| Error::new_err(format!("cannot start the pipeline's thread: {e}")))?;
+            .map_err(|e| {
+                error(
+                    ErrorKind::Internal,
+                    format!("cannot start the pipeline's thread: {e}"),
+                )
+            })?;
         if let Ok(mut done) = self.done.lock() {
             *done = Some(done_rx);
         }
@@ -192,7 +198,7 @@ impl Inner {
     fn check_failed(&self, py: Python<'_>) -> PyResult<()> {
         match self.error() {
             Some((e, kind)) => {
-                let err = with_report(py, Error::new_err(e), self.report(py)?);
+                let err = with_report(py, Error::new_err(python_words(&e)), self.report(py)?);
                 let _ = err.value(py).setattr("kind", kind.name());
                 Err(err)
             }
@@ -203,7 +209,10 @@ impl Inner {
     /// The next finished frame; `None` at the end (the run's error raised once it is over).
     pub fn next_result(&self, py: Python<'_>) -> PyResult<Option<FrameItem>> {
         let q = self.results.get().ok_or_else(|| {
-            Error::new_err("results were not collected: call results() before the pipeline starts")
+            error(
+                ErrorKind::Conflict,
+                "results were not collected: call results() before the pipeline starts",
+            )
         })?;
         self.ensure_started()?;
         let next = wait::until(
@@ -272,7 +281,8 @@ impl Inner {
     /// The application source a push goes to: by name, or by stream id.
     fn app_for(&self, stream: &Bound<'_, PyAny>) -> PyResult<&AppSource> {
         if self.apps.is_empty() {
-            return Err(Error::new_err(
+            return Err(error(
+                ErrorKind::Config,
                 "this pipeline has no app source: push() needs `app name=NAME` at the head of a branch",
             ));
         }
@@ -321,7 +331,8 @@ impl Drop for Inner {
 }
 
 fn no_appinfer() -> PyErr {
-    Error::new_err(
+    error(
+        ErrorKind::Config,
         "this pipeline has no appinfer stage: batches() hands out the batches of \
          `... ! preprocess ! appinfer ! ...` (put it where the model runs)",
     )
@@ -340,79 +351,17 @@ pub struct Pipeline {
     inner: Arc<Inner>,
 }
 
-impl Pipeline {
-    /// Build and open the pipeline of `description` (GIL released while stages open).
-    pub fn open(
-        py: Python<'_>,
-        description: &str,
-        vars: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Pipeline> {
-        let (origin, text) = octopipe::describe::load(description)
-            .map_err(|e| Error::new_err(format!("cannot read pipeline file {description}: {e}")))?;
-        Pipeline::open_text(py, &origin, text, vars)
-    }
-
-    /// Build and open the pipeline of description `text` from `origin` (never read as a file
-    /// name: `from_stages`).
-    pub fn open_text(
-        py: Python<'_>,
-        origin: &str,
-        text: String,
-        vars: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Pipeline> {
-        let vars = crate::vars_of(vars)?;
-        let built = py.detach(|| -> Result<octopipe::Pipeline, octopipe::Error> {
-            let desc = octopipe::describe::parse(origin, &text, &vars)?;
-            let graph = octopipe::describe::build_with(&desc, &Registry::builtin())?;
-            octopipe::Pipeline::build(graph)
-        });
-        let p = built.map_err(|e| to_py(py, e))?;
-        let device = match p.caps().get::<PreprocessConfig>() {
-            Some(pp) if pp.backend == BackendKind::Cpu => Err(
-                "the pipeline's preprocess stage runs on the CPU (backend=cpu), which reads \
-                 host frames only: push host (NumPy) arrays, or use preprocess backend=cuda"
-                    .to_string(),
-            ),
-            Some(pp) => Ok(pp.device),
-            None => Ok(0),
-        };
-        let inner = Inner {
-            description: text,
-            apps: p.app_sources(),
-            infer: p.app_infer(None),
-            infer_taken: AtomicBool::new(false),
-            stop: p.stop_handle(),
-            results: OnceLock::new(),
-            abandon: Arc::new(AtomicBool::new(false)),
-            ended: Arc::new(Mutex::new(None)),
-            done: Mutex::new(None),
-            device,
-            stages: p.stage_names().to_vec(),
-            labels: p
-                .caps()
-                .get::<ClassLabels>()
-                .map(|l| l.0.clone())
-                .unwrap_or_default(),
-            state: Mutex::new(State::Built(Box::new(p))),
-        };
-        Ok(Pipeline {
-            inner: Arc::new(inner),
-        })
-    }
-
-    /// `octopipe.run`: start, end the pushed streams at once, wait, and give the report.
-    pub fn finish(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.inner.close(py, true)?;
-        Ok(self.inner.report(py)?.unwrap_or_else(|| py.None()))
-    }
-}
-
 #[pymethods]
 impl Pipeline {
     #[new]
-    #[pyo3(signature = (description, vars=None))]
-    fn new(py: Python<'_>, description: &str, vars: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        Pipeline::open(py, description, vars)
+    #[pyo3(signature = (description, vars=None, force=false))]
+    fn new(
+        py: Python<'_>,
+        description: &str,
+        vars: Option<&Bound<'_, PyDict>>,
+        force: bool,
+    ) -> PyResult<Self> {
+        Pipeline::open(py, description, vars, force)
     }
 
     /// A pipeline of one chain of `stages`, each a `(kind, props)` pair (`props` a dict of
@@ -421,14 +370,15 @@ impl Pipeline {
     /// as a GStreamer head), joined by ` ! ` into a description (never read as a file name).
     /// `vars` fill the `${name}`s of text entries; values from dicts are written as they are.
     #[staticmethod]
-    #[pyo3(signature = (stages, vars=None))]
+    #[pyo3(signature = (stages, vars=None, force=false))]
     fn from_stages(
         py: Python<'_>,
         stages: &Bound<'_, PyAny>,
         vars: Option<&Bound<'_, PyDict>>,
+        force: bool,
     ) -> PyResult<Self> {
         let text = crate::stages::chain_text(py, stages)?;
-        Pipeline::open_text(py, octopipe::describe::COMMAND_LINE, text, vars)
+        Pipeline::open_text(py, octopipe::describe::COMMAND_LINE, text, vars, force)
     }
 
     /// An iterator of the frames as they finish (`Frame`: stream, index, pts_ms, source,
@@ -442,7 +392,7 @@ impl Pipeline {
             let mut st = inner
                 .state
                 .lock()
-                .map_err(|_| Error::new_err("pipeline: poisoned"))?;
+                .map_err(|_| error(ErrorKind::Internal, "pipeline: poisoned"))?;
             match &mut *st {
                 State::Built(p) => {
                     let (tx, rx) = bounded(RESULTS_CAPACITY);
@@ -453,7 +403,8 @@ impl Pipeline {
                     }));
                 }
                 State::Started => {
-                    return Err(Error::new_err(
+                    return Err(error(
+                        ErrorKind::Conflict,
                         "results() must be called before the pipeline starts (it started at \
                          the first push, batch or close): call it first, e.g. \
                          `frames = pipeline.results()` right after Pipeline(...)",
@@ -625,43 +576,5 @@ impl Pipeline {
         let short: String = text.chars().take(80).collect();
         let more = if text.chars().count() > 80 { "..." } else { "" };
         format!("Pipeline({short:?}{more})")
-    }
-}
-
-/// The pipeline's finished frames, in the order they finish (each stream's in order). Ends
-/// when the pipeline has ended; raises `octopipe.Error` then if the run failed.
-#[pyclass(module = "octopipe")]
-pub struct Results {
-    pub(crate) inner: Arc<Inner>,
-}
-
-#[pymethods]
-impl Results {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Frame>> {
-        Ok(self.inner.next_result(py)?.map(Frame::from))
-    }
-}
-
-/// The batches of the pipeline's `appinfer` stage, as they come. Ends when the stage ended.
-#[pyclass(module = "octopipe")]
-pub struct Batches {
-    pub(crate) inner: Arc<Inner>,
-}
-
-#[pymethods]
-impl Batches {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Batch>> {
-        match self.inner.next_batch(py)? {
-            Some(b) => Ok(Some(Batch::new(py, b)?)),
-            None => Ok(None),
-        }
     }
 }

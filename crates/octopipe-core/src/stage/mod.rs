@@ -56,6 +56,7 @@ pub mod caps;
 mod downstream;
 #[doc(hidden)]
 pub mod edge;
+mod inspect;
 pub mod limits;
 mod pool;
 mod port;
@@ -78,8 +79,10 @@ use crate::Error;
 
 pub use caps::Caps;
 pub use downstream::Downstream;
+pub use inspect::INSPECT_WIDTH;
 pub use octopipe_props_derive::{PropChoice, Properties};
 pub use port::{Item, Payload};
+pub use props::{parse_bool, BOOL_SPELLINGS};
 #[doc(hidden)]
 pub use props::{prop_default, props_concat, props_len};
 pub use props::{
@@ -299,38 +302,6 @@ impl Registry {
     /// Every stage name, in registration order.
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.decls.iter().map(|d| d.name)
-    }
-}
-
-impl Registry {
-    /// What `octopipe inspect` prints: every stage with its role and doc, or one stage's
-    /// properties (type with its range, default, doc), like gst-inspect-1.0. `None` for an unknown stage.
-    pub fn inspect(&self, stage: Option<&str>) -> Option<String> {
-        let mut out = String::new();
-        let Some(name) = stage else {
-            for s in &self.decls {
-                out += &format!("{:<12} {:<11} {}\n", s.name, s.role, s.doc);
-            }
-            return Some(out);
-        };
-        let s = self.get(name)?;
-        out += &format!("{} ({}): {}\n\n", s.name, s.role, s.doc);
-        let row =
-            |n: &str, t: &str, d: &str, doc: &str| format!("  {n:<16} {t:<20} {d:<26} {doc}\n");
-        out += &row("property", "type", "default", "description");
-        for p in s.props {
-            if matches!(p.ty, PropType::Renamed { .. }) {
-                continue;
-            }
-            let ty = match p.ty.range() {
-                Some(range) => format!("{} {range}", p.ty.name()),
-                None => p.ty.name(),
-            };
-            out += &row(p.name, &ty, p.default, p.doc);
-        }
-        let name = NAME_PROP;
-        out += &row(name.name, &name.ty.name(), name.default, name.doc);
-        Some(out)
     }
 }
 

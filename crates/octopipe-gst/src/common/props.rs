@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use gstreamer::glib;
 use gstreamer::prelude::*;
-use octopipe_core::stage::{PropSpec, PropType, StageDecl};
+use octopipe_core::stage::{parse_bool, PropSpec, PropType, StageDecl};
 
 /// The GParamSpec shape of a declared property.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -50,10 +50,9 @@ pub(crate) fn shape(p: &PropSpec) -> Shape {
             },
             Err(_) => text_shape(p),
         },
-        PropType::Bool => match p.default {
-            "true" => Shape::Bool(true),
-            "false" => Shape::Bool(false),
-            _ => text_shape(p),
+        PropType::Bool => match parse_bool(p.default) {
+            Some(b) => Shape::Bool(b),
+            None => text_shape(p),
         },
         _ => text_shape(p),
     }
@@ -149,10 +148,7 @@ pub(crate) fn value_of(p: &PropSpec, text: Option<&str>) -> glib::Value {
             .and_then(|t| t.parse::<f64>().ok())
             .unwrap_or(default)
             .to_value(),
-        Shape::Bool(default) => text
-            .and_then(|t| t.parse::<bool>().ok())
-            .unwrap_or(default)
-            .to_value(),
+        Shape::Bool(default) => text.and_then(parse_bool).unwrap_or(default).to_value(),
         Shape::Text(default) => text.or(default).to_value(),
     }
 }

@@ -7,26 +7,25 @@
 //! one log line.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
-
-use ort::environment::Environment;
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::Session;
 use ort::value::{Shape, TensorRefMut};
 
+mod env;
 mod fixed;
 mod props;
 mod worker;
 
+pub use env::environment;
+pub(crate) use env::ORT_DYLIB_ENV;
 pub use fixed::{FixedError, FixedInput, FixedOutput, FixedStep};
 pub use props::{EpKind, OnnxProps};
 use worker::Gone;
 pub(crate) use worker::{Ticket, Worker};
 
-/// Environment variable naming the ONNX Runtime library.
-pub(crate) const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
 /// Environment variable: when set, every session writes ONNX Runtime's profile (a Chrome trace
 /// of each run and node) to a JSON file whose name starts with its value.
 pub(crate) const ORT_PROFILE_ENV: &str = "OCTOPIPE_ORT_PROFILE";
@@ -89,25 +88,6 @@ pub(crate) fn read_labels(path: &Path) -> std::io::Result<Vec<String>> {
         .filter(|l| !l.is_empty())
         .map(String::from)
         .collect())
-}
-
-/// The process-wide ONNX Runtime environment, loaded on first use.
-pub fn environment() -> Result<&'static Environment, OnnxError> {
-    static ENV: OnceLock<Result<Environment, (String, String)>> = OnceLock::new();
-    let path = std::env::var(ORT_DYLIB_ENV).unwrap_or_else(|_| "libonnxruntime.so".into());
-    ENV.get_or_init(|| {
-        let fail = |e: &dyn std::fmt::Display| (path.clone(), e.to_string());
-        ort::init_from(&path)
-            .map_err(|e| fail(&e))?
-            .with_name("octopipe")
-            .build()
-            .map_err(|e| fail(&e))
-    })
-    .as_ref()
-    .map_err(|(path, reason)| OnnxError::Runtime {
-        path: path.clone(),
-        reason: reason.clone(),
-    })
 }
 
 /// Which ONNX Runtime execution provider runs a model.

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use crate::describe::Description;
+use crate::describe::{closest, Description};
 use crate::stage::{PropType, Registry};
 
 /// URI schemes a stream's location may have by default (a camera it connects to; `srt` as a
@@ -107,6 +107,16 @@ impl Policy {
                 if st.kind.contains('/') {
                     self.check_caps(&st.kind)?;
                 } else if !self.elements.contains(&st.kind) {
+                    // A misspelt stage gets the command line's did-you-mean; an installed element
+                    // (`queue2`, not a misspelt `queue`) is one the operator may allow.
+                    if closest(&st.kind, registry.names()).is_some()
+                        && !crate::source::element_exists(&st.kind)
+                    {
+                        return Err(Refusal {
+                            forbidden: false,
+                            message: crate::describe::unknown_stage(desc, registry, st).to_string(),
+                        });
+                    }
                     return Err(forbidden(format!(
                         "GStreamer element '{}' is not allowed in a stream added over HTTP: describe \
                          the stream with octopipe's sources (media, images, rtp, testsrc), or start \

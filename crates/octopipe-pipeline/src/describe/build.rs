@@ -737,7 +737,7 @@ fn fragment(desc: &Description, stages: &[StageDesc]) -> Result<String, Describe
     Ok(elements.join(" ! "))
 }
 
-pub(super) fn unknown(desc: &Description, registry: &Registry, st: &StageDesc) -> DescribeError {
+pub(crate) fn unknown(desc: &Description, registry: &Registry, st: &StageDesc) -> DescribeError {
     let hint = closest(&st.kind, registry.names())
         .map(|c| format!(" (did you mean '{c}'?)"))
         .unwrap_or_else(|| {

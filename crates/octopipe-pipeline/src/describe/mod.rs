@@ -28,10 +28,12 @@ mod graph;
 mod queue;
 mod quote;
 mod registry;
+mod vars;
 mod written;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
+pub(crate) use build::unknown as unknown_stage;
 pub use build::{build, build_branch, build_open, build_with};
 pub use devices::{expand_devices, DEVICES};
 pub use graph::{Graph, Node};
@@ -41,6 +43,7 @@ pub use queue::{
 };
 pub use quote::quote;
 pub use registry::Builtin;
+pub use vars::{parse, parse_set_by, parse_with_env, variables, SetBy};
 pub use written::stage_text;
 
 use crate::description::error_at;
@@ -59,120 +62,6 @@ pub fn load(pipeline: &str) -> std::io::Result<(String, String)> {
     } else {
         Ok((COMMAND_LINE.to_string(), pipeline.to_string()))
     }
-}
-
-/// Parse `text` (from `origin`, used in messages), replacing `${name}` with `vars`. Every
-/// variable not set is named in the one error, which points at the first.
-pub fn parse(
-    origin: &str,
-    text: &str,
-    vars: &HashMap<String, String>,
-) -> Result<Description, DescribeError> {
-    let lookup = |name: &str| vars.get(name).cloned();
-    scan_with(origin, text, &lookup, "")
-}
-
-/// [`parse`], with the environment's variables for those `vars` does not set (`${OCTOPIPE_DATA}`
-/// after `. scripts/env.sh`; `--set` wins). For descriptions the user writes (`octopipe run`),
-/// never for ones that come over a network (`POST /streams`), which must not read the
-/// environment. A variable of `vars` that the description never uses is an error (a misspelt
-/// `--set modle=...` would otherwise be ignored), with the closest name it uses.
-pub fn parse_with_env(
-    origin: &str,
-    text: &str,
-    vars: &HashMap<String, String>,
-) -> Result<Description, DescribeError> {
-    let used = variables(origin, text);
-    let mut given: Vec<&String> = vars.keys().collect();
-    given.sort();
-    if let Some(name) = given
-        .into_iter()
-        .find(|name| !used.iter().any(|(u, _)| u == *name))
-    {
-        return Err(unused_variable(origin, text, name, &used));
-    }
-    let lookup = |name: &str| vars.get(name).cloned().or_else(|| std::env::var(name).ok());
-    scan_with(origin, text, &lookup, ", or set it in the environment")
-}
-
-/// The variables `text` uses (`${name}`), each once with the span of its first use, in order.
-/// A text that does not parse gives those before the error.
-pub fn variables(origin: &str, text: &str) -> Vec<(String, Span)> {
-    let seen = std::cell::RefCell::new(Vec::new());
-    let _ = scan(
-        origin,
-        text,
-        &Vars {
-            lookup: &|_| Some(String::new()),
-            missing: &|_| String::new(),
-            seen: Some(&seen),
-        },
-    );
-    let mut out: Vec<(String, Span)> = Vec::new();
-    for (name, span) in seen.into_inner() {
-        if !out.iter().any(|(n, _)| *n == name) {
-            out.push((name, span));
-        }
-    }
-    out
-}
-
-/// Scan `text` with `lookup`; the error for variables not set names all of them, with `env`
-/// after the `--set` advice.
-fn scan_with(
-    origin: &str,
-    text: &str,
-    lookup: &dyn Fn(&str) -> Option<String>,
-    env: &str,
-) -> Result<Description, DescribeError> {
-    let unset: Vec<String> = variables(origin, text)
-        .into_iter()
-        .map(|(name, _)| name)
-        .filter(|name| lookup(name).is_none())
-        .collect();
-    let missing = |name: &str| match unset.len() {
-        0 | 1 => format!("variable '{name}' is not set (give it with --set {name}=VALUE{env})"),
-        _ => {
-            let names: Vec<String> = unset.iter().map(|n| format!("'{n}'")).collect();
-            let sets: Vec<String> = unset.iter().map(|n| format!("--set {n}=VALUE")).collect();
-            let env = env.replace(" it ", " them ");
-            format!(
-                "variables {} are not set (give them with {}{env})",
-                names.join(", "),
-                sets.join(" ")
-            )
-        }
-    };
-    scan(
-        origin,
-        text,
-        &Vars {
-            lookup,
-            missing: &missing,
-            seen: None,
-        },
-    )
-}
-
-/// The error for `--set name=...` that `text` never uses: at the use of the closest name when
-/// one is close (a misspelling), else at the start.
-fn unused_variable(origin: &str, text: &str, name: &str, used: &[(String, Span)]) -> DescribeError {
-    let near = closest(name, used.iter().map(|(n, _)| n.as_str()));
-    let names: Vec<&str> = used.iter().map(|(n, _)| n.as_str()).collect();
-    let uses = match names.is_empty() {
-        true => "it uses no variables".to_string(),
-        false => format!("it uses {}", names.join(", ")),
-    };
-    let (span, hint) = match near.and_then(|n| used.iter().find(|(u, _)| u == n)) {
-        Some((n, span)) => (*span, format!("did you mean '{n}'? {uses}")),
-        None => (Span { start: 0, len: 1 }, uses),
-    };
-    error_at(
-        origin,
-        text,
-        span,
-        format!("--set {name}=...: the description never uses ${{{name}}} ({hint})"),
-    )
 }
 
 /// Where `${name}` values come from, and what to say when one is missing.
@@ -408,6 +297,7 @@ fn expand(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs

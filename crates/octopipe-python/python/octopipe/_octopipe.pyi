@@ -12,8 +12,9 @@ __version__: str
 class Error(Exception):
     """An octopipe error: a stage that failed, a pipeline that cannot be opened. `kind` says
     what kind of failure it is ('input', 'config', 'model', 'device', 'unavailable', 'network',
-    'io', 'not-found', 'conflict', 'closed', 'busy', 'stage', 'internal'; None where the error
-    did not come from the library's error type)."""
+    'io', 'not-found', 'conflict', 'closed', 'busy', 'stage', 'internal'), on every error the
+    module raises and on each subclass ('config', 'closed', 'busy'); None only on one made
+    outside the library."""
 
     report: Optional[Dict[str, Any]]
     kind: Optional[str]
@@ -145,11 +146,16 @@ class Batches(Iterator[Batch]):
 class Pipeline:
     """A pipeline built from a description (`octopipe run`'s language), opened and ready."""
 
-    def __init__(self, description: str, vars: Optional[_Vars] = None) -> None: ...
+    def __init__(
+        self, description: str, vars: Optional[_Vars] = None, force: bool = False
+    ) -> None:
+        """`vars` fill the description's `${name}`s; `force=True` lets every output replace
+        earlier output (`octopipe run --force`)."""
     @staticmethod
     def from_stages(
         stages: Sequence[Union[str, Tuple[str, Optional[Mapping[str, Any]]]]],
         vars: Optional[_Vars] = None,
+        force: bool = False,
     ) -> "Pipeline":
         """One chain of stages, each a `(kind, props)` pair (property names or keywords to
         Python values, checked as `stage()` checks them) or a stage's text, joined by ` ! `."""
@@ -190,8 +196,11 @@ class Pipeline:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
-def run(description: str, vars: Optional[_Vars] = None) -> Dict[str, Any]:
-    """Run a whole pipeline; its report (the fields of `octopipe run --report json`)."""
+def run(
+    description: str, vars: Optional[_Vars] = None, force: bool = False
+) -> Dict[str, Any]:
+    """Run a whole pipeline; its report (the fields of `octopipe run --report json`).
+    `force=True` lets every output replace earlier output (`octopipe run --force`)."""
 
 def inspect(stage: Optional[str] = None) -> str:
     """The stages a description may use, or one stage's properties (`octopipe inspect`)."""
