@@ -495,7 +495,20 @@ impl GstSource {
             Pixels::Device(planes, layout)
         } else {
             let layout = FrameLayout::packed(format, info.width(), info.height());
-            let mut pixels = self.pool.take(layout.size());
+            // The copy out of the decoder: memory the system refuses is this stream's error.
+            let mut pixels =
+                self.pool
+                    .try_take(layout.size())
+                    .map_err(|error| SourceError::OutOfMemory {
+                        source_name: source.to_string(),
+                        what: format!(
+                            "frame {} ({}x{} {format})",
+                            self.seq,
+                            info.width(),
+                            info.height()
+                        ),
+                        error,
+                    })?;
             copy_frame(buffer, &info, &layout, &mut pixels).map_err(stream_error)?;
             Pixels::Host(pixels, layout)
         };

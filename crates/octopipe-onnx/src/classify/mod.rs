@@ -38,6 +38,7 @@ use crate::frame::{ClassScore, Classification};
 use crate::onnx::{Ep, OnnxError, OnnxProps};
 use crate::preprocess::{DType, Layout};
 use crate::tensor::TensorData;
+use octopipe_core::alloc::{bytes, try_resize, try_vec};
 
 pub use crate::stage::{CropPlan, Reinfer, TrackLabels, REINFER_MAX_RESIZE};
 pub use stage::{ClassLabels, ClassifyProps, CLASSIFY};
@@ -267,7 +268,12 @@ impl Classifier {
         };
         let smallest = self.input.batch.unwrap_or(1);
         let rows = self.rows(smallest, usize::MAX);
-        let zeros = vec![0.0; rows * 3 * w * h];
+        let zeros = bytes(&[rows, 3, w, h])
+            .and_then(|len| try_vec(len, 0.0))
+            .map_err(|e| ClassifyError::Model {
+                path: self.config.model.display().to_string(),
+                reason: format!("the input of its first run ({rows} rows) {e}"),
+            })?;
         self.run_chunk(shape(rows), smallest, Input::Host(&zeros))?;
         self.classes = self.scores.len() / smallest.max(1);
         let largest = self.input.batch.unwrap_or(self.config.max_batch.max(1));
@@ -281,7 +287,9 @@ impl Classifier {
         let sizes: Vec<usize> = sizes.into_iter().filter(|&n| n > smallest).collect();
         for &n in &sizes {
             let rows = self.rows(n, usize::MAX);
-            let _ = self.run_chunk(shape(rows), n, Input::Host(&vec![0.0; rows * 3 * w * h]));
+            if let Ok(zeros) = bytes(&[rows, 3, w, h]).and_then(|len| try_vec(len, 0.0)) {
+                let _ = self.run_chunk(shape(rows), n, Input::Host(&zeros));
+            }
         }
         // A first run from device memory plans anew too: each size once more, from there.
         let most = sizes.last().map_or(rows, |&n| self.rows(n, usize::MAX));
@@ -420,9 +428,15 @@ impl Classifier {
             let mut padding = std::mem::take(&mut self.padding);
             let part = match tensor {
                 Input::Host(v) if rows > m => {
+                    // The padded rows' growth is fallible: memory refused is this batch's error.
                     padding.clear();
-                    padding.extend_from_slice(&v[start * per..(start + m) * per]);
-                    padding.resize(rows * per, 0.0);
+                    if let Err(e) = try_resize(&mut padding, rows * per, 0.0) {
+                        return Err(ClassifyError::Model {
+                            path: self.config.model.display().to_string(),
+                            reason: format!("the input of {m} crops padded to {rows} rows {e}"),
+                        });
+                    }
+                    padding[..m * per].copy_from_slice(&v[start * per..(start + m) * per]);
                     Input::Host(&padding)
                 }
                 Input::Host(v) => Input::Host(&v[start * per..(start + m) * per]),
