@@ -52,7 +52,7 @@ mod words;
 use build::{Input, Parts};
 use recover::Garbage;
 
-use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
+use super::caps::{colorimetry, copy_out, pixel_format, video_default};
 use super::images::Feeder;
 use super::media::{expected_frames, truncation};
 use super::nvdec::{self, SharedCuda};
@@ -495,21 +495,7 @@ impl GstSource {
             Pixels::Device(planes, layout)
         } else {
             let layout = FrameLayout::packed(format, info.width(), info.height());
-            // The copy out of the decoder: memory the system refuses is this stream's error.
-            let mut pixels =
-                self.pool
-                    .try_take(layout.size())
-                    .map_err(|error| SourceError::OutOfMemory {
-                        source_name: source.to_string(),
-                        what: format!(
-                            "frame {} ({}x{} {format})",
-                            self.seq,
-                            info.width(),
-                            info.height()
-                        ),
-                        error,
-                    })?;
-            copy_frame(buffer, &info, &layout, &mut pixels).map_err(stream_error)?;
+            let pixels = copy_out(&self.pool, buffer, &info, &layout, &source, self.seq)?;
             Pixels::Host(pixels, layout)
         };
 
