@@ -69,7 +69,7 @@ pub mod pan;
 
 // The bottom layers live in the core crate (crates/octopipe-core); here under their old paths, so
 // `octopipe::frame::Frame`, `crate::stage::Stage`, ... name what they always named.
-pub use octopipe_core::{budget, buffer, error, files, frame, redact, stage, tensor};
+pub use octopipe_core::{alloc, budget, buffer, error, files, frame, redact, stage, tensor};
 // The CUDA layer (crates/octopipe-cuda: devices, stream ordering, the kernel registry, launch
 // helpers); the preprocess backend re-exports its items under their old paths too
 // (`preprocess::cuda::{available, CudaError, kernels, ...}`).

@@ -126,6 +126,14 @@ pub fn usage(pid: u32) -> (u64, u64, u64) {
     (field("VmRSS:"), field("Threads:"), fds)
 }
 
+/// A field of a process's /proc status in kB (`VmPeak:`, `VmSize:`); 0 where it is not there.
+pub fn status_kb(pid: u32, name: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with(name));
+    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A `octopipe run --streams` process of the test's.
 pub struct Station {
     pub child: Child,
@@ -146,10 +154,36 @@ impl Station {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_capped(name, dir, pipeline, args, env, None)
+    }
+
+    /// [`Station::start`], under an address-space cap of `cap_kb` KiB where given (`ulimit -v`,
+    /// set by a shell that then becomes the station: the child's id is the station's).
+    pub fn start_capped(
+        name: &str,
+        dir: &Path,
+        pipeline: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        cap_kb: Option<u64>,
+    ) -> Self {
         let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
         let report = dir.join(format!("{name}-report.json"));
         let log = dir.join(format!("{name}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_octopipe"))
+        let program = env!("CARGO_BIN_EXE_octopipe");
+        let mut command = match cap_kb {
+            Some(kb) => {
+                let mut c = Command::new("bash");
+                c.args([
+                    "-c",
+                    &format!("ulimit -v {kb}; exec \"$0\" \"$@\""),
+                    program,
+                ]);
+                c
+            }
+            None => Command::new(program),
+        };
+        let child = command
             .args(["run", pipeline, "--streams", "--progress", "off"])
             .args(["--metrics-addr", &addr.to_string(), "--report", "json"])
             .arg("--report-file")

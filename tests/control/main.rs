@@ -8,6 +8,7 @@ mod churn;
 mod control;
 mod inputs;
 mod lifecycle;
+mod memory;
 mod metrics;
 #[cfg(feature = "mqtt")]
 mod mqtt_tls;

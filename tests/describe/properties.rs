@@ -385,8 +385,8 @@ proptest! {
         let downstream = Arc::new(Downstream::new(Duration::from_secs(1)));
         let mut assembler = Assembler::new(config, (out, out), DEFAULT_BUDGET, downstream, None, tally);
         let mut batches = Vec::new();
-        assembler.push(frame, &mut batches);
-        batches.extend(assembler.flush());
+        assembler.push(frame, &mut batches).unwrap();
+        batches.extend(assembler.flush().unwrap());
         let mut backend = CpuBackend::new(PreprocessConfig { threads: 1, ..PreprocessConfig::default() }).unwrap();
         let (mut crops, count) = (0, batches.len());
         for (i, batch) in batches.iter_mut().enumerate() {

@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::alloc::AllocError;
 use crate::frame::Frame;
 use crate::tensor::{Layout, Tensor};
 
@@ -134,27 +135,47 @@ impl Default for CropBatch {
 
 /// The blocks of [`CropBatch::build_blocks`] for `crops`, into `out` (cleared first): each crop's
 /// output pixels cut into tiles of `tile_pixels`, every `tiles_per_block` consecutive tiles of a
-/// crop one block.
+/// crop one block. Panics where the system refuses the memory ([`try_build_blocks_into`] does not).
 pub fn build_blocks_into(
     crops: &[CropMeta],
     tile_pixels: u32,
     tiles_per_block: u32,
     out: &mut Vec<BlockMeta>,
 ) {
-    let per = tiles_per_block.max(1);
-    cut_blocks(crops, tile_pixels.max(1), out, |_| per);
+    try_build_blocks_into(crops, tile_pixels, tiles_per_block, out)
+        .unwrap_or_else(|e| panic!("the blocks of a batch of {} crops {e}", crops.len()));
 }
 
-/// Cut each crop's output into tiles of `tile_pixels` and blocks of `per(crop)` tiles, into `out`.
+/// [`build_blocks_into`], its growth fallible: the blocks of a batch (one per `tiles_per_block`
+/// tiles of `tile_pixels`: billions for 4096 crops of 4096x4096 in tiles of one pixel) that the
+/// system refuses are an [`AllocError`], the batch's error.
+pub fn try_build_blocks_into(
+    crops: &[CropMeta],
+    tile_pixels: u32,
+    tiles_per_block: u32,
+    out: &mut Vec<BlockMeta>,
+) -> Result<(), AllocError> {
+    let per = tiles_per_block.max(1);
+    cut_blocks(crops, tile_pixels.max(1), out, |_| per)
+}
+
+/// Cut each crop's output into tiles of `tile_pixels` and blocks of `per(crop)` tiles, into `out`
+/// (its growth fallible: the blocks are counted first).
 fn cut_blocks(
     crops: &[CropMeta],
     tile_pixels: u32,
     out: &mut Vec<BlockMeta>,
     per: impl Fn(&CropMeta) -> u32,
-) {
+) -> Result<(), AllocError> {
     out.clear();
+    let count = crops.iter().fold(0usize, |n, c| {
+        let tiles = c.out_pixels().div_ceil(tile_pixels);
+        n.saturating_add(tiles.div_ceil(per(c).max(1)) as usize)
+    });
+    out.try_reserve_exact(count)
+        .map_err(|_| AllocError::of::<BlockMeta>(count))?;
     for (i, c) in crops.iter().enumerate() {
-        let per = per(c);
+        let per = per(c).max(1);
         let tiles = c.out_pixels().div_ceil(tile_pixels);
         let mut t = 0;
         while t < tiles {
@@ -167,6 +188,7 @@ fn cut_blocks(
             t = end;
         }
     }
+    Ok(())
 }
 
 impl CropBatch {
@@ -247,10 +269,21 @@ impl CropBatch {
 
     /// Rebuild [`Self::blocks`]: each crop's output pixels cut into tiles of `tile_pixels`, and
     /// every `tiles_per_block` consecutive tiles of a crop made one block ([`build_blocks_into`]).
-    /// O(blocks), no allocation once the vector has grown.
+    /// O(blocks), no allocation once the vector has grown. Panics where the system refuses the
+    /// memory ([`CropBatch::try_build_blocks`] does not).
     pub fn build_blocks(&mut self, tile_pixels: u32, tiles_per_block: u32) {
+        self.try_build_blocks(tile_pixels, tiles_per_block)
+            .unwrap_or_else(|e| panic!("the blocks of a batch of {} crops {e}", self.crops.len()));
+    }
+
+    /// [`CropBatch::build_blocks`], its growth fallible ([`try_build_blocks_into`]).
+    pub fn try_build_blocks(
+        &mut self,
+        tile_pixels: u32,
+        tiles_per_block: u32,
+    ) -> Result<(), AllocError> {
         self.tile_pixels = tile_pixels.max(1);
-        build_blocks_into(&self.crops, tile_pixels, tiles_per_block, &mut self.blocks);
+        try_build_blocks_into(&self.crops, tile_pixels, tiles_per_block, &mut self.blocks)
     }
 
     /// Rebuild [`Self::blocks`] with block sizes weighted by the input each block reads: a crop
@@ -259,13 +292,25 @@ impl CropBatch {
     /// output) gets `clamp(input_pixels_per_block / (tile_pixels * r), 1, max_tiles_per_block)`
     /// tiles per block, so heavily downscaled crops are cut into more, smaller blocks and every
     /// block reads about `input_pixels_per_block` source pixels (or, for light crops, writes
-    /// `max_tiles_per_block` tiles). O(blocks), no allocation once the vector has grown.
+    /// `max_tiles_per_block` tiles). O(blocks), no allocation once the vector has grown. Panics
+    /// where the system refuses the memory ([`CropBatch::try_build_blocks_weighted`] does not).
     pub fn build_blocks_weighted(
         &mut self,
         tile_pixels: u32,
         max_tiles_per_block: u32,
         input_pixels_per_block: u64,
     ) {
+        self.try_build_blocks_weighted(tile_pixels, max_tiles_per_block, input_pixels_per_block)
+            .unwrap_or_else(|e| panic!("the blocks of a batch of {} crops {e}", self.crops.len()));
+    }
+
+    /// [`CropBatch::build_blocks_weighted`], its growth fallible ([`try_build_blocks_into`]).
+    pub fn try_build_blocks_weighted(
+        &mut self,
+        tile_pixels: u32,
+        max_tiles_per_block: u32,
+        input_pixels_per_block: u64,
+    ) -> Result<(), AllocError> {
         let tile_pixels = tile_pixels.max(1);
         let max_tiles = max_tiles_per_block.max(1) as u64;
         self.tile_pixels = tile_pixels;
@@ -274,7 +319,7 @@ impl CropBatch {
             let input = (c.w as u64 * c.h as u64).max(out);
             // Tiles per block = budget / (tile_pixels * input / out), in integers.
             (input_pixels_per_block * out / (tile_pixels as u64 * input)).clamp(1, max_tiles) as u32
-        });
+        })
     }
 
     /// Output pixel range `begin..end` (in the crop's raster order) of a block.

@@ -37,7 +37,8 @@ pub enum ErrorKind {
     Conflict,
     /// Closed: the pipeline or source takes no more (it ended, was stopped or closed).
     Closed,
-    /// Full: a bounded resource (a queue, the streams a pipeline runs at once) has no room now.
+    /// Full: a bounded resource (a queue, the streams a pipeline runs at once, the memory the
+    /// process may still take) has no room now.
     Busy,
     /// A stage's own error that says nothing more (the kind of [`Error::stage`]).
     Stage,

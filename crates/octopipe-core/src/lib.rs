@@ -9,7 +9,7 @@
 //!
 //! | layer | modules |
 //! | --- | --- |
-//! | data | [`frame`], [`tensor`], [`crops`] (the crop batch), [`files`] ([`files::RunPath`]), [`redact`], [`description`], `rng` |
+//! | data | [`frame`], [`tensor`], [`alloc`] (fallible buffers), [`crops`] (the crop batch), [`files`] ([`files::RunPath`]), [`redact`], [`description`], `rng` |
 //! | errors and the report | [`error`] (names no stage), [`budget`] (the report, [`budget::Tally`]) |
 //! | the stage core | [`stage`]: `StageDecl`, `Registry` (without the built-in stages), the `Stage` and `Element` traits, typed ports (`Item`, `Payload`), `Running` with the typed edges and the stage loop, `Caps`, properties, `FrameSource` |
 //!
@@ -24,6 +24,7 @@
 // crate too.
 extern crate self as octopipe_core;
 
+pub mod alloc;
 pub mod budget;
 pub mod buffer;
 pub mod crops;

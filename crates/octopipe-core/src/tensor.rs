@@ -213,10 +213,7 @@ impl Tensor {
 
     /// [`Tensor::host_f32`], its growth fallible: an allocation the system refuses (a batch
     /// too large for the memory left) is an error of the caller's batch, not an abort.
-    pub fn try_host_f32(
-        &mut self,
-        len: usize,
-    ) -> Result<&mut Vec<f32>, std::collections::TryReserveError> {
+    pub fn try_host_f32(&mut self, len: usize) -> Result<&mut Vec<f32>, crate::alloc::AllocError> {
         self.dtype = DType::F32;
         if !matches!(self.data, TensorData::F32(_)) {
             self.data = TensorData::F32(Vec::new());
@@ -224,16 +221,12 @@ impl Tensor {
         let TensorData::F32(v) = &mut self.data else {
             unreachable!("just set to F32")
         };
-        v.try_reserve_exact(len.saturating_sub(v.len()))?;
-        v.resize(len, 0.0);
+        crate::alloc::try_resize(v, len, 0.0)?;
         Ok(v)
     }
 
     /// [`Tensor::host_f16`], its growth fallible as [`Tensor::try_host_f32`]'s.
-    pub fn try_host_f16(
-        &mut self,
-        len: usize,
-    ) -> Result<&mut Vec<u16>, std::collections::TryReserveError> {
+    pub fn try_host_f16(&mut self, len: usize) -> Result<&mut Vec<u16>, crate::alloc::AllocError> {
         self.dtype = DType::F16;
         if !matches!(self.data, TensorData::F16(_)) {
             self.data = TensorData::F16(Vec::new());
@@ -241,8 +234,7 @@ impl Tensor {
         let TensorData::F16(v) = &mut self.data else {
             unreachable!("just set to F16")
         };
-        v.try_reserve_exact(len.saturating_sub(v.len()))?;
-        v.resize(len, 0);
+        crate::alloc::try_resize(v, len, 0)?;
         Ok(v)
     }
 

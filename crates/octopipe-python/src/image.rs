@@ -322,7 +322,7 @@ fn host_frame(ai: &Interface, format: Option<&str>) -> PyResult<AppFrame> {
     let len = layout.size();
     // SAFETY: the array interface promises `len` bytes at `ptr` (C order, checked above), and
     // the caller holds the array (and the GIL) while they are copied.
-    let data = unsafe { std::slice::from_raw_parts(ai.ptr as *const u8, len) }.to_vec();
+    let data = copy(unsafe { std::slice::from_raw_parts(ai.ptr as *const u8, len) })?;
     Ok(AppFrame::host(layout, data))
 }
 
@@ -352,8 +352,20 @@ fn dlpack_host_frame(image: &Bound<'_, PyAny>, format: Option<&str>) -> PyResult
     let t = dlpark::python::from_dlpack(image.as_borrowed(), None, None)?;
     let (layout, ptr, len) = dlpack_image(&t, format)?;
     // SAFETY: the validated tensor holds `len` bytes at `ptr` in host memory, alive while `t`.
-    let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }.to_vec();
+    let data = copy(unsafe { std::slice::from_raw_parts(ptr as *const u8, len) })?;
     Ok(AppFrame::host(layout, data))
+}
+
+/// A copy of an image's bytes, allocated fallibly: memory the system refuses is a
+/// `MemoryError` naming the bytes, not an abort of the interpreter.
+fn copy(bytes: &[u8]) -> PyResult<Vec<u8>> {
+    let mut data = Vec::new();
+    data.try_reserve_exact(bytes.len()).map_err(|_| {
+        let e = octopipe::alloc::AllocError::of::<u8>(bytes.len());
+        pyo3::exceptions::PyMemoryError::new_err(format!("image: its copy {e}"))
+    })?;
+    data.extend_from_slice(bytes);
+    Ok(data)
 }
 
 /// Check the pipeline takes device images and the image's GPU is there.

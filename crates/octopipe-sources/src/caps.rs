@@ -6,7 +6,10 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
-use crate::frame::{ChromaSite, Colorimetry, FrameLayout, Matrix, PixelFormat, Range};
+use crate::frame::{
+    BufferPool, ChromaSite, Colorimetry, FrameLayout, Matrix, PixelFormat, PooledBuf, Range,
+};
+use crate::SourceError;
 
 /// Ask `appsink` for I420 or NV12: decoders output YUV natively, and colour conversion is the
 /// preprocess stage's job, so the decoder never converts to RGB.
@@ -116,6 +119,32 @@ pub fn copy_frame(
     let video = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, info)
         .map_err(|e| format!("cannot map the decoded frame: {e}"))?;
     copy_planes(&video, layout, dst)
+}
+
+/// A pooled copy of `buffer`'s frame (frame `seq` of the input `source`), laid out as
+/// `layout`: memory the system refuses for it is the stream's error, not an abort.
+pub(crate) fn copy_out(
+    pool: &BufferPool,
+    buffer: &gst::BufferRef,
+    info: &gst_video::VideoInfo,
+    layout: &FrameLayout,
+    source: &str,
+    seq: u64,
+) -> Result<PooledBuf, SourceError> {
+    let (w, h, format) = (layout.width, layout.height, layout.format);
+    let mut pixels = pool
+        .try_take(layout.size())
+        .map_err(|error| SourceError::OutOfMemory {
+            source_name: source.to_string(),
+            what: format!("frame {seq} ({w}x{h} {format})"),
+            error,
+        })?;
+    copy_frame(buffer, info, layout, &mut pixels).map_err(|message| SourceError::Stream {
+        source_name: source.to_string(),
+        message,
+        debug: None,
+    })?;
+    Ok(pixels)
 }
 
 /// Copy each plane's visible rows from the mapped frame into `dst`, laid out as `layout`.

@@ -52,7 +52,7 @@ mod words;
 use build::{Input, Parts};
 use recover::Garbage;
 
-use super::caps::{colorimetry, copy_frame, pixel_format, video_default};
+use super::caps::{colorimetry, copy_out, pixel_format, video_default};
 use super::images::Feeder;
 use super::media::{expected_frames, truncation};
 use super::nvdec::{self, SharedCuda};
@@ -495,8 +495,7 @@ impl GstSource {
             Pixels::Device(planes, layout)
         } else {
             let layout = FrameLayout::packed(format, info.width(), info.height());
-            let mut pixels = self.pool.take(layout.size());
-            copy_frame(buffer, &info, &layout, &mut pixels).map_err(stream_error)?;
+            let pixels = copy_out(&self.pool, buffer, &info, &layout, &source, self.seq)?;
             Pixels::Host(pixels, layout)
         };
 

@@ -58,8 +58,42 @@ pub(super) fn build_test(
         .framerate(fps)
         .build();
     appsink.set_caps(Some(&caps));
+    preallocate(appsink);
     pipeline
         .add_many([&src, appsink.upcast_ref()])
         .and_then(|_| src.link(appsink))
         .map_err(|e| link_error("videotestsrc", e))
+}
+
+/// The test source's buffers: the appsink's queue, one being drawn and one being copied out.
+const TEST_BUFFERS: u32 = 6;
+
+/// Ask `videotestsrc` for a pool of [`TEST_BUFFERS`] buffers, all allocated when it starts and
+/// never more: GLib aborts the process on an allocation it cannot make, so GStreamer's memory
+/// for a stream is taken before that stream's own frames grow (octopipe's copies, fallible,
+/// are what the system refuses once memory runs short: the stream's error).
+fn preallocate(appsink: &gst_app::AppSink) {
+    let Some(pad) = appsink.static_pad("sink") else {
+        return;
+    };
+    pad.add_probe(gst::PadProbeType::QUERY_DOWNSTREAM, |_, info| {
+        if let Some(gst::PadProbeData::Query(query)) = &mut info.data {
+            if let gst::QueryViewMut::Allocation(q) = query.view_mut() {
+                let size = q
+                    .get()
+                    .0
+                    .and_then(|caps| gst_video::VideoInfo::from_caps(caps).ok())
+                    .and_then(|info| u32::try_from(info.size()).ok());
+                if let Some(size) = size {
+                    q.add_allocation_pool(
+                        None::<&gst::BufferPool>,
+                        size,
+                        TEST_BUFFERS,
+                        TEST_BUFFERS,
+                    );
+                }
+            }
+        }
+        gst::PadProbeReturn::Ok
+    });
 }

@@ -214,3 +214,55 @@ fn a_batch_tensor_the_system_refuses_is_an_error_not_an_abort() {
         ],
     );
 }
+
+#[test]
+fn a_frame_copy_the_system_refuses_is_the_sources_error_not_an_abort() {
+    // 8192x8192 I420 frames (96 MiB each) held by a batch that waits for 60 of them, under an
+    // address-space cap of 3 GiB (`ulimit -v`): the source's copy of a frame out of the decoder
+    // is refused, and the run ends with the source's error naming the frame and its bytes and
+    // exit status 1 (it was a SIGABRT).
+    let text = "testsrc width=8192 height=8192 pattern=black num-buffers=60 \
+                ! boxes format=synthetic count=1 ! batch max-frames=60 max-wait-ms=60000 \
+                ! jsonl location=/dev/null";
+    let script = format!("ulimit -v {}; exec \"$0\" run \"$1\"", 3 * 1024 * 1024);
+    let out = common::output_within(
+        std::process::Command::new("bash").args([
+            "-c",
+            &script,
+            env!("CARGO_BIN_EXE_octopipe"),
+            text,
+        ]),
+        TIMEOUT,
+    );
+    refused(
+        &out,
+        &[
+            "videotestsrc pattern=black: frame ",
+            "(8192x8192 I420) needs 100663296 bytes, more than the memory this process may still take",
+        ],
+    );
+}
+
+#[test]
+fn a_batch_whose_blocks_the_system_refuses_is_an_error_not_an_abort() {
+    // 64 crops of 4096x4096 cut into blocks of one pixel: a billion blocks (12 GB of block
+    // metadata, before any tensor), under an address-space cap of 3 GiB: refused, the batch
+    // stage's error and exit status 1 (it was a SIGABRT).
+    let text = "testsrc width=640 height=480 num-buffers=2 ! boxes format=synthetic count=32 \
+                ! batch max-crops=4096 max-frames=2 tile-pixels=1 tiles-per-block=1 \
+                ! preprocess size=4096x4096 backend=cpu ! jsonl location=/dev/null";
+    let script = format!("ulimit -v {}; exec \"$0\" run \"$1\"", 3 * 1024 * 1024);
+    let out = common::output_within(
+        std::process::Command::new("bash").args([
+            "-c",
+            &script,
+            env!("CARGO_BIN_EXE_octopipe"),
+            text,
+        ]),
+        TIMEOUT,
+    );
+    refused(
+        &out,
+        &["batch: the blocks of a batch of 64 crops in tiles of 1 pixels needs 12884901888 bytes, more than the memory this process may still take: raise tile-pixels or tiles-per-block, or lower max-crops or the output size"],
+    );
+}

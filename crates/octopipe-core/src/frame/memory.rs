@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{sys, CudaContext, DriverError, PinnedHostSlice};
 
+use crate::alloc::{try_zeroed, AllocError};
 use crate::buffer::{DeviceBuffer, Memory};
 
 /// A free list of byte buffers; buffers taken from it come back when dropped.
@@ -52,8 +53,17 @@ impl BufferPool {
 
     /// A buffer of exactly `len` bytes (contents unspecified), reused from the pool when possible.
     /// A page-locked pool that cannot allocate (the host is out of page-locked memory) gives a
-    /// pageable buffer instead, with one warning.
+    /// pageable buffer instead, with one warning. Panics where the system refuses the memory:
+    /// a size a stream's data decides is taken with [`BufferPool::try_take`].
     pub fn take(&self, len: usize) -> PooledBuf {
+        self.try_take(len)
+            .unwrap_or_else(|e| panic!("a frame buffer of {len} bytes: {e}"))
+    }
+
+    /// [`BufferPool::take`], its growth fallible: a buffer the system refuses (a frame too large
+    /// for the memory the process may still take) is an [`AllocError`], the caller's stream's
+    /// error, not an abort. A reused buffer large enough allocates nothing.
+    pub fn try_take(&self, len: usize) -> Result<PooledBuf, AllocError> {
         let reused = self.free.lock().ok().and_then(|mut f| f.pop());
         let bytes = match (reused, &self.locked) {
             (Some(Bytes::Locked(mut l)), _) if l.mem.len() >= len => {
@@ -70,19 +80,23 @@ impl BufferPool {
                              pageable frames from here on where it fails"
                         )
                     });
-                    Bytes::Heap(vec![0; len])
+                    Bytes::Heap(try_zeroed(len)?)
                 }
             },
             (Some(Bytes::Heap(mut data)), None) => {
+                if len > data.capacity() {
+                    // Growth: a fresh zeroed buffer rather than copying the old one over.
+                    data = try_zeroed(len)?;
+                }
                 data.resize(len, 0);
                 Bytes::Heap(data)
             }
-            (_, None) => Bytes::Heap(vec![0; len]),
+            (_, None) => Bytes::Heap(try_zeroed(len)?),
         };
-        PooledBuf {
+        Ok(PooledBuf {
             bytes,
             pool: Some(self.clone()),
-        }
+        })
     }
 
     /// Buffers currently waiting for reuse.

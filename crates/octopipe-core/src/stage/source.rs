@@ -182,6 +182,18 @@ pub enum SourceError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
+    /// Memory for a frame (its copy out of the decoder, a picture decoded on the CPU) that the
+    /// system refused: `SOURCE: frame 3 (8192x8192 I420) needs 100663296 bytes, more than the
+    /// memory this process may still take`. The stream's error, not an abort of the process.
+    #[error("{source_name}: {what} {error}")]
+    OutOfMemory {
+        /// The input.
+        source_name: String,
+        /// What was being allocated (`frame 3 (8192x8192 I420)`).
+        what: String,
+        /// How many bytes it needed.
+        error: crate::alloc::AllocError,
+    },
     /// The decoder produced a format octopipe cannot read.
     #[error("{source_name}: unsupported decoded format {format}")]
     Format {
@@ -210,6 +222,7 @@ impl SourceError {
             | SourceError::Quiet { source_name, .. }
             | SourceError::Stalled { source_name, .. }
             | SourceError::Nvdec { source_name, .. }
+            | SourceError::OutOfMemory { source_name, .. }
             | SourceError::Format { source_name, .. } => Some(source_name),
             _ => None,
         }
@@ -241,6 +254,7 @@ impl crate::error::Kind for SourceError {
             SourceError::Init(_) | SourceError::MissingElement { .. } => ErrorKind::Unavailable,
             SourceError::Setting { .. } => ErrorKind::Config,
             SourceError::Nvdec { .. } | SourceError::Nvjpeg { .. } => ErrorKind::Device,
+            SourceError::OutOfMemory { .. } => ErrorKind::Busy,
             SourceError::Input { .. }
             | SourceError::Stream { .. }
             | SourceError::Quiet { .. }

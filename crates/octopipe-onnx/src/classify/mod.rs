@@ -24,6 +24,7 @@
 //! ONNX Runtime is loaded at run time ([`crate::onnx`]).
 
 mod stage;
+mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use crate::frame::{ClassScore, Classification};
 use crate::onnx::{Ep, OnnxError, OnnxProps};
 use crate::preprocess::{DType, Layout};
 use crate::tensor::TensorData;
+use octopipe_core::alloc::try_resize;
 
 pub use crate::stage::{CropPlan, Reinfer, TrackLabels, REINFER_MAX_RESIZE};
 pub use stage::{ClassLabels, ClassifyProps, CLASSIFY};
@@ -254,49 +256,6 @@ impl Classifier {
         Ok(classifier)
     }
 
-    /// Inference now: ONNX Runtime allocates and plans on its first runs, which would otherwise
-    /// land on the first frames' budget. The smallest batch must run (it proves the model runs at
-    /// all, and gives its number of classes); the largest only sizes the memory arena once,
-    /// here: if it fails, the first batch that size reports the error with its frames.
-    fn warm_up(&mut self) -> Result<(), ClassifyError> {
-        let (w, h) = (self.size.0 as usize, self.size.1 as usize);
-        let layout = self.layout;
-        let shape = |n: usize| match layout {
-            Layout::Nchw => [n, 3, h, w],
-            Layout::Nhwc => [n, h, w, 3],
-        };
-        let smallest = self.input.batch.unwrap_or(1);
-        let rows = self.rows(smallest, usize::MAX);
-        let zeros = vec![0.0; rows * 3 * w * h];
-        self.run_chunk(shape(rows), smallest, Input::Host(&zeros))?;
-        self.classes = self.scores.len() / smallest.max(1);
-        let largest = self.input.batch.unwrap_or(self.config.max_batch.max(1));
-        // On CUDA every padded size has its session, planned here rather than on a live batch.
-        let mut sizes = vec![largest];
-        if self.sessions.cuda().is_some() {
-            sizes = std::iter::successors(Some(rows * 2), |r| Some(r * 2))
-                .take_while(|&r| r <= self.rows(largest, usize::MAX))
-                .collect();
-        }
-        let sizes: Vec<usize> = sizes.into_iter().filter(|&n| n > smallest).collect();
-        for &n in &sizes {
-            let rows = self.rows(n, usize::MAX);
-            let _ = self.run_chunk(shape(rows), n, Input::Host(&vec![0.0; rows * 3 * w * h]));
-        }
-        // A first run from device memory plans anew too: each size once more, from there.
-        let most = sizes.last().map_or(rows, |&n| self.rows(n, usize::MAX));
-        if let Some(zeros) = self.sessions.device_zeros(most * 3 * w * h)? {
-            let device = Input::Device {
-                ptr: zeros.ptr,
-                device: zeros.device,
-            };
-            for n in std::iter::once(smallest).chain(sizes) {
-                let _ = self.run_chunk(shape(self.rows(n, usize::MAX)), n, device);
-            }
-        }
-        Ok(())
-    }
-
     /// The batch size to run `m` crops at, with room for `room` rows in the input: the model's
     /// own batch size when it has one, else as [`Sessions::padded`] says.
     fn rows(&self, m: usize, room: usize) -> usize {
@@ -420,9 +379,15 @@ impl Classifier {
             let mut padding = std::mem::take(&mut self.padding);
             let part = match tensor {
                 Input::Host(v) if rows > m => {
+                    // The padded rows' growth is fallible: memory refused is this batch's error.
                     padding.clear();
-                    padding.extend_from_slice(&v[start * per..(start + m) * per]);
-                    padding.resize(rows * per, 0.0);
+                    if let Err(e) = try_resize(&mut padding, rows * per, 0.0) {
+                        return Err(ClassifyError::Model {
+                            path: self.config.model.display().to_string(),
+                            reason: format!("the input of {m} crops padded to {rows} rows {e}"),
+                        });
+                    }
+                    padding[..m * per].copy_from_slice(&v[start * per..(start + m) * per]);
                     Input::Host(&padding)
                 }
                 Input::Host(v) => Input::Host(&v[start * per..(start + m) * per]),

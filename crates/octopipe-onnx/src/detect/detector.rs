@@ -18,17 +18,20 @@ use crate::frame::{Detection, Frame, SkipReason};
 use crate::onnx::{Ticket, Worker};
 use crate::preprocess::{create_backend, Backend, BackendKind, DType};
 use crate::tensor::TensorData;
+use octopipe_core::alloc::AllocError;
 
 /// The batch of `frames`' regions (`regions[i]` of frame `i`), each a crop resized to `input`:
 /// preprocessing all of them is one backend run (one kernel launch on the GPU, one parallel pass
 /// on the CPU). Its buffers come from `pool` and go back to it when the batch is dropped (a
 /// 12-tile tensor is tens of MB: a fresh one per call would cost its page faults every time).
+/// Blocks the system refuses memory for are an error (4096 tiles of a 4096x4096 input are 67
+/// million blocks).
 pub fn regions_batch(
     pool: &BatchPool,
     frames: Vec<Frame>,
     regions: &[Vec<Rect>],
     input: (u32, u32),
-) -> CropBatch {
+) -> Result<CropBatch, AllocError> {
     let mut batch = pool.batch();
     let per = input.0 * input.1 * 3;
     let mut k = 0;
@@ -48,11 +51,11 @@ pub fn regions_batch(
         }
     }
     batch.frames.extend(frames);
-    batch.build_blocks(DEFAULT_TILE_PIXELS, DEFAULT_TILES_PER_BLOCK);
-    batch
+    batch.try_build_blocks(DEFAULT_TILE_PIXELS, DEFAULT_TILES_PER_BLOCK)?;
+    Ok(batch)
 }
 
-/// [`regions_batch`] of one frame.
+/// [`regions_batch`] of one frame; panics where the system refuses the memory.
 pub fn region_batch(
     pool: &BatchPool,
     frame: Frame,
@@ -60,6 +63,7 @@ pub fn region_batch(
     input: (u32, u32),
 ) -> CropBatch {
     regions_batch(pool, vec![frame], &[regions.to_vec()], input)
+        .unwrap_or_else(|e| panic!("the blocks of {} regions {e}", regions.len()))
 }
 
 /// Time per frame in each part of the stage (a call's time shared by its frames; bounded memory
@@ -326,7 +330,15 @@ impl Detector {
             frames.len(),
         );
         let t0 = Instant::now();
-        let mut batch = regions_batch(&self.pool, frames, &regions, self.io.size);
+        let mut batch =
+            regions_batch(&self.pool, frames, &regions, self.io.size).map_err(|error| {
+                DetectError::OutOfMemory {
+                    stream: first.0,
+                    frame: first.1,
+                    regions: total,
+                    error,
+                }
+            })?;
         self.backend.run(&mut batch)?;
         let producer = batch.tensor.device().map_or(0, |d| d.stream());
         let preprocess = t0.elapsed();
@@ -533,10 +545,15 @@ impl Detector {
 /// were warmed when they were bound.)
 fn warm_up(model: &mut Model, config: &DetectConfig) -> Result<(), DetectError> {
     let n = model.io.batch.unwrap_or(1);
-    let len = n * model.io.size.0 as usize * model.io.size.1 as usize * 3;
+    let (w, h) = (model.io.size.0 as usize, model.io.size.1 as usize);
+    let refused = |e: AllocError| DetectError::Model {
+        path: config.model.display().to_string(),
+        reason: format!("the zero input of its first run ({n}x3x{h}x{w}) {e}"),
+    };
+    let len = octopipe_core::alloc::bytes(&[n, 3, h, w]).map_err(refused)?;
     let zeros = match model.io.dtype {
-        DType::F32 => TensorData::F32(vec![0.0; len]),
-        DType::F16 => TensorData::F16(vec![0; len]),
+        DType::F32 => TensorData::F32(octopipe_core::alloc::try_vec(len, 0.0).map_err(refused)?),
+        DType::F16 => TensorData::F16(octopipe_core::alloc::try_vec(len, 0).map_err(refused)?),
     };
     let mut found = vec![Vec::new(); n];
     model

@@ -136,6 +136,18 @@ pub enum DetectError {
         /// The most a frame may have.
         max: u64,
     },
+    /// The preprocess blocks of a call's tiles that the system refused memory for.
+    #[error("detect: the preprocess blocks of {regions} tiles of frame {frame} of stream {stream} {error}")]
+    OutOfMemory {
+        /// The (first) frame's stream.
+        stream: u32,
+        /// The (first) frame's number.
+        frame: u64,
+        /// Tiles (regions) in the call.
+        regions: usize,
+        /// The bytes they needed.
+        error: octopipe_core::alloc::AllocError,
+    },
 }
 
 /// Why a detector call's model runs failed ([`DetectError::Run`]).
@@ -194,6 +206,7 @@ impl crate::error::Kind for DetectError {
             DetectError::Preprocess(e) => crate::error::Kind::kind(e),
             DetectError::Model { .. } | DetectError::Run { .. } => ErrorKind::Model,
             DetectError::Tiles { .. } => ErrorKind::Config,
+            DetectError::OutOfMemory { .. } => ErrorKind::Busy,
         }
     }
 }

@@ -3,16 +3,31 @@
 //! nvJPEG's frames, so that both kinds go into one batch of the crop kernel.
 
 use crate::frame::{FrameLayout, PixelFormat, PooledBuf};
+use crate::SourceError;
 
-/// Decode `bytes` (a JPEG file) into I420 planes (libjpeg's forward YCbCr transform of the
-/// decoded RGB, chroma the mean of each 2x2 block); the decoder's words when it cannot.
-pub(crate) fn decode_on_cpu(bytes: &[u8]) -> Result<(PooledBuf, FrameLayout), String> {
+/// Decode `bytes` (the JPEG file `input` names) into I420 planes (libjpeg's forward YCbCr
+/// transform of the decoded RGB, chroma the mean of each 2x2 block); the decoder's words when
+/// it cannot, and planes the system refuses are the stream's error, not an abort.
+pub(crate) fn decode_on_cpu(
+    bytes: &[u8],
+    input: &str,
+) -> Result<(PooledBuf, FrameLayout), SourceError> {
     let rgb = image::load_from_memory_with_format(bytes, image::ImageFormat::Jpeg)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| SourceError::Stream {
+            source_name: input.to_string(),
+            message: format!("not a JPEG that decodes: {e}"),
+            debug: None,
+        })?
         .to_rgb8();
     let (w, h) = (rgb.width() as usize, rgb.height() as usize);
     let layout = FrameLayout::packed(PixelFormat::I420, w as u32, h as u32);
-    let mut planes = vec![0u8; layout.size()];
+    let mut planes = octopipe_core::alloc::try_zeroed(layout.size()).map_err(|error| {
+        SourceError::OutOfMemory {
+            source_name: input.to_string(),
+            what: format!("the {w}x{h} I420 planes of its picture decoded on the CPU"),
+            error,
+        }
+    })?;
     let px = |x: usize, y: usize| {
         let p = rgb.get_pixel(x.min(w - 1) as u32, y.min(h - 1) as u32).0;
         [p[0] as f32, p[1] as f32, p[2] as f32]
@@ -50,7 +65,7 @@ fn decodes_a_jpeg_into_i420_and_names_what_is_not_one() {
     image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, 95)
         .encode_image(&pixels)
         .unwrap();
-    let (planes, layout) = decode_on_cpu(&bytes).unwrap();
+    let (planes, layout) = decode_on_cpu(&bytes, "t.jpg").unwrap();
     assert_eq!(
         (layout.width, layout.height, layout.format),
         (16, 8, PixelFormat::I420)
@@ -62,5 +77,5 @@ fn decodes_a_jpeg_into_i420_and_names_what_is_not_one() {
         y.abs_diff(84) <= 3 && cb.abs_diff(86) <= 3 && cr.abs_diff(210) <= 3,
         "{y} {cb} {cr}"
     );
-    assert!(decode_on_cpu(b"not a jpeg").is_err());
+    assert!(decode_on_cpu(b"not a jpeg", "t.jpg").is_err());
 }

@@ -119,8 +119,7 @@ impl JpegRoute {
         let map = file
             .map_readable()
             .map_err(|e| stream_error(format!("cannot read the file's bytes: {e}")))?;
-        let (pixels, layout) = decode_on_cpu(&map)
-            .map_err(|e| stream_error(format!("not a JPEG that decodes: {e}")))?;
+        let (pixels, layout) = decode_on_cpu(&map, input)?;
         let info = video_info(gst_video::VideoFormat::I420, &layout).map_err(stream_error)?;
         Ok((info, Pixels::Host(pixels, layout)))
     }

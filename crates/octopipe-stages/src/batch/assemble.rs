@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{BatchConfig, BatchPool, CapPriority, CropBatch, LatePolicy, Window};
+use super::{BatchConfig, BatchError, BatchPool, CapPriority, CropBatch, LatePolicy, Window};
 use crate::budget::Tally;
 use crate::frame::{Frame, SkipReason};
 use crate::stage::{CropPlan, Downstream, Reinfer};
@@ -107,17 +107,18 @@ impl Assembler {
     /// `max_crops` is cut into parts ([`Frame::into_parts`]) that fill a batch each, the last one
     /// staying open for the frames that follow: no batch ever holds more than `max_crops` crops,
     /// so the memory of a batch's tensor is bounded whatever one frame brings.
-    pub fn push(&mut self, frame: Frame, out: &mut Vec<CropBatch>) {
+    pub fn push(&mut self, frame: Frame, out: &mut Vec<CropBatch>) -> Result<(), BatchError> {
         let Some(frame) = self.admit(frame) else {
-            return;
+            return Ok(());
         };
         for part in frame.into_parts(self.config.max_crops) {
-            self.push_part(part, out);
+            self.push_part(part, out)?;
         }
+        Ok(())
     }
 
     /// Add a frame (or a part of one) of at most `max_crops` boxes.
-    fn push_part(&mut self, mut frame: Frame, out: &mut Vec<CropBatch>) {
+    fn push_part(&mut self, mut frame: Frame, out: &mut Vec<CropBatch>) -> Result<(), BatchError> {
         // Decided here, where crops are made: a reused label needs no crop.
         if let Some(plan) = &mut self.plan {
             plan.plan(&mut frame);
@@ -126,15 +127,16 @@ impl Assembler {
         let window = self.window();
         if let Some(cur) = &self.current {
             if !cur.crops.is_empty() && !window.fits(cur.frames.len(), cur.crops.len(), crops) {
-                out.extend(self.flush());
+                out.extend(self.flush()?);
             }
         }
         let (w, h) = self.out_size;
         let cur = self.current.get_or_insert_with(|| self.pool.batch());
         cur.push_frame(frame, w, h, 3);
         if window.full(cur.frames.len(), cur.crops.len()) {
-            out.extend(self.flush());
+            out.extend(self.flush()?);
         }
+        Ok(())
     }
 
     /// The closing rule of the open batch.
@@ -157,14 +159,22 @@ impl Assembler {
         Some(self.window().deadline(oldest, newest, downstream))
     }
 
-    /// Close the open batch, if any, building its block metadata.
-    pub fn flush(&mut self) -> Option<CropBatch> {
-        let mut batch = self.current.take()?;
+    /// Close the open batch, if any, building its block metadata; blocks the system refuses
+    /// memory for are the batch's error (its frames are dropped with it).
+    pub fn flush(&mut self) -> Result<Option<CropBatch>, BatchError> {
+        let Some(mut batch) = self.current.take() else {
+            return Ok(None);
+        };
         let (tile, per) = (self.config.tile_pixels, self.config.tiles_per_block);
         match self.config.input_per_block {
-            Some(input) => batch.build_blocks_weighted(tile, per, input),
-            None => batch.build_blocks(tile, per),
+            Some(input) => batch.try_build_blocks_weighted(tile, per, input),
+            None => batch.try_build_blocks(tile, per),
         }
-        Some(batch)
+        .map_err(|error| BatchError::Blocks {
+            crops: batch.crops.len(),
+            tile_pixels: tile,
+            error,
+        })?;
+        Ok(Some(batch))
     }
 }

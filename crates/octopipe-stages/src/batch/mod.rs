@@ -33,6 +33,30 @@ pub use crate::crops::{
     POOL_KEEP,
 };
 
+/// Errors of the batch stage.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BatchError {
+    /// The blocks of a batch (the preprocess work's units) that the system refused memory for.
+    #[error("batch: the blocks of a batch of {crops} crops in tiles of {tile_pixels} pixels {error}: raise tile-pixels or tiles-per-block, or lower max-crops or the output size")]
+    Blocks {
+        /// Crops in the batch.
+        crops: usize,
+        /// Its `tile-pixels`.
+        tile_pixels: u32,
+        /// The bytes they needed.
+        error: crate::alloc::AllocError,
+    },
+}
+
+impl crate::error::Kind for BatchError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Busy
+    }
+}
+
+crate::error::stage_error!(BatchError);
+
 /// The batch stage's property that spreads its streams over GPUs (`describe::expand_devices`).
 pub const DEVICES: &str = "devices";
 /// Default tiles per block.
@@ -166,18 +190,17 @@ impl From<BatchProps> for BatchConfig {
 
 impl Stage<Frame, CropBatch> for Assembler {
     fn process(&mut self, frame: Frame, out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        self.push(frame, out);
-        Ok(())
+        Ok(self.push(frame, out)?)
     }
     fn deadline(&self) -> Option<Instant> {
         Assembler::deadline(self)
     }
     fn timeout(&mut self, out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        out.extend(self.flush());
+        out.extend(self.flush()?);
         Ok(())
     }
     fn finish(&mut self, out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        out.extend(self.flush());
+        out.extend(self.flush()?);
         Ok(())
     }
 }

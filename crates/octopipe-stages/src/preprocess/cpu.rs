@@ -74,13 +74,7 @@ impl Backend for CpuBackend {
             DType::F16 => {
                 // The f16 value is the f32 value rounded to nearest even, as the kernels store it.
                 let mut values = std::mem::take(&mut self.scratch);
-                if values
-                    .try_reserve_exact(len.saturating_sub(values.len()))
-                    .is_err()
-                {
-                    return Err(refused(4));
-                }
-                values.resize(len, 0.0);
+                octopipe_core::alloc::try_resize(&mut values, len, 0.0).map_err(|_| refused(4))?;
                 self.fill(batch, &mut values);
                 let out = batch.tensor.try_host_f16(len).map_err(|_| refused(2))?;
                 for (o, v) in out.iter_mut().zip(&values) {

@@ -110,16 +110,18 @@ impl TensorsSink {
         let path = self.dir.join(&name);
         let err = |reason: String| SinkError::io(path.display().to_string(), reason);
         let t = &batch.tensor;
-        let (descr, bytes): (&str, Vec<u8>) = match &t.data {
-            TensorData::F32(v) => ("<f4", v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-            TensorData::F16(v) => ("<f2", v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        // The values are written as they are read: no copy of the tensor (as large as the
+        // batch) is allocated.
+        let (descr, values) = match &t.data {
+            TensorData::F32(v) => ("<f4", NpyData::F32(v)),
+            TensorData::F16(v) => ("<f2", NpyData::U16(v)),
             TensorData::Device(_) => {
                 return Err(err(
                     "the tensor is in device memory: the tensors sink writes host tensors".into(),
                 ))
             }
         };
-        let written = File::create(&path).and_then(|f| write_npy(f, descr, &t.shape, &bytes));
+        let written = File::create(&path).and_then(|f| write_npy(f, descr, &t.shape, values));
         if let Err(e) = written {
             // No partial tensor file is left behind.
             let _ = std::fs::remove_file(&path);
@@ -161,7 +163,7 @@ pub(super) fn write_npy(
     file: File,
     descr: &str,
     shape: &[usize],
-    data: &[u8],
+    data: NpyData<'_>,
 ) -> std::io::Result<()> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape = match dims.len() {
@@ -177,6 +179,35 @@ pub(super) fn write_npy(
     f.write_all(b"\x93NUMPY\x01\x00")?;
     f.write_all(&(header.len() as u16).to_le_bytes())?;
     f.write_all(header.as_bytes())?;
-    f.write_all(data)?;
+    // Multi-byte values go out in little-endian chunks through one small buffer.
+    const CHUNK: usize = 16 * 1024;
+    let mut chunk = Vec::new();
+    match data {
+        NpyData::Bytes(b) => f.write_all(b)?,
+        NpyData::F32(v) => {
+            for part in v.chunks(CHUNK) {
+                chunk.clear();
+                chunk.extend(part.iter().flat_map(|x| x.to_le_bytes()));
+                f.write_all(&chunk)?;
+            }
+        }
+        NpyData::U16(v) => {
+            for part in v.chunks(CHUNK) {
+                chunk.clear();
+                chunk.extend(part.iter().flat_map(|x| x.to_le_bytes()));
+                f.write_all(&chunk)?;
+            }
+        }
+    }
     f.flush()
+}
+
+/// The values of a `.npy` file, written little-endian by [`write_npy`].
+pub(super) enum NpyData<'a> {
+    /// Bytes as they are.
+    Bytes(&'a [u8]),
+    /// 32-bit floats.
+    F32(&'a [f32]),
+    /// 16-bit values (f16 bits, 16-bit grey samples).
+    U16(&'a [u16]),
 }

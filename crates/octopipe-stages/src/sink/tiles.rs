@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use super::lines::JsonLines;
 use super::output::{fresh_folder, Leftover};
-use super::tensors::write_npy;
+use super::tensors::{write_npy, NpyData};
 use super::{Object, SinkError};
 use crate::batch::CropBatch;
 use crate::files::RunPath;
@@ -175,10 +175,11 @@ impl TileSink {
         let written = match (self.format, &pixels) {
             (TileFormat::Png, _) => write_png(file, &pixels, rect[2], rect[3]),
             (TileFormat::Npy, Pixels::Gray16(v)) => {
-                let bytes: Vec<u8> = v.iter().flat_map(|s| s.to_le_bytes()).collect();
-                write_npy(file, "<u2", &[h, w], &bytes)
+                write_npy(file, "<u2", &[h, w], NpyData::U16(v))
             }
-            (TileFormat::Npy, Pixels::Rgb(v)) => write_npy(file, "|u1", &[h, w, 3], v),
+            (TileFormat::Npy, Pixels::Rgb(v)) => {
+                write_npy(file, "|u1", &[h, w, 3], NpyData::Bytes(v))
+            }
         };
         if let Err(e) = written {
             let _ = std::fs::remove_file(path);
