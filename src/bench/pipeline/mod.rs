@@ -294,6 +294,9 @@ impl PipelineBenchOptions {
         }
         if let Some(dir) = &self.images {
             ImageStreams::find(dir)?;
+            if self.keep_video.is_some() {
+                return bad("--keep-video: image streams (--images) make no video".into());
+            }
             if self.detector.is_some() {
                 return bad("--images and --detector: choose one (image streams come with their annotations' boxes, or synthetic ones)".into());
             }

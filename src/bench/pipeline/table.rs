@@ -222,10 +222,11 @@ fn preamble(
     let (w, h) = opts.size;
     let input = match &first.images {
         Some(i) => format!(
-            "{per_stream} frames per stream: the {} JPEG files of {} played {} times (images decoder=cpu|nvjpeg|auto), {}",
+            "{per_stream} frames per stream: the {} JPEG files of {} played {} time{} (images decoder=cpu|nvjpeg|auto), {}",
             i.files,
             i.images.display(),
             i.loops,
+            if i.loops == 1 { "" } else { "s" },
             if i.annotations.is_some() {
                 "their VisDrone annotations as boxes".to_string()
             } else {

@@ -361,6 +361,13 @@ fn bad_options_are_refused_naming_the_flag() {
     images.check().unwrap();
     assert_eq!(
         refused(PipelineBenchOptions {
+            keep_video: Some(dir.join("v.mp4")),
+            ..images.clone()
+        }),
+        "--keep-video: image streams (--images) make no video"
+    );
+    assert_eq!(
+        refused(PipelineBenchOptions {
             decoders: vec!["nvdec".into()],
             ..images
         }),
