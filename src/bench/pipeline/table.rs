@@ -90,10 +90,11 @@ pub fn pipeline(
     let mut out = preamble(opts, per_stream, encode_s, &first);
     out.push_str(TABLE_HEADER);
 
-    // The decode-only ceiling of each stream count and decoder (video streams only).
+    // The decode-only ceiling of each stream count and decoder (video streams in file mode only:
+    // live rows are paced at the frame rate, not bound by the decoder).
     let mut ceilings: HashMap<(usize, String), Option<f64>> = HashMap::new();
     let mut ceiling = |spec: &RunSpec, progress: &mut dyn FnMut(&str)| -> Option<f64> {
-        if !opts.decode_only || spec.images.is_some() {
+        if !opts.decode_only || spec.images.is_some() || spec.live {
             return None;
         }
         let key = (spec.streams, spec.decoder.clone());
@@ -265,7 +266,7 @@ fn preamble(
         "{} CPU cores; fps = processed frames of all streams / wall time; p50/p99 = end-to-end frame latency; CPU cores busy = process CPU time / wall time; GPU = nvidia-smi (the GPUs used, every {GPU_SAMPLE_MS} ms): mean utilization while running (over the GPUs), peak memory used (all processes, summed over the GPUs); '-' without nvidia-smi.",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    if opts.decode_only && first.images.is_none() {
+    if opts.decode_only && first.images.is_none() && !opts.live {
         let _ = writeln!(
             out,
             "decode-only fps = the same streams decoded by GStreamer alone (the row's decoder into fakesink, in one pipeline); % of decode-only = the row's fps over it; at {:.0}% or more the decoder is the limit.",
