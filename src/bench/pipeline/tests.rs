@@ -303,6 +303,25 @@ fn image_streams_and_more_classifiers_are_written_into_the_description() {
     assert_eq!(heads.len(), 2, "{text}");
     assert!(heads[0].ends_with("labels=person,two-wheeler,car,large-vehicle"));
     assert!(heads[1].ends_with("labels=c2:person,c2:two-wheeler,c2:car,c2:large-vehicle"));
+    // Spread over two GPUs: streams 0 and 1 decoded by GPU 0's nvJPEG, 2 by GPU 1's.
+    let spread = description(&RunSpec {
+        decoder: "nvjpeg".into(),
+        images: Some(images.clone()),
+        devices: vec![0, 1],
+        ..spec(3, Compute::Cuda)
+    });
+    let vars = HashMap::from([
+        ("images".to_string(), "clip/images".to_string()),
+        ("annotations".to_string(), "clip/annotations".to_string()),
+        ("model".to_string(), "m.onnx".to_string()),
+    ]);
+    let desc = crate::describe::parse("bench", &spread, &vars).unwrap();
+    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{spread}"));
+    let decoded: Vec<(u32, usize)> = graph
+        .elements::<crate::source::SourceConfig>()
+        .map(|s| (s.stream, s.device))
+        .collect();
+    assert_eq!(decoded, [(0, 0), (1, 0), (2, 1)], "{spread}");
     // A folder without annotations: synthetic boxes.
     let bare = description(&RunSpec {
         images: Some(ImageStreams {
