@@ -5,6 +5,10 @@
 #   cargo build --release --features bench && scripts/device-bench-pipeline.sh stage   # fills .device/bench
 #   (device, carry [".device/bench"]) BENCH_ARGS="--streams 1,8,16,32,64" scripts/device-bench-pipeline.sh run
 #
+# Image streams (--images): `run --images .device/bench/data/visdrone/clip-9999999 --decoders
+# cpu,nvjpeg`; nvJPEG comes with the CUDA build of ONNX Runtime's libraries (/tmp/ort, below).
+# H.265 (--codec h265) needs x265enc packed: GST_EXTRA=x265 at `stage`.
+#
 # The bench's arguments come from $BENCH_ARGS and/or follow `run` (`run --ep cuda --decoder cpu,nvdec`);
 # --clip and --model are set to the staged copies. Its progress (a line per run, as it ends) goes
 # to the call's output and $OUT/bench-pipeline.log, the table to $OUT/bench-pipeline.md and then to
@@ -30,16 +34,18 @@ ORT_VERSION=1.31.1
 case "${1:-run}" in
 stage)
     mkdir -p $D/data/models $D/data/visdrone/clip-9999999
-    [ -f $D/gst.tar.xz ] || bash ../shared/tools/pack-gst.sh $D/gst.tar.xz
+    # GST_EXTRA: more plugins to pack (x265 for --codec h265; delete $D/gst.tar.xz to repack).
+    # shellcheck disable=SC2086 # GST_EXTRA is a list of plugin names
+    [ -f $D/gst.tar.xz ] || bash ../shared/tools/pack-gst.sh $D/gst.tar.xz ${GST_EXTRA:-}
     ort=$(python3 -c 'import onnxruntime, os; print(os.path.dirname(onnxruntime.__file__))')/capi/libonnxruntime.so.$ORT_VERSION
     [ -f $D/libonnxruntime.so.$ORT_VERSION.xz ] || xz -T0 -c "$ort" > $D/libonnxruntime.so.$ORT_VERSION.xz
     strip -o $D/octopipe "${CARGO_TARGET_DIR:-target}"/release/octopipe
     cp ../shared/tools/pack-ort-cuda.py $D/
     if [ -f .device/ort/part.c ]; then cp .device/ort/part.c $D/; else rm -f $D/part.c; fi
     data=${OCTOPIPE_DATA:-../shared/data}
-    # The images are the video's frames; the annotations are not read (boxes are synthetic).
-    rm -rf $D/data/visdrone/clip-9999999/images
-    cp -r "$data/visdrone/clip-9999999/images" $D/data/visdrone/clip-9999999/
+    # The images are the video's frames; the annotations are the boxes of --images.
+    rm -rf $D/data/visdrone/clip-9999999/images $D/data/visdrone/clip-9999999/annotations
+    cp -r "$data/visdrone/clip-9999999/images" "$data/visdrone/clip-9999999/annotations" $D/data/visdrone/clip-9999999/
     cp "$data/models/visdrone-crops-64.onnx" $D/data/models/
     du -sh $D
     [ "$(du -sm $D | cut -f1)" -lt 64 ] || { echo "$D is over the 64 MiB a call carries" >&2; exit 1; }

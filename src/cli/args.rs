@@ -219,8 +219,9 @@ pub(crate) enum BenchCommand {
         #[arg(long)]
         no_gpu: bool,
     },
-    /// The whole pipeline (decode, boxes, batch, preprocess, classify) on N streams of H.264
-    /// encoded from the clip: fps, latency, CPU and GPU use per streams x decoder x ep.
+    /// The whole pipeline (decode, boxes, batch, preprocess, classify) on N streams of H.264 or
+    /// H.265 encoded from the clip, or of a folder's JPEG files (--images): fps, latency, CPU and
+    /// GPU use per streams x decoder x ep, against the decoder alone.
     Pipeline(Box<PipelineArgs>),
 }
 
@@ -231,9 +232,34 @@ pub(crate) struct PipelineArgs {
     /// Stream counts, comma separated (file mode).
     #[arg(long, value_delimiter = ',', default_values_t = bench::pipeline::DEFAULT_STREAMS)]
     pub(crate) streams: Vec<usize>,
-    /// Decoders of the media source, comma separated: cpu, nvdec, auto.
-    #[arg(long = "decoder", value_delimiter = ',', default_value = "cpu")]
+    /// Decoders, comma separated, each its own rows: cpu, nvdec, auto (the video's media
+    /// source); cpu, nvjpeg, auto with --images.
+    #[arg(
+        long = "decoder",
+        alias = "decoders",
+        value_delimiter = ',',
+        default_value = "cpu"
+    )]
     pub(crate) decoders: Vec<String>,
+    /// Image streams of this folder instead of the video: a clip folder (its images/, with
+    /// annotations/ as the boxes) or a folder of JPEG files (synthetic boxes), looped to
+    /// --seconds at 30 frames a stream; --decoders cpu,nvjpeg compares the decoders in one run.
+    #[arg(long)]
+    pub(crate) images: Option<PathBuf>,
+    /// The video's codec: h264 (x264enc) or h265 (x265enc).
+    #[arg(long, default_value = "h264", value_parser = ["h264", "h265"])]
+    pub(crate) codec: String,
+    /// The video's bitrate, kbit/s.
+    #[arg(long, default_value_t = bench::pipeline::BITRATE_KBPS)]
+    pub(crate) bitrate: u32,
+    /// Classifier stages one after the other (the second and later: copies of --model with
+    /// labels prefixed c2:, c3:, ...).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) classifiers: usize,
+    /// Leave out the decode-only ceiling (the same streams decoded by GStreamer alone, run
+    /// once per stream count and decoder).
+    #[arg(long)]
+    pub(crate) no_decode_only: bool,
     /// Classifier execution providers, comma separated: cpu, cuda.
     #[arg(long = "ep", value_delimiter = ',', default_value = "cpu")]
     pub(crate) eps: Vec<String>,

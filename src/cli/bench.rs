@@ -177,6 +177,12 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
             }
             None => None,
         },
+        images: args.images,
+        codec: bench::pipeline::Codec::parse(&args.codec)
+            .with_context(|| format!("--codec {}: expected h264 or h265", args.codec))?,
+        bitrate: args.bitrate,
+        classifiers: args.classifiers,
+        decode_only: !args.no_decode_only,
         ..PipelineBenchOptions::new(clip, model)
     };
     let table = bench::pipeline::pipeline(&opts, &mut |line| eprintln!("{line}"))?;

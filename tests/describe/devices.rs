@@ -407,3 +407,98 @@ fn streams_spread_over_two_detectors_give_the_boxes_of_one() {
         assert_eq!(r.streams.len(), 3);
     }
 }
+
+/// Live streams (image sequences played at their frame rate, `images live=true`) spread over
+/// two "GPUs" (`batch devices=0,1`: two chains, each with its streams) give each stream the
+/// objects, labels and scores it gets run alone; the file-mode test above, for live sources.
+#[test]
+fn live_streams_over_two_chains_give_each_stream_its_objects_alone() {
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("devices-live");
+    let clip = data.join("visdrone/clip-9999999");
+    let files = common::sorted_files(&clip.join("images"));
+    let folders: Vec<_> = (0..3)
+        .map(|s| {
+            let to = dir.join(format!("s{s}"));
+            std::fs::create_dir_all(&to).unwrap();
+            for f in files.iter().skip(3 * s).take(3) {
+                std::os::unix::fs::symlink(f, to.join(f.file_name().unwrap())).unwrap();
+            }
+            to
+        })
+        .collect();
+    let branch = |f: &std::path::Path| {
+        format!(
+            "images location={} live=true framerate=2 ! boxes format=det location={}",
+            f.display(),
+            clip.join("annotations").display()
+        )
+    };
+    let tail = |out: &std::path::Path| {
+        format!(
+            "! preprocess backend=cpu ! classify model={} ep=cpu ! jsonl location={}",
+            data.join("models/visdrone-crops-64.onnx").display(),
+            out.display()
+        )
+    };
+    // Each object without its stream number: (stream, the rest of its line).
+    let run = |text: &str, batches: usize, out: &std::path::Path| {
+        let graph = build(text, 0).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            graph.nodes.iter().filter(|n| n.role == Role::Batch).count(),
+            batches
+        );
+        assert!(graph.elements::<SourceConfig>().all(|s| s.live));
+        let outcome = Pipeline::build(graph).unwrap().run();
+        assert!(outcome.error.is_none(), "{:?}", outcome.error);
+        let mut objects: Vec<(u64, String)> = common::read_jsonl(out)
+            .into_iter()
+            .map(|mut o| {
+                let stream = o["stream"].as_u64().unwrap();
+                o.as_object_mut().unwrap().remove("stream");
+                (stream, o.to_string())
+            })
+            .collect();
+        objects.sort();
+        (objects, outcome.report)
+    };
+    let mut spread = String::new();
+    for f in &folders {
+        spread += &format!("{} ! mux.\n", branch(f));
+    }
+    spread += &format!(
+        "batch name=mux devices=0,1 {}",
+        tail(&dir.join("spread.jsonl"))
+    );
+    let (together, report) = run(&spread, 2, &dir.join("spread.jsonl"));
+    assert_eq!(
+        (report.frames_in, report.processed, report.dropped_total()),
+        (9, 9, 0),
+        "live, nothing dropped: {report}"
+    );
+    for (s, f) in folders.iter().enumerate() {
+        let out = dir.join(format!("alone{s}.jsonl"));
+        let (alone, report) = run(&format!("{} ! batch {}", branch(f), tail(&out)), 1, &out);
+        assert_eq!(
+            (report.processed, report.dropped_total()),
+            (3, 0),
+            "{report}"
+        );
+        let alone: Vec<&String> = alone.iter().map(|(_, o)| o).collect();
+        let mine: Vec<&String> = together
+            .iter()
+            .filter(|(stream, _)| *stream == s as u64)
+            .map(|(_, o)| o)
+            .collect();
+        assert!(alone.len() > 100, "stream {s}: {} objects", alone.len());
+        assert_eq!(mine.len(), alone.len(), "stream {s}: objects");
+        if let Some((m, a)) = mine.iter().zip(&alone).find(|(m, a)| m != a) {
+            panic!("stream {s}, spread: {m}\nalone: {a}");
+        }
+    }
+}

@@ -3,6 +3,9 @@
 //! table has a row per run in order, every frame of every stream is counted with none dropped,
 //! a combination that cannot run here is a row with its error, the temporary video is removed,
 //! the preamble's description reruns with `octopipe run`, and the live search reports its tries.
+//! Issue 41's workload: two classifier stages, H.265 at a chosen bitrate, each row against the
+//! decode-only ceiling of its streams. Issue 42's: image streams of the clip, the CPU decode and
+//! nvJPEG in one run (nvJPEG's row says why it cannot run where it is missing).
 #![cfg(feature = "bench")]
 
 use crate::common;
@@ -79,7 +82,11 @@ fn every_frame_of_every_stream_is_counted_and_a_failing_combination_is_its_row()
         assert_eq!(row[3], "cpu", "preprocess on the CPU with ep=cpu: {table}");
         assert_eq!(row[4], (30 * streams).to_string(), "frames: {table}");
         assert_eq!(row[11], "0", "dropped: {table}");
-        assert_eq!(row[12], "", "no note when every frame entered: {table}");
+        // No note when every frame entered (but `decoder-bound` where the decoder is the limit).
+        assert!(
+            row[14].is_empty() || row[14].starts_with("decoder-bound ("),
+            "no note when every frame entered: {table}"
+        );
         let fps: f64 = row[5].parse().unwrap();
         let p50: f64 = row[6].parse().unwrap();
         let p99: f64 = row[7].parse().unwrap();
@@ -96,9 +103,9 @@ fn every_frame_of_every_stream_is_counted_and_a_failing_combination_is_its_row()
             "preprocess on the GPU with ep=cuda: {table}"
         );
         if no_gpu {
-            assert!(row[12].starts_with("failed: "), "{table}");
+            assert!(row[14].starts_with("failed: "), "{table}");
             assert!(
-                row[12].contains("CUDA"),
+                row[14].contains("CUDA"),
                 "the error says what is missing: {table}"
             );
         }
@@ -188,10 +195,157 @@ fn the_live_search_reports_each_try_and_its_answer() {
     assert!(!rows.is_empty() && rows.len() <= 2, "{table}");
     assert_eq!(rows[0][0], "1", "the search starts at 1 stream: {table}");
     for row in &rows {
-        assert!(row[12].ends_with("held"), "held or not held: {table}");
+        assert!(row[14].ends_with("held"), "held or not held: {table}");
         assert!(table.contains("live=true"), "{table}");
     }
-    let held = rows.iter().take_while(|r| r[12] == "held").count();
+    let held = rows.iter().take_while(|r| r[14] == "held").count();
     let answer = format!("decoder=cpu ep=cpu preprocess=cpu: {held}");
     assert!(table.contains(&answer), "{answer} in {table}");
+}
+
+/// The cell of `row` under `column` of `table`'s header.
+fn cell<'a>(table: &str, row: &'a [String], column: &str) -> &'a str {
+    let header = table
+        .lines()
+        .find(|l| l.starts_with("| streams"))
+        .expect("a header");
+    let at = header
+        .trim_matches('|')
+        .split(" | ")
+        .position(|c| c.trim() == column)
+        .unwrap_or_else(|| panic!("no column {column} in {header}"));
+    &row[at]
+}
+
+#[test]
+fn two_classifiers_on_h265_with_the_decode_only_ceiling() {
+    let _serial = common::serial();
+    let Some(mut opts) = small() else { return };
+    if !common::element_or_skip("x265enc", "gstreamer1.0-plugins-bad")
+        || !common::element_or_skip("avdec_h265", "gstreamer1.0-libav")
+    {
+        return;
+    }
+    opts.codec = pipeline::Codec::H265;
+    opts.bitrate = 4000;
+    opts.classifiers = 2;
+    opts.streams = vec![2];
+    let dir = common::temp_dir("bench-h265");
+    let kept = dir.join("clip.mp4");
+    opts.keep_video = Some(kept.clone());
+    let mut progress = Vec::new();
+    let table = pipeline::pipeline(&opts, &mut |l| progress.push(l.to_string()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // H.265 at 4000 kbit/s, decoded on the CPU: every frame of both streams.
+    assert!(
+        table.contains("of 320x192 H.265 (")
+            && table.contains("x265enc Main 4:2:0")
+            && table.contains(", 4000 kbit/s,"),
+        "{table}"
+    );
+    let video = std::fs::read(&kept).unwrap();
+    assert!(
+        video.windows(4).any(|w| w == b"hvc1" || w == b"hev1"),
+        "an H.265 track in the mp4"
+    );
+    let rows = rows(&table);
+    assert_eq!(rows.len(), 1, "{table}");
+    let row = &rows[0];
+    assert_eq!(cell(&table, row, "frames"), "60", "{table}");
+    assert_eq!(cell(&table, row, "dropped"), "0", "{table}");
+    // Two classifier stages ran, each with its own labels.
+    assert!(
+        table.contains("2 classifier stages one after the other"),
+        "{table}"
+    );
+    assert!(
+        table.contains("labels=person,two-wheeler,car,large-vehicle")
+            && table.contains("labels=c2:person,c2:two-wheeler,c2:car,c2:large-vehicle"),
+        "{table}"
+    );
+    let stages = progress
+        .iter()
+        .find(|l| l.contains("stage p50/p99 ms"))
+        .expect("the stage times");
+    assert!(
+        stages.contains("classify ") && stages.contains("classify#2 "),
+        "{stages}"
+    );
+    // The decode-only ceiling of the same two streams, and the row's share of it.
+    assert!(progress
+        .iter()
+        .any(|l| l.starts_with("decode only: streams=2 decoder=cpu")));
+    let fps: f64 = cell(&table, row, "fps").parse().unwrap();
+    let ceiling: f64 = cell(&table, row, "decode-only fps").parse().unwrap();
+    let share: f64 = cell(&table, row, "% of decode-only").parse().unwrap();
+    assert!(ceiling > 0.0 && fps > 0.0, "{table}");
+    assert!(
+        (share - 100.0 * fps / ceiling).abs() <= 1.0,
+        "{share} against {fps} / {ceiling}: {table}"
+    );
+    assert_eq!(
+        cell(&table, row, "note").contains("decoder-bound"),
+        share >= 90.0,
+        "{table}"
+    );
+    assert!(table.contains("decode-only fps = the same streams decoded by GStreamer alone"));
+}
+
+#[test]
+fn image_streams_give_a_cpu_row_and_an_nvjpeg_row_in_one_run() {
+    let _serial = common::serial();
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    if !common::ort_ready() {
+        return;
+    }
+    let clip = data.join("visdrone/clip-9999999");
+    let out = Command::new(env!("CARGO_BIN_EXE_octopipe"))
+        .args(["bench", "pipeline", "--streams", "2", "--seconds", "1"])
+        .args(["--decoders", "cpu,nvjpeg", "--images"])
+        .arg(&clip)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        table.contains("the 34 JPEG files of") && table.contains("their VisDrone annotations"),
+        "{table}"
+    );
+    let rows = rows(&table);
+    let decoders: Vec<&str> = rows.iter().map(|r| &*r[1]).collect();
+    assert_eq!(decoders, ["cpu", "nvjpeg"], "{table}");
+    // The CPU decode: every frame of both streams, with real numbers.
+    let cpu = &rows[0];
+    assert_eq!(cell(&table, cpu, "frames"), "68", "{table}");
+    assert_eq!(cell(&table, cpu, "dropped"), "0", "{table}");
+    let fps: f64 = cell(&table, cpu, "fps").parse().unwrap();
+    let cores: f64 = cell(&table, cpu, "CPU cores busy").parse().unwrap();
+    assert!(fps > 0.0 && cores > 0.0, "{table}");
+    assert_eq!(cell(&table, cpu, "decode-only fps"), "-", "{table}");
+    // nvJPEG: its row, run where it is here, else the reason.
+    let nvjpeg = &rows[1];
+    let note = cell(&table, nvjpeg, "note");
+    match octopipe::source::nvjpeg_available(0) {
+        Ok(_) => {
+            assert_eq!(cell(&table, nvjpeg, "frames"), "68", "{table}");
+            assert!(note.contains("0 nvJPEG fallbacks"), "{table}");
+        }
+        Err(_) => {
+            assert_eq!(cell(&table, nvjpeg, "frames"), "-", "{table}");
+            assert!(
+                note.starts_with("failed: nvJPEG needs a GPU: ")
+                    || note.starts_with("failed: no nvJPEG on cuda:0: "),
+                "{table}"
+            );
+        }
+    }
+    // The preamble's description reruns as written.
+    assert!(
+        table.contains("octopipe run --set images=")
+            && table.contains("images location=${images} loop=1 decoder=cpu ! boxes format=det location=${annotations}"),
+        "{table}"
+    );
 }

@@ -5,8 +5,9 @@
 //! On a GPU (`scripts/device-ort-cuda.sh` with the `sources` binary): the clip's crops from
 //! nvJPEG against the CPU decode's through `preprocess backend=cuda` (within a stated
 //! tolerance: the IDCTs differ), frames in device memory, and the files nvJPEG's batched decoder
-//! does not take (progressive, grey, CMYK, 4:4:4) decoded on the CPU and counted. GPU tests say
-//! why they skip.
+//! does not take (progressive, grey, CMYK, 4:4:4) decoded on the CPU and counted; on two GPUs,
+//! many streams spread over both through nvJPEG with each stream's objects those of the CPU
+//! decode. GPU tests say why they skip.
 
 use crate::common;
 use crate::nvdec::crop_tensors;
@@ -262,4 +263,110 @@ fn nvjpeg_frames_are_device_i420_and_other_files_decode_on_the_cpu_counted() {
         assert!(report.contains(reason), "{reason}: {report}");
     }
     eprintln!("{test}: {report}");
+}
+
+/// Many image streams over two GPUs through nvJPEG: `batch devices=0,1` puts streams 0-3 on GPU
+/// 0's nvJPEG decoder and preprocess chain and 4-7 on GPU 1's; each stream gets the objects of
+/// the CPU decode through the same chains, its labels (classifier on the CPU) as the CPU
+/// decode's but for crops within the IDCTs' difference of a class boundary, and no file leaves
+/// nvJPEG for the CPU. Skips, saying why, with fewer than 2 GPUs or no nvJPEG on either.
+#[test]
+fn many_nvjpeg_streams_over_two_gpus_give_each_stream_the_objects_of_the_cpu_decode() {
+    let test = "many_nvjpeg_streams_over_two_gpus_give_each_stream_the_objects_of_the_cpu_decode";
+    if !nvjpeg(test) {
+        return;
+    }
+    let gpus = cudarc::driver::CudaContext::device_count().unwrap_or(0);
+    if gpus < 2 {
+        eprintln!("SKIPPED {test}: {gpus} GPU here, 2 needed");
+        return;
+    }
+    if let Err(why) = source::nvjpeg_available(1) {
+        eprintln!("SKIPPED {test}: no nvJPEG on cuda:1 ({why})");
+        return;
+    }
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    if !common::ort_ready() {
+        return;
+    }
+    const STREAMS: usize = 8;
+    let root = data.join("visdrone/clip-9999999");
+    let out = common::temp_dir(test);
+    let vars = HashMap::from([
+        ("root".to_string(), root.display().to_string()),
+        ("out".to_string(), out.display().to_string()),
+        (
+            "model".to_string(),
+            data.join("models/visdrone-crops-64.onnx")
+                .display()
+                .to_string(),
+        ),
+    ]);
+    // Each stream's objects: (source file, box) -> label.
+    type Objects = Vec<HashMap<(String, String), String>>;
+    let run = |decoder: &str| -> (Objects, octopipe::budget::Report) {
+        let branch = format!(
+            "images location=${{root}}/images decoder={decoder} \
+             ! boxes format=det location=${{root}}/annotations"
+        );
+        let mut text = String::new();
+        for _ in 1..STREAMS {
+            text += &format!("{branch} ! mux.\n");
+        }
+        text += &format!(
+            "{branch} ! batch name=mux max-frames=4 devices=0,1 ! preprocess backend=cuda \
+             ! classify model=${{model}} ep=cpu ! jsonl location=${{out}}/{decoder}.jsonl"
+        );
+        let desc = octopipe::describe::parse(test, &text, &vars).unwrap();
+        let graph = octopipe::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+        for s in graph.elements::<SourceConfig>() {
+            assert_eq!(
+                s.device,
+                s.stream as usize * 2 / STREAMS,
+                "stream {}",
+                s.stream
+            );
+        }
+        let outcome = Pipeline::build(graph).unwrap().run();
+        assert!(outcome.error.is_none(), "{decoder}: {:?}", outcome.error);
+        let mut objects = vec![HashMap::new(); STREAMS];
+        for o in common::read_jsonl(&out.join(format!("{decoder}.jsonl"))) {
+            let stream = o["stream"].as_u64().unwrap() as usize;
+            let key = (o["source"].to_string(), o["bbox"].to_string());
+            objects[stream].insert(key, o["label"].to_string());
+        }
+        (objects, outcome.report)
+    };
+    let (gpu, report) = run("nvjpeg");
+    let (cpu, cpu_report) = run("cpu");
+    for r in [&report, &cpu_report] {
+        assert_eq!(
+            (r.frames_in, r.processed, r.dropped_total()),
+            (34 * STREAMS as u64, 34 * STREAMS as u64, 0)
+        );
+    }
+    let text = report.to_string();
+    assert!(!text.contains("decoded on the CPU"), "{text}");
+    for s in 0..STREAMS {
+        let (g, c) = (&gpu[s], &cpu[s]);
+        assert_eq!(g.len(), c.len(), "stream {s}");
+        assert!(
+            c.keys().all(|k| g.contains_key(k)),
+            "stream {s}: the same objects"
+        );
+        assert!(c.len() > 2000, "stream {s}: {} objects", c.len());
+        let same = c.iter().filter(|(k, v)| g.get(*k) == Some(*v)).count();
+        eprintln!(
+            "{test}: stream {s} (cuda:{}): {same} of {} labels as the CPU decode's",
+            s * 2 / STREAMS,
+            c.len()
+        );
+        assert!(
+            same as f64 >= 0.98 * c.len() as f64,
+            "stream {s}: {same} of {} labels",
+            c.len()
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! The pipeline benchmark's descriptions and search.
 
 use super::*;
+use std::collections::HashMap;
 
 fn spec(streams: usize, ep: Compute) -> RunSpec {
     RunSpec {
@@ -15,6 +16,8 @@ fn spec(streams: usize, ep: Compute) -> RunSpec {
         workers: 1,
         gather: None,
         detector: None,
+        images: None,
+        classifiers: 1,
     }
 }
 
@@ -269,4 +272,125 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
     let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
     let detectors = graph.elements::<crate::detect::DetectConfig>().count();
     assert_eq!(detectors, 3, "one detector per stream:\n{text}");
+}
+
+#[test]
+fn image_streams_and_more_classifiers_are_written_into_the_description() {
+    let images = ImageStreams {
+        images: "clip/images".into(),
+        annotations: Some("clip/annotations".into()),
+        files: 34,
+        loops: 1,
+    }
+    .with_frames(90);
+    assert_eq!((images.loops, images.frames_per_stream()), (3, 102));
+    let text = description(&RunSpec {
+        decoder: "nvjpeg".into(),
+        backend: default_backend("nvjpeg", Compute::Cpu),
+        images: Some(images.clone()),
+        classifiers: 2,
+        ..spec(2, Compute::Cpu)
+    });
+    assert_eq!(
+        text.matches("images location=${images} loop=3 decoder=nvjpeg ! boxes format=det location=${annotations}")
+            .count(),
+        2,
+        "{text}"
+    );
+    assert!(!text.contains("media "), "{text}");
+    assert!(text.contains("preprocess backend=cuda\n"), "{text}");
+    let heads: Vec<&str> = text.lines().filter(|l| l.contains("! classify ")).collect();
+    assert_eq!(heads.len(), 2, "{text}");
+    assert!(heads[0].ends_with("labels=person,two-wheeler,car,large-vehicle"));
+    assert!(heads[1].ends_with("labels=c2:person,c2:two-wheeler,c2:car,c2:large-vehicle"));
+    // Spread over two GPUs: streams 0 and 1 decoded by GPU 0's nvJPEG, 2 by GPU 1's.
+    let spread = description(&RunSpec {
+        decoder: "nvjpeg".into(),
+        images: Some(images.clone()),
+        devices: vec![0, 1],
+        ..spec(3, Compute::Cuda)
+    });
+    let vars = HashMap::from([
+        ("images".to_string(), "clip/images".to_string()),
+        ("annotations".to_string(), "clip/annotations".to_string()),
+        ("model".to_string(), "m.onnx".to_string()),
+    ]);
+    let desc = crate::describe::parse("bench", &spread, &vars).unwrap();
+    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{spread}"));
+    let decoded: Vec<(u32, usize)> = graph
+        .elements::<crate::source::SourceConfig>()
+        .map(|s| (s.stream, s.device))
+        .collect();
+    assert_eq!(decoded, [(0, 0), (1, 0), (2, 1)], "{spread}");
+    // A folder without annotations: synthetic boxes.
+    let bare = description(&RunSpec {
+        images: Some(ImageStreams {
+            annotations: None,
+            ..images
+        }),
+        ..spec(1, Compute::Cpu)
+    });
+    assert!(
+        bare.contains("decoder=cpu ! boxes format=synthetic count=28\n"),
+        "{bare}"
+    );
+}
+
+#[test]
+fn bad_options_are_refused_naming_the_flag() {
+    let dir = std::env::temp_dir().join(format!("octopipe-bench-opts-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("images")).unwrap();
+    std::fs::write(dir.join("model.onnx"), b"").unwrap();
+    let base = PipelineBenchOptions::new(dir.clone(), dir.join("model.onnx"));
+    let refused = |opts: PipelineBenchOptions| opts.check().unwrap_err().to_string();
+    assert_eq!(
+        refused(PipelineBenchOptions {
+            decoders: vec!["nvjpeg".into()],
+            ..base.clone()
+        }),
+        "--decoder nvjpeg: expected auto, cpu, nvdec"
+    );
+    assert_eq!(
+        refused(PipelineBenchOptions {
+            bitrate: 0,
+            ..base.clone()
+        }),
+        "--bitrate 0: expected 1 to 102400 kbit/s"
+    );
+    assert_eq!(
+        refused(PipelineBenchOptions {
+            classifiers: 5,
+            ..base.clone()
+        }),
+        "--classifiers 5: expected 1 to 4"
+    );
+    // Image streams: a folder with no JPEG file, then nvdec (a video decoder).
+    let images = PipelineBenchOptions {
+        images: Some(dir.clone()),
+        ..base.clone()
+    };
+    assert_eq!(
+        refused(images.clone()),
+        format!(
+            "--images {}: no JPEG files (*.jpg, *.jpeg) in it",
+            dir.display()
+        )
+    );
+    std::fs::write(dir.join("images/a.jpg"), b"").unwrap();
+    images.check().unwrap();
+    assert_eq!(
+        refused(PipelineBenchOptions {
+            keep_video: Some(dir.join("v.mp4")),
+            ..images.clone()
+        }),
+        "--keep-video: image streams (--images) make no video"
+    );
+    assert_eq!(
+        refused(PipelineBenchOptions {
+            decoders: vec!["nvdec".into()],
+            ..images
+        }),
+        "--decoder nvdec: expected auto, cpu, nvjpeg (with --images)"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,5 +1,6 @@
-//! The benchmark's input: the clip's frames scaled and encoded to H.264 at run time, in a
-//! temporary folder of its own (and a copy kept on request, never over an existing file).
+//! The benchmark's input: the clip's frames scaled and encoded to H.264 (`x264enc`) or H.265
+//! (`x265enc`) at run time, in a temporary folder of its own (and a copy kept on request, never
+//! over an existing file).
 
 use std::path::{Path, PathBuf};
 
@@ -7,17 +8,83 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
-use super::{BITRATE_KBPS, FPS, KEY_INT};
+use super::{FPS, KEY_INT};
 use crate::bench::BenchError;
 
+/// The benchmark video's codec (`--codec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Codec {
+    /// H.264 by `x264enc`, High profile 4:2:0 (NVDEC refuses High 4:4:4).
+    H264,
+    /// H.265 by `x265enc`, Main profile 4:2:0.
+    H265,
+}
+
+impl Codec {
+    /// The name `--codec` takes: `h264` or `h265`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::H264 => "h264",
+            Codec::H265 => "h265",
+        }
+    }
+
+    /// Parse `h264` or `h265`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "h264" => Some(Codec::H264),
+            "h265" => Some(Codec::H265),
+            _ => None,
+        }
+    }
+
+    /// How the preamble names it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Codec::H264 => "H.264",
+            Codec::H265 => "H.265",
+        }
+    }
+
+    /// The encoder, its caps and parser, as a launch line writes them, at `kbps`.
+    fn encoder(self, kbps: u32) -> String {
+        match self {
+            Codec::H264 => format!(
+                "x264enc speed-preset=fast key-int-max={KEY_INT} bitrate={kbps} ! video/x-h264,profile=high ! h264parse"
+            ),
+            Codec::H265 => format!(
+                "x265enc speed-preset=fast key-int-max={KEY_INT} bitrate={kbps} ! video/x-h265,profile=main ! h265parse"
+            ),
+        }
+    }
+
+    /// The GStreamer package with the encoder (Debian's name).
+    fn package(self) -> &'static str {
+        match self {
+            Codec::H264 => "gstreamer1.0-plugins-ugly",
+            Codec::H265 => "gstreamer1.0-plugins-bad",
+        }
+    }
+
+    /// The parser element of the coded stream.
+    pub(super) fn parser(self) -> &'static str {
+        match self {
+            Codec::H264 => "h264parse",
+            Codec::H265 => "h265parse",
+        }
+    }
+}
+
 /// Encode `frames` frames of the images in `images` (file-name order, looped) scaled to `size`
-/// as 30 fps H.264 (High, 4:2:0) in an mp4 at `out`. The images are decoded and scaled once,
-/// then pushed to the encoder in turn.
+/// as 30 fps `codec` at `kbps` kbit/s in an mp4 at `out`. The images are decoded and scaled
+/// once, then pushed to the encoder in turn.
 pub fn encode_clip(
     images: &Path,
     out: &Path,
     size: (u32, u32),
     frames: u64,
+    codec: Codec,
+    kbps: u32,
 ) -> Result<(), BenchError> {
     gst::init().map_err(|e| encode_error(format!("GStreamer could not be initialised: {e}")))?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(images)
@@ -37,7 +104,7 @@ pub fn encode_clip(
         )));
     }
     let raw = decode_scaled(&files, size)?;
-    encode_raw(&raw, out, size, frames)
+    encode_raw(&raw, out, size, frames, codec, kbps)
 }
 
 /// The JPEG `files` decoded and scaled (stretched) to `size`, as I420 buffers.
@@ -69,16 +136,22 @@ fn decode_scaled(files: &[PathBuf], (w, h): (u32, u32)) -> Result<Vec<gst::Buffe
     Ok(buffers)
 }
 
-/// `frames` of `raw` (in turn) at 30 fps through `x264enc` into an mp4 at `out`.
+/// `frames` of `raw` (in turn) at 30 fps through `codec`'s encoder into an mp4 at `out`.
 fn encode_raw(
     raw: &[gst::Buffer],
     out: &Path,
     (w, h): (u32, u32),
     frames: u64,
+    codec: Codec,
+    kbps: u32,
 ) -> Result<(), BenchError> {
-    let (pipeline, src, sink) = launch(&format!(
-        "appsrc name=src caps=video/x-raw,format=I420,width={w},height={h},framerate={FPS}/1,pixel-aspect-ratio=1/1 format=time block=true max-buffers=4 ! x264enc speed-preset=fast key-int-max={KEY_INT} bitrate={BITRATE_KBPS} ! video/x-h264,profile=high ! h264parse ! mp4mux ! filesink name=sink"
-    ))?;
+    let (pipeline, src, sink) = launch_with(
+        &format!(
+            "appsrc name=src caps=video/x-raw,format=I420,width={w},height={h},framerate={FPS}/1,pixel-aspect-ratio=1/1 format=time block=true max-buffers=4 ! {} ! mp4mux ! filesink name=sink",
+            codec.encoder(kbps)
+        ),
+        codec.package(),
+    )?;
     let location = out
         .to_str()
         .ok_or_else(|| encode_error(format!("{}: not a UTF-8 path", out.display())))?;
@@ -131,8 +204,20 @@ fn encode_raw(
 fn launch(
     text: &str,
 ) -> Result<(gst::Pipeline, gst_app::AppSrc, Option<gst::Element>), BenchError> {
+    launch_with(text, "gstreamer1.0-plugins-good")
+}
+
+/// [`launch`], naming `package` as the one to install when an element is missing.
+fn launch_with(
+    text: &str,
+    package: &str,
+) -> Result<(gst::Pipeline, gst_app::AppSrc, Option<gst::Element>), BenchError> {
     let pipeline = gst::parse::launch(text)
-        .map_err(|e| encode_error(format!("{e} (is GStreamer's x264enc installed? apt-get install gstreamer1.0-plugins-ugly): {text}")))?
+        .map_err(|e| {
+            encode_error(format!(
+                "{e} (is the element installed? apt-get install {package}): {text}"
+            ))
+        })?
         .downcast::<gst::Pipeline>()
         .map_err(|_| encode_error(format!("not a pipeline: {text}")))?;
     let src = pipeline
