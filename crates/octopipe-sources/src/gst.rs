@@ -36,7 +36,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
@@ -372,21 +372,26 @@ impl GstSource {
     }
 
     /// How frames name where they came from (the URI, the image file, the fragment or test
-    /// pattern), what an image's file name says, and the colorimetry for what a frame's caps
+    /// pattern), their URI where it is not [`source_uri`](crate::frame::source_uri) of that
+    /// name (an image's `file://`, the test source's `octopipe:videotestsrc?...`), what an image's file name says, and the colorimetry for what a frame's caps
     /// leave unknown.
     fn origin(
         &mut self,
         pts: Option<gst::ClockTime>,
         height: u32,
-    ) -> Result<(Arc<str>, Option<ImageFile>, Colorimetry), SourceError> {
+    ) -> Result<(Arc<str>, Option<Arc<str>>, Option<ImageFile>, Colorimetry), SourceError> {
         match &mut self.input {
-            Input::Media { uri, .. } => Ok((uri.clone(), None, video_default(height))),
-            Input::Test { name, .. } | Input::Launch { name, .. } => {
-                Ok((name.clone(), None, video_default(height)))
+            Input::Media { uri, .. } => Ok((uri.clone(), None, None, video_default(height))),
+            Input::Test { name, .. } => {
+                let uri = name
+                    .strip_prefix("videotestsrc ")
+                    .map(|settings| format!("octopipe:videotestsrc?{settings}").into());
+                Ok((name.clone(), uri, None, video_default(height)))
             }
+            Input::Launch { name, .. } => Ok((name.clone(), None, None, video_default(height))),
             Input::Images(images) => images
                 .origin(pts)
-                .map(|(name, file, colorimetry)| (name, Some(file), colorimetry)),
+                .map(|(name, uri, file, colorimetry)| (name, Some(uri), Some(file), colorimetry)),
         }
     }
 
@@ -471,7 +476,7 @@ impl GstSource {
         if let Some(p) = buffer.pts() {
             self.last_end = Some(p + buffer.duration().unwrap_or(gst::ClockTime::ZERO));
         }
-        let (source, image, fallback) = self.origin(buffer.pts(), info.height())?;
+        let (source, uri, image, fallback) = self.origin(buffer.pts(), info.height())?;
         self.tell_image_damage(false);
         let colorimetry = match &jpeg {
             Some(_) => Colorimetry::JPEG,
@@ -540,6 +545,14 @@ impl GstSource {
         };
         frame.pts = pts;
         frame.image = image;
+        if let Some(uri) = uri {
+            frame.uri = uri;
+        }
+        if matches!(self.input, Input::Launch { .. }) {
+            // A live head's capture time, on the wall clock.
+            let age = Instant::now().saturating_duration_since(arrival);
+            frame.wall = SystemTime::now().checked_sub(age).unwrap_or(frame.wall);
+        }
         frame.times = FrameTimes::new(arrival);
         Ok(frame)
     }
