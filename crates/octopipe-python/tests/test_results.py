@@ -1,5 +1,6 @@
 """Results of a whole pipeline: the same objects as the CLI's JSONL, the report, errors."""
 
+import datetime
 import json
 import subprocess
 
@@ -50,7 +51,11 @@ def test_frame_fields_and_objects_array(clip, model, tmp_path):
     frames = p.results()
     first = next(frames)
     assert (first.stream, first.index, first.pts_ms) == (0, 0, 0.0)
-    assert first.source == "9999999_00023_d_0000001.jpg"
+    assert first.source == (clip / "images" / "9999999_00023_d_0000001.jpg").absolute().as_uri()
+    assert (first.width, first.height) == (2000, 1500)
+    stamp = datetime.datetime.fromisoformat(first.timestamp.replace("Z", "+00:00"))
+    assert first.timestamp.endswith("Z") and len(first.timestamp) == 24
+    assert abs(datetime.datetime.now(datetime.timezone.utc) - stamp) < datetime.timedelta(minutes=5)
     second = next(frames)
     assert second.pts_ms == pytest.approx(1000 / 30)
     arrays = first.objects_array()

@@ -409,7 +409,8 @@ fn crop_tensors_from_the_pipeline_match_oneshot_and_the_tensors_sink() {
             bits(&data[off..off + crop_len]) == *want,
             "{line}: npy values differ"
         );
-        assert_eq!(line["source"], frames[picked[seq as usize]].name.as_str());
+        let name = &frames[picked[seq as usize]].name;
+        assert_eq!(line["source"], format!("octopipe:{name}"));
         *k += 1;
     }
     eprintln!(

@@ -47,11 +47,12 @@ impl Detection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum BoxOrigin {
-    /// A detector (the `detect` stage, an upstream GStreamer detector, the application's boxes,
-    /// synthetic boxes): the class is the detector's.
+    /// A detector (the `detect` stage, an upstream GStreamer detector, the application's
+    /// boxes): the class is the detector's.
     #[default]
     Detector,
-    /// Annotations (ground truth, e.g. VisDrone): the class is the annotated category.
+    /// Annotations (ground truth, e.g. VisDrone DET or MOT files, and the synthetic boxes made
+    /// in their likeness): the class is the annotated category.
     Annotation,
 }
 

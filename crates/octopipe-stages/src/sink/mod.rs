@@ -301,8 +301,9 @@ fn pts_ms(frame: &crate::frame::Frame) -> Option<f64> {
     frame.pts.map(|p| p.as_secs_f64() * 1000.0)
 }
 
-/// A frame's wall-clock time as objects and messages give it: RFC 3339, UTC, milliseconds.
-pub(crate) fn timestamp(frame: &crate::frame::Frame) -> String {
+/// A frame's wall-clock time ([`Frame::wall`](crate::frame::Frame::wall)) as objects and
+/// messages give it: RFC 3339, UTC, milliseconds (`2026-11-27T16:02:11.042Z`).
+pub fn timestamp(frame: &crate::frame::Frame) -> String {
     humantime::format_rfc3339_millis(frame.wall).to_string()
 }
 
