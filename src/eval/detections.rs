@@ -436,10 +436,10 @@ pub fn parse_objects(text: &str, path: &str) -> Result<Vec<Scored>, EvalError> {
         };
         let object: Line = serde_json::from_str(line)
             .map_err(|e| error(format!("not an object with source and bbox: {e}")))?;
-        let replayed = object.annotation.and_then(|a| a.category).map(|label| LineDetection {
-            label,
-            score: 1.0,
-        });
+        let replayed = object
+            .annotation
+            .and_then(|a| a.category)
+            .map(|label| LineDetection { label, score: 1.0 });
         let detection = object.detection.or(replayed).ok_or_else(|| {
             error("no \"detection\" (the box source's class and score): boxes from a stage that names no classes cannot be scored".into())
         })?;

@@ -119,7 +119,10 @@ pub fn check_content(
         );
         // The frame's size and wall-clock time, as its objects have them.
         assert!(m["width"].is_u64() && m["height"].is_u64(), "{m}");
-        assert!(m["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')), "{m}");
+        assert!(
+            m["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{m}"
+        );
         for o in &want {
             assert_eq!(
                 (&o["timestamp"], &o["width"], &o["height"]),

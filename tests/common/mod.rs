@@ -172,11 +172,19 @@ pub fn timestamps_within(
     let mut last = std::collections::HashMap::new();
     let mut out = Vec::new();
     for o in objects {
-        let text = o["timestamp"].as_str().unwrap_or_else(|| panic!("no timestamp: {o}"));
-        assert!(text.len() == 24 && text.ends_with('Z') && text.as_bytes()[19] == b'.', "{o}");
+        let text = o["timestamp"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no timestamp: {o}"));
+        assert!(
+            text.len() == 24 && text.ends_with('Z') && text.as_bytes()[19] == b'.',
+            "{o}"
+        );
         let t = humantime::parse_rfc3339(text).unwrap_or_else(|e| panic!("{text}: {e}"));
         let ms = std::time::Duration::from_millis(1);
-        assert!(t + ms >= start && t <= end + ms, "{text} is outside the run: {o}");
+        assert!(
+            t + ms >= start && t <= end + ms,
+            "{text} is outside the run: {o}"
+        );
         let key = (o["stream"].as_u64(), o["frame"].as_u64().unwrap());
         if let Some((frame, before)) = last.insert(key.0, (key.1, t)) {
             assert!(

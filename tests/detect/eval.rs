@@ -242,7 +242,11 @@ fn labels_of_a_detectors_boxes_are_refused_naming_what_they_carry() {
         ]),
         Duration::from_secs(120),
     );
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let out = common::output_within(
         Command::new(env!("CARGO_BIN_EXE_octopipe"))
             .args(["eval", "labels", "--objects"])
@@ -257,7 +261,11 @@ fn labels_of_a_detectors_boxes_are_refused_naming_what_they_carry() {
             objects.display()
         )],
     );
-    assert!(out.stdout.is_empty(), "no table: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "no table: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]

@@ -56,11 +56,17 @@ fn visdrone_clip_is_labelled_like_the_reference() {
         "the image as a file URI"
     );
     let (w, h) = image::image_dimensions(images.join(name)).unwrap();
-    assert_eq!((first["width"].as_u64(), first["height"].as_u64()), (Some(w.into()), Some(h.into())));
+    assert_eq!(
+        (first["width"].as_u64(), first["height"].as_u64()),
+        (Some(w.into()), Some(h.into()))
+    );
     common::timestamps_within(&objects, start, std::time::SystemTime::now());
     // Annotation boxes: the VisDrone category under `annotation`, no detector class.
     assert!(first["annotation"]["category_id"].is_u64(), "{first}");
-    assert!(first.get("category").is_none() && first.get("detection").is_none(), "{first}");
+    assert!(
+        first.get("category").is_none() && first.get("detection").is_none(),
+        "{first}"
+    );
     assert_eq!(first["frame"], 0);
     assert_eq!(first["pts_ms"], 0.0);
     assert!(

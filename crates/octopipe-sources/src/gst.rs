@@ -36,7 +36,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
@@ -58,6 +58,7 @@ use super::media::{expected_frames, truncation};
 use super::nvdec::{self, SharedCuda};
 use super::nvjpeg::JpegRoute;
 use super::pixels::Pixels;
+use super::test::test_uri;
 use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{secs, Limits, Wait};
 use super::{FrameSource, SourceConfig, SourceError, SourceKind};
@@ -372,9 +373,9 @@ impl GstSource {
     }
 
     /// How frames name where they came from (the URI, the image file, the fragment or test
-    /// pattern), their URI where it is not [`source_uri`](crate::frame::source_uri) of that
-    /// name (an image's `file://`, the test source's `octopipe:videotestsrc?...`), what an image's file name says, and the colorimetry for what a frame's caps
-    /// leave unknown.
+    /// pattern), their URI where it is not [`source_uri`](crate::frame::source_uri) of that name
+    /// (an image's `file://`, the test source's `octopipe:videotestsrc?...`), what an image's
+    /// file name says, and the colorimetry for what a frame's caps leave unknown.
     fn origin(
         &mut self,
         pts: Option<gst::ClockTime>,
@@ -383,9 +384,7 @@ impl GstSource {
         match &mut self.input {
             Input::Media { uri, .. } => Ok((uri.clone(), None, None, video_default(height))),
             Input::Test { name, .. } => {
-                let uri = name
-                    .strip_prefix("videotestsrc ")
-                    .map(|settings| format!("octopipe:videotestsrc?{settings}").into());
+                let uri = name.strip_prefix("videotestsrc ").map(test_uri);
                 Ok((name.clone(), uri, None, video_default(height)))
             }
             Input::Launch { name, .. } => Ok((name.clone(), None, None, video_default(height))),
@@ -549,9 +548,7 @@ impl GstSource {
             frame.uri = uri;
         }
         if matches!(self.input, Input::Launch { .. }) {
-            // A live head's capture time, on the wall clock.
-            let age = Instant::now().saturating_duration_since(arrival);
-            frame.wall = SystemTime::now().checked_sub(age).unwrap_or(frame.wall);
+            frame.wall = crate::frame::wall_time(arrival); // the live head's capture time
         }
         frame.times = FrameTimes::new(arrival);
         Ok(frame)

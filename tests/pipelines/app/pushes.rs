@@ -499,7 +499,10 @@ fn two_app_sources_feed_one_batch() {
                 }
                 v
             });
-        let pushed: Vec<&str> = frames[range].iter().map(|f| f.name.as_str()).collect();
+        let pushed: Vec<String> = frames[range]
+            .iter()
+            .map(|f| format!("octopipe:{}", f.name))
+            .collect();
         assert_eq!(names, pushed, "stream {stream}");
     }
     let right = objects

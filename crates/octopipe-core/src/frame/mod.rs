@@ -173,6 +173,13 @@ pub fn source_uri(source: &str) -> String {
     format!("octopipe:{}", percent_encode(source, "/=,:"))
 }
 
+/// The wall-clock time of instant `at` (a capture time on the monotonic clock), by its age now.
+pub fn wall_time(at: Instant) -> SystemTime {
+    let age = Instant::now().saturating_duration_since(at);
+    let now = SystemTime::now();
+    now.checked_sub(age).unwrap_or(now)
+}
+
 /// `text` with every byte but RFC 3986's unreserved characters and those in `keep` written as
 /// `%XX`.
 fn percent_encode(text: &str, keep: &str) -> String {

@@ -60,10 +60,7 @@ pub(crate) fn read_frame(buffer: &gst::BufferRef, frame: &mut Frame) -> Option<M
     frame.skipped = skipped_of(s.get::<&str>("skipped").unwrap_or(""));
     let arrival = report::instant(s.get::<u64>("arrival-ns").ok()?);
     // The frame's wall-clock time is when the first element made it.
-    let age = std::time::Instant::now().saturating_duration_since(arrival);
-    frame.wall = std::time::SystemTime::now()
-        .checked_sub(age)
-        .unwrap_or(frame.wall);
+    frame.wall = octopipe_core::frame::wall_time(arrival);
     Some(Marks::parse(arrival, s.get::<&str>("marks").unwrap_or("")))
 }
 
