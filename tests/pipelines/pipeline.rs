@@ -48,7 +48,7 @@ fn visdrone_clip_is_labelled_like_the_reference() {
     let objects = common::read_jsonl(&out);
     assert_eq!(objects.len(), 2012);
     let first = &objects[0];
-    let images = std::path::absolute(data.join("visdrone/clip-9999999/images")).unwrap();
+    let images = std::fs::canonicalize(data.join("visdrone/clip-9999999/images")).unwrap();
     let name = "9999999_00023_d_0000001.jpg";
     assert_eq!(
         first["source"],

@@ -299,10 +299,11 @@ impl Images {
     }
 }
 
-/// `path` as a `file://` URI of its absolute path (relative to the working directory, symlinks
-/// not resolved).
+/// `path` as a `file://` URI of its canonical path (as `media` gives a file's URI).
 fn file_uri(path: &Path) -> Arc<str> {
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let absolute = std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf());
     match gst::glib::filename_to_uri(&absolute, None) {
         Ok(uri) => uri.as_str().into(),
         Err(_) => crate::frame::source_uri(&absolute.display().to_string()).into(),
