@@ -380,17 +380,21 @@ impl GstSource {
         &mut self,
         pts: Option<gst::ClockTime>,
         height: u32,
-    ) -> Result<(Arc<str>, Option<Arc<str>>, Option<ImageFile>, Colorimetry), SourceError> {
+    ) -> Result<(Named, Option<ImageFile>, Colorimetry), SourceError> {
+        let named = |name: &Arc<str>, uri| Named {
+            name: name.clone(),
+            uri,
+        };
         match &mut self.input {
-            Input::Media { uri, .. } => Ok((uri.clone(), None, None, video_default(height))),
+            Input::Media { uri, .. } => Ok((named(uri, None), None, video_default(height))),
             Input::Test { name, .. } => {
                 let uri = name.strip_prefix("videotestsrc ").map(test_uri);
-                Ok((name.clone(), uri, None, video_default(height)))
+                Ok((named(name, uri), None, video_default(height)))
             }
-            Input::Launch { name, .. } => Ok((name.clone(), None, None, video_default(height))),
-            Input::Images(images) => images
-                .origin(pts)
-                .map(|(name, uri, file, colorimetry)| (name, Some(uri), Some(file), colorimetry)),
+            Input::Launch { name, .. } => Ok((named(name, None), None, video_default(height))),
+            Input::Images(images) => images.origin(pts).map(|(name, uri, file, colorimetry)| {
+                (named(&name, Some(uri)), Some(file), colorimetry)
+            }),
         }
     }
 
@@ -475,7 +479,8 @@ impl GstSource {
         if let Some(p) = buffer.pts() {
             self.last_end = Some(p + buffer.duration().unwrap_or(gst::ClockTime::ZERO));
         }
-        let (source, uri, image, fallback) = self.origin(buffer.pts(), info.height())?;
+        let (Named { name: source, uri }, image, fallback) =
+            self.origin(buffer.pts(), info.height())?;
         self.tell_image_damage(false);
         let colorimetry = match &jpeg {
             Some(_) => Colorimetry::JPEG,
@@ -553,6 +558,12 @@ impl GstSource {
         frame.times = FrameTimes::new(arrival);
         Ok(frame)
     }
+}
+
+/// How a frame names its source, and its URI where it is not the name's own.
+struct Named {
+    name: Arc<str>,
+    uri: Option<Arc<str>>,
 }
 
 impl GstSource {
