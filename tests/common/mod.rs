@@ -161,6 +161,18 @@ pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The JSONL file's lines without each frame's wall-clock `timestamp` (each run's own), to
+/// compare the objects of two runs line for line.
+pub fn untimed_lines(path: &Path) -> Vec<String> {
+    read_jsonl(path)
+        .into_iter()
+        .map(|mut o| {
+            o.as_object_mut().map(|m| m.remove("timestamp"));
+            o.to_string()
+        })
+        .collect()
+}
+
 /// Each object's `timestamp` read back: RFC 3339 in UTC with milliseconds
 /// (`2026-11-27T16:02:11.042Z`), between `start` and `end` (the run), the same for the objects
 /// of one frame and not decreasing from frame to frame of a stream.
