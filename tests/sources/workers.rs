@@ -31,10 +31,7 @@ fn run(data: &Path, dir: &Path, extra: &str) -> (Vec<String>, String) {
     .unwrap();
     let outcome = pipeline.run();
     assert!(outcome.error.is_none(), "{extra}: {:?}", outcome.error);
-    (
-        common::untimed_lines(&out),
-        outcome.report.to_string(),
-    )
+    (common::untimed_lines(&out), outcome.report.to_string())
 }
 
 #[test]
