@@ -167,7 +167,9 @@ fn main() -> Result<()> {
             .entry(o.label.as_deref().unwrap_or("-"))
             .or_default() += 1;
         right += usize::from(
-            o.category
+            o.detection
+                .as_ref()
+                .and_then(|d| d.class_id)
                 .and_then(class_of)
                 .is_some_and(|c| Some(c) == o.class_id),
         );

@@ -17,6 +17,6 @@ python3 - <<'PY'
 import json
 cls = {1: 0, 2: 0, 3: 1, 7: 1, 8: 1, 10: 1, 4: 2, 5: 3, 6: 3, 9: 3}
 objs = [json.loads(l) for l in open("demo-data/objects.jsonl")]
-right = sum(cls[o["category"]] == o["class_id"] for o in objs)
+right = sum(cls[o["annotation"]["category_id"]] == o["class_id"] for o in objs)
 print(f"demo: {len(objs)} objects written to demo-data/objects.jsonl, {right / max(len(objs), 1):.1%} labelled as annotated")
 PY

@@ -18,7 +18,7 @@
 //! | [app source](AppSource) | frames and boxes an application pushes; [`oneshot`] for one frame at a time |
 //! | [app inference](AppInfer) | the application's own model on the batches' tensors (`appinfer`), its labels back to the sinks |
 //! | [streams](Streams) | streams added and removed while a pipeline runs (`Pipeline::streams`; over HTTP with `octopipe run --streams`) |
-//! | [messages](sink::message) | results to a broker: `mqtt`, `zenoh` (one JSON message per frame or object, schema v1) |
+//! | [messages](sink::message) | results to a broker: `mqtt`, `zenoh` (one JSON message per frame or object, schema v2) |
 //!
 //! The data and the stage contract ([`frame`], [`tensor`], [`stage`], [`error`], [`budget`],
 //! [`files`], [`redact`]) come from the `octopipe-core` crate, re-exported here under these names;

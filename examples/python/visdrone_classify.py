@@ -45,7 +45,8 @@ def main():
         for frame in p.results():
             for o in frame.objects:
                 per_label[o.get("label", "-")] += 1
-                right += CLASS_OF.get(o.get("category")) == o.get("class_id")
+                category = o.get("annotation", {}).get("category_id")
+                right += CLASS_OF.get(category) == o.get("class_id")
                 total += 1
     report = p.report
     print(f"{report['processed']} frames, {total} objects")

@@ -405,6 +405,7 @@ struct Line {
     source: String,
     bbox: [f64; 4],
     detection: Option<LineDetection>,
+    annotation: Option<LineAnnotation>,
 }
 
 #[derive(Deserialize)]
@@ -413,9 +414,15 @@ struct LineDetection {
     score: f32,
 }
 
+#[derive(Deserialize)]
+struct LineAnnotation {
+    category: Option<String>,
+}
+
 /// The detections of JSONL text (`path` names it in errors): each line an object as the `jsonl`
 /// sink writes it, with `source`, `bbox` and `"detection": {"label", "score"}` (blank lines are
-/// skipped).
+/// skipped). A box from annotations (a replay of ground truth as if it were a detector's, no
+/// `detection`) is scored as a detection of its `annotation.category` name, score 1.
 pub fn parse_objects(text: &str, path: &str) -> Result<Vec<Scored>, EvalError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -429,7 +436,11 @@ pub fn parse_objects(text: &str, path: &str) -> Result<Vec<Scored>, EvalError> {
         };
         let object: Line = serde_json::from_str(line)
             .map_err(|e| error(format!("not an object with source and bbox: {e}")))?;
-        let detection = object.detection.ok_or_else(|| {
+        let replayed = object
+            .annotation
+            .and_then(|a| a.category)
+            .map(|label| LineDetection { label, score: 1.0 });
+        let detection = object.detection.or(replayed).ok_or_else(|| {
             error("no \"detection\" (the box source's class and score): boxes from a stage that names no classes cannot be scored".into())
         })?;
         out.push(Scored {

@@ -1,6 +1,6 @@
 //! Scoring a classifier's labels against the annotated VisDrone categories (`octopipe eval
-//! labels`): the objects a `jsonl` sink wrote from annotation boxes (each with its `category`)
-//! through a classifier (its `label`).
+//! labels`): the objects a `jsonl` sink wrote from annotation boxes (each with its
+//! `annotation.category_id`) through a classifier (its `label`).
 //!
 //! ```text
 //! octopipe eval labels --objects objects.jsonl
@@ -10,7 +10,9 @@
 //! `person` 1, 2; `two-wheeler` 3, 7, 8, 10; `car` 4; `large-vehicle` 5, 6, 9). An object is
 //! labelled as annotated when its category is among its label's. Objects with no label (no
 //! classifier, non-finite logits) or with a category no label stands for (0 ignored regions,
-//! 11 others) are counted apart.
+//! 11 others) are counted apart. Objects with no annotated category (a detector's boxes, whose
+//! `detection` class is no annotation) are refused, and so are lines of the objects schema
+//! version 1 (a `category` at the top level, which meant either).
 
 use std::fmt;
 use std::path::Path;
@@ -135,7 +137,38 @@ impl fmt::Display for LabelsEvaluation {
 #[derive(Deserialize)]
 struct Line {
     label: Option<String>,
-    category: Option<u32>,
+    annotation: Option<Annotation>,
+    detection: Option<serde::de::IgnoredAny>,
+    /// Version 1's class of either kind (no longer written).
+    category: Option<serde::de::IgnoredAny>,
+}
+
+/// The annotated category of an object.
+#[derive(Deserialize)]
+struct Annotation {
+    category_id: u32,
+}
+
+/// Objects with no annotated category: how many, of which kind, and where the first is.
+#[derive(Default)]
+struct NoCategory {
+    detected: u64,
+    unnamed: u64,
+    first: usize,
+}
+
+impl NoCategory {
+    /// What was found, for the error: `all` is every object read.
+    fn found(&self, all: u64) -> String {
+        let missing = self.detected + self.unnamed;
+        if missing == all && self.unnamed == 0 {
+            return format!("{missing} objects carry a detector class, none an annotated category");
+        }
+        format!(
+            "{missing} of {all} objects carry no annotated category ({} a detector class, {} no class; the first at line {})",
+            self.detected, self.unnamed, self.first
+        )
+    }
 }
 
 /// Score the objects of JSONL text (`path` names it in errors) with `map`.
@@ -151,25 +184,50 @@ pub fn evaluate(text: &str, path: &str, map: &LabelMap) -> Result<LabelsEvaluati
             .collect(),
         ..Default::default()
     };
+    let (mut all, mut none) = (0, NoCategory::default());
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let o: Line = serde_json::from_str(line).map_err(|err| EvalError::Parse {
+        let parse = |reason: String| EvalError::Parse {
             path: path.to_string(),
             line: i + 1,
-            reason: format!("not an object as the jsonl sink writes it: {err}"),
-        })?;
+            reason,
+        };
+        let o: Line = serde_json::from_str(line)
+            .map_err(|err| parse(format!("not an object as the jsonl sink writes it: {err}")))?;
+        if o.category.is_some() && o.annotation.is_none() {
+            return Err(parse(
+                "an object of schema version 1 (a \"category\" that may be a detector's class): score the output of this version, whose annotated category is \"annotation\"".into(),
+            ));
+        }
+        all += 1;
+        let Some(annotation) = o.annotation else {
+            match o.detection {
+                Some(_) => none.detected += 1,
+                None => none.unnamed += 1,
+            }
+            if none.first == 0 {
+                none.first = i + 1;
+            }
+            continue;
+        };
         let Some(label) = o.label else {
             e.unlabelled += 1;
             continue;
         };
-        let Some(row) = o.category.and_then(|c| map.label_of(c)) else {
+        let Some(row) = map.label_of(annotation.category_id) else {
             e.uncounted += 1;
             continue;
         };
         e.rows[row].annotated += 1;
         e.rows[row].right += u64::from(e.rows[row].label == label);
+    }
+    if none.first > 0 {
+        return Err(EvalError::NoCategory {
+            path: path.to_string(),
+            found: none.found(all),
+        });
     }
     Ok(e)
 }
@@ -191,11 +249,11 @@ mod tests {
     #[test]
     fn labels_are_scored_against_their_categories() {
         let text = [
-            r#"{"label":"car","category":4}"#,
-            r#"{"label":"car","category":5}"#,
-            r#"{"label":"person","category":2}"#,
-            r#"{"category":4}"#,
-            r#"{"label":"car","category":11}"#,
+            r#"{"label":"car","annotation":{"category_id":4}}"#,
+            r#"{"label":"car","annotation":{"category_id":5}}"#,
+            r#"{"label":"person","annotation":{"category_id":2,"category":"people"}}"#,
+            r#"{"annotation":{"category_id":4}}"#,
+            r#"{"label":"car","annotation":{"category_id":11}}"#,
         ]
         .join("\n");
         let e = evaluate(&text, "o", &LabelMap::visdrone_crops()).unwrap();
@@ -210,5 +268,37 @@ mod tests {
         assert_eq!(map.label_of(2), Some(0));
         let bad = LabelMap::parse("a=x").unwrap_err().to_string();
         assert_eq!(bad, "class map 'a=x': 'x' is not a category number");
+    }
+
+    #[test]
+    fn objects_with_no_annotated_category_are_refused() {
+        let map = LabelMap::visdrone_crops();
+        let detected = r#"{"label":"car","detection":{"class_id":2,"label":"car","score":0.9}}"#;
+        let text = [detected, detected].join("\n");
+        let e = evaluate(&text, "o.jsonl", &map).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "o.jsonl: 2 objects carry a detector class, none an annotated category: "
+            ),
+            "{e}"
+        );
+        let mixed = [
+            r#"{"label":"car","annotation":{"category_id":4}}"#,
+            detected,
+            "{}",
+        ]
+        .join("\n");
+        let e = evaluate(&mixed, "o.jsonl", &map).unwrap_err().to_string();
+        assert!(
+            e.starts_with("o.jsonl: 2 of 3 objects carry no annotated category (1 a detector class, 1 no class; the first at line 2): "),
+            "{e}"
+        );
+        let old = evaluate(r#"{"label":"car","category":4}"#, "o.jsonl", &map)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            old.starts_with("o.jsonl:1: an object of schema version 1 "),
+            "{old}"
+        );
     }
 }

@@ -48,6 +48,14 @@ pub enum EvalError {
         /// What is wrong.
         reason: String,
     },
+    /// Objects scored against annotated categories that carry none (a detector's boxes).
+    #[error("{path}: {found}: `eval labels` scores a classifier against annotated categories (boxes from annotations, `boxes format=det location=...`); a detector's classes are not annotations")]
+    NoCategory {
+        /// The JSONL file.
+        path: String,
+        /// What the objects carry instead, and how many.
+        found: String,
+    },
     /// A malformed ground truth file.
     #[error(transparent)]
     Truth(#[from] crate::boxes::BoxesError),
@@ -133,7 +141,7 @@ pub enum EvalCommand {
     /// The classifier's labels against the annotated VisDrone categories: the share labelled
     /// as annotated, per class.
     Labels {
-        /// The objects, as the jsonl sink writes them (with "label" and "category").
+        /// The objects, as the jsonl sink writes them (with "label" and "annotation").
         #[cfg_attr(feature = "cli", arg(long))]
         objects: PathBuf,
         /// Which categories each label stands for, LABEL=CAT+CAT,... (default: the shared

@@ -85,7 +85,7 @@ pub fn by_frame(messages: &[Received]) -> BTreeMap<(u64, u64), serde_json::Value
     let mut seen = BTreeMap::new();
     for m in messages {
         let j = &m.json;
-        assert_eq!(j["v"], 1, "{j}");
+        assert_eq!(j["v"], 2, "{j}");
         let key = (j["stream"].as_u64().unwrap(), j["frame"].as_u64().unwrap());
         assert_eq!(m.topic, format!("octopipe/{}/objects", key.0));
         if let Some(first) = seen.insert(key, j.clone()) {
@@ -113,7 +113,22 @@ pub fn check_content(
         );
         assert_eq!(want.len() as u64, k % 4, "stream {stream} frame {k}");
         assert!((m["pts_ms"].as_f64().unwrap() - (k * 33) as f64).abs() < 1e-6);
-        assert_eq!(m["source"], format!("{}:{k}", ["a", "b"][stream as usize]));
+        assert_eq!(
+            m["source"],
+            format!("octopipe:{}:{k}", ["a", "b"][stream as usize])
+        );
+        // The frame's size and wall-clock time, as its objects have them.
+        assert!(m["width"].is_u64() && m["height"].is_u64(), "{m}");
+        assert!(
+            m["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{m}"
+        );
+        for o in &want {
+            assert_eq!(
+                (&o["timestamp"], &o["width"], &o["height"]),
+                (&m["timestamp"], &m["width"], &m["height"])
+            );
+        }
         for (i, o) in want.iter().enumerate() {
             assert_eq!(o["track"], i as u64 + 10 * stream);
             assert_eq!(o["detection"]["label"], ["car", "person"][stream as usize]);

@@ -161,11 +161,62 @@ pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The JSONL file's lines without each frame's wall-clock `timestamp` (each run's own), to
+/// compare the objects of two runs line for line.
+pub fn untimed_lines(path: &Path) -> Vec<String> {
+    read_jsonl(path)
+        .into_iter()
+        .map(|mut o| {
+            o.as_object_mut().map(|m| m.remove("timestamp"));
+            o.to_string()
+        })
+        .collect()
+}
+
+/// Each object's `timestamp` read back: RFC 3339 in UTC with milliseconds
+/// (`2026-11-27T16:02:11.042Z`), between `start` and `end` (the run), the same for the objects
+/// of one frame and not decreasing from frame to frame of a stream.
+pub fn timestamps_within(
+    objects: &[serde_json::Value],
+    start: std::time::SystemTime,
+    end: std::time::SystemTime,
+) -> Vec<std::time::SystemTime> {
+    let mut last = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for o in objects {
+        let text = o["timestamp"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no timestamp: {o}"));
+        assert!(
+            text.len() == 24 && text.ends_with('Z') && text.as_bytes()[19] == b'.',
+            "{o}"
+        );
+        let t = humantime::parse_rfc3339(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let ms = std::time::Duration::from_millis(1);
+        assert!(
+            t + ms >= start && t <= end + ms,
+            "{text} is outside the run: {o}"
+        );
+        let key = (o["stream"].as_u64(), o["frame"].as_u64().unwrap());
+        if let Some((frame, before)) = last.insert(key.0, (key.1, t)) {
+            assert!(
+                (frame == key.1 && before == t) || (frame < key.1 && before <= t),
+                "frame {} at {text} after frame {frame}: {o}",
+                key.1
+            );
+        }
+        out.push(t);
+    }
+    out
+}
+
 /// (labelled right, total) of JSONL objects against their annotation categories.
 pub fn accuracy(objects: &[serde_json::Value]) -> (usize, usize) {
     let right = objects
         .iter()
-        .filter(|o| class_of(o["category"].as_u64().unwrap()) == o["class_id"].as_u64())
+        .filter(|o| {
+            class_of(o["annotation"]["category_id"].as_u64().unwrap()) == o["class_id"].as_u64()
+        })
         .count();
     (right, objects.len())
 }

@@ -275,11 +275,7 @@ fn run_multistream(
     );
     let outcome = Pipeline::build(graph).unwrap().run();
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
-    let mut lines: Vec<String> = std::fs::read_to_string(out)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let mut lines = common::untimed_lines(out);
     lines.sort();
     (lines, outcome.report)
 }
@@ -389,11 +385,7 @@ fn streams_spread_over_two_detectors_give_the_boxes_of_one() {
         let detectors = graph.nodes.iter().filter(|n| n.role == Role::Boxes).count();
         let outcome = Pipeline::build(graph).unwrap().run();
         assert!(outcome.error.is_none(), "{:?}", outcome.error);
-        let mut lines: Vec<String> = std::fs::read_to_string(&out)
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect();
+        let mut lines = common::untimed_lines(&out);
         lines.sort();
         (detectors, lines, outcome.report)
     };

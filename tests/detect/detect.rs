@@ -40,7 +40,8 @@ fn frame_boxes(objects: &[Object], frame: u64) -> Vec<([u32; 4], u32, String, f3
                 .detection
                 .as_ref()
                 .expect("detector boxes name their class");
-            (o.bbox, o.category.unwrap(), d.label.to_string(), d.score)
+            let label = d.label.as_deref().expect("detector boxes name their class");
+            (o.bbox, d.class_id.unwrap(), label.to_string(), d.score)
         })
         .collect()
 }

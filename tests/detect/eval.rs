@@ -220,6 +220,54 @@ fn a_real_runs_objects_are_scored_with_a_class_map_of_its_own() {
     assert_eq!(row(&table, "people").1, 0, "{table}");
 }
 
+/// `octopipe eval labels` on what a detector wrote: its classes are no annotated categories, so
+/// nothing is scored and the run says what it found.
+#[test]
+fn labels_of_a_detectors_boxes_are_refused_naming_what_they_carry() {
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("eval-labels-detector");
+    let objects = dir.join("objects.jsonl");
+    // The constructed detector: two boxes a frame (classes 2 and 0), on two frames.
+    let run = common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_octopipe")).args([
+            "run",
+            &format!(
+                "testsrc width=640 height=480 num-buffers=2 ! detect model={} backend=cpu ! jsonl location={}",
+                common::root().join("tests/data/models/det-e2e.onnx").display(),
+                objects.display()
+            ),
+            "--force",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let out = common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_octopipe"))
+            .args(["eval", "labels", "--objects"])
+            .arg(&objects),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    common::fails_with(
+        &out,
+        &[&format!(
+            "octopipe: error: {}: 4 objects carry a detector class, none an annotated category: `eval labels` scores a classifier against annotated categories",
+            objects.display()
+        )],
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no table: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 #[test]
 fn detections_of_images_not_in_the_folder_fail_naming_the_image() {
     let Some(data) = common::shared_data() else {

@@ -72,7 +72,7 @@ fn per_object_messages_at_qos_0() {
         .iter()
         .map(|m| {
             let mut j = m.json.clone();
-            assert_eq!(j["v"], 1);
+            assert_eq!(j["v"], 2);
             assert_eq!(m.topic, format!("drones/{}/boxes", j["stream"]));
             j.as_object_mut().unwrap().remove("v");
             j

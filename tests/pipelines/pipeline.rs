@@ -32,6 +32,7 @@ fn visdrone_clip_is_labelled_like_the_reference() {
         return;
     }
     let out = common::temp_dir("clip").join("objects.jsonl");
+    let start = std::time::SystemTime::now();
     let outcome = run_file(
         "pipelines/visdrone-classify.pipe",
         &[
@@ -47,7 +48,25 @@ fn visdrone_clip_is_labelled_like_the_reference() {
     let objects = common::read_jsonl(&out);
     assert_eq!(objects.len(), 2012);
     let first = &objects[0];
-    assert_eq!(first["source"], "9999999_00023_d_0000001.jpg");
+    let images = std::fs::canonicalize(data.join("visdrone/clip-9999999/images")).unwrap();
+    let name = "9999999_00023_d_0000001.jpg";
+    assert_eq!(
+        first["source"],
+        format!("file://{}/{name}", images.display()),
+        "the image as a file URI"
+    );
+    let (w, h) = image::image_dimensions(images.join(name)).unwrap();
+    assert_eq!(
+        (first["width"].as_u64(), first["height"].as_u64()),
+        (Some(w.into()), Some(h.into()))
+    );
+    common::timestamps_within(&objects, start, std::time::SystemTime::now());
+    // Annotation boxes: the VisDrone category under `annotation`, no detector class.
+    assert!(first["annotation"]["category_id"].is_u64(), "{first}");
+    assert!(
+        first.get("category").is_none() && first.get("detection").is_none(),
+        "{first}"
+    );
     assert_eq!(first["frame"], 0);
     assert_eq!(first["pts_ms"], 0.0);
     assert!(
@@ -201,7 +220,7 @@ fn testsrc_with_synthetic_boxes_runs_without_any_files() {
         frames.windows(2).all(|w| w[0] <= w[1]),
         "frame order kept: {frames:?}"
     );
-    assert_eq!(objects[0]["source"], "videotestsrc pattern=smpte");
+    assert_eq!(objects[0]["source"], "octopipe:videotestsrc?pattern=smpte");
 }
 
 #[test]

@@ -186,7 +186,11 @@ fn boxes_of_their_own_frames(
             .map(|v| v.as_u64().unwrap())
             .collect();
         assert_eq!(bbox, row.classified().unwrap().map(u64::from), "{o}");
-        assert_eq!(o["category"].as_u64(), Some(row.category), "{o}");
+        assert_eq!(
+            o["annotation"]["category_id"].as_u64(),
+            Some(row.category),
+            "{o}"
+        );
         frames.insert(frame);
     }
     frames

@@ -56,11 +56,12 @@ fn classify(data: &Path, dir: &Path, extra: &str, out: &Path, args: &[&str]) -> 
     )
 }
 
-/// The JSONL's lines whose `source` is `name`.
+/// The JSONL's lines whose `source` is the file `name`.
 fn lines_of(out: &Path, name: &str) -> usize {
+    let end = format!("/{name}");
     common::read_jsonl(out)
         .iter()
-        .filter(|o| o["source"] == name)
+        .filter(|o| o["source"].as_str().is_some_and(|s| s.ends_with(&end)))
         .count()
 }
 

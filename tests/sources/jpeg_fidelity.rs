@@ -239,7 +239,10 @@ fn labels_of(objects: &[serde_json::Value]) -> BTreeMap<(String, [u64; 4]), Vec<
     for o in objects {
         let b = o["bbox"].as_array().unwrap();
         let bbox = std::array::from_fn(|i| b[i].as_f64().unwrap() as u64);
-        m.entry((o["source"].as_str().unwrap().to_string(), bbox))
+        // The image's file name, the end of the source's file URI.
+        let source = o["source"].as_str().unwrap();
+        let name = source.rsplit('/').next().unwrap_or(source);
+        m.entry((name.to_string(), bbox))
             .or_default()
             .push(o["class_id"].as_u64().unwrap());
     }

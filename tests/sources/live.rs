@@ -108,7 +108,9 @@ fn model() -> Option<std::path::PathBuf> {
 fn live_rtp_frames_flow_through() {
     let Some(model) = model() else { return };
     let out = common::temp_dir("rtp").join("o.jsonl");
+    let start = std::time::SystemTime::now();
     let r = receive(&model, &out, 4, 60);
+    let end = std::time::SystemTime::now();
     eprintln!("{r}");
     assert!(
         r.frames_in >= 50,
@@ -120,10 +122,15 @@ fn live_rtp_frames_flow_through() {
     let objects = common::read_jsonl(&out);
     assert_eq!(objects.len() as u64, r.objects);
     assert!(
-        objects[0]["source"].as_str().unwrap().starts_with("udpsrc"),
+        objects[0]["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("octopipe:udpsrc%20"),
         "{}",
         objects[0]
     );
+    // The capture time of each frame, from the source's clock: within the run, in frame order.
+    common::timestamps_within(&objects, start, end);
 }
 
 #[test]

@@ -22,6 +22,8 @@ pub struct FrameItem {
     index: u64,
     pts_ms: Option<f64>,
     source: Arc<str>,
+    timestamp: Arc<str>,
+    size: (u32, u32),
     objects: Vec<Object>,
 }
 
@@ -64,7 +66,9 @@ impl Observer for ResultsObserver {
                 stream: f.stream,
                 index: f.seq,
                 pts_ms: f.pts.map(|p| p.as_secs_f64() * 1000.0),
-                source: f.source.clone(),
+                source: f.uri.clone(),
+                timestamp: octopipe::sink::timestamp(f).into(),
+                size: (f.layout.width, f.layout.height),
                 objects: Vec::new(),
             });
             item.objects.extend(Object::in_frame(f));
@@ -109,10 +113,30 @@ impl Frame {
         self.item.pts_ms
     }
 
-    /// The frame's source: an image's file name, a pushed frame's name.
+    /// The frame's source as a URI (the JSONL's `source`): `file:///...` for an image or a
+    /// file, `octopipe:NAME` for a pushed frame's name.
     #[getter]
     fn source(&self) -> &str {
         &self.item.source
+    }
+
+    /// The frame's wall-clock time, RFC 3339 in UTC with milliseconds (the JSONL's
+    /// `timestamp`): a live source's capture time, otherwise when it was decoded or pushed.
+    #[getter]
+    fn timestamp(&self) -> &str {
+        &self.item.timestamp
+    }
+
+    /// The frame's width in pixels.
+    #[getter]
+    fn width(&self) -> u32 {
+        self.item.size.0
+    }
+
+    /// The frame's height in pixels.
+    #[getter]
+    fn height(&self) -> u32 {
+        self.item.size.1
     }
 
     /// The frame's objects, in box order: one dict per object with exactly the fields of its

@@ -22,7 +22,8 @@ def test_pushed_frames_come_back_in_order_with_their_boxes():
               for i, b in enumerate(boxes)]
     results, p = labelled_run(frames)
     assert [(f.stream, f.index, f.source, f.pts_ms) for f in results] == [
-        (0, i, f"f{i}.png", 40.0 * i) for i in range(4)]
+        (0, i, f"octopipe:f{i}.png", 40.0 * i) for i in range(4)]
+    assert [(f.width, f.height) for f in results] == [(64, 48)] * 4
     # Boxes are rounded to pixel edges and clipped to the 64x48 frame.
     assert [[o["bbox"] for o in f.objects] for f in results] == [
         [[0, 0, 10, 10]], [[5, 5, 20, 10], [30, 20, 8, 9]], [], [[60, 40, 4, 8]]]

@@ -26,7 +26,8 @@ use crossbeam_channel::{
 use super::{FrameSource, SourceError};
 use crate::boxes::clip_box;
 use crate::frame::{
-    Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, PixelFormat, PooledBuf, SkipReason,
+    BoxOrigin, Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, PixelFormat, PooledBuf,
+    SkipReason,
 };
 use crate::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
 use crate::Error;
@@ -140,6 +141,7 @@ impl AppBox {
         Ok(Ok(Detection {
             bbox,
             class_id: self.class_id,
+            origin: BoxOrigin::Detector,
             label: self.label.as_deref().map(Arc::from),
             score: self.score.unwrap_or(1.0),
             track: self.track,

@@ -58,6 +58,7 @@ use super::media::{expected_frames, truncation};
 use super::nvdec::{self, SharedCuda};
 use super::nvjpeg::JpegRoute;
 use super::pixels::Pixels;
+use super::test::test_uri;
 use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{secs, Limits, Wait};
 use super::{FrameSource, SourceConfig, SourceError, SourceKind};
@@ -372,21 +373,28 @@ impl GstSource {
     }
 
     /// How frames name where they came from (the URI, the image file, the fragment or test
-    /// pattern), what an image's file name says, and the colorimetry for what a frame's caps
-    /// leave unknown.
+    /// pattern), their URI where it is not [`source_uri`](crate::frame::source_uri) of that name
+    /// (an image's `file://`, the test source's `octopipe:videotestsrc?...`), what an image's
+    /// file name says, and the colorimetry for what a frame's caps leave unknown.
     fn origin(
         &mut self,
         pts: Option<gst::ClockTime>,
         height: u32,
-    ) -> Result<(Arc<str>, Option<ImageFile>, Colorimetry), SourceError> {
+    ) -> Result<(Named, Option<ImageFile>, Colorimetry), SourceError> {
+        let named = |name: &Arc<str>, uri| Named {
+            name: name.clone(),
+            uri,
+        };
         match &mut self.input {
-            Input::Media { uri, .. } => Ok((uri.clone(), None, video_default(height))),
-            Input::Test { name, .. } | Input::Launch { name, .. } => {
-                Ok((name.clone(), None, video_default(height)))
+            Input::Media { uri, .. } => Ok((named(uri, None), None, video_default(height))),
+            Input::Test { name, .. } => {
+                let uri = name.strip_prefix("videotestsrc ").map(test_uri);
+                Ok((named(name, uri), None, video_default(height)))
             }
-            Input::Images(images) => images
-                .origin(pts)
-                .map(|(name, file, colorimetry)| (name, Some(file), colorimetry)),
+            Input::Launch { name, .. } => Ok((named(name, None), None, video_default(height))),
+            Input::Images(images) => images.origin(pts).map(|(name, uri, file, colorimetry)| {
+                (named(&name, Some(uri)), Some(file), colorimetry)
+            }),
         }
     }
 
@@ -471,7 +479,8 @@ impl GstSource {
         if let Some(p) = buffer.pts() {
             self.last_end = Some(p + buffer.duration().unwrap_or(gst::ClockTime::ZERO));
         }
-        let (source, image, fallback) = self.origin(buffer.pts(), info.height())?;
+        let (Named { name: source, uri }, image, fallback) =
+            self.origin(buffer.pts(), info.height())?;
         self.tell_image_damage(false);
         let colorimetry = match &jpeg {
             Some(_) => Colorimetry::JPEG,
@@ -539,9 +548,21 @@ impl GstSource {
         };
         frame.pts = pts;
         frame.image = image;
+        if let Some(uri) = uri {
+            frame.uri = uri;
+        }
+        if matches!(self.input, Input::Launch { .. }) {
+            frame.wall = crate::frame::wall_time(arrival); // the live head's capture time
+        }
         frame.times = FrameTimes::new(arrival);
         Ok(frame)
     }
+}
+
+/// How a frame names its source, and its URI where it is not the name's own.
+struct Named {
+    name: Arc<str>,
+    uri: Option<Arc<str>>,
 }
 
 impl GstSource {

@@ -64,6 +64,8 @@ pub(super) struct Images {
     files: Arc<[PathBuf]>,
     /// File names, shared by every frame of the file.
     names: Vec<Arc<str>>,
+    /// The files as `file://` URIs of their absolute paths.
+    uris: Vec<Arc<str>>,
     /// What each file name says (the number it ends with), for the frames of the file.
     numbers: Vec<ImageFile>,
     kind: ImageKind,
@@ -151,6 +153,7 @@ impl Images {
     pub(super) fn new(list: ImageList, framerate: f64, loops: u32, on_damaged: OnDamaged) -> Self {
         Images {
             names: list.files.iter().map(|f| file_name(f).into()).collect(),
+            uris: list.files.iter().map(|f| file_uri(f)).collect(),
             numbers: list
                 .files
                 .iter()
@@ -205,7 +208,7 @@ impl Images {
     pub(super) fn origin(
         &mut self,
         pts: Option<gst::ClockTime>,
-    ) -> Result<(Arc<str>, ImageFile, Colorimetry), SourceError> {
+    ) -> Result<(Arc<str>, Arc<str>, ImageFile, Colorimetry), SourceError> {
         let index = self.index_of(pts)?;
         self.next = index + 1;
         // jpegdec 1.22 puts `colorimetry=1:4:0:0` (full range, BT.601) and `chroma-site=jpeg` in
@@ -215,6 +218,7 @@ impl Images {
         let file = index % self.names.len();
         Ok((
             self.names[file].clone(),
+            self.uris[file].clone(),
             self.numbers[file],
             Colorimetry::JPEG,
         ))
@@ -292,6 +296,17 @@ impl Images {
             ),
             debug,
         }
+    }
+}
+
+/// `path` as a `file://` URI of its canonical path (as `media` gives a file's URI).
+fn file_uri(path: &Path) -> Arc<str> {
+    let absolute = std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf());
+    match gst::glib::filename_to_uri(&absolute, None) {
+        Ok(uri) => uri.as_str().into(),
+        Err(_) => crate::frame::source_uri(&absolute.display().to_string()).into(),
     }
 }
 

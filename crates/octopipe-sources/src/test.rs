@@ -32,6 +32,11 @@ impl TestSettings<'_> {
     }
 }
 
+/// The test source's URI: `octopipe:videotestsrc?` and its `settings` (`pattern=smpte`).
+pub(super) fn test_uri(settings: &str) -> std::sync::Arc<str> {
+    format!("octopipe:videotestsrc?{settings}").into()
+}
+
 /// `videotestsrc ! appsink` with the requested caps.
 pub(super) fn build_test(
     pipeline: &gst::Pipeline,

@@ -155,11 +155,17 @@ fn class_of(category: Option<u32>) -> Option<u32> {
 /// Labels of an object list: (source, bbox, category) -> class ids, in order.
 type Labels = BTreeMap<(String, [u64; 4], u64), Vec<u64>>;
 
+/// The file name at the end of a source URI (`file:///x/a.jpg`, `octopipe:a.jpg`: `a.jpg`).
+fn file_name(uri: &str) -> String {
+    uri.rsplit(['/', ':']).next().unwrap_or(uri).to_string()
+}
+
 fn labels_of_objects(objects: &[Object]) -> Labels {
     let mut m = Labels::new();
     for o in objects {
         let bbox = o.bbox.map(u64::from);
-        let key = (o.source.to_string(), bbox, u64::from(o.category.unwrap()));
+        let class = o.detection.as_ref().and_then(|d| d.class_id).unwrap();
+        let key = (file_name(&o.source), bbox, u64::from(class));
         m.entry(key)
             .or_default()
             .push(u64::from(o.class_id.unwrap()));
@@ -177,9 +183,9 @@ fn labels_of_jsonl(objects: &[serde_json::Value]) -> Labels {
             .map(|v| v.as_u64().unwrap())
             .collect();
         let key = (
-            o["source"].as_str().unwrap().to_string(),
+            file_name(o["source"].as_str().unwrap()),
             [b[0], b[1], b[2], b[3]],
-            o["category"].as_u64().unwrap(),
+            o["annotation"]["category_id"].as_u64().unwrap(),
         );
         m.entry(key)
             .or_default()
@@ -208,12 +214,12 @@ fn clip_pushed_by_the_application_is_labelled_like_the_reference_pipeline() {
     );
     assert_eq!(objects.len(), 2012);
     let first = &objects[0];
-    assert_eq!(&*first.source, "9999999_00023_d_0000001.jpg");
+    assert_eq!(&*first.source, "octopipe:9999999_00023_d_0000001.jpg");
     assert_eq!((first.stream, first.frame, first.pts_ms), (0, 0, Some(0.0)));
     assert!(first
         .detection
         .as_ref()
-        .is_some_and(|d| CATEGORIES.contains(&&*d.label)));
+        .is_some_and(|d| d.label.as_deref().is_some_and(|l| CATEGORIES.contains(&l))));
     let last = objects.last().unwrap();
     assert_eq!(last.frame, 33);
     assert!(
@@ -224,7 +230,7 @@ fn clip_pushed_by_the_application_is_labelled_like_the_reference_pipeline() {
 
     let right = objects
         .iter()
-        .filter(|o| class_of(o.category) == o.class_id)
+        .filter(|o| class_of(o.detection.as_ref().and_then(|d| d.class_id)) == o.class_id)
         .count();
     let share = right as f64 / objects.len() as f64;
     eprintln!(
@@ -403,7 +409,8 @@ fn crop_tensors_from_the_pipeline_match_oneshot_and_the_tensors_sink() {
             bits(&data[off..off + crop_len]) == *want,
             "{line}: npy values differ"
         );
-        assert_eq!(line["source"], frames[picked[seq as usize]].name.as_str());
+        let name = &frames[picked[seq as usize]].name;
+        assert_eq!(line["source"], format!("octopipe:{name}"));
         *k += 1;
     }
     eprintln!(

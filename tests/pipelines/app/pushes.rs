@@ -384,7 +384,7 @@ fn oneshot_classifier_labels_a_frame_like_the_pipeline() {
     assert_eq!(oneshot.len(), piped.len());
     let mut right = 0;
     for (a, b) in oneshot.iter().zip(&piped) {
-        assert_eq!((a.bbox, a.category), (b.bbox, b.category));
+        assert_eq!((a.bbox, &a.detection), (b.bbox, &b.detection));
         assert_eq!(
             (&a.label, a.class_id),
             (&b.label, b.class_id),
@@ -396,7 +396,7 @@ fn oneshot_classifier_labels_a_frame_like_the_pipeline() {
             "{a:?} {b:?}"
         );
         assert_eq!(a.detection, b.detection);
-        right += usize::from(class_of(a.category) == a.class_id);
+        right += usize::from(class_of(a.detection.as_ref().and_then(|d| d.class_id)) == a.class_id);
     }
     eprintln!(
         "frame {}: {} objects, the same labels one-shot and through the pipeline ({right} as annotated)",
@@ -499,12 +499,15 @@ fn two_app_sources_feed_one_batch() {
                 }
                 v
             });
-        let pushed: Vec<&str> = frames[range].iter().map(|f| f.name.as_str()).collect();
+        let pushed: Vec<String> = frames[range]
+            .iter()
+            .map(|f| format!("octopipe:{}", f.name))
+            .collect();
         assert_eq!(names, pushed, "stream {stream}");
     }
     let right = objects
         .iter()
-        .filter(|o| class_of(o.category) == o.class_id)
+        .filter(|o| class_of(o.detection.as_ref().and_then(|d| d.class_id)) == o.class_id)
         .count();
     assert!(
         right as f64 >= 0.98 * objects.len() as f64,

@@ -15,11 +15,13 @@ mod objects;
 mod pixels;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 pub use crate::buffer::{DeviceBuffer, Memory};
 pub use memory::{BufferPool, DeviceFrame, PageLockedError, Planes, PooledBuf};
-pub use objects::{ClassScore, Classification, Detection, PixelSums, SkipReason, TileStats};
+pub use objects::{
+    BoxOrigin, ClassScore, Classification, Detection, PixelSums, SkipReason, TileStats,
+};
 pub use pixels::{ChromaSite, Colorimetry, FrameLayout, LayoutError, Matrix, PixelFormat, Range};
 
 /// A stage's row in the budget report: its index in the pipeline's list of stage names
@@ -152,6 +154,46 @@ impl ImageFile {
     }
 }
 
+/// A source's name as a URI: one that is a URI already (`scheme://...`, `octopipe:...`) as it is,
+/// an absolute file path as `file://` (percent-encoded), and anything else (an element
+/// description, an application's frame name) as `octopipe:` and the name percent-encoded
+/// (`videotestsrc pattern=smpte` gives `octopipe:videotestsrc%20pattern=smpte`).
+pub fn source_uri(source: &str) -> String {
+    let scheme = source.split_once("://").map(|(s, _)| s).filter(|s| {
+        s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    if scheme.is_some() || source.starts_with("octopipe:") {
+        return source.to_string();
+    }
+    if source.starts_with('/') {
+        return format!("file://{}", percent_encode(source, "/"));
+    }
+    format!("octopipe:{}", percent_encode(source, "/=,:"))
+}
+
+/// The wall-clock time of instant `at` (a capture time on the monotonic clock), by its age now.
+pub fn wall_time(at: Instant) -> SystemTime {
+    let age = Instant::now().saturating_duration_since(at);
+    let now = SystemTime::now();
+    now.checked_sub(age).unwrap_or(now)
+}
+
+/// `text` with every byte but RFC 3986's unreserved characters and those in `keep` written as
+/// `%XX`.
+fn percent_encode(text: &str, keep: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) || keep.as_bytes().contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// One decoded frame and what the pipeline learned about it.
 #[derive(Debug)]
 pub struct Frame {
@@ -164,8 +206,17 @@ pub struct Frame {
     pub seq: u64,
     /// Presentation timestamp.
     pub pts: Option<Duration>,
-    /// The image file name for image sequences, otherwise the URI or element description.
+    /// The image file name for image sequences, otherwise the URI or element description: how
+    /// messages and errors name the frame's source.
     pub source: Arc<str>,
+    /// The source as one URI, as the JSONL and messages give it: `file:///abs/path` for a file,
+    /// the stream's own URI (`rtsp://...`, credentials redacted), `octopipe:...` for the test
+    /// source, launch heads and the application's frames ([`source_uri`] of `source` unless the
+    /// source sets it).
+    pub uri: Arc<str>,
+    /// The frame's wall-clock time: for a live source the capture time (the source clock's,
+    /// mapped to wall time), otherwise when it was decoded.
+    pub wall: SystemTime,
     /// For a frame of an image sequence, what its file name says ([`ImageFile`]); `None` for
     /// video, launch heads, the test source and the application's frames.
     pub image: Option<ImageFile>,
@@ -250,6 +301,8 @@ impl Frame {
             seq,
             pts: None,
             source: Arc::from(source),
+            uri: Arc::from(source_uri(source)),
+            wall: SystemTime::now(),
             image: None,
             layout,
             colorimetry,
@@ -308,6 +361,8 @@ impl Frame {
                 seq: self.seq,
                 pts: self.pts,
                 source: self.source.clone(),
+                uri: self.uri.clone(),
+                wall: self.wall,
                 image: self.image,
                 layout: self.layout,
                 colorimetry: self.colorimetry,
@@ -348,7 +403,23 @@ impl Frame {
 
 #[cfg(test)]
 mod tests {
-    use super::ImageFile;
+    use super::{source_uri, ImageFile};
+
+    #[test]
+    fn every_source_name_becomes_one_uri() {
+        assert_eq!(source_uri("rtsp://***@cam/live"), "rtsp://***@cam/live");
+        assert_eq!(source_uri("file:///data/a.mp4"), "file:///data/a.mp4");
+        assert_eq!(
+            source_uri("/data/my clip.mp4"),
+            "file:///data/my%20clip.mp4"
+        );
+        assert_eq!(
+            source_uri("videotestsrc pattern=smpte"),
+            "octopipe:videotestsrc%20pattern=smpte"
+        );
+        assert_eq!(source_uri("app:3"), "octopipe:app:3");
+        assert_eq!(source_uri("octopipe:testsrc"), "octopipe:testsrc");
+    }
 
     #[test]
     fn image_names_give_the_number_they_end_with() {

@@ -11,6 +11,9 @@ pub struct Detection {
     pub bbox: [u32; 4],
     /// The box source's class id (a detector's class, an application's class, a VisDrone category).
     pub class_id: Option<u32>,
+    /// What kind of box source gave `class_id` and `label`: a detector's class, or an
+    /// annotation's category.
+    pub origin: BoxOrigin,
     /// The box source's name for that class.
     pub label: Option<Arc<str>>,
     /// Boxes or annotation score.
@@ -29,6 +32,7 @@ impl Detection {
         Detection {
             bbox,
             class_id: None,
+            origin: BoxOrigin::Detector,
             label: None,
             score: 1.0,
             track: None,
@@ -36,6 +40,20 @@ impl Detection {
             stats: None,
         }
     }
+}
+
+/// What kind of box source a box's class comes from: the JSONL names a detector's class and an
+/// annotation's category in separate fields, so one is never read as the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum BoxOrigin {
+    /// A detector (the `detect` stage, an upstream GStreamer detector, the application's
+    /// boxes): the class is the detector's.
+    #[default]
+    Detector,
+    /// Annotations (ground truth, e.g. VisDrone DET or MOT files, and the synthetic boxes made
+    /// in their likeness): the class is the annotated category.
+    Annotation,
 }
 
 /// Exact integer sums of one region's samples (one band: 16-bit grey, 8-bit luma or an RGB

@@ -3,7 +3,8 @@
 //!
 //! - `detection`: `x_min`, `y_min`, `x_max`, `y_max` (doubles, the box as fractions of the frame),
 //!   `confidence` (double: the box source's score), `label_id` (int: its class id, the VisDrone
-//!   category for annotations), `label` (string: its class name); `predicted` (boolean, only
+//!   category for annotations), `label` (string: its class name); `annotation` (boolean, only
+//!   when true: the class is an annotated category, not a detector's); `predicted` (boolean, only
 //!   when true: the tracker's box on a frame the detector skipped);
 //! - `object_id`: `id` (int), the track id (per stream);
 //! - one structure per classifier, named after the element that classified (`octoclassify0`):
@@ -22,7 +23,9 @@
 
 use gstreamer as gst;
 use gstreamer_video as gst_video;
-use octopipe_core::frame::{ClassScore, Classification, Detection, Frame, SkipReason};
+use octopipe_core::frame::{
+    source_uri, BoxOrigin, ClassScore, Classification, Detection, Frame, SkipReason,
+};
 
 use super::report::{self, Marks};
 
@@ -51,10 +54,13 @@ pub(crate) fn read_frame(buffer: &gst::BufferRef, frame: &mut Frame) -> Option<M
     }
     if let Ok(source) = s.get::<&str>("source") {
         frame.source = source.into();
+        frame.uri = source_uri(source).into();
     }
     frame.predicted = s.get::<bool>("predicted").unwrap_or(false);
     frame.skipped = skipped_of(s.get::<&str>("skipped").unwrap_or(""));
     let arrival = report::instant(s.get::<u64>("arrival-ns").ok()?);
+    // The frame's wall-clock time is when the first element made it.
+    frame.wall = octopipe_core::frame::wall_time(arrival);
     Some(Marks::parse(arrival, s.get::<&str>("marks").unwrap_or("")))
 }
 
@@ -145,6 +151,9 @@ pub(crate) fn read(buffer: &gst::BufferRef, frame: &mut Frame) -> Read {
                 det.label = s.get::<&str>("label").ok().map(Into::into);
                 det.class_id = int(s, "label_id").and_then(|v| u32::try_from(v).ok());
                 det.score = s.get::<f64>("confidence").map_or(1.0, |v| v as f32);
+                if s.get::<bool>("annotation").unwrap_or(false) {
+                    det.origin = BoxOrigin::Annotation;
+                }
             }
             None => det.label = Some(meta.roi_type().into()),
         }
@@ -260,6 +269,9 @@ pub(crate) fn write(
         }
         if let Some(label) = &det.label {
             s = s.field("label", label.as_ref());
+        }
+        if det.origin == BoxOrigin::Annotation {
+            s = s.field("annotation", true);
         }
         if frame.predicted {
             s = s.field("predicted", true);

@@ -76,6 +76,7 @@ impl Work for BoxesWork {
                         files.len()
                     ))
                 })?;
+            frame.uri = octopipe_core::frame::source_uri(name).into();
             frame.source = name.clone();
         }
         let mut out = Vec::with_capacity(1);

@@ -42,7 +42,7 @@ fn key(o: &serde_json::Value) -> (u64, Vec<u64>, u64, String) {
             .iter()
             .map(|v| v.as_u64().unwrap())
             .collect(),
-        o["category"].as_u64().unwrap_or(99),
+        o["annotation"]["category_id"].as_u64().unwrap_or(99),
         o["label"].as_str().unwrap_or("").to_string(),
     )
 }
@@ -135,7 +135,7 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
             .unwrap();
         assert_eq!(
             a["source"].as_str(),
-            image.to_str(),
+            Some(format!("octopipe:{}", image.to_str().unwrap()).as_str()),
             "the annotation file the frame matched"
         );
         same_label += usize::from(ka.3 == kb.3);

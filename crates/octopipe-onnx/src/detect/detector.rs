@@ -14,7 +14,7 @@ use super::model::{Io, Model, RunStats};
 use super::{nms, tiles, DetectConfig, DetectError, RawBox, Rect, RunError};
 use crate::batch::{BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
 use crate::budget::Series;
-use crate::frame::{Detection, Frame, SkipReason};
+use crate::frame::{BoxOrigin, Detection, Frame, SkipReason};
 use crate::onnx::{Ticket, Worker};
 use crate::preprocess::{create_backend, Backend, BackendKind, DType};
 use crate::tensor::TensorData;
@@ -496,6 +496,7 @@ impl Detector {
                     frame.detections.push(Detection {
                         bbox,
                         class_id: Some(b.class),
+                        origin: BoxOrigin::Detector,
                         label: Some(label),
                         score: b.score,
                         track: None,

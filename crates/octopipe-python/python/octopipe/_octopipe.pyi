@@ -47,7 +47,15 @@ class Frame:
     @property
     def pts_ms(self) -> Optional[float]: ...
     @property
-    def source(self) -> str: ...
+    def source(self) -> str:
+        """The frame's source as a URI (`file:///...`, `octopipe:NAME` for a pushed frame)."""
+    @property
+    def timestamp(self) -> str:
+        """RFC 3339, UTC, milliseconds: capture time (live) or when decoded or pushed."""
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
     @property
     def objects(self) -> List[Dict[str, Any]]:
         """One dict per object with exactly the fields of its JSONL line."""

@@ -51,7 +51,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::budget::Tally;
-use crate::frame::{Detection, Frame, SkipReason};
+use crate::frame::{BoxOrigin, Detection, Frame, SkipReason};
 use crate::stage::{Element, OpenContext, Running, Stage};
 use crate::Error;
 
@@ -490,6 +490,7 @@ impl Boxes {
         Ok(Detection {
             bbox,
             class_id: Some(row.category as u32),
+            origin: BoxOrigin::Annotation,
             label: VISDRONE_CATEGORIES
                 .get(row.category as usize)
                 .map(|n| Arc::from(*n)),

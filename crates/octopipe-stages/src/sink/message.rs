@@ -4,7 +4,7 @@
 //!
 //! A frame's message (`per=frame`) holds its objects exactly as the `jsonl` sink writes them,
 //! under a header naming the frame; an object's message (`per=object`) is a `jsonl` line with the
-//! version added. Both carry `"v":1`.
+//! version added. Both carry `"v":2`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::{pts_ms, Object};
+use super::{pts_ms, timestamp, Object};
 use crate::batch::CropBatch;
 
 /// The version of the message schema (the `v` field); changed only when a field changes meaning
 /// or goes away (fields may be added within a version).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// What one message carries (`per=frame|object`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, crate::stage::PropChoice)]
@@ -49,6 +49,9 @@ struct FrameMessage<'a> {
     frame: u64,
     source: &'a str,
     pts_ms: Option<f64>,
+    timestamp: String,
+    width: u32,
+    height: u32,
     objects: &'a [Object],
 }
 
@@ -117,8 +120,11 @@ impl Messages {
                 v: SCHEMA_VERSION,
                 stream,
                 frame: seq,
-                source: &frame.source,
+                source: &frame.uri,
                 pts_ms: pts_ms(frame),
+                timestamp: timestamp(frame),
+                width: frame.layout.width,
+                height: frame.layout.height,
                 objects: &objects,
             })?;
             out.push(Message {

@@ -8,11 +8,17 @@
 //! part-way (a full disk, a file-size limit) the file is cut back to its last complete line and
 //! the run fails naming the file.
 //!
-//! Each line: `{"stream":0,"frame":12,"source":"9999999_00023_d_0000001.jpg","pts_ms":400.0,
-//! "bbox":[x,y,w,h],"label":"car","class_id":2,"score":0.97,"category":4}` where `bbox` is the
-//! clipped integer box, `category` the annotation's VisDrone category (when boxes come from
-//! annotations) and `track` the track id when there is one (the `track` stage's, per stream, or
-//! the MOT annotation's). `location=-` writes to stdout.
+//! Each line (schema version [`message::SCHEMA_VERSION`], docs/report.md lists every field):
+//! `{"stream":0,"frame":12,"source":"file:///data/seq/0000001.jpg","pts_ms":400.0,
+//! "timestamp":"2026-11-27T16:02:11.042Z","width":1920,"height":1080,"bbox":[x,y,w,h],
+//! "label":"car","class_id":2,"score":0.97,"annotation":{"category_id":4,"category":"car"}}`
+//! where `source` is the frame's source as a URI, `timestamp` its wall-clock time (RFC 3339, UTC,
+//! milliseconds: a live source's capture time, otherwise when the frame was decoded), `width` and
+//! `height` the frame's size, `bbox` the clipped integer box, `label`, `class_id` and `score` the
+//! classifier's, and where the box's class came from in a field of its own: `detection`
+//! (`{"class_id","label","score"}`, a detector's) or `annotation` (`{"category_id","category"}`,
+//! an annotation's VisDrone category); `track` is the track id when there is one (the `track`
+//! stage's, per stream, or the MOT annotation's). `location=-` writes to stdout.
 //!
 //! An object whose classifier output was not finite (with `classify non-finite=flag`) has
 //! `"non_finite":true` and no label, class or score. With `classify reinfer-interval=N`, an
@@ -51,6 +57,7 @@ use crate::batch::CropBatch;
 use crate::description::DescribeError;
 use crate::error::ErrorKind;
 use crate::files::RunPath;
+use crate::frame::BoxOrigin;
 use crate::stage::{
     Element, OpenContext, PropSpec, PropType, Properties, Props, Role, Running, Stage, StageDecl,
 };
@@ -130,14 +137,30 @@ impl crate::error::Kind for SinkError {
 
 crate::error::stage_error!(SinkError);
 
-/// What the box source said of a box.
+/// What a detector said of a box (the `detection` field): its class, the class's name and the
+/// box's score.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct BoxInfo {
-    /// The box source's class name.
-    pub label: Arc<str>,
+    /// The detector's class id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class_id: Option<u32>,
+    /// The detector's class name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<Arc<str>>,
     /// Its score.
     pub score: f32,
+}
+
+/// What an annotation said of a box (the `annotation` field): its annotated category.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct AnnotationInfo {
+    /// The annotated category's id (a VisDrone category, 0 to 11).
+    pub category_id: u32,
+    /// Its name, when the category is a known one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<Arc<str>>,
 }
 
 /// One object: a JSONL line, or an item of the runner's `Pipeline::results`.
@@ -148,31 +171,40 @@ pub struct Object {
     pub stream: u32,
     /// Frame number in its stream.
     pub frame: u64,
-    /// Image file name, or the URI / element description.
+    /// The frame's source as a URI (`file:///...`, `rtsp://...` with credentials redacted,
+    /// `octopipe:...` for the test source, launch heads and the application's frames).
     pub source: Arc<str>,
     /// Presentation time in ms.
     pub pts_ms: Option<f64>,
+    /// The frame's wall-clock time, RFC 3339 in UTC with milliseconds: a live source's capture
+    /// time, otherwise when the frame was decoded.
+    pub timestamp: Arc<str>,
+    /// The frame's width in pixels.
+    pub width: u32,
+    /// The frame's height in pixels.
+    pub height: u32,
     /// The clipped integer box `[x, y, w, h]`.
     pub bbox: [u32; 4],
-    /// Top-1 class name (when classified).
+    /// The classifier's top-1 class name (when classified).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<Arc<str>>,
-    /// Top-1 class index.
+    /// The classifier's top-1 class index.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class_id: Option<u32>,
-    /// Top-1 softmax score.
+    /// The classifier's top-1 softmax score.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
     /// The classifier's output for this crop was not finite (NaN or infinite logits, with
     /// `classify non-finite=flag`): no label, class or score is given.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub non_finite: bool,
-    /// The box source's class id (the VisDrone category for annotation boxes).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub category: Option<u32>,
-    /// The box source's class name and score, when it names its classes.
+    /// A detector's class and score, for a box a detector gave (the `detect` stage, an upstream
+    /// GStreamer detector, the application) when it names a class.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detection: Option<BoxInfo>,
+    /// The annotated category, for a box from annotations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<AnnotationInfo>,
     /// Track id (from the `track` stage, MOT annotations or the application); ids are per
     /// stream.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -207,32 +239,51 @@ impl Object {
 
     /// Every object of `frame` (of the part of it that `frame` is), in box order.
     pub fn in_frame(frame: &crate::frame::Frame) -> impl Iterator<Item = Object> + '_ {
+        let timestamp: Arc<str> = timestamp(frame).into();
         let boxes = frame.detections.iter().enumerate();
-        boxes.map(move |(i, det)| Object::of(frame, i as u32, det))
+        boxes.map(move |(i, det)| Object::of(frame, &timestamp, i as u32, det))
     }
 
-    /// The object of `frame`'s box `det`, its `index`-th.
+    /// The annotated category's id, for a box from annotations.
+    pub fn category_id(&self) -> Option<u32> {
+        self.annotation.as_ref().map(|a| a.category_id)
+    }
+
+    /// The object of `frame`'s box `det`, its `index`-th; `timestamp` is the frame's.
     pub(crate) fn of(
         frame: &crate::frame::Frame,
+        timestamp: &Arc<str>,
         index: u32,
         det: &crate::frame::Detection,
     ) -> Object {
         let c = det.classification.as_ref();
+        let annotated = det.origin == BoxOrigin::Annotation;
+        let named = det.class_id.is_some() || det.label.is_some();
         Object {
             stream: frame.stream,
             frame: frame.seq,
-            source: frame.source.clone(),
+            source: frame.uri.clone(),
             pts_ms: pts_ms(frame),
+            timestamp: timestamp.clone(),
+            width: frame.layout.width,
+            height: frame.layout.height,
             bbox: det.bbox,
             label: c.map(|c| c.best.label.clone()),
             class_id: c.map(|c| c.best.class_id),
             score: c.map(|c| c.best.score),
             non_finite: frame.non_finite.contains(&index),
-            category: det.class_id,
-            detection: det.label.clone().map(|label| BoxInfo {
-                label,
+            detection: (!annotated && named).then(|| BoxInfo {
+                class_id: det.class_id,
+                label: det.label.clone(),
                 score: det.score,
             }),
+            annotation: annotated
+                .then_some(det.class_id)
+                .flatten()
+                .map(|category_id| AnnotationInfo {
+                    category_id,
+                    category: det.label.clone(),
+                }),
             track: det.track,
             reused: frame.reused.binary_search(&index).is_ok(),
             predicted: frame.predicted,
@@ -248,6 +299,12 @@ impl Object {
 /// A frame's presentation time in ms, as objects and messages give it.
 fn pts_ms(frame: &crate::frame::Frame) -> Option<f64> {
     frame.pts.map(|p| p.as_secs_f64() * 1000.0)
+}
+
+/// A frame's wall-clock time ([`Frame::wall`](crate::frame::Frame::wall)) as objects and
+/// messages give it: RFC 3339, UTC, milliseconds (`2026-11-27T16:02:11.042Z`).
+pub fn timestamp(frame: &crate::frame::Frame) -> String {
+    humantime::format_rfc3339_millis(frame.wall).to_string()
 }
 
 /// Runtime state of the JSONL sink.

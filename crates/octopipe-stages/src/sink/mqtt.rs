@@ -5,7 +5,7 @@
 //! ... ! mqtt host=broker.example port=8883 tls=true ca-file=ca.pem username=station-7 password-env=MQTT_PASSWORD
 //! ```
 //!
-//! Messages (schema in docs/messages.md, `"v":1`) go on `topic` with `{stream}` replaced by the
+//! Messages (schema in docs/messages.md, `"v":2`) go on `topic` with `{stream}` replaced by the
 //! stream id. The sink never waits for the broker: a message goes into a buffer holding the
 //! last `buffer` seconds of each stream's messages, which a thread of its own (`octopipe-mqtt`,
 //! with rumqttc) sends from while connected; a stream's message older than that when a newer

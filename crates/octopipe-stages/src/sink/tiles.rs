@@ -127,6 +127,7 @@ impl TileSink {
     /// Write `batch`'s kept tiles and an index line for each of its boxes.
     pub fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
         for frame in &batch.frames {
+            let timestamp: std::sync::Arc<str> = super::timestamp(frame).into();
             for (i, det) in frame.detections.iter().enumerate() {
                 let kept = det.stats.is_none_or(|s| s.kept);
                 let file = if kept {
@@ -143,7 +144,7 @@ impl TileSink {
                 };
                 self.index.push(&IndexLine {
                     file,
-                    object: Object::of(frame, i as u32, det),
+                    object: Object::of(frame, &timestamp, i as u32, det),
                 })?;
             }
         }

@@ -5,7 +5,7 @@
 //! ... ! classify model=m.onnx ! zenoh key=octopipe/{stream}/objects connect=tcp/10.0.0.5:7447
 //! ```
 //!
-//! The same JSON messages as the `mqtt` sink (docs/messages.md, `"v":1`), put on `key` with
+//! The same JSON messages as the `mqtt` sink (docs/messages.md, `"v":2`), put on `key` with
 //! `{stream}` replaced by the stream id; a subscriber takes every stream with
 //! `octopipe/*/objects`. The session is a peer (`mode=peer`, default) or a client of a Zenoh
 //! router (`mode=client`); it talks to the endpoints given (`connect`, `listen`), and with

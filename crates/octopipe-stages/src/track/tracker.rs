@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::frame::Detection;
+use crate::frame::{BoxOrigin, Detection};
 
 use super::assign::{iou, max_weight_matching};
 use super::kalman::BoxFilter;
@@ -145,6 +145,7 @@ struct Track {
     /// The class, name and score of the box it was last matched with (what a frame the
     /// detector skipped shows of it).
     class_id: Option<u32>,
+    origin: BoxOrigin,
     label: Option<std::sync::Arc<str>>,
     score: f32,
 }
@@ -279,6 +280,7 @@ impl Tracker {
                 Some(Detection {
                     bbox,
                     class_id: t.class_id,
+                    origin: t.origin,
                     label: t.label.clone(),
                     score: t.score,
                     track: t.id,
@@ -410,6 +412,7 @@ impl Tracker {
                 hits: 1,
                 last_seen: now,
                 class_id: boxes[b].class_id,
+                origin: boxes[b].origin,
                 label: boxes[b].label.clone(),
                 score: boxes[b].score,
             });
@@ -536,6 +539,7 @@ impl Tracker {
         let track = &mut self.tracks[t];
         track.filter.update(b.bbox.map(f64::from));
         track.class_id = b.class_id;
+        track.origin = b.origin;
         track.label = b.label.clone();
         track.score = b.score;
         track.hits += 1;
