@@ -11,11 +11,12 @@
 use gstreamer as gst;
 use gstreamer_video as gst_video;
 
-/// The raw video an element accepts: what octopipe reads, in system memory, when it looks at
-/// pixels; else any raw video in any memory (only the caps' size and rate are read).
+/// The raw video an element accepts: what octopipe reads when it looks at pixels (in system
+/// memory, or NV12 in CUDA memory, what NVIDIA's decoders give); else any raw video in any
+/// memory (only the caps' size and rate are read).
 pub(crate) fn caps(pixels: bool) -> gst::Caps {
     if pixels {
-        gst_video::VideoCapsBuilder::new()
+        let mut caps = gst_video::VideoCapsBuilder::new()
             .format_list([
                 gst_video::VideoFormat::I420,
                 gst_video::VideoFormat::Nv12,
@@ -26,7 +27,14 @@ pub(crate) fn caps(pixels: bool) -> gst::Caps {
                 gst_video::VideoFormat::Rgba,
                 gst_video::VideoFormat::Bgra,
             ])
-            .build()
+            .build();
+        caps.merge(
+            gst_video::VideoCapsBuilder::new()
+                .features([octopipe_sources::plugin::CUDA_MEMORY])
+                .format(gst_video::VideoFormat::Nv12)
+                .build(),
+        );
+        caps
     } else {
         gst::Caps::builder("video/x-raw").any_features().build()
     }
@@ -63,7 +71,7 @@ macro_rules! octo_element {
         use gstreamer_base::subclass::prelude::*;
 
         use $crate::common::frame::Framer;
-        use $crate::common::{meta, props, PluginError, Values, Work};
+        use $crate::common::{cuda, meta, props, PluginError, Values, Work};
 
         static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
             gst::DebugCategory::new(
@@ -94,6 +102,9 @@ macro_rules! octo_element {
             /// The `shared` property, for the elements that have it.
             shared: Mutex<Option<String>>,
             state: Mutex<Option<State>>,
+            /// The CUDA context given to the decoder upstream and read in, for frames in CUDA
+            /// memory (made at the decoder's context query or at CUDA caps).
+            cuda: Mutex<Option<std::sync::Arc<octopipe_sources::plugin::SharedCuda>>>,
         }
 
         impl $imp {
@@ -101,6 +112,20 @@ macro_rules! octo_element {
             fn fail(&self, e: PluginError) -> gst::FlowError {
                 self.post_error_message(e.to_message());
                 gst::FlowError::Error
+            }
+
+            /// The CUDA context frames in CUDA memory are read in: the primary context of the
+            /// stage's GPU (`device`), unless the stage reads system memory (`backend=cpu`).
+            fn cuda(
+                &self,
+            ) -> Result<std::sync::Arc<octopipe_sources::plugin::SharedCuda>, PluginError> {
+                let values = self.settings.lock().unwrap().clone();
+                if let Some(e) = cuda::refuses(&values, &self.obj().name()) {
+                    return Err(e);
+                }
+                let shared = cuda::shared(cuda::device(&values)?)?;
+                *self.cuda.lock().unwrap() = Some(shared.clone());
+                Ok(shared)
             }
         }
 
@@ -161,6 +186,20 @@ macro_rules! octo_element {
                 Some(&*METADATA)
             }
 
+            fn set_context(&self, context: &gst::Context) {
+                if <$work as Work>::PIXELS && cuda::is_cuda_context(context) {
+                    // The decoder's frames are read where they are only if it allocated them in
+                    // the context this element gave it; each frame's context is checked.
+                    gst::debug!(
+                        CAT,
+                        imp = self,
+                        "a CUDA context was set; frames are read in the primary context of the \
+                         element's device, which its context query answers with"
+                    );
+                }
+                self.parent_set_context(context)
+            }
+
             fn pad_templates() -> &'static [gst::PadTemplate] {
                 static TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(|| {
                     $crate::common::element::pad_templates(<$work as Work>::PIXELS)
@@ -200,12 +239,33 @@ macro_rules! octo_element {
                 Ok(())
             }
 
+            fn query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
+                // The decoder upstream asks which CUDA context to decode into: this element's
+                // GPU's, so its frames are read where it wrote them.
+                if <$work as Work>::PIXELS && cuda::is_context_query(query) {
+                    match self.cuda() {
+                        Ok(shared) => return cuda::answer(query, &shared),
+                        Err(e) => gst::debug!(CAT, imp = self, "no CUDA context to give: {e}"),
+                    }
+                }
+                BaseTransformImplExt::parent_query(self, direction, query)
+            }
+
             fn set_caps(
                 &self,
                 incaps: &gst::Caps,
                 outcaps: &gst::Caps,
             ) -> Result<(), gst::LoggableError> {
-                let mut framer = Framer::new(incaps, <$work as Work>::PIXELS)
+                let on_gpu = <$work as Work>::PIXELS
+                    && $crate::common::frame::in_cuda_memory(incaps);
+                let cuda = match on_gpu {
+                    false => None,
+                    true => Some(self.cuda().map_err(|e| {
+                        self.post_error_message(e.to_message());
+                        gst::loggable_error!(CAT, "{e}")
+                    })?),
+                };
+                let mut framer = Framer::new(incaps, <$work as Work>::PIXELS, cuda)
                     .map_err(|e| gst::loggable_error!(CAT, "{e}"))?;
                 gst::debug!(CAT, imp = self, "caps {incaps}");
                 if let Some(state) = self.state.lock().unwrap().as_mut() {
@@ -288,7 +348,10 @@ macro_rules! octo_element {
                     done: Vec::new(),
                 });
                 let started = std::time::Instant::now();
-                let frame = state.work.process(frame).map_err(|e| self.fail(e))?;
+                let mut frame = state.work.process(frame).map_err(|e| self.fail(e))?;
+                // The stages are done with the pixels: a frame in CUDA memory gives the buffer
+                // back (its mapping held a reference), so its metadata can be written.
+                frame.release_pixels();
                 let took = started.elapsed();
                 marks
                     .done

@@ -3,6 +3,7 @@
 //! `libgstoctopipe.so`, on the shared VisDrone clip and model.
 
 mod clip;
+mod cuda;
 mod cycles;
 mod errors;
 mod inspect;
