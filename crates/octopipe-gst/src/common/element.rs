@@ -256,8 +256,8 @@ macro_rules! octo_element {
                 incaps: &gst::Caps,
                 outcaps: &gst::Caps,
             ) -> Result<(), gst::LoggableError> {
-                let on_gpu = <$work as Work>::PIXELS
-                    && $crate::common::frame::in_cuda_memory(incaps);
+                let on_gpu =
+                    <$work as Work>::PIXELS && $crate::common::frame::in_cuda_memory(incaps);
                 let cuda = match on_gpu {
                     false => None,
                     true => Some(self.cuda().map_err(|e| {

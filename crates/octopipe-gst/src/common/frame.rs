@@ -135,9 +135,7 @@ impl Framer {
             .map(|t| Duration::from_nanos(t.nseconds()));
         let seq = self.timeline.place(time, self.interval);
         let mut frame = match device {
-            Some(device) => {
-                Frame::on_device(stream, seq, source, layout, self.colorimetry, device)
-            }
+            Some(device) => Frame::on_device(stream, seq, source, layout, self.colorimetry, device),
             None => Frame::new(stream, seq, source, layout, self.colorimetry, planes),
         };
         frame.source = source.clone();

@@ -98,7 +98,9 @@ fn cuda_memory_a_stage_cannot_read_is_an_element_error_saying_why() {
     eprintln!("{e}");
     if octopipe_sources::nvdec_available().is_err() {
         assert!(
-            e.contains("frames in CUDA memory (video/x-raw(memory:CUDAMemory)) cannot be read on GPU 0"),
+            e.contains(
+                "frames in CUDA memory (video/x-raw(memory:CUDAMemory)) cannot be read on GPU 0"
+            ),
             "{e}"
         );
     }
@@ -113,7 +115,11 @@ fn labelled(path: &Path) -> Vec<(u64, Vec<i64>, u64, String, f64)> {
             let text = |k: &str| o[k].as_str().unwrap_or_default().to_string();
             let b = o["bbox"]
                 .as_array()
-                .map(|b| b.iter().map(|v| v.as_f64().unwrap_or(-1.0) as i64).collect())
+                .map(|b| {
+                    b.iter()
+                        .map(|v| v.as_f64().unwrap_or(-1.0) as i64)
+                        .collect()
+                })
                 .unwrap_or_default();
             (
                 o["frame"].as_u64().unwrap(),
