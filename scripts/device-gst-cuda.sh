@@ -78,27 +78,27 @@ run) ;;
 *) echo "usage: $0 stage | part1 | part2 | run" >&2; exit 2 ;;
 esac
 
-G=.device/g3
+D=.device/g3
 OUT=${OUT:-/tmp/octopipe-out}
 mkdir -p "$OUT" /tmp/data /tmp/t
 # ONNX Runtime's CUDA build and GStreamer: unpacked by parts 1 and 2, or still there from an
 # earlier run on this machine.
 if [ -f /tmp/ort/ort-cuda/libonnxruntime.so.1.31.1 ]; then
-    torch=$(sed -n 's/^TORCH_NVIDIA = "\(.*\)"$/\1/p' $G/pack-ort-cuda.py)
+    torch=$(sed -n 's/^TORCH_NVIDIA = "\(.*\)"$/\1/p' $D/pack-ort-cuda.py)
     lib=/tmp/ort/ort-cuda
     echo "export ORT_DYLIB_PATH=$lib/libonnxruntime.so.1.31.1 LD_LIBRARY_PATH=$lib:$torch/cu13/lib:$torch/cudnn/lib:\${LD_LIBRARY_PATH:-}" > /tmp/ort-env
 elif [ -f /tmp/parts/part.a ] && [ -f /tmp/parts/part.b ] && [ -f /tmp/parts/part.c ]; then
-    python3 $G/pack-ort-cuda.py /tmp/ort --unpack /tmp/parts > /tmp/ort-env
+    python3 $D/pack-ort-cuda.py /tmp/ort --unpack /tmp/parts > /tmp/ort-env
 else
     echo "NEED-PARTS: no ONNX Runtime CUDA build on this machine: run part1 and part2 first"; exit 3
 fi
 [ -f /tmp/gst/env.sh ] || { echo "NEED-PARTS: no /tmp/gst: run part1 first"; exit 3; }
 eval "$(cat /tmp/ort-env)"
 . /tmp/gst/env.sh
-cp -r $G/data/* /tmp/data/
-xz -dc $G/octopipe.xz > /tmp/t/octopipe
-xz -dc $G/libgstoctopipe.so.xz > /tmp/t/libgstoctopipe.so
-xz -dc $G/plugin-test.xz > /tmp/t/plugin-test
+cp -r $D/data/* /tmp/data/
+xz -dc $D/octopipe.xz > /tmp/t/octopipe
+xz -dc $D/libgstoctopipe.so.xz > /tmp/t/libgstoctopipe.so
+xz -dc $D/plugin-test.xz > /tmp/t/plugin-test
 chmod +x /tmp/t/octopipe /tmp/t/plugin-test
 export OCTOPIPE_DATA=/tmp/data OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels GST_PLUGIN_PATH=/tmp/t
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -110,8 +110,8 @@ echo "=== tests/plugin/cuda.rs"
 
 echo "=== the benchmark"
 M=/tmp/data/models
-python3 $G/centernet-dynamic-batch.py $M/coco-centernet-512.onnx $M/coco-centernet-512-dynamic.onnx 2>&1 | tail -2
-mkdir -p /tmp/v && for i in $(seq 0 15); do ln -sf "$PWD/$G/clip1080.mp4" /tmp/v/s$i.mp4; done
+python3 $D/centernet-dynamic-batch.py $M/coco-centernet-512.onnx $M/coco-centernet-512-dynamic.onnx 2>&1 | tail -2
+mkdir -p /tmp/v && for i in $(seq 0 15); do ln -sf "$PWD/$D/clip1080.mp4" /tmp/v/s$i.mp4; done
 N=${STREAMS:-16}
 DET="model=$M/coco-centernet-512-dynamic.onnx labels=coco scale=1 tiles=640x640 overlap=0.15 score=0.3 ep=cuda backend=cuda"
 CLS="model=$M/visdrone-crops-64.onnx labels=person,two-wheeler,car,large-vehicle ep=cuda backend=cuda memory=device"
