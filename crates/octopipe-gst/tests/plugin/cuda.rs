@@ -79,20 +79,20 @@ fn cuda_memory_a_stage_cannot_read_is_an_element_error_saying_why() {
     let model = data.join("models/visdrone-crops-64.onnx");
     // Set to read system memory: refused at negotiation, saying what to set.
     let e = cuda_caps_error(&format!(
-        "octoclassify model={} labels={LABELS} backend=cpu",
+        "octoclassify name=classifier model={} labels={LABELS} backend=cpu",
         model.display()
     ));
-    assert!(e.starts_with("octoclassify0: "), "{e}");
+    assert!(e.starts_with("classifier: "), "{e}");
     assert!(
         e.contains("backend=cpu reads system memory: set backend=cuda (or auto)"),
         "{e}"
     );
     // Without a GPU (or, with one, memory that is not CUDA memory): an element error, no panic.
     let e = cuda_caps_error(&format!(
-        "octodetect model={} labels=coco",
+        "octodetect name=detector model={} labels=coco",
         data.join("models/coco-centernet-512.onnx").display()
     ));
-    assert!(e.starts_with("octodetect0: "), "{e}");
+    assert!(e.starts_with("detector: "), "{e}");
     assert!(e.contains("CUDA memory"), "{e}");
     assert!(!e.contains("panic"), "{e}");
     eprintln!("{e}");
