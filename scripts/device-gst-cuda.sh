@@ -9,6 +9,11 @@
 #   (device, carry [".device/g2"])  bash .device/g2/device-gst-cuda.sh part2
 #   (device, carry [".device/g3"])  bash .device/g3/device-gst-cuda.sh run
 #
+# The folders carry 27, 38 and 25 MiB beside the repository's tree (64 MiB a call in all).
+# `diag` (carry g3, after `run`, on the same warm machine) runs the gst-launch-1.0 pipeline with a queue
+# before and after each octodetect, and again with GST_DEBUG=octopipe-shared:5, and prints the
+# frames per call of the shared detector's and classifier's engines.
+#
 # `run` alone (one call) is enough on a warm machine where /tmp/ort and /tmp/gst are unpacked
 # already (scripts/device-ort-cuda.sh unpacks the same); it says NEED-PARTS otherwise.
 #
@@ -74,8 +79,8 @@ part2)
     cp .device/g2/part.b .device/g2/part.c /tmp/parts/
     exit 0
     ;;
-run) ;;
-*) echo "usage: $0 stage | part1 | part2 | run" >&2; exit 2 ;;
+run | diag) ;;
+*) echo "usage: $0 stage | part1 | part2 | run | diag" >&2; exit 2 ;;
 esac
 
 D=.device/g3
@@ -104,6 +109,42 @@ export OCTOPIPE_DATA=/tmp/data OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels GST_P
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "$(nproc) CPU cores; $(date -u +%FT%TZ)"
 gst-inspect-1.0 octodetect | grep -A3 "SINK template" | tee "$OUT/inspect.txt"
+
+if [ "$1" = diag ]; then
+    M=/tmp/data/models
+    DET="model=$M/coco-centernet-512-dynamic.onnx labels=coco scale=1 tiles=640x640 overlap=0.15 score=0.3 ep=cuda backend=cuda"
+    CLS="model=$M/visdrone-crops-64.onnx labels=person,two-wheeler,car,large-vehicle ep=cuda backend=cuda memory=device"
+    launch() {
+        local l=""
+        for i in $(seq 0 15); do
+            l+=" filesrc location=/tmp/v/s$i.mp4 ! qtdemux ! h264parse ! nvh264dec $1 ! octodetect shared=det $DET $2"
+            l+=" ! octotrack high=0.3 ! octoclassify shared=cls $CLS ! fakesink"
+        done
+        echo "$l"
+    }
+    t0=$(date +%s.%N)
+    # shellcheck disable=SC2046 # the launch line is words
+    gst-launch-1.0 $(launch "! queue max-size-buffers=4" "! queue max-size-buffers=4") > "$OUT/q2.log" 2>&1
+    t1=$(date +%s.%N)
+    echo "queues before and after octodetect: $(python3 -c "print(round(4800/($t1-$t0),1), 'fps over', round($t1-$t0,2), 's')")"
+    t0=$(date +%s.%N)
+    # shellcheck disable=SC2046
+    GST_DEBUG=octopipe-shared:5 GST_DEBUG_NO_COLOR=1 gst-launch-1.0 $(launch "" "") > "$OUT/dbg.log" 2>&1
+    t1=$(date +%s.%N)
+    echo "with debug: $(python3 -c "print(round(4800/($t1-$t0),1), 'fps over', round($t1-$t0,2), 's')")"
+    python3 - "$OUT/dbg.log" <<'PY'
+import re, sys, collections
+calls = collections.defaultdict(list)
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r"(0x[0-9a-f]+) .*?(\d+) frames back from one call, (\d+) held", line)
+    if m:
+        calls[m.group(1)].append(int(m.group(2)))
+for t, c in calls.items():
+    print(f"engine thread {t}: {len(c)} calls, {sum(c)} frames, {sum(c) / len(c):.2f} frames a call")
+PY
+    xz -9 "$OUT/dbg.log"
+    exit 0
+fi
 
 echo "=== tests/plugin/cuda.rs"
 /tmp/t/plugin-test --test-threads 1 --nocapture cuda:: 2>&1 | tee "$OUT/tests.log" | grep -v "^$"
