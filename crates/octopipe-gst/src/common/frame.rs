@@ -81,6 +81,11 @@ impl Framer {
         })
     }
 
+    /// The time between frames the caps give, if they give a rate.
+    pub(crate) fn interval(&self) -> Option<Duration> {
+        self.interval
+    }
+
     /// Go on numbering frames where `before` (the framer of the caps before a renegotiation)
     /// left off: a new picture size or format is the same stream.
     pub(crate) fn continue_from(&mut self, before: Framer) {

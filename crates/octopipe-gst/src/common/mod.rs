@@ -7,6 +7,7 @@
 pub(crate) mod cuda;
 #[macro_use]
 pub(crate) mod element;
+pub(crate) mod flight;
 pub(crate) mod frame;
 pub(crate) mod meta;
 pub(crate) mod props;
@@ -114,6 +115,12 @@ pub(crate) trait Work: Sized + Send + 'static {
 
     /// Do the work on one frame.
     fn process(&mut self, frame: Frame) -> Result<Frame, PluginError>;
+
+    /// The shared stage the element hands its frames to, when it uses one: then it keeps
+    /// several buffers in flight ([`flight`]) instead of processing each in turn.
+    fn shared(&self) -> Option<&shared::Handle> {
+        None
+    }
 
     /// For a classifier: the name of its structure on each object and its model's name.
     fn classifier(&self) -> Option<(&str, &str)> {

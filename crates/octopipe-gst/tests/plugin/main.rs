@@ -6,6 +6,7 @@ mod clip;
 mod cuda;
 mod cycles;
 mod errors;
+mod in_flight;
 mod inspect;
 mod roi;
 mod shared;
