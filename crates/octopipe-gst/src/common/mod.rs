@@ -2,7 +2,8 @@
 //! of a buffer ([`frame`]), the metadata contract ([`meta`]), the stages opened outside a
 //! pipeline and driven one frame at a time ([`stages`]), and the BaseTransform every element is
 //! ([`element`]: the [`Work`] an element does, and the `octo_element!` macro that makes the
-//! GObject subclass around it), and the stages several elements share ([`shared`]).
+//! GObject subclass around it), the stages several elements share ([`shared`]), and the
+//! buffers an element keeps in flight in a shared stage ([`flight`]).
 
 pub(crate) mod cuda;
 #[macro_use]
