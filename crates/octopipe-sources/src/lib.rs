@@ -84,11 +84,15 @@ pub(crate) use props::DecoderProps;
 pub use rtpsrc::RTP;
 
 /// How the sources read a decoded GStreamer buffer (its format, colorimetry, planes and place in
-/// its stream), shared with the GStreamer plugin (`octopipe-gst`), whose elements make frames of
-/// the buffers passing through them the same way.
+/// its stream, and NVDEC's frames in CUDA memory, read in place), shared with the GStreamer
+/// plugin (`octopipe-gst`), whose elements make frames of the buffers passing through them the
+/// same way.
 #[doc(hidden)]
 pub mod plugin {
     pub use crate::caps::{colorimetry, copy_frame, pixel_format, video_default};
+    pub use crate::nvdec::{
+        answer_context_query, is_cuda_caps, SharedCuda, CONTEXT_TYPE, CUDA_MEMORY,
+    };
     pub use crate::timeline::{interval_of, Origin, Timeline};
 }
 pub use watch::{

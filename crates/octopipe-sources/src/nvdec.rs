@@ -42,9 +42,9 @@ use crate::frame::{DeviceBuffer, DeviceFrame, FrameLayout, PixelFormat};
 /// The library's soname (GStreamer 1.22 and later).
 const LIBRARY: &str = "libgstcuda-1.0.so.0";
 /// The context type decoders ask for.
-pub(super) const CONTEXT_TYPE: &str = "gst.cuda.context";
+pub const CONTEXT_TYPE: &str = "gst.cuda.context";
 /// The caps feature of CUDA device memory.
-pub(super) const CUDA_MEMORY: &str = "memory:CUDAMemory";
+pub const CUDA_MEMORY: &str = "memory:CUDAMemory";
 /// `GST_MAP_CUDA` (gstcudamemory.h): map to the device pointer, not a host copy.
 const GST_MAP_CUDA: gst::ffi::GstMapFlags = gst::ffi::GST_MAP_FLAG_LAST << 1;
 /// The GStreamer plugin that holds NVIDIA's decoders.
@@ -292,7 +292,7 @@ fn load_plugin(api: &Api) -> Result<(), NvdecError> {
 
 /// The device's primary CUDA context, wrapped for GStreamer: what decoders allocate in and what
 /// octopipe's kernels read in.
-pub(super) struct SharedCuda {
+pub struct SharedCuda {
     /// Retains the primary context while GStreamer uses it (and while frames use its memory:
     /// each frame's owner holds a clone).
     cuda: Arc<CudaContext>,
@@ -303,7 +303,7 @@ pub(super) struct SharedCuda {
 
 impl SharedCuda {
     /// Wrap the primary context of CUDA device `device`.
-    pub(super) fn new(device: usize) -> Result<Arc<SharedCuda>, NvdecError> {
+    pub fn new(device: usize) -> Result<Arc<SharedCuda>, NvdecError> {
         let api = api()?;
         // SAFETY: takes no argument; loads libcuda's entry points into libgstcuda (idempotent).
         if unsafe { (api.load_library)() } == 0 {
@@ -335,12 +335,12 @@ impl SharedCuda {
     }
 
     /// The `gst.cuda.context` context to give elements.
-    pub(super) fn context(&self) -> &gst::Context {
+    pub fn context(&self) -> &gst::Context {
         &self.context
     }
 
     /// The CUDA device ordinal.
-    pub(super) fn device(&self) -> usize {
+    pub fn device(&self) -> usize {
         self.cuda.ordinal()
     }
 
@@ -348,7 +348,7 @@ impl SharedCuda {
     /// planes with their layout, without a copy: the planes stay mapped, and the buffer out of
     /// its pool, until the returned frame's owner is dropped. The error is a message for
     /// [`SourceError::Stream`](super::SourceError::Stream).
-    pub(super) fn device_frame(
+    pub fn device_frame(
         &self,
         buffer: &gst::BufferRef,
         info: &gst_video::VideoInfo,
@@ -480,7 +480,7 @@ impl Drop for Mapped {
 }
 
 /// Whether `caps` describe CUDA memory.
-pub(super) fn is_cuda_caps(caps: &gst::CapsRef) -> bool {
+pub fn is_cuda_caps(caps: &gst::CapsRef) -> bool {
     caps.features(0).is_some_and(|f| f.contains(CUDA_MEMORY))
 }
 
@@ -508,7 +508,7 @@ pub(super) fn answer_need_context(msg: &gst::MessageRef, shared: &SharedCuda) ->
 }
 
 /// Answer a `gst.cuda.context` context query with `shared`'s context; `true` when answered.
-pub(super) fn answer_context_query(query: &mut gst::QueryRef, shared: &SharedCuda) -> bool {
+pub fn answer_context_query(query: &mut gst::QueryRef, shared: &SharedCuda) -> bool {
     match query.view_mut() {
         gst::QueryViewMut::Context(q) if q.context_type() == CONTEXT_TYPE => {
             q.set_context(shared.context());

@@ -11,11 +11,12 @@
 use gstreamer as gst;
 use gstreamer_video as gst_video;
 
-/// The raw video an element accepts: what octopipe reads, in system memory, when it looks at
-/// pixels; else any raw video in any memory (only the caps' size and rate are read).
+/// The raw video an element accepts: what octopipe reads when it looks at pixels (in system
+/// memory, or NV12 in CUDA memory, what NVIDIA's decoders give); else any raw video in any
+/// memory (only the caps' size and rate are read).
 pub(crate) fn caps(pixels: bool) -> gst::Caps {
     if pixels {
-        gst_video::VideoCapsBuilder::new()
+        let mut caps = gst_video::VideoCapsBuilder::new()
             .format_list([
                 gst_video::VideoFormat::I420,
                 gst_video::VideoFormat::Nv12,
@@ -26,7 +27,14 @@ pub(crate) fn caps(pixels: bool) -> gst::Caps {
                 gst_video::VideoFormat::Rgba,
                 gst_video::VideoFormat::Bgra,
             ])
-            .build()
+            .build();
+        caps.merge(
+            gst_video::VideoCapsBuilder::new()
+                .features([octopipe_sources::plugin::CUDA_MEMORY])
+                .format(gst_video::VideoFormat::Nv12)
+                .build(),
+        );
+        caps
     } else {
         gst::Caps::builder("video/x-raw").any_features().build()
     }
@@ -62,8 +70,9 @@ macro_rules! octo_element {
         use gstreamer_base::prelude::*;
         use gstreamer_base::subclass::prelude::*;
 
+        use $crate::common::flight::{Flight, Pending};
         use $crate::common::frame::Framer;
-        use $crate::common::{meta, props, PluginError, Values, Work};
+        use $crate::common::{cuda, meta, props, PluginError, Values, Work};
 
         static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
             gst::DebugCategory::new(
@@ -94,6 +103,13 @@ macro_rules! octo_element {
             /// The `shared` property, for the elements that have it.
             shared: Mutex<Option<String>>,
             state: Mutex<Option<State>>,
+            /// The CUDA context given to the decoder upstream and read in, for frames in CUDA
+            /// memory (made at the decoder's context query or at CUDA caps).
+            cuda: Mutex<Option<std::sync::Arc<octopipe_sources::plugin::SharedCuda>>>,
+            /// The `in-flight` property (unset: the default).
+            in_flight: Mutex<Option<u32>>,
+            /// While started with a shared stage: the buffers in flight and the output thread.
+            flight: Mutex<Option<std::sync::Arc<Flight>>>,
         }
 
         impl $imp {
@@ -101,6 +117,141 @@ macro_rules! octo_element {
             fn fail(&self, e: PluginError) -> gst::FlowError {
                 self.post_error_message(e.to_message());
                 gst::FlowError::Error
+            }
+
+            /// The CUDA context frames in CUDA memory are read in: the primary context of the
+            /// stage's GPU (`device`), unless the stage reads system memory (`backend=cpu`).
+            fn cuda(
+                &self,
+            ) -> Result<std::sync::Arc<octopipe_sources::plugin::SharedCuda>, PluginError> {
+                let values = self.settings.lock().unwrap().clone();
+                if let Some(e) = cuda::refuses(&values, &self.obj().name()) {
+                    return Err(e);
+                }
+                let shared = cuda::shared(cuda::device(&values)?)?;
+                *self.cuda.lock().unwrap() = Some(shared.clone());
+                Ok(shared)
+            }
+
+            /// The state's frame of `buf` with the objects already on it (for the elements that
+            /// read them), and the marks it carries (its arrival, `received`, if it has none).
+            fn frame_of(
+                &self,
+                state: &mut State,
+                buf: &gst::BufferRef,
+                received: std::time::Instant,
+            ) -> Result<
+                (
+                    octopipe_core::frame::Frame,
+                    meta::Read,
+                    $crate::common::report::Marks,
+                ),
+                gst::FlowError,
+            > {
+                let segment = self.obj().segment();
+                let segment = segment
+                    .downcast_ref::<gst::ClockTime>()
+                    .cloned()
+                    .unwrap_or_else(gst::FormattedSegment::<gst::ClockTime>::new);
+                let Some(framer) = state.framer.as_mut() else {
+                    return Err(gst::FlowError::NotNegotiated);
+                };
+                let mut frame = framer
+                    .frame(buf, &segment, 0, &state.source, <$work as Work>::PIXELS)
+                    .map_err(|e| self.fail(PluginError::Buffer(e)))?;
+                let mut marks = None;
+                let read = match <$work as Work>::READS_OBJECTS {
+                    true => {
+                        marks = meta::read_frame(buf, &mut frame);
+                        meta::read(buf, &mut frame)
+                    }
+                    false => meta::Read::default(),
+                };
+                // The first octopipe element the frame meets: it arrived now.
+                let marks = marks.unwrap_or_else(|| $crate::common::report::Marks {
+                    arrival: received,
+                    done: Vec::new(),
+                });
+                Ok((frame, read, marks))
+            }
+
+            /// The frame is done: its objects and marks go on `buf`, the report records it, and
+            /// its timing is posted.
+            fn finish(
+                &self,
+                state: &mut State,
+                buf: &mut gst::BufferRef,
+                mut frame: octopipe_core::frame::Frame,
+                read: &meta::Read,
+                mut marks: $crate::common::report::Marks,
+                took: std::time::Duration,
+            ) -> gst::Structure {
+                // The stages are done with the pixels: a frame in CUDA memory gives the buffer
+                // back (its mapping held a reference), so its metadata can be written.
+                frame.release_pixels();
+                marks
+                    .done
+                    .push((state.source.to_string(), std::time::Instant::now()));
+                if <$work as Work>::WRITES_OBJECTS {
+                    meta::write(buf, &frame, read, state.work.classifier());
+                    meta::write_frame(buf, &frame, &marks);
+                }
+                if <$work as Work>::REPORTS {
+                    state.reporter.record(&frame, &marks);
+                }
+                gst::trace!(
+                    CAT,
+                    imp = self,
+                    "frame {}: {} objects",
+                    frame.seq,
+                    frame.detections.len()
+                );
+                // The frame's timing, for a bus watch (`gst-launch-1.0 -m` prints it).
+                gst::Structure::builder($crate::common::TIMING)
+                    .field("frame", frame.seq)
+                    .field("objects", frame.detections.len() as u32)
+                    .field("process-ms", took.as_secs_f64() * 1000.0)
+                    .build()
+            }
+
+            /// Post a frame's timing.
+            fn post_timing(&self, timing: gst::Structure) {
+                let _ = self.obj().post_message(
+                    gst::message::Element::builder(timing)
+                        .src(&*self.obj())
+                        .build(),
+                );
+            }
+
+            /// On the output thread: a frame back from the shared stage goes on its buffer,
+            /// which is pushed on.
+            fn deliver(
+                &self,
+                pending: Pending,
+                back: Result<octopipe_core::frame::Frame, PluginError>,
+            ) -> Result<gst::FlowSuccess, gst::FlowError> {
+                let frame = back.map_err(|e| self.fail(e))?;
+                let Pending {
+                    mut buffer,
+                    read,
+                    marks,
+                    started,
+                    ..
+                } = pending;
+                let took = started.elapsed();
+                let timing = {
+                    let mut guard = self.state.lock().unwrap();
+                    let Some(state) = guard.as_mut() else {
+                        return Err(gst::FlowError::Flushing);
+                    };
+                    let mut frame = frame;
+                    // The mapping of a frame in CUDA memory holds a reference to the buffer:
+                    // given back first, so the buffer is written in place.
+                    frame.release_pixels();
+                    self.finish(state, buffer.make_mut(), frame, &read, marks, took)
+                };
+                self.post_timing(timing);
+                self.obj().src_pad().push(buffer)
             }
         }
 
@@ -117,6 +268,7 @@ macro_rules! octo_element {
                     let mut specs: Vec<_> = SPECS.iter().map(props::param_spec).collect();
                     if <$work as Work>::SHAREABLE {
                         specs.push($crate::common::shared_param_spec());
+                        specs.push($crate::common::flight::in_flight_param_spec());
                     }
                     specs
                 });
@@ -126,6 +278,10 @@ macro_rules! octo_element {
             fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
                 if pspec.name() == "shared" {
                     *self.shared.lock().unwrap() = value.get::<Option<String>>().ok().flatten();
+                    return;
+                }
+                if pspec.name() == "in-flight" {
+                    *self.in_flight.lock().unwrap() = value.get::<u32>().ok();
                     return;
                 }
                 let Some(spec) = SPECS.iter().find(|s| s.name == pspec.name()) else {
@@ -138,6 +294,14 @@ macro_rules! octo_element {
             fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
                 if pspec.name() == "shared" {
                     return self.shared.lock().unwrap().to_value();
+                }
+                if pspec.name() == "in-flight" {
+                    return self
+                        .in_flight
+                        .lock()
+                        .unwrap()
+                        .unwrap_or($crate::common::flight::DEFAULT_IN_FLIGHT)
+                        .to_value();
                 }
                 match SPECS.iter().find(|s| s.name == pspec.name()) {
                     Some(spec) => self.settings.lock().unwrap().get(spec),
@@ -159,6 +323,20 @@ macro_rules! octo_element {
                     )
                 });
                 Some(&*METADATA)
+            }
+
+            fn set_context(&self, context: &gst::Context) {
+                if <$work as Work>::PIXELS && cuda::is_cuda_context(context) {
+                    // The decoder's frames are read where they are only if it allocated them in
+                    // the context this element gave it; each frame's context is checked.
+                    gst::debug!(
+                        CAT,
+                        imp = self,
+                        "a CUDA context was set; frames are read in the primary context of the \
+                         element's device, which its context query answers with"
+                    );
+                }
+                self.parent_set_context(context)
             }
 
             fn pad_templates() -> &'static [gst::PadTemplate] {
@@ -184,6 +362,24 @@ macro_rules! octo_element {
                         gst::error!(CAT, imp = self, "cannot start: {e}");
                         e.to_message()
                     })?;
+                if work.shared().is_some() {
+                    let limit = self
+                        .in_flight
+                        .lock()
+                        .unwrap()
+                        .unwrap_or($crate::common::flight::DEFAULT_IN_FLIGHT);
+                    let element = self.obj().downgrade();
+                    let flight = Flight::start(
+                        &name,
+                        limit,
+                        Box::new(move |pending, back| match element.upgrade() {
+                            Some(element) => element.imp().deliver(pending, back),
+                            None => Err(gst::FlowError::Flushing),
+                        }),
+                    )
+                    .map_err(|e| e.to_message())?;
+                    *self.flight.lock().unwrap() = Some(flight);
+                }
                 gst::info!(CAT, imp = self, "started");
                 *self.state.lock().unwrap() = Some(State {
                     work,
@@ -195,9 +391,45 @@ macro_rules! octo_element {
             }
 
             fn stop(&self) -> Result<(), gst::ErrorMessage> {
+                // The output thread ends first: it takes the state's lock to write a frame.
+                let flight = self.flight.lock().unwrap().take();
+                if let Some(flight) = flight {
+                    flight.stop();
+                }
                 *self.state.lock().unwrap() = None;
                 gst::info!(CAT, imp = self, "stopped");
                 Ok(())
+            }
+
+            fn query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
+                // The decoder upstream asks which CUDA context to decode into: this element's
+                // GPU's, so its frames are read where it wrote them.
+                if <$work as Work>::PIXELS && cuda::is_context_query(query) {
+                    match self.cuda() {
+                        Ok(shared) => return cuda::answer(query, &shared),
+                        Err(e) => gst::debug!(CAT, imp = self, "no CUDA context to give: {e}"),
+                    }
+                }
+                let answered = BaseTransformImplExt::parent_query(self, direction, query);
+                // The buffers it keeps in flight are frames of latency.
+                if let gst::QueryViewMut::Latency(latency) = query.view_mut() {
+                    let flight = self.flight.lock().unwrap().clone();
+                    let interval = self
+                        .state
+                        .lock()
+                        .unwrap()
+                        .as_ref()
+                        .and_then(|s| s.framer.as_ref())
+                        .and_then(|f| f.interval());
+                    if let (true, Some(flight), Some(interval)) = (answered, flight, interval) {
+                        let held = gst::ClockTime::from_nseconds(
+                            interval.as_nanos() as u64 * u64::from(flight.limit()),
+                        );
+                        let (live, min, max) = latency.result();
+                        latency.set(live, min + held, max.map(|m| m + held));
+                    }
+                }
+                answered
             }
 
             fn set_caps(
@@ -205,7 +437,16 @@ macro_rules! octo_element {
                 incaps: &gst::Caps,
                 outcaps: &gst::Caps,
             ) -> Result<(), gst::LoggableError> {
-                let mut framer = Framer::new(incaps, <$work as Work>::PIXELS)
+                let on_gpu =
+                    <$work as Work>::PIXELS && $crate::common::frame::in_cuda_memory(incaps);
+                let cuda = match on_gpu {
+                    false => None,
+                    true => Some(self.cuda().map_err(|e| {
+                        self.post_error_message(e.to_message());
+                        gst::loggable_error!(CAT, "{e}")
+                    })?),
+                };
+                let mut framer = Framer::new(incaps, <$work as Work>::PIXELS, cuda)
                     .map_err(|e| gst::loggable_error!(CAT, "{e}"))?;
                 gst::debug!(CAT, imp = self, "caps {incaps}");
                 if let Some(state) = self.state.lock().unwrap().as_mut() {
@@ -219,6 +460,16 @@ macro_rules! octo_element {
             }
 
             fn sink_event(&self, event: gst::Event) -> bool {
+                let flight = self.flight.lock().unwrap().clone();
+                if let Some(flight) = flight {
+                    match event.view() {
+                        gst::EventView::FlushStart(_) => flight.flush(),
+                        gst::EventView::FlushStop(_) => flight.unflush(),
+                        // The buffers before it leave first.
+                        _ if event.is_serialized() => flight.drain(),
+                        _ => {}
+                    }
+                }
                 match event.view() {
                     gst::EventView::FlushStop(_) => {
                         if let Some(f) = self
@@ -258,68 +509,62 @@ macro_rules! octo_element {
                 &self,
                 buf: &mut gst::BufferRef,
             ) -> Result<gst::FlowSuccess, gst::FlowError> {
-                let segment = self.obj().segment();
-                let segment = segment
-                    .downcast_ref::<gst::ClockTime>()
-                    .cloned()
-                    .unwrap_or_else(gst::FormattedSegment::<gst::ClockTime>::new);
                 let received = std::time::Instant::now();
                 let mut guard = self.state.lock().unwrap();
                 let Some(state) = guard.as_mut() else {
                     return Err(gst::FlowError::Flushing);
                 };
-                let Some(framer) = state.framer.as_mut() else {
-                    return Err(gst::FlowError::NotNegotiated);
-                };
-                let mut frame = framer
-                    .frame(buf, &segment, 0, &state.source, <$work as Work>::PIXELS)
-                    .map_err(|e| self.fail(PluginError::Buffer(e)))?;
-                let mut marks = None;
-                let read = match <$work as Work>::READS_OBJECTS {
-                    true => {
-                        marks = meta::read_frame(buf, &mut frame);
-                        meta::read(buf, &mut frame)
-                    }
-                    false => meta::Read::default(),
-                };
-                // The first octopipe element the frame meets: it arrived now.
-                let mut marks = marks.unwrap_or_else(|| $crate::common::report::Marks {
-                    arrival: received,
-                    done: Vec::new(),
-                });
+                let (frame, read, marks) = self.frame_of(state, buf, received)?;
                 let started = std::time::Instant::now();
                 let frame = state.work.process(frame).map_err(|e| self.fail(e))?;
-                let took = started.elapsed();
-                marks
-                    .done
-                    .push((state.source.to_string(), std::time::Instant::now()));
-                if <$work as Work>::WRITES_OBJECTS {
-                    meta::write(buf, &frame, &read, state.work.classifier());
-                    meta::write_frame(buf, &frame, &marks);
-                }
-                if <$work as Work>::REPORTS {
-                    state.reporter.record(&frame, &marks);
-                }
-                gst::trace!(
-                    CAT,
-                    imp = self,
-                    "frame {}: {} objects",
-                    frame.seq,
-                    frame.detections.len()
-                );
+                let timing = self.finish(state, buf, frame, &read, marks, started.elapsed());
                 drop(guard);
-                // The frame's timing, for a bus watch (`gst-launch-1.0 -m` prints it).
-                let timing = gst::Structure::builder($crate::common::TIMING)
-                    .field("frame", frame.seq)
-                    .field("objects", frame.detections.len() as u32)
-                    .field("process-ms", took.as_secs_f64() * 1000.0)
-                    .build();
-                let _ = self.obj().post_message(
-                    gst::message::Element::builder(timing)
-                        .src(&*self.obj())
-                        .build(),
-                );
+                self.post_timing(timing);
                 Ok(gst::FlowSuccess::Ok)
+            }
+
+            fn submit_input_buffer(
+                &self,
+                is_discont: bool,
+                buf: gst::Buffer,
+            ) -> Result<gst::FlowSuccess, gst::FlowError> {
+                let flight = self.flight.lock().unwrap().clone();
+                let Some(flight) = flight else {
+                    return self.parent_submit_input_buffer(is_discont, buf);
+                };
+                let received = std::time::Instant::now();
+                // Backpressure: with all its buffers in flight the element takes no more.
+                flight.wait_room()?;
+                let pending = {
+                    let mut guard = self.state.lock().unwrap();
+                    let Some(state) = guard.as_mut() else {
+                        return Err(gst::FlowError::Flushing);
+                    };
+                    let (frame, read, marks) = self.frame_of(state, &buf, received)?;
+                    let Some(handle) = state.work.shared() else {
+                        return Err(gst::FlowError::Error);
+                    };
+                    Pending {
+                        ticket: handle.submit(frame),
+                        buffer: buf,
+                        read,
+                        marks,
+                        started: std::time::Instant::now(),
+                    }
+                };
+                flight.add(pending);
+                Ok(gst::FlowSuccess::Ok)
+            }
+
+            fn generate_output(
+                &self,
+            ) -> Result<gst_base::subclass::base_transform::GenerateOutputSuccess, gst::FlowError>
+            {
+                match self.flight.lock().unwrap().is_some() {
+                    // The output thread pushes the buffers.
+                    true => Ok(gst_base::subclass::base_transform::GenerateOutputSuccess::NoOutput),
+                    false => self.parent_generate_output(),
+                }
             }
         }
     };

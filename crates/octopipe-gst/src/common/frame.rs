@@ -2,7 +2,7 @@
 //! read from the caps as the sources read them, the frame's place in its stream by
 //! presentation time (its running time at the caps' frame rate, as `octopipe run` numbers a
 //! file's frames), and, for the elements that look at pixels, the planes copied once into a
-//! pooled buffer.
+//! pooled buffer, or, for frames in CUDA memory, the decoder's own buffer mapped in place.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +11,8 @@ use gstreamer as gst;
 use gstreamer_video as gst_video;
 use octopipe_core::frame::{BufferPool, Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
 use octopipe_sources::plugin::{
-    colorimetry, copy_frame, interval_of, pixel_format, video_default, Origin, Timeline,
+    colorimetry, copy_frame, interval_of, is_cuda_caps, pixel_format, video_default, Origin,
+    SharedCuda, Timeline,
 };
 
 /// Makes the frames of one stream of buffers with the same caps (made again when they change).
@@ -24,15 +25,37 @@ pub(crate) struct Framer {
     /// A flushing seek happened: frames are placed by stream time.
     seeked: bool,
     pool: BufferPool,
+    /// The frames are in CUDA memory of this context's GPU, read in place.
+    cuda: Option<Arc<SharedCuda>>,
+}
+
+/// Whether the pixels of buffers of `caps` are in CUDA memory.
+pub(crate) fn in_cuda_memory(caps: &gst::CapsRef) -> bool {
+    is_cuda_caps(caps)
 }
 
 impl Framer {
     /// A framer for buffers of `caps`, whose pixels are read when `pixels` (else only the
-    /// size and rate, whatever the format and memory); the error says what in the caps cannot
-    /// be read.
-    pub(crate) fn new(caps: &gst::CapsRef, pixels: bool) -> Result<Self, String> {
+    /// size and rate, whatever the format and memory): from the host, or, when the caps say CUDA
+    /// memory, on the GPU of `cuda` (given then). The error says what in the caps cannot be read.
+    pub(crate) fn new(
+        caps: &gst::CapsRef,
+        pixels: bool,
+        cuda: Option<Arc<SharedCuda>>,
+    ) -> Result<Self, String> {
         let info = gst_video::VideoInfo::from_caps(caps)
             .map_err(|e| format!("caps {caps} are not raw video: {e}"))?;
+        let cuda = match (pixels && is_cuda_caps(caps), cuda) {
+            (false, _) => None,
+            (true, Some(cuda)) if info.format() == gst_video::VideoFormat::Nv12 => Some(cuda),
+            (true, Some(_)) => {
+                return Err(format!(
+                    "format {} in CUDA memory is not one octopipe reads (NV12)",
+                    info.format()
+                ))
+            }
+            (true, None) => return Err("frames in CUDA memory need a CUDA context".into()),
+        };
         let format = match pixel_format(info.format()) {
             Some(format) => format,
             // Only the frame's size is read: any layout stands for it.
@@ -54,7 +77,13 @@ impl Framer {
             timeline: Timeline::new(Origin::Zero),
             seeked: false,
             pool: BufferPool::new(),
+            cuda,
         })
+    }
+
+    /// The time between frames the caps give, if they give a rate.
+    pub(crate) fn interval(&self) -> Option<Duration> {
+        self.interval
     }
 
     /// Go on numbering frames where `before` (the framer of the caps before a renegotiation)
@@ -74,7 +103,9 @@ impl Framer {
     }
 
     /// The frame of `buffer` in `segment`, of stream `stream`, named `source`; its planes are
-    /// copied only when `pixels` (the elements that crop or detect), else the frame holds none.
+    /// read only when `pixels` (the elements that crop or detect: copied from system memory,
+    /// mapped in place in CUDA memory, the mapping holding the buffer until the frame releases
+    /// its pixels), else the frame holds none.
     pub(crate) fn frame(
         &mut self,
         buffer: &gst::BufferRef,
@@ -83,8 +114,14 @@ impl Framer {
         source: &Arc<str>,
         pixels: bool,
     ) -> Result<Frame, String> {
-        let layout = FrameLayout::packed(self.format, self.info.width(), self.info.height());
-        let planes = if pixels {
+        let mut layout = FrameLayout::packed(self.format, self.info.width(), self.info.height());
+        let mut device = None;
+        let planes = if let Some(cuda) = self.cuda.as_ref().filter(|_| pixels) {
+            let (planes, mapped) = cuda.device_frame(buffer, &self.info)?;
+            layout = mapped;
+            device = Some(planes);
+            PooledBuf::unpooled(Vec::new())
+        } else if pixels {
             let mut planes = self.pool.take(layout.size());
             copy_frame(buffer, &self.info, &layout, &mut planes)?;
             planes
@@ -102,7 +139,10 @@ impl Framer {
             .or(buffer.pts())
             .map(|t| Duration::from_nanos(t.nseconds()));
         let seq = self.timeline.place(time, self.interval);
-        let mut frame = Frame::new(stream, seq, source, layout, self.colorimetry, planes);
+        let mut frame = match device {
+            Some(device) => Frame::on_device(stream, seq, source, layout, self.colorimetry, device),
+            None => Frame::new(stream, seq, source, layout, self.colorimetry, planes),
+        };
         frame.source = source.clone();
         frame.pts = buffer.pts().map(|t| Duration::from_nanos(t.nseconds()));
         if !pixels {

@@ -2,10 +2,13 @@
 //! of a buffer ([`frame`]), the metadata contract ([`meta`]), the stages opened outside a
 //! pipeline and driven one frame at a time ([`stages`]), and the BaseTransform every element is
 //! ([`element`]: the [`Work`] an element does, and the `octo_element!` macro that makes the
-//! GObject subclass around it), and the stages several elements share ([`shared`]).
+//! GObject subclass around it), the stages several elements share ([`shared`]), and the
+//! buffers an element keeps in flight in a shared stage ([`flight`]).
 
+pub(crate) mod cuda;
 #[macro_use]
 pub(crate) mod element;
+pub(crate) mod flight;
 pub(crate) mod frame;
 pub(crate) mod meta;
 pub(crate) mod props;
@@ -50,6 +53,9 @@ pub enum PluginError {
     /// The buffer cannot be read as a frame (its caps, its planes).
     #[error("{0}")]
     Buffer(String),
+    /// Frames in CUDA memory cannot be read here (no `libgstcuda-1.0`, no GPU).
+    #[error("{0}")]
+    Cuda(String),
 }
 
 impl PluginError {
@@ -61,6 +67,7 @@ impl PluginError {
         match self {
             PluginError::Property(_) => error_msg!(LibraryError::Settings, ("{text}")),
             PluginError::Buffer(_) => error_msg!(StreamError::Format, ("{text}")),
+            PluginError::Cuda(_) => error_msg!(LibraryError::Init, ("{text}")),
             PluginError::Stage(e) => match e.kind() {
                 ErrorKind::Config => error_msg!(LibraryError::Settings, ("{text}")),
                 ErrorKind::Input | ErrorKind::Model | ErrorKind::NotFound => {
@@ -88,8 +95,8 @@ pub(crate) trait Work: Sized + Send + 'static {
     const LONG_NAME: &'static str;
     /// What it does, in one line.
     const DESCRIPTION: &'static str;
-    /// Whether it reads the frame's pixels (then only the formats octopipe reads, in system
-    /// memory, are accepted; else any raw video, in any memory).
+    /// Whether it reads the frame's pixels (then only the formats octopipe reads are accepted,
+    /// in system memory, or NV12 in CUDA memory; else any raw video, in any memory).
     const PIXELS: bool;
     /// Whether the objects already on the buffer (any element's ROI metas) are its input (a
     /// box source starts from none and adds its own).
@@ -109,6 +116,12 @@ pub(crate) trait Work: Sized + Send + 'static {
 
     /// Do the work on one frame.
     fn process(&mut self, frame: Frame) -> Result<Frame, PluginError>;
+
+    /// The shared stage the element hands its frames to, when it uses one: then it keeps
+    /// several buffers in flight ([`flight`]) instead of processing each in turn.
+    fn shared(&self) -> Option<&shared::Handle> {
+        None
+    }
 
     /// For a classifier: the name of its structure on each object and its model's name.
     fn classifier(&self) -> Option<(&str, &str)> {

@@ -4,13 +4,13 @@
 //! deadline-bounded collector, as with several streams in `octopipe run`).
 //!
 //! The first element to start under a name opens the stage and its thread (the engine); each
-//! element is a stream of it. An element hands its frame to the engine and waits for it to come
-//! back (a buffer leaves the element before the next comes), so the engine holds at most one
-//! frame of each branch, and its collector closes a call when its frames fill it or the first
-//! one's wait ends (`max-wait-ms`; by default half of the frame budget). The engine stops when
-//! the last element using it stops.
+//! element is a stream of it. An element hands its frames to the engine without waiting (up to
+//! its `in-flight` buffers: [`super::flight`]) and takes them back in the order they went, so
+//! the engine holds several frames of each branch, and its collector closes a call when its
+//! frames fill it or the first one's wait ends (`max-wait-ms`; by default half of the frame
+//! budget). The engine stops when the last element using it stops.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
@@ -102,29 +102,53 @@ pub(crate) fn attach(
     Ok(Handle { engine, stream })
 }
 
+/// A frame handed to the shared stage: where it comes back.
+#[derive(Clone)]
+pub(crate) struct Ticket {
+    back: Option<Receiver<Result<Frame, String>>>,
+    /// The frame's own stream number, given back to it.
+    stream: u32,
+}
+
+impl Ticket {
+    /// Wait for the frame back with what the stage did to it.
+    pub(crate) fn wait(&self) -> Result<Frame, PluginError> {
+        let back = match &self.back {
+            Some(back) => back
+                .recv()
+                .map_err(|_| "the shared stage stopped".to_string()),
+            None => Err("the shared stage stopped".to_string()),
+        };
+        let mut frame = back.and_then(|r| r).map_err(PluginError::Buffer)?;
+        frame.stream = self.stream;
+        Ok(frame)
+    }
+}
+
 impl Handle {
-    /// `frame` through the shared stage, back with what the stage did to it.
-    pub(crate) fn run(&self, mut frame: Frame) -> Result<Frame, PluginError> {
+    /// Hand `frame` to the shared stage without waiting for it.
+    pub(crate) fn submit(&self, mut frame: Frame) -> Ticket {
         let stream = std::mem::replace(&mut frame.stream, self.stream);
         let (tx, rx) = crossbeam_channel::bounded(1);
         let jobs = self.engine.jobs.lock().unwrap().clone();
         let sent = jobs.is_some_and(|jobs| jobs.send((frame, tx)).is_ok());
-        let back = match sent {
-            true => rx
-                .recv()
-                .map_err(|_| "the shared stage stopped".to_string()),
-            false => Err("the shared stage stopped".to_string()),
-        };
-        let mut frame = back.and_then(|r| r).map_err(PluginError::Buffer)?;
-        frame.stream = stream;
-        Ok(frame)
+        Ticket {
+            back: sent.then_some(rx),
+            stream,
+        }
+    }
+
+    /// `frame` through the shared stage, back with what the stage did to it.
+    pub(crate) fn run(&self, frame: Frame) -> Result<Frame, PluginError> {
+        self.submit(frame).wait()
     }
 }
 
 /// The engine's thread: frames in from every element, each back to its own once the stage gives
 /// it, the stage's deadlines kept while no frame comes.
 fn serve(mut stage: Box<dyn Stage<Frame, Frame>>, jobs: Receiver<Job>) {
-    let mut waiting: HashMap<u32, Sender<Result<Frame, String>>> = HashMap::new();
+    // Per stream, in the order its frames came (the stage keeps each stream's order).
+    let mut waiting: HashMap<u32, VecDeque<Sender<Result<Frame, String>>>> = HashMap::new();
     let mut out = Vec::new();
     loop {
         let next = match stage.deadline() {
@@ -133,7 +157,7 @@ fn serve(mut stage: Box<dyn Stage<Frame, Frame>>, jobs: Receiver<Job>) {
         };
         let done = match next {
             Ok((frame, reply)) => {
-                waiting.insert(frame.stream, reply);
+                waiting.entry(frame.stream).or_default().push_back(reply);
                 stage.process(frame, &mut out)
             }
             Err(RecvTimeoutError::Timeout) => stage.timeout(&mut out),
@@ -144,18 +168,18 @@ fn serve(mut stage: Box<dyn Stage<Frame, Frame>>, jobs: Receiver<Job>) {
         };
         if let Err(e) = done {
             // Every frame held fails with the stage's error.
-            for (_, reply) in waiting.drain() {
+            for reply in waiting.drain().flat_map(|(_, replies)| replies) {
                 let _ = reply.send(Err(e.to_string()));
             }
             out.clear();
             continue;
         }
         if !out.is_empty() {
-            let held = waiting.len();
+            let held: usize = waiting.values().map(VecDeque::len).sum();
             gstreamer::debug!(CAT, "{} frames back from one call, {held} held", out.len());
         }
         for frame in out.drain(..) {
-            if let Some(reply) = waiting.remove(&frame.stream) {
+            if let Some(reply) = waiting.get_mut(&frame.stream).and_then(VecDeque::pop_front) {
                 let _ = reply.send(Ok(frame));
             }
         }

@@ -21,8 +21,8 @@ struct Chain {
     batch: Box<dyn Stage<Frame, CropBatch>>,
     preprocess: Box<dyn Stage<CropBatch, CropBatch>>,
     classify: Box<dyn Stage<CropBatch, CropBatch>>,
-    /// Parts of a frame not yet all back, by stream.
-    parts: HashMap<u32, Vec<Frame>>,
+    /// Parts of a frame not yet all back, by stream and frame.
+    parts: HashMap<(u32, u64), Vec<Frame>>,
 }
 
 impl Chain {
@@ -73,11 +73,11 @@ impl Chain {
                     out.push(frame);
                     continue;
                 }
-                let (stream, count) = (frame.stream, frame.part.count);
-                let held = self.parts.entry(stream).or_default();
+                let (key, count) = ((frame.stream, frame.seq), frame.part.count);
+                let held = self.parts.entry(key).or_default();
                 held.push(frame);
                 if held.len() as u32 >= count {
-                    let parts = self.parts.remove(&stream).unwrap_or_default();
+                    let parts = self.parts.remove(&key).unwrap_or_default();
                     out.extend(whole(parts));
                 }
             }
@@ -172,6 +172,13 @@ impl Work for ClassifyWork {
             )
             .collect();
         Ok(ClassifyWork { run, name, model })
+    }
+
+    fn shared(&self) -> Option<&Handle> {
+        match &self.run {
+            Run::Shared(handle) => Some(handle),
+            Run::Own(_) => None,
+        }
     }
 
     fn process(&mut self, frame: Frame) -> Result<Frame, PluginError> {

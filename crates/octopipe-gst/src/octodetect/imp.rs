@@ -48,6 +48,13 @@ impl Work for DetectWork {
         })
     }
 
+    fn shared(&self) -> Option<&Handle> {
+        match self {
+            DetectWork::Shared(handle) => Some(handle),
+            DetectWork::Own(_) => None,
+        }
+    }
+
     fn process(&mut self, frame: Frame) -> Result<Frame, PluginError> {
         match self {
             DetectWork::Shared(handle) => handle.run(frame),

@@ -3,8 +3,10 @@
 //! `libgstoctopipe.so`, on the shared VisDrone clip and model.
 
 mod clip;
+mod cuda;
 mod cycles;
 mod errors;
+mod in_flight;
 mod inspect;
 mod roi;
 mod shared;
@@ -122,7 +124,7 @@ pub fn run(pipeline: &gst::Pipeline) -> Result<(), String> {
 }
 
 /// The first error message waiting on the pipeline's bus.
-fn first_error(pipeline: &gst::Pipeline) -> Option<String> {
+pub fn first_error(pipeline: &gst::Pipeline) -> Option<String> {
     let bus = pipeline.bus()?;
     let msg =
         bus.timed_pop_filtered(gst::ClockTime::from_seconds(1), &[gst::MessageType::Error])?;

@@ -1,0 +1,215 @@
+//! Frames in CUDA memory: the elements that read pixels take NV12 in CUDA memory (what
+//! `nvh264dec` gives) and read it where the decoder wrote it; where that cannot be done (no GPU,
+//! a stage set to read system memory) the pipeline fails with an element error saying why.
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+
+use super::*;
+
+/// The CUDA memory caps feature.
+const CUDA: &str = "memory:CUDAMemory";
+
+#[test]
+fn octodetect_and_octoclassify_take_nv12_in_cuda_memory() {
+    let _serial = serial();
+    init();
+    for (name, cuda) in [
+        ("octodetect", true),
+        ("octoclassify", true),
+        ("octoboxes", false),
+        ("octotrack", false),
+        ("octojsonl", false),
+    ] {
+        let factory = gst::ElementFactory::find(name).unwrap();
+        for template in factory.static_pad_templates() {
+            let caps = template.caps();
+            let nv12 = caps.iter_with_features().any(|(s, f)| {
+                f.contains(CUDA)
+                    && s.get::<&str>("format") == Ok("NV12")
+                    && s.name() == "video/x-raw"
+            });
+            // The others take any memory (they read no pixels).
+            let any = caps
+                .iter_with_features()
+                .any(|(_, f)| f.is_any() || f.contains(CUDA));
+            assert_eq!(nv12, cuda, "{name} {}: {caps}", template.name_template());
+            assert!(any, "{name} {}: {caps}", template.name_template());
+        }
+    }
+    // As gst-inspect-1.0 shows them.
+    let Some(plugins) = plugin_dir() else { return };
+    for name in ["octodetect", "octoclassify"] {
+        let out = gst_command("gst-inspect-1.0", &plugins)
+            .arg(name)
+            .output()
+            .expect("gst-inspect-1.0 runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("video/x-raw(memory:CUDAMemory)"),
+            "gst-inspect-1.0 {name}:\n{text}"
+        );
+    }
+}
+
+/// The error of `element` given one NV12 buffer whose caps say CUDA memory (an `appsrc`: a
+/// buffer in system memory, which no CUDA context can read).
+fn cuda_caps_error(element: &str) -> String {
+    init();
+    let pipeline = gst::parse::launch(&format!(
+        "appsrc name=src format=time caps=video/x-raw(memory:CUDAMemory),format=NV12,width=64,\
+         height=48,framerate=30/1 ! {element} ! fakesink"
+    ))
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    let src = pipeline.by_name("src").unwrap();
+    let mut buffer = gst::Buffer::from_mut_slice(vec![128u8; 64 * 48 * 3 / 2]);
+    buffer.get_mut().unwrap().set_pts(gst::ClockTime::ZERO);
+    pipeline.set_state(gst::State::Paused).ok();
+    let _ = src.emit_by_name::<gst::FlowReturn>("push-buffer", &[&buffer]);
+    let _ = src.emit_by_name::<gst::FlowReturn>("end-of-stream", &[]);
+    run(&pipeline).expect_err("the pipeline fails")
+}
+
+#[test]
+fn cuda_memory_a_stage_cannot_read_is_an_element_error_saying_why() {
+    let _serial = serial();
+    let Some(data) = data_and_ort() else { return };
+    let model = data.join("models/visdrone-crops-64.onnx");
+    // Set to read system memory: refused at negotiation, saying what to set.
+    let e = cuda_caps_error(&format!(
+        "octoclassify name=classifier model={} labels={LABELS} backend=cpu",
+        model.display()
+    ));
+    assert!(e.starts_with("classifier: "), "{e}");
+    assert!(
+        e.contains("backend=cpu reads system memory: set backend=cuda (or auto)"),
+        "{e}"
+    );
+    // Without a GPU (or, with one, memory that is not CUDA memory): an element error, no panic.
+    let e = cuda_caps_error(&format!(
+        "octodetect name=detector model={} labels=coco",
+        data.join("models/coco-centernet-512.onnx").display()
+    ));
+    assert!(e.starts_with("detector: "), "{e}");
+    assert!(e.contains("CUDA memory"), "{e}");
+    assert!(!e.contains("panic"), "{e}");
+    eprintln!("{e}");
+    if octopipe_sources::nvdec_available().is_err() {
+        assert!(
+            e.contains(
+                "frames in CUDA memory (video/x-raw(memory:CUDAMemory)) cannot be read on GPU 0"
+            ),
+            "{e}"
+        );
+    }
+}
+
+/// The objects `octojsonl` wrote, each as (frame, box, detector category, class label, score),
+/// in file order.
+fn labelled(path: &Path) -> Vec<(u64, Vec<i64>, u64, String, f64)> {
+    objects(path)
+        .iter()
+        .map(|o| {
+            let text = |k: &str| o[k].as_str().unwrap_or_default().to_string();
+            let b = o["bbox"]
+                .as_array()
+                .map(|b| {
+                    b.iter()
+                        .map(|v| v.as_f64().unwrap_or(-1.0) as i64)
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                o["frame"].as_u64().unwrap(),
+                b,
+                o["category"].as_u64().unwrap_or(999),
+                text("label"),
+                o["score"].as_f64().unwrap_or(f64::NAN),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn nvh264dec_frames_read_in_cuda_memory_give_the_objects_of_system_memory() {
+    let _serial = serial();
+    let Some(data) = data_and_ort() else { return };
+    init();
+    if let Err(e) = octopipe_sources::nvdec_available() {
+        skip(&format!("NVDEC into CUDA memory cannot run here: {e}"));
+        return;
+    }
+    for needed in ["x264enc", "nvh264dec", "cudadownload"] {
+        if gst::ElementFactory::find(needed).is_none() {
+            skip(&format!("{needed} missing"));
+            return;
+        }
+    }
+    let dir = tmp("cuda-memory");
+    let n = numbered_clip(&data, &dir.join("frames"));
+    let mp4 = dir.join("clip.mp4");
+    let encode = format!(
+        "multifilesrc location={}/%05d.jpg index=0 stop-index={} caps=image/jpeg,framerate=30/1 \
+         ! jpegdec ! videoconvert ! video/x-raw,format=I420 ! x264enc speed-preset=ultrafast qp-max=20 \
+         ! h264parse ! mp4mux ! filesink location={}",
+        dir.join("frames").display(),
+        n - 1,
+        mp4.display()
+    );
+    run(&gst::parse::launch(&encode)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap())
+    .unwrap();
+    let models = data.join("models");
+    // The same decoder and stages; the frames stay in CUDA memory, or are copied to the host
+    // (`cudadownload`) and read from there.
+    let run_with = |download: &str, out: &Path| -> String {
+        let launch = format!(
+            "filesrc location={} ! qtdemux ! h264parse ! nvh264dec {download} \
+             ! octodetect name=det model={} labels=coco scale=1 tiles=640x640 overlap=0.15 ep=cuda backend=cuda \
+             ! octotrack ! octoclassify model={} labels={LABELS} ep=cuda backend=cuda memory=device \
+             ! octojsonl location={} ! fakesink",
+            mp4.display(),
+            models.join("coco-centernet-512.onnx").display(),
+            models.join("visdrone-crops-64.onnx").display(),
+            out.display()
+        );
+        let pipeline = gst::parse::launch(&launch)
+            .unwrap()
+            .downcast::<gst::Pipeline>()
+            .unwrap();
+        let caps = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let seen = caps.clone();
+        let pad = pipeline.by_name("det").unwrap().static_pad("sink").unwrap();
+        pad.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
+            if let Some(gst::PadProbeData::Event(e)) = &info.data {
+                if let gst::EventView::Caps(c) = e.view() {
+                    *seen.lock().unwrap() = c.caps().to_string();
+                }
+            }
+            gst::PadProbeReturn::Ok
+        });
+        run(&pipeline).unwrap_or_else(|e| panic!("{launch}: {e}"));
+        let caps = caps.lock().unwrap().clone();
+        caps
+    };
+    let (device, host) = (dir.join("device.jsonl"), dir.join("host.jsonl"));
+    let device_caps = run_with("", &device);
+    let host_caps = run_with("! cudadownload ! video/x-raw,format=NV12", &host);
+    assert!(device_caps.contains(CUDA), "{device_caps}");
+    assert!(!host_caps.contains(CUDA), "{host_caps}");
+    let (device, host) = (labelled(&device), labelled(&host));
+    assert!(device.len() > 100, "{} objects", device.len());
+    assert_eq!(device.len(), host.len());
+    for (d, h) in device.iter().zip(&host) {
+        assert_eq!((d.0, &d.1, &d.2, &d.3), (h.0, &h.1, &h.2, &h.3));
+        assert!((d.4 - h.4).abs() < 1e-3, "{d:?} {h:?}");
+    }
+    eprintln!(
+        "{} objects in {n} frames alike, read in CUDA memory ({device_caps}) and in system memory",
+        device.len()
+    );
+}
