@@ -122,7 +122,10 @@ impl Framer {
             device = Some(planes);
             PooledBuf::unpooled(Vec::new())
         } else if pixels {
-            let mut planes = self.pool.take(layout.size());
+            // A frame the system refuses memory for is this element's error, not an abort.
+            let mut planes = self.pool.try_take(layout.size()).map_err(|e| {
+                format!("a {}x{} frame: {e}", self.info.width(), self.info.height())
+            })?;
             copy_frame(buffer, &self.info, &layout, &mut planes)?;
             planes
         } else {
