@@ -192,28 +192,9 @@ fn a_flushing_seek_numbers_frames_by_their_place_in_the_file() {
     let _serial = serial();
     init();
     let dir = tmp("seek");
-    // Six frames of H.264, and MOT rows for each: frame index k has one box at x = 10 k.
-    let mp4 = dir.join("six.mp4");
-    let encode = format!(
-        "videotestsrc num-buffers=6 ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 \
-         ! x264enc speed-preset=ultrafast ! h264parse ! mp4mux ! filesink location={}",
-        mp4.display()
-    );
-    if gst::ElementFactory::find("x264enc").is_none()
-        && skip("x264enc missing: apt-get install gstreamer1.0-plugins-ugly")
-    {
+    let Some((mp4, mot)) = six_frames_with_boxes(&dir) else {
         return;
-    }
-    run(&gst::parse::launch(&encode)
-        .unwrap()
-        .downcast::<gst::Pipeline>()
-        .unwrap())
-    .unwrap();
-    let mot = dir.join("six.txt");
-    let rows: String = (1..=6)
-        .map(|k| format!("{k},1,{},10,20,20,1,4,0,0\n", 10 * k))
-        .collect();
-    std::fs::write(&mot, rows).unwrap();
+    };
     let out = dir.join("objects.jsonl");
     let p = gst::parse::launch(&format!(
         "filesrc location={} ! qtdemux ! h264parse ! avdec_h264 ! octoboxes format=mot location={} \

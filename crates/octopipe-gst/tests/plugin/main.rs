@@ -170,6 +170,37 @@ pub fn gst_command(tool: &str, plugins: &Path) -> std::process::Command {
         .env_remove("GST_DEBUG");
     cmd
 }
+/// Six frames of 320x240 H.264 in `dir/six.mp4` and MOT rows for them in `dir/six.txt` (frame
+/// index k has one box at x = 10 k), for the seek tests; `None` (a printed skip) where x264enc or
+/// avdec_h264, which encode and decode them, is missing.
+pub fn six_frames_with_boxes(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    for (element, package) in [
+        ("x264enc", "gstreamer1.0-plugins-ugly"),
+        ("avdec_h264", "gstreamer1.0-libav"),
+    ] {
+        if gst::ElementFactory::find(element).is_none()
+            && skip(&format!("{element} missing: apt-get install {package}"))
+        {
+            return None;
+        }
+    }
+    let mp4 = dir.join("six.mp4");
+    run(&gst::parse::launch(&format!(
+        "videotestsrc num-buffers=6 ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 \
+         ! x264enc speed-preset=ultrafast ! h264parse ! mp4mux ! filesink location={}",
+        mp4.display()
+    ))
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap())
+    .unwrap();
+    let mot = dir.join("six.txt");
+    let rows: String = (1..=6)
+        .map(|k| format!("{k},1,{},10,20,20,1,4,0,0\n", 10 * k))
+        .collect();
+    std::fs::write(&mot, rows).unwrap();
+    Some((mp4, mot))
+}
 
 /// The objects of a JSON Lines file.
 pub fn objects(path: &Path) -> Vec<serde_json::Value> {
