@@ -105,15 +105,35 @@ fn the_relation_meta_says_what_the_roi_metas_say() {
     let Some(data) = data_and_ort() else { return };
     init();
     let launch = format!(
-        "videotestsrc num-buffers=4 ! video/x-raw,format=I420,width=640,height=480,framerate=30/1 \
-         ! octoboxes format=synthetic count=6 ! octotrack \
-         ! octoclassify name=cls model={model} labels={LABELS} threads=1 ! fakesink name=sink",
+        "videotestsrc num-buffers=6 ! video/x-raw,format=I420,width=640,height=480,framerate=30/1 \
+         ! octotrack name=track ! octoclassify name=cls model={model} labels={LABELS} threads=1 \
+         ! fakesink name=sink",
         model = data.join("models/visdrone-crops-64.onnx").display(),
     );
     let pipeline = gst::parse::launch(&launch)
         .unwrap()
         .downcast::<gst::Pipeline>()
         .unwrap();
+    // The application's boxes: six on every frame, a seventh from the third frame on (its track
+    // is first seen later).
+    pipeline
+        .by_name("track")
+        .unwrap()
+        .static_pad("sink")
+        .unwrap()
+        .add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+            if let Some(gst::PadProbeData::Buffer(buffer)) = &mut info.data {
+                let buffer = buffer.make_mut();
+                for i in 0..6 {
+                    let rect = (20 + 100 * i, 50 + 60 * i, 40, 30);
+                    gst_video::VideoRegionOfInterestMeta::add(buffer, "car", rect);
+                }
+                if buffer.pts().unwrap() >= gst::ClockTime::from_mseconds(60) {
+                    gst_video::VideoRegionOfInterestMeta::add(buffer, "van", (300, 40, 50, 40));
+                }
+            }
+            gst::PadProbeReturn::Ok
+        });
     let carried: Arc<Mutex<Vec<Carried>>> = Arc::default();
     let into = carried.clone();
     pipeline
@@ -134,21 +154,20 @@ fn the_relation_meta_says_what_the_roi_metas_say() {
         });
     run(&pipeline).unwrap();
     let carried = carried.lock().unwrap();
-    assert_eq!(carried.len(), 4, "four frames");
+    assert_eq!(carried.len(), 6, "six frames");
+    // Each track's first frame, as the ROI metas show it.
     let mut first_met = std::collections::HashMap::new();
     for (pts, metas, rois, relation) in carried.iter() {
         assert_eq!(
             *metas, 1,
             "one relation meta per buffer (each element replaces it)"
         );
-        assert!(rois.len() >= 6, "the synthetic boxes: {}", rois.len());
+        assert!(rois.len() >= 6, "the application's boxes: {}", rois.len());
         for o in rois {
-            assert!(
-                o.track.is_some(),
-                "octotrack gave every object a track: {o:?}"
-            );
             assert_eq!(o.classes.len(), 1, "octoclassify labelled it: {o:?}");
-            first_met.entry(o.track.unwrap()).or_insert(*pts);
+            if let Some(track) = o.track {
+                first_met.entry(track).or_insert(*pts);
+            }
         }
         let objects: Vec<Object> = relation.iter().map(|(o, _)| o.clone()).collect();
         assert_eq!(
@@ -156,11 +175,16 @@ fn the_relation_meta_says_what_the_roi_metas_say() {
             "the relation meta's objects are the ROI metas'"
         );
         for (o, first_seen) in relation {
+            let expected = o.track.map(|t| first_met[&t]);
             assert_eq!(
-                *first_seen,
-                Some(first_met[&o.track.unwrap()]),
-                "a track is first seen at the pts of the first frame it was on: {o:?}"
+                *first_seen, expected,
+                "first seen on its first frame: {o:?}"
             );
         }
     }
+    assert_eq!(first_met.len(), 7, "seven tracks: {first_met:?}");
+    assert!(
+        first_met.values().any(|t| *t > gst::ClockTime::ZERO),
+        "the seventh box's track starts later: {first_met:?}"
+    );
 }
