@@ -5,7 +5,8 @@
 # scripts/check-core-deps.sh), that every test file is in a test
 # binary (scripts/check-tests.py) and that the dev-dependencies change no feature of the library's
 # dependencies (scripts/check-feature-unification.sh: the examples and tests reuse the library
-# `cargo build` made), format, lint (with and without the `bench` feature), build-check the
+# `cargo build` made), format, lint (with and without the `bench` feature; the GStreamer plugin's
+# `analytics` feature type-checked only: it needs GStreamer >= 1.24), build-check the
 # library without its `cli` feature, check the API docs and run every test of the library and of
 # the member crates (with `bench`, so the GPU tests build too; the GStreamer plugin's too, whose
 # gst-launch-1.0 tests load the libgstoctopipe.so that build makes); then
@@ -24,6 +25,13 @@ bash scripts/check-feature-unification.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy --workspace --all-targets --quiet --features bench -- -D warnings
+# The plugin's `analytics` feature (GstAnalyticsRelationMeta) needs GStreamer >= 1.24's
+# libgstanalytics-1.0; CI has 1.22, so it is type-checked here (pkg-config skipped, nothing
+# linked or run), in a target folder of its own so the normal build is not disturbed.
+SYSTEM_DEPS_GSTREAMER_ANALYTICS_1_0_NO_PKG_CONFIG=1 \
+  SYSTEM_DEPS_GSTREAMER_ANALYTICS_1_0_LIB=gstanalytics-1.0 \
+  CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/analytics" \
+  cargo clippy -p octopipe-gst --all-targets --features analytics --quiet -- -D warnings
 cargo check -p octopipe --lib --no-default-features --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test -p octopipe -p octopipe-core -p octopipe-cuda -p octopipe-stages -p octopipe-sources \

@@ -11,7 +11,9 @@
 //! | `octojsonl` | `jsonl` | writes one JSON line per object to a file |
 //!
 //! Each is a BaseTransform working in place: the video passes untouched, the objects are
-//! `GstVideoRegionOfInterestMeta`s with the DL Streamer parameter convention (docs/gstreamer.md).
+//! `GstVideoRegionOfInterestMeta`s with the DL Streamer parameter convention (docs/gstreamer.md);
+//! with the `analytics` feature (GStreamer >= 1.24) also one `GstAnalyticsRelationMeta` per
+//! buffer.
 //! Each element's properties are its stages' declared properties (`octopipe inspect STAGE`),
 //! turned into GParamSpecs with their ranges and defaults.
 //!

@@ -94,6 +94,9 @@ macro_rules! octo_element {
             source: std::sync::Arc<str>,
             /// The budget report, for the element that posts it.
             reporter: $crate::common::report::Reporter,
+            /// When the element first met each track, for the analytics relation meta.
+            #[cfg(feature = "analytics")]
+            first_seen: $crate::common::analytics::FirstSeen,
         }
 
         /// The element: its property values and, while started, its state.
@@ -195,6 +198,10 @@ macro_rules! octo_element {
                 if <$work as Work>::WRITES_OBJECTS {
                     meta::write(buf, &frame, read, state.work.classifier());
                     meta::write_frame(buf, &frame, &marks);
+                    #[cfg(feature = "analytics")]
+                    if let Err(e) = $crate::common::analytics::write(buf, &mut state.first_seen) {
+                        gst::warning!(CAT, imp = self, "no analytics relation meta: {e}");
+                    }
                 }
                 if <$work as Work>::REPORTS {
                     state.reporter.record(&frame, &marks);
@@ -386,6 +393,8 @@ macro_rules! octo_element {
                     framer: None,
                     source: std::sync::Arc::from(name.as_str()),
                     reporter: Default::default(),
+                    #[cfg(feature = "analytics")]
+                    first_seen: Default::default(),
                 });
                 Ok(())
             }

@@ -192,14 +192,14 @@ pub(crate) fn read(buffer: &gst::BufferRef, frame: &mut Frame) -> Read {
 
 /// Whether `s` is a classifier's structure: any with a `label` but the box source's and the
 /// track id's.
-fn is_classification(s: &gst::StructureRef) -> bool {
+pub(crate) fn is_classification(s: &gst::StructureRef) -> bool {
     s.name().as_str() != DETECTION
         && s.name().as_str() != OBJECT_ID
         && (s.has_field("label") || s.has_field("non_finite"))
 }
 
 /// An integer field, whatever integer type it was written with.
-fn int(s: &gst::StructureRef, field: &str) -> Option<i64> {
+pub(crate) fn int(s: &gst::StructureRef, field: &str) -> Option<i64> {
     s.get::<i32>(field)
         .map(i64::from)
         .or_else(|_| s.get::<u32>(field).map(i64::from))

@@ -3,8 +3,11 @@
 //! pipeline and driven one frame at a time ([`stages`]), and the BaseTransform every element is
 //! ([`element`]: the [`Work`] an element does, and the `octo_element!` macro that makes the
 //! GObject subclass around it), the stages several elements share ([`shared`]), and the
-//! buffers an element keeps in flight in a shared stage ([`flight`]).
+//! buffers an element keeps in flight in a shared stage ([`flight`]); with the `analytics`
+//! feature, the objects as a `GstAnalyticsRelationMeta` too (`analytics`).
 
+#[cfg(feature = "analytics")]
+pub(crate) mod analytics;
 pub(crate) mod cuda;
 #[macro_use]
 pub(crate) mod element;

@@ -2,6 +2,9 @@
 //! (`gst::parse::launch`), and `gst-launch-1.0` / `gst-inspect-1.0` runs of the built
 //! `libgstoctopipe.so`, on the shared VisDrone clip and model.
 
+// The `analytics` feature's relation meta: needs GStreamer >= 1.24 to run (CI type-checks it).
+#[cfg(feature = "analytics")]
+mod analytics;
 mod clip;
 mod cuda;
 mod cycles;
