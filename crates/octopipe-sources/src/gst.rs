@@ -53,6 +53,7 @@ use build::{Input, Parts};
 use recover::Garbage;
 
 use super::caps::{colorimetry, copy_out, pixel_format, video_default};
+use super::config::{SourceConfig, SourceKind};
 use super::images::Feeder;
 use super::media::{expected_frames, truncation};
 use super::nvdec::{self, SharedCuda};
@@ -61,7 +62,7 @@ use super::pixels::Pixels;
 use super::test::test_uri;
 use super::timeline::{interval_of, Origin, Timeline};
 use super::watch::{secs, Limits, Wait};
-use super::{FrameSource, SourceConfig, SourceError, SourceKind};
+use super::{FrameSource, SourceError};
 use crate::budget::Tally;
 use crate::frame::{
     BufferPool, Colorimetry, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat,

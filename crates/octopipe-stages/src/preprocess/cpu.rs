@@ -6,12 +6,15 @@
 
 use rayon::prelude::*;
 
-use super::{
-    f32_to_f16, jpeg, validate, Backend, ChannelOrder, DType, Layout, PreprocessConfig,
-    PreprocessError,
-};
+use super::backend::Backend;
+use super::config::{ChannelOrder, PreprocessConfig};
+use super::error::PreprocessError;
+use super::half::f32_to_f16;
+use super::jpeg;
+use super::validate::validate;
 use crate::crops::{CropBatch, CropMeta};
 use crate::frame::{ChromaSite, Colorimetry, Frame, PixelFormat};
+use crate::tensor::{DType, Layout};
 
 mod general;
 
