@@ -1,4 +1,5 @@
-//! What GStreamer and the GPU decoders offer here: elements, NVDEC, nvJPEG, image files, live fragments.
+//! What GStreamer and the GPU decoders offer here: elements, NVDEC, nvJPEG, image files, live
+//! fragments.
 
 use crate::stage::source::SourceError;
 

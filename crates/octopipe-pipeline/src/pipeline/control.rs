@@ -47,9 +47,11 @@ pub(super) struct Control {
     /// every other stream for 100-250 ms when 32 NVDEC streams ended together (H100).
     pub(super) retired: Mutex<Vec<Box<dyn FrameSource>>>,
     pub(super) tally: Tally,
-    /// While the pipeline takes streams ([`Pipeline::streams`](super::Pipeline::streams)): where a stream added while
+    /// While the pipeline takes streams ([`Pipeline::streams`]): where a stream added while
     /// running hands the batch stage its edge. Taken (closed) on a stop, a failure or
     /// [`Streams::close`]: the batch stage then ends with the streams it has.
+    ///
+    /// [`Pipeline::streams`]: super::Pipeline::streams
     pub(super) joins: Mutex<Option<Sender<Receiver<Frame>>>>,
     /// The first error that ended a stream alone (its source failed after its retries): the
     /// run's error at the end, when nothing else failed.
@@ -157,15 +159,19 @@ impl Control {
 }
 
 /// Asks a running pipeline to stop: sources end their stream, the rest drains for a grace time
-/// ([`Pipeline::set_stop_grace`](super::Pipeline::set_stop_grace)), then the run ends whatever is still in flight.
+/// ([`Pipeline::set_stop_grace`]), then the run ends whatever is still in flight.
+///
+/// [`Pipeline::set_stop_grace`]: super::Pipeline::set_stop_grace
 #[derive(Clone)]
 pub struct StopHandle(pub(super) Arc<Control>);
 
 impl StopHandle {
     /// Request the stop: sources end their streams (also when blocked waiting for a frame), the
-    /// other stages drain what is in flight. [`Pipeline::run`](super::Pipeline::run) returns at most the stop grace
+    /// other stages drain what is in flight. [`Pipeline::run`] returns at most the stop grace
     /// later: frames still in flight then are counted as dropped ([`IN_FLIGHT_AT_STOP`]) and
     /// stages still busy are left to end on their own threads.
+    ///
+    /// [`Pipeline::run`]: super::Pipeline::run
     pub fn stop(&self) {
         self.0.stop.store(true, Ordering::SeqCst);
         self.0.close_joins();

@@ -22,8 +22,10 @@ pub struct Outcome {
 
 /// Watches a run from the collector thread: every finished batch (frames with their timestamps
 /// and detections and classifications, the crops' tensor; pixels only with
-/// [`Pipeline::keep_pixels`](super::Pipeline::keep_pixels)), then the report. Progress lines, metrics, plots and annotated
+/// [`Pipeline::keep_pixels`]), then the report. Progress lines, metrics, plots and annotated
 /// output are observers.
+///
+/// [`Pipeline::keep_pixels`]: super::Pipeline::keep_pixels
 pub trait Observer: Send {
     /// The run starts; `stages` are the report rows a frame's marks refer to (by index).
     fn start(&mut self, _stages: &[String]) {}

@@ -6,7 +6,7 @@
 //! curl -X DELETE '127.0.0.1:9184/streams/7?mode=drain'
 //! ```
 //!
-//! [`Pipeline::streams`](super::Pipeline::streams) gives the handle ([`Streams`]); the metrics server serves it over HTTP
+//! [`Pipeline::streams`] gives the handle ([`Streams`]); the metrics server serves it over HTTP
 //! (`observe::MetricsServer::serve_streams`). A stream is described as a branch of a description
 //! is, from its source to the stage that gives its frames their boxes (`media location=rtsp://...
 //! ! detect model=d.onnx`); it is opened on the caller's thread, gets its own threads and edges,
@@ -20,6 +20,8 @@
 //! the batch stage are dropped and counted (`stream removed`). Either way its report row stays,
 //! with `in = processed + dropped`. A pipeline that takes streams runs until [`Streams::close`]
 //! or a stop, also with no stream left.
+//!
+//! [`Pipeline::streams`]: super::Pipeline::streams
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

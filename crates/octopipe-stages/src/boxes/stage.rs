@@ -1,4 +1,5 @@
-//! The boxes stage's element and its running stage: boxes attached to each frame, the notes at the end.
+//! The boxes stage's element and its running stage: boxes attached to each frame, the notes at
+//! the end.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -25,8 +25,10 @@ pub enum Score {
     Pixels,
 }
 
-/// The tilestats stage's properties, declared once ([`TILESTATS`](super::TILESTATS)); [`TileStatsConfig`] is made
+/// The tilestats stage's properties, declared once ([`TILESTATS`]); [`TileStatsConfig`] is made
 /// from them and the parsed `keep` rule.
+///
+/// [`TILESTATS`]: super::TILESTATS
 #[derive(Debug, Clone, PartialEq, Properties)]
 #[non_exhaustive]
 pub struct TileStatsProps {

@@ -1,4 +1,5 @@
-//! The tilestats stage at run time: each frame's tiles measured, kept or dropped, the report's totals.
+//! The tilestats stage at run time: each frame's tiles measured, kept or dropped, the report's
+//! totals.
 
 use std::time::{Duration, Instant};
 

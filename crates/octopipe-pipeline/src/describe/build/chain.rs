@@ -1,4 +1,5 @@
-//! One chain of a description (`a ! b ! c`) placed stage by stage: roles in order, needs met, defaults put in.
+//! One chain of a description (`a ! b ! c`) placed stage by stage: roles in order, needs met,
+//! defaults put in.
 
 use super::super::QueueSettings;
 use super::super::{DescribeError, Description, Span, StageDesc};

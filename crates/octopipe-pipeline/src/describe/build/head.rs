@@ -1,4 +1,5 @@
-//! The GStreamer head of a chain: which names are GStreamer elements, and the launch fragment they make.
+//! The GStreamer head of a chain: which names are GStreamer elements, and the launch fragment
+//! they make.
 
 use super::super::{closest, quote, DescribeError, Description, StageDesc};
 use crate::stage::Registry;
