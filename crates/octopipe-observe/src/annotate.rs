@@ -11,25 +11,29 @@
 //! exactly as the CPU backend samples them ([`frame_to_rgb`]); drawing and encoding happen on a
 //! thread of their own, which the collector waits for when it falls 4 frames behind (so writing
 //! every frame can cost a slow machine its real-time budget).
+mod draw;
+mod mosaic;
+mod mp4;
 
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Sender};
-use gstreamer as gst;
-use gstreamer::prelude::*;
-use gstreamer_app as gst_app;
-use image::{Rgb, RgbImage};
+use image::RgbImage;
 
 use crate::batch::CropBatch;
 use crate::budget::Report;
 use crate::frame::{Colorimetry, Detection, Frame, FrameLayout, PooledBuf};
 use crate::pipeline::Observer;
 use crate::preprocess::cpu::frame_to_rgb;
-use crate::preprocess::{ChannelOrder, Layout, PreprocessConfig};
 
 use super::ObserveError;
+
+pub(crate) use draw::save_png;
+pub use draw::{draw_box, draw_text, text_width, GLYPH};
+pub use mosaic::Mosaic;
+pub use mp4::Mp4Encoder;
 
 /// Box colours by class id (cycled), chosen to stand out from aerial footage.
 const PALETTE: [[u8; 3]; 6] = [
@@ -40,99 +44,6 @@ const PALETTE: [[u8; 3]; 6] = [
     [255, 255, 0],
     [160, 110, 255],
 ];
-
-/// Glyph cell of the built-in font, in pixels at scale 1.
-pub const GLYPH: u32 = 8;
-
-/// Width in pixels of `text` at `scale`.
-pub fn text_width(text: &str, scale: u32) -> u32 {
-    text.chars().count() as u32 * GLYPH * scale
-}
-
-/// Draw `text` with its top-left corner at (`x`, `y`) in `color`, each font pixel `scale` pixels
-/// wide, over a `background` rectangle when given. Non-ASCII characters draw as `?`; whatever
-/// falls outside the image is clipped.
-pub fn draw_text(
-    img: &mut RgbImage,
-    x: i64,
-    y: i64,
-    text: &str,
-    color: [u8; 3],
-    scale: u32,
-    background: Option<[u8; 3]>,
-) {
-    let scale = scale.max(1) as i64;
-    if let Some(bg) = background {
-        let w = text_width(text, scale as u32) as i64;
-        fill_rect(img, x, y, w, GLYPH as i64 * scale, bg);
-    }
-    for (i, c) in text.chars().enumerate() {
-        let glyph = font8x8::legacy::BASIC_LEGACY[if c.is_ascii() {
-            c as usize
-        } else {
-            b'?' as usize
-        }];
-        let gx = x + i as i64 * GLYPH as i64 * scale;
-        for (row, bits) in glyph.iter().enumerate() {
-            for col in 0..8 {
-                if bits & (1 << col) != 0 {
-                    fill_rect(
-                        img,
-                        gx + col * scale,
-                        y + row as i64 * scale,
-                        scale,
-                        scale,
-                        color,
-                    );
-                }
-            }
-        }
-    }
-}
-
-/// Fill the rectangle at (`x`, `y`) of `w`x`h`, clipped to the image.
-fn fill_rect(img: &mut RgbImage, x: i64, y: i64, w: i64, h: i64, color: [u8; 3]) {
-    let (iw, ih) = (img.width() as i64, img.height() as i64);
-    for py in y.max(0)..(y + h).min(ih) {
-        for px in x.max(0)..(x + w).min(iw) {
-            img.put_pixel(px as u32, py as u32, Rgb(color));
-        }
-    }
-}
-
-/// Draw the outline of box `[x, y, w, h]`, `thickness` pixels wide, inside the box.
-pub fn draw_box(img: &mut RgbImage, bbox: [u32; 4], color: [u8; 3], thickness: u32) {
-    let [x, y, w, h] = bbox.map(i64::from);
-    let t = (thickness as i64).min(w / 2).min(h / 2).max(1);
-    fill_rect(img, x, y, w, t, color);
-    fill_rect(img, x, y + h - t, w, t, color);
-    fill_rect(img, x, y, t, h, color);
-    fill_rect(img, x + w - t, y, t, h, color);
-}
-
-/// Write `img` as a PNG: fast compression for frame after frame, or the smallest file.
-pub(crate) fn save_png(img: &RgbImage, path: &Path, small: bool) -> Result<(), ObserveError> {
-    use image::codecs::png::{CompressionType, FilterType};
-    let fail = |e: Box<dyn std::error::Error + Send + Sync>| ObserveError::Write {
-        path: path.display().to_string(),
-        source: e,
-    };
-    let file = std::fs::File::create(path).map_err(|e| fail(e.into()))?;
-    let (level, filter) = if small {
-        (CompressionType::Best, FilterType::Adaptive)
-    } else {
-        (CompressionType::Fast, FilterType::Sub)
-    };
-    octopipe_stages::sink::output::write_png(
-        file,
-        img.as_raw(),
-        img.dimensions(),
-        image::ExtendedColorType::Rgb8,
-        level,
-        filter,
-    )
-    .map_err(|e| fail(e.into()))
-}
 
 /// One object to draw: box, colour and its caption.
 struct Mark {
@@ -427,270 +338,6 @@ impl Drop for Annotator {
         if let Some(w) = self.worker.take() {
             let _ = w.join();
         }
-    }
-}
-
-/// `appsrc ! videoconvert ! x264enc ! mp4mux ! filesink`, started at the first frame (also what
-/// `octopipe pan` encodes its video with).
-pub struct Mp4Encoder {
-    path: PathBuf,
-    running: Option<(gst::Pipeline, gst_app::AppSrc, (u32, u32))>,
-    frames: u64,
-}
-
-impl Mp4Encoder {
-    /// Check that GStreamer and its elements are there before the run starts.
-    pub fn check(path: &Path) -> Result<Mp4Encoder, ObserveError> {
-        gst::init().map_err(ObserveError::Gst)?;
-        for (element, package) in [
-            ("videoconvert", "gstreamer1.0-plugins-base"),
-            ("x264enc", "gstreamer1.0-plugins-ugly"),
-            ("mp4mux", "gstreamer1.0-plugins-good"),
-        ] {
-            if gst::ElementFactory::find(element).is_none() {
-                return Err(ObserveError::MissingElement { element, package });
-            }
-        }
-        Ok(Mp4Encoder {
-            path: path.to_path_buf(),
-            running: None,
-            frames: 0,
-        })
-    }
-
-    fn start(
-        &self,
-        w: u32,
-        h: u32,
-        interval: Duration,
-    ) -> Result<(gst::Pipeline, gst_app::AppSrc), ObserveError> {
-        let fps = (1.0 / interval.as_secs_f64()).round().max(1.0) as i32;
-        let text = format!(
-            "appsrc name=src format=time ! videoconvert ! video/x-raw,format=I420 \
-             ! x264enc speed-preset=veryfast ! mp4mux ! filesink location=\"{}\"",
-            self.path.display().to_string().replace('"', "\\\"")
-        );
-        let pipeline = gst::parse::launch(&text)
-            .map_err(|e| ObserveError::mp4_by("cannot build the MP4 pipeline", e))?
-            .downcast::<gst::Pipeline>()
-            .map_err(|_| ObserveError::mp4("the MP4 pipeline is not a pipeline"))?;
-        let src = pipeline
-            .by_name("src")
-            .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
-            .ok_or(ObserveError::mp4("no appsrc in the MP4 pipeline"))?;
-        src.set_caps(Some(
-            &gst::Caps::builder("video/x-raw")
-                .field("format", "RGB")
-                .field("width", w as i32)
-                .field("height", h as i32)
-                .field("framerate", gst::Fraction::new(fps, 1))
-                .build(),
-        ));
-        pipeline
-            .set_state(gst::State::Playing)
-            .map_err(|e| ObserveError::mp4_by("cannot start the MP4 pipeline", e))?;
-        Ok((pipeline, src))
-    }
-
-    /// Encode `img` at `pts`, lasting `interval` (frames of another size than the first are
-    /// skipped).
-    pub fn push(
-        &mut self,
-        img: RgbImage,
-        pts: Duration,
-        interval: Duration,
-    ) -> Result<(), ObserveError> {
-        let size = img.dimensions();
-        if self.running.is_none() {
-            let (p, s) = self.start(size.0, size.1, interval)?;
-            self.running = Some((p, s, size));
-        }
-        let Some((_, src, want)) = &self.running else {
-            return Ok(());
-        };
-        if *want != size {
-            return Ok(()); // a frame of another size: MP4 holds one size
-        }
-        let mut buffer = gst::Buffer::from_mut_slice(img.into_raw());
-        if let Some(b) = buffer.get_mut() {
-            b.set_pts(gst::ClockTime::from_nseconds(pts.as_nanos() as u64));
-            b.set_duration(gst::ClockTime::from_nseconds(interval.as_nanos() as u64));
-        }
-        src.push_buffer(buffer)
-            .map_err(|e| ObserveError::mp4_by("MP4 encoder refused a frame", e))?;
-        self.frames += 1;
-        Ok(())
-    }
-
-    /// End the stream and wait for the file to be finished.
-    pub fn finish(mut self) -> Result<u64, ObserveError> {
-        let Some((pipeline, src, _)) = self.running.take() else {
-            return Ok(0);
-        };
-        let _ = src.end_of_stream();
-        let bus = pipeline
-            .bus()
-            .ok_or(ObserveError::mp4("MP4 pipeline has no bus"))?;
-        let result = match bus.timed_pop_filtered(
-            gst::ClockTime::from_seconds(30),
-            &[gst::MessageType::Eos, gst::MessageType::Error],
-        ) {
-            Some(msg) => match msg.view() {
-                gst::MessageView::Error(e) => {
-                    Err(ObserveError::mp4_by("MP4 encoding failed", e.error()))
-                }
-                _ => Ok(self.frames),
-            },
-            None => Err(ObserveError::mp4("MP4 encoder did not finish within 30 s")),
-        };
-        let _ = pipeline.set_state(gst::State::Null);
-        result
-    }
-}
-
-/// The first crops of the run as the classifier saw them: each crop's tensor de-normalized back
-/// to 0..255 RGB (undoing mean/std, channel order and layout), in a grid with its label and score.
-pub struct Mosaic {
-    path: PathBuf,
-    config: PreprocessConfig,
-    max: usize,
-    scale: u32,
-    tiles: Vec<(RgbImage, String)>,
-    frames_seen: usize,
-}
-
-impl Mosaic {
-    /// Collect up to `max` crops (preprocessed with `config`) and write them as a PNG to `path`
-    /// at the end of the run, each tile enlarged `scale` times.
-    pub fn new(path: &Path, config: PreprocessConfig, max: usize, scale: u32) -> Self {
-        Mosaic {
-            path: path.to_path_buf(),
-            config,
-            max,
-            scale: scale.max(1),
-            tiles: Vec::new(),
-            frames_seen: 0,
-        }
-    }
-
-    /// Crop `i` of `batch` back to RGB pixels, `None` when its tensor is missing.
-    pub fn crop_image(config: &PreprocessConfig, batch: &CropBatch, i: usize) -> Option<RgbImage> {
-        let c = batch.crops.get(i)?;
-        let n = c.out_pixels() as usize;
-        let base = c.out_offset as usize;
-        let t = batch.tensor.as_f32()?.get(base..base + 3 * n)?;
-        let affine = config.affine();
-        let mut img = RgbImage::new(c.out_w, c.out_h);
-        for (p, px) in img.pixels_mut().enumerate() {
-            let mut v = [0u8; 3];
-            for (k, (a, b)) in affine.iter().enumerate() {
-                let x = match config.layout {
-                    Layout::Nchw => t[k * n + p],
-                    Layout::Nhwc => t[p * 3 + k],
-                };
-                v[k] = ((x - b) / a).round().clamp(0.0, 255.0) as u8;
-            }
-            if config.channels == ChannelOrder::Bgr {
-                v.swap(0, 2);
-            }
-            *px = Rgb(v);
-        }
-        Some(img)
-    }
-
-    /// The grid of the crops collected so far (`None` when there are none).
-    pub fn render(&self) -> Option<RgbImage> {
-        let (tw, th) = self.tiles.first().map(|(t, _)| t.dimensions())?;
-        let (cw, ch) = (tw * self.scale, th * self.scale);
-        let pad = 4;
-        let cols = (self.tiles.len() as f64).sqrt().ceil().max(1.0) as u32;
-        let rows = (self.tiles.len() as u32).div_ceil(cols);
-        let cell_w = cw.max(text_width("two-wheeler", 1)) + pad;
-        let cell_h = ch + 2 * GLYPH + 3 + pad;
-        let mut img =
-            RgbImage::from_pixel(cols * cell_w + pad, rows * cell_h + pad, Rgb([24, 24, 24]));
-        for (i, (tile, caption)) in self.tiles.iter().enumerate() {
-            let (col, row) = (i as u32 % cols, i as u32 / cols);
-            let (x0, y0) = (pad + col * cell_w, pad + row * cell_h);
-            for y in 0..ch.min(tile.height() * self.scale) {
-                for x in 0..cw.min(tile.width() * self.scale) {
-                    let p = *tile.get_pixel(x / self.scale, y / self.scale);
-                    img.put_pixel(x0 + x, y0 + y, p);
-                }
-            }
-            // The label on one line, the score under it, each cut to the cell's width.
-            let (name, score) = caption.rsplit_once(' ').unwrap_or((caption, ""));
-            for (k, line) in [name, score].into_iter().enumerate() {
-                let line: String = line.chars().take((cell_w / GLYPH) as usize).collect();
-                let y = y0 + ch + 2 + k as u32 * (GLYPH + 1);
-                draw_text(
-                    &mut img,
-                    x0 as i64,
-                    y as i64,
-                    &line,
-                    [235, 235, 235],
-                    1,
-                    None,
-                );
-            }
-        }
-        Some(img)
-    }
-}
-
-impl Observer for Mosaic {
-    fn batch(&mut self, batch: &CropBatch, _budget: Duration) {
-        // A few crops per frame, spread over the frame's boxes, so that the grid shows many
-        // objects rather than the same ones frame after frame.
-        let per_frame = self.max.div_ceil(4).max(1);
-        let mut picks = Vec::new();
-        for fi in 0..batch.frames.len() {
-            let crops: Vec<usize> = (0..batch.crops.len())
-                .filter(|&i| batch.crops[i].frame as usize == fi)
-                .collect();
-            let n = crops.len().min(per_frame);
-            let shift = self.frames_seen * 7;
-            self.frames_seen += 1;
-            picks.extend((0..n).map(|k| crops[(k * crops.len() / n.max(1) + shift) % crops.len()]));
-        }
-        for i in picks {
-            if self.tiles.len() >= self.max {
-                return;
-            }
-            let Some(tile) = Mosaic::crop_image(&self.config, batch, i) else {
-                continue;
-            };
-            let classified = batch.origins.get(i).and_then(|o| {
-                batch.frames[o.frame as usize].detections[o.detection as usize]
-                    .classification
-                    .as_ref()
-            });
-            let caption = match classified {
-                Some(c) => format!("{} {:.2}", c.best.label, c.best.score),
-                None => "?".into(),
-            };
-            self.tiles.push((tile, caption));
-        }
-    }
-
-    fn finish(&mut self, report: &mut Report) {
-        let line = match self.render() {
-            None => "mosaic: no crops to show".to_string(),
-            Some(img) => match save_png(&img, &self.path, true) {
-                Ok(()) => format!(
-                    "mosaic: {} crops as the classifier saw them written to {}",
-                    self.tiles.len(),
-                    self.path.display()
-                ),
-                Err(e) => {
-                    report
-                        .not_written
-                        .push(format!("--mosaic {}: {e}", self.path.display()));
-                    return;
-                }
-            },
-        };
-        report.extra.push(line);
     }
 }
 

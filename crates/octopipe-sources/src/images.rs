@@ -36,8 +36,11 @@ use gstreamer_video as gst_video;
 use super::damage::OnDamaged;
 use super::elements::{enum_value, link_error, make, missing, PLUGINS_BASE, PLUGINS_GOOD};
 use super::header;
+use super::props::ImagesProps;
 use super::SourceError;
+use crate::files::RunPath;
 use crate::frame::{Colorimetry, ImageFile};
+use crate::stage::{Properties, Role, StageDecl};
 pub(super) use feed::Feeder;
 use feed::{image_pts, spawn_feeder, DamageLog, Damaged};
 
@@ -534,6 +537,37 @@ fn watch_decoding(decoder: &gst::Element, decoding: &Arc<AtomicU64>) {
         });
     }
 }
+
+/// What an `images` location reads: the folder, the one image, or the files its glob matches (a
+/// folder or glob that cannot be read reads nothing; opening the source reports it).
+pub(crate) fn inputs(location: &str) -> Vec<RunPath> {
+    let name = std::path::Path::new(location)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    if std::path::Path::new(location).is_file() {
+        return vec![RunPath::file("images location", location)];
+    }
+    if !name.contains(['*', '?']) {
+        return vec![RunPath::folder("images location", location)];
+    }
+    matching_files(location)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|file| RunPath::file("images location", file))
+        .collect()
+}
+
+/// `images location=DIR framerate=30`: JPEG/PNG images in file-name order.
+pub const IMAGES: StageDecl = StageDecl {
+    name: "images",
+    role: Role::Source,
+    doc: "JPEG/PNG images in file-name order, decoded by GStreamer",
+    props: ImagesProps::PROPS,
+    needs: &[],
+    provides: &[],
+    make: |p| Ok(Box::new(ImagesProps::from_props(p)?.config())),
+};
 
 #[cfg(test)]
 mod tests {

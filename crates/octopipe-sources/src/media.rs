@@ -24,7 +24,9 @@ use gstreamer_app as gst_app;
 use super::caps::ask_for_yuv;
 use super::elements::{link_error, make, PLUGINS_BASE};
 use super::nvdec::{self, SharedCuda};
+use super::props::MediaProps;
 use super::SourceError;
+use crate::stage::{Properties, Role, StageDecl};
 
 /// (name for errors, URI) of a media location; local files must exist and be readable.
 pub(super) fn media_uri(location: &str) -> Result<(String, String), SourceError> {
@@ -259,3 +261,15 @@ pub(super) fn truncation(
         )
     })
 }
+
+/// `media location=FILE|URI`: any media through decodebin.
+pub const MEDIA: StageDecl = StageDecl {
+    name: "media",
+    role: Role::Source,
+    doc: "any media file or URI through GStreamer's decodebin, delivered as I420/NV12 \
+          (decoder=nvdec: NV12 in CUDA memory)",
+    props: MediaProps::PROPS,
+    needs: &[],
+    provides: &[],
+    make: |p| Ok(Box::new(MediaProps::from_props(p)?.config())),
+};

@@ -4,10 +4,9 @@
 
 use std::path::PathBuf;
 
-use super::{
-    Decoder, HeadSettings, ImageDecoder, OnDamaged, RetryProps, SourceConfig, SourceKind,
-    StallProps, WaitProps, Watch,
-};
+use super::config::{Decoder, HeadSettings, ImageDecoder, SourceConfig, SourceKind};
+use super::damage::OnDamaged;
+use super::watch::{RetryProps, StallProps, WaitProps, Watch};
 use crate::frame::PixelFormat;
 use crate::stage::{PropSpec, PropType, Properties};
 
@@ -253,7 +252,7 @@ mod tests {
 
     #[test]
     fn the_declared_defaults_are_the_source_defaults() {
-        use super::super::DEFAULT_FRAMERATE;
+        use super::super::config::DEFAULT_FRAMERATE;
         let test = TestProps::default().config();
         let SourceKind::Test {
             width,

@@ -22,7 +22,9 @@
 
 use std::net::IpAddr;
 
-use super::{DecoderProps, RetryProps, SourceConfig, SourceKind, StallProps, WaitProps, Watch};
+use super::config::{SourceConfig, SourceKind};
+use super::props::DecoderProps;
+use super::watch::{RetryProps, StallProps, WaitProps, Watch};
 use crate::stage::{PropChoice, Properties, Role, StageDecl};
 
 /// The encodings `rtp` takes (`encoding=`).

@@ -12,8 +12,10 @@ use gstreamer_video as gst_video;
 
 use super::caps::gst_format;
 use super::elements::{enum_value, link_error, make, PLUGINS_BASE};
+use super::props::TestProps;
 use super::SourceError;
 use crate::frame::PixelFormat;
+use crate::stage::{Properties, Role, StageDecl};
 
 /// What the test source produces.
 pub(super) struct TestSettings<'a> {
@@ -102,3 +104,33 @@ fn preallocate(appsink: &gst_app::AppSink) {
         gst::PadProbeReturn::Ok
     });
 }
+
+/// `testsrc`: GStreamer's videotestsrc.
+pub const TESTSRC: StageDecl = StageDecl {
+    name: "testsrc",
+    role: Role::Source,
+    doc: "GStreamer videotestsrc",
+    props: TestProps::PROPS,
+    needs: &[],
+    provides: &[],
+    make: |p| {
+        let props = TestProps::from_props(p)?;
+        if let Some(why) = crate::stage::limits::frame_too_large(props.width, props.height) {
+            // Each side is within its range; together they may still pass a frame's pixels.
+            let key = if p.given("height").is_some() {
+                "height"
+            } else {
+                "width"
+            };
+            return Err(p.error(key, format!("testsrc: width x height: {why}")));
+        }
+        let config = props.config();
+        if config.epoch.is_some() && !config.live {
+            return Err(p.error(
+                "epoch",
+                "epoch needs live=true (frames are released on the clock)",
+            ));
+        }
+        Ok(Box::new(config))
+    },
+};

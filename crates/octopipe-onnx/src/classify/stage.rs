@@ -1,7 +1,8 @@
 //! The `classify` stage: its declaration and properties, and the stage that runs the
 //! [`Classifier`] on each batch.
 
-use super::{Classifier, ClassifyConfig, NonFinite, Reinfer, TrackLabels};
+use super::classifier::Classifier;
+use super::{ClassifyConfig, NonFinite, Reinfer, TrackLabels};
 use crate::batch::CropBatch;
 use crate::description::DescribeError;
 use crate::files::RunPath;

@@ -2,7 +2,8 @@
 
 use octopipe_core::alloc::{bytes, try_vec};
 
-use super::{Classifier, ClassifyError, Input};
+use super::classifier::{Classifier, Input};
+use super::ClassifyError;
 use crate::preprocess::Layout;
 
 impl Classifier {

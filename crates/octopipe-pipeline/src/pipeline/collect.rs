@@ -11,7 +11,9 @@ use crate::batch::{CropBatch, Downstream};
 use crate::budget::{Budget, Tally};
 use crate::frame::StageSlot;
 
-use super::{Control, Expected, Observer, Outcome, Ready};
+use super::control::Control;
+use super::observer::{Observer, Outcome};
+use super::ready::{Expected, Ready};
 
 /// The end of the pipeline, on the calling thread: the report, the observers and the
 /// application's channel.

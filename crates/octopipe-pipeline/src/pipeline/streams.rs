@@ -20,6 +20,8 @@
 //! the batch stage are dropped and counted (`stream removed`). Either way its report row stays,
 //! with `in = processed + dropped`. A pipeline that takes streams runs until [`Streams::close`]
 //! or a stop, also with no stream left.
+//!
+//! [`Pipeline::streams`]: super::Pipeline::streams
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -30,14 +32,17 @@ use crossbeam_channel::Receiver;
 use serde::Serialize;
 
 use super::admit;
-use super::{spawn, Control, Expected, Fate, Pipeline, PipelineError, Ready, StageThread, BATCHER};
+use super::control::{Control, Fate};
+use super::ready::{Expected, Ready};
+use super::wire::{spawn, StageThread};
+use super::PipelineError;
 use super::{EdgePolicy, STREAM_REMOVED};
 use crate::batch::Downstream;
 use crate::budget::Tally;
-use crate::frame::{Frame, StageSlot};
+use crate::frame::Frame;
 use crate::source::{AppSource, AppSourceSettings, StartGate};
 use crate::stage::edge::{PortRx, PortTx};
-use crate::stage::{Caps, Item, OpenContext, Payload, Registry, Role};
+use crate::stage::{Caps, OpenContext, Payload, Registry};
 use crate::Error;
 
 /// How a stream is removed.
@@ -112,62 +117,62 @@ pub struct Added {
 
 /// Adds and removes streams of a running pipeline: cheap to clone, usable from any thread.
 #[derive(Clone)]
-pub struct Streams(Arc<Book>);
+pub struct Streams(pub(super) Arc<Book>);
 
 /// Every stream of the run, and what opening another needs.
 pub(super) struct Book {
-    registry: Registry,
-    control: Arc<Control>,
-    tally: Tally,
-    rows: Vec<String>,
+    pub(super) registry: Registry,
+    pub(super) control: Arc<Control>,
+    pub(super) tally: Tally,
+    pub(super) rows: Vec<String>,
     /// The row of the stage streams join (a stream's stages come before it), its kind, and
     /// whether it is the batch stage (streams then bring their boxes).
-    joins_at: (usize, &'static str, bool),
-    live: bool,
-    caps: Caps,
-    budget: Duration,
-    live_interval: Option<Duration>,
-    downstream: Arc<Downstream>,
-    keep_pixels: Arc<AtomicBool>,
-    expected: Arc<Expected>,
-    entries: Mutex<BTreeMap<u32, Entry>>,
+    pub(super) joins_at: (usize, &'static str, bool),
+    pub(super) live: bool,
+    pub(super) caps: Caps,
+    pub(super) budget: Duration,
+    pub(super) live_interval: Option<Duration>,
+    pub(super) downstream: Arc<Downstream>,
+    pub(super) keep_pixels: Arc<AtomicBool>,
+    pub(super) expected: Arc<Expected>,
+    pub(super) entries: Mutex<BTreeMap<u32, Entry>>,
     /// Streams being opened (their ids taken, and the UDP port each receives on), outside the
     /// lock of `entries`: a slow open holds up no list, health check or other add. Locked
     /// after `entries` when both are.
-    opening: Mutex<BTreeMap<u32, Option<u16>>>,
+    pub(super) opening: Mutex<BTreeMap<u32, Option<u16>>>,
     /// Told the id of each stream added while running once its threads ended or were detached
     /// ([`Streams::on_end`]).
-    on_end: Mutex<Vec<EndHook>>,
+    pub(super) on_end: Mutex<Vec<EndHook>>,
     /// The most streams added while running that may run at once ([`Streams::set_max_streams`]).
-    max_streams: AtomicUsize,
+    pub(super) max_streams: AtomicUsize,
     /// The most bytes of frames one stream added while running may hold
     /// ([`Streams::set_max_stream_memory`]).
-    max_memory: AtomicU64,
+    pub(super) max_memory: AtomicU64,
     /// Milliseconds a removed stream's threads have to end before they are detached
     /// ([`Streams::set_remove_deadline`]).
-    remove_deadline: AtomicU64,
+    pub(super) remove_deadline: AtomicU64,
 }
 
 /// One stream of the run, kept (small) after it ended: its id is not used again.
-struct Entry {
+pub(super) struct Entry {
     /// How it is shown: its description, credentials hidden, cut ([`admit::shown`]).
-    source: String,
-    added: bool,
+    pub(super) source: String,
+    pub(super) added: bool,
     /// Whether its source's stream ended, and why it failed.
-    fate: Fate,
+    pub(super) fate: Fate,
     /// When it was removed.
-    removed: Option<Instant>,
+    pub(super) removed: Option<Instant>,
     /// Its threads did not end within the remove deadline ([`Streams::set_remove_deadline`]): left to end on
     /// their own, the stream no longer counted.
-    detached: bool,
+    pub(super) detached: bool,
     /// The UDP port its source receives on.
-    port: Option<u16>,
+    pub(super) port: Option<u16>,
     /// A stream added while running, until its threads ended and were joined.
-    branch: Option<Branch>,
+    pub(super) branch: Option<Branch>,
 }
 
 /// What a stream added while running holds while it runs.
-struct Branch {
+pub(super) struct Branch {
     interrupt: Box<dyn Fn() + Send + Sync>,
     /// Set by a removal with `mode=drop`: its edges drop what comes.
     discard: Arc<AtomicBool>,
@@ -193,117 +198,6 @@ impl Entry {
             (true, false) => StreamState::Removing,
             (true, true) => StreamState::Removed,
         }
-    }
-}
-
-impl Pipeline {
-    /// Take streams while running: the handle adds streams (described with the stages of
-    /// `registry`), removes them and lists them, from any thread, before and while the
-    /// pipeline runs. From now on the run lasts until [`Streams::close`] or a stop, also with
-    /// no stream left. Streams join the stage the description starts with when it starts with
-    /// no source (a shared `detect`), else the pipeline's batch stage: an error when it has
-    /// none or several. Asking again gives the same handle.
-    pub fn streams(&mut self, registry: &Registry) -> Result<Streams, Error> {
-        if let Some((book, _, _)) = &self.streams {
-            return Ok(Streams(book.clone()));
-        }
-        // Streams join the stage the description starts with when it has no source there
-        // (`detect ... ! track ! batch ...`: a shared detector), else the batch stage.
-        let fed = |i: usize| self.nodes.iter().any(|m| m.output == Some(i));
-        let mut heads = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|&(i, n)| n.running.items().0 == Some(Item::FRAMES) && !fed(i));
-        let mut batchers = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.running.items() == BATCHER);
-        let target = match (heads.next(), heads.next(), batchers.next(), batchers.next()) {
-            (Some((i, _)), None, _, _) => i,
-            (Some(_), Some(_), _, _) => return Err(PipelineError::NoBatchToJoin("several").into()),
-            (None, _, Some((i, _)), None) => i,
-            (None, _, None, _) => return Err(PipelineError::NoBatchToJoin("none").into()),
-            (None, _, Some(_), Some(_)) => {
-                return Err(PipelineError::NoBatchToJoin("several").into())
-            }
-        };
-        let (target_row, target_kind) = (self.nodes[target].row.clone(), self.nodes[target].kind);
-        let joins_batch = self.nodes[target].running.items() == BATCHER;
-        // A report row for every stage a stream may hold, before the joined stage's: those
-        // giving frames their boxes only where the stream joins the batch stage.
-        let mut rows = self.rows.clone();
-        let mut at = rows.iter().position(|r| *r == target_row).unwrap_or(0);
-        let before = registry.decls().iter().filter(|d| match d.role {
-            Role::Boxes | Role::Track => joins_batch,
-            Role::Filter(item) => item == Item::FRAMES,
-            _ => false,
-        });
-        for row in std::iter::once("decode").chain(before.map(|d| d.name)) {
-            if !rows.iter().any(|r| r == row) {
-                rows.insert(at, row.to_string());
-                at += 1;
-            }
-        }
-        for n in &mut self.nodes {
-            n.slot = rows.iter().position(|r| *r == n.row).unwrap_or(0) as StageSlot;
-        }
-        self.tally.with(|t| t.set_rows(rows.clone()));
-        self.rows = rows;
-        // The run's length is not known any more.
-        let lengths = self.expected.0.iter().map(|n| n.load(Ordering::Relaxed));
-        let unknown = std::iter::once(Expected::UNKNOWN);
-        self.expected = Arc::new(Expected(
-            lengths.chain(unknown).map(AtomicU64::new).collect(),
-        ));
-        let entries = self.sources.iter().map(|(id, source, fate)| {
-            let entry = Entry {
-                source: source.clone(),
-                added: false,
-                fate: fate.clone(),
-                removed: None,
-                detached: false,
-                port: None,
-                branch: None,
-            };
-            (*id, entry)
-        });
-        let book = Arc::new(Book {
-            registry: registry.clone(),
-            control: self.control.clone(),
-            tally: self.tally.clone(),
-            rows: self.rows.clone(),
-            joins_at: (at, target_kind, joins_batch),
-            live: self.live,
-            caps: self.caps.clone(),
-            budget: self.budget,
-            live_interval: self.frame_interval.filter(|_| self.live),
-            downstream: self.downstream.clone(),
-            keep_pixels: self.keep_pixels.clone(),
-            expected: self.expected.clone(),
-            entries: Mutex::new(entries.collect()),
-            opening: Mutex::new(BTreeMap::new()),
-            on_end: Mutex::new(Vec::new()),
-            max_streams: AtomicUsize::new(usize::MAX),
-            max_memory: AtomicU64::new(super::memory::DEFAULT_MAX_STREAM_MEMORY),
-            remove_deadline: AtomicU64::new(admit::REMOVE_DEADLINE.as_millis() as u64),
-        });
-        let (joins, joined) = crossbeam_channel::unbounded();
-        if let Ok(mut slot) = self.control.joins.lock() {
-            *slot = Some(joins);
-        }
-        // A stop interrupts the streams added while running too.
-        let weak = Arc::downgrade(&book);
-        if let Ok(mut interrupters) = self.control.interrupters.lock() {
-            interrupters.push(Box::new(move || {
-                if let Some(book) = weak.upgrade() {
-                    book.interrupt_all();
-                }
-            }));
-        }
-        self.streams = Some((book.clone(), joined, target));
-        Ok(Streams(book))
     }
 }
 
@@ -581,7 +475,7 @@ impl Book {
     }
 
     /// Ask every stream added while running to stop (a stop of the run).
-    fn interrupt_all(&self) {
+    pub(super) fn interrupt_all(&self) {
         for e in self.entries().values() {
             if let Some(b) = &e.branch {
                 (b.interrupt)();

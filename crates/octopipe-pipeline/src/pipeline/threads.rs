@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
-use super::{Control, Expected, Fate, SourceEnd};
+use super::control::{Control, Fate};
+use super::ready::{Expected, SourceEnd};
 use crate::budget::Tally;
 use crate::frame::{Frame, StageSlot};
 use crate::source::FrameSource;

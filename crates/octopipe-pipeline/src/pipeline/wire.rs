@@ -15,8 +15,10 @@ use crate::stage::edge::{PortRx, PortTx};
 use crate::stage::{spawn_error, wiring, Fail, Wires};
 use crate::Error;
 
+use super::control::{Control, JOIN_POLL};
+use super::ready::{Expected, Ready};
 use super::threads::run_source;
-use super::{Control, EdgePolicy, Expected, PipelineError, Ready, JOIN_POLL};
+use super::{EdgePolicy, PipelineError};
 
 /// A stage's thread, and whether it is in its own work (a `process` call, or a source waiting
 /// for its next frame) rather than waiting on an edge.

@@ -7,6 +7,7 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
+use super::super::config::{Decoder, ImageDecoder, SourceConfig, SourceKind};
 use super::super::elements::{check_framerate, init, make, missing, PLUGINS_BASE};
 use super::super::images::{build_images, list_images, Feeder, ImageList, Images};
 use super::super::launch::build_launch;
@@ -15,7 +16,7 @@ use super::super::nvdec::{self, SharedCuda};
 use super::super::nvjpeg::{JpegRoute, NvjpegDecoder};
 use super::super::rtp::RtpTimes;
 use super::super::test::{build_test, TestSettings};
-use super::super::{Decoder, ImageDecoder, SourceConfig, SourceError, SourceKind};
+use super::super::SourceError;
 use super::guard::Guard;
 use crate::redact;
 

@@ -227,3 +227,25 @@ impl PreprocessConfig {
         self.size.unwrap_or(DEFAULT_SIZE)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_declared_defaults_are_the_constants() {
+        let d = PreprocessConfig::default();
+        assert_eq!(
+            (d.mean, d.std, d.scale),
+            ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225], DEFAULT_SCALE)
+        );
+        assert_eq!(
+            (d.size, d.layout, d.dtype),
+            (None, Layout::Nchw, DType::F32)
+        );
+        assert_eq!(
+            (d.backend, d.threads, d.device_output),
+            (BackendKind::Auto, 0, false)
+        );
+    }
+}

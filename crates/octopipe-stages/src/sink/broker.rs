@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::backlog::Backlog;
+use super::error::SinkError;
 use super::message::{Delivery, Messages, Per};
-use super::SinkError;
 use crate::batch::CropBatch;
 use crate::budget::Tally;
 use crate::stage::{Properties, Stage};

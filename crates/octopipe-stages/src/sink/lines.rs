@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::SinkError;
+use super::error::SinkError;
 
 /// A JSON Lines writer that only ever leaves complete lines behind.
 pub(crate) struct JsonLines {

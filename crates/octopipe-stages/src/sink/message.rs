@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::{pts_ms, timestamp, Object};
+use super::object::{pts_ms, timestamp, Object};
 use crate::batch::CropBatch;
 
 /// The version of the message schema (the `v` field); changed only when a field changes meaning

@@ -41,9 +41,9 @@ use rumqttc::{
 
 use super::backlog::Backlog;
 use super::broker::{BrokerSink, Sending, SendingProps, Transport, MAX_MESSAGE};
+use super::error::SinkError;
 use super::message::{Delivery, Topic};
 use super::mqtt_pem::{certificates, private_key};
-use super::SinkError;
 use crate::budget::Tally;
 use crate::description::DescribeError;
 use crate::stage::{Element, OpenContext, PropChoice, Properties, Props, Role, Running, StageDecl};

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::SinkError;
+use super::error::SinkError;
 use crate::files::RunPath;
 
 /// Why a PNG could not be written ([`write_png`]).

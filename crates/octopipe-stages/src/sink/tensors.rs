@@ -20,9 +20,10 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::error::SinkError;
 use super::lines::JsonLines;
+use super::object::Object;
 use super::output::{fresh_folder, Leftover};
-use super::{Object, SinkError};
 use crate::batch::CropBatch;
 use crate::files::RunPath;
 use crate::stage::{Element, OpenContext, Properties, Role, Running, Stage, StageDecl};
@@ -36,7 +37,7 @@ pub struct TensorsConfig {
     #[prop(required)]
     pub location: PathBuf,
     /// Replace an earlier run's files in the folder (else the folder is refused).
-    #[prop(spec = super::OVERWRITE)]
+    #[prop(spec = super::jsonl::OVERWRITE)]
     pub overwrite: bool,
 }
 

@@ -22,10 +22,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::error::SinkError;
 use super::lines::JsonLines;
+use super::object::Object;
 use super::output::{fresh_folder, Leftover};
 use super::tensors::{write_npy, NpyData};
-use super::{Object, SinkError};
 use crate::batch::CropBatch;
 use crate::files::RunPath;
 use crate::frame::{Frame, PixelFormat};
@@ -54,7 +55,7 @@ pub struct TileSinkConfig {
     #[prop(default = "png")]
     pub format: TileFormat,
     /// Replace an earlier run's files in the folder (else the folder is refused).
-    #[prop(spec = super::OVERWRITE)]
+    #[prop(spec = super::jsonl::OVERWRITE)]
     pub overwrite: bool,
 }
 
@@ -127,7 +128,7 @@ impl TileSink {
     /// Write `batch`'s kept tiles and an index line for each of its boxes.
     pub fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
         for frame in &batch.frames {
-            let timestamp: std::sync::Arc<str> = super::timestamp(frame).into();
+            let timestamp: std::sync::Arc<str> = super::object::timestamp(frame).into();
             for (i, det) in frame.detections.iter().enumerate() {
                 let kept = det.stats.is_none_or(|s| s.kept);
                 let file = if kept {

@@ -36,8 +36,8 @@ use ::zenoh::Wait;
 
 use super::backlog::Backlog;
 use super::broker::{BrokerSink, Sending, SendingProps, Transport};
+use super::error::SinkError;
 use super::message::{Delivery, Topic};
-use super::SinkError;
 use crate::budget::Tally;
 use crate::description::DescribeError;
 use crate::stage::{Element, OpenContext, PropChoice, Properties, Props, Role, Running, StageDecl};

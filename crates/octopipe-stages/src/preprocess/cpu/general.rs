@@ -136,7 +136,7 @@ fn cached_row(
 /// same order, so the two backends agree bit for bit).
 ///
 /// # Safety
-/// As [`run_pixels`](super::run_pixels).
+/// As [`run_pixels`](super::linear::run_pixels).
 // Long: the general per-pixel path (letterbox, area, every format) is one loop whose state stays
 // in locals; helpers would have to pass it by the dozen.
 pub(super) unsafe fn run_pixels_general(

@@ -45,7 +45,7 @@ mod upload;
 use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 use octopipe_cuda::Gpu;
 
-use super::PreprocessError;
+use super::error::PreprocessError;
 use crate::crops::CropMeta;
 use meta::{FrameDesc, GatherRect, InputKind};
 use upload::{MetaLayout, MetaSlot};

@@ -1,0 +1,99 @@
+//! Opening a source stage: its element, paced when live, and the pool its frames are copied into.
+
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::files::RunPath;
+use crate::frame::{BufferPool, PixelFormat};
+use crate::preprocess::PreprocessConfig;
+use crate::stage::source::{FrameSource, SourceError};
+use crate::stage::{Caps, Element, OpenContext, Running};
+
+use super::config::{Decoder, SourceConfig, SourceKind};
+use super::gst::GstSource;
+use super::pace::{Joined, Paced};
+use super::{images, media};
+
+/// Open the GStreamer pipeline for `config`; frames' planes come from `pool`.
+pub fn open(config: &SourceConfig, pool: BufferPool) -> Result<Box<dyn FrameSource>, SourceError> {
+    Ok(Box::new(GstSource::open(config, pool)?))
+}
+
+impl Element for SourceConfig {
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        let mut config = *self;
+        let interval = config.frame_interval();
+        let joined = config.epoch.map(|epoch| Joined::now(epoch, interval));
+        if let (Some(j), SourceKind::Test { num_buffers, .. }) = (&joined, &mut config.kind) {
+            *num_buffers = num_buffers.saturating_sub(u32::try_from(j.first).unwrap_or(u32::MAX));
+        }
+        let mut source = GstSource::open(&config, host_pool(&config, ctx.caps))?;
+        source.report_to(ctx.tally.clone());
+        let source: Box<dyn FrameSource> = Box::new(source);
+        Ok(Running::source(if config.paced() {
+            Box::new(Paced::new(source, interval, ctx.start.clone(), joined))
+        } else {
+            source
+        }))
+    }
+    fn is_live(&self) -> bool {
+        self.live
+    }
+    fn frame_interval(&self) -> Option<Duration> {
+        Some(SourceConfig::frame_interval(self))
+    }
+    fn frame_bytes(&self) -> Option<u64> {
+        match &self.kind {
+            SourceKind::Test {
+                width,
+                height,
+                format,
+                ..
+            } => {
+                let pixels = u64::from(*width) * u64::from(*height);
+                Some(match format {
+                    // A luma plane and two quarter-size chroma planes.
+                    PixelFormat::I420 | PixelFormat::Nv12 => pixels * 3 / 2 + u64::from(*width),
+                    f => pixels * f.packed_bytes() as u64,
+                })
+            }
+            _ => None,
+        }
+    }
+    fn describe_source(&self) -> Option<String> {
+        Some(self.describe())
+    }
+    fn set_stream(&mut self, stream: u32) {
+        self.stream = stream;
+    }
+    fn inputs(&self) -> Vec<RunPath> {
+        match &self.kind {
+            SourceKind::Images { location } => images::inputs(location),
+            SourceKind::Media { location } => media::local_path(location)
+                .map(|path| RunPath::file("media location", path))
+                .into_iter()
+                .collect(),
+            // A launch fragment's own file elements are not looked into.
+            SourceKind::Launch { .. } | SourceKind::Test { .. } => Vec::new(),
+        }
+    }
+}
+
+/// The pool a source's host frames are copied into: page-locked when a CUDA preprocess stage
+/// downstream may pull crop rectangles straight out of them (`preprocess gather=auto|device`),
+/// and the source may give host frames (not `decoder=nvdec`); pageable otherwise, or where
+/// page-locked memory cannot be had (one debug line says why; with `gather=device` the
+/// preprocess stage then names the frame).
+fn host_pool(config: &SourceConfig, caps: &Caps) -> BufferPool {
+    let device = caps
+        .get::<PreprocessConfig>()
+        .and_then(PreprocessConfig::page_locked_frames);
+    match device {
+        Some(device) if config.decoder != Decoder::Nvdec => BufferPool::page_locked(device)
+            .unwrap_or_else(|why| {
+                tracing::debug!("{}: pageable frames: {why}", config.describe());
+                BufferPool::new()
+            }),
+        _ => BufferPool::new(),
+    }
+}

@@ -1,0 +1,87 @@
+//! The preprocess stage: its element, its running stage and its declaration.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::budget::Tally;
+use crate::crops::CropBatch;
+use crate::description::DescribeError;
+use crate::stage::{
+    Caps, Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl,
+};
+use crate::Error;
+
+use super::backend::Backend;
+use super::choose::create_backend;
+use super::config::{BackendKind, Gather, PreprocessConfig, PreprocessProps};
+
+/// The preprocess stage at run time: the backend, whether frames keep their pixels after it,
+/// and the report its summary goes to at the end.
+struct PreprocessStage {
+    backend: Box<dyn Backend>,
+    keep_pixels: Arc<AtomicBool>,
+    tally: Tally,
+}
+
+impl Stage<CropBatch, CropBatch> for PreprocessStage {
+    fn process(&mut self, mut batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        self.backend.run(&mut batch)?;
+        if !self.keep_pixels.load(Ordering::Relaxed) {
+            batch.release_pixels();
+        }
+        out.push(batch);
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
+        if let Some(line) = self.backend.summary() {
+            self.tally.with(|t| t.add_line(line));
+        }
+        Ok(())
+    }
+}
+
+/// The preprocess stage's element: its settings, told to the stages around it in the caps.
+impl Element for PreprocessConfig {
+    fn configure(&mut self, caps: &mut Caps) {
+        caps.insert(self.clone());
+    }
+    fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
+        let mut config = *self;
+        // The model downstream settles the size when it opens first.
+        if let Some(settled) = ctx.caps.get::<PreprocessConfig>().and_then(|c| c.size) {
+            config.size = Some(settled);
+        }
+        let backend = create_backend(&config)?;
+        let line = format!("preprocess backend: {}", backend.name());
+        ctx.tally.with(|t| t.add_line(line));
+        ctx.caps.insert(config);
+        Ok(Running::stage(Box::new(PreprocessStage {
+            backend,
+            keep_pixels: ctx.keep_pixels.clone(),
+            tally: ctx.tally.clone(),
+        })))
+    }
+}
+
+/// `preprocess size=64x64 mean=... std=... channels=rgb layout=nchw`.
+pub const PREPROCESS: StageDecl = StageDecl {
+    name: "preprocess",
+    role: Role::Preprocess,
+    doc: "crop + bilinear resize (OpenCV INTER_LINEAR) + colour conversion + mean/std",
+    props: PreprocessProps::PROPS,
+    needs: &[Role::Batch],
+    provides: &[],
+    make: preprocess_config,
+};
+
+fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
+    let props = PreprocessProps::from_props(p)?;
+    if props.gather == Gather::Device && props.compute.backend == BackendKind::Cpu {
+        return Err(p.error(
+            "gather",
+            "preprocess: gather=device is the CUDA backend's: use backend=cuda (or auto)",
+        ));
+    }
+    Ok(Box::new(PreprocessConfig::from(props)))
+}
