@@ -188,6 +188,21 @@ fn media_that_decodes_too_large_is_refused_from_its_caps() {
     );
 }
 
+/// `octopipe run TEXT` under an address-space cap of 3 GiB (`ulimit -v`), within the test's
+/// time limit.
+fn run_capped(text: &str) -> std::process::Output {
+    let script = format!("ulimit -v {}; exec \"$0\" run \"$1\"", 3 * 1024 * 1024);
+    common::output_within(
+        std::process::Command::new("bash").args([
+            "-c",
+            &script,
+            env!("CARGO_BIN_EXE_octopipe"),
+            text,
+        ]),
+        TIMEOUT,
+    )
+}
+
 #[test]
 fn a_batch_tensor_the_system_refuses_is_an_error_not_an_abort() {
     // 2 frames of 32 boxes in one batch, each crop 4096x4096x3 f32 (200 MB): a tensor of about
@@ -196,16 +211,7 @@ fn a_batch_tensor_the_system_refuses_is_an_error_not_an_abort() {
     let text = "testsrc width=640 height=480 num-buffers=2 ! boxes format=synthetic count=32 \
                 ! batch max-crops=4096 max-frames=2 ! preprocess size=4096x4096 backend=cpu \
                 ! jsonl location=/dev/null";
-    let script = format!("ulimit -v {}; exec \"$0\" run \"$1\"", 3 * 1024 * 1024);
-    let out = common::output_within(
-        std::process::Command::new("bash").args([
-            "-c",
-            &script,
-            env!("CARGO_BIN_EXE_octopipe"),
-            text,
-        ]),
-        TIMEOUT,
-    );
+    let out = run_capped(text);
     refused(
         &out,
         &[
@@ -224,16 +230,7 @@ fn a_frame_copy_the_system_refuses_is_the_sources_error_not_an_abort() {
     let text = "testsrc width=8192 height=8192 pattern=black num-buffers=60 \
                 ! boxes format=synthetic count=1 ! batch max-frames=60 max-wait-ms=60000 \
                 ! jsonl location=/dev/null";
-    let script = format!("ulimit -v {}; exec \"$0\" run \"$1\"", 3 * 1024 * 1024);
-    let out = common::output_within(
-        std::process::Command::new("bash").args([
-            "-c",
-            &script,
-            env!("CARGO_BIN_EXE_octopipe"),
-            text,
-        ]),
-        TIMEOUT,
-    );
+    let out = run_capped(text);
     refused(
         &out,
         &[
@@ -251,16 +248,7 @@ fn a_batch_whose_blocks_the_system_refuses_is_an_error_not_an_abort() {
     let text = "testsrc width=640 height=480 num-buffers=2 ! boxes format=synthetic count=32 \
                 ! batch max-crops=4096 max-frames=2 tile-pixels=1 tiles-per-block=1 \
                 ! preprocess size=4096x4096 backend=cpu ! jsonl location=/dev/null";
-    let script = format!("ulimit -v {}; exec \"$0\" run \"$1\"", 3 * 1024 * 1024);
-    let out = common::output_within(
-        std::process::Command::new("bash").args([
-            "-c",
-            &script,
-            env!("CARGO_BIN_EXE_octopipe"),
-            text,
-        ]),
-        TIMEOUT,
-    );
+    let out = run_capped(text);
     refused(
         &out,
         &["batch: the blocks of a batch of 64 crops in tiles of 1 pixels needs 12884901888 bytes, more than the memory this process may still take: raise tile-pixels or tiles-per-block, or lower max-crops or the output size"],
