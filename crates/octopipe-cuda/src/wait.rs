@@ -81,12 +81,8 @@ impl FromStr for HostWait {
 pub fn set_host_wait(wait: HostWait) -> Result<usize, CudaError> {
     let devices = device_count()?;
     for ordinal in 0..devices {
-        let ordinal = i32::try_from(ordinal).unwrap_or(i32::MAX);
-        let mut device: sys::CUdevice = 0;
-        // SAFETY: libcuda is loaded (device_count checked it) and initialized by the count;
-        // `device` is a valid out-pointer.
-        unsafe { sys::cuDeviceGet(&mut device, ordinal) }.result()?;
-        // SAFETY: `device` came from cuDeviceGet above.
+        let device = cu_device(ordinal)?;
+        // SAFETY: `device` came from cuDeviceGet.
         unsafe { sys::cuDevicePrimaryCtxSetFlags_v2(device, wait.flags()) }.result()?;
     }
     Ok(devices)
@@ -94,21 +90,28 @@ pub fn set_host_wait(wait: HostWait) -> Result<usize, CudaError> {
 
 /// How device `device`'s primary context makes host threads wait, as the driver reports it.
 pub fn host_wait(device: usize) -> Result<HostWait, CudaError> {
-    let devices = device_count()?;
-    if device >= devices {
+    if device >= device_count()? {
         return Err(NoGpu::NoDevice.into());
     }
-    let mut dev: sys::CUdevice = 0;
+    let dev = cu_device(device)?;
     let (mut flags, mut active) = (0u32, 0i32);
-    // SAFETY: libcuda is loaded and initialized (device_count); out-pointers are valid.
-    unsafe { sys::cuDeviceGet(&mut dev, i32::try_from(device).unwrap_or(i32::MAX)) }.result()?;
-    // SAFETY: as above, `dev` from cuDeviceGet.
+    // SAFETY: `dev` came from cuDeviceGet; the out-pointers are valid.
     unsafe { sys::cuDevicePrimaryCtxGetState(dev, &mut flags, &mut active) }.result()?;
     let sched = flags & sys::CUctx_flags::CU_CTX_SCHED_MASK as u32;
     Ok([HostWait::Spin, HostWait::Yield, HostWait::Block]
         .into_iter()
         .find(|w| w.flags() == sched)
         .unwrap_or(HostWait::Auto))
+}
+
+/// The driver's handle of device `ordinal` (libcuda loaded and initialized: `device_count`
+/// did both).
+fn cu_device(ordinal: usize) -> Result<sys::CUdevice, CudaError> {
+    let mut device: sys::CUdevice = 0;
+    // SAFETY: `device` is a valid out-pointer.
+    unsafe { sys::cuDeviceGet(&mut device, i32::try_from(ordinal).unwrap_or(i32::MAX)) }
+        .result()?;
+    Ok(device)
 }
 
 #[cfg(test)]

@@ -259,20 +259,7 @@ fn the_clip_encoded_to_h264_through_gstreamer_gives_the_objects_of_octopipe_run(
     let n = 4;
     first_images(&data, &dir, n);
     // The clip's first frames as an H.264 MP4, made here.
-    let mp4 = dir.join("clip.mp4");
-    let encode = format!(
-        "multifilesrc location={}/%05d.jpg index=0 stop-index={} caps=image/jpeg,framerate=30/1 \
-         ! jpegdec ! videoconvert ! video/x-raw,format=I420 ! x264enc speed-preset=ultrafast qp-max=20 \
-         ! h264parse ! mp4mux ! filesink location={}",
-        dir.join("frames").display(),
-        n - 1,
-        mp4.display()
-    );
-    run(&gst::parse::launch(&encode)
-        .unwrap()
-        .downcast::<gst::Pipeline>()
-        .unwrap())
-    .unwrap();
+    let mp4 = clip_h264(&dir, n);
     same_objects_detected(
         &data,
         &dir,

@@ -149,20 +149,7 @@ fn nvh264dec_frames_read_in_cuda_memory_give_the_objects_of_system_memory() {
     }
     let dir = tmp("cuda-memory");
     let n = numbered_clip(&data, &dir.join("frames"));
-    let mp4 = dir.join("clip.mp4");
-    let encode = format!(
-        "multifilesrc location={}/%05d.jpg index=0 stop-index={} caps=image/jpeg,framerate=30/1 \
-         ! jpegdec ! videoconvert ! video/x-raw,format=I420 ! x264enc speed-preset=ultrafast qp-max=20 \
-         ! h264parse ! mp4mux ! filesink location={}",
-        dir.join("frames").display(),
-        n - 1,
-        mp4.display()
-    );
-    run(&gst::parse::launch(&encode)
-        .unwrap()
-        .downcast::<gst::Pipeline>()
-        .unwrap())
-    .unwrap();
+    let mp4 = clip_h264(&dir, n);
     let models = data.join("models");
     // The same decoder and stages; the frames stay in CUDA memory, or are copied to the host
     // (`cudadownload`) and read from there.

@@ -112,12 +112,7 @@ fn the_latency_query_is_answered_with_nothing_added() {
     p.set_state(gst::State::Playing).unwrap();
     let (result, _, _) = p.state(gst::ClockTime::from_seconds(10));
     assert!(result.is_ok());
-    let latency = |element: &str| {
-        let pad = p.by_name(element).unwrap().static_pad("src").unwrap();
-        let mut q = gst::query::Latency::new();
-        assert!(pad.query(&mut q), "{element} answers the latency query");
-        q.result()
-    };
+    let latency = |element: &str| latency_of(&p, element);
     let upstream = latency("src");
     assert!(upstream.0, "a live source");
     // In-place, holding no buffer: the elements add no latency to upstream's.

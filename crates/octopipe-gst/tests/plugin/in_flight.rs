@@ -122,12 +122,7 @@ fn a_shared_element_adds_its_in_flight_frames_to_the_latency() {
     p.set_state(gst::State::Playing).unwrap();
     let (result, _, _) = p.state(gst::ClockTime::from_seconds(10));
     assert!(result.is_ok());
-    let latency = |element: &str| {
-        let pad = p.by_name(element).unwrap().static_pad("src").unwrap();
-        let mut q = gst::query::Latency::new();
-        assert!(pad.query(&mut q), "{element} answers the latency query");
-        q.result()
-    };
+    let latency = |element: &str| latency_of(&p, element);
     let (live, min, max) = latency("boxes");
     let held = gst::ClockTime::from_nseconds(3 * 33_333_333);
     let (cls_live, cls_min, cls_max) = latency("cls");

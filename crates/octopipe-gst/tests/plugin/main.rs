@@ -173,6 +173,41 @@ pub fn gst_command(tool: &str, plugins: &Path) -> std::process::Command {
         .env_remove("GST_DEBUG");
     cmd
 }
+/// The latency `element`'s src pad answers in `pipeline`: (live, min, max); fails the test
+/// when the element does not answer.
+pub fn latency_of(
+    pipeline: &gst::Pipeline,
+    element: &str,
+) -> (bool, gst::ClockTime, Option<gst::ClockTime>) {
+    let pad = pipeline
+        .by_name(element)
+        .unwrap()
+        .static_pad("src")
+        .unwrap();
+    let mut q = gst::query::Latency::new();
+    assert!(pad.query(&mut q), "{element} answers the latency query");
+    q.result()
+}
+
+/// The clip's first `n` frames (`dir/frames/%05d.jpg`, made by [`numbered_clip`] or
+/// `first_images`) encoded to H.264 in `dir/clip.mp4`, which it returns.
+pub fn clip_h264(dir: &Path, n: usize) -> PathBuf {
+    let mp4 = dir.join("clip.mp4");
+    run(&gst::parse::launch(&format!(
+        "multifilesrc location={}/%05d.jpg index=0 stop-index={} caps=image/jpeg,framerate=30/1 \
+         ! jpegdec ! videoconvert ! video/x-raw,format=I420 ! x264enc speed-preset=ultrafast qp-max=20 \
+         ! h264parse ! mp4mux ! filesink location={}",
+        dir.join("frames").display(),
+        n - 1,
+        mp4.display()
+    ))
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap())
+    .unwrap();
+    mp4
+}
+
 /// Six frames of 320x240 H.264 in `dir/six.mp4` and MOT rows for them in `dir/six.txt` (frame
 /// index k has one box at x = 10 k), for the seek tests; `None` (a printed skip) where x264enc or
 /// avdec_h264, which encode and decode them, is missing.
