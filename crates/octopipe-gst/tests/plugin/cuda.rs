@@ -138,12 +138,12 @@ fn nvh264dec_frames_read_in_cuda_memory_give_the_objects_of_system_memory() {
     let Some(data) = data_and_ort() else { return };
     init();
     if let Err(e) = octopipe_sources::nvdec_available() {
-        skip(&format!("NVDEC into CUDA memory cannot run here: {e}"));
+        skip_gpu(&format!("NVDEC into CUDA memory cannot run here: {e}"));
         return;
     }
     for needed in ["x264enc", "nvh264dec", "cudadownload"] {
         if gst::ElementFactory::find(needed).is_none() {
-            skip(&format!("{needed} missing"));
+            skip_gpu(&format!("{needed} missing"));
             return;
         }
     }

@@ -1,13 +1,21 @@
 //! (d) State changes in any order and repeatedly: 200 NULL -> PLAYING -> NULL cycles of a pipeline
-//! through every element but the detector leave the process's resident memory within 10 MiB.
+//! through every element but the detector leave the process's resident memory within 10 MiB, and
+//! the second hundred within 4 MiB.
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
 use super::*;
 
-/// The process's resident set, in bytes (Linux).
+/// The process's resident set, in bytes (Linux), after glibc returns what it freed to the system,
+/// so that what the allocator keeps for reuse (which depends on the threads' timing) is not
+/// counted as held.
 fn rss() -> u64 {
+    extern "C" {
+        fn malloc_trim(pad: usize) -> i32;
+    }
+    // SAFETY: glibc's malloc_trim only releases free heap memory.
+    unsafe { malloc_trim(0) };
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
     let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
     pages * 4096
@@ -56,16 +64,29 @@ fn two_hundred_play_cycles_hold_memory() {
     for _ in 0..10 {
         cycle(&p);
     }
+    // What the first cycles reserve (allocator arenas, ONNX Runtime's and GStreamer's pools) may
+    // grow a little longer; a leak grows in every cycle, so the second hundred is held to 4 MiB
+    // (a 320x240 frame left behind per cycle would be 11 MiB) and the whole to 10 MiB.
     let before = rss();
-    for _ in 0..200 {
+    for _ in 0..100 {
         cycle(&p);
     }
-    let grown = rss().saturating_sub(before);
-    eprintln!("rss grew {} KiB over 200 cycles", grown / 1024);
+    let middle = rss();
+    for _ in 0..100 {
+        cycle(&p);
+    }
+    let after = rss();
+    let kib = |b: u64| b / 1024;
+    eprintln!(
+        "rss grew {} KiB over the first 100 cycles, {} KiB over the second",
+        kib(middle.saturating_sub(before)),
+        kib(after.saturating_sub(middle))
+    );
     assert!(
-        grown < 10 << 20,
-        "resident memory grew {} KiB",
-        grown / 1024
+        after.saturating_sub(middle) < 4 << 20 && after.saturating_sub(before) < 10 << 20,
+        "resident memory grew {} KiB, then {} KiB",
+        kib(middle.saturating_sub(before)),
+        kib(after.saturating_sub(middle))
     );
     // The last cycle's objects: 3 frames' synthetic boxes, each labelled.
     let objects = objects(&out);

@@ -45,6 +45,12 @@ pub fn skip(reason: &str) -> bool {
     true
 }
 
+/// Prints why a GPU test does not run here. CI has no GPU, so, unlike [`skip`], this never
+/// fails under CI: the GPU tests run on the device (`scripts/device-gst-cuda.sh`).
+pub fn skip_gpu(reason: &str) {
+    eprintln!("SKIPPED (GPU test): {reason}");
+}
+
 /// The shared data folder (`$OCTOPIPE_DATA`, default `../shared/data` from the repository root).
 pub fn data() -> Option<PathBuf> {
     let dir = std::env::var_os("OCTOPIPE_DATA")
