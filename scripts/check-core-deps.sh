@@ -6,8 +6,8 @@
 # signal-hook, tracing-subscriber); nor does the stages crate's (crates/octopipe-stages, its
 # brokers off); the sources crate holds no ONNX Runtime and the ONNX crate no GStreamer. Prints
 # each tree's crates and exits 1 naming any forbidden one. And the facade library without its default features (an embedder's
-# `default-features = false`: no `cli`, `mqtt`, `zenoh`) has none of the CLI's crates and no
-# broker in its tree. Run by scripts/test.sh.
+# `default-features = false`: no `cli`, `mqtt`, `zenoh`) has none of the CLI's crates, no
+# broker and not the CLI's tools (crates/octopipe-tools) in its tree. Run by scripts/test.sh.
 #
 #     bash scripts/check-core-deps.sh
 set -euo pipefail
@@ -42,7 +42,7 @@ for rule in \
   echo "check-core-deps: $package: none of its forbidden crates"
 done
 
-optional='^(clap|anyhow|signal-hook|tracing-subscriber|zenoh|rumqttc)([-_][a-z0-9_-]+)?$'
+optional='^(clap|anyhow|signal-hook|tracing-subscriber|zenoh|rumqttc|octopipe-tools)([-_][a-z0-9_-]+)?$'
 crates=$(cargo tree -p octopipe --no-default-features -e normal,build --prefix none | awk '{print $1}' | sort -u)
 bad=$(grep -E "$optional" <<<"$crates" || true)
 if [ -n "$bad" ]; then
@@ -50,4 +50,4 @@ if [ -n "$bad" ]; then
   echo "  see why with: cargo tree -p octopipe --no-default-features -e normal,build -i CRATE" >&2
   exit 1
 fi
-echo "check-core-deps: the library without its default features holds no CLI crate and no broker"
+echo "check-core-deps: the library without its default features holds no CLI crate, no broker and no tools"

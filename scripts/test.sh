@@ -8,8 +8,9 @@
 # `cargo build` made), format, lint (with and without the `bench` feature; the GStreamer plugin's
 # `analytics` feature type-checked only: it needs GStreamer >= 1.24), build-check the
 # library without its `cli` feature, check the API docs and run every test of the library and of
-# the member crates (with `bench`, so the GPU tests build too; the GStreamer plugin's too, whose
-# gst-launch-1.0 tests load the libgstoctopipe.so that build makes); then
+# the member crates (with `bench`, so the GPU tests and the tools crate's benchmarks build too;
+# the GStreamer plugin's too, whose gst-launch-1.0 tests load the libgstoctopipe.so that build
+# makes); then
 # build the Python module from that build, install it into a virtual environment of its own
 # (target/pyenv, so that a module the user installed stays) and run its tests (pytest).
 # Shared VisDrone data is taken from $OCTOPIPE_DATA (default ../shared/data); tests that need it,
@@ -35,6 +36,7 @@ SYSTEM_DEPS_GSTREAMER_ANALYTICS_1_0_NO_PKG_CONFIG=1 \
 cargo check -p octopipe --lib --no-default-features --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test -p octopipe -p octopipe-core -p octopipe-cuda -p octopipe-stages -p octopipe-sources \
-  -p octopipe-onnx -p octopipe-pipeline -p octopipe-observe -p octopipe-gst --features bench
+  -p octopipe-onnx -p octopipe-pipeline -p octopipe-observe -p octopipe-gst -p octopipe-tools \
+  --features bench
 bash scripts/setup.sh --wheel dev
 "${CARGO_TARGET_DIR:-target}/pyenv/bin/python" -m pytest -q -rs crates/octopipe-python

@@ -57,16 +57,6 @@
 
 #![warn(missing_docs)]
 
-// The benchmarks and the CLI's own commands (`eval`, `pan`): public for the `octopipe` binary and
-// the tests, not part of the embedding API.
-#[cfg(feature = "bench")]
-#[doc(hidden)]
-pub mod bench;
-#[doc(hidden)]
-pub mod eval;
-#[doc(hidden)]
-pub mod pan;
-
 // The bottom layers live in the core crate (crates/octopipe-core); here under their old paths, so
 // `octopipe::frame::Frame`, `crate::stage::Stage`, ... name what they always named.
 pub use octopipe_core::{alloc, budget, buffer, error, files, frame, redact, stage, tensor};

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-#[cfg(feature = "bench")]
-use octopipe::bench;
 use octopipe::observe;
 use octopipe::pipeline::RunPath;
+#[cfg(feature = "bench")]
+use octopipe_tools::bench;
 
 #[derive(Parser)]
 #[command(
@@ -87,7 +87,7 @@ pub(crate) enum Command {
         #[arg(long, requires = "image")]
         annotations: Option<PathBuf>,
         /// Frames, at 30 fps.
-        #[arg(long, default_value_t = octopipe::pan::DEFAULT_FRAMES)]
+        #[arg(long, default_value_t = octopipe_tools::pan::DEFAULT_FRAMES)]
         frames: u32,
         /// Replace an earlier video and ground truth.
         #[arg(long)]
@@ -96,7 +96,7 @@ pub(crate) enum Command {
     /// Score a run's output against ground truth: detections, tracks (IDF1) or labels.
     Eval {
         #[command(subcommand)]
-        what: octopipe::eval::EvalCommand,
+        what: octopipe_tools::eval::EvalCommand,
     },
     /// Benchmarks and `probe` come with the `bench` feature: this build says how to get them.
     #[cfg(not(feature = "bench"))]

@@ -2,8 +2,8 @@
 
 use anyhow::{bail, Context, Result};
 
-use octopipe::bench::{self, PreprocessBenchOptions, Workload};
 use octopipe::frame::PixelFormat;
+use octopipe_tools::bench::{self, PreprocessBenchOptions, Workload};
 
 use super::args::{BenchCommand, PipelineArgs, PreprocessArgs};
 use super::run::data_dir;

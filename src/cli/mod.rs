@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use clap::Parser;
 
 #[cfg(feature = "bench")]
-use octopipe::bench::ProbeOptions;
+use octopipe_tools::bench::ProbeOptions;
 
 mod args;
 #[cfg(feature = "bench")]
@@ -97,23 +97,23 @@ pub(crate) fn real_main() -> Result<ExitCode> {
         } => {
             let data = std::env::var_os("OCTOPIPE_DATA").map(PathBuf::from);
             let mut opts = match (image, annotations, data) {
-                (Some(image), Some(annotations), _) => octopipe::pan::PanOptions {
+                (Some(image), Some(annotations), _) => octopipe_tools::pan::PanOptions {
                     image,
                     annotations,
-                    ..octopipe::pan::PanOptions::shared(std::path::Path::new(""), &out)
+                    ..octopipe_tools::pan::PanOptions::shared(std::path::Path::new(""), &out)
                 },
-                (_, _, Some(data)) => octopipe::pan::PanOptions::shared(&data, &out),
+                (_, _, Some(data)) => octopipe_tools::pan::PanOptions::shared(&data, &out),
                 _ => bail!("the source image is needed: --image FILE --annotations FILE, or $OCTOPIPE_DATA (. scripts/env.sh)"),
             };
             (opts.frames, opts.overwrite) = (frames, force);
-            let made = octopipe::pan::make(&opts)?;
+            let made = octopipe_tools::pan::make(&opts)?;
             eprintln!(
                 "octopipe: wrote {} ({} frames of {}x{} at {} fps, panning over {}) and {} ({} objects, {} rows)",
                 made.video.display(),
                 made.frames,
                 opts.size.0,
                 opts.size.1,
-                octopipe::pan::FPS,
+                octopipe_tools::pan::FPS,
                 opts.image.display(),
                 made.truth.display(),
                 made.objects,
@@ -150,7 +150,7 @@ pub(crate) fn real_main() -> Result<ExitCode> {
         Command::Probe { data } => {
             print!(
                 "{}",
-                octopipe::bench::probe(&ProbeOptions {
+                octopipe_tools::bench::probe(&ProbeOptions {
                     data_dir: data.or_else(data_dir)
                 })?
             );

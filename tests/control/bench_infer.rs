@@ -5,8 +5,8 @@
 
 use crate::common;
 
-use octopipe::bench::{infer, InferOptions};
 use octopipe::onnx::Ep;
+use octopipe_tools::bench::{infer, InferOptions};
 
 #[test]
 fn a_row_per_batch_size_and_one_of_changing_sizes() {
@@ -59,7 +59,7 @@ fn cuda_without_its_execution_provider_is_an_error_naming_the_model() {
         batches: vec![1],
         runs: 1,
         threads: 1,
-        tunings: vec![octopipe::bench::Tuning::parse("plain").unwrap()],
+        tunings: vec![octopipe_tools::bench::Tuning::parse("plain").unwrap()],
         fixed_only: false,
         concurrent: 1,
     };

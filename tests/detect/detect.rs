@@ -481,7 +481,7 @@ fn a_failing_call_is_the_stage_error() {
 #[cfg(feature = "bench")]
 #[test]
 fn the_shared_detector_on_tiles_of_the_clip_finds_what_the_reference_finds() {
-    use octopipe::bench::eval::{evaluate_files, Group};
+    use octopipe_tools::bench::eval::{evaluate_files, Group};
     let Some(data) = common::shared_data() else {
         return;
     };

@@ -13,7 +13,7 @@ use crate::common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use octopipe::bench::pipeline::{self, Compute, PipelineBenchOptions};
+use octopipe_tools::bench::pipeline::{self, Compute, PipelineBenchOptions};
 
 /// Small options on the shared clip and classifier, when they, ONNX Runtime and x264enc are here.
 fn small() -> Option<PipelineBenchOptions> {

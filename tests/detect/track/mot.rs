@@ -1,9 +1,9 @@
 //! The tracker on the MOT ground truth with its ids hidden, clean and with noise, scored with
 //! the bench crate's MOT metrics.
 
-use octopipe::bench::mot::{score, tracker_input, MotScore, MotSequence, Noise};
 use octopipe::track::{TrackConfig, Tracker};
 use octopipe::Detection;
+use octopipe_tools::bench::mot::{score, tracker_input, MotScore, MotSequence, Noise};
 
 /// Track `input` frame by frame (boxes score 1, no ids); the boxes given ids, with their
 /// ids.

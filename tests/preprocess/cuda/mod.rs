@@ -15,14 +15,14 @@ use crate::common;
 use std::path::PathBuf;
 
 use octopipe::batch::{CropBatch, CropMeta};
-use octopipe::bench::{
-    self, f16_to_f32, frame_from, max_diff_255, synthetic_frame, BenchEngine, Rng, Strategy,
-};
 use octopipe::frame::{Colorimetry, FrameLayout, PixelFormat};
 use octopipe::preprocess::cpu::CpuBackend;
 use octopipe::preprocess::cuda::meta::Norm;
 use octopipe::preprocess::cuda::{self, CudaBackend, HostFrame, OutType, UploadMode};
 use octopipe::preprocess::{Backend, ChannelOrder, DType, Interpolation, Layout, PreprocessConfig};
+use octopipe_tools::bench::{
+    self, f16_to_f32, frame_from, max_diff_255, synthetic_frame, BenchEngine, Rng, Strategy,
+};
 
 mod benches;
 mod clip;

@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::boxes::BoxesError;
-use crate::frame::Detection;
-use crate::track::{iou_u32, max_weight_matching, TrackConfig, TrackError, Tracker};
+use octopipe_core::frame::Detection;
+use octopipe_stages::boxes::BoxesError;
+use octopipe_stages::track::{iou_u32, max_weight_matching, TrackConfig, TrackError, Tracker};
 
 /// Least IoU of a predicted box with a true one for them to be the same object.
 pub const MATCH_IOU: f64 = 0.5;
@@ -68,7 +68,7 @@ impl MotSequence {
             reason: e.to_string(),
             source: Some(e),
         })?;
-        let rows = crate::boxes::parse_mot(&text[..], &path.display().to_string())?;
+        let rows = octopipe_stages::boxes::parse_mot(&text[..], &path.display().to_string())?;
         let last = rows.iter().map(|(f, _)| *f).max().unwrap_or(0);
         let mut frames = vec![Vec::new(); last as usize];
         for (index, row) in rows {

@@ -11,7 +11,7 @@ use super::{
     detector, images, parse_line, Compute, DetectBench, DetectStats, ImageStreams, ANNOTATED_BOXES,
     LABELS, SINK,
 };
-use crate::Pipeline;
+use octopipe_pipeline::pipeline::Pipeline;
 
 /// One run: its streams and where each stage runs.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,10 +8,10 @@ use octopipe_cuda::{available, CudaError, Gpu};
 
 use super::{max_diff_255, median, BenchError, Prepared, PreprocessBenchOptions, Row, Workload};
 use super::{BenchEngine, Strategy};
-use crate::batch::{build_blocks_into, CropBatch, CropMeta};
-use crate::preprocess::cuda::meta::Norm;
-use crate::preprocess::cuda::{octopus_threads, HostFrame, OutType, UploadMode};
-use crate::preprocess::PreprocessConfig;
+use octopipe_stages::batch::{build_blocks_into, CropBatch, CropMeta};
+use octopipe_stages::preprocess::cuda::meta::Norm;
+use octopipe_stages::preprocess::cuda::{octopus_threads, HostFrame, OutType, UploadMode};
+use octopipe_stages::preprocess::PreprocessConfig;
 
 mod backends;
 mod resample;
@@ -341,7 +341,7 @@ impl GpuBench {
         e.download_f16(&mut h)?;
         let as32: Vec<f32> = h
             .iter()
-            .map(|&b| crate::preprocess::f16_to_f32(b))
+            .map(|&b| octopipe_stages::preprocess::f16_to_f32(b))
             .collect();
         let diff = max_diff_255(&as32, reference, config);
         let kernel = time_kernel_queued(e, self.reps, 10, go)?;
@@ -411,13 +411,13 @@ fn per_frame_crops(n: usize, crops: &[CropMeta]) -> (Vec<Vec<CropMeta>>, Vec<usi
     (per, lens)
 }
 
-fn clone_frame(f: &crate::frame::Frame) -> crate::frame::Frame {
-    crate::frame::Frame::new(
+fn clone_frame(f: &octopipe_core::frame::Frame) -> octopipe_core::frame::Frame {
+    octopipe_core::frame::Frame::new(
         f.stream,
         f.seq,
         "bench",
         f.layout,
         f.colorimetry,
-        crate::frame::PooledBuf::unpooled(f.data().unwrap_or(&[]).to_vec()),
+        octopipe_core::frame::PooledBuf::unpooled(f.data().unwrap_or(&[]).to_vec()),
     )
 }

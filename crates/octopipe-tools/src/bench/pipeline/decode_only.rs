@@ -79,7 +79,7 @@ fn cpu_decoder(codec: Codec, exists: impl Fn(&str) -> bool) -> &'static str {
         .unwrap_or(choices[0])
 }
 
-/// Decode `streams` streams of `video` with `decoder` and nothing else ([`decode_only_line`]):
+/// Decode `streams` streams of `video` with `decoder` and nothing else (`decode_only_line`):
 /// frames per second of all streams together, or why it could not run.
 pub fn decode_only(
     video: &Path,

@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use ort::session::{Session, SessionInputValue};
 
-use crate::onnx::{CudaOptions, FixedInput, Sessions};
+use octopipe_onnx::onnx::{CudaOptions, FixedInput, Sessions};
 use ort::value::{TensorRef, ValueType};
 
 use super::{BenchError, Rng};
-use crate::onnx::Ep;
+use octopipe_onnx::onnx::Ep;
 
 /// A way of running the model on CUDA that `octopipe bench infer --cuda` compares: session
 /// options, and whether runs go through buffers bound at fixed batch sizes.
@@ -340,7 +340,7 @@ fn bound_runs(
     ptr: u64,
     per: usize,
 ) -> Result<Vec<f64>, BenchError> {
-    let err = |e: crate::onnx::OnnxError| BenchError::Options(e.to_string());
+    let err = |e: octopipe_onnx::onnx::OnnxError| BenchError::Options(e.to_string());
     let mut times = Vec::with_capacity(runs.len());
     for &b in runs {
         let t = Instant::now();
@@ -413,7 +413,7 @@ fn run(
         (Input::Device, Some(d)) => {
             // SAFETY: `d.ptr` holds at least `shape`'s f32 elements (the largest padded batch),
             // alive for the run.
-            unsafe { crate::onnx::cuda_input(d.ptr, 0, &shape) }
+            unsafe { octopipe_onnx::onnx::cuda_input(d.ptr, 0, &shape) }
                 .map_err(err)?
                 .into()
         }
@@ -448,7 +448,7 @@ impl DeviceBuf {
         let (ptr, buf): (u64, Box<dyn std::any::Any>) = if half {
             let halves: Vec<u16> = host
                 .iter()
-                .map(|&v| crate::preprocess::f32_to_f16(v))
+                .map(|&v| octopipe_stages::preprocess::f32_to_f16(v))
                 .collect();
             let buf = stream.clone_htod(&halves).map_err(CudaError::from)?;
             let ptr = cudarc::driver::DevicePtr::device_ptr(&buf, &stream).0;
@@ -498,7 +498,7 @@ pub fn model_throughput(
     rows: usize,
     runs: usize,
 ) -> Result<f64, BenchError> {
-    let err = |e: crate::onnx::OnnxError| BenchError::Options(e.to_string());
+    let err = |e: octopipe_onnx::onnx::OnnxError| BenchError::Options(e.to_string());
     let mut sessions = Sessions::open_with(model, 0, ep, options).map_err(err)?;
     let (name, item, fixed, half) = input_shape(sessions.first())?;
     let rows = if fixed { 1 } else { rows.max(1) };

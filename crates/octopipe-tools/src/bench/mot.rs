@@ -5,7 +5,7 @@
 //! octopipe bench track --data ../shared/data
 //! ```
 //!
-//! Each ground-truth file's boxes (ids removed, score 1) go through a [`Tracker`](crate::track::Tracker) frame by frame;
+//! Each ground-truth file's boxes (ids removed, score 1) go through a [`Tracker`](octopipe_stages::track::Tracker) frame by frame;
 //! its ids are scored against the true ones. The same again with boxes dropped at random (10%)
 //! and the rest jittered (each side and the position by up to 5% of the box's size), seeded, so
 //! the numbers repeat.
@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::Rng;
-use crate::track::TrackConfig;
+use octopipe_stages::track::TrackConfig;
 
 pub use crate::eval::mot::{
     run_tracker, score, IdBoxes, MotError, MotScore, MotSequence, MATCH_IOU, MOT_DIR,

@@ -14,7 +14,7 @@
 //! High 4:4:4) or `x265enc` (`--codec h265`, Main) at `--bitrate` into an mp4 in a folder of its
 //! own under the system's temporary folder, removed at the end (`video.rs`). Each combination of
 //! streams, decoder and execution provider is then one description ([`description`], `run.rs`),
-//! built and run in this process through [`Pipeline`](crate::Pipeline):
+//! built and run in this process through [`Pipeline`](octopipe_pipeline::pipeline::Pipeline):
 //!
 //! ```text
 //! media location=${video} decoder=cpu|nvdec ! boxes format=synthetic count=28 ! mux.   (N-1 times)

@@ -8,10 +8,12 @@ use octopipe_cuda::CudaError;
 use super::super::BenchEngine;
 use super::super::{max_diff_255, median, BenchError, Prepared, Row};
 use super::{clone_frame, per_frame_crops, GpuBench};
-use crate::batch::{build_blocks_into, CropBatch, CropMeta};
-use crate::preprocess::cuda::meta::Norm;
-use crate::preprocess::cuda::{octopus_threads, CudaBackend, HostFrame, OutType, UploadMode};
-use crate::preprocess::{Backend, PreprocessConfig};
+use octopipe_stages::batch::{build_blocks_into, CropBatch, CropMeta};
+use octopipe_stages::preprocess::cuda::meta::Norm;
+use octopipe_stages::preprocess::cuda::{
+    octopus_threads, CudaBackend, HostFrame, OutType, UploadMode,
+};
+use octopipe_stages::preprocess::{Backend, PreprocessConfig};
 
 impl GpuBench {
     /// The `Backend` path (what the pipeline runs), host clock: frame upload from pageable memory,

@@ -8,11 +8,11 @@ use std::time::Instant;
 use octopipe_cuda::available;
 
 use super::time_kernel_queued;
-use crate::batch::build_blocks_into;
 use crate::bench::{prepare, BenchError, PreprocessBenchOptions, Workload};
 use crate::bench::{BenchEngine, Strategy};
-use crate::preprocess::cuda::meta::Norm;
-use crate::preprocess::cuda::{octopus_threads, HostFrame, OutType, UploadMode};
+use octopipe_stages::batch::build_blocks_into;
+use octopipe_stages::preprocess::cuda::meta::Norm;
+use octopipe_stages::preprocess::cuda::{octopus_threads, HostFrame, OutType, UploadMode};
 
 /// Options of `octopipe probe`.
 #[derive(Debug, Clone, Default)]

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use image::RgbImage;
 
-use crate::boxes::parse_det;
+use octopipe_stages::boxes::parse_det;
 
 /// Default output size.
 pub(crate) const DEFAULT_SIZE: (u32, u32) = (1280, 720);
@@ -246,7 +246,7 @@ pub(crate) fn ground_truth(
     annotations: &[u8],
     file: &str,
     camera: &Camera,
-) -> Result<(String, usize, usize), crate::boxes::BoxesError> {
+) -> Result<(String, usize, usize), octopipe_stages::boxes::BoxesError> {
     let rows = parse_det(annotations, file)?;
     let mut text = String::new();
     let (mut n, mut seen) = (0, vec![false; rows.len()]);
@@ -302,7 +302,7 @@ pub fn make(opts: &PanOptions) -> Result<PanVideo, PanError> {
     let video = opts.out.join("video.mp4");
     let truth = opts.out.join("gt.txt");
     let new = |path: &Path| {
-        crate::sink::output::create_file(path, opts.overwrite).map_err(|e| {
+        octopipe_stages::sink::output::create_file(path, opts.overwrite).map_err(|e| {
             error(
                 path,
                 e.reason.replace(
@@ -321,7 +321,7 @@ pub fn make(opts: &PanOptions) -> Result<PanVideo, PanError> {
     std::fs::write(&truth, gt).map_err(|e| error(&truth, e.to_string()))?;
     let interval = Duration::from_nanos(1_000_000_000 / u64::from(FPS));
     let mut encoder =
-        crate::observe::Mp4Encoder::check(&video).map_err(|e| error(&video, e.to_string()))?;
+        octopipe_observe::Mp4Encoder::check(&video).map_err(|e| error(&video, e.to_string()))?;
     for k in 0..opts.frames {
         let frame = camera.window(k).render(&source, opts.size);
         encoder

@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::pipeline::Pipeline;
-use crate::sink::message::{Message, Messages, Per};
-use crate::stage::PropChoice;
-use crate::Error;
+use octopipe_core::error::Error;
+use octopipe_core::stage::PropChoice;
+use octopipe_pipeline::pipeline::Pipeline;
+use octopipe_stages::sink::message::{Message, Messages, Per};
 
 /// What `octopipe bench messages` runs.
 #[derive(Debug, Clone)]
@@ -54,16 +54,16 @@ fn sizes(what: &'static str, text: &str) -> Result<[Sizes; 2], Error> {
     let mut out: Vec<Message> = Vec::new();
     for batch in batches {
         for (messages, sizes) in &mut per {
-            messages
-                .of(&batch, &mut out)
-                .map_err(|e| crate::sink::SinkError::network("bench messages", e.to_string()))?;
+            messages.of(&batch, &mut out).map_err(|e| {
+                octopipe_stages::sink::SinkError::network("bench messages", e.to_string())
+            })?;
             sizes.frames += batch.frames.iter().filter(|f| f.part.is_last()).count();
             sizes.bytes.extend(out.drain(..).map(|m| m.payload.len()));
         }
     }
     let outcome = run
         .join()
-        .map_err(|_| crate::error::PipelineError::Panic("bench messages".into()))?;
+        .map_err(|_| octopipe_core::error::PipelineError::Panic("bench messages".into()))?;
     if let Some(e) = outcome.error {
         return Err(e);
     }

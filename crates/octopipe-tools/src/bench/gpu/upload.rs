@@ -4,9 +4,9 @@ use cudarc::driver::PinnedHostSlice;
 use octopipe_cuda::CudaError;
 
 use super::{time_host, time_kernel, GpuInput};
-use crate::batch::build_blocks_into;
 use crate::bench::{BenchEngine, Strategy};
-use crate::preprocess::cuda::{OutType, TransferStats, UploadMode};
+use octopipe_stages::batch::build_blocks_into;
+use octopipe_stages::preprocess::cuda::{OutType, TransferStats, UploadMode};
 
 /// Host-clock times (ms) of one batch through one strategy with each way of moving the frames.
 pub(super) struct UploadTimes {

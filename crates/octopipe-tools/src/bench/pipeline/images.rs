@@ -96,7 +96,7 @@ impl ImageStreams {
 /// Why nvJPEG cannot decode on the GPUs of `devices` (empty: GPU 0), or `None` when it can:
 /// the row of a decoder that cannot run says so instead of running.
 pub(super) fn nvjpeg_missing(devices: &[usize]) -> Option<String> {
-    if let Err(e) = crate::preprocess::cuda::available() {
+    if let Err(e) = octopipe_stages::preprocess::cuda::available() {
         return Some(format!("nvJPEG needs a GPU: {e}"));
     }
     let devices = if devices.is_empty() {
@@ -105,7 +105,7 @@ pub(super) fn nvjpeg_missing(devices: &[usize]) -> Option<String> {
         devices
     };
     devices.iter().find_map(|&d| {
-        crate::source::nvjpeg_available(d)
+        octopipe_sources::nvjpeg_available(d)
             .err()
             .map(|e| format!("no nvJPEG on cuda:{d}: {e}"))
     })
@@ -113,7 +113,7 @@ pub(super) fn nvjpeg_missing(devices: &[usize]) -> Option<String> {
 
 /// Files the nvJPEG route decoded on the CPU instead (its `decoded on the CPU: ...` events),
 /// over the streams of `report`.
-pub(super) fn fallbacks(report: &crate::budget::Report) -> u64 {
+pub(super) fn fallbacks(report: &octopipe_core::budget::Report) -> u64 {
     report
         .streams
         .iter()

@@ -12,11 +12,13 @@ use octopipe_cuda::{available, CudaError};
 
 use super::gpu::timing_event;
 use super::{median, time_cpu, BenchError};
-use crate::budget::{Budget, Tally};
-use crate::frame::PixelSums;
-use crate::preprocess::BackendKind;
-use crate::tiles::{random, scene, Grid, Tiler, TilesConfig};
-use crate::tilestats::{GpuSums, Rule, Sampling, TileBlocks, TileFilter, TileStatsConfig};
+use octopipe_core::budget::{Budget, Tally};
+use octopipe_core::frame::PixelSums;
+use octopipe_stages::preprocess::BackendKind;
+use octopipe_stages::tiles::{random, scene, Grid, Tiler, TilesConfig};
+use octopipe_stages::tilestats::{
+    GpuSums, Rule, Sampling, TileBlocks, TileFilter, TileStatsConfig,
+};
 
 /// The seed scenario's time on a Jetson Orin Nano, ms per scene.
 pub const SEED_ORIN_NANO_MS: f64 = 147.0;
@@ -62,7 +64,7 @@ impl Default for TilesBenchOptions {
             min: 128,
             max: 512,
             keep: "mean>0.535".into(),
-            block_pixels: crate::tilestats::DEFAULT_BLOCK_PIXELS,
+            block_pixels: octopipe_stages::tilestats::DEFAULT_BLOCK_PIXELS,
             seconds: 3.0,
             gpu_reps: 30,
             threads: 0,
@@ -181,7 +183,7 @@ pub fn tiles(opts: &TilesBenchOptions) -> Result<String, BenchError> {
 /// The GPU rows: the stage, the upload, the one launch, one launch per tile, padded.
 fn gpu_rows(
     opts: &TilesBenchOptions,
-    batch: &mut crate::batch::CropBatch,
+    batch: &mut octopipe_stages::batch::CropBatch,
     reference: &[PixelSums],
     stage: impl Fn(BackendKind, usize) -> Result<TileFilter, BenchError>,
     out: &mut String,
@@ -270,7 +272,7 @@ fn gpu_rows(
 }
 
 /// Each tile's sums, as the stage left them on the frame's boxes.
-fn sums_of(batch: &crate::batch::CropBatch) -> Vec<PixelSums> {
+fn sums_of(batch: &octopipe_stages::batch::CropBatch) -> Vec<PixelSums> {
     batch.frames[0]
         .detections
         .iter()

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
+use octopipe_core::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
 
 /// xorshift64* : deterministic, seeded, good enough for benchmark inputs.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 //! [`preprocess`] times the CPU backend, a naive CPU baseline, and (when a GPU is present) the CUDA
 //! strategies A to E on three workloads, and returns one printed table. The baseline strategies
 //! A, B, D and E live here ([`Strategy`], [`BenchEngine`]), beside the production strategy C of
-//! [`crate::preprocess::cuda`]. [`probe`] picks the strategy and tile size for the present GPU with
+//! [`octopipe_stages::preprocess::cuda`]. [`probe`] picks the strategy and tile size for the present GPU with
 //! a few micro-benchmarks. [`detect_tiles`] times the detector's input (a frame's tiles as one
 //! batch) per backend; [`pipeline`] runs the whole pipeline on N streams of H.264
 //! (`octopipe bench pipeline`); [`tiles`] times the satellite tile filter (`octopipe bench tiles`)
@@ -26,18 +26,18 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::batch::{CropBatch, CropMeta};
-use crate::frame::PixelFormat;
-use crate::preprocess::cpu::CpuBackend;
-use crate::preprocess::{Backend, PreprocessConfig, PreprocessError};
+use octopipe_core::frame::PixelFormat;
+use octopipe_stages::batch::{CropBatch, CropMeta};
+use octopipe_stages::preprocess::cpu::CpuBackend;
+use octopipe_stages::preprocess::{Backend, PreprocessConfig, PreprocessError};
 
 pub use crate::eval::detections as eval;
-pub use crate::preprocess::cuda::baselines::{BenchEngine, Strategy, FLAT_THREADS};
-pub use crate::preprocess::f16_to_f32;
 pub use data::{box_sizes, frame_from, synthetic_frame, Rng};
 pub use detect::{detect_tiles, DetectTilesOptions};
 pub use gpu::{probe, tune, ProbeOptions, TuneChoice};
 pub use infer::{infer, model_throughput, InferOptions, Tuning};
+pub use octopipe_stages::preprocess::cuda::baselines::{BenchEngine, Strategy, FLAT_THREADS};
+pub use octopipe_stages::preprocess::f16_to_f32;
 pub use tiles::{tiles, TilesBenchOptions, SEED_ORIN_NANO_MS};
 
 /// Errors of the benchmarks.
@@ -178,8 +178,8 @@ pub fn prepare(workload: Workload, opts: &PreprocessBenchOptions) -> Prepared {
         batch.frames.push(frame);
     }
     batch.build_blocks(
-        crate::batch::DEFAULT_TILE_PIXELS,
-        crate::batch::DEFAULT_TILES_PER_BLOCK,
+        octopipe_stages::batch::DEFAULT_TILE_PIXELS,
+        octopipe_stages::batch::DEFAULT_TILES_PER_BLOCK,
     );
     Prepared {
         workload,

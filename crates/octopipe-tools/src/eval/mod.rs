@@ -58,7 +58,7 @@ pub enum EvalError {
     },
     /// A malformed ground truth file.
     #[error(transparent)]
-    Truth(#[from] crate::boxes::BoxesError),
+    Truth(#[from] octopipe_stages::boxes::BoxesError),
     /// An image of the frames has no ground truth file.
     #[error("{path}: no ground truth for image '{image}'")]
     MissingTruth {

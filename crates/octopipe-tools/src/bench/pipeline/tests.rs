@@ -74,10 +74,10 @@ fn descriptions_have_one_branch_per_stream_into_one_batch() {
         ("video".to_string(), "v.mp4".to_string()),
         ("model".to_string(), "m.onnx".to_string()),
     ]);
-    let desc = crate::describe::parse("bench", &two, &vars).unwrap();
-    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let desc = octopipe_pipeline::describe::parse("bench", &two, &vars).unwrap();
+    let graph = octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
     let batches: Vec<usize> = (0..graph.nodes.len())
-        .filter(|&i| graph.nodes[i].role == crate::stage::Role::Batch)
+        .filter(|&i| graph.nodes[i].role == octopipe_core::stage::Role::Batch)
         .collect();
     assert_eq!(batches.len(), 2);
     let device_of_batch = |b: usize| {
@@ -85,7 +85,7 @@ fn descriptions_have_one_branch_per_stream_into_one_batch() {
         while let Some(i) = at {
             if let Some(p) = graph.nodes[i]
                 .element
-                .downcast_ref::<crate::preprocess::PreprocessConfig>()
+                .downcast_ref::<octopipe_stages::preprocess::PreprocessConfig>()
             {
                 return p.device;
             }
@@ -96,7 +96,7 @@ fn descriptions_have_one_branch_per_stream_into_one_batch() {
     for (i, source) in graph.sources().enumerate() {
         let media = source
             .element
-            .downcast_ref::<crate::source::SourceConfig>()
+            .downcast_ref::<octopipe_sources::SourceConfig>()
             .unwrap();
         assert_eq!((media.stream, media.device), (i as u32, i * 2 / 5));
         let mut at = source.output;
@@ -108,20 +108,23 @@ fn descriptions_have_one_branch_per_stream_into_one_batch() {
     for b in &batches {
         let cfg = graph.nodes[*b]
             .element
-            .downcast_ref::<crate::batch::BatchConfig>()
+            .downcast_ref::<octopipe_stages::batch::BatchConfig>()
             .unwrap();
         assert_eq!((cfg.max_frames, cfg.max_crops), (3, 84));
     }
-    let eps: Vec<crate::onnx::Ep> = graph
-        .elements::<crate::classify::ClassifyConfig>()
+    let eps: Vec<octopipe_onnx::onnx::Ep> = graph
+        .elements::<octopipe_onnx::classify::ClassifyConfig>()
         .map(|c| c.ep)
         .collect();
     assert_eq!(eps.len(), 2);
-    assert!(eps.contains(&crate::onnx::Ep::Cuda(0)) && eps.contains(&crate::onnx::Ep::Cuda(1)));
+    assert!(
+        eps.contains(&octopipe_onnx::onnx::Ep::Cuda(0))
+            && eps.contains(&octopipe_onnx::onnx::Ep::Cuda(1))
+    );
     let sinks = graph
         .nodes
         .iter()
-        .filter(|n| n.role == crate::stage::Role::Sink);
+        .filter(|n| n.role == octopipe_core::stage::Role::Sink);
     assert_eq!(sinks.count(), 1);
 }
 
@@ -225,10 +228,11 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         ("model".to_string(), "m.onnx".to_string()),
         ("detector".to_string(), "d.onnx".to_string()),
     ]);
-    let desc = crate::describe::parse("bench", &text, &vars).unwrap();
-    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
-    let detectors: Vec<&crate::detect::DetectConfig> =
-        graph.elements::<crate::detect::DetectConfig>().collect();
+    let desc = octopipe_pipeline::describe::parse("bench", &text, &vars).unwrap();
+    let graph = octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let detectors: Vec<&octopipe_onnx::detect::DetectConfig> = graph
+        .elements::<octopipe_onnx::detect::DetectConfig>()
+        .collect();
     assert_eq!(detectors.len(), 1, "one detector for the three streams");
     assert_eq!(graph.sources().count(), 3);
 
@@ -238,10 +242,10 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         devices: vec![0, 1],
         ..spec(3, Compute::Cuda)
     });
-    let desc = crate::describe::parse("bench", &text, &vars).unwrap();
-    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let desc = octopipe_pipeline::describe::parse("bench", &text, &vars).unwrap();
+    let graph = octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
     let mut devices: Vec<usize> = graph
-        .elements::<crate::detect::DetectConfig>()
+        .elements::<octopipe_onnx::detect::DetectConfig>()
         .map(|c| c.device)
         .collect();
     devices.sort();
@@ -249,14 +253,14 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
     let decoded: Vec<usize> = graph
         .sources()
         .map(|s| {
-            let media = s.element.downcast_ref::<crate::source::SourceConfig>();
+            let media = s.element.downcast_ref::<octopipe_sources::SourceConfig>();
             media.unwrap().device
         })
         .collect();
     assert_eq!(decoded, [0, 0, 1]);
 
-    let desc = crate::describe::parse("bench", &queued, &vars).unwrap();
-    crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{queued}"));
+    let desc = octopipe_pipeline::describe::parse("bench", &queued, &vars).unwrap();
+    octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{queued}"));
 
     // The baseline: a detector and a tracker in each stream's branch.
     let text = description(&RunSpec {
@@ -268,9 +272,11 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
     });
     assert!(!text.contains("det."), "{text}");
     assert_eq!(text.matches(" ! track ! mux.").count(), 2, "{text}");
-    let desc = crate::describe::parse("bench", &text, &vars).unwrap();
-    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
-    let detectors = graph.elements::<crate::detect::DetectConfig>().count();
+    let desc = octopipe_pipeline::describe::parse("bench", &text, &vars).unwrap();
+    let graph = octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let detectors = graph
+        .elements::<octopipe_onnx::detect::DetectConfig>()
+        .count();
     assert_eq!(detectors, 3, "one detector per stream:\n{text}");
 }
 
@@ -315,10 +321,11 @@ fn image_streams_and_more_classifiers_are_written_into_the_description() {
         ("annotations".to_string(), "clip/annotations".to_string()),
         ("model".to_string(), "m.onnx".to_string()),
     ]);
-    let desc = crate::describe::parse("bench", &spread, &vars).unwrap();
-    let graph = crate::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{spread}"));
+    let desc = octopipe_pipeline::describe::parse("bench", &spread, &vars).unwrap();
+    let graph =
+        octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{spread}"));
     let decoded: Vec<(u32, usize)> = graph
-        .elements::<crate::source::SourceConfig>()
+        .elements::<octopipe_sources::SourceConfig>()
         .map(|s| (s.stream, s.device))
         .collect();
     assert_eq!(decoded, [(0, 0), (1, 0), (2, 1)], "{spread}");

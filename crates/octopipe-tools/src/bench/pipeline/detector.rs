@@ -124,32 +124,32 @@ pub(super) fn note(stats: &DetectStats, detectors: usize, alone: Option<f64>) ->
 }
 
 /// Where the model alone runs for the comparison: the run's execution provider.
-pub(super) fn ep(spec: &RunSpec) -> crate::onnx::Ep {
+pub(super) fn ep(spec: &RunSpec) -> octopipe_onnx::onnx::Ep {
     match spec.ep {
-        Compute::Cpu => crate::onnx::Ep::Cpu,
-        Compute::Cuda => crate::onnx::Ep::Cuda(0),
+        Compute::Cpu => octopipe_onnx::onnx::Ep::Cpu,
+        Compute::Cuda => octopipe_onnx::onnx::Ep::Cuda(0),
     }
 }
 
 /// The CUDA options of `spec`'s detect stage as its description sets them (its defaults and
 /// [`DetectBench::props`]), for the model alone to run as the stage does; the stage's defaults
 /// if the description does not build.
-pub(super) fn tuning(spec: &RunSpec, d: &DetectBench) -> crate::onnx::CudaOptions {
+pub(super) fn tuning(spec: &RunSpec, d: &DetectBench) -> octopipe_onnx::onnx::CudaOptions {
     let vars = std::collections::HashMap::from([
         ("video".to_string(), "video.mp4".to_string()),
         ("model".to_string(), "model.onnx".to_string()),
         ("detector".to_string(), d.model.display().to_string()),
     ]);
-    crate::describe::parse("bench", &super::description(spec), &vars)
+    octopipe_pipeline::describe::parse("bench", &super::description(spec), &vars)
         .ok()
-        .and_then(|desc| crate::describe::build(&desc).ok())
+        .and_then(|desc| octopipe_pipeline::describe::build(&desc).ok())
         .and_then(|graph| {
             graph
-                .elements::<crate::detect::DetectConfig>()
+                .elements::<octopipe_onnx::detect::DetectConfig>()
                 .next()
                 .map(|c| c.cuda)
         })
-        .unwrap_or_else(|| crate::detect::DetectConfig::new(&d.model).cuda)
+        .unwrap_or_else(|| octopipe_onnx::detect::DetectConfig::new(&d.model).cuda)
 }
 
 #[cfg(test)]

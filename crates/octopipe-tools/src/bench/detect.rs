@@ -5,12 +5,12 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use super::{max_diff_255, median, synthetic_frame, time_cpu, BenchError};
-use crate::batch::BatchPool;
-use crate::detect::{region_batch, DetectConfig};
-use crate::frame::PixelFormat;
-use crate::preprocess::cpu::CpuBackend;
-use crate::preprocess::cuda::CudaBackend;
-use crate::preprocess::{Backend, BackendKind, DType, Layout};
+use octopipe_core::frame::PixelFormat;
+use octopipe_onnx::detect::{region_batch, DetectConfig};
+use octopipe_stages::batch::BatchPool;
+use octopipe_stages::preprocess::cpu::CpuBackend;
+use octopipe_stages::preprocess::cuda::CudaBackend;
+use octopipe_stages::preprocess::{Backend, BackendKind, DType, Layout};
 
 /// Options of [`detect_tiles`].
 #[derive(Debug, Clone)]

@@ -5,11 +5,11 @@ use std::time::Instant;
 use super::super::BenchEngine;
 use super::super::{max_diff_255, BenchError, Prepared, Row};
 use super::{clone_frame, time_kernel_queued, GpuBench};
-use crate::batch::{CropBatch, CropMeta, AREA_INPUT_PER_BLOCK};
-use crate::preprocess::cpu::CpuBackend;
-use crate::preprocess::cuda::meta::Norm;
-use crate::preprocess::cuda::{octopus_threads, HostFrame, OutType, UploadMode};
-use crate::preprocess::{Backend, Interpolation, PreprocessConfig};
+use octopipe_stages::batch::{CropBatch, CropMeta, AREA_INPUT_PER_BLOCK};
+use octopipe_stages::preprocess::cpu::CpuBackend;
+use octopipe_stages::preprocess::cuda::meta::Norm;
+use octopipe_stages::preprocess::cuda::{octopus_threads, HostFrame, OutType, UploadMode};
+use octopipe_stages::preprocess::{Backend, Interpolation, PreprocessConfig};
 
 /// The area and letterbox rows: name, filter, letterbox pad, blocks weighted by input pixels.
 const RESAMPLE_VARIANTS: [(&str, Interpolation, Option<f32>, bool); 6] = [
