@@ -213,14 +213,13 @@ fn cache_key(module: &KernelModule, arch: &str) -> (&'static str, u64) {
     (module.name, h.finish())
 }
 
-/// Where the on-disk cache keeps the PTX of `key` for `arch`: `$OCTOPIPE_KERNEL_CACHE`, else
-/// `$XDG_CACHE_HOME/octopipe`, else `~/.cache/octopipe`.
-fn disk_cache_path((name, hash): (&str, u64), arch: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("OCTOPIPE_KERNEL_CACHE")
+/// The on-disk PTX cache: `$OCTOPIPE_KERNEL_CACHE`, else `$XDG_CACHE_HOME/octopipe`, else
+/// `~/.cache/octopipe`.
+fn disk_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("OCTOPIPE_KERNEL_CACHE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("octopipe")))
-        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/octopipe")))?;
-    Some(dir.join(format!("{name}.cu-{arch}-{hash:016x}.ptx")))
+        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/octopipe")))
 }
 
 /// PTX of `module` for `arch`, compiled at most once per process (every caller of the same
@@ -228,6 +227,15 @@ fn disk_cache_path((name, hash): (&str, u64), arch: &str) -> Option<PathBuf> {
 /// (`$OCTOPIPE_KERNEL_CACHE`, else `~/.cache/octopipe`, keyed by name and a hash of the source)
 /// when present.
 pub fn cached_ptx(module: &KernelModule, arch: &str) -> Result<Arc<str>, KernelError> {
+    cached_ptx_in(module, arch, disk_cache_dir())
+}
+
+/// [`cached_ptx`] with the on-disk cache in `dir` (none: no disk cache).
+pub(crate) fn cached_ptx_in(
+    module: &KernelModule,
+    arch: &str,
+    dir: Option<PathBuf>,
+) -> Result<Arc<str>, KernelError> {
     type Cache = Mutex<HashMap<((&'static str, u64), String), Arc<str>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
@@ -236,7 +244,8 @@ pub fn cached_ptx(module: &KernelModule, arch: &str) -> Result<Arc<str>, KernelE
     if let Some(p) = cache.lock().ok().and_then(|c| c.get(&slot).cloned()) {
         return Ok(p);
     }
-    let path = disk_cache_path(key, arch);
+    let (name, hash) = key;
+    let path = dir.map(|d| d.join(format!("{name}.cu-{arch}-{hash:016x}.ptx")));
     let ptx: Arc<str> = match path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
         Some(p) => p.into(),
         None => {

@@ -2,7 +2,7 @@
 //! naming the module's file and line, one compile per process for every caller, and (on a GPU)
 //! the entry points a module declares, and only those, given to each caller.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::kernels::{self, check_module, compile_module, KernelError, KernelModule};
 use crate::nvrtc::find_nvrtc;
@@ -19,12 +19,17 @@ const SCALE: KernelModule = KernelModule {
     functions: &["scale_f32"],
 };
 
-/// Whether NVRTC is here; prints why the test skips when not.
-fn nvrtc() -> bool {
-    find_nvrtc() || {
-        eprintln!("SKIPPED: libnvrtc not found (install pip `nvidia-cuda-nvrtc` or set NVRTC_LIB_DIR)");
-        false
+/// NVRTC, held by one test at a time (NVRTC's first compile in a process fails to open its
+/// builtins library now and then while another thread loads libnvrtc); `None`, with the reason
+/// printed, when it is not here.
+fn nvrtc() -> Option<MutexGuard<'static, ()>> {
+    static ONE: Mutex<()> = Mutex::new(());
+    let guard = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    if find_nvrtc() {
+        return Some(guard);
     }
+    eprintln!("SKIPPED: libnvrtc not found (install pip `nvidia-cuda-nvrtc` or set NVRTC_LIB_DIR)");
+    None
 }
 
 #[test]
@@ -38,9 +43,9 @@ fn the_header_is_pasted_with_line_directives() {
 
 #[test]
 fn nvrtc_errors_name_the_module_file_and_line() {
-    if !nvrtc() {
+    let Some(_nvrtc) = nvrtc() else {
         return;
-    }
+    };
     let broken = KernelModule {
         name: "broken",
         source: "#include \"common.cuh\"\n\nextern \"C\" __global__ void f(u32* v) { v[0] = ; }\n",
@@ -67,18 +72,16 @@ fn nvrtc_errors_name_the_module_file_and_line() {
 
 #[test]
 fn a_module_is_compiled_once_per_process_for_every_caller() {
-    if !nvrtc() {
+    let Some(_nvrtc) = nvrtc() else {
         return;
-    }
+    };
     let dir = std::env::temp_dir().join(format!("octopipe-kernel-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    // Only this test of the crate reads the on-disk cache.
-    std::env::set_var("OCTOPIPE_KERNEL_CACHE", &dir);
     let once = KernelModule {
         name: "once",
         ..SCALE
     };
-    let first = kernels::cached_ptx(&once, "compute_75").unwrap();
+    let first = kernels::cached_ptx_in(&once, "compute_75", Some(dir.clone())).unwrap();
     assert!(first.contains(".entry scale_f32("));
     let written: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
     assert_eq!(written.len(), 1, "one PTX file on disk");
@@ -86,7 +89,7 @@ fn a_module_is_compiled_once_per_process_for_every_caller() {
     assert!(name.starts_with("once.cu-compute_75-"), "{name}");
     std::fs::remove_file(written[0].path()).unwrap();
     // A second caller: the same PTX, neither compiled nor written again.
-    let second = kernels::cached_ptx(&once, "compute_75").unwrap();
+    let second = kernels::cached_ptx_in(&once, "compute_75", Some(dir.clone())).unwrap();
     assert!(Arc::ptr_eq(&first, &second));
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     // Another source under the same name is another entry.
@@ -95,7 +98,7 @@ fn a_module_is_compiled_once_per_process_for_every_caller() {
         functions: &["zero_u32"],
         ..once
     };
-    let third = kernels::cached_ptx(&other, "compute_75").unwrap();
+    let third = kernels::cached_ptx_in(&other, "compute_75", Some(dir.clone())).unwrap();
     assert!(third.contains(".entry zero_u32("));
     assert!(!Arc::ptr_eq(&first, &third));
     let _ = std::fs::remove_dir_all(&dir);
@@ -103,10 +106,13 @@ fn a_module_is_compiled_once_per_process_for_every_caller() {
 
 #[test]
 fn a_gpu_gives_declared_entry_points_only() {
-    if crate::available().is_err() || !nvrtc() {
+    if crate::available().is_err() {
         eprintln!("SKIPPED: no GPU");
         return;
     }
+    let Some(_nvrtc) = nvrtc() else {
+        return;
+    };
     let mut a = Gpu::new(0, &[&SCALE]).unwrap();
     let f = a.func(&SCALE, "scale_f32").unwrap();
     let again = a.func(&SCALE, "scale_f32").unwrap();
