@@ -178,6 +178,32 @@ pub fn check_module(module: &KernelModule, arch: &str) -> Result<usize, KernelEr
     }
 }
 
+/// The compile check of a crate that declares kernel modules (its test, no GPU needed): each of
+/// `modules` checked ([`check_module`]) for every architecture of [`CHECK_ARCHS`]. `None` when
+/// libnvrtc cannot be found, even by [`find_nvrtc`](crate::find_nvrtc); otherwise one line per
+/// module and architecture, or every failure (NVRTC's log naming the `.cu` file and line).
+pub fn check_modules(modules: &[&KernelModule]) -> Option<Result<Vec<String>, String>> {
+    if !crate::nvrtc::find_nvrtc() {
+        return None;
+    }
+    let (mut lines, mut failures) = (Vec::new(), Vec::new());
+    for arch in CHECK_ARCHS {
+        for m in modules {
+            match check_module(m, arch) {
+                Ok(bytes) => lines.push(format!(
+                    "{} compiles for {arch} ({bytes} bytes of PTX)",
+                    m.file_name()
+                )),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+    }
+    Some(match failures.is_empty() {
+        true => Ok(lines),
+        false => Err(failures.join("\n\n")),
+    })
+}
+
 /// Extra `-D` options from `$OCTOPIPE_NVRTC_DEFINES` (space separated, e.g.
 /// `-DOCTOPUS_MIN_BLOCKS=5`): for tuning experiments on the device; part of the cache key.
 fn extra_defines() -> Vec<String> {

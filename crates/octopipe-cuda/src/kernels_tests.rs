@@ -19,9 +19,9 @@ const SCALE: KernelModule = KernelModule {
     functions: &["scale_f32"],
 };
 
-/// NVRTC, held by one test at a time (NVRTC's first compile in a process fails to open its
-/// builtins library now and then while another thread loads libnvrtc); `None`, with the reason
-/// printed, when it is not here.
+/// NVRTC, held by one test at a time (a compile here fails now and then to open NVRTC's builtins
+/// library while another test of the process compiles); `None`, with the reason printed, when
+/// it is not here.
 fn nvrtc() -> Option<MutexGuard<'static, ()>> {
     static ONE: Mutex<()> = Mutex::new(());
     let guard = ONE.lock().unwrap_or_else(|e| e.into_inner());

@@ -38,6 +38,7 @@ mod backend;
 #[cfg(feature = "bench")]
 pub mod baselines;
 pub(crate) mod engine;
+mod gather;
 pub(crate) mod launch;
 mod output;
 mod upload;
@@ -52,7 +53,8 @@ use upload::{MetaLayout, MetaSlot};
 
 pub use backend::CudaBackend;
 pub use engine::OCTOPUS_GRID_PER_SM;
-pub use launch::{octopus_threads, OCTOPUS_MAX_THREADS};
+pub use gather::GATHER_KERNELS;
+pub use launch::{octopus_threads, OCTOPUS_KERNELS, OCTOPUS_MAX_THREADS, RESAMPLE_KERNELS};
 pub use output::OutType;
 pub use upload::{HostFrame, TransferStats, UploadMode};
 // The CUDA layer itself (devices, streams, the kernel registry, the error) is the octopipe-cuda
