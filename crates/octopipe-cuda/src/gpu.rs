@@ -111,7 +111,11 @@ impl Gpu {
 
     /// Entry point `function` of `module` (the module loaded on first use; looked up once, then
     /// cached). Errors when the module does not declare it.
-    pub fn func(&mut self, module: &KernelModule, function: &str) -> Result<CudaFunction, CudaError> {
+    pub fn func(
+        &mut self,
+        module: &KernelModule,
+        function: &str,
+    ) -> Result<CudaFunction, CudaError> {
         if let Some((source, f)) = self.funcs.get(&(module.name, function)) {
             if std::ptr::eq(*source, module.source) {
                 return Ok(f.clone());

@@ -54,7 +54,10 @@ fn nvrtc_errors_name_the_module_file_and_line() {
     match compile_module(&broken, "compute_75") {
         Err(e @ KernelError::Compile { .. }) => {
             let text = e.to_string();
-            assert!(text.starts_with("broken.cu does not compile for compute_75:"), "{text}");
+            assert!(
+                text.starts_with("broken.cu does not compile for compute_75:"),
+                "{text}"
+            );
             assert!(text.contains("broken.cu(3)"), "{text}");
         }
         other => panic!("expected a compile error, got {other:?}"),
@@ -94,7 +97,8 @@ fn a_module_is_compiled_once_per_process_for_every_caller() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     // Another source under the same name is another entry.
     let other = KernelModule {
-        source: "#include \"common.cuh\"\nextern \"C\" __global__ void zero_u32(u32* v) { v[0] = 0; }\n",
+        source:
+            "#include \"common.cuh\"\nextern \"C\" __global__ void zero_u32(u32* v) { v[0] = 0; }\n",
         functions: &["zero_u32"],
         ..once
     };
@@ -123,12 +127,15 @@ fn a_gpu_gives_declared_entry_points_only() {
     ));
     let clash = KernelModule {
         functions: &["zero_u32"],
-        source: "#include \"common.cuh\"\nextern \"C\" __global__ void zero_u32(u32* v) { v[0] = 0; }\n",
+        source:
+            "#include \"common.cuh\"\nextern \"C\" __global__ void zero_u32(u32* v) { v[0] = 0; }\n",
         ..SCALE
     };
     assert!(matches!(
         a.load(&clash),
-        Err(CudaError::Kernel(KernelError::NameClash { module: "scale" }))
+        Err(CudaError::Kernel(KernelError::NameClash {
+            module: "scale"
+        }))
     ));
     // A second caller, modules loaded on first use.
     let mut b = Gpu::new(0, &[]).unwrap();

@@ -58,7 +58,7 @@ pub use device::{available, device_count};
 pub use error::{CudaError, NoGpu};
 pub use gpu::Gpu;
 pub use kernels::{KernelError, KernelModule};
-pub use nvrtc::find_nvrtc;
 pub use launch::{grow, grow_pinned, launch_config, part, push_aligned, Pod};
+pub use nvrtc::find_nvrtc;
 pub use stream::{order_after, order_streams, sync_stream};
 pub use wait::{host_wait, set_host_wait, HostWait};

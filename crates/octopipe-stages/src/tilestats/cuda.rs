@@ -274,7 +274,9 @@ impl GpuSums {
         }
         let per_tile = (pad.0 * pad.1).div_ceil(block_pixels);
         let ntiles = self.tiles.len() as u32;
-        let f = self.engine.func(&TILESTATS_KERNELS, "tilestats_padded_gray16")?;
+        let f = self
+            .engine
+            .func(&TILESTATS_KERNELS, "tilestats_padded_gray16")?;
         let stream = self.engine().stream().clone();
         grow(&stream, &mut self.partials, (per_tile * ntiles) as usize)?;
         let (frame, meta) = (

@@ -104,7 +104,7 @@ impl BenchEngine {
     /// Open GPU `ordinal` (see [`Engine::new`]).
     pub fn new(ordinal: usize) -> Result<Self, CudaError> {
         let mut engine = Engine::new(ordinal)?;
-        engine.gpu.load(&BASELINE_KERNELS)?;
+        engine.load(&BASELINE_KERNELS)?;
         Ok(BenchEngine {
             engine,
             first: (0, 0),

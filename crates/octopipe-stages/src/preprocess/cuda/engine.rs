@@ -123,6 +123,12 @@ impl Engine {
         self.gpu.device_name()
     }
 
+    /// Load `module` on the engine's GPU now (compiled once per process) rather than at its first
+    /// launch: a module of the benchmarks or of another stage whose kernels the caller measures.
+    pub fn load(&mut self, module: &KernelModule) -> Result<(), CudaError> {
+        self.gpu.load(module)
+    }
+
     /// Registers per thread, local (spill) bytes per thread and static shared bytes of entry
     /// point `function` of `module` (loaded on first use).
     pub fn kernel_resources(
