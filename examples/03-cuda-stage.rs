@@ -220,3 +220,36 @@ fn main() -> Result<()> {
     println!("objects kept: {kept}");
     Ok(())
 }
+
+/// Run by `cargo test` (the example is built as a test too: Cargo.toml's `[[example]]`).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `brightness.cu` compiles under NVRTC and defines `box_luma_sums`: no GPU needed.
+    #[test]
+    fn the_kernel_compiles_under_nvrtc() {
+        match kernels::check_modules(&[&BRIGHTNESS_KERNELS]) {
+            None => eprintln!("SKIPPED: libnvrtc not found; brightness.cu not compile-checked"),
+            Some(Ok(lines)) => eprintln!("{}", lines.join("\n")),
+            Some(Err(failures)) => panic!("{failures}"),
+        }
+    }
+
+    /// A box's sum is the sum of its samples, read with the plane's stride; on a GPU the kernel
+    /// gives the CPU's sums.
+    #[test]
+    fn box_sums_are_the_boxes_samples() {
+        // 5 x 3 plane, stride 6 (one byte of padding per row).
+        let plane: Vec<u8> = (0..18)
+            .map(|i| if i % 6 == 5 { 255 } else { i * 10 })
+            .collect();
+        let boxes = [0, 0, 5, 3, 1, 1, 2, 2, 4, 2, 1, 1];
+        let cpu = cpu_sums(&plane, 6, &boxes);
+        assert_eq!(cpu, vec![1200, 70 + 80 + 130 + 140, 160]);
+        match Gpu::new(0, &[&BRIGHTNESS_KERNELS]) {
+            Ok(gpu) => assert_eq!(GpuSums { gpu }.sums(&plane, 6, &boxes).unwrap(), cpu),
+            Err(e) => eprintln!("SKIPPED (GPU part): {e}"),
+        }
+    }
+}

@@ -41,7 +41,7 @@ pub const CHECK_ARCHS: [&str; 2] = ["compute_75", "compute_90"];
 
 /// One `.cu` file: a family of kernels compiled together, declared by the crate that launches
 /// them, beside its launcher.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct KernelModule {
     /// The module's name, its `.cu` file's stem: compile logs and errors name `NAME.cu`. Two
     /// modules with one name may not be loaded on one [`Gpu`](crate::Gpu).
@@ -50,6 +50,15 @@ pub struct KernelModule {
     pub source: &'static str,
     /// Its `extern "C"` entry points, the names launchers look up ([`Gpu::func`](crate::Gpu::func)).
     pub functions: &'static [&'static str],
+}
+
+impl std::fmt::Debug for KernelModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelModule")
+            .field("name", &self.name)
+            .field("functions", &self.functions)
+            .finish_non_exhaustive()
+    }
 }
 
 impl KernelModule {
