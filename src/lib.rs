@@ -60,8 +60,8 @@
 // The bottom layers live in the core crate (crates/octopipe-core); here under their old paths, so
 // `octopipe::frame::Frame`, `crate::stage::Stage`, ... name what they always named.
 pub use octopipe_core::{alloc, budget, buffer, error, files, frame, redact, stage, tensor};
-// The CUDA layer (crates/octopipe-cuda: devices, stream ordering, the kernel registry, launch
-// helpers); the preprocess backend re-exports its items under their old paths too
+// The CUDA layer (crates/octopipe-cuda: devices, stream ordering, kernel modules compiled by name,
+// launch helpers); the preprocess backend re-exports its items under their old paths too
 // (`preprocess::cuda::{available, CudaError, kernels, ...}`).
 pub use octopipe_cuda as cuda;
 // The stages, the description and runner, the observers: one crate each family (crates/), here

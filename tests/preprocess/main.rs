@@ -7,5 +7,4 @@ mod cuda;
 mod device_frames;
 mod fidelity;
 mod gpu_faults;
-mod kernels_compile;
 mod preprocess_cpu;

@@ -15,7 +15,7 @@ pub enum CudaError {
     /// The device asked for does not exist.
     #[error("no usable GPU: {0}")]
     Unavailable(String),
-    /// A kernel module failed to compile.
+    /// A kernel module failed to compile, or a launcher asked for what its module lacks.
     #[error(transparent)]
     Kernel(#[from] KernelError),
     /// The device ran out of memory (`CUDA_ERROR_OUT_OF_MEMORY`): the batch may fit on the CPU.
@@ -47,7 +47,7 @@ impl Kind for CudaError {
             | CudaError::OutOfMemory(_)
             | CudaError::Driver(_) => ErrorKind::Device,
             CudaError::Kernel(KernelError::NoNvrtc) => ErrorKind::Unavailable,
-            CudaError::Kernel(KernelError::Compile { .. }) => ErrorKind::Internal,
+            CudaError::Kernel(_) => ErrorKind::Internal,
             CudaError::Invalid(_) => ErrorKind::Internal,
         }
     }

@@ -1,235 +1,93 @@
-//! The CUDA kernels: their sources (`kernels/*.cu`, brought in with `include_str!`), the list of
-//! entry points, and a per-process cache that compiles each module once with NVRTC (plus an optional
-//! on-disk PTX cache).
+//! Kernel modules: an open list, like the stage registry. Each crate that launches kernels keeps
+//! its `.cu` file beside its launcher and declares it there as a [`KernelModule`] (its name, its
+//! source brought in with `include_str!`, its entry points); this crate names no stage. It
+//! compiles any module it is handed with NVRTC, once per process for each architecture, keyed by
+//! the module's name and a hash of its source, with an optional on-disk PTX cache. Every module
+//! is compiled with the shared header [`COMMON_HEADER`] (`common.cuh`, this crate's) pasted in
+//! place of its `#include "common.cuh"`.
+//!
+//! ```
+//! use octopipe_cuda::kernels::KernelModule;
+//!
+//! /// A kernel family of one's own, beside its launcher (there: `include_str!("scale.cu")`).
+//! const SCALE_KERNELS: KernelModule = KernelModule {
+//!     name: "scale",
+//!     source: "#include \"common.cuh\"\n\
+//!              extern \"C\" __global__ void scale_f32(float* v, u32 n, float k) {\n\
+//!                  u32 i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+//!                  if (i < n) v[i] *= k;\n\
+//!              }\n",
+//!     functions: &["scale_f32"],
+//! };
+//! // `Gpu::new(0, &[&SCALE_KERNELS])` compiles it (or takes it from the cache) and loads it;
+//! // `gpu.func(&SCALE_KERNELS, "scale_f32")` is its entry point.
+//! assert!(SCALE_KERNELS.full_source().contains("#line 2 \"scale.cu\""));
+//! ```
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
-/// The shared header every kernel family includes.
-pub const COMMON_HEADER: &str = include_str!("../../../kernels/common.cuh");
+/// The shared header every kernel family includes (`#include "common.cuh"`): integer types, the
+/// preprocess metadata structs, the sampling and output helpers.
+pub const COMMON_HEADER: &str = include_str!("common.cuh");
 
-/// One `.cu` file: a family of kernels compiled together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Module {
-    /// `kernels/octopus.cu`: strategy C (block metadata), bilinear, f32 and f16.
-    Octopus,
-    /// `kernels/baselines.cu`: strategies A, B, D and E.
-    Baselines,
-    /// `kernels/resample.cu`: strategy C for area (antialiased) resizing and letterbox.
-    Resample,
-    /// `kernels/gather.cu`: crop rectangles pulled from page-locked host frames by the GPU.
-    Gather,
-    /// `kernels/tilestats.cu`: per-tile sums of the `tilestats` stage (block metadata by tile
-    /// area, two-level reduction), and its padded baseline.
-    Tilestats,
-    /// `kernels/centernet.cu`: the detect stage's CenterNet peaks.
-    CenterNet,
+/// The virtual architectures the compile checks ([`check_module`]) compile for: the oldest GPU
+/// octopipe runs on (Turing) and the one it is tuned on (Hopper).
+pub const CHECK_ARCHS: [&str; 2] = ["compute_75", "compute_90"];
+
+/// One `.cu` file: a family of kernels compiled together, declared by the crate that launches
+/// them, beside its launcher.
+#[derive(Clone, Copy)]
+pub struct KernelModule {
+    /// The module's name, its `.cu` file's stem: compile logs and errors name `NAME.cu`. Two
+    /// modules with one name may not be loaded on one [`Gpu`](crate::Gpu).
+    pub name: &'static str,
+    /// The source as written (`include_str!("NAME.cu")`), with its `#include "common.cuh"`.
+    pub source: &'static str,
+    /// Its `extern "C"` entry points, the names launchers look up ([`Gpu::func`](crate::Gpu::func)).
+    pub functions: &'static [&'static str],
 }
 
-impl Module {
-    /// Every module.
-    pub const ALL: [Module; 6] = [
-        Module::Octopus,
-        Module::Baselines,
-        Module::Resample,
-        Module::Gather,
-        Module::Tilestats,
-        Module::CenterNet,
-    ];
+impl std::fmt::Debug for KernelModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelModule")
+            .field("name", &self.name)
+            .field("functions", &self.functions)
+            .finish_non_exhaustive()
+    }
+}
 
-    /// File name under `kernels/`, shown in compile logs.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Module::Octopus => "octopus.cu",
-            Module::Baselines => "baselines.cu",
-            Module::Resample => "resample.cu",
-            Module::Gather => "gather.cu",
-            Module::Tilestats => "tilestats.cu",
-            Module::CenterNet => "centernet.cu",
-        }
+impl KernelModule {
+    /// The `.cu` file name compile logs show: `NAME.cu`.
+    pub fn file_name(&self) -> String {
+        format!("{}.cu", self.name)
     }
 
-    /// The module's source as written (with its `#include "common.cuh"`).
-    pub fn source(self) -> &'static str {
-        match self {
-            Module::Octopus => include_str!("../../../kernels/octopus.cu"),
-            Module::Baselines => include_str!("../../../kernels/baselines.cu"),
-            Module::Resample => include_str!("../../../kernels/resample.cu"),
-            Module::Gather => include_str!("../../../kernels/gather.cu"),
-            Module::Tilestats => include_str!("../../../kernels/tilestats.cu"),
-            Module::CenterNet => include_str!("../../../kernels/centernet.cu"),
-        }
+    /// Whether `function` is one of the module's declared entry points.
+    pub fn declares(&self, function: &str) -> bool {
+        self.functions.contains(&function)
     }
 
     /// The source NVRTC compiles: the header pasted in place of the include, with `#line`
     /// directives so that compile logs name `common.cuh` or the `.cu` file and its own line numbers.
-    pub fn full_source(self) -> String {
-        let mut out = String::with_capacity(COMMON_HEADER.len() + self.source().len() + 128);
-        for (i, line) in self.source().lines().enumerate() {
+    pub fn full_source(&self) -> String {
+        let file = self.file_name();
+        let mut out = String::with_capacity(COMMON_HEADER.len() + self.source.len() + 128);
+        for (i, line) in self.source.lines().enumerate() {
             if line.trim() == "#include \"common.cuh\"" {
                 out.push_str("#line 1 \"common.cuh\"\n");
                 out.push_str(&COMMON_HEADER.replace("#pragma once", ""));
-                out.push_str(&format!("\n#line {} \"{}\"\n", i + 2, self.file_name()));
+                out.push_str(&format!("\n#line {} \"{file}\"\n", i + 2));
             } else {
                 out.push_str(line);
                 out.push('\n');
             }
         }
         out
-    }
-}
-
-/// Every kernel entry point, named `operation_interpolation_input_output`.
-#[allow(missing_docs)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kernel {
-    OctopusBilinearI420F32,
-    OctopusBilinearNv12F32,
-    OctopusBilinearPackedF32,
-    OctopusBilinearI420F16,
-    OctopusBilinearNv12F16,
-    OctopusBilinearPackedF16,
-    LutBilinearI420F32,
-    LutBilinearNv12F32,
-    LutBilinearPackedF32,
-    BsearchBilinearI420F32,
-    BsearchBilinearNv12F32,
-    BsearchBilinearPackedF32,
-    PercropBilinearI420F32,
-    PercropBilinearNv12F32,
-    PercropBilinearPackedF32,
-    PadGatherI420U8,
-    PadGatherNv12U8,
-    PadGatherPackedU8,
-    PadResizeRgbF32,
-    ResampleBilinearI420F32,
-    ResampleBilinearI420F16,
-    ResampleBilinearNv12F32,
-    ResampleBilinearNv12F16,
-    ResampleBilinearPackedF32,
-    ResampleBilinearPackedF16,
-    ResampleAreaI420F32,
-    ResampleAreaI420F16,
-    ResampleAreaNv12F32,
-    ResampleAreaNv12F16,
-    ResampleAreaPackedF32,
-    ResampleAreaPackedF16,
-    GatherRects,
-    TilestatsGray16,
-    TilestatsGray8,
-    TilestatsPacked,
-    TilestatsPaddedGray16,
-    CenternetPeaksF32,
-    CenternetPeaksF16,
-}
-
-impl Kernel {
-    /// Every kernel.
-    pub const ALL: [Kernel; 38] = [
-        Kernel::OctopusBilinearI420F32,
-        Kernel::OctopusBilinearNv12F32,
-        Kernel::OctopusBilinearPackedF32,
-        Kernel::OctopusBilinearI420F16,
-        Kernel::OctopusBilinearNv12F16,
-        Kernel::OctopusBilinearPackedF16,
-        Kernel::LutBilinearI420F32,
-        Kernel::LutBilinearNv12F32,
-        Kernel::LutBilinearPackedF32,
-        Kernel::BsearchBilinearI420F32,
-        Kernel::BsearchBilinearNv12F32,
-        Kernel::BsearchBilinearPackedF32,
-        Kernel::PercropBilinearI420F32,
-        Kernel::PercropBilinearNv12F32,
-        Kernel::PercropBilinearPackedF32,
-        Kernel::PadGatherI420U8,
-        Kernel::PadGatherNv12U8,
-        Kernel::PadGatherPackedU8,
-        Kernel::PadResizeRgbF32,
-        Kernel::ResampleBilinearI420F32,
-        Kernel::ResampleBilinearI420F16,
-        Kernel::ResampleBilinearNv12F32,
-        Kernel::ResampleBilinearNv12F16,
-        Kernel::ResampleBilinearPackedF32,
-        Kernel::ResampleBilinearPackedF16,
-        Kernel::ResampleAreaI420F32,
-        Kernel::ResampleAreaI420F16,
-        Kernel::ResampleAreaNv12F32,
-        Kernel::ResampleAreaNv12F16,
-        Kernel::ResampleAreaPackedF32,
-        Kernel::ResampleAreaPackedF16,
-        Kernel::GatherRects,
-        Kernel::TilestatsGray16,
-        Kernel::TilestatsGray8,
-        Kernel::TilestatsPacked,
-        Kernel::TilestatsPaddedGray16,
-        Kernel::CenternetPeaksF32,
-        Kernel::CenternetPeaksF16,
-    ];
-
-    /// The `extern "C"` name.
-    pub fn name(self) -> &'static str {
-        use Kernel::*;
-        match self {
-            OctopusBilinearI420F32 => "octopus_bilinear_i420_f32",
-            OctopusBilinearNv12F32 => "octopus_bilinear_nv12_f32",
-            OctopusBilinearPackedF32 => "octopus_bilinear_packed_f32",
-            OctopusBilinearI420F16 => "octopus_bilinear_i420_f16",
-            OctopusBilinearNv12F16 => "octopus_bilinear_nv12_f16",
-            OctopusBilinearPackedF16 => "octopus_bilinear_packed_f16",
-            LutBilinearI420F32 => "lut_bilinear_i420_f32",
-            LutBilinearNv12F32 => "lut_bilinear_nv12_f32",
-            LutBilinearPackedF32 => "lut_bilinear_packed_f32",
-            BsearchBilinearI420F32 => "bsearch_bilinear_i420_f32",
-            BsearchBilinearNv12F32 => "bsearch_bilinear_nv12_f32",
-            BsearchBilinearPackedF32 => "bsearch_bilinear_packed_f32",
-            PercropBilinearI420F32 => "percrop_bilinear_i420_f32",
-            PercropBilinearNv12F32 => "percrop_bilinear_nv12_f32",
-            PercropBilinearPackedF32 => "percrop_bilinear_packed_f32",
-            PadGatherI420U8 => "pad_gather_i420_u8",
-            PadGatherNv12U8 => "pad_gather_nv12_u8",
-            PadGatherPackedU8 => "pad_gather_packed_u8",
-            PadResizeRgbF32 => "pad_resize_rgb_f32",
-            ResampleBilinearI420F32 => "resample_bilinear_i420_f32",
-            ResampleBilinearI420F16 => "resample_bilinear_i420_f16",
-            ResampleBilinearNv12F32 => "resample_bilinear_nv12_f32",
-            ResampleBilinearNv12F16 => "resample_bilinear_nv12_f16",
-            ResampleBilinearPackedF32 => "resample_bilinear_packed_f32",
-            ResampleBilinearPackedF16 => "resample_bilinear_packed_f16",
-            ResampleAreaI420F32 => "resample_area_i420_f32",
-            ResampleAreaI420F16 => "resample_area_i420_f16",
-            ResampleAreaNv12F32 => "resample_area_nv12_f32",
-            ResampleAreaNv12F16 => "resample_area_nv12_f16",
-            ResampleAreaPackedF32 => "resample_area_packed_f32",
-            ResampleAreaPackedF16 => "resample_area_packed_f16",
-            GatherRects => "gather_rects",
-            TilestatsGray16 => "tilestats_gray16",
-            TilestatsGray8 => "tilestats_gray8",
-            TilestatsPacked => "tilestats_packed",
-            TilestatsPaddedGray16 => "tilestats_padded_gray16",
-            CenternetPeaksF32 => "centernet_peaks_f32",
-            CenternetPeaksF16 => "centernet_peaks_f16",
-        }
-    }
-
-    /// The module that defines it.
-    pub fn module(self) -> Module {
-        if self.name().starts_with("octopus_") {
-            Module::Octopus
-        } else if self.name().starts_with("resample_") {
-            Module::Resample
-        } else if self.name().starts_with("gather_") {
-            Module::Gather
-        } else if self.name().starts_with("tilestats_") {
-            Module::Tilestats
-        } else if self.name().starts_with("centernet_") {
-            Module::CenterNet
-        } else {
-            Module::Baselines
-        }
     }
 }
 
@@ -241,14 +99,38 @@ pub enum KernelError {
     #[error("NVRTC (libnvrtc.so) is not available: install the CUDA toolkit or pip `nvidia-cuda-nvrtc` and put it on LD_LIBRARY_PATH")]
     NoNvrtc,
     /// The source did not compile; `log` is NVRTC's log, naming the file and line.
-    #[error("kernels/{file} does not compile for {arch}:\n{log}")]
+    #[error("{module}.cu does not compile for {arch}:\n{log}")]
     Compile {
-        /// The `.cu` file.
-        file: &'static str,
+        /// The module's name (its file is `NAME.cu`).
+        module: &'static str,
         /// Target architecture (`compute_90`).
         arch: String,
         /// NVRTC's compile log.
         log: String,
+    },
+    /// A declared entry point is not in the compiled module.
+    #[error("{module}.cu declares kernel {function}, which its PTX for {arch} does not define")]
+    Missing {
+        /// The module's name.
+        module: &'static str,
+        /// The entry point it declares.
+        function: &'static str,
+        /// Target architecture.
+        arch: String,
+    },
+    /// A launcher asked for an entry point its module does not declare.
+    #[error("kernel module {module} declares no kernel {function}")]
+    Undeclared {
+        /// The module's name.
+        module: &'static str,
+        /// The entry point asked for.
+        function: String,
+    },
+    /// Two different modules of one name were loaded on one GPU.
+    #[error("two different kernel modules are named {module}")]
+    NameClash {
+        /// The name they share.
+        module: &'static str,
     },
 }
 
@@ -259,7 +141,7 @@ pub fn nvrtc_present() -> bool {
 }
 
 /// Compile `module` to PTX for virtual architecture `arch` (e.g. `compute_90`), with no cache.
-pub fn compile_module(module: Module, arch: &str) -> Result<Ptx, KernelError> {
+pub fn compile_module(module: &KernelModule, arch: &str) -> Result<Ptx, KernelError> {
     if !nvrtc_present() {
         return Err(KernelError::NoNvrtc);
     }
@@ -270,19 +152,64 @@ pub fn compile_module(module: Module, arch: &str) -> Result<Ptx, KernelError> {
     ];
     options.extend(extra_defines());
     let opts = CompileOptions {
-        name: Some(module.file_name().to_string()),
+        name: Some(module.file_name()),
         options,
         ..Default::default()
     };
     cudarc::nvrtc::compile_ptx_with_opts(module.full_source(), opts).map_err(|e| {
         KernelError::Compile {
-            file: module.file_name(),
+            module: module.name,
             arch: arch.to_string(),
             log: match e {
                 CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
                 other => format!("{other:?}"),
             },
         }
+    })
+}
+
+/// Compile `module` for `arch` with no cache and check that every entry point it declares is in
+/// the PTX; returns the PTX's size in bytes. What the compile-check tests of each crate that
+/// declares a module run (no GPU needed).
+pub fn check_module(module: &KernelModule, arch: &str) -> Result<usize, KernelError> {
+    let ptx = compile_module(module, arch)?.to_src();
+    match module
+        .functions
+        .iter()
+        .find(|f| !ptx.contains(&format!(".entry {f}(")))
+    {
+        Some(function) => Err(KernelError::Missing {
+            module: module.name,
+            function,
+            arch: arch.to_string(),
+        }),
+        None => Ok(ptx.len()),
+    }
+}
+
+/// The compile check of a crate that declares kernel modules (its test, no GPU needed): each of
+/// `modules` checked ([`check_module`]) for every architecture of [`CHECK_ARCHS`]. `None` when
+/// libnvrtc cannot be found, even by [`find_nvrtc`](crate::find_nvrtc); otherwise one line per
+/// module and architecture, or every failure (NVRTC's log naming the `.cu` file and line).
+pub fn check_modules(modules: &[&KernelModule]) -> Option<Result<Vec<String>, String>> {
+    if !crate::nvrtc::find_nvrtc() {
+        return None;
+    }
+    let (mut lines, mut failures) = (Vec::new(), Vec::new());
+    for arch in CHECK_ARCHS {
+        for m in modules {
+            match check_module(m, arch) {
+                Ok(bytes) => lines.push(format!(
+                    "{} compiles for {arch} ({bytes} bytes of PTX)",
+                    m.file_name()
+                )),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+    }
+    Some(match failures.is_empty() {
+        true => Ok(lines),
+        false => Err(failures.join("\n\n")),
     })
 }
 
@@ -311,34 +238,51 @@ pub fn nvrtc_define(name: &str) -> Option<String> {
     })
 }
 
-fn disk_cache_path(module: Module, arch: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("OCTOPIPE_KERNEL_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("octopipe")))
-        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/octopipe")))?;
+/// What a compiled module is known by: its name, and a hash of what NVRTC compiles (the source
+/// with the header, the architecture, the extra defines).
+fn cache_key(module: &KernelModule, arch: &str) -> (&'static str, u64) {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     module.full_source().hash(&mut h);
     arch.hash(&mut h);
     extra_defines().hash(&mut h);
-    Some(dir.join(format!(
-        "{}-{arch}-{:016x}.ptx",
-        module.file_name(),
-        h.finish()
-    )))
+    (module.name, h.finish())
 }
 
-/// PTX of `module` for `arch`, compiled at most once per process; reused from the on-disk cache
-/// (`$OCTOPIPE_KERNEL_CACHE`, else `~/.cache/octopipe`, keyed by a hash of the source) when present.
-pub fn cached_ptx(module: Module, arch: &str) -> Result<String, KernelError> {
-    static CACHE: OnceLock<Mutex<HashMap<(Module, String), String>>> = OnceLock::new();
+/// The on-disk PTX cache: `$OCTOPIPE_KERNEL_CACHE`, else `$XDG_CACHE_HOME/octopipe`, else
+/// `~/.cache/octopipe`.
+fn disk_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("OCTOPIPE_KERNEL_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("octopipe")))
+        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/octopipe")))
+}
+
+/// PTX of `module` for `arch`, compiled at most once per process (every caller of the same
+/// module, source and architecture gets the same PTX); reused from the on-disk cache
+/// (`$OCTOPIPE_KERNEL_CACHE`, else `~/.cache/octopipe`, keyed by name and a hash of the source)
+/// when present.
+pub fn cached_ptx(module: &KernelModule, arch: &str) -> Result<Arc<str>, KernelError> {
+    cached_ptx_in(module, arch, disk_cache_dir())
+}
+
+/// [`cached_ptx`] with the on-disk cache in `dir` (none: no disk cache).
+pub(crate) fn cached_ptx_in(
+    module: &KernelModule,
+    arch: &str,
+    dir: Option<PathBuf>,
+) -> Result<Arc<str>, KernelError> {
+    type Cache = Mutex<HashMap<((&'static str, u64), String), Arc<str>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let key = (module, arch.to_string());
-    if let Some(p) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+    let key = cache_key(module, arch);
+    let slot = (key, arch.to_string());
+    if let Some(p) = cache.lock().ok().and_then(|c| c.get(&slot).cloned()) {
         return Ok(p);
     }
-    let path = disk_cache_path(module, arch);
-    let ptx = match path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
-        Some(p) => p,
+    let (name, hash) = key;
+    let path = dir.map(|d| d.join(format!("{name}.cu-{arch}-{hash:016x}.ptx")));
+    let ptx: Arc<str> = match path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
+        Some(p) => p.into(),
         None => {
             let p = compile_module(module, arch)?.to_src();
             if let Some(path) = &path {
@@ -346,11 +290,12 @@ pub fn cached_ptx(module: Module, arch: &str) -> Result<String, KernelError> {
                 let _ = std::fs::create_dir_all(path.parent().unwrap_or(path));
                 let _ = std::fs::write(path, &p);
             }
-            p
+            p.into()
         }
     };
-    if let Ok(mut c) = cache.lock() {
-        c.insert(key, ptx.clone());
+    match cache.lock() {
+        // Two threads may both have compiled it: the first one's PTX is everyone's.
+        Ok(mut c) => Ok(c.entry(slot).or_insert(ptx).clone()),
+        Err(_) => Ok(ptx),
     }
-    Ok(ptx)
 }

@@ -8,6 +8,8 @@
 
 pub mod batch;
 pub mod boxes;
+#[cfg(test)]
+mod kernels_tests;
 pub mod preprocess;
 pub mod sink;
 pub mod tiles;

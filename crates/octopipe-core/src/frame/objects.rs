@@ -57,8 +57,8 @@ pub enum BoxOrigin {
 }
 
 /// Exact integer sums of one region's samples (one band: 16-bit grey, 8-bit luma or an RGB
-/// channel), the same on every backend. `#[repr(C)]`: the layout of `TileSums` in
-/// `kernels/tilestats.cu`.
+/// channel), the same on every backend. `#[repr(C)]`: the layout of `TileSums` in the stages
+/// crate's `tilestats/tilestats.cu`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct PixelSums {

@@ -6,7 +6,7 @@
 //! threshold become boxes `[sx*x - l, sy*y - t, sx*x + r, sy*y + b]`, where `(l, t, r, b)` are the
 //! distances at that cell in input pixels and `(sx, sy)` the stride of the maps over the input.
 //! Ties are broken as the model's own top-k over the NHWC-flattened scores breaks them (lower
-//! flat index first). The peaks are found on the host here, or by `kernels/centernet.cu` on the
+//! flat index first). The peaks are found on the host here, or by `centernet.cu` on the
 //! GPU where the model runs there; both hand their peaks to [`select`].
 
 use super::RawBox;
@@ -15,7 +15,7 @@ use super::RawBox;
 pub const TOP_K: usize = 100;
 
 /// One peak: its score, cell (`index` = `(c * h + y) * w + x`) and the distances there.
-/// `#[repr(C)]`: the layout `kernels/centernet.cu` writes.
+/// `#[repr(C)]`: the layout `centernet.cu` writes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]

@@ -1,10 +1,18 @@
-//! CenterNet peaks on the GPU (`kernels/centernet.cu`), read where the model wrote its heads:
-//! only the peaks come back to the host (tens per image), not the score maps (5 MB per image).
+//! CenterNet peaks on the GPU (`centernet.cu`, beside this file: [`CENTERNET_KERNELS`]), read
+//! where the model wrote its heads: only the peaks come back to the host (tens per image), not
+//! the score maps (5 MB per image).
 
 use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg, ValidAsZeroBits};
-use octopipe_cuda::{grow, launch_config, order_after, CudaError, Gpu, Kernel};
+use octopipe_cuda::{grow, launch_config, order_after, CudaError, Gpu, KernelModule};
 
 use super::centernet::{Maps, Peak};
+
+/// The detect stage's CenterNet peaks, f32 and f16 heads: `centernet.cu`.
+pub const CENTERNET_KERNELS: KernelModule = KernelModule {
+    name: "centernet",
+    source: include_str!("centernet.cu"),
+    functions: &["centernet_peaks_f32", "centernet_peaks_f16"],
+};
 
 /// Peak slots per image: a peak must beat its eight neighbours and the score threshold, so an
 /// image has tens; those past the cap are counted ([`GpuPeaks::find`]) and left out.
@@ -31,7 +39,7 @@ impl GpuPeaks {
     /// The kernel on GPU `device`.
     pub fn new(device: usize) -> Result<Self, CudaError> {
         Ok(GpuPeaks {
-            engine: Gpu::new(device)?,
+            engine: Gpu::new(device, &[&CENTERNET_KERNELS])?,
             counts: None,
             peaks: None,
             host_counts: Vec::new(),
@@ -67,10 +75,13 @@ impl GpuPeaks {
         let blocks = total
             .div_ceil(THREADS as u64)
             .min(e.multiprocessors() as u64 * 16) as u32;
-        let f = e.func(match half {
-            true => Kernel::CenternetPeaksF16,
-            false => Kernel::CenternetPeaksF32,
-        })?;
+        let f = e.func(
+            &CENTERNET_KERNELS,
+            match half {
+                true => "centernet_peaks_f16",
+                false => "centernet_peaks_f32",
+            },
+        )?;
         let dims = [
             images as u32,
             maps.classes as u32,
@@ -109,5 +120,22 @@ impl GpuPeaks {
             list.extend_from_slice(&self.host_peaks[base..base + n.min(PEAK_CAP)]);
         }
         Ok(over)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use octopipe_cuda::kernels::check_modules;
+
+    use super::CENTERNET_KERNELS;
+
+    /// The peak kernels compile under NVRTC and define both entry points: no GPU needed.
+    #[test]
+    fn the_peak_kernels_compile_under_nvrtc() {
+        match check_modules(&[&CENTERNET_KERNELS]) {
+            None => eprintln!("SKIPPED: libnvrtc not found; centernet.cu not compile-checked"),
+            Some(Ok(lines)) => eprintln!("{}", lines.join("\n")),
+            Some(Err(failures)) => panic!("{failures}"),
+        }
     }
 }

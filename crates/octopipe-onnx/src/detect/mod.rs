@@ -68,6 +68,7 @@ pub use coco::COCO_LABELS;
 pub use config::{DetectConfig, DetectProps, DEFAULT_BATCH_SIZES, DETECT};
 pub use decode::{nms, Decoder, Output, ShapeError, Suppress};
 pub use detector::{region_batch, regions_batch, Call, Detector};
+pub use gpu::CENTERNET_KERNELS;
 pub use section::DetectSection;
 pub use tiles::{Fit, Rect};
 

@@ -100,7 +100,7 @@ pub enum Gather {
     Auto,
     /// The host copies the rectangles' rows into one staging buffer, uploaded with one copy.
     Host,
-    /// The GPU pulls the rectangles (`kernels/gather.cu`); a frame that is not page-locked is an
+    /// The GPU pulls the rectangles (`cuda/gather.cu`); a frame that is not page-locked is an
     /// error naming it.
     Device,
 }

@@ -21,7 +21,7 @@
 //! So the chroma at luma pixel `x` (likewise row `y`) comes from sample `x >> 1` (weight 3) and
 //! its neighbour on `x`'s side, `(x >> 1) - 1` for even `x` and `(x >> 1) + 1` for odd `x`
 //! (weight 1), clamped to the plane. libjpeg-turbo's SIMD code is bit-exact with this C code.
-//! `kernels/common.cuh` (`jpeg_*`) computes the same integers on the GPU.
+//! octopipe-cuda's `common.cuh` (`jpeg_*`) computes the same integers on the GPU.
 //!
 //! Only 4:2:0 JPEG arrives with its own chroma: `jpegdec` (GStreamer 1.22) gives I420 for 4:2:2
 //! and 4:4:4 JPEG too, having subsampled their chroma itself, so libjpeg's `h2v1` upsampling has

@@ -1,17 +1,31 @@
 //! The CUDA backend of `tilestats`: the frame's band uploaded once, the tiles and their
-//! area-balanced block metadata packed into one buffer, ONE launch of `kernels/tilestats.cu` for
-//! every tile of the frame, the per-tile sums copied back. Buffers grow and are reused.
+//! area-balanced block metadata packed into one buffer, ONE launch of `tilestats.cu` (beside this
+//! file: [`TILESTATS_KERNELS`]) for every tile of the frame, the per-tile sums copied back.
+//! Buffers grow and are reused.
 
 use std::ops::Range;
 
 use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
-use octopipe_cuda::{grow, launch_config, part, push_aligned, CudaError, Gpu, Kernel};
+use octopipe_cuda::{grow, launch_config, part, push_aligned, CudaError, Gpu, KernelModule};
 
 use super::{Band, Sampling, Source, TileBlocks};
 use crate::batch::CropMeta;
 use crate::frame::PixelSums;
 
-/// Threads per CUDA block (`TS_THREADS` in `kernels/tilestats.cu`).
+/// Per-tile sums (block metadata by tile area, two-level reduction), and their padded
+/// baseline: `tilestats.cu`.
+pub const TILESTATS_KERNELS: KernelModule = KernelModule {
+    name: "tilestats",
+    source: include_str!("tilestats.cu"),
+    functions: &[
+        "tilestats_gray16",
+        "tilestats_gray8",
+        "tilestats_packed",
+        "tilestats_padded_gray16",
+    ],
+};
+
+/// Threads per CUDA block (`TS_THREADS` in `tilestats.cu`).
 pub const TILESTATS_THREADS: u32 = 256;
 
 // SAFETY: `#[repr(C)]` plain data with the layout of the kernel's `Band`. (`PixelSums`, the
@@ -43,10 +57,10 @@ pub struct GpuSums {
 }
 
 impl GpuSums {
-    /// Open GPU `device` (the kernels compiled, or taken from the cache).
+    /// Open GPU `device` (its kernels compiled, or taken from the cache).
     pub fn new(device: usize) -> Result<Self, CudaError> {
         Ok(GpuSums {
-            engine: Gpu::new(device)?,
+            engine: Gpu::new(device, &[&TILESTATS_KERNELS])?,
             frame: None,
             meta: None,
             host_meta: Vec::new(),
@@ -184,11 +198,11 @@ impl GpuSums {
             )));
         }
         let kernel = match sampling.source {
-            Source::Gray16 => Kernel::TilestatsGray16,
-            Source::Gray8 => Kernel::TilestatsGray8,
-            Source::Packed => Kernel::TilestatsPacked,
+            Source::Gray16 => "tilestats_gray16",
+            Source::Gray8 => "tilestats_gray8",
+            Source::Packed => "tilestats_packed",
         };
-        let f = self.engine.func(kernel)?;
+        let f = self.engine.func(&TILESTATS_KERNELS, kernel)?;
         let stream = self.engine.stream().clone();
         let (frame, meta) = (
             self.frame.as_ref().expect("uploaded"),
@@ -260,7 +274,9 @@ impl GpuSums {
         }
         let per_tile = (pad.0 * pad.1).div_ceil(block_pixels);
         let ntiles = self.tiles.len() as u32;
-        let f = self.engine.func(Kernel::TilestatsPaddedGray16)?;
+        let f = self
+            .engine
+            .func(&TILESTATS_KERNELS, "tilestats_padded_gray16")?;
         let stream = self.engine().stream().clone();
         grow(&stream, &mut self.partials, (per_tile * ntiles) as usize)?;
         let (frame, meta) = (

@@ -26,7 +26,7 @@
 //! ([`Detection::stats`](crate::frame::Detection::stats)): the `jsonl` and `tilesink` sinks write it.
 //!
 //! **Backends** (`backend=cpu|cuda|auto`): the CPU one is one rayon pass over the tiles' blocks;
-//! the CUDA one is one kernel launch per frame for all its tiles (`kernels/tilestats.cu`). Both cut
+//! the CUDA one is one kernel launch per frame for all its tiles (`tilestats.cu`). Both cut
 //! each tile into blocks of `block-pixels` pixels (by area: a 512x512 tile gets 16 blocks of the
 //! default 16384, a 128x128 one gets 1), reduce each block, then each tile's blocks.
 //!
@@ -48,7 +48,7 @@ use crate::preprocess::BackendKind;
 use crate::stage::PropChoice;
 
 pub use cpu::CpuSums;
-pub use cuda::GpuSums;
+pub use cuda::{GpuSums, TILESTATS_KERNELS};
 pub use props::{Score, TileStatsProps};
 pub use rule::{Property, Rule, RuleError};
 pub use section::TilesSection;
@@ -79,7 +79,7 @@ impl BandName {
     }
 }
 
-/// How one sample is read from a frame: `Band` of `kernels/tilestats.cu`, passed by value.
+/// How one sample is read from a frame: `Band` of `tilestats.cu`, passed by value.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]

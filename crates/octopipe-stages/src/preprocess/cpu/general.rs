@@ -7,7 +7,7 @@ use crate::preprocess::{letterbox_rect, ChannelOrder, Interpolation, Layout, Pre
 
 /// The source taps of one output coordinate along one axis for [`Interpolation::Area`]:
 /// indices `min(i0 + k, len - 1)` for `k < n`, weight `w_first` for the first tap when `lead`,
-/// `w_last` for the last when `trail`, `w_mid` otherwise. The kernels (`kernels/resample.cu`,
+/// `w_last` for the last when `trail`, `w_mid` otherwise. The kernels (`cuda/resample.cu`,
 /// `area_taps`) compute the same values with the same f64 operations.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[non_exhaustive]

@@ -1,5 +1,5 @@
 //! The baseline strategies `octopipe bench preprocess` compares strategy C with (kernels in
-//! `kernels/baselines.cu`): A, a per-output-pixel table of crop indices; B, a binary search over
+//! `baselines.cu`, beside this file: [`BASELINE_KERNELS`]): A, a per-output-pixel table of crop indices; B, a binary search over
 //! the crops' pixel prefix sums; D, one launch per crop; E, the crops gathered into a stack padded
 //! to the largest crop, then resized. [`BenchEngine`] runs them (and C) on an [`Engine`], using its
 //! uploads and its metadata buffer and adding the metadata and buffers only the baselines need.
@@ -7,12 +7,33 @@
 use std::ops::{Deref, DerefMut};
 
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
-use octopipe_cuda::{grow, launch_config, part, CudaError, Kernel};
+use octopipe_cuda::{grow, launch_config, part, CudaError, KernelModule};
 
 use super::launch::uploaded;
 use super::meta::{InputKind, Norm};
 use super::{Engine, OutType};
 use crate::crops::{BlockMeta, CropMeta};
+
+/// Strategies A, B, D and E: `baselines.cu`.
+pub const BASELINE_KERNELS: KernelModule = KernelModule {
+    name: "baselines",
+    source: include_str!("baselines.cu"),
+    functions: &[
+        "lut_bilinear_i420_f32",
+        "lut_bilinear_nv12_f32",
+        "lut_bilinear_packed_f32",
+        "bsearch_bilinear_i420_f32",
+        "bsearch_bilinear_nv12_f32",
+        "bsearch_bilinear_packed_f32",
+        "percrop_bilinear_i420_f32",
+        "percrop_bilinear_nv12_f32",
+        "percrop_bilinear_packed_f32",
+        "pad_gather_i420_u8",
+        "pad_gather_nv12_u8",
+        "pad_gather_packed_u8",
+        "pad_resize_rgb_f32",
+    ],
+};
 
 /// Threads per block of the one-thread-per-pixel kernels (A, B, D, E).
 pub const FLAT_THREADS: u32 = 256;
@@ -82,8 +103,10 @@ impl DerefMut for BenchEngine {
 impl BenchEngine {
     /// Open GPU `ordinal` (see [`Engine::new`]).
     pub fn new(ordinal: usize) -> Result<Self, CudaError> {
+        let mut engine = Engine::new(ordinal)?;
+        engine.load(&BASELINE_KERNELS)?;
         Ok(BenchEngine {
-            engine: Engine::new(ordinal)?,
+            engine,
             first: (0, 0),
             table: (0, 0),
             pad: None,
@@ -165,11 +188,11 @@ impl BenchEngine {
             Strategy::Lut | Strategy::Bsearch => self.launch_flat(strategy, kind, norm, crops),
             Strategy::PerCrop => {
                 let k = match kind {
-                    InputKind::I420 => Kernel::PercropBilinearI420F32,
-                    InputKind::Nv12 => Kernel::PercropBilinearNv12F32,
-                    InputKind::Packed => Kernel::PercropBilinearPackedF32,
+                    InputKind::I420 => "percrop_bilinear_i420_f32",
+                    InputKind::Nv12 => "percrop_bilinear_nv12_f32",
+                    InputKind::Packed => "percrop_bilinear_packed_f32",
                 };
-                let f = self.engine.func(k)?;
+                let f = self.engine.func(&BASELINE_KERNELS, k)?;
                 for (i, c) in crops.iter().enumerate() {
                     self.launch_percrop(&f, i as u32, c.out_pixels(), norm)?;
                 }
@@ -192,15 +215,15 @@ impl BenchEngine {
         let total: u32 = crops.iter().map(|c| c.out_pixels()).sum();
         let ncrops = crops.len() as u32;
         let k = match (strategy, kind) {
-            (Strategy::Lut, InputKind::I420) => Kernel::LutBilinearI420F32,
-            (Strategy::Lut, InputKind::Nv12) => Kernel::LutBilinearNv12F32,
-            (Strategy::Lut, InputKind::Packed) => Kernel::LutBilinearPackedF32,
-            (_, InputKind::I420) => Kernel::BsearchBilinearI420F32,
-            (_, InputKind::Nv12) => Kernel::BsearchBilinearNv12F32,
-            (_, InputKind::Packed) => Kernel::BsearchBilinearPackedF32,
+            (Strategy::Lut, InputKind::I420) => "lut_bilinear_i420_f32",
+            (Strategy::Lut, InputKind::Nv12) => "lut_bilinear_nv12_f32",
+            (Strategy::Lut, InputKind::Packed) => "lut_bilinear_packed_f32",
+            (_, InputKind::I420) => "bsearch_bilinear_i420_f32",
+            (_, InputKind::Nv12) => "bsearch_bilinear_nv12_f32",
+            (_, InputKind::Packed) => "bsearch_bilinear_packed_f32",
         };
         let e = &mut self.engine;
-        let f = e.func(k)?;
+        let f = e.func(&BASELINE_KERNELS, k)?;
         let l = e.layout;
         let (arena, meta) = uploaded(&e.arena, &e.meta);
         let (fr, cr, first, table) = (
@@ -261,14 +284,14 @@ impl BenchEngine {
         let maxpix = crops.iter().map(|c| c.out_pixels()).max().unwrap_or(1);
         let need = crops.len() * pw as usize * ph as usize * 3;
         let k = match kind {
-            InputKind::I420 => Kernel::PadGatherI420U8,
-            InputKind::Nv12 => Kernel::PadGatherNv12U8,
-            InputKind::Packed => Kernel::PadGatherPackedU8,
+            InputKind::I420 => "pad_gather_i420_u8",
+            InputKind::Nv12 => "pad_gather_nv12_u8",
+            InputKind::Packed => "pad_gather_packed_u8",
         };
         let e = &mut self.engine;
         grow(e.gpu.stream(), &mut self.pad, need)?;
-        let gather = e.func(k)?;
-        let resize = e.func(Kernel::PadResizeRgbF32)?;
+        let gather = e.func(&BASELINE_KERNELS, k)?;
+        let resize = e.func(&BASELINE_KERNELS, "pad_resize_rgb_f32")?;
         let l = e.layout;
         let (arena, meta) = uploaded(&e.arena, &e.meta);
         let (fr, cr) = (part(meta, l.frames), part(meta, l.crops));

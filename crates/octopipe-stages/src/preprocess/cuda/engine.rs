@@ -8,8 +8,10 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
-use octopipe_cuda::{kernels, Gpu, Kernel};
+use octopipe_cuda::{kernels, Gpu, KernelModule};
 
+use super::gather::GATHER_KERNELS;
+use super::launch::{OCTOPUS_KERNELS, RESAMPLE_KERNELS};
 use super::upload::{MetaLayout, TransferStats};
 use super::{CudaError, Engine};
 
@@ -18,10 +20,14 @@ use super::{CudaError, Engine};
 pub const OCTOPUS_GRID_PER_SM: u32 = 4;
 
 impl Engine {
-    /// Open GPU `ordinal` and compile (or take from the cache) every kernel module for its
-    /// architecture. Errors with [`CudaError::NoGpu`] when there is no libcuda or no GPU.
+    /// Open GPU `ordinal` and compile (or take from the cache) the backend's kernel modules
+    /// (strategy C, resample, gather) for its architecture. Errors with [`CudaError::NoGpu`]
+    /// when there is no libcuda or no GPU.
     pub fn new(ordinal: usize) -> Result<Self, CudaError> {
-        let gpu = Gpu::new(ordinal)?;
+        let gpu = Gpu::new(
+            ordinal,
+            &[&OCTOPUS_KERNELS, &RESAMPLE_KERNELS, &GATHER_KERNELS],
+        )?;
         let sms = gpu.multiprocessors();
         let per_sm = std::env::var("OCTOPIPE_OCTOPUS_GRID_PER_SM")
             .ok()
@@ -92,7 +98,7 @@ impl Engine {
     }
 
     /// Let [`UploadMode::Rects`](super::UploadMode::Rects) (and `Auto` where it picks rectangles)
-    /// have the GPU pull the crop rectangles straight out of the frames (`kernels/gather.cu`)
+    /// have the GPU pull the crop rectangles straight out of the frames (`gather.cu`)
     /// instead of gathering their rows on the host and copying them: no host work per row and no
     /// copy for the pixels. The rectangle table travels in the gather kernel's parameters, so the
     /// gather is queued at once and runs while the host builds the metadata.
@@ -117,13 +123,28 @@ impl Engine {
         self.gpu.device_name()
     }
 
-    /// Registers per thread, local (spill) bytes per thread and static shared bytes of kernel `k`.
-    pub fn kernel_resources(&mut self, k: Kernel) -> Result<(i32, i32, i32), CudaError> {
-        self.gpu.kernel_resources(k)
+    /// Load `module` on the engine's GPU now (compiled once per process) rather than at its first
+    /// launch: a module of the benchmarks or of another stage whose kernels the caller measures.
+    pub fn load(&mut self, module: &KernelModule) -> Result<(), CudaError> {
+        self.gpu.load(module)
     }
 
-    /// Kernel `k` of the loaded modules (looked up once, then cached).
-    pub(crate) fn func(&mut self, k: Kernel) -> Result<CudaFunction, CudaError> {
-        self.gpu.func(k)
+    /// Registers per thread, local (spill) bytes per thread and static shared bytes of entry
+    /// point `function` of `module` (loaded on first use).
+    pub fn kernel_resources(
+        &mut self,
+        module: &KernelModule,
+        function: &str,
+    ) -> Result<(i32, i32, i32), CudaError> {
+        self.gpu.kernel_resources(module, function)
+    }
+
+    /// Entry point `function` of `module` (loaded on first use; looked up once, then cached).
+    pub(crate) fn func(
+        &mut self,
+        module: &KernelModule,
+        function: &str,
+    ) -> Result<CudaFunction, CudaError> {
+        self.gpu.func(module, function)
     }
 }

@@ -1,10 +1,11 @@
 //! The production launchers: strategy C over the block metadata of the last upload, either the
-//! bilinear fast path (`kernels/octopus.cu`) or the area / letterbox kernels
-//! (`kernels/resample.cu`). The launch configuration and metadata helpers every launcher shares
+//! bilinear fast path (`octopus.cu`, beside this file) or the area / letterbox kernels
+//! (`resample.cu`), each declared here as a kernel module ([`OCTOPUS_KERNELS`],
+//! [`RESAMPLE_KERNELS`]). The launch configuration and metadata helpers every launcher shares
 //! are octopipe-cuda's (`octopipe_cuda::launch`).
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
-use octopipe_cuda::{launch_config, part, Kernel};
+use octopipe_cuda::{launch_config, part, KernelModule};
 
 use super::meta::{InputKind, Norm};
 use super::output::OutType;
@@ -13,7 +14,41 @@ use super::Engine;
 use crate::crops::CropMeta;
 use crate::preprocess::Interpolation;
 
-/// Most threads per block of the strategy C kernels (`OCTOPUS_MAX_THREADS` in `kernels/octopus.cu`).
+/// Strategy C (block metadata), bilinear, f32 and f16: `octopus.cu`.
+pub const OCTOPUS_KERNELS: KernelModule = KernelModule {
+    name: "octopus",
+    source: include_str!("octopus.cu"),
+    functions: &[
+        "octopus_bilinear_i420_f32",
+        "octopus_bilinear_nv12_f32",
+        "octopus_bilinear_packed_f32",
+        "octopus_bilinear_i420_f16",
+        "octopus_bilinear_nv12_f16",
+        "octopus_bilinear_packed_f16",
+    ],
+};
+
+/// Strategy C for area (antialiased) resizing and letterbox: `resample.cu`.
+pub const RESAMPLE_KERNELS: KernelModule = KernelModule {
+    name: "resample",
+    source: include_str!("resample.cu"),
+    functions: &[
+        "resample_bilinear_i420_f32",
+        "resample_bilinear_i420_f16",
+        "resample_bilinear_nv12_f32",
+        "resample_bilinear_nv12_f16",
+        "resample_bilinear_packed_f32",
+        "resample_bilinear_packed_f16",
+        "resample_area_i420_f32",
+        "resample_area_i420_f16",
+        "resample_area_nv12_f32",
+        "resample_area_nv12_f16",
+        "resample_area_packed_f32",
+        "resample_area_packed_f16",
+    ],
+};
+
+/// Most threads per block of the strategy C kernels (`OCTOPUS_MAX_THREADS` in `octopus.cu`).
 pub const OCTOPUS_MAX_THREADS: u32 = 256;
 
 /// Threads per block for strategy C: one thread per four output pixels of a block, 32 to
@@ -36,39 +71,39 @@ pub(crate) fn uploaded<'a>(
     )
 }
 
-/// The bilinear strategy C kernel for `kind` frames and `ty` output.
-fn octopus_kernel(kind: InputKind, ty: OutType) -> Kernel {
+/// The bilinear strategy C kernel of [`OCTOPUS_KERNELS`] for `kind` frames and `ty` output.
+fn octopus_kernel(kind: InputKind, ty: OutType) -> &'static str {
     match (kind, ty) {
-        (InputKind::I420, OutType::F32) => Kernel::OctopusBilinearI420F32,
-        (InputKind::Nv12, OutType::F32) => Kernel::OctopusBilinearNv12F32,
-        (InputKind::Packed, OutType::F32) => Kernel::OctopusBilinearPackedF32,
-        (InputKind::I420, OutType::F16) => Kernel::OctopusBilinearI420F16,
-        (InputKind::Nv12, OutType::F16) => Kernel::OctopusBilinearNv12F16,
-        (InputKind::Packed, OutType::F16) => Kernel::OctopusBilinearPackedF16,
+        (InputKind::I420, OutType::F32) => "octopus_bilinear_i420_f32",
+        (InputKind::Nv12, OutType::F32) => "octopus_bilinear_nv12_f32",
+        (InputKind::Packed, OutType::F32) => "octopus_bilinear_packed_f32",
+        (InputKind::I420, OutType::F16) => "octopus_bilinear_i420_f16",
+        (InputKind::Nv12, OutType::F16) => "octopus_bilinear_nv12_f16",
+        (InputKind::Packed, OutType::F16) => "octopus_bilinear_packed_f16",
     }
 }
 
-/// The resample kernel (area or bilinear with letterbox) for `kind` frames and `ty` output.
-fn resample_kernel(area: bool, kind: InputKind, ty: OutType) -> Kernel {
-    use Kernel::*;
+/// The kernel of [`RESAMPLE_KERNELS`] (area or bilinear with letterbox) for `kind` frames and
+/// `ty` output.
+fn resample_kernel(area: bool, kind: InputKind, ty: OutType) -> &'static str {
     match (area, kind, ty) {
-        (false, InputKind::I420, OutType::F32) => ResampleBilinearI420F32,
-        (false, InputKind::Nv12, OutType::F32) => ResampleBilinearNv12F32,
-        (false, InputKind::Packed, OutType::F32) => ResampleBilinearPackedF32,
-        (false, InputKind::I420, OutType::F16) => ResampleBilinearI420F16,
-        (false, InputKind::Nv12, OutType::F16) => ResampleBilinearNv12F16,
-        (false, InputKind::Packed, OutType::F16) => ResampleBilinearPackedF16,
-        (true, InputKind::I420, OutType::F32) => ResampleAreaI420F32,
-        (true, InputKind::Nv12, OutType::F32) => ResampleAreaNv12F32,
-        (true, InputKind::Packed, OutType::F32) => ResampleAreaPackedF32,
-        (true, InputKind::I420, OutType::F16) => ResampleAreaI420F16,
-        (true, InputKind::Nv12, OutType::F16) => ResampleAreaNv12F16,
-        (true, InputKind::Packed, OutType::F16) => ResampleAreaPackedF16,
+        (false, InputKind::I420, OutType::F32) => "resample_bilinear_i420_f32",
+        (false, InputKind::Nv12, OutType::F32) => "resample_bilinear_nv12_f32",
+        (false, InputKind::Packed, OutType::F32) => "resample_bilinear_packed_f32",
+        (false, InputKind::I420, OutType::F16) => "resample_bilinear_i420_f16",
+        (false, InputKind::Nv12, OutType::F16) => "resample_bilinear_nv12_f16",
+        (false, InputKind::Packed, OutType::F16) => "resample_bilinear_packed_f16",
+        (true, InputKind::I420, OutType::F32) => "resample_area_i420_f32",
+        (true, InputKind::Nv12, OutType::F32) => "resample_area_nv12_f32",
+        (true, InputKind::Packed, OutType::F32) => "resample_area_packed_f32",
+        (true, InputKind::I420, OutType::F16) => "resample_area_i420_f16",
+        (true, InputKind::Nv12, OutType::F16) => "resample_area_nv12_f16",
+        (true, InputKind::Packed, OutType::F16) => "resample_area_packed_f16",
     }
 }
 
 impl Engine {
-    /// Launch strategy C (the bilinear fast path of `kernels/octopus.cu`) over the crops and
+    /// Launch strategy C (the bilinear fast path of `octopus.cu`) over the crops and
     /// blocks of the last [`Self::upload_meta`]: `out_len` output elements of `ty`, `tile_pixels`
     /// as used to build the blocks, `threads` per CUDA block (see [`octopus_threads`]).
     /// Asynchronous on [`Self::stream`].
@@ -86,7 +121,7 @@ impl Engine {
         let Some(kind) = self.prepare_launch(crops, out_len, ty, Some(nblocks))? else {
             return Ok(());
         };
-        let f = self.func(octopus_kernel(kind, ty))?;
+        let f = self.func(&OCTOPUS_KERNELS, octopus_kernel(kind, ty))?;
         let l = self.layout;
         let (arena, meta) = uploaded(&self.arena, &self.meta);
         let (fr, cr, bl) = (
@@ -120,7 +155,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Launch the area / letterbox kernels (`kernels/resample.cu`, block metadata as strategy C)
+    /// Launch the area / letterbox kernels (`resample.cu`, block metadata as strategy C)
     /// over the crops and blocks of the last [`Self::upload_meta`]. `letterbox`: the pad value
     /// (0..255 scale) when letterboxing. Asynchronous on [`Self::stream`].
     #[allow(clippy::too_many_arguments)]
@@ -140,7 +175,7 @@ impl Engine {
             return Ok(());
         };
         let area = interpolation == Interpolation::Area;
-        let f = self.func(resample_kernel(area, kind, ty))?;
+        let f = self.func(&RESAMPLE_KERNELS, resample_kernel(area, kind, ty))?;
         let l = self.layout;
         let (arena, meta) = uploaded(&self.arena, &self.meta);
         let (fr, cr, bl) = (

@@ -1,5 +1,5 @@
-//! Host mirrors of the structs in `kernels/common.cuh` that the preprocess kernels read (packed
-//! into one byte buffer with `octopipe_cuda::push_aligned`, uploaded with one copy).
+//! Host mirrors of the structs in octopipe-cuda's `common.cuh` that the preprocess kernels read
+//! (packed into one byte buffer with `octopipe_cuda::push_aligned`, uploaded with one copy).
 
 use cudarc::driver::DeviceRepr;
 
@@ -28,7 +28,7 @@ impl InputKind {
     }
 }
 
-/// `FrameDesc` of `kernels/common.cuh`: one frame's planes inside the device frame arena.
+/// `FrameDesc` of `common.cuh`: one frame's planes inside the device frame arena.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FrameDesc {
@@ -94,7 +94,7 @@ impl FrameDesc {
     }
 }
 
-/// `Norm` of `kernels/common.cuh`: `out[k] = v[k] * a[k] + b[k]`, channel order and layout.
+/// `Norm` of `common.cuh`: `out[k] = v[k] * a[k] + b[k]`, channel order and layout.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Norm {
@@ -124,7 +124,7 @@ impl Norm {
     }
 }
 
-/// `GatherRect` of `kernels/common.cuh`: one plane rectangle of a crop that `kernels/gather.cu`
+/// `GatherRect` of `common.cuh`: one plane rectangle of a crop that `gather.cu`
 /// pulls from page-locked host memory into the frame arena.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -25,8 +25,10 @@
 //! The baseline strategies A, B, D and E that `octopipe bench preprocess` compares strategy C with
 //! are part of the benchmarks (the `bench` module, cargo feature `bench`), not of this backend.
 //!
-//! The CUDA layer under it (devices, stream ordering, the kernel registry and NVRTC cache, the
-//! launch helpers, [`CudaError`]) is the `octopipe-cuda` crate, which `tilestats`, the detector,
+//! Each launcher declares its kernel module beside its `.cu` file ([`OCTOPUS_KERNELS`],
+//! [`RESAMPLE_KERNELS`], [`GATHER_KERNELS`]); the CUDA layer under it (devices, stream ordering,
+//! the NVRTC compile and cache of kernel modules by name, the launch helpers, [`CudaError`]) is
+//! the `octopipe-cuda` crate, which `tilestats`, the detector,
 //! ONNX Runtime's sessions and NVDEC use too; its public items are re-exported here under the
 //! paths they had before.
 
@@ -38,6 +40,7 @@ mod backend;
 #[cfg(feature = "bench")]
 pub mod baselines;
 pub(crate) mod engine;
+mod gather;
 pub(crate) mod launch;
 mod output;
 mod upload;
@@ -52,11 +55,12 @@ use upload::{MetaLayout, MetaSlot};
 
 pub use backend::CudaBackend;
 pub use engine::OCTOPUS_GRID_PER_SM;
-pub use launch::{octopus_threads, OCTOPUS_MAX_THREADS};
+pub use gather::GATHER_KERNELS;
+pub use launch::{octopus_threads, OCTOPUS_KERNELS, OCTOPUS_MAX_THREADS, RESAMPLE_KERNELS};
 pub use output::OutType;
 pub use upload::{HostFrame, TransferStats, UploadMode};
-// The CUDA layer itself (devices, streams, the kernel registry, the error) is the octopipe-cuda
-// crate; here under the paths it had before it moved there.
+// The CUDA layer itself (devices, streams, the kernel modules' compile, the error) is the
+// octopipe-cuda crate; here under the paths it had before it moved there.
 pub use octopipe_cuda::{
     available, device_count, kernels, order_after, order_streams, sync_stream, CudaError, NoGpu,
 };

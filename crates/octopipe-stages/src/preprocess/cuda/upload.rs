@@ -1,12 +1,12 @@
 //! Moving a batch to the device: its frames (whole, only the rows the crops touch, or only each
 //! crop's rectangle, gathered on the host or pulled by the GPU from page-locked frames) into the
 //! engine's frame arena, and its metadata (frame descriptors, crops, blocks) with one copy through
-//! a ring of pinned buffers.
+//! a ring of pinned buffers. The GPU's own gather of crop rectangles is `gather.rs`.
 
-use cudarc::driver::{sys, CudaEvent, DevicePtr, DeviceRepr, PinnedHostSlice, PushKernelArg};
-use octopipe_cuda::{grow, grow_pinned, launch_config, push_aligned, Kernel};
+use cudarc::driver::{CudaEvent, DevicePtr, PinnedHostSlice};
+use octopipe_cuda::{grow, grow_pinned, push_aligned};
 
-use super::meta::{FrameDesc, GatherRect, InputKind};
+use super::meta::{FrameDesc, InputKind};
 use super::CudaError;
 use super::Engine;
 use crate::crops::{BlockMeta, CropMeta};
@@ -90,25 +90,6 @@ pub(crate) struct MetaSlot {
     host: PinnedHostSlice<u8>,
     done: CudaEvent,
 }
-
-/// Threads per block of `gather_rects` (each issues 8 loads per round: `GATHER_UNROLL`).
-const GATHER_THREADS: u32 = 256;
-
-/// Rectangles per `gather_rects` launch (`GATHER_MAX` in `kernels/gather.cu`): the table is a
-/// kernel parameter, which must stay under 4 KiB.
-const GATHER_MAX: usize = 120;
-
-/// `GatherTable` of `kernels/gather.cu`, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct GatherTable {
-    n: u32,
-    pad: u32,
-    rects: [GatherRect; GATHER_MAX],
-}
-
-// SAFETY: `#[repr(C)]` plain data with the layout of the kernel's `GatherTable`.
-unsafe impl DeviceRepr for GatherTable {}
 
 impl Engine {
     /// Copy `frames` into the device arena (once each; whole or only the rows `crops` touch, see
@@ -276,91 +257,11 @@ impl Engine {
         Ok(self.stats)
     }
 
-    /// [`UploadMode::Rects`] with [`Self::set_device_gather`]: the same arena layout and
-    /// descriptors as the host gather, but the host only lists the rectangles (source address,
-    /// stride, size, arena offset) and queues `gather_rects` over them.
-    fn gather_on_device(
-        &mut self,
-        frames: &[HostFrame<'_>],
-        crops: &[CropMeta],
-        total: usize,
-    ) -> Result<TransferStats, CudaError> {
-        let mut addrs = std::mem::take(&mut self.bases);
-        addrs.clear();
-        for (i, f) in frames.iter().enumerate() {
-            addrs.push(self.device_address(i, f.data)? as usize);
-        }
-        grow(self.gpu.stream(), &mut self.arena, total)?;
-        self.gathers.clear();
-        let gathers = &mut self.gathers;
-        layout_rects(frames, crops, &mut self.descs, &mut self.rect_crops, |r| {
-            gathers.push(GatherRect {
-                src: (addrs[r.frame] + r.src) as u64,
-                dst: r.dst as u64,
-                src_stride: r.stride as u32,
-                row_bytes: r.row_bytes as u32,
-                rows: r.rows as u32,
-                pad: 0,
-            })
-        });
-        self.bases = addrs;
-        self.remap = true;
-        self.stats.frame_bytes = total;
-        self.stats.frame_copies = 0;
-        self.stats.device_rects = self.gathers.len();
-        let f = self.func(Kernel::GatherRects)?;
-        let arena = self.arena.as_mut().expect("grown above");
-        for chunk in self.gathers.chunks(GATHER_MAX) {
-            let mut table = GatherTable {
-                n: chunk.len() as u32,
-                pad: 0,
-                rects: [GatherRect::default(); GATHER_MAX],
-            };
-            table.rects[..chunk.len()].copy_from_slice(chunk);
-            // CUDA blocks per rectangle: enough for one round of loads per thread (8 bytes each).
-            let per = chunk
-                .iter()
-                .map(|g| (g.row_bytes * g.rows).div_ceil(GATHER_THREADS * 8))
-                .max()
-                .unwrap_or(1)
-                .clamp(1, 64);
-            let mut b = self.gpu.stream().launch_builder(&f);
-            b.arg(&table).arg(&mut *arena);
-            // SAFETY: argument types match `gather_rects`; every destination lies in the arena
-            // (sized above), every source in a frame that `set_device_gather`'s caller keeps
-            // page-locked, alive and unchanged until the stream has run this.
-            unsafe { b.launch(launch_config((table.n, per), GATHER_THREADS)) }?;
-        }
-        Ok(self.stats)
-    }
-
     /// Order the engine's work after everything queued so far on `producer` (a raw `CUstream` of
     /// another component, e.g. the one that wrote a device frame; 0 for none): the engine's
     /// stream waits on an event recorded there, no device-wide synchronization.
     pub fn after_stream(&self, producer: u64) -> Result<(), CudaError> {
         octopipe_cuda::order_after(self.gpu.context(), self.gpu.stream(), producer)
-    }
-
-    /// The device address of page-locked host bytes, or an error naming frame `i`.
-    fn device_address(&self, i: usize, data: &[u8]) -> Result<u64, CudaError> {
-        self.gpu.context().bind_to_thread()?;
-        let mut addr: sys::CUdeviceptr = 0;
-        let mut attr = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_POINTER;
-        let mut out = [(&mut addr as *mut sys::CUdeviceptr).cast::<std::ffi::c_void>()];
-        // SAFETY: one attribute, written to `addr` (a CUdeviceptr); the host address is only
-        // looked up, not dereferenced. Unlike `cuPointerGetAttribute`, the plural call answers 0
-        // (not an error) for memory CUDA does not know.
-        unsafe {
-            sys::cuPointerGetAttributes(1, &mut attr, out.as_mut_ptr(), data.as_ptr() as u64)
-        }
-        .result()?;
-        if addr == 0 {
-            return Err(CudaError::Invalid(format!(
-                "frame {i} is not page-locked host memory: the device gather reads frames from \
-                 pinned buffers only"
-            )));
-        }
-        Ok(addr)
     }
 
     /// Pack the frame descriptors (from the last [`Self::upload_frames`]), `crops` and `blocks`
@@ -505,13 +406,13 @@ fn crop_rects(layout: &FrameLayout, c: &CropMeta) -> [Option<Rect>; 3] {
 
 /// One plane rectangle of [`layout_rects`]: `rows` rows of `row_bytes` bytes from byte `src` of
 /// frame `frame`'s buffer (rows `stride` apart), packed to arena byte `dst`.
-struct RectCopy {
-    frame: usize,
-    src: usize,
-    stride: usize,
-    row_bytes: usize,
-    rows: usize,
-    dst: usize,
+pub(super) struct RectCopy {
+    pub(super) frame: usize,
+    pub(super) src: usize,
+    pub(super) stride: usize,
+    pub(super) row_bytes: usize,
+    pub(super) rows: usize,
+    pub(super) dst: usize,
 }
 
 /// The arena layout of [`UploadMode::Rects`]: each crop's plane rectangles packed one after
@@ -520,7 +421,7 @@ struct RectCopy {
 /// rectangles, and the crops renumbered to their own descriptors into `rect_crops`. `each` moves
 /// one rectangle (on the host, or lists it for the GPU). The crops were checked against their
 /// frames by the caller.
-fn layout_rects(
+pub(super) fn layout_rects(
     frames: &[HostFrame<'_>],
     crops: &[CropMeta],
     descs: &mut Vec<FrameDesc>,

@@ -10,9 +10,13 @@ use octopipe_cuda::available;
 use super::time_kernel_queued;
 use crate::bench::{prepare, BenchError, PreprocessBenchOptions, Workload};
 use crate::bench::{BenchEngine, Strategy};
+use octopipe_onnx::detect::CENTERNET_KERNELS;
 use octopipe_stages::batch::build_blocks_into;
+use octopipe_stages::preprocess::cuda::baselines::BASELINE_KERNELS;
 use octopipe_stages::preprocess::cuda::meta::Norm;
 use octopipe_stages::preprocess::cuda::{octopus_threads, HostFrame, OutType, UploadMode};
+use octopipe_stages::preprocess::cuda::{GATHER_KERNELS, OCTOPUS_KERNELS, RESAMPLE_KERNELS};
+use octopipe_stages::tilestats::TILESTATS_KERNELS;
 
 /// Options of `octopipe probe`.
 #[derive(Debug, Clone, Default)]
@@ -129,15 +133,28 @@ pub fn probe(opts: &ProbeOptions) -> Result<String, BenchError> {
     available().map_err(|e| BenchError::Options(format!("no GPU to probe: {e}")))?;
     let t0 = Instant::now();
     let mut e = BenchEngine::new(0)?;
+    // Every kernel module octopipe has, loaded before the clock stops.
+    let modules = [
+        &OCTOPUS_KERNELS,
+        &BASELINE_KERNELS,
+        &RESAMPLE_KERNELS,
+        &GATHER_KERNELS,
+        &TILESTATS_KERNELS,
+        &CENTERNET_KERNELS,
+    ];
+    for m in modules {
+        e.load(m)?;
+    }
     let setup = t0.elapsed();
     let mut resources = String::new();
-    for k in octopipe_cuda::Kernel::ALL {
-        let (regs, local, shared) = e.kernel_resources(k)?;
-        let _ = writeln!(
-            resources,
-            "{:>28}: {regs} registers, {local} B local, {shared} B shared",
-            k.name()
-        );
+    for m in modules {
+        for f in m.functions {
+            let (regs, local, shared) = e.kernel_resources(m, f)?;
+            let _ = writeln!(
+                resources,
+                "{f:>28}: {regs} registers, {local} B local, {shared} B shared"
+            );
+        }
     }
     let (_, report) = tune(&mut e, opts.data_dir.clone())?;
     Ok(format!(
