@@ -1,144 +1,17 @@
-//! ONNX Runtime, shared by the stages that run models (classify, detect).
-//!
-//! The library is loaded at run time from `ORT_DYLIB_PATH` (default `libonnxruntime.so`); one
-//! environment is shared by the whole process. A model's [`Sessions`] run on the CPU execution
-//! provider or on CUDA's ([`Ep`]): the CUDA one needs an ONNX Runtime build with it (pip
-//! `onnxruntime-gpu`) and a GPU; `Ep::Auto` takes it when both are there and otherwise says why in
-//! one log line.
+//! A model's [`Sessions`]: one per padded batch size on CUDA, or a set of fixed sizes bound to
+//! device buffers ([`Sessions::fix_sizes`]).
 
 use std::path::Path;
-use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::CudaContext;
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::Session;
 use ort::value::{Shape, TensorRefMut};
 
-mod env;
-mod fixed;
-mod props;
-mod worker;
-
-pub use env::environment;
-pub(crate) use env::ORT_DYLIB_ENV;
-pub use fixed::{FixedError, FixedInput, FixedOutput, FixedStep};
-pub use props::{EpKind, OnnxProps};
-use worker::Gone;
-pub(crate) use worker::{Ticket, Worker};
-
-/// Environment variable: when set, every session writes ONNX Runtime's profile (a Chrome trace
-/// of each run and node) to a JSON file whose name starts with its value.
-pub(crate) const ORT_PROFILE_ENV: &str = "OCTOPIPE_ORT_PROFILE";
-/// The ONNX Runtime version octopipe is built against.
-pub(crate) const ORT_VERSION: &str = "1.31.1";
-
-/// ONNX Runtime or a model could not be loaded.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum OnnxError {
-    /// The ONNX Runtime library could not be loaded.
-    #[error("ONNX Runtime library {path}: {reason}\n  hint: pip install onnxruntime=={ORT_VERSION} and set {ORT_DYLIB_ENV} to its onnxruntime/capi/libonnxruntime.so.{ORT_VERSION} (scripts/setup.sh does both)")]
-    Runtime {
-        /// The library path tried.
-        path: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The model file could not be loaded.
-    #[error("model {path}: {reason}")]
-    Model {
-        /// The model file.
-        path: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// A fixed batch size could not be bound, warmed up or run.
-    #[error("model {path}: {}: {source}", step.describe(*rows))]
-    Fixed {
-        /// The model file.
-        path: String,
-        /// The batch size.
-        rows: usize,
-        /// What was being done with it.
-        step: FixedStep,
-        /// Why it failed.
-        source: FixedError,
-    },
-}
-
-impl crate::error::Kind for OnnxError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        match self {
-            OnnxError::Runtime { .. } => crate::error::ErrorKind::Unavailable,
-            OnnxError::Model { .. } | OnnxError::Fixed { .. } => crate::error::ErrorKind::Model,
-        }
-    }
-}
-
-/// A model's class names from a labels file: one per line, trimmed, blank lines skipped. The
-/// file must be a regular file of at most [`MAX_LABELS_FILE`](crate::files::MAX_LABELS_FILE)
-/// bytes of UTF-8.
-pub(crate) fn read_labels(path: &Path) -> std::io::Result<Vec<String>> {
-    let bytes = crate::files::read_bounded(path, crate::files::MAX_LABELS_FILE)?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))?;
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(String::from)
-        .collect())
-}
-
-/// Which ONNX Runtime execution provider runs a model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Ep {
-    /// CUDA's on this device ordinal when the ONNX Runtime build has it and the GPU is present,
-    /// else the CPU's.
-    Auto(i32),
-    /// The CPU execution provider.
-    Cpu,
-    /// CUDA's, on this device ordinal; an error when it cannot be had.
-    Cuda(i32),
-}
-
-impl Default for Ep {
-    /// `Auto` on GPU 0.
-    fn default() -> Self {
-        Ep::Auto(0)
-    }
-}
-
-/// How a model's sessions are built on CUDA's execution provider. The defaults are what every
-/// model runs with; [`CudaOptions::graph`] needs fixed batch sizes ([`Sessions::fix_sizes`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CudaOptions {
-    /// Capture each batch size's run once as a CUDA graph and replay it: one launch per run
-    /// instead of one per node. Inputs and outputs are then bound to device buffers of their own,
-    /// and every run of the fixed sizes happens on one thread of the sessions' own, where ONNX
-    /// Runtime keeps the graphs: each is captured when the sizes are fixed
-    /// ([`Sessions::fix_sizes`]) and only replayed after.
-    pub graph: bool,
-    /// Let ONNX Runtime run convolutions in NHWC (`prefer_nhwc`), which cuDNN's tensor-core
-    /// kernels read directly.
-    pub nhwc: bool,
-    /// Search every cuDNN convolution algorithm once per shape (seconds at start-up) instead of
-    /// taking cuDNN's heuristic choice.
-    pub exhaustive: bool,
-    /// Add each convolution's bias inside the cuDNN call (`fuse_conv_bias`) instead of in a
-    /// pass of its own over the output.
-    pub fuse_bias: bool,
-}
-
-/// The CUDA device and stream sessions run on: ONNX Runtime's CUDA execution provider queues its
-/// work on `stream`, which [`Sessions::after`] orders after a producer's stream.
-#[derive(Clone)]
-struct Cuda {
-    device: i32,
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-}
+use super::error::{FixedStep, OnnxError};
+use super::fixed::{self, FixedInput, FixedOutput};
+use super::session::{cuda_session, session, Cuda, CudaOptions, Ep};
+use super::worker::{Gone, Worker};
 
 /// The sessions of one model. On the CPU execution provider one session runs every batch size as
 /// it comes. On CUDA's, a run whose batch size differs from the session's previous run makes
@@ -524,77 +397,4 @@ pub unsafe fn cuda_input<'a>(
             Shape::new(shape.iter().map(|&d| d as i64)),
         )
     }
-}
-
-/// A session on CUDA's execution provider, queuing its work on `cuda`'s stream.
-fn cuda_session(
-    model: &Path,
-    threads: usize,
-    cuda: &Cuda,
-    options: CudaOptions,
-) -> Result<Session, OnnxError> {
-    use ort::ep::cuda::ConvAlgorithmSearch;
-    // SAFETY: the stream outlives the session: both belong to the same `Sessions`, whose
-    // sessions are dropped before its `cuda` (field order).
-    let ep = unsafe {
-        ort::ep::CUDA::default()
-            .with_device_id(cuda.device)
-            .with_compute_stream(cuda.stream.cu_stream() as *mut ())
-    }
-    // By default the heuristic algorithm choice: an exhaustive search costs seconds per shape.
-    .with_conv_algorithm_search(if options.exhaustive {
-        ConvAlgorithmSearch::Exhaustive
-    } else {
-        ConvAlgorithmSearch::Heuristic
-    })
-    .with_cuda_graph(options.graph)
-    .with_prefer_nhwc(options.nhwc)
-    .with_fuse_conv_bias(options.fuse_bias)
-    .build()
-    .error_on_failure();
-    build(model, threads, Some(ep))
-}
-
-/// An ONNX Runtime session for the model at `model` on the CPU execution provider, with `threads`
-/// intra-op threads (0: ONNX Runtime's default).
-pub fn session(model: &Path, threads: usize) -> Result<Session, OnnxError> {
-    build(model, threads, None)
-}
-
-fn build(
-    model: &Path,
-    threads: usize,
-    ep: Option<ort::ep::ExecutionProviderDispatch>,
-) -> Result<Session, OnnxError> {
-    let model_err = |reason: String| OnnxError::Model {
-        path: model.display().to_string(),
-        reason,
-    };
-    if !model.is_file() {
-        return Err(model_err("no such file".into()));
-    }
-    let env = environment()?;
-    // ONNX Runtime's worker threads spin between runs by default; with a pipeline of busy
-    // stage threads on few cores that steals time from the other stages.
-    let mut builder = Session::builder(env)
-        .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
-        .map_err(|e| model_err(e.to_string()))?;
-    if threads > 0 {
-        builder = builder
-            .with_intra_threads(threads)
-            .map_err(|e| model_err(e.to_string()))?;
-    }
-    if let Some(prefix) = std::env::var_os(ORT_PROFILE_ENV) {
-        builder = builder
-            .with_profiling(prefix)
-            .map_err(|e| model_err(e.to_string()))?;
-    }
-    if let Some(ep) = ep {
-        builder = builder
-            .with_execution_providers([ep])
-            .map_err(|e| model_err(format!("CUDA execution provider: {e}")))?;
-    }
-    builder
-        .commit_from_file(model)
-        .map_err(|e| model_err(format!("not a loadable ONNX model: {e}")))
 }
