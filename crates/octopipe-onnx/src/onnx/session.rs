@@ -35,14 +35,15 @@ impl Default for Ep {
 }
 
 /// How a model's sessions are built on CUDA's execution provider. The defaults are what every
-/// model runs with; [`CudaOptions::graph`] needs fixed batch sizes ([`Sessions::fix_sizes`]).
+/// model runs with; [`CudaOptions::graph`] needs fixed batch sizes
+/// ([`Sessions::fix_sizes`](super::Sessions::fix_sizes)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CudaOptions {
     /// Capture each batch size's run once as a CUDA graph and replay it: one launch per run
     /// instead of one per node. Inputs and outputs are then bound to device buffers of their own,
     /// and every run of the fixed sizes happens on one thread of the sessions' own, where ONNX
     /// Runtime keeps the graphs: each is captured when the sizes are fixed
-    /// ([`Sessions::fix_sizes`]) and only replayed after.
+    /// ([`Sessions::fix_sizes`](super::Sessions::fix_sizes)) and only replayed after.
     pub graph: bool,
     /// Let ONNX Runtime run convolutions in NHWC (`prefer_nhwc`), which cuDNN's tensor-core
     /// kernels read directly.
@@ -56,7 +57,8 @@ pub struct CudaOptions {
 }
 
 /// The CUDA device and stream sessions run on: ONNX Runtime's CUDA execution provider queues its
-/// work on `stream`, which [`Sessions::after`] orders after a producer's stream.
+/// work on `stream`, which [`Sessions::after`](super::Sessions::after) orders after a producer's
+/// stream.
 #[derive(Clone)]
 pub(super) struct Cuda {
     pub(super) device: i32,
