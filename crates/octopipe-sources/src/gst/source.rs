@@ -1,37 +1,5 @@
-//! [`GstSource`]: every kind of input as a GStreamer pipeline ending in an `appsink`, and what the
-//! kinds share: opening, the pull loop, bus messages and errors, stall detection and the
-//! construction of frames.
-//!
-//! ```text
-//! media:  uridecodebin uri=file:///data/flight.mp4 ! videoconvert
-//!           ! video/x-raw,format={I420,NV12} ! appsink
-//! images: appsrc (one file per buffer) ! jpegdec idct-method=islow (or pngdec) ! videoconvert
-//!           ! video/x-raw,format={I420,NV12,RGB,BGR,RGBA,BGRA,RGBx,BGRx} ! appsink
-//! test:   videotestsrc pattern=smpte num-buffers=90
-//!           ! video/x-raw,format=I420,width=1280,height=720,framerate=30/1 ! appsink
-//! launch: FRAGMENT ! videoconvert ! video/x-raw,format={I420,NV12} ! appsink
-//!         (`head decoder=...`: FRAGMENT ! decodebin, then as media)
-//! ```
-//!
-//! Each kind's pipeline is built in its own module (`media`, `images`, `test`, `launch`); caps,
-//! formats and the plane copy are in `caps`; making elements, and the errors for missing ones, in
-//! `elements`; what a wait for a frame comes to (a quiet live source, a file that does not start or
-//! stalls) and the reconnect backoff in `watch`. A reconnect tears the whole GStreamer pipeline
-//! down and builds it again from the settings, as
-//! GStreamer's `fallbacksrc` restarts its source.
-//!
-//! The same decodes by hand (`appsink` becomes `fakesink`, `appsrc` a `multifilesrc`):
-//!
-//! ```text
-//! gst-launch-1.0 uridecodebin uri=file://$PWD/flight.mp4 ! videoconvert ! "video/x-raw,format={I420,NV12}" ! fakesink
-//! gst-launch-1.0 multifilesrc location=img_%03d.jpg caps=image/jpeg,framerate=30/1 ! jpegdec idct-method=islow ! videoconvert ! fakesink
-//! gst-launch-1.0 videotestsrc pattern=smpte num-buffers=90 ! video/x-raw,format=I420,width=1280,height=720 ! fakesink
-//! ```
-//!
-//! `videoconvert` passes the decoder's output through untouched when it is already in one of the
-//! accepted formats (JPEG 4:2:0 comes out as I420, PNG as RGB or RGBA), so no colour conversion happens
-//! in GStreamer. Each sample's caps are read (image sizes may change from file to file) and its planes
-//! are copied once, tightly packed, into a pooled buffer.
+//! [`GstSource`] itself: opening, the pull loop and the end of the stream; the other files of
+//! `gst` add what it does with the bus, damaged data and frames.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,35 +10,24 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
-mod build;
-mod damaged;
-mod frame;
-mod guard;
-mod recover;
-mod words;
-
-use build::{Input, Parts};
-use recover::Garbage;
-
-use super::config::{SourceConfig, SourceKind};
-use super::images::Feeder;
-use super::media::{expected_frames, truncation};
-use super::nvdec::SharedCuda;
-use super::nvjpeg::JpegRoute;
-use super::timeline::{Origin, Timeline};
-use super::watch::{secs, Limits, Wait};
-use super::{FrameSource, SourceError};
+use super::build::{Input, Parts};
+use super::guard::Guard;
+use super::teardown;
 use crate::budget::Tally;
+use crate::config::{SourceConfig, SourceKind};
 use crate::frame::{BufferPool, Frame};
+use crate::images::Feeder;
+use crate::media::{expected_frames, truncation};
+use crate::nvdec::SharedCuda;
+use crate::nvjpeg::JpegRoute;
 use crate::redact;
+use crate::timeline::{Origin, Timeline};
+use crate::watch::{secs, Limits, Wait};
+use crate::{FrameSource, SourceError};
 
 /// How long [`GstSource::next_frame`](FrameSource::next_frame) waits for a sample between two looks
 /// at the bus.
-const POLL: gst::ClockTime = gst::ClockTime::from_mseconds(50);
-
-/// Where a decoder that `decodebin` could not find usually lives.
-const DECODER_PACKAGES: &str =
-    "a decoder for it (gstreamer1.0-libav, gstreamer1.0-plugins-bad or gstreamer1.0-plugins-ugly)";
+pub(super) const POLL: gst::ClockTime = gst::ClockTime::from_mseconds(50);
 
 /// A [`FrameSource`] backed by a GStreamer pipeline.
 ///
@@ -92,68 +49,68 @@ const DECODER_PACKAGES: &str =
 /// # Ok::<(), octopipe_sources::SourceError>(())
 /// ```
 pub struct GstSource {
-    pipeline: gst::Pipeline,
-    appsink: gst_app::AppSink,
-    bus: gst::Bus,
-    pool: BufferPool,
-    input: Input,
-    stream: u32,
+    pub(super) pipeline: gst::Pipeline,
+    pub(super) appsink: gst_app::AppSink,
+    pub(super) bus: gst::Bus,
+    pub(super) pool: BufferPool,
+    pub(super) input: Input,
+    pub(super) stream: u32,
     /// Frames made so far.
-    seq: u64,
+    pub(super) seq: u64,
     /// Numbers frames by presentation time (`Frame::seq`), so lost frames leave gaps.
-    timeline: Timeline,
+    pub(super) timeline: Timeline,
     /// Whether the warning that frames are numbered as they come (no frame rate known) was given.
-    told_no_rate: bool,
+    pub(super) told_no_rate: bool,
     /// End of stream, stop or error seen: only `Ok(None)` from now on.
-    done: bool,
+    pub(super) done: bool,
     /// Last warning on the bus, kept as detail for an image that produced no frame.
-    warning: Option<String>,
+    pub(super) warning: Option<String>,
     /// `missing-plugin` message seen on the bus: (description, caps).
-    missing: Option<(String, String)>,
-    feeder: Option<Feeder>,
+    pub(super) missing: Option<(String, String)>,
+    pub(super) feeder: Option<Feeder>,
     /// Decoded samples still queued in the `appsink` when an error ended the stream: handed out
     /// before the error, so the frames before the damage are kept.
-    held: VecDeque<gst::Sample>,
+    pub(super) held: VecDeque<gst::Sample>,
     /// The error that ended the stream, returned once `held` is empty.
-    pending: Option<SourceError>,
+    pub(super) pending: Option<SourceError>,
     /// End (pts + duration) of the last frame, to tell a truncated file from a complete one.
-    last_end: Option<gst::ClockTime>,
+    pub(super) last_end: Option<gst::ClockTime>,
     /// Set by the interrupter: the end of stream that follows is ours, not the file's end.
-    interrupted: Arc<AtomicBool>,
+    pub(super) interrupted: Arc<AtomicBool>,
     /// The settings, to build the pipeline again on a reconnect.
-    config: SourceConfig,
+    pub(super) config: SourceConfig,
     /// Timeouts and reconnects in force.
-    limits: Limits,
+    pub(super) limits: Limits,
     /// Reconnects since the last frame.
-    in_a_row: u32,
+    pub(super) in_a_row: u32,
     /// Where reconnects and silences are counted (the run's report).
-    tally: Option<Tally>,
+    pub(super) tally: Option<Tally>,
     /// When the pipeline was last set playing: the decoder is starting until `start-timeout`
     /// after it.
-    started: Instant,
+    pub(super) started: Instant,
     /// The CUDA context shared with NVDEC decoders (`decoder=nvdec`).
-    cuda: Option<Arc<SharedCuda>>,
+    pub(super) cuda: Option<Arc<SharedCuda>>,
     /// An image sequence's JPEG files decoded by nvJPEG (`images decoder=nvjpeg`).
-    nvjpeg: Option<JpegRoute>,
+    pub(super) nvjpeg: Option<JpegRoute>,
     /// Why the pipeline refused its input while it played (a picture too large to decode).
-    guard: guard::Guard,
+    pub(super) guard: Guard,
     /// The size of the last frame's picture (a change is a splice: `follow_picture`).
-    picture: Option<(u32, u32)>,
+    pub(super) picture: Option<(u32, u32)>,
     /// When the source was opened: a stream source gives its first frame within
     /// `start-timeout` of it, reconnects included.
-    opened: Instant,
+    pub(super) opened: Instant,
     /// Damaged data dropped so far (errors and warnings of depayloaders, parsers and
     /// decoders of a stream that went on), the first one's words, and when the last came.
-    garbage: Garbage,
+    pub(super) garbage: Garbage,
     /// Damaged frames found so far (`on-damaged`), kept or skipped.
-    damaged: u64,
+    pub(super) damaged: u64,
     /// Of those, the ones left out ([`FrameSource::skipped`]).
-    skipped: u64,
+    pub(super) skipped: u64,
     /// A media file's decoder warned about its data: the next frame out is damaged.
-    decoder_warning: Option<String>,
-    /// The pipeline did not stop within [`TEARDOWN_DEADLINE`](recover::TEARDOWN_DEADLINE): it
+    pub(super) decoder_warning: Option<String>,
+    /// The pipeline did not stop within [`TEARDOWN_DEADLINE`](teardown::TEARDOWN_DEADLINE): it
     /// is left to stop on a thread of its own, and not asked again.
-    abandoned: bool,
+    pub(super) abandoned: bool,
 }
 
 impl GstSource {
@@ -234,7 +191,7 @@ impl GstSource {
     }
 
     /// Tear the pipeline down and build it again (a reconnect); frame numbers go on.
-    fn rebuild(&mut self) -> Result<(), SourceError> {
+    pub(super) fn rebuild(&mut self) -> Result<(), SourceError> {
         self.finish();
         if let Some(mut feeder) = self.feeder.take() {
             feeder.stop_and_join();
@@ -260,7 +217,7 @@ impl GstSource {
     }
 
     /// How errors name this input.
-    fn name(&self) -> &str {
+    pub(super) fn name(&self) -> &str {
         match &self.input {
             Input::Media { name, .. } => name,
             Input::Images(images) => &images.location,
@@ -268,7 +225,7 @@ impl GstSource {
         }
     }
 
-    fn stream_error(&self, message: String, debug: Option<String>) -> SourceError {
+    pub(super) fn stream_error(&self, message: String, debug: Option<String>) -> SourceError {
         SourceError::Stream {
             source_name: self.name().to_string(),
             message: redact::credentials(&message).into_owned(),
@@ -277,17 +234,17 @@ impl GstSource {
     }
 
     /// Stop the pipeline and the feeder; the stream is over. A network or live source's
-    /// pipeline that does not stop within [`TEARDOWN_DEADLINE`](recover::TEARDOWN_DEADLINE) is
+    /// pipeline that does not stop within [`TEARDOWN_DEADLINE`](teardown::TEARDOWN_DEADLINE) is
     /// left to stop on a thread of its own (`rtspsrc` holds its state lock while it reads a
     /// server's headers, and a server that sends them without end holds it for ever), so the
     /// stream still ends.
-    fn finish(&mut self) {
+    pub(super) fn finish(&mut self) {
         self.end();
         if self.abandoned {
             return;
         }
         match self.limits.stream {
-            true => self.abandoned = !recover::stop_within(&self.pipeline, self.name()),
+            true => self.abandoned = !teardown::stop_within(&self.pipeline, self.name()),
             false => {
                 let _ = self.pipeline.set_state(gst::State::Null);
             }
@@ -329,12 +286,6 @@ impl GstSource {
             None => Ok(()),
         }
     }
-}
-
-/// How a frame names its source, and its URI where it is not the name's own.
-struct Named {
-    name: Arc<str>,
-    uri: Option<Arc<str>>,
 }
 
 impl GstSource {
@@ -465,4 +416,20 @@ impl Drop for GstSource {
             feeder.stop_and_join();
         }
     }
+}
+
+/// Damaged data a stream source dropped and went on from.
+#[derive(Debug, Default)]
+pub(super) struct Garbage {
+    pub(super) count: u64,
+    pub(super) first: Option<String>,
+    pub(super) last: Option<Instant>,
+    /// Frames delivered when the last damage came.
+    pub(super) frames_then: u64,
+    /// Packets of others kept out of an RTP stream, as last looked at.
+    pub(super) foreign: u64,
+    /// Pipelines built again after damage stopped the data flow (no reconnect spent).
+    pub(super) resyncs: u64,
+    /// Whether the report's line was written.
+    pub(super) told: bool,
 }

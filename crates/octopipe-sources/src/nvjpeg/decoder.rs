@@ -1,19 +1,5 @@
-//! nvJPEG: an image sequence's JPEG files decoded on the GPU into device memory
-//! (`images decoder=nvjpeg`), read in place by the CUDA preprocess kernel.
-//!
-//! One decoder per GPU serves every stream of the process that decodes there: each stream hands
-//! it the next file's bytes, and it decodes what has come in from all of them in one batched
-//! call (`nvjpegDecodeBatched`) on the GPU's JPEG engines where it has them (A100, H100, L4:
-//! nvJPEG's hardware backend), on its cores otherwise. The planes come out as they are coded (Y,
-//! Cb, Cr at 4:2:0), so the frame is I420 of JPEG colorimetry and the crop kernel does libjpeg's
-//! own chroma upsampling and colour conversion, as for CPU-decoded JPEG. What the batched
-//! decoder does not take (progressive, grey, CMYK, 4:2:2/4:4:4, a damaged file) is decoded on
-//! the CPU instead, file by file, and counted per stream in the report.
-
-mod cpu;
-mod ffi;
-mod header;
-mod route;
+//! The nvJPEG decoder of one GPU ([`NvjpegDecoder`]), shared by every stream of the process that
+//! decodes there, and the thread that decodes its batches (`Engine`).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -29,9 +15,9 @@ use gstreamer as gst;
 use crate::frame::{DeviceFrame, FrameLayout, PixelFormat};
 use octopipe_core::buffer::DeviceBuffer;
 
-use cpu::decode_on_cpu;
-pub(crate) use header::{CpuReason, JpegHeader};
-pub(crate) use route::JpegRoute;
+use super::error::NvjpegError;
+use super::ffi;
+use super::header::{CpuReason, JpegHeader};
 
 /// The most files decoded in one batch: the engines' throughput levels off past ~34 pictures of
 /// 2000x1500 a call on an H100 (BENCHMARKS.md), and under load every batch is then one call of
@@ -41,41 +27,6 @@ const MAX_BATCH: usize = 32;
 /// How long the decoder waits, once the files already asked for are taken, for a file from each
 /// stream that has none in the batch yet.
 const COLLECT: Duration = Duration::from_micros(1500);
-
-/// Why nvJPEG cannot decode here.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum NvjpegError {
-    /// `libnvjpeg` is not installed (pip `nvidia-nvjpeg-cu13` or a CUDA toolkit has it).
-    #[error("libnvjpeg does not load ({0})")]
-    Library(String),
-    /// `libnvjpeg` lacks a function octopipe calls.
-    #[error("libnvjpeg has no {name}: {source}")]
-    Symbol {
-        /// The function.
-        name: &'static str,
-        /// The loader's error.
-        #[source]
-        source: Arc<libloading::Error>,
-    },
-    /// No usable GPU.
-    #[error("{0}")]
-    NoGpu(String),
-    /// An nvJPEG call failed.
-    #[error("{call} failed: {status}")]
-    Call {
-        /// The function.
-        call: &'static str,
-        /// nvJPEG's status name.
-        status: &'static str,
-    },
-    /// A CUDA call failed (memory, the stream).
-    #[error("CUDA: {0}")]
-    Cuda(String),
-    /// The decoder's thread is gone.
-    #[error("the nvJPEG decoder stopped")]
-    Stopped,
-}
 
 /// A JPEG decoded by nvJPEG: its planes in device memory (I420, JPEG colorimetry).
 pub(crate) struct Decoded {
