@@ -29,7 +29,7 @@ pub(crate) trait Work: Sized + Send + 'static {
     /// (one model session, one collector across their branches: [`shared`]).
     const SHAREABLE: bool = false;
     /// Whether it records the frames' timings and posts octopipe's budget report at end of
-    /// stream ([`report`]: the element that writes the objects out).
+    /// stream ([`report`](super::report): the element that writes the objects out).
     const REPORTS: bool = false;
 
     /// Open the stages with the properties set (`element` names the element, for messages), or
@@ -40,7 +40,7 @@ pub(crate) trait Work: Sized + Send + 'static {
     fn process(&mut self, frame: Frame) -> Result<Frame, PluginError>;
 
     /// The shared stage the element hands its frames to, when it uses one: then it keeps
-    /// several buffers in flight ([`flight`]) instead of processing each in turn.
+    /// several buffers in flight ([`flight`](super::flight)) instead of processing each in turn.
     fn shared(&self) -> Option<&shared::Handle> {
         None
     }

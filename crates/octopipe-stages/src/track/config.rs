@@ -11,7 +11,7 @@ pub struct TrackConfig {
     /// boxes below `low` are not tracked (their `track` is cleared).
     pub low: f32,
     /// Least IoU between a track's predicted box and a box for them to match (the second round
-    /// asks for at least [`LOW_SCORE_IOU`]).
+    /// asks for at least [`LOW_SCORE_IOU`](super::LOW_SCORE_IOU)).
     pub iou: f64,
     /// A track not matched for more than this many frames ends.
     pub max_age: u64,
@@ -19,8 +19,8 @@ pub struct TrackConfig {
     /// stream's first frame tracks are confirmed at once, as nothing came before.
     pub min_hits: u32,
     /// Estimate the camera's motion from the boxes and move every track by it before matching
-    /// ([`Tracker::camera_shift`]): a drone's camera that pans or jerks moves the whole scene
-    /// by more than a small object's size between two frames.
+    /// ([`Tracker::camera_shift`](super::Tracker::camera_shift)): a drone's camera that pans or
+    /// jerks moves the whole scene by more than a small object's size between two frames.
     pub camera_motion: bool,
 }
 
@@ -89,7 +89,8 @@ impl TrackConfig {
     }
 }
 
-/// The track stage's properties, declared once ([`TRACK`]); [`TrackConfig`] is made from them.
+/// The track stage's properties, declared once ([`TRACK`](super::TRACK)); [`TrackConfig`] is made
+/// from them.
 #[derive(Debug, Clone, PartialEq, Properties)]
 #[non_exhaustive]
 pub struct TrackProps {
