@@ -28,7 +28,7 @@ use crate::frame::{Colorimetry, Detection, Frame, FrameLayout, PooledBuf};
 use crate::pipeline::Observer;
 use crate::preprocess::cpu::frame_to_rgb;
 
-use super::ObserveError;
+use crate::errors::ObserveError;
 
 pub(crate) use draw::save_png;
 pub use draw::{draw_box, draw_text, text_width, GLYPH};

@@ -28,8 +28,10 @@ use octopipe_stages::{batch, preprocess};
 
 mod annotate;
 mod energy;
+mod errors;
 mod plot;
 mod progress;
+mod units;
 
 pub use crate::budget::GapCounter;
 /// The control plane that serves the metrics (its former name).
@@ -38,91 +40,6 @@ pub use crate::control::{Metrics, LATENCY_BUCKETS};
 pub use annotate::Mp4Encoder;
 pub use annotate::{draw_box, draw_text, text_width, AnnotateTarget, Annotator, Mosaic, GLYPH};
 pub use energy::Energy;
+pub use errors::ObserveError;
 pub use plot::LatencyPlot;
 pub use progress::{Progress, ProgressStyle};
-
-use std::time::Duration;
-
-/// Errors of the observers that write files (annotated frames, the MP4 encoder, the mosaic, the
-/// latency plot).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ObserveError {
-    /// A file cannot be written (the system's or the PNG encoder's error).
-    #[error("cannot write {path}: {source}")]
-    Write {
-        /// The file.
-        path: String,
-        /// Why.
-        source: Box<dyn std::error::Error + Send + Sync + 'static>,
-    },
-    /// A folder cannot be made.
-    #[error("cannot create {path}: {source}")]
-    CreateDir {
-        /// The folder.
-        path: String,
-        /// The system's error.
-        source: std::io::Error,
-    },
-    /// A plot cannot be drawn (plotters' error: its backend's, or a bad layout).
-    #[error("{0}")]
-    Draw(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
-    /// The writer's thread cannot start.
-    #[error("cannot start the annotate thread: {0}")]
-    Thread(#[source] std::io::Error),
-    /// The writer's thread panicked (a bug: please report it).
-    #[error("annotate thread panicked")]
-    Panicked,
-    /// GStreamer cannot be initialised.
-    #[error("GStreamer: {0}")]
-    Gst(#[source] gstreamer::glib::Error),
-    /// A GStreamer element the MP4 encoder needs is not installed.
-    #[error("GStreamer element '{element}' is missing (apt-get install {package})")]
-    MissingElement {
-        /// The element.
-        element: &'static str,
-        /// The Debian package that has it.
-        package: &'static str,
-    },
-    /// The MP4 pipeline cannot be built or started, or failed.
-    #[error("{what}{}", source.as_ref().map(|s| format!(": {s}")).unwrap_or_default())]
-    Mp4 {
-        /// What failed (`cannot build the MP4 pipeline`, `MP4 encoding failed`, ...).
-        what: &'static str,
-        /// GStreamer's error, where it gave one.
-        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
-    },
-}
-
-impl ObserveError {
-    fn mp4(what: &'static str) -> Self {
-        ObserveError::Mp4 { what, source: None }
-    }
-
-    fn mp4_by(what: &'static str, e: impl std::error::Error + Send + Sync + 'static) -> Self {
-        ObserveError::Mp4 {
-            what,
-            source: Some(Box::new(e)),
-        }
-    }
-}
-
-impl crate::error::Kind for ObserveError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        use crate::error::ErrorKind;
-        match self {
-            ObserveError::Write { .. } | ObserveError::CreateDir { .. } | ObserveError::Draw(_) => {
-                ErrorKind::Io
-            }
-            ObserveError::Gst(_) | ObserveError::MissingElement { .. } => ErrorKind::Unavailable,
-            ObserveError::Thread(_) | ObserveError::Panicked | ObserveError::Mp4 { .. } => {
-                ErrorKind::Internal
-            }
-        }
-    }
-}
-
-/// Milliseconds.
-pub(crate) fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}

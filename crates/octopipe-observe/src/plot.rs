@@ -19,10 +19,11 @@ use plotters_backend::{
     BackendColor, BackendCoord, BackendTextStyle, DrawingErrorKind, FontTransform,
 };
 
-use super::{ms, ObserveError};
 use crate::batch::CropBatch;
 use crate::budget::Report;
+use crate::errors::ObserveError;
 use crate::pipeline::Observer;
+use crate::units::ms;
 
 /// Fill colours of the stages in the stacked panel, in pipeline order (repeating after six).
 const STAGE_COLORS: [RGBColor; 6] = [

@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget};
 
-use super::{ms, GapCounter};
+use super::GapCounter;
 use crate::batch::CropBatch;
 use crate::budget::Report;
 use crate::pipeline::Observer;
+use crate::units::ms;
 
 /// Frames over which the live p99 and fps are computed.
 const WINDOW: usize = 300;

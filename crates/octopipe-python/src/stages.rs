@@ -133,7 +133,7 @@ pub fn chain_text(py: Python<'_>, stages: &Bound<'_, PyAny>) -> PyResult<String>
 pub fn properties(py: Python<'_>, kind: &str) -> PyResult<Vec<Py<PyDict>>> {
     let registry = Registry::builtin();
     let Some(decl) = registry.get(kind) else {
-        return Err(crate::unknown_stage(&registry, kind));
+        return Err(unknown_stage(&registry, kind));
     };
     let row = |name: &str, ty: &str, default: &str, doc: &str| -> PyResult<Py<PyDict>> {
         let d = PyDict::new(py);
@@ -154,4 +154,12 @@ pub fn properties(py: Python<'_>, kind: &str) -> PyResult<Vec<Py<PyDict>>> {
     let name = NAME_PROP;
     out.push(row(name.name, &name.ty.name(), name.default, name.doc)?);
     Ok(out)
+}
+
+/// `ValueError` for a stage `name` that is not in `registry`, naming the closest one.
+pub(crate) fn unknown_stage(registry: &octopipe::stage::Registry, name: &str) -> PyErr {
+    let hint = octopipe::describe::closest(name, registry.names())
+        .map(|c| format!(" (did you mean '{c}'?)"))
+        .unwrap_or_default();
+    pyo3::exceptions::PyValueError::new_err(format!("unknown stage '{name}'{hint}"))
 }

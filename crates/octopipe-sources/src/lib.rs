@@ -47,6 +47,7 @@ mod app;
 mod caps;
 mod config;
 mod damage;
+mod dylib;
 mod elements;
 mod gst;
 mod head;

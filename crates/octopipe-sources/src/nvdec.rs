@@ -37,6 +37,7 @@ use gstreamer::prelude::*;
 use gstreamer_video as gst_video;
 use libloading::Library;
 
+use crate::dylib::{optional, symbol};
 use crate::frame::{DeviceBuffer, DeviceFrame, FrameLayout, PixelFormat};
 
 /// The library's soname (GStreamer 1.22 and later).
@@ -166,29 +167,14 @@ impl Api {
             name,
             source: Arc::new(e),
         };
-        // SAFETY (each `get`): the declared types are those of the GStreamer 1.22 headers
-        // (gstcudaloader.h, gstcudacontext.h, gstcudamemory.h, gstcudastream.h); the pointers
-        // are copied out and stay valid while `_library` is held.
+        // SAFETY (each `symbol`, `optional`): the declared types are those of the GStreamer 1.22
+        // headers (gstcudaloader.h, gstcudacontext.h, gstcudamemory.h, gstcudastream.h); the
+        // pointers are copied out and stay valid while `_library` is held.
         unsafe {
-            macro_rules! symbol {
-                ($name:literal) => {
-                    *library
-                        .get(concat!($name, "\0").as_bytes())
-                        .map_err(|e| missing($name, e))?
-                };
-            }
-            macro_rules! optional {
-                ($name:literal) => {
-                    library
-                        .get(concat!($name, "\0").as_bytes())
-                        .ok()
-                        .map(|s: libloading::Symbol<_>| *s)
-                };
-            }
             let streams = match (
-                optional!("gst_cuda_memory_get_stream"),
-                optional!("gst_cuda_stream_get_handle"),
-                optional!("gst_cuda_memory_sync"),
+                optional(&library, "gst_cuda_memory_get_stream"),
+                optional(&library, "gst_cuda_stream_get_handle"),
+                optional(&library, "gst_cuda_memory_sync"),
             ) {
                 (Some(memory_get_stream), Some(stream_get_handle), Some(memory_sync)) => {
                     Some(Streams {
@@ -200,12 +186,16 @@ impl Api {
                 _ => None,
             };
             Ok(Api {
-                load_library: symbol!("gst_cuda_load_library"),
-                context_new_wrapped: symbol!("gst_cuda_context_new_wrapped"),
-                context_get_handle: symbol!("gst_cuda_context_get_handle"),
-                context_new_cuda_context: symbol!("gst_context_new_cuda_context"),
-                is_cuda_memory: symbol!("gst_is_cuda_memory"),
-                memory_init_once: symbol!("gst_cuda_memory_init_once"),
+                load_library: symbol(&library, "gst_cuda_load_library", missing)?,
+                context_new_wrapped: symbol(&library, "gst_cuda_context_new_wrapped", missing)?,
+                context_get_handle: symbol(&library, "gst_cuda_context_get_handle", missing)?,
+                context_new_cuda_context: symbol(
+                    &library,
+                    "gst_context_new_cuda_context",
+                    missing,
+                )?,
+                is_cuda_memory: symbol(&library, "gst_is_cuda_memory", missing)?,
+                memory_init_once: symbol(&library, "gst_cuda_memory_init_once", missing)?,
                 streams,
                 _library: library,
             })

@@ -17,7 +17,8 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 use gstreamer as gst;
 use octopipe_sources::plugin::{answer_context_query, SharedCuda, CONTEXT_TYPE};
 
-use super::{PluginError, Values};
+use super::error::PluginError;
+use super::props::Values;
 
 /// The wrapped primary context of each GPU, while some element holds it.
 static SHARED: LazyLock<Mutex<HashMap<usize, Weak<SharedCuda>>>> =

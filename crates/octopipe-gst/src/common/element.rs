@@ -11,6 +11,10 @@
 use gstreamer as gst;
 use gstreamer_video as gst_video;
 
+/// The name of the element message each element posts per frame: `frame` (its number),
+/// `objects` (how many it carries on leaving), `process-ms` (the element's time on it).
+pub(crate) const TIMING: &str = "octopipe-frame";
+
 /// The raw video an element accepts: what octopipe reads when it looks at pixels (in system
 /// memory, or NV12 in CUDA memory, what NVIDIA's decoders give); else any raw video in any
 /// memory (only the caps' size and rate are read).

@@ -14,10 +14,10 @@ use std::time::Instant;
 use gstreamer as gst;
 use octopipe_core::frame::Frame;
 
+use super::error::PluginError;
 use super::meta::Read;
 use super::report::Marks;
 use super::shared::Ticket;
-use super::PluginError;
 
 /// How many buffers an element keeps in flight by default.
 pub(crate) const DEFAULT_IN_FLIGHT: u32 = 4;

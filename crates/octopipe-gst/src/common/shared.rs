@@ -18,7 +18,21 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use octopipe_core::frame::Frame;
 use octopipe_core::stage::Stage;
 
-use super::{PluginError, Values};
+use super::error::PluginError;
+use super::props::Values;
+
+/// The `shared` property of the elements that can share their stage.
+pub(crate) fn shared_param_spec() -> gstreamer::glib::ParamSpec {
+    use gstreamer::prelude::*;
+    gstreamer::glib::ParamSpecString::builder("shared")
+        .blurb(
+            "a name: the elements of this process naming the same one share one stage (one model \
+             session, one collector batching the frames of all their branches); set them alike, \
+             the first to start opens it (unset: the element's own)",
+        )
+        .mutable_ready()
+        .build()
+}
 
 static CAT: LazyLock<gstreamer::DebugCategory> = LazyLock::new(|| {
     gstreamer::DebugCategory::new(

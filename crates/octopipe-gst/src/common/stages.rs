@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use octopipe_core::frame::Frame;
 use octopipe_core::stage::{Caps, Element, OpenContext, Payload, Stage, StageDecl};
 
-use super::{PluginError, Values};
+use super::error::PluginError;
+use super::props::Values;
 
 /// The settings of `decl` from the values set on the element that the stage declares, and
 /// `fixed`, the values the element sets itself (after the user's, so they win).

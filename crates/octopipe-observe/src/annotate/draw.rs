@@ -4,7 +4,7 @@ use std::path::Path;
 
 use image::{Rgb, RgbImage};
 
-use crate::ObserveError;
+use crate::errors::ObserveError;
 
 /// Glyph cell of the built-in font, in pixels at scale 1.
 pub const GLYPH: u32 = 8;

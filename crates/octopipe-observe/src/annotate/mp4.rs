@@ -8,7 +8,7 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use image::RgbImage;
 
-use crate::ObserveError;
+use crate::errors::ObserveError;
 
 /// `appsrc ! videoconvert ! x264enc ! mp4mux ! filesink`, started at the first frame (also what
 /// `octopipe pan` encodes its video with).

@@ -14,8 +14,9 @@ use crate::preprocess::{DType, Layout};
 use crate::tensor::TensorData;
 use octopipe_core::alloc::try_resize;
 
+use super::config::{ClassifyConfig, NonFinite};
+use super::error::ClassifyError;
 use super::scores::{softmax, top_k};
-use super::{ClassifyConfig, ClassifyError, ModelInput, NonFinite};
 
 /// Runtime state of the classify stage.
 pub struct Classifier {
@@ -441,4 +442,13 @@ fn check_input(
             size: model_size,
         },
     ))
+}
+
+/// What a model's input says about the crops it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ModelInput {
+    /// Fixed batch size, if the model has one.
+    pub batch: Option<usize>,
+    /// Fixed crop (width, height), if the model has one.
+    pub size: Option<(u32, u32)>,
 }

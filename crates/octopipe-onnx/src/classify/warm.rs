@@ -3,7 +3,7 @@
 use octopipe_core::alloc::{bytes, try_vec};
 
 use super::classifier::{Classifier, Input};
-use super::ClassifyError;
+use super::error::ClassifyError;
 use crate::preprocess::Layout;
 
 impl Classifier {

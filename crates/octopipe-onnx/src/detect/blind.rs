@@ -7,7 +7,8 @@
 //! mean/std, or with its channels swapped scores nothing near its threshold, and the run would
 //! otherwise end with "0 boxes kept" and exit 0.
 
-use super::{DetectConfig, Detector, RawBox};
+use super::raw::RawBox;
+use super::{DetectConfig, Detector};
 
 /// Frames with no box kept after which the stage warns (once).
 pub const BLIND_FRAMES: u64 = 10;

@@ -9,7 +9,7 @@
 //! flat index first). The peaks are found on the host here, or by `centernet.cu` on the
 //! GPU where the model runs there; both hand their peaks to [`select`].
 
-use super::RawBox;
+use super::raw::RawBox;
 
 /// Peaks kept per image, best first (the shared CenterNet's own top-k).
 pub const TOP_K: usize = 100;

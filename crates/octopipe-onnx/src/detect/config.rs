@@ -127,7 +127,10 @@ impl DetectConfig {
 
     /// Refuse a frame that `tiles` would cut into more than
     /// [`MAX_TILES`](crate::stage::limits::MAX_TILES) tiles, before any tile is made.
-    pub fn check_tiles(&self, frame: &crate::frame::Frame) -> Result<(), super::DetectError> {
+    pub fn check_tiles(
+        &self,
+        frame: &crate::frame::Frame,
+    ) -> Result<(), super::error::DetectError> {
         let Some((tw, th)) = self.tiles else {
             return Ok(());
         };
@@ -136,7 +139,7 @@ impl DetectConfig {
         let max = crate::stage::limits::MAX_TILES;
         match count <= max {
             true => Ok(()),
-            false => Err(super::DetectError::Tiles {
+            false => Err(super::error::DetectError::Tiles {
                 stream: frame.stream,
                 frame: frame.seq,
                 w,

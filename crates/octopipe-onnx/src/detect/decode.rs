@@ -2,7 +2,7 @@
 //! non-maximum suppression.
 
 use super::centernet::Scores;
-use super::RawBox;
+use super::raw::RawBox;
 
 /// One output of a run, in host memory: its shape (first dimension the batch) and values.
 #[derive(Debug, Clone, Copy)]

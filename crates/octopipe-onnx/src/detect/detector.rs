@@ -10,8 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::blind::Blind;
+use super::error::{DetectError, RunError};
 use super::model::{Io, Model, RunStats};
-use super::{nms, tiles, DetectConfig, DetectError, RawBox, Rect, RunError};
+use super::raw::RawBox;
+use super::{nms, tiles, DetectConfig, Rect};
 use crate::batch::{BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
 use crate::budget::Series;
 use crate::frame::{BoxOrigin, Detection, Frame, SkipReason};

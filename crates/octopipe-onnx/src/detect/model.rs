@@ -9,9 +9,10 @@ use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, Va
 
 use super::centernet::{self, Peak, Scores};
 use super::decode::{centernet_maps, Output};
+use super::error::{DetectError, RunError};
 use super::gpu::GpuPeaks;
-use super::RawBox;
-use super::{Decoder, DetectConfig, DetectError, RunError};
+use super::raw::RawBox;
+use super::{Decoder, DetectConfig};
 use crate::preprocess::{f16_to_f32, DType, Layout};
 use crate::tensor::TensorData;
 

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::detector::Call;
-use super::{DetectConfig, DetectError, Detector};
+use super::error::DetectError;
+use super::{DetectConfig, Detector};
 use crate::batch::{Downstream, Window};
 use crate::budget::Tally;
 use crate::files::RunPath;

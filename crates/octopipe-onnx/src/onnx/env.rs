@@ -9,10 +9,7 @@ use std::sync::{Arc, OnceLock};
 use ort::environment::{Environment, EnvironmentBuilder};
 use ort::logging::LogLevel;
 
-use super::OnnxError;
-
-/// Environment variable naming the ONNX Runtime library.
-pub(crate) const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
+use super::error::{OnnxError, ORT_DYLIB_ENV};
 
 /// The process-wide ONNX Runtime environment, loaded on first use.
 pub fn environment() -> Result<&'static Environment, OnnxError> {

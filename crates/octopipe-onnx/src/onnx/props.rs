@@ -1,9 +1,9 @@
 //! The properties every stage that runs an ONNX model has (detect, classify), declared once:
 //! the model, its class names, the execution provider, the GPU and ONNX Runtime's threads.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::Ep;
+use super::session::Ep;
 use crate::description::DescribeError;
 use crate::stage::{PropChoice, Properties, Props};
 
@@ -62,7 +62,7 @@ impl OnnxProps {
         let Some(file) = &self.labels_file else {
             return Ok(());
         };
-        let labels = super::read_labels(file).map_err(|e| e.to_string());
+        let labels = read_labels(file).map_err(|e| e.to_string());
         self.labels = labels
             .and_then(|l| match l.is_empty() {
                 true => Err("no class names in it".to_string()),
@@ -76,4 +76,19 @@ impl OnnxProps {
             })?;
         Ok(())
     }
+}
+
+/// A model's class names from a labels file: one per line, trimmed, blank lines skipped. The
+/// file must be a regular file of at most [`MAX_LABELS_FILE`](crate::files::MAX_LABELS_FILE)
+/// bytes of UTF-8.
+pub(crate) fn read_labels(path: &Path) -> std::io::Result<Vec<String>> {
+    let bytes = crate::files::read_bounded(path, crate::files::MAX_LABELS_FILE)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect())
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 
-use super::Inner;
+use super::inner::Inner;
 use crate::batch::Batch;
 use crate::results::Frame;
 

@@ -1,6 +1,7 @@
 //! Opening a pipeline: a description (a `.pipe` file or the text itself) parsed with Python's
 //! `vars`, built, opened, and its state made ready to run.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -14,7 +15,8 @@ use octopipe::stage::Registry;
 use octopipe::Builtin;
 use octopipe::ErrorKind;
 
-use super::{Inner, Pipeline, State};
+use super::inner::{Inner, State};
+use super::object::Pipeline;
 use crate::errors::{error, to_py};
 
 impl Pipeline {
@@ -43,7 +45,7 @@ impl Pipeline {
         vars: Option<&Bound<'_, PyDict>>,
         force: bool,
     ) -> PyResult<Pipeline> {
-        let vars = crate::vars_of(vars)?;
+        let vars = vars_of(vars)?;
         let built = py.detach(|| -> Result<octopipe::Pipeline, octopipe::Error> {
             let desc = octopipe::describe::parse_set_by(origin, &text, &vars, SetBy::Python)?;
             let mut graph = octopipe::describe::build_with(&desc, &Registry::builtin())?;
@@ -89,4 +91,30 @@ impl Pipeline {
         self.inner.close(py, true)?;
         Ok(self.inner.report(py)?.unwrap_or_else(|| py.None()))
     }
+}
+
+/// The variables of a description (`${name}`) from a Python mapping: values are turned into
+/// text with `str()` (paths, numbers).
+pub(crate) fn vars_of(vars: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<String, String>> {
+    let mut out = HashMap::new();
+    if let Some(vars) = vars {
+        for (k, v) in vars.iter() {
+            let key: String = k.extract().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "vars: keys must be str, found {}",
+                    k.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ))
+            })?;
+            let os = v.py().import("os")?;
+            let value: String = os.call_method1("fspath", (&v,)).map_or_else(
+                |_| v.str().and_then(|s| s.extract()),
+                |p| p.str().and_then(|s| s.extract()),
+            )?;
+            out.insert(key, value);
+        }
+    }
+    Ok(out)
 }

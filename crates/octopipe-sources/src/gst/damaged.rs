@@ -10,7 +10,8 @@ use gstreamer::prelude::*;
 
 use super::super::damage::OnDamaged;
 use super::super::SourceError;
-use super::{GstSource, Input};
+use super::build::Input;
+use super::source::GstSource;
 
 /// Damaged frames each given a log line of their own.
 const TELL_FIRST: u64 = 10;

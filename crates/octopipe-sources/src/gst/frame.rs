@@ -14,8 +14,14 @@ use super::super::test::test_uri;
 use super::super::timeline::interval_of;
 use super::super::SourceError;
 use super::build::Input;
-use super::{GstSource, Named};
+use super::source::GstSource;
 use crate::frame::{Colorimetry, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat};
+
+/// How a frame names its source, and its URI where it is not the name's own.
+pub(super) struct Named {
+    name: Arc<str>,
+    uri: Option<Arc<str>>,
+}
 
 impl GstSource {
     /// The instant at which a buffer of a live pipeline was captured or received: its running time

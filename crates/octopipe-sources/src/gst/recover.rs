@@ -14,8 +14,13 @@ use gstreamer::prelude::*;
 use super::super::images::Feeder;
 use super::super::watch::{backoff, secs, Verdict, Wait};
 use super::super::SourceError;
-use super::{GstSource, Input, DECODER_PACKAGES, POLL};
+use super::build::Input;
+use super::source::{GstSource, POLL};
 use crate::redact;
+
+/// Where a decoder that `decodebin` could not find usually lives.
+const DECODER_PACKAGES: &str =
+    "a decoder for it (gstreamer1.0-libav, gstreamer1.0-plugins-bad or gstreamer1.0-plugins-ugly)";
 
 /// Damage this recent makes a stopped data flow a resync rather than a failure.
 const DAMAGE_WINDOW: Duration = Duration::from_secs(2);
@@ -26,56 +31,6 @@ const DAMAGE_WARN_EVERY: u64 = 100;
 const DAMAGE_STALL: Duration = Duration::from_secs(2);
 /// Warn about packets kept out of an RTP stream at the first and every this many.
 const FOREIGN_WARN_EVERY: u64 = 1000;
-/// How long a network or live source's pipeline has to stop before it is left to stop on its
-/// own ([`stop_within`]).
-pub(super) const TEARDOWN_DEADLINE: Duration = Duration::from_secs(2);
-
-/// Set `pipeline` to NULL on a thread of its own and wait for it at most
-/// [`TEARDOWN_DEADLINE`]: whether it stopped. One that did not is left to stop there (its
-/// elements are stuck in their own I/O: `rtspsrc` reading a server's endless headers), said
-/// once, naming `name`; the caller's stream ends anyway.
-pub(super) fn stop_within(pipeline: &gst::Pipeline, name: &str) -> bool {
-    let (done, stopped) = std::sync::mpsc::sync_channel(1);
-    let stopping = pipeline.clone();
-    let spawned = std::thread::Builder::new()
-        .name("octopipe-teardown".into())
-        .spawn(move || {
-            let _ = stopping.set_state(gst::State::Null);
-            let _ = done.send(());
-        });
-    if spawned.is_err() {
-        // No thread to spare: stop it here, however long it takes.
-        let _ = pipeline.set_state(gst::State::Null);
-        return true;
-    }
-    match stopped.recv_timeout(TEARDOWN_DEADLINE) {
-        Ok(()) => true,
-        Err(_) => {
-            tracing::warn!(
-                "{name}: the source did not stop within {} s (an element stuck in its own I/O: a server that sends without end?): left to stop on its own; the stream ends",
-                secs(TEARDOWN_DEADLINE)
-            );
-            false
-        }
-    }
-}
-
-/// Damaged data a stream source dropped and went on from.
-#[derive(Debug, Default)]
-pub(super) struct Garbage {
-    count: u64,
-    first: Option<String>,
-    last: Option<Instant>,
-    /// Frames delivered when the last damage came.
-    frames_then: u64,
-    /// Packets of others kept out of an RTP stream, as last looked at.
-    foreign: u64,
-    /// Pipelines built again after damage stopped the data flow (no reconnect spent).
-    resyncs: u64,
-    /// Whether the report's line was written.
-    told: bool,
-}
-
 impl GstSource {
     /// Count an event of this source in the report.
     pub(super) fn event(&self, what: &str) {

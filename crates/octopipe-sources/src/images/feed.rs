@@ -4,7 +4,6 @@
 //! [`DamageLog`] before any later file goes in; a file it cannot use ends the stream, its error
 //! kept for whoever sees the end.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,27 +12,16 @@ use std::thread::JoinHandle;
 use gstreamer as gst;
 use gstreamer_app as gst_app;
 
-use super::{ImageKind, Images, OnFile, MAX_IMAGE_FILE};
+use super::sequence::{image_pts, DamageLog, Damaged, ImageKind, Images};
 use crate::damage::{image_damage, OnDamaged};
 use crate::SourceError;
 
-/// A damaged image file the feeder found.
-#[derive(Debug, Clone)]
-pub(crate) struct Damaged {
-    /// The file.
-    pub(crate) path: PathBuf,
-    /// What is wrong with it.
-    pub(crate) reason: String,
-    /// What was done with it (`Keep` becomes `Skip` for a file with no picture in it).
-    pub(crate) action: OnDamaged,
-}
+/// The largest image file read (a file is one buffer in memory while it is decoded).
+const MAX_IMAGE_FILE: u64 = 256 << 20;
 
-/// Damaged files by image index, noted by the feeder before it pushes (or leaves out) the file,
-/// so they are known when any later image's frame comes out.
-#[derive(Debug, Default)]
-pub(crate) struct DamageLog {
-    pub(super) found: BTreeMap<usize, Damaged>,
-}
+/// What the feeder calls with each file it reads (its image index and bytes), before pushing
+/// it: nvJPEG's route asks for the file's decode there.
+pub(crate) type OnFile = Box<dyn Fn(u64, &gst::Buffer) + Send>;
 
 /// The thread that pushes image files into `appsrc`.
 pub(crate) struct Feeder {
@@ -198,11 +186,6 @@ impl Unread {
             ),
         }
     }
-}
-
-/// Presentation time of image `index` of a sequence played at `framerate`.
-pub(super) fn image_pts(index: usize, framerate: f64) -> gst::ClockTime {
-    gst::ClockTime::from_nseconds((index as f64 * 1e9 / framerate).round() as u64)
 }
 
 /// Start the thread that pushes `images`' files into `appsrc`.

@@ -6,7 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use libloading::Library;
 
-use super::NvjpegError;
+use super::error::NvjpegError;
+use crate::dylib::symbol;
 
 /// `nvjpegStatus_t`: 0 is success.
 pub(super) type Status = c_int;
@@ -94,23 +95,16 @@ impl Api {
             name,
             source: Arc::new(e),
         };
-        // SAFETY (each `get`): the declared types are those of nvjpeg.h (CUDA 12 and 13); the
+        // SAFETY (each `symbol`): the declared types are those of nvjpeg.h (CUDA 12 and 13); the
         // pointers are copied out and stay valid while `_library` is held.
         unsafe {
-            macro_rules! symbol {
-                ($name:literal) => {
-                    *library
-                        .get(concat!($name, "\0").as_bytes())
-                        .map_err(|e| missing($name, e))?
-                };
-            }
             Ok(Api {
-                create_ex: symbol!("nvjpegCreateEx"),
-                destroy: symbol!("nvjpegDestroy"),
-                state_create: symbol!("nvjpegJpegStateCreate"),
-                state_destroy: symbol!("nvjpegJpegStateDestroy"),
-                batched_initialize: symbol!("nvjpegDecodeBatchedInitialize"),
-                decode_batched: symbol!("nvjpegDecodeBatched"),
+                create_ex: symbol(&library, "nvjpegCreateEx", missing)?,
+                destroy: symbol(&library, "nvjpegDestroy", missing)?,
+                state_create: symbol(&library, "nvjpegJpegStateCreate", missing)?,
+                state_destroy: symbol(&library, "nvjpegJpegStateDestroy", missing)?,
+                batched_initialize: symbol(&library, "nvjpegDecodeBatchedInitialize", missing)?,
+                decode_batched: symbol(&library, "nvjpegDecodeBatched", missing)?,
                 _library: library,
             })
         }

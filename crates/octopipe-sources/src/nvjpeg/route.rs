@@ -9,7 +9,9 @@ use crossbeam_channel::Receiver;
 use gstreamer as gst;
 use gstreamer_video as gst_video;
 
-use super::{decode_on_cpu, CpuReason, JpegHeader, NvjpegDecoder, Outcome};
+use super::cpu::decode_on_cpu;
+use super::decoder::{NvjpegDecoder, Outcome};
+use super::header::{CpuReason, JpegHeader};
 use crate::images::OnFile;
 use crate::pixels::Pixels;
 use crate::SourceError;

@@ -4,10 +4,35 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{BatchConfig, BatchError, BatchPool, CapPriority, CropBatch, LatePolicy, Window};
+use super::config::{BatchConfig, CapPriority, LatePolicy};
+use super::{BatchPool, CropBatch, Window};
 use crate::budget::Tally;
 use crate::frame::{Frame, SkipReason};
 use crate::stage::{CropPlan, Downstream, Reinfer};
+
+/// Errors of the batch stage.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BatchError {
+    /// The blocks of a batch (the preprocess work's units) that the system refused memory for.
+    #[error("batch: the blocks of a batch of {crops} crops in tiles of {tile_pixels} pixels {error}: raise tile-pixels or tiles-per-block, or lower max-crops or the output size")]
+    Blocks {
+        /// Crops in the batch.
+        crops: usize,
+        /// Its `tile-pixels`.
+        tile_pixels: u32,
+        /// The bytes they needed.
+        error: crate::alloc::AllocError,
+    },
+}
+
+impl crate::error::Kind for BatchError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Busy
+    }
+}
+
+crate::error::stage_error!(BatchError);
 
 /// Runtime state of the batch stage.
 pub struct Assembler {

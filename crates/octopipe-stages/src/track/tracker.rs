@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use crate::frame::{BoxOrigin, Detection};
 
 use super::assign::{iou, max_weight_matching};
+use super::config::{TrackConfig, TrackError};
 use super::kalman::BoxFilter;
 
 /// Most frames a track's motion is predicted over at once (a gap in frame numbers longer than
@@ -34,93 +35,6 @@ fn median(v: &mut [f64]) -> Option<f64> {
 /// Least IoU in the second round (low-score boxes), as ByteTrack: a box the detector is unsure
 /// of must overlap its track well.
 pub const LOW_SCORE_IOU: f64 = 0.5;
-
-/// Settings of a tracker (the `track` stage's properties).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TrackConfig {
-    /// Boxes scoring at least this are matched first, against every track, and may start tracks.
-    pub high: f32,
-    /// Boxes scoring from `low` up to `high` are matched only to the tracks the first round left;
-    /// boxes below `low` are not tracked (their `track` is cleared).
-    pub low: f32,
-    /// Least IoU between a track's predicted box and a box for them to match (the second round
-    /// asks for at least [`LOW_SCORE_IOU`]).
-    pub iou: f64,
-    /// A track not matched for more than this many frames ends.
-    pub max_age: u64,
-    /// Matched frames in a row before a new track is confirmed and gets an id (1: at once). On a
-    /// stream's first frame tracks are confirmed at once, as nothing came before.
-    pub min_hits: u32,
-    /// Estimate the camera's motion from the boxes and move every track by it before matching
-    /// ([`Tracker::camera_shift`]): a drone's camera that pans or jerks moves the whole scene
-    /// by more than a small object's size between two frames.
-    pub camera_motion: bool,
-}
-
-impl Default for TrackConfig {
-    /// Each property's declared default ([`super::TrackProps`]).
-    fn default() -> Self {
-        TrackConfig::from(super::TrackProps::default())
-    }
-}
-
-/// Settings a tracker cannot work with.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum TrackError {
-    /// A score threshold or IoU outside `0..=1` (or not a number).
-    #[error("track: {name} must be a number from 0 to 1, found {value}")]
-    OutOfRange {
-        /// The setting (`high`, `low`, `iou`).
-        name: &'static str,
-        /// Its value.
-        value: f64,
-    },
-    /// `low` above `high`.
-    #[error(
-        "track: low={low} is above high={high}: low-score boxes are those from low up to high"
-    )]
-    LowAboveHigh {
-        /// The low threshold.
-        low: f32,
-        /// The high threshold.
-        high: f32,
-    },
-    /// `iou` of 0: every track would match every box.
-    #[error("track: iou must be above 0 (a track and a box that do not overlap never match)")]
-    ZeroIou,
-    /// `min_hits` of 0.
-    #[error("track: min-hits must be at least 1")]
-    ZeroMinHits,
-}
-
-impl TrackConfig {
-    /// Check the settings.
-    pub fn validate(&self) -> Result<(), TrackError> {
-        for (name, value) in [
-            ("high", self.high as f64),
-            ("low", self.low as f64),
-            ("iou", self.iou),
-        ] {
-            if !(0.0..=1.0).contains(&value) {
-                return Err(TrackError::OutOfRange { name, value });
-            }
-        }
-        if self.low > self.high {
-            return Err(TrackError::LowAboveHigh {
-                low: self.low,
-                high: self.high,
-            });
-        }
-        if self.iou <= 0.0 {
-            return Err(TrackError::ZeroIou);
-        }
-        if self.min_hits == 0 {
-            return Err(TrackError::ZeroMinHits);
-        }
-        Ok(())
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {

@@ -4,7 +4,8 @@ use crate::description::{closest, DescribeError, Description, StageDesc};
 use crate::stage::StageDecl;
 
 use super::parse::{parse_bool, parse_floats3, parse_size};
-use super::{PropSpec, PropType, PropValue};
+use super::spec::{PropSpec, PropType};
+use super::value::PropValue;
 
 /// One stage's properties as written, checked against its declaration; values by type.
 pub struct Props<'a> {

@@ -1,6 +1,6 @@
 //! The derive's property table, built at compile time from its pieces.
 
-use super::{PropSpec, PropType};
+use super::spec::{PropSpec, PropType};
 
 /// How many properties `pieces` hold together (the derive's table).
 #[doc(hidden)]

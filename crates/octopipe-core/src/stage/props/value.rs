@@ -1,10 +1,75 @@
-//! The types a property's value may have: how each is read from its text.
+//! The types a property's value may have ([`PropValue`]; a choice's words, [`PropChoice`]): how
+//! each is read from its text.
 
 use crate::frame::PixelFormat;
 use crate::tensor::{DType, Layout};
 
 use super::parse::{parse_bool, parse_floats3, parse_size};
-use super::{PropType, PropValue};
+use super::spec::PropType;
+
+/// A Rust type a property's value can have: its [`PropType`] and how a written value is read.
+/// Integers are `Int` over their range, `f32`/`f64` `Float`, `bool`, `String` `Str`, `PathBuf`
+/// `Path`, `(u32, u32)` `Size`, `[f32; 3]` `Floats3`, `Vec<String>` `List`, `Vec<usize>` and
+/// `Vec<i64>` `Ints`; an enum with `#[derive(PropChoice)]` a `Choice`.
+pub trait PropValue: Sized {
+    /// The type, with the whole range of the Rust type.
+    const TYPE: PropType;
+    /// The type where `auto` is also a value (meaning none: an `Option` defaulting to `auto`):
+    /// a choice lists the word `auto` first.
+    const AUTO_TYPE: PropType = Self::TYPE;
+    /// The value of `s`, a text [`PropType::accepts`] (`None`: not one).
+    fn parse_prop(s: &str) -> Option<Self>;
+}
+
+/// An enum property's words, from `#[derive(PropChoice)]` (which also implements [`PropValue`]
+/// and `FromStr`): kebab-case of each variant, or its `#[choice(name = "...")]`.
+pub trait PropChoice: PropValue + 'static {
+    /// The words, in the order of the variants.
+    const WORDS: &'static [&'static str];
+    /// The word of this value.
+    fn as_str(&self) -> &'static str;
+}
+
+/// A word that is none of a choice's (`FromStr` of a [`PropChoice`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{found}' is not one of {}", words.join(", "))]
+pub struct ChoiceError {
+    /// The word given.
+    pub found: String,
+    /// The words of the choice.
+    pub words: &'static [&'static str],
+}
+
+macro_rules! int_value {
+    ($($t:ty),*) => {$(
+        impl PropValue for $t {
+            const TYPE: PropType = PropType::Int {
+                min: if (<$t>::MIN as i128) < i64::MIN as i128 { i64::MIN } else { <$t>::MIN as i64 },
+                max: if (<$t>::MAX as i128) > i64::MAX as i128 { i64::MAX } else { <$t>::MAX as i64 },
+            };
+            fn parse_prop(s: &str) -> Option<Self> {
+                s.parse().ok()
+            }
+        }
+    )*};
+}
+int_value!(u8, u16, u32, u64, usize, i32, i64);
+
+macro_rules! float_value {
+    ($($t:ty),*) => {$(
+        impl PropValue for $t {
+            const TYPE: PropType = PropType::Float {
+                min: f64::NEG_INFINITY,
+                max: f64::INFINITY,
+                open_min: false,
+            };
+            fn parse_prop(s: &str) -> Option<Self> {
+                s.parse().ok().filter(|v: &$t| v.is_finite())
+            }
+        }
+    )*};
+}
+float_value!(f32, f64);
 
 impl PropValue for bool {
     const TYPE: PropType = PropType::Bool;
