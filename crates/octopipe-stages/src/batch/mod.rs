@@ -149,10 +149,10 @@ pub struct BatchProps {
     #[prop(default = "auto", range = 0.0..)]
     pub max_wait_ms: Option<f64>,
     /// output pixels per tile
-    #[prop(default = 256, range = 1..=65536)]
+    #[prop(default = DEFAULT_TILE_PIXELS, range = 1..=65536)]
     pub tile_pixels: usize,
     /// tiles per block of work
-    #[prop(default = 4, range = 1..=1024)]
+    #[prop(default = DEFAULT_TILES_PER_BLOCK, range = 1..=1024)]
     pub tiles_per_block: usize,
     /// a frame predicted to miss its budget: process it anyway, drop it, or keep only the crops
     /// that fit

@@ -8,11 +8,13 @@
 mod access;
 mod concat;
 mod parse;
+mod shown;
 mod value;
 
 pub use access::Props;
 pub use concat::{props_concat, props_len};
 pub use parse::{parse_bool, BOOL_SPELLINGS};
+pub use shown::{Shown, ShownText};
 pub use value::prop_default;
 
 use crate::description::DescribeError;
