@@ -159,7 +159,7 @@ impl Classifier {
         let per = 3 * w * h;
         let path = || self.config.model.display().to_string();
         let tensor = match &batch.tensor.data {
-            TensorData::F32(v) => Input::Host(v),
+            TensorData::Host(h) if h.as_f32().is_some() => Input::Host(h.as_f32().unwrap_or(&[])),
             TensorData::Device(d)
                 if self.sessions.cuda() == Some(d.device() as i32)
                     && batch.tensor.dtype == DType::F32 =>

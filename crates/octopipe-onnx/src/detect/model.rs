@@ -156,15 +156,15 @@ impl Model {
         };
         if self.fixed() {
             let input = match tensor {
-                TensorData::F32(v) if io.dtype == DType::F32 => FixedInput::Host(&v[range]),
-                TensorData::F16(v) if io.dtype == DType::F16 => FixedInput::Halves(&v[range]),
+                TensorData::Host(host) => match (io.dtype, host.as_f32(), host.as_f16()) {
+                    (DType::F32, Some(v), _) => FixedInput::Host(&v[range]),
+                    (DType::F16, _, Some(v)) => FixedInput::Halves(&v[range]),
+                    _ => return Err(RunError::TileType(io.dtype)),
+                },
                 TensorData::Device(d) if d.len() >= range.end => FixedInput::Device {
                     ptr: d.ptr() + (range.start * io.dtype.size()) as u64,
                     len: n * per,
                 },
-                TensorData::F32(_) | TensorData::F16(_) => {
-                    return Err(RunError::TileType(io.dtype))
-                }
                 TensorData::Device(d) => {
                     return Err(RunError::TileRange {
                         have: d.len(),
@@ -211,11 +211,13 @@ impl Model {
         // Batches of one size per session: on CUDA a new size would plan every convolution anew.
         let session = self.sessions.get(n)?;
         let outputs = match tensor {
-            TensorData::F32(v) => {
+            TensorData::Host(host) if host.as_f32().is_some() => {
+                let v = host.as_f32().unwrap_or(&[]);
                 let t = TensorRef::from_array_view((shape, &v[range]))?;
                 session.run(ort::inputs![name => t])
             }
-            TensorData::F16(v) => {
+            TensorData::Host(host) => {
+                let v = host.as_f16().unwrap_or(&[]);
                 let mut t =
                     DynTensor::new(&Allocator::default(), TensorElementType::Float16, shape)?;
                 let src = &v[range];

@@ -111,8 +111,10 @@ impl FileWriter for TensorFiles {
         // The values are written as they are read: no copy of the tensor (as large as the
         // batch) is allocated.
         let (descr, values) = match &t.data {
-            TensorData::F32(v) => ("<f4", NpyData::F32(v)),
-            TensorData::F16(v) => ("<f2", NpyData::U16(v)),
+            TensorData::Host(h) => match (h.as_f32(), h.as_f16()) {
+                (Some(v), _) => ("<f4", NpyData::F32(v)),
+                (_, v) => ("<f2", NpyData::U16(v.unwrap_or_default())),
+            },
             TensorData::Device(_) => {
                 return Err(err(
                     "the tensor is in device memory: the tensors sink writes host tensors".into(),
