@@ -190,7 +190,7 @@ pub fn evaluate(text: &str, path: &str, map: &LabelMap) -> Result<LabelsEvaluati
         if line.trim().is_empty() {
             continue;
         }
-        let parse = |reason: String| FileError::parse(path, i + 1, reason);
+        let parse = |reason: String| EvalError::from(FileError::parse(path, i + 1, reason));
         let o: Line = serde_json::from_str(line)
             .map_err(|err| parse(format!("not an object as the jsonl sink writes it: {err}")))?;
         if o.category.is_some() && o.annotation.is_none() {
