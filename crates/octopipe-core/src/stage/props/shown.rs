@@ -96,7 +96,7 @@ impl Shown<f64> {
     pub const fn text(self) -> ShownText {
         let v = self.0;
         // 2^53: every whole number below it is exact, and so is its integer.
-        if !(v.abs() < 9_007_199_254_740_992.0) || v as i64 as f64 != v {
+        if v.is_nan() || v.abs() >= 9_007_199_254_740_992.0 || v as i64 as f64 != v {
             panic!("a default f64 constant is written only when it is a whole number: give the default as a literal");
         }
         ShownText::EMPTY.push_int(v as i64 as i128)
