@@ -193,6 +193,14 @@ impl HostData {
         Some(unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<T>(), len) })
     }
 
+    /// The values, typed by their dtype.
+    pub fn values(&self) -> HostView<'_> {
+        match self.dtype {
+            DType::F32 => HostView::F32(self.view().unwrap_or_default()),
+            DType::F16 => HostView::F16(self.view().unwrap_or_default()),
+        }
+    }
+
     /// The f32 values, if that is their dtype.
     pub fn as_f32(&self) -> Option<&[f32]> {
         self.view()
@@ -226,6 +234,15 @@ impl HostData {
     pub fn clear(&mut self) {
         self.bytes = 0;
     }
+}
+
+/// Host values typed by their dtype ([`HostData::values`]).
+#[derive(Debug, Clone, Copy)]
+pub enum HostView<'a> {
+    /// f32 values.
+    F32(&'a [f32]),
+    /// f16 values (IEEE half bits).
+    F16(&'a [u16]),
 }
 
 impl fmt::Debug for HostData {
@@ -427,6 +444,10 @@ mod tests {
             b
         });
         t.as_f16_mut().unwrap()[1] = 0;
+        assert!(matches!(
+            t.host().unwrap().values(),
+            HostView::F16([0x3C00, 0, 0x3800])
+        ));
         assert_eq!(t.as_f16(), Some(&[0x3C00u16, 0, 0x3800][..]));
         t.clear();
         assert!(t.is_empty());

@@ -27,7 +27,7 @@ use super::object::Object;
 use crate::batch::CropBatch;
 use crate::files::RunPath;
 use crate::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
-use crate::tensor::TensorData;
+use crate::tensor::{HostView, TensorData};
 use crate::Error;
 
 /// Settings of the tensors sink, its properties declared once ([`TENSORS`]).
@@ -111,9 +111,9 @@ impl FileWriter for TensorFiles {
         // The values are written as they are read: no copy of the tensor (as large as the
         // batch) is allocated.
         let (descr, values) = match &t.data {
-            TensorData::Host(h) => match (h.as_f32(), h.as_f16()) {
-                (Some(v), _) => ("<f4", NpyData::F32(v)),
-                (_, v) => ("<f2", NpyData::U16(v.unwrap_or_default())),
+            TensorData::Host(h) => match h.values() {
+                HostView::F32(v) => ("<f4", NpyData::F32(v)),
+                HostView::F16(v) => ("<f2", NpyData::U16(v)),
             },
             TensorData::Device(_) => {
                 return Err(err(
