@@ -103,20 +103,166 @@ impl fmt::Debug for DeviceTensor {
     }
 }
 
+/// An element type whose host values are read through a typed view of [`HostData`]'s bytes.
+///
+/// Implemented for `f32` and `u16` (f16 bits) only: plain numbers, every bit pattern a value, no
+/// larger alignment than the buffer's.
+pub trait HostValue: Copy + Default + sealed::Sealed + 'static {
+    /// The dtype whose values these are.
+    const DTYPE: DType;
+}
+
+impl HostValue for f32 {
+    const DTYPE: DType = DType::F32;
+}
+
+impl HostValue for u16 {
+    const DTYPE: DType = DType::F16;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for u16 {}
+}
+
+/// A tensor's values in host memory: one byte buffer (native byte order) and the [`DType`] it is
+/// read as, through typed views ([`HostData::as_f32`], [`HostData::as_f16`], ...).
+#[derive(Clone, Default)]
+pub struct HostData {
+    /// The bytes, held in 4-byte words so that a view of any dtype is aligned.
+    words: Vec<u32>,
+    /// Bytes in use (`len * dtype.size()`).
+    bytes: usize,
+    dtype: DType,
+}
+
+impl HostData {
+    /// `len` zeros of `dtype`; an allocation the system refuses is an error, not an abort.
+    pub fn try_zeroed(dtype: DType, len: usize) -> Result<Self, crate::alloc::AllocError> {
+        let mut h = HostData::default();
+        h.try_resize(dtype, len)?;
+        Ok(h)
+    }
+
+    /// The values' dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.bytes / self.dtype.size()
+    }
+
+    /// Whether it holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// The bytes (native byte order).
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `words` holds at least `bytes` initialised bytes; u8 has no alignment.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.bytes) }
+    }
+
+    /// The bytes to write (a copy back from the device fills them).
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.bytes) }
+    }
+
+    /// The values as `T`, if that is their dtype.
+    pub fn view<T: HostValue>(&self) -> Option<&[T]> {
+        if self.dtype != T::DTYPE {
+            return None;
+        }
+        let len = self.bytes / std::mem::size_of::<T>();
+        // SAFETY: the words are aligned for T (align 4 or less), hold `len` T's initialised
+        // bytes, and every bit pattern is a T (`HostValue`).
+        Some(unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<T>(), len) })
+    }
+
+    /// The values as `T` to change in place, if that is their dtype.
+    pub fn view_mut<T: HostValue>(&mut self) -> Option<&mut [T]> {
+        if self.dtype != T::DTYPE {
+            return None;
+        }
+        let len = self.bytes / std::mem::size_of::<T>();
+        // SAFETY: as in `view`, borrowed mutably through `self`.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<T>(), len) })
+    }
+
+    /// The values, typed by their dtype.
+    pub fn values(&self) -> HostView<'_> {
+        match self.dtype {
+            DType::F32 => HostView::F32(self.view().unwrap_or_default()),
+            DType::F16 => HostView::F16(self.view().unwrap_or_default()),
+        }
+    }
+
+    /// The f32 values, if that is their dtype.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        self.view()
+    }
+
+    /// The f16 values (IEEE half bits), if that is their dtype.
+    pub fn as_f16(&self) -> Option<&[u16]> {
+        self.view()
+    }
+
+    /// Make it `len` elements of `dtype`, reusing the buffer (contents unspecified where it
+    /// held another dtype; new bytes zero). A growth the system refuses is an error.
+    pub fn try_resize(&mut self, dtype: DType, len: usize) -> Result<(), crate::alloc::AllocError> {
+        let bytes = len.saturating_mul(dtype.size());
+        crate::alloc::try_resize(&mut self.words, bytes.div_ceil(4), 0)
+            .map_err(|_| crate::alloc::AllocError::of::<u8>(bytes))?;
+        self.dtype = dtype;
+        self.bytes = bytes;
+        Ok(())
+    }
+
+    /// [`HostData::try_resize`], a refused growth an abort as any `Vec`'s.
+    pub fn resize(&mut self, dtype: DType, len: usize) {
+        let bytes = len * dtype.size();
+        self.words.resize(bytes.div_ceil(4), 0);
+        self.dtype = dtype;
+        self.bytes = bytes;
+    }
+
+    /// Empty it, keeping the buffer.
+    pub fn clear(&mut self) {
+        self.bytes = 0;
+    }
+}
+
+/// Host values typed by their dtype ([`HostData::values`]).
+#[derive(Debug, Clone, Copy)]
+pub enum HostView<'a> {
+    /// f32 values.
+    F32(&'a [f32]),
+    /// f16 values (IEEE half bits).
+    F16(&'a [u16]),
+}
+
+impl fmt::Debug for HostData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HostData({} {:?} elements)", self.len(), self.dtype)
+    }
+}
+
 /// A tensor's values and where they are.
 #[derive(Debug)]
 pub enum TensorData {
-    /// f32 values in host memory.
-    F32(Vec<f32>),
-    /// f16 values (IEEE half bits) in host memory.
-    F16(Vec<u16>),
+    /// Values in host memory: bytes read as their dtype.
+    Host(HostData),
     /// Values of the tensor's dtype on a CUDA device.
     Device(DeviceTensor),
 }
 
 impl Default for TensorData {
     fn default() -> Self {
-        TensorData::F32(Vec::new())
+        TensorData::Host(HostData::default())
     }
 }
 
@@ -125,7 +271,7 @@ impl Default for TensorData {
 pub struct Tensor {
     /// The values.
     pub data: TensorData,
-    /// Element type (for device data; host data says it by its variant).
+    /// Element type (the host data's own, or the device data's).
     pub dtype: DType,
     /// Layout of each crop's values.
     pub layout: Layout,
@@ -138,8 +284,7 @@ impl Tensor {
     /// Number of elements.
     pub fn len(&self) -> usize {
         match &self.data {
-            TensorData::F32(v) => v.len(),
-            TensorData::F16(v) => v.len(),
+            TensorData::Host(h) => h.len(),
             TensorData::Device(d) => d.len(),
         }
     }
@@ -153,111 +298,160 @@ impl Tensor {
     pub fn memory(&self) -> Memory {
         match &self.data {
             TensorData::Device(d) => d.memory(),
-            _ => Memory::Host,
+            TensorData::Host(_) => Memory::Host,
+        }
+    }
+
+    /// The host values, if that is where they are.
+    pub fn host(&self) -> Option<&HostData> {
+        match &self.data {
+            TensorData::Host(h) => Some(h),
+            TensorData::Device(_) => None,
         }
     }
 
     /// The f32 host values, if that is what it holds.
     pub fn as_f32(&self) -> Option<&[f32]> {
-        match &self.data {
-            TensorData::F32(v) => Some(v),
-            _ => None,
-        }
+        self.host()?.view()
     }
 
     /// The f32 host values to change in place, if that is what it holds.
     pub fn as_f32_mut(&mut self) -> Option<&mut [f32]> {
         match &mut self.data {
-            TensorData::F32(v) => Some(v),
-            _ => None,
+            TensorData::Host(h) => h.view_mut(),
+            TensorData::Device(_) => None,
         }
     }
 
     /// The f16 host values to change in place, if that is what it holds.
     pub fn as_f16_mut(&mut self) -> Option<&mut [u16]> {
         match &mut self.data {
-            TensorData::F16(v) => Some(v),
-            _ => None,
+            TensorData::Host(h) => h.view_mut(),
+            TensorData::Device(_) => None,
         }
     }
 
     /// The f16 host values (IEEE half bits), if that is what it holds.
     pub fn as_f16(&self) -> Option<&[u16]> {
-        match &self.data {
-            TensorData::F16(v) => Some(v),
-            _ => None,
-        }
+        self.host()?.view()
     }
 
     /// The device values, if that is where they are.
     pub fn device(&self) -> Option<&DeviceTensor> {
         match &self.data {
             TensorData::Device(d) => Some(d),
-            _ => None,
+            TensorData::Host(_) => None,
         }
     }
 
-    /// A host f32 buffer of `len` elements to fill (reusing the one it holds; contents
-    /// unspecified where it grew from another type).
-    pub fn host_f32(&mut self, len: usize) -> &mut Vec<f32> {
-        self.dtype = DType::F32;
-        if !matches!(self.data, TensorData::F32(_)) {
-            self.data = TensorData::F32(Vec::new());
+    /// The host buffer, reused when it holds one (a device tensor is let go).
+    fn host_buffer(&mut self) -> &mut HostData {
+        if !matches!(self.data, TensorData::Host(_)) {
+            self.data = TensorData::default();
         }
-        let TensorData::F32(v) = &mut self.data else {
-            unreachable!("just set to F32")
+        let TensorData::Host(h) = &mut self.data else {
+            unreachable!("just set to Host")
         };
-        v.resize(len, 0.0);
-        v
+        h
     }
 
-    /// [`Tensor::host_f32`], its growth fallible: an allocation the system refuses (a batch
-    /// too large for the memory left) is an error of the caller's batch, not an abort.
-    pub fn try_host_f32(&mut self, len: usize) -> Result<&mut Vec<f32>, crate::alloc::AllocError> {
-        self.dtype = DType::F32;
-        if !matches!(self.data, TensorData::F32(_)) {
-            self.data = TensorData::F32(Vec::new());
-        }
-        let TensorData::F32(v) = &mut self.data else {
-            unreachable!("just set to F32")
-        };
-        crate::alloc::try_resize(v, len, 0.0)?;
-        Ok(v)
+    /// A host buffer of `len` elements of `dtype` to fill (reusing the one it holds; contents
+    /// unspecified where it held another dtype), its growth fallible: an allocation the system
+    /// refuses (a batch too large for the memory left) is an error of the caller's batch, not an
+    /// abort.
+    pub fn try_host(
+        &mut self,
+        dtype: DType,
+        len: usize,
+    ) -> Result<&mut HostData, crate::alloc::AllocError> {
+        self.dtype = dtype;
+        let h = self.host_buffer();
+        h.try_resize(dtype, len)?;
+        Ok(h)
     }
 
-    /// [`Tensor::host_f16`], its growth fallible as [`Tensor::try_host_f32`]'s.
-    pub fn try_host_f16(&mut self, len: usize) -> Result<&mut Vec<u16>, crate::alloc::AllocError> {
-        self.dtype = DType::F16;
-        if !matches!(self.data, TensorData::F16(_)) {
-            self.data = TensorData::F16(Vec::new());
-        }
-        let TensorData::F16(v) = &mut self.data else {
-            unreachable!("just set to F16")
-        };
-        crate::alloc::try_resize(v, len, 0)?;
-        Ok(v)
+    /// [`Tensor::try_host`], a refused growth an abort.
+    pub fn host_mut(&mut self, dtype: DType, len: usize) -> &mut HostData {
+        self.dtype = dtype;
+        let h = self.host_buffer();
+        h.resize(dtype, len);
+        h
     }
 
-    /// A host f16 buffer of `len` elements to fill, as [`Tensor::host_f32`].
-    pub fn host_f16(&mut self, len: usize) -> &mut Vec<u16> {
-        self.dtype = DType::F16;
-        if !matches!(self.data, TensorData::F16(_)) {
-            self.data = TensorData::F16(Vec::new());
-        }
-        let TensorData::F16(v) = &mut self.data else {
-            unreachable!("just set to F16")
-        };
-        v.resize(len, 0);
-        v
+    /// A host f32 buffer of `len` elements to fill, as [`Tensor::host_mut`].
+    pub fn host_f32(&mut self, len: usize) -> &mut [f32] {
+        self.host_mut(DType::F32, len)
+            .view_mut()
+            .expect("just made f32")
+    }
+
+    /// A host f16 buffer of `len` elements to fill, as [`Tensor::host_mut`].
+    pub fn host_f16(&mut self, len: usize) -> &mut [u16] {
+        self.host_mut(DType::F16, len)
+            .view_mut()
+            .expect("just made f16")
+    }
+
+    /// [`Tensor::host_f32`], its growth fallible as [`Tensor::try_host`]'s.
+    pub fn try_host_f32(&mut self, len: usize) -> Result<&mut [f32], crate::alloc::AllocError> {
+        Ok(self
+            .try_host(DType::F32, len)?
+            .view_mut()
+            .expect("just made f32"))
+    }
+
+    /// [`Tensor::host_f16`], its growth fallible as [`Tensor::try_host`]'s.
+    pub fn try_host_f16(&mut self, len: usize) -> Result<&mut [u16], crate::alloc::AllocError> {
+        Ok(self
+            .try_host(DType::F16, len)?
+            .view_mut()
+            .expect("just made f16"))
     }
 
     /// Empty it, keeping a host buffer for reuse.
     pub fn clear(&mut self) {
         match &mut self.data {
-            TensorData::F32(v) => v.clear(),
-            TensorData::F16(v) => v.clear(),
+            TensorData::Host(h) => h.clear(),
             TensorData::Device(_) => self.data = TensorData::default(),
         }
         self.shape.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_data_is_bytes_read_as_their_dtype() {
+        let mut t = Tensor::default();
+        t.host_f32(3).copy_from_slice(&[1.0, -2.0, 0.5]);
+        assert_eq!(t.as_f32(), Some(&[1.0f32, -2.0, 0.5][..]));
+        assert_eq!(t.as_f16(), None);
+        let host = t.host().unwrap();
+        assert_eq!(host.bytes().len(), 12);
+        assert_eq!(&host.bytes()[4..8], &(-2.0f32).to_ne_bytes());
+        // The same buffer, now three f16 values: six bytes, no f32 view.
+        t.host_f16(3).copy_from_slice(&[0x3C00, 0xC000, 0x3800]);
+        assert_eq!(t.dtype, DType::F16);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.as_f32(), None);
+        assert_eq!(t.host().unwrap().bytes(), {
+            let mut b = Vec::new();
+            for v in [0x3C00u16, 0xC000, 0x3800] {
+                b.extend(v.to_ne_bytes());
+            }
+            b
+        });
+        t.as_f16_mut().unwrap()[1] = 0;
+        assert!(matches!(
+            t.host().unwrap().values(),
+            HostView::F16([0x3C00, 0, 0x3800])
+        ));
+        assert_eq!(t.as_f16(), Some(&[0x3C00u16, 0, 0x3800][..]));
+        t.clear();
+        assert!(t.is_empty());
+        let z = HostData::try_zeroed(DType::F32, 5).unwrap();
+        assert_eq!(z.as_f32(), Some(&[0.0f32; 5][..]));
     }
 }

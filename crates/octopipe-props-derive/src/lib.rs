@@ -12,6 +12,9 @@
 //! - `default = LIT`: the default as `inspect` shows it, and (unless `value` is given) the value
 //!   taken when the property is left out, parsed as a written value would be. On an `Option`
 //!   field `"auto"` or `"-"` means `None`, and a choice then also takes the word `auto`.
+//! - `default = CONST`: a constant (an integer, a whole `f64`, a `Duration` in seconds, a list
+//!   of bytes) whose value is written at compile time as the literal would be
+//!   (`octopipe_core::stage::Shown`), then taken as a literal default is.
 //! - `value = EXPR`: the value taken when left out, where the text is not one (`labels`:
 //!   `class0,...` shown, an empty list taken).
 //! - `range = A..=B`, `A..`, `..=B`: the bounds of a number (or the largest of a list of
@@ -67,12 +70,18 @@ struct FieldAttrs {
     flatten: bool,
     positive: bool,
     unbounded: bool,
-    default: Option<(String, Span)>,
+    default: Option<(DefaultAttr, Span)>,
     value: Option<Expr>,
     range: Option<ExprRange>,
     name: Option<String>,
     ty: Option<Expr>,
     spec: Option<Expr>,
+}
+
+/// A `#[prop(default = ...)]`: a literal's text, or a constant whose value is written as one.
+enum DefaultAttr {
+    Text(String),
+    Const(syn::Path),
 }
 
 fn field_attrs(attrs: &[syn::Attribute]) -> syn::Result<FieldAttrs> {
@@ -90,7 +99,14 @@ fn field_attrs(attrs: &[syn::Attribute]) -> syn::Result<FieldAttrs> {
                 "positive" => out.positive = true,
                 "unbounded" => out.unbounded = true,
                 "default" => {
-                    let lit: Lit = meta.value()?.parse()?;
+                    let value = meta.value()?;
+                    if !value.peek(syn::Lit) {
+                        // A constant: its value written as a literal would be.
+                        let path: syn::Path = value.parse()?;
+                        out.default = Some((DefaultAttr::Const(path.clone()), path.span()));
+                        return Ok(());
+                    }
+                    let lit: Lit = value.parse()?;
                     let text = match &lit {
                         Lit::Str(s) => s.value(),
                         // The digits as written, without a type suffix (`2u32`: `2`).
@@ -104,7 +120,7 @@ fn field_attrs(attrs: &[syn::Attribute]) -> syn::Result<FieldAttrs> {
                             ))
                         }
                     };
-                    out.default = Some((text, lit.span()));
+                    out.default = Some((DefaultAttr::Text(text), lit.span()));
                 }
                 "value" => out.value = Some(meta.value()?.parse()?),
                 "range" => out.range = Some(meta.value()?.parse()?),
@@ -282,12 +298,21 @@ fn properties(input: &DeriveInput) -> syn::Result<Tokens> {
         }
         let inner = option_inner(ty);
         let value_ty = inner.unwrap_or(ty);
-        let text = match (&a.default, a.required) {
+        // The default's text: a literal's (`auto` and `-` mean what they say), or the
+        // constant's value written out at compile time.
+        let (text, default_text) = match (&a.default, a.required) {
             (Some((_, span)), true) => {
                 return Err(syn::Error::new(*span, "a required property has no default"))
             }
-            (Some((t, _)), false) => t.clone(),
-            (None, _) => "-".to_string(),
+            (Some((DefaultAttr::Text(t), _)), false) => (t.clone(), quote!(#t)),
+            (Some((DefaultAttr::Const(c), _)), false) => (
+                String::new(),
+                quote!({
+                    const SHOWN: #core::ShownText = #core::Shown(#c).text();
+                    #core::ShownText::as_str(&SHOWN)
+                }),
+            ),
+            (None, _) => ("-".to_string(), quote!("-")),
         };
         if !a.required && a.default.is_none() && inner.is_none() && a.value.is_none() {
             return Err(syn::Error::new(
@@ -334,7 +359,7 @@ fn properties(input: &DeriveInput) -> syn::Result<Tokens> {
                 }
             }
         };
-        pieces.push(quote!(&[#core::PropSpec::new(#prop, #prop_type, #text, #doc)]));
+        pieces.push(quote!(&[#core::PropSpec::new(#prop, #prop_type, #default_text, #doc)]));
 
         let default_value = if let Some(v) = &a.value {
             quote!(#v)
@@ -344,10 +369,10 @@ fn properties(input: &DeriveInput) -> syn::Result<Tokens> {
             if text == "-" || text == "auto" {
                 quote!(::core::option::Option::None)
             } else {
-                quote!(::core::option::Option::Some(#core::prop_default::<#value_ty>(#prop, #text)))
+                quote!(::core::option::Option::Some(#core::prop_default::<#value_ty>(#prop, #default_text)))
             }
         } else {
-            quote!(#core::prop_default::<#ty>(#prop, #text))
+            quote!(#core::prop_default::<#ty>(#prop, #default_text))
         };
         let given = if a.required {
             quote!({

@@ -67,8 +67,7 @@ impl Tensor {
     /// Take `tensor` over.
     pub fn new(mut tensor: octopipe::Tensor) -> Self {
         let (ptr, device, stream) = match &mut tensor.data {
-            TensorData::F32(v) => (v.as_mut_ptr() as u64, None, 0),
-            TensorData::F16(v) => (v.as_mut_ptr() as u64, None, 0),
+            TensorData::Host(h) => (h.bytes_mut().as_mut_ptr() as u64, None, 0),
             TensorData::Device(d) => (d.ptr(), Some(d.device()), d.stream()),
         };
         if tensor.shape.iter().product::<usize>() != tensor.len() {

@@ -39,7 +39,7 @@ const POLL: Duration = Duration::from_millis(50);
 #[derive(Debug, Clone, Copy, PartialEq, Properties)]
 pub(crate) struct AppProps {
     /// nominal frames per second; sets the budget (1/framerate)
-    #[prop(default = 30, positive)]
+    #[prop(default = super::config::DEFAULT_FRAMERATE, positive)]
     pub framerate: f64,
     /// a live feed: the edges drop the oldest frame instead of making push wait
     #[prop(default = false)]

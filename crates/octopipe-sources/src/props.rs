@@ -18,11 +18,15 @@ pub(super) const LIVE: PropSpec = PropSpec::new(
     "release frames at their presentation time (a live-rate stream)",
 );
 
+/// [`super::config::DEFAULT_FRAMERATE`] as `inspect` shows it.
+const FRAMERATE_TEXT: octopipe_core::stage::ShownText =
+    octopipe_core::stage::Shown(super::config::DEFAULT_FRAMERATE).text();
+
 /// `framerate=`, as the image and test sources word it (`#[prop(spec = FRAMERATE)]`).
 pub(super) const FRAMERATE: PropSpec = PropSpec::new(
     "framerate",
     PropType::POSITIVE_FLOAT,
-    "30",
+    octopipe_core::stage::ShownText::as_str(&FRAMERATE_TEXT),
     "frames per second; also sets the budget (1/framerate)",
 );
 
@@ -61,7 +65,7 @@ pub(crate) struct ImagesProps {
     #[prop(spec = FRAMERATE)]
     pub framerate: f64,
     /// play the images this many times (pts and frame numbers go on)
-    #[prop(name = "loop", default = 1, range = 1..=1_000_000)]
+    #[prop(name = "loop", default = super::config::DEFAULT_LOOPS, range = 1..=1_000_000)]
     pub loops: u64,
     /// Release frames at their presentation time.
     #[prop(spec = LIVE)]

@@ -264,7 +264,7 @@ pub(crate) struct WaitProps {
 #[derive(Debug, Clone, Copy, PartialEq, Properties)]
 pub(crate) struct StallProps {
     /// files: seconds without a frame after the first (not held back by downstream) = stalled
-    #[prop(default = 10, positive)]
+    #[prop(default = DEFAULT_STALL_TIMEOUT, positive)]
     pub stall_timeout: f64,
 }
 
@@ -275,7 +275,7 @@ pub(crate) struct RetryProps {
     #[prop(default = "auto", range = ..=1_000_000)]
     pub retry: Option<u64>,
     /// seconds before a reconnect; doubles with each one in a row (at most 30)
-    #[prop(default = 1, positive)]
+    #[prop(default = DEFAULT_RETRY_INTERVAL, positive)]
     pub retry_interval: f64,
 }
 

@@ -84,7 +84,7 @@ pub use octopipe_props_derive::{PropChoice, Properties};
 pub use port::{Item, Payload};
 pub use props::{parse_bool, BOOL_SPELLINGS};
 #[doc(hidden)]
-pub use props::{prop_default, props_concat, props_len};
+pub use props::{prop_default, props_concat, props_len, Shown, ShownText};
 pub use props::{
     ChoiceError, PropChoice, PropSpec, PropType, PropValue, Properties, Props, NAME_PROP,
 };

@@ -326,3 +326,42 @@ fn sizes_and_integers_carry_their_bounds_and_show_them() {
     assert_eq!(PropType::COUNT.range(), None);
     assert_eq!(PropType::POSITIVE_FLOAT.range(), None);
 }
+
+const LOOPS: u32 = 3;
+const RATE: f64 = 30.0;
+const WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
+const SKIP: &[u8] = &[11, 4];
+
+/// Defaults given as constants.
+#[derive(Debug, Clone, PartialEq, Properties)]
+struct FromConsts {
+    /// an int from a u32 constant
+    #[prop(default = LOOPS, range = 1..=9)]
+    loops: u64,
+    /// a float from a whole f64 constant
+    #[prop(default = RATE, positive)]
+    rate: f64,
+    /// seconds from a Duration constant
+    #[prop(default = self::WAIT, positive)]
+    wait: f64,
+    /// integers from a constant list
+    #[prop(default = SKIP, range = ..=11)]
+    skip: Vec<i64>,
+    /// an Option from a constant
+    #[prop(default = LOOPS, range = 1..=9)]
+    maybe: Option<u32>,
+}
+
+#[test]
+fn a_constant_default_is_shown_as_its_literal_and_taken_as_one() {
+    let defaults: Vec<_> = FromConsts::PROPS.iter().map(|p| p.default).collect();
+    assert_eq!(defaults, ["3", "30", "1.5", "11,4", "3"]);
+    let expected = FromConsts {
+        loops: 3,
+        rate: 30.0,
+        wait: 1.5,
+        skip: vec![11, 4],
+        maybe: Some(3),
+    };
+    assert_eq!(FromConsts::default(), expected);
+}

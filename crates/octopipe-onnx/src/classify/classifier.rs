@@ -159,9 +159,9 @@ impl Classifier {
         let (w, h) = (self.size.0 as usize, self.size.1 as usize);
         let per = 3 * w * h;
         let path = || self.config.model.display().to_string();
-        let tensor = match &batch.tensor.data {
-            TensorData::F32(v) => Input::Host(v),
-            TensorData::Device(d)
+        let tensor = match (&batch.tensor.data, batch.tensor.as_f32()) {
+            (_, Some(v)) => Input::Host(v),
+            (TensorData::Device(d), _)
                 if self.sessions.cuda() == Some(d.device() as i32)
                     && batch.tensor.dtype == DType::F32 =>
             {

@@ -19,7 +19,7 @@ use crate::budget::Series;
 use crate::frame::{BoxOrigin, Detection, Frame, SkipReason};
 use crate::onnx::{Ticket, Worker};
 use crate::preprocess::{create_backend, Backend, BackendKind, DType};
-use crate::tensor::TensorData;
+use crate::tensor::{HostData, TensorData};
 use octopipe_core::alloc::AllocError;
 
 /// The batch of `frames`' regions (`regions[i]` of frame `i`), each a crop resized to `input`:
@@ -554,10 +554,7 @@ fn warm_up(model: &mut Model, config: &DetectConfig) -> Result<(), DetectError> 
         reason: format!("the zero input of its first run ({n}x3x{h}x{w}) {e}"),
     };
     let len = octopipe_core::alloc::bytes(&[n, 3, h, w]).map_err(refused)?;
-    let zeros = match model.io.dtype {
-        DType::F32 => TensorData::F32(octopipe_core::alloc::try_vec(len, 0.0).map_err(refused)?),
-        DType::F16 => TensorData::F16(octopipe_core::alloc::try_vec(len, 0).map_err(refused)?),
-    };
+    let zeros = TensorData::Host(HostData::try_zeroed(model.io.dtype, len).map_err(refused)?);
     let mut found = vec![Vec::new(); n];
     model
         .run(&zeros, 0, n, config.score, &mut found)

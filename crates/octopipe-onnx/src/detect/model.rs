@@ -14,7 +14,7 @@ use super::gpu::GpuPeaks;
 use super::raw::RawBox;
 use super::{Decoder, DetectConfig};
 use crate::preprocess::{f16_to_f32, DType, Layout};
-use crate::tensor::TensorData;
+use crate::tensor::{HostView, TensorData};
 
 /// What the model's input and outputs are.
 #[derive(Debug, Clone)]
@@ -157,15 +157,15 @@ impl Model {
         };
         if self.fixed() {
             let input = match tensor {
-                TensorData::F32(v) if io.dtype == DType::F32 => FixedInput::Host(&v[range]),
-                TensorData::F16(v) if io.dtype == DType::F16 => FixedInput::Halves(&v[range]),
+                TensorData::Host(host) => match (io.dtype, host.values()) {
+                    (DType::F32, HostView::F32(v)) => FixedInput::Host(&v[range]),
+                    (DType::F16, HostView::F16(v)) => FixedInput::Halves(&v[range]),
+                    _ => return Err(RunError::TileType(io.dtype)),
+                },
                 TensorData::Device(d) if d.len() >= range.end => FixedInput::Device {
                     ptr: d.ptr() + (range.start * io.dtype.size()) as u64,
                     len: n * per,
                 },
-                TensorData::F32(_) | TensorData::F16(_) => {
-                    return Err(RunError::TileType(io.dtype))
-                }
                 TensorData::Device(d) => {
                     return Err(RunError::TileRange {
                         have: d.len(),
@@ -212,24 +212,26 @@ impl Model {
         // Batches of one size per session: on CUDA a new size would plan every convolution anew.
         let session = self.sessions.get(n)?;
         let outputs = match tensor {
-            TensorData::F32(v) => {
-                let t = TensorRef::from_array_view((shape, &v[range]))?;
-                session.run(ort::inputs![name => t])
-            }
-            TensorData::F16(v) => {
-                let mut t =
-                    DynTensor::new(&Allocator::default(), TensorElementType::Float16, shape)?;
-                let src = &v[range];
-                // SAFETY: the tensor was just allocated in CPU memory with `src.len()` f16 elements.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        src.as_ptr(),
-                        t.data_ptr_mut().cast::<u16>(),
-                        src.len(),
-                    )
-                };
-                session.run(ort::inputs![name => t])
-            }
+            TensorData::Host(host) => match host.values() {
+                HostView::F32(v) => {
+                    let t = TensorRef::from_array_view((shape, &v[range]))?;
+                    session.run(ort::inputs![name => t])
+                }
+                HostView::F16(v) => {
+                    let mut t =
+                        DynTensor::new(&Allocator::default(), TensorElementType::Float16, shape)?;
+                    let src = &v[range];
+                    // SAFETY: the tensor was just allocated in CPU memory with `src.len()` f16 elements.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            src.as_ptr(),
+                            t.data_ptr_mut().cast::<u16>(),
+                            src.len(),
+                        )
+                    };
+                    session.run(ort::inputs![name => t])
+                }
+            },
             TensorData::Device(d) if io.dtype == DType::F32 && d.len() >= range.end => {
                 // SAFETY: the tensor holds `range.end` f32 elements on `d.device`, alive (in
                 // the caller's batch) for the run.

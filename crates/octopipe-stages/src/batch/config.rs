@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::crops::DEFAULT_TILE_PIXELS;
 use crate::description::DescribeError;
 use crate::stage::{Element, PropChoice, Properties, Props, Role, StageDecl};
 
@@ -99,10 +100,10 @@ pub struct BatchProps {
     #[prop(default = "auto", range = 0.0..)]
     pub max_wait_ms: Option<f64>,
     /// output pixels per tile
-    #[prop(default = 256, range = 1..=65536)]
+    #[prop(default = DEFAULT_TILE_PIXELS, range = 1..=65536)]
     pub tile_pixels: usize,
     /// tiles per block of work
-    #[prop(default = 4, range = 1..=1024)]
+    #[prop(default = DEFAULT_TILES_PER_BLOCK, range = 1..=1024)]
     pub tiles_per_block: usize,
     /// a frame predicted to miss its budget: process it anyway, drop it, or keep only the crops
     /// that fit
@@ -156,7 +157,6 @@ fn batch_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crops::DEFAULT_TILE_PIXELS;
 
     #[test]
     fn the_declared_defaults_are_the_constants() {

@@ -6,6 +6,7 @@
 //! since printing the field would show nothing wrong.
 
 use super::BoxesError;
+use octopipe_core::files::FileError;
 
 /// The UTF-8 encoding of U+FEFF, written by some editors at the start of a text file.
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -34,11 +35,7 @@ struct Line<'a> {
 
 impl Line<'_> {
     fn error(&self, reason: String) -> BoxesError {
-        BoxesError::Parse {
-            path: self.path.into(),
-            line: self.number,
-            reason,
-        }
+        FileError::parse(self.path, self.number, reason).into()
     }
 }
 

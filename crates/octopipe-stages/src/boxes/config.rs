@@ -50,7 +50,7 @@ pub struct BoxesProps {
     #[prop(default = "error")]
     pub bad_lines: BadLines,
     /// categories not classified (VisDrone 11: others)
-    #[prop(default = "11", range = ..=11)]
+    #[prop(default = super::DEFAULT_SKIP_CATEGORIES, range = ..=11)]
     pub skip_categories: Vec<i64>,
 }
 

@@ -51,6 +51,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::frame::{BoxOrigin, Detection, Frame, SkipReason};
+use octopipe_core::files::FileError;
 
 pub use annotations::{det_lines, mot_lines, parse_det, parse_mot, AnnotationRow};
 pub use config::{BadLines, BoxFormat, BoxesProps, BOXES};
@@ -129,27 +130,9 @@ impl BoxesConfig {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BoxesError {
-    /// A file cannot be read.
-    #[error("{path}: {reason}")]
-    Io {
-        /// The file.
-        path: String,
-        /// What went wrong.
-        reason: String,
-        /// The system's error, where reading failed.
-        #[source]
-        source: Option<std::io::Error>,
-    },
-    /// A malformed annotation line.
-    #[error("{path}:{line}: {reason}")]
-    Parse {
-        /// The file.
-        path: String,
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong.
-        reason: String,
-    },
+    /// A file that cannot be read, or a malformed annotation line.
+    #[error(transparent)]
+    File(#[from] FileError),
     /// A frame has no annotation file.
     #[error("{path}: no annotation file for frame '{frame}'")]
     MissingAnnotations {
@@ -244,11 +227,11 @@ impl Boxes {
         }
         if let BoxSource::Det { location } = &config.source {
             if !location.is_dir() {
-                return Err(BoxesError::Io {
-                    path: location.display().to_string(),
-                    reason: "not a folder of DET annotation files".into(),
-                    source: None,
-                });
+                return Err(FileError::refused(
+                    location.display().to_string(),
+                    "not a folder of DET annotation files",
+                )
+                .into());
             }
         }
         Ok(Boxes {
@@ -529,24 +512,17 @@ pub fn clip_box(b: [i64; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
 /// A file's bytes; the line readers name any byte that is not text they expect. A UTF-16 file
 /// (it starts with a UTF-16 byte-order mark) is refused as a whole: every line of it would fail.
 fn read(path: &Path) -> Result<Vec<u8>, BoxesError> {
-    let io = |reason: String| BoxesError::Io {
-        path: path.display().to_string(),
-        reason,
-        source: None,
-    };
-    let bytes =
-        crate::files::read_bounded(path, crate::files::MAX_ANNOTATION_FILE).map_err(|e| {
-            BoxesError::Io {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-                source: Some(e),
-            }
-        })?;
+    let bytes = crate::files::read_bounded(path, crate::files::MAX_ANNOTATION_FILE)
+        .map_err(|e| FileError::io(path.display().to_string(), e))?;
     if let Some(bom @ ([0xFF, 0xFE] | [0xFE, 0xFF])) = bytes.get(..2) {
-        return Err(io(format!(
+        return Err(FileError::refused(
+            path.display().to_string(),
+            format!(
             "UTF-16 text (it starts with the byte-order mark 0x{:02X} 0x{:02X}): save it as UTF-8",
             bom[0], bom[1]
-        )));
+        ),
+        )
+        .into());
     }
     Ok(bytes)
 }

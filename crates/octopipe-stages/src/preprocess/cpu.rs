@@ -14,7 +14,7 @@ use super::jpeg;
 use super::validate::validate;
 use crate::crops::CropBatch;
 use crate::frame::{ChromaSite, Colorimetry, Frame, PixelFormat};
-use crate::tensor::DType;
+use crate::tensor::{DType, TensorData};
 
 mod general;
 mod linear;
@@ -73,10 +73,13 @@ impl Backend for CpuBackend {
         };
         match self.config.dtype {
             DType::F32 => {
-                let out = batch.tensor.try_host_f32(len).map_err(|_| refused(4))?;
-                let mut out = std::mem::take(out);
-                self.fill(batch, &mut out);
-                *batch.tensor.host_f32(0) = out;
+                batch.tensor.try_host_f32(len).map_err(|_| refused(4))?;
+                // Filled while out of the batch, which the fill reads.
+                let mut host = std::mem::take(&mut batch.tensor.data);
+                if let TensorData::Host(out) = &mut host {
+                    self.fill(batch, out.view_mut().unwrap_or_default());
+                }
+                batch.tensor.data = host;
             }
             DType::F16 => {
                 // The f16 value is the f32 value rounded to nearest even, as the kernels store it.

@@ -38,6 +38,7 @@ mod backlog;
 #[cfg(any(feature = "mqtt", feature = "zenoh"))]
 mod broker;
 mod error;
+mod file;
 mod jsonl;
 mod lines;
 pub mod message;
@@ -56,11 +57,12 @@ pub use appsink::APPSINK;
 #[cfg(any(feature = "mqtt", feature = "zenoh"))]
 pub use broker::{Sending, MAX_MESSAGE};
 pub use error::SinkError;
+pub use file::{FileSink, FileWriter};
 pub use jsonl::JSONL;
 #[cfg(feature = "mqtt")]
 pub use mqtt::{MqttConfig, MQTT};
 pub use object::{timestamp, AnnotationInfo, BoxInfo, Object};
-pub use tensors::{TensorsConfig, TensorsSink, TENSORS};
-pub use tiles::{TileFormat, TileSink, TileSinkConfig, TILESINK};
+pub use tensors::{TensorFiles, TensorsConfig, TensorsSink, TENSORS};
+pub use tiles::{TileFiles, TileFormat, TileSink, TileSinkConfig, TILESINK};
 #[cfg(feature = "zenoh")]
 pub use zenoh::{ZenohConfig, ZENOH};

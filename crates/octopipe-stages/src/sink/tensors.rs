@@ -21,13 +21,13 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::error::SinkError;
+use super::file::{open_folder, written_whole, FileSink, FileWriter};
 use super::lines::JsonLines;
 use super::object::Object;
-use super::output::{fresh_folder, Leftover};
 use crate::batch::CropBatch;
 use crate::files::RunPath;
-use crate::stage::{Element, OpenContext, Properties, Role, Running, Stage, StageDecl};
-use crate::tensor::TensorData;
+use crate::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
+use crate::tensor::{HostView, TensorData};
 use crate::Error;
 
 /// Settings of the tensors sink, its properties declared once ([`TENSORS`]).
@@ -55,9 +55,7 @@ pub const TENSORS: StageDecl = StageDecl {
 impl Element for TensorsConfig {
     fn open(mut self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         self.overwrite |= ctx.overwrite;
-        let mut sink = TensorsSink::new(&self)?;
-        sink.stopped = super::output::CutShort::of(ctx);
-        Ok(Running::stage(Box::new(sink)))
+        Ok(TensorsSink::new(&self)?.running(ctx))
     }
     fn outputs(&self) -> Vec<RunPath> {
         vec![RunPath::folder("tensors location", &self.location)]
@@ -74,14 +72,14 @@ struct IndexLine<'a> {
     object: Object,
 }
 
-/// Runtime state of the tensors sink.
-pub struct TensorsSink {
+/// The tensors sink: a [`FileSink`] writing [`TensorFiles`].
+pub type TensorsSink = FileSink<TensorFiles>;
+
+/// What the tensors sink writes: each batch's tensor as a `.npy` file, and its index lines.
+pub struct TensorFiles {
     dir: PathBuf,
     index: JsonLines,
     batches: u64,
-    /// The index (and the folder, if made here) while the run has not finished.
-    leftover: Leftover,
-    stopped: super::output::CutShort,
 }
 
 impl TensorsSink {
@@ -90,20 +88,19 @@ impl TensorsSink {
     pub fn new(config: &TensorsConfig) -> Result<Self, SinkError> {
         let dir = config.location.clone();
         let ours = |n: &str| n == "index.jsonl" || (n.starts_with("batch-") && n.ends_with(".npy"));
-        let made = fresh_folder(&dir, ours, config.overwrite)?;
-        let index_path = dir.join("index.jsonl");
-        let index = JsonLines::create(&index_path, config.overwrite)?;
-        Ok(TensorsSink {
-            leftover: Leftover::new(vec![index_path], made.then(|| dir.clone())),
+        let (index, leftover) = open_folder(&dir, ours, config.overwrite)?;
+        let files = TensorFiles {
             dir,
             index,
             batches: 0,
-            stopped: Default::default(),
-        })
+        };
+        Ok(FileSink::writing(files, leftover))
     }
+}
 
+impl FileWriter for TensorFiles {
     /// Write `batch`'s tensor and its index lines.
-    pub fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
+    fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
         if batch.crops.is_empty() {
             return Ok(());
         }
@@ -114,20 +111,20 @@ impl TensorsSink {
         // The values are written as they are read: no copy of the tensor (as large as the
         // batch) is allocated.
         let (descr, values) = match &t.data {
-            TensorData::F32(v) => ("<f4", NpyData::F32(v)),
-            TensorData::F16(v) => ("<f2", NpyData::U16(v)),
+            TensorData::Host(h) => match h.values() {
+                HostView::F32(v) => ("<f4", NpyData::F32(v)),
+                HostView::F16(v) => ("<f2", NpyData::U16(v)),
+            },
             TensorData::Device(_) => {
                 return Err(err(
                     "the tensor is in device memory: the tensors sink writes host tensors".into(),
                 ))
             }
         };
-        let written = File::create(&path).and_then(|f| write_npy(f, descr, &t.shape, values));
-        if let Err(e) = written {
-            // No partial tensor file is left behind.
-            let _ = std::fs::remove_file(&path);
-            return Err(err(format!("write failed: {e}; the file was removed")).caused_by(e));
-        }
+        written_whole(
+            &path,
+            File::create(&path).and_then(|f| write_npy(f, descr, &t.shape, values)),
+        )?;
         for (i, object) in Object::all(batch).enumerate() {
             self.index.push(&IndexLine {
                 file: &name,
@@ -140,21 +137,6 @@ impl TensorsSink {
         // whole tensor file.
         self.index.commit()?;
         self.batches += 1;
-        Ok(())
-    }
-}
-
-impl Stage<CropBatch, CropBatch> for TensorsSink {
-    fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        self.write(&batch)?;
-        out.push(batch);
-        Ok(())
-    }
-
-    fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        if !self.stopped.get() {
-            self.leftover.keep();
-        }
         Ok(())
     }
 }

@@ -23,15 +23,15 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::error::SinkError;
+use super::file::{open_folder, written_whole, FileSink, FileWriter};
 use super::lines::JsonLines;
 use super::object::Object;
-use super::output::{fresh_folder, Leftover};
 use super::tensors::{write_npy, NpyData};
 use crate::batch::CropBatch;
 use crate::files::RunPath;
 use crate::frame::{Frame, PixelFormat};
 use crate::preprocess::cpu::rect_to_rgb;
-use crate::stage::{Element, OpenContext, PropChoice, Properties, Role, Running, Stage, StageDecl};
+use crate::stage::{Element, OpenContext, PropChoice, Properties, Role, Running, StageDecl};
 use crate::Error;
 
 /// How kept tiles are written.
@@ -73,9 +73,7 @@ pub const TILESINK: StageDecl = StageDecl {
 impl Element for TileSinkConfig {
     fn open(mut self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         self.overwrite |= ctx.overwrite;
-        let mut sink = TileSink::new(&self)?;
-        sink.stopped = super::output::CutShort::of(ctx);
-        Ok(Running::stage(Box::new(sink)))
+        Ok(TileSink::new(&self)?.running(ctx))
     }
     fn outputs(&self) -> Vec<RunPath> {
         vec![RunPath::folder("tilesink location", &self.location)]
@@ -91,16 +89,16 @@ struct IndexLine {
     object: Object,
 }
 
-/// Runtime state of the tile sink.
-pub struct TileSink {
+/// The tile sink: a [`FileSink`] writing [`TileFiles`].
+pub type TileSink = FileSink<TileFiles>;
+
+/// What the tile sink writes: each kept tile as a file, and an index line for every tile.
+pub struct TileFiles {
     dir: PathBuf,
     format: TileFormat,
     index: JsonLines,
     /// Tiles written so far.
     written: u64,
-    /// The index (and the folder, if made here) while the run has not finished.
-    leftover: Leftover,
-    stopped: super::output::CutShort,
 }
 
 impl TileSink {
@@ -108,25 +106,25 @@ impl TileSink {
     pub fn new(config: &TileSinkConfig) -> Result<Self, SinkError> {
         let dir = config.location.clone();
         let ours = |n: &str| n == "index.jsonl" || n.starts_with("tile-");
-        let made = fresh_folder(&dir, ours, config.overwrite)?;
-        let index_path = dir.join("index.jsonl");
-        Ok(TileSink {
-            index: JsonLines::create(&index_path, config.overwrite)?,
-            leftover: Leftover::new(vec![index_path], made.then(|| dir.clone())),
+        let (index, leftover) = open_folder(&dir, ours, config.overwrite)?;
+        let files = TileFiles {
+            index,
             dir,
             format: config.format,
             written: 0,
-            stopped: Default::default(),
-        })
+        };
+        Ok(FileSink::writing(files, leftover))
     }
 
     /// Tile files written so far.
     pub fn written(&self) -> u64 {
-        self.written
+        self.writer().written
     }
+}
 
+impl FileWriter for TileFiles {
     /// Write `batch`'s kept tiles and an index line for each of its boxes.
-    pub fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
+    fn write(&mut self, batch: &CropBatch) -> Result<(), SinkError> {
         for frame in &batch.frames {
             let timestamp: std::sync::Arc<str> = super::object::timestamp(frame).into();
             for (i, det) in frame.detections.iter().enumerate() {
@@ -153,7 +151,9 @@ impl TileSink {
         // a whole one.
         self.index.commit()
     }
+}
 
+impl TileFiles {
     /// Write the pixels of `rect` of `frame` to `path`, a new file; a partial file is removed.
     fn write_tile(&self, frame: &Frame, rect: [u32; 4], path: &Path) -> Result<(), SinkError> {
         let err = |reason: String| SinkError::io(path.display().to_string(), reason);
@@ -183,11 +183,7 @@ impl TileSink {
                 write_npy(file, "|u1", &[h, w, 3], NpyData::Bytes(v))
             }
         };
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(path);
-            return Err(err(format!("write failed: {e}; the file was removed")).caused_by(e));
-        }
-        Ok(())
+        written_whole(path, written)
     }
 }
 
@@ -231,19 +227,4 @@ fn write_png(file: std::fs::File, pixels: &Pixels, w: u32, h: u32) -> std::io::R
         super::output::PngError::Write(e) => e,
         e => std::io::Error::other(e),
     })
-}
-
-impl Stage<CropBatch, CropBatch> for TileSink {
-    fn process(&mut self, batch: CropBatch, out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        self.write(&batch)?;
-        out.push(batch);
-        Ok(())
-    }
-
-    fn finish(&mut self, _out: &mut Vec<CropBatch>) -> Result<(), Error> {
-        if !self.stopped.get() {
-            self.leftover.keep();
-        }
-        Ok(())
-    }
 }

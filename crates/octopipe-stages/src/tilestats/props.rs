@@ -60,7 +60,7 @@ pub struct TileStatsProps {
     #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
     pub device: usize,
     /// pixels per block of work (a tile gets one block per this many of its pixels)
-    #[prop(default = 16384, range = 32..=16777216)]
+    #[prop(default = super::DEFAULT_BLOCK_PIXELS, range = 32..=16777216)]
     pub block_pixels: u32,
     /// downlink rate for the report's downlink times (megabits per second)
     #[prop(default = 2, positive)]

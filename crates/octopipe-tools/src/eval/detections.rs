@@ -33,6 +33,7 @@ use serde::Deserialize;
 
 pub use super::EvalError;
 use octopipe_stages::boxes::parse_det;
+use octopipe_core::files::FileError;
 use octopipe_stages::track::iou;
 
 /// A detection and a ground truth box match at this IoU or more.
@@ -183,11 +184,7 @@ impl Truth {
     /// VisDrone DET ground truth `annotations/STEM.txt`, of which boxes with score 0 or
     /// category 0 or 11 are left out.
     pub(crate) fn for_images(annotations: &Path, images: &Path) -> Result<Self, EvalError> {
-        let io = |path: &Path, e: std::io::Error| EvalError::Io {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-            source: Some(e),
-        };
+        let io = |path: &Path, e: std::io::Error| FileError::io(path.display().to_string(), e);
         let mut frames = BTreeMap::new();
         for entry in std::fs::read_dir(images).map_err(|e| io(images, e))? {
             let file = entry.map_err(|e| io(images, e))?.path();
@@ -222,11 +219,11 @@ impl Truth {
             frames.insert(stem.to_string(), boxes);
         }
         if frames.is_empty() {
-            return Err(EvalError::Io {
-                path: images.display().to_string(),
-                reason: "no .jpg, .jpeg or .png files".into(),
-                source: None,
-            });
+            return Err(FileError::refused(
+                images.display().to_string(),
+                "no .jpg, .jpeg or .png files",
+            )
+            .into());
         }
         Ok(Truth { frames })
     }
@@ -429,11 +426,7 @@ pub fn parse_objects(text: &str, path: &str) -> Result<Vec<Scored>, EvalError> {
         if line.trim().is_empty() {
             continue;
         }
-        let error = |reason: String| EvalError::Parse {
-            path: path.to_string(),
-            line: i + 1,
-            reason,
-        };
+        let error = |reason: String| FileError::parse(path, i + 1, reason);
         let object: Line = serde_json::from_str(line)
             .map_err(|e| error(format!("not an object with source and bbox: {e}")))?;
         let replayed = object
@@ -455,11 +448,8 @@ pub fn parse_objects(text: &str, path: &str) -> Result<Vec<Scored>, EvalError> {
 
 /// Read the detections of JSONL file `path` ([`parse_objects`]).
 pub(crate) fn read_objects(path: &Path) -> Result<Vec<Scored>, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|e| EvalError::Io {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-        source: Some(e),
-    })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| FileError::io(path.display().to_string(), e))?;
     parse_objects(&text, &path.display().to_string())
 }
 

@@ -20,6 +20,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::EvalError;
+use octopipe_core::files::FileError;
 
 /// Which VisDrone categories each label stands for, in table order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,11 +190,7 @@ pub fn evaluate(text: &str, path: &str, map: &LabelMap) -> Result<LabelsEvaluati
         if line.trim().is_empty() {
             continue;
         }
-        let parse = |reason: String| EvalError::Parse {
-            path: path.to_string(),
-            line: i + 1,
-            reason,
-        };
+        let parse = |reason: String| EvalError::from(FileError::parse(path, i + 1, reason));
         let o: Line = serde_json::from_str(line)
             .map_err(|err| parse(format!("not an object as the jsonl sink writes it: {err}")))?;
         if o.category.is_some() && o.annotation.is_none() {
@@ -234,11 +231,8 @@ pub fn evaluate(text: &str, path: &str, map: &LabelMap) -> Result<LabelsEvaluati
 
 /// `octopipe eval labels`: the objects of a JSONL file.
 pub(crate) fn evaluate_file(objects: &Path, map: &LabelMap) -> Result<LabelsEvaluation, EvalError> {
-    let text = std::fs::read_to_string(objects).map_err(|e| EvalError::Io {
-        path: objects.display().to_string(),
-        reason: e.to_string(),
-        source: Some(e),
-    })?;
+    let text = std::fs::read_to_string(objects)
+        .map_err(|e| FileError::io(objects.display().to_string(), e))?;
     evaluate(&text, &objects.display().to_string(), map)
 }
 

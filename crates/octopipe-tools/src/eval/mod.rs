@@ -27,27 +27,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EvalError {
-    /// A file or folder cannot be read.
-    #[error("{path}: {reason}")]
-    Io {
-        /// The file or folder.
-        path: String,
-        /// What went wrong.
-        reason: String,
-        /// The system's error, where reading failed.
-        #[source]
-        source: Option<std::io::Error>,
-    },
-    /// A JSONL line that is not an object with a detection.
-    #[error("{path}:{line}: {reason}")]
-    Parse {
-        /// The JSONL file.
-        path: String,
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong.
-        reason: String,
-    },
+    /// A file or folder that cannot be read, or a JSONL line that is not an object with a
+    /// detection.
+    #[error(transparent)]
+    File(#[from] octopipe_core::files::FileError),
     /// Objects scored against annotated categories that carry none (a detector's boxes).
     #[error("{path}: {found}: `eval labels` scores a classifier against annotated categories (boxes from annotations, `boxes format=det location=...`); a detector's classes are not annotations")]
     NoCategory {

@@ -12,8 +12,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use octopipe_core::frame::Detection;
 use octopipe_stages::boxes::BoxesError;
+use octopipe_core::files::FileError;
+use octopipe_core::frame::Detection;
 use octopipe_stages::track::{iou_u32, max_weight_matching, TrackConfig, TrackError, Tracker};
 
 /// Least IoU of a predicted box with a true one for them to be the same object.
@@ -26,17 +27,9 @@ pub const MOT_DIR: &str = "visdrone/mot-test-dev-annotations";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MotError {
-    /// A file or folder cannot be read.
-    #[error("{path}: {reason}")]
-    Io {
-        /// The file or folder.
-        path: String,
-        /// What went wrong.
-        reason: String,
-        /// The system's error, where reading failed.
-        #[source]
-        source: Option<std::io::Error>,
-    },
+    /// A file or folder that cannot be read.
+    #[error(transparent)]
+    File(#[from] FileError),
     /// A malformed ground-truth line.
     #[error(transparent)]
     Parse(#[from] BoxesError),
@@ -63,11 +56,7 @@ impl MotSequence {
     /// ignored regions or "others") with a box at least 1 pixel wide and high once its left and
     /// top are clipped at 0.
     pub fn load(path: &Path) -> Result<MotSequence, MotError> {
-        let text = std::fs::read(path).map_err(|e| MotError::Io {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-            source: Some(e),
-        })?;
+        let text = std::fs::read(path).map_err(|e| FileError::io(path.display().to_string(), e))?;
         let rows = octopipe_stages::boxes::parse_mot(&text[..], &path.display().to_string())?;
         let last = rows.iter().map(|(f, _)| *f).max().unwrap_or(0);
         let mut frames = vec![Vec::new(); last as usize];
@@ -95,11 +84,7 @@ impl MotSequence {
     /// Every `*.txt` ground-truth file under `data_dir`'s [`MOT_DIR`], sorted by name.
     pub fn files(data_dir: &Path) -> Result<Vec<PathBuf>, MotError> {
         let dir = data_dir.join(MOT_DIR);
-        let io = |e: std::io::Error| MotError::Io {
-            path: dir.display().to_string(),
-            reason: e.to_string(),
-            source: Some(e),
-        };
+        let io = |e: std::io::Error| FileError::io(dir.display().to_string(), e);
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(io)?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -107,11 +92,11 @@ impl MotSequence {
             .collect();
         files.sort();
         if files.is_empty() {
-            return Err(MotError::Io {
-                path: dir.display().to_string(),
-                reason: "no ground-truth files (*.txt)".into(),
-                source: None,
-            });
+            return Err(FileError::refused(
+                dir.display().to_string(),
+                "no ground-truth files (*.txt)",
+            )
+            .into());
         }
         Ok(files)
     }

@@ -24,6 +24,7 @@ use serde::Deserialize;
 
 use super::mot::{score, IdBoxes, MotScore, MotSequence, MATCH_IOU};
 use super::EvalError;
+use octopipe_core::files::FileError;
 
 /// The fields of a JSONL object read here.
 #[derive(Deserialize)]
@@ -75,10 +76,12 @@ pub(crate) fn parse_tracks(
         if line.trim().is_empty() {
             continue;
         }
-        let object: Line = serde_json::from_str(line).map_err(|e| EvalError::Parse {
-            path: path.to_string(),
-            line: i + 1,
-            reason: format!("not an object with frame and bbox: {e}"),
+        let object: Line = serde_json::from_str(line).map_err(|e| {
+            FileError::parse(
+                path,
+                i + 1,
+                format!("not an object with frame and bbox: {e}"),
+            )
         })?;
         streams.insert(object.stream);
         lines.push(object);
@@ -173,11 +176,8 @@ pub fn evaluate_files(
     stream: Option<u32>,
 ) -> Result<TracksEvaluation, EvalError> {
     let sequence = MotSequence::load(truth)?;
-    let text = std::fs::read_to_string(objects).map_err(|e| EvalError::Io {
-        path: objects.display().to_string(),
-        reason: e.to_string(),
-        source: Some(e),
-    })?;
+    let text = std::fs::read_to_string(objects)
+        .map_err(|e| FileError::io(objects.display().to_string(), e))?;
     let run = parse_tracks(&text, &objects.display().to_string(), stream)?;
     Ok(evaluate(&sequence, &run))
 }

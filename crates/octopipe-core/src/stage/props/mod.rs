@@ -9,6 +9,7 @@ mod access;
 mod concat;
 mod declare;
 mod parse;
+mod shown;
 mod spec;
 mod value;
 
@@ -16,5 +17,6 @@ pub use access::Props;
 pub use concat::{props_concat, props_len};
 pub use declare::Properties;
 pub use parse::{parse_bool, BOOL_SPELLINGS};
+pub use shown::{Shown, ShownText};
 pub use spec::{PropSpec, PropType, NAME_PROP};
 pub use value::{prop_default, ChoiceError, PropChoice, PropValue};

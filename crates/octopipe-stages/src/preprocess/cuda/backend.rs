@@ -34,8 +34,7 @@ pub struct CudaBackend {
     engine: Engine,
     /// The second engine of [`Self::submit`], opened on first use.
     engine2: Option<Engine>,
-    host32: [Option<PinnedHostSlice<f32>>; 2],
-    host16: [Option<PinnedHostSlice<u16>>; 2],
+    host: [Option<PinnedHostSlice<u8>>; 2],
     /// Empty between batches: only its buffer is kept.
     frames: Vec<HostFrame<'static>>,
     /// The batch queued by the last [`Self::submit`], the engine it runs on, and whether its
@@ -61,8 +60,7 @@ impl CudaBackend {
             config,
             engine,
             engine2: None,
-            host32: [None, None],
-            host16: [None, None],
+            host: [None, None],
             frames: Vec::new(),
             in_flight: None,
             next_slot: 0,
@@ -101,15 +99,12 @@ impl CudaBackend {
             enqueue(e, &self.config, &mut self.frames, &batch)?;
             // With pinned output the copy back is queued now; else `complete` copies straight
             // into the batch's vector (pageable: the driver copies while the host waits).
-            if self.pinned_output && f16 {
-                grow_pinned(e.gpu.context(), &mut self.host16[slot], len)?;
+            if self.pinned_output {
+                let (ty, bytes) = out_bytes(f16, len);
+                grow_pinned(e.gpu.context(), &mut self.host[slot], bytes)?;
                 // SAFETY: the buffer is read in `complete` after a stream synchronize, and only
                 // regrown (dropped) by a later submit on this slot, after that.
-                unsafe { e.download_f16_pinned(self.host16[slot].as_mut().expect("grown"), len) }?;
-            } else if self.pinned_output {
-                grow_pinned(e.gpu.context(), &mut self.host32[slot], len)?;
-                // SAFETY: as above.
-                unsafe { e.download_f32_pinned(self.host32[slot].as_mut().expect("grown"), len) }?;
+                unsafe { e.download_pinned(ty, self.host[slot].as_mut().expect("grown"), bytes) }?;
             }
         }
         self.next_slot ^= 1;
@@ -141,30 +136,18 @@ impl CudaBackend {
         } else {
             self.engine2.as_mut().expect("opened by submit")
         };
-        let f16 = self.config.dtype == DType::F16;
-        let len = batch.tensor_len(3);
+        let (ty, bytes) = out_bytes(self.config.dtype == DType::F16, batch.tensor_len(3));
+        let dst = batch
+            .tensor
+            .host_mut(self.config.dtype, batch.tensor_len(3));
         if !pinned {
-            if f16 {
-                e.download_f16(batch.tensor.host_f16(len))?;
-            } else {
-                e.download_f32(batch.tensor.host_f32(len))?;
-            }
+            e.download(ty, dst.bytes_mut())?;
             return Ok(batch);
         }
         e.gpu.stream().synchronize().map_err(CudaError::from)?;
-        if f16 {
-            let host = self.host16[slot].as_ref().expect("grown by submit");
-            batch
-                .tensor
-                .host_f16(len)
-                .copy_from_slice(&host.as_slice().map_err(CudaError::from)?[..len]);
-        } else {
-            let host = self.host32[slot].as_ref().expect("grown by submit");
-            batch
-                .tensor
-                .host_f32(len)
-                .copy_from_slice(&host.as_slice().map_err(CudaError::from)?[..len]);
-        }
+        let host = self.host[slot].as_ref().expect("grown by submit");
+        dst.bytes_mut()
+            .copy_from_slice(&host.as_slice().map_err(CudaError::from)?[..bytes]);
         Ok(batch)
     }
 
@@ -177,11 +160,7 @@ impl CudaBackend {
         } else {
             batch.tensor_len(3)
         };
-        if self.config.dtype == DType::F16 {
-            batch.tensor.host_f16(len);
-        } else {
-            batch.tensor.host_f32(len);
-        }
+        batch.tensor.host_mut(self.config.dtype, len);
         batch.tensor.layout = self.config.layout;
         batch.tensor.shape = batch.tensor_shape(self.config.layout);
         // The kernels read 8-bit samples: a 16-bit grey frame goes to the CPU backend.
@@ -343,31 +322,17 @@ impl Backend for CudaBackend {
                 }
                 return Ok(());
             }
-            match (f16, self.pinned_output) {
-                (false, true) => {
-                    grow_pinned(e.gpu.context(), &mut self.host32[0], len)?;
-                    let host = self.host32[0].as_mut().expect("grown");
-                    // SAFETY: read right after the synchronize below.
-                    unsafe { e.download_f32_pinned(host, len) }?;
-                    e.gpu.stream().synchronize()?;
-                    batch
-                        .tensor
-                        .host_f32(len)
-                        .copy_from_slice(&host.as_slice()?[..len]);
-                }
-                (false, false) => e.download_f32(batch.tensor.host_f32(len))?,
-                (true, true) => {
-                    grow_pinned(e.gpu.context(), &mut self.host16[0], len)?;
-                    let host = self.host16[0].as_mut().expect("grown");
-                    // SAFETY: read right after the synchronize below.
-                    unsafe { e.download_f16_pinned(host, len) }?;
-                    e.gpu.stream().synchronize()?;
-                    batch
-                        .tensor
-                        .host_f16(len)
-                        .copy_from_slice(&host.as_slice()?[..len]);
-                }
-                (true, false) => e.download_f16(batch.tensor.host_f16(len))?,
+            let (ty, bytes) = out_bytes(f16, len);
+            let dst = batch.tensor.host_mut(self.config.dtype, len);
+            if self.pinned_output {
+                grow_pinned(e.gpu.context(), &mut self.host[0], bytes)?;
+                let host = self.host[0].as_mut().expect("grown");
+                // SAFETY: read right after the synchronize below.
+                unsafe { e.download_pinned(ty, host, bytes) }?;
+                e.gpu.stream().synchronize()?;
+                dst.bytes_mut().copy_from_slice(&host.as_slice()?[..bytes]);
+            } else {
+                e.download(ty, dst.bytes_mut())?;
             }
             Ok(())
         })();
@@ -384,5 +349,13 @@ impl Drop for CudaBackend {
                 let _ = e.gpu.stream().synchronize();
             }
         }
+    }
+}
+
+/// The kernels' output type for an f16 or f32 tensor, and the bytes of `len` of its values.
+fn out_bytes(f16: bool, len: usize) -> (OutType, usize) {
+    match f16 {
+        true => (OutType::F16, len * 2),
+        false => (OutType::F32, len * 4),
     }
 }

@@ -19,7 +19,7 @@
 //!   [`UploadMode`]);
 //! - the strategy C launchers ([`Engine::launch`] for the bilinear fast path,
 //!   [`Engine::launch_resample`] for area and letterbox);
-//! - the device output and its copies back ([`OutType`], [`Engine::download_f32`], ...);
+//! - the device output and its copies back ([`OutType`], [`Engine::download`], ...);
 //! - [`CudaBackend`], the preprocess [`Backend`](super::Backend) over one or two engines.
 //!
 //! The baseline strategies A, B, D and E that `octopipe bench preprocess` compares strategy C with

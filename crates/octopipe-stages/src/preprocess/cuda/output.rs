@@ -139,9 +139,65 @@ impl Engine {
         self.out32.as_ref()
     }
 
-    /// Copy the first `dst.len()` f32 outputs to `dst` (pinned or pageable) and wait for them.
+    /// Copy the first `dst.len()` bytes of the device output of the last `ty` launch to `dst`
+    /// (pinned or pageable) and wait for them: how a host tensor of either dtype comes back.
+    pub fn download(&mut self, ty: OutType, dst: &mut [u8]) -> Result<(), CudaError> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let stream = self.gpu.stream();
+        self.gpu.context().bind_to_thread()?;
+        // SAFETY: the stream is synchronized right after, while `dst` is borrowed here.
+        unsafe {
+            match ty {
+                OutType::F32 => queue_bytes(stream, launched(&self.out32)?, dst),
+                OutType::F16 => queue_bytes(stream, launched(&self.out16)?, dst),
+            }
+        }?;
+        stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Queue the copy of the first `bytes` bytes of the device output of the last `ty` launch
+    /// into pinned `dst` without waiting (the pinned form of [`Self::download`]).
+    ///
+    /// # Safety
+    /// The copy is not tracked by `dst`'s event: `dst` must not be read, written or dropped until
+    /// this engine's stream has been synchronized.
+    pub unsafe fn download_pinned(
+        &mut self,
+        ty: OutType,
+        dst: &mut PinnedHostSlice<u8>,
+        bytes: usize,
+    ) -> Result<(), CudaError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        if bytes > dst.len() {
+            return Err(CudaError::Invalid(format!(
+                "{bytes} output bytes do not fit {} pinned bytes",
+                dst.len()
+            )));
+        }
+        self.gpu.context().bind_to_thread()?;
+        let stream = self.gpu.stream();
+        let host = &mut dst.as_mut_slice()?[..bytes];
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            match ty {
+                OutType::F32 => queue_bytes(stream, launched(&self.out32)?, host),
+                OutType::F16 => queue_bytes(stream, launched(&self.out16)?, host),
+            }
+        }
+    }
+
+    /// Copy the first `dst.len()` f32 outputs to `dst` (pinned or pageable) and wait for them
+    /// ([`Self::download`] into f32 values).
     pub fn download_f32(&mut self, dst: &mut [f32]) -> Result<(), CudaError> {
-        download_now(self.gpu.stream(), &self.out32, dst)
+        let len = std::mem::size_of_val(dst);
+        // SAFETY: the f32s' memory read as bytes, borrowed for this call.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), len) };
+        self.download(OutType::F32, bytes)
     }
 
     /// Queue the copy of the first `len` f32 outputs into the first `len` elements of pinned
@@ -195,9 +251,13 @@ impl Engine {
         }
     }
 
-    /// Copy the first `dst.len()` f16 outputs (as bits) to `dst` and wait for them.
+    /// Copy the first `dst.len()` f16 outputs (as bits) to `dst` and wait for them
+    /// ([`Self::download`] into f16 bits).
     pub fn download_f16(&mut self, dst: &mut [u16]) -> Result<(), CudaError> {
-        download_now(self.gpu.stream(), &self.out16, dst)
+        let len = std::mem::size_of_val(dst);
+        // SAFETY: the u16s' memory read as bytes, borrowed for this call.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), len) };
+        self.download(OutType::F16, bytes)
     }
 }
 
@@ -207,17 +267,27 @@ fn launched<T>(out: &Option<CudaSlice<T>>) -> Result<&CudaSlice<T>, CudaError> {
         .ok_or_else(|| CudaError::Invalid("nothing launched".into()))
 }
 
-/// Copy the first `dst.len()` elements of the device output to `dst` and wait for them.
-fn download_now<T: DeviceRepr>(
+/// Queue the copy of the first `dst.len()` bytes of `src` into `dst` on `stream` (its context
+/// bound to the thread).
+///
+/// # Safety
+/// `dst` must not be read, written or dropped until `stream` has been synchronized.
+unsafe fn queue_bytes<T: DeviceRepr>(
     stream: &Arc<CudaStream>,
-    out: &Option<CudaSlice<T>>,
-    dst: &mut [T],
+    src: &CudaSlice<T>,
+    dst: &mut [u8],
 ) -> Result<(), CudaError> {
-    if dst.is_empty() {
-        return Ok(());
+    let have = src.len() * std::mem::size_of::<T>();
+    if dst.len() > have {
+        return Err(CudaError::Invalid(format!(
+            "{} bytes asked of a device output of {have}",
+            dst.len()
+        )));
     }
-    stream.memcpy_dtoh(&launched(out)?.slice(..dst.len()), dst)?;
-    stream.synchronize()?;
+    let (ptr, _record) = DevicePtr::device_ptr(src, stream);
+    // SAFETY: the device output holds at least `dst.len()` bytes; the caller keeps `dst` alive
+    // and untouched until the stream is synchronized.
+    unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, ptr, stream.cu_stream()) }?;
     Ok(())
 }
 
