@@ -32,8 +32,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 pub use super::EvalError;
-use octopipe_stages::boxes::parse_det;
 use octopipe_core::files::FileError;
+use octopipe_stages::boxes::parse_det;
 use octopipe_stages::track::iou;
 
 /// A detection and a ground truth box match at this IoU or more.

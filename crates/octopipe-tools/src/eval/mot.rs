@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use octopipe_stages::boxes::BoxesError;
 use octopipe_core::files::FileError;
 use octopipe_core::frame::Detection;
+use octopipe_stages::boxes::BoxesError;
 use octopipe_stages::track::{iou_u32, max_weight_matching, TrackConfig, TrackError, Tracker};
 
 /// Least IoU of a predicted box with a true one for them to be the same object.

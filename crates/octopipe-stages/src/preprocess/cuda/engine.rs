@@ -1,19 +1,91 @@
 //! [`Engine`]: one [`Gpu`] (CUDA context, stream, loaded kernel modules and functions, what it
 //! knows of the device) and the device and pinned buffers it owns (grown and reused, never shrunk).
 //!
-//! The struct itself lives in `cuda/mod.rs`: the uploads (`upload.rs`), the outputs (`output.rs`)
-//! and the launches (`launch.rs`) add methods to it without importing this file, which holds its
-//! opening and the accessors of its GPU.
+//! This file holds the struct, its opening and the accessors of its GPU; the uploads
+//! (`upload.rs`), the outputs (`output.rs`) and the launches (`launch.rs`) add methods to it.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
-use octopipe_cuda::{kernels, Gpu, KernelModule};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, PinnedHostSlice,
+};
+use octopipe_cuda::{kernels, CudaError, Gpu, KernelModule};
 
 use super::gather::GATHER_KERNELS;
 use super::launch::{OCTOPUS_KERNELS, RESAMPLE_KERNELS};
-use super::upload::{MetaLayout, TransferStats};
-use super::{CudaError, Engine};
+use super::meta::{FrameDesc, GatherRect, InputKind};
+use super::output;
+use super::upload::{MetaLayout, MetaSlot, TransferStats};
+use crate::crops::CropMeta;
+use crate::preprocess::error::PreprocessError;
+
+impl From<CudaError> for PreprocessError {
+    fn from(e: CudaError) -> Self {
+        match e {
+            CudaError::OutOfMemory(_) => PreprocessError::OutOfMemory(e),
+            other => PreprocessError::Cuda(other),
+        }
+    }
+}
+
+/// A GPU (its CUDA context, one stream, the loaded kernels) and the reusable device and pinned
+/// buffers of the preprocess backend.
+pub struct Engine {
+    /// The context, the stream all work of this engine runs on, and the kernels.
+    pub(crate) gpu: Gpu,
+    /// One descriptor per uploaded frame (per crop after a rectangle upload).
+    pub(super) descs: Vec<FrameDesc>,
+    /// The input kind shared by the frames of the last upload.
+    pub(super) kind: Option<InputKind>,
+    /// The packed metadata of the last [`Self::upload_meta`], before its copy to the device.
+    pub(crate) host_meta: Vec<u8>,
+    pub(super) meta_ring: Vec<MetaSlot>,
+    pub(super) ring_next: usize,
+    /// Upload scratch: the byte ranges of one frame's touched rows, and their merged row spans.
+    pub(super) rows: Vec<(usize, usize)>,
+    pub(super) spans: Vec<(usize, usize)>,
+    /// Upload scratch: each frame's offset in the arena (or its device address for a GPU gather).
+    pub(super) bases: Vec<usize>,
+    /// The device frame arena.
+    pub(crate) arena: Option<CudaSlice<u8>>,
+    /// The device copy of the packed metadata.
+    pub(crate) meta: Option<CudaSlice<u8>>,
+    /// Where the parts of the last metadata upload lie in [`Self::meta`].
+    pub(crate) layout: MetaLayout,
+    /// The device output of the last f32 launch.
+    pub(crate) out32: Option<CudaSlice<f32>>,
+    /// The device output of the last f16 launch (IEEE half bits).
+    pub(super) out16: Option<CudaSlice<u16>>,
+    /// Outputs handed over as tensors ([`Self::take_output`]) come back here when dropped.
+    pub(super) free32: output::OutputPool<f32>,
+    /// The same for f16 outputs.
+    pub(super) free16: output::OutputPool<u16>,
+    /// Byte counts of the last upload.
+    pub stats: TransferStats,
+    /// Preprocessing kernels launched so far (strategy C, area and letterbox; not the uploads'
+    /// gathers): a batch is one launch whatever its crops.
+    pub launches: u64,
+    /// Most CUDA blocks of a strategy C launch; 0: one CUDA block per `BlockMeta` entry. Only
+    /// with kernels built with `-DOCTOPUS_PERSISTENT=1` (in `$OCTOPIPE_NVRTC_DEFINES`), which loop
+    /// over the block list with stride gridDim.x; then [`OCTOPUS_GRID_PER_SM`] per multiprocessor,
+    /// or `$OCTOPIPE_OCTOPUS_GRID_PER_SM`. See [`Self::set_octopus_grid`].
+    pub(super) octopus_grid: u32,
+    pub(super) persistent: bool,
+    /// (width, height) of each frame of the last upload.
+    pub(super) dims: Vec<(u32, u32)>,
+    /// [`UploadMode::Rects`]: the crops with `frame` = the crop's own
+    /// index (one descriptor each).
+    pub(super) rect_crops: Vec<CropMeta>,
+    /// Whether the last upload was a rectangle upload (the crops go up as [`Self::rect_crops`]).
+    pub(super) remap: bool,
+    /// The pinned staging buffer of the host gather, and the event recorded after its copy.
+    pub(super) rect_host: Option<PinnedHostSlice<u8>>,
+    pub(super) rect_done: Option<CudaEvent>,
+    /// [`Self::set_device_gather`].
+    pub(super) device_gather: bool,
+    /// The rectangles of the last device gather, cut into kernel-parameter tables.
+    pub(super) gathers: Vec<GatherRect>,
+}
 
 /// CUDA blocks per multiprocessor of a persistent strategy C launch (kernels built with
 /// `-DOCTOPUS_PERSISTENT=1`; the default build launches one CUDA block per `BlockMeta` entry).

@@ -45,16 +45,8 @@ pub(crate) mod launch;
 mod output;
 mod upload;
 
-use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
-use octopipe_cuda::Gpu;
-
-use super::error::PreprocessError;
-use crate::crops::CropMeta;
-use meta::{FrameDesc, GatherRect, InputKind};
-use upload::{MetaLayout, MetaSlot};
-
 pub use backend::CudaBackend;
-pub use engine::OCTOPUS_GRID_PER_SM;
+pub use engine::{Engine, OCTOPUS_GRID_PER_SM};
 pub use gather::GATHER_KERNELS;
 pub use launch::{octopus_threads, OCTOPUS_KERNELS, OCTOPUS_MAX_THREADS, RESAMPLE_KERNELS};
 pub use output::OutType;
@@ -64,71 +56,3 @@ pub use upload::{HostFrame, TransferStats, UploadMode};
 pub use octopipe_cuda::{
     available, device_count, kernels, order_after, order_streams, sync_stream, CudaError, NoGpu,
 };
-
-impl From<CudaError> for PreprocessError {
-    fn from(e: CudaError) -> Self {
-        match e {
-            CudaError::OutOfMemory(_) => PreprocessError::OutOfMemory(e),
-            other => PreprocessError::Cuda(other),
-        }
-    }
-}
-
-/// A GPU (its CUDA context, one stream, the loaded kernels) and the reusable device and pinned
-/// buffers of the preprocess backend.
-pub struct Engine {
-    /// The context, the stream all work of this engine runs on, and the kernels.
-    pub(crate) gpu: Gpu,
-    /// One descriptor per uploaded frame (per crop after a rectangle upload).
-    descs: Vec<FrameDesc>,
-    /// The input kind shared by the frames of the last upload.
-    kind: Option<InputKind>,
-    /// The packed metadata of the last [`Self::upload_meta`], before its copy to the device.
-    pub(crate) host_meta: Vec<u8>,
-    meta_ring: Vec<MetaSlot>,
-    ring_next: usize,
-    /// Upload scratch: the byte ranges of one frame's touched rows, and their merged row spans.
-    rows: Vec<(usize, usize)>,
-    spans: Vec<(usize, usize)>,
-    /// Upload scratch: each frame's offset in the arena (or its device address for a GPU gather).
-    bases: Vec<usize>,
-    /// The device frame arena.
-    pub(crate) arena: Option<CudaSlice<u8>>,
-    /// The device copy of the packed metadata.
-    pub(crate) meta: Option<CudaSlice<u8>>,
-    /// Where the parts of the last metadata upload lie in [`Self::meta`].
-    pub(crate) layout: MetaLayout,
-    /// The device output of the last f32 launch.
-    pub(crate) out32: Option<CudaSlice<f32>>,
-    /// The device output of the last f16 launch (IEEE half bits).
-    out16: Option<CudaSlice<u16>>,
-    /// Outputs handed over as tensors ([`Self::take_output`]) come back here when dropped.
-    free32: output::OutputPool<f32>,
-    /// The same for f16 outputs.
-    free16: output::OutputPool<u16>,
-    /// Byte counts of the last upload.
-    pub stats: TransferStats,
-    /// Preprocessing kernels launched so far (strategy C, area and letterbox; not the uploads'
-    /// gathers): a batch is one launch whatever its crops.
-    pub launches: u64,
-    /// Most CUDA blocks of a strategy C launch; 0: one CUDA block per `BlockMeta` entry. Only
-    /// with kernels built with `-DOCTOPUS_PERSISTENT=1` (in `$OCTOPIPE_NVRTC_DEFINES`), which loop
-    /// over the block list with stride gridDim.x; then [`OCTOPUS_GRID_PER_SM`] per multiprocessor,
-    /// or `$OCTOPIPE_OCTOPUS_GRID_PER_SM`. See [`Self::set_octopus_grid`].
-    octopus_grid: u32,
-    persistent: bool,
-    /// (width, height) of each frame of the last upload.
-    dims: Vec<(u32, u32)>,
-    /// [`UploadMode::Rects`]: the crops with `frame` = the crop's own
-    /// index (one descriptor each).
-    rect_crops: Vec<CropMeta>,
-    /// Whether the last upload was a rectangle upload (the crops go up as [`Self::rect_crops`]).
-    remap: bool,
-    /// The pinned staging buffer of the host gather, and the event recorded after its copy.
-    rect_host: Option<PinnedHostSlice<u8>>,
-    rect_done: Option<CudaEvent>,
-    /// [`Self::set_device_gather`].
-    device_gather: bool,
-    /// The rectangles of the last device gather, cut into kernel-parameter tables.
-    gathers: Vec<GatherRect>,
-}
