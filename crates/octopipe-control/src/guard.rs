@@ -63,7 +63,7 @@ impl Token {
     /// The token in the file `path` (its first line).
     pub(crate) fn from_file(path: &Path) -> Result<Token, ControlError> {
         let what = format!("--api-token-file {}", path.display());
-        let bytes = crate::files::read_bounded(path, 4096).map_err(|e| ControlError::Token {
+        let bytes = octopipe_core::files::read_bounded(path, 4096).map_err(|e| ControlError::Token {
             what: what.clone(),
             reason: e.to_string(),
             source: Some(e),

@@ -22,7 +22,7 @@ use plotters_backend::{
 use super::{ms, ObserveError};
 use crate::batch::CropBatch;
 use crate::budget::Report;
-use crate::pipeline::Observer;
+use octopipe_core::observer::Observer;
 
 /// Fill colours of the stages in the stacked panel, in pipeline order (repeating after six).
 const STAGE_COLORS: [RGBColor; 6] = [

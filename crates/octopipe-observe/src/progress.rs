@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget};
 use super::{ms, GapCounter};
 use crate::batch::CropBatch;
 use crate::budget::Report;
-use crate::pipeline::Observer;
+use octopipe_core::observer::Observer;
 
 /// Frames over which the live p99 and fps are computed.
 const WINDOW: usize = 300;

@@ -24,7 +24,7 @@ use crossbeam_channel::{
 };
 
 use super::{FrameSource, SourceError};
-use crate::boxes::clip_box;
+use octopipe_core::frame::clip_box;
 use crate::error::Error;
 use crate::frame::{
     BoxOrigin, Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, PixelFormat, PooledBuf,

@@ -7,7 +7,7 @@ use crate::budget::Tally;
 use crate::crops::CropBatch;
 use crate::description::DescribeError;
 use crate::stage::{
-    Caps, Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl,
+    Caps, Element, OpenContext, PageLocked, Properties, Props, Role, Running, Stage, StageDecl,
 };
 use crate::Error;
 
@@ -44,7 +44,7 @@ impl Stage<CropBatch, CropBatch> for PreprocessStage {
 /// The preprocess stage's element: its settings, told to the stages around it in the caps.
 impl Element for PreprocessConfig {
     fn configure(&mut self, caps: &mut Caps) {
-        caps.insert(self.clone());
+        tell(caps, self.clone());
     }
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         let mut config = *self;
@@ -55,13 +55,23 @@ impl Element for PreprocessConfig {
         let backend = create_backend(&config)?;
         let line = format!("preprocess backend: {}", backend.name());
         ctx.tally.with(|t| t.add_line(line));
-        ctx.caps.insert(config);
+        tell(ctx.caps, config);
         Ok(Running::stage(Box::new(PreprocessStage {
             backend,
             keep_pixels: ctx.keep_pixels.clone(),
             tally: ctx.tally.clone(),
         })))
     }
+}
+
+/// Tell the stages around the settings `config`, and the sources whether they should give
+/// page-locked frames ([`PageLocked`], from [`PreprocessConfig::page_locked_frames`]).
+fn tell(caps: &mut Caps, config: PreprocessConfig) {
+    match config.page_locked_frames() {
+        Some(device) => caps.insert(PageLocked::new(device)),
+        None => caps.remove::<PageLocked>(),
+    };
+    caps.insert(config);
 }
 
 /// `preprocess size=64x64 mean=... std=... channels=rgb layout=nchw`.
