@@ -89,8 +89,8 @@ pub mod observe {
     pub use octopipe_control::{Metrics, LATENCY_BUCKETS};
     pub use octopipe_observe::*;
 }
-pub use octopipe_onnx::{appinfer, classify, detect, onnx};
 pub use octopipe_control as control;
+pub use octopipe_onnx::{appinfer, classify, detect, onnx};
 pub use octopipe_pipeline::{describe, oneshot, pipeline};
 pub use octopipe_sources as source;
 pub use octopipe_stages::{batch, boxes, preprocess, sink, tiles, tilestats, track};

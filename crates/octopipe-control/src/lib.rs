@@ -55,10 +55,10 @@ pub use guard::{Token, MIN_TOKEN_LEN, NEED_TOKEN, TOKEN_ENV};
 pub use metrics::{Metrics, KEPT_ENDED, LATENCY_BUCKETS};
 pub use policy::{Policy, Refusal, URI_SCHEMES};
 
-use octopipe_pipeline::describe::Builtin;
 use octopipe_core::observer::Observer;
-use octopipe_pipeline::pipeline::Streams;
 use octopipe_core::stage::Registry;
+use octopipe_pipeline::describe::Builtin;
+use octopipe_pipeline::pipeline::Streams;
 
 /// Default most connections served at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;

@@ -30,8 +30,8 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use octopipe_core::crops::CropBatch;
 use octopipe_core::budget::{GapCounter, Report};
+use octopipe_core::crops::CropBatch;
 use octopipe_core::observer::Observer;
 
 /// How many ended streams keep their series (the most recent to end).

@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use octopipe_pipeline::describe::{closest, Description};
 use octopipe_core::stage::{PropType, Registry};
+use octopipe_pipeline::describe::{closest, Description};
 
 /// URI schemes a stream's location may have by default (a camera it connects to; `srt` as a
 /// caller only). `udp` takes the ports of [`Policy::allow_udp_port`]; any other scheme, `http`
@@ -114,7 +114,8 @@ impl Policy {
                     {
                         return Err(Refusal {
                             forbidden: false,
-                            message: octopipe_pipeline::describe::unknown_stage(desc, registry, st).to_string(),
+                            message: octopipe_pipeline::describe::unknown_stage(desc, registry, st)
+                                .to_string(),
                         });
                     }
                     return Err(forbidden(format!(

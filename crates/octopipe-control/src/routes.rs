@@ -15,9 +15,9 @@ use serde_json::json;
 use super::guard::{self, Refused};
 use super::Metrics;
 use super::{ControlConfig, DEFAULT_LIST, MAX_BODY, MAX_LIST, REQUEST_DEADLINE};
-use octopipe_pipeline::pipeline::{PipelineError, RemoveMode, Streams};
 use octopipe_core::stage::Registry;
 use octopipe_core::{Error, ErrorKind};
+use octopipe_pipeline::pipeline::{PipelineError, RemoveMode, Streams};
 
 /// What the server answers from.
 pub(super) struct Shared {

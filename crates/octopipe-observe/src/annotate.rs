@@ -25,8 +25,8 @@ use image::RgbImage;
 use crate::batch::CropBatch;
 use crate::budget::Report;
 use crate::frame::{Colorimetry, Detection, Frame, FrameLayout, PooledBuf};
-use octopipe_core::observer::Observer;
 use crate::preprocess::cpu::frame_to_rgb;
+use octopipe_core::observer::Observer;
 
 use super::ObserveError;
 

@@ -40,10 +40,10 @@ use super::PipelineError;
 use super::{EdgePolicy, STREAM_REMOVED};
 use crate::batch::Downstream;
 use crate::budget::Tally;
+use crate::describe::Description;
 use crate::frame::Frame;
 use crate::source::{AppSource, AppSourceSettings};
 use crate::stage::edge::{PortRx, PortTx};
-use crate::describe::Description;
 use crate::stage::{Caps, Payload, Registry};
 use crate::Error;
 

@@ -95,3 +95,45 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
     }
     Ok(Box::new(PreprocessConfig::from(props)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sources read page-locking from the caps alone: a backend that may gather on the GPU
+    /// asks for it (for its device), and a later configuration that will not takes it back.
+    #[test]
+    fn a_gpu_gather_asks_the_sources_for_page_locked_frames_and_a_host_gather_does_not() {
+        let mut caps = Caps::default();
+        let mut cuda = PreprocessConfig {
+            backend: BackendKind::Cuda,
+            gather: Gather::Auto,
+            device: 1,
+            ..PreprocessConfig::default()
+        };
+        cuda.configure(&mut caps);
+        assert_eq!(caps.get::<PageLocked>(), Some(&PageLocked::new(1)));
+        let mut host = PreprocessConfig {
+            gather: Gather::Host,
+            ..cuda.clone()
+        };
+        host.configure(&mut caps);
+        assert_eq!(caps.get::<PageLocked>(), None);
+        let mut device = PreprocessConfig {
+            gather: Gather::Device,
+            ..cuda.clone()
+        };
+        device.configure(&mut caps);
+        assert_eq!(caps.get::<PageLocked>(), Some(&PageLocked::new(1)));
+        let mut cpu = PreprocessConfig {
+            backend: BackendKind::Cpu,
+            ..cuda
+        };
+        cpu.configure(&mut caps);
+        assert_eq!(caps.get::<PageLocked>(), None);
+        assert_eq!(
+            caps.get::<PreprocessConfig>().map(|c| c.backend),
+            Some(BackendKind::Cpu)
+        );
+    }
+}
