@@ -4,8 +4,11 @@
 # build dependencies, proc macros included; not dev-dependencies) holds GStreamer, ONNX Runtime,
 # a broker (zenoh, MQTT), the HTTP server (hyper) and tokio, or the CLI's crates (clap, anyhow,
 # signal-hook, tracing-subscriber); nor does the stages crate's (crates/octopipe-stages, its
-# brokers off); the sources crate holds no ONNX Runtime and the ONNX crate no GStreamer. Prints
-# each tree's crates and exits 1 naming any forbidden one. And the facade library without its default features (an embedder's
+# brokers off); the sources crate holds no ONNX Runtime and no stages crate (it is on the core and
+# the CUDA crate alone), the ONNX crate no GStreamer, the runner's crate (crates/octopipe-pipeline)
+# no HTTP server (hyper, tokio, subtle: the control plane is crates/octopipe-control) and the
+# observers' crate neither the runner nor the control plane. Prints each tree's crates and exits 1
+# naming any forbidden one. And the facade library without its default features (an embedder's
 # `default-features = false`: no `cli`, `mqtt`, `zenoh`) has none of the CLI's crates, no
 # broker and not the CLI's tools (crates/octopipe-tools) in its tree. Run by scripts/test.sh.
 #
@@ -18,17 +21,20 @@ cd "$(dirname "$0")/.."
 # clap_derive, signal-hook-registry, ...).
 forbidden='^(gstreamer|gst|glib|gio|ort|zenoh|rumqttc|hyper|tokio|clap|anyhow|signal-hook|tracing-subscriber)([-_][a-z0-9_-]+)?$'
 
-# Each member below the description and runner, with what its tree must not hold: the core and the
+# Each member up to the runner and the observers, with what its tree must not hold: the core and the
 # CUDA layer none of them; the stages (without their broker features) no GStreamer, ONNX Runtime,
-# broker, HTTP server or CLI; the sources no ONNX Runtime, the ONNX stages no GStreamer, and
-# neither a broker, the HTTP server or the CLI.
+# broker, HTTP server or CLI; the sources no ONNX Runtime and no stages crate, the ONNX stages no
+# GStreamer, and neither a broker, the HTTP server or the CLI; the runner (its brokers off) no
+# HTTP server; the observers no runner and no control plane.
 others='^(zenoh|rumqttc|hyper|tokio|clap|anyhow|signal-hook|tracing-subscriber)([-_][a-z0-9_-]+)?$'
 for rule in \
   "octopipe-core|$forbidden" \
   "octopipe-cuda|$forbidden" \
   "octopipe-stages|$forbidden" \
-  "octopipe-sources|^(ort)([-_][a-z0-9_-]+)?\$|$others" \
-  "octopipe-onnx|^(gstreamer|gst|glib|gio)([-_][a-z0-9_-]+)?\$|$others"; do
+  "octopipe-sources|^(ort)([-_][a-z0-9_-]+)?\$|^octopipe-stages\$|$others" \
+  "octopipe-onnx|^(gstreamer|gst|glib|gio)([-_][a-z0-9_-]+)?\$|$others" \
+  "octopipe-pipeline|^(hyper|http-body|tokio|subtle)([-_][a-z0-9_-]+)?\$" \
+  "octopipe-observe|^octopipe-(pipeline|control)\$"; do
   package=${rule%%|*}
   pattern=${rule#*|}
   crates=$(cargo tree -p "$package" -e normal,build --prefix none | awk '{print $1}' | sort -u)

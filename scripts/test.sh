@@ -36,7 +36,8 @@ SYSTEM_DEPS_GSTREAMER_ANALYTICS_1_0_NO_PKG_CONFIG=1 \
 cargo check -p octopipe --lib --no-default-features --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test -p octopipe -p octopipe-core -p octopipe-cuda -p octopipe-stages -p octopipe-sources \
-  -p octopipe-onnx -p octopipe-pipeline -p octopipe-observe -p octopipe-gst -p octopipe-tools \
+  -p octopipe-onnx -p octopipe-pipeline -p octopipe-control -p octopipe-observe -p octopipe-gst \
+  -p octopipe-tools \
   --features bench
 bash scripts/setup.sh --wheel dev
 "${CARGO_TARGET_DIR:-target}/pyenv/bin/python" -m pytest -q -rs crates/octopipe-python

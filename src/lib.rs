@@ -72,9 +72,16 @@ pub use error::{Error, ErrorKind};
 pub use frame::{
     Colorimetry, Detection, DeviceBuffer, DeviceFrame, Frame, FrameLayout, Memory, PixelFormat,
 };
-pub use octopipe_observe as observe;
+/// Observers: what a user sees of a run besides the JSONL output (crates/octopipe-observe), with
+/// the control plane that serves a run's metrics under its former name, `MetricsServer`.
+pub mod observe {
+    pub use octopipe_control::ControlPlane as MetricsServer;
+    pub use octopipe_control::{Metrics, LATENCY_BUCKETS};
+    pub use octopipe_observe::*;
+}
+pub use octopipe_control as control;
 pub use octopipe_onnx::{appinfer, classify, detect, onnx};
-pub use octopipe_pipeline::{control, describe, oneshot, pipeline};
+pub use octopipe_pipeline::{describe, oneshot, pipeline};
 pub use octopipe_sources as source;
 pub use octopipe_stages::{batch, boxes, preprocess, sink, tiles, tilestats, track};
 pub use pipeline::{Observer, Outcome, Pipeline, StopHandle, Streams};

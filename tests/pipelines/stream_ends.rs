@@ -33,7 +33,7 @@ fn a_removed_stream_counts_until_it_ended_or_was_detached() {
     streams.set_max_streams(1);
     streams.set_remove_deadline(Duration::from_secs(2));
     let file = "testsrc width=64 height=48 num-buffers=100000 ! boxes format=synthetic count=1";
-    streams.add(file, Some(1)).unwrap();
+    streams.add_text(file, Some(1)).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     streams.remove(1, RemoveMode::Drain).unwrap();
     let removed = Instant::now();
@@ -41,7 +41,7 @@ fn a_removed_stream_counts_until_it_ended_or_was_detached() {
     assert_eq!(state(&streams, 1), StreamState::Removing);
     // Being removed, it still counts.
     let e = streams
-        .add(file, Some(2))
+        .add_text(file, Some(2))
         .err()
         .expect("over --max-streams");
     assert!(e.to_string().contains("at most 1"), "{e}");
@@ -56,7 +56,7 @@ fn a_removed_stream_counts_until_it_ended_or_was_detached() {
     }
     assert!(removed.elapsed() >= Duration::from_secs(2));
     let short = "testsrc width=64 height=48 num-buffers=3 ! boxes format=synthetic count=1";
-    streams.add(short, Some(2)).unwrap();
+    streams.add_text(short, Some(2)).unwrap();
     // Let the pipeline go: everything ends.
     let reader = std::thread::spawn(move || objects.iter().count());
     streams.close();

@@ -56,8 +56,10 @@ fn a_panic_in_a_streams_thread_fails_that_stream_alone() {
     let running = std::thread::spawn(move || pipeline.run());
     let source = "testsrc width=64 height=48 live=true framerate=30 num-buffers=100000 \
                   ! boxes format=synthetic count=1";
-    streams.add(source, Some(0)).unwrap();
-    streams.add(&format!("{source} ! boom"), Some(1)).unwrap();
+    streams.add_text(source, Some(0)).unwrap();
+    streams
+        .add_text(&format!("{source} ! boom"), Some(1))
+        .unwrap();
     let state = |id: u32| streams.list().into_iter().find(|s| s.id == id).unwrap();
     let start = Instant::now();
     while state(1).state != StreamState::Failed {

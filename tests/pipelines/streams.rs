@@ -73,11 +73,11 @@ fn added_streams_join_the_batch_and_removed_ones_keep_their_rows() {
     let (mut pipeline, streams) = open("batch max-frames=4 ! appsink");
     let objects = pipeline.results(100_000);
     let running = std::thread::spawn(move || pipeline.run());
-    let a = streams.add("app name=a", Some(7)).unwrap();
-    let b = streams.add("app name=b", None).unwrap();
+    let a = streams.add_text("app name=a", Some(7)).unwrap();
+    let b = streams.add_text("app name=b", None).unwrap();
     assert_eq!((a.id, b.id), (7, 8));
     let e = streams
-        .add("app name=c", Some(7))
+        .add_text("app name=c", Some(7))
         .err()
         .unwrap()
         .to_string();
@@ -94,7 +94,7 @@ fn added_streams_join_the_batch_and_removed_ones_keep_their_rows() {
     );
     // A testsrc stream of its own boxes, while b goes on.
     let t = streams
-        .add(
+        .add_text(
             "testsrc width=64 height=48 num-buffers=30 ! boxes format=synthetic count=3",
             None,
         )
@@ -145,7 +145,7 @@ fn added_streams_join_the_batch_and_removed_ones_keep_their_rows() {
         report.contains("frames: 130 in = 130 processed + 0 dropped"),
         "{report}"
     );
-    assert!(streams.add("app", None).is_err(), "the run is over");
+    assert!(streams.add_text("app", None).is_err(), "the run is over");
 }
 
 #[test]
@@ -170,7 +170,7 @@ fn a_stream_described_wrong_is_refused_naming_why() {
         ("testsrc ! boxes formt=synthetic", "did you mean 'format'?"),
     ] {
         let e = streams
-            .add(text, None)
+            .add_text(text, None)
             .err()
             .unwrap_or_else(|| panic!("{text} accepted"))
             .to_string();
@@ -354,7 +354,7 @@ fn hundreds_of_streams_come_and_go_under_load() {
     for id in 0..3 {
         let load = "testsrc width=320 height=240 live=true num-buffers=1000000 \
                     ! boxes format=synthetic count=20";
-        streams.add(load, Some(id)).unwrap();
+        streams.add_text(load, Some(id)).unwrap();
     }
     let mut pushed: BTreeMap<u32, u64> = BTreeMap::new();
     let mut dropped_mode: BTreeMap<u32, bool> = BTreeMap::new();
@@ -367,7 +367,7 @@ fn hundreds_of_streams_come_and_go_under_load() {
         let id = match cycle % 3 {
             0 => {
                 // A stream the application feeds.
-                let added = streams.add("app name=drone", None).unwrap();
+                let added = streams.add_text("app name=drone", None).unwrap();
                 let app = added.app.unwrap();
                 let n = (cycle % 7) as u64;
                 for k in 0..n {
@@ -380,7 +380,7 @@ fn hundreds_of_streams_come_and_go_under_load() {
                 // A live stream, removed while it gives frames.
                 let text = "testsrc width=160 height=120 live=true num-buffers=100000 \
                             ! boxes format=synthetic count=8";
-                streams.add(text, None).unwrap().id
+                streams.add_text(text, None).unwrap().id
             }
             _ => {
                 // A file-like stream of 5 to 44 large frames, as fast as the pipeline takes them:
@@ -389,7 +389,7 @@ fn hundreds_of_streams_come_and_go_under_load() {
                 let text = format!(
                     "testsrc width=640 height=480 num-buffers={n} ! boxes format=synthetic count=30"
                 );
-                streams.add(&text, None).unwrap().id
+                streams.add_text(&text, None).unwrap().id
             }
         };
         dropped_mode.insert(id, cycle % 2 == 1);

@@ -10,7 +10,7 @@
 //! | layer | modules |
 //! | --- | --- |
 //! | data | [`frame`], [`tensor`], [`alloc`] (fallible buffers), [`crops`] (the crop batch), [`files`] ([`files::RunPath`]), [`redact`], [`description`], `rng` |
-//! | errors and the report | [`error`] (names no stage), [`budget`] (the report, [`budget::Tally`]) |
+//! | errors and the report | [`error`] (names no stage), [`budget`] (the report, [`budget::Tally`]), [`observer`] (what watches a run: [`Observer`]) |
 //! | the stage core | [`stage`]: `StageDecl`, `Registry` (without the built-in stages), the `Stage` and `Element` traits, typed ports (`Item`, `Payload`), `Running` with the typed edges and the stage loop, `Caps`, properties, `FrameSource` |
 //!
 //! Its dependencies: cudarc (frames' page-locked host buffers; libcuda is loaded at run time, so
@@ -32,6 +32,7 @@ pub mod description;
 pub mod error;
 pub mod files;
 pub mod frame;
+pub mod observer;
 pub mod redact;
 #[doc(hidden)]
 pub mod rng;
@@ -39,3 +40,4 @@ pub mod stage;
 pub mod tensor;
 
 pub use error::{Error, ErrorKind};
+pub use observer::Observer;

@@ -25,8 +25,8 @@ use image::RgbImage;
 use crate::batch::CropBatch;
 use crate::budget::Report;
 use crate::frame::{Colorimetry, Detection, Frame, FrameLayout, PooledBuf};
-use crate::pipeline::Observer;
 use crate::preprocess::cpu::frame_to_rgb;
+use octopipe_core::observer::Observer;
 
 use crate::errors::ObserveError;
 
@@ -170,7 +170,7 @@ impl AnnotateTarget {
 }
 
 /// Draws boxes, labels and scores on every frame and writes them out. Needs the frames' pixels:
-/// call [`Pipeline::keep_pixels`](crate::pipeline::Pipeline::keep_pixels)`(true)`.
+/// call `octopipe::Pipeline::keep_pixels(true)`.
 pub struct Annotator {
     target: AnnotateTarget,
     tx: Option<Sender<Job>>,

@@ -18,7 +18,7 @@ use libloading::Library;
 
 use crate::batch::CropBatch;
 use crate::budget::Report;
-use crate::pipeline::Observer;
+use octopipe_core::observer::Observer;
 
 type Device = *mut c_void;
 const NVML_SUCCESS: c_int = 0;

@@ -22,8 +22,8 @@ use plotters_backend::{
 use crate::batch::CropBatch;
 use crate::budget::Report;
 use crate::errors::ObserveError;
-use crate::pipeline::Observer;
 use crate::units::ms;
+use octopipe_core::observer::Observer;
 
 /// Fill colours of the stages in the stacked panel, in pipeline order (repeating after six).
 const STAGE_COLORS: [RGBColor; 6] = [

@@ -14,8 +14,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget};
 use super::GapCounter;
 use crate::batch::CropBatch;
 use crate::budget::Report;
-use crate::pipeline::Observer;
 use crate::units::ms;
+use octopipe_core::observer::Observer;
 
 /// Frames over which the live p99 and fps are computed.
 const WINDOW: usize = 300;

@@ -24,13 +24,13 @@ use crossbeam_channel::{
 };
 
 use super::{FrameSource, SourceError};
-use crate::boxes::clip_box;
 use crate::error::Error;
 use crate::frame::{
     BoxOrigin, Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, PixelFormat, PooledBuf,
     SkipReason,
 };
 use crate::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
+use octopipe_core::frame::clip_box;
 
 /// How long a blocked push or a waiting source looks again at whether the other side is gone.
 const POLL: Duration = Duration::from_millis(50);

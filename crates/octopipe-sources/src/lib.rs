@@ -39,9 +39,8 @@
 //! media location=flight.mp4 decoder=nvdec ! boxes format=synthetic ! batch ! preprocess backend=cuda ! ...
 //! ```
 
-// The layers below, under the names the modules here use (`crate::frame`, `crate::preprocess`).
+// The core, under the names the modules here use (`crate::frame`, `crate::stage`).
 use octopipe_core::{budget, error, files, frame, redact, stage};
-use octopipe_stages::{boxes, preprocess};
 
 mod app;
 mod caps;

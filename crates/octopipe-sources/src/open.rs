@@ -5,9 +5,8 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::files::RunPath;
 use crate::frame::{BufferPool, PixelFormat};
-use crate::preprocess::PreprocessConfig;
 use crate::stage::source::{FrameSource, SourceError};
-use crate::stage::{Caps, Element, OpenContext, Running};
+use crate::stage::{Caps, Element, OpenContext, PageLocked, Running};
 
 use super::config::{Decoder, SourceConfig, SourceKind};
 use super::gst::GstSource;
@@ -79,15 +78,14 @@ impl Element for SourceConfig {
     }
 }
 
-/// The pool a source's host frames are copied into: page-locked when a CUDA preprocess stage
-/// downstream may pull crop rectangles straight out of them (`preprocess gather=auto|device`),
-/// and the source may give host frames (not `decoder=nvdec`); pageable otherwise, or where
-/// page-locked memory cannot be had (one debug line says why; with `gather=device` the
-/// preprocess stage then names the frame).
+/// The pool a source's host frames are copied into: page-locked when a stage downstream asked
+/// for page-locked frames in the caps ([`PageLocked`]: a CUDA preprocess stage that may pull
+/// crop rectangles straight out of them, `preprocess gather=auto|device`), and the source may
+/// give host frames (not `decoder=nvdec`); pageable otherwise, or where page-locked memory
+/// cannot be had (one debug line says why; with `gather=device` the preprocess stage then names
+/// the frame).
 fn host_pool(config: &SourceConfig, caps: &Caps) -> BufferPool {
-    let device = caps
-        .get::<PreprocessConfig>()
-        .and_then(PreprocessConfig::page_locked_frames);
+    let device = caps.get::<PageLocked>().map(|p| p.device);
     match device {
         Some(device) if config.decoder != Decoder::Nvdec => BufferPool::page_locked(device)
             .unwrap_or_else(|why| {

@@ -360,7 +360,7 @@ fn streams_added_while_running_join_the_shared_detector() {
     let results = pipeline.results(1_000_000);
     // A stream that holds its own detector is refused: it would be detected twice.
     let e = streams
-        .add("testsrc ! detect model=x.onnx", None)
+        .add_text("testsrc ! detect model=x.onnx", None)
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
@@ -371,7 +371,7 @@ fn streams_added_while_running_join_the_shared_detector() {
     let run = std::thread::spawn(move || pipeline.run());
     for (i, f) in folders.iter().enumerate() {
         let added = streams
-            .add(&format!("images location={}", f.display()), Some(i as u32))
+            .add_text(&format!("images location={}", f.display()), Some(i as u32))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(added.id, i as u32);
     }

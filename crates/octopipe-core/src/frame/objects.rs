@@ -174,3 +174,25 @@ impl SkipReason {
         }
     }
 }
+
+/// Smallest clipped width or height that is classified.
+pub const MIN_BOX_SIZE: u32 = 2;
+
+/// Clip an `[x, y, w, h]` box to a `fw`x`fh` frame; boxes outside the frame or under
+/// [`MIN_BOX_SIZE`] after clipping are refused with the reason.
+pub fn clip_box(b: [i64; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
+    let [x, y, w, h] = b;
+    let (x0, y0) = (x.max(0), y.max(0));
+    let (x1, y1) = (
+        x.saturating_add(w).min(fw as i64),
+        y.saturating_add(h).min(fh as i64),
+    );
+    let (cw, ch) = (x1 - x0, y1 - y0);
+    if cw <= 0 || ch <= 0 {
+        return Err(SkipReason::OutsideFrame);
+    }
+    if cw < MIN_BOX_SIZE as i64 || ch < MIN_BOX_SIZE as i64 {
+        return Err(SkipReason::TooSmall);
+    }
+    Ok([x0 as u32, y0 as u32, cw as u32, ch as u32])
+}

@@ -1,5 +1,7 @@
 //! What stages tell each other before they open ([`Caps`]): one value of any type, keyed by its
-//! type ([`Caps::insert`], [`Caps::get`]), each type owned by the stage that tells it.
+//! type ([`Caps::insert`], [`Caps::get`]), each type owned by the stage that tells it; and the
+//! few requests that cross crates, here so that neither side needs the other's crate
+//! ([`PageLocked`]: a stage asking the sources for page-locked frames).
 
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
@@ -17,7 +19,8 @@ use std::fmt;
 /// after it follows), a tracker following the boxes (`octopipe::track::Tracked`, which lets a
 /// detector before it leave frames to the tracker), and the classifier's `reinfer-interval`
 /// when above 1 (a [`Reinfer`](super::Reinfer): the batch stage, opened after it, makes no crop
-/// of a tracked box whose track's label is reused).
+/// of a tracked box whose track's label is reused), and the CUDA preprocess backend's request
+/// for page-locked frames ([`PageLocked`], which the sources read).
 ///
 /// ```
 /// # use octopipe_core::stage::Caps;
@@ -94,6 +97,31 @@ impl Caps {
         for id in self.branch.drain() {
             self.extensions.0.remove(&id);
         }
+    }
+}
+
+/// A request for page-locked host frames, told by a stage that reads host frames in place from
+/// the GPU (the CUDA preprocess backend gathering crop rectangles, `preprocess gather=auto|device`):
+/// the sources upstream then copy the frames they decode on the host into page-locked buffers
+/// allocated in `device`'s context. Absent, frames are pageable.
+///
+/// ```
+/// # use octopipe_core::stage::{Caps, PageLocked};
+/// let mut caps = Caps::default();
+/// caps.insert(PageLocked::new(0));
+/// assert_eq!(caps.get::<PageLocked>().map(|p| p.device), Some(0));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PageLocked {
+    /// The CUDA device whose context allocates the page-locked frames.
+    pub device: usize,
+}
+
+impl PageLocked {
+    /// Page-locked frames for `device`.
+    pub fn new(device: usize) -> PageLocked {
+        PageLocked { device }
     }
 }
 

@@ -77,7 +77,7 @@ use crate::budget::Tally;
 use crate::files::RunPath;
 use crate::Error;
 
-pub use caps::Caps;
+pub use caps::{Caps, PageLocked};
 pub use downstream::Downstream;
 pub use inspect::INSPECT_WIDTH;
 pub use octopipe_props_derive::{PropChoice, Properties};
@@ -389,7 +389,9 @@ impl dyn Element {
 
 /// What a stage gets when it opens: the runner's services (the report, the budget, the flags
 /// of the run). [`OpenContext::new`] makes one with defaults, for opening a stage with no
-/// pipeline around it.
+/// pipeline around it; a runner sets the fields of its run on it (more may come: it is made
+/// only with [`OpenContext::new`]).
+#[non_exhaustive]
 pub struct OpenContext<'a> {
     /// What stages told each other.
     pub caps: &'a mut Caps,

@@ -7,8 +7,8 @@ use image::{Rgb, RgbImage};
 
 use crate::batch::CropBatch;
 use crate::budget::Report;
-use crate::pipeline::Observer;
 use crate::preprocess::{ChannelOrder, Layout, PreprocessConfig};
+use octopipe_core::observer::Observer;
 
 use super::draw::{draw_text, save_png, text_width, GLYPH};
 

@@ -29,7 +29,7 @@ mod chain;
 mod head;
 
 use chain::Chain;
-pub(crate) use head::unknown;
+pub use head::unknown;
 
 /// Check `desc` against the built-in stages and make its graph.
 pub fn build(desc: &Description) -> Result<Graph, DescribeError> {

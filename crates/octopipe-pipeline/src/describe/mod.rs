@@ -33,7 +33,7 @@ mod written;
 
 use std::collections::HashSet;
 
-pub(crate) use build::unknown as unknown_stage;
+pub use build::unknown as unknown_stage;
 pub use build::{build, build_branch, build_open, build_with};
 pub use devices::{expand_devices, DEVICES};
 pub use graph::{Graph, Node};

@@ -12,14 +12,15 @@ use crate::budget::{Budget, Tally};
 use crate::describe::Graph;
 use crate::frame::Frame;
 use crate::sink::Object;
-use crate::source::{AppSource, StartGate};
-use crate::stage::{Caps, OpenContext, Role};
+use crate::source::AppSource;
+use crate::stage::{Caps, Role};
 use crate::Error;
 
 use super::collect::{announce, expected_frames, finish, Collector};
 use super::control::{Control, Fate, StopHandle, BATCHER, DEFAULT_STOP_GRACE, IN_FLIGHT_AT_STOP};
 use super::handles::AppHandles;
 use super::observer::{Observer, Outcome, ResultsObserver};
+use super::open::open_chain;
 use super::ready::{Expected, Ready};
 use super::streams;
 use super::wire::{join, spawn, wire};
@@ -60,17 +61,10 @@ impl Pipeline {
         let live = graph.is_live();
         let frame_interval = graph.frame_interval();
         let Graph {
-            mut nodes,
+            nodes,
             budget,
             overwrite,
         } = graph;
-        let mut caps = Caps::default();
-        for n in &mut nodes {
-            if n.role == Role::Source {
-                caps.begin_branch();
-            }
-            n.element.configure(&mut caps);
-        }
         let mut report = Budget::new(budget, rows.clone());
         report.set_live(live);
         let tally = Tally::new(report);
@@ -86,29 +80,30 @@ impl Pipeline {
         let control = Arc::new(Control::new(tally.clone()));
         // The batch stage predicts from it; the collector feeds it.
         let downstream = Arc::new(Downstream::new(budget * 2));
-        let mut ctx = OpenContext {
-            caps: &mut caps,
-            tally: tally.clone(),
-            budget,
-            live_interval: frame_interval.filter(|_| live),
-            downstream: downstream.clone(),
-            keep_pixels: keep_pixels.clone(),
-            stopped_early: control.stop.clone(),
-            stream_failed: control.failed.clone(),
-            start: Arc::new(StartGate::new()),
-            overwrite,
-        };
-        // Sink to source: a model's input size is known before the stages that make its tensors.
-        let mut ready = Vec::with_capacity(nodes.len());
+        let mut caps = Caps::default();
+        // Opened sink to source: the sources, last, each get their stream's end.
         let mut ends = sources.iter().rev().map(|s| (s.0, s.2.clone()));
-        for n in nodes.into_iter().rev() {
-            let stream = match n.role {
-                Role::Source => ends.next(),
-                _ => None,
-            };
-            ready.push(Ready::open(n, &rows, &mut ctx, stream)?);
-        }
-        ready.reverse();
+        let mut ready = open_chain(
+            nodes,
+            &mut caps,
+            |ctx| {
+                ctx.tally = tally.clone();
+                ctx.budget = budget;
+                ctx.live_interval = frame_interval.filter(|_| live);
+                ctx.downstream = downstream.clone();
+                ctx.keep_pixels = keep_pixels.clone();
+                ctx.stopped_early = control.stop.clone();
+                ctx.stream_failed = control.failed.clone();
+                ctx.overwrite = overwrite;
+            },
+            |n, ctx| {
+                let stream = match n.role {
+                    Role::Source => ends.next(),
+                    _ => None,
+                };
+                Ready::open(n, &rows, ctx, stream)
+            },
+        )?;
         let expected = expected_frames(&mut ready);
         if let Ok(mut i) = control.interrupters.lock() {
             for n in &ready {

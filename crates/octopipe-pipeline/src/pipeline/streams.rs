@@ -33,16 +33,18 @@ use serde::Serialize;
 
 use super::admit;
 use super::control::{Control, Fate};
+use super::open::open_chain;
 use super::ready::{Expected, Ready};
 use super::wire::{spawn, StageThread};
 use super::PipelineError;
 use super::{EdgePolicy, STREAM_REMOVED};
 use crate::batch::Downstream;
 use crate::budget::Tally;
+use crate::describe::Description;
 use crate::frame::Frame;
-use crate::source::{AppSource, AppSourceSettings, StartGate};
+use crate::source::{AppSource, AppSourceSettings};
 use crate::stage::edge::{PortRx, PortTx};
-use crate::stage::{Caps, OpenContext, Payload, Registry};
+use crate::stage::{Caps, Payload, Registry};
 use crate::Error;
 
 /// How a stream is removed.
@@ -202,13 +204,20 @@ impl Entry {
 }
 
 impl Streams {
-    /// Add the stream `description` (one chain from a source to its boxes: `testsrc live=true !
-    /// boxes format=synthetic`, `app name=cam live=true`, `udpsrc ... ! avdec_h264 ! detect
-    /// model=d.onnx`) as stream `id`, or the next id after the highest when `None`. It is checked
-    /// and opened here (a bad description or input is an error naming it, and nothing is
-    /// added); its frames join the batch stage at once.
-    pub fn add(&self, description: &str, id: Option<u32>) -> Result<Added, Error> {
+    /// Add the stream `description`, parsed (one chain from a source to its boxes: `testsrc
+    /// live=true ! boxes format=synthetic`, `app name=cam live=true`, `udpsrc ... ! avdec_h264 !
+    /// detect model=d.onnx`), as stream `id`, or the next id after the highest when `None`. It
+    /// is checked and opened here (a bad description or input is an error naming it, and
+    /// nothing is added); its frames join the batch stage at once. It is listed as its text.
+    pub fn add(&self, description: &Description, id: Option<u32>) -> Result<Added, Error> {
         self.0.add(description, id)
+    }
+
+    /// [`Streams::add`] of a description's text, parsed here (no variables; errors at
+    /// `<stream>`).
+    pub fn add_text(&self, text: &str, id: Option<u32>) -> Result<Added, Error> {
+        let desc = crate::describe::parse("<stream>", text, &HashMap::new())?;
+        self.0.add(&desc, id)
     }
 
     /// Remove stream `id` (one added while running): its source stops; `mode` says what becomes
@@ -284,11 +293,10 @@ impl Book {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn add(&self, description: &str, id: Option<u32>) -> Result<Added, Error> {
-        let desc = crate::describe::parse("<stream>", description, &HashMap::new())?;
+    fn add(&self, desc: &Description, id: Option<u32>) -> Result<Added, Error> {
         // A stream joining the batch stage brings its boxes; one joining a shared detect, not.
         let (joined_row, joins, boxed) = self.joins_at;
-        let mut nodes = crate::describe::build_branch(&desc, &self.registry, self.live, boxed)?;
+        let mut nodes = crate::describe::build_branch(desc, &self.registry, self.live, boxed)?;
         super::memory::check(&nodes, self.max_memory.load(Ordering::SeqCst))?;
         let place = |row: &String| self.rows[..joined_row].iter().position(|r| r == row);
         if let Some(n) = nodes.iter().find(|n| place(&n.row).is_none()) {
@@ -298,7 +306,7 @@ impl Book {
             }
             .into());
         }
-        let port = admit::udp_port(&desc);
+        let port = admit::udp_port(desc);
         // The id (and the port) are taken now; the stream is opened without the lock.
         let reserved = self.reserve(id, port)?;
         let id = reserved.id;
@@ -309,36 +317,28 @@ impl Book {
             .element
             .downcast_ref::<AppSourceSettings>()
             .map(|a| a.handle());
-        let mut caps = self.caps.clone();
-        caps.begin_branch();
-        for n in &mut nodes {
-            n.element.configure(&mut caps);
-        }
         if nodes[0].element.is_live() {
             self.tally.with(|t| t.set_live(true));
         }
-        let mut ctx = OpenContext {
-            caps: &mut caps,
-            tally: self.tally.clone(),
-            budget: self.budget,
-            live_interval: self.live_interval,
-            downstream: self.downstream.clone(),
-            keep_pixels: self.keep_pixels.clone(),
-            stopped_early: self.control.stop.clone(),
-            stream_failed: self.control.failed.clone(),
-            // A live stream added while running starts its own clock.
-            start: Arc::new(StartGate::new()),
-            // A stream is a source and its boxes: it writes nothing.
-            overwrite: false,
-        };
         // Every stage of the stream is its own: a failure of one ends the stream alone.
         let fate = Fate::default();
-        let mut ready = Vec::with_capacity(nodes.len());
-        for n in nodes.into_iter().rev() {
-            let own = Some((id, fate.clone()));
-            ready.push(Ready::open(n, &self.rows, &mut ctx, own)?);
-        }
-        ready.reverse();
+        let mut caps = self.caps.clone();
+        let mut ready = open_chain(
+            nodes,
+            &mut caps,
+            |ctx| {
+                ctx.tally = self.tally.clone();
+                ctx.budget = self.budget;
+                ctx.live_interval = self.live_interval;
+                ctx.downstream = self.downstream.clone();
+                ctx.keep_pixels = self.keep_pixels.clone();
+                ctx.stopped_early = self.control.stop.clone();
+                ctx.stream_failed = self.control.failed.clone();
+                // A live stream added while running starts its own clock (a start gate of its
+                // own), and writes nothing (a source and its boxes): `overwrite` stays off.
+            },
+            |n, ctx| Ready::open(n, &self.rows, ctx, Some((id, fate.clone()))),
+        )?;
         ready[0].end.retire = false;
         let interrupt: Arc<dyn Fn() + Send + Sync> = match ready[0].running.as_source() {
             Some(source) => Arc::from(source.interrupter()),
@@ -415,7 +415,7 @@ impl Book {
         entries.insert(
             id,
             Entry {
-                source: admit::shown(description),
+                source: admit::shown(&desc.text),
                 added: true,
                 fate,
                 removed: removing.then(Instant::now),

@@ -57,8 +57,8 @@ pub use annotations::{det_lines, mot_lines, parse_det, parse_mot, AnnotationRow}
 pub use config::{BadLines, BoxFormat, BoxesProps, BOXES};
 pub use synthetic::Synthetic;
 
-/// Smallest clipped width or height that is classified.
-pub const MIN_BOX_SIZE: u32 = 2;
+// Clipping a box to its frame is the core crate's (a source of pushed frames clips too).
+pub use crate::frame::{clip_box, MIN_BOX_SIZE};
 /// VisDrone categories with no class in the shared classifier ("others").
 pub(crate) const DEFAULT_SKIP_CATEGORIES: &[u8] = &[11];
 
@@ -488,25 +488,6 @@ fn list_indices(v: &[u64]) -> String {
         [first, .., last] if v.len() > 8 => format!("{first}..={last}"),
         _ => v.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
     }
-}
-
-/// Clip an `[x, y, w, h]` box to a `fw`x`fh` frame; boxes outside the frame or under
-/// [`MIN_BOX_SIZE`] after clipping are refused with the reason.
-pub fn clip_box(b: [i64; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
-    let [x, y, w, h] = b;
-    let (x0, y0) = (x.max(0), y.max(0));
-    let (x1, y1) = (
-        x.saturating_add(w).min(fw as i64),
-        y.saturating_add(h).min(fh as i64),
-    );
-    let (cw, ch) = (x1 - x0, y1 - y0);
-    if cw <= 0 || ch <= 0 {
-        return Err(SkipReason::OutsideFrame);
-    }
-    if cw < MIN_BOX_SIZE as i64 || ch < MIN_BOX_SIZE as i64 {
-        return Err(SkipReason::TooSmall);
-    }
-    Ok([x0 as u32, y0 as u32, cw as u32, ch as u32])
 }
 
 /// A file's bytes; the line readers name any byte that is not text they expect. A UTF-16 file

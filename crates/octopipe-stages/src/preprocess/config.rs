@@ -1,7 +1,8 @@
 //! The preprocess stage's settings ([`PreprocessConfig`]), made from its properties
 //! ([`PreprocessProps`]), with their enums and defaults. The stage tells them to the stages around
-//! it in the caps, keyed by this type (`caps.get::<PreprocessConfig>()`): the sources (page-locked
-//! frames), the batch stage (the crop size) and the models (which settle the size) read them.
+//! it in the caps, keyed by this type (`caps.get::<PreprocessConfig>()`): the batch stage (the crop
+//! size) and the models (which settle the size) read them; the sources read the request for
+//! page-locked frames it tells beside them (`octopipe_core::stage::PageLocked`).
 
 use crate::stage::{PropChoice, PropValue, Properties};
 use crate::tensor::{DType, Layout};

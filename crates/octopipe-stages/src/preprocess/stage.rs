@@ -7,7 +7,7 @@ use crate::budget::Tally;
 use crate::crops::CropBatch;
 use crate::description::DescribeError;
 use crate::stage::{
-    Caps, Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl,
+    Caps, Element, OpenContext, PageLocked, Properties, Props, Role, Running, Stage, StageDecl,
 };
 use crate::Error;
 
@@ -44,7 +44,7 @@ impl Stage<CropBatch, CropBatch> for PreprocessStage {
 /// The preprocess stage's element: its settings, told to the stages around it in the caps.
 impl Element for PreprocessConfig {
     fn configure(&mut self, caps: &mut Caps) {
-        caps.insert(self.clone());
+        tell(caps, self.clone());
     }
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
         let mut config = *self;
@@ -55,13 +55,23 @@ impl Element for PreprocessConfig {
         let backend = create_backend(&config)?;
         let line = format!("preprocess backend: {}", backend.name());
         ctx.tally.with(|t| t.add_line(line));
-        ctx.caps.insert(config);
+        tell(ctx.caps, config);
         Ok(Running::stage(Box::new(PreprocessStage {
             backend,
             keep_pixels: ctx.keep_pixels.clone(),
             tally: ctx.tally.clone(),
         })))
     }
+}
+
+/// Tell the stages around the settings `config`, and the sources whether they should give
+/// page-locked frames ([`PageLocked`], from [`PreprocessConfig::page_locked_frames`]).
+fn tell(caps: &mut Caps, config: PreprocessConfig) {
+    match config.page_locked_frames() {
+        Some(device) => caps.insert(PageLocked::new(device)),
+        None => caps.remove::<PageLocked>(),
+    };
+    caps.insert(config);
 }
 
 /// `preprocess size=64x64 mean=... std=... channels=rgb layout=nchw`.
@@ -84,4 +94,46 @@ fn preprocess_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
         ));
     }
     Ok(Box::new(PreprocessConfig::from(props)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sources read page-locking from the caps alone: a backend that may gather on the GPU
+    /// asks for it (for its device), and a later configuration that will not takes it back.
+    #[test]
+    fn a_gpu_gather_asks_the_sources_for_page_locked_frames_and_a_host_gather_does_not() {
+        let mut caps = Caps::default();
+        let mut cuda = PreprocessConfig {
+            backend: BackendKind::Cuda,
+            gather: Gather::Auto,
+            device: 1,
+            ..PreprocessConfig::default()
+        };
+        cuda.configure(&mut caps);
+        assert_eq!(caps.get::<PageLocked>(), Some(&PageLocked::new(1)));
+        let mut host = PreprocessConfig {
+            gather: Gather::Host,
+            ..cuda.clone()
+        };
+        host.configure(&mut caps);
+        assert_eq!(caps.get::<PageLocked>(), None);
+        let mut device = PreprocessConfig {
+            gather: Gather::Device,
+            ..cuda.clone()
+        };
+        device.configure(&mut caps);
+        assert_eq!(caps.get::<PageLocked>(), Some(&PageLocked::new(1)));
+        let mut cpu = PreprocessConfig {
+            backend: BackendKind::Cpu,
+            ..cuda
+        };
+        cpu.configure(&mut caps);
+        assert_eq!(caps.get::<PageLocked>(), None);
+        assert_eq!(
+            caps.get::<PreprocessConfig>().map(|c| c.backend),
+            Some(BackendKind::Cpu)
+        );
+    }
 }

@@ -60,7 +60,9 @@ pub(super) fn fragment(desc: &Description, stages: &[StageDesc]) -> Result<Strin
     Ok(elements.join(" ! "))
 }
 
-pub(crate) fn unknown(desc: &Description, registry: &Registry, st: &StageDesc) -> DescribeError {
+/// The error of stage `st` of `desc`, which `registry` does not know: at its name, with the
+/// closest name it knows as a hint.
+pub fn unknown(desc: &Description, registry: &Registry, st: &StageDesc) -> DescribeError {
     let hint = closest(&st.kind, registry.names())
         .map(|c| format!(" (did you mean '{c}'?)"))
         .unwrap_or_else(|| {

@@ -63,11 +63,12 @@ impl Token {
     /// The token in the file `path` (its first line).
     pub(crate) fn from_file(path: &Path) -> Result<Token, ControlError> {
         let what = format!("--api-token-file {}", path.display());
-        let bytes = crate::files::read_bounded(path, 4096).map_err(|e| ControlError::Token {
-            what: what.clone(),
-            reason: e.to_string(),
-            source: Some(e),
-        })?;
+        let bytes =
+            octopipe_core::files::read_bounded(path, 4096).map_err(|e| ControlError::Token {
+                what: what.clone(),
+                reason: e.to_string(),
+                source: Some(e),
+            })?;
         let text = String::from_utf8(bytes).map_err(|_| ControlError::Token {
             what: what.clone(),
             reason: "not UTF-8 text".into(),

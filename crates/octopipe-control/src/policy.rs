@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use crate::describe::{closest, Description};
-use crate::stage::{PropType, Registry};
+use octopipe_core::stage::{PropType, Registry};
+use octopipe_pipeline::describe::{closest, Description};
 
 /// URI schemes a stream's location may have by default (a camera it connects to; `srt` as a
 /// caller only). `udp` takes the ports of [`Policy::allow_udp_port`]; any other scheme, `http`
@@ -101,7 +101,7 @@ impl Policy {
                         "'{}' is a URI, which GStreamer would open with its own handler: not taken \
                          in a stream added over HTTP; describe the stream with octopipe's sources \
                          (media location=URI, images, rtp, testsrc)",
-                        crate::redact::credentials(&st.kind)
+                        octopipe_core::redact::credentials(&st.kind)
                     )));
                 }
                 if st.kind.contains('/') {
@@ -110,11 +110,12 @@ impl Policy {
                     // A misspelt stage gets the command line's did-you-mean; an installed element
                     // (`queue2`, not a misspelt `queue`) is one the operator may allow.
                     if closest(&st.kind, registry.names()).is_some()
-                        && !crate::source::element_exists(&st.kind)
+                        && !octopipe_sources::element_exists(&st.kind)
                     {
                         return Err(Refusal {
                             forbidden: false,
-                            message: crate::describe::unknown_stage(desc, registry, st).to_string(),
+                            message: octopipe_pipeline::describe::unknown_stage(desc, registry, st)
+                                .to_string(),
                         });
                     }
                     return Err(forbidden(format!(
@@ -171,7 +172,7 @@ impl Policy {
             Err(why) => Err(forbidden(format!(
                 "'{}' is not caps ({why}): a word with '/' in a stream added over HTTP must be \
                  caps, a media type and fields such as video/x-raw,width=640",
-                crate::redact::credentials(caps)
+                octopipe_core::redact::credentials(caps)
             ))),
         }
     }
@@ -180,7 +181,7 @@ impl Policy {
     /// path (a symlink inside the folder may lead out of it) under an allowed directory. A
     /// location that cannot be listed is the source's to refuse when it opens.
     fn check_entries(&self, what: &str, location: &str) -> Result<(), Refusal> {
-        let Ok(files) = crate::source::image_files(location) else {
+        let Ok(files) = octopipe_sources::image_files(location) else {
             return Ok(());
         };
         for file in files {
@@ -222,7 +223,7 @@ impl Policy {
     /// A network URI of `scheme` (lower case): a default scheme (`srt` as a caller), `udp` on
     /// an allowed port, or a scheme the operator added.
     fn check_uri(&self, what: &str, value: &str, scheme: &str) -> Result<(), Refusal> {
-        let shown = crate::redact::credentials(value);
+        let shown = octopipe_core::redact::credentials(value);
         let rest = value.split_once("://").map_or("", |(_, r)| r);
         let (authority, query) = {
             let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -280,7 +281,7 @@ impl Policy {
     /// A location: a URI of an allowed scheme (when `uri_ok`), or a file (a `file://` URI
     /// too) whose real path is under an allowed directory.
     fn check_location(&self, what: &str, value: &str, uri_ok: bool) -> Result<(), Refusal> {
-        let shown = crate::redact::credentials(value);
+        let shown = octopipe_core::redact::credentials(value);
         let path = match scheme(value) {
             Some("file") => match gstreamer::glib::filename_from_uri(value) {
                 Ok((path, _)) => path,
@@ -403,11 +404,11 @@ fn real_path(path: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::describe::Builtin;
+    use octopipe_pipeline::describe::Builtin;
     use std::collections::HashMap;
 
     fn check(policy: &Policy, text: &str) -> Result<(), Refusal> {
-        let desc = crate::describe::parse("<test>", text, &HashMap::new()).unwrap();
+        let desc = octopipe_pipeline::describe::parse("<test>", text, &HashMap::new()).unwrap();
         policy.check(&desc, &Registry::builtin())
     }
 

@@ -1,6 +1,7 @@
-//! The control plane: one HTTP address (`--metrics-addr`) that serves a run's Prometheus
-//! metrics and health to anyone, and, for a run that takes streams while running
-//! (`octopipe run --streams`), adds, lists and removes streams for whoever holds its token.
+//! octopipe's control plane (`octopipe::control`), over the runner (crates/octopipe-pipeline):
+//! one HTTP address (`--metrics-addr`) that serves a run's Prometheus metrics and health to
+//! anyone, and, for a run that takes streams while running (`octopipe run --streams`), adds,
+//! lists and removes streams for whoever holds its token.
 //! Anything that reaches it over the network is taken as hostile (docs/security.md: the threat
 //! model, the defaults, each finding and how it is closed):
 //!
@@ -36,6 +37,8 @@
 //! lane); a stream's description is parsed, checked and opened off the server's thread, without
 //! the book of streams locked across the open.
 
+#![warn(missing_docs)]
+
 mod guard;
 mod metrics;
 mod policy;
@@ -52,9 +55,10 @@ pub use guard::{Token, MIN_TOKEN_LEN, NEED_TOKEN, TOKEN_ENV};
 pub use metrics::{Metrics, KEPT_ENDED, LATENCY_BUCKETS};
 pub use policy::{Policy, Refusal, URI_SCHEMES};
 
-use crate::describe::Builtin;
-use crate::pipeline::{Observer, Streams};
-use crate::stage::Registry;
+use octopipe_core::observer::Observer;
+use octopipe_core::stage::Registry;
+use octopipe_pipeline::describe::Builtin;
+use octopipe_pipeline::pipeline::Streams;
 
 /// Default most connections served at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
@@ -127,9 +131,9 @@ pub enum ControlError {
     Start(#[source] std::io::Error),
 }
 
-impl crate::error::Kind for ControlError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        use crate::error::ErrorKind;
+impl octopipe_core::error::Kind for ControlError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
+        use octopipe_core::error::ErrorKind;
         match self {
             ControlError::Listen { .. } => ErrorKind::Network,
             ControlError::Exposed(_)
@@ -154,7 +158,7 @@ pub struct ControlConfig {
     /// The most streams added over HTTP that run at once; beyond, a 429.
     pub max_streams: usize,
     /// The most bytes of frames one stream added over HTTP may hold (its estimate, checked
-    /// before it opens: [`crate::pipeline::Streams::set_max_stream_memory`]).
+    /// before it opens: [`octopipe_pipeline::pipeline::Streams::set_max_stream_memory`]).
     pub max_stream_memory: u64,
 }
 
@@ -166,7 +170,7 @@ impl Default for ControlConfig {
             allow_hosts: Vec::new(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_streams: DEFAULT_MAX_STREAMS,
-            max_stream_memory: crate::pipeline::DEFAULT_MAX_STREAM_MEMORY,
+            max_stream_memory: octopipe_pipeline::pipeline::DEFAULT_MAX_STREAM_MEMORY,
         }
     }
 }
@@ -326,7 +330,7 @@ impl ControlPlane {
     }
 
     /// The observer that feeds the metrics (add it with
-    /// [`Pipeline::observe`](crate::pipeline::Pipeline::observe)).
+    /// [`Pipeline::observe`](octopipe_pipeline::pipeline::Pipeline::observe)).
     pub fn observer(&self) -> Box<dyn Observer> {
         self.shared
             .metrics

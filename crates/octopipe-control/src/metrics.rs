@@ -1,5 +1,5 @@
 //! Prometheus metrics of a run, in the text exposition format, served at `GET /metrics` by the
-//! [control plane](crate::control):
+//! [control plane](crate):
 //!
 //! ```text
 //! octopipe run pipelines/demo.pipe --set root=demo-data --set out=o.jsonl --metrics-addr 127.0.0.1:9184
@@ -30,9 +30,9 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::batch::CropBatch;
-use crate::budget::{GapCounter, Report};
-use crate::pipeline::Observer;
+use octopipe_core::budget::{GapCounter, Report};
+use octopipe_core::crops::CropBatch;
+use octopipe_core::observer::Observer;
 
 /// How many ended streams keep their series (the most recent to end).
 pub const KEPT_ENDED: usize = 32;
@@ -191,7 +191,7 @@ impl State {
 }
 
 /// The Prometheus metrics of a run: fed by [`Metrics::observer`], rendered by
-/// [`Metrics::render`] (what `GET /metrics` of the [control plane](crate::control) answers).
+/// [`Metrics::render`] (what `GET /metrics` of the [control plane](crate) answers).
 /// Cheap to clone; every clone is the same metrics.
 #[derive(Clone)]
 pub struct Metrics {
@@ -244,7 +244,7 @@ impl Metrics {
     }
 
     /// The observer that feeds these metrics (add it with
-    /// [`Pipeline::observe`](crate::pipeline::Pipeline::observe)); its report line names
+    /// [`Pipeline::observe`](octopipe_pipeline::pipeline::Pipeline::observe)); its report line names
     /// `url`, where they are served.
     pub fn observer(&self, url: String) -> Box<dyn Observer> {
         Box::new(MetricsObserver {

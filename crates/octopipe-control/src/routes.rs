@@ -15,9 +15,9 @@ use serde_json::json;
 use super::guard::{self, Refused};
 use super::Metrics;
 use super::{ControlConfig, DEFAULT_LIST, MAX_BODY, MAX_LIST, REQUEST_DEADLINE};
-use crate::pipeline::{PipelineError, RemoveMode, Streams};
-use crate::stage::Registry;
-use crate::{Error, ErrorKind};
+use octopipe_core::stage::Registry;
+use octopipe_core::{Error, ErrorKind};
+use octopipe_pipeline::pipeline::{PipelineError, RemoveMode, Streams};
 
 /// What the server answers from.
 pub(super) struct Shared {
@@ -43,7 +43,7 @@ fn json(status: StatusCode, body: serde_json::Value) -> Answer {
 }
 
 fn error(status: StatusCode, message: impl std::fmt::Display) -> Answer {
-    let message = crate::redact::credentials(&message.to_string()).into_owned();
+    let message = octopipe_core::redact::credentials(&message.to_string()).into_owned();
     let mut r = json(status, json!({ "error": message }));
     if status == StatusCode::UNAUTHORIZED {
         r.headers_mut().insert(
@@ -243,7 +243,7 @@ fn open(body: &[u8], streams: &Streams, shared: &Shared) -> Answer {
         },
         _ => return error(StatusCode::BAD_REQUEST, EXPECTED),
     };
-    let desc = match crate::describe::parse("<stream>", &text, &HashMap::new()) {
+    let desc = match octopipe_pipeline::describe::parse("<stream>", &text, &HashMap::new()) {
         Ok(d) => d,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
@@ -254,7 +254,7 @@ fn open(body: &[u8], streams: &Streams, shared: &Shared) -> Answer {
         };
         return error(status, r.message);
     }
-    match streams.add(&text, add.id) {
+    match streams.add(&desc, add.id) {
         Ok(added) => json(StatusCode::CREATED, json!({ "id": added.id })),
         Err(Error::Pipeline(PipelineError::TooManyStreams(n))) => error(
             StatusCode::TOO_MANY_REQUESTS,
@@ -301,7 +301,7 @@ enum StagesError {
 }
 
 /// A description from typed stages: `[{"stage": "media", "location": "..."}, ...]`, every
-/// value quoted ([`crate::describe::quote`]) so that none can end its stage or chain.
+/// value quoted ([`octopipe_pipeline::describe::quote`]) so that none can end its stage or chain.
 fn typed(stages: &[serde_json::Map<String, serde_json::Value>]) -> Result<String, StagesError> {
     let mut parts = Vec::with_capacity(stages.len());
     for (i, stage) in stages.iter().enumerate() {
@@ -343,7 +343,7 @@ fn typed(stages: &[serde_json::Map<String, serde_json::Value>]) -> Result<String
                     })
                 }
             };
-            text += &format!(" {key}={}", crate::describe::quote(&value));
+            text += &format!(" {key}={}", octopipe_pipeline::describe::quote(&value));
         }
         parts.push(text);
     }
@@ -395,7 +395,7 @@ mod tests {
         )
         .unwrap();
         let text = typed(&stages).unwrap();
-        let d = crate::describe::parse("<t>", &text, &HashMap::new()).unwrap();
+        let d = octopipe_pipeline::describe::parse("<t>", &text, &HashMap::new()).unwrap();
         assert_eq!(d.stages.len(), 2, "{text}");
         assert_eq!(d.stages[0].props[0].value, "a b\\ ! filesink location=x");
         assert!(typed(&serde_json::from_str::<Vec<_>>(r#"[{"stage":"a b"}]"#).unwrap()).is_err());
