@@ -9,7 +9,7 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
 use super::{FPS, KEY_INT};
-use crate::bench::BenchError;
+use crate::bench::error::BenchError;
 
 /// The benchmark video's codec (`--codec`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
