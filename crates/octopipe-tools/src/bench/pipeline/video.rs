@@ -8,7 +8,7 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
-use super::{FPS, KEY_INT};
+use super::settings::{FPS, KEY_INT};
 use crate::bench::error::BenchError;
 
 /// The benchmark video's codec (`--codec`).
