@@ -1,7 +1,7 @@
 //! Benchmarks and the GPU auto-tuner: `octopipe bench preprocess` and `octopipe probe`. Built only
 //! with the cargo feature `bench` (off by default).
 //!
-//! [`preprocess`] times the CPU backend, a naive CPU baseline, and (when a GPU is present) the CUDA
+//! [`preprocess()`] times the CPU backend, a naive CPU baseline, and (when a GPU is present) the CUDA
 //! strategies A to E on three workloads, and returns one printed table. The baseline strategies
 //! A, B, D and E live here ([`Strategy`], [`BenchEngine`]), beside the production strategy C of
 //! [`octopipe_stages::preprocess::cuda`]. [`probe`] picks the strategy and tile size for the present GPU with

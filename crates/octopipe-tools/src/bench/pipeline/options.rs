@@ -29,7 +29,7 @@ pub struct PipelineBenchOptions {
     pub decoders: Vec<String>,
     /// Execution providers of the classifier.
     pub eps: Vec<Compute>,
-    /// Preprocess backend; `None`: [`default_backend`] (CUDA with `ep=cuda` or `decoder=nvdec`).
+    /// Preprocess backend; `None`: [`default_backend`](super::default_backend) (CUDA with `ep=cuda` or `decoder=nvdec`).
     pub backend: Option<Compute>,
     /// Synthetic boxes per frame.
     pub boxes: u32,
