@@ -1,6 +1,6 @@
 // Shared device code of the preprocess kernels: the metadata structs (mirrored by #[repr(C)] structs
 // in crates/octopipe-stages/src/preprocess/cuda/meta.rs), the reference sampling semantics of
-// crates/octopipe-stages/src/preprocess/cpu.rs, and the
+// crates/octopipe-stages/src/preprocess/cpu/ (sampler.rs, linear.rs), and the
 // output writers. Every kernel family includes this header (the Rust side prepends it at compile time).
 #pragma once
 

@@ -3,7 +3,9 @@
 
 use rayon::prelude::*;
 
-use super::{Sampling, Source, TileBlocks, TileStatsError};
+use super::blocks::TileBlocks;
+use super::error::TileStatsError;
+use super::sampling::{Sampling, Source};
 use crate::batch::{BlockMeta, CropMeta};
 use crate::frame::PixelSums;
 

@@ -8,7 +8,8 @@ use std::ops::Range;
 use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
 use octopipe_cuda::{grow, launch_config, part, push_aligned, CudaError, Gpu, KernelModule};
 
-use super::{Band, Sampling, Source, TileBlocks};
+use super::blocks::TileBlocks;
+use super::sampling::{Band, Sampling, Source};
 use crate::batch::CropMeta;
 use crate::frame::PixelSums;
 

@@ -4,8 +4,8 @@ use crate::description::DescribeError;
 use crate::preprocess::BackendProps;
 use crate::stage::{Element, PropChoice, Properties, Props};
 
+use super::config::{BandName, TileStatsConfig};
 use super::rule::{Property, Rule};
-use super::{BandName, TileStatsConfig};
 
 /// What `score` ranks by: the properties of a tile's values ([`Property`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
@@ -111,4 +111,11 @@ pub(super) fn tilestats_config(p: &Props) -> Result<Box<dyn Element>, DescribeEr
         None => None,
     };
     Ok(Box::new(TileStatsConfig::from_props(props, keep)))
+}
+
+impl Default for TileStatsConfig {
+    /// Each property's declared default ([`TileStatsProps`]).
+    fn default() -> Self {
+        TileStatsConfig::from_props(TileStatsProps::default(), None)
+    }
 }

@@ -3,9 +3,14 @@
 
 use std::time::{Duration, Instant};
 
+use super::blocks::TileBlocks;
+use super::config::TileStatsConfig;
+use super::error::TileStatsError;
+use super::keep::select;
 use super::props::tilestats_config;
 use super::props::TileStatsProps;
-use super::{select, Sampling, Sums, TileBlocks, TileStatsConfig, TileStatsError};
+use super::sampling::Sampling;
+use super::sums::Sums;
 use crate::batch::CropBatch;
 use crate::budget::Tally;
 use crate::frame::{PixelSums, TileStats};

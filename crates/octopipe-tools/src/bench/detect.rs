@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use super::{max_diff_255, median, synthetic_frame, time_cpu, BenchError};
+use super::data::synthetic_frame;
+use super::error::BenchError;
+use super::measure::{max_diff_255, median, time_cpu};
 use octopipe_core::frame::PixelFormat;
 use octopipe_onnx::detect::{region_batch, DetectConfig};
 use octopipe_stages::batch::BatchPool;

@@ -11,7 +11,8 @@ use ort::session::{Session, SessionInputValue};
 use octopipe_onnx::onnx::{CudaOptions, FixedInput, Sessions};
 use ort::value::{TensorRef, ValueType};
 
-use super::{BenchError, Rng};
+use super::data::Rng;
+use super::error::BenchError;
 use octopipe_onnx::onnx::Ep;
 
 /// A way of running the model on CUDA that `octopipe bench infer --cuda` compares: session

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use super::Rng;
+use super::data::Rng;
 use octopipe_stages::track::TrackConfig;
 
 pub use crate::eval::mot::{

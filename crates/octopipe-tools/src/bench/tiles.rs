@@ -10,8 +10,9 @@ use std::time::Instant;
 
 use octopipe_cuda::{available, CudaError};
 
+use super::error::BenchError;
 use super::gpu::timing_event;
-use super::{median, time_cpu, BenchError};
+use super::measure::{median, time_cpu};
 use octopipe_core::budget::{Budget, Tally};
 use octopipe_core::frame::PixelSums;
 use octopipe_stages::preprocess::BackendKind;

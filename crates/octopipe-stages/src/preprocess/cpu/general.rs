@@ -1,7 +1,9 @@
 //! The general per-pixel path of the CPU backend: letterbox and/or [`Interpolation::Area`], and
 //! the `INTER_AREA` taps it shares with the kernels.
 
-use super::{linear_taps, ChromaRow, OutPtr, Sampler};
+use super::linear::linear_taps;
+use super::out::OutPtr;
+use super::sampler::{ChromaRow, Sampler};
 use crate::crops::CropMeta;
 use crate::preprocess::{letterbox_rect, ChannelOrder, Interpolation, Layout, PreprocessConfig};
 

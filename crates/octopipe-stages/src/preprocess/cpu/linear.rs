@@ -2,10 +2,45 @@
 //! vertical blend, normalization and store per output pixel.
 
 use super::super::config::{ChannelOrder, PreprocessConfig};
+use super::out::OutPtr;
+use super::sampler::{ChromaRow, Sampler};
 use crate::crops::CropMeta;
 use crate::tensor::Layout;
 
-use super::{linear_taps, ChromaRow, OutPtr, Sampler, Scratch, SCRATCH};
+/// OpenCV INTER_LINEAR source taps for output coordinate `o` of a crop of `len` pixels resized to
+/// `out_len`: `(i0, i1, weight of i1)`, indices relative to the crop, clamped to its edge.
+#[inline(always)]
+pub(crate) fn linear_taps(o: u32, len: u32, out_len: u32) -> (u32, u32, f32) {
+    let scale = len as f32 / out_len as f32;
+    let f = (o as f32 + 0.5) * scale - 0.5;
+    let i = f.floor();
+    let mut a = f - i;
+    let mut i0 = i as i64;
+    if i0 < 0 {
+        i0 = 0;
+        a = 0.0;
+    }
+    if i0 >= len as i64 - 1 {
+        i0 = len as i64 - 1;
+        a = 0.0;
+    }
+    let i1 = (i0 + 1).min(len as i64 - 1);
+    (i0 as u32, i1 as u32, a)
+}
+
+/// Per-thread scratch: x taps, a converted source row, chroma rows and two resampled rows.
+#[derive(Default)]
+struct Scratch {
+    xtaps: Vec<(u32, u32, f32)>,
+    line: Vec<f32>,
+    chroma: ChromaRow,
+    /// (source row, planar R | G | B values of `out_w` each).
+    rows: [(u32, Vec<f32>); 2],
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
 
 /// Fill `dst` with crop row `sy` resampled horizontally: planar, `out_w` values per channel.
 fn resample_row(

@@ -2,7 +2,7 @@
 
 use crate::frame::{Frame, PixelFormat};
 
-use super::{ChromaRow, Sampler};
+use super::sampler::{ChromaRow, Sampler};
 
 /// The whole frame as packed 8-bit RGB (`width * height * 3` bytes): [`rect_to_rgb`] of the
 /// whole frame. For observers that draw on frames.

@@ -2,9 +2,9 @@
 // of octopus.cu does not cover: area-weighted (antialiased) downscaling, as OpenCV INTER_AREA, and
 // letterbox (aspect-preserving resize into the output, centred, padded), with either filter.
 //
-// Reference: src/preprocess/cpu.rs (`area_taps`, `run_pixels_general`). The tap tables are computed
-// in f64 exactly as the CPU (and OpenCV) compute them, and every float operation is rounded as the
-// CPU rounds it (no FMA contraction), so the two backends agree bit for bit.
+// Reference: src/preprocess/cpu/general.rs (`area_taps`, `run_pixels_general`). The tap tables are
+// computed in f64 exactly as the CPU (and OpenCV) compute them, and every float operation is
+// rounded as the CPU rounds it (no FMA contraction), so the two backends agree bit for bit.
 //
 // Blocks for area mode come from CropBatch::build_blocks_weighted: a block of a heavily downscaled
 // crop covers fewer output pixels, so that blocks read balanced numbers of source pixels. A block

@@ -6,8 +6,12 @@ use cudarc::driver::PinnedHostSlice;
 use octopipe_cuda::CudaError;
 
 use super::super::BenchEngine;
-use super::super::{max_diff_255, median, BenchError, Prepared, Row};
-use super::{clone_frame, per_frame_crops, GpuBench};
+use super::input::{clone_frame, per_frame_crops};
+use super::state::GpuBench;
+use crate::bench::error::BenchError;
+use crate::bench::measure::{max_diff_255, median};
+use crate::bench::table::Row;
+use crate::bench::workload::Prepared;
 use octopipe_stages::batch::{build_blocks_into, CropBatch, CropMeta};
 use octopipe_stages::preprocess::cuda::meta::Norm;
 use octopipe_stages::preprocess::cuda::{

@@ -3,8 +3,13 @@
 use std::time::Instant;
 
 use super::super::BenchEngine;
-use super::super::{max_diff_255, BenchError, Prepared, Row};
-use super::{clone_frame, time_kernel_queued, GpuBench};
+use super::input::clone_frame;
+use super::state::GpuBench;
+use super::timing::time_kernel_queued;
+use crate::bench::error::BenchError;
+use crate::bench::measure::max_diff_255;
+use crate::bench::table::Row;
+use crate::bench::workload::Prepared;
 use octopipe_stages::batch::{CropBatch, CropMeta, AREA_INPUT_PER_BLOCK};
 use octopipe_stages::preprocess::cpu::CpuBackend;
 use octopipe_stages::preprocess::cuda::meta::Norm;

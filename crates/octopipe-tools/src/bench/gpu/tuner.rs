@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use octopipe_cuda::available;
 
-use super::time_kernel_queued;
-use crate::bench::{prepare, BenchError, PreprocessBenchOptions, Workload};
+use super::timing::time_kernel_queued;
+use crate::bench::error::BenchError;
+use crate::bench::workload::{bench_config, prepare, PreprocessBenchOptions, Workload};
 use crate::bench::{BenchEngine, Strategy};
 use octopipe_onnx::detect::CENTERNET_KERNELS;
 use octopipe_stages::batch::build_blocks_into;
@@ -62,7 +63,7 @@ pub fn tune(
     };
     let mut report = String::new();
     let start = Instant::now();
-    let norm = Norm::from_config(&crate::bench::bench_config(&bopts));
+    let norm = Norm::from_config(&bench_config(&bopts));
     let mut picks: Vec<((u32, u32), u64)> = Vec::new();
     for w in [Workload::Drone28, Workload::Crops1000] {
         let mut p = prepare(w, &bopts);

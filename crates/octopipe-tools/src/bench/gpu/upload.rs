@@ -3,7 +3,8 @@
 use cudarc::driver::PinnedHostSlice;
 use octopipe_cuda::CudaError;
 
-use super::{time_host, time_kernel, GpuInput};
+use super::input::GpuInput;
+use super::timing::{time_host, time_kernel};
 use crate::bench::{BenchEngine, Strategy};
 use octopipe_stages::batch::build_blocks_into;
 use octopipe_stages::preprocess::cuda::{OutType, TransferStats, UploadMode};

@@ -22,7 +22,7 @@ use std::time::Instant;
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
-use super::Codec;
+use super::video::Codec;
 
 /// The longest a decode-only run may take.
 const TIMEOUT_S: u64 = 600;

@@ -3,30 +3,9 @@
 //! each run is compared with the detector model alone at the batch size its calls ran at.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
-use super::{Compute, RunSpec};
-
-/// The detector's settings in the benchmark.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DetectBench {
-    /// The ONNX detector (the shared CenterNet's form: NHWC RGB 0..255, COCO classes).
-    pub model: PathBuf,
-    /// Tile size.
-    pub tiles: (u32, u32),
-    /// `detect interval`.
-    pub interval: u64,
-    /// `detect max-batch`: most tiles per call.
-    pub max_batch: usize,
-    /// Each stream its own detect and track stages (the baseline) instead of one shared.
-    pub per_stream: bool,
-    /// Frames each stream's live edge into the shared detect holds (`queue size=N` before it;
-    /// `None`: the pipeline's default).
-    pub queue: Option<usize>,
-    /// More detect properties, as written in a description (with `labels=` or `labels-file=`
-    /// for a model cut to some classes, in place of `labels=coco`).
-    pub props: String,
-}
+use super::compute::Compute;
+use super::spec::{DetectBench, RunSpec};
 
 /// The detect and track stages of `spec`: the shared ones (`name=det`, the streams' branches
 /// end in `det.`), or with [`DetectBench::per_stream`] one stream's own (on one line).
@@ -129,27 +108,6 @@ pub(super) fn ep(spec: &RunSpec) -> octopipe_onnx::onnx::Ep {
         Compute::Cpu => octopipe_onnx::onnx::Ep::Cpu,
         Compute::Cuda => octopipe_onnx::onnx::Ep::Cuda(0),
     }
-}
-
-/// The CUDA options of `spec`'s detect stage as its description sets them (its defaults and
-/// [`DetectBench::props`]), for the model alone to run as the stage does; the stage's defaults
-/// if the description does not build.
-pub(super) fn tuning(spec: &RunSpec, d: &DetectBench) -> octopipe_onnx::onnx::CudaOptions {
-    let vars = std::collections::HashMap::from([
-        ("video".to_string(), "video.mp4".to_string()),
-        ("model".to_string(), "model.onnx".to_string()),
-        ("detector".to_string(), d.model.display().to_string()),
-    ]);
-    octopipe_pipeline::describe::parse("bench", &super::description(spec), &vars)
-        .ok()
-        .and_then(|desc| octopipe_pipeline::describe::build(&desc).ok())
-        .and_then(|graph| {
-            graph
-                .elements::<octopipe_onnx::detect::DetectConfig>()
-                .next()
-                .map(|c| c.cuda)
-        })
-        .unwrap_or_else(|| octopipe_onnx::detect::DetectConfig::new(&d.model).cuda)
 }
 
 #[cfg(test)]

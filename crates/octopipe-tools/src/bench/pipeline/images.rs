@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::BenchError;
+use crate::bench::error::BenchError;
 
 /// The image folder of `--images`: its JPEG files and the boxes they come with.
 #[derive(Debug, Clone, PartialEq)]

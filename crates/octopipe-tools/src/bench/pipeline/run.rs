@@ -6,44 +6,13 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use super::usage::{cpu_time, GpuSampler};
-use super::{
-    detector, images, parse_line, Compute, DetectBench, DetectStats, ImageStreams, ANNOTATED_BOXES,
-    LABELS, SINK,
-};
+use super::compute::Compute;
+use super::detector::{self, parse_line, DetectStats};
+use super::images::{self, ImageStreams};
+use super::settings::{ANNOTATED_BOXES, LABELS, SINK};
+use super::spec::{DetectBench, RunSpec};
+use super::usage::{cpu_time, GpuSampler, GpuStats};
 use octopipe_pipeline::pipeline::Pipeline;
-
-/// One run: its streams and where each stage runs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunSpec {
-    /// Streams (branches into the one batch stage).
-    pub streams: usize,
-    /// The `media` decoder (`cpu`, `nvdec`, `auto`).
-    pub decoder: String,
-    /// The classifier's execution provider.
-    pub ep: Compute,
-    /// The preprocess backend.
-    pub backend: Compute,
-    /// Synthetic boxes per frame.
-    pub boxes: u32,
-    /// Largest number of frames in one batch.
-    pub batch_frames: usize,
-    /// Play at 30 fps (`media live=true`).
-    pub live: bool,
-    /// The GPUs the streams are spread over (empty: GPU 0).
-    pub devices: Vec<usize>,
-    /// Classifiers per chain (`classify workers=`).
-    pub workers: usize,
-    /// `preprocess gather=` of the CUDA backend (`None`: not written).
-    pub gather: Option<String>,
-    /// A detector shared by the streams, and a tracker (`None`: synthetic boxes).
-    pub detector: Option<DetectBench>,
-    /// Image streams of a folder (`decoder` is then the `images` stage's) instead of the video.
-    pub images: Option<ImageStreams>,
-    /// Classifier stages, one after the other (the second and later: copies of the model with
-    /// labels of their own).
-    pub classifiers: usize,
-}
 
 /// The description of one run, with `${video}` and `${model}` for the paths (as `octopipe run
 /// --set video=... --set model=...` takes it). With GPUs given (`devices`), the batch stage
@@ -196,15 +165,6 @@ impl RunResult {
     }
 }
 
-/// GPU use while a run ran.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GpuStats {
-    /// Mean utilization, %, of the samples taken while the pipeline ran.
-    pub util_mean: f64,
-    /// Peak memory used on the GPU (all processes), MiB, from the build on.
-    pub mem_peak_mib: f64,
-}
-
 /// Build and run `spec` on `video` (or its image streams) with `model`; never fails: an error
 /// goes into the result.
 pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
@@ -289,4 +249,25 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
         .map(|(name, s)| (name.clone(), ms(s.p50), ms(s.p99)))
         .collect();
     result
+}
+
+/// The CUDA options of `spec`'s detect stage as its description sets them (its defaults and
+/// [`DetectBench::props`]), for the model alone to run as the stage does; the stage's defaults
+/// if the description does not build.
+pub(super) fn tuning(spec: &RunSpec, d: &DetectBench) -> octopipe_onnx::onnx::CudaOptions {
+    let vars = std::collections::HashMap::from([
+        ("video".to_string(), "video.mp4".to_string()),
+        ("model".to_string(), "model.onnx".to_string()),
+        ("detector".to_string(), d.model.display().to_string()),
+    ]);
+    octopipe_pipeline::describe::parse("bench", &description(spec), &vars)
+        .ok()
+        .and_then(|desc| octopipe_pipeline::describe::build(&desc).ok())
+        .and_then(|graph| {
+            graph
+                .elements::<octopipe_onnx::detect::DetectConfig>()
+                .next()
+                .map(|c| c.cuda)
+        })
+        .unwrap_or_else(|| octopipe_onnx::detect::DetectConfig::new(&d.model).cuda)
 }

@@ -5,13 +5,18 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Instant;
 
+use super::compute::{default_backend, Compute};
 use super::decode_only::decode_only;
+use super::detector;
+use super::images::ImageStreams;
+use super::options::PipelineBenchOptions;
+use super::run::{self, description, run_one, RunResult};
+use super::search::search_streams;
+use super::settings::{DECODER_BOUND, FPS, GPU_SAMPLE_MS, KEY_INT};
+use super::spec::RunSpec;
+use super::video::encode_clip;
 use super::video::{keep_copy, TempFolder};
-use super::{
-    default_backend, description, detector, encode_clip, run_one, search_streams, BenchError,
-    Compute, ImageStreams, PipelineBenchOptions, RunResult, RunSpec, DECODER_BOUND, FPS,
-    GPU_SAMPLE_MS, KEY_INT,
-};
+use crate::bench::error::BenchError;
 
 /// Run the benchmark: encode the video, run every combination (or, live, search each
 /// decoder and execution provider's most streams), and return the markdown table with its
@@ -142,7 +147,7 @@ pub fn pipeline(
             let key = (spec.ep, rows);
             if let std::collections::hash_map::Entry::Vacant(slot) = alone.entry(key) {
                 progress(&format!("the detector alone at batch {rows} ..."));
-                let tuning = detector::tuning(spec, d);
+                let tuning = run::tuning(spec, d);
                 let t =
                     crate::bench::model_throughput(&d.model, detector::ep(spec), tuning, rows, 30);
                 slot.insert(t.ok());

@@ -161,14 +161,14 @@ fn the_detector_alone_runs_with_the_stages_cuda_options() {
         detector: Some(d.clone()),
         ..spec(2, Compute::Cuda)
     };
-    let t = detector::tuning(&run, &d);
+    let t = run::tuning(&run, &d);
     assert!(!t.graph && !t.nhwc, "the stage's defaults");
     d.props = "cuda-graph=true prefer-nhwc=true".into();
     let run = RunSpec {
         detector: Some(d.clone()),
         ..run
     };
-    let t = detector::tuning(&run, &d);
+    let t = run::tuning(&run, &d);
     assert!(t.graph && t.nhwc, "as --detector-props sets them");
 }
 

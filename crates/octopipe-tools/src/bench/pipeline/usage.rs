@@ -7,7 +7,16 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{GpuStats, GPU_SAMPLE_MS};
+use super::settings::GPU_SAMPLE_MS;
+
+/// GPU use while a run ran.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuStats {
+    /// Mean utilization, %, of the samples taken while the pipeline ran.
+    pub util_mean: f64,
+    /// Peak memory used on the GPU (all processes), MiB, from the build on.
+    pub mem_peak_mib: f64,
+}
 
 /// The process's user + system CPU time so far (all threads).
 pub(super) fn cpu_time() -> Duration {

@@ -8,8 +8,8 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
-use super::{FPS, KEY_INT};
-use crate::bench::BenchError;
+use super::settings::{FPS, KEY_INT};
+use crate::bench::error::BenchError;
 
 /// The benchmark video's codec (`--codec`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
