@@ -1,7 +1,7 @@
 //! The boxes stage's unit tests.
 
 use super::*;
-use crate::frame::{Colorimetry, FrameLayout, ImageFile, PixelFormat, PooledBuf};
+use crate::frame::{Colorimetry, Frame, FrameLayout, ImageFile, PixelFormat, PooledBuf};
 
 #[test]
 fn the_declared_defaults_are_the_constants() {
