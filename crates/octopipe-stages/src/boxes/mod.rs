@@ -52,7 +52,6 @@ pub use annotations::{det_lines, mot_lines, parse_det, parse_mot, AnnotationRow}
 pub use config::{BadLines, BoxFormat, BoxesProps, BOXES};
 pub use error::BoxesError;
 pub use replay::Boxes;
-pub(crate) use settings::DEFAULT_SKIP_CATEGORIES;
 pub use settings::{BoxSource, BoxesConfig, VISDRONE_CATEGORIES};
 pub use synthetic::Synthetic;
 

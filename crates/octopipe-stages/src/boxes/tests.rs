@@ -1,5 +1,6 @@
 //! The boxes stage's unit tests.
 
+use super::settings::DEFAULT_SKIP_CATEGORIES;
 use super::*;
 use crate::frame::{Colorimetry, Frame, FrameLayout, ImageFile, PixelFormat, PooledBuf};
 
