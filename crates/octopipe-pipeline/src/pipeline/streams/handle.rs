@@ -63,6 +63,8 @@ impl Streams {
     /// (a removed stream until its threads ended, or until it was detached
     /// [`REMOVE_DEADLINE`](crate::pipeline::REMOVE_DEADLINE) after its removal); those that ended,
     /// failed or were removed do not. Unlimited until set.
+    ///
+    /// [`PipelineError::TooManyStreams`]: crate::pipeline::PipelineError::TooManyStreams
     pub fn set_max_streams(&self, n: usize) {
         self.0.max_streams.store(n, Ordering::SeqCst);
     }
@@ -72,6 +74,7 @@ impl Streams {
     /// it opens, [`PipelineError::StreamMemory`]. [`DEFAULT_MAX_STREAM_MEMORY`] until set.
     ///
     /// [`DEFAULT_MAX_STREAM_MEMORY`]: crate::pipeline::DEFAULT_MAX_STREAM_MEMORY
+    /// [`PipelineError::StreamMemory`]: crate::pipeline::PipelineError::StreamMemory
     pub fn set_max_stream_memory(&self, bytes: u64) {
         self.0.max_memory.store(bytes, Ordering::SeqCst);
     }

@@ -12,7 +12,7 @@ pub enum RemoveMode {
     #[default]
     Drain,
     /// Its source stops; its frames not yet in the batch stage are dropped and counted
-    /// ([`STREAM_REMOVED`]).
+    /// ([`STREAM_REMOVED`](crate::pipeline::STREAM_REMOVED)).
     Drop,
 }
 
@@ -44,7 +44,7 @@ pub enum StreamState {
     Removed,
 }
 
-/// A stream, as [`Streams::list`] (and `GET /streams`) gives it.
+/// A stream, as [`Streams::list`](super::Streams::list) (and `GET /streams`) gives it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StreamInfo {
     /// Its id (`Frame::stream`, the messages' `stream`).
