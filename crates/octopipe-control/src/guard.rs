@@ -9,10 +9,8 @@ use std::path::Path;
 use hyper::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN};
 use subtle::ConstantTimeEq;
 
-use super::ControlError;
-
-/// The environment variable an API token is read from.
-pub const TOKEN_ENV: &str = "OCTOPIPE_API_TOKEN";
+use super::consts::TOKEN_ENV;
+use super::error::ControlError;
 
 /// The shortest API token taken.
 pub const MIN_TOKEN_LEN: usize = 16;

@@ -12,9 +12,10 @@ use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
+use super::config::ControlConfig;
+use super::consts::{per_client, DEFAULT_LIST, MAX_BODY, MAX_LIST, REQUEST_DEADLINE};
 use super::guard::{self, Refused};
-use super::Metrics;
-use super::{ControlConfig, DEFAULT_LIST, MAX_BODY, MAX_LIST, REQUEST_DEADLINE};
+use super::metrics::Metrics;
 use octopipe_core::stage::Registry;
 use octopipe_core::{Error, ErrorKind};
 use octopipe_pipeline::pipeline::{PipelineError, RemoveMode, Streams};
@@ -64,7 +65,7 @@ pub(super) fn too_many(max: usize, ip: Option<IpAddr>) -> Answer {
     let message = match ip {
         Some(ip) => format!(
             "too many connections from {ip} (at most {} at once from one client, a quarter of --max-connections {max}): try again",
-            super::per_client(max)
+            per_client(max)
         ),
         None => format!("too many connections (--max-connections {max}): try again"),
     };

@@ -27,8 +27,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use super::consts::{per_client, HEAD_DEADLINE, MAX_HEAD, MAX_HEADERS, REQUEST_DEADLINE};
 use super::routes::{answer, too_many, Shared};
-use super::{per_client, HEAD_DEADLINE, MAX_HEAD, MAX_HEADERS, REQUEST_DEADLINE};
 
 /// The probe lane's head deadline: a probe sends its request at once.
 pub(crate) const PROBE_DEADLINE: Duration = Duration::from_secs(1);

@@ -1,7 +1,8 @@
 //! What `octopipe inspect` prints: the stages, or one stage's property table, with long cells
 //! wrapped inside their columns so that no line passes the width asked for.
 
-use super::{PropType, Registry, NAME_PROP};
+use super::props::{PropType, NAME_PROP};
+use super::registry::Registry;
 
 /// The width `inspect` wraps to where no terminal says its own (output to a pipe or a file).
 pub const INSPECT_WIDTH: usize = 100;

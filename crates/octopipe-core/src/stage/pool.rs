@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::edge::{Edge, Inbox};
+use super::port::Payload;
+use super::step::Stage;
 use super::threads::{slow_call, spawn_error, Fail};
-use super::{Payload, Stage};
 use crate::budget::Tally;
 use crate::error::PipelineError;
 use crate::frame::StageSlot;

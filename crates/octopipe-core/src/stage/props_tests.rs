@@ -3,8 +3,10 @@
 
 use std::path::PathBuf;
 
+use super::props::StageDecl;
+use super::role::Role;
 use crate::description::{DescribeError, Description, Prop, Span, StageDesc};
-use crate::stage::{Item, PropChoice, PropType, PropValue, Properties, Props, Role, StageDecl};
+use crate::stage::{Item, PropChoice, PropType, PropValue, Properties, Props};
 
 /// A choice.
 #[derive(Debug, Clone, Copy, PartialEq, PropChoice)]

@@ -18,9 +18,11 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::edge::{ports, Edge, Inbox, PortRx, PortTx};
+use super::pool;
+use super::port::{Item, Payload};
 use super::source::FrameSource;
+use super::step::Stage;
 use super::threads::{slow_call, spawn_error, wiring, working, Fail};
-use super::{pool, Item, Payload, Stage};
 use crate::budget::Tally;
 use crate::frame::{Frame, StageSlot};
 use crate::Error;

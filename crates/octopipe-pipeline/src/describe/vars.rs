@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{scan, Vars};
+use super::scan::{scan, Vars};
 use crate::description::{closest, error_at, DescribeError, Description, Span};
 
 /// Who sets a description's variables, for the advice of a message about one not set.

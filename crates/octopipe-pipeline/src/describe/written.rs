@@ -18,7 +18,8 @@
 use std::collections::HashMap;
 
 use super::build::unknown;
-use super::{parse, quote, DescribeError, COMMAND_LINE};
+use super::load::COMMAND_LINE;
+use super::{parse, quote, DescribeError};
 use crate::description::{error_at, Span};
 use crate::stage::{Props, Registry};
 

@@ -5,7 +5,7 @@
 //! character, a byte that is not UTF-8) is named in the line's error with its value and column,
 //! since printing the field would show nothing wrong.
 
-use super::BoxesError;
+use super::error::BoxesError;
 use octopipe_core::files::FileError;
 
 /// The UTF-8 encoding of U+FEFF, written by some editors at the start of a text file.

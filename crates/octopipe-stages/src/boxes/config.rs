@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{BoxSource, BoxesConfig};
+use super::settings::{BoxSource, BoxesConfig};
 use crate::description::DescribeError;
 use crate::stage::{Element, PropChoice, Properties, Props, Role, StageDecl};
 
@@ -50,7 +50,7 @@ pub struct BoxesProps {
     #[prop(default = "error")]
     pub bad_lines: BadLines,
     /// categories not classified (VisDrone 11: others)
-    #[prop(default = super::DEFAULT_SKIP_CATEGORIES, range = ..=11)]
+    #[prop(default = super::settings::DEFAULT_SKIP_CATEGORIES, range = ..=11)]
     pub skip_categories: Vec<i64>,
 }
 

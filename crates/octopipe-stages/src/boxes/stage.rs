@@ -9,7 +9,8 @@ use crate::frame::Frame;
 use crate::stage::{Element, OpenContext, Running, Stage};
 use crate::Error;
 
-use super::{BoxSource, Boxes, BoxesConfig};
+use super::replay::Boxes;
+use super::settings::{BoxSource, BoxesConfig};
 
 /// The boxes stage at run time: the replay, where its end-of-run notes go, and whether the
 /// run was cut short (which changes what the notes can say about frames not seen).

@@ -5,7 +5,7 @@
 //! scale with the frame width; categories follow VisDrone's rough mix. The same
 //! `(seed, stream, frame)` always gives the same boxes.
 
-use super::AnnotationRow;
+use super::annotations::AnnotationRow;
 use crate::rng::Rng;
 
 /// Median box width and height at 1920 px frame width.

@@ -1,7 +1,8 @@
 //! The boxes stage's unit tests.
 
+use super::settings::DEFAULT_SKIP_CATEGORIES;
 use super::*;
-use crate::frame::{Colorimetry, FrameLayout, ImageFile, PixelFormat, PooledBuf};
+use crate::frame::{Colorimetry, Frame, FrameLayout, ImageFile, PixelFormat, PooledBuf};
 
 #[test]
 fn the_declared_defaults_are_the_constants() {

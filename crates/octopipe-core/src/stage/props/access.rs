@@ -1,7 +1,11 @@
-//! A stage's properties as written, checked against its declaration, read by type.
+//! A stage kind's declaration ([`StageDecl`]: its name, role, properties and constructor), and
+//! a stage's properties as written, checked against it, read by type.
+
+use std::fmt;
 
 use crate::description::{closest, DescribeError, Description, StageDesc};
-use crate::stage::StageDecl;
+use crate::stage::element::Element;
+use crate::stage::role::Role;
 
 use super::parse::{parse_bool, parse_floats3, parse_size};
 use super::spec::{PropSpec, PropType};
@@ -232,5 +236,83 @@ impl<'a> Props<'a> {
             .find(|p| p.key == key)
             .map_or(self.stage.span, |p| p.value_span);
         self.desc.error(span, message)
+    }
+}
+
+/// A stage kind's declaration: everything parsing, validation, `inspect` and the runner need.
+#[derive(Clone, Copy)]
+pub struct StageDecl {
+    /// Name as written in descriptions.
+    pub name: &'static str,
+    /// Its role.
+    pub role: Role,
+    /// What it does, in one line.
+    pub doc: &'static str,
+    /// Its properties (besides `name`, which every stage has).
+    pub props: &'static [PropSpec],
+    /// Roles that must come before it on its way from the source. A missing batch or preprocess
+    /// stage is put in with its defaults; another missing role is an error naming this stage.
+    pub needs: &'static [Role],
+    /// Roles it does the job of (an application source whose frames bring their own boxes
+    /// provides [`Role::Boxes`]).
+    pub provides: &'static [Role],
+    /// Make the stage's settings from its checked properties. No GStreamer, CUDA or ONNX Runtime
+    /// work here: that happens in [`Element::open`].
+    pub make: fn(&Props) -> Result<Box<dyn Element>, crate::description::DescribeError>,
+}
+
+impl fmt::Debug for StageDecl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StageDecl")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StageDecl {
+    /// The stage's settings from `props` (`key`, `value`, as a description writes them; the
+    /// others take their declared defaults), checked as the description builder checks them:
+    /// for opening a stage outside a pipeline (a GStreamer element wrapper, a Python object,
+    /// a test) with an [`OpenContext::new`](crate::stage::OpenContext::new).
+    ///
+    /// ```
+    /// # use octopipe_core::stage::*;
+    /// # use octopipe_core::frame::Frame;
+    /// # use octopipe_core::Error;
+    /// # #[derive(Debug)]
+    /// # struct Pass;
+    /// # impl Stage<Frame, Frame> for Pass {
+    /// #     fn process(&mut self, f: Frame, out: &mut Vec<Frame>) -> Result<(), Error> {
+    /// #         out.push(f);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # impl Element for Pass {
+    /// #     fn open(self: Box<Self>, _: &mut OpenContext) -> Result<Running, Error> {
+    /// #         Ok(Running::stage(self))
+    /// #     }
+    /// # }
+    /// # const PASS: StageDecl = StageDecl {
+    /// #     name: "pass", role: Role::Filter(Item::FRAMES), doc: "", props: &[],
+    /// #     needs: &[], provides: &[], make: |_| Ok(Box::new(Pass)),
+    /// # };
+    /// let mut caps = Caps::default();
+    /// let mut ctx = OpenContext::new(&mut caps);
+    /// let running = PASS.element(&[])?.open(&mut ctx)?;
+    /// let mut stage = running.into_stage::<Frame, Frame>().ok().unwrap();
+    /// let mut out = Vec::new();
+    /// stage.finish(&mut out)?;
+    /// assert!(PASS.element(&[("every", "3")]).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn element(
+        &self,
+        props: &[(&str, &str)],
+    ) -> Result<Box<dyn Element>, crate::description::DescribeError> {
+        let desc = crate::description::Description::single("<element>", self.name, props);
+        let props = Props::new(&desc, &desc.stages[0], self);
+        props.check()?;
+        (self.make)(&props)
     }
 }

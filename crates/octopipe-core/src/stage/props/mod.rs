@@ -13,7 +13,7 @@ mod shown;
 mod spec;
 mod value;
 
-pub use access::Props;
+pub use access::{Props, StageDecl};
 pub use concat::{props_concat, props_len};
 pub use declare::Properties;
 pub use parse::{parse_bool, BOOL_SPELLINGS};

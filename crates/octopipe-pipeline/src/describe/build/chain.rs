@@ -4,7 +4,7 @@
 use super::super::QueueSettings;
 use super::super::{DescribeError, Description, Span, StageDesc};
 use super::head::{fragment, gstreamer_head, unknown};
-use super::{names, Pending, Shape};
+use super::pending::{names, Pending, Shape};
 use crate::source::{HeadSettings, SourceConfig, SourceKind};
 use crate::stage::{Element, Item, Props, Registry, Role, StageDecl};
 

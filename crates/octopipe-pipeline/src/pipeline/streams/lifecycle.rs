@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use super::super::admit;
 use super::super::{PipelineError, STREAM_REMOVED};
-use super::{Book, Entry, StreamState};
+use super::book::{Book, Entry};
+use super::info::StreamState;
 use crate::stage::Payload;
 use crate::Error;
 

@@ -1,0 +1,98 @@
+//! The handle that adds and removes streams of a running pipeline.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::book::Book;
+use super::info::{Added, RemoveMode, StreamInfo, StreamState};
+use crate::describe::Description;
+use crate::Error;
+
+/// Adds and removes streams of a running pipeline: cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct Streams(pub(in crate::pipeline) Arc<Book>);
+
+impl Streams {
+    /// Add the stream `description`, parsed (one chain from a source to its boxes: `testsrc
+    /// live=true ! boxes format=synthetic`, `app name=cam live=true`, `udpsrc ... ! avdec_h264 !
+    /// detect model=d.onnx`), as stream `id`, or the next id after the highest when `None`. It
+    /// is checked and opened here (a bad description or input is an error naming it, and
+    /// nothing is added); its frames join the batch stage at once. It is listed as its text.
+    pub fn add(&self, description: &Description, id: Option<u32>) -> Result<Added, Error> {
+        self.0.add(description, id)
+    }
+
+    /// [`Streams::add`] of a description's text, parsed here (no variables; errors at
+    /// `<stream>`).
+    pub fn add_text(&self, text: &str, id: Option<u32>) -> Result<Added, Error> {
+        let desc = crate::describe::parse("<stream>", text, &HashMap::new())?;
+        self.0.add(&desc, id)
+    }
+
+    /// Remove stream `id` (one added while running): its source stops; `mode` says what becomes
+    /// of the frames it already gave. Its report row stays. Removing it again does nothing.
+    pub fn remove(&self, id: u32, mode: RemoveMode) -> Result<(), Error> {
+        self.0.remove(id, mode)
+    }
+
+    /// Every stream of the run, in id order: those of the description and those added
+    /// (also ended and removed ones).
+    pub fn list(&self) -> Vec<StreamInfo> {
+        self.0.list()
+    }
+
+    /// How many streams are running (what `GET /health` says), without listing them.
+    pub fn running(&self) -> usize {
+        let mut entries = self.0.entries();
+        self.0.reap(&mut entries);
+        let running = entries
+            .values()
+            .filter(|e| e.state() == StreamState::Running);
+        running.count()
+    }
+
+    /// Take no more streams: the run ends when the streams it has end.
+    pub fn close(&self) {
+        self.0.control.close_joins();
+    }
+
+    /// At most `n` streams added while running run at once: adding one more is
+    /// [`PipelineError::TooManyStreams`]. Streams being opened and streams being removed count
+    /// (a removed stream until its threads ended, or until it was detached
+    /// [`REMOVE_DEADLINE`](crate::pipeline::REMOVE_DEADLINE) after its removal); those that ended,
+    /// failed or were removed do not. Unlimited until set.
+    ///
+    /// [`PipelineError::TooManyStreams`]: crate::pipeline::PipelineError::TooManyStreams
+    pub fn set_max_streams(&self, n: usize) {
+        self.0.max_streams.store(n, Ordering::SeqCst);
+    }
+
+    /// A stream added while running may hold at most `bytes` of frames: one whose estimate
+    /// (its queues full of frames as large as its source may give) passes it is refused before
+    /// it opens, [`PipelineError::StreamMemory`]. [`DEFAULT_MAX_STREAM_MEMORY`] until set.
+    ///
+    /// [`DEFAULT_MAX_STREAM_MEMORY`]: crate::pipeline::DEFAULT_MAX_STREAM_MEMORY
+    /// [`PipelineError::StreamMemory`]: crate::pipeline::PipelineError::StreamMemory
+    pub fn set_max_stream_memory(&self, bytes: u64) {
+        self.0.max_memory.store(bytes, Ordering::SeqCst);
+    }
+
+    /// A removed stream whose threads have not ended `deadline` after its removal is detached
+    /// (default [`REMOVE_DEADLINE`](crate::pipeline::REMOVE_DEADLINE)): its threads are left to
+    /// end on their own, it no longer counts toward the most streams at once, and the report
+    /// says so.
+    pub fn set_remove_deadline(&self, deadline: Duration) {
+        let ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
+        self.0.remove_deadline.store(ms, Ordering::SeqCst);
+    }
+
+    /// Call `hook` with the id of every stream added while running once it is over (its
+    /// threads ended, or were detached after its removal): what keeps something per stream
+    /// (the control plane's metrics) lets it go.
+    pub fn on_end(&self, hook: impl Fn(u32) + Send + Sync + 'static) {
+        let mut hooks = self.0.on_end.lock().unwrap_or_else(|e| e.into_inner());
+        hooks.push(Box::new(hook));
+    }
+}
