@@ -13,7 +13,7 @@
 //! CPU. All buffers grow and are reused: no allocation per batch in steady state.
 //!
 //! The parts, by job:
-//! - [`Engine`]: a [`Gpu`] (the CUDA context, its stream, the compiled kernels) and the buffers
+//! - [`Engine`]: a [`Gpu`](octopipe_cuda::Gpu) (the CUDA context, its stream, the compiled kernels) and the buffers
 //!   it owns;
 //! - frame and metadata uploads ([`Engine::upload_frames`], [`Engine::upload_meta`], [`HostFrame`],
 //!   [`UploadMode`]);
