@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: install what is missing, then check that modules import no circle
-# (scripts/check-cycles.py), that the member crates' dependency trees hold only what their layer
+# (scripts/check-cycles.py), that no module takes more than 5 items from an ancestor file that
+# implements them (scripts/check-upward.py: every mod.rs a table of contents), that the member crates' dependency trees hold only what their layer
 # may (the core, CUDA and stages crates no GStreamer, ONNX Runtime, broker or CLI crate:
 # scripts/check-core-deps.sh), that every test file is in a test
 # binary (scripts/check-tests.py) and that the dev-dependencies change no feature of the library's
@@ -20,6 +21,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . scripts/env.sh
 python3 scripts/check-cycles.py
+python3 scripts/check-upward.py --max 5
 bash scripts/check-core-deps.sh
 python3 scripts/check-tests.py
 bash scripts/check-feature-unification.sh
