@@ -20,7 +20,8 @@ use std::time::{Duration, Instant, SystemTime};
 pub use crate::buffer::{DeviceBuffer, Memory};
 pub use memory::{BufferPool, DeviceFrame, PageLockedError, Planes, PooledBuf};
 pub use objects::{
-    BoxOrigin, ClassScore, Classification, Detection, PixelSums, SkipReason, TileStats,
+    BoxOrigin, ClassScore, Classification, Detection, NamedClassification, PixelSums, SkipReason,
+    TileStats,
 };
 pub use pixels::{ChromaSite, Colorimetry, FrameLayout, LayoutError, Matrix, PixelFormat, Range};
 

@@ -31,7 +31,7 @@ mod warm;
 
 pub use crate::stage::{CropPlan, Reinfer, TrackLabels, REINFER_MAX_RESIZE};
 pub use classifier::Classifier;
-pub use config::{ClassifyConfig, ClassifyProps, NonFinite, CLASSIFY};
+pub use config::{ChainPlace, ClassifyConfig, ClassifyProps, NonFinite, CLASSIFY};
 pub use error::ClassifyError;
 pub use scores::softmax;
 pub(crate) use scores::top_k;

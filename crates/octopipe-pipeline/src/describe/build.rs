@@ -26,6 +26,7 @@ use super::{Builtin, Graph, Node, Queue, QueueSettings};
 use crate::stage::{Element, Item, Registry, Role, StageDecl};
 
 mod chain;
+mod classifiers;
 mod head;
 
 use chain::Chain;

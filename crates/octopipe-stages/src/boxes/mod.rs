@@ -477,6 +477,7 @@ impl Boxes {
             score: row.score,
             track: row.track,
             classification: None,
+            classifications: Vec::new(),
             stats: None,
         })
     }
