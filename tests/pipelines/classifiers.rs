@@ -71,7 +71,11 @@ fn two_classifiers_in_a_chain_keep_both_answers_and_the_first_stays_the_main_one
             o.as_object_mut().unwrap().remove("timestamp");
             o
         };
-        assert_eq!(untimed(&main), untimed(a), "the main result is the first classifier's");
+        assert_eq!(
+            untimed(&main),
+            untimed(a),
+            "the main result is the first classifier's"
+        );
         let by_name = by_name.as_object().unwrap();
         assert_eq!(by_name.len(), 2, "{by_name:?}");
         let classify = &by_name["classify"];
@@ -83,8 +87,15 @@ fn two_classifiers_in_a_chain_keep_both_answers_and_the_first_stays_the_main_one
         let label = a["label"].as_str().unwrap();
         assert_eq!(color["label"], short(label), "the second's own labels");
         assert_eq!(color["class_id"], a["class_id"]);
-        assert_eq!(color["score"], a["score"], "the same model on the same crop");
-        assert_eq!(color["topk"].as_array().unwrap().len(), 1, "top-k=2: one more");
+        assert_eq!(
+            color["score"], a["score"],
+            "the same model on the same crop"
+        );
+        assert_eq!(
+            color["topk"].as_array().unwrap().len(),
+            1,
+            "top-k=2: one more"
+        );
     }
     // Written in chain order.
     let text = std::fs::read_to_string(&two).unwrap();

@@ -168,7 +168,12 @@ impl Object {
             classifiers: Classifiers(
                 det.classifications
                     .iter()
-                    .map(|n| (n.classifier.clone(), ClassifierAnswer::of(&n.classification)))
+                    .map(|n| {
+                        (
+                            n.classifier.clone(),
+                            ClassifierAnswer::of(&n.classification),
+                        )
+                    })
                     .collect(),
             ),
             stats: det.stats,

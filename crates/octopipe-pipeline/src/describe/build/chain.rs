@@ -3,8 +3,8 @@
 
 use super::super::QueueSettings;
 use super::super::{DescribeError, Description, Span, StageDesc};
-use super::head::{fragment, gstreamer_head, unknown};
 use super::classifiers::place_classifier;
+use super::head::{fragment, gstreamer_head, unknown};
 use super::{names, Pending, Shape};
 use crate::source::{HeadSettings, SourceConfig, SourceKind};
 use crate::stage::{Element, Item, Props, Registry, Role, StageDecl};

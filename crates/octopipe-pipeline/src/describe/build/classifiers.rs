@@ -72,3 +72,77 @@ fn given(name: Option<&str>) -> Option<String> {
     let base = name.split('@').next().unwrap_or(name);
     (!base.is_empty()).then(|| base.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Each classifier's place in the graph of `text`, in node order.
+    fn places(text: &str) -> Result<Vec<Option<(String, bool)>>, String> {
+        let desc =
+            super::super::super::parse("t", text, &HashMap::new()).map_err(|e| e.to_string())?;
+        let graph = super::super::build(&desc).map_err(|e| e.to_string())?;
+        Ok(graph
+            .nodes
+            .iter()
+            .filter_map(|n| n.element.downcast_ref::<ClassifyConfig>())
+            .map(|c| c.chain.as_ref().map(|p| (p.name.to_string(), p.first)))
+            .collect())
+    }
+
+    fn place(name: &str, first: bool) -> Option<(String, bool)> {
+        Some((name.to_string(), first))
+    }
+
+    const HEAD: &str = "testsrc ! boxes format=synthetic ! batch ! preprocess";
+
+    #[test]
+    fn classifiers_in_a_chain_get_their_names_and_the_first_is_the_main_one() {
+        let alone = places(&format!(
+            "{HEAD} ! classify model=m.onnx ! jsonl location=o"
+        ));
+        assert_eq!(alone.unwrap(), [None], "a classifier alone keeps no place");
+        let named = places(&format!(
+            "{HEAD} ! classify model=m.onnx ! classify name=color model=c.onnx \
+             ! classify model=d.onnx ! jsonl location=o"
+        ));
+        assert_eq!(
+            named.unwrap(),
+            [
+                place("classify", true),
+                place("color", false),
+                place("classify2", false)
+            ]
+        );
+        let taken = places(&format!(
+            "{HEAD} ! classify name=classify1 model=m.onnx ! classify model=c.onnx ! jsonl location=o"
+        ));
+        assert_eq!(
+            taken.unwrap(),
+            [place("classify1", true), place("classify2", false)],
+            "a default name already taken moves on"
+        );
+        let twice = places(&format!(
+            "{HEAD} ! classify model=m.onnx ! classify name=classify model=c.onnx ! jsonl location=o"
+        ));
+        assert!(twice.unwrap_err().contains("both named 'classify'"));
+    }
+
+    #[test]
+    fn a_gpus_copy_of_a_named_classifier_keeps_its_name() {
+        let text = "testsrc ! boxes format=synthetic ! mux.\n\
+                    testsrc ! boxes format=synthetic ! batch name=mux devices=0,1 ! preprocess \
+                    ! classify name=kind model=m.onnx ! classify name=color model=c.onnx \
+                    ! jsonl location=o";
+        assert_eq!(
+            places(text).unwrap(),
+            [
+                place("kind", true),
+                place("color", false),
+                place("kind", true),
+                place("color", false)
+            ]
+        );
+    }
+}
