@@ -5,6 +5,7 @@ mod common;
 
 mod app;
 mod bench_pipeline;
+mod classifiers;
 #[cfg(feature = "mqtt")]
 mod mqtt;
 mod pipeline;

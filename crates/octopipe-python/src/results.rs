@@ -159,7 +159,9 @@ impl Frame {
 
     /// The objects as NumPy arrays, for bulk use: a dict with `boxes` (N x 4 int32: x, y, w, h),
     /// `class_ids` (int64, -1 where unlabelled), `scores` (float32, NaN where unlabelled),
-    /// `tracks` (int64, -1 where no track) and `labels` (str, '' where unlabelled).
+    /// `tracks` (int64, -1 where no track) and `labels` (str, '' where unlabelled); where several
+    /// classifiers classify the boxes, `classifiers` too: by each classifier's name, its own
+    /// `class_ids`, `scores` and `labels` (the top-level ones are the first classifier's).
     fn objects_array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let np = py.import("numpy")?;
         let objects = &self.item.objects;
@@ -192,6 +194,33 @@ impl Frame {
         out.set_item("scores", array(scores, "<f4", (n, 0))?)?;
         out.set_item("tracks", array(tracks, "<i8", (n, 0))?)?;
         out.set_item("labels", np.call_method1("array", (labels, "U"))?)?;
+        // Several classifiers on the boxes: each one's answers by its name, in chain order.
+        let mut names: Vec<&str> = Vec::new();
+        for (name, _) in objects.iter().flat_map(|o| &o.classifiers.0) {
+            if !names.contains(&&**name) {
+                names.push(name);
+            }
+        }
+        if !names.is_empty() {
+            let by_name = PyDict::new(py);
+            for name in names {
+                let (mut classes, mut scores) = (Vec::new(), Vec::new());
+                let labels = PyList::empty(py);
+                for o in objects {
+                    let answer = o.classifiers.get(name);
+                    classes
+                        .extend_from_slice(&answer.map_or(-1, |a| a.class_id as i64).to_le_bytes());
+                    scores.extend_from_slice(&answer.map_or(f32::NAN, |a| a.score).to_le_bytes());
+                    labels.append(answer.map_or("", |a| &*a.label))?;
+                }
+                let arrays = PyDict::new(py);
+                arrays.set_item("class_ids", array(classes, "<i8", (n, 0))?)?;
+                arrays.set_item("scores", array(scores, "<f4", (n, 0))?)?;
+                arrays.set_item("labels", np.call_method1("array", (labels, "U"))?)?;
+                by_name.set_item(name, arrays)?;
+            }
+            out.set_item("classifiers", by_name)?;
+        }
         Ok(out)
     }
 

@@ -129,3 +129,35 @@ def test_opening_errors_raise_before_anything_runs(tmp_path):
     with pytest.raises(octopipe.Error, match="nowhere.onnx"):
         octopipe.Pipeline(
             f"testsrc num-buffers=3 ! boxes format=synthetic ! classify model={tmp_path}/nowhere.onnx ! appsink")
+
+
+def test_two_classifiers_keep_both_answers_by_name(clip, model, tmp_path):
+    """Two classifiers in a chain: each object has both answers under `classifiers`, and its
+    main result is the one classifier's of the same pipeline without the second."""
+    from conftest import REPO
+
+    pipe = (REPO / "pipelines" / "visdrone-classify.pipe").read_text()
+    first = "classify model=${model} labels=person,two-wheeler,car,large-vehicle"
+    assert first in pipe
+    chained = pipe.replace(first, first + " ! classify name=color model=${model} labels=p,t,c,l")
+    one = octopipe.Pipeline(pipe, vars=classify_vars(clip, model, tmp_path / "one.jsonl"))
+    one_frames = list(one.results())
+    alone = [o for f in one_frames for o in f.objects]
+    two = octopipe.Pipeline(chained, vars=classify_vars(clip, model, tmp_path / "two.jsonl"))
+    frames = list(two.results())
+    objects = [o for f in frames for o in f.objects]
+    assert len(objects) == len(alone) == 2012
+    assert all("classifiers" not in o for o in alone)
+    for a, o in zip(alone, objects):
+        by_name = o.pop("classifiers")
+        assert untimed(o) == untimed(a)
+        assert list(by_name) == ["classify", "color"]
+        assert by_name["classify"] == {k: a[k] for k in ("label", "class_id", "score")}
+        assert by_name["color"]["label"] == a["label"][0]
+    arrays = frames[0].objects_array()
+    first_objects = frames[0].objects
+    assert arrays["labels"].tolist() == [o["label"] for o in first_objects]
+    color = arrays["classifiers"]["color"]
+    assert color["labels"].tolist() == [o["classifiers"]["color"]["label"] for o in first_objects]
+    assert color["class_ids"].tolist() == [o["class_id"] for o in first_objects]
+    assert "classifiers" not in one_frames[0].objects_array()

@@ -146,6 +146,7 @@ impl AppBox {
             score: self.score.unwrap_or(1.0),
             track: self.track,
             classification: None,
+            classifications: Vec::new(),
             stats: None,
         }))
     }

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant, SystemTime};
 pub use crate::buffer::{DeviceBuffer, Memory};
 pub use memory::{BufferPool, DeviceFrame, PageLockedError, Planes, PooledBuf};
 pub use objects::{
-    clip_box, BoxOrigin, ClassScore, Classification, Detection, PixelSums, SkipReason, TileStats,
-    MIN_BOX_SIZE,
+    clip_box, BoxOrigin, ClassScore, Classification, Detection, NamedClassification, PixelSums,
+    SkipReason, TileStats, MIN_BOX_SIZE,
 };
 pub use pixels::{ChromaSite, Colorimetry, FrameLayout, LayoutError, Matrix, PixelFormat, Range};
 

@@ -20,8 +20,13 @@ pub struct Detection {
     pub score: f32,
     /// Track id (from MOT annotations, an application or a tracker).
     pub track: Option<u32>,
-    /// What the classifier said of the box's crop, once classified.
+    /// What the classifier said of the box's crop, once classified: the main result, the
+    /// first classifier's where several classify the same boxes one after the other.
     pub classification: Option<Classification>,
+    /// Where several classifiers classify the same boxes one after the other: each one's
+    /// answer by its name, in chain order (the first's is also `classification`). Empty with
+    /// one classifier.
+    pub classifications: Vec<NamedClassification>,
     /// What `tilestats` measured of the box's pixels, and whether it keeps the box.
     pub stats: Option<TileStats>,
 }
@@ -37,6 +42,7 @@ impl Detection {
             score: 1.0,
             track: None,
             classification: None,
+            classifications: Vec::new(),
             stats: None,
         }
     }
@@ -142,6 +148,17 @@ pub struct Classification {
     pub best: ClassScore,
     /// Further classes when top-k > 1, best first (the best one excluded).
     pub topk: Vec<ClassScore>,
+}
+
+/// One classifier's answer for a box, by the classifier's name: what each of several
+/// classifiers on the same boxes said (DeepStream's primary and secondary classifiers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedClassification {
+    /// The classifier's name: its stage's `name=` in the description, else `classify`,
+    /// `classify1`, ... in chain order; in the GStreamer plugin, the element's name.
+    pub classifier: Arc<str>,
+    /// Its answer.
+    pub classification: Classification,
 }
 
 /// Why a detection box was not classified.

@@ -9,7 +9,9 @@
 //! - `object_id`: `id` (int), the track id (per stream);
 //! - one structure per classifier, named after the element that classified (`octoclassify0`):
 //!   `label` (string), `label_id` (int), `confidence` (double), `model_name` (string: the model
-//!   file); `reused` and `non_finite` (booleans, only when true).
+//!   file); `reused` and `non_finite` (booleans, only when true). Each classifier adds its own
+//!   and keeps those before it; read back, the first is the object's main result, and with
+//!   several each one's answer is kept by its structure's name.
 //!
 //! and one custom meta per frame, `OctopipeFrameMeta` (a structure: `frame`, the frame's number
 //! in its stream as the first octopipe element numbered it by presentation time; `source`, its
@@ -24,7 +26,8 @@
 use gstreamer as gst;
 use gstreamer_video as gst_video;
 use octopipe_core::frame::{
-    source_uri, BoxOrigin, ClassScore, Classification, Detection, Frame, SkipReason,
+    source_uri, BoxOrigin, ClassScore, Classification, Detection, Frame, NamedClassification,
+    SkipReason,
 };
 
 use super::report::{self, Marks};
@@ -134,7 +137,9 @@ pub(crate) struct Read {
 
 /// Read every ROI meta of `buffer` into `frame.detections` (appended, clipped to the frame; a
 /// box with nothing left inside the frame is left out and its meta untouched), with the track
-/// id, the box source's class and score, and the last classifier's answer.
+/// id, the box source's class and score, and the classifiers' answers: the first structure's is
+/// the main result (and its `reused` and `non_finite` flags the object's); with several, each
+/// one's by its structure's name too.
 pub(crate) fn read(buffer: &gst::BufferRef, frame: &mut Frame) -> Read {
     let (fw, fh) = (frame.layout.width, frame.layout.height);
     let mut out = Read::default();
@@ -162,15 +167,21 @@ pub(crate) fn read(buffer: &gst::BufferRef, frame: &mut Frame) -> Read {
             .and_then(|s| int(s, "id"))
             .and_then(|v| u32::try_from(v).ok());
         let index = frame.detections.len() as u32;
-        if let Some(s) = meta.params().filter(|s| is_classification(s)).last() {
-            det.classification = s.get::<&str>("label").ok().map(|label| Classification {
-                best: ClassScore {
-                    class_id: int(s, "label_id").map_or(0, |v| v.max(0) as u32),
-                    label: label.into(),
-                    score: s.get::<f64>("confidence").map_or(0.0, |v| v as f32),
-                },
-                topk: Vec::new(),
-            });
+        let mut classifiers = meta.params().filter(|s| is_classification(s));
+        if let Some(s) = classifiers.next() {
+            det.classification = classification(s);
+            if classifiers.next().is_some() {
+                det.classifications = meta
+                    .params()
+                    .filter(|s| is_classification(s))
+                    .filter_map(|s| {
+                        Some(NamedClassification {
+                            classifier: s.name().as_str().into(),
+                            classification: classification(s)?,
+                        })
+                    })
+                    .collect();
+            }
             if s.get::<bool>("reused").unwrap_or(false) {
                 frame.reused.push(index);
             }
@@ -188,6 +199,19 @@ pub(crate) fn read(buffer: &gst::BufferRef, frame: &mut Frame) -> Read {
         });
     }
     out
+}
+
+/// The answer a classifier's structure holds, when it has a label.
+fn classification(s: &gst::StructureRef) -> Option<Classification> {
+    let label = s.get::<&str>("label").ok()?;
+    Some(Classification {
+        best: ClassScore {
+            class_id: int(s, "label_id").map_or(0, |v| v.max(0) as u32),
+            label: label.into(),
+            score: s.get::<f64>("confidence").map_or(0.0, |v| v as f32),
+        },
+        topk: Vec::new(),
+    })
 }
 
 /// Whether `s` is a classifier's structure: any with a `label` but the box source's and the

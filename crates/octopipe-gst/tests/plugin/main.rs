@@ -5,6 +5,7 @@
 // The `analytics` feature's relation meta: needs GStreamer >= 1.24 to run (CI type-checks it).
 #[cfg(feature = "analytics")]
 mod analytics;
+mod classifiers;
 mod clip;
 mod cuda;
 mod cycles;

@@ -9,7 +9,7 @@ use crate::onnx::Sessions;
 use ort::value::{TensorElementType, TensorRef, ValueType};
 
 use crate::batch::CropBatch;
-use crate::frame::{ClassScore, Classification};
+use crate::frame::{ClassScore, Classification, NamedClassification};
 use crate::preprocess::{DType, Layout};
 use crate::tensor::TensorData;
 use octopipe_core::alloc::try_resize;
@@ -273,8 +273,13 @@ impl Classifier {
                     if flagged == 0 {
                         tracing::warn!("{error}: flagged");
                     }
-                    frame.non_finite.push(origin.detection);
-                    frame.detections[origin.detection as usize].classification = None;
+                    if !frame.non_finite.contains(&origin.detection) {
+                        frame.non_finite.push(origin.detection);
+                    }
+                    // A later classifier of a chain leaves the main result; it has no entry.
+                    if self.config.chain.as_ref().is_none_or(|c| c.first) {
+                        frame.detections[origin.detection as usize].classification = None;
+                    }
                     flagged += 1;
                     continue;
                 }
@@ -289,7 +294,19 @@ impl Classifier {
                 best,
                 topk: scores.collect(),
             };
-            frame.detections[origin.detection as usize].classification = Some(c);
+            let det = &mut frame.detections[origin.detection as usize];
+            match &self.config.chain {
+                None => det.classification = Some(c),
+                Some(place) => {
+                    if place.first {
+                        det.classification = Some(c.clone());
+                    }
+                    det.classifications.push(NamedClassification {
+                        classifier: place.name.clone(),
+                        classification: c,
+                    });
+                }
+            }
         }
         Ok(flagged)
     }

@@ -45,6 +45,33 @@ pub struct ClassifyConfig {
     /// Classifiers (each with its own ONNX Runtime sessions) that take batches in turn, the
     /// batches leaving in order: for a host where one session's call is the bottleneck.
     pub workers: usize,
+    /// Its place among several classifiers on the same boxes, one after the other (`None`: it
+    /// is the only one, and its answer is the box's `classification` alone).
+    pub chain: Option<ChainPlace>,
+}
+
+/// A classifier's place among several that classify the same boxes one after the other
+/// (`... ! classify ! classify name=color ! ...`): each writes its answer on the box under its
+/// name ([`Detection::classifications`](crate::frame::Detection::classifications)); the first
+/// also writes the box's main result
+/// ([`Detection::classification`](crate::frame::Detection::classification)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainPlace {
+    /// The classifier's name (see [`ChainPlace::default_name`]).
+    pub name: std::sync::Arc<str>,
+    /// Whether it is the first of the chain, whose answer is the box's main result.
+    pub first: bool,
+}
+
+impl ChainPlace {
+    /// The name of the classifier at `index` (from 0) of its chain that has no `name=`:
+    /// `classify`, `classify1`, `classify2`, ...
+    pub fn default_name(index: usize) -> String {
+        match index {
+            0 => "classify".to_string(),
+            i => format!("classify{i}"),
+        }
+    }
 }
 
 impl ClassifyConfig {
@@ -105,6 +132,7 @@ impl From<ClassifyProps> for ClassifyConfig {
             ort_threads: c.onnx.ort_threads,
             reinfer_interval: c.reinfer_interval,
             workers: c.workers,
+            chain: None,
         }
     }
 }

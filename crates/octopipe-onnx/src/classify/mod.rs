@@ -21,6 +21,12 @@
 //! Such objects are written with `"reused":true`, and the report counts them
 //! (`objects: N in = C classified + R reused + S skipped`).
 //!
+//! Several classifiers one after the other on the same boxes (`... ! classify model=a.onnx !
+//! classify name=color model=b.onnx ! ...`) each keep their answer on the box under their name
+//! ([`ChainPlace`], told by the description's builder; without `name=`, `classify`,
+//! `classify1`, ... in chain order); the first's stays the box's main result, and a later
+//! classifier's non-finite output leaves it as it is.
+//!
 //! ONNX Runtime is loaded at run time ([`crate::onnx`]).
 mod classifier;
 mod config;
@@ -31,7 +37,7 @@ mod warm;
 
 pub use crate::stage::{CropPlan, Reinfer, TrackLabels, REINFER_MAX_RESIZE};
 pub use classifier::Classifier;
-pub use config::{ClassifyConfig, ClassifyProps, NonFinite, CLASSIFY};
+pub use config::{ChainPlace, ClassifyConfig, ClassifyProps, NonFinite, CLASSIFY};
 pub use error::ClassifyError;
 pub use scores::softmax;
 pub(crate) use scores::top_k;

@@ -503,6 +503,7 @@ impl Detector {
                         score: b.score,
                         track: None,
                         classification: None,
+                        classifications: Vec::new(),
                         stats: None,
                     });
                 }

@@ -20,6 +20,7 @@
 
 mod assemble;
 mod chain;
+mod classifiers;
 mod head;
 mod pending;
 

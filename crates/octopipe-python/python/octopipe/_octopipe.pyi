@@ -58,10 +58,13 @@ class Frame:
     def height(self) -> int: ...
     @property
     def objects(self) -> List[Dict[str, Any]]:
-        """One dict per object with exactly the fields of its JSONL line."""
-    def objects_array(self) -> Dict[str, np.ndarray]:
+        """One dict per object with exactly the fields of its JSONL line (with several
+        classifiers on the boxes, `classifiers`: each one's answer by its name)."""
+    def objects_array(self) -> Dict[str, Any]:
         """`boxes` (N x 4 int32), `class_ids` (int64, -1), `scores` (float32, NaN),
-        `tracks` (int64, -1), `labels` (str, '')."""
+        `tracks` (int64, -1), `labels` (str, ''): NumPy arrays; with several classifiers on the
+        boxes, `classifiers` too: a dict of each classifier's name to its own `class_ids`,
+        `scores` and `labels` arrays."""
     def __len__(self) -> int: ...
 
 class Results(Iterator[Frame]):

@@ -322,6 +322,7 @@ impl Boxes {
             score: row.score,
             track: row.track,
             classification: None,
+            classifications: Vec::new(),
             stats: None,
         })
     }

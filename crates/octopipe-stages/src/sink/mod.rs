@@ -61,7 +61,7 @@ pub use file::{FileSink, FileWriter};
 pub use jsonl::JSONL;
 #[cfg(feature = "mqtt")]
 pub use mqtt::{MqttConfig, MQTT};
-pub use object::{timestamp, AnnotationInfo, BoxInfo, Object};
+pub use object::{timestamp, AnnotationInfo, BoxInfo, ClassifierAnswer, Classifiers, Object};
 pub use tensors::{TensorFiles, TensorsConfig, TensorsSink, TENSORS};
 pub use tiles::{TileFiles, TileFormat, TileSink, TileSinkConfig, TILESINK};
 #[cfg(feature = "zenoh")]

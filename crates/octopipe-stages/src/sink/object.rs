@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::batch::CropBatch;
-use crate::frame::BoxOrigin;
+use crate::frame::{BoxOrigin, Classification};
 
 /// What a detector said of a box (the `detection` field): its class, the class's name and the
 /// box's score.
@@ -91,6 +91,11 @@ pub struct Object {
     /// Further classes when top-k > 1.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topk: Vec<(Arc<str>, f32)>,
+    /// Where several classifiers classify the boxes one after the other: each one's answer by
+    /// its name, in chain order (the first's is also `label`, `class_id`, `score` and `topk`).
+    /// Empty (and not written) with one classifier.
+    #[serde(skip_serializing_if = "Classifiers::is_empty")]
+    pub classifiers: Classifiers,
     /// What `tilestats` measured of the box's pixels (mean, std, min, max, above, pixels, and the
     /// exact integer sums of the raw samples under `sums`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -160,9 +165,75 @@ impl Object {
             topk: c
                 .map(|c| c.topk.iter().map(|s| (s.label.clone(), s.score)).collect())
                 .unwrap_or_default(),
+            classifiers: Classifiers(
+                det.classifications
+                    .iter()
+                    .map(|n| {
+                        (
+                            n.classifier.clone(),
+                            ClassifierAnswer::of(&n.classification),
+                        )
+                    })
+                    .collect(),
+            ),
             stats: det.stats,
             kept: det.stats.map(|s| s.kept),
         }
+    }
+}
+
+/// One classifier's answer in an object's `classifiers`: its top-1 class and score, and the
+/// further classes when top-k > 1.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ClassifierAnswer {
+    /// The top-1 class name.
+    pub label: Arc<str>,
+    /// The top-1 class index.
+    pub class_id: u32,
+    /// The top-1 softmax score.
+    pub score: f32,
+    /// Further classes when top-k > 1.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub topk: Vec<(Arc<str>, f32)>,
+}
+
+impl ClassifierAnswer {
+    fn of(c: &Classification) -> Self {
+        ClassifierAnswer {
+            label: c.best.label.clone(),
+            class_id: c.best.class_id,
+            score: c.best.score,
+            topk: c.topk.iter().map(|s| (s.label.clone(), s.score)).collect(),
+        }
+    }
+}
+
+/// Every classifier's answer by its name, in chain order: written as a JSON object whose keys
+/// are the classifiers' names.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Classifiers(pub Vec<(Arc<str>, ClassifierAnswer)>);
+
+impl Classifiers {
+    /// Whether no classifier's answer is here (one classifier, or none answered).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The answer of the classifier named `name`.
+    pub fn get(&self, name: &str) -> Option<&ClassifierAnswer> {
+        self.0.iter().find(|(n, _)| &**n == name).map(|(_, a)| a)
+    }
+}
+
+impl Serialize for Classifiers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (name, answer) in &self.0 {
+            map.serialize_entry(name.as_ref(), answer)?;
+        }
+        map.end()
     }
 }
 

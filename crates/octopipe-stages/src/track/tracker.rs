@@ -199,6 +199,7 @@ impl Tracker {
                     score: t.score,
                     track: t.id,
                     classification: None,
+                    classifications: Vec::new(),
                     stats: None,
                 })
             })

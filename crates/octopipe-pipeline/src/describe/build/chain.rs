@@ -3,6 +3,7 @@
 
 use super::super::QueueSettings;
 use super::super::{DescribeError, Description, Span, StageDesc};
+use super::classifiers::place_classifier;
 use super::head::{fragment, gstreamer_head, unknown};
 use super::pending::{names, Pending, Shape};
 use crate::source::{HeadSettings, SourceConfig, SourceKind};
@@ -245,6 +246,9 @@ impl Chain {
             ));
         }
         self.met(decl);
+        let mut element = element;
+        place_classifier(&mut self.nodes, element.as_mut(), name.as_deref())
+            .map_err(|e| desc.error(st.span, e))?;
         self.nodes.push(Pending {
             kind: decl.name,
             role: decl.role,

@@ -1,0 +1,148 @@
+//! Classifiers one after the other on the same boxes (`... ! classify ! classify name=color !
+//! ...`): each is told its place in the run of them ([`ChainPlace`]), so that each keeps its
+//! answer on the box under its name and the first's stays the box's main result.
+//!
+//! A classifier's name is its `name=`, up to any `@` that a GPU's copy of it added
+//! (`batch devices=`: `color@1` is `color`), else `classify`, `classify1`, ... by its place in
+//! the run. A classifier alone keeps no place: its answer is the box's main result only.
+
+use super::pending::Pending;
+use crate::classify::{ChainPlace, ClassifyConfig};
+use crate::stage::Element;
+
+/// Tell the classifier `element` (named `name=name` when given), about to follow `nodes`, its
+/// place among the classifiers that end `nodes`, and the one before it that it is the first when
+/// it had no place yet. Any other stage is left as it is. Two classifiers of a run with the same
+/// name are an error (the message); a default name already taken moves to the next number.
+pub(super) fn place_classifier(
+    nodes: &mut [Pending],
+    element: &mut dyn Element,
+    name: Option<&str>,
+) -> Result<(), String> {
+    let Some(config) = element.downcast_mut::<ClassifyConfig>() else {
+        return Ok(());
+    };
+    let run = nodes
+        .iter()
+        .rev()
+        .take_while(|n| n.element.downcast_ref::<ClassifyConfig>().is_some())
+        .count();
+    if run == 0 {
+        return Ok(());
+    }
+    let at = nodes.len() - run;
+    let first = &mut nodes[at];
+    let first_name = given(first.name.as_deref());
+    if let Some(first) = first.element.downcast_mut::<ClassifyConfig>() {
+        if first.chain.is_none() {
+            let name = first_name.unwrap_or_else(|| ChainPlace::default_name(0));
+            first.chain = Some(ChainPlace {
+                name: name.into(),
+                first: true,
+            });
+        }
+    }
+    let taken: Vec<String> = nodes[at..]
+        .iter()
+        .filter_map(|n| n.element.downcast_ref::<ClassifyConfig>()?.chain.as_ref())
+        .map(|p| p.name.to_string())
+        .collect();
+    let name = match given(name) {
+        Some(name) if taken.contains(&name) => {
+            return Err(format!(
+                "two classifiers on the same boxes are both named '{name}': give one another name="
+            ))
+        }
+        Some(name) => name,
+        None => (run..)
+            .map(ChainPlace::default_name)
+            .find(|n| !taken.contains(n))
+            .unwrap_or_default(),
+    };
+    config.chain = Some(ChainPlace {
+        name: name.into(),
+        first: false,
+    });
+    Ok(())
+}
+
+/// A given `name=` without the `@...` a GPU's copy added (`None` for a name that is all suffix).
+fn given(name: Option<&str>) -> Option<String> {
+    let name = name?;
+    let base = name.split('@').next().unwrap_or(name);
+    (!base.is_empty()).then(|| base.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Each classifier's place in the graph of `text`, in node order.
+    fn places(text: &str) -> Result<Vec<Option<(String, bool)>>, String> {
+        let desc =
+            super::super::super::parse("t", text, &HashMap::new()).map_err(|e| e.to_string())?;
+        let graph = super::super::build(&desc).map_err(|e| e.to_string())?;
+        Ok(graph
+            .nodes
+            .iter()
+            .filter_map(|n| n.element.downcast_ref::<ClassifyConfig>())
+            .map(|c| c.chain.as_ref().map(|p| (p.name.to_string(), p.first)))
+            .collect())
+    }
+
+    fn place(name: &str, first: bool) -> Option<(String, bool)> {
+        Some((name.to_string(), first))
+    }
+
+    const HEAD: &str = "testsrc ! boxes format=synthetic ! batch ! preprocess";
+
+    #[test]
+    fn classifiers_in_a_chain_get_their_names_and_the_first_is_the_main_one() {
+        let alone = places(&format!(
+            "{HEAD} ! classify model=m.onnx ! jsonl location=o"
+        ));
+        assert_eq!(alone.unwrap(), [None], "a classifier alone keeps no place");
+        let named = places(&format!(
+            "{HEAD} ! classify model=m.onnx ! classify name=color model=c.onnx \
+             ! classify model=d.onnx ! jsonl location=o"
+        ));
+        assert_eq!(
+            named.unwrap(),
+            [
+                place("classify", true),
+                place("color", false),
+                place("classify2", false)
+            ]
+        );
+        let taken = places(&format!(
+            "{HEAD} ! classify name=classify1 model=m.onnx ! classify model=c.onnx ! jsonl location=o"
+        ));
+        assert_eq!(
+            taken.unwrap(),
+            [place("classify1", true), place("classify2", false)],
+            "a default name already taken moves on"
+        );
+        let twice = places(&format!(
+            "{HEAD} ! classify model=m.onnx ! classify name=classify model=c.onnx ! jsonl location=o"
+        ));
+        assert!(twice.unwrap_err().contains("both named 'classify'"));
+    }
+
+    #[test]
+    fn a_gpus_copy_of_a_named_classifier_keeps_its_name() {
+        let text = "testsrc ! boxes format=synthetic ! mux.\n\
+                    testsrc ! boxes format=synthetic ! batch name=mux devices=0,1 ! preprocess \
+                    ! classify name=kind model=m.onnx ! classify name=color model=c.onnx \
+                    ! jsonl location=o";
+        assert_eq!(
+            places(text).unwrap(),
+            [
+                place("kind", true),
+                place("color", false),
+                place("kind", true),
+                place("color", false)
+            ]
+        );
+    }
+}
