@@ -22,11 +22,11 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Sender};
 use image::RgbImage;
 
-use crate::batch::CropBatch;
-use crate::budget::Report;
-use crate::frame::{Colorimetry, Detection, Frame, FrameLayout, PooledBuf};
-use crate::preprocess::cpu::frame_to_rgb;
+use octopipe_core::budget::Report;
+use octopipe_core::frame::{Colorimetry, Detection, Frame, FrameLayout, PooledBuf};
 use octopipe_core::observer::Observer;
+use octopipe_stages::batch::CropBatch;
+use octopipe_stages::preprocess::cpu::frame_to_rgb;
 
 use crate::errors::ObserveError;
 
@@ -344,7 +344,7 @@ impl Drop for Annotator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{ClassScore, Classification};
+    use octopipe_core::frame::{ClassScore, Classification};
 
     #[test]
     fn a_tracked_box_is_captioned_with_its_id() {

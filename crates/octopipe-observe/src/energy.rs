@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use libloading::Library;
 
-use crate::batch::CropBatch;
-use crate::budget::Report;
+use octopipe_core::budget::Report;
 use octopipe_core::observer::Observer;
+use octopipe_stages::batch::CropBatch;
 
 type Device = *mut c_void;
 const NVML_SUCCESS: c_int = 0;
@@ -263,7 +263,8 @@ mod tests {
     #[test]
     fn absent_counters_are_reported_as_absent() {
         let mut e = Energy::new();
-        let mut report = crate::budget::Budget::new(Duration::from_millis(33), Vec::new()).finish();
+        let mut report =
+            octopipe_core::budget::Budget::new(Duration::from_millis(33), Vec::new()).finish();
         e.finish(&mut report);
         assert!(!report.extra.is_empty());
         for line in &report.extra {

@@ -67,9 +67,9 @@ impl ObserveError {
     }
 }
 
-impl crate::error::Kind for ObserveError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        use crate::error::ErrorKind;
+impl octopipe_core::error::Kind for ObserveError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
+        use octopipe_core::error::ErrorKind;
         match self {
             ObserveError::Write { .. } | ObserveError::CreateDir { .. } | ObserveError::Draw(_) => {
                 ErrorKind::Io

@@ -21,10 +21,6 @@
 //! | [`Mosaic`] | the tensors fed to the classifier, de-normalized back to pixels, in a labelled grid |
 //! | [`Energy`] | GPU energy per frame from NVML's total-energy counter (or why it is not available) |
 
-// The layers below, under the names the modules here use (`crate::frame`, `crate::batch`).
-use octopipe_core::{budget, error, frame};
-use octopipe_stages::{batch, preprocess};
-
 mod annotate;
 mod energy;
 mod errors;
@@ -32,10 +28,10 @@ mod plot;
 mod progress;
 mod units;
 
-pub use crate::budget::GapCounter;
 pub use annotate::Mp4Encoder;
 pub use annotate::{draw_box, draw_text, text_width, AnnotateTarget, Annotator, Mosaic, GLYPH};
 pub use energy::Energy;
 pub use errors::ObserveError;
+pub use octopipe_core::budget::GapCounter;
 pub use plot::LatencyPlot;
 pub use progress::{Progress, ProgressStyle};

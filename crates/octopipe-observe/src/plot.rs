@@ -19,11 +19,11 @@ use plotters_backend::{
     BackendColor, BackendCoord, BackendTextStyle, DrawingErrorKind, FontTransform,
 };
 
-use crate::batch::CropBatch;
-use crate::budget::Report;
 use crate::errors::ObserveError;
 use crate::units::ms;
+use octopipe_core::budget::Report;
 use octopipe_core::observer::Observer;
+use octopipe_stages::batch::CropBatch;
 
 /// Fill colours of the stages in the stacked panel, in pipeline order (repeating after six).
 const STAGE_COLORS: [RGBColor; 6] = [

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget};
 
 use super::GapCounter;
-use crate::batch::CropBatch;
-use crate::budget::Report;
 use crate::units::ms;
+use octopipe_core::budget::Report;
 use octopipe_core::observer::Observer;
+use octopipe_stages::batch::CropBatch;
 
 /// Frames over which the live p99 and fps are computed.
 const WINDOW: usize = 300;
@@ -95,7 +95,7 @@ impl Progress {
     /// percentage counts frames done, processed or dropped upstream, of the total.
     pub fn status(&self) -> String {
         let mut totals: Vec<Duration> = self.recent.iter().map(|(_, t)| *t).collect();
-        let p99 = crate::budget::Stats::of(&mut totals).p99;
+        let p99 = octopipe_core::budget::Stats::of(&mut totals).p99;
         let fps = match (self.recent.front(), self.recent.back()) {
             (Some(a), Some(b)) if self.recent.len() > 1 && b.0 > a.0 => {
                 (self.recent.len() - 1) as f64 / (b.0 - a.0).as_secs_f64()

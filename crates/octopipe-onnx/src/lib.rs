@@ -8,8 +8,3 @@ pub mod appinfer;
 pub mod classify;
 pub mod detect;
 pub mod onnx;
-
-// The layers below, under the names the modules here use (`crate::frame`, `crate::batch`).
-use octopipe_core::error::Error;
-use octopipe_core::{budget, description, error, files, frame, stage, tensor};
-use octopipe_stages::{batch, boxes, preprocess, tiles, track};

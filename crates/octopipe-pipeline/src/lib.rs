@@ -8,10 +8,3 @@
 pub mod describe;
 pub mod oneshot;
 pub mod pipeline;
-
-// The layers below, under the names the modules here use (`crate::frame`, `crate::detect`).
-use octopipe_core::error::Error;
-use octopipe_core::{budget, description, error, files, frame, redact, stage, tensor};
-use octopipe_onnx::{appinfer, classify, detect};
-use octopipe_sources as source;
-use octopipe_stages::{batch, boxes, preprocess, sink, tiles, tilestats, track};

@@ -24,14 +24,14 @@
 
 use std::path::PathBuf;
 
-use crate::batch::{BatchPool, CropBatch, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
-use crate::classify::{Classifier as OnnxClassifier, ClassifyConfig};
-use crate::frame::SkipReason;
-use crate::preprocess::{create_backend, Backend, PreprocessConfig};
-use crate::sink::Object;
-use crate::source::AppFrame;
-use crate::tensor::Tensor;
-use crate::Error;
+use octopipe_core::error::Error;
+use octopipe_core::frame::SkipReason;
+use octopipe_core::tensor::Tensor;
+use octopipe_onnx::classify::{Classifier as OnnxClassifier, ClassifyConfig};
+use octopipe_sources::AppFrame;
+use octopipe_stages::batch::{BatchPool, CropBatch, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
+use octopipe_stages::preprocess::{create_backend, Backend, PreprocessConfig};
+use octopipe_stages::sink::Object;
 
 /// The tensor of one frame's crops.
 #[derive(Debug)]

@@ -14,7 +14,7 @@
 //! edges drop the oldest frame instead (counted in the report). Budget, late policy,
 //! multi-stream batching and the report apply as to decoded frames.
 
-pub use crate::error::{BadBox, PushError};
+pub use octopipe_core::error::{BadBox, PushError};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,13 +24,13 @@ use crossbeam_channel::{
 };
 
 use super::{FrameSource, SourceError};
-use crate::error::Error;
-use crate::frame::{
+use octopipe_core::error::Error;
+use octopipe_core::frame::clip_box;
+use octopipe_core::frame::{
     BoxOrigin, Colorimetry, Detection, DeviceFrame, Frame, FrameLayout, PixelFormat, PooledBuf,
     SkipReason,
 };
-use crate::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
-use octopipe_core::frame::clip_box;
+use octopipe_core::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
 
 /// How long a blocked push or a waiting source looks again at whether the other side is gone.
 const POLL: Duration = Duration::from_millis(50);

@@ -6,10 +6,10 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
-use crate::frame::{
+use crate::SourceError;
+use octopipe_core::frame::{
     BufferPool, ChromaSite, Colorimetry, FrameLayout, Matrix, PixelFormat, PooledBuf, Range,
 };
-use crate::SourceError;
 
 /// Ask `appsink` for I420 or NV12: decoders output YUV natively, and colour conversion is the
 /// preprocess stage's job, so the decoder never converts to RGB.

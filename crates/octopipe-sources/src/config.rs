@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::frame::PixelFormat;
-use crate::stage::PropChoice;
+use octopipe_core::frame::PixelFormat;
+use octopipe_core::stage::PropChoice;
 
 use super::damage::OnDamaged;
 use super::watch::Watch;
@@ -155,14 +155,14 @@ impl SourceConfig {
     }
 
     /// A short description for reports: the location, fragment or test pattern.
-    /// Credentials in a URI are hidden ([`crate::redact`]).
+    /// Credentials in a URI are hidden ([`octopipe_core::redact`]).
     pub fn describe(&self) -> String {
         let text = match &self.kind {
             SourceKind::Media { location } | SourceKind::Images { location } => location,
             SourceKind::Launch { fragment, .. } => fragment,
             SourceKind::Test { pattern, .. } => return format!("videotestsrc pattern={pattern}"),
         };
-        crate::redact::credentials(text).into_owned()
+        octopipe_core::redact::credentials(text).into_owned()
     }
 
     /// Nominal time between frames.

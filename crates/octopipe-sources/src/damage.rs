@@ -15,7 +15,7 @@
 //! either makes the frame damaged. Each damaged frame is counted in the report (`damaged input`)
 //! and named in one log line.
 
-use crate::stage::PropChoice;
+use octopipe_core::stage::PropChoice;
 
 /// What a source does with a damaged frame (`on-damaged=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]

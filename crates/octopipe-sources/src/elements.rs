@@ -55,7 +55,7 @@ pub(super) fn make(element: &str, package: &str) -> Result<gst::Element, SourceE
 /// The error for a pipeline of input `what` whose elements would not link.
 pub(super) fn link_error(what: &str, e: impl std::fmt::Display) -> SourceError {
     SourceError::Stream {
-        source_name: crate::redact::credentials(what).into_owned(),
+        source_name: octopipe_core::redact::credentials(what).into_owned(),
         message: format!("cannot link the pipeline: {e}"),
         debug: None,
     }

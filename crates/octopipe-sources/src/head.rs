@@ -1,14 +1,14 @@
 //! The `head` pseudo-stage: how the GStreamer head before it is watched, numbered and decoded.
 
-use crate::error::Error;
-use crate::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
+use octopipe_core::error::Error;
+use octopipe_core::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
 
 use super::config::HeadSettings;
 use super::props::HeadProps;
 
 impl Element for HeadSettings {
     fn open(self: Box<Self>, _ctx: &mut OpenContext) -> Result<Running, Error> {
-        Err(crate::error::PipelineError::NotAStage("head").into())
+        Err(octopipe_core::error::PipelineError::NotAStage("head").into())
     }
 }
 

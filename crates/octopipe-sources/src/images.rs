@@ -7,7 +7,7 @@
 //!
 //! A sequence whose first file is a 16-bit greyscale PNG (IHDR bit depth 16, colour type 0 or 4:
 //! `pngdec` gives `GRAY16_BE`) is decoded as one 16-bit band instead: `videoconvert` swaps it to
-//! `GRAY16_LE` ([`PixelFormat::Gray16`](crate::frame::PixelFormat::Gray16)) and the appsink takes
+//! `GRAY16_LE` ([`PixelFormat::Gray16`](octopipe_core::frame::PixelFormat::Gray16)) and the appsink takes
 //! that format only, so every file of the sequence arrives as 16-bit grey, values unchanged.
 //!
 //! Image files are read by a feeder thread that pushes one file per buffer with `pts = index /
@@ -28,7 +28,7 @@ mod list;
 mod sequence;
 
 use crate::props::ImagesProps;
-use crate::stage::{Properties, Role, StageDecl};
+use octopipe_core::stage::{Properties, Role, StageDecl};
 
 pub(crate) use build::build_images;
 pub(crate) use feed::{Feeder, OnFile};

@@ -73,7 +73,7 @@ pub(super) fn build_launch(
     let head = gst::parse::bin_from_description(&description, false).map_err(|e| {
         let missing = e.kind::<gst::ParseError>() == Some(gst::ParseError::NoSuchElement);
         SourceError::Stream {
-            source_name: crate::redact::credentials(fragment).into_owned(),
+            source_name: octopipe_core::redact::credentials(fragment).into_owned(),
             message: if missing {
                 format!("{e} (gst-inspect-1.0 lists the installed elements)")
             } else {

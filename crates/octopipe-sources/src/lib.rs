@@ -39,9 +39,6 @@
 //! media location=flight.mp4 decoder=nvdec ! boxes format=synthetic ! batch ! preprocess backend=cuda ! ...
 //! ```
 
-// The core, under the names the modules here use (`crate::frame`, `crate::stage`).
-use octopipe_core::{budget, error, files, frame, redact, stage};
-
 mod app;
 mod caps;
 mod config;
@@ -67,7 +64,6 @@ mod test;
 mod timeline;
 mod watch;
 
-pub use crate::stage::source::{FrameSource, SourceError, StartGate};
 pub use app::{AppBox, AppFrame, AppSource, AppSourceSettings, BadBox, PushError, APP};
 pub use config::{
     Decoder, HeadSettings, ImageDecoder, SourceConfig, SourceKind, DEFAULT_FRAMERATE, DEFAULT_LOOPS,
@@ -79,6 +75,7 @@ pub use images::IMAGES;
 pub use media::MEDIA;
 pub use nvdec::NvdecError;
 pub use nvjpeg::NvjpegError;
+pub use octopipe_core::stage::source::{FrameSource, SourceError, StartGate};
 pub use open::open;
 pub use probe::{
     element_exists, element_names, fragment_is_live, gst_cuda_library, image_files,

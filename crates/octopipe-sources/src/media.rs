@@ -26,7 +26,7 @@ use super::elements::{link_error, make, PLUGINS_BASE};
 use super::nvdec::{self, SharedCuda};
 use super::props::MediaProps;
 use super::SourceError;
-use crate::stage::{Properties, Role, StageDecl};
+use octopipe_core::stage::{Properties, Role, StageDecl};
 
 /// (name for errors, URI) of a media location; local files must exist and be readable.
 pub(super) fn media_uri(location: &str) -> Result<(String, String), SourceError> {

@@ -38,7 +38,7 @@ use gstreamer_video as gst_video;
 use libloading::Library;
 
 use crate::dylib::{optional, symbol};
-use crate::frame::{DeviceBuffer, DeviceFrame, FrameLayout, PixelFormat};
+use octopipe_core::frame::{DeviceBuffer, DeviceFrame, FrameLayout, PixelFormat};
 
 /// The library's soname (GStreamer 1.22 and later).
 const LIBRARY: &str = "libgstcuda-1.0.so.0";
@@ -101,9 +101,9 @@ pub enum NvdecError {
     Context,
 }
 
-impl crate::error::Kind for NvdecError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        use crate::error::ErrorKind;
+impl octopipe_core::error::Kind for NvdecError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
+        use octopipe_core::error::ErrorKind;
         match self {
             NvdecError::Gst(_)
             | NvdecError::Library(_)

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use crate::error::Error;
-use crate::files::RunPath;
-use crate::frame::{BufferPool, PixelFormat};
-use crate::stage::source::{FrameSource, SourceError};
-use crate::stage::{Caps, Element, OpenContext, PageLocked, Running};
+use octopipe_core::error::Error;
+use octopipe_core::files::RunPath;
+use octopipe_core::frame::{BufferPool, PixelFormat};
+use octopipe_core::stage::source::{FrameSource, SourceError};
+use octopipe_core::stage::{Caps, Element, OpenContext, PageLocked, Running};
 
 use super::config::{Decoder, SourceConfig, SourceKind};
 use super::gst::GstSource;

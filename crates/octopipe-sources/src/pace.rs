@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{FrameSource, SourceError, StartGate};
-use crate::frame::Frame;
+use octopipe_core::frame::Frame;
 
 /// Where a live source joins a timeline that started at a UNIX time (`testsrc epoch=`).
 #[derive(Debug, Clone, Copy)]

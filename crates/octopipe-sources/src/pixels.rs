@@ -1,7 +1,7 @@
-//! A decoded frame's planes before the source makes them a [`Frame`](crate::frame::Frame):
+//! A decoded frame's planes before the source makes them a [`Frame`](octopipe_core::frame::Frame):
 //! what GStreamer's decoders and nvJPEG hand over.
 
-use crate::frame::{DeviceFrame, FrameLayout, PooledBuf};
+use octopipe_core::frame::{DeviceFrame, FrameLayout, PooledBuf};
 
 /// A decoded frame's planes and their geometry.
 pub(crate) enum Pixels {

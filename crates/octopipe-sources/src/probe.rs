@@ -1,7 +1,7 @@
 //! What GStreamer and the GPU decoders offer here: elements, NVDEC, nvJPEG, image files, live
 //! fragments.
 
-use crate::stage::source::SourceError;
+use octopipe_core::stage::source::SourceError;
 
 use super::nvdec::NvdecError;
 use super::nvjpeg::NvjpegError;

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use super::config::{Decoder, HeadSettings, ImageDecoder, SourceConfig, SourceKind};
 use super::damage::OnDamaged;
 use super::watch::{RetryProps, StallProps, WaitProps, Watch};
-use crate::frame::PixelFormat;
-use crate::stage::{PropSpec, PropType, Properties};
+use octopipe_core::frame::PixelFormat;
+use octopipe_core::stage::{PropSpec, PropType, Properties};
 
 /// `live=`, as the GStreamer sources word it (`#[prop(spec = LIVE)]`).
 pub(super) const LIVE: PropSpec = PropSpec::new(
@@ -34,7 +34,7 @@ pub(super) const FRAMERATE: PropSpec = PropSpec::new(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Properties)]
 pub(crate) struct DeviceProps {
     /// with decoder=nvdec: the GPU that decodes (frames in its memory)
-    #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
+    #[prop(default = 0, range = ..=octopipe_core::stage::limits::MAX_DEVICE)]
     pub device: usize,
 }
 
@@ -75,7 +75,7 @@ pub(crate) struct ImagesProps {
     #[prop(default = "cpu")]
     pub decoder: ImageDecoder,
     /// with decoder=nvjpeg: the GPU that decodes (frames in its memory)
-    #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
+    #[prop(default = 0, range = ..=octopipe_core::stage::limits::MAX_DEVICE)]
     pub device: usize,
     /// a damaged file (a JPEG cut short or with corrupt data, a file that is no image): skip
     /// (left out), keep (decoded as far as it goes) or fail; counted in the report either way
@@ -156,10 +156,10 @@ pub(crate) struct TestProps {
     #[prop(default = "smpte")]
     pub pattern: String,
     /// frame width
-    #[prop(default = 1280, range = 1..=crate::stage::limits::MAX_SIDE)]
+    #[prop(default = 1280, range = 1..=octopipe_core::stage::limits::MAX_SIDE)]
     pub width: u64,
     /// frame height
-    #[prop(default = 720, range = 1..=crate::stage::limits::MAX_SIDE)]
+    #[prop(default = 720, range = 1..=octopipe_core::stage::limits::MAX_SIDE)]
     pub height: u64,
     /// frames before end of stream
     #[prop(default = 90, range = 1..=i32::MAX)]

@@ -25,7 +25,7 @@ use std::net::IpAddr;
 use super::config::{SourceConfig, SourceKind};
 use super::props::DecoderProps;
 use super::watch::{RetryProps, StallProps, WaitProps, Watch};
-use crate::stage::{PropChoice, Properties, Role, StageDecl};
+use octopipe_core::stage::{PropChoice, Properties, Role, StageDecl};
 
 /// The encodings `rtp` takes (`encoding=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]

@@ -14,8 +14,8 @@ use super::caps::gst_format;
 use super::elements::{enum_value, link_error, make, PLUGINS_BASE};
 use super::props::TestProps;
 use super::SourceError;
-use crate::frame::PixelFormat;
-use crate::stage::{Properties, Role, StageDecl};
+use octopipe_core::frame::PixelFormat;
+use octopipe_core::stage::{Properties, Role, StageDecl};
 
 /// What the test source produces.
 pub(super) struct TestSettings<'a> {
@@ -115,7 +115,8 @@ pub const TESTSRC: StageDecl = StageDecl {
     provides: &[],
     make: |p| {
         let props = TestProps::from_props(p)?;
-        if let Some(why) = crate::stage::limits::frame_too_large(props.width, props.height) {
+        if let Some(why) = octopipe_core::stage::limits::frame_too_large(props.width, props.height)
+        {
             // Each side is within its range; together they may still pass a frame's pixels.
             let key = if p.given("height").is_some() {
                 "height"

@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::stage::{PropChoice, Properties};
+use octopipe_core::stage::{PropChoice, Properties};
 
 /// Default `timeout` of live and network sources.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -242,7 +242,7 @@ pub(super) fn backoff(interval: Duration, attempt: u32) -> Duration {
         .min(MAX_RETRY_INTERVAL.max(interval))
 }
 
-pub(crate) use crate::stage::source::secs;
+pub(crate) use octopipe_core::stage::source::secs;
 
 /// How long a source may wait for a frame, and what then: `timeout`, `timeout-action`,
 /// `start-timeout` (every GStreamer source declares them).

@@ -15,7 +15,3 @@ pub mod sink;
 pub mod tiles;
 pub mod tilestats;
 pub mod track;
-
-// The core's modules, under the names the modules here use (`crate::frame`, `crate::stage`).
-use octopipe_core::error::Error;
-use octopipe_core::{alloc, budget, crops, description, error, files, frame, rng, stage, tensor};

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use image::{Rgb, RgbImage};
 
-use crate::batch::CropBatch;
-use crate::budget::Report;
-use crate::preprocess::{ChannelOrder, Layout, PreprocessConfig};
+use octopipe_core::budget::Report;
 use octopipe_core::observer::Observer;
+use octopipe_stages::batch::CropBatch;
+use octopipe_stages::preprocess::{ChannelOrder, Layout, PreprocessConfig};
 
 use super::draw::{draw_text, save_png, text_width, GLYPH};
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::Sender;
 
 use crate::classify::{softmax, top_k};
-use crate::frame::{ClassScore, Classification};
+use octopipe_core::frame::{ClassScore, Classification};
 
 /// The application's answer for the rows of one batch, in row order.
 #[derive(Debug, Clone, PartialEq)]

@@ -31,14 +31,16 @@ use crossbeam_channel::{
     bounded, Receiver, RecvTimeoutError, SendTimeoutError, Sender, TryRecvError,
 };
 
-use crate::batch::CropBatch;
-use crate::budget::Tally;
 use crate::classify::ClassLabels;
-use crate::description::DescribeError;
-use crate::frame::Classification;
-use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
-use crate::tensor::Tensor;
-use crate::Error;
+use octopipe_core::budget::Tally;
+use octopipe_core::description::DescribeError;
+use octopipe_core::error::Error;
+use octopipe_core::frame::Classification;
+use octopipe_core::stage::{
+    Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl,
+};
+use octopipe_core::tensor::Tensor;
+use octopipe_stages::batch::CropBatch;
 
 use labels::Classes;
 pub use labels::{LabelError, Labels, Reply};
@@ -107,15 +109,15 @@ pub enum AppInferError {
     },
 }
 
-impl crate::error::Kind for AppInferError {
-    fn kind(&self) -> crate::error::ErrorKind {
+impl octopipe_core::error::Kind for AppInferError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
         match self {
-            AppInferError::Timeout { .. } => crate::error::ErrorKind::Model,
+            AppInferError::Timeout { .. } => octopipe_core::error::ErrorKind::Model,
         }
     }
 }
 
-crate::error::stage_error!(AppInferError);
+octopipe_core::error::stage_error!(AppInferError);
 
 /// Which crop of which frame a row of a handed-out tensor is.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,11 +8,11 @@ use ort::session::{Session, SessionInputValue};
 use crate::onnx::Sessions;
 use ort::value::{TensorElementType, TensorRef, ValueType};
 
-use crate::batch::CropBatch;
-use crate::frame::{ClassScore, Classification, NamedClassification};
-use crate::preprocess::{DType, Layout};
-use crate::tensor::TensorData;
 use octopipe_core::alloc::try_resize;
+use octopipe_core::frame::{ClassScore, Classification, NamedClassification};
+use octopipe_core::tensor::TensorData;
+use octopipe_stages::batch::CropBatch;
+use octopipe_stages::preprocess::{DType, Layout};
 
 use super::config::{ClassifyConfig, NonFinite};
 use super::error::ClassifyError;
@@ -428,7 +428,7 @@ fn check_input(
     if c != 3 && c != -1 {
         return Err(bad());
     }
-    let side = i64::from(crate::stage::limits::MAX_INPUT_SIDE);
+    let side = i64::from(octopipe_core::stage::limits::MAX_INPUT_SIDE);
     if w > side || h > side {
         return Err(ClassifyError::Shape {
             path: path.into(),

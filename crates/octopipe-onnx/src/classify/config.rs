@@ -3,12 +3,12 @@
 
 use std::path::PathBuf;
 
-use crate::description::DescribeError;
 use crate::onnx::{Ep, OnnxProps};
-use crate::stage::{Element, Properties, Props, Role, StageDecl};
+use octopipe_core::description::DescribeError;
+use octopipe_core::stage::{Element, Properties, Props, Role, StageDecl};
 
 /// What to do with a crop whose logits are not finite (NaN or infinite).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, crate::stage::PropChoice)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, octopipe_core::stage::PropChoice)]
 #[non_exhaustive]
 pub enum NonFinite {
     /// Fail the run, naming the model and the frame (the default).
@@ -52,9 +52,9 @@ pub struct ClassifyConfig {
 
 /// A classifier's place among several that classify the same boxes one after the other
 /// (`... ! classify ! classify name=color ! ...`): each writes its answer on the box under its
-/// name ([`Detection::classifications`](crate::frame::Detection::classifications)); the first
+/// name ([`Detection::classifications`](octopipe_core::frame::Detection::classifications)); the first
 /// also writes the box's main result
-/// ([`Detection::classification`](crate::frame::Detection::classification)).
+/// ([`Detection::classification`](octopipe_core::frame::Detection::classification)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainPlace {
     /// The classifier's name (see [`ChainPlace::default_name`]).
@@ -99,7 +99,7 @@ pub struct ClassifyProps {
     #[prop(flatten)]
     pub onnx: OnnxProps,
     /// largest number of crops per inference call
-    #[prop(default = 256, range = 1..=crate::stage::limits::MAX_BATCH)]
+    #[prop(default = 256, range = 1..=octopipe_core::stage::limits::MAX_BATCH)]
     pub max_batch: usize,
     /// results per crop
     #[prop(default = 1, range = 1..=1000)]

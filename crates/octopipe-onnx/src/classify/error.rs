@@ -69,11 +69,11 @@ pub enum ClassifyError {
     },
 }
 
-impl crate::error::Kind for ClassifyError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        use crate::error::ErrorKind;
+impl octopipe_core::error::Kind for ClassifyError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
+        use octopipe_core::error::ErrorKind;
         match self {
-            ClassifyError::Onnx(e) => crate::error::Kind::kind(e),
+            ClassifyError::Onnx(e) => octopipe_core::error::Kind::kind(e),
             ClassifyError::Model { .. }
             | ClassifyError::Shape { .. }
             | ClassifyError::Run { .. }
@@ -83,4 +83,4 @@ impl crate::error::Kind for ClassifyError {
     }
 }
 
-crate::error::stage_error!(ClassifyError);
+octopipe_core::error::stage_error!(ClassifyError);

@@ -35,10 +35,10 @@ mod scores;
 mod stage;
 mod warm;
 
-pub use crate::stage::{CropPlan, Reinfer, TrackLabels, REINFER_MAX_RESIZE};
 pub use classifier::Classifier;
 pub use config::{ChainPlace, ClassifyConfig, ClassifyProps, NonFinite, CLASSIFY};
 pub use error::ClassifyError;
+pub use octopipe_core::stage::{CropPlan, Reinfer, TrackLabels, REINFER_MAX_RESIZE};
 pub use scores::softmax;
 pub(crate) use scores::top_k;
 pub use stage::ClassLabels;

@@ -4,11 +4,11 @@
 use super::classifier::Classifier;
 use super::config::ClassifyConfig;
 use super::{Reinfer, TrackLabels};
-use crate::batch::CropBatch;
-use crate::files::RunPath;
-use crate::preprocess::PreprocessConfig;
-use crate::stage::{Element, OpenContext, Running, Stage};
-use crate::Error;
+use octopipe_core::error::Error;
+use octopipe_core::files::RunPath;
+use octopipe_core::stage::{Element, OpenContext, Running, Stage};
+use octopipe_stages::batch::CropBatch;
+use octopipe_stages::preprocess::PreprocessConfig;
 
 /// In the caps: the class names of the model that labels the crops, told when it opens (by
 /// `classify`, or by `appinfer` when the application gave names).

@@ -4,7 +4,7 @@ use octopipe_core::alloc::{bytes, try_vec};
 
 use super::classifier::{Classifier, Input};
 use super::error::ClassifyError;
-use crate::preprocess::Layout;
+use octopipe_stages::preprocess::Layout;
 
 impl Classifier {
     /// Inference now: ONNX Runtime allocates and plans on its first runs, which would otherwise

@@ -136,7 +136,7 @@ pub(super) fn blind_message(
         config.score,
         list(&config.mean),
         list(&config.std),
-        crate::stage::PropChoice::as_str(&config.channels),
+        octopipe_core::stage::PropChoice::as_str(&config.channels),
     )
 }
 

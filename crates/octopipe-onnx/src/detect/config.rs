@@ -4,13 +4,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Decoder, Fit, Rect, Suppress, COCO_LABELS};
-use crate::description::DescribeError;
 use crate::onnx::{CudaOptions, Ep, OnnxProps};
-use crate::preprocess::{
+use octopipe_core::description::DescribeError;
+use octopipe_core::stage::{Element, Properties, Props, Role, StageDecl};
+use octopipe_stages::preprocess::{
     BackendKind, ChannelOrder, DType, Interpolation, Layout, PreprocessConfig,
 };
-use crate::stage::{Element, Properties, Props, Role, StageDecl};
-use crate::tiles::Edge;
+use octopipe_stages::tiles::Edge;
 
 /// The fixed batch sizes on CUDA below `max-batch` when `batch-sizes` is not given.
 pub const DEFAULT_BATCH_SIZES: [usize; 4] = [1, 8, 16, 32];
@@ -126,17 +126,17 @@ impl DetectConfig {
     }
 
     /// Refuse a frame that `tiles` would cut into more than
-    /// [`MAX_TILES`](crate::stage::limits::MAX_TILES) tiles, before any tile is made.
+    /// [`MAX_TILES`](octopipe_core::stage::limits::MAX_TILES) tiles, before any tile is made.
     pub fn check_tiles(
         &self,
-        frame: &crate::frame::Frame,
+        frame: &octopipe_core::frame::Frame,
     ) -> Result<(), super::error::DetectError> {
         let Some((tw, th)) = self.tiles else {
             return Ok(());
         };
         let (w, h) = (frame.layout.width, frame.layout.height);
-        let count = crate::tiles::regular_count(w, h, tw, th, self.overlap);
-        let max = crate::stage::limits::MAX_TILES;
+        let count = octopipe_stages::tiles::regular_count(w, h, tw, th, self.overlap);
+        let max = octopipe_core::stage::limits::MAX_TILES;
         match count <= max {
             true => Ok(()),
             false => Err(super::error::DetectError::Tiles {
@@ -156,7 +156,9 @@ impl DetectConfig {
     /// there are no tiles or `whole_frame` is set.
     pub fn regions(&self, w: u32, h: u32) -> Vec<Rect> {
         let mut r = match self.tiles {
-            Some((tw, th)) => crate::tiles::regular(w, h, tw, th, self.overlap, Edge::Shift),
+            Some((tw, th)) => {
+                octopipe_stages::tiles::regular(w, h, tw, th, self.overlap, Edge::Shift)
+            }
             None => Vec::new(),
         };
         if self.tiles.is_none() || self.whole_frame {
@@ -207,7 +209,7 @@ pub struct DetectProps {
     #[prop(default = "auto", value = Vec::new())]
     pub output: Vec<String>,
     /// the model's input size when the model leaves it dynamic
-    #[prop(default = "auto", range = ..=crate::stage::limits::MAX_INPUT_SIDE)]
+    #[prop(default = "auto", range = ..=octopipe_core::stage::limits::MAX_INPUT_SIDE)]
     pub size: Option<(u32, u32)>,
     /// tile size for sliced inference (unset: the whole frame)
     pub tiles: Option<(u32, u32)>,
@@ -250,7 +252,7 @@ pub struct DetectProps {
     #[prop(default = 1, range = 0.0..=1.0)]
     pub ios: f32,
     /// most boxes per frame
-    #[prop(default = 300, range = 1..=crate::stage::limits::MAX_BOXES)]
+    #[prop(default = 300, range = 1..=octopipe_core::stage::limits::MAX_BOXES)]
     pub max_detections: usize,
     /// keep only these classes (names or indices)
     #[prop(default = "all", value = Vec::new())]
@@ -262,15 +264,15 @@ pub struct DetectProps {
     #[prop(default = "auto")]
     pub backend: BackendKind,
     /// CPU preprocessing threads (0: one per core)
-    #[prop(default = 0, range = ..=crate::stage::limits::MAX_THREADS)]
+    #[prop(default = 0, range = ..=octopipe_core::stage::limits::MAX_THREADS)]
     pub threads: usize,
     /// most tiles per inference call (models with a dynamic batch); the stage collects frames of
     /// every stream it serves until their tiles would pass it, or their wait ends
-    #[prop(default = 64, range = 1..=crate::stage::limits::MAX_BATCH)]
+    #[prop(default = 64, range = 1..=octopipe_core::stage::limits::MAX_BATCH)]
     pub max_batch: usize,
     /// on CUDA, the batch sizes the model runs at, each planned and warmed at start (auto:
     /// 1,8,16,32 below max-batch, and max-batch); a call is padded to the next
-    #[prop(default = "auto", range = ..=crate::stage::limits::MAX_BATCH)]
+    #[prop(default = "auto", range = ..=octopipe_core::stage::limits::MAX_BATCH)]
     pub batch_sizes: Option<Vec<usize>>,
     /// longest a frame waits for others to share an inference call (auto: from its remaining
     /// budget)

@@ -15,7 +15,7 @@ pub struct Output<'a> {
 }
 
 /// How a detector's output is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, crate::stage::PropChoice)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, octopipe_core::stage::PropChoice)]
 #[non_exhaustive]
 pub enum Decoder {
     /// `[1, N, 6]` or `[N, 6]` (`[B, N, 6]` for a batch): rows `x1, y1, x2, y2, score, class`,
@@ -69,7 +69,7 @@ impl ShapeError {
 impl Decoder {
     /// The property value naming this decoder.
     pub fn name(self) -> &'static str {
-        crate::stage::PropChoice::as_str(&self)
+        octopipe_core::stage::PropChoice::as_str(&self)
     }
 
     /// How many outputs it reads.

@@ -14,13 +14,15 @@ use super::error::{DetectError, RunError};
 use super::model::{Io, Model, RunStats};
 use super::raw::RawBox;
 use super::{nms, tiles, DetectConfig, Rect};
-use crate::batch::{BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS};
-use crate::budget::Series;
-use crate::frame::{BoxOrigin, Detection, Frame, SkipReason};
 use crate::onnx::{Ticket, Worker};
-use crate::preprocess::{create_backend, Backend, BackendKind, DType};
-use crate::tensor::{HostData, TensorData};
 use octopipe_core::alloc::AllocError;
+use octopipe_core::budget::Series;
+use octopipe_core::frame::{BoxOrigin, Detection, Frame, SkipReason};
+use octopipe_core::tensor::{HostData, TensorData};
+use octopipe_stages::batch::{
+    BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS,
+};
+use octopipe_stages::preprocess::{create_backend, Backend, BackendKind, DType};
 
 /// The batch of `frames`' regions (`regions[i]` of frame `i`), each a crop resized to `input`:
 /// preprocessing all of them is one backend run (one kernel launch on the GPU, one parallel pass
@@ -573,7 +575,7 @@ pub(super) fn pixel_box(b: [f32; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipR
     let y0 = b[1].round() as i64;
     let x1 = b[2].round() as i64;
     let y1 = b[3].round() as i64;
-    crate::boxes::clip_box([x0, y0, x1 - x0, y1 - y0], fw, fh)
+    octopipe_stages::boxes::clip_box([x0, y0, x1 - x0, y1 - y0], fw, fh)
 }
 
 /// The class ids `classes` names (names through `labels`, or indices); `None` keeps all.

@@ -1,7 +1,7 @@
 //! The detect stage's errors: the stage's ([`DetectError`]) and a call's model runs' ([`RunError`]).
 
 use crate::onnx::OnnxError;
-use crate::preprocess::PreprocessError;
+use octopipe_stages::preprocess::PreprocessError;
 
 /// Errors of the detect stage; each names the model.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +36,7 @@ pub enum DetectError {
         source: Box<RunError>,
     },
     /// `tiles=` cuts a frame into more tiles than a frame may have
-    /// ([`MAX_TILES`](crate::stage::limits::MAX_TILES)).
+    /// ([`MAX_TILES`](octopipe_core::stage::limits::MAX_TILES)).
     #[error("detect: tiles={tw}x{th} cuts frame {frame} of stream {stream} ({w}x{h}) into {count} tiles; a frame may be cut into at most {max}: make the tiles larger")]
     Tiles {
         /// The frame's stream.
@@ -85,7 +85,7 @@ pub enum RunError {
     Cuda(#[from] octopipe_cuda::CudaError),
     /// The tiles' tensor is of another element type than the model's input.
     #[error("tiles of the wrong element type for the model's {0:?} input")]
-    TileType(crate::tensor::DType),
+    TileType(octopipe_core::tensor::DType),
     /// The tiles' tensor in device memory is too short for the regions run.
     #[error("the tiles' tensor ({have} elements in device memory) does not hold regions {start}..{end} as the model's {input}input")]
     TileRange {
@@ -118,12 +118,12 @@ pub enum RunError {
     OtherDetector,
 }
 
-impl crate::error::Kind for DetectError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        use crate::error::ErrorKind;
+impl octopipe_core::error::Kind for DetectError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
+        use octopipe_core::error::ErrorKind;
         match self {
-            DetectError::Onnx(e) => crate::error::Kind::kind(e),
-            DetectError::Preprocess(e) => crate::error::Kind::kind(e),
+            DetectError::Onnx(e) => octopipe_core::error::Kind::kind(e),
+            DetectError::Preprocess(e) => octopipe_core::error::Kind::kind(e),
             DetectError::Model { .. } | DetectError::Run { .. } => ErrorKind::Model,
             DetectError::Tiles { .. } => ErrorKind::Config,
             DetectError::OutOfMemory { .. } => ErrorKind::Busy,
@@ -131,4 +131,4 @@ impl crate::error::Kind for DetectError {
     }
 }
 
-crate::error::stage_error!(DetectError);
+octopipe_core::error::stage_error!(DetectError);

@@ -13,8 +13,8 @@ use super::error::{DetectError, RunError};
 use super::gpu::GpuPeaks;
 use super::raw::RawBox;
 use super::{Decoder, DetectConfig};
-use crate::preprocess::{f16_to_f32, DType, Layout};
-use crate::tensor::{HostView, TensorData};
+use octopipe_core::tensor::{HostView, TensorData};
+use octopipe_stages::preprocess::{f16_to_f32, DType, Layout};
 
 /// What the model's input and outputs are.
 #[derive(Debug, Clone)]
@@ -329,7 +329,7 @@ fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
         Layout::Nchw => (shape[2], shape[3]),
         Layout::Nhwc => (shape[1], shape[2]),
     };
-    let side = i64::from(crate::stage::limits::MAX_INPUT_SIDE);
+    let side = i64::from(octopipe_core::stage::limits::MAX_INPUT_SIDE);
     if w > side || h > side {
         return Err(format!(
             "input '{name}' is {w}x{h}: larger than the {side}x{side} a model input may be"

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::Detector;
-use crate::budget::{SectionKind, Series};
+use octopipe_core::budget::{SectionKind, Series};
 
 /// The detector's time per frame against the budget, split into its steps, and its box counts.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

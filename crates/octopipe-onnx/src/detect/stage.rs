@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 use super::detector::Call;
 use super::error::DetectError;
 use super::{DetectConfig, Detector};
-use crate::batch::{Downstream, Window};
-use crate::budget::Tally;
-use crate::files::RunPath;
-use crate::frame::Frame;
-use crate::stage::{Element, OpenContext, Running, Stage};
-use crate::track::{DetectScore, Tracked};
-use crate::Error;
+use octopipe_core::budget::Tally;
+use octopipe_core::error::Error;
+use octopipe_core::files::RunPath;
+use octopipe_core::frame::Frame;
+use octopipe_core::stage::{Element, OpenContext, Running, Stage};
+use octopipe_stages::batch::{Downstream, Window};
+use octopipe_stages::track::{DetectScore, Tracked};
 
 /// A collected frame: to be detected, or (`detect interval`) left to the tracker to predict.
 struct Held {
@@ -262,7 +262,7 @@ impl Stage<Frame, Frame> for DetectStage {
 }
 
 impl Element for DetectConfig {
-    fn configure(&mut self, caps: &mut crate::stage::Caps) {
+    fn configure(&mut self, caps: &mut octopipe_core::stage::Caps) {
         // A `track` after it follows this threshold unless given its own.
         caps.insert_for_branch(DetectScore(self.score));
     }

@@ -3,14 +3,14 @@
 
 use super::detector::pixel_box;
 use super::*;
-use crate::frame::SkipReason;
-use crate::tiles::Edge;
+use octopipe_core::frame::SkipReason;
+use octopipe_stages::tiles::Edge;
 
 #[test]
 fn an_object_across_a_tile_border_is_one_box() {
     // 640x640 tiles of a 1184x640 frame with overlap 0.15: the second starts at 544. A car at
     // x 600..700 is cut at 640 in the first tile and whole in the second.
-    let tiles = crate::tiles::regular(1184, 640, 640, 640, 0.15, Edge::Shift);
+    let tiles = octopipe_stages::tiles::regular(1184, 640, 640, 640, 0.15, Edge::Shift);
     assert_eq!(tiles, [[0, 0, 640, 640], [544, 0, 640, 640]]);
     let input = (320, 320);
     // Each tile's model input is its 640x640 pixels halved.

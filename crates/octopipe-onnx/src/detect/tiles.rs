@@ -1,18 +1,18 @@
 //! How a box found in a tile's model input goes back to frame pixels (the tiles themselves:
-//! [`crate::tiles::regular`]).
+//! [`octopipe_stages::tiles::regular`]).
 
-use crate::preprocess::letterbox_rect;
+use octopipe_stages::preprocess::letterbox_rect;
 
-pub use crate::tiles::Rect;
+pub use octopipe_stages::tiles::Rect;
 
 /// How a tile is fitted to the model's input.
-#[derive(Debug, Clone, Copy, PartialEq, crate::stage::PropChoice)]
+#[derive(Debug, Clone, Copy, PartialEq, octopipe_core::stage::PropChoice)]
 #[non_exhaustive]
 pub enum Fit {
     /// Resized to the input's size, aspect ratio not kept.
     Stretch,
     /// Resized keeping its aspect ratio, centred, the rest padded
-    /// ([`crate::preprocess::letterbox_rect`]).
+    /// ([`octopipe_stages::preprocess::letterbox_rect`]).
     Letterbox,
 }
 

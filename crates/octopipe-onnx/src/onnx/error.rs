@@ -40,11 +40,13 @@ pub enum OnnxError {
     },
 }
 
-impl crate::error::Kind for OnnxError {
-    fn kind(&self) -> crate::error::ErrorKind {
+impl octopipe_core::error::Kind for OnnxError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
         match self {
-            OnnxError::Runtime { .. } => crate::error::ErrorKind::Unavailable,
-            OnnxError::Model { .. } | OnnxError::Fixed { .. } => crate::error::ErrorKind::Model,
+            OnnxError::Runtime { .. } => octopipe_core::error::ErrorKind::Unavailable,
+            OnnxError::Model { .. } | OnnxError::Fixed { .. } => {
+                octopipe_core::error::ErrorKind::Model
+            }
         }
     }
 }

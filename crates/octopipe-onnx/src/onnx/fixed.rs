@@ -17,7 +17,7 @@ use ort::value::{DynTensor, TensorElementType, ValueType};
 
 use super::error::{FixedError, FixedStep, OnnxError};
 use super::session::{cuda_session, Cuda, CudaOptions};
-use crate::preprocess::f16_to_f32;
+use octopipe_stages::preprocess::f16_to_f32;
 
 /// Where a fixed-size run's input rows are: copied into the size's bound input buffer on the
 /// sessions' stream (device to device, or host to device). The values are of the model input's

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::session::Ep;
-use crate::description::DescribeError;
-use crate::stage::{PropChoice, Properties, Props};
+use octopipe_core::description::DescribeError;
+use octopipe_core::stage::{PropChoice, Properties, Props};
 
 /// The `ep` property: which execution provider runs the model; with `device`, an [`Ep`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
@@ -38,10 +38,10 @@ pub struct OnnxProps {
     #[prop(default = "auto")]
     pub ep: EpKind,
     /// the GPU of the execution provider (and of detect's CUDA preprocessing)
-    #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
+    #[prop(default = 0, range = ..=octopipe_core::stage::limits::MAX_DEVICE)]
     pub device: usize,
     /// ONNX Runtime intra-op threads (0: its default)
-    #[prop(default = 0, range = ..=crate::stage::limits::MAX_THREADS)]
+    #[prop(default = 0, range = ..=octopipe_core::stage::limits::MAX_THREADS)]
     pub ort_threads: usize,
 }
 
@@ -79,10 +79,10 @@ impl OnnxProps {
 }
 
 /// A model's class names from a labels file: one per line, trimmed, blank lines skipped. The
-/// file must be a regular file of at most [`MAX_LABELS_FILE`](crate::files::MAX_LABELS_FILE)
+/// file must be a regular file of at most [`MAX_LABELS_FILE`](octopipe_core::files::MAX_LABELS_FILE)
 /// bytes of UTF-8.
 pub(crate) fn read_labels(path: &Path) -> std::io::Result<Vec<String>> {
-    let bytes = crate::files::read_bounded(path, crate::files::MAX_LABELS_FILE)?;
+    let bytes = octopipe_core::files::read_bounded(path, octopipe_core::files::MAX_LABELS_FILE)?;
     let text = String::from_utf8(bytes)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))?;
     Ok(text

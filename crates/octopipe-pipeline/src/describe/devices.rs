@@ -42,9 +42,9 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use super::{DescribeError, Description, Prop, StageDesc};
-use crate::stage::{Registry, Role};
+use octopipe_core::stage::{Registry, Role};
 
-pub use crate::batch::DEVICES;
+pub use octopipe_stages::batch::DEVICES;
 
 /// What `devices=` accepts, for messages.
 const ACCEPTED: &str = "'all' (every GPU of the host) or distinct GPU ordinals separated by \

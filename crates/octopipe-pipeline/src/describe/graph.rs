@@ -4,8 +4,8 @@ use std::any::Any;
 use std::time::Duration;
 
 use super::Queue;
-use crate::files::RunPath;
-use crate::stage::{Element, Role};
+use octopipe_core::files::RunPath;
+use octopipe_core::stage::{Element, Role};
 
 /// One stage of the graph.
 #[derive(Debug)]

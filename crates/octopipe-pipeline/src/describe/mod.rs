@@ -11,7 +11,7 @@
 //!
 //! Three steps, as gst-launch does: [`parse`] turns text into a [`Description`] (stages with their
 //! properties and positions), [`build`] checks every stage and property against the
-//! [registry](crate::stage::Registry) and makes the [graph](crate::pipeline::Graph) of typed
+//! [registry](octopipe_core::stage::Registry) and makes the [graph](crate::pipeline::Graph) of typed
 //! settings, and only then does [`Pipeline::build`](crate::pipeline::Pipeline::build) start
 //! GStreamer, CUDA or ONNX Runtime.
 //! `#` starts a comment, newlines are spaces (a trailing `\` is allowed), values may be quoted
@@ -47,7 +47,7 @@ pub use registry::Builtin;
 pub use vars::{parse, parse_set_by, parse_with_env, variables, SetBy};
 pub use written::stage_text;
 
-pub use crate::description::{closest, DescribeError, Description, Prop, Span, StageDesc};
+pub use octopipe_core::description::{closest, DescribeError, Description, Prop, Span, StageDesc};
 
 #[cfg(test)]
 mod tests;

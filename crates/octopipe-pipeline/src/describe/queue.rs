@@ -2,9 +2,11 @@
 //! the `queue` pseudo-stage that sets the edge it stands on. The runner (`crate::pipeline`, which
 //! re-exports these) makes the channels.
 
-use crate::error::PipelineError;
-use crate::stage::{Element, OpenContext, PropChoice, Properties, Role, Running, StageDecl};
-use crate::Error;
+use octopipe_core::error::Error;
+use octopipe_core::error::PipelineError;
+use octopipe_core::stage::{
+    Element, OpenContext, PropChoice, Properties, Role, Running, StageDecl,
+};
 
 /// Default capacity of every edge of a file pipeline.
 pub const DEFAULT_QUEUE: usize = 4;
@@ -80,7 +82,7 @@ impl Queue {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Properties)]
 pub struct QueueSettings {
     /// frames or batches the edge holds before its policy applies
-    #[prop(default = "4 (live: 1 frame, 4 into a shared detect; batches 4)", value = None, positive, range = ..=crate::stage::limits::MAX_QUEUE)]
+    #[prop(default = "4 (live: 1 frame, 4 into a shared detect; batches 4)", value = None, positive, range = ..=octopipe_core::stage::limits::MAX_QUEUE)]
     pub size: Option<usize>,
     /// when full: the upstream stage waits, or the oldest item is dropped and counted
     #[prop(default = "block (live frames: drop-oldest)", value = None)]

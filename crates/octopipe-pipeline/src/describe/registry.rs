@@ -4,7 +4,7 @@
 //! (an inherent impl on a type of another crate is not allowed). `use octopipe::Builtin;` brings
 //! it into scope.
 
-use crate::stage::Registry;
+use octopipe_core::stage::Registry;
 
 /// The registry of every built-in stage: `Registry::builtin()`, with this trait in scope
 /// (`use octopipe::Builtin;`).
@@ -16,30 +16,30 @@ pub trait Builtin {
 impl Builtin for Registry {
     fn builtin() -> Self {
         let mut r = Registry::empty();
-        r.register(crate::source::IMAGES);
-        r.register(crate::source::MEDIA);
-        r.register(crate::source::TESTSRC);
-        r.register(crate::source::RTP);
-        r.register(crate::source::APP);
-        r.register(crate::boxes::BOXES);
-        r.register(crate::detect::DETECT);
-        r.register(crate::track::TRACK);
-        r.register(crate::batch::BATCH);
-        r.register(crate::tiles::TILES);
-        r.register(crate::preprocess::PREPROCESS);
-        r.register(crate::tilestats::TILESTATS);
-        r.register(crate::classify::CLASSIFY);
-        r.register(crate::appinfer::APPINFER);
-        r.register(crate::sink::JSONL);
-        r.register(crate::sink::TENSORS);
-        r.register(crate::sink::TILESINK);
-        r.register(crate::sink::APPSINK);
+        r.register(octopipe_sources::IMAGES);
+        r.register(octopipe_sources::MEDIA);
+        r.register(octopipe_sources::TESTSRC);
+        r.register(octopipe_sources::RTP);
+        r.register(octopipe_sources::APP);
+        r.register(octopipe_stages::boxes::BOXES);
+        r.register(octopipe_onnx::detect::DETECT);
+        r.register(octopipe_stages::track::TRACK);
+        r.register(octopipe_stages::batch::BATCH);
+        r.register(octopipe_stages::tiles::TILES);
+        r.register(octopipe_stages::preprocess::PREPROCESS);
+        r.register(octopipe_stages::tilestats::TILESTATS);
+        r.register(octopipe_onnx::classify::CLASSIFY);
+        r.register(octopipe_onnx::appinfer::APPINFER);
+        r.register(octopipe_stages::sink::JSONL);
+        r.register(octopipe_stages::sink::TENSORS);
+        r.register(octopipe_stages::sink::TILESINK);
+        r.register(octopipe_stages::sink::APPSINK);
         #[cfg(feature = "mqtt")]
-        r.register(crate::sink::MQTT);
+        r.register(octopipe_stages::sink::MQTT);
         #[cfg(feature = "zenoh")]
-        r.register(crate::sink::ZENOH);
+        r.register(octopipe_stages::sink::ZENOH);
         r.register(super::QUEUE);
-        r.register(crate::source::HEAD);
+        r.register(octopipe_sources::HEAD);
         r
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use crate::description::{error_at, DescribeError, Description, Prop, Span, StageDesc};
+use octopipe_core::description::{error_at, DescribeError, Description, Prop, Span, StageDesc};
 
 /// Where `${name}` values come from, and what to say when one is missing.
 pub(super) struct Vars<'a> {

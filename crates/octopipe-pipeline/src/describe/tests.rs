@@ -162,7 +162,7 @@ fn a_branch_into_a_streams_stage_builds_per_gpu() {
     let batches = graph
         .nodes
         .iter()
-        .filter(|n| n.role == crate::stage::Role::Batch);
+        .filter(|n| n.role == octopipe_core::stage::Role::Batch);
     assert_eq!(batches.count(), 2);
 }
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::scan::{scan, Vars};
-use crate::description::{closest, error_at, DescribeError, Description, Span};
+use octopipe_core::description::{closest, error_at, DescribeError, Description, Span};
 
 /// Who sets a description's variables, for the advice of a message about one not set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,8 +20,8 @@ use std::collections::HashMap;
 use super::build::unknown;
 use super::load::COMMAND_LINE;
 use super::{parse, quote, DescribeError};
-use crate::description::{error_at, Span};
-use crate::stage::{Props, Registry};
+use octopipe_core::description::{error_at, Span};
+use octopipe_core::stage::{Props, Registry};
 
 /// Stage `kind` with `props` (`(name, value)`, in order) as description text: `kind name=value
 /// ...`, each value quoted so that the parser reads it back as given (`${` included: no

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::batch::{CropBatch, Downstream};
-use crate::budget::{Budget, Tally};
-use crate::frame::StageSlot;
+use octopipe_core::budget::{Budget, Tally};
+use octopipe_core::frame::StageSlot;
+use octopipe_stages::batch::{CropBatch, Downstream};
 
 use super::control::Control;
 use super::observer::{Observer, Outcome};
@@ -134,12 +134,12 @@ pub(super) fn finish(
 /// The run's error as the report gives it (its JSON's `error`): kind, message and the input it
 /// is about (a source's file, URI or head).
 /// Both cut as a failed stream's record is (a location of 40 KB is not kept whole).
-fn run_error(e: &crate::Error) -> crate::budget::RunError {
-    crate::budget::RunError {
+fn run_error(e: &octopipe_core::error::Error) -> octopipe_core::budget::RunError {
+    octopipe_core::budget::RunError {
         kind: e.kind().name().to_string(),
         message: super::admit::cut(&e.to_string(), super::admit::SHOWN_REASON),
         input: e
-            .downcast_ref::<crate::source::SourceError>()
+            .downcast_ref::<octopipe_sources::SourceError>()
             .and_then(|s| s.input_name())
             .map(super::admit::shown),
     }

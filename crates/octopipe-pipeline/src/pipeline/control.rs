@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-use crate::budget::{Budget, Report, Tally};
-use crate::frame::Frame;
-use crate::source::FrameSource;
-use crate::stage::Item;
-use crate::Error;
+use octopipe_core::budget::{Budget, Report, Tally};
+use octopipe_core::error::Error;
+use octopipe_core::frame::Frame;
+use octopipe_core::stage::Item;
+use octopipe_sources::FrameSource;
 
 use super::admit;
 
@@ -191,7 +191,7 @@ impl StopHandle {
             .0
             .tally
             .with(|b| b.clone())
-            .unwrap_or_else(|| Budget::new(crate::budget::DEFAULT_BUDGET, Vec::new()));
+            .unwrap_or_else(|| Budget::new(octopipe_core::budget::DEFAULT_BUDGET, Vec::new()));
         budget.drop_in_flight(IN_FLIGHT_AT_STOP);
         budget.finish()
     }

@@ -1,8 +1,8 @@
 //! The handles an application takes from a built pipeline: those of its `app` sources (frames
 //! in) and of its `appinfer` stages (batches out, labels back).
 
-use crate::appinfer::{AppInfer, AppInferSettings};
-use crate::source::{AppSource, AppSourceSettings};
+use octopipe_onnx::appinfer::{AppInfer, AppInferSettings};
+use octopipe_sources::{AppSource, AppSourceSettings};
 
 use super::Node;
 

@@ -5,8 +5,8 @@
 //! it, else the largest decoded frame, [`MAX_FRAME_PIXELS`] of I420).
 
 use crate::describe::Node;
-use crate::error::PipelineError;
-use crate::stage::limits::MAX_FRAME_PIXELS;
+use octopipe_core::error::PipelineError;
+use octopipe_core::stage::limits::MAX_FRAME_PIXELS;
 
 /// The budget of a stream added while running when none is set: 2 GiB.
 pub const DEFAULT_MAX_STREAM_MEMORY: u64 = 2 << 30;
@@ -47,7 +47,7 @@ pub(crate) fn check(nodes: &[Node], budget: u64) -> Result<(), PipelineError> {
 mod tests {
     use super::*;
     use crate::describe::Builtin;
-    use crate::stage::Registry;
+    use octopipe_core::stage::Registry;
     use std::collections::HashMap;
 
     fn nodes(text: &str) -> Vec<Node> {

@@ -6,7 +6,7 @@
 //! source --> boxes --+--> batch --> preprocess --> classify --> sink --> report
 //! ```
 //!
-//! Stage code implements [`Stage`](crate::stage::Stage) and never touches a channel: the runner
+//! Stage code implements [`Stage`](octopipe_core::stage::Stage) and never touches a channel: the runner
 //! receives, calls `process`, stamps the outputs with the stage's report row and the time, and
 //! sends them on. Every edge is a bounded channel with its [`Queue`] (capacity and policy), so a
 //! slow stage makes the source wait (backpressure) or, live, drops the oldest item (counted).
@@ -33,13 +33,13 @@ pub use crate::describe::{
     EdgePolicy, Graph, Node, Queue, QueueSettings, DEFAULT_LIVE_BATCH_QUEUE, DEFAULT_LIVE_QUEUE,
     DEFAULT_QUEUE, QUEUE,
 };
-pub use crate::error::PipelineError;
-pub use crate::files::RunPath;
-pub use crate::stage::edge::STREAM_REMOVED;
 pub use admit::{AUTO_IDS, REMOVE_DEADLINE, SHOWN_REASON, SHOWN_SOURCE};
 pub use control::{StopHandle, DEFAULT_STOP_GRACE, IN_FLIGHT_AT_STOP};
 pub use memory::DEFAULT_MAX_STREAM_MEMORY;
 pub use observer::{Observer, Outcome};
+pub use octopipe_core::error::PipelineError;
+pub use octopipe_core::files::RunPath;
+pub use octopipe_core::stage::edge::STREAM_REMOVED;
 pub use open::open_chain;
 pub use paths::check as check_paths;
 pub use runner::Pipeline;

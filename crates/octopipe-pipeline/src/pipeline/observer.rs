@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 
-use crate::batch::CropBatch;
-use crate::budget::Report;
-use crate::sink::Object;
-use crate::Error;
+use octopipe_core::budget::Report;
+use octopipe_core::error::Error;
+use octopipe_stages::batch::CropBatch;
+use octopipe_stages::sink::Object;
 
 pub use octopipe_core::observer::Observer;
 

@@ -1,8 +1,8 @@
 //! The files a run reads and writes, and the check that no output lands on an input.
 //!
-//! Every stage lists the paths it reads ([`Element::inputs`](crate::stage::Element::inputs):
+//! Every stage lists the paths it reads ([`Element::inputs`](octopipe_core::stage::Element::inputs):
 //! the model, a labels file, the images, the annotations) and writes
-//! ([`Element::outputs`](crate::stage::Element::outputs): the JSONL, the tensors folder); the
+//! ([`Element::outputs`](octopipe_core::stage::Element::outputs): the JSONL, the tensors folder); the
 //! command line adds its own outputs (the plot, the annotated frames, the mosaic, the report
 //! file). [`check`] refuses, before anything opens, an output that resolves to an input (a
 //! symlink, a hard link, `./x` for `x`), lies inside a folder the run reads, or is a folder the
@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 
 use super::PipelineError;
 use crate::describe::Graph;
-use crate::files::RunPath;
+use octopipe_core::files::RunPath;
 
 /// Symbolic links followed at most, as the kernel does (ELOOP beyond).
 const MAX_LINKS: u32 = 40;

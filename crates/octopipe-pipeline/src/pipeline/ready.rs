@@ -3,10 +3,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::describe::{Node, Queue};
-use crate::frame::StageSlot;
-use crate::source::FrameSource;
-use crate::stage::{OpenContext, Role, Running};
-use crate::Error;
+use octopipe_core::error::Error;
+use octopipe_core::frame::StageSlot;
+use octopipe_core::stage::{OpenContext, Role, Running};
+use octopipe_sources::FrameSource;
 
 use super::control::Fate;
 

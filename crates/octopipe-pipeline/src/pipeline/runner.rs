@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-use crate::appinfer::AppInfer;
-use crate::batch::{CropBatch, Downstream};
-use crate::budget::{Budget, Tally};
 use crate::describe::Graph;
-use crate::frame::Frame;
-use crate::sink::Object;
-use crate::source::AppSource;
-use crate::stage::{Caps, Role};
-use crate::Error;
+use octopipe_core::budget::{Budget, Tally};
+use octopipe_core::error::Error;
+use octopipe_core::frame::Frame;
+use octopipe_core::stage::{Caps, Role};
+use octopipe_onnx::appinfer::AppInfer;
+use octopipe_sources::AppSource;
+use octopipe_stages::batch::{CropBatch, Downstream};
+use octopipe_stages::sink::Object;
 
 use super::collect::{announce, expected_frames, finish, Collector};
 use super::control::{Control, Fate, StopHandle, BATCHER, DEFAULT_STOP_GRACE, IN_FLIGHT_AT_STOP};

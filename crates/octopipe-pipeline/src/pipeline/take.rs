@@ -10,9 +10,9 @@ use super::ready::Expected;
 use super::runner::Pipeline;
 use super::streams::{Book, Entry, Streams};
 use super::PipelineError;
-use crate::frame::StageSlot;
-use crate::stage::{Item, Registry, Role};
-use crate::Error;
+use octopipe_core::error::Error;
+use octopipe_core::frame::StageSlot;
+use octopipe_core::stage::{Item, Registry, Role};
 
 impl Pipeline {
     /// Take streams while running: the handle adds streams (described with the stages of

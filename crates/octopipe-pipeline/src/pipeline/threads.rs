@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use super::control::{Control, Fate};
 use super::ready::{Expected, SourceEnd};
-use crate::budget::Tally;
-use crate::frame::{Frame, StageSlot};
-use crate::source::FrameSource;
-use crate::stage::edge::Edge;
-use crate::stage::{working, SLOW_CALL};
+use octopipe_core::budget::Tally;
+use octopipe_core::frame::{Frame, StageSlot};
+use octopipe_core::stage::edge::Edge;
+use octopipe_core::stage::{working, SLOW_CALL};
+use octopipe_sources::FrameSource;
 
 /// The source thread: pull frames, stamp them, send them on. File input blocks when the edge is
 /// full (backpressure, no drops); live input never waits: the oldest queued frame is dropped (and

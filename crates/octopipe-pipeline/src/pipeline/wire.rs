@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use crate::batch::CropBatch;
-use crate::budget::Tally;
-use crate::frame::Frame;
-use crate::stage::edge::{PortRx, PortTx};
-use crate::stage::{spawn_error, wiring, Fail, Wires};
-use crate::Error;
+use octopipe_core::budget::Tally;
+use octopipe_core::error::Error;
+use octopipe_core::frame::Frame;
+use octopipe_core::stage::edge::{PortRx, PortTx};
+use octopipe_core::stage::{spawn_error, wiring, Fail, Wires};
+use octopipe_stages::batch::CropBatch;
 
 use super::control::{Control, JOIN_POLL};
 use super::ready::{Expected, Ready};
@@ -63,7 +63,7 @@ pub(super) fn join(threads: Vec<StageThread>, ctl: &Control, grace: Duration) ->
 }
 
 /// Each node's incoming edges and outgoing edge (of the type its stage gives, made by the
-/// stage's [`Running::edge`](crate::stage::Running::edge)), and the end of the pipeline's
+/// stage's [`Running::edge`](octopipe_core::stage::Running::edge)), and the end of the pipeline's
 /// receiver, which takes batches.
 #[allow(clippy::type_complexity)]
 pub(super) fn wire(

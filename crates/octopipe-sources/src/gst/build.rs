@@ -18,7 +18,7 @@ use super::super::rtp::RtpTimes;
 use super::super::test::{build_test, TestSettings};
 use super::super::SourceError;
 use super::guard::Guard;
-use crate::redact;
+use octopipe_core::redact;
 
 /// Decoded frames the `appsink` may hold before the decoder waits.
 const SINK_QUEUE: u32 = 3;

@@ -15,7 +15,7 @@ use super::super::timeline::interval_of;
 use super::super::SourceError;
 use super::build::Input;
 use super::source::GstSource;
-use crate::frame::{Colorimetry, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat};
+use octopipe_core::frame::{Colorimetry, Frame, FrameLayout, FrameTimes, ImageFile, PixelFormat};
 
 /// How a frame names its source, and its URI where it is not the name's own.
 pub(super) struct Named {
@@ -57,7 +57,7 @@ impl GstSource {
         // The decoders' caps were checked as they came (`guard`); this is the check for a
         // picture that reached the appsink by another way (a launch head's own elements).
         let (w, h) = (u64::from(info.width()), u64::from(info.height()));
-        if let Some(why) = crate::stage::limits::frame_too_large(w, h) {
+        if let Some(why) = octopipe_core::stage::limits::frame_too_large(w, h) {
             return Err(SourceError::input(
                 self.name(),
                 format!("its pictures are too large: {why}"),
@@ -67,7 +67,7 @@ impl GstSource {
     }
 
     /// How frames name where they came from (the URI, the image file, the fragment or test
-    /// pattern), their URI where it is not [`source_uri`](crate::frame::source_uri) of that name
+    /// pattern), their URI where it is not [`source_uri`](octopipe_core::frame::source_uri) of that name
     /// (an image's `file://`, the test source's `octopipe:videotestsrc?...`), what an image's
     /// file name says, and the colorimetry for what a frame's caps leave unknown.
     pub(super) fn origin(
@@ -250,7 +250,7 @@ impl GstSource {
             frame.uri = uri;
         }
         if matches!(self.input, Input::Launch { .. }) {
-            frame.wall = crate::frame::wall_time(arrival); // the live head's capture time
+            frame.wall = octopipe_core::frame::wall_time(arrival); // the live head's capture time
         }
         frame.times = FrameTimes::new(arrival);
         Ok(frame)

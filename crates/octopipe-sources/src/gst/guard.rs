@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
-use crate::redact;
-use crate::stage::limits;
+use octopipe_core::redact;
+use octopipe_core::stage::limits;
 
 /// Why the pipeline's input was refused, once set: the stream's error.
 #[derive(Clone, Default)]

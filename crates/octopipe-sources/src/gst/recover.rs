@@ -16,7 +16,7 @@ use super::super::watch::{backoff, secs, Verdict, Wait};
 use super::super::SourceError;
 use super::build::Input;
 use super::source::{GstSource, POLL};
-use crate::redact;
+use octopipe_core::redact;
 
 /// Where a decoder that `decodebin` could not find usually lives.
 const DECODER_PACKAGES: &str =

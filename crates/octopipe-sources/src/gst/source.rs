@@ -13,17 +13,17 @@ use gstreamer_app as gst_app;
 use super::build::{Input, Parts};
 use super::guard::Guard;
 use super::teardown;
-use crate::budget::Tally;
 use crate::config::{SourceConfig, SourceKind};
-use crate::frame::{BufferPool, Frame};
 use crate::images::Feeder;
 use crate::media::{expected_frames, truncation};
 use crate::nvdec::SharedCuda;
 use crate::nvjpeg::JpegRoute;
-use crate::redact;
 use crate::timeline::{Origin, Timeline};
 use crate::watch::{secs, Limits, Wait};
 use crate::{FrameSource, SourceError};
+use octopipe_core::budget::Tally;
+use octopipe_core::frame::{BufferPool, Frame};
+use octopipe_core::redact;
 
 /// How long [`GstSource::next_frame`](FrameSource::next_frame) waits for a sample between two looks
 /// at the bus.

@@ -140,15 +140,15 @@ impl ImageFeed {
 
     /// The bytes of `path` (at most [`MAX_IMAGE_FILE`]), which must start like a file of the
     /// sequence's kind and declare a picture a frame may be
-    /// ([`frame_fits`](crate::stage::limits::frame_fits)): checked before the decoder
+    /// ([`frame_fits`](octopipe_core::stage::limits::frame_fits)): checked before the decoder
     /// allocates it.
     fn read(&self, path: &Path) -> Result<Vec<u8>, Unread> {
-        let bytes = crate::files::read_bounded(path, MAX_IMAGE_FILE).map_err(Unread::Io)?;
+        let bytes = octopipe_core::files::read_bounded(path, MAX_IMAGE_FILE).map_err(Unread::Io)?;
         if !self.kind.has_magic(&bytes) {
             return Err(Unread::Kind(self.kind.name()));
         }
         if let Some((w, h)) = self.kind.declared_size(&bytes) {
-            if let Some(why) = crate::stage::limits::frame_too_large(w, h) {
+            if let Some(why) = octopipe_core::stage::limits::frame_too_large(w, h) {
                 return Err(Unread::TooLarge(why));
             }
         }

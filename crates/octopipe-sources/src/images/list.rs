@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use super::sequence::{file_name, ImageKind, ImageList};
-use crate::files::RunPath;
 use crate::SourceError;
+use octopipe_core::files::RunPath;
 /// The image files of a folder or glob, in file-name order, all of one kind.
 pub(crate) fn list_images(location: &str) -> Result<ImageList, SourceError> {
     let input_error = |path: &Path, reason: String| SourceError::input(path.display(), reason);

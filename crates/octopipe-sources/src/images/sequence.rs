@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use gstreamer as gst;
 
 use crate::damage::OnDamaged;
-use crate::frame::{Colorimetry, ImageFile};
 use crate::header;
 use crate::SourceError;
+use octopipe_core::frame::{Colorimetry, ImageFile};
 /// The files of an image sequence, as listed before any GStreamer work.
 pub(crate) struct ImageList {
     pub(super) location: String,
@@ -271,7 +271,7 @@ fn file_uri(path: &Path) -> Arc<str> {
         .unwrap_or_else(|_| path.to_path_buf());
     match gst::glib::filename_to_uri(&absolute, None) {
         Ok(uri) => uri.as_str().into(),
-        Err(_) => crate::frame::source_uri(&absolute.display().to_string()).into(),
+        Err(_) => octopipe_core::frame::source_uri(&absolute.display().to_string()).into(),
     }
 }
 

@@ -2,8 +2,8 @@
 //! grey, CMYK, other chroma sampling, a damaged file), held as I420 of JPEG colorimetry like
 //! nvJPEG's frames, so that both kinds go into one batch of the crop kernel.
 
-use crate::frame::{FrameLayout, PixelFormat, PooledBuf};
 use crate::SourceError;
+use octopipe_core::frame::{FrameLayout, PixelFormat, PooledBuf};
 
 /// Decode `bytes` (the JPEG file `input` names) into I420 planes (libjpeg's forward YCbCr
 /// transform of the decoded RGB, chroma the mean of each 2x2 block); the decoder's words when

@@ -12,8 +12,8 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use gstreamer as gst;
 
-use crate::frame::{DeviceFrame, FrameLayout, PixelFormat};
 use octopipe_core::buffer::DeviceBuffer;
+use octopipe_core::frame::{DeviceFrame, FrameLayout, PixelFormat};
 
 use super::error::NvjpegError;
 use super::ffi;

@@ -18,7 +18,7 @@ use crate::SourceError;
 
 /// The images larger than this many pixels are refused before memory is taken for them (the
 /// image feeder refuses them first, from the file's header; this holds for any feed).
-const MAX_PIXELS: u64 = crate::stage::limits::MAX_FRAME_PIXELS;
+const MAX_PIXELS: u64 = octopipe_core::stage::limits::MAX_FRAME_PIXELS;
 
 /// Files asked for ahead (by the image feeder, as it reads them), by image index.
 type Pending = Arc<Mutex<HashMap<u64, Receiver<Outcome>>>>;
@@ -142,7 +142,7 @@ fn within_bounds(header: &JpegHeader) -> bool {
 /// settings).
 fn video_info(
     format: gst_video::VideoFormat,
-    layout: &crate::frame::FrameLayout,
+    layout: &octopipe_core::frame::FrameLayout,
 ) -> Result<gst_video::VideoInfo, String> {
     gst_video::VideoInfo::builder(format, layout.width, layout.height)
         .build()

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use super::config::{BatchConfig, CapPriority, LatePolicy};
 use super::{BatchPool, CropBatch, Window};
-use crate::budget::Tally;
-use crate::frame::{Frame, SkipReason};
-use crate::stage::{CropPlan, Downstream, Reinfer};
+use octopipe_core::budget::Tally;
+use octopipe_core::frame::{Frame, SkipReason};
+use octopipe_core::stage::{CropPlan, Downstream, Reinfer};
 
 /// Errors of the batch stage.
 #[derive(Debug, thiserror::Error)]
@@ -22,17 +22,17 @@ pub enum BatchError {
         /// Its `tile-pixels`.
         tile_pixels: u32,
         /// The bytes they needed.
-        error: crate::alloc::AllocError,
+        error: octopipe_core::alloc::AllocError,
     },
 }
 
-impl crate::error::Kind for BatchError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        crate::error::ErrorKind::Busy
+impl octopipe_core::error::Kind for BatchError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
+        octopipe_core::error::ErrorKind::Busy
     }
 }
 
-crate::error::stage_error!(BatchError);
+octopipe_core::error::stage_error!(BatchError);
 
 /// Runtime state of the batch stage.
 pub struct Assembler {

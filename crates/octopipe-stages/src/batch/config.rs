@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::crops::DEFAULT_TILE_PIXELS;
-use crate::description::DescribeError;
-use crate::stage::{Element, PropChoice, Properties, Props, Role, StageDecl};
+use octopipe_core::crops::DEFAULT_TILE_PIXELS;
+use octopipe_core::description::DescribeError;
+use octopipe_core::stage::{Element, PropChoice, Properties, Props, Role, StageDecl};
 
 /// The batch stage's property that spreads its streams over GPUs (`describe::expand_devices`).
 pub const DEVICES: &str = "devices";
@@ -17,7 +17,7 @@ pub const DEFAULT_TILES_PER_BLOCK: u32 = 4;
 pub struct BatchConfig {
     /// Close a batch once it holds this many crops. A frame's crops stay in one batch unless the
     /// frame alone has more: then it travels in parts of at most this many crops, a batch each
-    /// ([`crate::frame::Part`]).
+    /// ([`octopipe_core::frame::Part`]).
     pub max_crops: usize,
     /// Close a batch once it holds this many frames.
     pub max_frames: usize,
@@ -28,7 +28,7 @@ pub struct BatchConfig {
     /// Tiles per block (with `input_per_block`: at most this many).
     pub tiles_per_block: u32,
     /// Blocks sized by the source pixels they read
-    /// ([`CropBatch::build_blocks_weighted`](crate::crops::CropBatch::build_blocks_weighted) with
+    /// ([`CropBatch::build_blocks_weighted`](octopipe_core::crops::CropBatch::build_blocks_weighted) with
     /// this budget) instead of by output pixels. The runner sets [`AREA_INPUT_PER_BLOCK`] when the
     /// preprocess stage averages areas (`interpolation=area`), where a heavily downscaled crop's
     /// output pixels each read many source pixels.
@@ -91,10 +91,10 @@ pub enum Late {
 #[non_exhaustive]
 pub struct BatchProps {
     /// close a batch at this many crops
-    #[prop(default = 256, range = 1..=crate::stage::limits::MAX_BATCH)]
+    #[prop(default = 256, range = 1..=octopipe_core::stage::limits::MAX_BATCH)]
     pub max_crops: usize,
     /// close a batch at this many frames
-    #[prop(default = 8, range = 1..=crate::stage::limits::MAX_QUEUE)]
+    #[prop(default = 8, range = 1..=octopipe_core::stage::limits::MAX_QUEUE)]
     pub max_frames: usize,
     /// longest a frame waits for others (auto: from its remaining budget)
     #[prop(default = "auto", range = 0.0..)]

@@ -15,15 +15,15 @@ mod config;
 mod stage;
 mod window;
 
-pub use crate::stage::Downstream;
 pub use assemble::{Assembler, BatchError};
 pub use config::{
     BatchConfig, BatchProps, CapPriority, Late, LatePolicy, AREA_INPUT_PER_BLOCK, BATCH,
     DEFAULT_TILES_PER_BLOCK, DEVICES,
 };
+pub use octopipe_core::stage::Downstream;
 pub use window::Window;
 
-pub use crate::crops::{
+pub use octopipe_core::crops::{
     build_blocks_into, BatchPool, BlockMeta, CropBatch, CropMeta, Origin, DEFAULT_TILE_PIXELS,
     POOL_KEEP,
 };

@@ -4,11 +4,11 @@ use std::time::Instant;
 
 use super::assemble::Assembler;
 use super::config::{BatchConfig, AREA_INPUT_PER_BLOCK};
-use crate::crops::CropBatch;
-use crate::frame::Frame;
 use crate::preprocess::{Interpolation, PreprocessConfig, DEFAULT_SIZE};
-use crate::stage::{Element, OpenContext, Reinfer, Running, Stage};
-use crate::Error;
+use octopipe_core::crops::CropBatch;
+use octopipe_core::error::Error;
+use octopipe_core::frame::Frame;
+use octopipe_core::stage::{Element, OpenContext, Reinfer, Running, Stage};
 
 impl Stage<Frame, CropBatch> for Assembler {
     fn process(&mut self, frame: Frame, out: &mut Vec<CropBatch>) -> Result<(), Error> {

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use super::settings::{BoxSource, BoxesConfig};
-use crate::description::DescribeError;
-use crate::stage::{Element, PropChoice, Properties, Props, Role, StageDecl};
+use octopipe_core::description::DescribeError;
+use octopipe_core::stage::{Element, PropChoice, Properties, Props, Role, StageDecl};
 
 /// Where the boxes stage's boxes come from (`format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
@@ -38,7 +38,7 @@ pub struct BoxesProps {
     /// DET: folder of NAME.txt per image; MOT: the sequence's file
     pub location: Option<PathBuf>,
     /// synthetic: boxes per frame
-    #[prop(default = 28, range = ..=crate::stage::limits::MAX_BOXES)]
+    #[prop(default = 28, range = ..=octopipe_core::stage::limits::MAX_BOXES)]
     pub count: usize,
     /// synthetic: seed
     #[prop(default = 7, unbounded)]

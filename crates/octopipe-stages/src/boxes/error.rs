@@ -34,11 +34,11 @@ pub enum BoxesError {
     },
 }
 
-impl crate::error::Kind for BoxesError {
+impl octopipe_core::error::Kind for BoxesError {
     /// Every boxes error is about its annotation files.
-    fn kind(&self) -> crate::error::ErrorKind {
-        crate::error::ErrorKind::Input
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
+        octopipe_core::error::ErrorKind::Input
     }
 }
 
-crate::error::stage_error!(BoxesError);
+octopipe_core::error::stage_error!(BoxesError);

@@ -56,7 +56,7 @@ pub use settings::{BoxSource, BoxesConfig, VISDRONE_CATEGORIES};
 pub use synthetic::Synthetic;
 
 // Clipping a box to its frame is the core crate's (a source of pushed frames clips too).
-pub use crate::frame::{clip_box, MIN_BOX_SIZE};
+pub use octopipe_core::frame::{clip_box, MIN_BOX_SIZE};
 
 #[cfg(test)]
 mod tests;

@@ -9,8 +9,8 @@ use super::annotations::{det_lines, mot_lines, AnnotationRow};
 use super::error::BoxesError;
 use super::settings::{BoxSource, BoxesConfig, VISDRONE_CATEGORIES};
 use super::synthetic::Synthetic;
-use crate::frame::{clip_box, BoxOrigin, Detection, Frame, SkipReason};
 use octopipe_core::files::FileError;
+use octopipe_core::frame::{clip_box, BoxOrigin, Detection, Frame, SkipReason};
 
 /// The MOT rows of one frame index, and its malformed lines when they are skipped.
 #[derive(Default)]
@@ -339,7 +339,7 @@ fn list_indices(v: &[u64]) -> String {
 /// A file's bytes; the line readers name any byte that is not text they expect. A UTF-16 file
 /// (it starts with a UTF-16 byte-order mark) is refused as a whole: every line of it would fail.
 fn read(path: &Path) -> Result<Vec<u8>, BoxesError> {
-    let bytes = crate::files::read_bounded(path, crate::files::MAX_ANNOTATION_FILE)
+    let bytes = octopipe_core::files::read_bounded(path, octopipe_core::files::MAX_ANNOTATION_FILE)
         .map_err(|e| FileError::io(path.display().to_string(), e))?;
     if let Some(bom @ ([0xFF, 0xFE] | [0xFE, 0xFF])) = bytes.get(..2) {
         return Err(FileError::refused(

@@ -54,7 +54,7 @@ pub struct BoxesConfig {
     pub keep_ignored: bool,
     /// Categories that are skipped as having no class.
     pub skip_categories: Vec<u8>,
-    /// Skip malformed annotation lines (counted as [`SkipReason::BadLine`](crate::frame::SkipReason::BadLine)) instead of failing.
+    /// Skip malformed annotation lines (counted as [`SkipReason::BadLine`](octopipe_core::frame::SkipReason::BadLine)) instead of failing.
     pub skip_bad_lines: bool,
 }
 

@@ -4,10 +4,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::budget::Tally;
-use crate::frame::Frame;
-use crate::stage::{Element, OpenContext, Running, Stage};
-use crate::Error;
+use octopipe_core::budget::Tally;
+use octopipe_core::error::Error;
+use octopipe_core::frame::Frame;
+use octopipe_core::stage::{Element, OpenContext, Running, Stage};
 
 use super::replay::Boxes;
 use super::settings::{BoxSource, BoxesConfig};
@@ -47,8 +47,8 @@ impl Element for BoxesConfig {
             None,
         ))))
     }
-    fn inputs(&self) -> Vec<crate::files::RunPath> {
-        use crate::files::RunPath;
+    fn inputs(&self) -> Vec<octopipe_core::files::RunPath> {
+        use octopipe_core::files::RunPath;
         match &self.source {
             BoxSource::Det { location } => vec![RunPath::folder("boxes location", location)],
             BoxSource::Mot { location } => vec![RunPath::file("boxes location", location)],

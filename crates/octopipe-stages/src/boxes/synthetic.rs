@@ -6,7 +6,7 @@
 //! `(seed, stream, frame)` always gives the same boxes.
 
 use super::annotations::AnnotationRow;
-use crate::rng::Rng;
+use octopipe_core::rng::Rng;
 
 /// Median box width and height at 1920 px frame width.
 const MEDIAN: (f64, f64) = (39.0, 56.0);

@@ -2,7 +2,7 @@
 
 use super::settings::DEFAULT_SKIP_CATEGORIES;
 use super::*;
-use crate::frame::{Colorimetry, Frame, FrameLayout, ImageFile, PixelFormat, PooledBuf};
+use octopipe_core::frame::{Colorimetry, Frame, FrameLayout, ImageFile, PixelFormat, PooledBuf};
 
 #[test]
 fn the_declared_defaults_are_the_constants() {

@@ -1,6 +1,6 @@
 //! Which preprocess backend runs: CPU, CUDA, or CUDA falling back to the CPU when out of memory.
 
-use crate::crops::CropBatch;
+use octopipe_core::crops::CropBatch;
 
 use super::backend::Backend;
 use super::config::{BackendKind, PreprocessConfig};

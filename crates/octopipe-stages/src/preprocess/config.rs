@@ -4,8 +4,8 @@
 //! size) and the models (which settle the size) read them; the sources read the request for
 //! page-locked frames it tells beside them (`octopipe_core::stage::PageLocked`).
 
-use crate::stage::{PropChoice, PropValue, Properties};
-use crate::tensor::{DType, Layout};
+use octopipe_core::stage::{PropChoice, PropValue, Properties};
+use octopipe_core::tensor::{DType, Layout};
 
 /// Default output size (width, height).
 pub const DEFAULT_SIZE: (u32, u32) = (64, 64);
@@ -138,7 +138,7 @@ pub struct BackendProps {
     #[prop(default = "auto")]
     pub backend: BackendKind,
     /// CPU worker threads (0: one per core)
-    #[prop(default = 0, range = ..=crate::stage::limits::MAX_THREADS)]
+    #[prop(default = 0, range = ..=octopipe_core::stage::limits::MAX_THREADS)]
     pub threads: usize,
 }
 
@@ -147,7 +147,7 @@ pub struct BackendProps {
 #[derive(Debug, Clone, PartialEq, Properties)]
 pub struct PreprocessProps {
     /// output size (auto: the model's input size)
-    #[prop(default = "auto", range = ..=crate::stage::limits::MAX_INPUT_SIDE)]
+    #[prop(default = "auto", range = ..=octopipe_core::stage::limits::MAX_INPUT_SIDE)]
     pub size: Option<(u32, u32)>,
     /// per-channel mean, after scale
     #[prop(default = "0.485,0.456,0.406")]
@@ -172,7 +172,7 @@ pub struct PreprocessProps {
     #[prop(default = "host")]
     pub memory: Memory,
     /// the GPU the CUDA backend runs on (its frames and tensor in that GPU's memory)
-    #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
+    #[prop(default = 0, range = ..=octopipe_core::stage::limits::MAX_DEVICE)]
     pub device: usize,
     /// CUDA backend: crop rectangles pulled by the GPU from page-locked frames (the sources then
     /// decode into page-locked buffers), or gathered on the host (auto: the GPU when the frames

@@ -42,7 +42,7 @@ pub enum PreprocessError {
         /// Frame number.
         seq: u64,
         /// Its pixel format.
-        format: crate::frame::PixelFormat,
+        format: octopipe_core::frame::PixelFormat,
     },
     /// The GPU backend failed.
     #[error("CUDA: {0}")]
@@ -59,9 +59,9 @@ pub enum PreprocessError {
     GpuFailed(#[source] octopipe_cuda::CudaError),
 }
 
-impl crate::error::Kind for PreprocessError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        use crate::error::ErrorKind;
+impl octopipe_core::error::Kind for PreprocessError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
+        use octopipe_core::error::ErrorKind;
         match self {
             PreprocessError::InvalidBatch(_) | PreprocessError::NoPixels { .. } => {
                 ErrorKind::Internal
@@ -77,4 +77,4 @@ impl crate::error::Kind for PreprocessError {
     }
 }
 
-crate::error::stage_error!(PreprocessError);
+octopipe_core::error::stage_error!(PreprocessError);

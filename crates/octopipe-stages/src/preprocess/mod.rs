@@ -7,7 +7,7 @@
 //! Semantics (both backends): the crop is the detection's integer box; it is resized exactly as
 //! OpenCV `cv2.resize(crop, size, interpolation=INTER_LINEAR)` does (half-pixel centres, sampling
 //! clamped to the crop's own edge pixels); YUV frames are converted to RGB at each sampled pixel:
-//! JPEG frames ([`Colorimetry::JPEG`](crate::frame::Colorimetry::JPEG)) with libjpeg-turbo's own
+//! JPEG frames ([`Colorimetry::JPEG`](octopipe_core::frame::Colorimetry::JPEG)) with libjpeg-turbo's own
 //! integer arithmetic (its "fancy" chroma upsampling and fixed-point YCbCr to RGB), so that they
 //! equal `cv2.imread`'s RGB byte for byte; other colorimetries in floating point with the frame's
 //! matrix and range, chroma upsampled bilinearly at its siting; then
@@ -30,7 +30,7 @@ mod letterbox;
 mod stage;
 mod validate;
 
-pub use crate::tensor::{DType, Layout};
+pub use octopipe_core::tensor::{DType, Layout};
 
 pub use backend::Backend;
 pub use choose::{create_backend, GpuWithFallback};

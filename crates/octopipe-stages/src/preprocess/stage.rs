@@ -3,13 +3,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::budget::Tally;
-use crate::crops::CropBatch;
-use crate::description::DescribeError;
-use crate::stage::{
+use octopipe_core::budget::Tally;
+use octopipe_core::crops::CropBatch;
+use octopipe_core::description::DescribeError;
+use octopipe_core::error::Error;
+use octopipe_core::stage::{
     Caps, Element, OpenContext, PageLocked, Properties, Props, Role, Running, Stage, StageDecl,
 };
-use crate::Error;
 
 use super::backend::Backend;
 use super::choose::create_backend;

@@ -1,6 +1,6 @@
 //! Checks that a batch is self-consistent before a backend runs on it.
 
-use crate::crops::CropBatch;
+use octopipe_core::crops::CropBatch;
 
 use super::error::PreprocessError;
 

@@ -1,9 +1,9 @@
 //! The `appsink` stage: writes nothing, the application reads the results.
 
 use crate::batch::CropBatch;
-use crate::description::DescribeError;
-use crate::stage::{Element, OpenContext, Props, Role, Running, Stage, StageDecl};
-use crate::Error;
+use octopipe_core::description::DescribeError;
+use octopipe_core::error::Error;
+use octopipe_core::stage::{Element, OpenContext, Props, Role, Running, Stage, StageDecl};
 
 /// The `appsink` stage: writes nothing; the application reads the results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -14,9 +14,9 @@ use super::backlog::Backlog;
 use super::error::SinkError;
 use super::message::{Delivery, Messages, Per};
 use crate::batch::CropBatch;
-use crate::budget::Tally;
-use crate::stage::{Properties, Stage};
-use crate::Error;
+use octopipe_core::budget::Tally;
+use octopipe_core::error::Error;
+use octopipe_core::stage::{Properties, Stage};
 
 /// The largest message sent; a larger one (a frame with thousands of objects: use `per=object`)
 /// is dropped and counted.

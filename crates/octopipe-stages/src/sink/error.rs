@@ -1,6 +1,6 @@
 //! The sink stages' error: an output file or a broker that failed.
 
-use crate::error::ErrorKind;
+use octopipe_core::error::ErrorKind;
 
 /// Errors of the sink stages: an output file ([`ErrorKind::Io`]) or a broker
 /// ([`ErrorKind::Network`]) that failed, with the typed cause (an `io::Error`, the broker
@@ -47,10 +47,10 @@ impl SinkError {
     }
 }
 
-impl crate::error::Kind for SinkError {
+impl octopipe_core::error::Kind for SinkError {
     fn kind(&self) -> ErrorKind {
         self.kind
     }
 }
 
-crate::error::stage_error!(SinkError);
+octopipe_core::error::stage_error!(SinkError);

@@ -10,8 +10,8 @@ use super::error::SinkError;
 use super::lines::JsonLines;
 use super::output::{fresh_folder, CutShort, Leftover};
 use crate::batch::CropBatch;
-use crate::stage::{OpenContext, Running, Stage};
-use crate::Error;
+use octopipe_core::error::Error;
+use octopipe_core::stage::{OpenContext, Running, Stage};
 
 /// What a file sink writes of each batch; [`FileSink`] opens, passes on and finishes.
 pub trait FileWriter: Send + 'static {

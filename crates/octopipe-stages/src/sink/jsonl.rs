@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 
 use crate::batch::CropBatch;
-use crate::files::RunPath;
-use crate::stage::{
+use octopipe_core::error::Error;
+use octopipe_core::files::RunPath;
+use octopipe_core::stage::{
     Element, OpenContext, PropSpec, PropType, Properties, Role, Running, StageDecl,
 };
-use crate::Error;
 
 use super::error::SinkError;
 use super::file::{open_lines, FileSink, FileWriter};

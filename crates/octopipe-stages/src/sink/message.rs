@@ -20,7 +20,7 @@ use crate::batch::CropBatch;
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// What one message carries (`per=frame|object`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, crate::stage::PropChoice)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, octopipe_core::stage::PropChoice)]
 #[non_exhaustive]
 pub enum Per {
     /// A frame with all its objects (also a frame with none).
@@ -283,7 +283,7 @@ pub struct BrokerSection {
     pub reconnects: u64,
 }
 
-impl crate::budget::SectionKind for BrokerSection {
+impl octopipe_core::budget::SectionKind for BrokerSection {
     const KIND: &'static str = "brokers";
 }
 

@@ -44,10 +44,12 @@ use super::broker::{BrokerSink, Sending, SendingProps, Transport, MAX_MESSAGE};
 use super::error::SinkError;
 use super::message::{Delivery, Topic};
 use super::mqtt_pem::{certificates, private_key};
-use crate::budget::Tally;
-use crate::description::DescribeError;
-use crate::stage::{Element, OpenContext, PropChoice, Properties, Props, Role, Running, StageDecl};
-use crate::Error;
+use octopipe_core::budget::Tally;
+use octopipe_core::description::DescribeError;
+use octopipe_core::error::Error;
+use octopipe_core::stage::{
+    Element, OpenContext, PropChoice, Properties, Props, Role, Running, StageDecl,
+};
 
 /// First wait before connecting again; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -178,7 +180,7 @@ pub struct MqttConfig {
 
 /// The bytes of a file of a property, bounded.
 fn read_file(p: &Props, key: &str, path: &Path) -> Result<Vec<u8>, DescribeError> {
-    crate::files::read_bounded(path, MAX_SECRET_FILE)
+    octopipe_core::files::read_bounded(path, MAX_SECRET_FILE)
         .map_err(|e| p.error(key, format!("mqtt: {key} '{}': {e}", path.display())))
 }
 
@@ -226,7 +228,7 @@ fn make_mqtt(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 fn tls_files(p: &Props, m: &MqttProps) -> Result<TlsFiles, DescribeError> {
     let ca = match &m.ca_file {
         Some(path) => certificates(p, "ca-file", path, read_file(p, "ca-file", path)?)?,
-        None => crate::files::read_bounded(Path::new(SYSTEM_CA), 16 << 20).map_err(|e| {
+        None => octopipe_core::files::read_bounded(Path::new(SYSTEM_CA), 16 << 20).map_err(|e| {
             p.error("tls", format!("mqtt: tls=true without ca-file: the system's CA certificates ({SYSTEM_CA}): {e}; give ca-file=PEM"))
         })?,
     };

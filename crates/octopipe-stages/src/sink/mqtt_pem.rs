@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use crate::description::DescribeError;
-use crate::stage::Props;
+use octopipe_core::description::DescribeError;
+use octopipe_core::stage::Props;
 
 /// `pem`, the contents of `path`, when it holds PEM certificates (checked now: rumqttc would
 /// find out only when it connects, and the run would learn it at its end).

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::batch::CropBatch;
-use crate::frame::{BoxOrigin, Classification};
+use octopipe_core::frame::{BoxOrigin, Classification};
 
 /// What a detector said of a box (the `detection` field): its class, the class's name and the
 /// box's score.
@@ -99,7 +99,7 @@ pub struct Object {
     /// What `tilestats` measured of the box's pixels (mean, std, min, max, above, pixels, and the
     /// exact integer sums of the raw samples under `sums`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stats: Option<crate::frame::TileStats>,
+    pub stats: Option<octopipe_core::frame::TileStats>,
     /// Whether `tilestats` keeps the box (its rule and top-k).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept: Option<bool>,
@@ -113,7 +113,7 @@ impl Object {
     }
 
     /// Every object of `frame` (of the part of it that `frame` is), in box order.
-    pub fn in_frame(frame: &crate::frame::Frame) -> impl Iterator<Item = Object> + '_ {
+    pub fn in_frame(frame: &octopipe_core::frame::Frame) -> impl Iterator<Item = Object> + '_ {
         let timestamp: Arc<str> = timestamp(frame).into();
         let boxes = frame.detections.iter().enumerate();
         boxes.map(move |(i, det)| Object::of(frame, &timestamp, i as u32, det))
@@ -126,10 +126,10 @@ impl Object {
 
     /// The object of `frame`'s box `det`, its `index`-th; `timestamp` is the frame's.
     pub(crate) fn of(
-        frame: &crate::frame::Frame,
+        frame: &octopipe_core::frame::Frame,
         timestamp: &Arc<str>,
         index: u32,
-        det: &crate::frame::Detection,
+        det: &octopipe_core::frame::Detection,
     ) -> Object {
         let c = det.classification.as_ref();
         let annotated = det.origin == BoxOrigin::Annotation;
@@ -238,12 +238,12 @@ impl Serialize for Classifiers {
 }
 
 /// A frame's presentation time in ms, as objects and messages give it.
-pub(super) fn pts_ms(frame: &crate::frame::Frame) -> Option<f64> {
+pub(super) fn pts_ms(frame: &octopipe_core::frame::Frame) -> Option<f64> {
     frame.pts.map(|p| p.as_secs_f64() * 1000.0)
 }
 
-/// A frame's wall-clock time ([`Frame::wall`](crate::frame::Frame::wall)) as objects and
+/// A frame's wall-clock time ([`Frame::wall`](octopipe_core::frame::Frame::wall)) as objects and
 /// messages give it: RFC 3339, UTC, milliseconds (`2026-11-27T16:02:11.042Z`).
-pub fn timestamp(frame: &crate::frame::Frame) -> String {
+pub fn timestamp(frame: &octopipe_core::frame::Frame) -> String {
     humantime::format_rfc3339_millis(frame.wall).to_string()
 }

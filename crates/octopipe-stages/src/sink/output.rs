@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::error::SinkError;
-use crate::files::RunPath;
+use octopipe_core::files::RunPath;
 
 /// Why a PNG could not be written ([`write_png`]).
 #[derive(Debug, thiserror::Error)]
@@ -141,7 +141,7 @@ pub(crate) struct CutShort {
 
 impl CutShort {
     /// The run's flags, as the stage opening gets them.
-    pub fn of(ctx: &crate::stage::OpenContext) -> Self {
+    pub fn of(ctx: &octopipe_core::stage::OpenContext) -> Self {
         CutShort {
             stopped: ctx.stopped_early.clone(),
             failed: ctx.stream_failed.clone(),
@@ -205,8 +205,8 @@ mod tests {
     fn a_file_that_cannot_be_created_is_an_io_error_with_its_cause() {
         use std::error::Error as _;
         let path = Path::new("/nonexistent/octopipe/out.jsonl");
-        let e = crate::Error::from(create_file(path, false).unwrap_err());
-        assert_eq!(e.kind(), crate::error::ErrorKind::Io);
+        let e = octopipe_core::error::Error::from(create_file(path, false).unwrap_err());
+        assert_eq!(e.kind(), octopipe_core::error::ErrorKind::Io);
         assert_eq!(
             e.to_string(),
             "/nonexistent/octopipe/out.jsonl: cannot create: No such file or directory (os error 2)"

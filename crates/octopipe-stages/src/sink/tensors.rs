@@ -25,10 +25,10 @@ use super::file::{open_folder, written_whole, FileSink, FileWriter};
 use super::lines::JsonLines;
 use super::object::Object;
 use crate::batch::CropBatch;
-use crate::files::RunPath;
-use crate::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
-use crate::tensor::{HostView, TensorData};
-use crate::Error;
+use octopipe_core::error::Error;
+use octopipe_core::files::RunPath;
+use octopipe_core::stage::{Element, OpenContext, Properties, Role, Running, StageDecl};
+use octopipe_core::tensor::{HostView, TensorData};
 
 /// Settings of the tensors sink, its properties declared once ([`TENSORS`]).
 #[derive(Debug, Clone, PartialEq, Eq, Properties)]

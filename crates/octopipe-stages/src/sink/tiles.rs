@@ -28,11 +28,13 @@ use super::lines::JsonLines;
 use super::object::Object;
 use super::tensors::{write_npy, NpyData};
 use crate::batch::CropBatch;
-use crate::files::RunPath;
-use crate::frame::{Frame, PixelFormat};
 use crate::preprocess::cpu::rect_to_rgb;
-use crate::stage::{Element, OpenContext, PropChoice, Properties, Role, Running, StageDecl};
-use crate::Error;
+use octopipe_core::error::Error;
+use octopipe_core::files::RunPath;
+use octopipe_core::frame::{Frame, PixelFormat};
+use octopipe_core::stage::{
+    Element, OpenContext, PropChoice, Properties, Role, Running, StageDecl,
+};
 
 /// How kept tiles are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]

@@ -38,10 +38,12 @@ use super::backlog::Backlog;
 use super::broker::{BrokerSink, Sending, SendingProps, Transport};
 use super::error::SinkError;
 use super::message::{Delivery, Topic};
-use crate::budget::Tally;
-use crate::description::DescribeError;
-use crate::stage::{Element, OpenContext, PropChoice, Properties, Props, Role, Running, StageDecl};
-use crate::Error;
+use octopipe_core::budget::Tally;
+use octopipe_core::description::DescribeError;
+use octopipe_core::error::Error;
+use octopipe_core::stage::{
+    Element, OpenContext, PropChoice, Properties, Props, Role, Running, StageDecl,
+};
 
 /// How the Zenoh session takes part (`mode=peer|client`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]

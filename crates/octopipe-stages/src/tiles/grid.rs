@@ -1,7 +1,7 @@
 //! Where the tiles of a frame lie: a regular grid (the detector's sliced inference, the `tiles`
 //! stage's `size=WxH`) or a random variable grid (the `tiles` stage's `min=`, `max=`, `seed=`).
 
-use crate::rng::Rng;
+use octopipe_core::rng::Rng;
 
 /// A rectangle of frame pixels `[x, y, w, h]`.
 pub type Rect = [u32; 4];

@@ -26,10 +26,12 @@ pub mod scene;
 use crate::batch::{
     BatchPool, CropBatch, CropMeta, Origin, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS,
 };
-use crate::description::DescribeError;
-use crate::frame::{Detection, Frame};
-use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
-use crate::Error;
+use octopipe_core::description::DescribeError;
+use octopipe_core::error::Error;
+use octopipe_core::frame::{Detection, Frame};
+use octopipe_core::stage::{
+    Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl,
+};
 
 pub use grid::{random, regular, regular_count, Edge, Rect};
 
@@ -77,16 +79,16 @@ impl Default for Grid {
 #[non_exhaustive]
 pub struct TilesProps {
     /// tile size of a regular grid (edge tiles clipped to the frame); without it, the random grid
-    #[prop(range = ..=crate::stage::limits::MAX_SIDE)]
+    #[prop(range = ..=octopipe_core::stage::limits::MAX_SIDE)]
     pub size: Option<(u32, u32)>,
     /// regular grid: fraction of a tile shared with its neighbours
     #[prop(default = 0, range = 0.0..=0.9)]
     pub overlap: f64,
     /// random grid: smallest tile side (edge tiles clipped)
-    #[prop(default = 128, range = 1..=crate::stage::limits::MAX_SIDE)]
+    #[prop(default = 128, range = 1..=octopipe_core::stage::limits::MAX_SIDE)]
     pub min: usize,
     /// random grid: largest tile side
-    #[prop(default = 512, range = 1..=crate::stage::limits::MAX_SIDE)]
+    #[prop(default = 512, range = 1..=octopipe_core::stage::limits::MAX_SIDE)]
     pub max: usize,
     /// random grid: the seed (the same grid for the same seed and frame size)
     #[prop(default = 1, unbounded)]
@@ -124,7 +126,7 @@ pub enum TilesError {
         values: u64,
     },
     /// The grid cuts a frame into more tiles than a frame may have
-    /// ([`MAX_TILES`](crate::stage::limits::MAX_TILES)).
+    /// ([`MAX_TILES`](octopipe_core::stage::limits::MAX_TILES)).
     #[error("tiles: {setting} cuts frame {seq} of stream {stream} ({w}x{h}) into {count} tiles; a frame may be cut into at most {max}: make the tiles larger")]
     TooMany {
         /// Stream id.
@@ -144,16 +146,16 @@ pub enum TilesError {
     },
 }
 
-impl crate::error::Kind for TilesError {
-    fn kind(&self) -> crate::error::ErrorKind {
+impl octopipe_core::error::Kind for TilesError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
         match self {
-            TilesError::TooLarge { .. } => crate::error::ErrorKind::Input,
-            TilesError::TooMany { .. } => crate::error::ErrorKind::Config,
+            TilesError::TooLarge { .. } => octopipe_core::error::ErrorKind::Input,
+            TilesError::TooMany { .. } => octopipe_core::error::ErrorKind::Config,
         }
     }
 }
 
-crate::error::stage_error!(TilesError);
+octopipe_core::error::stage_error!(TilesError);
 
 /// Settings of the tiles stage.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -189,7 +191,7 @@ impl Tiler {
         if self.grid_of != Some(size) {
             // Counted before the tiles are made: a grid of tiny tiles on a large frame would be
             // millions of them.
-            let max = crate::stage::limits::MAX_TILES;
+            let max = octopipe_core::stage::limits::MAX_TILES;
             let (n, count, setting) = match self.config.grid {
                 Grid::Regular {
                     size: (tw, th),
@@ -333,7 +335,7 @@ fn tiles_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{Colorimetry, FrameLayout, PixelFormat, PooledBuf};
+    use octopipe_core::frame::{Colorimetry, FrameLayout, PixelFormat, PooledBuf};
 
     #[test]
     fn the_default_grid_is_the_declared_one() {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
+use octopipe_core::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
 
 /// The scene's samples, row by row (`width * height` values).
 pub fn scene(width: u32, height: u32, seed: u64) -> Vec<u16> {

@@ -2,7 +2,7 @@
 
 use super::rule::{Property, Rule};
 use crate::preprocess::BackendKind;
-use crate::stage::PropChoice;
+use octopipe_core::stage::PropChoice;
 
 /// Default pixels per block of work.
 pub const DEFAULT_BLOCK_PIXELS: u32 = 16 * 1024;

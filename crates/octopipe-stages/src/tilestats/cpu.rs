@@ -7,7 +7,7 @@ use super::blocks::TileBlocks;
 use super::error::TileStatsError;
 use super::sampling::{Sampling, Source};
 use crate::batch::{BlockMeta, CropMeta};
-use crate::frame::PixelSums;
+use octopipe_core::frame::PixelSums;
 
 /// Multi-threaded per-tile sums.
 pub struct CpuSums {
@@ -168,14 +168,14 @@ fn fold(samples: impl Iterator<Item = u32>, above_from: u32) -> PixelSums {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
     use crate::tilestats::{TileBlocks, TileStatsConfig};
+    use octopipe_core::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, PooledBuf};
 
     #[test]
     fn the_portable_and_the_dispatched_sums_are_the_same() {
         for format in [PixelFormat::Gray16, PixelFormat::I420, PixelFormat::Bgra] {
             let layout = FrameLayout::packed(format, 301, 203);
-            let mut rng = crate::rng::Rng::new(7);
+            let mut rng = octopipe_core::rng::Rng::new(7);
             let data: Vec<u8> = (0..layout.size())
                 .map(|_| (rng.next_u64() >> 24) as u8)
                 .collect();

@@ -11,7 +11,7 @@ use octopipe_cuda::{grow, launch_config, part, push_aligned, CudaError, Gpu, Ker
 use super::blocks::TileBlocks;
 use super::sampling::{Band, Sampling, Source};
 use crate::batch::CropMeta;
-use crate::frame::PixelSums;
+use octopipe_core::frame::PixelSums;
 
 /// Per-tile sums (block metadata by tile area, two-level reduction), and their padded
 /// baseline: `tilestats.cu`.

@@ -1,7 +1,7 @@
 //! Errors of the tilestats stage.
 
 use super::config::BandName;
-use crate::frame::PixelFormat;
+use octopipe_core::frame::PixelFormat;
 
 /// Errors of the tilestats stage.
 #[derive(Debug, thiserror::Error)]
@@ -35,15 +35,15 @@ pub enum TileStatsError {
     Cuda(#[from] octopipe_cuda::CudaError),
 }
 
-impl crate::error::Kind for TileStatsError {
-    fn kind(&self) -> crate::error::ErrorKind {
-        use crate::error::ErrorKind;
+impl octopipe_core::error::Kind for TileStatsError {
+    fn kind(&self) -> octopipe_core::error::ErrorKind {
+        use octopipe_core::error::ErrorKind;
         match self {
             TileStatsError::Band { .. } | TileStatsError::Setting(_) => ErrorKind::Config,
             TileStatsError::NoPixels { .. } => ErrorKind::Config,
-            TileStatsError::Cuda(e) => crate::error::Kind::kind(e),
+            TileStatsError::Cuda(e) => octopipe_core::error::Kind::kind(e),
         }
     }
 }
 
-crate::error::stage_error!(TileStatsError);
+octopipe_core::error::stage_error!(TileStatsError);

@@ -1,7 +1,7 @@
 //! Which of a frame's tiles are kept: the keep rule, then top-k.
 
 use super::rule::{Property, Rule};
-use crate::frame::TileStats;
+use octopipe_core::frame::TileStats;
 
 /// Which of a frame's tiles are kept: those `keep` passes (all without a rule), and of them at
 /// most `top_k`, the highest `score` first (ties: the earlier tile). `tiles[i]` is tile i's

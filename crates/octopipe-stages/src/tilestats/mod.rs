@@ -16,14 +16,14 @@
 //! **Statistics** of each tile (a box's pixels, not its resized crop): `mean`, `std` (population),
 //! `min`, `max` of the values and `above`, the fraction of samples whose value is above `level`.
 //! They come from exact integer sums of the raw samples (sum and sum of squares in 64 bits, the
-//! count of samples at or above the raw threshold that `level` maps to, min, max: [`PixelSums`](crate::frame::PixelSums)),
+//! count of samples at or above the raw threshold that `level` maps to, min, max: [`PixelSums`](octopipe_core::frame::PixelSums)),
 //! so the CPU and CUDA backends give the same sums and, computed from them by the same code, the
 //! same statistics and the same kept tiles.
 //!
 //! **Keep.** `keep` is a rule over the statistics ([`rule`]: `mean>0.535 and std<0.05 or
 //! above>=0.9`; every tile is kept without one); `top-k=N` then keeps at most N of a frame's
 //! passing tiles, the highest `score` first (ties: the earlier tile). The result is on each box
-//! ([`Detection::stats`](crate::frame::Detection::stats)): the `jsonl` and `tilesink` sinks write it.
+//! ([`Detection::stats`](octopipe_core::frame::Detection::stats)): the `jsonl` and `tilesink` sinks write it.
 //!
 //! **Backends** (`backend=cpu|cuda|auto`): the CPU one is one rayon pass over the tiles' blocks;
 //! the CUDA one is one kernel launch per frame for all its tiles (`tilestats.cu`). Both cut

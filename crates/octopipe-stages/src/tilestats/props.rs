@@ -1,8 +1,8 @@
 //! The tilestats stage's properties, and its settings made of them and the parsed `keep` rule.
 
-use crate::description::DescribeError;
 use crate::preprocess::BackendProps;
-use crate::stage::{Element, PropChoice, Properties, Props};
+use octopipe_core::description::DescribeError;
+use octopipe_core::stage::{Element, PropChoice, Properties, Props};
 
 use super::config::{BandName, TileStatsConfig};
 use super::rule::{Property, Rule};
@@ -45,7 +45,7 @@ pub struct TileStatsProps {
     /// (e.g. "mean>0.535"); none keeps all
     pub keep: Option<String>,
     /// keep at most this many of a frame's tiles that pass the rule, the highest score first
-    #[prop(range = 1..=crate::stage::limits::MAX_BOXES)]
+    #[prop(range = 1..=octopipe_core::stage::limits::MAX_BOXES)]
     pub top_k: Option<usize>,
     /// what top-k ranks by
     #[prop(default = "mean")]
@@ -57,7 +57,7 @@ pub struct TileStatsProps {
     #[prop(flatten)]
     pub compute: BackendProps,
     /// the GPU of the CUDA backend
-    #[prop(default = 0, range = ..=crate::stage::limits::MAX_DEVICE)]
+    #[prop(default = 0, range = ..=octopipe_core::stage::limits::MAX_DEVICE)]
     pub device: usize,
     /// pixels per block of work (a tile gets one block per this many of its pixels)
     #[prop(default = super::DEFAULT_BLOCK_PIXELS, range = 32..=16777216)]

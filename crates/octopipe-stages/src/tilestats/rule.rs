@@ -19,7 +19,7 @@
 
 use std::fmt;
 
-use crate::frame::TileStats;
+use octopipe_core::frame::TileStats;
 
 /// What a rule can ask about a tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -378,7 +378,7 @@ impl Parser<'_> {
         let names = Property::ALL.iter().map(|(n, _)| *n);
         let starts_like_a_name = text.starts_with(|c: char| c.is_ascii_alphabetic());
         let message = if starts_like_a_name && !matches!(text, "and" | "or" | "not") {
-            let hint = crate::description::closest(text, names.clone())
+            let hint = octopipe_core::description::closest(text, names.clone())
                 .map(|c| format!("did you mean '{c}'? "))
                 .unwrap_or_default();
             format!(
@@ -395,7 +395,7 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::PixelSums;
+    use octopipe_core::frame::PixelSums;
 
     fn stats(mean: f64, std: f64, above: f64) -> TileStats {
         TileStats {

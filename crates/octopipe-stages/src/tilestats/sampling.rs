@@ -3,7 +3,7 @@
 
 use super::config::{BandName, TileStatsConfig};
 use super::error::TileStatsError;
-use crate::frame::{Frame, PixelFormat, PixelSums, TileStats};
+use octopipe_core::frame::{Frame, PixelFormat, PixelSums, TileStats};
 
 /// How one sample is read from a frame: `Band` of `tilestats.cu`, passed by value.
 #[repr(C)]

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::TileFilter;
-use crate::budget::SectionKind;
+use octopipe_core::budget::SectionKind;
 
 /// What the tile filter kept of what it measured.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -12,10 +12,10 @@ use super::props::TileStatsProps;
 use super::sampling::Sampling;
 use super::sums::Sums;
 use crate::batch::CropBatch;
-use crate::budget::Tally;
-use crate::frame::{PixelSums, TileStats};
-use crate::stage::{Element, OpenContext, Properties, Role, Running, Stage, StageDecl};
-use crate::Error;
+use octopipe_core::budget::Tally;
+use octopipe_core::error::Error;
+use octopipe_core::frame::{PixelSums, TileStats};
+use octopipe_core::stage::{Element, OpenContext, Properties, Role, Running, Stage, StageDecl};
 
 /// Running totals for the report.
 #[derive(Debug, Default)]
@@ -168,7 +168,7 @@ impl Element for TileStatsConfig {
 /// `tilestats scale=... offset=... level=0.5 keep="mean>0.535" top-k=N score=mean`.
 pub const TILESTATS: StageDecl = StageDecl {
     name: "tilestats",
-    role: Role::Filter(crate::stage::Item::BATCHES),
+    role: Role::Filter(octopipe_core::stage::Item::BATCHES),
     doc: "per tile: mean, std, min, max, fraction above a level; keep rule and top-k (one GPU launch per frame)",
     props: TileStatsProps::PROPS,
     needs: &[Role::Boxes, Role::Batch],

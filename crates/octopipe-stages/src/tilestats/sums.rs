@@ -6,8 +6,8 @@ use super::cpu::CpuSums;
 use super::cuda::GpuSums;
 use super::error::TileStatsError;
 use super::sampling::Sampling;
-use crate::frame::PixelSums;
 use crate::preprocess::BackendKind;
+use octopipe_core::frame::PixelSums;
 
 /// Where the sums are computed.
 pub(crate) enum Sums {

@@ -1,8 +1,8 @@
 //! The tilestats settings' defaults, the level's raw threshold, the statistics and the keep.
 
 use super::*;
-use crate::frame::{PixelSums, TileStats};
-use crate::stage::PropChoice;
+use octopipe_core::frame::{PixelSums, TileStats};
+use octopipe_core::stage::PropChoice;
 
 #[test]
 fn the_declared_defaults_are_the_constants() {

@@ -1,7 +1,7 @@
 //! A tracker's settings ([`TrackConfig`], checked: [`TrackError`]) and the `track` stage's
 //! properties declared once ([`TrackProps`]).
 
-use crate::stage::Properties;
+use octopipe_core::stage::Properties;
 /// Settings of a tracker (the `track` stage's properties).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TrackConfig {

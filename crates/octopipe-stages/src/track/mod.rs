@@ -22,7 +22,7 @@
 //!
 //! Every box's `track` is written, overwriting what the box source said: the id of its confirmed
 //! track, or none (a box of a tentative track, or scoring under `low`). Ids count from 1 in
-//! each stream: the stage keeps one tracker per stream ([`crate::frame::Frame::stream`]), so
+//! each stream: the stage keeps one tracker per stream ([`octopipe_core::frame::Frame::stream`]), so
 //! streams that share the stage never mix, and `(stream, track)` names a track in the output.
 //! Frames come in order per stream; a gap in frame numbers (frames the decoder lost) is
 //! predicted over frame by frame, so a track coasts across it. At the end of a run each stream

@@ -6,11 +6,13 @@ use std::collections::BTreeMap;
 
 use super::config::{TrackConfig, TrackError, TrackProps};
 use super::tracks::{HighFrom, Tracks};
-use crate::budget::Tally;
-use crate::description::DescribeError;
-use crate::frame::Frame;
-use crate::stage::{Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl};
-use crate::Error;
+use octopipe_core::budget::Tally;
+use octopipe_core::description::DescribeError;
+use octopipe_core::error::Error;
+use octopipe_core::frame::Frame;
+use octopipe_core::stage::{
+    Element, OpenContext, Properties, Props, Role, Running, Stage, StageDecl,
+};
 
 /// In the caps: the score threshold of the detector before the stage being configured, on its
 /// branch (a detector tells it with `Caps::insert_for_branch`, so it is forgotten where the next
@@ -73,7 +75,7 @@ impl TrackSettings {
 }
 
 impl Element for TrackSettings {
-    fn configure(&mut self, caps: &mut crate::stage::Caps) {
+    fn configure(&mut self, caps: &mut octopipe_core::stage::Caps) {
         if let Some(&DetectScore(score)) = caps.get::<DetectScore>() {
             self.follow_detector(score);
         }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::frame::{BoxOrigin, Detection};
+use octopipe_core::frame::{BoxOrigin, Detection};
 
 use super::assign::{iou, max_weight_matching};
 use super::config::{TrackConfig, TrackError};

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::config::{TrackConfig, TrackError};
 use super::tracker::Tracker;
-use crate::frame::Frame;
+use octopipe_core::frame::Frame;
 
 /// One tracker per stream, made as the stream's first frame comes.
 #[derive(Debug, Clone)]
@@ -109,7 +109,7 @@ pub struct TrackSection {
     pub high_from: HighFrom,
 }
 
-impl crate::budget::SectionKind for TrackSection {
+impl octopipe_core::budget::SectionKind for TrackSection {
     const KIND: &'static str = "track";
 }
 
@@ -144,8 +144,8 @@ impl std::fmt::Display for TrackSection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{Colorimetry, Detection, FrameLayout, PixelFormat, PooledBuf};
     use crate::track::TrackConfig;
+    use octopipe_core::frame::{Colorimetry, Detection, FrameLayout, PixelFormat, PooledBuf};
 
     fn frame(stream: u32, seq: u64, boxes: &[[u32; 4]]) -> Frame {
         let layout = FrameLayout::packed(PixelFormat::Rgb, 64, 48);
@@ -191,7 +191,8 @@ mod tests {
     /// `sections.KIND` in the JSON one, with the schema's version.
     #[test]
     fn sections_are_typed_in_json_and_lines_in_text() {
-        let mut b = crate::budget::Budget::new(crate::budget::DEFAULT_BUDGET, Vec::new());
+        let mut b =
+            octopipe_core::budget::Budget::new(octopipe_core::budget::DEFAULT_BUDGET, Vec::new());
         let sections = Tracks::new(Default::default())
             .unwrap()
             .sections(HighFrom::Default);
@@ -221,7 +222,7 @@ mod tests {
         );
         assert!(r.to_string().ends_with(&lines.join("\n")));
         let json = serde_json::to_value(&r).unwrap();
-        assert_eq!(json["version"], crate::budget::REPORT_VERSION);
+        assert_eq!(json["version"], octopipe_core::budget::REPORT_VERSION);
         assert_eq!(json["sections"]["track"][0]["born"], 5);
         assert_eq!(json["sections"]["track"][0]["high_from"], "detect-score");
         assert_eq!(json["extra"], serde_json::json!(["plot: written"]));

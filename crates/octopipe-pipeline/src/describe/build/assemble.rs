@@ -7,7 +7,7 @@ use super::super::{closest, expand_devices, DescribeError, Description, Span};
 use super::super::{Builtin, EdgePolicy, Graph, Node, Queue};
 use super::chain::Chain;
 use super::pending::{names, Pending, Shape};
-use crate::stage::{Item, Registry, Role};
+use octopipe_core::stage::{Item, Registry, Role};
 
 /// Check `desc` against the built-in stages and make its graph.
 pub fn build(desc: &Description) -> Result<Graph, DescribeError> {
@@ -186,7 +186,7 @@ fn assemble(
         .iter()
         .filter_map(|n| n.element.frame_interval())
         .min()
-        .unwrap_or(crate::budget::DEFAULT_BUDGET);
+        .unwrap_or(octopipe_core::budget::DEFAULT_BUDGET);
     // The frames each stage may get at once: its own burst and those of the stages before it.
     let mut burst = vec![1usize; nodes.len()];
     for &i in &order {

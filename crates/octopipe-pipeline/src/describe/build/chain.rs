@@ -6,8 +6,8 @@ use super::super::{DescribeError, Description, Span, StageDesc};
 use super::classifiers::place_classifier;
 use super::head::{fragment, gstreamer_head, unknown};
 use super::pending::{names, Pending, Shape};
-use crate::source::{HeadSettings, SourceConfig, SourceKind};
-use crate::stage::{Element, Item, Props, Registry, Role, StageDecl};
+use octopipe_core::stage::{Element, Item, Props, Registry, Role, StageDecl};
+use octopipe_sources::{HeadSettings, SourceConfig, SourceKind};
 
 /// One chain of the description, checked.
 pub(super) struct Chain {
@@ -50,7 +50,7 @@ impl Chain {
         let head = gstreamer_head(desc, registry, stages)?;
         if head > 0 {
             let fragment = fragment(desc, &stages[..head])?;
-            let live = crate::source::fragment_is_live(&fragment);
+            let live = octopipe_sources::fragment_is_live(&fragment);
             let mut source = SourceConfig::new(SourceKind::Launch {
                 fragment,
                 decode: false,

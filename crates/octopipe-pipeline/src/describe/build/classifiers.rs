@@ -7,8 +7,8 @@
 //! the run. A classifier alone keeps no place: its answer is the box's main result only.
 
 use super::pending::Pending;
-use crate::classify::{ChainPlace, ClassifyConfig};
-use crate::stage::Element;
+use octopipe_core::stage::Element;
+use octopipe_onnx::classify::{ChainPlace, ClassifyConfig};
 
 /// Tell the classifier `element` (named `name=name` when given), about to follow `nodes`, its
 /// place among the classifiers that end `nodes`, and the one before it that it is the first when

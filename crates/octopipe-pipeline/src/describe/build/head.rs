@@ -2,7 +2,7 @@
 //! they make.
 
 use super::super::{closest, quote, DescribeError, Description, StageDesc};
-use crate::stage::Registry;
+use octopipe_core::stage::Registry;
 
 /// How many of `stages` form a GStreamer head (elements before the first octopipe stage).
 pub(super) fn gstreamer_head(
@@ -33,7 +33,7 @@ pub(super) fn is_gstreamer_namesake(registry: &Registry, st: &StageDesc) -> bool
         .props
         .iter()
         .any(|p| decl.props.iter().any(|d| d.name == p.key));
-    !st.reference && !octopipe_prop && crate::source::element_exists(&st.kind)
+    !st.reference && !octopipe_prop && octopipe_sources::element_exists(&st.kind)
 }
 
 /// The head's elements as gst-launch text, rebuilt from the parsed elements so that variables
@@ -88,13 +88,13 @@ pub(super) fn is_gstreamer(
         return Ok(true);
     }
     // An installed element first: `queue2` is GStreamer's, not a misspelt `queue`.
-    if crate::source::element_exists(&st.kind) {
+    if octopipe_sources::element_exists(&st.kind) {
         return Ok(true);
     }
     if closest(&st.kind, registry.names()).is_some() {
         return Err(unknown(desc, registry, st));
     }
-    let elements = crate::source::element_names();
+    let elements = octopipe_sources::element_names();
     let hint = closest(&st.kind, elements.iter().map(String::as_str))
         .map(|c| format!(" (did you mean the GStreamer element '{c}'?)"))
         .unwrap_or_default();

@@ -2,7 +2,7 @@
 //! built, and the stage names an error offers.
 
 use super::super::QueueSettings;
-use crate::stage::{Element, Registry, Role, StageDecl};
+use octopipe_core::stage::{Element, Registry, Role, StageDecl};
 
 /// What a description makes: a whole pipeline, or a stream to add to a running one.
 #[derive(Clone, Copy, PartialEq, Eq)]

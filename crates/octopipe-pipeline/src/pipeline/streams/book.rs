@@ -16,14 +16,14 @@ use super::super::wire::{spawn, StageThread};
 use super::super::PipelineError;
 use super::super::{EdgePolicy, STREAM_REMOVED};
 use super::info::{Added, RemoveMode, StreamInfo, StreamState};
-use crate::batch::Downstream;
-use crate::budget::Tally;
 use crate::describe::Description;
-use crate::frame::Frame;
-use crate::source::AppSourceSettings;
-use crate::stage::edge::{PortRx, PortTx};
-use crate::stage::{Caps, Payload, Registry};
-use crate::Error;
+use octopipe_core::budget::Tally;
+use octopipe_core::error::Error;
+use octopipe_core::frame::Frame;
+use octopipe_core::stage::edge::{PortRx, PortTx};
+use octopipe_core::stage::{Caps, Payload, Registry};
+use octopipe_sources::AppSourceSettings;
+use octopipe_stages::batch::Downstream;
 
 /// Every stream of the run, and what opening another needs.
 pub(in crate::pipeline) struct Book {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::book::Book;
 use super::info::{Added, RemoveMode, StreamInfo, StreamState};
 use crate::describe::Description;
-use crate::Error;
+use octopipe_core::error::Error;
 
 /// Adds and removes streams of a running pipeline: cheap to clone, usable from any thread.
 #[derive(Clone)]

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::source::AppSource;
+use octopipe_sources::AppSource;
 
 /// How a stream is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -10,8 +10,8 @@ use super::super::admit;
 use super::super::{PipelineError, STREAM_REMOVED};
 use super::book::{Book, Entry};
 use super::info::StreamState;
-use crate::stage::Payload;
-use crate::Error;
+use octopipe_core::error::Error;
+use octopipe_core::stage::Payload;
 
 impl Book {
     /// Take an id for a stream about to be opened (`id`, or the next automatic one) and the

@@ -6,13 +6,13 @@ use super::general::run_pixels_general;
 use super::linear::run_pixels;
 use super::out::OutPtr;
 use super::sampler::Sampler;
-use crate::crops::CropBatch;
 use crate::preprocess::backend::Backend;
 use crate::preprocess::config::PreprocessConfig;
 use crate::preprocess::error::PreprocessError;
 use crate::preprocess::half::f32_to_f16;
 use crate::preprocess::validate::validate;
-use crate::tensor::{DType, TensorData};
+use octopipe_core::crops::CropBatch;
+use octopipe_core::tensor::{DType, TensorData};
 
 /// Output pixels a CPU task handles at least (consecutive blocks of a crop are merged up to this).
 const CPU_TASK_PIXELS: u32 = 16 * 1024;

@@ -4,8 +4,8 @@
 use super::linear::linear_taps;
 use super::out::OutPtr;
 use super::sampler::{ChromaRow, Sampler};
-use crate::crops::CropMeta;
 use crate::preprocess::{letterbox_rect, ChannelOrder, Interpolation, Layout, PreprocessConfig};
+use octopipe_core::crops::CropMeta;
 
 /// The source taps of one output coordinate along one axis for [`Interpolation::Area`]:
 /// indices `min(i0 + k, len - 1)` for `k < n`, weight `w_first` for the first tap when `lead`,

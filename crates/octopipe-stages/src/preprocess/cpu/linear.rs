@@ -4,8 +4,8 @@
 use super::super::config::{ChannelOrder, PreprocessConfig};
 use super::out::OutPtr;
 use super::sampler::{ChromaRow, Sampler};
-use crate::crops::CropMeta;
-use crate::tensor::Layout;
+use octopipe_core::crops::CropMeta;
+use octopipe_core::tensor::Layout;
 
 /// OpenCV INTER_LINEAR source taps for output coordinate `o` of a crop of `len` pixels resized to
 /// `out_len`: `(i0, i1, weight of i1)`, indices relative to the crop, clamped to its edge.

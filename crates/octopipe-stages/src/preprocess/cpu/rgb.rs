@@ -1,6 +1,6 @@
 //! A frame's pixels as packed 8-bit RGB, converted as the backend samples them: for observers.
 
-use crate::frame::{Frame, PixelFormat};
+use octopipe_core::frame::{Frame, PixelFormat};
 
 use super::sampler::{ChromaRow, Sampler};
 

@@ -1,7 +1,7 @@
 //! Reading a frame's pixels as RGB: per pixel, and per row span with its chroma computed once.
 
-use crate::frame::{ChromaSite, Colorimetry, Frame, PixelFormat};
 use crate::preprocess::jpeg;
+use octopipe_core::frame::{ChromaSite, Colorimetry, Frame, PixelFormat};
 
 /// A frame's chroma planes: Cb at `u`, Cr at `v`, sample (cx, cy) at `cy * stride + cx * step`.
 #[derive(Clone, Copy)]

@@ -10,10 +10,10 @@ use super::output::OutType;
 use super::upload::{HostFrame, UploadMode};
 use super::CudaError;
 use super::Engine;
-use crate::crops::CropBatch;
-use crate::frame::{Frame, Planes};
 use crate::preprocess::{validate, Backend, DType, Gather, PreprocessConfig, PreprocessError};
-use crate::tensor::TensorData;
+use octopipe_core::crops::CropBatch;
+use octopipe_core::frame::{Frame, Planes};
+use octopipe_core::tensor::TensorData;
 
 /// The CUDA preprocess backend: strategy C (the bilinear fast path of `octopus.cu`, or
 /// `resample.cu` for `interpolation=area` and letterbox), frames uploaded once per batch, the
@@ -167,7 +167,7 @@ impl CudaBackend {
         if let Some(f) = batch
             .frames
             .iter()
-            .find(|f| f.layout.format == crate::frame::PixelFormat::Gray16)
+            .find(|f| f.layout.format == octopipe_core::frame::PixelFormat::Gray16)
         {
             return Err(PreprocessError::Format {
                 stream: f.stream,

@@ -12,7 +12,7 @@ use octopipe_cuda::{grow, launch_config, part, CudaError, KernelModule};
 use super::launch::uploaded;
 use super::meta::{InputKind, Norm};
 use super::{Engine, OutType};
-use crate::crops::{BlockMeta, CropMeta};
+use octopipe_core::crops::{BlockMeta, CropMeta};
 
 /// Strategies A, B, D and E: `baselines.cu`.
 pub const BASELINE_KERNELS: KernelModule = KernelModule {

@@ -16,8 +16,8 @@ use super::launch::{OCTOPUS_KERNELS, RESAMPLE_KERNELS};
 use super::meta::{FrameDesc, GatherRect, InputKind};
 use super::output;
 use super::upload::{MetaLayout, MetaSlot, TransferStats};
-use crate::crops::CropMeta;
 use crate::preprocess::error::PreprocessError;
+use octopipe_core::crops::CropMeta;
 
 impl From<CudaError> for PreprocessError {
     fn from(e: CudaError) -> Self {

@@ -8,7 +8,7 @@ use octopipe_cuda::{grow, launch_config, KernelModule};
 use super::meta::GatherRect;
 use super::upload::{layout_rects, HostFrame, TransferStats};
 use super::{CudaError, Engine};
-use crate::crops::CropMeta;
+use octopipe_core::crops::CropMeta;
 
 /// Crop rectangles pulled from page-locked host frames by the GPU: `gather.cu`.
 pub const GATHER_KERNELS: KernelModule = KernelModule {

@@ -11,8 +11,8 @@ use super::meta::{InputKind, Norm};
 use super::output::OutType;
 use super::CudaError;
 use super::Engine;
-use crate::crops::CropMeta;
 use crate::preprocess::Interpolation;
+use octopipe_core::crops::CropMeta;
 
 /// Strategy C (block metadata), bilinear, f32 and f16: `octopus.cu`.
 pub const OCTOPUS_KERNELS: KernelModule = KernelModule {

@@ -3,8 +3,8 @@
 
 use cudarc::driver::DeviceRepr;
 
-use crate::frame::{ChromaSite, Colorimetry, FrameLayout, PixelFormat};
 use crate::preprocess::{ChannelOrder, Layout, PreprocessConfig};
+use octopipe_core::frame::{ChromaSite, Colorimetry, FrameLayout, PixelFormat};
 
 /// Kernel input family: which sampler a kernel is specialised for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,7 +150,7 @@ unsafe impl octopipe_cuda::Pod for FrameDesc {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crops::{BlockMeta, CropMeta};
+    use octopipe_core::crops::{BlockMeta, CropMeta};
 
     #[test]
     fn frame_desc_matches_the_kernel_header() {

@@ -10,8 +10,8 @@ use octopipe_cuda::grow;
 
 use super::CudaError;
 use super::Engine;
-use crate::frame::DeviceBuffer;
-use crate::tensor::DeviceTensor;
+use octopipe_core::frame::DeviceBuffer;
+use octopipe_core::tensor::DeviceTensor;
 
 /// Output element type of the kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -9,8 +9,8 @@ use octopipe_cuda::{grow, grow_pinned, push_aligned};
 use super::meta::{FrameDesc, InputKind};
 use super::CudaError;
 use super::Engine;
-use crate::crops::{BlockMeta, CropMeta};
-use crate::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, Planes};
+use octopipe_core::crops::{BlockMeta, CropMeta};
+use octopipe_core::frame::{Colorimetry, Frame, FrameLayout, PixelFormat, Planes};
 
 /// How frames reach the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
