@@ -15,7 +15,9 @@ mode=${1:-run}
 if [ "$mode" = stage ]; then
     mkdir -p .device/data/visdrone
     target=${CARGO_TARGET_DIR:-target}
-    for t in cuda kernels_compile device_frames; do
+    # The facade's preprocess test binary (its cuda:: and device_frames:: tests) and the stages
+    # crate's unit tests (the NVRTC compile check of every module it declares).
+    for t in preprocess octopipe_stages; do
         bin=$(ls -t "$target"/release/deps/$t-* | grep -v '\.d$' | head -1)
         strip -o .device/$t "$bin"
     done
@@ -31,17 +33,17 @@ export OCTOPIPE_DATA=$PWD/.device/data OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kerne
 stage() { echo; echo "=== $* ($(date -u +%FT%TZ))"; }
 {
 stage gpu; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
-stage nvrtc compile check; .device/kernels_compile --nocapture
+stage nvrtc compile check; .device/octopipe_stages kernels --nocapture
 if [ "${PARITY:-1}" = 1 ]; then
-    stage parity tests; time .device/cuda --nocapture --test-threads=1
-    stage device frames; time .device/device_frames --nocapture --test-threads=1
+    stage parity tests; time .device/preprocess cuda:: --nocapture --test-threads=1
+    stage device frames; time .device/preprocess device_frames:: --nocapture --test-threads=1
 fi
-if [ "${PROBE:-1}" = 1 ]; then stage probe; time .device/cuda --ignored --nocapture --exact probe_table; fi
+if [ "${PROBE:-1}" = 1 ]; then stage probe; time .device/preprocess --ignored --nocapture --exact cuda::benches::probe_table; fi
 if [ "${VARIANTS:-1}" = 1 ]; then
     stage strategy C variants
     while IFS='|' read -r defs grid; do
         OCTOPIPE_NVRTC_DEFINES="$defs" OCTOPIPE_OCTOPUS_GRID_PER_SM="$grid" \
-            .device/cuda --ignored --nocapture --exact octopus_variants 2>&1 | grep -E " \| |panicked|FAILED"
+            .device/preprocess --ignored --nocapture --exact cuda::benches::octopus_variants 2>&1 | grep -E " \| |panicked|FAILED"
     done <<'VARIANTS' | tee "$OUT/variants.txt"
 |
 -DOCTOPUS_STAGE4=0 -DSTAGE_FLOATS=2048|
@@ -62,18 +64,18 @@ if [ "${PROFILE:-0}" = 1 ] && command -v ncu >/dev/null; then
     stage ncu strategy C
     timeout 180 ncu --clock-control none --kernel-name regex:octopus --launch-count 2 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-        .device/cuda --ignored --exact profile_octopus 2>&1 | grep -v "^==PROF==" | tee "$OUT/ncu.txt" | tail -150
+        .device/preprocess --ignored --exact cuda::benches::profile_octopus 2>&1 | grep -v "^==PROF==" | tee "$OUT/ncu.txt" | tail -150
 fi
-[ "${DETECT:-1}" = 1 ] && stage detector tiles && .device/cuda --ignored --nocapture --exact detect_tiles_table | tee "$OUT/detect-tiles.md"
-[ "${BENCH:-1}" = 1 ] && stage bench && OCTOPIPE_CPU_SECONDS=${OCTOPIPE_CPU_SECONDS:-1} .device/cuda --ignored --nocapture --exact bench_table | tee "$OUT/bench.md"
+[ "${DETECT:-1}" = 1 ] && stage detector tiles && .device/preprocess --ignored --nocapture --exact cuda::models::detect_tiles_table | tee "$OUT/detect-tiles.md"
+[ "${BENCH:-1}" = 1 ] && stage bench && OCTOPIPE_CPU_SECONDS=${OCTOPIPE_CPU_SECONDS:-1} .device/preprocess --ignored --nocapture --exact cuda::benches::bench_table | tee "$OUT/bench.md"
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     stage compute-sanitizer memcheck
     timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-        .device/cuda --test-threads=1 zero_crops boxes_larger parity_bt709 parity_random parity_area f16_output \
+        .device/preprocess --test-threads=1 zero_crops boxes_larger parity_bt709 parity_random parity_area f16_output \
         parity_octopus_separable submit_flush detector_tiles 2>&1 | tail -40
     echo "memcheck exit: $?"
     timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
-        .device/device_frames --test-threads=1 2>&1 | tail -20
+        .device/preprocess --test-threads=1 device_frames:: 2>&1 | tail -20
     echo "memcheck (device frames) exit: $?"
 fi
 } 2>&1 | tee "$OUT/device.log"
