@@ -5,7 +5,8 @@ use super::*;
 
 /// On a GPU with ONNX Runtime's CUDA build: the heads model on CUDA (fixed batch sizes, CUDA
 /// graphs, the peaks found by the onnx crate's `detect/centernet.cu`) against the CPU on the
-/// clip's frames: the same boxes up to TF32 convolution rounding (matched at IoU >= 0.9, same class).
+/// clip's frames: the same boxes up to TF32 convolution rounding (matched at IoU >= 0.9, same
+/// class).
 #[test]
 fn the_gpu_path_gives_the_cpu_boxes() {
     if !common::gpu("the_gpu_path_gives_the_cpu_boxes") {
