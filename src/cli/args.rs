@@ -260,6 +260,10 @@ pub(crate) struct PipelineArgs {
     /// once per stream count and decoder).
     #[arg(long)]
     pub(crate) no_decode_only: bool,
+    /// Leave out the detector model alone (with --detector: run once per batch size its calls
+    /// ran at, to give the pipeline's detector as a share of it).
+    #[arg(long)]
+    pub(crate) no_detector_alone: bool,
     /// Classifier execution providers, comma separated: cpu, cuda.
     #[arg(long = "ep", value_delimiter = ',', default_value = "cpu")]
     pub(crate) eps: Vec<String>,

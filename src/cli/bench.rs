@@ -183,6 +183,7 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
         bitrate: args.bitrate,
         classifiers: args.classifiers,
         decode_only: !args.no_decode_only,
+        detector_alone: !args.no_detector_alone,
         ..PipelineBenchOptions::new(clip, model)
     };
     let table = bench::pipeline::pipeline(&opts, &mut |line| eprintln!("{line}"))?;

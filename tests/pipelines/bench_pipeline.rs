@@ -190,13 +190,36 @@ fn the_live_search_reports_each_try_and_its_answer() {
     let Some(mut opts) = small() else { return };
     opts.live = true;
     opts.max_streams = 2;
-    let table = pipeline::pipeline(&opts, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    let mut progress = Vec::new();
+    let table = pipeline::pipeline(&opts, &mut |l| progress.push(l.to_string()))
+        .unwrap_or_else(|e| panic!("{e}"));
     let rows = rows(&table);
     assert!(!rows.is_empty() && rows.len() <= 2, "{table}");
     assert_eq!(rows[0][0], "1", "the search starts at 1 stream: {table}");
     for row in &rows {
         assert!(row[14].ends_with("held"), "held or not held: {table}");
         assert!(table.contains("live=true"), "{table}");
+        // Next to the decoder alone: the rate the streams need (30 fps each) over its ceiling.
+        let streams: f64 = row[0].parse().unwrap();
+        let ceiling: f64 = cell(&table, row, "decode-only fps").parse().unwrap();
+        let share: f64 = cell(&table, row, "% of decode-only").parse().unwrap();
+        assert!(
+            ceiling > 0.0 && (share - 100.0 * streams * 30.0 / ceiling).abs() <= 1.0,
+            "{share} against {streams} x 30 / {ceiling}: {table}"
+        );
+    }
+    // Each run says where its late frames lost their time, GPU 0 holding every stream.
+    let late: Vec<&String> = progress
+        .iter()
+        .filter(|l| l.starts_with("  late: "))
+        .collect();
+    assert_eq!(late.len(), rows.len(), "{progress:?}");
+    for (line, row) in late.iter().zip(&rows) {
+        let frames: u64 = cell(&table, row, "frames").parse().unwrap();
+        assert!(
+            line.contains(&format!(" of {frames} frames over 33 ms")) && line.contains("GPU 0 "),
+            "{line}"
+        );
     }
     let held = rows.iter().take_while(|r| r[14] == "held").count();
     let answer = format!("decoder=cpu ep=cpu preprocess=cpu: {held}");

@@ -68,6 +68,9 @@ pub struct PipelineBenchOptions {
     /// Run the decode-only ceiling of each stream count and decoder (the video's streams
     /// decoded by GStreamer alone) and compare each row with it.
     pub decode_only: bool,
+    /// Run the detector model alone at the batch size the pipeline's calls ran at, and give the
+    /// pipeline's detector throughput as a share of it (`--detector`).
+    pub detector_alone: bool,
 }
 
 impl PipelineBenchOptions {
@@ -99,6 +102,7 @@ impl PipelineBenchOptions {
             bitrate: BITRATE_KBPS,
             classifiers: 1,
             decode_only: true,
+            detector_alone: true,
         }
     }
 

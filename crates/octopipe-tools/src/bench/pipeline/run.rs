@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::compute::Compute;
 use super::detector::{self, parse_line, DetectStats};
 use super::images::{self, ImageStreams};
+use super::lateness::{self, Lateness};
 use super::settings::{ANNOTATED_BOXES, LABELS, SINK};
 use super::spec::{DetectBench, RunSpec};
 use super::usage::{cpu_time, GpuSampler, GpuStats};
@@ -151,6 +152,8 @@ pub struct RunResult {
     /// The same streams decoded alone, frames per second (filled in by
     /// [`pipeline`](super::pipeline); `None`: not measured or it failed).
     pub decode_only: Option<f64>,
+    /// Where the frames over the run's bound lost their time (`None`: the run did not start).
+    pub lateness: Option<Lateness>,
 }
 
 impl RunResult {
@@ -166,8 +169,9 @@ impl RunResult {
 }
 
 /// Build and run `spec` on `video` (or its image streams) with `model`; never fails: an error
-/// goes into the result.
-pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
+/// goes into the result. Frames over `bound_ms` end to end are the late ones of its
+/// [`RunResult::lateness`].
+pub fn run_one(spec: &RunSpec, video: &Path, model: &Path, bound_ms: f64) -> RunResult {
     let mut result = RunResult {
         spec: spec.clone(),
         frames_in: 0,
@@ -187,6 +191,7 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
         detect_note: None,
         fallbacks: 0,
         decode_only: None,
+        lateness: None,
     };
     let mut vars = HashMap::from([
         ("video".to_string(), video.display().to_string()),
@@ -207,7 +212,7 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
     }
     // Sampling starts before the build, so the peak memory counts the sessions and contexts.
     let sampler = GpuSampler::start(&spec.devices);
-    let pipeline = match Pipeline::from_description(&description(spec), &vars) {
+    let mut pipeline = match Pipeline::from_description(&description(spec), &vars) {
         Ok(p) => p,
         Err(e) => {
             result.error = Some(e.to_string());
@@ -215,6 +220,8 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
             return result;
         }
     };
+    let (recorder, recorded) = lateness::recorder();
+    pipeline.observe(Box::new(recorder));
     let cpu0 = cpu_time();
     let t0 = Instant::now();
     let outcome = pipeline.run();
@@ -234,6 +241,7 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path) -> RunResult {
     result.cores_busy = cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9);
     result.error = outcome.error.map(|e| e.to_string());
     result.fallbacks = images::fallbacks(&report);
+    result.lateness = Some(recorded.lateness(bound_ms, spec.streams, &spec.devices));
     let detectors: Vec<DetectStats> = report
         .sections
         .iter()

@@ -95,11 +95,11 @@ pub fn pipeline(
     let mut out = preamble(opts, per_stream, encode_s, &first);
     out.push_str(TABLE_HEADER);
 
-    // The decode-only ceiling of each stream count and decoder (video streams in file mode only:
-    // live rows are paced at the frame rate, not bound by the decoder).
+    // The decode-only ceiling of each stream count and decoder (video streams; a live row is
+    // compared by the rate its streams need, 30 fps each).
     let mut ceilings: HashMap<(usize, String), Option<f64>> = HashMap::new();
     let mut ceiling = |spec: &RunSpec, progress: &mut dyn FnMut(&str)| -> Option<f64> {
-        if !opts.decode_only || spec.images.is_some() || spec.live {
+        if !opts.decode_only || spec.images.is_some() {
             return None;
         }
         let key = (spec.streams, spec.decoder.clone());
@@ -140,19 +140,23 @@ pub fn pipeline(
             if spec.live { " live" } else { "" }
         ));
         let decode_fps = ceiling(spec, progress);
-        let mut r = run_one(spec, &video, &opts.model);
+        let mut r = run_one(spec, &video, &opts.model, budget_ms);
         r.decode_only = decode_fps;
         if let (Some(d), Some(stats)) = (&spec.detector, r.detect) {
             let rows = stats.call_rows.round().max(1.0) as usize;
             let key = (spec.ep, rows);
-            if let std::collections::hash_map::Entry::Vacant(slot) = alone.entry(key) {
+            if !opts.detector_alone {
+                r.detect_note = Some(detector::note(&stats, r.detectors, None));
+            } else if let std::collections::hash_map::Entry::Vacant(slot) = alone.entry(key) {
                 progress(&format!("the detector alone at batch {rows} ..."));
                 let tuning = run::tuning(spec, d);
                 let t =
                     crate::bench::model_throughput(&d.model, detector::ep(spec), tuning, rows, 30);
                 slot.insert(t.ok());
             }
-            r.detect_note = Some(detector::note(&stats, r.detectors, alone[&key]));
+            if opts.detector_alone {
+                r.detect_note = Some(detector::note(&stats, r.detectors, alone[&key]));
+            }
         }
         let row = table_row(&r, per_stream, budget_ms);
         progress(row.trim_end());
@@ -169,6 +173,9 @@ pub fn pipeline(
                 .map(|(why, n)| format!("{n} {why}"))
                 .collect();
             progress(&format!("  dropped: {}", drops.join(", ")));
+        }
+        if let Some(l) = r.lateness.as_ref().filter(|l| spec.live && l.frames > 0) {
+            progress(&format!("  late: {}", l.line(budget_ms)));
         }
         out.push_str(&row);
         r
@@ -271,10 +278,11 @@ fn preamble(
         "{} CPU cores; fps = processed frames of all streams / wall time; p50/p99 = end-to-end frame latency; CPU cores busy = process CPU time / wall time; GPU = nvidia-smi (the GPUs used, every {GPU_SAMPLE_MS} ms): mean utilization while running (over the GPUs), peak memory used (all processes, summed over the GPUs); '-' without nvidia-smi.",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    if opts.decode_only && first.images.is_none() && !opts.live {
+    if opts.decode_only && first.images.is_none() {
         let _ = writeln!(
             out,
-            "decode-only fps = the same streams decoded by GStreamer alone (the row's decoder into fakesink, in one pipeline); % of decode-only = the row's fps over it; at {:.0}% or more the decoder is the limit.",
+            "decode-only fps = the same streams decoded by GStreamer alone (the row's decoder into fakesink, in one pipeline, as fast as it goes); % of decode-only = the row's fps over it ({}); at {:.0}% or more the decoder is the limit.",
+            if opts.live { "live: the streams' 30 fps each, the rate they need" } else { "file mode" },
             DECODER_BOUND * 100.0
         );
     }
@@ -349,9 +357,15 @@ fn table_row(r: &RunResult, per_stream: u64, budget_ms: f64) -> String {
             r.fallbacks
         ));
     }
+    // A live row needs its streams' frame rate of the decoder; a file row takes what it gets.
+    let rate = if s.live {
+        s.streams as f64 * FPS as f64
+    } else {
+        r.fps
+    };
     let (ceiling, share) = match r.decode_only {
         Some(d) if d > 0.0 => {
-            let share = r.fps / d;
+            let share = rate / d;
             if share >= DECODER_BOUND {
                 notes.push(format!(
                     "decoder-bound ({:.0}% of decode-only)",
