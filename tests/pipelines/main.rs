@@ -9,6 +9,7 @@ mod classifiers;
 #[cfg(feature = "mqtt")]
 mod mqtt;
 mod pipeline;
+mod preroll;
 mod stream_ends;
 mod stream_panic;
 mod streams;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{FrameSource, SourceError, StartGate};
 use octopipe_core::frame::Frame;
+use octopipe_core::stage::source::Arrival;
 
 /// Where a live source joins a timeline that started at a UNIX time (`testsrc epoch=`).
 #[derive(Debug, Clone, Copy)]
@@ -41,14 +42,18 @@ impl Joined {
 }
 
 /// Releases a file source's frames at their presentation times (`live=true`): frame k is due at
-/// the run's start (the [`StartGate`]) plus `pts_k - pts_0`, and its budget starts then. A source
-/// that joined a timeline ([`Joined`]) keeps out of the gate: its first frame is due when that
-/// frame of the timeline is, and it numbers its frames (and their pts) from it.
+/// the run's start (the [`StartGate`]) plus `pts_k - pts_0`, and its budget starts then. Where the
+/// run prerolls (the gate says so), the first frame goes at once, ahead of the clock, and the
+/// clock starts with the second frame (due at the gate's start). A source that joined a
+/// timeline ([`Joined`]) keeps out of the gate: its first frame is due when that frame of the
+/// timeline is, and it numbers its frames (and their pts) from it.
 pub(crate) struct Paced {
     inner: Box<dyn FrameSource>,
     interval: Duration,
     gate: Arc<StartGate>,
     start: Option<(Instant, Duration)>,
+    /// The first frame went ahead of the clock (a preroll); the next one starts it.
+    prerolled: bool,
     n: u32,
     /// The number of the first frame (0 unless it joined a timeline late).
     first: u64,
@@ -69,6 +74,7 @@ impl Paced {
             interval,
             gate,
             start: joined.map(|j| (j.due, Duration::ZERO)),
+            prerolled: false,
             n: 0,
             first: joined.map_or(0, |j| j.first),
         }
@@ -84,7 +90,14 @@ impl FrameSource for Paced {
         self.n += 1;
         let (t0, pts0) = match self.start {
             Some(s) => s,
-            None => *self.start.insert((self.gate.arrive(), pts)),
+            None if self.prerolled => *self.start.insert((self.gate.started(), pts)),
+            None => match self.gate.arrive() {
+                Arrival::Start(t0) => *self.start.insert((t0, pts)),
+                Arrival::Preroll(at) => {
+                    self.prerolled = true;
+                    (at, pts)
+                }
+            },
         };
         let due = t0 + pts.saturating_sub(pts0);
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
@@ -117,7 +130,7 @@ impl FrameSource for Paced {
 
 impl Drop for Paced {
     fn drop(&mut self) {
-        if self.start.is_none() {
+        if self.start.is_none() && !self.prerolled {
             self.gate.leave();
         }
     }

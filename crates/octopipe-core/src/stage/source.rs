@@ -11,12 +11,26 @@ use crate::frame::Frame;
 #[doc(hidden)]
 pub const START_WAIT: Duration = Duration::from_secs(30);
 
+/// Longest the clocks wait, once the first frames are released, for every one of them to reach
+/// the end of the pipeline (a first frame that never does: a stream that failed after it).
+#[doc(hidden)]
+pub const PREROLL_WAIT: Duration = Duration::from_secs(10);
+
 /// The common start of the paced sources of one run, as a GStreamer pipeline prerolls every
 /// source before its clock runs: each source waits, with its first frame decoded, until every
-/// one has its first frame, and all clocks start at that instant. Without it the first streams'
-/// frames are due while the decoders of the others are still starting, and starting a GPU
-/// decoder stalls the GPU for everyone (measured on an H100: 15-150 ms calls of the preprocess
-/// and classify stages while 32 NVDEC sessions started).
+/// one has its first frame. Without it the first streams' frames are due while the decoders of
+/// the others are still starting, and starting a GPU decoder stalls the GPU for everyone
+/// (measured on an H100: 15-150 ms calls of the preprocess and classify stages while 32 NVDEC
+/// sessions started).
+///
+/// Where the runner takes the first frames at the end of the pipeline
+/// ([`Self::expect_preroll`]), the first frames then go through the whole pipeline at once
+/// (their arrival is that instant), and the clocks start, due the second frames, once every
+/// first frame has reached the end ([`Self::reached_end`]): whatever the stages do on their
+/// first frames (buffers grown to the run's batch sizes, kernels loaded, the decoders' pools
+/// filled) is done before any frame is due. Measured on 4 x H100 with 64 streams: without it,
+/// 1,193 of the first second's 1,920 frames were over 100 ms (BENCHMARKS.md, "Live streams
+/// over four GPUs").
 #[derive(Debug, Default)]
 pub struct StartGate {
     state: Mutex<Gate>,
@@ -29,8 +43,23 @@ struct Gate {
     members: usize,
     /// Of which, those with their first frame.
     ready: usize,
+    /// Whether the first frames are prerolled (the runner reports their ends).
+    preroll: bool,
+    /// When the first frames were released (preroll), and how many have not reached the end.
+    released: Option<(Instant, usize)>,
     /// When the clocks started.
     start: Option<Instant>,
+}
+
+/// What a paced source's first frame learns at the gate ([`StartGate::arrive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)]
+pub enum Arrival {
+    /// The clocks start now: the first frame is due at this instant.
+    Start(Instant),
+    /// The first frames are released at this instant, ahead of the clocks
+    /// ([`StartGate::started`] gives their start).
+    Preroll(Instant),
 }
 
 impl StartGate {
@@ -47,6 +76,15 @@ impl StartGate {
         }
     }
 
+    /// The runner reports each frame reaching the end ([`Self::reached_end`]): the first frames
+    /// preroll before the clocks start. Called before any source arrives.
+    #[doc(hidden)]
+    pub fn expect_preroll(&self) {
+        if let Ok(mut g) = self.state.lock() {
+            g.preroll = true;
+        }
+    }
+
     /// A member that will never bring a first frame (it ended or failed first).
     #[doc(hidden)]
     pub fn leave(&self) {
@@ -57,23 +95,35 @@ impl StartGate {
     }
 
     fn open_if_all_ready(&self, g: &mut Gate) {
-        if g.start.is_none() && g.ready >= g.members {
-            g.start = Some(Instant::now());
-            self.opened.notify_all();
+        if g.start.is_some() || g.released.is_some() || g.ready < g.members {
+            return;
         }
+        let now = Instant::now();
+        match g.preroll && g.ready > 0 {
+            true => g.released = Some((now, g.ready)),
+            false => g.start = Some(now),
+        }
+        self.opened.notify_all();
     }
 
-    /// A member has its first frame: wait for the others (at most [`START_WAIT`]) and return
-    /// the common start; a member that waited in vain starts on its own clock.
+    /// A member has its first frame: wait for the others (at most [`START_WAIT`]); then either
+    /// the clocks start, or the first frames are released ahead of them. A member that waited
+    /// in vain starts on its own clock.
     #[doc(hidden)]
-    pub fn arrive(&self) -> Instant {
+    pub fn arrive(&self) -> Arrival {
         let Ok(mut g) = self.state.lock() else {
-            return Instant::now();
+            return Arrival::Start(Instant::now());
         };
         g.ready += 1;
         self.open_if_all_ready(&mut g);
         let deadline = Instant::now() + START_WAIT;
-        while g.start.is_none() {
+        loop {
+            if let Some(start) = g.start {
+                return Arrival::Start(start);
+            }
+            if let Some((at, _)) = g.released {
+                return Arrival::Preroll(at);
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 tracing::warn!(
@@ -82,14 +132,80 @@ impl StartGate {
                     g.members,
                     START_WAIT.as_secs()
                 );
-                return Instant::now();
+                return Arrival::Start(Instant::now());
+            }
+            g = match self.opened.wait_timeout(g, left) {
+                Ok((g, _)) => g,
+                Err(_) => return Arrival::Start(Instant::now()),
+            };
+        }
+    }
+
+    /// When the clocks start, after a preroll: once every released first frame reached the end,
+    /// or [`PREROLL_WAIT`] after their release.
+    #[doc(hidden)]
+    pub fn started(&self) -> Instant {
+        let Ok(mut g) = self.state.lock() else {
+            return Instant::now();
+        };
+        let deadline = g
+            .released
+            .map_or_else(Instant::now, |(at, _)| at + PREROLL_WAIT);
+        loop {
+            if let Some(start) = g.start {
+                return start;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let missing = g.released.map_or(0, |(_, n)| n);
+                tracing::warn!(
+                    "live start: {missing} first frame(s) had not reached the end of the pipeline {} s after their release; the clocks start",
+                    PREROLL_WAIT.as_secs()
+                );
+                let now = Instant::now();
+                g.start = Some(now);
+                self.opened.notify_all();
+                return now;
             }
             g = match self.opened.wait_timeout(g, left) {
                 Ok((g, _)) => g,
                 Err(_) => return Instant::now(),
             };
         }
-        g.start.unwrap_or_else(Instant::now)
+    }
+
+    /// Whether the clocks have started.
+    #[doc(hidden)]
+    pub fn has_started(&self) -> bool {
+        self.state.lock().is_ok_and(|g| g.start.is_some())
+    }
+
+    /// Whether first frames are out ahead of the clocks (the runner then reports each frame
+    /// that reaches the end with [`Self::reached_end`]).
+    #[doc(hidden)]
+    pub fn prerolling(&self) -> bool {
+        self.state
+            .lock()
+            .is_ok_and(|g| g.start.is_none() && g.released.is_some())
+    }
+
+    /// A frame that arrived at `arrival` reached the end of the pipeline: a released first
+    /// frame (its arrival is the release) counts towards the clocks' start.
+    #[doc(hidden)]
+    pub fn reached_end(&self, arrival: Instant) {
+        let Ok(mut g) = self.state.lock() else { return };
+        if g.start.is_some() {
+            return;
+        }
+        if let Some((at, left)) = g.released.as_mut() {
+            if *at == arrival {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    g.start = Some(Instant::now());
+                    self.opened.notify_all();
+                }
+            }
+        }
     }
 }
 
@@ -311,4 +427,56 @@ pub trait FrameSource: Send {
 pub fn secs(d: Duration) -> String {
     let s = (d.as_secs_f64() * 10.0).round() / 10.0;
     format!("{s}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn without_a_preroll_the_clocks_start_when_every_member_has_its_first_frame() {
+        let gate = Arc::new(StartGate::new());
+        gate.join();
+        gate.join();
+        let other = {
+            let g = gate.clone();
+            std::thread::spawn(move || g.arrive())
+        };
+        let mine = gate.arrive();
+        assert_eq!(mine, other.join().unwrap());
+        assert!(matches!(mine, Arrival::Start(_)));
+        assert!(gate.has_started() && !gate.prerolling());
+    }
+
+    #[test]
+    fn with_a_preroll_the_clocks_start_once_every_first_frame_reached_the_end() {
+        let gate = Arc::new(StartGate::new());
+        gate.expect_preroll();
+        gate.join();
+        gate.join();
+        let other = {
+            let g = gate.clone();
+            std::thread::spawn(move || g.arrive())
+        };
+        let Arrival::Preroll(released) = gate.arrive() else {
+            panic!("the first frames go ahead of the clocks");
+        };
+        assert_eq!(other.join().unwrap(), Arrival::Preroll(released));
+        assert!(gate.prerolling() && !gate.has_started());
+        let waiter = {
+            let g = gate.clone();
+            std::thread::spawn(move || g.started())
+        };
+        // Another frame's end does not count; one first frame is not all of them.
+        gate.reached_end(released + Duration::from_millis(1));
+        gate.reached_end(released);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!gate.has_started() && !waiter.is_finished());
+        let before = Instant::now();
+        gate.reached_end(released);
+        let start = waiter.join().unwrap();
+        assert!(start >= before && gate.has_started() && !gate.prerolling());
+        assert_eq!(gate.started(), start);
+    }
 }

@@ -9,6 +9,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use octopipe_core::budget::{Budget, Tally};
 use octopipe_core::frame::StageSlot;
+use octopipe_core::stage::source::StartGate;
 use octopipe_stages::batch::{CropBatch, Downstream};
 
 use super::control::Control;
@@ -27,6 +28,9 @@ pub(super) struct Collector<'a> {
     /// The frames the sources expect, told to the observers once known.
     pub(super) expected: Arc<Expected>,
     pub(super) announced: bool,
+    /// The paced sources' gate, until their clocks started: each frame reaching the end is told
+    /// to it while their first frames are out ahead of the clocks.
+    pub(super) start: Option<Arc<StartGate>>,
 }
 
 impl Collector<'_> {
@@ -55,6 +59,18 @@ impl Collector<'_> {
     }
 
     fn batch(&mut self, batch: CropBatch) {
+        if let Some(gate) = &self.start {
+            if gate.prerolling() {
+                // A frame in parts has reached the end with its last part.
+                batch
+                    .frames
+                    .iter()
+                    .filter(|f| f.part.index + 1 >= f.part.count)
+                    .for_each(|f| gate.reached_end(f.times.arrival));
+            } else if gate.has_started() {
+                self.start = None;
+            }
+        }
         if let (Some(slot), Some(f)) = (self.batch_slot, batch.frames.first()) {
             if let (Some(b), Some((_, e))) = (f.times.get(slot), f.times.marks().last()) {
                 self.downstream

@@ -10,6 +10,7 @@ use crate::describe::Graph;
 use octopipe_core::budget::{Budget, Tally};
 use octopipe_core::error::Error;
 use octopipe_core::frame::Frame;
+use octopipe_core::stage::source::StartGate;
 use octopipe_core::stage::{Caps, Role};
 use octopipe_onnx::appinfer::AppInfer;
 use octopipe_sources::AppSource;
@@ -47,6 +48,9 @@ pub struct Pipeline {
     /// Once [`Pipeline::streams`] was asked for: the streams added while running, the end of
     /// the channel their edges come on, and the node it goes to.
     pub(super) streams: Option<(Arc<streams::Book>, Receiver<Receiver<Frame>>, usize)>,
+    /// The paced sources' common start, told by the collector when their first frames have
+    /// reached the end (the preroll).
+    pub(super) start: Arc<StartGate>,
 }
 
 impl Pipeline {
@@ -83,6 +87,7 @@ impl Pipeline {
         let mut caps = Caps::default();
         // Opened sink to source: the sources, last, each get their stream's end.
         let mut ends = sources.iter().rev().map(|s| (s.0, s.2.clone()));
+        let mut start = None;
         let mut ready = open_chain(
             nodes,
             &mut caps,
@@ -95,6 +100,10 @@ impl Pipeline {
                 ctx.stopped_early = control.stop.clone();
                 ctx.stream_failed = control.failed.clone();
                 ctx.overwrite = overwrite;
+                // The collector tells the paced sources' gate when their first frames are
+                // through: the clocks start on a warm pipeline.
+                ctx.start.expect_preroll();
+                start = Some(ctx.start.clone());
             },
             |n, ctx| {
                 let stream = match n.role {
@@ -130,6 +139,7 @@ impl Pipeline {
             downstream,
             sources,
             streams: None,
+            start: start.unwrap_or_default(),
         })
     }
 
@@ -251,6 +261,7 @@ impl Pipeline {
             stop_grace,
             downstream,
             streams,
+            start,
             ..
         } = self;
         // The application holds the handles it took: when it drops its last one without closing,
@@ -297,6 +308,7 @@ impl Pipeline {
             downstream,
             expected,
             announced,
+            start: Some(start),
         };
         let gave_up = collector.collect(&end_rx, &control, stop_grace);
         // Whatever is still queued for the collector is in flight from here on.
