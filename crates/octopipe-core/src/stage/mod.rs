@@ -59,6 +59,7 @@ pub mod edge;
 mod element;
 mod inspect;
 pub mod limits;
+mod open;
 mod pool;
 mod port;
 mod props;
@@ -77,6 +78,7 @@ pub use downstream::Downstream;
 pub use element::{Element, OpenContext};
 pub use inspect::INSPECT_WIDTH;
 pub use octopipe_props_derive::{PropChoice, Properties};
+pub use open::{open_chain, Chained};
 pub use port::{Item, Payload};
 pub use props::{parse_bool, BOOL_SPELLINGS};
 #[doc(hidden)]

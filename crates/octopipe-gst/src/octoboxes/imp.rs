@@ -4,10 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use octopipe_core::frame::Frame;
-use octopipe_core::stage::Caps;
 use octopipe_stages::boxes::BOXES;
 
-use crate::common::stages::{context, settings, Driven};
+use crate::common::stages::{alone, open_stages, settings, Driven};
 
 /// The boxes stage, and for DET replay the annotation files in name order.
 pub(crate) struct BoxesWork {
@@ -58,8 +57,8 @@ impl Work for BoxesWork {
             }
             _ => None,
         };
-        let mut caps = Caps::default();
-        let stage = Driven::open("boxes", element, &mut context(&mut caps))?;
+        let [boxes] = open_stages([element], alone)?;
+        let stage = Driven::new(boxes.stage()?);
         Ok(BoxesWork { stage, det })
     }
 

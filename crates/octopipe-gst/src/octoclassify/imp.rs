@@ -6,14 +6,14 @@ use std::time::Instant;
 
 use octopipe_core::crops::CropBatch;
 use octopipe_core::frame::{Frame, Part};
-use octopipe_core::stage::{Caps, OpenContext, Stage};
+use octopipe_core::stage::Stage;
 use octopipe_core::Error;
 use octopipe_onnx::classify::CLASSIFY;
 use octopipe_stages::batch::BATCH;
 use octopipe_stages::preprocess::PREPROCESS;
 
 use crate::common::shared::{attach, Handle};
-use crate::common::stages::{context, open_stage, settings, Driven};
+use crate::common::stages::{alone, open_stages, settings, Driven};
 
 /// The three stages as one that takes frames and gives them back classified, whole (a frame of
 /// more boxes than a batch holds travels in parts, put together again here).
@@ -35,26 +35,20 @@ impl Chain {
         if own {
             fixed.push(("max-frames", "1"));
         }
-        let mut batch = settings(&BATCH, &Values::default(), &fixed)?;
-        let mut preprocess = settings(&PREPROCESS, values, &[])?;
-        let mut classify = settings(&CLASSIFY, values, &[])?;
-        let mut caps = Caps::default();
-        // Configured source to sink, opened sink to source, as the runner does: the model
-        // settles the crop size before the stages that make the crops open.
-        batch.configure(&mut caps);
-        preprocess.configure(&mut caps);
-        classify.configure(&mut caps);
-        let mut ctx = match own {
-            true => context(&mut caps),
-            false => OpenContext::new(&mut caps),
-        };
-        let classify = open_stage("classify", classify, &mut ctx)?;
-        let preprocess = open_stage("preprocess", preprocess, &mut ctx)?;
-        let batch = open_stage("batch", batch, &mut ctx)?;
+        let batch = settings(&BATCH, &Values::default(), &fixed)?;
+        let preprocess = settings(&PREPROCESS, values, &[])?;
+        let classify = settings(&CLASSIFY, values, &[])?;
+        // One chain, opened sink to source as the runner opens one: the model settles the crop
+        // size before the stages that make the crops open.
+        let [batch, preprocess, classify] = open_stages([batch, preprocess, classify], |ctx| {
+            if own {
+                alone(ctx)
+            }
+        })?;
         Ok(Chain {
-            batch,
-            preprocess,
-            classify,
+            batch: batch.stage()?,
+            preprocess: preprocess.stage()?,
+            classify: classify.stage()?,
             parts: HashMap::new(),
         })
     }

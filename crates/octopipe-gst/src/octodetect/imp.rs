@@ -1,12 +1,12 @@
 //! The `octodetect` element: the `detect` stage on each frame, its own or shared.
 
 use octopipe_core::frame::Frame;
-use octopipe_core::stage::{Caps, OpenContext, Stage};
+use octopipe_core::stage::Stage;
 use octopipe_onnx::detect::DETECT;
 use octopipe_stages::track::Tracked;
 
 use crate::common::shared::{attach, Handle};
-use crate::common::stages::{context, open_stage, settings, Driven};
+use crate::common::stages::{alone, open_stages, settings, Driven};
 
 /// The detect stage: the element's own, or one shared with other elements (`shared`).
 pub(crate) enum DetectWork {
@@ -17,18 +17,17 @@ pub(crate) enum DetectWork {
 /// The detect stage with the element's properties; `own` when the element alone uses it (its
 /// collector then closes at once: no other frame can join).
 fn open(values: &Values, own: bool) -> Result<Box<dyn Stage<Frame, Frame>>, PluginError> {
-    let mut element = settings(&DETECT, values, &[])?;
-    let mut caps = Caps::default();
-    element.configure(&mut caps);
-    // With `interval`, the frames between are left to an `octotrack` downstream, which the
-    // element cannot see from here: it is taken to be there (without one those frames simply
-    // have no boxes).
-    caps.insert(Tracked);
-    let mut ctx = match own {
-        true => context(&mut caps),
-        false => OpenContext::new(&mut caps),
-    };
-    open_stage("detect", element, &mut ctx)
+    let detect = settings(&DETECT, values, &[])?;
+    let [detect] = open_stages([detect], |ctx| {
+        // With `interval`, the frames between are left to an `octotrack` downstream, which the
+        // element cannot see from here: it is taken to be there (without one those frames
+        // simply have no boxes).
+        ctx.caps.insert(Tracked);
+        if own {
+            alone(ctx)
+        }
+    })?;
+    detect.stage()
 }
 
 impl Work for DetectWork {

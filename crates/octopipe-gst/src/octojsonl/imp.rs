@@ -2,10 +2,10 @@
 
 use octopipe_core::crops::{BatchPool, CropBatch};
 use octopipe_core::frame::Frame;
-use octopipe_core::stage::{Caps, Stage};
+use octopipe_core::stage::Stage;
 use octopipe_stages::sink::JSONL;
 
-use crate::common::stages::{context, settings};
+use crate::common::stages::{alone, open_stages, settings};
 
 /// The jsonl stage, and the empty batches a frame travels in.
 pub(crate) struct JsonlWork {
@@ -24,12 +24,8 @@ impl Work for JsonlWork {
     const REPORTS: bool = true;
 
     fn start(values: &Values, _element: &str, _shared: Option<&str>) -> Result<Self, PluginError> {
-        let element = settings(&JSONL, values, &[])?;
-        let mut caps = Caps::default();
-        let stage = element
-            .open(&mut context(&mut caps))?
-            .into_stage::<CropBatch, CropBatch>()
-            .map_err(|_| PluginError::Property("stage jsonl does not take batches".into()))?;
+        let [jsonl] = open_stages([settings(&JSONL, values, &[])?], alone)?;
+        let stage = jsonl.stage::<CropBatch, CropBatch>()?;
         Ok(JsonlWork {
             stage,
             pool: BatchPool::new(),

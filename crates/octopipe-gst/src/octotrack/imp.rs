@@ -1,10 +1,9 @@
 //! The `octotrack` element: the `track` stage on each frame.
 
 use octopipe_core::frame::Frame;
-use octopipe_core::stage::Caps;
 use octopipe_stages::track::TRACK;
 
-use crate::common::stages::{context, settings, Driven};
+use crate::common::stages::{alone, open_stages, settings, Driven};
 
 /// The track stage.
 pub(crate) struct TrackWork {
@@ -21,9 +20,8 @@ impl Work for TrackWork {
     const WRITES_OBJECTS: bool = true;
 
     fn start(values: &Values, _element: &str, _shared: Option<&str>) -> Result<Self, PluginError> {
-        let element = settings(&TRACK, values, &[])?;
-        let mut caps = Caps::default();
-        let stage = Driven::open("track", element, &mut context(&mut caps))?;
+        let [track] = open_stages([settings(&TRACK, values, &[])?], alone)?;
+        let stage = Driven::new(track.stage()?);
         Ok(TrackWork { stage })
     }
 

@@ -1,20 +1,32 @@
-//! Opening a chain of stages, the one way every runner does it (a pipeline's build, a stream
-//! added while running, next the GStreamer plugin's elements): every element configured from
-//! source to sink (what it tells later stages goes into the caps; a source starts a branch),
-//! then every node opened from sink to source with one [`OpenContext`] over those caps, so that
-//! a model settles its input size before the stages that make its tensors open.
+//! Opening a chain of a graph's nodes, the one way every runner does it (a pipeline's build, a
+//! stream added while running; the GStreamer plugin's elements open theirs through the same
+//! [`octopipe_core::stage::open_chain`]): every element configured from source to sink (what it
+//! tells later stages goes into the caps; a source starts a branch), then every node opened from
+//! sink to source with one [`OpenContext`] over those caps, so that a model settles its input
+//! size before the stages that make its tensors open.
 
-use octopipe_core::stage::{Caps, OpenContext, Role};
+use octopipe_core::stage::{self, Caps, Chained, Element, OpenContext, Role};
 use octopipe_core::Error;
 
 use crate::describe::Node;
+
+impl Chained for Node {
+    fn role(&self) -> Role {
+        self.role
+    }
+
+    fn element_mut(&mut self) -> &mut dyn Element {
+        &mut *self.element
+    }
+}
 
 /// Open the chain `nodes` (in pipeline order) over `caps`: configure every element from source
 /// to sink, make the [`OpenContext`] (the defaults of [`OpenContext::new`], then `context`
 /// gives it the run's services: its report, budget and flags), and open every node from sink
 /// to source with `open`, which opens the node's element with the context
 /// (`node.element.open(ctx)`) and gives what its caller keeps of it. Returns what `open` gave,
-/// in pipeline order; the first error stops the opening.
+/// in pipeline order; the first error stops the opening. It is
+/// [`octopipe_core::stage::open_chain`], which opens any chain, on a graph's nodes.
 ///
 /// ```no_run
 /// # use std::collections::HashMap;
@@ -38,26 +50,10 @@ use crate::describe::Node;
 /// # }
 /// ```
 pub fn open_chain<T>(
-    mut nodes: Vec<Node>,
+    nodes: Vec<Node>,
     caps: &mut Caps,
     context: impl FnOnce(&mut OpenContext<'_>),
-    mut open: impl FnMut(Node, &mut OpenContext<'_>) -> Result<T, Error>,
+    open: impl FnMut(Node, &mut OpenContext<'_>) -> Result<T, Error>,
 ) -> Result<Vec<T>, Error> {
-    // A chain starts a branch of its own: a stream added while running configures its stages on
-    // a copy of the run's caps, where what the run's last branch told its own stages is forgotten.
-    caps.begin_branch();
-    for n in &mut nodes {
-        if n.role == Role::Source {
-            caps.begin_branch();
-        }
-        n.element.configure(caps);
-    }
-    let mut ctx = OpenContext::new(caps);
-    context(&mut ctx);
-    let mut opened = Vec::with_capacity(nodes.len());
-    for n in nodes.into_iter().rev() {
-        opened.push(open(n, &mut ctx)?);
-    }
-    opened.reverse();
-    Ok(opened)
+    stage::open_chain(nodes, caps, context, open)
 }
