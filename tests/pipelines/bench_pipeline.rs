@@ -208,7 +208,13 @@ fn the_live_search_reports_each_try_and_its_answer() {
             "{share} against {streams} x 30 / {ceiling}: {table}"
         );
     }
-    // Each run says where its late frames lost their time, GPU 0 holding every stream.
+    // Each run says when its frames came through, and where its late frames lost their time,
+    // GPU 0 holding every stream.
+    let through = progress
+        .iter()
+        .filter(|l| l.starts_with("  through: first frame at the end ") && l.contains("GPU 0 "))
+        .count();
+    assert_eq!(through, rows.len(), "{progress:?}");
     let late: Vec<&String> = progress
         .iter()
         .filter(|l| l.starts_with("  late: "))

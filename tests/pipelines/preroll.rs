@@ -41,7 +41,12 @@ fn a_slow_first_call_is_over_before_the_live_clocks_start() {
     drop(model);
     assert!(outcome.error.is_none(), "{:?}", outcome.error);
     assert_eq!(outcome.report.processed, 40);
-    assert_eq!(outcome.report.dropped_total(), 0, "{:?}", outcome.report.dropped);
+    assert_eq!(
+        outcome.report.dropped_total(),
+        0,
+        "{:?}",
+        outcome.report.dropped
+    );
     // (stream, frame) -> (arrival, end)
     let mut times: HashMap<(u32, u64), (Instant, Instant)> = HashMap::new();
     for b in batches.try_iter() {

@@ -18,6 +18,8 @@ const START_S: f64 = 2.0;
 struct Sample {
     stream: u32,
     arrival: Instant,
+    /// When it reached the end.
+    end: Instant,
     total_us: u32,
     /// `(stage row, time in it, µs)`: from the previous mark (or the arrival) to its own.
     steps: Vec<(u16, u32)>,
@@ -26,6 +28,8 @@ struct Sample {
 /// What the recorder keeps.
 #[derive(Default)]
 struct Record {
+    /// When the run started (the observers' start).
+    started: Option<Instant>,
     stages: Vec<String>,
     samples: Vec<Sample>,
 }
@@ -50,6 +54,7 @@ impl Observer for Recorder {
     fn start(&mut self, stages: &[String]) {
         if let Ok(mut r) = self.0.lock() {
             r.stages = stages.to_vec();
+            r.started = Some(Instant::now());
         }
     }
 
@@ -65,6 +70,7 @@ impl Observer for Recorder {
             r.samples.push(Sample {
                 stream: f.stream,
                 arrival: f.times.arrival,
+                end: f.times.arrival + total,
                 total_us: micros(total),
                 steps: f.times.stages().map(|(s, d)| (s, micros(d))).collect(),
             });
@@ -102,6 +108,13 @@ pub struct Lateness {
     pub worst_second: Option<(u64, usize)>,
     /// Stages by the late frames' excess time in them (late mean minus all mean), largest first.
     pub stages: Vec<StageLateness>,
+    /// Seconds from the run's start to its first frame at the end (the start: decoders,
+    /// first calls).
+    pub first_s: f64,
+    /// `(GPU, seconds from the run's start to its streams' last frame at the end)`.
+    pub last_s: Vec<(usize, f64)>,
+    /// Frames per second from the first frame at the end to the last (the start left out).
+    pub steady_fps: f64,
 }
 
 fn p99(mut v: Vec<u32>) -> f64 {
@@ -189,7 +202,30 @@ fn summarize(r: &Record, bound_ms: f64, streams: usize, devices: &[usize]) -> La
         })
         .collect();
     stages.sort_by(|a, b| (b.late_ms - b.all_ms).total_cmp(&(a.late_ms - a.all_ms)));
+    let started = r.started.unwrap_or(t0);
+    let secs = |at: Instant| at.saturating_duration_since(started).as_secs_f64();
+    let first = samples.iter().map(|s| s.end).min().unwrap_or(started);
+    let last = samples.iter().map(|s| s.end).max().unwrap_or(started);
+    let last_s = gpus
+        .iter()
+        .map(|&g| {
+            let end = samples
+                .iter()
+                .filter(|s| gpu_of(s.stream) == g)
+                .map(|s| s.end)
+                .max();
+            (g, end.map_or(0.0, secs))
+        })
+        .collect();
+    let span = last.saturating_duration_since(first).as_secs_f64();
+    let steady_fps = match span > 0.0 {
+        true => (samples.len() - 1) as f64 / span,
+        false => 0.0,
+    };
     Lateness {
+        first_s: secs(first),
+        last_s,
+        steady_fps,
         frames: samples.len(),
         late,
         by_gpu,
@@ -201,6 +237,21 @@ fn summarize(r: &Record, bound_ms: f64, streams: usize, devices: &[usize]) -> La
 }
 
 impl Lateness {
+    /// When the frames came through, on one line.
+    pub fn through(&self) -> String {
+        let last: Vec<String> = self
+            .last_s
+            .iter()
+            .map(|(g, s)| format!("GPU {g} {s:.2} s"))
+            .collect();
+        format!(
+            "first frame at the end {:.2} s after the start; last frame by GPU: {}; {:.1} fps from the first frame at the end to the last",
+            self.first_s,
+            last.join(", "),
+            self.steady_fps
+        )
+    }
+
     /// The summary on one line (the stages: the four with the most excess time).
     pub fn line(&self, bound_ms: f64) -> String {
         let gpus: Vec<String> = self
@@ -236,10 +287,12 @@ mod tests {
     use super::*;
 
     fn sample(stream: u32, at: Instant, steps: &[(u16, u32)]) -> Sample {
+        let total_us: u32 = steps.iter().map(|(_, us)| us).sum();
         Sample {
             stream,
             arrival: at,
-            total_us: steps.iter().map(|(_, us)| us).sum(),
+            end: at + Duration::from_micros(u64::from(total_us)),
+            total_us,
             steps: steps.to_vec(),
         }
     }
@@ -248,6 +301,7 @@ mod tests {
     fn the_late_frames_are_found_by_gpu_time_and_stage() {
         let t0 = Instant::now();
         let mut r = Record {
+            started: Some(t0),
             stages: vec!["media".into(), "detect".into(), "jsonl".into()],
             samples: Vec::new(),
         };
@@ -274,6 +328,18 @@ mod tests {
         assert_eq!(l.stages[0].stage, "detect");
         assert_eq!(l.stages[0].late_ms, 150.0);
         assert!(l.worst_second.is_some_and(|(s, _)| s >= 3), "{l:?}");
+        // The last frames: 399 x 33 ms after the start, plus 20 ms (GPU 0) or 160 ms (GPU 1).
+        let last: Vec<(usize, i64)> = l
+            .last_s
+            .iter()
+            .map(|(g, s)| (*g, (s * 1e3).round() as i64))
+            .collect();
+        assert_eq!(last, vec![(0, 13_187), (1, 13_327)]);
+        assert!((l.first_s - 0.02).abs() < 1e-9, "{l:?}");
+        assert!(
+            (l.steady_fps - 1599.0 / (13.327 - 0.02)).abs() < 1e-6,
+            "{l:?}"
+        );
         let line = l.line(100.0);
         assert!(line.contains("GPU 1 160.0 (800 frames)"), "{line}");
     }

@@ -174,8 +174,11 @@ pub fn pipeline(
                 .collect();
             progress(&format!("  dropped: {}", drops.join(", ")));
         }
-        if let Some(l) = r.lateness.as_ref().filter(|l| spec.live && l.frames > 0) {
-            progress(&format!("  late: {}", l.line(budget_ms)));
+        if let Some(l) = r.lateness.as_ref().filter(|l| l.frames > 0) {
+            progress(&format!("  through: {}", l.through()));
+            if spec.live {
+                progress(&format!("  late: {}", l.line(budget_ms)));
+            }
         }
         out.push_str(&row);
         r
