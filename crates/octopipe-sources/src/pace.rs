@@ -121,7 +121,13 @@ impl FrameSource for Paced {
         self.inner.stop();
     }
     fn interrupter(&self) -> Box<dyn Fn() + Send + Sync> {
-        self.inner.interrupter()
+        // A stop also ends a wait at the gate (a first frame held up downstream).
+        let inner = self.inner.interrupter();
+        let gate = self.gate.clone();
+        Box::new(move || {
+            gate.interrupt();
+            inner();
+        })
     }
     fn expected_frames(&self) -> Option<u64> {
         self.inner.expected_frames()
@@ -155,7 +161,13 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         let before = Instant::now();
         gate.leave();
-        let starts: Vec<Instant> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+        let starts: Vec<Instant> = waiters
+            .into_iter()
+            .map(|w| match w.join().unwrap() {
+                Arrival::Start(at) => at,
+                Arrival::Preroll(_) => panic!("no preroll was asked for"),
+            })
+            .collect();
         assert_eq!(starts[0], starts[1]);
         assert!(
             starts[0] >= before,

@@ -174,6 +174,17 @@ impl StartGate {
         }
     }
 
+    /// The run stops: whoever waits at the gate goes on (the clocks start now if they had not).
+    #[doc(hidden)]
+    pub fn interrupt(&self) {
+        if let Ok(mut g) = self.state.lock() {
+            if g.start.is_none() {
+                g.start = Some(Instant::now());
+                self.opened.notify_all();
+            }
+        }
+    }
+
     /// Whether the clocks have started.
     #[doc(hidden)]
     pub fn has_started(&self) -> bool {
@@ -478,5 +489,22 @@ mod tests {
         let start = waiter.join().unwrap();
         assert!(start >= before && gate.has_started() && !gate.prerolling());
         assert_eq!(gate.started(), start);
+    }
+
+    #[test]
+    fn a_stop_ends_the_wait_for_the_first_frames() {
+        let gate = Arc::new(StartGate::new());
+        gate.expect_preroll();
+        gate.join();
+        assert!(matches!(gate.arrive(), Arrival::Preroll(_)));
+        let waiter = {
+            let g = gate.clone();
+            std::thread::spawn(move || g.started())
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        let before = Instant::now();
+        gate.interrupt();
+        assert!(waiter.join().unwrap() >= before);
+        assert!(before.elapsed() < PREROLL_WAIT);
     }
 }
