@@ -201,7 +201,8 @@ impl Engine {
     }
 
     /// Queue the copy of the first `len` f32 outputs into the first `len` elements of pinned
-    /// `dst` without waiting. Exactly `len` elements move (cudarc's own `memcpy_dtoh` copies the
+    /// `dst` without waiting (for the benchmarks' typed pinned buffers; the stage's host tensors
+    /// of either dtype come back through [`Self::download_pinned`]). Exactly `len` elements move (cudarc's own `memcpy_dtoh` copies the
     /// whole host slice, which reads past the device output once `dst` has headroom).
     ///
     /// # Safety
@@ -227,28 +228,6 @@ impl Engine {
     /// The device output of the last f16 launch (IEEE half bits, for a device-side consumer).
     pub fn output_f16(&self) -> Option<&CudaSlice<u16>> {
         self.out16.as_ref()
-    }
-
-    /// Queue the copy of the first `len` f16 outputs into the first `len` elements of pinned
-    /// `dst` without waiting (see [`Self::download_f32_pinned`]).
-    ///
-    /// # Safety
-    /// As [`Self::download_f32_pinned`].
-    pub unsafe fn download_f16_pinned(
-        &mut self,
-        dst: &mut PinnedHostSlice<u16>,
-        len: usize,
-    ) -> Result<(), CudaError> {
-        // SAFETY: forwarded to the caller.
-        unsafe {
-            download_exact(
-                self.gpu.context(),
-                self.gpu.stream(),
-                launched(&self.out16)?,
-                dst,
-                len,
-            )
-        }
     }
 
     /// Copy the first `dst.len()` f16 outputs (as bits) to `dst` and wait for them
