@@ -148,20 +148,15 @@ fn summarize(r: &Record, bound_ms: f64, streams: usize, devices: &[usize]) -> La
         let i = stream as usize * k / streams.max(1);
         devices.get(i.min(k - 1)).copied().unwrap_or(0)
     };
-    let mut gpus: Vec<usize> = samples.iter().map(|s| gpu_of(s.stream)).collect();
-    gpus.sort_unstable();
-    gpus.dedup();
-    let by_gpu = gpus
-        .iter()
-        .map(|&g| {
-            let v: Vec<u32> = samples
-                .iter()
-                .filter(|s| gpu_of(s.stream) == g)
-                .map(|s| s.total_us)
-                .collect();
-            (g, v.len(), p99(v))
-        })
-        .collect();
+    // Each GPU's frames' latencies, and when its last frame reached the end.
+    let mut per_gpu = std::collections::BTreeMap::<usize, (Vec<u32>, Instant)>::new();
+    for s in samples {
+        let (totals, last) = per_gpu
+            .entry(gpu_of(s.stream))
+            .or_insert((Vec::new(), s.end));
+        totals.push(s.total_us);
+        *last = (*last).max(s.end);
+    }
     let since = |s: &Sample| s.arrival.saturating_duration_since(t0).as_secs_f64();
     let (start, after): (Vec<&Sample>, Vec<&Sample>) =
         samples.iter().partition(|s| since(s) < START_S);
@@ -206,16 +201,13 @@ fn summarize(r: &Record, bound_ms: f64, streams: usize, devices: &[usize]) -> La
     let secs = |at: Instant| at.saturating_duration_since(started).as_secs_f64();
     let first = samples.iter().map(|s| s.end).min().unwrap_or(started);
     let last = samples.iter().map(|s| s.end).max().unwrap_or(started);
-    let last_s = gpus
+    let last_s = per_gpu
         .iter()
-        .map(|&g| {
-            let end = samples
-                .iter()
-                .filter(|s| gpu_of(s.stream) == g)
-                .map(|s| s.end)
-                .max();
-            (g, end.map_or(0.0, secs))
-        })
+        .map(|(&g, &(_, end))| (g, secs(end)))
+        .collect();
+    let by_gpu = per_gpu
+        .into_iter()
+        .map(|(g, (totals, _))| (g, totals.len(), p99(totals)))
         .collect();
     let span = last.saturating_duration_since(first).as_secs_f64();
     let steady_fps = match span > 0.0 {

@@ -144,19 +144,16 @@ pub fn pipeline(
         r.decode_only = decode_fps;
         if let (Some(d), Some(stats)) = (&spec.detector, r.detect) {
             let rows = stats.call_rows.round().max(1.0) as usize;
-            let key = (spec.ep, rows);
-            if !opts.detector_alone {
-                r.detect_note = Some(detector::note(&stats, r.detectors, None));
-            } else if let std::collections::hash_map::Entry::Vacant(slot) = alone.entry(key) {
-                progress(&format!("the detector alone at batch {rows} ..."));
-                let tuning = run::tuning(spec, d);
-                let t =
-                    crate::bench::model_throughput(&d.model, detector::ep(spec), tuning, rows, 30);
-                slot.insert(t.ok());
-            }
-            if opts.detector_alone {
-                r.detect_note = Some(detector::note(&stats, r.detectors, alone[&key]));
-            }
+            let of_model = match opts.detector_alone {
+                false => None,
+                true => *alone.entry((spec.ep, rows)).or_insert_with(|| {
+                    progress(&format!("the detector alone at batch {rows} ..."));
+                    let tuning = run::tuning(spec, d);
+                    let ep = detector::ep(spec);
+                    crate::bench::model_throughput(&d.model, ep, tuning, rows, 30).ok()
+                }),
+            };
+            r.detect_note = Some(detector::note(&stats, r.detectors, of_model));
         }
         let row = table_row(&r, per_stream, budget_ms);
         progress(row.trim_end());
