@@ -185,6 +185,12 @@ impl StartGate {
         }
     }
 
+    /// Whether any paced source joined (a gate no source joined never starts its clocks).
+    #[doc(hidden)]
+    pub fn has_members(&self) -> bool {
+        self.state.lock().is_ok_and(|g| g.members > 0)
+    }
+
     /// Whether the clocks have started.
     #[doc(hidden)]
     pub fn has_started(&self) -> bool {
@@ -448,7 +454,9 @@ mod tests {
     #[test]
     fn without_a_preroll_the_clocks_start_when_every_member_has_its_first_frame() {
         let gate = Arc::new(StartGate::new());
+        assert!(!gate.has_members());
         gate.join();
+        assert!(gate.has_members());
         gate.join();
         let other = {
             let g = gate.clone();

@@ -308,7 +308,8 @@ impl Pipeline {
             downstream,
             expected,
             announced,
-            start: Some(start),
+            // Only where paced sources wait at the gate: no lock on each batch otherwise.
+            start: start.has_members().then_some(start),
         };
         let gave_up = collector.collect(&end_rx, &control, stop_grace);
         // Whatever is still queued for the collector is in flight from here on.
