@@ -294,6 +294,10 @@ pub(crate) struct PipelineArgs {
     /// frame interval, 33.3 ms).
     #[arg(long)]
     pub(crate) p99_ms: Option<f64>,
+    /// The pipeline's per-frame budget, ms, as `octopipe run --budget-ms` (the detect and batch
+    /// stages' collections wait by it; default: one frame interval, 33.3 ms).
+    #[arg(long)]
+    pub(crate) budget_ms: Option<f64>,
     /// Largest number of frames in one batch (max-frames = min(streams, this)).
     #[arg(long, default_value_t = bench::pipeline::DEFAULT_BATCH_FRAMES)]
     pub(crate) batch_frames: usize,

@@ -153,6 +153,7 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
         max_streams: args.max_streams,
         live_streams: args.live_streams,
         p99_ms: args.p99_ms,
+        budget_ms: args.budget_ms,
         keep_video: args.keep_video,
         devices: args.devices,
         workers: args.workers,

@@ -28,19 +28,23 @@ pub fn part(meta: &CudaSlice<u8>, (a, b): (usize, usize)) -> CudaView<'_, u8> {
 }
 
 /// Grow a device buffer to at least `len` elements (25% headroom); no-op when large enough.
+#[track_caller]
 pub fn grow<T: DeviceRepr + ValidAsZeroBits>(
     stream: &Arc<CudaStream>,
     slot: &mut Option<CudaSlice<T>>,
     len: usize,
 ) -> Result<(), DriverError> {
     if slot.as_ref().is_none_or(|s| s.len() < len) {
+        let t = std::time::Instant::now();
         *slot = None;
         *slot = Some(stream.alloc_zeros::<T>((len + len / 4).max(256))?);
+        grew("device", std::panic::Location::caller(), len, t);
     }
     Ok(())
 }
 
 /// Grow a pinned host buffer to at least `len` elements (25% headroom); no-op when large enough.
+#[track_caller]
 pub fn grow_pinned<T: DeviceRepr + Default>(
     ctx: &Arc<CudaContext>,
     slot: &mut Option<PinnedHostSlice<T>>,
@@ -49,9 +53,23 @@ pub fn grow_pinned<T: DeviceRepr + Default>(
     if slot.as_ref().is_none_or(|s| s.len() < len) {
         *slot = None;
         // SAFETY: the buffer is only read after a device copy into it has completed.
+        let t = std::time::Instant::now();
+        *slot = None;
         *slot = Some(unsafe { ctx.alloc_pinned::<T>((len + len / 4).max(1024)) }?);
+        grew("pinned", std::panic::Location::caller(), len, t);
     }
     Ok(())
+}
+
+/// A buffer grew (`RUST_LOG=octopipe::alloc=debug`): where, to how much, and what it took.
+fn grew(kind: &str, at: &std::panic::Location<'_>, len: usize, since: std::time::Instant) {
+    tracing::debug!(
+        target: "octopipe::alloc",
+        "{kind} buffer of {}:{} grew to {len} elements in {:.2} ms",
+        at.file(),
+        at.line(),
+        since.elapsed().as_secs_f64() * 1e3
+    );
 }
 
 /// Types whose bytes can be copied as they are (no padding, no pointers).

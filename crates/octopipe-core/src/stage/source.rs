@@ -103,6 +103,12 @@ impl StartGate {
             true => g.released = Some((now, g.ready)),
             false => g.start = Some(now),
         }
+        tracing::debug!(
+            target: "octopipe::live",
+            "live start: {} first frame(s) ready; {}",
+            g.ready,
+            if g.released.is_some() { "released ahead of the clocks (preroll)" } else { "the clocks start" }
+        );
         self.opened.notify_all();
     }
 
@@ -218,6 +224,11 @@ impl StartGate {
             if *at == arrival {
                 *left = left.saturating_sub(1);
                 if *left == 0 {
+                    tracing::debug!(
+                        target: "octopipe::live",
+                        "live start: every first frame reached the end {:.1} ms after its release; the clocks start",
+                        at.elapsed().as_secs_f64() * 1e3
+                    );
                     g.start = Some(Instant::now());
                     self.opened.notify_all();
                 }

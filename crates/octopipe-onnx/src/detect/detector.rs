@@ -162,6 +162,8 @@ pub struct Call {
     preprocess: Duration,
     /// The least score its runs kept ([`Detector::run_score`] when it started).
     score: f32,
+    /// When it started.
+    began: Instant,
 }
 
 /// A call's model runs.
@@ -371,6 +373,7 @@ impl Detector {
             first,
             preprocess,
             score,
+            began: t0,
         })
     }
 
@@ -384,6 +387,7 @@ impl Detector {
             first: (stream, frame, count),
             preprocess,
             score,
+            began,
         } = call;
         let path = self.config.model.display().to_string();
         let run_err = |source: RunError| DetectError::Run {
@@ -432,6 +436,17 @@ impl Detector {
         let decode = t2.elapsed();
         let total = next;
         self.last_call = preprocess + infer + decode;
+        // Each call, for a run's timeline (`RUST_LOG=octopipe::detect::calls=debug`): its own
+        // parts, and its span from start to completion (the model's queue and the stage's
+        // other work included).
+        tracing::debug!(
+            target: "octopipe::detect::calls",
+            "call of {count} frame(s), {total} region(s): preprocess {:.1} ms, model {:.1} ms, place {:.1} ms, span {:.1} ms",
+            preprocess.as_secs_f64() * 1e3,
+            infer.as_secs_f64() * 1e3,
+            decode.as_secs_f64() * 1e3,
+            began.elapsed().as_secs_f64() * 1e3
+        );
         let s = &mut self.split;
         let per = |d: Duration| d / count.max(1) as u32;
         for _ in 0..count {

@@ -14,6 +14,10 @@ use octopipe_core::observer::Observer;
 /// The part of the run the start is kept apart from, seconds.
 const START_S: f64 = 2.0;
 
+/// The start's steps ([`Lateness::steps`]): this long each, seconds, and how many.
+const STEP_S: f64 = 0.25;
+const STEPS: usize = 12;
+
 /// One frame's times.
 struct Sample {
     stream: u32,
@@ -115,6 +119,22 @@ pub struct Lateness {
     pub last_s: Vec<(usize, f64)>,
     /// Frames per second from the first frame at the end to the last (the start left out).
     pub steady_fps: f64,
+    /// The run's first [`STEPS`] steps of [`STEP_S`] seconds from its first due frame: where
+    /// the start's late frames were and what held them.
+    pub steps: Vec<Step>,
+}
+
+/// The frames due in one step of the run's start.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Step {
+    /// Frames due in it.
+    pub frames: usize,
+    /// Of them, over the bound.
+    pub late: usize,
+    /// Their mean latency, ms.
+    pub mean_ms: f64,
+    /// The stage they spent the most time in, and their mean time in it, ms.
+    pub stage: Option<(String, f64)>,
 }
 
 fn p99(mut v: Vec<u32>) -> f64 {
@@ -197,6 +217,7 @@ fn summarize(r: &Record, bound_ms: f64, streams: usize, devices: &[usize]) -> La
         })
         .collect();
     stages.sort_by(|a, b| (b.late_ms - b.all_ms).total_cmp(&(a.late_ms - a.all_ms)));
+    let steps = start_steps(r, t0, bound_us, rows);
     let started = r.started.unwrap_or(t0);
     let secs = |at: Instant| at.saturating_duration_since(started).as_secs_f64();
     let first = samples.iter().map(|s| s.end).min().unwrap_or(started);
@@ -225,7 +246,43 @@ fn summarize(r: &Record, bound_ms: f64, streams: usize, devices: &[usize]) -> La
         after_p99: p99(after.iter().map(|s| s.total_us).collect()),
         worst_second,
         stages,
+        steps,
     }
+}
+
+/// The frames due in each of the first [`STEPS`] steps from `t0`, over `rows` stage rows.
+fn start_steps(r: &Record, t0: Instant, bound_us: u32, rows: usize) -> Vec<Step> {
+    let mut sums = vec![(0usize, 0usize, 0u64, vec![0u64; rows]); STEPS];
+    for s in &r.samples {
+        let i = (s.arrival.saturating_duration_since(t0).as_secs_f64() / STEP_S) as usize;
+        let Some((frames, late, total, per_stage)) = sums.get_mut(i) else {
+            continue;
+        };
+        *frames += 1;
+        *late += usize::from(s.total_us > bound_us);
+        *total += u64::from(s.total_us);
+        for &(slot, us) in &s.steps {
+            per_stage[slot as usize] += u64::from(us);
+        }
+    }
+    sums.into_iter()
+        .map(|(frames, late, total, per_stage)| {
+            let n = frames.max(1) as f64;
+            let stage = (0..rows)
+                .max_by_key(|&i| per_stage[i])
+                .filter(|&i| per_stage[i] > 0)
+                .map(|i| {
+                    let name = r.stages.get(i).cloned().unwrap_or_else(|| format!("#{i}"));
+                    (name, per_stage[i] as f64 / 1e3 / n)
+                });
+            Step {
+                frames,
+                late,
+                mean_ms: total as f64 / 1e3 / n,
+                stage,
+            }
+        })
+        .collect()
 }
 
 impl Lateness {
@@ -241,6 +298,26 @@ impl Lateness {
             self.first_s,
             last.join(", "),
             self.steady_fps
+        )
+    }
+
+    /// The start step by step on one line: `frames/late mean ms (stage ms)` a step.
+    pub fn start(&self) -> String {
+        let steps: Vec<String> = self
+            .steps
+            .iter()
+            .map(|s| {
+                let stage = s
+                    .stage
+                    .as_ref()
+                    .map_or(String::new(), |(n, ms)| format!(" ({n} {ms:.0})"));
+                format!("{}/{} {:.0}{stage}", s.frames, s.late, s.mean_ms)
+            })
+            .collect();
+        format!(
+            "by {:.0} ms from the first due frame, frames/late mean ms (the stage most of it went to): {}",
+            STEP_S * 1e3,
+            steps.join(" | ")
         )
     }
 
@@ -334,5 +411,12 @@ mod tests {
         );
         let line = l.line(100.0);
         assert!(line.contains("GPU 1 160.0 (800 frames)"), "{line}");
+        // Each 250 ms step of the start: 8 frames due in 264 ms (7.6 steps of 33 ms) a stream,
+        // nothing late before 3 s.
+        assert_eq!(l.steps.len(), STEPS);
+        assert_eq!(l.steps[0].frames, 4 * 8);
+        assert!(l.steps.iter().all(|s| s.late == 0), "{:?}", l.steps);
+        assert_eq!(l.steps[0].stage, Some(("detect".into(), 10.0)));
+        assert!(l.start().starts_with("by 250 ms from the first due frame"));
     }
 }

@@ -44,6 +44,8 @@ pub struct PipelineBenchOptions {
     /// Live: the p99 end-to-end latency (ms) a run must stay under to hold (`None`: one frame
     /// interval).
     pub p99_ms: Option<f64>,
+    /// The pipeline's per-frame budget, ms (`None`: one frame interval).
+    pub budget_ms: Option<f64>,
     /// Keep the encoded video at this path (refused if something is there already).
     pub keep_video: Option<PathBuf>,
     /// Spread the streams over these GPUs (empty: GPU 0 alone).
@@ -92,6 +94,7 @@ impl PipelineBenchOptions {
             max_streams: DEFAULT_MAX_STREAMS,
             live_streams: Vec::new(),
             p99_ms: None,
+            budget_ms: None,
             keep_video: None,
             devices: Vec::new(),
             workers: 1,
@@ -152,6 +155,9 @@ impl PipelineBenchOptions {
             return bad(format!(
                 "--p99-ms {p}: expected a latency above 0 ms, with --live"
             ));
+        }
+        if let Some(b) = self.budget_ms.filter(|&b| !(b > 0.0 && b.is_finite())) {
+            return bad(format!("--budget-ms {b}: expected a budget above 0 ms"));
         }
         if self.decoders.is_empty() || self.eps.is_empty() {
             return bad("--decoder and --ep each need at least one value".into());

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::compute::Compute;
 use super::detector::{self, parse_line, DetectStats};
@@ -212,7 +212,7 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path, bound_ms: f64) -> Run
     }
     // Sampling starts before the build, so the peak memory counts the sessions and contexts.
     let sampler = GpuSampler::start(&spec.devices);
-    let mut pipeline = match Pipeline::from_description(&description(spec), &vars) {
+    let mut pipeline = match build(spec, &vars) {
         Ok(p) => p,
         Err(e) => {
             result.error = Some(e.to_string());
@@ -278,4 +278,15 @@ pub(super) fn tuning(spec: &RunSpec, d: &DetectBench) -> octopipe_onnx::onnx::Cu
                 .map(|c| c.cuda)
         })
         .unwrap_or_else(|| octopipe_onnx::detect::DetectConfig::new(&d.model).cuda)
+}
+
+/// The run's pipeline: its description built, with the budget of `spec` where it has one.
+fn build(spec: &RunSpec, vars: &HashMap<String, String>) -> Result<Pipeline, octopipe_core::Error> {
+    use octopipe_pipeline::describe;
+    let desc = describe::parse("<description>", &description(spec), vars)?;
+    let mut graph = describe::build(&desc)?;
+    if let Some(ms) = spec.budget_ms {
+        graph.budget = Duration::from_secs_f64(ms / 1e3);
+    }
+    Pipeline::build(graph)
 }

@@ -83,6 +83,7 @@ pub fn pipeline(
                     detector: opts.detector.clone(),
                     images: images.clone(),
                     classifiers: opts.classifiers,
+                    budget_ms: opts.budget_ms,
                 });
             }
         }
@@ -175,6 +176,7 @@ pub fn pipeline(
             progress(&format!("  through: {}", l.through()));
             if spec.live {
                 progress(&format!("  late: {}", l.line(budget_ms)));
+                progress(&format!("  start: {}", l.start()));
             }
         }
         out.push_str(&row);
@@ -295,6 +297,10 @@ fn preamble(
             sets
         }
         None => "--set video=clip.mp4".to_string(),
+    };
+    let sets = match first.budget_ms {
+        Some(ms) => format!("--budget-ms {ms} {sets}"),
+        None => sets,
     };
     let _ = writeln!(
         out,

@@ -18,6 +18,7 @@ fn spec(streams: usize, ep: Compute) -> RunSpec {
         detector: None,
         images: None,
         classifiers: 1,
+        budget_ms: None,
     }
 }
 
@@ -370,6 +371,13 @@ fn bad_options_are_refused_naming_the_flag() {
             ..base.clone()
         }),
         "--classifiers 5: expected 1 to 4"
+    );
+    assert_eq!(
+        refused(PipelineBenchOptions {
+            budget_ms: Some(0.0),
+            ..base.clone()
+        }),
+        "--budget-ms 0: expected a budget above 0 ms"
     );
     // Image streams: a folder with no JPEG file, then nvdec (a video decoder).
     let images = PipelineBenchOptions {
