@@ -51,10 +51,9 @@ pub fn grow_pinned<T: DeviceRepr + Default>(
     len: usize,
 ) -> Result<(), CudaError> {
     if slot.as_ref().is_none_or(|s| s.len() < len) {
-        *slot = None;
-        // SAFETY: the buffer is only read after a device copy into it has completed.
         let t = std::time::Instant::now();
         *slot = None;
+        // SAFETY: the buffer is only read after a device copy into it has completed.
         *slot = Some(unsafe { ctx.alloc_pinned::<T>((len + len / 4).max(1024)) }?);
         grew("pinned", std::panic::Location::caller(), len, t);
     }

@@ -1,8 +1,8 @@
 //! Where a run's late frames lost their time: every frame's end-to-end latency with its stream,
 //! its due time and its time in each stage, recorded by an [`Observer`] on the collector thread
 //! ([`Recorder`]), then summed up ([`Lateness`]) by GPU (the streams' runs of `devices`), by
-//! time in the run (the first two seconds against the rest) and by stage (the late frames'
-//! time in each stage against every frame's).
+//! time in the run (the first two seconds against the rest, and the start step by step) and by
+//! stage (the late frames' time in each stage against every frame's).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
