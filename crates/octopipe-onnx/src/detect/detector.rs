@@ -1,10 +1,11 @@
-//! The detector at run time: the model, the tiles' preprocessing, and boxes back to frames. Any
-//! number of frames (of any streams) go through one call ([`Detector::detect_frames`], or
-//! [`Detector::start`] and [`Detector::complete`]): their regions are one ragged batch (one
-//! preprocess run: one kernel launch on the GPU), the model runs them in runs of up to
-//! `max-batch` regions, and each frame gets its own boxes. With `overlap-calls` the model's runs
-//! happen on a thread of the model's own: a call started runs there while the caller collects
-//! and preprocesses the next call's frames and places the boxes of the call before.
+//! The detector at run time: the model, the tiles' preprocessing, and boxes back to frames
+//! (placed in them by `place.rs`). Any number of frames (of any streams) go through one call
+//! ([`Detector::detect_frames`], or [`Detector::start`] and [`Detector::complete`]): their
+//! regions are one ragged batch (one preprocess run: one kernel launch on the GPU), the model
+//! runs them in runs of up to `max-batch` regions, and each frame gets its own boxes. With
+//! `overlap-calls` the model's runs happen on a thread of the model's own: a call started runs
+//! there while the caller collects and preprocesses the next call's frames and places the boxes
+//! of the call before.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,11 +14,11 @@ use super::blind::Blind;
 use super::error::{DetectError, RunError};
 use super::model::{Io, Model, RunStats};
 use super::raw::RawBox;
-use super::{nms, tiles, DetectConfig, Rect};
+use super::{tiles, DetectConfig, Rect};
 use crate::onnx::{Ticket, Worker};
 use octopipe_core::alloc::AllocError;
 use octopipe_core::budget::Series;
-use octopipe_core::frame::{BoxOrigin, Detection, Frame, SkipReason};
+use octopipe_core::frame::Frame;
 use octopipe_core::tensor::{HostData, TensorData};
 use octopipe_stages::batch::{
     BatchPool, CropBatch, CropMeta, DEFAULT_TILES_PER_BLOCK, DEFAULT_TILE_PIXELS,
@@ -108,12 +109,12 @@ pub struct Detector {
     chunk: usize,
     pub(super) backend: Box<dyn Backend>,
     /// Class names after `map`, grown as class ids are met.
-    names: Vec<Arc<str>>,
+    pub(super) names: Vec<Arc<str>>,
     /// Per class id (as `names`): the class it is merged with in NMS, the first one `map`
     /// renames alike.
-    groups: Vec<u32>,
+    pub(super) groups: Vec<u32>,
     /// Classes kept (`None`: all).
-    keep: Option<Vec<u32>>,
+    pub(super) keep: Option<Vec<u32>>,
     pub(super) split: Split,
     /// Buffers of the regions' batches, reused call after call.
     pool: BatchPool,
@@ -467,93 +468,6 @@ impl Detector {
         Ok(frames)
     }
 
-    /// Filter, merge and round `boxes` (in `frame`'s pixels) into `frame`'s detections. A box of
-    /// a class past the labels is an error: labels name the model's classes one for one (an
-    /// end-to-end output's class count shows only in its boxes).
-    fn place(&mut self, frame: &mut Frame, boxes: &mut Vec<RawBox>) -> Result<(), DetectError> {
-        let (w, h) = (frame.layout.width, frame.layout.height);
-        let labels = &self.config.labels;
-        if let Some(past) = boxes
-            .iter()
-            .map(|b| b.class)
-            .filter(|&c| !labels.is_empty() && c as usize >= labels.len())
-            .max()
-        {
-            let more = if labels.len() > 3 { ",..." } else { "" };
-            return Err(DetectError::Model {
-                path: self.config.model.display().to_string(),
-                reason: format!(
-                    "it gave a box of class {past} (stream {} frame {}) but the labels name {} ({}{more}): give one name per class, in class-index order{}",
-                    frame.stream,
-                    frame.seq,
-                    labels.len(),
-                    labels[..labels.len().min(3)].join(","),
-                    super::model::fewer_labels_hint(labels, (past as usize + 1).max(80))
-                ),
-            });
-        }
-        if let Some(keep) = &self.keep {
-            let before = boxes.len();
-            boxes.retain(|b| keep.contains(&b.class));
-            self.split.other_classes += (before - boxes.len()) as u64;
-        }
-        // Classes a map renames alike are merged as one.
-        let top = boxes.iter().map(|b| b.class).max().unwrap_or(0);
-        self.name(top);
-        let groups = &self.groups;
-        nms(
-            boxes,
-            self.config.suppress,
-            self.config.max_detections,
-            |c| groups[c as usize],
-        );
-        frame.detections.clear();
-        for b in boxes.iter() {
-            match pixel_box(b.b, w, h) {
-                Ok(bbox) => {
-                    let label = self.name(b.class);
-                    frame.detections.push(Detection {
-                        bbox,
-                        class_id: Some(b.class),
-                        origin: BoxOrigin::Detector,
-                        label: Some(label),
-                        score: b.score,
-                        track: None,
-                        classification: None,
-                        classifications: Vec::new(),
-                        stats: None,
-                    });
-                }
-                Err(reason) => frame.skip(reason),
-            }
-        }
-        self.split.kept += frame.detections.len() as u64;
-        Ok(())
-    }
-
-    /// The shared name of class `id`, after `map`.
-    fn name(&mut self, id: u32) -> Arc<str> {
-        while self.names.len() <= id as usize {
-            let next = self.names.len();
-            let name = self
-                .config
-                .labels
-                .get(next)
-                .cloned()
-                .unwrap_or_else(|| format!("class{next}"));
-            let name = self
-                .config
-                .map
-                .iter()
-                .find(|(from, _)| *from == name)
-                .map_or(name, |(_, to)| to.clone());
-            let first = self.names.iter().position(|n| **n == *name);
-            self.groups.push(first.unwrap_or(next) as u32);
-            self.names.push(Arc::from(name));
-        }
-        self.names[id as usize].clone()
-    }
-
     /// The report line: the stage's time per frame against the frame `budget`, its split, how
     /// frames shared the model's calls, and box counts (the section's text).
     pub fn report_line(&self, budget: Duration) -> Option<String> {
@@ -581,16 +495,6 @@ fn warm_up(model: &mut Model, config: &DetectConfig) -> Result<(), DetectError> 
             reason: format!("does not run on a zero input: {reason}"),
         })?;
     Ok(())
-}
-
-/// A frame box `[x1, y1, x2, y2]` as whole pixels `[x, y, w, h]` inside a `fw`x`fh` frame (edges
-/// rounded to the nearest pixel); refused when outside or under 2 px.
-pub(super) fn pixel_box(b: [f32; 4], fw: u32, fh: u32) -> Result<[u32; 4], SkipReason> {
-    let x0 = b[0].round() as i64;
-    let y0 = b[1].round() as i64;
-    let x1 = b[2].round() as i64;
-    let y1 = b[3].round() as i64;
-    octopipe_stages::boxes::clip_box([x0, y0, x1 - x0, y1 - y0], fw, fh)
 }
 
 /// The class ids `classes` names (names through `labels`, or indices); `None` keeps all.

@@ -57,6 +57,7 @@ mod detector;
 mod error;
 mod gpu;
 mod model;
+mod place;
 mod raw;
 mod section;
 mod stage;

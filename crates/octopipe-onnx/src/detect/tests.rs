@@ -1,7 +1,7 @@
 //! The detector's boxes from tiles to frame pixels: merged across tile borders, rounded and
 //! clipped.
 
-use super::detector::pixel_box;
+use super::place::pixel_box;
 use super::*;
 use octopipe_core::frame::SkipReason;
 use octopipe_stages::tiles::Edge;
