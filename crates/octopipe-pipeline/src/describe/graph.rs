@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::Queue;
 use octopipe_core::files::RunPath;
-use octopipe_core::stage::{Element, Role};
+use octopipe_core::stage::{Chained, Element, Role};
 
 /// One stage of the graph.
 #[derive(Debug)]
@@ -25,6 +25,40 @@ pub struct Node {
     pub output: Option<usize>,
     /// The edge its output travels on.
     pub queue: Queue,
+}
+
+/// A graph's nodes are a chain that [`octopipe_core::stage::open_chain`] opens, the one way every
+/// runner opens one (a pipeline's build, a stream added while running, the GStreamer plugin's
+/// elements).
+///
+/// ```no_run
+/// # use std::collections::HashMap;
+/// # use std::time::Duration;
+/// use octopipe_core::stage::{open_chain, Caps};
+/// use octopipe_pipeline::describe::{build, parse};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let text = "testsrc num-buffers=10 ! boxes format=synthetic ! batch ! preprocess ! tensors location=t";
+/// let graph = build(&parse("<example>", text, &HashMap::new())?)?;
+/// let mut caps = Caps::default();
+/// let running = open_chain(
+///     graph.nodes,
+///     &mut caps,
+///     |ctx| ctx.budget = Duration::from_millis(40),
+///     |node, ctx| node.element.open(ctx),
+/// )?;
+/// assert_eq!(running.len(), 5);
+/// # Ok(())
+/// # }
+/// ```
+impl Chained for Node {
+    fn role(&self) -> Role {
+        self.role
+    }
+
+    fn element_mut(&mut self) -> &mut dyn Element {
+        &mut *self.element
+    }
 }
 
 /// Nodes and edges, validated: every node's input matches what its upstream nodes give, roles

@@ -21,10 +21,10 @@ use super::collect::{announce, expected_frames, finish, Collector};
 use super::control::{Control, Fate, StopHandle, BATCHER, DEFAULT_STOP_GRACE, IN_FLIGHT_AT_STOP};
 use super::handles::AppHandles;
 use super::observer::{Observer, Outcome, ResultsObserver};
-use super::open::open_chain;
 use super::ready::{Expected, Ready};
 use super::streams;
 use super::wire::{join, spawn, wire};
+use octopipe_core::stage::open_chain;
 
 /// A built pipeline: every stage opened and checked, no thread started yet.
 pub struct Pipeline {

@@ -10,7 +10,6 @@ use crossbeam_channel::Receiver;
 
 use super::super::admit;
 use super::super::control::{Control, Fate};
-use super::super::open::open_chain;
 use super::super::ready::{Expected, Ready};
 use super::super::wire::{spawn, StageThread};
 use super::super::PipelineError;
@@ -21,6 +20,7 @@ use octopipe_core::budget::Tally;
 use octopipe_core::error::Error;
 use octopipe_core::frame::Frame;
 use octopipe_core::stage::edge::{PortRx, PortTx};
+use octopipe_core::stage::open_chain;
 use octopipe_core::stage::{Caps, Payload, Registry};
 use octopipe_sources::AppSourceSettings;
 use octopipe_stages::batch::Downstream;
