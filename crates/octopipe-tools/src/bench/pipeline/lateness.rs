@@ -137,6 +137,16 @@ pub struct Step {
     pub stage: Option<(String, f64)>,
 }
 
+/// The report row of stage `i`, by its number where the run did not name it.
+fn stage_name(r: &Record, i: usize) -> String {
+    r.stages.get(i).cloned().unwrap_or_else(|| format!("#{i}"))
+}
+
+/// The mean of `n` values summing to `sum_us` microseconds, ms.
+fn mean_ms(sum_us: u64, n: usize) -> f64 {
+    sum_us as f64 / 1e3 / n.max(1) as f64
+}
+
 fn p99(mut v: Vec<u32>) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -207,13 +217,12 @@ fn summarize(r: &Record, bound_ms: f64, streams: usize, devices: &[usize]) -> La
             }
         }
     }
-    let mean = |sum: u64, n: usize| sum as f64 / 1e3 / n.max(1) as f64;
     let mut stages: Vec<StageLateness> = (0..rows)
         .filter(|&i| all_sum[i] > 0)
         .map(|i| StageLateness {
-            stage: r.stages.get(i).cloned().unwrap_or_else(|| format!("#{i}")),
-            late_ms: mean(late_sum[i], late),
-            all_ms: mean(all_sum[i], samples.len()),
+            stage: stage_name(r, i),
+            late_ms: mean_ms(late_sum[i], late),
+            all_ms: mean_ms(all_sum[i], samples.len()),
         })
         .collect();
     stages.sort_by(|a, b| (b.late_ms - b.all_ms).total_cmp(&(a.late_ms - a.all_ms)));
@@ -267,18 +276,14 @@ fn start_steps(r: &Record, t0: Instant, bound_us: u32, rows: usize) -> Vec<Step>
     }
     sums.into_iter()
         .map(|(frames, late, total, per_stage)| {
-            let n = frames.max(1) as f64;
             let stage = (0..rows)
                 .max_by_key(|&i| per_stage[i])
                 .filter(|&i| per_stage[i] > 0)
-                .map(|i| {
-                    let name = r.stages.get(i).cloned().unwrap_or_else(|| format!("#{i}"));
-                    (name, per_stage[i] as f64 / 1e3 / n)
-                });
+                .map(|i| (stage_name(r, i), mean_ms(per_stage[i], frames)));
             Step {
                 frames,
                 late,
-                mean_ms: total as f64 / 1e3 / n,
+                mean_ms: mean_ms(total, frames),
                 stage,
             }
         })
