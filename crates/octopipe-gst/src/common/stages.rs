@@ -1,9 +1,10 @@
 //! octopipe's stages opened outside a pipeline, the way a GStreamer element needs them: made from
 //! the element's property values by the stage's own declaration ([`StageDecl::element`], the
-//! checks `octopipe run` makes), opened as a chain the way every runner opens one ([`open_chain`],
-//! with an [`OpenContext`] of their own), and driven one frame at a time: a buffer leaves the element before the next comes, so a stage that collects
-//! frames (the batch and detect stages' deadline-bounded collectors) is run to its deadline at
-//! once, with nothing else to wait for.
+//! checks `octopipe run` makes), opened as a chain the way every runner opens one
+//! ([`open_chain`], with an [`OpenContext`] of their own), and driven one frame at a time: a
+//! buffer leaves the element before the next comes, so a stage that collects frames (the batch
+//! and detect stages' deadline-bounded collectors) is run to its deadline at once, with nothing
+//! else to wait for.
 
 use std::time::{Duration, Instant};
 

@@ -202,8 +202,9 @@ impl Engine {
 
     /// Queue the copy of the first `len` f32 outputs into the first `len` elements of pinned
     /// `dst` without waiting (for the benchmarks' typed pinned buffers; the stage's host tensors
-    /// of either dtype come back through [`Self::download_pinned`]). Exactly `len` elements move (cudarc's own `memcpy_dtoh` copies the
-    /// whole host slice, which reads past the device output once `dst` has headroom).
+    /// of either dtype come back through [`Self::download_pinned`]). Exactly `len` elements move
+    /// (cudarc's own `memcpy_dtoh` copies the whole host slice, which reads past the device
+    /// output once `dst` has headroom).
     ///
     /// # Safety
     /// The copy is not tracked by `dst`'s event: `dst` must not be read, written or dropped until
