@@ -256,6 +256,12 @@ pub(crate) struct PipelineArgs {
     /// labels prefixed c2:, c3:, ...).
     #[arg(long, default_value_t = 1)]
     pub(crate) classifiers: usize,
+    /// Classify a tracked box once every N frames of its stream (`classify reinfer-interval=N`
+    /// on every classifier; in between it keeps its track's label, and a box whose size changes
+    /// by more than 25% a side is classified again); DeepStream's classifiers behind a tracker
+    /// classify an object once, and again only when its area grows by 20%.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) reinfer: u64,
     /// Leave out the decode-only ceiling (the same streams decoded by GStreamer alone, run
     /// once per stream count and decoder).
     #[arg(long)]

@@ -183,6 +183,7 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
             .with_context(|| format!("--codec {}: expected h264 or h265", args.codec))?,
         bitrate: args.bitrate,
         classifiers: args.classifiers,
+        reinfer: args.reinfer,
         decode_only: !args.no_decode_only,
         detector_alone: !args.no_detector_alone,
         ..PipelineBenchOptions::new(clip, model)

@@ -538,18 +538,19 @@ fn the_shared_detector_on_tiles_of_the_clip_finds_what_the_reference_finds() {
     assert!(report.contains("track: stream 0: "), "{report}");
 }
 
-/// The CUDA tunings of `detect` (`cuda-graph`, `prefer-nhwc`, `fuse-conv-bias`) reach the options
-/// its model sessions open with; none given, the sessions get the defaults.
+/// The CUDA tunings of `detect` (`cuda-graph`, `prefer-nhwc`, `fuse-conv-bias`, `gpu-priority`)
+/// reach the options its model sessions open with; none given, the sessions get the defaults.
 #[test]
 fn the_cuda_tunings_reach_the_model_sessions() {
     use octopipe::detect::DetectConfig;
     use octopipe::onnx::CudaOptions;
     let tuned = common::graph(
         "testsrc num-buffers=1 ! detect model=m.onnx cuda-graph=true prefer-nhwc=true \
-         fuse-conv-bias=true ! jsonl location=-",
+         fuse-conv-bias=true gpu-priority=high ! jsonl location=-",
     );
     let cuda = tuned.element::<DetectConfig>().unwrap().cuda;
     assert!(cuda.graph && cuda.nhwc && cuda.fuse_bias, "{cuda:?}");
+    assert_eq!(cuda.priority, octopipe::cuda::StreamPriority::High);
     assert!(!cuda.exhaustive, "{cuda:?}");
     let plain = common::graph("testsrc num-buffers=1 ! detect model=m.onnx ! jsonl location=-");
     assert_eq!(

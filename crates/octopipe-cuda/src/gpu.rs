@@ -8,6 +8,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
 use crate::kernels::{self, KernelError, KernelModule};
+use crate::stream::{new_stream, StreamPriority};
 use crate::{available, CudaError};
 
 /// One GPU as a launcher sees it: its context, the stream all of the owner's work runs on, the
@@ -31,11 +32,20 @@ impl Gpu {
     /// modules load on first use ([`Self::func`]). Errors with [`CudaError::NoGpu`] when there is
     /// no libcuda or no GPU.
     pub fn new(ordinal: usize, modules: &[&KernelModule]) -> Result<Self, CudaError> {
+        Self::with_priority(ordinal, modules, StreamPriority::Normal)
+    }
+
+    /// [`Self::new`] with the stream at `priority`.
+    pub fn with_priority(
+        ordinal: usize,
+        modules: &[&KernelModule],
+        priority: StreamPriority,
+    ) -> Result<Self, CudaError> {
         available()?;
         let ctx = CudaContext::new(ordinal)?;
         let (major, minor) = ctx.compute_capability()?;
         let arch = format!("compute_{major}{minor}");
-        let stream = ctx.new_stream()?;
+        let stream = new_stream(&ctx, priority)?;
         let sms = ctx
             .attribute(
                 cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,

@@ -1,6 +1,7 @@
 //! The kernel modules' compile path and cache: the header pasted with `#line`, NVRTC's errors
 //! naming the module's file and line, one compile per process for every caller, and (on a GPU)
-//! the entry points a module declares, and only those, given to each caller.
+//! the entry points a module declares, and only those, given to each caller, and a stream of
+//! high priority.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -140,4 +141,21 @@ fn a_gpu_gives_declared_entry_points_only() {
     // A second caller, modules loaded on first use.
     let mut b = Gpu::new(0, &[]).unwrap();
     assert!(b.func(&SCALE, "scale_f32").is_ok());
+}
+
+#[test]
+fn a_high_priority_gpu_stream_is_ahead_of_a_normal_one() {
+    if crate::available().is_err() {
+        eprintln!("SKIPPED: no GPU");
+        return;
+    }
+    let normal = Gpu::new(0, &[]).unwrap();
+    let high = Gpu::with_priority(0, &[], crate::StreamPriority::High).unwrap();
+    let (n, h) = (
+        crate::stream_priority(normal.stream()).unwrap(),
+        crate::stream_priority(high.stream()).unwrap(),
+    );
+    // Every GPU since Kepler has more than one priority: numerically less is sooner.
+    assert_eq!(n, 0);
+    assert!(h < n, "high {h}, normal {n}");
 }

@@ -9,7 +9,7 @@
 //! | --- | --- |
 //! | [devices](device_count) | whether libcuda loads and how many GPUs the driver reports ([`available`], [`NoGpu`]) |
 //! | [`Gpu`] | one device's context, a stream, and the kernel modules its owner loaded for its architecture |
-//! | [streams](order_after) | ordering work between streams of different components without a host wait ([`order_after`], [`order_streams`], [`sync_stream`]) |
+//! | [streams](order_after) | ordering work between streams of different components without a host wait ([`order_after`], [`order_streams`], [`sync_stream`]); a stream at a [`StreamPriority`] ([`new_stream`]) |
 //! | [kernel modules](kernels) | an open list: each crate declares its `.cu` files beside their launchers ([`KernelModule`]: name, source, entry points); compiled here by name once per process with NVRTC (and cached on disk), with the shared header `common.cuh` |
 //! | [launch helpers](launch) | the launch configuration, metadata packing and growing buffers every launcher shares |
 //! | [how hosts wait](set_host_wait) | every GPU's primary context spinning, yielding or sleeping while a thread waits on it ([`HostWait`]) |
@@ -60,5 +60,7 @@ pub use gpu::Gpu;
 pub use kernels::{KernelError, KernelModule};
 pub use launch::{grow, grow_pinned, launch_config, part, push_aligned, Pod};
 pub use nvrtc::find_nvrtc;
-pub use stream::{order_after, order_streams, sync_stream};
+pub use stream::{
+    new_stream, order_after, order_streams, stream_priority, sync_stream, StreamPriority,
+};
 pub use wait::{host_wait, set_host_wait, HostWait};

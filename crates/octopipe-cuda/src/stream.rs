@@ -2,10 +2,49 @@
 //! engine, ONNX Runtime, another library through DLPack): events, no host wait, no device-wide
 //! synchronization.
 
-use cudarc::driver::{sys, CudaContext, CudaStream};
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
 
 use crate::device::context;
 use crate::CudaError;
+
+/// Where a component's CUDA stream stands when the GPU picks which waiting work runs next
+/// (`detect gpu-priority`: the detector's work ahead of the classifiers').
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StreamPriority {
+    /// CUDA's default priority.
+    #[default]
+    Normal,
+    /// The device's greatest priority: the blocks of its kernels are scheduled before the
+    /// waiting blocks of normal streams' kernels (running blocks are not pre-empted).
+    High,
+}
+
+/// A new non-blocking stream of `ctx` at `priority`.
+pub fn new_stream(
+    ctx: &Arc<CudaContext>,
+    priority: StreamPriority,
+) -> Result<Arc<CudaStream>, CudaError> {
+    match priority {
+        StreamPriority::Normal => Ok(ctx.new_stream()?),
+        StreamPriority::High => {
+            ctx.bind_to_thread()?;
+            // Numerically least is the greatest priority.
+            let (_least, greatest) = result::stream::get_priority_range()?;
+            Ok(ctx.new_stream_with_priority(greatest)?)
+        }
+    }
+}
+
+/// The priority CUDA gives `stream` (numerically less is sooner; 0 is the default).
+pub fn stream_priority(stream: &CudaStream) -> Result<i32, CudaError> {
+    stream.context().bind_to_thread()?;
+    let mut priority = 0;
+    // SAFETY: `stream` is a live stream of its context, bound above.
+    unsafe { sys::cuStreamGetPriority(stream.cu_stream(), &mut priority).result()? };
+    Ok(priority)
+}
 
 /// Order the work queued from now on on `consumer` after everything queued so far on `producer`
 /// (streams of `ctx`, made by different components: a decoder, the preprocess engine,

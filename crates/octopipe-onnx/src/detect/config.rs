@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Decoder, Fit, Rect, Suppress, COCO_LABELS};
-use crate::onnx::{CudaOptions, Ep, OnnxProps};
+use crate::onnx::{CudaOptions, Ep, GpuPriority, OnnxProps};
 use octopipe_core::description::DescribeError;
 use octopipe_core::stage::{Element, Properties, Props, Role, StageDecl};
 use octopipe_stages::preprocess::{
@@ -188,6 +188,7 @@ impl DetectConfig {
             letterbox: (self.fit == Fit::Letterbox).then_some(self.pad),
             dtype,
             device: self.device,
+            priority: self.cuda.priority,
             ..PreprocessConfig::default()
         }
     }
@@ -305,6 +306,11 @@ pub struct DetectProps {
     /// opens
     #[prop(default = false)]
     pub fuse_conv_bias: bool,
+    /// on CUDA, the priority of the stage's GPU work (its tiles' preprocessing, the model, the
+    /// peaks): high schedules it ahead of the waiting work of normal streams (the classifiers
+    /// of earlier frames' boxes, other applications' kernels)
+    #[prop(default = "normal")]
+    pub gpu_priority: GpuPriority,
 }
 
 impl From<DetectProps> for DetectConfig {
@@ -353,6 +359,7 @@ impl From<DetectProps> for DetectConfig {
                 graph: d.cuda_graph,
                 nhwc: d.prefer_nhwc,
                 fuse_bias: d.fuse_conv_bias,
+                priority: d.gpu_priority.into(),
                 ..CudaOptions::default()
             },
             ep,
@@ -423,6 +430,8 @@ fn detect_config(p: &Props) -> Result<Box<dyn Element>, DescribeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use octopipe_core::tensor::{DType, Layout};
+    use octopipe_cuda::StreamPriority;
 
     #[test]
     fn new_takes_the_declared_defaults() {
@@ -435,6 +444,17 @@ mod tests {
         assert_eq!(d.max_batch, 64);
         assert_eq!((d.scale, d.overlap, d.pad), (1.0 / 255.0, 0.2, 114.0));
         assert_eq!((d.ep, d.cuda), (Ep::Auto(0), CudaOptions::default()));
+        assert_eq!(d.cuda.priority, StreamPriority::Normal);
+        // The tiles' preprocessing runs at the stage's priority.
+        let high = DetectConfig {
+            cuda: CudaOptions {
+                priority: StreamPriority::High,
+                ..CudaOptions::default()
+            },
+            ..d.clone()
+        };
+        let pre = high.preprocess_config((512, 512), Layout::Nchw, DType::F16);
+        assert_eq!(pre.priority, StreamPriority::High);
         assert!(d.labels.is_empty() && d.output.is_empty() && d.map.is_empty());
         assert_eq!(
             (d.decoder, d.tiles, d.batch_sizes, d.max_wait),

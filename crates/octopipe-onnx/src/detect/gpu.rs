@@ -3,7 +3,9 @@
 //! the score maps (5 MB per image).
 
 use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg, ValidAsZeroBits};
-use octopipe_cuda::{grow, launch_config, order_after, CudaError, Gpu, KernelModule};
+use octopipe_cuda::{
+    grow, launch_config, order_after, CudaError, Gpu, KernelModule, StreamPriority,
+};
 
 use super::centernet::{Maps, Peak};
 
@@ -36,10 +38,10 @@ pub(super) struct GpuPeaks {
 }
 
 impl GpuPeaks {
-    /// The kernel on GPU `device`.
-    pub fn new(device: usize) -> Result<Self, CudaError> {
+    /// The kernel on GPU `device`, its stream at `priority`.
+    pub fn new(device: usize, priority: StreamPriority) -> Result<Self, CudaError> {
         Ok(GpuPeaks {
-            engine: Gpu::new(device, &[&CENTERNET_KERNELS])?,
+            engine: Gpu::with_priority(device, &[&CENTERNET_KERNELS], priority)?,
             counts: None,
             peaks: None,
             host_counts: Vec::new(),

@@ -101,9 +101,11 @@ impl Model {
             sessions.fix_sizes(&sizes, &io.input, &names, !on_gpu, 3)?;
             if on_gpu {
                 let gpu =
-                    GpuPeaks::new(device.max(0) as usize).map_err(|e| DetectError::Model {
-                        path: config.model.display().to_string(),
-                        reason: format!("the CenterNet peak kernel: {e}"),
+                    GpuPeaks::new(device.max(0) as usize, config.cuda.priority).map_err(|e| {
+                        DetectError::Model {
+                            path: config.model.display().to_string(),
+                            reason: format!("the CenterNet peak kernel: {e}"),
+                        }
                     })?;
                 peaks = Some(gpu);
             }

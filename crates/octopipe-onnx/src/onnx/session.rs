@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
+use octopipe_cuda::StreamPriority;
 use ort::session::Session;
 
 use super::env::environment;
@@ -54,6 +55,8 @@ pub struct CudaOptions {
     /// Add each convolution's bias inside the cuDNN call (`fuse_conv_bias`) instead of in a
     /// pass of its own over the output.
     pub fuse_bias: bool,
+    /// The priority of the sessions' CUDA stream.
+    pub priority: StreamPriority,
 }
 
 /// The CUDA device and stream sessions run on: ONNX Runtime's CUDA execution provider queues its

@@ -83,7 +83,8 @@ impl Sessions {
             (Err(why), _) => return Err(cuda_err(&why)),
         }
         let made = CudaContext::new(device.max(0) as usize)
-            .and_then(|ctx| Ok((ctx.new_stream()?, ctx)))
+            .map_err(octopipe_cuda::CudaError::from)
+            .and_then(|ctx| Ok((octopipe_cuda::new_stream(&ctx, options.priority)?, ctx)))
             .map_err(|e| cuda_err(&e));
         let cuda = match made {
             Ok((stream, ctx)) => Cuda {

@@ -6,6 +6,7 @@
 
 use octopipe_core::stage::{PropChoice, PropValue, Properties};
 use octopipe_core::tensor::{DType, Layout};
+use octopipe_cuda::StreamPriority;
 
 /// Default output size (width, height).
 pub const DEFAULT_SIZE: (u32, u32) = (64, 64);
@@ -88,6 +89,9 @@ pub struct PreprocessConfig {
     pub device: usize,
     /// How the CUDA backend takes crop rectangles out of host frames.
     pub gather: Gather,
+    /// The priority of the CUDA backend's streams (the detector's tiles at `detect
+    /// gpu-priority`; normal for the preprocess stage).
+    pub priority: StreamPriority,
 }
 
 /// How the CUDA backend takes each crop's rectangle out of a host frame (`gather`). With `auto`
@@ -207,6 +211,7 @@ impl From<PreprocessProps> for PreprocessConfig {
             device_output: p.memory == Memory::Device,
             device: p.device,
             gather: p.gather,
+            priority: StreamPriority::Normal,
         }
     }
 }

@@ -55,7 +55,7 @@ impl CudaBackend {
     /// Open GPU 0 and compile the kernels. Errors (with the reason) when there is no libcuda, no
     /// GPU, or a kernel does not compile: the caller falls back to the CPU backend.
     pub fn new(config: PreprocessConfig) -> Result<CudaBackend, PreprocessError> {
-        let engine = Engine::new(config.device)?;
+        let engine = Engine::with_priority(config.device, config.priority)?;
         Ok(CudaBackend {
             config,
             engine,
@@ -85,7 +85,10 @@ impl CudaBackend {
     pub fn submit(&mut self, mut batch: CropBatch) -> Result<Option<CropBatch>, PreprocessError> {
         let slot = self.next_slot;
         if slot == 1 && self.engine2.is_none() {
-            self.engine2 = Some(Engine::new(self.config.device)?);
+            self.engine2 = Some(Engine::with_priority(
+                self.config.device,
+                self.config.priority,
+            )?);
         }
         self.prepare_tensor(&mut batch)?;
         let len = batch.tensor_len(3);

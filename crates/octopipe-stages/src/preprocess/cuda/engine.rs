@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, PinnedHostSlice,
 };
-use octopipe_cuda::{kernels, CudaError, Gpu, KernelModule};
+use octopipe_cuda::{kernels, CudaError, Gpu, KernelModule, StreamPriority};
 
 use super::gather::GATHER_KERNELS;
 use super::launch::{OCTOPUS_KERNELS, RESAMPLE_KERNELS};
@@ -96,9 +96,15 @@ impl Engine {
     /// (strategy C, resample, gather) for its architecture. Errors with [`CudaError::NoGpu`]
     /// when there is no libcuda or no GPU.
     pub fn new(ordinal: usize) -> Result<Self, CudaError> {
-        let gpu = Gpu::new(
+        Self::with_priority(ordinal, StreamPriority::Normal)
+    }
+
+    /// [`Self::new`] with the engine's stream at `priority`.
+    pub fn with_priority(ordinal: usize, priority: StreamPriority) -> Result<Self, CudaError> {
+        let gpu = Gpu::with_priority(
             ordinal,
             &[&OCTOPUS_KERNELS, &RESAMPLE_KERNELS, &GATHER_KERNELS],
+            priority,
         )?;
         let sms = gpu.multiprocessors();
         let per_sm = std::env::var("OCTOPIPE_OCTOPUS_GRID_PER_SM")

@@ -6,7 +6,7 @@ use super::compute::Compute;
 use super::images::ImageStreams;
 use super::settings::{
     BITRATE_KBPS, DECODERS, DEFAULT_BATCH_FRAMES, DEFAULT_BOXES, DEFAULT_MAX_STREAMS,
-    DEFAULT_STREAMS, FPS, IMAGE_DECODERS, MAX_CLASSIFIERS,
+    DEFAULT_STREAMS, FPS, IMAGE_DECODERS, MAX_CLASSIFIERS, MAX_REINFER,
 };
 use super::spec::DetectBench;
 use super::video::Codec;
@@ -67,6 +67,9 @@ pub struct PipelineBenchOptions {
     /// Classifier stages per chain, one after the other (`--classifiers`): the first is
     /// `model`, the others copies of it with labels of their own.
     pub classifiers: usize,
+    /// Classify a tracked box once every this many frames (`classify reinfer-interval`, 1:
+    /// every box of every frame).
+    pub reinfer: u64,
     /// Run the decode-only ceiling of each stream count and decoder (the video's streams
     /// decoded by GStreamer alone) and compare each row with it.
     pub decode_only: bool,
@@ -104,6 +107,7 @@ impl PipelineBenchOptions {
             codec: Codec::H264,
             bitrate: BITRATE_KBPS,
             classifiers: 1,
+            reinfer: 1,
             decode_only: true,
             detector_alone: true,
         }
@@ -188,6 +192,20 @@ impl PipelineBenchOptions {
             return bad(format!(
                 "--classifiers {}: expected 1 to {MAX_CLASSIFIERS}",
                 self.classifiers
+            ));
+        }
+        if !(1..=MAX_REINFER).contains(&self.reinfer) {
+            return bad(format!(
+                "--reinfer {}: expected 1 to {MAX_REINFER} frames",
+                self.reinfer
+            ));
+        }
+        if self.reinfer > 1 && self.workers > 1 {
+            // `classify` refuses it: a reused label comes from the batch before, which another
+            // worker may not have finished.
+            return bad(format!(
+                "--reinfer {} with --workers {}: a classifier that reuses its tracks' labels runs one worker",
+                self.reinfer, self.workers
             ));
         }
         if let Some(dir) = &self.images {

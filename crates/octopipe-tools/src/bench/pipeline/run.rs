@@ -86,6 +86,9 @@ pub fn description(spec: &RunSpec) -> String {
             spec.ep.name(),
             head_labels(head)
         );
+        if spec.reinfer > 1 {
+            let _ = write!(classify, " reinfer-interval={}", spec.reinfer);
+        }
         if spec.workers > 1 {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let threads = (cores / spec.workers).max(1);

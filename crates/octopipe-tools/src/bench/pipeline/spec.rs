@@ -36,6 +36,8 @@ pub struct RunSpec {
     /// Classifier stages, one after the other (the second and later: copies of the model with
     /// labels of their own).
     pub classifiers: usize,
+    /// `classify reinfer-interval` of every classifier (1: not written, every box classified).
+    pub reinfer: u64,
     /// The pipeline's per-frame budget, ms (`None`: its default, one frame interval).
     pub budget_ms: Option<f64>,
 }

@@ -83,6 +83,7 @@ pub fn pipeline(
                     detector: opts.detector.clone(),
                     images: images.clone(),
                     classifiers: opts.classifiers,
+                    reinfer: opts.reinfer,
                     budget_ms: opts.budget_ms,
                 });
             }
@@ -265,10 +266,16 @@ fn preamble(
     };
     let _ = writeln!(
         out,
-        "Whole pipeline: {input}, one shared batch (max-frames = min(streams, {})), {} classifier stage{}, {}.",
+        "Whole pipeline: {input}, one shared batch (max-frames = min(streams, {})), {} classifier stage{}{}, {}.",
         opts.batch_frames,
         opts.classifiers,
         if opts.classifiers == 1 { "" } else { "s one after the other" },
+        match opts.reinfer {
+            1 => String::new(),
+            n => format!(
+                " (a tracked box classified once every {n} frames and when its size changes by more than 25% a side, its track's label kept in between: reinfer-interval={n})"
+            ),
+        },
         if opts.live {
             "played live at 30 fps (edges drop the oldest), each decoder and ep searched for the most streams held"
         } else {

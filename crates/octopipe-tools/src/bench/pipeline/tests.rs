@@ -18,6 +18,7 @@ fn spec(streams: usize, ep: Compute) -> RunSpec {
         detector: None,
         images: None,
         classifiers: 1,
+        reinfer: 1,
         budget_ms: None,
     }
 }
@@ -164,13 +165,15 @@ fn the_detector_alone_runs_with_the_stages_cuda_options() {
     };
     let t = run::tuning(&run, &d);
     assert!(!t.graph && !t.nhwc, "the stage's defaults");
-    d.props = "cuda-graph=true prefer-nhwc=true".into();
+    assert_eq!(t.priority, octopipe_cuda::StreamPriority::Normal);
+    d.props = "cuda-graph=true prefer-nhwc=true gpu-priority=high".into();
     let run = RunSpec {
         detector: Some(d.clone()),
         ..run
     };
     let t = run::tuning(&run, &d);
     assert!(t.graph && t.nhwc, "as --detector-props sets them");
+    assert_eq!(t.priority, octopipe_cuda::StreamPriority::High);
 }
 
 #[test]
@@ -310,6 +313,24 @@ fn image_streams_and_more_classifiers_are_written_into_the_description() {
     assert_eq!(heads.len(), 2, "{text}");
     assert!(heads[0].ends_with("labels=person,two-wheeler,car,large-vehicle"));
     assert!(heads[1].ends_with("labels=c2:person,c2:two-wheeler,c2:car,c2:large-vehicle"));
+    // Every classifier reuses its tracks' labels with --reinfer.
+    let reused = description(&RunSpec {
+        classifiers: 2,
+        reinfer: 900,
+        ..spec(2, Compute::Cpu)
+    });
+    assert_eq!(
+        reused.matches(" reinfer-interval=900").count(),
+        2,
+        "{reused}"
+    );
+    assert!(!text.contains("reinfer-interval"), "{text}");
+    let vars = HashMap::from([
+        ("video".to_string(), "clip.mp4".to_string()),
+        ("model".to_string(), "m.onnx".to_string()),
+    ]);
+    let desc = octopipe_pipeline::describe::parse("bench", &reused, &vars).unwrap();
+    octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{reused}"));
     // Spread over two GPUs: streams 0 and 1 decoded by GPU 0's nvJPEG, 2 by GPU 1's.
     let spread = description(&RunSpec {
         decoder: "nvjpeg".into(),
@@ -378,6 +399,21 @@ fn bad_options_are_refused_naming_the_flag() {
             ..base.clone()
         }),
         "--budget-ms 0: expected a budget above 0 ms"
+    );
+    assert_eq!(
+        refused(PipelineBenchOptions {
+            reinfer: 0,
+            ..base.clone()
+        }),
+        "--reinfer 0: expected 1 to 1000000 frames"
+    );
+    assert_eq!(
+        refused(PipelineBenchOptions {
+            reinfer: 30,
+            workers: 2,
+            ..base.clone()
+        }),
+        "--reinfer 30 with --workers 2: a classifier that reuses its tracks' labels runs one worker"
     );
     // Image streams: a folder with no JPEG file, then nvdec (a video decoder).
     let images = PipelineBenchOptions {
