@@ -3,6 +3,24 @@
 use super::*;
 use std::collections::HashMap;
 
+/// `text` parsed and built as `octopipe run` would, with every variable the benchmark's
+/// descriptions use; a failure panics with the description.
+fn built(text: &str) -> octopipe_pipeline::describe::Graph {
+    let vars = HashMap::from(
+        [
+            ("video", "v.mp4"),
+            ("model", "m.onnx"),
+            ("detector", "d.onnx"),
+            ("images", "clip/images"),
+            ("annotations", "clip/annotations"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    let desc = octopipe_pipeline::describe::parse("bench", text, &vars)
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
 fn spec(streams: usize, ep: Compute) -> RunSpec {
     RunSpec {
         streams,
@@ -72,12 +90,7 @@ fn descriptions_have_one_branch_per_stream_into_one_batch() {
     assert!(!two.contains("device="), "{two}");
     // Built: streams 0, 1, 2 decoded and batched on GPU 0, streams 3, 4 on GPU 1, each GPU's
     // preprocess and classifier on it, one sink.
-    let vars = HashMap::from([
-        ("video".to_string(), "v.mp4".to_string()),
-        ("model".to_string(), "m.onnx".to_string()),
-    ]);
-    let desc = octopipe_pipeline::describe::parse("bench", &two, &vars).unwrap();
-    let graph = octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let graph = built(&two);
     let batches: Vec<usize> = (0..graph.nodes.len())
         .filter(|&i| graph.nodes[i].role == octopipe_core::stage::Role::Batch)
         .collect();
@@ -227,13 +240,7 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         "{queued}"
     );
     assert_eq!(queued.matches("! queue size=4\n").count(), 1, "{queued}");
-    let vars = HashMap::from([
-        ("video".to_string(), "v.mp4".to_string()),
-        ("model".to_string(), "m.onnx".to_string()),
-        ("detector".to_string(), "d.onnx".to_string()),
-    ]);
-    let desc = octopipe_pipeline::describe::parse("bench", &text, &vars).unwrap();
-    let graph = octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let graph = built(&text);
     let detectors: Vec<&octopipe_onnx::detect::DetectConfig> = graph
         .elements::<octopipe_onnx::detect::DetectConfig>()
         .collect();
@@ -246,8 +253,7 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         devices: vec![0, 1],
         ..spec(3, Compute::Cuda)
     });
-    let desc = octopipe_pipeline::describe::parse("bench", &text, &vars).unwrap();
-    let graph = octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let graph = built(&text);
     let mut devices: Vec<usize> = graph
         .elements::<octopipe_onnx::detect::DetectConfig>()
         .map(|c| c.device)
@@ -263,8 +269,7 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
         .collect();
     assert_eq!(decoded, [0, 0, 1]);
 
-    let desc = octopipe_pipeline::describe::parse("bench", &queued, &vars).unwrap();
-    octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{queued}"));
+    built(&queued);
 
     // The baseline: a detector and a tracker in each stream's branch.
     let text = description(&RunSpec {
@@ -276,8 +281,7 @@ fn with_a_detector_the_streams_join_it_and_a_tracker() {
     });
     assert!(!text.contains("det."), "{text}");
     assert_eq!(text.matches(" ! track ! mux.").count(), 2, "{text}");
-    let desc = octopipe_pipeline::describe::parse("bench", &text, &vars).unwrap();
-    let graph = octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}"));
+    let graph = built(&text);
     let detectors = graph
         .elements::<octopipe_onnx::detect::DetectConfig>()
         .count();
@@ -325,12 +329,7 @@ fn image_streams_and_more_classifiers_are_written_into_the_description() {
         "{reused}"
     );
     assert!(!text.contains("reinfer-interval"), "{text}");
-    let vars = HashMap::from([
-        ("video".to_string(), "clip.mp4".to_string()),
-        ("model".to_string(), "m.onnx".to_string()),
-    ]);
-    let desc = octopipe_pipeline::describe::parse("bench", &reused, &vars).unwrap();
-    octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{reused}"));
+    built(&reused);
     // Spread over two GPUs: streams 0 and 1 decoded by GPU 0's nvJPEG, 2 by GPU 1's.
     let spread = description(&RunSpec {
         decoder: "nvjpeg".into(),
@@ -338,14 +337,7 @@ fn image_streams_and_more_classifiers_are_written_into_the_description() {
         devices: vec![0, 1],
         ..spec(3, Compute::Cuda)
     });
-    let vars = HashMap::from([
-        ("images".to_string(), "clip/images".to_string()),
-        ("annotations".to_string(), "clip/annotations".to_string()),
-        ("model".to_string(), "m.onnx".to_string()),
-    ]);
-    let desc = octopipe_pipeline::describe::parse("bench", &spread, &vars).unwrap();
-    let graph =
-        octopipe_pipeline::describe::build(&desc).unwrap_or_else(|e| panic!("{e}\n{spread}"));
+    let graph = built(&spread);
     let decoded: Vec<(u32, usize)> = graph
         .elements::<octopipe_sources::SourceConfig>()
         .map(|s| (s.stream, s.device))
