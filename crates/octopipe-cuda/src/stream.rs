@@ -5,13 +5,14 @@
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
+use octopipe_core::stage::PropChoice;
 
 use crate::device::context;
 use crate::CudaError;
 
-/// Where a component's CUDA stream stands when the GPU picks which waiting work runs next
-/// (`detect gpu-priority`: the detector's work ahead of the classifiers').
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// Where a component's CUDA stream stands when the GPU picks which waiting work runs next; the
+/// choice of `detect gpu-priority` (the detector's work ahead of the classifiers').
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PropChoice)]
 pub enum StreamPriority {
     /// CUDA's default priority.
     #[default]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Decoder, Fit, Rect, Suppress, COCO_LABELS};
-use crate::onnx::{CudaOptions, Ep, GpuPriority, OnnxProps};
+use crate::onnx::{CudaOptions, Ep, OnnxProps};
 use octopipe_core::description::DescribeError;
 use octopipe_core::stage::{Element, Properties, Props, Role, StageDecl};
 use octopipe_stages::preprocess::{
@@ -310,7 +310,7 @@ pub struct DetectProps {
     /// peaks): high schedules it ahead of the waiting work of normal streams (the classifiers
     /// of earlier frames' boxes, other applications' kernels)
     #[prop(default = "normal")]
-    pub gpu_priority: GpuPriority,
+    pub gpu_priority: octopipe_cuda::StreamPriority,
 }
 
 impl From<DetectProps> for DetectConfig {
@@ -359,7 +359,7 @@ impl From<DetectProps> for DetectConfig {
                 graph: d.cuda_graph,
                 nhwc: d.prefer_nhwc,
                 fuse_bias: d.fuse_conv_bias,
-                priority: d.gpu_priority.into(),
+                priority: d.gpu_priority,
                 ..CudaOptions::default()
             },
             ep,

@@ -17,7 +17,7 @@ mod worker;
 pub use env::environment;
 pub use error::{FixedError, FixedStep, OnnxError};
 pub use fixed::{FixedInput, FixedOutput};
-pub use props::{EpKind, GpuPriority, OnnxProps};
+pub use props::{EpKind, OnnxProps};
 pub use session::{session, CudaOptions, Ep};
 pub use sessions::{cuda_input, DeviceZeros, Sessions};
 pub(crate) use worker::{Ticket, Worker};

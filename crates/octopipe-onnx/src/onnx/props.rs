@@ -19,25 +19,6 @@ pub enum EpKind {
     Cuda,
 }
 
-/// The `gpu-priority` property: where a stage's CUDA work stands when the GPU picks which
-/// waiting work runs next ([`octopipe_cuda::StreamPriority`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PropChoice)]
-pub enum GpuPriority {
-    /// CUDA's default priority.
-    Normal,
-    /// The device's greatest: ahead of the waiting work of normal streams.
-    High,
-}
-
-impl From<GpuPriority> for octopipe_cuda::StreamPriority {
-    fn from(p: GpuPriority) -> Self {
-        match p {
-            GpuPriority::Normal => octopipe_cuda::StreamPriority::Normal,
-            GpuPriority::High => octopipe_cuda::StreamPriority::High,
-        }
-    }
-}
-
 /// The model block of the stages that run an ONNX model, flattened into theirs
 /// (`#[prop(flatten)] onnx: OnnxProps`).
 #[derive(Debug, Clone, PartialEq, Properties)]
