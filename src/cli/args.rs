@@ -350,6 +350,12 @@ pub(crate) struct PipelineArgs {
     /// "prefer-nhwc=true"; "labels=..." for a model cut to some classes, in place of COCO's).
     #[arg(long, default_value = "")]
     pub(crate) detector_props: String,
+    /// More properties of the preprocess stage (e.g. "gpu-priority=high").
+    #[arg(long, default_value = "")]
+    pub(crate) preprocess_props: String,
+    /// More properties of every classify stage (e.g. "gpu-priority=high").
+    #[arg(long, default_value = "")]
+    pub(crate) classify_props: String,
     /// Video width (small values keep tests fast).
     #[arg(long, default_value_t = 1920, hide = true)]
     pub(crate) width: u32,

@@ -184,6 +184,8 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
         bitrate: args.bitrate,
         classifiers: args.classifiers,
         reinfer: args.reinfer,
+        preprocess_props: args.preprocess_props,
+        classify_props: args.classify_props,
         decode_only: !args.no_decode_only,
         detector_alone: !args.no_detector_alone,
         ..PipelineBenchOptions::new(clip, model)

@@ -558,3 +558,44 @@ fn the_cuda_tunings_reach_the_model_sessions() {
         CudaOptions::default()
     );
 }
+
+#[test]
+fn the_gpu_priority_reaches_the_crops_and_the_classifiers() {
+    use octopipe::classify::ClassifyConfig;
+    use octopipe::cuda::StreamPriority;
+    use octopipe::preprocess::PreprocessConfig;
+    let priorities = |text: &str| {
+        let g = common::graph(text);
+        (
+            g.element::<PreprocessConfig>().unwrap().priority,
+            g.element::<ClassifyConfig>().unwrap().priority,
+        )
+    };
+    // By default the crops and the classifier go ahead of a detector's calls (normal).
+    assert_eq!(
+        priorities(
+            "testsrc num-buffers=1 ! boxes format=synthetic count=2 ! batch ! preprocess \
+             ! classify model=m.onnx ! jsonl location=-"
+        ),
+        (StreamPriority::High, StreamPriority::High)
+    );
+    assert_eq!(
+        priorities(
+            "testsrc num-buffers=1 ! boxes format=synthetic count=2 ! batch \
+             ! preprocess backend=cuda gpu-priority=normal \
+             ! classify model=m.onnx gpu-priority=normal ! jsonl location=-"
+        ),
+        (StreamPriority::Normal, StreamPriority::Normal)
+    );
+    for bad in [
+        "preprocess gpu-priority=urgent ! classify model=m.onnx",
+        "preprocess ! classify model=m.onnx gpu-priority=urgent",
+    ] {
+        let text = format!(
+            "testsrc num-buffers=1 ! boxes format=synthetic ! batch ! {bad} ! jsonl location=-"
+        );
+        let desc = octopipe::describe::parse("<test>", &text, &HashMap::new()).unwrap();
+        let err = octopipe::describe::build(&desc).unwrap_err().to_string();
+        assert!(err.contains("urgent"), "{err}");
+    }
+}

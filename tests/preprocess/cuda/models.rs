@@ -104,6 +104,7 @@ fn classifier_on_the_cuda_ep_reads_device_tensors_and_matches_the_cpu() {
         eprintln!("SKIPPED {test}: shared data not found (set OCTOPIPE_DATA)");
         return;
     }
+    // The GPU side at its default high stream priority (`gpu-priority`), as the CPU's answers.
     let config = |ep| {
         let mut c = ClassifyConfig::new(&model);
         c.ep = ep;

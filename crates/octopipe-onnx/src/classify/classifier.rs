@@ -54,7 +54,11 @@ impl Classifier {
             path: path.clone(),
             reason,
         };
-        let sessions = Sessions::open(&config.model, config.ort_threads, config.ep)?;
+        let options = crate::onnx::CudaOptions {
+            priority: config.priority,
+            ..Default::default()
+        };
+        let sessions = Sessions::open_with(&config.model, config.ort_threads, config.ep, options)?;
         let (input_name, input) = check_input(sessions.first(), &path, layout, size)?;
         let output_name = sessions
             .first()

@@ -48,6 +48,8 @@ pub struct ClassifyConfig {
     /// Its place among several classifiers on the same boxes, one after the other (`None`: it
     /// is the only one, and its answer is the box's `classification` alone).
     pub chain: Option<ChainPlace>,
+    /// The priority of the model's CUDA stream.
+    pub priority: octopipe_cuda::StreamPriority,
 }
 
 /// A classifier's place among several that classify the same boxes one after the other
@@ -117,6 +119,11 @@ pub struct ClassifyProps {
     /// label ("reused":true) and gets no crop
     #[prop(default = 1, range = 1..=1_000_000)]
     pub reinfer_interval: u64,
+    /// on CUDA, the priority of the model's GPU work: high (the default) runs its small kernels
+    /// ahead of the waiting work of normal streams (a detector's large calls), so that boxes
+    /// already found are not kept waiting behind the next frames' detection
+    #[prop(default = "high")]
+    pub gpu_priority: octopipe_cuda::StreamPriority,
 }
 
 impl From<ClassifyProps> for ClassifyConfig {
@@ -133,6 +140,7 @@ impl From<ClassifyProps> for ClassifyConfig {
             reinfer_interval: c.reinfer_interval,
             workers: c.workers,
             chain: None,
+            priority: c.gpu_priority,
         }
     }
 }
@@ -174,6 +182,7 @@ mod tests {
         assert_eq!((c.max_batch, c.top_k, c.reinfer_interval), (256, 1, 1));
         assert_eq!((c.ep, c.ort_threads, c.workers), (Ep::Auto(0), 0, 1));
         assert_eq!(c.non_finite, NonFinite::Error);
+        assert_eq!(c.priority, octopipe_cuda::StreamPriority::High);
         let onnx = OnnxProps::PROPS;
         assert_eq!(&CLASSIFY.props[..onnx.len()], onnx);
         assert_eq!(&crate::detect::DETECT.props[..onnx.len()], onnx);

@@ -307,8 +307,8 @@ pub struct DetectProps {
     #[prop(default = false)]
     pub fuse_conv_bias: bool,
     /// on CUDA, the priority of the stage's GPU work (its tiles' preprocessing, the model, the
-    /// peaks): high schedules it ahead of the waiting work of normal streams (the classifiers
-    /// of earlier frames' boxes, other applications' kernels)
+    /// peaks): normal leaves it behind the crops and classifiers of boxes already found (high
+    /// by default), high schedules it with them, ahead of other applications' kernels
     #[prop(default = "normal")]
     pub gpu_priority: octopipe_cuda::StreamPriority,
 }

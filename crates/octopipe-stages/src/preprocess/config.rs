@@ -89,8 +89,8 @@ pub struct PreprocessConfig {
     pub device: usize,
     /// How the CUDA backend takes crop rectangles out of host frames.
     pub gather: Gather,
-    /// The priority of the CUDA backend's streams (the detector's tiles at `detect
-    /// gpu-priority`; normal for the preprocess stage).
+    /// The priority of the CUDA backend's streams (`gpu-priority`; the detector's tiles at
+    /// `detect gpu-priority`).
     pub priority: StreamPriority,
 }
 
@@ -192,6 +192,10 @@ pub struct PreprocessProps {
     /// keep the aspect ratio and pad with this value (0..255 scale) instead of stretching
     #[prop(range = 0.0..=255.0)]
     pub letterbox: Option<f32>,
+    /// CUDA backend: the priority of its GPU work (high, the default: its crops are cut ahead of
+    /// the waiting work of normal streams, a detector's large calls)
+    #[prop(default = "high")]
+    pub gpu_priority: StreamPriority,
 }
 
 impl From<PreprocessProps> for PreprocessConfig {
@@ -211,7 +215,7 @@ impl From<PreprocessProps> for PreprocessConfig {
             device_output: p.memory == Memory::Device,
             device: p.device,
             gather: p.gather,
-            priority: StreamPriority::Normal,
+            priority: p.gpu_priority,
         }
     }
 }

@@ -70,6 +70,10 @@ pub struct PipelineBenchOptions {
     /// Classify a tracked box once every this many frames (`classify reinfer-interval`, 1:
     /// every box of every frame).
     pub reinfer: u64,
+    /// More properties of the preprocess stage (`--preprocess-props`, e.g. "gpu-priority=high").
+    pub preprocess_props: String,
+    /// More properties of every classify stage (`--classify-props`).
+    pub classify_props: String,
     /// Run the decode-only ceiling of each stream count and decoder (the video's streams
     /// decoded by GStreamer alone) and compare each row with it.
     pub decode_only: bool,
@@ -108,6 +112,8 @@ impl PipelineBenchOptions {
             bitrate: BITRATE_KBPS,
             classifiers: 1,
             reinfer: 1,
+            preprocess_props: String::new(),
+            classify_props: String::new(),
             decode_only: true,
             detector_alone: true,
         }

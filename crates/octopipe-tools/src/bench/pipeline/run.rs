@@ -79,6 +79,9 @@ pub fn description(spec: &RunSpec) -> String {
     if let (Some(gather), Compute::Cuda) = (&spec.gather, spec.backend) {
         let _ = write!(pre, " gather={gather}");
     }
+    if !spec.preprocess_props.trim().is_empty() {
+        let _ = write!(pre, " {}", spec.preprocess_props.trim());
+    }
     let _ = writeln!(text, "{pre}");
     for head in 1..=spec.classifiers.max(1) {
         let mut classify = format!(
@@ -93,6 +96,9 @@ pub fn description(spec: &RunSpec) -> String {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let threads = (cores / spec.workers).max(1);
             let _ = write!(classify, " workers={} ort-threads={threads}", spec.workers);
+        }
+        if !spec.classify_props.trim().is_empty() {
+            let _ = write!(classify, " {}", spec.classify_props.trim());
         }
         let _ = writeln!(text, "{classify}");
     }

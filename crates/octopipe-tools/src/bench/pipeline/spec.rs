@@ -38,6 +38,10 @@ pub struct RunSpec {
     pub classifiers: usize,
     /// `classify reinfer-interval` of every classifier (1: not written, every box classified).
     pub reinfer: u64,
+    /// More properties of the preprocess stage, as written in a description (empty: none).
+    pub preprocess_props: String,
+    /// More properties of every classify stage, as written in a description (empty: none).
+    pub classify_props: String,
     /// The pipeline's per-frame budget, ms (`None`: its default, one frame interval).
     pub budget_ms: Option<f64>,
 }

@@ -84,6 +84,8 @@ pub fn pipeline(
                     images: images.clone(),
                     classifiers: opts.classifiers,
                     reinfer: opts.reinfer,
+                    preprocess_props: opts.preprocess_props.clone(),
+                    classify_props: opts.classify_props.clone(),
                     budget_ms: opts.budget_ms,
                 });
             }

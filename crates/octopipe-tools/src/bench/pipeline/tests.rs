@@ -37,6 +37,8 @@ fn spec(streams: usize, ep: Compute) -> RunSpec {
         images: None,
         classifiers: 1,
         reinfer: 1,
+        preprocess_props: String::new(),
+        classify_props: String::new(),
         budget_ms: None,
     }
 }
@@ -330,6 +332,16 @@ fn image_streams_and_more_classifiers_are_written_into_the_description() {
     );
     assert!(!text.contains("reinfer-interval"), "{text}");
     built(&reused);
+    // --preprocess-props and --classify-props reach their stages (every classifier).
+    let tuned = description(&RunSpec {
+        classifiers: 2,
+        preprocess_props: "gpu-priority=high".into(),
+        classify_props: " gpu-priority=high ".into(),
+        ..spec(2, Compute::Cuda)
+    });
+    assert_eq!(tuned.matches(" gpu-priority=high\n").count(), 3, "{tuned}");
+    assert!(tuned.contains("! preprocess backend=cuda memory=device gpu-priority=high\n"));
+    built(&tuned);
     // Spread over two GPUs: streams 0 and 1 decoded by GPU 0's nvJPEG, 2 by GPU 1's.
     let spread = description(&RunSpec {
         decoder: "nvjpeg".into(),
