@@ -101,7 +101,9 @@ pub fn connect_from(from: std::net::Ipv4Addr, addr: SocketAddr) -> std::io::Resu
 pub fn exchange(mut conn: TcpStream, request: &[u8], limit: Duration) -> Option<Reply> {
     conn.set_read_timeout(Some(limit)).ok()?;
     conn.set_write_timeout(Some(limit)).ok()?;
-    conn.write_all(request).ok()?;
+    // A server that refuses a request part-way (a head over its bound) answers and closes while
+    // the rest is still being written: the write fails, and what it said is there to read.
+    let _ = conn.write_all(request);
     let mut bytes = Vec::new();
     let _ = conn.read_to_end(&mut bytes);
     let text = String::from_utf8_lossy(&bytes).into_owned();
