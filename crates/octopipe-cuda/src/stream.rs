@@ -11,7 +11,8 @@ use crate::device::context;
 use crate::CudaError;
 
 /// Where a component's CUDA stream stands when the GPU picks which waiting work runs next; the
-/// choice of `detect gpu-priority` (the detector's work ahead of the classifiers').
+/// choice of the `gpu-priority` of `detect` (normal by default), `preprocess` and `classify`
+/// (high by default: work on boxes already found ahead of the detector's next calls).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PropChoice)]
 pub enum StreamPriority {
     /// CUDA's default priority.

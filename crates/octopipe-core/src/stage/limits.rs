@@ -33,6 +33,10 @@ pub const MAX_BOXES: i64 = 100_000;
 /// this is refused when the frame comes, naming the property.
 pub const MAX_TILES: u64 = 4096;
 
+/// The longest interval, in frames of a stream, of a stage that acts once every N frames
+/// (`detect interval`, `classify reinfer-interval`).
+pub const MAX_INTERVAL: u64 = 1_000_000;
+
 /// The largest GPU ordinal a `device` property takes.
 pub const MAX_DEVICE: i64 = 255;
 

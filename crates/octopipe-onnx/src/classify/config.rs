@@ -117,7 +117,7 @@ pub struct ClassifyProps {
     pub workers: usize,
     /// classify a tracked box every N frames of its stream; in between it reuses its track's
     /// label ("reused":true) and gets no crop
-    #[prop(default = 1, range = 1..=1_000_000)]
+    #[prop(default = 1, range = 1..=octopipe_core::stage::limits::MAX_INTERVAL)]
     pub reinfer_interval: u64,
     /// on CUDA, the priority of the model's GPU work: high (the default) runs its small kernels
     /// ahead of the waiting work of normal streams (a detector's large calls), so that boxes

@@ -281,7 +281,7 @@ pub struct DetectProps {
     pub max_wait_ms: Option<f64>,
     /// detect every Nth frame of each stream; the tracker after the stage carries the boxes over
     /// the frames between (marked "predicted" in the output)
-    #[prop(default = 1, range = 1..=1_000_000)]
+    #[prop(default = 1, range = 1..=octopipe_core::stage::limits::MAX_INTERVAL)]
     pub interval: u64,
     /// run the model on a thread of its own: while a call runs, the stage collects and
     /// preprocesses the next call's frames and places the boxes of the call before (false: each

@@ -6,11 +6,12 @@ use super::compute::Compute;
 use super::images::ImageStreams;
 use super::settings::{
     BITRATE_KBPS, DECODERS, DEFAULT_BATCH_FRAMES, DEFAULT_BOXES, DEFAULT_MAX_STREAMS,
-    DEFAULT_STREAMS, FPS, IMAGE_DECODERS, MAX_CLASSIFIERS, MAX_REINFER,
+    DEFAULT_STREAMS, FPS, IMAGE_DECODERS, MAX_CLASSIFIERS,
 };
 use super::spec::DetectBench;
 use super::video::Codec;
 use crate::bench::error::BenchError;
+use octopipe_core::stage::limits::MAX_INTERVAL;
 
 /// Options of [`pipeline`](super::pipeline).
 #[derive(Debug, Clone)]
@@ -200,9 +201,10 @@ impl PipelineBenchOptions {
                 self.classifiers
             ));
         }
-        if !(1..=MAX_REINFER).contains(&self.reinfer) {
+        // `classify reinfer-interval`'s bound.
+        if !(1..=MAX_INTERVAL).contains(&self.reinfer) {
             return bad(format!(
-                "--reinfer {}: expected 1 to {MAX_REINFER} frames",
+                "--reinfer {}: expected 1 to {MAX_INTERVAL} frames",
                 self.reinfer
             ));
         }

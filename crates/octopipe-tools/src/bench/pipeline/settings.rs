@@ -23,8 +23,6 @@ pub const IMAGE_DECODERS: [&str; 3] = ["auto", "cpu", "nvjpeg"];
 pub const BITRATE_KBPS: u32 = 8000;
 /// The most classifier stages per chain (`--classifiers`).
 pub const MAX_CLASSIFIERS: usize = 4;
-/// The longest `--reinfer` interval, frames: `classify reinfer-interval`'s bound.
-pub const MAX_REINFER: u64 = 1_000_000;
 /// A row at or above this share of its decode-only fps is said to be held by the decoder.
 pub const DECODER_BOUND: f64 = 0.9;
 /// Encoder key-frame interval, frames (3 s at 30 fps).
