@@ -264,12 +264,39 @@ pub fn sorted_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// A fresh temporary folder for one test.
+/// A fresh temporary folder for one test, removed when the test binary exits (kept when
+/// `OCTOPIPE_KEEP_TEST_DIRS` is set, to look into a failure): a test run leaves no disk behind.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("octopipe-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    remove_at_exit(&dir);
     dir
+}
+
+/// The folders `temp_dir` made, removed by `remove_test_dirs` when the process exits.
+static TEST_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn remove_at_exit(dir: &Path) {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    REGISTER.call_once(|| {
+        if std::env::var_os("OCTOPIPE_KEEP_TEST_DIRS").is_none() {
+            // SAFETY: `remove_test_dirs` is an `extern "C"` function of no arguments that
+            // cannot unwind; atexit only stores it.
+            unsafe { libc::atexit(remove_test_dirs) };
+        }
+    });
+    TEST_DIRS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(dir.to_path_buf());
+}
+
+extern "C" fn remove_test_dirs() {
+    let dirs = std::mem::take(&mut *TEST_DIRS.lock().unwrap_or_else(|e| e.into_inner()));
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// Run `cmd` to completion with its output captured; kill it and fail the test if it takes longer
