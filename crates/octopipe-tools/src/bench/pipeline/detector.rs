@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::compute::Compute;
-use super::spec::{DetectBench, RunSpec};
+use super::spec::{push_props, DetectBench, RunSpec};
 
 /// The detect and track stages of `spec`: the shared ones (`name=det`, the streams' branches
 /// end in `det.`), or with [`DetectBench::per_stream`] one stream's own (on one line).
@@ -35,9 +35,7 @@ pub(super) fn stages(spec: &RunSpec, d: &DetectBench) -> String {
     if d.interval > 1 {
         let _ = write!(text, " interval={}", d.interval);
     }
-    if !d.props.trim().is_empty() {
-        let _ = write!(text, " {}", d.props.trim());
-    }
+    push_props(&mut text, &d.props);
     let _ = write!(text, "{gap}! track");
     text
 }

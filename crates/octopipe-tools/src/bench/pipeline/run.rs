@@ -11,7 +11,7 @@ use super::detector::{self, parse_line, DetectStats};
 use super::images::{self, ImageStreams};
 use super::lateness::{self, Lateness};
 use super::settings::{ANNOTATED_BOXES, LABELS, SINK};
-use super::spec::{DetectBench, RunSpec};
+use super::spec::{push_props, DetectBench, RunSpec};
 use super::usage::{cpu_time, GpuSampler, GpuStats};
 use octopipe_pipeline::pipeline::Pipeline;
 
@@ -79,9 +79,7 @@ pub fn description(spec: &RunSpec) -> String {
     if let (Some(gather), Compute::Cuda) = (&spec.gather, spec.backend) {
         let _ = write!(pre, " gather={gather}");
     }
-    if !spec.preprocess_props.trim().is_empty() {
-        let _ = write!(pre, " {}", spec.preprocess_props.trim());
-    }
+    push_props(&mut pre, &spec.preprocess_props);
     let _ = writeln!(text, "{pre}");
     for head in 1..=spec.classifiers.max(1) {
         let mut classify = format!(
@@ -97,9 +95,7 @@ pub fn description(spec: &RunSpec) -> String {
             let threads = (cores / spec.workers).max(1);
             let _ = write!(classify, " workers={} ort-threads={threads}", spec.workers);
         }
-        if !spec.classify_props.trim().is_empty() {
-            let _ = write!(classify, " {}", spec.classify_props.trim());
-        }
+        push_props(&mut classify, &spec.classify_props);
         let _ = writeln!(text, "{classify}");
     }
     let _ = write!(text, "  ! {SINK}");

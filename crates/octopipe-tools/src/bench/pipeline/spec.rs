@@ -66,3 +66,13 @@ pub struct DetectBench {
     /// for a model cut to some classes, in place of `labels=coco`).
     pub props: String,
 }
+
+/// Append the more properties a user gave a stage (`--detector-props`, `--preprocess-props`,
+/// `--classify-props`) to its line of the description, as written; nothing when they are blank.
+pub(super) fn push_props(line: &mut String, props: &str) {
+    let props = props.trim();
+    if !props.is_empty() {
+        line.push(' ');
+        line.push_str(props);
+    }
+}
