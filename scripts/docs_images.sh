@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the pictures in docs/ (shown in README "Seeing what happens") from the synthetic demo:
+# Regenerate the pictures in docs/ (shown in docs/guide.md, "Seeing what happens") from the synthetic demo:
 # the latency plot of the live 30 fps demo, one annotated frame (a crop of it, to stay small) and
 # the crop mosaic. Nothing here comes from the shared VisDrone data.
 set -euo pipefail
