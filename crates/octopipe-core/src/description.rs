@@ -137,6 +137,23 @@ impl Description {
     }
 }
 
+/// The most characters of a line an error's excerpt shows, and of them the most before the
+/// place it points at.
+const EXCERPT_WIDTH: usize = 160;
+const EXCERPT_BEFORE: usize = 40;
+
+/// The most characters of a word (a stage's name, a value) a message shows.
+pub const SHOWN_WORD: usize = 64;
+
+/// `word` as a message shows it: whole when at most [`SHOWN_WORD`] characters, else its
+/// start and its length in bytes.
+pub fn shown_word(word: &str) -> std::borrow::Cow<'_, str> {
+    match word.char_indices().nth(SHOWN_WORD) {
+        None => std::borrow::Cow::Borrowed(word),
+        Some((at, _)) => format!("{}... ({} bytes)", &word[..at], word.len()).into(),
+    }
+}
+
 /// An error at `span` of `text` (from `origin`): [`Description::error`] for a description not
 /// made yet (the parser's own errors).
 #[doc(hidden)]
@@ -155,11 +172,34 @@ pub fn error_at(origin: &str, text: &str, span: Span, message: String) -> Descri
     while !text.is_char_boundary(end) {
         end += 1;
     }
-    let width = text[start..end].chars().count().max(1);
+    // A long line is shown as a window around the span, so that an error's size does not
+    // grow with what it points at (a megabyte-long word).
+    let long = text[line_start..line_end]
+        .chars()
+        .nth(EXCERPT_WIDTH)
+        .is_some();
+    let from = match long {
+        false => line_start,
+        true => text[line_start..start]
+            .char_indices()
+            .rev()
+            .nth(EXCERPT_BEFORE - 1)
+            .map_or(line_start, |(i, _)| line_start + i),
+    };
+    let to = text[from..line_end]
+        .char_indices()
+        .nth(EXCERPT_WIDTH)
+        .map_or(line_end, |(i, _)| from + i);
+    let (open, close) = (
+        if from > line_start { "..." } else { "" },
+        if to < line_end { "..." } else { "" },
+    );
+    let indent = open.len() + text[from..start].chars().count();
+    let width = text[start..end.min(to).max(start)].chars().count().max(1);
     let excerpt = format!(
-        "  {}\n  {}{}",
-        &text[line_start..line_end],
-        " ".repeat(column - 1),
+        "  {open}{}{close}\n  {}{}",
+        &text[from..to],
+        " ".repeat(indent),
         "^".repeat(width)
     );
     DescribeError {
@@ -172,11 +212,22 @@ pub fn error_at(origin: &str, text: &str, span: Span, message: String) -> Descri
 }
 
 /// The candidate closest to `word` by edit distance, if it is close enough to be a likely typo.
+/// A candidate whose length alone puts it too far (the distance is at least the difference
+/// in length) is not measured: a megabyte-long word costs one pass over it, not a distance
+/// to every candidate.
 pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    // Only a word at most MAX_HINTED characters long can be near a candidate of one.
+    const MAX_HINTED: usize = 256;
+    let len = word.chars().take(MAX_HINTED + 1).count();
+    if len > MAX_HINTED {
+        return None;
+    }
+    let allowed = |c: &str| (c.len().max(word.len()) / 3).max(1);
     candidates
         .into_iter()
+        .filter(|c| c.chars().count().abs_diff(len) <= allowed(c))
         .map(|c| (edit_distance(word, c), c))
-        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
+        .filter(|(d, c)| *d <= allowed(c))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }

@@ -1,19 +1,25 @@
 //! Credentials in URIs never leave the process: `rtsp://admin:secret@cam/stream` is shown as
-//! `rtsp://***@cam/stream`, and `srt://h:9000?passphrase=s3cret&latency=80` as
-//! `srt://h:9000?passphrase=***&latency=80`, wherever octopipe names a source (`GET /streams`,
-//! logs, errors, the report, the frames' `source`). Only the GStreamer pipeline itself gets the
-//! URI as written.
+//! `rtsp://***@cam/stream`, `rtsp://cam/admin:secret@stream` as `rtsp://cam/***@stream`, and
+//! `srt://h:9000?passphrase=s3cret&latency=80` as `srt://h:9000?passphrase=***&latency=80`
+//! (a parameter's name is matched after percent-decoding: `pass%70hrase=` is hidden too),
+//! wherever octopipe names a source (`GET /streams`, logs, errors, the report, the frames'
+//! `source`). Only the GStreamer pipeline itself gets the URI as written. [`shown`] also
+//! escapes control characters, so that a value written in a log line or a report stays on
+//! its line (a newline in a location cannot forge a line of its own).
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 
 /// What stands in for the user information of a URI.
 pub const HIDDEN: &str = "***";
 
-/// `text` with the user information (`user:password@`) of every URI in it, and the values of
-/// its query's secret parameters ([`is_secret`]: `password=`, `passphrase=`, `token=`, ...),
-/// replaced by [`HIDDEN`]. A URI is `scheme://authority...`; its authority ends at `/`, `?`,
-/// `#`, white space or a quote, and its user information is what comes before the authority's
-/// last `@`; its query parameters follow `?`, `&` or `;` until white space or a quote.
+/// `text` with the user information (`user:password@`) of every URI in it, credentials in its
+/// path (`/user:password@`), and the values of its query's secret parameters ([`is_secret`]:
+/// `password=`, `passphrase=`, `token=`, `jwt=`, `session=`, ...), replaced by [`HIDDEN`]. A
+/// URI is `scheme://authority...`; its authority ends at `/`, `?`, `#`, white space or a
+/// quote, and its user information is what comes before the authority's last `@`; a path
+/// segment holding `:` before `@` is credentials up to its last `@`; its query parameters
+/// follow `?`, `&` or `;` until white space or a quote.
 pub fn credentials(text: &str) -> Cow<'_, str> {
     match user_information(text) {
         Cow::Borrowed(b) => query_secrets(b),
@@ -21,36 +27,97 @@ pub fn credentials(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// `text` as octopipe shows a value a user gave (in a log line, a report, an answer):
+/// [`credentials`] hidden and control characters escaped ([`controls`]).
+pub fn shown(text: &str) -> Cow<'_, str> {
+    match credentials(text) {
+        Cow::Borrowed(b) => controls(b),
+        Cow::Owned(o) => Cow::Owned(controls(&o).into_owned()),
+    }
+}
+
+/// `text` with every control character escaped: `\n`, `\r`, `\t`, and others (C0, DEL, C1,
+/// the terminal's ESC among them) as `\u{..}`. What is left is one line with no terminal
+/// control sequence.
+pub fn controls(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// Whether a URI query parameter named `name` holds a secret: a password, passphrase, token,
-/// secret, key or signature by its name (case-insensitive).
+/// secret, key, signature, session or credential by its name (case-insensitive, after
+/// percent-decoding: `pass%77ord` is `password`).
 pub fn is_secret(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    const EXACT: &[&str] = &[
-        "pass",
-        "pwd",
-        "key",
+    let name = percent_decoded(name).to_ascii_lowercase();
+    // Whole names, or the last word of a name (`x-api-key`, `aws_sig`).
+    const WORDS: &[&str] = &[
+        "pass", "pwd", "key", "sig", "sid", "auth", "jwt", "code", "streamid", "cookie",
+    ];
+    // Anywhere in a name.
+    const PARTS: &[&str] = &[
+        "password",
+        "passwd",
+        "passphrase",
+        "token",
+        "secret",
+        "signature",
+        "session",
+        "credential",
         "apikey",
         "api_key",
-        "auth",
-        "sig",
-        "signature",
-        "credential",
-        "credentials",
-        "authorization",
+        "api-key",
         "access_key",
-        "streamid",
+        "private",
+        "authori",
+        "jwt",
     ];
-    EXACT.contains(&name.as_str())
-        || [
-            "password",
-            "passwd",
-            "passphrase",
-            "token",
-            "secret",
-            "signature",
-        ]
-        .iter()
-        .any(|w| name.contains(w))
+    let last = name.rsplit(['-', '_', '.']).next().unwrap_or(&name);
+    WORDS.contains(&name.as_str())
+        || WORDS.contains(&last)
+        || PARTS.iter().any(|w| name.contains(w))
+}
+
+/// `name` with its `%XX` escapes decoded (as a URI's query is read); an escape that is not
+/// one (`%zz`, a lone `%`) is kept as written, bytes that are not UTF-8 shown as U+FFFD.
+fn percent_decoded(name: &str) -> Cow<'_, str> {
+    if !name.contains('%') {
+        return Cow::Borrowed(name);
+    }
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).and_then(|b| hex(*b)),
+            bytes.get(i + 2).and_then(|b| hex(*b)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// `text` with the values of URIs' secret query parameters hidden (one pass: a parameter is a
@@ -124,9 +191,37 @@ fn user_information(text: &str) -> Cow<'_, str> {
             None => out.push_str(authority),
         }
         rest = &tail[end..];
+        // The path, up to its query, its end or the next URI: `/user:password@` in a segment.
+        let path_end = rest
+            .find(|c: char| matches!(c, '?' | '#' | '"' | '\'' | '<' | '>') || c.is_whitespace())
+            .unwrap_or(rest.len());
+        let path_end = rest[..path_end].find("://").map_or(path_end, |uri| {
+            // The next URI's scheme stays to be read with it.
+            rest[..uri]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+                .map_or(0, |i| i + 1)
+        });
+        out.push_str(&path_credentials(&rest[..path_end]));
+        rest = &rest[path_end..];
     }
     out.push_str(rest);
     Cow::Owned(out)
+}
+
+/// A URI's `path` with each segment that holds credentials (`user:password@rest`: a `:`
+/// before the segment's last `@`) shown as `***@rest`.
+fn path_credentials(path: &str) -> Cow<'_, str> {
+    if !path.contains('@') {
+        return Cow::Borrowed(path);
+    }
+    let segments: Vec<String> = path
+        .split('/')
+        .map(|seg| match seg.rfind('@') {
+            Some(at) if seg[..at].contains(':') => format!("{HIDDEN}{}", &seg[at..]),
+            _ => seg.to_string(),
+        })
+        .collect();
+    Cow::Owned(segments.join("/"))
 }
 
 #[cfg(test)]
@@ -172,10 +267,39 @@ mod tests {
             ("no uri?password=x", "no uri?password=x"),
             ("a ?token=x b", "a ?token=x b"),
             ("é rtsp://h/é?token=é&b=é", "é rtsp://h/é?token=***&b=é"),
+            (
+                "https://h/x?jwt=eyJ.a.b&session=s1&SessionId=s2&x-api-key=k&n=1",
+                "https://h/x?jwt=***&session=***&SessionId=***&x-api-key=***&n=1",
+            ),
+            (
+                "srt://h:9?pass%70hrase=p&%74oken=t&access%5Ftoken=a&latency=80",
+                "srt://h:9?pass%70hrase=***&%74oken=***&access%5Ftoken=***&latency=80",
+            ),
+            (
+                "rtsp://cam:554/admin:hunter2@stream/1?x=1",
+                "rtsp://cam:554/***@stream/1?x=1",
+            ),
+            (
+                "http://proxy/a:b@c/http://u:p@cam/s",
+                "http://proxy/***@c/http://***@cam/s",
+            ),
+            ("rtsp://h//u:p@cam/s", "rtsp://h//***@cam/s"),
+            ("rtsp://h/a@b:c", "rtsp://h/a@b:c"),
         ];
         for (text, want) in cases {
             assert_eq!(credentials(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let text = "rtsp://u:p@h/a\nb\r\tc\u{1b}[31md\u{85}e\u{7f}";
+        assert_eq!(
+            shown(text),
+            "rtsp://***@h/a\\nb\\r\\tc\\u{1b}[31md\\u{85}e\\u{7f}"
+        );
+        assert!(matches!(shown("plain é"), Cow::Borrowed("plain é")));
+        assert!(!shown("x\ny").contains('\n'));
     }
 
     proptest::proptest! {

@@ -3,12 +3,12 @@
 
 use std::fmt;
 
-use crate::description::{closest, DescribeError, Description, StageDesc};
+use crate::description::{closest, shown_word, DescribeError, Description, StageDesc};
 use crate::stage::element::Element;
 use crate::stage::role::Role;
 
 use super::parse::{parse_bool, parse_floats3, parse_size};
-use super::spec::{PropSpec, PropType};
+use super::spec::{in_float_bounds, PropSpec, PropType, MAX_FLOAT, MIN_FLOAT};
 use super::value::PropValue;
 
 /// One stage's properties as written, checked against its declaration; values by type.
@@ -71,11 +71,12 @@ impl<'a> Props<'a> {
                 return Err(self.desc.error(
                     p.value_span,
                     format!(
-                        "{}: {} must be {}, found '{}'",
+                        "{}: {} must be {}{}, found '{}'",
                         self.decl.name,
                         p.key,
                         spec.ty.expected(),
-                        p.value
+                        float_bounds_note(spec.ty, &p.value),
+                        shown_word(&p.value)
                     ),
                 ));
             }
@@ -314,5 +315,19 @@ impl StageDecl {
         let props = Props::new(&desc, &desc.stages[0], self);
         props.check()?;
         (self.make)(&props)
+    }
+}
+
+/// Why a number in a property's own range was refused all the same: it is not finite, or past
+/// the sizes any property takes ([`MAX_FLOAT`], [`MIN_FLOAT`]); empty otherwise.
+fn float_bounds_note(ty: PropType, value: &str) -> String {
+    let numbers: Vec<Option<f64>> = match ty {
+        PropType::Float { .. } => vec![value.trim().parse().ok()],
+        PropType::Floats3 { .. } => value.split(',').map(|v| v.trim().parse().ok()).collect(),
+        _ => return String::new(),
+    };
+    match numbers.iter().flatten().any(|x| !in_float_bounds(*x)) {
+        true => format!(" (a finite number, 0 or from {MIN_FLOAT:e} to {MAX_FLOAT:e} in size)"),
+        false => String::new(),
     }
 }

@@ -2,6 +2,20 @@
 
 use super::parse::{parse_bool, parse_floats3, parse_size, BOOL_SPELLINGS};
 
+/// The largest size of a number any property takes (`1e11`: seconds are three thousand years,
+/// milliseconds three years): past it, or below [`MIN_FLOAT`] and not 0, a value is refused
+/// whatever the property's own range, so that no number becomes a `Duration`, a count or a
+/// product that overflows (`timeout=1e300`, `framerate=1e-300`: a period of 1e300 s).
+pub const MAX_FLOAT: f64 = 1e11;
+/// The smallest size of a number other than 0 any property takes.
+pub const MIN_FLOAT: f64 = 1e-9;
+
+/// Whether `x` is a number a property may take at all: finite, 0 or between [`MIN_FLOAT`] and
+/// [`MAX_FLOAT`] in size.
+pub fn in_float_bounds(x: f64) -> bool {
+    x.is_finite() && (x == 0.0 || (MIN_FLOAT..=MAX_FLOAT).contains(&x.abs()))
+}
+
 /// A property's type, with its range.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PropType {
@@ -122,16 +136,17 @@ impl PropType {
     pub fn accepts(&self, v: &str) -> bool {
         match *self {
             PropType::Int { min, max } => v.parse::<i64>().is_ok_and(|n| n >= min && n <= max),
-            PropType::Float { min, max, open_min } => v
-                .parse::<f64>()
-                .is_ok_and(|x| x.is_finite() && x <= max && (x > min || (!open_min && x == min))),
+            PropType::Float { min, max, open_min } => v.parse::<f64>().is_ok_and(|x| {
+                in_float_bounds(x) && x <= max && (x > min || (!open_min && x == min))
+            }),
             PropType::Bool => parse_bool(v).is_some(),
             PropType::Str | PropType::Path | PropType::List => true,
             PropType::Choice(c) => c.contains(&v),
             PropType::Size { max } => parse_size(v).is_some_and(|(w, h)| w <= max && h <= max),
-            PropType::Floats3 { positive } => {
-                parse_floats3(v).is_some_and(|f| !positive || f.iter().all(|x| *x > 0.0))
-            }
+            PropType::Floats3 { positive } => parse_floats3(v).is_some_and(|f| {
+                f.iter()
+                    .all(|x| in_float_bounds(f64::from(*x)) && (!positive || *x > 0.0))
+            }),
             PropType::Ints { max } => {
                 v.is_empty()
                     || v.split(',').all(|x| {
