@@ -26,6 +26,11 @@ pub const MAX_MESSAGE: usize = 1 << 20;
 /// and goes would start a spell of drops several times a second).
 pub const DROP_WARN_EVERY: Duration = Duration::from_secs(10);
 
+/// The longest a stopped run's broker sink waits for its messages to be delivered: well within
+/// the default stop grace (1 s), so that its delivery line is in the report of every stop (a
+/// SIGTERM with no broker too).
+pub const STOPPED_FLUSH: Duration = Duration::from_millis(300);
+
 /// The properties every broker sink shares, declared once: `per`, `buffer`, `flush-timeout`
 /// ([`Sending`] is what they set).
 #[derive(Debug, Clone, Copy, PartialEq, Properties)]
@@ -87,6 +92,10 @@ pub struct BrokerSink<T: Transport> {
     /// Until closed.
     transport: Option<T>,
     tally: Tally,
+    /// Set when the run is stopped (a signal, a stop request): the flush then waits at most
+    /// [`STOPPED_FLUSH`], so that the sink closes, and its delivery line is in the report,
+    /// within the run's stop grace.
+    stopped: Arc<std::sync::atomic::AtomicBool>,
     /// Dropping messages since the last one the buffer took (warned once per spell).
     dropping: bool,
     /// When the warning about drops was last given ([`DROP_WARN_EVERY`]).
@@ -113,9 +122,16 @@ impl<T: Transport> BrokerSink<T> {
             backlog,
             transport: Some(transport),
             tally,
+            stopped: Arc::default(),
             dropping: false,
             warned: None,
         }
+    }
+
+    /// Close quickly once `stopped` is set (the stage's `OpenContext::stopped_early`).
+    pub fn stopped_by(mut self, stopped: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.stopped = stopped;
+        self
     }
 
     fn error(&self, reason: String) -> SinkError {
@@ -169,7 +185,11 @@ impl<T: Transport> BrokerSink<T> {
         let Some(mut transport) = self.transport.take() else {
             return Ok(());
         };
-        let deadline = Instant::now() + self.sending.flush_timeout;
+        let mut flush = self.sending.flush_timeout;
+        if self.stopped.load(Ordering::SeqCst) {
+            flush = flush.min(STOPPED_FLUSH);
+        }
+        let deadline = Instant::now() + flush;
         while self.delivery.outstanding() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }

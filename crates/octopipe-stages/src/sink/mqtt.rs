@@ -288,7 +288,8 @@ impl MqttConfig {
 
 impl Element for MqttConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::stage(Box::new(start(*self, ctx.tally.clone())?)))
+        let sink = start(*self, ctx.tally.clone())?.stopped_by(ctx.stopped_early.clone());
+        Ok(Running::stage(Box::new(sink)))
     }
 }
 

@@ -53,6 +53,10 @@ pub(crate) const REPLACE_HINT: &str =
 /// Create the file `path` for writing: a new file, or with `overwrite` an existing one emptied.
 /// An existing file without `overwrite` is an error naming it. What is not a regular file
 /// (`/dev/null`, a FIFO, a terminal) holds no earlier output: it is opened as it is.
+///
+/// A regular file is taken with an advisory lock (`flock`, exclusive) held as long as the file
+/// returned is open: a file another process holds (a running station's output) is refused,
+/// `overwrite` or not, before anything of it is emptied.
 pub fn create_file(path: &Path, overwrite: bool) -> Result<File, SinkError> {
     let err = |reason: String| SinkError::io(path.display().to_string(), reason);
     let mut open = std::fs::OpenOptions::new();
@@ -60,15 +64,37 @@ pub fn create_file(path: &Path, overwrite: bool) -> Result<File, SinkError> {
     let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
     match (special, overwrite) {
         (true, _) => &mut open,
-        (false, true) => open.create(true).truncate(true),
+        // Emptied once locked, not at the open.
+        (false, true) => open.create(true).truncate(false),
         (false, false) => open.create_new(true),
     };
-    open.open(path).map_err(|e| match e.kind() {
+    let file = open.open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::AlreadyExists => err(format!(
             "exists already: give a new name, or {REPLACE_HINT} (nothing was written)"
         )),
         _ => err(format!("cannot create: {e}")).caused_by(e),
-    })
+    })?;
+    if special {
+        return Ok(file);
+    }
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(err(
+                "is being written by another running process (it holds the file's lock): \
+                 give another name, or stop that process first (nothing was written)"
+                    .into(),
+            ))
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(err(format!("cannot lock: {e}")).caused_by(e))
+        }
+    }
+    if overwrite {
+        file.set_len(0)
+            .map_err(|e| err(format!("cannot empty it to overwrite it: {e}")).caused_by(e))?;
+    }
+    Ok(file)
 }
 
 /// Refuse, before a run, outputs of the command line (`--plot`, `--mosaic`, `--report-file`,
@@ -214,6 +240,30 @@ mod tests {
         let io = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
         assert_eq!(io.map(|e| e.kind()), Some(std::io::ErrorKind::NotFound));
         assert!(e.downcast_ref::<SinkError>().is_some());
+    }
+
+    #[test]
+    fn a_file_held_by_a_writer_is_refused_even_when_overwriting() {
+        let dir = std::env::temp_dir().join(format!("octopipe-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("held.jsonl");
+        let _ = std::fs::remove_file(&path);
+        let mut held = create_file(&path, false).unwrap();
+        held.write_all(b"{}\n").unwrap();
+        let e = create_file(&path, true).unwrap_err().to_string();
+        assert!(
+            e.contains("held.jsonl: is being written by another running process"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}\n", "nothing emptied");
+        drop(held);
+        create_file(&path, true).expect("free once its writer closed it");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            0,
+            "emptied to overwrite"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -179,7 +179,8 @@ impl ZenohConfig {
 
 impl Element for ZenohConfig {
     fn open(self: Box<Self>, ctx: &mut OpenContext) -> Result<Running, Error> {
-        Ok(Running::stage(Box::new(start(*self, ctx.tally.clone())?)))
+        let sink = start(*self, ctx.tally.clone())?.stopped_by(ctx.stopped_early.clone());
+        Ok(Running::stage(Box::new(sink)))
     }
 }
 
