@@ -11,6 +11,7 @@
 //! exactly as the CPU backend samples them ([`frame_to_rgb`]); drawing and encoding happen on a
 //! thread of their own, which the collector waits for when it falls 4 frames behind (so writing
 //! every frame can cost a slow machine its real-time budget).
+mod canvas;
 mod draw;
 mod mosaic;
 mod mp4;
@@ -30,6 +31,7 @@ use octopipe_stages::preprocess::cpu::frame_to_rgb;
 
 use crate::errors::ObserveError;
 
+pub use canvas::{Canvas, FrameCanvas};
 pub(crate) use draw::save_png;
 pub use draw::{draw_box, draw_text, text_width, GLYPH};
 pub use mosaic::Mosaic;
@@ -45,6 +47,51 @@ const PALETTE: [[u8; 3]; 6] = [
     [160, 110, 255],
 ];
 
+/// What is drawn of each object, and how thick: `octopipe run --annotate` draws everything at
+/// the frame's own scale ([`Style::default`]); the GStreamer overlay sets each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    /// The class name in the caption.
+    pub labels: bool,
+    /// The score in the caption.
+    pub scores: bool,
+    /// The track id (`#id`) in the caption.
+    pub tracks: bool,
+    /// The box's line width in pixels (0: by the frame's width, 2 under 1600 pixels, else 3).
+    pub line_width: u32,
+    /// The caption's font scale, 8 pixels a glyph at 1 (0: by the frame's width, 1 under 1600
+    /// pixels, else 2).
+    pub font_scale: u32,
+}
+
+impl Default for Style {
+    fn default() -> Self {
+        Style {
+            labels: true,
+            scores: true,
+            tracks: true,
+            line_width: 0,
+            font_scale: 0,
+        }
+    }
+}
+
+impl Style {
+    /// The font scale and line width on a frame `width` pixels wide.
+    fn scales(&self, width: u32) -> (u32, u32) {
+        let scale = if width >= 1600 { 2 } else { 1 };
+        let font = match self.font_scale {
+            0 => scale,
+            s => s,
+        };
+        let line = match self.line_width {
+            0 => scale + 1,
+            w => w,
+        };
+        (font, line)
+    }
+}
+
 /// One object to draw: box, colour and its caption.
 struct Mark {
     bbox: [u32; 4],
@@ -55,29 +102,68 @@ struct Mark {
 impl Mark {
     /// How a box is drawn: coloured by its class, captioned `label score`: the classifier's,
     /// else the box source's (a detector's class and score, an annotation's category), `?`
-    /// when neither names it; and `#id` first when it has a track.
-    fn of(d: &Detection) -> Mark {
-        let (class, caption) = match (&d.classification, &d.label) {
-            (Some(c), _) => (
-                c.best.class_id,
-                format!("{} {:.2}", c.best.label, c.best.score),
-            ),
+    /// when neither names it; and `#id` first when it has a track. `style` leaves parts out.
+    fn of(d: &Detection, style: &Style) -> Mark {
+        let (class, label, score) = match (&d.classification, &d.label) {
+            (Some(c), _) => (c.best.class_id, Some(&*c.best.label), Some(c.best.score)),
             (None, Some(label)) => (
                 d.class_id.unwrap_or(u32::MAX),
-                format!("{label} {:.2}", d.score),
+                Some(&**label),
+                Some(d.score),
             ),
-            (None, None) => (u32::MAX, "?".into()),
+            (None, None) => (u32::MAX, None, None),
         };
-        let caption = match d.track {
-            Some(id) => format!("#{id} {caption}"),
-            None => caption,
-        };
+        let mut parts = Vec::new();
+        if let (Some(id), true) = (d.track, style.tracks) {
+            parts.push(format!("#{id}"));
+        }
+        if style.labels {
+            parts.push(label.unwrap_or("?").to_string());
+        }
+        if let (Some(score), true) = (score, style.scores) {
+            parts.push(format!("{score:.2}"));
+        }
         Mark {
             bbox: d.bbox,
             color: PALETTE[class as usize % PALETTE.len()],
-            caption,
+            caption: parts.join(" "),
         }
     }
+}
+
+/// Draw `marks` on `canvas`: every box, then every caption (over the boxes), above its box or,
+/// at the top of the picture, below it.
+fn draw_marks<C: Canvas + ?Sized>(canvas: &mut C, marks: &[Mark], style: &Style) {
+    let (font, line) = style.scales(canvas.size().0);
+    for m in marks {
+        draw_box(canvas, m.bbox, m.color, line);
+    }
+    for m in marks.iter().filter(|m| !m.caption.is_empty()) {
+        let th = (GLYPH * font) as i64;
+        let above = m.bbox[1] as i64 - th;
+        let y = if above >= 0 {
+            above
+        } else {
+            (m.bbox[1] + m.bbox[3]) as i64
+        };
+        draw_text(
+            canvas,
+            m.bbox[0] as i64,
+            y,
+            &m.caption,
+            [0, 0, 0],
+            font,
+            Some(m.color),
+        );
+    }
+}
+
+/// Draw `detections` on `canvas` as `octopipe run --annotate` draws them (box colours by class,
+/// captions `#track label score`), what `style` asks: an RGB image, or a frame in place in its
+/// own format ([`FrameCanvas`]).
+pub fn draw_objects<C: Canvas + ?Sized>(canvas: &mut C, detections: &[Detection], style: &Style) {
+    let marks: Vec<Mark> = detections.iter().map(|d| Mark::of(d, style)).collect();
+    draw_marks(canvas, &marks, style);
 }
 
 /// One frame to draw, with a copy of its planes.
@@ -105,28 +191,9 @@ impl Job {
         frame.pts = Some(self.pts);
         let rgb = frame_to_rgb(&frame)?;
         let mut img = RgbImage::from_raw(self.layout.width, self.layout.height, rgb)?;
-        let scale = if self.layout.width >= 1600 { 2 } else { 1 };
-        for m in &self.marks {
-            draw_box(&mut img, m.bbox, m.color, scale + 1);
-        }
-        for m in &self.marks {
-            let th = (GLYPH * scale) as i64;
-            let above = m.bbox[1] as i64 - th;
-            let y = if above >= 0 {
-                above
-            } else {
-                (m.bbox[1] + m.bbox[3]) as i64
-            };
-            draw_text(
-                &mut img,
-                m.bbox[0] as i64,
-                y,
-                &m.caption,
-                [0, 0, 0],
-                scale,
-                Some(m.color),
-            );
-        }
+        let style = Style::default();
+        draw_marks(&mut img, &self.marks, &style);
+        let (scale, _) = style.scales(self.layout.width);
         let head = format!(
             "stream {} frame {} ({} objects)",
             self.stream,
@@ -266,7 +333,11 @@ impl Observer for Annotator {
                 continue;
             }
             // Every box of the frame, reused labels included; a tracked box shows `#id`.
-            let marks = f.detections.iter().map(Mark::of).collect();
+            let marks = f
+                .detections
+                .iter()
+                .map(|d| Mark::of(d, &Style::default()))
+                .collect();
             let job = Job {
                 stream: f.stream,
                 seq: f.seq,
@@ -361,7 +432,8 @@ mod tests {
             classification: Some(car.clone()),
             ..Detection::new([1, 2, 30, 20])
         };
-        let m = Mark::of(&tracked);
+        let all = Style::default();
+        let m = Mark::of(&tracked, &all);
         assert_eq!(
             (m.caption.as_str(), m.color, m.bbox),
             ("#12 car 0.90", PALETTE[2], [1, 2, 30, 20])
@@ -370,7 +442,7 @@ mod tests {
             track: None,
             ..tracked.clone()
         };
-        assert_eq!(Mark::of(&untracked).caption, "car 0.90");
+        assert_eq!(Mark::of(&untracked, &all).caption, "car 0.90");
         // Not classified: the box source's class and score (a detector's, an annotation's).
         let detected = Detection {
             classification: None,
@@ -379,7 +451,7 @@ mod tests {
             score: 0.42,
             ..tracked.clone()
         };
-        let m = Mark::of(&detected);
+        let m = Mark::of(&detected, &all);
         assert_eq!(
             (m.caption.as_str(), m.color),
             ("#12 vehicle 0.42", PALETTE[4])
@@ -389,6 +461,18 @@ mod tests {
             label: None,
             ..tracked
         };
-        assert_eq!(Mark::of(&unlabelled).caption, "#12 ?");
+        assert_eq!(Mark::of(&unlabelled, &all).caption, "#12 ?");
+        // The overlay's choices leave parts out.
+        let ids_only = Style {
+            labels: false,
+            scores: false,
+            ..all
+        };
+        assert_eq!(Mark::of(&detected, &ids_only).caption, "#12");
+        let no_ids = Style {
+            tracks: false,
+            ..all
+        };
+        assert_eq!(Mark::of(&detected, &no_ids).caption, "vehicle 0.42");
     }
 }

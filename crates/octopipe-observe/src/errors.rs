@@ -41,6 +41,14 @@ pub enum ObserveError {
         /// The Debian package that has it.
         package: &'static str,
     },
+    /// A frame cannot be drawn on in place (its format, or planes too small for it).
+    #[error("cannot draw on a {format} frame: {reason}")]
+    Canvas {
+        /// The frame's format.
+        format: octopipe_core::frame::PixelFormat,
+        /// Why.
+        reason: String,
+    },
     /// The MP4 pipeline cannot be built or started, or failed.
     #[error("{what}{}", source.as_ref().map(|s| format!(": {s}")).unwrap_or_default())]
     Mp4 {
@@ -75,6 +83,7 @@ impl octopipe_core::error::Kind for ObserveError {
                 ErrorKind::Io
             }
             ObserveError::Gst(_) | ObserveError::MissingElement { .. } => ErrorKind::Unavailable,
+            ObserveError::Canvas { .. } => ErrorKind::Input,
             ObserveError::Thread(_) | ObserveError::Panicked | ObserveError::Mp4 { .. } => {
                 ErrorKind::Internal
             }

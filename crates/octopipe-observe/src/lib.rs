@@ -29,7 +29,10 @@ mod progress;
 mod units;
 
 pub use annotate::Mp4Encoder;
-pub use annotate::{draw_box, draw_text, text_width, AnnotateTarget, Annotator, Mosaic, GLYPH};
+pub use annotate::{
+    draw_box, draw_objects, draw_text, text_width, AnnotateTarget, Annotator, Canvas, FrameCanvas,
+    Mosaic, Style, GLYPH,
+};
 pub use energy::Energy;
 pub use errors::ObserveError;
 pub use octopipe_core::budget::GapCounter;

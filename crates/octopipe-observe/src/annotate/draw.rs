@@ -1,9 +1,11 @@
-//! Drawing on an RGB image: text in the built-in 8x8 font, box outlines, and saving it as PNG.
+//! Drawing on a [`Canvas`] (an RGB image, or a frame in place): text in the built-in 8x8 font,
+//! box outlines; and saving an RGB image as PNG.
 
 use std::path::Path;
 
-use image::{Rgb, RgbImage};
+use image::RgbImage;
 
+use super::canvas::Canvas;
 use crate::errors::ObserveError;
 
 /// Glyph cell of the built-in font, in pixels at scale 1.
@@ -17,8 +19,8 @@ pub fn text_width(text: &str, scale: u32) -> u32 {
 /// Draw `text` with its top-left corner at (`x`, `y`) in `color`, each font pixel `scale` pixels
 /// wide, over a `background` rectangle when given. Non-ASCII characters draw as `?`; whatever
 /// falls outside the image is clipped.
-pub fn draw_text(
-    img: &mut RgbImage,
+pub fn draw_text<C: Canvas + ?Sized>(
+    img: &mut C,
     x: i64,
     y: i64,
     text: &str,
@@ -29,7 +31,7 @@ pub fn draw_text(
     let scale = scale.max(1) as i64;
     if let Some(bg) = background {
         let w = text_width(text, scale as u32) as i64;
-        fill_rect(img, x, y, w, GLYPH as i64 * scale, bg);
+        img.fill_rect(x, y, w, GLYPH as i64 * scale, bg);
     }
     for (i, c) in text.chars().enumerate() {
         let glyph = font8x8::legacy::BASIC_LEGACY[if c.is_ascii() {
@@ -41,8 +43,7 @@ pub fn draw_text(
         for (row, bits) in glyph.iter().enumerate() {
             for col in 0..8 {
                 if bits & (1 << col) != 0 {
-                    fill_rect(
-                        img,
+                    img.fill_rect(
                         gx + col * scale,
                         y + row as i64 * scale,
                         scale,
@@ -55,24 +56,14 @@ pub fn draw_text(
     }
 }
 
-/// Fill the rectangle at (`x`, `y`) of `w`x`h`, clipped to the image.
-fn fill_rect(img: &mut RgbImage, x: i64, y: i64, w: i64, h: i64, color: [u8; 3]) {
-    let (iw, ih) = (img.width() as i64, img.height() as i64);
-    for py in y.max(0)..(y + h).min(ih) {
-        for px in x.max(0)..(x + w).min(iw) {
-            img.put_pixel(px as u32, py as u32, Rgb(color));
-        }
-    }
-}
-
 /// Draw the outline of box `[x, y, w, h]`, `thickness` pixels wide, inside the box.
-pub fn draw_box(img: &mut RgbImage, bbox: [u32; 4], color: [u8; 3], thickness: u32) {
+pub fn draw_box<C: Canvas + ?Sized>(img: &mut C, bbox: [u32; 4], color: [u8; 3], thickness: u32) {
     let [x, y, w, h] = bbox.map(i64::from);
     let t = (thickness as i64).min(w / 2).min(h / 2).max(1);
-    fill_rect(img, x, y, w, t, color);
-    fill_rect(img, x, y + h - t, w, t, color);
-    fill_rect(img, x, y, t, h, color);
-    fill_rect(img, x + w - t, y, t, h, color);
+    img.fill_rect(x, y, w, t, color);
+    img.fill_rect(x, y + h - t, w, t, color);
+    img.fill_rect(x, y, t, h, color);
+    img.fill_rect(x + w - t, y, t, h, color);
 }
 
 /// Write `img` as a PNG: fast compression for frame after frame, or the smallest file.
