@@ -223,6 +223,36 @@ pub(crate) enum BenchCommand {
     /// H.265 encoded from the clip, or of a folder's JPEG files (--images): fps, latency, CPU and
     /// GPU use per streams x decoder x ep, against the decoder alone.
     Pipeline(Box<PipelineArgs>),
+    /// The decoders alone on N streams of the clip encoded as H.264 or H.265: when each stream's
+    /// first frame came (the start) and the frames per second while every stream decoded (the
+    /// steady state), per way of starting the streams.
+    Decode {
+        /// The clip folder; default $OCTOPIPE_DATA/visdrone/clip-9999999.
+        #[arg(long)]
+        clip: Option<PathBuf>,
+        /// Stream counts (comma-separated).
+        #[arg(long, default_value = "1,16", value_delimiter = ',')]
+        streams: Vec<usize>,
+        /// Decoders: cpu, nvdec, auto (comma-separated).
+        #[arg(long, default_value = "nvdec", value_delimiter = ',')]
+        decoder: Vec<String>,
+        /// Codecs: h264, h265 (comma-separated).
+        #[arg(long, default_value = "h264", value_delimiter = ',')]
+        codec: Vec<String>,
+        /// Ways of starting: one-pipeline, serial, threads, threads-own-context
+        /// (comma-separated).
+        #[arg(long, default_value = "one-pipeline,threads", value_delimiter = ',')]
+        start: Vec<String>,
+        /// Seconds of video a stream.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// The videos' bitrate, kbit/s.
+        #[arg(long, default_value_t = octopipe_tools::bench::pipeline::BITRATE_KBPS)]
+        bitrate: u32,
+        /// GPUs the streams spread over (comma-separated; default GPU 0).
+        #[arg(long, value_delimiter = ',')]
+        devices: Vec<usize>,
+    },
 }
 
 /// `octopipe bench pipeline`.

@@ -65,6 +65,50 @@ pub(crate) fn bench_command(what: BenchCommand) -> Result<()> {
             print!("{}", bench::mot::track_table(&data)?);
         }
         BenchCommand::Pipeline(args) => bench_pipeline(*args)?,
+        BenchCommand::Decode {
+            clip,
+            streams,
+            decoder,
+            codec,
+            start,
+            seconds,
+            bitrate,
+            devices,
+        } => {
+            use bench::pipeline::{Codec, DecodeBenchOptions, DecodeStart};
+            let clip = clip
+                .or_else(|| data_dir().map(|d| d.join("visdrone/clip-9999999")))
+                .context("the clip is needed: --clip DIR or $OCTOPIPE_DATA")?;
+            let codecs = codec
+                .iter()
+                .map(|c| Codec::parse(c).with_context(|| format!("--codec {c}: give h264 or h265")))
+                .collect::<Result<_>>()?;
+            let starts = start
+                .iter()
+                .map(|s| {
+                    DecodeStart::parse(s).with_context(|| {
+                        format!("--start {s}: give one-pipeline, serial, threads or threads-own-context")
+                    })
+                })
+                .collect::<Result<_>>()?;
+            for d in &decoder {
+                if !["cpu", "nvdec", "auto"].contains(&d.as_str()) {
+                    bail!("--decoder {d}: give cpu, nvdec or auto");
+                }
+            }
+            let opts = DecodeBenchOptions {
+                streams,
+                decoders: decoder,
+                codecs,
+                bitrate,
+                starts,
+                seconds,
+                devices,
+                ..DecodeBenchOptions::new(clip)
+            };
+            let mut progress = |line: &str| eprintln!("{line}");
+            print!("{}", bench::pipeline::decode_bench(&opts, &mut progress)?);
+        }
         BenchCommand::Messages {
             clip,
             model,

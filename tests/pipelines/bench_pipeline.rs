@@ -82,10 +82,18 @@ fn every_frame_of_every_stream_is_counted_and_a_failing_combination_is_its_row()
         assert_eq!(row[3], "cpu", "preprocess on the CPU with ep=cpu: {table}");
         assert_eq!(row[4], (30 * streams).to_string(), "frames: {table}");
         assert_eq!(row[11], "0", "dropped: {table}");
-        // No note when every frame entered (but `decoder-bound` where the decoder is the limit).
+        // When every frame entered, the note names the stage that held the frames longest
+        // (and the share of the decoders' steady state where the decoder is the limit).
+        let notes: Vec<&str> = row[14].split("; ").collect();
         assert!(
-            row[14].is_empty() || row[14].starts_with("decoder-bound ("),
-            "no note when every frame entered: {table}"
+            notes
+                .iter()
+                .any(|n| n.starts_with("bound: ") && n.ends_with(" ms a frame)"))
+                && notes
+                    .iter()
+                    .all(|n| n.starts_with("bound: ")
+                        || n.ends_with("of the decoders' steady state")),
+            "only the bounding stage when every frame entered: {table}"
         );
         let fps: f64 = row[5].parse().unwrap();
         let p50: f64 = row[6].parse().unwrap();
@@ -313,9 +321,16 @@ fn two_classifiers_on_h265_with_the_decode_only_ceiling() {
         "{share} against {fps} / {ceiling}: {table}"
     );
     assert_eq!(
-        cell(&table, row, "note").contains("decoder-bound"),
+        cell(&table, row, "note").contains("of the decoders' steady state"),
         share >= 90.0,
         "{table}"
+    );
+    // The decoders' start is reported apart from their steady state.
+    assert!(
+        progress.iter().any(
+            |l| l.contains("in steady state") && l.contains("every stream's first frame after")
+        ),
+        "{progress:?}"
     );
     assert!(table.contains("decode-only fps = the same streams decoded by GStreamer alone"));
 }
@@ -377,4 +392,58 @@ fn image_streams_give_a_cpu_row_and_an_nvjpeg_row_in_one_run() {
             && table.contains("images location=${images} loop=1 decoder=cpu ! boxes format=det location=${annotations}"),
         "{table}"
     );
+}
+
+/// `octopipe bench decode` (issue 53): each way of starting the streams is its row, every frame
+/// of every stream counted, the start (each stream's first frame) apart from the steady state.
+#[test]
+fn the_decoders_alone_give_their_start_and_steady_state_per_way_of_starting() {
+    let _serial = common::serial();
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    if !common::element_or_skip("x264enc", "gstreamer1.0-plugins-ugly") {
+        return;
+    }
+    let mut opts = pipeline::DecodeBenchOptions::new(data.join("visdrone/clip-9999999"));
+    opts.seconds = 1.0;
+    opts.streams = vec![2];
+    opts.decoders = vec!["cpu".into()];
+    opts.starts = pipeline::DecodeStart::ALL.to_vec();
+    let mut progress = Vec::new();
+    let table = pipeline::decode_bench(&opts, &mut |l| progress.push(l.to_string()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rows: Vec<Vec<String>> = rows(&table)
+        .into_iter()
+        .filter(|r| r[0] != "codec")
+        .collect();
+    let starts: Vec<&str> = rows.iter().map(|r| &*r[3]).collect();
+    assert_eq!(
+        starts,
+        ["one-pipeline", "serial", "threads", "threads-own-context"],
+        "{table}"
+    );
+    for row in &rows {
+        assert_eq!(row[4], "60", "two streams of 30 frames: {table}");
+        let firsts: Vec<f64> = row[5].split(" / ").map(|v| v.parse().unwrap()).collect();
+        let wall: f64 = row[6].parse().unwrap();
+        assert!(
+            firsts.len() == 3
+                && firsts[0] <= firsts[1]
+                && firsts[1] <= firsts[2]
+                && firsts[2] < wall,
+            "{table}"
+        );
+        let wall_fps: f64 = row[7].parse().unwrap();
+        assert!(
+            (wall_fps - 60.0 / wall).abs() < 0.1 + 0.01 * wall_fps,
+            "{table}"
+        );
+        // Both streams decode at once for most of a run: a steady state is found.
+        let steady: f64 = row[8]
+            .parse()
+            .unwrap_or_else(|_| panic!("a steady state: {table}"));
+        assert!(steady > 0.0, "{table}");
+    }
+    assert!(progress.iter().any(|l| l.starts_with("encoding 30 frames")));
 }

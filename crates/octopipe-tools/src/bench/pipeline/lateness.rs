@@ -291,6 +291,18 @@ fn start_steps(r: &Record, t0: Instant, bound_us: u32, rows: usize) -> Vec<Step>
 }
 
 impl Lateness {
+    /// The stage that bounds the run: the one its frames spent the most time in (queued before
+    /// it and in it), with that time and every stage's together, ms a frame. A stage that holds
+    /// frames longest is the one the others wait for; a ratio to a decoder's figure says less
+    /// (its start may dominate it).
+    pub fn bound(&self) -> Option<(&str, f64, f64)> {
+        let total: f64 = self.stages.iter().map(|s| s.all_ms).sum();
+        self.stages
+            .iter()
+            .max_by(|a, b| a.all_ms.total_cmp(&b.all_ms))
+            .map(|s| (s.stage.as_str(), s.all_ms, total))
+    }
+
     /// When the frames came through, on one line.
     pub fn through(&self) -> String {
         let last: Vec<String> = self
@@ -423,5 +435,14 @@ mod tests {
         assert!(l.steps.iter().all(|s| s.late == 0), "{:?}", l.steps);
         assert_eq!(l.steps[0].stage, Some(("detect".into(), 10.0)));
         assert!(l.start().starts_with("by 250 ms from the first due frame"));
+        // detect holds a frame longest: (10 ms x 982 frames + 150 ms x 618) / 1600, of that
+        // plus 10 ms (media and jsonl) in all.
+        let (stage, ms, total) = l.bound().unwrap();
+        assert_eq!(stage, "detect");
+        assert!(
+            (ms - (10.0 * 982.0 + 150.0 * 618.0) / 1600.0).abs() < 1e-9,
+            "{ms}"
+        );
+        assert!((total - ms - 10.0).abs() < 1e-9, "{total}");
     }
 }

@@ -45,6 +45,7 @@
 
 mod compute;
 mod decode_only;
+mod decoders;
 mod detector;
 mod images;
 mod lateness;
@@ -58,7 +59,8 @@ mod usage;
 mod video;
 
 pub use compute::{default_backend, Compute};
-pub use decode_only::decode_only;
+pub use decode_only::{decode_only, DecodeOnly, DecodeStart};
+pub use decoders::{decode_bench, DecodeBenchOptions};
 pub use detector::{parse_line, DetectStats};
 pub use images::ImageStreams;
 pub use lateness::{Lateness, StageLateness};
