@@ -8,6 +8,7 @@ mod bounds_props;
 mod cli;
 mod describe;
 mod devices;
+mod docs;
 mod new_payload;
 mod new_stage;
 mod properties;
