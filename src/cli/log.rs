@@ -41,7 +41,11 @@ where
             _ => "note",
         };
         write!(writer, "octopipe: {level}: ")?;
-        ctx.field_format().format_fields(writer.by_ref(), event)?;
-        writeln!(writer)
+        // Values a user gave (a location, a stream's name) may hold line breaks or terminal
+        // escapes: each event is one line, its control characters escaped.
+        let mut fields = String::new();
+        let into = tracing_subscriber::fmt::format::Writer::new(&mut fields);
+        ctx.field_format().format_fields(into, event)?;
+        writeln!(writer, "{}", octopipe::redact::controls(&fields))
     }
 }

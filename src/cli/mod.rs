@@ -26,10 +26,20 @@ use run::{inspect, run};
 /// An error as the one line the command prints: its message, then each cause in its `source()`
 /// chain whose words the line does not hold already (a layer's message names its cause's words
 /// and keeps the typed cause as its source; anyhow's context adds lines that do not).
+/// A run's error names what a client gave (a stream's location): its control characters are
+/// escaped, so that a newline in it cannot forge a line; a description's error keeps the lines
+/// of its excerpt (the description is the user's own).
 pub(crate) fn error_line(e: &anyhow::Error) -> String {
+    let describe = e.chain().any(|c| {
+        c.downcast_ref::<octopipe::describe::DescribeError>()
+            .is_some()
+    });
     let mut line = String::new();
     for cause in e.chain() {
-        let words = cause.to_string();
+        let words = match describe {
+            true => cause.to_string(),
+            false => octopipe::redact::controls(&cause.to_string()).into_owned(),
+        };
         if line.is_empty() {
             line = words;
         } else if !line.contains(&words) {

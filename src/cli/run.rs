@@ -49,10 +49,14 @@ pub(crate) fn run(
         false => describe::build_with(&desc, &registry)?,
     };
     if let Some(ms) = budget_ms {
-        if !(ms > 0.0 && ms.is_finite()) {
-            bail!("--budget-ms must be a positive number of milliseconds, found {ms}");
+        // A number past a Duration (1e300) is refused, not a panic.
+        let budget = Duration::try_from_secs_f64(ms / 1000.0).ok();
+        match budget.filter(|b| ms > 0.0 && ms <= 1e12 && !b.is_zero()) {
+            Some(b) => graph.budget = b,
+            None => bail!(
+                "--budget-ms must be a positive number of milliseconds (at most 1e12), found {ms}"
+            ),
         }
-        graph.budget = Duration::from_secs_f64(ms / 1000.0);
     }
     // Before anything opens: no output of ours may land on an input of the run, nor replace
     // earlier output unless --force, and no station takes streams where anyone may add them.
@@ -94,12 +98,17 @@ pub(crate) fn run(
         eprintln!("octopipe: error: {e}");
     }
     // Each error once: its one line, and with -v GStreamer's detail after it.
+    // It may name what a client gave (a location): one line, control characters escaped.
     let say = |e: &octopipe::Error| {
-        eprintln!("octopipe: error: {e}");
+        eprintln!(
+            "octopipe: error: {}",
+            octopipe::redact::controls(&e.to_string())
+        );
         let detail = e
             .downcast_ref::<octopipe::source::SourceError>()
             .and_then(|s| s.detail());
         if let (true, Some(detail)) = (verbose, detail) {
+            let detail = octopipe::redact::controls(detail).into_owned();
             eprintln!("octopipe: GStreamer's detail: {detail}");
         }
     };

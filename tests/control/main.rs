@@ -6,6 +6,7 @@ mod common;
 mod bench_infer;
 mod churn;
 mod control;
+mod hostile_inputs;
 mod inputs;
 mod lifecycle;
 mod memory;

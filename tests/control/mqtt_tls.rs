@@ -247,8 +247,36 @@ fn bad_tls_files_are_refused_before_the_run_starts() {
         dir.join("client.pem"),
         dir.join("client.key"),
     );
+    // PEM armour around garbage (issue 50): passed the PEM check, failed only at the broker.
+    let garbage = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4v";
+    let (bad_key, bad_cert) = (dir.join("garbage.key"), dir.join("garbage.pem"));
+    std::fs::write(
+        &bad_key,
+        format!("-----BEGIN PRIVATE KEY-----\n{garbage}\n-----END PRIVATE KEY-----\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        &bad_cert,
+        format!("-----BEGIN CERTIFICATE-----\n{garbage}\n-----END CERTIFICATE-----\n"),
+    )
+    .unwrap();
     let d = |p: &Path| p.display().to_string();
     let cases = [
+        (
+            format!(
+                "tls=true ca-file={} cert-file={} key-file={}",
+                d(&ca),
+                d(&cert),
+                d(&bad_key)
+            ),
+            "not a private key TLS can use",
+            "garbage.key",
+        ),
+        (
+            format!("tls=true ca-file={}", d(&bad_cert)),
+            "is not an X.509 certificate",
+            "garbage.pem",
+        ),
         (
             format!("tls=true ca-file={}", d(&not_pem)),
             "no PEM certificate",

@@ -9,6 +9,7 @@ mod cli;
 mod describe;
 mod devices;
 mod docs;
+mod hostile_numbers;
 mod new_payload;
 mod new_stage;
 mod properties;

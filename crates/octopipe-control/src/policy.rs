@@ -11,6 +11,8 @@ use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
 use octopipe_core::stage::{PropType, Registry};
+
+mod uri;
 use octopipe_pipeline::describe::{closest, Description};
 
 /// URI schemes a stream's location may have by default (a camera it connects to; `srt` as a
@@ -101,7 +103,7 @@ impl Policy {
                         "'{}' is a URI, which GStreamer would open with its own handler: not taken \
                          in a stream added over HTTP; describe the stream with octopipe's sources \
                          (media location=URI, images, rtp, testsrc)",
-                        octopipe_core::redact::credentials(&st.kind)
+                        octopipe_core::redact::shown(&st.kind)
                     )));
                 }
                 if st.kind.contains('/') {
@@ -118,11 +120,12 @@ impl Policy {
                                 .to_string(),
                         });
                     }
+                    let name = octopipe_core::redact::shown(&st.kind);
+                    let name = octopipe_core::description::shown_word(&name);
                     return Err(forbidden(format!(
-                        "GStreamer element '{}' is not allowed in a stream added over HTTP: describe \
-                         the stream with octopipe's sources (media, images, rtp, testsrc), or start \
-                         the station with --allow-element {}",
-                        st.kind, st.kind
+                        "GStreamer element '{name}' is not allowed in a stream added over HTTP: \
+                         describe the stream with octopipe's sources (media, images, rtp, \
+                         testsrc), or start the station with --allow-element {name}"
                     )));
                 }
                 continue;
@@ -172,7 +175,7 @@ impl Policy {
             Err(why) => Err(forbidden(format!(
                 "'{}' is not caps ({why}): a word with '/' in a stream added over HTTP must be \
                  caps, a media type and fields such as video/x-raw,width=640",
-                octopipe_core::redact::credentials(caps)
+                octopipe_core::redact::shown(caps)
             ))),
         }
     }
@@ -221,39 +224,47 @@ impl Policy {
     }
 
     /// A network URI of `scheme` (lower case): a default scheme (`srt` as a caller), `udp` on
-    /// an allowed port, or a scheme the operator added.
+    /// an allowed port, or a scheme the operator added. The URI is read as GStreamer reads
+    /// it ([`uri::Uri`]: escapes decoded, every value of a key given twice looked at).
     fn check_uri(&self, what: &str, value: &str, scheme: &str) -> Result<(), Refusal> {
-        let shown = octopipe_core::redact::credentials(value);
-        let rest = value.split_once("://").map_or("", |(_, r)| r);
-        let (authority, query) = {
-            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-            let query = rest.split_once('?').map_or("", |(_, q)| q);
-            (&rest[..end], query)
+        let shown = octopipe_core::redact::shown(value);
+        // The schemes whose URI sets where GStreamer listens or connects are read whole.
+        let parsed = match scheme {
+            "srt" | "udp" | "rist" => Some(uri::Uri::parse(value).map_err(|why| {
+                forbidden(format!(
+                    "{what} '{shown}': {why}: a URI this station cannot read as GStreamer \
+                     would is not taken over HTTP"
+                ))
+            })?),
+            _ => None,
         };
-        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-        let (host, port) = match host_port.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(':') || h.starts_with('[') => (h, p),
-            _ => (host_port, ""),
-        };
-        match scheme {
-            "srt" => {
-                let mode = query
-                    .split('&')
-                    .find_map(|kv| kv.strip_prefix("mode="))
-                    .unwrap_or("caller");
-                let unspecified = matches!(host, "" | "0.0.0.0" | "[::]" | "::");
-                if mode != "caller" || unspecified {
+        match (scheme, parsed) {
+            ("srt", Some(u)) => {
+                // Every `mode=` looked at (GStreamer takes the last, decoded): caller only.
+                let listener = u.values("mode").find(|m| *m != "caller");
+                let unspecified = uri::is_unspecified(&u.host);
+                if listener.is_some() || unspecified {
+                    let why = match listener {
+                        Some(m) => format!("mode={}", octopipe_core::redact::shown(m)),
+                        None => format!(
+                            "host '{}' (every interface, or none)",
+                            octopipe_core::redact::shown(&u.host)
+                        ),
+                    };
                     return Err(forbidden(format!(
-                        "{what} '{shown}': srt only as a caller of a named host over HTTP (a listener \
-                         or rendezvous on this station, as mode=listener or an empty host makes, \
-                         is not taken)"
+                        "{what} '{shown}': srt only as a caller of a named host over HTTP ({why}: \
+                         a listener or rendezvous on this station, as mode=listener or an empty \
+                         or unspecified host makes, is not taken)"
                     )));
                 }
                 Ok(())
             }
-            "udp" => self.check_udp_port(&format!("{what} '{shown}'"), port),
-            s if URI_SCHEMES.contains(&s) || self.schemes.contains(s) => Ok(()),
-            s => Err(forbidden(format!(
+            ("udp", Some(u)) => {
+                let port = u.port.unwrap_or_default();
+                self.check_udp_port(&format!("{what} '{shown}'"), &port)
+            }
+            (s, _) if URI_SCHEMES.contains(&s) || self.schemes.contains(s) => Ok(()),
+            (s, _) => Err(forbidden(format!(
                 "{what} '{shown}': scheme '{s}' is not allowed over HTTP: expected a URI ({}://...), \
                  a file under a directory the station allows (--allow-dir), or start the station \
                  with --allow-scheme {s}",
@@ -281,7 +292,7 @@ impl Policy {
     /// A location: a URI of an allowed scheme (when `uri_ok`), or a file (a `file://` URI
     /// too) whose real path is under an allowed directory.
     fn check_location(&self, what: &str, value: &str, uri_ok: bool) -> Result<(), Refusal> {
-        let shown = octopipe_core::redact::credentials(value);
+        let shown = octopipe_core::redact::shown(value);
         let path = match scheme(value) {
             Some("file") => match gstreamer::glib::filename_from_uri(value) {
                 Ok((path, _)) => path,
@@ -492,12 +503,35 @@ mod tests {
             let e = check(&p, bad).unwrap_err();
             assert!(e.forbidden && e.message.contains(words), "{bad}: {e:?}");
         }
+        // As GStreamer reads them: escapes decoded, every mode= looked at, any spelling of
+        // every interface (issue 50).
+        for bad in [
+            "srt://[::0]:7120?mode=caller&mode=listener",
+            "srt://cam:7120?mo%64e=listener",
+            "srt://cam:7120?MODE=rendezvous",
+            "srt://cam:7120?mode=%6Cistener&mode=caller",
+            "srt://[::ffff:0.0.0.0]:7120",
+            "srt://[::]:7120",
+            "srt://[0:0::0]:7120",
+            "srt://0:7120",
+            "srt://0x0:7120",
+            "srt://00.0.0.0:7120",
+            "srt://%30.0.0.0:7120",
+            "srt://@:7120",
+            "SRT://:7120?mode=caller",
+            "srt://cam:7120?mode=%zz",
+        ] {
+            let e = check(&p, &format!("media location=\"{bad}\" ! boxes")).unwrap_err();
+            assert!(e.forbidden && e.message.contains("srt"), "{bad}: {e:?}");
+        }
         p.allow_scheme("HTTP");
         p.allow_udp_port(5004);
         for ok in [
             "videotestsrc ! video/x-raw(memory:CUDAMemory),format=NV12,width=[1,64],framerate=30/1 ! boxes",
             "media location=http://h/x.m3u8 ! boxes",
             "media location=srt://cam.example:7001?latency=200 ! boxes",
+            "media location=\"srt://127.0.0.1:7001?mode=caller&mode=caller\" ! boxes",
+            "media location=\"srt://[::1]:7001?mo%64e=caller\" ! boxes",
             "media location=udp://@:5004 ! boxes",
             "rtp port=5004 ! boxes",
         ] {

@@ -161,14 +161,12 @@ fn list(streams: &Streams, query: &str) -> Answer {
             )
         }
     };
-    let all = streams.list();
-    let mut page: Vec<_> = all
-        .into_iter()
-        .filter(|s| after.is_none_or(|a| u64::from(s.id) > a))
-        .take(limit + 1)
-        .collect();
-    let more = page.len() > limit;
-    page.truncate(limit);
+    // The page alone is looked up: a station that has had many streams lists as fast.
+    let (page, more) = match after.map(u32::try_from) {
+        Some(Err(_)) => (Vec::new(), false),
+        Some(Ok(a)) => streams.page(Some(a), limit),
+        None => streams.page(None, limit),
+    };
     let mut r = json(StatusCode::OK, json!(page));
     if let (true, Some(last)) = (more, page.last()) {
         if let Ok(v) = last.id.to_string().parse() {

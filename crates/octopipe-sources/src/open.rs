@@ -23,6 +23,24 @@ impl Element for SourceConfig {
         let mut config = *self;
         let interval = config.frame_interval();
         let joined = config.epoch.map(|epoch| Joined::now(epoch, interval));
+        // A live source whose first frame is due past its `start-timeout` would hold its slot
+        // (a stream of a station) until then, however far: it fails now, as one that gave no
+        // first frame by then would.
+        if let Some(j) = &joined {
+            let start = config.watch.limits(true).start;
+            if j.wait() > start {
+                return Err(SourceError::Stalled {
+                    source_name: config.describe(),
+                    message: format!(
+                        "epoch={}: the first frame is due in {} s, after start-timeout={} s",
+                        config.epoch.unwrap_or_default(),
+                        octopipe_core::stage::source::secs(j.wait()),
+                        octopipe_core::stage::source::secs(start)
+                    ),
+                }
+                .into());
+            }
+        }
         if let (Some(j), SourceKind::Test { num_buffers, .. }) = (&joined, &mut config.kind) {
             *num_buffers = num_buffers.saturating_sub(u32::try_from(j.first).unwrap_or(u32::MAX));
         }

@@ -19,6 +19,11 @@ pub(crate) struct Joined {
 }
 
 impl Joined {
+    /// How long from now until the first frame is due.
+    pub(crate) fn wait(&self) -> Duration {
+        self.due.saturating_duration_since(Instant::now())
+    }
+
     /// Join, now, the timeline of frames every `interval` from `epoch` (UNIX seconds).
     pub(crate) fn now(epoch: f64, interval: Duration) -> Joined {
         let (now, wall) = (Instant::now(), std::time::SystemTime::now());

@@ -71,9 +71,10 @@ fn uri_port(uri: &str) -> Option<u16> {
 pub const SHOWN_REASON: usize = 1024;
 
 /// `text` as a stream is shown once added: credentials in URIs and secrets in their queries
-/// hidden, cut to [`SHOWN_SOURCE`] characters.
+/// hidden, control characters escaped (one line in a log or report), cut to [`SHOWN_SOURCE`]
+/// characters.
 pub(super) fn shown(text: &str) -> String {
-    cut(&octopipe_core::redact::credentials(text), SHOWN_SOURCE)
+    cut(&octopipe_core::redact::shown(text), SHOWN_SOURCE)
 }
 
 /// `text` cut to `max` characters, saying how long it was.

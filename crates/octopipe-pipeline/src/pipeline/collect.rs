@@ -153,7 +153,10 @@ pub(super) fn finish(
 fn run_error(e: &octopipe_core::error::Error) -> octopipe_core::budget::RunError {
     octopipe_core::budget::RunError {
         kind: e.kind().name().to_string(),
-        message: super::admit::cut(&e.to_string(), super::admit::SHOWN_REASON),
+        message: super::admit::cut(
+            &octopipe_core::redact::controls(&e.to_string()),
+            super::admit::SHOWN_REASON,
+        ),
         input: e
             .downcast_ref::<octopipe_sources::SourceError>()
             .and_then(|s| s.input_name())

@@ -102,8 +102,12 @@ impl Control {
     /// streams go on, and the run's exit says so at the end.
     pub(super) fn stream_failed(&self, stream: u32, fate: &Fate, e: Error) {
         // What is kept of a failed stream is bounded: its reason is cut (a URI of 60 KiB
-        // would otherwise stay in its record and the report's lines for the whole run).
-        let reason = admit::cut(&e.to_string(), admit::SHOWN_REASON);
+        // would otherwise stay in its record and the report's lines for the whole run), and
+        // one line (a newline in a location would forge lines in the log and the report).
+        let reason = admit::cut(
+            &octopipe_core::redact::controls(&e.to_string()),
+            admit::SHOWN_REASON,
+        );
         // While the pipeline takes streams it runs on: say so as it happens. Else the report
         // and the run's error at the end say it (once).
         if self.joins.lock().is_ok_and(|j| j.is_some()) {

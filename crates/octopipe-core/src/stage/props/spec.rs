@@ -143,10 +143,12 @@ impl PropType {
             PropType::Str | PropType::Path | PropType::List => true,
             PropType::Choice(c) => c.contains(&v),
             PropType::Size { max } => parse_size(v).is_some_and(|(w, h)| w <= max && h <= max),
-            PropType::Floats3 { positive } => parse_floats3(v).is_some_and(|f| {
-                f.iter()
-                    .all(|x| in_float_bounds(f64::from(*x)) && (!positive || *x > 0.0))
-            }),
+            // Each number as written (an f32 reads 1e-300 as 0).
+            PropType::Floats3 { positive } => {
+                parse_floats3(v).is_some_and(|f| !positive || f.iter().all(|x| *x > 0.0))
+                    && v.split(',')
+                        .all(|x| x.trim().parse::<f64>().is_ok_and(in_float_bounds))
+            }
             PropType::Ints { max } => {
                 v.is_empty()
                     || v.split(',').all(|x| {

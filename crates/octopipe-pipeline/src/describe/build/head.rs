@@ -2,6 +2,7 @@
 //! they make.
 
 use super::super::{closest, quote, DescribeError, Description, StageDesc};
+use octopipe_core::description::shown_word;
 use octopipe_core::stage::Registry;
 
 /// How many of `stages` form a GStreamer head (elements before the first octopipe stage).
@@ -71,7 +72,10 @@ pub fn unknown(desc: &Description, registry: &Registry, st: &StageDesc) -> Descr
                 registry.names().collect::<Vec<_>>().join(", ")
             )
         });
-    desc.error(st.span, format!("unknown stage '{}'{hint}", st.kind))
+    desc.error(
+        st.span,
+        format!("unknown stage '{}'{hint}", shown_word(&st.kind)),
+    )
 }
 
 /// Whether `st` names a GStreamer element or caps (an element of a branch's GStreamer head).
@@ -102,7 +106,7 @@ pub(super) fn is_gstreamer(
         st.span,
         format!(
             "unknown stage '{}': neither an octopipe stage ({}) nor an installed GStreamer element{hint}",
-            st.kind,
+            shown_word(&st.kind),
             registry.names().collect::<Vec<_>>().join(", ")
         ),
     ))

@@ -2,6 +2,7 @@
 //! needs.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -279,23 +280,43 @@ impl Book {
     pub(super) fn list(&self) -> Vec<StreamInfo> {
         let mut entries = self.entries();
         self.reap(&mut entries);
-        entries
-            .iter()
-            .map(|(&id, e)| {
-                let (frames_in, processed, dropped) =
-                    self.tally.with(|t| t.stream_counts(id)).unwrap_or_default();
-                StreamInfo {
-                    id,
-                    source: e.source.clone(),
-                    state: e.state(),
-                    added: e.added,
-                    frames_in,
-                    processed,
-                    dropped,
-                    error: e.fate.failure(),
-                }
-            })
-            .collect()
+        entries.iter().map(|(&id, e)| self.info(id, e)).collect()
+    }
+
+    /// At most `limit` streams with an id after `after` (from the first without), in id
+    /// order, and whether more follow. Only the page is looked up and copied (its counts,
+    /// source and error): a station that has had a million streams lists ten as it lists ten.
+    pub(super) fn page(&self, after: Option<u32>, limit: usize) -> (Vec<StreamInfo>, bool) {
+        let mut entries = self.entries();
+        self.reap(&mut entries);
+        let from = match after {
+            None => Bound::Unbounded,
+            Some(a) => Bound::Excluded(a),
+        };
+        let mut page = entries.range((from, Bound::Unbounded));
+        let infos: Vec<StreamInfo> = page
+            .by_ref()
+            .take(limit)
+            .map(|(&id, e)| self.info(id, e))
+            .collect();
+        let more = page.next().is_some();
+        (infos, more)
+    }
+
+    /// Stream `id` as it is listed.
+    fn info(&self, id: u32, e: &Entry) -> StreamInfo {
+        let (frames_in, processed, dropped) =
+            self.tally.with(|t| t.stream_counts(id)).unwrap_or_default();
+        StreamInfo {
+            id,
+            source: e.source.clone(),
+            state: e.state(),
+            added: e.added,
+            frames_in,
+            processed,
+            dropped,
+            error: e.fate.failure(),
+        }
     }
 
     /// Ask every stream added while running to stop (a stop of the run).

@@ -43,6 +43,12 @@ impl Streams {
         self.0.list()
     }
 
+    /// A page of [`Streams::list`]: at most `limit` streams with an id after `after`, and
+    /// whether more follow; its cost is the page's, not every stream's the run has had.
+    pub fn page(&self, after: Option<u32>, limit: usize) -> (Vec<StreamInfo>, bool) {
+        self.0.page(after, limit)
+    }
+
     /// How many streams are running (what `GET /health` says), without listing them.
     pub fn running(&self) -> usize {
         let mut entries = self.0.entries();
