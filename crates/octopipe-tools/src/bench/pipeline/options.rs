@@ -167,8 +167,11 @@ impl PipelineBenchOptions {
                 "--p99-ms {p}: expected a latency above 0 ms, with --live"
             ));
         }
-        if let Some(b) = self.budget_ms.filter(|&b| !(b > 0.0 && b.is_finite())) {
-            return bad(format!("--budget-ms {b}: expected a budget above 0 ms"));
+        // At most 1e12 ms: past it (1e300) the budget would not fit a Duration.
+        if let Some(b) = self.budget_ms.filter(|&b| !(b > 0.0 && b <= 1e12)) {
+            return bad(format!(
+                "--budget-ms {b}: expected a budget above 0 ms and at most 1e12 ms"
+            ));
         }
         if self.decoders.is_empty() || self.eps.is_empty() {
             return bad("--decoder and --ep each need at least one value".into());

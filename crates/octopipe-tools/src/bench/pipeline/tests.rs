@@ -402,8 +402,18 @@ fn bad_options_are_refused_naming_the_flag() {
             budget_ms: Some(0.0),
             ..base.clone()
         }),
-        "--budget-ms 0: expected a budget above 0 ms"
+        "--budget-ms 0: expected a budget above 0 ms and at most 1e12 ms"
     );
+    for b in [1e300, f64::NAN, f64::INFINITY] {
+        let e = refused(PipelineBenchOptions {
+            budget_ms: Some(b),
+            ..base.clone()
+        });
+        assert!(
+            e.ends_with("expected a budget above 0 ms and at most 1e12 ms"),
+            "{e}"
+        );
+    }
     assert_eq!(
         refused(PipelineBenchOptions {
             reinfer: 0,
