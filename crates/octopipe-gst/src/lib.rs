@@ -9,8 +9,10 @@
 //! | `octotrack` | `track` | writes track ids (ByteTrack, per stream) |
 //! | `octoclassify` | `batch`, `preprocess`, `classify` | labels the crop of every box, any element's |
 //! | `octojsonl` | `jsonl` | writes one JSON line per object to a file |
+//! | `octooverlay` | (`--annotate`'s renderer) | draws each object's box, label, score and track id on the frame |
 //!
-//! Each is a BaseTransform working in place: the video passes untouched, the objects are
+//! Each is a BaseTransform working in place: the video passes untouched (but through
+//! `octooverlay`, which draws on it), the objects are
 //! `GstVideoRegionOfInterestMeta`s with the DL Streamer parameter convention (docs/gstreamer.md);
 //! with the `analytics` feature (GStreamer >= 1.24) also one `GstAnalyticsRelationMeta` per
 //! buffer.
@@ -30,6 +32,7 @@ pub mod octoboxes;
 pub mod octoclassify;
 pub mod octodetect;
 pub mod octojsonl;
+pub mod octooverlay;
 pub mod octotrack;
 
 pub use common::PluginError;
@@ -41,6 +44,7 @@ fn plugin_init(plugin: &gst::Plugin) -> Result<(), gst::glib::BoolError> {
     octotrack::register(plugin)?;
     octoclassify::register(plugin)?;
     octojsonl::register(plugin)?;
+    octooverlay::register(plugin)?;
     Ok(())
 }
 

@@ -16,9 +16,9 @@ use gstreamer_video as gst_video;
 pub(crate) const TIMING: &str = "octopipe-frame";
 
 /// The raw video an element accepts: what octopipe reads when it looks at pixels (in system
-/// memory, or NV12 in CUDA memory, what NVIDIA's decoders give); else any raw video in any
-/// memory (only the caps' size and rate are read).
-pub(crate) fn caps(pixels: bool) -> gst::Caps {
+/// memory, and with `cuda` NV12 in CUDA memory, what NVIDIA's decoders give); else any raw
+/// video in any memory (only the caps' size and rate are read).
+pub(crate) fn caps(pixels: bool, cuda: bool) -> gst::Caps {
     if pixels {
         let mut caps = gst_video::VideoCapsBuilder::new()
             .format_list([
@@ -32,12 +32,14 @@ pub(crate) fn caps(pixels: bool) -> gst::Caps {
                 gst_video::VideoFormat::Bgra,
             ])
             .build();
-        caps.merge(
-            gst_video::VideoCapsBuilder::new()
-                .features([octopipe_sources::plugin::CUDA_MEMORY])
-                .format(gst_video::VideoFormat::Nv12)
-                .build(),
-        );
+        if cuda {
+            caps.merge(
+                gst_video::VideoCapsBuilder::new()
+                    .features([octopipe_sources::plugin::CUDA_MEMORY])
+                    .format(gst_video::VideoFormat::Nv12)
+                    .build(),
+            );
+        }
         caps
     } else {
         gst::Caps::builder("video/x-raw").any_features().build()
@@ -45,8 +47,8 @@ pub(crate) fn caps(pixels: bool) -> gst::Caps {
 }
 
 /// The pad templates: `sink` and `src`, always, with [`caps`].
-pub(crate) fn pad_templates(pixels: bool) -> Vec<gst::PadTemplate> {
-    let caps = caps(pixels);
+pub(crate) fn pad_templates(pixels: bool, cuda: bool) -> Vec<gst::PadTemplate> {
+    let caps = caps(pixels, cuda);
     ["sink", "src"]
         .into_iter()
         .map(|name| {
@@ -76,6 +78,7 @@ macro_rules! octo_element {
 
         use $crate::common::flight::{Flight, Pending};
         use $crate::common::frame::Framer;
+        use $crate::common::own::Own;
         use $crate::common::{cuda, meta, props, PluginError, Values, Work};
 
         static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
@@ -87,15 +90,23 @@ macro_rules! octo_element {
         });
 
         /// The properties: the stages' declared tables.
-        static SPECS: LazyLock<Vec<octopipe_core::stage::PropSpec>> =
-            LazyLock::new(|| props::table(<$work as Work>::DECLS));
+        static SPECS: LazyLock<Vec<octopipe_core::stage::PropSpec>> = LazyLock::new(|| {
+            let mut specs = props::table(<$work as Work>::DECLS);
+            specs.extend_from_slice(<$work as Work>::OWN_PROPS);
+            specs
+        });
 
         /// What runs between `start` and `stop`.
         struct State {
             work: $work,
             framer: Option<Framer>,
-            /// The frame source name of the objects (the element's name).
+            /// The element's name: its row in the budget report.
+            name: std::sync::Arc<str>,
+            /// The source of the frames it is the first octopipe element of: the URI upstream
+            /// answers the URI query with, else the element's name.
             source: std::sync::Arc<str>,
+            /// Their stream number (`stream`).
+            stream: u32,
             /// The budget report, for the element that posts it.
             reporter: $crate::common::report::Reporter,
             /// When the element first met each track, for the analytics relation meta.
@@ -107,14 +118,12 @@ macro_rules! octo_element {
         #[derive(Default)]
         pub struct $imp {
             settings: Mutex<Values>,
-            /// The `shared` property, for the elements that have it.
-            shared: Mutex<Option<String>>,
+            /// The element's own properties (`stream`; `shared`, `in-flight`).
+            own: Mutex<Own>,
             state: Mutex<Option<State>>,
             /// The CUDA context given to the decoder upstream and read in, for frames in CUDA
             /// memory (made at the decoder's context query or at CUDA caps).
             cuda: Mutex<Option<std::sync::Arc<octopipe_sources::plugin::SharedCuda>>>,
-            /// The `in-flight` property (unset: the default).
-            in_flight: Mutex<Option<u32>>,
             /// While started with a shared stage: the buffers in flight and the output thread.
             flight: Mutex<Option<std::sync::Arc<Flight>>>,
         }
@@ -164,12 +173,22 @@ macro_rules! octo_element {
                     return Err(gst::FlowError::NotNegotiated);
                 };
                 let mut frame = framer
-                    .frame(buf, &segment, 0, &state.source, <$work as Work>::PIXELS)
+                    .frame(
+                        buf,
+                        &segment,
+                        state.stream,
+                        &state.source,
+                        <$work as Work>::PIXELS,
+                    )
                     .map_err(|e| self.fail(PluginError::Buffer(e)))?;
                 let mut marks = None;
                 let read = match <$work as Work>::READS_OBJECTS {
                     true => {
                         marks = meta::read_frame(buf, &mut frame);
+                        state
+                            .work
+                            .follow_detector(meta::detect_score(buf))
+                            .map_err(|e| self.fail(e))?;
                         meta::read(buf, &mut frame)
                     }
                     false => meta::Read::default(),
@@ -198,10 +217,10 @@ macro_rules! octo_element {
                 frame.release_pixels();
                 marks
                     .done
-                    .push((state.source.to_string(), std::time::Instant::now()));
+                    .push((state.name.to_string(), std::time::Instant::now()));
                 if <$work as Work>::WRITES_OBJECTS {
                     meta::write(buf, &frame, read, state.work.classifier());
-                    meta::write_frame(buf, &frame, &marks);
+                    meta::write_frame(buf, &frame, &marks, state.work.detect_score());
                     #[cfg(feature = "analytics")]
                     if let Err(e) = $crate::common::analytics::write(buf, &mut state.first_seen) {
                         gst::warning!(CAT, imp = self, "no analytics relation meta: {e}");
@@ -277,22 +296,14 @@ macro_rules! octo_element {
             fn properties() -> &'static [glib::ParamSpec] {
                 static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> = LazyLock::new(|| {
                     let mut specs: Vec<_> = SPECS.iter().map(props::param_spec).collect();
-                    if <$work as Work>::SHAREABLE {
-                        specs.push($crate::common::shared_param_spec());
-                        specs.push($crate::common::flight::in_flight_param_spec());
-                    }
+                    specs.extend($crate::common::own::param_specs(<$work as Work>::SHAREABLE));
                     specs
                 });
                 PROPERTIES.as_ref()
             }
 
             fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
-                if pspec.name() == "shared" {
-                    *self.shared.lock().unwrap() = value.get::<Option<String>>().ok().flatten();
-                    return;
-                }
-                if pspec.name() == "in-flight" {
-                    *self.in_flight.lock().unwrap() = value.get::<u32>().ok();
+                if self.own.lock().unwrap().set(pspec.name(), value) {
                     return;
                 }
                 let Some(spec) = SPECS.iter().find(|s| s.name == pspec.name()) else {
@@ -303,16 +314,8 @@ macro_rules! octo_element {
             }
 
             fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
-                if pspec.name() == "shared" {
-                    return self.shared.lock().unwrap().to_value();
-                }
-                if pspec.name() == "in-flight" {
-                    return self
-                        .in_flight
-                        .lock()
-                        .unwrap()
-                        .unwrap_or($crate::common::flight::DEFAULT_IN_FLIGHT)
-                        .to_value();
+                if let Some(value) = self.own.lock().unwrap().get(pspec.name()) {
+                    return value;
                 }
                 match SPECS.iter().find(|s| s.name == pspec.name()) {
                     Some(spec) => self.settings.lock().unwrap().get(spec),
@@ -352,7 +355,10 @@ macro_rules! octo_element {
 
             fn pad_templates() -> &'static [gst::PadTemplate] {
                 static TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(|| {
-                    $crate::common::element::pad_templates(<$work as Work>::PIXELS)
+                    $crate::common::element::pad_templates(
+                        <$work as Work>::PIXELS || <$work as Work>::DRAWS,
+                        !<$work as Work>::DRAWS,
+                    )
                 });
                 TEMPLATES.as_ref()
             }
@@ -367,18 +373,14 @@ macro_rules! octo_element {
             fn start(&self) -> Result<(), gst::ErrorMessage> {
                 let name = self.obj().name();
                 let values = self.settings.lock().unwrap().clone();
-                let shared = self.shared.lock().unwrap().clone();
+                let own = self.own.lock().unwrap().clone();
                 let work =
-                    <$work as Work>::start(&values, &name, shared.as_deref()).map_err(|e| {
+                    <$work as Work>::start(&values, &name, own.shared.as_deref()).map_err(|e| {
                         gst::error!(CAT, imp = self, "cannot start: {e}");
                         e.to_message()
                     })?;
                 if work.shared().is_some() {
-                    let limit = self
-                        .in_flight
-                        .lock()
-                        .unwrap()
-                        .unwrap_or($crate::common::flight::DEFAULT_IN_FLIGHT);
+                    let limit = own.in_flight();
                     let element = self.obj().downgrade();
                     let flight = Flight::start(
                         &name,
@@ -395,7 +397,9 @@ macro_rules! octo_element {
                 *self.state.lock().unwrap() = Some(State {
                     work,
                     framer: None,
+                    name: std::sync::Arc::from(name.as_str()),
                     source: std::sync::Arc::from(name.as_str()),
+                    stream: own.stream,
                     reporter: Default::default(),
                     #[cfg(feature = "analytics")]
                     first_seen: Default::default(),
@@ -462,7 +466,13 @@ macro_rules! octo_element {
                 let mut framer = Framer::new(incaps, <$work as Work>::PIXELS, cuda)
                     .map_err(|e| gst::loggable_error!(CAT, "{e}"))?;
                 gst::debug!(CAT, imp = self, "caps {incaps}");
+                // The frames' source: what upstream says it reads (asked before the state's
+                // lock is taken: the query goes up the pipeline).
+                let uri = $crate::common::frame::upstream_uri(&self.obj().sink_pad());
                 if let Some(state) = self.state.lock().unwrap().as_mut() {
+                    if let Some(uri) = uri {
+                        state.source = std::sync::Arc::from(uri.as_str());
+                    }
                     // Renegotiated mid-stream (a new size): the stream's numbering goes on.
                     if let Some(before) = state.framer.take() {
                         framer.continue_from(before);
@@ -503,11 +513,9 @@ macro_rules! octo_element {
                         if let Err(e) = done {
                             self.post_error_message(e.to_message());
                         }
-                        if let Some(text) = report.filter(|_| <$work as Work>::REPORTS) {
-                            gst::info!(CAT, imp = self, "octopipe report:\n{text}");
-                            let s = gst::Structure::builder($crate::common::report::REPORT)
-                                .field("text", text)
-                                .build();
+                        if let Some(report) = report.filter(|_| <$work as Work>::REPORTS) {
+                            gst::info!(CAT, imp = self, "octopipe report:\n{report}");
+                            let s = $crate::common::report::message(&report);
                             let _ = self.obj().post_message(
                                 gst::message::Element::builder(s).src(&*self.obj()).build(),
                             );
@@ -530,6 +538,13 @@ macro_rules! octo_element {
                 let (frame, read, marks) = self.frame_of(state, buf, received)?;
                 let started = std::time::Instant::now();
                 let frame = state.work.process(frame).map_err(|e| self.fail(e))?;
+                if let (true, Some(framer)) = (<$work as Work>::DRAWS, state.framer.as_ref()) {
+                    let info = framer.info().clone();
+                    state
+                        .work
+                        .draw(&frame, buf, &info)
+                        .map_err(|e| self.fail(e))?;
+                }
                 let timing = self.finish(state, buf, frame, &read, marks, started.elapsed());
                 drop(guard);
                 self.post_timing(timing);

@@ -81,6 +81,11 @@ impl Framer {
         })
     }
 
+    /// The caps' video info (format, size, planes).
+    pub(crate) fn info(&self) -> &gst_video::VideoInfo {
+        &self.info
+    }
+
     /// The time between frames the caps give, if they give a rate.
     pub(crate) fn interval(&self) -> Option<Duration> {
         self.interval
@@ -153,4 +158,18 @@ impl Framer {
         }
         Ok(frame)
     }
+}
+
+/// The URI of the source upstream of `pad` (a sink pad), as the URI query gives it (`filesrc`,
+/// `rtspsrc`, `uridecodebin` answer it, and decoders, parsers, queues and tees pass it up), with
+/// the credentials and secrets a URI may carry hidden; `None` when nothing upstream answers, or
+/// the answer is no `scheme://` URI (GStreamer 1.22's `multifilesrc` answers `multifle:/...`).
+pub(crate) fn upstream_uri(pad: &gst::Pad) -> Option<String> {
+    use gstreamer::prelude::*;
+    let mut q = gst::query::Uri::new();
+    if !pad.peer_query(&mut q) {
+        return None;
+    }
+    let uri = q.uri().filter(|u| u.contains("://"))?;
+    Some(octopipe_core::redact::credentials(&uri).into_owned())
 }

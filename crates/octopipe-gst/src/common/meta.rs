@@ -16,8 +16,11 @@
 //! and one custom meta per frame, `OctopipeFrameMeta` (a structure: `frame`, the frame's number
 //! in its stream as the first octopipe element numbered it by presentation time; `source`, its
 //! name (the annotation file a DET replay matched); `predicted`, the detector skipped it;
-//! `skipped`, the boxes the box stage skipped, by reason; `arrival-ns` and `marks`, when it came
-//! to the first octopipe element and when each was done with it, for the budget report), so the elements after the first agree on what the frame is.
+//! `skipped`, the boxes the box stage skipped, by reason; `stream`, the first element's `stream`;
+//! `detect-score`, the score threshold of the detector that found the boxes, which `octotrack`
+//! follows; `arrival-ns` and `marks`, when it came to the first octopipe element and when each
+//! was done with it, for the budget report), so the elements after the first agree on what the
+//! frame is.
 //!
 //! The ROI's own rectangle is the integer box in frame pixels and its type the box's label
 //! (`object` when it has none). Any ROI meta is read, whoever attached it: one without a
@@ -55,6 +58,9 @@ pub(crate) fn read_frame(buffer: &gst::BufferRef, frame: &mut Frame) -> Option<M
     if let Ok(seq) = s.get::<u64>("frame") {
         frame.seq = seq;
     }
+    if let Ok(stream) = s.get::<u32>("stream") {
+        frame.stream = stream;
+    }
     if let Ok(source) = s.get::<&str>("source") {
         frame.source = source.into();
         frame.uri = source_uri(source).into();
@@ -67,8 +73,24 @@ pub(crate) fn read_frame(buffer: &gst::BufferRef, frame: &mut Frame) -> Option<M
     Some(Marks::parse(arrival, s.get::<&str>("marks").unwrap_or("")))
 }
 
-/// Put (or update) the frame meta of `frame` on the buffer, with the elements' timing `marks`.
-pub(crate) fn write_frame(buffer: &mut gst::BufferRef, frame: &Frame, marks: &Marks) {
+/// The score threshold of the detector before (`octodetect` writes it in the frame meta), which
+/// a tracker after it follows unless its `high` is set, as `track` follows `detect`.
+pub(crate) fn detect_score(buffer: &gst::BufferRef) -> Option<f32> {
+    let meta = gst::meta::CustomMeta::from_buffer(buffer, FRAME_META).ok()?;
+    meta.structure()
+        .get::<f64>("detect-score")
+        .ok()
+        .map(|v| v as f32)
+}
+
+/// Put (or update) the frame meta of `frame` on the buffer, with the elements' timing `marks`
+/// and, from a detector, its score threshold (`detect_score`).
+pub(crate) fn write_frame(
+    buffer: &mut gst::BufferRef,
+    frame: &Frame,
+    marks: &Marks,
+    detect_score: Option<f32>,
+) {
     let meta = match gst::meta::CustomMeta::from_buffer(buffer, FRAME_META).is_ok() {
         true => gst::meta::CustomMeta::from_mut_buffer(buffer, FRAME_META),
         false => gst::meta::CustomMeta::add(buffer, FRAME_META),
@@ -76,6 +98,10 @@ pub(crate) fn write_frame(buffer: &mut gst::BufferRef, frame: &Frame, marks: &Ma
     if let Ok(mut meta) = meta {
         let s = meta.mut_structure();
         s.set("frame", frame.seq);
+        s.set("stream", frame.stream);
+        if let Some(score) = detect_score {
+            s.set("detect-score", f64::from(score));
+        }
         s.set("source", frame.source.as_ref());
         s.set("predicted", frame.predicted);
         s.set("skipped", skipped_text(&frame.skipped));

@@ -159,10 +159,11 @@ pub(crate) struct Values(BTreeMap<&'static str, String>);
 
 impl Values {
     /// Set `p` from `value`; unset (back to the declared default) when it is `NULL` or the
-    /// declared default's own text.
+    /// declared default's own text. A property declared without a default (`-`) keeps `-` as
+    /// set: it is a value there (`octojsonl location=-`, stdout).
     pub(crate) fn set(&mut self, p: &PropSpec, value: &glib::Value) {
         match text_of(p, value) {
-            Some(t) if t != p.default => {
+            Some(t) if t != p.default || p.default == "-" => {
                 self.0.insert(p.name, t);
             }
             _ => {
@@ -268,5 +269,11 @@ mod tests {
         v.set(&p, &"auto".to_value());
         assert_eq!(v.text("decoder"), None);
         assert_eq!(v.get(&p).get::<String>().unwrap(), "auto");
+        // Without a default, `-` is a value (stdout for a sink's location).
+        let p = PropSpec::new("location", PropType::Path, "-", "d");
+        v.set(&p, &"-".to_value());
+        assert_eq!(v.text("location"), Some("-"));
+        v.set(&p, &None::<String>.to_value());
+        assert_eq!(v.text("location"), None);
     }
 }

@@ -1,14 +1,15 @@
 //! octopipe's budget report for a GStreamer pipeline: each octopipe element marks on the frame
 //! meta when the frame came to the first of them and when each one was done with it; the
 //! element that writes the objects out (`octojsonl`) records every frame's marks in octopipe's
-//! own [`Budget`] and, at end of stream, posts its report (the one `octopipe run` prints: a row
+//! own [`Budget`] and, at end of stream, posts its report (what `octopipe run` prints: a row
 //! per element with p50/p95/p99/max, frames over budget, objects) as an element message,
-//! `octopipe-report`, whose `text` field holds it.
+//! `octopipe-report`, one field per number ([`message`]), and logs its text.
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use octopipe_core::budget::{Budget, DEFAULT_BUDGET};
+use gstreamer as gst;
+use octopipe_core::budget::{Budget, Report, Stats, DEFAULT_BUDGET};
 use octopipe_core::frame::{Frame, FrameTimes};
 
 /// The name of the end-of-stream report message.
@@ -100,8 +101,78 @@ impl Reporter {
     }
 
     /// The report of the frames recorded (`None` when none came).
-    pub(crate) fn finish(&mut self) -> Option<String> {
-        let report = self.budget.as_mut()?.finish();
-        Some(report.to_string())
+    pub(crate) fn finish(&mut self) -> Option<Report> {
+        Some(self.budget.as_mut()?.finish())
     }
+}
+
+/// A list of `items` as a GStreamer array (`< a, b >` in `gst-launch-1.0 -m`'s output).
+fn array<T: Into<gst::glib::Value> + Send>(items: impl IntoIterator<Item = T>) -> gst::Array {
+    gst::Array::new(items)
+}
+
+/// The report as the fields of the `octopipe-report` message: one field per number (the
+/// plugin's report has no queues, drops or sources of its own, so their columns are left out):
+///
+/// - `budget-ms`, `wall-ms`, `fps` (doubles); `frames-in`, `processed`, `over-budget` (uint64);
+/// - `stages` (an array of the rows' names: each octopipe element, then `end-to-end`) and, in
+///   the same order, `p50-ms`, `p95-ms`, `p99-ms`, `max-ms` (arrays of doubles);
+/// - `objects-in`, `objects` (uint64), `classified` (boolean: a classifier ran), `skipped`
+///   (uint64) and, when some were, `skipped-reasons` and `skipped-counts` (arrays);
+///   `non-finite` and `reused` (uint64) when not zero;
+/// - `notes` (an array of strings), the stages' own lines (the tracker's), when there are any.
+pub(crate) fn message(report: &Report) -> gst::Structure {
+    let rows: Vec<(&str, &Stats)> = report
+        .stages
+        .iter()
+        .map(|(n, s)| (n.as_str(), s))
+        .chain([("end-to-end", &report.total)])
+        .collect();
+    let column = |of: fn(&Stats) -> Duration| array(rows.iter().map(|(_, s)| ms(of(s))));
+    let skipped: u64 = report.skipped.iter().map(|(_, n)| n).sum();
+    let mut s = gst::Structure::builder(REPORT)
+        .field("budget-ms", ms(report.budget))
+        .field("wall-ms", ms(report.wall))
+        .field("fps", report.fps())
+        .field("frames-in", report.frames_in)
+        .field("processed", report.processed)
+        .field("over-budget", report.over_budget)
+        .field("stages", array(rows.iter().map(|(n, _)| n.to_string())))
+        .field("p50-ms", column(|s| s.p50))
+        .field("p95-ms", column(|s| s.p95))
+        .field("p99-ms", column(|s| s.p99))
+        .field("max-ms", column(|s| s.max))
+        .field(
+            "objects-in",
+            report.objects + report.reused + report.non_finite + skipped,
+        )
+        .field("objects", report.objects)
+        .field("classified", report.classifier)
+        .field("skipped", skipped);
+    if !report.skipped.is_empty() {
+        s = s
+            .field(
+                "skipped-reasons",
+                array(report.skipped.iter().map(|(r, _)| r.clone())),
+            )
+            .field(
+                "skipped-counts",
+                array(report.skipped.iter().map(|(_, n)| *n)),
+            );
+    }
+    for (name, n) in [("non-finite", report.non_finite), ("reused", report.reused)] {
+        if n > 0 {
+            s = s.field(name, n);
+        }
+    }
+    let notes: Vec<String> = report.lines().map(str::to_string).collect();
+    if !notes.is_empty() {
+        s = s.field("notes", array(notes));
+    }
+    s.build()
+}
+
+/// `d` in milliseconds.
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }

@@ -53,6 +53,14 @@ pub(crate) fn settings(
     })
 }
 
+/// What the stage of `settings` tells the stages after it in the caps when configured (a
+/// detector's score threshold), read without opening it.
+pub(crate) fn told(mut settings: Settings) -> Caps {
+    let mut caps = Caps::default();
+    settings.element.configure(&mut caps);
+    caps
+}
+
 /// A stage of an element's chain, opened: [`Opened::stage`] takes it as the stage it is.
 pub(crate) struct Opened {
     name: &'static str,
@@ -80,8 +88,17 @@ pub(crate) fn open_stages<const N: usize>(
     stages: [Settings; N],
     context: impl FnOnce(&mut OpenContext<'_>),
 ) -> Result<[Opened; N], PluginError> {
-    let mut caps = Caps::default();
-    let opened = open_chain(Vec::from(stages), &mut caps, context, |s, ctx| {
+    open_stages_after(&mut Caps::default(), stages, context)
+}
+
+/// [`open_stages`] after stages that told `caps` what they give (a detector's score threshold
+/// for a tracker): what the elements before an element say on the frame meta.
+pub(crate) fn open_stages_after<const N: usize>(
+    caps: &mut Caps,
+    stages: [Settings; N],
+    context: impl FnOnce(&mut OpenContext<'_>),
+) -> Result<[Opened; N], PluginError> {
+    let opened = open_chain(Vec::from(stages), caps, context, |s, ctx| {
         let running = s.element.open(ctx)?;
         Ok(Opened {
             name: s.name,

@@ -1,7 +1,9 @@
 //! What an element does to each frame ([`Work`]), between `start` and `stop`.
 
+use gstreamer as gst;
+use gstreamer_video as gst_video;
 use octopipe_core::frame::Frame;
-use octopipe_core::stage::StageDecl;
+use octopipe_core::stage::{PropSpec, StageDecl};
 
 use super::error::PluginError;
 use super::props::Values;
@@ -13,6 +15,9 @@ use super::shared;
 pub(crate) trait Work: Sized + Send + 'static {
     /// The stages whose declared properties are the element's properties (in this order).
     const DECLS: &'static [&'static StageDecl];
+    /// Properties the element declares itself, after its stages' (an element with no stage:
+    /// `octooverlay`), made into GParamSpecs and kept as text in the same way.
+    const OWN_PROPS: &'static [PropSpec] = &[];
     /// The element's long name, and what it does (gst-inspect-1.0).
     const LONG_NAME: &'static str;
     /// What it does, in one line.
@@ -28,6 +33,9 @@ pub(crate) trait Work: Sized + Send + 'static {
     /// Whether it has the `shared` property: elements naming the same instance share one stage
     /// (one model session, one collector across their branches: [`shared`]).
     const SHAREABLE: bool = false;
+    /// Whether it draws on the frame in place ([`Work::draw`]): then it takes the formats
+    /// octopipe reads in system memory only, and its buffers are made writable.
+    const DRAWS: bool = false;
     /// Whether it records the frames' timings and posts octopipe's budget report at end of
     /// stream ([`report`](super::report): the element that writes the objects out).
     const REPORTS: bool = false;
@@ -48,6 +56,29 @@ pub(crate) trait Work: Sized + Send + 'static {
     /// For a classifier: the name of its structure on each object and its model's name.
     fn classifier(&self) -> Option<(&str, &str)> {
         None
+    }
+
+    /// For a detector: its score threshold, written in the frame meta for a tracker after it.
+    fn detect_score(&self) -> Option<f32> {
+        None
+    }
+
+    /// Before each frame, for the elements that read the objects: the score threshold of the
+    /// detector before, as the frame meta says (`None`: no detector said one), which a tracker
+    /// follows unless its `high` is set.
+    fn follow_detector(&mut self, _score: Option<f32>) -> Result<(), PluginError> {
+        Ok(())
+    }
+
+    /// For an element that draws: draw `frame`'s objects on `buffer`'s pixels (of `info`), in
+    /// place.
+    fn draw(
+        &self,
+        _frame: &Frame,
+        _buffer: &mut gst::BufferRef,
+        _info: &gst_video::VideoInfo,
+    ) -> Result<(), PluginError> {
+        Ok(())
     }
 
     /// End of stream: push out what is held, close outputs.

@@ -3,15 +3,21 @@
 use octopipe_core::frame::Frame;
 use octopipe_core::stage::Stage;
 use octopipe_onnx::detect::DETECT;
-use octopipe_stages::track::Tracked;
+use octopipe_stages::track::{DetectScore, Tracked};
 
 use crate::common::shared::{attach, Handle};
-use crate::common::stages::{alone, open_stages, settings, Driven};
+use crate::common::stages::{alone, open_stages, settings, told, Driven};
 
 /// The detect stage: the element's own, or one shared with other elements (`shared`).
-pub(crate) enum DetectWork {
+pub(crate) enum Detector {
     Own(Driven<Frame>),
     Shared(Handle),
+}
+
+/// The detect stage, and its score threshold (for a tracker after the element).
+pub(crate) struct DetectWork {
+    detector: Detector,
+    score: Option<f32>,
 }
 
 /// The detect stage with the element's properties; `own` when the element alone uses it (its
@@ -41,23 +47,32 @@ impl Work for DetectWork {
     const SHAREABLE: bool = true;
 
     fn start(values: &Values, _element: &str, shared: Option<&str>) -> Result<Self, PluginError> {
-        Ok(match shared {
-            Some(name) => DetectWork::Shared(attach(name, values, || open(values, false))?),
-            None => DetectWork::Own(Driven::new(open(values, true)?)),
-        })
+        // What the stage tells a `track` after it in `octopipe run`: its score threshold.
+        let score = told(settings(&DETECT, values, &[])?)
+            .get::<DetectScore>()
+            .map(|s| s.0);
+        let detector = match shared {
+            Some(name) => Detector::Shared(attach(name, values, || open(values, false))?),
+            None => Detector::Own(Driven::new(open(values, true)?)),
+        };
+        Ok(DetectWork { detector, score })
     }
 
     fn shared(&self) -> Option<&Handle> {
-        match self {
-            DetectWork::Shared(handle) => Some(handle),
-            DetectWork::Own(_) => None,
+        match &self.detector {
+            Detector::Shared(handle) => Some(handle),
+            Detector::Own(_) => None,
         }
     }
 
+    fn detect_score(&self) -> Option<f32> {
+        self.score
+    }
+
     fn process(&mut self, frame: Frame) -> Result<Frame, PluginError> {
-        match self {
-            DetectWork::Shared(handle) => handle.run(frame),
-            DetectWork::Own(stage) => {
+        match &mut self.detector {
+            Detector::Shared(handle) => handle.run(frame),
+            Detector::Own(stage) => {
                 let mut out = Vec::with_capacity(1);
                 stage.run(frame, &mut out)?;
                 out.pop()

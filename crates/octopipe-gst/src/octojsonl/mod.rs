@@ -5,10 +5,11 @@
 //! gst-launch-1.0 ... ! octoclassify model=crops.onnx labels=a,b,c,d ! octojsonl location=objects.jsonl ! fakesink
 //! ```
 //!
-//! `frame` and `source` are what the first octopipe element of the pipeline said of the frame
-//! (its number by presentation time; for `octoboxes format=det` the annotation file), else the
-//! frame's number by presentation time and this element's name. The file is complete at end of
-//! stream; an existing file is refused unless `overwrite=true`.
+//! `frame`, `stream` and `source` are what the first octopipe element of the pipeline said of
+//! the frame (its number by presentation time, its `stream` property, the URI upstream or for
+//! `octoboxes format=det` the annotation file), else this element says them. The file is
+//! complete at end of stream; an existing file is refused unless `overwrite=true`;
+//! `location=-` is stdout.
 
 use gstreamer as gst;
 use gstreamer::glib;

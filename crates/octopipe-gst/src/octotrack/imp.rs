@@ -1,13 +1,16 @@
 //! The `octotrack` element: the `track` stage on each frame.
 
 use octopipe_core::frame::Frame;
-use octopipe_stages::track::TRACK;
+use octopipe_core::stage::Caps;
+use octopipe_stages::track::{DetectScore, TRACK};
 
-use crate::common::stages::{alone, open_stages, settings, Driven};
+use crate::common::stages::{alone, open_stages_after, settings, Driven};
 
-/// The track stage.
+/// The track stage, opened at the first frame: it follows the score threshold of the detector
+/// before it, which the frame meta tells (as `track` follows `detect` in `octopipe run`).
 pub(crate) struct TrackWork {
-    stage: Driven<Frame>,
+    values: Values,
+    stage: Option<Driven<Frame>>,
 }
 
 impl Work for TrackWork {
@@ -20,14 +23,37 @@ impl Work for TrackWork {
     const WRITES_OBJECTS: bool = true;
 
     fn start(values: &Values, _element: &str, _shared: Option<&str>) -> Result<Self, PluginError> {
-        let [track] = open_stages([settings(&TRACK, values, &[])?], alone)?;
-        let stage = Driven::new(track.stage()?);
-        Ok(TrackWork { stage })
+        // The settings are checked now, so a refused value fails the start.
+        settings(&TRACK, values, &[])?;
+        Ok(TrackWork {
+            values: values.clone(),
+            stage: None,
+        })
+    }
+
+    fn follow_detector(&mut self, score: Option<f32>) -> Result<(), PluginError> {
+        if self.stage.is_some() {
+            return Ok(());
+        }
+        // What a detector before the tracker tells it in `octopipe run`'s caps.
+        let mut caps = Caps::default();
+        if let Some(score) = score {
+            caps.insert(DetectScore(score));
+        }
+        let [track] = open_stages_after(&mut caps, [settings(&TRACK, &self.values, &[])?], alone)?;
+        self.stage = Some(Driven::new(track.stage()?));
+        Ok(())
     }
 
     fn process(&mut self, frame: Frame) -> Result<Frame, PluginError> {
+        if self.stage.is_none() {
+            self.follow_detector(None)?;
+        }
+        let Some(stage) = self.stage.as_mut() else {
+            return Err(PluginError::Buffer("the track stage is not open".into()));
+        };
         let mut out = Vec::with_capacity(1);
-        self.stage.run(frame, &mut out)?;
+        stage.run(frame, &mut out)?;
         out.pop()
             .ok_or_else(|| PluginError::Buffer("the track stage kept the frame".into()))
     }

@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! gst-launch-1.0 filesrc location=flight.mp4 ! decodebin ! octodetect model=det.onnx labels=coco \
-//!   ! octotrack high=0.5 ! octojsonl location=objects.jsonl ! fakesink
+//!   ! octotrack ! octojsonl location=objects.jsonl ! fakesink
 //! ```
+//!
+//! As `track` after `detect` in `octopipe run`, it follows the score threshold of the
+//! `octodetect` before it (which the frame meta carries) unless `high` is set.
 //!
 //! On a frame the detector skipped (`octodetect interval=N`) the tracks' predicted boxes become
 //! the frame's objects.

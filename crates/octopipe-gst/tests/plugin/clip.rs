@@ -82,7 +82,7 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
         if let gst::MessageView::Element(e) = msg.view() {
             let s = e.structure().unwrap();
             if s.name() == "octopipe-report" {
-                *into.lock().unwrap() = Some(s.get::<String>("text").unwrap());
+                *into.lock().unwrap() = Some(s.to_owned());
             }
         }
         gst::BusSyncReply::Pass
@@ -95,21 +95,7 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
         .clone()
         .expect("octojsonl posts the report at EOS");
     eprintln!("{report}");
-    assert!(
-        report.contains(&format!("frames: {frames} in = {frames} processed")),
-        "{report}"
-    );
-    // The objects as `octopipe run` counts them: the skipped boxes come along on the buffer.
-    assert!(
-        report.contains("objects: 2032 in = 2012 classified + 20 skipped (ignored-region: 20)"),
-        "{report}"
-    );
-    for row in ["octoboxes", "octoclassify", "octojsonl"] {
-        assert!(
-            report.lines().any(|l| l.starts_with(row)),
-            "a row for {row}: {report}"
-        );
-    }
+    check_report(&report, frames as u64);
     eprintln!(
         "{frames} frames: octopipe run {:.2} s, the gst pipeline {:.2} s",
         run_time.as_secs_f64(),
@@ -147,9 +133,65 @@ fn the_clip_through_gstreamer_gives_the_objects_of_octopipe_run() {
     assert_eq!(frames_seen.len(), frames, "every frame has objects");
 }
 
+/// The report message's fields: one per number, the rows' columns as arrays in row order, no
+/// text to unescape; the objects as `octopipe run` counts them on the clip (the skipped boxes
+/// come along on the buffer).
+fn check_report(report: &gst::StructureRef, frames: u64) {
+    let u = |f: &str| {
+        report
+            .get::<u64>(f)
+            .unwrap_or_else(|e| panic!("{f}: {e}: {report}"))
+    };
+    assert_eq!((u("frames-in"), u("processed")), (frames, frames));
+    assert_eq!(
+        (u("objects-in"), u("objects"), u("skipped")),
+        (2032, 2012, 20),
+        "objects: 2032 in = 2012 classified + 20 skipped: {report}"
+    );
+    assert!(report.get::<bool>("classified").unwrap());
+    let strings = |f: &str| -> Vec<String> {
+        let a = report.get::<gst::Array>(f).unwrap();
+        a.iter().map(|v| v.get::<String>().unwrap()).collect()
+    };
+    assert_eq!(strings("skipped-reasons"), ["ignored-region"]);
+    let counts = report.get::<gst::Array>("skipped-counts").unwrap();
+    assert_eq!(
+        counts
+            .iter()
+            .map(|v| v.get::<u64>().unwrap())
+            .collect::<Vec<_>>(),
+        [20]
+    );
+    // The elements' rows (named after the elements: octoclassify0, ...), then end-to-end.
+    let rows = strings("stages");
+    let kinds: Vec<&str> = rows
+        .iter()
+        .map(|r| r.trim_end_matches(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["octoboxes", "octoclassify", "octojsonl", "end-to-end"]
+    );
+    for column in ["p50-ms", "p95-ms", "p99-ms", "max-ms"] {
+        let values = report.get::<gst::Array>(column).unwrap();
+        assert_eq!(values.len(), 4, "{column}: a value per row");
+        assert!(values.iter().all(|v| v.get::<f64>().unwrap() >= 0.0));
+    }
+    // No text field, no empty column: every field a number, a boolean or an array of them.
+    for (name, value) in report.iter() {
+        assert!(
+            !value.type_().is_a(String::static_type()),
+            "{name} is a string: {report}"
+        );
+    }
+    // `gst-launch-1.0 -m` prints it on one line of fields, none escaped.
+    let shown = report.to_string();
+    assert!(!shown.contains('\\'), "{shown}");
+}
+
 /// The first `n` images of the clip, under their own names, in a folder of their own (for the
 /// `images` source), and the same as `00000.jpg`, ... (for `multifilesrc`).
-fn first_images(data: &Path, dir: &Path, n: usize) {
+pub(super) fn first_images(data: &Path, dir: &Path, n: usize) {
     let images = data.join("visdrone/clip-9999999/images");
     let mut names: Vec<_> = std::fs::read_dir(&images)
         .unwrap()
@@ -165,10 +207,17 @@ fn first_images(data: &Path, dir: &Path, n: usize) {
     }
 }
 
-/// `octopipe run SOURCE ! detect ! track ! batch ! preprocess ! classify ! jsonl` and the same
+/// `octopipe run SOURCE ! detect ! TRACK ! batch ! preprocess ! classify ! jsonl` and the same
 /// stages as elements after `gst_source` give the same objects: frame, box, track, the
-/// detector's and the classifier's labels, the classifier's score.
-fn same_objects_detected(data: &Path, dir: &Path, source: &str, gst_source: &str, extra: &str) {
+/// detector's and the classifier's labels, the classifier's score, the source. Gives the
+/// objects.
+pub(super) fn same_objects_detected(
+    data: &Path,
+    dir: &Path,
+    (source, gst_source): (&str, &str),
+    extra: &str,
+    track: &str,
+) -> Vec<serde_json::Value> {
     // pipelines/visdrone-detect.pipe's detector (with `extra`), tracker and classifier.
     let detect = format!(
         "detect model={} labels=coco scale=1 tiles=640x640 overlap=0.15 score=0.3 iou=0.5 ios=0.85 \
@@ -182,7 +231,7 @@ fn same_objects_detected(data: &Path, dir: &Path, source: &str, gst_source: &str
     );
     let reference = dir.join("run.jsonl");
     let text = format!(
-        "{source} ! {detect} ! track high=0.3 ! batch max-crops=256 \
+        "{source} ! {detect} ! {track} ! batch max-crops=256 \
          ! preprocess channels=rgb layout=nchw mean=0.485,0.456,0.406 std=0.229,0.224,0.225 \
          ! {classify} ! jsonl location={}",
         reference.display()
@@ -194,7 +243,7 @@ fn same_objects_detected(data: &Path, dir: &Path, source: &str, gst_source: &str
     let reference = objects(&reference);
     let out = dir.join("gst.jsonl");
     let launch = format!(
-        "{gst_source} ! octo{detect} ! octotrack high=0.3 ! octo{classify} \
+        "{gst_source} ! octo{detect} ! octo{track} ! octo{classify} \
          ! octojsonl location={} ! fakesink",
         out.display()
     );
@@ -211,7 +260,15 @@ fn same_objects_detected(data: &Path, dir: &Path, source: &str, gst_source: &str
     );
     assert_eq!(ours.len(), reference.len(), "objects");
     for (a, b) in ours.iter().zip(&reference) {
-        for field in ["frame", "bbox", "track", "label", "class_id", "predicted"] {
+        for field in [
+            "frame",
+            "bbox",
+            "track",
+            "label",
+            "class_id",
+            "predicted",
+            "stream",
+        ] {
             assert_eq!(a[field], b[field], "{field}: {a} vs {b}");
         }
         assert_eq!(
@@ -221,6 +278,7 @@ fn same_objects_detected(data: &Path, dir: &Path, source: &str, gst_source: &str
         let (sa, sb) = (a["score"].as_f64().unwrap(), b["score"].as_f64().unwrap());
         assert!((sa - sb).abs() < 1e-3, "score {sa} vs {sb}: {a}");
     }
+    ours
 }
 
 #[test]
@@ -231,18 +289,30 @@ fn the_clip_detected_tracked_and_classified_through_gstreamer_gives_the_objects_
     let dir = tmp("clip-detect");
     let n = 4;
     first_images(&data, &dir, n);
-    same_objects_detected(
-        &data,
-        &dir,
-        &format!("images location={} framerate=30", dir.join("named").display()),
-        &format!(
+    // A bare `track` after `detect score=0.3` follows the detector's score (as in `octopipe
+    // run`): every box may start a track, not only those over track's own `high=0.5`.
+    let (a, b) = clip_sources(&dir, n);
+    let ours = same_objects_detected(&data, &dir, (&a, &b), "", "track");
+    let low = ours
+        .iter()
+        .filter(|o| o["detection"]["score"].as_f64().unwrap() < 0.5)
+        .filter(|o| o["track"].is_u64())
+        .count();
+    assert!(low > 0, "boxes scoring under 0.5 are tracked: {ours:?}");
+}
+
+/// The clip's first `n` images (made by [`first_images`]) as `octopipe run`'s `images` source
+/// and as a GStreamer source decoding them as it does.
+fn clip_sources(dir: &Path, n: usize) -> (String, String) {
+    (
+        format!("images location={} framerate=30", dir.join("named").display()),
+        format!(
             "multifilesrc location={}/%05d.jpg index=0 stop-index={} caps=image/jpeg,framerate=30/1 \
              ! jpegdec idct-method=islow",
             dir.join("frames").display(),
             n - 1
         ),
-        "",
-    );
+    )
 }
 
 #[test]
@@ -260,15 +330,27 @@ fn the_clip_encoded_to_h264_through_gstreamer_gives_the_objects_of_octopipe_run(
     first_images(&data, &dir, n);
     // The clip's first frames as an H.264 MP4, made here.
     let mp4 = clip_h264(&dir, n);
-    same_objects_detected(
+    let ours = same_objects_detected(
         &data,
         &dir,
-        &format!("media location={}", mp4.display()),
-        &format!(
-            "filesrc location={} ! qtdemux ! h264parse ! avdec_h264",
-            mp4.display()
+        (
+            &format!("media location={}", mp4.display()),
+            &format!(
+                "filesrc location={} ! qtdemux ! h264parse ! avdec_h264",
+                mp4.display()
+            ),
         ),
         "",
+        "track high=0.3",
+    );
+    // The frames' source is the file upstream, as `octopipe run` names it.
+    let uri = gst::glib::filename_to_uri(&mp4, None).unwrap();
+    let reference = objects(&dir.join("run.jsonl"));
+    assert!(
+        ours.iter()
+            .chain(&reference)
+            .all(|o| o["source"] == uri.as_str()),
+        "{uri}: {ours:?}"
     );
 }
 
@@ -280,18 +362,8 @@ fn detecting_every_other_frame_the_tracker_predicts_the_frames_between_as_octopi
     let dir = tmp("clip-interval");
     let n = 4;
     first_images(&data, &dir, n);
-    same_objects_detected(
-        &data,
-        &dir,
-        &format!("images location={} framerate=30", dir.join("named").display()),
-        &format!(
-            "multifilesrc location={}/%05d.jpg index=0 stop-index={} caps=image/jpeg,framerate=30/1 \
-             ! jpegdec idct-method=islow",
-            dir.join("frames").display(),
-            n - 1
-        ),
-        "interval=2",
-    );
+    let (a, b) = clip_sources(&dir, n);
+    same_objects_detected(&data, &dir, (&a, &b), "interval=2", "track high=0.3");
     let objects = objects(&dir.join("gst.jsonl"));
     assert!(
         objects.iter().any(|o| o["predicted"] == true),

@@ -23,6 +23,8 @@ fn elements() -> Vec<(&'static str, Vec<&'static StageDecl>)> {
             ],
         ),
         ("octojsonl", vec![&octopipe_stages::sink::JSONL]),
+        // Its properties are its own (what it draws), no stage's.
+        ("octooverlay", vec![]),
     ]
 }
 

@@ -9,9 +9,12 @@ mod classifiers;
 mod clip;
 mod cuda;
 mod cycles;
+mod defaults;
+mod docs;
 mod errors;
 mod in_flight;
 mod inspect;
+mod overlay;
 mod roi;
 mod shared;
 
