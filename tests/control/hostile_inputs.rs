@@ -267,3 +267,38 @@ fn a_page_of_streams_lists_the_right_ones_among_many_removed() {
     assert_eq!(page("limit=1000").0.len(), n as usize);
     eprintln!("GET /streams?limit=1 among {n} ended streams: {took:?}");
 }
+
+#[test]
+fn secrets_by_key_list_encoded_keys_and_path_credentials_are_redacted_everywhere() {
+    let dir = common::temp_dir("control-redact");
+    let s = Station::start("redact", &dir, SINK, &[], &[]);
+    // A camera that refuses the connection: the stream is taken, then fails naming it.
+    let port = common::station::free_port();
+    let secrets = [
+        "Jwt-S3cret-1",
+        "Sess-S3cret-2",
+        "Enc-S3cret-3",
+        "Path-S3cret-4",
+    ];
+    let source = format!(
+        "media location=\"rtsp://127.0.0.1:{port}/admin:{}@cam?jwt={}&session={}&pass%77ord={}&x=1\" \
+         retry=0 ! boxes format=synthetic",
+        secrets[3], secrets[0], secrets[1], secrets[2]
+    );
+    let reply = s.add(&source, Some(3));
+    assert_eq!(reply.status, 201, "{reply:?}");
+    let listed = s.stream(3).to_string();
+    assert!(
+        listed.contains("/***@cam?jwt=***&session=***&pass%77ord=***&x=1"),
+        "{listed}"
+    );
+    let failed = s
+        .wait_state(3, "failed", Duration::from_secs(30))
+        .to_string();
+    let (_, report, log) = s.stop();
+    for text in [&listed, &failed, &report.to_string(), &log] {
+        for secret in secrets {
+            assert!(!text.contains(secret), "{secret} shown: {text}");
+        }
+    }
+}
