@@ -424,8 +424,9 @@ pub(crate) struct PreprocessArgs {
 /// What a run shows besides its output (`octopipe::observe`).
 #[derive(clap::Args)]
 pub(crate) struct ObserveArgs {
-    /// Live progress on stderr: auto (a bar when stderr is a terminal, nothing otherwise), on (a
-    /// bar on a terminal, a plain line every 2 s otherwise), bar, lines, off.
+    /// Live progress on stderr: auto (a bar when stderr is a terminal, otherwise a plain line
+    /// every 10 s once frames flow), always/on (a bar on a terminal, a plain line every 2 s
+    /// otherwise), bar, lines, never/off.
     #[arg(long, value_name = "WHEN", default_value = "auto", default_missing_value = "on", num_args = 0..=1)]
     pub(crate) progress: ProgressArg,
     /// End-of-run report: a text table on stderr, or one JSON object on stdout (on stderr when
@@ -598,9 +599,11 @@ impl ControlArgs {
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum ProgressArg {
     Auto,
+    #[value(alias = "always")]
     On,
     Bar,
     Lines,
+    #[value(alias = "never")]
     Off,
 }
 

@@ -1,7 +1,8 @@
 //! Logging: the tracing subscriber, and the plain `octopipe: warning: ...` lines it writes.
 
-/// Set up the tracing subscriber: `RUST_LOG`'s filter if set, else warnings and errors (with
-/// `verbose`, notes too) as plain lines on stderr.
+/// Set up the tracing subscriber: `RUST_LOG`'s filter if set, else warnings, errors and the
+/// control plane's audit lines (who added or removed which stream: target `octopipe::audit`)
+/// (with `verbose`, every note) as plain lines on stderr.
 pub(crate) fn init(verbose: bool) {
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
@@ -10,11 +11,12 @@ pub(crate) fn init(verbose: bool) {
             .init();
     } else {
         // Warnings (a live source gone quiet, a reconnect) are for the user: one plain line each.
+        let filter = match verbose {
+            true => "info",
+            false => "warn,octopipe::audit=info",
+        };
         tracing_subscriber::fmt()
-            .with_max_level(match verbose {
-                true => tracing::Level::INFO,
-                false => tracing::Level::WARN,
-            })
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .event_format(PlainLines)
             .with_writer(std::io::stderr)
             .init();

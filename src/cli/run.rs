@@ -147,6 +147,9 @@ pub(crate) fn run(
     exit_now(code)
 }
 
+/// How often `--progress auto` writes its line when stderr is no terminal.
+const LOG_PROGRESS: Duration = Duration::from_secs(10);
+
 /// Attach the observers `args` asks for; the metrics server (if any) lives as long as the value
 /// returned.
 fn add_observers(
@@ -157,10 +160,12 @@ fn add_observers(
     use std::io::IsTerminal;
     let every = Duration::from_secs(2);
     let style = match (args.progress, std::io::stderr().is_terminal()) {
-        (ProgressArg::Off, _) | (ProgressArg::Auto, false) => None,
+        (ProgressArg::Off, _) => None,
         (ProgressArg::Bar, _) | (ProgressArg::Auto | ProgressArg::On, true) => {
             Some(observe::ProgressStyle::Bar)
         }
+        // A log (a service's journal, a pipe) gets a line now and then, not every 2 s.
+        (ProgressArg::Auto, false) => Some(observe::ProgressStyle::Log(LOG_PROGRESS)),
         (ProgressArg::Lines, _) | (ProgressArg::On, false) => {
             Some(observe::ProgressStyle::Lines(every))
         }

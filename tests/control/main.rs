@@ -3,6 +3,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod alerts;
 mod bench_infer;
 mod churn;
 mod control;

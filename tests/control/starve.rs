@@ -1,6 +1,7 @@
 //! Round 2 of the control plane as an attacker on loopback sees it (issue 38, docs/security.md
 //! "Round 2 (issue 38): the control plane and stream lifecycle"): /health cannot be starved by
-//! idle connections, by a slow stream open or by a description of thousands of properties.
+//! idle connections (from one address or several, issue 50), by a slow stream open or by a
+//! description of thousands of properties.
 //! Loopback only; every loop is bounded.
 
 use crate::common;
@@ -75,6 +76,77 @@ fn three_hundred_idle_connections_never_starve_health() {
         closed_after < Duration::from_secs(7),
         "an idle connection was closed after {closed_after:?} ({n} bytes)"
     );
+}
+
+/// Raise this process's open-file limit to its hard limit (the station, started after, inherits
+/// it): the attack below holds over a thousand sockets.
+fn more_files() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write one rlimit through a pointer to one.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max.min(8192);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+#[test]
+fn idle_sockets_from_four_addresses_never_leave_a_probe_unanswered() {
+    more_files();
+    let dir = common::temp_dir("starve-four");
+    let s = Station::start("four", &dir, SINK, &[], &[]);
+    let addr = s.addr;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Idle sockets from 127.0.0.2-5, 600 held at a time and renewed 50 every 50 ms (oldest
+    // closed first): both the server's lane (256) and its probe lane (256) stay full of
+    // connections that never send a byte. Bounded: 20 s at most.
+    let attacker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut held = std::collections::VecDeque::new();
+            let start = Instant::now();
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst)
+                && start.elapsed() < Duration::from_secs(20)
+            {
+                for _ in 0..50 {
+                    let from = Ipv4Addr::new(127, 0, 0, 2 + (n % 4) as u8);
+                    n += 1;
+                    if let Ok(c) = connect_from(from, addr) {
+                        held.push_back(c);
+                    }
+                    if held.len() > 600 {
+                        held.pop_front();
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            n
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut answered = 0;
+    let mut slow = Vec::new();
+    for i in 0..35 {
+        let start = Instant::now();
+        let request = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let reply = raw(addr, request.as_bytes(), Duration::from_secs(1));
+        if reply.as_ref().is_some_and(|r| r.status == 200) {
+            answered += 1;
+        } else {
+            slow.push((i, start.elapsed(), reply.map(|r| r.status)));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let opened = attacker.join().unwrap();
+    eprintln!("{opened} idle sockets opened; {answered} of 35 probes answered");
+    assert!(opened > 1000, "the attack held the lanes: {opened} sockets");
+    assert_eq!(answered, 35, "probes not answered within 1 s: {slow:?}");
 }
 
 #[test]

@@ -17,9 +17,9 @@
 //! | request | answer |
 //! | --- | --- |
 //! | `GET /metrics` | the metrics ([`Metrics`]), open to anyone |
-//! | `GET /health` | `200 {"status":"running","streams":N}` (N: streams running, when it takes streams); `503 {"status":"finished"}` once the run is over; open to anyone |
+//! | `GET /health` | `200 {"status":"running","streams":N,"failed":F}` (N: streams running, F: streams failed and not removed, when it takes streams; `"status":"degraded"` while F > 0); `503 {"status":"finished"}` once the run is over; open to anyone |
 //! | `GET /streams?after=ID&limit=N` | `200 [{"id","source","state","added","frames_in","processed","dropped","error"}, ...]`, at most `limit` (default 100, at most 1000) with an id after `after`; `X-Next-After: ID` when there are more |
-//! | `POST /streams` with `{"source":"testsrc live=true ! boxes format=synthetic","id":7}` or `{"stages":[{"stage":"rtp","port":5004},{"stage":"boxes","format":"synthetic"}]}` | `201 {"id":7}`; `400` a bad description or input, `403` an element or file not allowed, `409` an id used in this run or a UDP port another stream receives on, `413` a body over 64 KiB, `415` not JSON, `429` `--max-streams` reached, `503` no more streams taken |
+//! | `POST /streams` with `{"source":"testsrc live=true ! boxes format=synthetic","id":7}` or `{"stages":[{"stage":"rtp","port":5004},{"stage":"boxes","format":"synthetic"}]}` | `201 {"id":7}`; `400` a bad description or input (a `media` file that is empty or of no type GStreamer can tell), `403` an element or file not allowed, `409` an id used in this run or a UDP port another stream receives on, `413` a body over 64 KiB, `415` not JSON, `429` `--max-streams` reached, `503` no more streams taken |
 //! | `DELETE /streams/7?mode=drain` (or `mode=drop`) | `200 {"id":7,"mode":"drain"}`; `404` no such stream, `409` a stream of the description |
 //!
 //! Every `/streams` request must name this station in `Host` (an IP address, `localhost`, or a
@@ -31,6 +31,10 @@
 //! `detect`, `track`, `head`), GStreamer elements only as listed with `--allow-element`, files
 //! only under `--allow-dir`. Errors are JSON, `{"error":"..."}`, with credentials in URIs
 //! (user information, secret query parameters) hidden.
+//!
+//! Every stream added or removed is logged with who asked (the peer's address) and what (the
+//! description, credentials hidden): `octopipe: note: stream 7 added by 127.0.0.1:50312: ...`
+//! (the `octopipe::audit` target, on by default).
 //!
 //! Nothing a client does starves `/health`: connections are capped in all and per client
 //! address, and one over a cap still gets `/health` and `/metrics` answered (the server's probe
@@ -46,6 +50,7 @@ mod plane;
 mod policy;
 mod routes;
 mod server;
+mod typefind;
 
 pub use config::ControlConfig;
 pub use consts::{

@@ -16,10 +16,18 @@
 //! | `octopipe_budget_seconds` | gauge | the per-frame budget |
 //! | `octopipe_fps` | gauge | frames per second reaching the sink over the last 2 s |
 //! | `octopipe_running` | gauge | 1 while the pipeline runs, 0 once it finished |
+//! | `octopipe_stream_up` | gauge | `stream`: 1 while it runs, 0 once it ended, failed or is being removed |
+//! | `octopipe_stream_failed` | gauge | `stream`, `reason`: 1 for a stream that failed (its reason's class) |
+//! | `octopipe_streams` | gauge | `state` (`running`, `removing`, `ended`, `failed`, `removed`): streams in each |
+//! | `octopipe_stream_failures` | gauge | `reason`: streams failed and not removed, by [`failure_reason`] |
 //!
-//! A stream that ended (a stream added while running that was removed, ended or failed) keeps
-//! its series until [`KEPT_ENDED`] streams ended after it; then its series go, so a station
-//! that takes streams for months serves a bounded page ([`Metrics::ended`]).
+//! The stream series (`octopipe_stream_*`, `octopipe_streams`) are those of a station that takes
+//! streams ([`Metrics::watch`]): an operator alerts on `octopipe_streams{state="failed"} > 0`.
+//! A removed stream's series go at once ([`Metrics::removed`]), so a station that took a
+//! thousand streams one after the other serves the page it served with none. A stream that
+//! ended or failed without being removed keeps its series (it shows until it is removed); the
+//! latency and frame series of an ended one go once [`KEPT_ENDED`] streams ended after it
+//! ([`Metrics::ended`]).
 //!
 //! Drops: while the run goes on, the observer sees only the gaps in frame numbers of the frames
 //! that reached the end (`reason="seq-gap"`); when the run finishes they are replaced by the
@@ -33,6 +41,7 @@ use std::time::{Duration, Instant};
 use octopipe_core::budget::{GapCounter, Report};
 use octopipe_core::crops::CropBatch;
 use octopipe_core::observer::Observer;
+use octopipe_pipeline::pipeline::{StreamInfo, StreamState as Where, Streams};
 
 /// How many ended streams keep their series (the most recent to end).
 pub const KEPT_ENDED: usize = 32;
@@ -196,6 +205,8 @@ impl State {
 #[derive(Clone)]
 pub struct Metrics {
     state: Arc<Mutex<State>>,
+    /// The streams of a station that takes them, for their state series.
+    streams: Arc<Mutex<Option<Streams>>>,
 }
 
 impl Default for Metrics {
@@ -212,12 +223,48 @@ impl Metrics {
                 running: true,
                 ..State::default()
             })),
+            streams: Arc::new(Mutex::new(None)),
         }
     }
 
     /// The exposition text as a scrape gets it now.
     pub fn render(&self) -> String {
-        self.state.lock().map(|s| s.render()).unwrap_or_default()
+        let mut text = self.state.lock().map(|s| s.render()).unwrap_or_default();
+        if let Some(list) = self.stream_list() {
+            render_streams(&mut text, &list);
+        }
+        text
+    }
+
+    /// Serve the state series of `streams` (those of a station that takes streams).
+    pub fn watch(&self, streams: Streams) {
+        if let Ok(mut slot) = self.streams.lock() {
+            *slot = Some(streams);
+        }
+    }
+
+    /// Every stream of the watched station ([`Metrics::watch`]), `None` when none is watched.
+    fn stream_list(&self) -> Option<Vec<StreamInfo>> {
+        let streams = self.streams.lock().ok()?.clone()?;
+        Some(streams.list())
+    }
+
+    /// Streams of the watched station by state: (running, failed); `None` when none is watched.
+    pub fn stream_counts(&self) -> Option<(usize, usize)> {
+        let list = self.stream_list()?;
+        let count = |state| list.iter().filter(|s| s.state == state).count();
+        Some((count(Where::Running), count(Where::Failed)))
+    }
+
+    /// Stream `stream` was removed: its series go now (frames of it still on their way are not
+    /// counted).
+    pub fn removed(&self, stream: u32) {
+        let Ok(mut s) = self.state.lock() else {
+            return;
+        };
+        s.streams.remove(&stream);
+        s.ended.retain(|e| *e != stream);
+        s.gone.insert(stream);
     }
 
     /// Whether the run is still going (its report not made yet).
@@ -327,6 +374,101 @@ impl Observer for MetricsObserver {
             );
         }
         report.extra.push(format!("metrics: {}", self.url));
+    }
+}
+
+/// The states a stream is counted in, in the order printed.
+const STATES: [(Where, &str); 5] = [
+    (Where::Running, "running"),
+    (Where::Removing, "removing"),
+    (Where::Ended, "ended"),
+    (Where::Failed, "failed"),
+    (Where::Removed, "removed"),
+];
+
+/// The class of a stream's failure, from its reason: a bounded set of label values
+/// (`timeout`, `refused`, `not-found`, `too-large`, `damaged`, `not-allowed`, `other`), so
+/// that a label never carries what a peer wrote.
+pub fn failure_reason(reason: &str) -> &'static str {
+    let r = reason.to_ascii_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| r.contains(w));
+    if has(&["timed out", "timeout", "no frame within", "deadline"]) {
+        "timeout"
+    } else if has(&[
+        "refused",
+        "unreachable",
+        "could not connect",
+        "reset by peer",
+    ]) {
+        "refused"
+    } else if has(&[
+        "not found",
+        "no such file",
+        "does not exist",
+        "could not open",
+    ]) {
+        "not-found"
+    } else if has(&[
+        "too large",
+        "too many",
+        "exceeds",
+        "over the",
+        "at most",
+        "budget",
+    ]) {
+        "too-large"
+    } else if has(&["damaged", "corrupt", "decode", "truncated", "invalid data"]) {
+        "damaged"
+    } else if has(&["not allowed", "forbidden", "denied", "permission"]) {
+        "not-allowed"
+    } else {
+        "other"
+    }
+}
+
+/// The stream series of `list` (every stream of the station): a removed stream has none.
+fn render_streams(o: &mut String, list: &[StreamInfo]) {
+    let shown = || list.iter().filter(|s| s.state != Where::Removed);
+    let _ = writeln!(
+        o,
+        "# HELP octopipe_stream_up 1 while the stream runs, 0 once it ended, failed or is being removed."
+    );
+    let _ = writeln!(o, "# TYPE octopipe_stream_up gauge");
+    for s in shown() {
+        let up = u8::from(s.state == Where::Running);
+        let _ = writeln!(o, "octopipe_stream_up{{stream=\"{}\"}} {up}", s.id);
+    }
+    let _ = writeln!(
+        o,
+        "# HELP octopipe_stream_failed 1 for a stream that failed (after its retries), by the class of its reason."
+    );
+    let _ = writeln!(o, "# TYPE octopipe_stream_failed gauge");
+    let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in shown().filter(|s| s.state == Where::Failed) {
+        let reason = failure_reason(s.error.as_deref().unwrap_or(""));
+        *reasons.entry(reason).or_default() += 1;
+        let _ = writeln!(
+            o,
+            "octopipe_stream_failed{{stream=\"{}\",reason=\"{reason}\"}} 1",
+            s.id
+        );
+    }
+    let _ = writeln!(
+        o,
+        "# HELP octopipe_streams Streams of the station in each state (removed: all removed so far)."
+    );
+    let _ = writeln!(o, "# TYPE octopipe_streams gauge");
+    for (state, name) in STATES {
+        let n = list.iter().filter(|s| s.state == state).count();
+        let _ = writeln!(o, "octopipe_streams{{state=\"{name}\"}} {n}");
+    }
+    let _ = writeln!(
+        o,
+        "# HELP octopipe_stream_failures Streams failed and not removed, by the class of their reason."
+    );
+    let _ = writeln!(o, "# TYPE octopipe_stream_failures gauge");
+    for (reason, n) in reasons {
+        let _ = writeln!(o, "octopipe_stream_failures{{reason=\"{reason}\"}} {n}");
     }
 }
 

@@ -45,7 +45,7 @@ impl ControlPlane {
     pub fn start(addr: &str, config: ControlConfig) -> Result<ControlPlane, ControlError> {
         let listen_error = |e: std::io::Error| ControlError::Listen {
             addr: addr.to_string(),
-            reason: e.to_string(),
+            reason: e.to_string() + &hint(addr),
             source: Some(e),
         };
         let listener = std::net::TcpListener::bind(addr).map_err(listen_error)?;
@@ -90,8 +90,10 @@ impl ControlPlane {
         self.shared.config.check_exposure(&self.addr.to_string())?;
         streams.set_max_streams(self.shared.config.max_streams);
         streams.set_max_stream_memory(self.shared.config.max_stream_memory);
+        streams.set_memory_budget(self.shared.config.memory_budget);
         let metrics = self.shared.metrics.clone();
         streams.on_end(move |id| metrics.ended(id));
+        self.shared.metrics.watch(streams.clone());
         if let Ok(mut slot) = self.shared.streams.lock() {
             *slot = Some(streams);
         }
@@ -121,6 +123,18 @@ impl ControlPlane {
         self.shared
             .metrics
             .observer(format!("http://{}/metrics", self.addr))
+    }
+}
+
+/// What to write instead of `addr` when it is a port alone (`9185`) or lacks its host
+/// (`:9185`): the loopback address with that port.
+fn hint(addr: &str) -> String {
+    let port = addr.strip_prefix(':').unwrap_or(addr);
+    match port.parse::<u16>() {
+        Ok(port) => format!(
+            " (an address is HOST:PORT: did you mean 127.0.0.1:{port}? 0.0.0.0:{port} listens on every interface)"
+        ),
+        Err(_) => String::new(),
     }
 }
 

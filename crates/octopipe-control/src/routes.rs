@@ -2,7 +2,7 @@
 //! request that names this station (`Host`, `Origin`) and carries its token; bodies are JSON.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -72,8 +72,12 @@ pub(super) fn too_many(max: usize, ip: Option<IpAddr>) -> Answer {
     error(StatusCode::SERVICE_UNAVAILABLE, message)
 }
 
-/// Answer one request.
-pub(super) async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Answer {
+/// Answer one request of `peer`.
+pub(super) async fn answer(
+    req: Request<Incoming>,
+    shared: &Arc<Shared>,
+    peer: SocketAddr,
+) -> Answer {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     match (&method, path.as_str()) {
@@ -87,7 +91,7 @@ pub(super) async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Answ
             )
         }
         (&Method::GET, "/health") => health(shared),
-        (_, p) if p == "/streams" || p.starts_with("/streams/") => streams(req, shared).await,
+        (_, p) if p == "/streams" || p.starts_with("/streams/") => streams(req, shared, peer).await,
         (&Method::GET, _) => error(StatusCode::NOT_FOUND, "try /metrics, /health or /streams"),
         _ => error(StatusCode::METHOD_NOT_ALLOWED, format!("{method} {path}")),
     }
@@ -101,14 +105,20 @@ fn health(shared: &Shared) -> Answer {
         );
     }
     let mut health = json!({ "status": "running" });
-    if let Some(streams) = shared.streams.lock().ok().and_then(|s| s.clone()) {
-        health["streams"] = streams.running().into();
+    // A station with failed streams still runs (200: no scheduler should restart it for one
+    // bad camera), but says so: `degraded`, and how many failed until they are removed.
+    if let Some((running, failed)) = shared.metrics.stream_counts() {
+        health["streams"] = running.into();
+        health["failed"] = failed.into();
+        if failed > 0 {
+            health["status"] = "degraded".into();
+        }
     }
     json(StatusCode::OK, health)
 }
 
 /// `GET /streams`, `POST /streams`, `DELETE /streams/{id}`: guarded.
-async fn streams(req: Request<Incoming>, shared: &Arc<Shared>) -> Answer {
+async fn streams(req: Request<Incoming>, shared: &Arc<Shared>, peer: SocketAddr) -> Answer {
     let headers = req.headers();
     let checks = guard::host_allowed(headers, &shared.config.allow_hosts)
         .and_then(|()| guard::origin_allowed(headers))
@@ -126,8 +136,8 @@ async fn streams(req: Request<Incoming>, shared: &Arc<Shared>) -> Answer {
     let query = req.uri().query().unwrap_or("").to_string();
     match (req.method().clone(), path.strip_prefix("/streams/")) {
         (Method::GET, None) => list(&streams, &query),
-        (Method::POST, None) => add(req, streams, shared).await,
-        (Method::DELETE, Some(id)) => remove(&streams, id, &query),
+        (Method::POST, None) => add(req, streams, shared, peer).await,
+        (Method::DELETE, Some(id)) => remove(&streams, &shared.metrics, id, &query, peer),
         (method, _) => error(StatusCode::METHOD_NOT_ALLOWED, format!("{method} {path}")),
     }
 }
@@ -188,7 +198,12 @@ struct Add {
 const EXPECTED: &str = "expected {\"source\": \"DESCRIPTION\", \"id\": N (optional)} or \
      {\"stages\": [{\"stage\": \"media\", \"location\": \"rtsp://...\"}, {\"stage\": \"boxes\", ...}], \"id\": N}";
 
-async fn add(req: Request<Incoming>, streams: Streams, shared: &Arc<Shared>) -> Answer {
+async fn add(
+    req: Request<Incoming>,
+    streams: Streams,
+    shared: &Arc<Shared>,
+    peer: SocketAddr,
+) -> Answer {
     if let Err(r) = guard::json_body(req.headers()) {
         return refused(r);
     }
@@ -218,7 +233,7 @@ async fn add(req: Request<Incoming>, streams: Streams, shared: &Arc<Shared>) -> 
     // with what the client sent or names: off the server's thread, so health and the other
     // requests are answered meanwhile.
     let shared = shared.clone();
-    let added = tokio::task::spawn_blocking(move || open(&body, &streams, &shared)).await;
+    let added = tokio::task::spawn_blocking(move || open(&body, &streams, &shared, peer)).await;
     match added {
         Ok(answer) => answer,
         Err(e) => error(
@@ -228,8 +243,9 @@ async fn add(req: Request<Incoming>, streams: Streams, shared: &Arc<Shared>) -> 
     }
 }
 
-/// Parse, check and open the stream `body` describes (on a blocking thread).
-fn open(body: &[u8], streams: &Streams, shared: &Shared) -> Answer {
+/// Parse, check and open the stream `body` describes (on a blocking thread); the log says who
+/// added what.
+fn open(body: &[u8], streams: &Streams, shared: &Shared, peer: SocketAddr) -> Answer {
     let add: Add = match serde_json::from_slice(body) {
         Ok(a) => a,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("{EXPECTED}: {e}")),
@@ -253,8 +269,19 @@ fn open(body: &[u8], streams: &Streams, shared: &Shared) -> Answer {
         };
         return error(status, r.message);
     }
+    if let Some(reason) = super::typefind::unknown_type(&desc) {
+        return error(StatusCode::BAD_REQUEST, reason);
+    }
     match streams.add(&desc, add.id) {
-        Ok(added) => json(StatusCode::CREATED, json!({ "id": added.id })),
+        Ok(added) => {
+            tracing::info!(
+                target: "octopipe::audit",
+                "stream {} added by {peer}: {}",
+                added.id,
+                shown(&desc.text)
+            );
+            json(StatusCode::CREATED, json!({ "id": added.id }))
+        }
         Err(Error::Pipeline(PipelineError::TooManyStreams(n))) => error(
             StatusCode::TOO_MANY_REQUESTS,
             format!(
@@ -349,7 +376,15 @@ fn typed(stages: &[serde_json::Map<String, serde_json::Value>]) -> Result<String
     Ok(parts.join(" ! "))
 }
 
-fn remove(streams: &Streams, id: &str, query: &str) -> Answer {
+/// A description as a log line shows it: credentials hidden, control characters escaped.
+fn shown(text: &str) -> String {
+    octopipe_core::redact::credentials(text)
+        .escape_debug()
+        .to_string()
+}
+
+/// `DELETE /streams/{id}`: the stream's series go, the log says who removed which.
+fn remove(streams: &Streams, metrics: &Metrics, id: &str, query: &str, peer: SocketAddr) -> Answer {
     let Ok(id) = id.parse::<u32>() else {
         return error(
             StatusCode::BAD_REQUEST,
@@ -364,7 +399,13 @@ fn remove(streams: &Streams, id: &str, query: &str) -> Answer {
         );
     };
     match streams.remove(id, remove) {
-        Ok(()) => json(StatusCode::OK, json!({ "id": id, "mode": mode })),
+        Ok(()) => {
+            let source = streams.list().into_iter().find(|s| s.id == id);
+            let source = source.map(|s| shown(&s.source)).unwrap_or_default();
+            tracing::info!(target: "octopipe::audit", "stream {id} removed by {peer} (mode={mode}): {source}");
+            metrics.removed(id);
+            json(StatusCode::OK, json!({ "id": id, "mode": mode }))
+        }
         Err(e) => error(status_of(&e), e),
     }
 }

@@ -9,12 +9,16 @@
 //! connection over either cap is not turned away blind: it goes to the probe lane, which answers
 //! `GET /health` and `GET /metrics` (what a scheduler's probe and Prometheus ask) and a 503 to
 //! anything else, with a head deadline of [`PROBE_DEADLINE`]; the lane has `max_connections`
-//! places of its own, and beyond those a connection is closed at once. So idle or trickling
-//! clients, however many, never make `/health` a 503 (docs/security.md, round 2).
+//! places of its own. When they are all taken, a new connection takes the place of the oldest
+//! one that has not sent its request yet (closed), and is closed at once only when every place
+//! serves a request (each within 2 x [`PROBE_DEADLINE`]). So idle or trickling clients, however
+//! many and from however many addresses, never make `/health` a 503 nor leave it unanswered: a
+//! probe sends its request at once, idle sockets never do (docs/security.md, rounds 2 and 3).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::{IpAddr, TcpListener as StdListener};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +30,7 @@ use hyper::{Method, Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::AbortHandle;
 
 use super::consts::{per_client, HEAD_DEADLINE, MAX_HEAD, MAX_HEADERS, REQUEST_DEADLINE};
 use super::routes::{answer, too_many, Shared};
@@ -80,6 +85,78 @@ impl Drop for ClientSlot {
     }
 }
 
+/// The probe lane's places: each connection in it, oldest first, with whether its request came.
+struct ProbeLane {
+    places: usize,
+    next: AtomicU64,
+    held: Mutex<VecDeque<Probe>>,
+}
+
+/// A connection in the probe lane.
+struct Probe {
+    id: u64,
+    /// Set once its request's head was read: from then on it is answered, not closed.
+    asked: Arc<AtomicBool>,
+    abort: Option<AbortHandle>,
+}
+
+/// A place in the probe lane, given back when dropped.
+struct ProbePlace {
+    lane: Arc<ProbeLane>,
+    id: u64,
+}
+
+impl ProbeLane {
+    fn new(places: usize) -> Arc<ProbeLane> {
+        Arc::new(ProbeLane {
+            places,
+            next: AtomicU64::new(0),
+            held: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// A place for a new connection: a free one, or that of the oldest connection that has not
+    /// sent its request (closed here); `None` when every place serves a request.
+    fn take(self: &Arc<Self>) -> Option<(ProbePlace, Arc<AtomicBool>)> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.len() >= self.places {
+            let idle = held.iter().position(|p| !p.asked.load(Ordering::SeqCst))?;
+            if let Some(old) = held.remove(idle).and_then(|p| p.abort) {
+                old.abort();
+            }
+        }
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        let asked = Arc::new(AtomicBool::new(false));
+        held.push_back(Probe {
+            id,
+            asked: asked.clone(),
+            abort: None,
+        });
+        let place = ProbePlace {
+            lane: self.clone(),
+            id,
+        };
+        Some((place, asked))
+    }
+
+    /// The task serving the connection in place `id`, for closing it.
+    fn serving(&self, id: u64, abort: AbortHandle) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = held.iter_mut().find(|p| p.id == id) {
+            p.abort = Some(abort);
+        }
+    }
+}
+
+impl Drop for ProbePlace {
+    fn drop(&mut self) {
+        let mut held = self.lane.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = held.iter().position(|p| p.id == self.id) {
+            held.remove(i);
+        }
+    }
+}
+
 /// Serve `listener` until `stop` changes; requests are answered from `shared`.
 pub(super) async fn serve(
     listener: StdListener,
@@ -95,7 +172,7 @@ pub(super) async fn serve(
     };
     let max = shared.config.max_connections;
     let slots = Arc::new(Semaphore::new(max));
-    let probes = Arc::new(Semaphore::new(max));
+    let probes = ProbeLane::new(max);
     let clients = Arc::new(Clients::default());
     loop {
         let accepted = tokio::select! {
@@ -116,27 +193,31 @@ pub(super) async fn serve(
             tokio::spawn(async move {
                 let service = service_fn(move |req: Request<Incoming>| {
                     let shared = shared.clone();
-                    async move { Ok::<Response<Full<Bytes>>, Infallible>(answer(req, &shared).await) }
+                    async move {
+                        Ok::<Response<Full<Bytes>>, Infallible>(answer(req, &shared, peer).await)
+                    }
                 });
                 serve_one(conn, service, HEAD_DEADLINE, REQUEST_DEADLINE).await;
                 drop(slot);
             });
             continue;
         }
-        // Over a cap: the probe lane, or closed at once when it is full too.
-        let Ok(place) = probes.clone().try_acquire_owned() else {
+        // Over a cap: the probe lane, or closed at once when every place there serves a request.
+        let Some((place, asked)) = probes.take() else {
             tracing::debug!("control plane: {peer}: over every cap, closed");
             continue;
         };
         let whole = slots.available_permits() == 0;
-        tokio::spawn(async move {
+        let id = place.id;
+        let task = tokio::spawn(async move {
             let service = service_fn(move |req: Request<Incoming>| {
                 let shared = shared.clone();
+                asked.store(true, Ordering::SeqCst);
                 async move {
                     let probe = req.method() == Method::GET
                         && matches!(req.uri().path(), "/health" | "/metrics" | "/");
                     let reply = match probe {
-                        true => answer(req, &shared).await,
+                        true => answer(req, &shared, peer).await,
                         false => too_many(max, (!whole).then_some(peer.ip())),
                     };
                     Ok::<Response<Full<Bytes>>, Infallible>(reply)
@@ -145,6 +226,7 @@ pub(super) async fn serve(
             serve_one(conn, service, PROBE_DEADLINE, 2 * PROBE_DEADLINE).await;
             drop(place);
         });
+        probes.serving(id, task.abort_handle());
     }
 }
 
@@ -192,5 +274,22 @@ mod tests {
         assert!(clients.admit(a, cap, &slots).is_some(), "freed when closed");
         assert_eq!(per_client(1), 1);
         assert_eq!(per_client(256), 64);
+    }
+
+    #[test]
+    fn a_new_probe_takes_the_place_of_the_oldest_idle_one() {
+        let lane = ProbeLane::new(2);
+        let (a, asked_a) = lane.take().unwrap();
+        let (b, _) = lane.take().unwrap();
+        asked_a.store(true, Ordering::SeqCst);
+        // Full: b (idle) goes, a (asking) stays.
+        let (c, asked_c) = lane.take().expect("an idle place is taken over");
+        let ids: Vec<u64> = lane.held.lock().unwrap().iter().map(|p| p.id).collect();
+        assert_eq!(ids, vec![a.id, c.id]);
+        asked_c.store(true, Ordering::SeqCst);
+        assert!(lane.take().is_none(), "every place serves a request");
+        drop((a, b));
+        assert_eq!(lane.held.lock().unwrap().len(), 1, "places given back");
+        assert!(lane.take().is_some());
     }
 }

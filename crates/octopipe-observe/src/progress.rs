@@ -26,8 +26,11 @@ const WINDOW: usize = 300;
 pub enum ProgressStyle {
     /// An indicatif spinner line on stderr, redrawn in place (for a terminal).
     Bar,
-    /// A plain line on stderr every `interval` (for logs and pipes).
+    /// A plain line on stderr every `interval` (for logs and pipes), and one at the end.
     Lines(Duration),
+    /// A plain line on stderr every `interval`, and one at the end of a run that printed one
+    /// (what `--progress auto` gives a log: a short run adds no line).
+    Log(Duration),
 }
 
 /// Shows a run's progress on stderr.
@@ -36,6 +39,8 @@ pub struct Progress {
     bar: Option<ProgressBar>,
     start: Instant,
     last_line: Instant,
+    /// Whether a plain line was printed.
+    printed: bool,
     frames: u64,
     objects: u64,
     over: u64,
@@ -61,7 +66,7 @@ impl Progress {
                 bar.enable_steady_tick(Duration::from_millis(200));
                 Some(bar)
             }
-            ProgressStyle::Lines(_) => None,
+            ProgressStyle::Lines(_) | ProgressStyle::Log(_) => None,
         };
         let now = Instant::now();
         Progress {
@@ -69,6 +74,7 @@ impl Progress {
             bar,
             start: now,
             last_line: now,
+            printed: false,
             frames: 0,
             objects: 0,
             over: 0,
@@ -130,7 +136,8 @@ impl Progress {
     }
 
     /// The plain line, with the time since the start.
-    fn line(&self, now: Instant) {
+    fn line(&mut self, now: Instant) {
+        self.printed = true;
         let t = now.duration_since(self.start).as_secs_f64();
         let _ = writeln!(std::io::stderr(), "progress {t:6.1} s: {}", self.status());
     }
@@ -174,7 +181,7 @@ impl Observer for Progress {
                     bar.set_message(self.status());
                 }
             }
-            ProgressStyle::Lines(every) => {
+            ProgressStyle::Lines(every) | ProgressStyle::Log(every) => {
                 if now.duration_since(self.last_line) >= every {
                     self.last_line = now;
                     self.line(now);
@@ -188,7 +195,12 @@ impl Observer for Progress {
             bar.finish_and_clear();
         }
         // A log ends with where the run got to.
-        if matches!(self.style, ProgressStyle::Lines(_)) {
+        let last = match self.style {
+            ProgressStyle::Lines(_) => true,
+            ProgressStyle::Log(_) => self.printed,
+            ProgressStyle::Bar => false,
+        };
+        if last {
             self.line(Instant::now());
         }
     }

@@ -3,10 +3,12 @@
 
 use super::classifier::Classifier;
 use super::config::ClassifyConfig;
+use super::error::ClassifyError;
 use super::{Reinfer, TrackLabels};
 use octopipe_core::error::Error;
 use octopipe_core::files::RunPath;
 use octopipe_core::stage::{Element, OpenContext, Running, Stage};
+use octopipe_core::tensor::DType;
 use octopipe_stages::batch::CropBatch;
 use octopipe_stages::preprocess::PreprocessConfig;
 
@@ -40,6 +42,18 @@ impl Element for ClassifyConfig {
             .get::<PreprocessConfig>()
             .cloned()
             .unwrap_or_default();
+        // The classifier takes float32 crops: a preprocess stage that makes others is refused
+        // here, before any frame, not at the first inference.
+        if preprocess.dtype != DType::F32 {
+            let dtype = format!("{:?}", preprocess.dtype).to_lowercase();
+            return Err(ClassifyError::Model {
+                path: self.model.display().to_string(),
+                reason: format!(
+                    "it takes float32 crops, but the preprocess stage before it makes {dtype} (preprocess dtype={dtype}): give preprocess dtype=f32 (the default)"
+                ),
+            }
+            .into());
+        }
         let interval = self.reinfer_interval;
         // Workers past the first, each with its sessions (`workers` > 1 excludes reused labels).
         let more = (1..self.workers.max(1))

@@ -91,8 +91,9 @@ pub struct ClassMap(HashMap<String, Group>);
 
 impl ClassMap {
     /// COCO class names: person -> people; car, bus, truck -> vehicles; bicycle, motorcycle ->
-    /// two-wheelers; and the names `pipelines/visdrone-detect.pipe` maps them to (vehicle,
-    /// two-wheeler).
+    /// two-wheelers; the names `pipelines/visdrone-detect.pipe` maps them to (vehicle,
+    /// two-wheeler); and VisDrone's category names (pedestrian, people; car, van, truck, bus;
+    /// bicycle, tricycle, awning-tricycle, motor).
     pub fn coco() -> Self {
         ClassMap(
             [
@@ -104,6 +105,14 @@ impl ClassMap {
                 ("motorcycle", Group::TwoWheelers),
                 ("vehicle", Group::Vehicles),
                 ("two-wheeler", Group::TwoWheelers),
+                // VisDrone's own names: boxes replayed from annotations, or a detector trained
+                // on VisDrone.
+                ("pedestrian", Group::People),
+                ("people", Group::People),
+                ("van", Group::Vehicles),
+                ("tricycle", Group::TwoWheelers),
+                ("awning-tricycle", Group::TwoWheelers),
+                ("motor", Group::TwoWheelers),
             ]
             .into_iter()
             .map(|(name, group)| (name.to_string(), group))
@@ -265,6 +274,8 @@ pub struct Evaluation {
     pub detections: usize,
     /// Detections whose class is in no group (not counted).
     pub not_counted: usize,
+    /// Those classes, each with how many detections carry it.
+    pub not_counted_classes: BTreeMap<String, u64>,
 }
 
 impl Evaluation {
@@ -316,7 +327,12 @@ impl fmt::Display for Evaluation {
             f,
             "frames: {}; detections: {} ({} of classes in no group, not counted); match at IoU >= {IOU_THRESHOLD}",
             self.frames, self.detections, self.not_counted
-        )
+        )?;
+        if !self.not_counted_classes.is_empty() {
+            let classes = super::labels::counted(&self.not_counted_classes);
+            write!(f, "\nnot counted, by class: {classes}")?;
+        }
+        Ok(())
     }
 }
 
@@ -336,6 +352,7 @@ pub fn evaluate(
     let mut by_frame: BTreeMap<(&str, Group), Vec<usize>> = BTreeMap::new();
     let mut unknown: BTreeMap<&str, usize> = BTreeMap::new();
     let mut not_counted = 0;
+    let mut not_counted_classes: BTreeMap<String, u64> = BTreeMap::new();
     for (i, d) in detections.iter().enumerate() {
         let frame = stem(&d.source);
         if !truth.frames.contains_key(frame) {
@@ -344,7 +361,10 @@ pub fn evaluate(
         }
         match map.group(&d.label) {
             Some(group) => by_frame.entry((frame, group)).or_default().push(i),
-            None => not_counted += 1,
+            None => {
+                not_counted += 1;
+                *not_counted_classes.entry(d.label.clone()).or_default() += 1;
+            }
         }
     }
     if let Some((source, count)) = unknown.into_iter().next() {
@@ -393,6 +413,7 @@ pub fn evaluate(
         frames: truth.frames(),
         detections: detections.len(),
         not_counted,
+        not_counted_classes,
     })
 }
 
@@ -464,7 +485,16 @@ pub fn evaluate_files(
     let truth = Truth::for_images(annotations, images)?;
     let detections = read_objects(objects)?;
     let coco = ClassMap::coco();
-    evaluate(&truth, &detections, map.unwrap_or(&coco))
+    let scores = evaluate(&truth, &detections, map.unwrap_or(&coco))?;
+    // Detections of which none counts would score every group 0: a map that does not fit.
+    if scores.detections > 0 && scores.not_counted == scores.detections {
+        return Err(EvalError::NoGroup {
+            path: objects.display().to_string(),
+            count: scores.detections,
+            classes: super::labels::counted(&scores.not_counted_classes),
+        });
+    }
+    Ok(scores)
 }
 
 #[cfg(test)]

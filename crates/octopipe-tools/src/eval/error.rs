@@ -54,6 +54,50 @@ pub enum EvalError {
         /// The streams found.
         streams: String,
     },
+    /// Labels the label map does not name: scoring them would call every one wrong.
+    #[error("{path}: {count} objects carry labels the class map does not name: {labels}: name them in --classes LABEL=CAT+CAT,... (the map's labels: {known})")]
+    UnknownLabels {
+        /// The JSONL file.
+        path: String,
+        /// How many objects.
+        count: u64,
+        /// Each label with how many objects carry it.
+        labels: String,
+        /// The labels the map names.
+        known: String,
+    },
+    /// Detections none of whose classes the class map puts in a group.
+    #[error("{path}: none of the {count} detections has a class the class map puts in a group (classes: {classes}): name them in --classes CLASS=GROUP,...")]
+    NoGroup {
+        /// The JSONL file.
+        path: String,
+        /// How many detections.
+        count: usize,
+        /// Each class with how many detections carry it.
+        classes: String,
+    },
+    /// Tracks scored from objects that carry none.
+    #[error("{path}: none of the {count} objects of stream {stream} carries a track: run the objects through a `track` stage first")]
+    NoTracks {
+        /// The JSONL file.
+        path: String,
+        /// How many objects.
+        count: u64,
+        /// The stream scored.
+        stream: u32,
+    },
+    /// Tracks and a ground truth that are not of the same sequence.
+    #[error(
+        "{path}: {reason}: are the objects and the ground truth {truth} of the same sequence?"
+    )]
+    Mismatch {
+        /// The JSONL file.
+        path: String,
+        /// The ground truth file.
+        truth: String,
+        /// What does not fit.
+        reason: String,
+    },
     /// A class map that does not parse.
     #[error("class map '{text}': {reason}")]
     ClassMap {

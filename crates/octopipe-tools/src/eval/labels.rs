@@ -65,6 +65,17 @@ impl LabelMap {
         Ok(LabelMap(map))
     }
 
+    /// Whether `label` is one of the map's.
+    fn names(&self, label: &str) -> bool {
+        self.0.iter().any(|(l, _)| l == label)
+    }
+
+    /// The map's labels, comma-separated.
+    fn labels(&self) -> String {
+        let labels: Vec<&str> = self.0.iter().map(|(l, _)| l.as_str()).collect();
+        labels.join(", ")
+    }
+
     /// The label that stands for `category`, if any.
     fn label_of(&self, category: u32) -> Option<usize> {
         self.0.iter().position(|(_, cats)| cats.contains(&category))
@@ -186,6 +197,8 @@ pub fn evaluate(text: &str, path: &str, map: &LabelMap) -> Result<LabelsEvaluati
         ..Default::default()
     };
     let (mut all, mut none) = (0, NoCategory::default());
+    // Labels the map does not name, by name: each would be scored wrong.
+    let mut unknown: std::collections::BTreeMap<String, u64> = Default::default();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -213,6 +226,10 @@ pub fn evaluate(text: &str, path: &str, map: &LabelMap) -> Result<LabelsEvaluati
             e.unlabelled += 1;
             continue;
         };
+        if !map.names(&label) {
+            *unknown.entry(label).or_default() += 1;
+            continue;
+        }
         let Some(row) = map.label_of(annotation.category_id) else {
             e.uncounted += 1;
             continue;
@@ -226,7 +243,30 @@ pub fn evaluate(text: &str, path: &str, map: &LabelMap) -> Result<LabelsEvaluati
             found: none.found(all),
         });
     }
+    if !unknown.is_empty() {
+        return Err(EvalError::UnknownLabels {
+            path: path.to_string(),
+            count: unknown.values().sum(),
+            labels: counted(&unknown),
+            known: map.labels(),
+        });
+    }
     Ok(e)
+}
+
+/// `name (count), ...` of names counted, the most frequent first (at most 10 named).
+pub(crate) fn counted<N: fmt::Display>(counts: &std::collections::BTreeMap<N, u64>) -> String {
+    let mut list: Vec<(&N, &u64)> = counts.iter().collect();
+    list.sort_by(|a, b| b.1.cmp(a.1));
+    let mut text: Vec<String> = list
+        .iter()
+        .take(10)
+        .map(|(n, c)| format!("{n} ({c})"))
+        .collect();
+    if list.len() > 10 {
+        text.push(format!("and {} more", list.len() - 10));
+    }
+    text.join(", ")
 }
 
 /// `octopipe eval labels`: the objects of a JSONL file.
@@ -262,6 +302,26 @@ mod tests {
         assert_eq!(map.label_of(2), Some(0));
         let bad = LabelMap::parse("a=x").unwrap_err().to_string();
         assert_eq!(bad, "class map 'a=x': 'x' is not a category number");
+    }
+
+    #[test]
+    fn labels_the_map_does_not_name_are_refused_by_name() {
+        let text = [
+            r#"{"label":"car","annotation":{"category_id":4}}"#,
+            r#"{"label":"pedestrian","annotation":{"category_id":1}}"#,
+            r#"{"label":"pedestrian","annotation":{"category_id":1}}"#,
+            r#"{"label":"van","annotation":{"category_id":5}}"#,
+        ]
+        .join("\n");
+        let e = evaluate(&text, "o.jsonl", &LabelMap::visdrone_crops())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "o.jsonl: 3 objects carry labels the class map does not name: pedestrian (2), van (1): name them in --classes LABEL=CAT+CAT,... (the map's labels: person, two-wheeler, car, large-vehicle)"
+        );
+        let map = LabelMap::parse("car=4,pedestrian=1,van=5").unwrap();
+        assert_eq!(evaluate(&text, "o.jsonl", &map).unwrap().total(), (4, 4));
     }
 
     #[test]

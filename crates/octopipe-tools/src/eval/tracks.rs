@@ -25,6 +25,7 @@ use serde::Deserialize;
 use super::mot::{score, IdBoxes, MotScore, MotSequence, MATCH_IOU};
 use super::EvalError;
 use octopipe_core::files::FileError;
+use octopipe_stages::track::iou_u32;
 
 /// The fields of a JSONL object read here.
 #[derive(Deserialize)]
@@ -178,8 +179,53 @@ pub fn evaluate_files(
     let sequence = MotSequence::load(truth)?;
     let text = std::fs::read_to_string(objects)
         .map_err(|e| FileError::io(objects.display().to_string(), e))?;
-    let run = parse_tracks(&text, &objects.display().to_string(), stream)?;
+    let path = objects.display().to_string();
+    let run = parse_tracks(&text, &path, stream)?;
+    check_fit(&sequence, &run, &path, &truth.display().to_string())?;
     Ok(evaluate(&sequence, &run))
+}
+
+/// Refuse what would score near 0 for a reason that is no tracker's: objects with no track,
+/// objects of frames past the ground truth's last, or tracks of which no box overlaps a true
+/// box (another sequence's objects).
+fn check_fit(
+    truth: &MotSequence,
+    run: &RunTracks,
+    path: &str,
+    truth_path: &str,
+) -> Result<(), EvalError> {
+    let tracked: usize = run.frames.iter().map(Vec::len).sum();
+    if tracked == 0 && run.untracked > 0 {
+        return Err(EvalError::NoTracks {
+            path: path.to_string(),
+            count: run.untracked,
+            stream: run.stream,
+        });
+    }
+    let mismatch = |reason: String| EvalError::Mismatch {
+        path: path.to_string(),
+        truth: truth_path.to_string(),
+        reason,
+    };
+    if let Some(last) = run.frames.iter().rposition(|f| !f.is_empty()) {
+        if last >= truth.frames.len() {
+            return Err(mismatch(format!(
+                "tracked boxes in frame {}, past the ground truth's {} frames",
+                last + 1,
+                truth.frames.len()
+            )));
+        }
+    }
+    let overlaps = truth.frames.iter().zip(&run.frames).any(|(t, r)| {
+        r.iter()
+            .any(|(_, b)| t.iter().any(|(_, g)| iou_u32(*b, *g) >= MATCH_IOU))
+    });
+    if tracked > 0 && truth.frames.iter().any(|f| !f.is_empty()) && !overlaps {
+        return Err(mismatch(format!(
+            "none of the {tracked} tracked boxes overlaps a true box of its frame at IoU >= {MATCH_IOU}"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -220,10 +266,43 @@ mod tests {
         let e = evaluate(&truth, &run);
         assert_eq!((e.score.idf1, e.score.id_switches), (1.0, 0));
         assert!(e.to_string().starts_with("IDF1 1.000"), "{e}");
+        check_fit(&truth, &run, "o.jsonl", "gt.txt").expect("the run fits its truth");
         let bad = parse_tracks("{\"frame\":1}", "o.jsonl", None).unwrap_err();
         assert!(
             bad.to_string().starts_with("o.jsonl:1: not an object"),
             "{bad}"
+        );
+    }
+
+    #[test]
+    fn runs_that_do_not_fit_their_truth_are_refused() {
+        let truth = MotSequence {
+            name: "t".into(),
+            frames: vec![vec![(7, [0, 0, 10, 10])], vec![(7, [1, 0, 10, 10])]],
+        };
+        let fit = |text: &str| {
+            let run = parse_tracks(text, "o.jsonl", None).unwrap();
+            check_fit(&truth, &run, "o.jsonl", "gt.txt")
+                .unwrap_err()
+                .to_string()
+        };
+        let untracked = r#"{"frame":0,"source":"v.mp4","bbox":[0,0,10,10]}"#;
+        assert_eq!(
+            fit(untracked),
+            "o.jsonl: none of the 1 objects of stream 0 carries a track: run the objects through a `track` stage first"
+        );
+        let late = r#"{"frame":5,"source":"v.mp4","bbox":[0,0,10,10],"track":1}"#;
+        assert_eq!(
+            fit(late),
+            "o.jsonl: tracked boxes in frame 6, past the ground truth's 2 frames: are the objects and the ground truth gt.txt of the same sequence?"
+        );
+        let elsewhere = r#"{"frame":0,"source":"v.mp4","bbox":[300,300,10,10],"track":1}"#;
+        assert!(
+            fit(elsewhere).starts_with(
+                "o.jsonl: none of the 1 tracked boxes overlaps a true box of its frame at IoU >= "
+            ),
+            "{}",
+            fit(elsewhere)
         );
     }
 }

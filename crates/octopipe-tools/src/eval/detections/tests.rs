@@ -251,3 +251,53 @@ fn jsonl_lines_give_source_box_label_and_score() {
         "{e}"
     );
 }
+
+#[test]
+fn visdrone_names_count_and_classes_in_no_group_are_named() {
+    let t = truth(&[("f", A, Group::People), ("f", B, Group::Vehicles)], &[]);
+    let dets = [
+        det("f", A, "pedestrian", 1.0),
+        det("f", B, "van", 1.0),
+        det("f", B, "traffic light", 0.5),
+    ];
+    let e = evaluate(&t, &dets, &ClassMap::coco()).unwrap();
+    assert_eq!(e.group(Group::People).matched, 1);
+    assert_eq!(e.group(Group::Vehicles).matched, 1);
+    assert!(
+        e.to_string()
+            .ends_with("\nnot counted, by class: traffic light (1)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn detections_none_of_which_counts_are_refused_by_class() {
+    let dir = std::env::temp_dir().join(format!("octopipe-eval-groups-{}", std::process::id()));
+    let (images, annotations) = (dir.join("images"), dir.join("annotations"));
+    std::fs::create_dir_all(&images).unwrap();
+    std::fs::create_dir_all(&annotations).unwrap();
+    std::fs::write(images.join("f.jpg"), b"").unwrap();
+    std::fs::write(annotations.join("f.txt"), "0,0,100,100,1,1,0,0\n").unwrap();
+    let objects = dir.join("o.jsonl");
+    let line = |label: &str| {
+        format!(
+            r#"{{"source":"f.jpg","bbox":[0,0,100,100],"detection":{{"label":"{label}","score":1}}}}"#
+        )
+    };
+    std::fs::write(
+        &objects,
+        [line("human"), line("human"), line("auto")].join("\n"),
+    )
+    .unwrap();
+    let e = evaluate_files(&objects, &annotations, &images, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with("o.jsonl: none of the 3 detections has a class the class map puts in a group (classes: human (2), auto (1)): name them in --classes CLASS=GROUP,..."),
+        "{e}"
+    );
+    let map = ClassMap::parse("human=people,auto=vehicles").unwrap();
+    let e = evaluate_files(&objects, &annotations, &images, Some(&map)).unwrap();
+    assert_eq!(e.group(Group::People).matched, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
