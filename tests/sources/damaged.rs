@@ -255,3 +255,60 @@ fn without_first_idr(stream: &[u8]) -> Vec<u8> {
     let end = starts.get(idr + 1).copied().unwrap_or(stream.len());
     [&stream[..starts[idr]], &stream[end..]].concat()
 }
+
+/// A JPEG whose inside was overwritten (64 KiB of zeros: every marker still in place) is
+/// damaged as libjpeg warns of it (GStreamer's jpegdec drops the warning and gives a smeared
+/// frame); none of the clip's whole frames is.
+#[test]
+fn a_jpeg_overwritten_inside_is_counted_as_libjpeg_warns() {
+    let Some(data) = common::shared_data() else {
+        return;
+    };
+    let dir = common::temp_dir("damaged-inside");
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    let clip = common::sorted_files(&data.join("visdrone/clip-9999999/images"));
+    for image in &clip[..3] {
+        std::fs::copy(image, images.join(image.file_name().unwrap())).unwrap();
+    }
+    let name = clip[1].file_name().unwrap().to_string_lossy().into_owned();
+    let mut bytes = std::fs::read(&clip[1]).unwrap();
+    assert!(bytes.len() > 3 * 65536, "{} bytes", bytes.len());
+    let middle = bytes.len() / 2 - 32768;
+    bytes[middle..middle + 65536].fill(0);
+    std::fs::write(images.join(&name), &bytes).unwrap();
+    let run = |location: &Path, extra: &str| {
+        common::output_within(
+            Command::new(env!("CARGO_BIN_EXE_octopipe")).args([
+                "run",
+                &format!(
+                    "images location={} {extra} ! boxes format=synthetic count=1 ! batch ! jsonl location=/dev/null",
+                    location.display()
+                ),
+            ]),
+            TIMEOUT,
+        )
+    };
+    let out = run(&images, "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = format!(
+        "octopipe: warning: {}: damaged, skipped (on-damaged=skip): corrupt JPEG data: ",
+        images.join(&name).display()
+    );
+    assert_eq!(stderr.matches(&line).count(), 1, "{stderr}");
+    assert!(stderr.contains("libjpeg: "), "{stderr}");
+    assert!(
+        stderr.contains("damaged input: 1 frame (0 kept, 1 skipped"),
+        "{stderr}"
+    );
+    assert_eq!(common::frame_accounting(&stderr), (2, 2, 0), "{stderr}");
+    // Every whole frame of the clip decodes to its blocks: none is called damaged.
+    let whole = run(
+        &data.join("visdrone/clip-9999999/images"),
+        "on-damaged=fail",
+    );
+    let stderr = String::from_utf8_lossy(&whole.stderr);
+    assert!(whole.status.success(), "{stderr}");
+    assert!(!stderr.contains("damaged"), "{stderr}");
+}

@@ -7,15 +7,19 @@
 //! ```
 //!
 //! GStreamer 1.22's `jpegdec` decodes a JPEG cut short or with corrupt entropy data without a
-//! word (it adds the missing end marker and fills the rest grey), so the image source walks each
-//! file's markers itself ([`image_damage`]): a file with no end-of-image marker, a marker where
-//! entropy-coded data or a restart marker was due, or a file that is not of the sequence's kind at
-//! all, is damaged. Video decoders mark the frames they concealed errors in (libav's corrupt flag:
+//! word (it adds the missing end marker and fills the rest grey, and drops libjpeg's
+//! corrupt-data warnings), so the image source walks each file's markers itself
+//! ([`image_damage`]): a file with no end-of-image marker, a marker where entropy-coded data or
+//! a restart marker was due, a baseline scan whose Huffman codes do not decode to exactly the
+//! blocks of its frame (what libjpeg warns of: data overwritten inside the file, e.g. 64 KiB of
+//! zeros; `entropy`), or a file that is not of the sequence's kind at all, is damaged. Video decoders mark the frames they concealed errors in (libav's corrupt flag:
 //! `GST_BUFFER_FLAG_CORRUPTED`, e.g. the frames after a lost keyframe) and may warn on the bus;
 //! either makes the frame damaged. Each damaged frame is counted in the report (`damaged input`)
 //! and named in one log line.
 
 use octopipe_core::stage::PropChoice;
+
+mod entropy;
 
 /// What a source does with a damaged frame (`on-damaged=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PropChoice)]
@@ -67,6 +71,7 @@ fn jpeg_damage(bytes: &[u8]) -> Option<String> {
         ))
     };
     let mut pos = 2;
+    let mut tables = entropy::Tables::default();
     loop {
         if pos >= len {
             return premature(pos);
@@ -109,10 +114,27 @@ fn jpeg_damage(bytes: &[u8]) -> Option<String> {
         if pos + seg_len > len {
             return premature(pos);
         }
+        let payload = &bytes[pos + 2..pos + seg_len];
+        match marker {
+            0xC4 => tables.define_huffman(payload),
+            0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => {
+                tables.start_frame(marker, payload)
+            }
+            0xDD => tables.restart_interval(payload),
+            _ => {}
+        }
+        let at = pos - 2;
         pos += seg_len;
         if marker == 0xDA {
             match entropy_end(bytes, pos) {
-                Ok(next) => pos = next,
+                Ok(next) => {
+                    // The scan's codes decoded as libjpeg does: data overwritten inside keeps
+                    // every marker in place, but not the number of blocks it decodes to.
+                    if let Some(why) = tables.scan(payload, &bytes[pos..next], at) {
+                        return Some(why);
+                    }
+                    pos = next;
+                }
                 Err(why) => return Some(why),
             }
         }
@@ -219,5 +241,49 @@ mod tests {
         assert_eq!(png_damage(&png), None);
         let why = png_damage(&png[..png.len() - 3]).unwrap();
         assert!(why.starts_with("premature end of the PNG data"), "{why}");
+    }
+
+    /// A real baseline JPEG (4:2:0 from the `image` crate's encoder) of a gradient with detail.
+    fn real_jpeg(w: u32, h: u32) -> Vec<u8> {
+        let pixels: Vec<u8> = (0..w * h)
+            .flat_map(|i| {
+                let (x, y) = (i % w, i / w);
+                [(x * 7 + y) as u8, (x ^ y) as u8, (x * y / 13) as u8]
+            })
+            .collect();
+        let mut out = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 90)
+            .encode(&pixels, w, h, image::ExtendedColorType::Rgb8)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_whole_jpeg_decodes_to_its_blocks() {
+        for (w, h) in [(640, 480), (97, 61), (8, 8)] {
+            let jpeg = real_jpeg(w, h);
+            assert_eq!(image_damage("JPEG", &jpeg), None, "{w}x{h}");
+        }
+    }
+
+    #[test]
+    fn zeros_or_noise_inside_the_data_are_damage() {
+        let whole = real_jpeg(640, 480);
+        let (a, b) = (whole.len() / 3, whole.len() / 3 + whole.len() / 4);
+        let mut zeros = whole.clone();
+        zeros[a..b].fill(0);
+        let why = image_damage("JPEG", &zeros).expect("zeros inside are damage");
+        assert!(why.starts_with("corrupt JPEG data: "), "{why}");
+        // Bytes that keep the markers valid (no 0xFF), but not the codes.
+        let mut noise = whole.clone();
+        let mut x = 0x9E37_79B9u32;
+        for byte in &mut noise[a..b] {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *byte = (x >> 24) as u8 & 0xFE;
+        }
+        let why = image_damage("JPEG", &noise).expect("noise inside is damage");
+        assert!(why.starts_with("corrupt JPEG data: "), "{why}");
     }
 }
