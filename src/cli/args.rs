@@ -516,6 +516,11 @@ pub(crate) struct ControlArgs {
     /// GiB.
     #[arg(long, value_name = "SIZE", default_value = "2GiB", value_parser = parse_bytes)]
     pub(crate) max_stream_memory: u64,
+    /// The most memory the streams added over HTTP may hold together (each its estimate, from
+    /// its admission until it has truly stopped; 429 beyond): bytes, or with KiB, MiB, GiB.
+    /// Default: three quarters of the smaller of the machine's memory and the cgroup's limit.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    pub(crate) memory_budget: Option<u64>,
     /// URI schemes a stream added over HTTP may read besides rtsp, rtsps and srt (caller mode):
     /// http, https, rtmp, ... (comma-separated).
     #[arg(long, value_name = "SCHEMES", value_delimiter = ',')]
@@ -586,6 +591,9 @@ impl ControlArgs {
             self.max_connections,
         )?;
         config.max_stream_memory = self.max_stream_memory;
+        if let Some(budget) = self.memory_budget {
+            config.memory_budget = budget;
+        }
         for scheme in self.allow_scheme.iter().filter(|s| !s.is_empty()) {
             config.policy.allow_scheme(scheme);
         }

@@ -8,6 +8,7 @@ mod bench_infer;
 mod churn;
 mod control;
 mod hostile_inputs;
+mod hostile_peers;
 mod inputs;
 mod lifecycle;
 mod memory;

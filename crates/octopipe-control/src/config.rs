@@ -24,6 +24,10 @@ pub struct ControlConfig {
     /// The most bytes of frames one stream added over HTTP may hold (its estimate, checked
     /// before it opens: [`octopipe_pipeline::pipeline::Streams::set_max_stream_memory`]).
     pub max_stream_memory: u64,
+    /// The most bytes the streams added over HTTP may hold together, each from its admission
+    /// until it has truly stopped
+    /// ([`octopipe_pipeline::pipeline::Streams::set_memory_budget`]); beyond, a 429.
+    pub memory_budget: u64,
 }
 
 impl Default for ControlConfig {
@@ -35,6 +39,7 @@ impl Default for ControlConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_streams: DEFAULT_MAX_STREAMS,
             max_stream_memory: octopipe_pipeline::pipeline::DEFAULT_MAX_STREAM_MEMORY,
+            memory_budget: octopipe_pipeline::pipeline::default_memory_budget(),
         }
     }
 }

@@ -387,6 +387,19 @@ pub enum PipelineError {
         /// The budget, in bytes.
         budget: u64,
     },
+    /// A stream whose memory estimate does not fit in what is left of the station's memory
+    /// budget: the streams added while running (until each has truly stopped) hold the rest.
+    #[error("this stream may hold {estimate} bytes ({}): the station's memory budget (--memory-budget {}) has {} left ({} held by {streams} streams added while running, until each has stopped): remove a stream or raise --memory-budget", gib(*estimate), gib(*budget), gib(budget.saturating_sub(*held)), gib(*held))]
+    MemoryBudget {
+        /// The stream's estimate, in bytes.
+        estimate: u64,
+        /// What the streams added before it hold, in bytes.
+        held: u64,
+        /// How many streams hold it.
+        streams: usize,
+        /// The station's budget, in bytes.
+        budget: u64,
+    },
 }
 
 /// `bytes` for messages: `2.0 GiB` from 1 GiB up, else `64.0 MiB`.
@@ -414,7 +427,9 @@ impl Kind for PipelineError {
             | PipelineError::StaticStream(_)
             | PipelineError::PortTaken { .. } => ErrorKind::Conflict,
             PipelineError::NotTakingStreams => ErrorKind::Closed,
-            PipelineError::TooManyStreams(_) => ErrorKind::Busy,
+            PipelineError::TooManyStreams(_) | PipelineError::MemoryBudget { .. } => {
+                ErrorKind::Busy
+            }
         }
     }
 }

@@ -38,8 +38,10 @@ mod damaged;
 mod frame;
 mod guard;
 mod recover;
+mod relay;
 mod source;
 mod teardown;
 mod words;
 
 pub use source::GstSource;
+pub use teardown::pipelines_stopping;

@@ -1,12 +1,27 @@
-//! A stream's memory estimate, checked against the station's budget before the stream opens
-//! (`octopipe run --streams --max-stream-memory`): the frames it may hold at once (its
-//! source's decoded frames waiting to be taken, one in each of its stages, each edge's queue
-//! full) times the most bytes one of its frames may be (its source's own size when it knows
-//! it, else the largest decoded frame, [`MAX_FRAME_PIXELS`] of I420).
+//! A stream's memory estimate, checked against what one stream may use and against the
+//! station's budget before the stream opens (`octopipe run --streams --max-stream-memory
+//! --memory-budget`).
+//!
+//! The estimate is the frames the stream may hold at once (its source's decoded frames waiting
+//! to be taken and its GStreamer pool's, one in each of its stages, each edge's queue full)
+//! times the most bytes one of its frames may be (its source's own size when it knows it, else
+//! the largest decoded frame, [`MAX_FRAME_PIXELS`] of I420; the station's budget counts
+//! [`BUDGETED_FRAME`], 4K, for such a source), plus the tensors of a detector or classifier of
+//! its own ([`tensor_bytes`]). The station's budget ([`Budget`]) holds each
+//! stream's estimate from its admission until its threads have truly ended (a source's
+//! pipeline stopped), so that streams that are each within bounds cannot together take more
+//! than the station has.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use crate::describe::Node;
 use octopipe_core::error::PipelineError;
 use octopipe_core::stage::limits::MAX_FRAME_PIXELS;
+use octopipe_onnx::classify::ClassifyConfig;
+use octopipe_onnx::detect::DetectConfig;
+use octopipe_sources::AppSourceSettings;
 
 /// The budget of a stream added while running when none is set: 2 GiB.
 pub const DEFAULT_MAX_STREAM_MEMORY: u64 = 2 << 30;
@@ -15,8 +30,27 @@ pub const DEFAULT_MAX_STREAM_MEMORY: u64 = 2 << 30;
 /// frame being copied out.
 const SOURCE_AHEAD: u64 = 4;
 
+/// Frames a GStreamer source's own elements hold besides (`videotestsrc`'s pool, a
+/// converter's output, a decoder's picture being written), allocated by GStreamer with
+/// `g_malloc`.
+const GST_POOL: u64 = 3;
+
 /// Bytes of the largest decoded frame: [`MAX_FRAME_PIXELS`] of I420 (what decoders deliver).
 const LARGEST_FRAME: u64 = MAX_FRAME_PIXELS * 3 / 2;
+
+/// Bytes of a frame the station's budget counts for a source that cannot say its size before
+/// it opens (a file, a camera): 3840x2160 of I420, the largest common video. The per-stream
+/// check counts [`LARGEST_FRAME`] for it; the budget counts what such streams usually hold, so
+/// that the default budget takes as many cameras as `--max-streams`.
+const BUDGETED_FRAME: u64 = 3840 * 2160 * 3 / 2;
+
+/// A model input side assumed when the description does not give it (`detect size=`): the
+/// common detectors take 640; a classifier's crops are taken at 256 (most take 224).
+const DETECT_SIDE: u64 = 640;
+const CLASSIFY_SIDE: u64 = 256;
+
+/// A detector's calls in flight at once (one being prepared while one runs).
+const CALLS_IN_FLIGHT: u64 = 2;
 
 /// What a stream of `nodes` (its source first) may hold at once: (frames, bytes per frame).
 pub(crate) fn estimate(nodes: &[Node]) -> (u64, u64) {
@@ -24,22 +58,152 @@ pub(crate) fn estimate(nodes: &[Node]) -> (u64, u64) {
         .first()
         .and_then(|n| n.element.frame_bytes())
         .unwrap_or(LARGEST_FRAME);
-    let frames = SOURCE_AHEAD + nodes.iter().map(|n| n.queue.size as u64 + 1).sum::<u64>();
+    let gst = nodes
+        .first()
+        .is_some_and(|n| n.element.downcast_ref::<AppSourceSettings>().is_none());
+    let pool = if gst { GST_POOL } else { 0 };
+    let frames = SOURCE_AHEAD + pool + nodes.iter().map(|n| n.queue.size as u64 + 1).sum::<u64>();
     (frames, frame)
 }
 
-/// Refuse a stream whose estimate passes `budget` bytes, naming both.
-pub(crate) fn check(nodes: &[Node], budget: u64) -> Result<(), PipelineError> {
+/// The tensors of the detectors and classifiers among `nodes` (a stream's own), for frames of
+/// `frame` bytes: per detector, its calls in flight of `max-batch` frames, each of its tiles
+/// (or as many model inputs as cover the frame) and the whole frame, as 3 planes of f32 at its
+/// input size; per classifier, each worker's batch of crops at its input size.
+pub(crate) fn tensor_bytes(nodes: &[Node], frame: u64) -> u64 {
+    let planes = |side_w: u64, side_h: u64| 3 * side_w * side_h * 4;
+    let pixels = frame * 2 / 3;
+    nodes
+        .iter()
+        .map(|n| {
+            if let Some(d) = n.element.downcast_ref::<DetectConfig>() {
+                let (w, h) = d.size.map_or((DETECT_SIDE, DETECT_SIDE), |(w, h)| {
+                    (u64::from(w).max(1), u64::from(h).max(1))
+                });
+                let tiles = match d.tiles {
+                    Some((x, y)) => u64::from(x) * u64::from(y) + u64::from(d.whole_frame),
+                    None => pixels.div_ceil(w * h).max(1),
+                };
+                let batch = (d.max_batch as u64).max(1);
+                CALLS_IN_FLIGHT
+                    .saturating_mul(batch)
+                    .saturating_mul(tiles)
+                    .saturating_mul(planes(w, h))
+            } else if let Some(c) = n.element.downcast_ref::<ClassifyConfig>() {
+                let workers = (c.workers as u64).max(1);
+                let batch = (c.max_batch as u64).max(1);
+                workers
+                    .saturating_mul(batch)
+                    .saturating_mul(planes(CLASSIFY_SIDE, CLASSIFY_SIDE))
+            } else {
+                0
+            }
+        })
+        .fold(0, u64::saturating_add)
+}
+
+/// Refuse a stream whose frames' estimate passes `budget` bytes, naming both; the bytes the
+/// stream is reserved in the station's budget otherwise (its frames and its tensors; frames
+/// of [`BUDGETED_FRAME`] bytes for a source that cannot say its size).
+pub(crate) fn check(nodes: &[Node], budget: u64) -> Result<u64, PipelineError> {
     let (frames, frame) = estimate(nodes);
     let bytes = frames.saturating_mul(frame);
+    let known = nodes.first().and_then(|n| n.element.frame_bytes());
+    let budgeted = known.unwrap_or(BUDGETED_FRAME);
     match bytes <= budget {
-        true => Ok(()),
+        true => Ok(frames
+            .saturating_mul(budgeted)
+            .saturating_add(tensor_bytes(nodes, budgeted))),
         false => Err(PipelineError::StreamMemory {
             estimate: bytes,
             frames,
             frame,
             budget,
         }),
+    }
+}
+
+/// The station's memory budget when none is given: three quarters of the smaller of the
+/// machine's memory and the process's cgroup limit (v2 `memory.max`, v1
+/// `memory.limit_in_bytes`), the rest left to the station itself (models, GStreamer, threads);
+/// 8 GiB when neither can be read.
+pub fn default_memory_budget() -> u64 {
+    let total = meminfo_total().unwrap_or(32 << 30);
+    let limit = cgroup_limit().map_or(total, |c| c.min(total));
+    limit / 4 * 3
+}
+
+/// `MemTotal` of /proc/meminfo, in bytes.
+fn meminfo_total() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
+}
+
+/// The memory limit of this process's cgroup (v2, else v1), in bytes; `None` when there is
+/// none.
+fn cgroup_limit() -> Option<u64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let v2 = own.lines().find_map(|l| l.strip_prefix("0::"));
+    let mut candidates = Vec::new();
+    if let Some(path) = v2 {
+        candidates.push(format!(
+            "/sys/fs/cgroup{}/memory.max",
+            path.trim_end_matches('/')
+        ));
+    }
+    candidates.push("/sys/fs/cgroup/memory.max".into());
+    candidates.push("/sys/fs/cgroup/memory/memory.limit_in_bytes".into());
+    candidates.iter().find_map(|p| {
+        let value: u64 = std::fs::read_to_string(p).ok()?.trim().parse().ok()?;
+        // v1 says "no limit" with a number near 2^63.
+        (value < 1 << 60).then_some(value)
+    })
+}
+
+/// The station's memory budget: the estimate of each stream added while running, held from
+/// its admission until its threads have ended.
+pub(crate) struct Budget {
+    limit: AtomicU64,
+    held: Mutex<BTreeMap<u32, u64>>,
+}
+
+impl Budget {
+    /// A budget of `limit` bytes, nothing held.
+    pub(crate) fn new(limit: u64) -> Budget {
+        Budget {
+            limit: AtomicU64::new(limit),
+            held: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Set the budget (what is held stays held).
+    pub(crate) fn set_limit(&self, bytes: u64) {
+        self.limit.store(bytes, Ordering::SeqCst);
+    }
+
+    /// Hold `bytes` for stream `id`, or refuse naming the budget and what is held.
+    pub(crate) fn reserve(&self, id: u32, bytes: u64) -> Result<(), PipelineError> {
+        let budget = self.limit.load(Ordering::SeqCst);
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let total = held.values().fold(0u64, |a, b| a.saturating_add(*b));
+        if total.saturating_add(bytes) > budget {
+            return Err(PipelineError::MemoryBudget {
+                estimate: bytes,
+                held: total,
+                streams: held.len(),
+                budget,
+            });
+        }
+        held.insert(id, bytes);
+        Ok(())
+    }
+
+    /// Let go what stream `id` held (its threads ended, or its open failed).
+    pub(crate) fn release(&self, id: u32) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.remove(&id);
     }
 }
 
@@ -61,15 +225,46 @@ mod tests {
         let small = nodes("testsrc width=640 height=480 ! boxes format=synthetic");
         let (frames, frame) = estimate(&small);
         assert_eq!(frame, 640 * 480 * 3 / 2 + 640);
-        assert!(frames >= 4 + 2, "{frames}");
-        assert!(check(&small, DEFAULT_MAX_STREAM_MEMORY).is_ok());
+        assert!(frames >= 4 + GST_POOL + 2, "{frames}");
+        assert_eq!(
+            check(&small, DEFAULT_MAX_STREAM_MEMORY).unwrap(),
+            frames * frame
+        );
         // A source that cannot say its size counts the largest decoded frame.
         let media = nodes("media location=x.mp4 ! boxes format=synthetic");
         assert_eq!(estimate(&media).1, LARGEST_FRAME);
+        // The station's budget counts 4K frames for it.
+        let (frames, _) = estimate(&media);
+        let held = check(&media, DEFAULT_MAX_STREAM_MEMORY).unwrap();
+        assert_eq!(held, frames * BUDGETED_FRAME);
         let deep = nodes("media location=x.mp4 ! queue size=1000 ! boxes format=synthetic");
         let e = check(&deep, DEFAULT_MAX_STREAM_MEMORY).unwrap_err();
         let text = e.to_string();
         assert!(text.contains("--max-stream-memory 2.0 GiB"), "{text}");
         assert!(text.contains("frames of at most 100663296 bytes"), "{text}");
+    }
+
+    #[test]
+    fn the_station_budget_holds_each_stream_until_released() {
+        let budget = Budget::new(1000);
+        budget.reserve(1, 600).unwrap();
+        let e = budget.reserve(2, 600).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                PipelineError::MemoryBudget {
+                    held: 600,
+                    streams: 1,
+                    budget: 1000,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("--memory-budget"), "{e}");
+        budget.reserve(3, 400).unwrap();
+        budget.release(1);
+        budget.reserve(2, 600).unwrap();
+        assert!(default_memory_budget() > 0);
     }
 }

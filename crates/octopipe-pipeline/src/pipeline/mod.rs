@@ -34,7 +34,7 @@ pub use crate::describe::{
 };
 pub use admit::{AUTO_IDS, REMOVE_DEADLINE, SHOWN_REASON, SHOWN_SOURCE};
 pub use control::{StopHandle, DEFAULT_STOP_GRACE, IN_FLIGHT_AT_STOP};
-pub use memory::DEFAULT_MAX_STREAM_MEMORY;
+pub use memory::{default_memory_budget, DEFAULT_MAX_STREAM_MEMORY};
 pub use observer::{Observer, Outcome};
 pub use octopipe_core::error::PipelineError;
 pub use octopipe_core::files::RunPath;

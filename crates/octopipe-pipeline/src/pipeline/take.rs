@@ -105,6 +105,7 @@ impl Pipeline {
             on_end: Mutex::new(Vec::new()),
             max_streams: AtomicUsize::new(usize::MAX),
             max_memory: AtomicU64::new(super::memory::DEFAULT_MAX_STREAM_MEMORY),
+            memory: super::memory::Budget::new(super::memory::default_memory_budget()),
             remove_deadline: AtomicU64::new(admit::REMOVE_DEADLINE.as_millis() as u64),
         });
         let (joins, joined) = crossbeam_channel::unbounded();

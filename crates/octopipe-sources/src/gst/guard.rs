@@ -7,23 +7,64 @@
 //!   caps and every buffer after them are dropped, so the decoder never allocates the picture,
 //!   and the stream ends with an error naming the input. The decoder's output caps are checked
 //!   too, for a decoder whose input caps carry no size.
+//! - **An image decoder gets no picture whose size was not read first.** Every image into an
+//!   image decoder (`jpegdec`, `pngdec`, `gdkpixbufdec`, `webpdec`: a buffer starting with a
+//!   JPEG, PNG, GIF, BMP or WebP signature, or the first after the stream starts) has its header
+//!   read as the decoder reads it ([`scan_size`]: libjpeg skips stray bytes before a marker, so
+//!   does the reader) before the decoder sees it; one too large, or one whose size cannot be
+//!   read within its first [`MAX_IMAGE_HEAD`] bytes, is refused and the stream ends naming it.
 //! - **A playlist's segments come from its own scheme and host.** A source element an adaptive
 //!   demuxer adds for a segment (HLS, DASH) whose URI's scheme is not the input's (an `http`
 //!   playlist naming a `file:///` segment) or whose host differs is never started (its state is
 //!   locked), and the stream ends with an error naming the segment. A segment source the demuxer
 //!   reuses for a later segment of the same scheme is not looked at again.
+//! - **What an RTSP server answers is bounded, and its connection ours to close.** An
+//!   `rtspsrc` (of an `rtsp`, `rtspt` or `rtspu` URI) connects through a [`Relay`] of the
+//!   station's (its `proxy`), which hands it each message of the server only once whole and
+//!   within caps (head, `Content-Length`, media sections, time), and whose sockets
+//!   [`Guard::close_peers`] closes when the stream stops.
 
 use std::sync::{Arc, Mutex};
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
+use super::relay::{relayed_server, Relay};
+use crate::header::{scan_size, ImageFormat, SizeScan};
 use octopipe_core::redact;
 use octopipe_core::stage::limits;
 
-/// Why the pipeline's input was refused, once set: the stream's error.
+/// The most bytes of an image stream kept to read its header from, when it comes in chunks
+/// (a JPEG's APPn segments come first, 64 KiB each at most).
+pub(super) const MAX_IMAGE_HEAD: usize = 1 << 20;
+
+/// Why the pipeline's input was refused, once set: the stream's error; and the relays of its
+/// RTSP sources.
 #[derive(Clone, Default)]
-pub(super) struct Guard(Arc<Mutex<Option<String>>>);
+pub(super) struct Guard {
+    refusal: Refusal,
+    relays: Arc<Mutex<Vec<Relay>>>,
+}
+
+/// Why the pipeline's input was refused (the first reason stays).
+#[derive(Clone, Default)]
+struct Refusal(Arc<Mutex<Option<String>>>);
+
+impl Refusal {
+    /// Set the refusal (the first stays) and post it on the bus as an error of `poster`, so
+    /// that the stream ends.
+    fn refuse(&self, poster: &gst::Element, message: String) {
+        if let Ok(mut slot) = self.0.lock() {
+            if slot.is_none() {
+                *slot = Some(message.clone());
+            }
+        }
+        let msg = gst::message::Error::builder(gst::StreamError::Failed, &message)
+            .src(poster)
+            .build();
+        let _ = poster.post_message(msg);
+    }
+}
 
 impl Guard {
     /// Watch `pipeline`, reading `uri` (a media input's URI; `None` for other inputs, whose
@@ -40,6 +81,12 @@ impl Guard {
             if klass.contains("Decoder") && (klass.contains("Video") || klass.contains("Image")) {
                 g.watch_decoder(element, bin.upcast_ref());
             }
+            if klass.contains("Decoder") && klass.contains("Image") {
+                g.watch_image_input(element, bin.upcast_ref());
+            }
+            if factory.name() == "rtspsrc" {
+                g.relay_rtsp(element, bin.upcast_ref());
+            }
             if let Some(origin) = &origin {
                 if factory.uri_type() == gst::URIType::Src && in_adaptive_demuxer(element) {
                     g.check_segment(element, origin, bin.upcast_ref());
@@ -51,21 +98,52 @@ impl Guard {
 
     /// The refusal, if any (taken: the stream's error is made once).
     pub(super) fn take(&self) -> Option<String> {
-        self.0.lock().ok().and_then(|mut r| r.take())
+        self.refusal.0.lock().ok().and_then(|mut r| r.take())
     }
 
-    /// Set the refusal (the first stays) and post it on the bus as an error of `poster`, so
-    /// that the stream ends.
+    /// Set the refusal (the first stays) and post it on the bus as an error of `poster`.
     fn refuse(&self, poster: &gst::Element, message: String) {
-        if let Ok(mut slot) = self.0.lock() {
-            if slot.is_none() {
-                *slot = Some(message.clone());
-            }
+        self.refusal.refuse(poster, message);
+    }
+
+    /// Close the connections of the pipeline's RTSP sources: an `rtspsrc` blocked reading a
+    /// server gets the end of its stream, and its pipeline can stop.
+    pub(super) fn close_peers(&self) {
+        if let Ok(relays) = self.relays.lock() {
+            relays.iter().for_each(Relay::close);
         }
-        let msg = gst::message::Error::builder(gst::StreamError::Failed, &message)
-            .src(poster)
-            .build();
-        let _ = poster.post_message(msg);
+    }
+
+    /// Put `rtspsrc` behind a [`Relay`] to the server of its location (an `rtsp`, `rtspt` or
+    /// `rtspu` URI; others are left as they are). A relay that cannot start fails the stream.
+    fn relay_rtsp(&self, rtspsrc: &gst::Element, poster: &gst::Element) {
+        let location = rtspsrc
+            .property_value("location")
+            .get::<Option<String>>()
+            .ok()
+            .flatten();
+        let Some((host, port)) = location.as_deref().and_then(relayed_server) else {
+            return;
+        };
+        let refusal = self.refusal.clone();
+        let weak = poster.downgrade();
+        let on_refuse = Box::new(move |why: String| {
+            if let Some(poster) = weak.upgrade() {
+                refusal.refuse(&poster, why);
+            }
+        });
+        match Relay::start(&host, port, on_refuse) {
+            Ok(relay) => {
+                rtspsrc.set_property("proxy", format!("127.0.0.1:{}", relay.port()));
+                if let Ok(mut relays) = self.relays.lock() {
+                    relays.push(relay);
+                }
+            }
+            Err(e) => self.refuse(
+                poster,
+                format!("cannot start the station's relay to the RTSP server: {e}"),
+            ),
+        }
     }
 
     /// Check the picture size of every caps event into and out of `decoder`; past one too
@@ -114,6 +192,56 @@ impl Guard {
         }
     }
 
+    /// Read the header of every image into `decoder` before it does ([`ImageHead`]); past
+    /// one refused, drop what comes on that pad.
+    fn watch_image_input(&self, decoder: &gst::Element, poster: &gst::Element) {
+        for pad in decoder.sink_pads() {
+            let g = self.clone();
+            let poster = poster.downgrade();
+            let head = Mutex::new(ImageHead::default());
+            let types = gst::PadProbeType::EVENT_DOWNSTREAM
+                | gst::PadProbeType::EVENT_FLUSH
+                | gst::PadProbeType::BUFFER
+                | gst::PadProbeType::BUFFER_LIST;
+            pad.add_probe(types, move |_, info| {
+                let Ok(mut head) = head.lock() else {
+                    return gst::PadProbeReturn::Drop;
+                };
+                if head.refused {
+                    return gst::PadProbeReturn::Drop;
+                }
+                let verdict = match &info.data {
+                    Some(gst::PadProbeData::Event(e)) => {
+                        if matches!(
+                            e.type_(),
+                            gst::EventType::FlushStop
+                                | gst::EventType::StreamStart
+                                | gst::EventType::Caps
+                        ) {
+                            *head = ImageHead::default();
+                        }
+                        Ok(())
+                    }
+                    Some(gst::PadProbeData::Buffer(b)) => head.check(b),
+                    Some(gst::PadProbeData::BufferList(list)) => {
+                        list.iter().try_for_each(|b| head.check(b))
+                    }
+                    _ => Ok(()),
+                };
+                match verdict {
+                    Ok(()) => gst::PadProbeReturn::Ok,
+                    Err(why) => {
+                        head.refused = true;
+                        if let Some(poster) = poster.upgrade() {
+                            g.refuse(&poster, why);
+                        }
+                        gst::PadProbeReturn::Drop
+                    }
+                }
+            });
+        }
+    }
+
     /// A source element added inside the pipeline for a segment: refused (never started) when
     /// its URI is not of the input's scheme and host.
     fn check_segment(&self, element: &gst::Element, origin: &Origin, poster: &gst::Element) {
@@ -136,6 +264,63 @@ impl Guard {
                 origin.host
             ),
         );
+    }
+}
+
+/// What an image decoder's input pad has seen of the image coming in.
+#[derive(Default)]
+struct ImageHead {
+    /// The image's first bytes, while its size cannot be read from them yet (an image in
+    /// chunks); empty when it came whole.
+    bytes: Vec<u8>,
+    /// The image's size was read and is within bounds: the rest of it passes.
+    checked: bool,
+    /// An image was refused: nothing more passes.
+    refused: bool,
+}
+
+impl ImageHead {
+    /// Check one buffer into the decoder: a buffer with an image's signature starts a new
+    /// image. Its size must be read (from its first [`MAX_IMAGE_HEAD`] bytes) and be within
+    /// bounds before the decoder gets it; why not otherwise.
+    fn check(&mut self, buffer: &gst::BufferRef) -> Result<(), String> {
+        let Ok(map) = buffer.map_readable() else {
+            return Err("an image buffer could not be read to check its size".into());
+        };
+        if ImageFormat::sniff(&map).is_some() {
+            self.bytes.clear();
+            self.checked = false;
+        }
+        if self.checked {
+            return Ok(());
+        }
+        let scan = match self.bytes.is_empty() {
+            true => scan_size(&map),
+            false => SizeScan::NeedMore,
+        };
+        let scan = match scan {
+            SizeScan::NeedMore => {
+                let room = MAX_IMAGE_HEAD.saturating_sub(self.bytes.len());
+                self.bytes.extend_from_slice(&map[..map.len().min(room)]);
+                scan_size(&self.bytes)
+            }
+            scan => scan,
+        };
+        match scan {
+            SizeScan::Size(w, h) => {
+                if let Some(why) = limits::frame_too_large(w, h) {
+                    return Err(format!("its pictures are too large to decode: {why}"));
+                }
+                self.checked = true;
+                self.bytes = Vec::new();
+                Ok(())
+            }
+            SizeScan::Unreadable(why) => Err(format!("an image refused before decoding: {why}")),
+            SizeScan::NeedMore if self.bytes.len() >= MAX_IMAGE_HEAD => Err(format!(
+                "an image refused before decoding: no picture size in its first {MAX_IMAGE_HEAD} bytes"
+            )),
+            SizeScan::NeedMore => Ok(()),
+        }
     }
 }
 

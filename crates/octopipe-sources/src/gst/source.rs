@@ -234,17 +234,22 @@ impl GstSource {
     }
 
     /// Stop the pipeline and the feeder; the stream is over. A network or live source's
-    /// pipeline that does not stop within [`TEARDOWN_DEADLINE`](teardown::TEARDOWN_DEADLINE) is
-    /// left to stop on a thread of its own (`rtspsrc` holds its state lock while it reads a
-    /// server's headers, and a server that sends them without end holds it for ever), so the
-    /// stream still ends.
+    /// pipeline that does not stop within [`TEARDOWN_DEADLINE`](teardown::TEARDOWN_DEADLINE)
+    /// (`rtspsrc` holds its state lock while it reads a server's answer) has its RTSP
+    /// connections closed ([`Guard::close_peers`]) and the deadline again; one still not
+    /// stopped is left to stop on a thread of its own, counted until it has
+    /// ([`teardown::pipelines_stopping`]), so the stream still ends.
     pub(super) fn finish(&mut self) {
         self.end();
         if self.abandoned {
             return;
         }
         match self.limits.stream {
-            true => self.abandoned = !teardown::stop_within(&self.pipeline, self.name()),
+            true => {
+                let guard = self.guard.clone();
+                let force = move || guard.close_peers();
+                self.abandoned = !teardown::stop_within(&self.pipeline, self.name(), &force);
+            }
             false => {
                 let _ = self.pipeline.set_state(gst::State::Null);
             }

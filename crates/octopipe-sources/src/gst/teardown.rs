@@ -1,6 +1,10 @@
-//! Stopping a stream source's pipeline within a deadline: one stuck in its own I/O is left to
-//! stop on a thread of its own.
+//! Stopping a stream source's pipeline within a deadline: one stuck in its own I/O has its
+//! network connections closed (the relays of its RTSP sources) and gets a second deadline; one
+//! still not stopped then is left to stop on a thread of its own, and counted
+//! ([`pipelines_stopping`]) until it has: the station counts it against its most streams.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gstreamer as gst;
@@ -8,36 +12,74 @@ use gstreamer::prelude::*;
 
 use crate::watch::secs;
 
-/// How long a network or live source's pipeline has to stop before it is left to stop on its
-/// own ([`stop_within`]).
+/// How long a network or live source's pipeline has to stop before its connections are
+/// closed, and again after ([`stop_within`]).
 pub(super) const TEARDOWN_DEADLINE: Duration = Duration::from_secs(2);
 
+/// Pipelines left stopping on a thread of their own, not stopped yet.
+static STOPPING: AtomicUsize = AtomicUsize::new(0);
+
+/// How many sources' pipelines of this process did not stop within their deadlines and are
+/// still stopping: they hold threads and sockets, and count against `--max-streams`.
+pub fn pipelines_stopping() -> usize {
+    STOPPING.load(Ordering::SeqCst)
+}
+
+/// Where one pipeline's stop is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Waiting,
+    Stopped,
+    /// Given up on: counted in [`STOPPING`] until it stops.
+    Left,
+}
+
 /// Set `pipeline` to NULL on a thread of its own and wait for it at most
-/// [`TEARDOWN_DEADLINE`]: whether it stopped. One that did not is left to stop there (its
-/// elements are stuck in their own I/O: `rtspsrc` reading a server's endless headers), said
-/// once, naming `name`; the caller's stream ends anyway.
-pub(super) fn stop_within(pipeline: &gst::Pipeline, name: &str) -> bool {
+/// [`TEARDOWN_DEADLINE`]; then `force` it (close its sockets) and wait as long again: whether
+/// it stopped. One that did not is left to stop there (counted by [`pipelines_stopping`]
+/// until it has), said once, naming `name`; the caller's stream ends anyway.
+pub(super) fn stop_within(pipeline: &gst::Pipeline, name: &str, force: &dyn Fn()) -> bool {
+    let state = Arc::new(Mutex::new(Stop::Waiting));
     let (done, stopped) = std::sync::mpsc::sync_channel(1);
     let stopping = pipeline.clone();
+    let at_end = state.clone();
     let spawned = std::thread::Builder::new()
         .name("octopipe-teardown".into())
         .spawn(move || {
             let _ = stopping.set_state(gst::State::Null);
+            let mut state = at_end.lock().unwrap_or_else(|e| e.into_inner());
+            if *state == Stop::Left {
+                STOPPING.fetch_sub(1, Ordering::SeqCst);
+            }
+            *state = Stop::Stopped;
             let _ = done.send(());
         });
     if spawned.is_err() {
-        // No thread to spare: stop it here, however long it takes.
+        // No thread to spare: close its connections and stop it here.
+        force();
         let _ = pipeline.set_state(gst::State::Null);
         return true;
     }
-    match stopped.recv_timeout(TEARDOWN_DEADLINE) {
-        Ok(()) => true,
-        Err(_) => {
-            tracing::warn!(
-                "{name}: the source did not stop within {} s (an element stuck in its own I/O: a server that sends without end?): left to stop on its own; the stream ends",
-                secs(TEARDOWN_DEADLINE)
-            );
-            false
-        }
+    if stopped.recv_timeout(TEARDOWN_DEADLINE).is_ok() {
+        return true;
     }
+    force();
+    if stopped.recv_timeout(TEARDOWN_DEADLINE).is_ok() {
+        tracing::info!(
+            "{name}: the source stopped once its connections were closed (it had not within {} s)",
+            secs(TEARDOWN_DEADLINE)
+        );
+        return true;
+    }
+    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+    if *state == Stop::Stopped {
+        return true;
+    }
+    *state = Stop::Left;
+    STOPPING.fetch_add(1, Ordering::SeqCst);
+    tracing::warn!(
+        "{name}: the source did not stop within {} s, nor once its connections were closed (an element stuck in its own I/O): left to stop on its own, counted against --max-streams until it has; the stream ends",
+        secs(TEARDOWN_DEADLINE * 2)
+    );
+    false
 }

@@ -56,6 +56,9 @@ pub(in crate::pipeline) struct Book {
     /// The most bytes of frames one stream added while running may hold
     /// ([`Streams::set_max_stream_memory`](super::Streams::set_max_stream_memory)).
     pub(in crate::pipeline) max_memory: AtomicU64,
+    /// The station's memory budget: each stream added while running holds its estimate until
+    /// its threads ended ([`Streams::set_memory_budget`](super::Streams::set_memory_budget)).
+    pub(in crate::pipeline) memory: super::super::memory::Budget,
     /// Milliseconds a removed stream's threads have to end before they are detached
     /// ([`Streams::set_remove_deadline`](super::Streams::set_remove_deadline)).
     pub(in crate::pipeline) remove_deadline: AtomicU64,
@@ -122,7 +125,7 @@ impl Book {
         // A stream joining the batch stage brings its boxes; one joining a shared detect, not.
         let (joined_row, joins, boxed) = self.joins_at;
         let mut nodes = crate::describe::build_branch(desc, &self.registry, self.live, boxed)?;
-        super::super::memory::check(&nodes, self.max_memory.load(Ordering::SeqCst))?;
+        let bytes = super::super::memory::check(&nodes, self.max_memory.load(Ordering::SeqCst))?;
         let place = |row: &String| self.rows[..joined_row].iter().position(|r| r == row);
         if let Some(n) = nodes.iter().find(|n| place(&n.row).is_none()) {
             return Err(PipelineError::StreamStage {
@@ -133,7 +136,7 @@ impl Book {
         }
         let port = admit::udp_port(desc);
         // The id (and the port) are taken now; the stream is opened without the lock.
-        let reserved = self.reserve(id, port)?;
+        let reserved = self.reserve(id, port, bytes)?;
         let id = reserved.id;
         // build_branch gives a chain that starts with its source.
         nodes[0].element.set_stream(id);
@@ -249,7 +252,7 @@ impl Book {
                 branch: Some(branch),
             },
         );
-        drop(reserved);
+        reserved.admitted();
         match failed {
             Some(e) => Err(e),
             None => Ok(Added { id, app }),
@@ -328,10 +331,13 @@ impl Book {
         }
     }
 
-    /// The threads of the streams added while running, for the end of the run to wait for.
+    /// The threads of the streams added while running, for the end of the run to wait for
+    /// (those of detached streams are not waited for).
     pub(in crate::pipeline) fn take_threads(&self) -> Vec<StageThread> {
         let mut entries = self.entries();
-        let branches = entries.values_mut().filter_map(|e| e.branch.take());
+        let branches = entries
+            .values_mut()
+            .filter_map(|e| e.branch.take().filter(|_| !e.detached));
         branches.flat_map(|b| b.threads).collect()
     }
 }

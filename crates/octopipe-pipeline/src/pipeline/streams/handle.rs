@@ -66,9 +66,10 @@ impl Streams {
 
     /// At most `n` streams added while running run at once: adding one more is
     /// [`PipelineError::TooManyStreams`]. Streams being opened and streams being removed count
-    /// (a removed stream until its threads ended, or until it was detached
-    /// [`REMOVE_DEADLINE`](crate::pipeline::REMOVE_DEADLINE) after its removal); those that ended,
-    /// failed or were removed do not. Unlimited until set.
+    /// (a removed or failed stream until its threads ended, also once it was detached
+    /// [`REMOVE_DEADLINE`](crate::pipeline::REMOVE_DEADLINE) after its removal, and a source's
+    /// pipeline still stopping after its stream ended); those that ended do not. Unlimited until
+    /// set.
     ///
     /// [`PipelineError::TooManyStreams`]: crate::pipeline::PipelineError::TooManyStreams
     pub fn set_max_streams(&self, n: usize) {
@@ -85,10 +86,23 @@ impl Streams {
         self.0.max_memory.store(bytes, Ordering::SeqCst);
     }
 
+    /// The streams added while running may hold at most `bytes` together: each stream's
+    /// estimate (its frames, as [`Streams::set_max_stream_memory`] counts them, and the tensors
+    /// of a detector or classifier of its own) is held from its admission until its threads
+    /// have ended (its source's pipeline stopped, also after a removal or a failure); a stream
+    /// that does not fit in what is left is refused before it opens,
+    /// [`PipelineError::MemoryBudget`]. [`default_memory_budget`] until set.
+    ///
+    /// [`default_memory_budget`]: crate::pipeline::default_memory_budget
+    /// [`PipelineError::MemoryBudget`]: crate::pipeline::PipelineError::MemoryBudget
+    pub fn set_memory_budget(&self, bytes: u64) {
+        self.0.memory.set_limit(bytes);
+    }
+
     /// A removed stream whose threads have not ended `deadline` after its removal is detached
-    /// (default [`REMOVE_DEADLINE`](crate::pipeline::REMOVE_DEADLINE)): its threads are left to
-    /// end on their own, it no longer counts toward the most streams at once, and the report
-    /// says so.
+    /// (default [`REMOVE_DEADLINE`](crate::pipeline::REMOVE_DEADLINE)): what it still gives is
+    /// dropped and the report says so; it counts toward the most streams at once and the memory
+    /// budget until its threads end.
     pub fn set_remove_deadline(&self, deadline: Duration) {
         let ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
         self.0.remove_deadline.store(ms, Ordering::SeqCst);

@@ -1,6 +1,9 @@
-//! A stream's life in the book: its id and port taken before it is opened (without the book's
-//! lock, so a slow open holds up nobody), its threads joined once they ended, and a removed
-//! stream whose source does not stop detached after its deadline ([`REMOVE_DEADLINE`](admit::REMOVE_DEADLINE) by default).
+//! A stream's life in the book: its id, port and share of the station's memory budget taken
+//! before it is opened (without the book's lock, so a slow open holds up nobody), its threads
+//! joined once they ended (its budget given back then), and a removed stream whose source does
+//! not stop detached after its deadline ([`REMOVE_DEADLINE`](admit::REMOVE_DEADLINE) by
+//! default): what it gives is dropped, but it counts toward the most streams and the budget
+//! until its threads truly end.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -14,13 +17,17 @@ use octopipe_core::error::Error;
 use octopipe_core::stage::Payload;
 
 impl Book {
-    /// Take an id for a stream about to be opened (`id`, or the next automatic one) and the
-    /// UDP port it receives on, when no other stream holds them and fewer than the most streams
-    /// run, are opened or are being removed. Given back when the guard is dropped.
+    /// Take an id for a stream about to be opened (`id`, or the next automatic one), the UDP
+    /// port it receives on and `bytes` of the station's memory budget, when no other stream
+    /// holds them, fewer than the most streams run, are opened or have not stopped yet (removed,
+    /// failed or detached streams whose threads run on, sources' pipelines still stopping), and
+    /// the budget has room. The id and port are given back when the guard is dropped, the
+    /// bytes too unless the stream was admitted ([`Reserved::admitted`]).
     pub(super) fn reserve(
         &self,
         id: Option<u32>,
         port: Option<u16>,
+        bytes: u64,
     ) -> Result<Reserved<'_>, Error> {
         let mut entries = self.entries();
         self.reap(&mut entries);
@@ -51,12 +58,22 @@ impl Book {
             }
         }
         let max = self.max_streams.load(Ordering::SeqCst);
-        let running = entries.values().filter(|e| e.added && busy(e)).count();
-        if running + opening.len() >= max {
+        // A stream counts until its threads were joined (its branch taken), whatever its state.
+        let running = entries
+            .values()
+            .filter(|e| e.added && (busy(e) || e.branch.is_some()))
+            .count();
+        let stopping = octopipe_sources::pipelines_stopping();
+        if running + opening.len() + stopping >= max {
             return Err(PipelineError::TooManyStreams(max).into());
         }
+        self.memory.reserve(id, bytes)?;
         opening.insert(id, port);
-        Ok(Reserved { book: self, id })
+        Ok(Reserved {
+            book: self,
+            id,
+            admitted: false,
+        })
     }
 
     /// Join the threads of the streams that ended (a panic in one fails that stream); detach those
@@ -70,7 +87,7 @@ impl Book {
                 .as_ref()
                 .is_some_and(|b| b.threads.iter().all(|t| t.handle.is_finished()));
             let overdue = e.removed.is_some_and(|at| at.elapsed() > deadline);
-            if !done && overdue && e.branch.is_some() {
+            if !done && overdue && e.branch.is_some() && !e.detached {
                 self.detach(*id, e);
                 continue;
             }
@@ -85,6 +102,7 @@ impl Book {
                     self.control.stream_failed(*id, &e.fate, panic);
                 }
             }
+            self.memory.release(*id);
             self.ended(*id);
         }
     }
@@ -101,9 +119,10 @@ impl Book {
     }
 
     /// Leave the threads of removed stream `id` to end on their own: what they still give is
-    /// dropped, and the stream no longer counts toward the most streams at once.
+    /// dropped; the stream counts toward the most streams at once and the memory budget until
+    /// they end (joined by [`Book::reap`]).
     fn detach(&self, id: u32, e: &mut Entry) {
-        let Some(b) = e.branch.take() else {
+        let Some(b) = &e.branch else {
             return;
         };
         b.discard.store(true, Ordering::SeqCst);
@@ -117,7 +136,7 @@ impl Book {
             .map(|t| t.kind)
             .collect();
         let line = format!(
-            "stream {id}: {} did not end within {:.1} s of its removal: detached (its threads end when its source lets go; the stream no longer counts toward --max-streams)",
+            "stream {id}: {} did not end within {:.1} s of its removal: detached (what it gives is dropped; it counts toward --max-streams and --memory-budget until its threads end)",
             busy.join(", "),
             self.remove_deadline().as_secs_f64()
         );
@@ -127,21 +146,30 @@ impl Book {
             t.add_line(line);
         });
         e.detached = true;
-        // The join handles are dropped: the threads run on, detached.
-        drop(b.threads);
-        self.ended(id);
     }
 }
 /// An id (and a UDP port) taken for a stream being opened: given back when dropped (the stream
-/// was added under it by then, or its open failed).
+/// was added under it by then, or its open failed); its share of the memory budget too, unless
+/// the stream was admitted (then held until its threads end).
 pub(super) struct Reserved<'a> {
     book: &'a Book,
     pub(super) id: u32,
+    admitted: bool,
+}
+
+impl Reserved<'_> {
+    /// The stream is in the book: its share of the budget stays held until its threads end.
+    pub(super) fn admitted(mut self) {
+        self.admitted = true;
+    }
 }
 
 impl Drop for Reserved<'_> {
     fn drop(&mut self) {
         let mut opening = self.book.opening.lock().unwrap_or_else(|e| e.into_inner());
         opening.remove(&self.id);
+        if !self.admitted {
+            self.book.memory.release(self.id);
+        }
     }
 }
