@@ -43,7 +43,10 @@ static CAT: LazyLock<gstreamer::DebugCategory> = LazyLock::new(|| {
 });
 
 /// A frame handed to the engine, and where it goes back.
-type Job = (Frame, Sender<Result<Frame, String>>);
+type Job = (Frame, Sender<Reply>);
+
+/// A frame back from the shared stage, or the stage's error (every frame it held gets it).
+type Reply = Result<Frame, Arc<octopipe_core::Error>>;
 
 /// A stage running on a thread of its own for every element sharing it.
 struct Engine {
@@ -99,7 +102,10 @@ pub(crate) fn attach(
             let thread = std::thread::Builder::new()
                 .name(format!("octopipe-{name}"))
                 .spawn(move || serve(stage, rx))
-                .map_err(|e| PluginError::Buffer(format!("shared={name}: no thread: {e}")))?;
+                .map_err(|e| PluginError::Thread {
+                    shared: name.to_string(),
+                    source: e,
+                })?;
             let engine = Arc::new(Engine {
                 values: values.clone(),
                 jobs: Mutex::new(Some(tx)),
@@ -119,21 +125,19 @@ pub(crate) fn attach(
 /// A frame handed to the shared stage: where it comes back.
 #[derive(Clone)]
 pub(crate) struct Ticket {
-    back: Option<Receiver<Result<Frame, String>>>,
+    back: Option<Receiver<Reply>>,
     /// The frame's own stream number, given back to it.
     stream: u32,
 }
 
 impl Ticket {
-    /// Wait for the frame back with what the stage did to it.
+    /// Wait for the frame back with what the stage did to it: the stage's own error, typed, if
+    /// it failed on a frame it held.
     pub(crate) fn wait(&self) -> Result<Frame, PluginError> {
-        let back = match &self.back {
-            Some(back) => back
-                .recv()
-                .map_err(|_| "the shared stage stopped".to_string()),
-            None => Err("the shared stage stopped".to_string()),
-        };
-        let mut frame = back.and_then(|r| r).map_err(PluginError::Buffer)?;
+        let back = self.back.as_ref().and_then(|back| back.recv().ok());
+        let mut frame = back
+            .ok_or(PluginError::SharedStopped)?
+            .map_err(PluginError::Shared)?;
         frame.stream = self.stream;
         Ok(frame)
     }
@@ -162,7 +166,7 @@ impl Handle {
 /// it, the stage's deadlines kept while no frame comes.
 fn serve(mut stage: Box<dyn Stage<Frame, Frame>>, jobs: Receiver<Job>) {
     // Per stream, in the order its frames came (the stage keeps each stream's order).
-    let mut waiting: HashMap<u32, VecDeque<Sender<Result<Frame, String>>>> = HashMap::new();
+    let mut waiting: HashMap<u32, VecDeque<Sender<Reply>>> = HashMap::new();
     let mut out = Vec::new();
     loop {
         let next = match stage.deadline() {
@@ -182,8 +186,9 @@ fn serve(mut stage: Box<dyn Stage<Frame, Frame>>, jobs: Receiver<Job>) {
         };
         if let Err(e) = done {
             // Every frame held fails with the stage's error.
+            let e = Arc::new(e);
             for reply in waiting.drain().flat_map(|(_, replies)| replies) {
-                let _ = reply.send(Err(e.to_string()));
+                let _ = reply.send(Err(e.clone()));
             }
             out.clear();
             continue;

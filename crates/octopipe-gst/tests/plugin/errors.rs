@@ -116,3 +116,59 @@ fn an_existing_output_is_refused() {
         "left alone"
     );
 }
+
+/// The error message `launch` posts first: its domain and code, and its text.
+fn error_message_of(launch: &str) -> (String, String) {
+    init();
+    let pipeline = gst::parse::launch(launch)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
+    let _ = pipeline.set_state(gst::State::Playing);
+    let bus = pipeline.bus().unwrap();
+    let msg = bus
+        .timed_pop_filtered(
+            gst::ClockTime::from_seconds(120),
+            &[gst::MessageType::Error, gst::MessageType::Eos],
+        )
+        .expect("an error within 120 s");
+    pipeline.set_state(gst::State::Null).unwrap();
+    let gst::MessageView::Error(e) = msg.view() else {
+        panic!("the pipeline ends without an error: {launch}");
+    };
+    let error = e.error();
+    let code = format!(
+        "{:?} {:?} {:?} {:?}",
+        error.kind::<gst::CoreError>(),
+        error.kind::<gst::LibraryError>(),
+        error.kind::<gst::ResourceError>(),
+        error.kind::<gst::StreamError>()
+    );
+    (code, error.message().to_string())
+}
+
+/// A classifier whose model gives NaN logits fails the same way shared as alone: the shared
+/// stage's error reaches the element typed (a model's failure, not a stream format error), with
+/// the stage's own message.
+#[test]
+fn a_shared_stage_failing_is_the_element_error_the_element_alone_gives() {
+    let _serial = serial();
+    if data_and_ort().is_none() {
+        return;
+    }
+    let model =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/models/nan-logits.onnx");
+    let launch = |shared: &str| {
+        format!(
+            "videotestsrc num-buffers=3 ! video/x-raw,format=I420,width=160,height=120,framerate=30/1 \
+             ! octoboxes format=synthetic count=3 ! octoclassify model={} {shared} ! fakesink",
+            model.display()
+        )
+    };
+    let (alone, alone_text) = error_message_of(&launch(""));
+    let (shared, shared_text) = error_message_of(&launch("shared=nan0"));
+    assert!(alone_text.contains("NaN logits"), "{alone_text}");
+    assert!(shared_text.contains("NaN logits"), "{shared_text}");
+    assert_eq!(shared, alone, "{shared_text} vs {alone_text}");
+    assert!(alone.contains("OpenRead"), "a model's failure: {alone}");
+}
