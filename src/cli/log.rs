@@ -5,9 +5,12 @@
 /// (with `verbose`, every note) as plain lines on stderr.
 pub(crate) fn init(verbose: bool) {
     if std::env::var_os("RUST_LOG").is_some() {
+        // tracing's own format: each event one line all the same (no colours, whose escapes
+        // would be escaped too).
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_writer(|| OneLine)
             .init();
     } else {
         // Warnings (a live source gone quiet, a reconnect) are for the user: one plain line each.
@@ -20,6 +23,29 @@ pub(crate) fn init(verbose: bool) {
             .event_format(PlainLines)
             .with_writer(std::io::stderr)
             .init();
+    }
+}
+
+/// stderr, where each event (written whole, as one line) has its control characters escaped
+/// but its last newline: a value a user gave (a location) cannot forge a line.
+struct OneLine;
+
+impl std::io::Write for OneLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let (line, end) = match text.strip_suffix('\n') {
+            Some(line) => (line, "\n"),
+            None => (text.as_ref(), ""),
+        };
+        let line = octopipe::redact::controls(line);
+        let mut err = std::io::stderr().lock();
+        err.write_all(line.as_bytes())?;
+        err.write_all(end.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
     }
 }
 

@@ -302,3 +302,24 @@ fn secrets_by_key_list_encoded_keys_and_path_credentials_are_redacted_everywhere
         }
     }
 }
+
+#[test]
+fn with_rust_log_too_a_newline_in_a_location_forges_no_line() {
+    let port = common::station::free_port();
+    let forged = "FORGED by the client";
+    let text = format!(
+        "media location=\"rtsp://127.0.0.1:{port}/cam\n{forged}\" retry=0 ! boxes format=synthetic \
+         ! batch ! jsonl location=/dev/null"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_octopipe"))
+        .args(["run", &text])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("/cam\\n{forged}")), "{stderr}");
+    assert!(
+        stderr.lines().all(|l| !l.starts_with(forged)),
+        "a forged line:\n{stderr}"
+    );
+}
