@@ -484,3 +484,35 @@ fn streams_of_dripping_rtsp_servers_end_within_the_deadline_once_removed() {
     let (status, _, log) = s.stop();
     assert_eq!(status.code(), Some(143), "{status:?}\n{log}");
 }
+
+#[test]
+fn a_removed_stream_of_a_hundred_thousand_tracked_boxes_stops_at_once() {
+    let dir = common::temp_dir("hostile-track");
+    let s = Station::start("track", &dir, PIPELINE, &[], &[]);
+    let heavy = "testsrc width=640 height=480 live=true num-buffers=100000 \
+                 ! boxes format=synthetic count=100000 ! track";
+    let r = s.add(heavy, Some(1));
+    assert_eq!(r.status, 201, "{r:?}");
+    let start = Instant::now();
+    while s.stream(1)["frames_in"].as_u64().unwrap_or(0) < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}\n{}",
+            s.stream(1),
+            s.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let removed = Instant::now();
+    assert_eq!(
+        s.request("DELETE", "/streams/1", "").map(|r| r.status),
+        Some(200)
+    );
+    s.wait_state(1, "removed", Duration::from_secs(8));
+    eprintln!("removed after {:?}", removed.elapsed());
+    let log = s.log();
+    assert!(!log.contains("detached"), "{log}");
+    assert!(log.contains("1024 highest-scoring are tracked"), "{log}");
+    let (status, _, log) = s.stop();
+    assert_eq!(status.code(), Some(143), "{status:?}\n{log}");
+}

@@ -18,7 +18,9 @@
 //! connected block of overlapping pairs). A high-score box nothing took starts a tentative track,
 //! confirmed (and given an id) after `min-hits` matched frames in a row, at once on a stream's
 //! first frame; a tentative track missed once is dropped; a confirmed track unmatched for more
-//! than `max-age` frames ends.
+//! than `max-age` frames ends. A frame's work is bounded whatever it brings: at most
+//! [`MAX_BOXES`] boxes of a frame are matched (its highest-scoring; the others get no track,
+//! counted and said once) and at most [`MAX_TRACKS`] tracks are kept.
 //!
 //! Every box's `track` is written, overwriting what the box source said: the id of its confirmed
 //! track, or none (a box of a tentative track, or scoring under `low`). Ids count from 1 in
@@ -39,5 +41,7 @@ pub use assign::{iou, iou_u32, max_weight_matching};
 pub use config::{TrackConfig, TrackError, TrackProps};
 pub use kalman::BoxFilter;
 pub use stage::{DetectScore, Tracked, TRACK};
-pub use tracker::{Tracker, LOW_SCORE_IOU, MAX_COAST, SHIFT_BIN, SHIFT_RANGE, SHIFT_SUPPORT};
+pub use tracker::{
+    Tracker, LOW_SCORE_IOU, MAX_BOXES, MAX_COAST, MAX_TRACKS, SHIFT_BIN, SHIFT_RANGE, SHIFT_SUPPORT,
+};
 pub use tracks::{HighFrom, TrackSection, Tracks};

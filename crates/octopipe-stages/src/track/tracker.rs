@@ -12,6 +12,12 @@ use super::kalman::BoxFilter;
 /// Most frames a track's motion is predicted over at once (a gap in frame numbers longer than
 /// this moves coasting tracks as far as this many frames would).
 pub const MAX_COAST: u64 = 1000;
+/// The most boxes of one frame a tracker matches: the highest-scoring; the others get no track
+/// (counted, [`Tracker::untracked`]). With [`MAX_TRACKS`], what one frame costs is bounded
+/// (at most `MAX_TRACKS x MAX_BOXES` overlaps a round), whatever a frame brings.
+pub const MAX_BOXES: usize = 1024;
+/// The most tracks a tracker keeps: no track starts beyond.
+pub const MAX_TRACKS: usize = 2048;
 /// Camera motion: bin size of the displacement votes, in pixels.
 pub const SHIFT_BIN: f64 = 4.0;
 /// Camera motion: farthest a box may be from a track's predicted box to vote, in box sizes.
@@ -95,6 +101,8 @@ pub struct Tracker {
     ended: u64,
     unconfirmed: u64,
     out_of_order: u64,
+    /// Boxes past [`MAX_BOXES`] of their frame, given no track.
+    untracked: u64,
     /// The camera's shift found on the last frame with boxes, repeated over predicted frames.
     last_shift: Option<[f64; 2]>,
 }
@@ -118,6 +126,7 @@ impl Tracker {
             ended: 0,
             unconfirmed: 0,
             out_of_order: 0,
+            untracked: 0,
             last_shift: None,
         }
     }
@@ -157,6 +166,10 @@ impl Tracker {
     /// its confirmed track, else `None`). Frames must come in order; one whose number is not
     /// above the last is counted ([`Tracker::out_of_order`]) and taken as the next frame.
     pub fn update(&mut self, seq: u64, boxes: &mut [Detection]) {
+        if boxes.len() > MAX_BOXES {
+            self.update_bounded(seq, boxes);
+            return;
+        }
         let first = self.now.is_none();
         let now = self.advance(seq);
         for b in boxes.iter_mut() {
@@ -170,6 +183,38 @@ impl Tracker {
             }
         }
         self.match_frame(first, now, boxes);
+    }
+
+    /// Boxes given no track for being past [`MAX_BOXES`] of their frame.
+    pub fn untracked(&self) -> u64 {
+        self.untracked
+    }
+
+    /// [`Tracker::update`] of a frame of more than [`MAX_BOXES`] boxes: its [`MAX_BOXES`]
+    /// highest-scoring are tracked, the others get no track (counted, said once).
+    fn update_bounded(&mut self, seq: u64, boxes: &mut [Detection]) {
+        let mut order: Vec<usize> = (0..boxes.len()).collect();
+        order.select_nth_unstable_by(MAX_BOXES - 1, |&a, &b| {
+            boxes[b].score.total_cmp(&boxes[a].score)
+        });
+        order.truncate(MAX_BOXES);
+        order.sort_unstable();
+        let mut kept: Vec<Detection> = order.iter().map(|&i| boxes[i].clone()).collect();
+        let left = (boxes.len() - MAX_BOXES) as u64;
+        if self.untracked == 0 {
+            tracing::warn!(
+                "track: a frame of {} boxes: its {MAX_BOXES} highest-scoring are tracked, {left} get no track (at most {MAX_BOXES} a frame)",
+                boxes.len()
+            );
+        }
+        self.untracked += left;
+        self.update(seq, &mut kept);
+        for b in boxes.iter_mut() {
+            b.track = None;
+        }
+        for (&i, k) in order.iter().zip(&kept) {
+            boxes[i].track = k.track;
+        }
     }
 
     /// The boxes of frame `seq`, one the detector skipped (`detect interval`): every track
@@ -320,6 +365,9 @@ impl Tracker {
         });
         // New tracks from the high-score boxes nothing took.
         for b in high_boxes.into_iter().filter(|&b| !matched_boxes[b]) {
+            if self.tracks.len() >= MAX_TRACKS {
+                break;
+            }
             self.tracks.push(Track {
                 id: None,
                 filter: BoxFilter::new(bbox(&boxes[b])),

@@ -218,3 +218,40 @@ fn settings_it_cannot_work_with_are_refused() {
     assert!(bad(TrackConfig { iou: 0.0, ..d }).contains("iou must be above 0"));
     assert!(bad(TrackConfig { min_hits: 0, ..d }).contains("min-hits"));
 }
+
+#[test]
+fn a_frame_of_a_hundred_thousand_boxes_costs_a_bounded_time() {
+    let mut t = Tracker::new(config(1)).unwrap();
+    // 100,000 boxes on a 1000x1000 grid of 1000x100 cells, scores rising with the index:
+    // the last MAX_BOXES are tracked.
+    let frame = || -> Vec<Detection> {
+        (0..100_000u32)
+            .map(|i| {
+                scored(
+                    [(i % 100) * 10, (i / 100) * 10, 8, 8],
+                    0.5 + i as f32 * 4e-6,
+                )
+            })
+            .collect()
+    };
+    let start = std::time::Instant::now();
+    for seq in 0..5 {
+        let mut boxes = frame();
+        t.update(seq, &mut boxes);
+        let tracked = boxes.iter().filter(|b| b.track.is_some()).count();
+        assert!(tracked <= MAX_BOXES, "{tracked}");
+        if seq > 0 {
+            assert_eq!(tracked, MAX_BOXES, "frame {seq}");
+            assert!(boxes[..100_000 - MAX_BOXES]
+                .iter()
+                .all(|b| b.track.is_none()));
+        }
+    }
+    assert!(t.tracks.len() <= MAX_TRACKS, "{}", t.tracks.len());
+    assert_eq!(t.untracked(), 5 * (100_000 - MAX_BOXES) as u64);
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+}
