@@ -516,3 +516,67 @@ fn a_removed_stream_of_a_hundred_thousand_tracked_boxes_stops_at_once() {
     let (status, _, log) = s.stop();
     assert_eq!(status.code(), Some(143), "{status:?}\n{log}");
 }
+
+#[test]
+fn a_source_pipeline_still_stopping_counts_toward_max_streams() {
+    let dir = common::temp_dir("hostile-stopping");
+    let args = [
+        "--max-streams",
+        "1",
+        "--allow-element",
+        "videotestsrc,identity",
+    ];
+    let s = Station::start("stopping", &dir, PIPELINE, &args, &[]);
+    // identity sleeps 9 s on the first buffer, uninterruptibly: the pipeline cannot stop
+    // before (as an element stuck in its own I/O).
+    let stuck = "videotestsrc is-live=true ! identity sleep-time=9000000 ! boxes format=synthetic";
+    let r = s.add(stuck, Some(1));
+    assert_eq!(r.status, 201, "{r:?}");
+    let added = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        s.request("DELETE", "/streams/1", "").map(|r| r.status),
+        Some(200)
+    );
+    // The stream ends after the teardown deadlines (2 s, its connections closed, 2 s more)...
+    s.wait_state(1, "removed", Duration::from_secs(8));
+    let removed = added.elapsed();
+    let small = "testsrc width=64 height=48 num-buffers=5 ! boxes format=synthetic";
+    // ... but its pipeline, still stopping, counts until the sleep ends.
+    if removed < Duration::from_secs(8) {
+        let r = s.add(small, Some(2));
+        assert_eq!(r.status, 429, "{r:?} after {removed:?}");
+        assert!(r.error().contains("at most 1"), "{r:?}");
+    }
+    let start = Instant::now();
+    loop {
+        let r = s.add(small, Some(3));
+        if r.status == 201 {
+            break;
+        }
+        assert_eq!(r.status, 429, "{r:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "{r:?}\n{}",
+            s.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "removed {removed:?} after the add; admitted again {:?} after",
+        added.elapsed()
+    );
+    assert!(
+        added.elapsed() >= Duration::from_secs(8),
+        "{:?}",
+        added.elapsed()
+    );
+    assert!(
+        s.log()
+            .contains("counted against --max-streams until it has"),
+        "{}",
+        s.log()
+    );
+    let (status, _, log) = s.stop();
+    assert_eq!(status.code(), Some(143), "{status:?}\n{log}");
+}

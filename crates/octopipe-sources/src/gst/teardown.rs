@@ -83,3 +83,39 @@ pub(super) fn stop_within(pipeline: &gst::Pipeline, name: &str, force: &dyn Fn()
     );
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pipeline_that_does_not_stop_is_counted_until_it_has() {
+        gst::init().unwrap();
+        // identity sleeps 5 s on each buffer, uninterruptibly: NULL waits for it.
+        let pipeline = gst::parse::launch(
+            "videotestsrc is-live=true ! identity sleep-time=5000000 ! fakesink",
+        )
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
+        pipeline.set_state(gst::State::Playing).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let before = pipelines_stopping();
+        let forced = std::sync::atomic::AtomicBool::new(false);
+        let start = std::time::Instant::now();
+        let stopped = stop_within(&pipeline, "test", &|| {
+            forced.store(true, Ordering::SeqCst);
+        });
+        assert!(!stopped, "stopped after {:?}", start.elapsed());
+        assert!(forced.load(Ordering::SeqCst));
+        assert!(start.elapsed() >= TEARDOWN_DEADLINE * 2);
+        assert_eq!(pipelines_stopping(), before + 1);
+        // It stops once the buffer's sleep ends: no longer counted.
+        let start = std::time::Instant::now();
+        while pipelines_stopping() > before {
+            assert!(start.elapsed() < Duration::from_secs(10));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(pipeline.current_state(), gst::State::Null);
+    }
+}
