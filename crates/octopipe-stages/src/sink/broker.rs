@@ -29,7 +29,7 @@ pub const DROP_WARN_EVERY: Duration = Duration::from_secs(10);
 /// The longest a stopped run's broker sink waits for its messages to be delivered: well within
 /// the default stop grace (1 s), so that its delivery line is in the report of every stop (a
 /// SIGTERM with no broker too).
-pub const STOPPED_FLUSH: Duration = Duration::from_millis(300);
+pub const STOPPED_FLUSH: Duration = Duration::from_millis(500);
 
 /// The properties every broker sink shares, declared once: `per`, `buffer`, `flush-timeout`
 /// ([`Sending`] is what they set).
