@@ -3,14 +3,14 @@
 //! --memory-budget`).
 //!
 //! The estimate is the frames the stream may hold at once (its source's decoded frames waiting
-//! to be taken and its GStreamer pool's, one in each of its stages, each edge's queue full)
-//! times the most bytes one of its frames may be (its source's own size when it knows it, else
-//! the largest decoded frame, [`MAX_FRAME_PIXELS`] of I420; the station's budget counts
-//! [`BUDGETED_FRAME`], 4K, for such a source), plus the tensors of a detector or classifier of
-//! its own ([`tensor_bytes`]). The station's budget ([`Budget`]) holds each
-//! stream's estimate from its admission until its threads have truly ended (a source's
-//! pipeline stopped), so that streams that are each within bounds cannot together take more
-//! than the station has.
+//! to be taken, one in each of its stages, each edge's queue full) times the most bytes one of
+//! its frames may be (its source's own size when it knows it, else the largest decoded frame,
+//! [`MAX_FRAME_PIXELS`] of I420; the station's budget counts [`BUDGETED_FRAME`], 4K, for such
+//! a source), plus the tensors of a detector or classifier of its own ([`tensor_bytes`]) and,
+//! in the station's budget, the frames a GStreamer source's own pool holds ([`GST_POOL`]). The
+//! station's budget ([`Budget`]) holds each stream's estimate from its admission until its
+//! threads have truly ended (a source's pipeline stopped), so that streams that are each within
+//! bounds cannot together take more than the station has.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,12 +58,21 @@ pub(crate) fn estimate(nodes: &[Node]) -> (u64, u64) {
         .first()
         .and_then(|n| n.element.frame_bytes())
         .unwrap_or(LARGEST_FRAME);
+    let frames = SOURCE_AHEAD + nodes.iter().map(|n| n.queue.size as u64 + 1).sum::<u64>();
+    (frames, frame)
+}
+
+/// Frames a stream's source holds besides [`estimate`]'s: a GStreamer source's own pool
+/// ([`GST_POOL`]); none for an `app` source.
+fn pool_frames(nodes: &[Node]) -> u64 {
     let gst = nodes
         .first()
         .is_some_and(|n| n.element.downcast_ref::<AppSourceSettings>().is_none());
-    let pool = if gst { GST_POOL } else { 0 };
-    let frames = SOURCE_AHEAD + pool + nodes.iter().map(|n| n.queue.size as u64 + 1).sum::<u64>();
-    (frames, frame)
+    if gst {
+        GST_POOL
+    } else {
+        0
+    }
 }
 
 /// The tensors of the detectors and classifiers among `nodes` (a stream's own), for frames of
@@ -103,15 +112,16 @@ pub(crate) fn tensor_bytes(nodes: &[Node], frame: u64) -> u64 {
 }
 
 /// Refuse a stream whose frames' estimate passes `budget` bytes, naming both; the bytes the
-/// stream is reserved in the station's budget otherwise (its frames and its tensors; frames
-/// of [`BUDGETED_FRAME`] bytes for a source that cannot say its size).
+/// stream is reserved in the station's budget otherwise (its frames, its GStreamer source's
+/// pool, its tensors; frames of [`BUDGETED_FRAME`] bytes for a source that cannot say its
+/// size).
 pub(crate) fn check(nodes: &[Node], budget: u64) -> Result<u64, PipelineError> {
     let (frames, frame) = estimate(nodes);
     let bytes = frames.saturating_mul(frame);
     let known = nodes.first().and_then(|n| n.element.frame_bytes());
     let budgeted = known.unwrap_or(BUDGETED_FRAME);
     match bytes <= budget {
-        true => Ok(frames
+        true => Ok((frames + pool_frames(nodes))
             .saturating_mul(budgeted)
             .saturating_add(tensor_bytes(nodes, budgeted))),
         false => Err(PipelineError::StreamMemory {
@@ -225,18 +235,17 @@ mod tests {
         let small = nodes("testsrc width=640 height=480 ! boxes format=synthetic");
         let (frames, frame) = estimate(&small);
         assert_eq!(frame, 640 * 480 * 3 / 2 + 640);
-        assert!(frames >= 4 + GST_POOL + 2, "{frames}");
-        assert_eq!(
-            check(&small, DEFAULT_MAX_STREAM_MEMORY).unwrap(),
-            frames * frame
-        );
+        assert!(frames >= 4 + 2, "{frames}");
+        // The station's budget holds the GStreamer source's pool too.
+        let held = check(&small, DEFAULT_MAX_STREAM_MEMORY).unwrap();
+        assert_eq!(held, (frames + GST_POOL) * frame);
         // A source that cannot say its size counts the largest decoded frame.
         let media = nodes("media location=x.mp4 ! boxes format=synthetic");
         assert_eq!(estimate(&media).1, LARGEST_FRAME);
         // The station's budget counts 4K frames for it.
         let (frames, _) = estimate(&media);
         let held = check(&media, DEFAULT_MAX_STREAM_MEMORY).unwrap();
-        assert_eq!(held, frames * BUDGETED_FRAME);
+        assert_eq!(held, (frames + GST_POOL) * BUDGETED_FRAME);
         let deep = nodes("media location=x.mp4 ! queue size=1000 ! boxes format=synthetic");
         let e = check(&deep, DEFAULT_MAX_STREAM_MEMORY).unwrap_err();
         let text = e.to_string();
