@@ -39,7 +39,7 @@ cargo check -p octopipe --lib --no-default-features --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test -p octopipe -p octopipe-core -p octopipe-cuda -p octopipe-stages -p octopipe-sources \
   -p octopipe-onnx -p octopipe-pipeline -p octopipe-control -p octopipe-observe -p octopipe-gst \
-  -p octopipe-tools \
+  -p octopipe-tools -p octopipe-engine \
   --features bench
 bash scripts/setup.sh --wheel dev
 "${CARGO_TARGET_DIR:-target}/pyenv/bin/python" -m pytest -q -rs crates/octopipe-python
