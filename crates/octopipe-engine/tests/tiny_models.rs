@@ -445,3 +445,69 @@ fn shapes_that_do_not_fit_are_refused_naming_the_node() {
         Err(PlanError::Shape(ShapeError::Batch(0)))
     ));
 }
+
+#[test]
+fn typed_fields_and_a_constant_shift_are_read_and_fused() {
+    // FP16 weights in int32_data (their bits) beside a bias in raw bytes, and an Add of a
+    // per-channel constant after the convolution: a shift in its epilogue.
+    let mut g = Graph::default();
+    g.input("x", F16, &[-1, 2, 4, 4])
+        .weight_f16("b", &[2])
+        .node("Conv", "c", &["x", "w", "b"], &["c"], vec![])
+        .node("Add", "shift", &["c", "k"], &["s"], vec![])
+        .node("Relu", "relu", &["s"], &["out"], vec![])
+        .output("out", F16, &[-1, 2, 4, 4]);
+    let bits = |v: f32| i32::from(half::f16::from_f32(v).to_bits());
+    g.proto
+        .initializer
+        .push(octopipe_engine::proto::TensorProto {
+            dims: vec![2, 2, 1, 1],
+            data_type: F16,
+            name: "w".into(),
+            int32_data: vec![bits(1.0), bits(0.5), bits(-2.0), bits(0.25)],
+            ..Default::default()
+        });
+    g.proto
+        .initializer
+        .push(octopipe_engine::proto::TensorProto {
+            dims: vec![2, 1, 1],
+            data_type: F16,
+            name: "k".into(),
+            int32_data: vec![bits(3.0), bits(-3.0)],
+            ..Default::default()
+        });
+    let model = Model::from_proto(g.model(13)).expect("the model reads");
+    assert_eq!(model.weights["w"].data.to_f32(), [1.0, 0.5, -2.0, 0.25]);
+    assert_eq!(model.weights["w"].byte_size(), 8);
+    let plan = Plan::new(&model, 1).expect("the model plans");
+    assert_eq!(plan.steps.len(), 1);
+    assert_eq!(plan.steps[0].kind.label(2), "Conv+bias+shift+Relu");
+    // One kernel reads x and writes out; unfused, the Add and the Relu each read and write
+    // [1, 2, 4, 4] of FP16 (64 bytes) again.
+    assert_eq!(plan.unfused.total() - plan.fused.total(), 4 * 64);
+
+    // The same weight stored in an external file is refused naming it.
+    let mut g2 = Graph::default();
+    g2.proto = g.proto.clone();
+    let w = g2
+        .proto
+        .initializer
+        .iter_mut()
+        .find(|t| t.name == "w")
+        .unwrap();
+    w.data_location = 1;
+    let err = Model::from_proto(g2.model(13)).expect_err("external data");
+    assert!(
+        err.to_string().contains("\"w\"") && err.to_string().contains("external"),
+        "{err}"
+    );
+    // An element type the engine does not read (double) likewise.
+    let mut g3 = Graph::default();
+    g3.proto = g.proto.clone();
+    g3.proto.initializer[0].data_type = 11;
+    let err = Model::from_proto(g3.model(13)).expect_err("double");
+    assert!(
+        err.to_string().contains("\"b\"") && err.to_string().contains("type 11"),
+        "{err}"
+    );
+}
