@@ -254,6 +254,23 @@ mod tests {
     }
 
     #[test]
+    fn a_streams_own_detector_tensors_are_in_its_share() {
+        let plain = nodes("testsrc width=1280 height=720 ! boxes format=synthetic");
+        assert_eq!(tensor_bytes(&plain, 1280 * 720 * 3 / 2), 0);
+        let detect = nodes("testsrc width=1280 height=720 ! detect model=d.onnx max-batch=4");
+        let frame = estimate(&detect).1;
+        // Two calls in flight of 4 frames, each covered by ceil(921600 / 409600) = 3 inputs
+        // of 3 x 640 x 640 f32.
+        let input = 3 * 640 * 640 * 4;
+        let pixels = frame * 2 / 3;
+        let tiles = pixels.div_ceil(640 * 640);
+        assert_eq!(tensor_bytes(&detect, frame), 2 * 4 * tiles * input);
+        let (frames, frame) = estimate(&detect);
+        let held = check(&detect, u64::MAX).unwrap();
+        assert_eq!(held, (frames + GST_POOL) * frame + 2 * 4 * tiles * input);
+    }
+
+    #[test]
     fn the_station_budget_holds_each_stream_until_released() {
         let budget = Budget::new(1000);
         budget.reserve(1, 600).unwrap();
