@@ -487,8 +487,9 @@ fn typed_fields_and_a_constant_shift_are_read_and_fused() {
     assert_eq!(plan.unfused.total() - plan.fused.total(), 4 * 64);
 
     // The same weight stored in an external file is refused naming it.
-    let mut g2 = Graph::default();
-    g2.proto = g.proto.clone();
+    let mut g2 = Graph {
+        proto: g.proto.clone(),
+    };
     let w = g2
         .proto
         .initializer
@@ -502,8 +503,9 @@ fn typed_fields_and_a_constant_shift_are_read_and_fused() {
         "{err}"
     );
     // An element type the engine does not read (double) likewise.
-    let mut g3 = Graph::default();
-    g3.proto = g.proto.clone();
+    let mut g3 = Graph {
+        proto: g.proto.clone(),
+    };
     g3.proto.initializer[0].data_type = 11;
     let err = Model::from_proto(g3.model(13)).expect_err("double");
     assert!(
