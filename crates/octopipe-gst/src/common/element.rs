@@ -78,7 +78,7 @@ macro_rules! octo_element {
 
         use $crate::common::flight::{Flight, Pending};
         use $crate::common::frame::Framer;
-        use $crate::common::own::Own;
+        use $crate::common::own::Settings;
         use $crate::common::{cuda, meta, props, PluginError, Values, Work};
 
         static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
@@ -117,9 +117,7 @@ macro_rules! octo_element {
         /// The element: its property values and, while started, its state.
         #[derive(Default)]
         pub struct $imp {
-            settings: Mutex<Values>,
-            /// The element's own properties (`stream`; `shared`, `in-flight`).
-            own: Mutex<Own>,
+            settings: Mutex<Settings>,
             state: Mutex<Option<State>>,
             /// The CUDA context given to the decoder upstream and read in, for frames in CUDA
             /// memory (made at the decoder's context query or at CUDA caps).
@@ -140,7 +138,7 @@ macro_rules! octo_element {
             fn cuda(
                 &self,
             ) -> Result<std::sync::Arc<octopipe_sources::plugin::SharedCuda>, PluginError> {
-                let values = self.settings.lock().unwrap().clone();
+                let values = self.settings.lock().unwrap().values.clone();
                 if let Some(e) = cuda::refuses(&values, &self.obj().name()) {
                     return Err(e);
                 }
@@ -295,32 +293,25 @@ macro_rules! octo_element {
         impl ObjectImpl for $imp {
             fn properties() -> &'static [glib::ParamSpec] {
                 static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> = LazyLock::new(|| {
-                    let mut specs: Vec<_> = SPECS.iter().map(props::param_spec).collect();
-                    specs.extend($crate::common::own::param_specs(<$work as Work>::SHAREABLE));
-                    specs
+                    $crate::common::own::element_param_specs(&SPECS, <$work as Work>::SHAREABLE)
                 });
                 PROPERTIES.as_ref()
             }
 
             fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
-                if self.own.lock().unwrap().set(pspec.name(), value) {
-                    return;
+                if self
+                    .settings
+                    .lock()
+                    .unwrap()
+                    .set(&SPECS, pspec.name(), value)
+                {
+                    gst::debug!(CAT, imp = self, "{} set to {:?}", pspec.name(), value);
                 }
-                let Some(spec) = SPECS.iter().find(|s| s.name == pspec.name()) else {
-                    return;
-                };
-                gst::debug!(CAT, imp = self, "{} set to {:?}", spec.name, value);
-                self.settings.lock().unwrap().set(spec, value);
             }
 
             fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
-                if let Some(value) = self.own.lock().unwrap().get(pspec.name()) {
-                    return value;
-                }
-                match SPECS.iter().find(|s| s.name == pspec.name()) {
-                    Some(spec) => self.settings.lock().unwrap().get(spec),
-                    None => pspec.default_value().clone(),
-                }
+                let value = self.settings.lock().unwrap().get(&SPECS, pspec.name());
+                value.unwrap_or_else(|| pspec.default_value().clone())
             }
         }
 
@@ -372,8 +363,7 @@ macro_rules! octo_element {
 
             fn start(&self) -> Result<(), gst::ErrorMessage> {
                 let name = self.obj().name();
-                let values = self.settings.lock().unwrap().clone();
-                let own = self.own.lock().unwrap().clone();
+                let Settings { values, own } = self.settings.lock().unwrap().clone();
                 let work =
                     <$work as Work>::start(&values, &name, own.shared.as_deref()).map_err(|e| {
                         gst::error!(CAT, imp = self, "cannot start: {e}");
