@@ -44,4 +44,4 @@ mod teardown;
 mod words;
 
 pub use source::GstSource;
-pub use teardown::pipelines_stopping;
+pub use teardown::{pipelines_stopping, stream_stopping};

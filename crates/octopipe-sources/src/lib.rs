@@ -69,7 +69,7 @@ pub use config::{
     Decoder, HeadSettings, ImageDecoder, SourceConfig, SourceKind, DEFAULT_FRAMERATE, DEFAULT_LOOPS,
 };
 pub use damage::OnDamaged;
-pub use gst::{pipelines_stopping, GstSource};
+pub use gst::{pipelines_stopping, stream_stopping, GstSource};
 pub use head::HEAD;
 pub use images::IMAGES;
 pub use media::MEDIA;

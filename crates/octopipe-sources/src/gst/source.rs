@@ -248,7 +248,8 @@ impl GstSource {
             true => {
                 let guard = self.guard.clone();
                 let force = move || guard.close_peers();
-                self.abandoned = !teardown::stop_within(&self.pipeline, self.name(), &force);
+                let (pipeline, stream) = (&self.pipeline, self.stream);
+                self.abandoned = !teardown::stop_within(pipeline, self.name(), stream, &force);
             }
             false => {
                 let _ = self.pipeline.set_state(gst::State::Null);

@@ -1,8 +1,10 @@
 //! Stopping a stream source's pipeline within a deadline: one stuck in its own I/O has its
 //! network connections closed (the relays of its RTSP sources) and gets a second deadline; one
 //! still not stopped then is left to stop on a thread of its own, and counted
-//! ([`pipelines_stopping`]) until it has: the station counts it against its most streams.
+//! ([`pipelines_stopping`], [`stream_stopping`]) until it has: the station counts its stream
+//! against its most streams and its memory budget until then.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,6 +20,35 @@ pub(super) const TEARDOWN_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Pipelines left stopping on a thread of their own, not stopped yet.
 static STOPPING: AtomicUsize = AtomicUsize::new(0);
+
+/// Of those, how many each stream left.
+static STOPPING_STREAMS: Mutex<BTreeMap<u32, usize>> = Mutex::new(BTreeMap::new());
+
+/// Whether a pipeline of `stream`'s source is still stopping on a thread of its own: the
+/// stream has not truly stopped.
+pub fn stream_stopping(stream: u32) -> bool {
+    let streams = STOPPING_STREAMS.lock().unwrap_or_else(|e| e.into_inner());
+    streams.get(&stream).is_some_and(|n| *n > 0)
+}
+
+/// Count (`left`) or uncount a pipeline of `stream` left stopping.
+fn count_left(stream: u32, left: bool) {
+    let mut streams = STOPPING_STREAMS.lock().unwrap_or_else(|e| e.into_inner());
+    let n = streams.entry(stream).or_insert(0);
+    match left {
+        true => {
+            *n += 1;
+            STOPPING.fetch_add(1, Ordering::SeqCst);
+        }
+        false => {
+            *n = n.saturating_sub(1);
+            STOPPING.fetch_sub(1, Ordering::SeqCst);
+            if *n == 0 {
+                streams.remove(&stream);
+            }
+        }
+    }
+}
 
 /// How many sources' pipelines of this process did not stop within their deadlines and are
 /// still stopping: they hold threads and sockets, and count against `--max-streams`.
@@ -36,9 +67,15 @@ enum Stop {
 
 /// Set `pipeline` to NULL on a thread of its own and wait for it at most
 /// [`TEARDOWN_DEADLINE`]; then `force` it (close its sockets) and wait as long again: whether
-/// it stopped. One that did not is left to stop there (counted by [`pipelines_stopping`]
-/// until it has), said once, naming `name`; the caller's stream ends anyway.
-pub(super) fn stop_within(pipeline: &gst::Pipeline, name: &str, force: &dyn Fn()) -> bool {
+/// it stopped. One that did not is left to stop there (counted by [`pipelines_stopping`] and,
+/// as `stream`'s, by [`stream_stopping`] until it has), said once, naming `name`; the
+/// caller's stream ends anyway.
+pub(super) fn stop_within(
+    pipeline: &gst::Pipeline,
+    name: &str,
+    stream: u32,
+    force: &dyn Fn(),
+) -> bool {
     let state = Arc::new(Mutex::new(Stop::Waiting));
     let (done, stopped) = std::sync::mpsc::sync_channel(1);
     let stopping = pipeline.clone();
@@ -49,7 +86,7 @@ pub(super) fn stop_within(pipeline: &gst::Pipeline, name: &str, force: &dyn Fn()
             let _ = stopping.set_state(gst::State::Null);
             let mut state = at_end.lock().unwrap_or_else(|e| e.into_inner());
             if *state == Stop::Left {
-                STOPPING.fetch_sub(1, Ordering::SeqCst);
+                count_left(stream, false);
             }
             *state = Stop::Stopped;
             let _ = done.send(());
@@ -76,7 +113,7 @@ pub(super) fn stop_within(pipeline: &gst::Pipeline, name: &str, force: &dyn Fn()
         return true;
     }
     *state = Stop::Left;
-    STOPPING.fetch_add(1, Ordering::SeqCst);
+    count_left(stream, true);
     tracing::warn!(
         "{name}: the source did not stop within {} s, nor once its connections were closed (an element stuck in its own I/O): left to stop on its own, counted against --max-streams until it has; the stream ends",
         secs(TEARDOWN_DEADLINE * 2)
@@ -103,13 +140,14 @@ mod tests {
         let before = pipelines_stopping();
         let forced = std::sync::atomic::AtomicBool::new(false);
         let start = std::time::Instant::now();
-        let stopped = stop_within(&pipeline, "test", &|| {
+        let stopped = stop_within(&pipeline, "test", 4_000_000_000, &|| {
             forced.store(true, Ordering::SeqCst);
         });
         assert!(!stopped, "stopped after {:?}", start.elapsed());
         assert!(forced.load(Ordering::SeqCst));
         assert!(start.elapsed() >= TEARDOWN_DEADLINE * 2);
         assert_eq!(pipelines_stopping(), before + 1);
+        assert!(stream_stopping(4_000_000_000));
         // It stops once the buffer's sleep ends: no longer counted.
         let start = std::time::Instant::now();
         while pipelines_stopping() > before {
@@ -117,5 +155,6 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert_eq!(pipeline.current_state(), gst::State::Null);
+        assert!(!stream_stopping(4_000_000_000));
     }
 }

@@ -58,13 +58,13 @@ impl Book {
             }
         }
         let max = self.max_streams.load(Ordering::SeqCst);
-        // A stream counts until its threads were joined (its branch taken), whatever its state.
+        // A stream counts until its threads were joined (its branch taken: they ended and its
+        // source's pipeline stopped), whatever its state.
         let running = entries
             .values()
             .filter(|e| e.added && (busy(e) || e.branch.is_some()))
             .count();
-        let stopping = octopipe_sources::pipelines_stopping();
-        if running + opening.len() + stopping >= max {
+        if running + opening.len() >= max {
             return Err(PipelineError::TooManyStreams(max).into());
         }
         self.memory.reserve(id, bytes)?;
@@ -76,18 +76,21 @@ impl Book {
         })
     }
 
-    /// Join the threads of the streams that ended (a panic in one fails that stream); detach those
-    /// of streams removed longer than the remove deadline ([`REMOVE_DEADLINE`](admit::REMOVE_DEADLINE) by default) ago
-    /// that did not end.
+    /// Join the threads of the streams that ended and whose source's pipeline stopped (a panic
+    /// in one fails that stream), giving back their share of the memory budget; detach those
+    /// of streams removed longer than the remove deadline
+    /// ([`REMOVE_DEADLINE`](admit::REMOVE_DEADLINE) by default) ago that did not end.
     pub(super) fn reap(&self, entries: &mut BTreeMap<u32, Entry>) {
         let deadline = self.remove_deadline();
         for (id, e) in entries.iter_mut() {
-            let done = e
+            let ended = e
                 .branch
                 .as_ref()
                 .is_some_and(|b| b.threads.iter().all(|t| t.handle.is_finished()));
+            // Its threads ended, but its source's pipeline is still stopping: not over yet.
+            let done = ended && !octopipe_sources::stream_stopping(*id);
             let overdue = e.removed.is_some_and(|at| at.elapsed() > deadline);
-            if !done && overdue && e.branch.is_some() && !e.detached {
+            if !ended && overdue && e.branch.is_some() && !e.detached {
                 self.detach(*id, e);
                 continue;
             }
