@@ -287,7 +287,9 @@ fn labels_classes_and_map() {
     );
     let got = frame_boxes(&objects, 0);
     assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!((got[0].1, got[0].2.as_str()), (2, "thing"));
+    // The box is the car's (A), its id the output label's: "thing" is person's 0 and car's 2,
+    // and one label has one id, the lowest (issue 52: three COCO ids for one label before).
+    assert_eq!((got[0].1, got[0].2.as_str()), (0, "thing"));
 }
 
 /// A 640x480 PNG of one colour.

@@ -43,7 +43,9 @@
 //!
 //! **Classes.** Names come from `labels` (`coco` is COCO's 80) or `labels-file`; `classes` keeps
 //! only the named classes (names or indices); `map=from:to,...` renames classes for the stages
-//! after (the classifier's crops, the JSONL `detection.label`).
+//! after (the classifier's crops, the JSONL `detection.label`), and a box's `class_id` is its
+//! output label's: the lowest class index the map gives that label (`map=car:vehicle,
+//! bus:vehicle,truck:vehicle`: every vehicle is class 2), so one label never has several ids.
 //!
 //! The report gets the stage's row like any stage, and a line with the detector's own split per
 //! frame (preprocessing, inference, decoding and merging) and its box counts.

@@ -60,9 +60,12 @@ impl Detector {
             match pixel_box(b.b, w, h) {
                 Ok(bbox) => {
                     let label = self.name(b.class);
+                    // The output label's id: classes a map renames alike share the lowest
+                    // index among them (car, bus, truck -> vehicle: 2), so one label has one id.
+                    let class_id = self.groups[b.class as usize];
                     frame.detections.push(Detection {
                         bbox,
-                        class_id: Some(b.class),
+                        class_id: Some(class_id),
                         origin: BoxOrigin::Detector,
                         label: Some(label),
                         score: b.score,
