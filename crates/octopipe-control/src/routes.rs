@@ -376,11 +376,18 @@ fn typed(stages: &[serde_json::Map<String, serde_json::Value>]) -> Result<String
     Ok(parts.join(" ! "))
 }
 
-/// A description as a log line shows it: credentials hidden, control characters escaped.
+/// The most characters of a description an audit line shows (a body may hold 64 KiB).
+const SHOWN_CHARS: usize = 400;
+
+/// A description as a log line shows it: credentials hidden, control characters escaped, cut
+/// after [`SHOWN_CHARS`].
 fn shown(text: &str) -> String {
-    octopipe_core::redact::credentials(text)
-        .escape_debug()
-        .to_string()
+    let text = octopipe_core::redact::credentials(text);
+    let mut out: String = text.chars().take(SHOWN_CHARS).collect::<String>();
+    if text.chars().nth(SHOWN_CHARS).is_some() {
+        out += "...";
+    }
+    out.escape_debug().to_string()
 }
 
 /// `DELETE /streams/{id}`: the stream's series go, the log says who removed which.
@@ -426,6 +433,15 @@ fn status_of(e: &Error) -> StatusCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_audit_line_hides_credentials_escapes_and_is_cut() {
+        let line = shown("media location=rtsp://u:secret@cam/x\n! boxes");
+        assert_eq!(line, "media location=rtsp://***@cam/x\\n! boxes");
+        let long = shown(&"a".repeat(10_000));
+        assert_eq!(long.len(), SHOWN_CHARS + 3, "{long}");
+        assert!(long.ends_with("..."));
+    }
 
     #[test]
     fn typed_stages_become_a_description_that_reads_back() {
