@@ -123,6 +123,48 @@ fn a_failed_stream_is_in_metrics_and_health_until_removed_and_each_change_is_log
 }
 
 #[test]
+fn streams_that_end_and_are_never_removed_leave_a_bounded_page_and_are_counted() {
+    let dir = common::temp_dir("alerts-ended");
+    let s = Station::start("ended", &dir, SINK, &[], &[]);
+    let n = octopipe::control::KEPT_ENDED as u32 + 8;
+    for id in 0..n {
+        let short = "testsrc width=64 height=48 num-buffers=2 ! boxes format=synthetic count=1";
+        assert_eq!(s.add(short, Some(id)).status, 201);
+        s.wait_state(id, "ended", Duration::from_secs(20));
+    }
+    // The last end is told to the metrics once its threads ended: wait for the page to settle.
+    let start = Instant::now();
+    let body = loop {
+        let body = s.get("/metrics").unwrap().body;
+        let up = body
+            .lines()
+            .filter(|l| l.starts_with("octopipe_stream_up{"))
+            .count();
+        if up <= octopipe::control::KEPT_ENDED {
+            break body;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{up} streams' series:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        body.contains(&format!("octopipe_streams{{state=\"ended\"}} {n}")),
+        "{body}"
+    );
+    assert_eq!(
+        series_of(&body, 0),
+        Vec::<&str>::new(),
+        "the oldest went: {body}"
+    );
+    assert!(
+        body.contains(&format!("octopipe_stream_up{{stream=\"{}\"}} 0", n - 1)),
+        "the newest stays: {body}"
+    );
+}
+
+#[test]
 fn a_media_file_of_no_type_gstreamer_can_tell_is_a_400_before_it_is_added() {
     let dir = common::temp_dir("alerts-typefind");
     let allowed = dir.join("allowed");

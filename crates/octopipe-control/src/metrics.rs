@@ -25,9 +25,9 @@
 //! streams ([`Metrics::watch`]): an operator alerts on `octopipe_streams{state="failed"} > 0`.
 //! A removed stream's series go at once ([`Metrics::removed`]), so a station that took a
 //! thousand streams one after the other serves the page it served with none. A stream that
-//! ended or failed without being removed keeps its series (it shows until it is removed); the
-//! latency and frame series of an ended one go once [`KEPT_ENDED`] streams ended after it
-//! ([`Metrics::ended`]).
+//! ended or failed without being removed keeps its series until [`KEPT_ENDED`] streams ended
+//! after it ([`Metrics::ended`]); the counts by state and by reason count it until it is
+//! removed, so the page stays bounded and a failure still shows.
 //!
 //! Drops: while the run goes on, the observer sees only the gaps in frame numbers of the frames
 //! that reached the end (`reason="seq-gap"`); when the run finishes they are replaced by the
@@ -229,9 +229,15 @@ impl Metrics {
 
     /// The exposition text as a scrape gets it now.
     pub fn render(&self) -> String {
-        let mut text = self.state.lock().map(|s| s.render()).unwrap_or_default();
-        if let Some(list) = self.stream_list() {
-            render_streams(&mut text, &list);
+        // The list first, the metrics' lock after: the book of streams tells the metrics of a
+        // stream's end under its own lock.
+        let list = self.stream_list();
+        let Ok(s) = self.state.lock() else {
+            return String::new();
+        };
+        let mut text = s.render();
+        if let Some(list) = list {
+            render_streams(&mut text, &list, &s.gone);
         }
         text
     }
@@ -426,9 +432,14 @@ pub fn failure_reason(reason: &str) -> &'static str {
     }
 }
 
-/// The stream series of `list` (every stream of the station): a removed stream has none.
-fn render_streams(o: &mut String, list: &[StreamInfo]) {
-    let shown = || list.iter().filter(|s| s.state != Where::Removed);
+/// The stream series of `list` (every stream of the station): a removed stream has none, nor
+/// has one that ended or failed [`KEPT_ENDED`] ends ago (in `gone`); the counts by state and
+/// reason count every stream.
+fn render_streams(o: &mut String, list: &[StreamInfo], gone: &HashSet<u32>) {
+    let shown = || {
+        list.iter()
+            .filter(|s| s.state != Where::Removed && !gone.contains(&s.id))
+    };
     let _ = writeln!(
         o,
         "# HELP octopipe_stream_up 1 while the stream runs, 0 once it ended, failed or is being removed."
@@ -444,9 +455,13 @@ fn render_streams(o: &mut String, list: &[StreamInfo]) {
     );
     let _ = writeln!(o, "# TYPE octopipe_stream_failed gauge");
     let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in list.iter().filter(|s| s.state == Where::Failed) {
+        *reasons
+            .entry(failure_reason(s.error.as_deref().unwrap_or("")))
+            .or_default() += 1;
+    }
     for s in shown().filter(|s| s.state == Where::Failed) {
         let reason = failure_reason(s.error.as_deref().unwrap_or(""));
-        *reasons.entry(reason).or_default() += 1;
         let _ = writeln!(
             o,
             "octopipe_stream_failed{{stream=\"{}\",reason=\"{reason}\"}} 1",
