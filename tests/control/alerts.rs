@@ -51,7 +51,7 @@ fn a_failed_stream_is_in_metrics_and_health_until_removed_and_each_change_is_log
         "{body}"
     );
     assert!(
-        body.contains("octopipe_stream_failed{stream=\"9\",reason=\""),
+        body.contains("octopipe_stream_failed{stream=\"9\",reason=\"unreachable\"} 1"),
         "{body}"
     );
     assert!(
@@ -63,7 +63,7 @@ fn a_failed_stream_is_in_metrics_and_health_until_removed_and_each_change_is_log
         "{body}"
     );
     assert!(
-        body.contains("octopipe_stream_failures{reason=\""),
+        body.contains("octopipe_stream_failures{reason=\"unreachable\"} 1"),
         "{body}"
     );
     let h = health(&s);

@@ -393,7 +393,7 @@ const STATES: [(Where, &str); 5] = [
 ];
 
 /// The class of a stream's failure, from its reason: a bounded set of label values
-/// (`timeout`, `refused`, `not-found`, `too-large`, `damaged`, `not-allowed`, `other`), so
+/// (`timeout`, `unreachable`, `not-found`, `too-large`, `damaged`, `not-allowed`, `other`), so
 /// that a label never carries what a peer wrote.
 pub fn failure_reason(reason: &str) -> &'static str {
     let r = reason.to_ascii_lowercase();
@@ -405,8 +405,10 @@ pub fn failure_reason(reason: &str) -> &'static str {
         "unreachable",
         "could not connect",
         "reset by peer",
+        "could not read from resource",
+        "reconnect",
     ]) {
-        "refused"
+        "unreachable"
     } else if has(&[
         "not found",
         "no such file",
@@ -490,4 +492,27 @@ fn render_streams(o: &mut String, list: &[StreamInfo], gone: &HashSet<u32>) {
 /// Seconds as the metrics print them.
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_reason;
+
+    #[test]
+    fn failures_fall_in_a_few_classes() {
+        for (reason, class) in [
+            (
+                "rtsp://127.0.0.1:1/cam: Could not read from resource. (after 1 reconnect in a row)",
+                "unreachable",
+            ),
+            ("srt://h:1: Connection refused", "unreachable"),
+            ("no frame within start-timeout=20 s", "timeout"),
+            ("/d/x.mp4: No such file or directory", "not-found"),
+            ("its picture is too large to decode: 30000x30000", "too-large"),
+            ("damaged frame at pts 1.000 s", "damaged"),
+            ("something else", "other"),
+        ] {
+            assert_eq!(failure_reason(reason), class, "{reason}");
+        }
+    }
 }
