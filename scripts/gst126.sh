@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GStreamer 1.26 suite: the plugin built with its `analytics` feature (GstAnalyticsRelationMeta)
-# and its analytics tests run against Debian 13's GStreamer 1.26, which this machine's Debian 12
-# (1.22) lacks.
+# and its tests (the analytics ones among them) run against Debian 13's GStreamer 1.26, which this
+# machine's Debian 12 (1.22) lacks.
 #   bash scripts/gst126.sh            # as root (debootstrap, mount, chroot)
 # 1. A Debian 13 (trixie) root made once with `debootstrap --variant=minbase` (Debian's own packages:
 #    GStreamer 1.26's runtime and -dev packages, analyticsoverlay's `objectdetectionoverlay`, a C
@@ -10,9 +10,9 @@
 # 2. The clone, ~/.cargo, ~/.rustup, the shared data and ONNX Runtime's folder bind-mounted into it
 #    at their own paths; the host's toolchain (it runs on Debian 13's newer glibc) builds the
 #    plugin's test binary in target/gst126 (a target folder of its own: its objects link against
-#    1.26) and runs the tests named by $GST126_TESTS (default `analytics::`: the relation meta
-#    read back, `objectdetectionoverlay` drawing `octodetect`'s objects). Crates come from the
-#    host's `cargo fetch`; nothing is downloaded inside.
+#    1.26) and runs its tests: all of them, or those $GST126_TESTS names (`analytics::`: the
+#    relation meta read back, `objectdetectionoverlay` drawing `octodetect`'s objects). Crates
+#    come from the host's `cargo fetch`; nothing is downloaded inside.
 # 3. Everything mounted is unmounted on every exit. One run at a time ($GST126_ROOT.lock).
 # Each step's seconds are printed at the end. The tests run with CI=true: a missing prerequisite
 # (shared data, ONNX Runtime, an element) fails them instead of a skip (tests/plugin/main.rs).
@@ -21,14 +21,15 @@ cd "$(dirname "$0")/.."
 clone=$(pwd -P)
 root=$(realpath -m "${GST126_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/octopipe/gst126-root}")
 mirror=${GST126_MIRROR:-http://deb.debian.org/debian}
-tests=${GST126_TESTS-analytics::}
+tests=${GST126_TESTS-}
 # What the plugin's build and tests need from Debian 13: the -dev packages (pkg-config files,
 # libgstanalytics-1.0), the plugins the tests' pipelines use (jpegdec, videoconvert, x264enc,
-# avdec_h264, objectdetectionoverlay), gst-inspect-1.0, and gcc for linking.
+# avdec_h264, objectdetectionoverlay), gst-inspect-1.0, PyGObject (the test that reads the metas
+# from Python) and gcc for linking.
 packages=libgstreamer1.0-dev,libgstreamer-plugins-base1.0-dev,libgstreamer-plugins-bad1.0-dev
 packages+=,gstreamer1.0-plugins-base,gstreamer1.0-plugins-good,gstreamer1.0-plugins-bad
 packages+=,gstreamer1.0-plugins-ugly,gstreamer1.0-libav,gstreamer1.0-tools
-packages+=,pkg-config,gcc,libc6-dev,ca-certificates
+packages+=,python3-gi,gir1.2-gst-plugins-base-1.0,pkg-config,gcc,libc6-dev,ca-certificates
 
 if [ "$(id -u)" != 0 ]; then
   echo "gst126.sh: needs root (debootstrap, mount, chroot)" >&2
