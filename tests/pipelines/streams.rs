@@ -205,7 +205,7 @@ fn streams_are_added_and_removed_over_http() {
         (status.as_str(), &health),
         (
             "200 OK",
-            &serde_json::json!({"status": "running", "streams": 0})
+            &serde_json::json!({"status": "running", "streams": 0, "failed": 0})
         )
     );
 
