@@ -451,9 +451,10 @@ mod relation {
         let _serial = serial();
         let Some(data) = data_and_ort() else { return };
         init();
-        if gst::ElementFactory::find("objectdetectionoverlay").is_none()
-            && skip("objectdetectionoverlay missing (GStreamer >= 1.24, gstreamer1.0-plugins-bad)")
-        {
+        if lacks_element(
+            "objectdetectionoverlay",
+            "GStreamer >= 1.24, gstreamer1.0-plugins-bad",
+        ) {
             return;
         }
         let frames = tmp("analytics-overlay");

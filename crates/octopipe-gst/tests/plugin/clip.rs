@@ -320,9 +320,7 @@ fn the_clip_encoded_to_h264_through_gstreamer_gives_the_objects_of_octopipe_run(
     let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
-    if gst::ElementFactory::find("x264enc").is_none()
-        && skip("x264enc missing: apt-get install gstreamer1.0-plugins-ugly")
-    {
+    if lacks_element("x264enc", "apt-get install gstreamer1.0-plugins-ugly") {
         return;
     }
     let dir = tmp("clip-h264");

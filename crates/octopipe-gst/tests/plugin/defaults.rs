@@ -17,9 +17,7 @@ fn octotrack_after_octodetect_tracks_what_track_after_detect_does_on_the_pan_vid
     let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
-    if gst::ElementFactory::find("x264enc").is_none()
-        && skip("x264enc missing: apt-get install gstreamer1.0-plugins-ugly")
-    {
+    if lacks_element("x264enc", "apt-get install gstreamer1.0-plugins-ugly") {
         return;
     }
     let dir = tmp("pan-track");

@@ -49,6 +49,11 @@ pub fn skip(reason: &str) -> bool {
     true
 }
 
+/// Whether GStreamer element `name` is missing here (skipped as [`skip`] does, saying `why`).
+pub fn lacks_element(name: &str, why: &str) -> bool {
+    gst::ElementFactory::find(name).is_none() && skip(&format!("{name} missing: {why}"))
+}
+
 /// Prints why a GPU test does not run here. CI has no GPU, so, unlike [`skip`], this never
 /// fails under CI: the GPU tests run on the device (`scripts/device-gst-cuda.sh`).
 pub fn skip_gpu(reason: &str) {

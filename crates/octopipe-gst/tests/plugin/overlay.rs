@@ -161,9 +161,7 @@ fn octooverlay_draws_the_boxes_where_the_jsonl_says_in_the_recorded_mp4() {
     let _serial = serial();
     let Some(data) = data_and_ort() else { return };
     init();
-    if gst::ElementFactory::find("x264enc").is_none()
-        && skip("x264enc missing: apt-get install gstreamer1.0-plugins-ugly")
-    {
+    if lacks_element("x264enc", "apt-get install gstreamer1.0-plugins-ugly") {
         return;
     }
     let dir = tmp("overlay-mp4");
