@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use octopipe::frame::PixelFormat;
 use octopipe_tools::bench::{self, PreprocessBenchOptions, Workload};
 
-use super::args::{BenchCommand, PipelineArgs, PreprocessArgs};
+use super::bench_args::{BenchCommand, PipelineArgs, PreprocessArgs};
 use super::run::data_dir;
 
 /// `octopipe bench ...`.

@@ -12,6 +12,8 @@ use octopipe_tools::bench::ProbeOptions;
 mod args;
 #[cfg(feature = "bench")]
 mod bench;
+#[cfg(feature = "bench")]
+mod bench_args;
 mod log;
 mod report;
 mod run;
