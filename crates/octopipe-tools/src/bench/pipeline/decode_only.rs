@@ -147,18 +147,9 @@ pub fn decode_only_lines(
         .collect()
 }
 
-/// The one launch line of every stream's branch ([`DecodeStart::OnePipeline`]).
-pub fn decode_only_line(
-    video: &Path,
-    codec: Codec,
-    decoder: &str,
-    streams: usize,
-    devices: &[usize],
-) -> String {
-    decode_only_lines(video, codec, decoder, streams, devices)
-        .into_iter()
-        .map(|(line, _)| line + "\n")
-        .collect()
+/// Streams' launch lines as the branches of one launch line ([`DecodeStart::OnePipeline`]).
+fn one_pipeline(lines: &[(String, usize)]) -> String {
+    lines.iter().map(|(line, _)| format!("{line}\n")).collect()
 }
 
 /// The CPU decoder of `codec`: the first of libav's and the other software decoders that
@@ -241,7 +232,7 @@ pub fn decode_only(
     let marks: Marks = Arc::new(Mutex::new(Vec::with_capacity(streams * 512)));
     let pipelines: Vec<gst::Pipeline> = match start {
         DecodeStart::OnePipeline => {
-            let pipeline = launch(&decode_only_line(video, codec, decoder, streams, devices))?;
+            let pipeline = launch(&one_pipeline(&lines))?;
             for i in 0..streams {
                 mark(&pipeline, i, i as u32, &marks)?;
             }
@@ -356,7 +347,7 @@ mod tests {
     fn each_stream_decodes_on_its_gpu() {
         gst::init().unwrap();
         let v = Path::new("/t/c.mp4");
-        let line = decode_only_line(v, Codec::H265, "nvdec", 3, &[0, 1]);
+        let line = one_pipeline(&decode_only_lines(v, Codec::H265, "nvdec", 3, &[0, 1]));
         let lines: Vec<&str> = line.lines().collect();
         assert_eq!(lines.len(), 3);
         assert!(lines[0].contains("h265parse ! nvh265dec ! video/x-raw(memory:CUDAMemory)"));
