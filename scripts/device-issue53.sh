@@ -44,12 +44,12 @@ run)
     B="/tmp/octopipe bench decode --decoder nvdec --seconds 10 --bitrate 4000 --clip $PWD/$C/data/visdrone/clip-9999999"
     (. /tmp/gst/env.sh
      timeout 150 $B --codec h264 --streams 1,96 --start one-pipeline,serial,threads 2>&1 | tee $OUT/decode-h264.md) || true
-    (cd $C && PYTHONUNBUFFERED=1 timeout 270 python3 engine_probe.py b6.onnx --ref b6-fp32.onnx \
+    (cd $C && PYTHONUNBUFFERED=1 timeout ${PROBE_S:-270} python3 engine_probe.py b6.onnx --ref b6-fp32.onnx \
        --batches 8,32,64,128 --reps 30 2>&1 | grep -v "^W1207" | tee $OUT/probe.log) || true
     if [ "${MORE:-0}" = 1 ]; then
         (. /tmp/gst/env.sh
-         timeout 100 $B --codec h265 --streams 96 --start one-pipeline,threads 2>&1 | tee $OUT/decode-h265.md
-         timeout 60 $B --codec h264 --streams 96 --start threads-own-context 2>&1 | tee $OUT/decode-own.md) || true
+         timeout 100 $B --codec h265 --streams 96 --start ${H265_START:-one-pipeline,threads} 2>&1 | tee $OUT/decode-h265.md
+         [ -n "${NO_OWN:-}" ] || timeout 60 $B --codec h264 --streams 96 --start threads-own-context 2>&1 | tee $OUT/decode-own.md) || true
     fi
     date -u
     ;;

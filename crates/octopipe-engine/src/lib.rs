@@ -1,6 +1,8 @@
-//! octopipe's own detector engine, its CPU half (issue 53): the ONNX file read with its weights
-//! ([`model`]), every tensor's shape for a batch ([`shape`]) and the fusion plan with its traffic
-//! model ([`plan`]).
+//! octopipe's own detector engine (issue 53): the ONNX file read with its weights ([`model`]),
+//! every tensor's shape for a batch ([`shape`]), the fusion plan with its traffic model
+//! ([`plan`]), the plan as the engine's kernels ([`program`]), those kernels on a GPU ([`gpu`]:
+//! `engine.cu`, FP16 NHWC, one CUDA graph per batch) and a plain f32 CPU interpreter of the graph
+//! that the GPU's results are checked against ([`reference`]).
 //!
 //! The engine's op set is the shared CenterNet's (Conv incl. depthwise and grouped,
 //! ConvTranspose, Resize, HardSwish, HardSigmoid, Add, Mul, Relu, GlobalAveragePool, Sigmoid,
@@ -10,9 +12,8 @@
 //! ONNX Runtime's CUDA provider runs it): for the six-class FP16 CenterNet heads model the
 //! unfused graph moves 1.6x the plan's bytes (docs/engine.md has the figures).
 //!
-//! Not built yet: the GPU execution (cuDNN's fused convolutions, octopipe's own kernels for what
-//! cuDNN does not fuse, one CUDA graph per batch size), and `detect engine=octopipe`. Nothing in
-//! the workspace depends on this crate yet.
+//! Not built yet: `detect engine=octopipe` (the detect stage still runs ONNX Runtime); tensor-core
+//! kernels. docs/engine.md has what was measured.
 //!
 //! ```no_run
 //! let model = octopipe_engine::Model::read("heads.onnx".as_ref())?;
@@ -21,9 +22,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod gpu;
 pub mod model;
 pub mod plan;
+pub mod program;
 pub mod proto;
+pub mod reference;
 pub mod shape;
 pub mod weight;
 

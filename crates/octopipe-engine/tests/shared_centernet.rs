@@ -4,9 +4,6 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
 use octopipe_engine::model::Op;
 use octopipe_engine::plan::StepKind;
 use octopipe_engine::{Model, ModelError, Plan};
@@ -30,76 +27,14 @@ fn the_shipped_centernet_is_refused_at_its_first_op_outside_the_set() {
     }
 }
 
-/// Runs python3 with `args` in the workspace; its stdout, or None (a printed skip) when it
-/// cannot run.
-fn python(args: &[&str]) -> Option<String> {
-    let out = Command::new("python3")
-        .args(args)
-        .current_dir(common::workspace())
-        .output();
-    match out {
-        Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
-        Ok(out) => {
-            common::skip(&format!(
-                "python3 {} failed (pip install -r scripts/requirements.txt): {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-                    .lines()
-                    .last()
-                    .unwrap_or("")
-            ));
-            None
-        }
-        Err(e) => {
-            common::skip(&format!("python3 does not run: {e}"));
-            None
-        }
-    }
-}
-
-/// The heads model made into `dir`, with what onnx (Python) says of it: its initializers'
-/// bytes and its Conv nodes.
-fn heads_model(source: &Path, dir: &Path) -> Option<(std::path::PathBuf, u64, usize)> {
-    let out = dir.join("heads.onnx");
-    let (source, out_arg) = (source.to_str()?, out.to_str()?);
-    python(&[
-        "scripts/make_centernet_heads.py",
-        source,
-        out_arg,
-        "--fp16",
-        "--io",
-        "fp16",
-        "--resize-fp16",
-        "--fuse",
-        "hardswish",
-        "--logits",
-        "--keep-classes",
-        "0,1,2,3,5,7",
-        "--drop-reshapes",
-    ])?;
-    let facts = python(&[
-        "-c",
-        "import sys, onnx\n\
-         from onnx import numpy_helper\n\
-         m = onnx.load(sys.argv[1])\n\
-         b = sum(numpy_helper.to_array(t).nbytes for t in m.graph.initializer)\n\
-         c = sum(n.op_type == 'Conv' for n in m.graph.node)\n\
-         print(b, c)",
-        out_arg,
-    ])?;
-    let mut words = facts.split_whitespace();
-    let bytes = words.next()?.parse().ok()?;
-    let convs = words.next()?.parse().ok()?;
-    Some((out, bytes, convs))
-}
-
 #[test]
 fn the_fp16_heads_model_is_read_and_planned() {
     let Some(source) = common::shared_centernet() else {
         return;
     };
     let dir = common::temp_dir("heads");
-    let Some((path, initializer_bytes, onnx_convs)) = heads_model(&source, &dir) else {
+    let Some((path, initializer_bytes, onnx_convs)) = common::heads_model(&source, &dir, true)
+    else {
         return;
     };
     let model = Model::read(&path).expect("the heads model is in the engine's set");

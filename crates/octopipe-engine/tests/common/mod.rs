@@ -3,7 +3,8 @@
 //! CI=true).
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use octopipe_engine::proto::{
     AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
@@ -207,4 +208,71 @@ impl Graph {
             }],
         }
     }
+}
+
+/// Runs python3 with `args` in the workspace; its stdout, or None (a printed skip) when it
+/// cannot run.
+pub fn python(args: &[&str]) -> Option<String> {
+    let out = Command::new("python3")
+        .args(args)
+        .current_dir(workspace())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Ok(out) => {
+            skip(&format!(
+                "python3 {} failed (pip install -r scripts/requirements.txt): {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            ));
+            None
+        }
+        Err(e) => {
+            skip(&format!("python3 does not run: {e}"));
+            None
+        }
+    }
+}
+
+/// The six-class heads model (FP16 with `fp16`, else FP32) made into `dir`, with what onnx (Python) says of it: its initializers'
+/// bytes and its Conv nodes.
+pub fn heads_model(
+    source: &Path,
+    dir: &Path,
+    fp16: bool,
+) -> Option<(std::path::PathBuf, u64, usize)> {
+    let out = dir.join(if fp16 { "heads16.onnx" } else { "heads32.onnx" });
+    let (source, out_arg) = (source.to_str()?, out.to_str()?);
+    let half: &[&str] = match fp16 {
+        true => &["--fp16", "--io", "fp16", "--resize-fp16"],
+        false => &[],
+    };
+    let mut args = vec!["scripts/make_centernet_heads.py", source, out_arg];
+    args.extend_from_slice(half);
+    args.extend_from_slice(&[
+        "--fuse",
+        "hardswish",
+        "--logits",
+        "--keep-classes",
+        "0,1,2,3,5,7",
+        "--drop-reshapes",
+    ]);
+    python(&args)?;
+    let facts = python(&[
+        "-c",
+        "import sys, onnx\n\
+         from onnx import numpy_helper\n\
+         m = onnx.load(sys.argv[1])\n\
+         b = sum(numpy_helper.to_array(t).nbytes for t in m.graph.initializer)\n\
+         c = sum(n.op_type == 'Conv' for n in m.graph.node)\n\
+         print(b, c)",
+        out_arg,
+    ])?;
+    let mut words = facts.split_whitespace();
+    let bytes = words.next()?.parse().ok()?;
+    let convs = words.next()?.parse().ok()?;
+    Some((out, bytes, convs))
 }
