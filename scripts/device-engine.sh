@@ -11,7 +11,7 @@
 # graph, and Inductor-fused) on the same machine for comparison.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
-E=.device/eng2
+E=${ENGINE_DIR:-.device/eng2}
 case "${1:-run}" in
 stage)
     target=${CARGO_TARGET_DIR:-target}
@@ -47,7 +47,8 @@ run)
     fi
     if [ "${PROBE:-0}" = 1 ]; then
         echo "=== PyTorch probe"
-        (cd $E && PYTHONUNBUFFERED=1 timeout ${PROBE_S:-270} python3 engine_probe.py b6.onnx --ref b6-fp32.onnx \
+        ref=""; [ -f $E/b6-fp32.onnx ] && ref="--ref b6-fp32.onnx"
+    (cd $E && PYTHONUNBUFFERED=1 timeout ${PROBE_S:-270} python3 engine_probe.py b6.onnx $ref \
            --batches ${BATCHES:-8,32,64,128} --reps 30 2>&1 | grep -v "^W1207" | tee $OUT/probe.log) || true
     fi
     date -u

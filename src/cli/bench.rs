@@ -34,7 +34,16 @@ pub(crate) fn bench_command(what: BenchCommand) -> Result<()> {
             cuda,
             fixed_only,
             concurrent,
+            engine,
         } => {
+            let (mut ort, mut own) = (false, false);
+            for e in &engine {
+                match e.as_str() {
+                    "ort" => ort = true,
+                    "octopipe" => own = true,
+                    other => anyhow::bail!("--engine {other}: expected ort or octopipe"),
+                }
+            }
             let eps = ep
                 .iter()
                 .map(|e| match e.as_str() {
@@ -55,6 +64,8 @@ pub(crate) fn bench_command(what: BenchCommand) -> Result<()> {
                     .collect::<Result<_, _>>()?,
                 fixed_only,
                 concurrent,
+                ort,
+                octopipe: own,
             };
             print!("{}", bench::infer(&opts)?);
         }

@@ -53,6 +53,10 @@ pub(crate) enum BenchCommand {
         /// and CUDA stream, run at once from threads of their own (their throughput together).
         #[arg(long, default_value_t = 1)]
         concurrent: usize,
+        /// Engines (comma-separated): ort (ONNX Runtime, per --ep and --cuda), octopipe (the
+        /// engine's own kernels on GPU 0, input on the device, one CUDA graph per batch).
+        #[arg(long, default_value = "ort", value_delimiter = ',')]
+        engine: Vec<String>,
     },
     /// The tracker on the VisDrone MOT ground truth with ids hidden: IDF1, ID switches, MOTA.
     Track {

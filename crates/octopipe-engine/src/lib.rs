@@ -2,7 +2,7 @@
 //! every tensor's shape for a batch ([`shape`]), the fusion plan with its traffic model
 //! ([`plan`]), the plan as the engine's kernels ([`program`]), those kernels on a GPU ([`gpu`]:
 //! `engine.cu`, FP16 NHWC, one CUDA graph per batch) and a plain f32 CPU interpreter of the graph
-//! that the GPU's results are checked against ([`reference`]).
+//! that the GPU's results are checked against ([`mod@reference`]).
 //!
 //! The engine's op set is the shared CenterNet's (Conv incl. depthwise and grouped,
 //! ConvTranspose, Resize, HardSwish, HardSigmoid, Add, Mul, Relu, GlobalAveragePool, Sigmoid,

@@ -78,6 +78,11 @@ pub struct InferOptions {
     /// Copies of the model run at once with a bound tuning on CUDA, each with its own sessions
     /// and CUDA stream, from a thread of its own (1: one copy).
     pub concurrent: usize,
+    /// ONNX Runtime's rows (per `eps` and `tunings`).
+    pub ort: bool,
+    /// The octopipe engine's rows (its own kernels on GPU 0, input on the device, one CUDA
+    /// graph per batch): `octopipe | graph | device`.
+    pub octopipe: bool,
 }
 
 /// Where a row's input lives.
@@ -122,7 +127,8 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
     )
     .ok();
     let plain = [Tuning::parse("plain")?];
-    for &ep in &opts.eps {
+    let eps = if opts.ort { &opts.eps[..] } else { &[] };
+    for &ep in eps {
         let tunings = match ep {
             Ep::Cpu => &plain[..],
             _ if opts.tunings.is_empty() => &plain[..],
@@ -146,6 +152,9 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
                 r => r?,
             }
         }
+    }
+    if opts.octopipe {
+        super::infer_engine::rows(opts, &mut out)?;
     }
     Ok(out)
 }
@@ -356,7 +365,7 @@ fn bound_runs(
 /// One table row from the run times (ms) of `items` items: items/s over the times' sum, or over
 /// `wall` seconds where runs overlapped.
 #[allow(clippy::too_many_arguments)]
-fn row(
+pub(super) fn row(
     out: &mut String,
     ep: &str,
     tuning: &str,

@@ -18,6 +18,7 @@ mod detect;
 mod error;
 mod gpu;
 mod infer;
+mod infer_engine;
 mod measure;
 pub mod messages;
 pub mod mot;

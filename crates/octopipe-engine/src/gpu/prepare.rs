@@ -1,0 +1,292 @@
+//! The program's kernels made ready to launch: the weights uploaded in the layouts the kernels
+//! read, each kernel's grid and arguments with the device addresses of its buffers.
+
+use cudarc::driver::{DevicePtr, LaunchConfig};
+use octopipe_cuda::launch_config;
+
+use super::{Args, Buffer, Engine, EngineError, EpiC, EpiOpC, Launch, ENGINE_KERNELS};
+use crate::model::Model;
+use crate::plan::Plan;
+use crate::program::{ConvKind, EpiOp, Epilogue, Kernel};
+use crate::shape::TensorId;
+
+impl Engine {
+    pub(super) fn ptr(&self, t: TensorId) -> u64 {
+        let t = self.alias.get(&t).copied().unwrap_or(t);
+        match self.buffers.get(&t) {
+            Some(Buffer::Half(b)) => b.device_ptr(&self.stream).0,
+            Some(Buffer::Float(b)) => b.device_ptr(&self.stream).0,
+            None => 0,
+        }
+    }
+
+    fn upload_half(&mut self, v: Vec<u16>) -> Result<u64, EngineError> {
+        let b = self.stream.clone_htod(&v)?;
+        let ptr = b.device_ptr(&self.stream).0;
+        self.consts.push(Buffer::Half(b));
+        Ok(ptr)
+    }
+
+    fn upload_float(&mut self, v: Vec<f32>) -> Result<u64, EngineError> {
+        let b = self.stream.clone_htod(&v)?;
+        let ptr = b.device_ptr(&self.stream).0;
+        self.consts.push(Buffer::Float(b));
+        Ok(ptr)
+    }
+
+    fn epi(&mut self, e: &Epilogue, out: TensorId, up: &Uploader) -> Result<EpiC, EngineError> {
+        let shape = &up.plan.shapes.tensors[out].shape;
+        let channels = shape.get(1).copied().unwrap_or(1) as u32;
+        let hw = shape.iter().skip(2).product::<u64>().max(1) as u32;
+        let mut c = EpiC {
+            n: e.ops.len() as u32,
+            nchw: e.nchw as u32,
+            hw,
+            channels,
+            ..EpiC::default()
+        };
+        for (slot, op) in e.ops.iter().enumerate() {
+            let mut o = EpiOpC::default();
+            match *op {
+                EpiOp::Bias(w) | EpiOp::Scale(w) | EpiOp::Shift(w) => {
+                    let v = up.values(w)?;
+                    if v.len() != 1 && v.len() != channels as usize {
+                        return Err(up.weight_error(
+                            w,
+                            format!("{} values for {channels} channels", v.len()),
+                        ));
+                    }
+                    o.kind = match op {
+                        EpiOp::Bias(_) => 1,
+                        EpiOp::Scale(_) => 9,
+                        _ => 10,
+                    };
+                    o.count = v.len() as u32;
+                    o.ptr = self.upload_float(v)?;
+                }
+                EpiOp::Relu => o.kind = 2,
+                EpiOp::HardSwish => o.kind = 3,
+                EpiOp::HardSigmoid { alpha, beta } => (o.kind, o.a, o.b) = (4, alpha, beta),
+                EpiOp::Sigmoid => o.kind = 5,
+                EpiOp::Clip { lo, hi } => (o.kind, o.a, o.b) = (6, lo, hi),
+                EpiOp::Residual(t) => (o.kind, o.ptr) = (7, self.ptr(t)),
+                EpiOp::Gate(t) => (o.kind, o.ptr) = (8, self.ptr(t)),
+            }
+            c.op[slot] = o;
+        }
+        Ok(c)
+    }
+
+    pub(super) fn prepare(
+        &mut self,
+        k: &Kernel,
+        up: &Uploader,
+    ) -> Result<Option<Launch>, EngineError> {
+        let sms = self.gpu.multiprocessors();
+        let grid_stride = |total: u64| {
+            launch_config(
+                (total.div_ceil(256).clamp(1, sms as u64 * 32) as u32, 1),
+                256,
+            )
+        };
+        let func = |e: &mut Engine, name: &str| e.gpu.func(&ENGINE_KERNELS, name);
+        Ok(Some(match k {
+            Kernel::Alias { .. } => return Ok(None),
+            Kernel::Conv {
+                kind,
+                x,
+                w,
+                gate_in,
+                out,
+                geom,
+                epi,
+            } => {
+                let epi = self.epi(epi, *out, up)?;
+                let (x, o) = (self.ptr(*x), self.ptr(*out));
+                let gin = gate_in.map(|g| self.ptr(g)).unwrap_or(0);
+                let g = *geom;
+                let wv = up.values(*w)?;
+                let kk = (g.kh * g.kw) as usize;
+                match kind {
+                    ConvKind::Pointwise => {
+                        let (cin, cout) = (g.cin as usize, g.cout as usize);
+                        let mut t = vec![0u16; cin * cout];
+                        for co in 0..cout {
+                            for ci in 0..cin {
+                                t[ci * cout + co] =
+                                    half::f16::from_f32(wv[co * cin + ci]).to_bits();
+                            }
+                        }
+                        let wp = self.upload_half(t)?;
+                        let pixels = g.n as u64 * g.oh as u64 * g.ow as u64;
+                        let config = LaunchConfig {
+                            grid_dim: (pixels.div_ceil(64) as u32, g.cout.div_ceil(64), 1),
+                            block_dim: (256, 1, 1),
+                            shared_mem_bytes: 0,
+                        };
+                        Launch {
+                            func: func(self, "engine_conv1x1")?,
+                            config,
+                            args: Args::Conv1x1 {
+                                x,
+                                w: wp,
+                                gin,
+                                out: o,
+                                pixels,
+                                cin: g.cin,
+                                cout: g.cout,
+                                epi,
+                            },
+                        }
+                    }
+                    ConvKind::Depthwise => {
+                        let c = g.cout as usize;
+                        let mut t = vec![0f32; kk * c];
+                        for ch in 0..c {
+                            for i in 0..kk {
+                                t[i * c + ch] = wv[ch * kk + i];
+                            }
+                        }
+                        let wp = self.upload_float(t)?;
+                        let total = g.n as u64 * g.oh as u64 * g.ow as u64 * g.cout as u64;
+                        Launch {
+                            func: func(self, "engine_conv_dw")?,
+                            config: grid_stride(total),
+                            args: Args::Conv {
+                                x,
+                                w: wp,
+                                gin,
+                                out: o,
+                                geom: g,
+                                epi,
+                            },
+                        }
+                    }
+                    ConvKind::Direct => {
+                        let (cin, cout) = (g.cin as usize, g.cout as usize);
+                        let mut t = vec![0f32; kk * cin * cout];
+                        for co in 0..cout {
+                            for ci in 0..cin {
+                                for i in 0..kk {
+                                    t[(i * cin + ci) * cout + co] = wv[(co * cin + ci) * kk + i];
+                                }
+                            }
+                        }
+                        let wp = self.upload_float(t)?;
+                        let total = g.n as u64 * g.oh as u64 * g.ow as u64 * g.cout as u64;
+                        Launch {
+                            func: func(self, "engine_conv_direct")?,
+                            config: grid_stride(total),
+                            args: Args::Conv {
+                                x,
+                                w: wp,
+                                gin,
+                                out: o,
+                                geom: g,
+                                epi,
+                            },
+                        }
+                    }
+                }
+            }
+            Kernel::Gap { x, out, n, hw, c } => Launch {
+                func: func(self, "engine_gap")?,
+                config: LaunchConfig {
+                    grid_dim: (*n, c.div_ceil(32), 1),
+                    block_dim: (32, 8, 1),
+                    shared_mem_bytes: 0,
+                },
+                args: Args::Gap {
+                    x: self.ptr(*x),
+                    out: self.ptr(*out),
+                    hw: *hw,
+                    c: *c,
+                },
+            },
+            Kernel::Resize { x, out, geom, epi } => {
+                let g = *geom;
+                let epi = self.epi(epi, *out, up)?;
+                let total = g.n as u64 * g.oh as u64 * g.ow as u64 * g.cin as u64;
+                Launch {
+                    func: func(self, "engine_resize_linear")?,
+                    config: grid_stride(total),
+                    args: Args::Resize {
+                        x: self.ptr(*x),
+                        out: self.ptr(*out),
+                        geom: g,
+                        sy: g.oh as f32 / g.ih as f32,
+                        sx: g.ow as f32 / g.iw as f32,
+                        epi,
+                    },
+                }
+            }
+            Kernel::Concat {
+                a,
+                b,
+                out,
+                pixels,
+                ca,
+                cb,
+                epi,
+            } => {
+                let epi = self.epi(epi, *out, up)?;
+                Launch {
+                    func: func(self, "engine_concat2")?,
+                    config: grid_stride(pixels * (ca + cb) as u64),
+                    args: Args::Concat {
+                        a: self.ptr(*a),
+                        b: self.ptr(*b),
+                        out: self.ptr(*out),
+                        pixels: *pixels,
+                        ca: *ca,
+                        cb: *cb,
+                        epi,
+                    },
+                }
+            }
+            Kernel::Pointwise {
+                x,
+                out,
+                pixels,
+                c,
+                epi,
+            } => {
+                let epi = self.epi(epi, *out, up)?;
+                Launch {
+                    func: func(self, "engine_pointwise")?,
+                    config: grid_stride(pixels * *c as u64),
+                    args: Args::Pointwise {
+                        x: self.ptr(*x),
+                        out: self.ptr(*out),
+                        pixels: *pixels,
+                        c: *c,
+                        epi,
+                    },
+                }
+            }
+        }))
+    }
+}
+
+/// The model's weights as f32, by tensor.
+pub(super) struct Uploader<'a> {
+    pub(super) model: &'a Model,
+    pub(super) plan: &'a Plan,
+}
+
+impl Uploader<'_> {
+    fn values(&self, t: TensorId) -> Result<Vec<f32>, EngineError> {
+        let name = &self.plan.shapes.tensors[t].name;
+        match self.model.weights.get(name) {
+            Some(w) => Ok(w.data.to_f32()),
+            None => Err(self.weight_error(t, "not a weight".into())),
+        }
+    }
+
+    fn weight_error(&self, t: TensorId, reason: String) -> EngineError {
+        EngineError::Weight {
+            name: self.plan.shapes.tensors[t].name.clone(),
+            reason,
+        }
+    }
+}
