@@ -22,14 +22,17 @@
 //!   `rtspsrc` (of an `rtsp`, `rtspt` or `rtspu` URI) connects through a [`Relay`] of the
 //!   station's (its `proxy`), which hands it each message of the server only once whole and
 //!   within caps (head, `Content-Length`, media sections, time), and whose sockets
-//!   [`Guard::close_peers`] closes when the stream stops.
+//!   [`Guard::close_peers`] closes when the stream stops. Likewise a `souphttpsrc` of an
+//!   `http` URI reads from a relay's address instead of its server's (so an HLS or DASH
+//!   demuxer resolves its playlist's URIs to the relay too): heads, playlists and the rate of
+//!   a media body are capped.
 
 use std::sync::{Arc, Mutex};
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
-use super::relay::{relayed_server, Relay};
+use super::relay::{relayed_http, relayed_server, start_http, start_rtsp, Relay};
 use crate::header::{scan_size, ImageFormat, SizeScan};
 use octopipe_core::redact;
 use octopipe_core::stage::limits;
@@ -88,9 +91,15 @@ impl Guard {
                 g.relay_rtsp(element, bin.upcast_ref());
             }
             if let Some(origin) = &origin {
-                if factory.uri_type() == gst::URIType::Src && in_adaptive_demuxer(element) {
+                if factory.uri_type() == gst::URIType::Src
+                    && in_adaptive_demuxer(element)
+                    && !g.on_relay(element)
+                {
                     g.check_segment(element, origin, bin.upcast_ref());
                 }
+            }
+            if factory.name() == "souphttpsrc" {
+                g.relay_http(element, bin.upcast_ref());
             }
         });
         guard
@@ -132,7 +141,7 @@ impl Guard {
                 refusal.refuse(&poster, why);
             }
         });
-        match Relay::start(&host, port, on_refuse) {
+        match start_rtsp(&host, port, on_refuse) {
             Ok(relay) => {
                 rtspsrc.set_property("proxy", format!("127.0.0.1:{}", relay.port()));
                 if let Ok(mut relays) = self.relays.lock() {
@@ -142,6 +151,59 @@ impl Guard {
             Err(e) => self.refuse(
                 poster,
                 format!("cannot start the station's relay to the RTSP server: {e}"),
+            ),
+        }
+    }
+
+    /// Whether `element`'s location is one of this pipeline's HTTP relays (a segment URI
+    /// resolved against a playlist read through it): the relay reaches the input's server
+    /// only.
+    fn on_relay(&self, element: &gst::Element) -> bool {
+        let Some(target) = element
+            .dynamic_cast_ref::<gst::URIHandler>()
+            .and_then(|h| h.uri())
+            .and_then(|uri| relayed_http(&uri))
+        else {
+            return false;
+        };
+        let ours = |r: &Relay| target.host == "127.0.0.1" && target.port == r.port();
+        self.relays
+            .lock()
+            .is_ok_and(|relays| relays.iter().any(ours))
+    }
+
+    /// Make `souphttpsrc` (of an `http` URI) read through a [`Relay`] to its server: its
+    /// location becomes the relay's. One already reading from a relay is left as it is. A
+    /// relay that cannot start fails the stream.
+    fn relay_http(&self, souphttpsrc: &gst::Element, poster: &gst::Element) {
+        let location = souphttpsrc
+            .property_value("location")
+            .get::<Option<String>>()
+            .ok()
+            .flatten();
+        let Some(target) = location.as_deref().and_then(relayed_http) else {
+            return;
+        };
+        if self.on_relay(souphttpsrc) {
+            return;
+        }
+        let refusal = self.refusal.clone();
+        let weak = poster.downgrade();
+        let on_refuse = Box::new(move |why: String| {
+            if let Some(poster) = weak.upgrade() {
+                refusal.refuse(&poster, why);
+            }
+        });
+        match start_http(&target.host, target.port, on_refuse) {
+            Ok(relay) => {
+                souphttpsrc.set_property("location", target.through(relay.port()));
+                if let Ok(mut relays) = self.relays.lock() {
+                    relays.push(relay);
+                }
+            }
+            Err(e) => self.refuse(
+                poster,
+                format!("cannot start the station's relay to the HTTP server: {e}"),
             ),
         }
     }
