@@ -3,8 +3,9 @@
 //! and no word GStreamer would open through its URI handlers (`file:///x`, `fd://0`); caps
 //! only as caps (a media type and fields); files only under the directories the operator
 //! allowed (`--allow-dir`, none by default); locations otherwise URIs of the schemes a camera
-//! speaks (rtsp, rtsps, srt as a caller; udp and `rtp port=` on the ports the operator lists,
-//! `--allow-udp-port`; others, http(s) among them, only with `--allow-scheme`). Checked on the
+//! speaks (rtsp, srt as a caller; udp and `rtp port=` on the ports the operator lists,
+//! `--allow-udp-port`; others, http(s) and rtsps among them, only with `--allow-scheme`), of a
+//! host that is not every interface (a connection there reaches the station itself). Checked on the
 //! parsed description, before any stage is made (a stage may read a file as it is made).
 
 use std::collections::BTreeSet;
@@ -17,8 +18,9 @@ use octopipe_pipeline::describe::{closest, Description};
 
 /// URI schemes a stream's location may have by default (a camera it connects to; `srt` as a
 /// caller only). `udp` takes the ports of [`Policy::allow_udp_port`]; any other scheme, `http`
-/// and `https` among them, only what [`Policy::allow_scheme`] adds.
-pub const URI_SCHEMES: &[&str] = &["rtsp", "rtsps", "rtspt", "rtspu", "srt"];
+/// and `https` among them, only what [`Policy::allow_scheme`] adds. `rtsps` is not among them:
+/// the station's relay, which bounds what an RTSP server answers, does not read TLS.
+pub const URI_SCHEMES: &[&str] = &["rtsp", "rtspt", "rtspu", "srt"];
 
 /// Why a stream was refused: `forbidden` (403) or a bad description (400), and the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,15 +231,29 @@ impl Policy {
     fn check_uri(&self, what: &str, value: &str, scheme: &str) -> Result<(), Refusal> {
         let shown = octopipe_core::redact::shown(value);
         // The schemes whose URI sets where GStreamer listens or connects are read whole.
-        let parsed = match scheme {
-            "srt" | "udp" | "rist" => Some(uri::Uri::parse(value).map_err(|why| {
+        let read_whole =
+            matches!(scheme, "srt" | "udp" | "rist") || uri::CONNECTING.contains(&scheme);
+        let parsed = match read_whole {
+            true => Some(uri::Uri::parse(value).map_err(|why| {
                 forbidden(format!(
                     "{what} '{shown}': {why}: a URI this station cannot read as GStreamer \
                      would is not taken over HTTP"
                 ))
             })?),
-            _ => None,
+            false => None,
         };
+        if let Some(u) = parsed
+            .as_ref()
+            .filter(|u| uri::CONNECTING.contains(&u.scheme.as_str()))
+        {
+            if uri::is_unspecified(&u.host) {
+                return Err(forbidden(format!(
+                    "{what} '{shown}': host '{}' is every interface, or none: a connection there \
+                     reaches this station's own machine; name the camera's host",
+                    octopipe_core::redact::shown(&u.host)
+                )));
+            }
+        }
         match (scheme, parsed) {
             ("srt", Some(u)) => {
                 // Every `mode=` looked at (GStreamer takes the last, decoded): caller only.
@@ -264,6 +280,12 @@ impl Policy {
                 self.check_udp_port(&format!("{what} '{shown}'"), &port)
             }
             (s, _) if URI_SCHEMES.contains(&s) || self.schemes.contains(s) => Ok(()),
+            (s, _) if uri::uncapped(s).is_some() => Err(forbidden(format!(
+                "{what} '{shown}': scheme '{s}' is not taken over HTTP by default: {}; use a \
+                 plain rtsp:// or http:// URI of the camera, or start the station with \
+                 --allow-scheme {s} to take such servers' answers unbounded",
+                uri::uncapped(s).unwrap_or_default()
+            ))),
             (s, _) => Err(forbidden(format!(
                 "{what} '{shown}': scheme '{s}' is not allowed over HTTP: expected a URI ({}://...), \
                  a file under a directory the station allows (--allow-dir), or start the station \
@@ -499,6 +521,26 @@ mod tests {
                 "rtp port=5004 ! boxes",
                 "rtp port=5004: UDP port 5004 is not one",
             ),
+            (
+                "media location=rtsps://cam/x ! boxes",
+                "come over TLS, which the station's relay does not read",
+            ),
+            (
+                "media location=rtsph://cam/x ! boxes",
+                "--allow-scheme rtsph to take such servers' answers unbounded",
+            ),
+            (
+                "media location=rtsp://0x0:554/x ! boxes",
+                "host '0x0' is every interface",
+            ),
+            (
+                "media location=rtsp://[::]/x ! boxes",
+                "reaches this station's own machine",
+            ),
+            (
+                "media location=rtsp://%30.0.0.0/x ! boxes",
+                "host '0.0.0.0'",
+            ),
         ] {
             let e = check(&p, bad).unwrap_err();
             assert!(e.forbidden && e.message.contains(words), "{bad}: {e:?}");
@@ -525,10 +567,15 @@ mod tests {
             assert!(e.forbidden && e.message.contains("srt"), "{bad}: {e:?}");
         }
         p.allow_scheme("HTTP");
+        p.allow_scheme("rtsps");
         p.allow_udp_port(5004);
+        let e = check(&p, "media location=http://0.0.0.0:8080/x.m3u8 ! boxes").unwrap_err();
+        assert!(e.message.contains("every interface"), "{e:?}");
         for ok in [
             "videotestsrc ! video/x-raw(memory:CUDAMemory),format=NV12,width=[1,64],framerate=30/1 ! boxes",
             "media location=http://h/x.m3u8 ! boxes",
+            "media location=rtsps://cam.example/x ! boxes",
+            "media location=rtsp://127.0.0.1:8554/x ! boxes",
             "media location=srt://cam.example:7001?latency=200 ! boxes",
             "media location=\"srt://127.0.0.1:7001?mode=caller&mode=caller\" ! boxes",
             "media location=\"srt://[::1]:7001?mo%64e=caller\" ! boxes",

@@ -8,6 +8,30 @@
 
 use std::net::Ipv6Addr;
 
+/// Schemes whose source connects to the URI's host (`rtspsrc`, `souphttpsrc`): an empty or
+/// unspecified host there reaches the station's own machine.
+pub(super) const CONNECTING: &[&str] = &[
+    "rtsp", "rtspt", "rtspu", "rtsps", "rtspsu", "rtspst", "rtsph", "rtspsh", "http", "https",
+];
+
+/// Why the station's relay cannot bound what a server of `scheme` answers (TLS or a tunnel to
+/// the server itself, which the relay does not read), for the refusal of such a URI unless the
+/// operator allows its scheme (`--allow-scheme`); `None` for a scheme the relay reads or one
+/// it has nothing to do with.
+pub(super) fn uncapped(scheme: &str) -> Option<&'static str> {
+    match scheme {
+        "rtsps" | "rtspsu" | "rtspst" | "https" => Some(
+            "its server's answers come over TLS, which the station's relay does not read, so \
+             they are not bounded by the station (docs/security.md, \"Peers' answers\")",
+        ),
+        "rtsph" | "rtspsh" => Some(
+            "RTSP tunnelled over HTTP is not read by the station's relay, so the server's \
+             answers are not bounded by the station (docs/security.md, \"Peers' answers\")",
+        ),
+        _ => None,
+    }
+}
+
 /// A URI's parts, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Uri {
@@ -174,6 +198,20 @@ mod tests {
             "srt://a:b:c",
         ] {
             assert!(Uri::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn schemes_the_relay_cannot_read_say_why() {
+        for s in ["rtsps", "rtspsh", "https", "rtsph", "rtspst"] {
+            assert!(
+                uncapped(s).is_some_and(|w| w.contains("not bounded")),
+                "{s}"
+            );
+            assert!(CONNECTING.contains(&s), "{s}");
+        }
+        for s in ["rtsp", "rtspt", "http", "srt", "udp"] {
+            assert_eq!(uncapped(s), None, "{s}");
         }
     }
 
