@@ -26,7 +26,6 @@
 
 use gstreamer as gst;
 
-#[macro_use]
 mod common;
 pub mod octoboxes;
 pub mod octoclassify;

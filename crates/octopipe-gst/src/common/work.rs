@@ -10,7 +10,8 @@ use super::props::Values;
 use super::shared;
 
 /// What an element does to each frame, between `start` (READY to PAUSED: the stages open) and
-/// `stop`: the element is a BaseTransform around it (`octo_element!`), in place, the video
+/// `stop` (the element's [`State`](super::element::State) holds it): the element is a
+/// BaseTransform around it ([`OctoElement`](super::element::OctoElement)), in place, the video
 /// untouched and the objects read from and written to the buffer's ROI metas.
 pub(crate) trait Work: Sized + Send + 'static {
     /// The stages whose declared properties are the element's properties (in this order).
@@ -18,10 +19,6 @@ pub(crate) trait Work: Sized + Send + 'static {
     /// Properties the element declares itself, after its stages' (an element with no stage:
     /// `octooverlay`), made into GParamSpecs and kept as text in the same way.
     const OWN_PROPS: &'static [PropSpec] = &[];
-    /// The element's long name, and what it does (gst-inspect-1.0).
-    const LONG_NAME: &'static str;
-    /// What it does, in one line.
-    const DESCRIPTION: &'static str;
     /// Whether it reads the frame's pixels (then only the formats octopipe reads are accepted,
     /// in system memory, or NV12 in CUDA memory; else any raw video, in any memory).
     const PIXELS: bool;

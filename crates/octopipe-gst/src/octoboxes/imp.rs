@@ -1,12 +1,25 @@
 //! The `octoboxes` element: the `boxes` stage on each frame.
 
+use std::sync::{LazyLock, Mutex};
+
+use gstreamer as gst;
+use gstreamer::glib;
+use gstreamer::subclass::prelude::*;
+use gstreamer_base as gst_base;
+use gstreamer_base::subclass::prelude::*;
+use gstreamer_base::subclass::BaseTransformMode;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use octopipe_core::frame::Frame;
 use octopipe_stages::boxes::BOXES;
 
+use crate::common::element::{self, OctoElement, State, Streaming};
+use crate::common::flow::OctoFlow;
+use crate::common::own::Settings;
 use crate::common::stages::{alone, open_stages, settings, Driven};
+use crate::common::{PluginError, Values, Work};
 
 /// The boxes stage, and for DET replay the annotation files in name order.
 pub(crate) struct BoxesWork {
@@ -37,9 +50,6 @@ impl BoxesWork {
 
 impl Work for BoxesWork {
     const DECLS: &'static [&'static octopipe_core::stage::StageDecl] = &[&BOXES];
-    const LONG_NAME: &'static str = "octopipe annotation boxes";
-    const DESCRIPTION: &'static str =
-        "Attaches boxes (VisDrone DET/MOT annotations or the synthetic generator) as ROI metadata";
     const PIXELS: bool = false;
     const READS_OBJECTS: bool = false;
     const WRITES_OBJECTS: bool = true;
@@ -85,4 +95,107 @@ impl Work for BoxesWork {
     }
 }
 
-octo_element!(OctoBoxesImp, OctoBoxes, BoxesWork, "GstOctoBoxes");
+static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
+    gst::DebugCategory::new(
+        "octopipe-OctoBoxes",
+        gst::DebugColorFlags::empty(),
+        Some("octopipe annotation boxes"),
+    )
+});
+
+/// The `octoboxes` element: its property values and, while started, its state.
+#[derive(Default)]
+pub struct OctoBoxesImp {
+    settings: Mutex<Settings>,
+    state: Mutex<Option<State<BoxesWork>>>,
+    streaming: Streaming,
+}
+
+impl OctoElement for OctoBoxesImp {
+    type Work = BoxesWork;
+
+    fn cat() -> gst::DebugCategory {
+        *CAT
+    }
+
+    fn settings(&self) -> &Mutex<Settings> {
+        &self.settings
+    }
+
+    fn state(&self) -> &Mutex<Option<State<BoxesWork>>> {
+        &self.state
+    }
+
+    fn streaming(&self) -> &Streaming {
+        &self.streaming
+    }
+}
+
+#[glib::object_subclass]
+impl ObjectSubclass for OctoBoxesImp {
+    const NAME: &'static str = "GstOctoBoxes";
+    type Type = super::OctoBoxes;
+    type ParentType = gst_base::BaseTransform;
+}
+
+impl ObjectImpl for OctoBoxesImp {
+    fn properties() -> &'static [glib::ParamSpec] {
+        static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> =
+            LazyLock::new(OctoBoxesImp::param_specs);
+        PROPERTIES.as_ref()
+    }
+
+    fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
+        self.set_setting(value, pspec)
+    }
+
+    fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
+        self.setting(pspec)
+    }
+}
+
+impl GstObjectImpl for OctoBoxesImp {}
+
+impl ElementImpl for OctoBoxesImp {
+    fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
+        static METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
+            element::metadata(
+                "octopipe annotation boxes",
+                "Attaches boxes (VisDrone DET/MOT annotations or the synthetic generator) as ROI metadata",
+            )
+        });
+        Some(&*METADATA)
+    }
+
+    fn pad_templates() -> &'static [gst::PadTemplate] {
+        static TEMPLATES: LazyLock<Vec<gst::PadTemplate>> =
+            LazyLock::new(element::pad_templates::<BoxesWork>);
+        TEMPLATES.as_ref()
+    }
+}
+
+impl BaseTransformImpl for OctoBoxesImp {
+    const MODE: BaseTransformMode = BaseTransformMode::AlwaysInPlace;
+    const PASSTHROUGH_ON_SAME_CAPS: bool = false;
+    const TRANSFORM_IP_ON_PASSTHROUGH: bool = false;
+
+    fn start(&self) -> Result<(), gst::ErrorMessage> {
+        self.start_work()
+    }
+
+    fn stop(&self) -> Result<(), gst::ErrorMessage> {
+        self.stop_work()
+    }
+
+    fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
+        self.take_caps(incaps, outcaps)
+    }
+
+    fn sink_event(&self, event: gst::Event) -> bool {
+        self.take_event(event)
+    }
+
+    fn transform_ip(&self, buf: &mut gst::BufferRef) -> Result<gst::FlowSuccess, gst::FlowError> {
+        self.work_in_place(buf)
+    }
+}

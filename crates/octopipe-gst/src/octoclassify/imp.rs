@@ -1,6 +1,16 @@
 //! The `octoclassify` element: the `batch`, `preprocess` and `classify` stages on each frame,
 //! the element's own or shared with other elements (`shared`).
 
+use std::sync::{LazyLock, Mutex};
+
+use gstreamer as gst;
+use gstreamer::glib;
+use gstreamer::subclass::prelude::*;
+use gstreamer_base as gst_base;
+use gstreamer_base::subclass::base_transform::GenerateOutputSuccess;
+use gstreamer_base::subclass::prelude::*;
+use gstreamer_base::subclass::BaseTransformMode;
+
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -12,8 +22,12 @@ use octopipe_onnx::classify::CLASSIFY;
 use octopipe_stages::batch::BATCH;
 use octopipe_stages::preprocess::PREPROCESS;
 
+use crate::common::element::{self, OctoElement, State, Streaming};
+use crate::common::flow::OctoFlow;
+use crate::common::own::Settings;
 use crate::common::shared::{attach, Handle};
 use crate::common::stages::{alone, open_stages, settings, Driven};
+use crate::common::{PluginError, Values, Work};
 
 /// The three stages as one that takes frames and gives them back classified, whole (a frame of
 /// more boxes than a batch holds travels in parts, put together again here).
@@ -136,9 +150,6 @@ pub(crate) struct ClassifyWork {
 
 impl Work for ClassifyWork {
     const DECLS: &'static [&'static octopipe_core::stage::StageDecl] = &[&CLASSIFY, &PREPROCESS];
-    const LONG_NAME: &'static str = "octopipe crop classifier";
-    const DESCRIPTION: &'static str =
-        "Crops every ROI of the frame, resizes and normalizes it, and labels it with an ONNX classifier";
     const PIXELS: bool = true;
     const READS_OBJECTS: bool = true;
     const WRITES_OBJECTS: bool = true;
@@ -192,9 +203,128 @@ impl Work for ClassifyWork {
     }
 }
 
-octo_element!(
-    OctoClassifyImp,
-    OctoClassify,
-    ClassifyWork,
-    "GstOctoClassify"
-);
+static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
+    gst::DebugCategory::new(
+        "octopipe-OctoClassify",
+        gst::DebugColorFlags::empty(),
+        Some("octopipe crop classifier"),
+    )
+});
+
+/// The `octoclassify` element: its property values and, while started, its state.
+#[derive(Default)]
+pub struct OctoClassifyImp {
+    settings: Mutex<Settings>,
+    state: Mutex<Option<State<ClassifyWork>>>,
+    streaming: Streaming,
+}
+
+impl OctoElement for OctoClassifyImp {
+    type Work = ClassifyWork;
+
+    fn cat() -> gst::DebugCategory {
+        *CAT
+    }
+
+    fn settings(&self) -> &Mutex<Settings> {
+        &self.settings
+    }
+
+    fn state(&self) -> &Mutex<Option<State<ClassifyWork>>> {
+        &self.state
+    }
+
+    fn streaming(&self) -> &Streaming {
+        &self.streaming
+    }
+}
+
+#[glib::object_subclass]
+impl ObjectSubclass for OctoClassifyImp {
+    const NAME: &'static str = "GstOctoClassify";
+    type Type = super::OctoClassify;
+    type ParentType = gst_base::BaseTransform;
+}
+
+impl ObjectImpl for OctoClassifyImp {
+    fn properties() -> &'static [glib::ParamSpec] {
+        static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> =
+            LazyLock::new(OctoClassifyImp::param_specs);
+        PROPERTIES.as_ref()
+    }
+
+    fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
+        self.set_setting(value, pspec)
+    }
+
+    fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
+        self.setting(pspec)
+    }
+}
+
+impl GstObjectImpl for OctoClassifyImp {}
+
+impl ElementImpl for OctoClassifyImp {
+    fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
+        static METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
+            element::metadata(
+                "octopipe crop classifier",
+                "Crops every ROI of the frame, resizes and normalizes it, and labels it with an ONNX classifier",
+            )
+        });
+        Some(&*METADATA)
+    }
+
+    fn pad_templates() -> &'static [gst::PadTemplate] {
+        static TEMPLATES: LazyLock<Vec<gst::PadTemplate>> =
+            LazyLock::new(element::pad_templates::<ClassifyWork>);
+        TEMPLATES.as_ref()
+    }
+
+    fn set_context(&self, context: &gst::Context) {
+        self.note_context(context);
+        self.parent_set_context(context)
+    }
+}
+
+impl BaseTransformImpl for OctoClassifyImp {
+    const MODE: BaseTransformMode = BaseTransformMode::AlwaysInPlace;
+    const PASSTHROUGH_ON_SAME_CAPS: bool = false;
+    const TRANSFORM_IP_ON_PASSTHROUGH: bool = false;
+
+    fn start(&self) -> Result<(), gst::ErrorMessage> {
+        self.start_work()
+    }
+
+    fn stop(&self) -> Result<(), gst::ErrorMessage> {
+        self.stop_work()
+    }
+
+    fn query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
+        self.answer_query(direction, query)
+    }
+
+    fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
+        self.take_caps(incaps, outcaps)
+    }
+
+    fn sink_event(&self, event: gst::Event) -> bool {
+        self.take_event(event)
+    }
+
+    fn transform_ip(&self, buf: &mut gst::BufferRef) -> Result<gst::FlowSuccess, gst::FlowError> {
+        self.work_in_place(buf)
+    }
+
+    fn submit_input_buffer(
+        &self,
+        is_discont: bool,
+        buf: gst::Buffer,
+    ) -> Result<gst::FlowSuccess, gst::FlowError> {
+        self.submit(is_discont, buf)
+    }
+
+    fn generate_output(&self) -> Result<GenerateOutputSuccess, gst::FlowError> {
+        self.generate()
+    }
+}

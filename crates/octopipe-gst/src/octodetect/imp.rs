@@ -1,12 +1,25 @@
 //! The `octodetect` element: the `detect` stage on each frame, its own or shared.
 
+use std::sync::{LazyLock, Mutex};
+
+use gstreamer as gst;
+use gstreamer::glib;
+use gstreamer::subclass::prelude::*;
+use gstreamer_base as gst_base;
+use gstreamer_base::subclass::base_transform::GenerateOutputSuccess;
+use gstreamer_base::subclass::prelude::*;
+use gstreamer_base::subclass::BaseTransformMode;
 use octopipe_core::frame::Frame;
 use octopipe_core::stage::Stage;
 use octopipe_onnx::detect::DETECT;
 use octopipe_stages::track::{DetectScore, Tracked};
 
+use crate::common::element::{self, OctoElement, State, Streaming};
+use crate::common::flow::OctoFlow;
+use crate::common::own::Settings;
 use crate::common::shared::{attach, Handle};
 use crate::common::stages::{alone, open_stages, settings, told, Driven};
+use crate::common::{PluginError, Values, Work};
 
 /// The detect stage: the element's own, or one shared with other elements (`shared`).
 pub(crate) enum Detector {
@@ -38,9 +51,6 @@ fn open(values: &Values, own: bool) -> Result<Box<dyn Stage<Frame, Frame>>, Plug
 
 impl Work for DetectWork {
     const DECLS: &'static [&'static octopipe_core::stage::StageDecl] = &[&DETECT];
-    const LONG_NAME: &'static str = "octopipe detector";
-    const DESCRIPTION: &'static str =
-        "Detects objects with an ONNX detector (tiles, NMS, interval) and attaches them as ROI metadata";
     const PIXELS: bool = true;
     const READS_OBJECTS: bool = false;
     const WRITES_OBJECTS: bool = true;
@@ -82,4 +92,128 @@ impl Work for DetectWork {
     }
 }
 
-octo_element!(OctoDetectImp, OctoDetect, DetectWork, "GstOctoDetect");
+static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
+    gst::DebugCategory::new(
+        "octopipe-OctoDetect",
+        gst::DebugColorFlags::empty(),
+        Some("octopipe detector"),
+    )
+});
+
+/// The `octodetect` element: its property values and, while started, its state.
+#[derive(Default)]
+pub struct OctoDetectImp {
+    settings: Mutex<Settings>,
+    state: Mutex<Option<State<DetectWork>>>,
+    streaming: Streaming,
+}
+
+impl OctoElement for OctoDetectImp {
+    type Work = DetectWork;
+
+    fn cat() -> gst::DebugCategory {
+        *CAT
+    }
+
+    fn settings(&self) -> &Mutex<Settings> {
+        &self.settings
+    }
+
+    fn state(&self) -> &Mutex<Option<State<DetectWork>>> {
+        &self.state
+    }
+
+    fn streaming(&self) -> &Streaming {
+        &self.streaming
+    }
+}
+
+#[glib::object_subclass]
+impl ObjectSubclass for OctoDetectImp {
+    const NAME: &'static str = "GstOctoDetect";
+    type Type = super::OctoDetect;
+    type ParentType = gst_base::BaseTransform;
+}
+
+impl ObjectImpl for OctoDetectImp {
+    fn properties() -> &'static [glib::ParamSpec] {
+        static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> =
+            LazyLock::new(OctoDetectImp::param_specs);
+        PROPERTIES.as_ref()
+    }
+
+    fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
+        self.set_setting(value, pspec)
+    }
+
+    fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
+        self.setting(pspec)
+    }
+}
+
+impl GstObjectImpl for OctoDetectImp {}
+
+impl ElementImpl for OctoDetectImp {
+    fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
+        static METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
+            element::metadata(
+                "octopipe detector",
+                "Detects objects with an ONNX detector (tiles, NMS, interval) and attaches them as ROI metadata",
+            )
+        });
+        Some(&*METADATA)
+    }
+
+    fn pad_templates() -> &'static [gst::PadTemplate] {
+        static TEMPLATES: LazyLock<Vec<gst::PadTemplate>> =
+            LazyLock::new(element::pad_templates::<DetectWork>);
+        TEMPLATES.as_ref()
+    }
+
+    fn set_context(&self, context: &gst::Context) {
+        self.note_context(context);
+        self.parent_set_context(context)
+    }
+}
+
+impl BaseTransformImpl for OctoDetectImp {
+    const MODE: BaseTransformMode = BaseTransformMode::AlwaysInPlace;
+    const PASSTHROUGH_ON_SAME_CAPS: bool = false;
+    const TRANSFORM_IP_ON_PASSTHROUGH: bool = false;
+
+    fn start(&self) -> Result<(), gst::ErrorMessage> {
+        self.start_work()
+    }
+
+    fn stop(&self) -> Result<(), gst::ErrorMessage> {
+        self.stop_work()
+    }
+
+    fn query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
+        self.answer_query(direction, query)
+    }
+
+    fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
+        self.take_caps(incaps, outcaps)
+    }
+
+    fn sink_event(&self, event: gst::Event) -> bool {
+        self.take_event(event)
+    }
+
+    fn transform_ip(&self, buf: &mut gst::BufferRef) -> Result<gst::FlowSuccess, gst::FlowError> {
+        self.work_in_place(buf)
+    }
+
+    fn submit_input_buffer(
+        &self,
+        is_discont: bool,
+        buf: gst::Buffer,
+    ) -> Result<gst::FlowSuccess, gst::FlowError> {
+        self.submit(is_discont, buf)
+    }
+
+    fn generate_output(&self) -> Result<GenerateOutputSuccess, gst::FlowError> {
+        self.generate()
+    }
+}

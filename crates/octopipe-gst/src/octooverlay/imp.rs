@@ -1,10 +1,23 @@
 //! The `octooverlay` element: the objects drawn on each frame in place.
 
+use std::sync::{LazyLock, Mutex};
+
+use gstreamer as gst;
+use gstreamer::glib;
+use gstreamer::subclass::prelude::*;
+use gstreamer_base as gst_base;
+use gstreamer_base::subclass::prelude::*;
+use gstreamer_base::subclass::BaseTransformMode;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::VideoFrameExt;
 use octopipe_core::frame::Frame;
 use octopipe_core::stage::{PropSpec, PropType};
 use octopipe_observe::{draw_objects, FrameCanvas, Style};
+
+use crate::common::element::{self, OctoElement, State, Streaming};
+use crate::common::flow::OctoFlow;
+use crate::common::own::Settings;
+use crate::common::{PluginError, Values, Work};
 
 /// The overlay's properties (it runs no stage: these are its own).
 const PROPS: &[PropSpec] = &[
@@ -43,9 +56,6 @@ pub(crate) struct OverlayWork {
 impl Work for OverlayWork {
     const DECLS: &'static [&'static octopipe_core::stage::StageDecl] = &[];
     const OWN_PROPS: &'static [PropSpec] = PROPS;
-    const LONG_NAME: &'static str = "octopipe overlay";
-    const DESCRIPTION: &'static str =
-        "Draws each object of the ROI metadata (box, label, score, track id) onto the frame in place";
     const PIXELS: bool = false;
     const READS_OBJECTS: bool = true;
     const WRITES_OBJECTS: bool = false;
@@ -100,4 +110,107 @@ impl Work for OverlayWork {
     }
 }
 
-octo_element!(OctoOverlayImp, OctoOverlay, OverlayWork, "GstOctoOverlay");
+static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
+    gst::DebugCategory::new(
+        "octopipe-OctoOverlay",
+        gst::DebugColorFlags::empty(),
+        Some("octopipe overlay"),
+    )
+});
+
+/// The `octooverlay` element: its property values and, while started, its state.
+#[derive(Default)]
+pub struct OctoOverlayImp {
+    settings: Mutex<Settings>,
+    state: Mutex<Option<State<OverlayWork>>>,
+    streaming: Streaming,
+}
+
+impl OctoElement for OctoOverlayImp {
+    type Work = OverlayWork;
+
+    fn cat() -> gst::DebugCategory {
+        *CAT
+    }
+
+    fn settings(&self) -> &Mutex<Settings> {
+        &self.settings
+    }
+
+    fn state(&self) -> &Mutex<Option<State<OverlayWork>>> {
+        &self.state
+    }
+
+    fn streaming(&self) -> &Streaming {
+        &self.streaming
+    }
+}
+
+#[glib::object_subclass]
+impl ObjectSubclass for OctoOverlayImp {
+    const NAME: &'static str = "GstOctoOverlay";
+    type Type = super::OctoOverlay;
+    type ParentType = gst_base::BaseTransform;
+}
+
+impl ObjectImpl for OctoOverlayImp {
+    fn properties() -> &'static [glib::ParamSpec] {
+        static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> =
+            LazyLock::new(OctoOverlayImp::param_specs);
+        PROPERTIES.as_ref()
+    }
+
+    fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
+        self.set_setting(value, pspec)
+    }
+
+    fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
+        self.setting(pspec)
+    }
+}
+
+impl GstObjectImpl for OctoOverlayImp {}
+
+impl ElementImpl for OctoOverlayImp {
+    fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
+        static METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
+            element::metadata(
+                "octopipe overlay",
+                "Draws each object of the ROI metadata (box, label, score, track id) onto the frame in place",
+            )
+        });
+        Some(&*METADATA)
+    }
+
+    fn pad_templates() -> &'static [gst::PadTemplate] {
+        static TEMPLATES: LazyLock<Vec<gst::PadTemplate>> =
+            LazyLock::new(element::pad_templates::<OverlayWork>);
+        TEMPLATES.as_ref()
+    }
+}
+
+impl BaseTransformImpl for OctoOverlayImp {
+    const MODE: BaseTransformMode = BaseTransformMode::AlwaysInPlace;
+    const PASSTHROUGH_ON_SAME_CAPS: bool = false;
+    const TRANSFORM_IP_ON_PASSTHROUGH: bool = false;
+
+    fn start(&self) -> Result<(), gst::ErrorMessage> {
+        self.start_work()
+    }
+
+    fn stop(&self) -> Result<(), gst::ErrorMessage> {
+        self.stop_work()
+    }
+
+    fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
+        self.take_caps(incaps, outcaps)
+    }
+
+    fn sink_event(&self, event: gst::Event) -> bool {
+        self.take_event(event)
+    }
+
+    fn transform_ip(&self, buf: &mut gst::BufferRef) -> Result<gst::FlowSuccess, gst::FlowError> {
+        self.work_in_place(buf)
+    }
+}

@@ -1,10 +1,22 @@
 //! The `octotrack` element: the `track` stage on each frame.
 
+use std::sync::{LazyLock, Mutex};
+
+use gstreamer as gst;
+use gstreamer::glib;
+use gstreamer::subclass::prelude::*;
+use gstreamer_base as gst_base;
+use gstreamer_base::subclass::prelude::*;
+use gstreamer_base::subclass::BaseTransformMode;
 use octopipe_core::frame::Frame;
 use octopipe_core::stage::Caps;
 use octopipe_stages::track::{DetectScore, TRACK};
 
+use crate::common::element::{self, OctoElement, State, Streaming};
+use crate::common::flow::OctoFlow;
+use crate::common::own::Settings;
 use crate::common::stages::{alone, open_stages_after, settings, Driven};
+use crate::common::{PluginError, Values, Work};
 
 /// The track stage, opened at the first frame: it follows the score threshold of the detector
 /// before it, which the frame meta tells (as `track` follows `detect` in `octopipe run`).
@@ -15,9 +27,6 @@ pub(crate) struct TrackWork {
 
 impl Work for TrackWork {
     const DECLS: &'static [&'static octopipe_core::stage::StageDecl] = &[&TRACK];
-    const LONG_NAME: &'static str = "octopipe tracker";
-    const DESCRIPTION: &'static str =
-        "Follows the ROI metadata's boxes from frame to frame (ByteTrack) and writes their track ids";
     const PIXELS: bool = false;
     const READS_OBJECTS: bool = true;
     const WRITES_OBJECTS: bool = true;
@@ -59,4 +68,107 @@ impl Work for TrackWork {
     }
 }
 
-octo_element!(OctoTrackImp, OctoTrack, TrackWork, "GstOctoTrack");
+static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
+    gst::DebugCategory::new(
+        "octopipe-OctoTrack",
+        gst::DebugColorFlags::empty(),
+        Some("octopipe tracker"),
+    )
+});
+
+/// The `octotrack` element: its property values and, while started, its state.
+#[derive(Default)]
+pub struct OctoTrackImp {
+    settings: Mutex<Settings>,
+    state: Mutex<Option<State<TrackWork>>>,
+    streaming: Streaming,
+}
+
+impl OctoElement for OctoTrackImp {
+    type Work = TrackWork;
+
+    fn cat() -> gst::DebugCategory {
+        *CAT
+    }
+
+    fn settings(&self) -> &Mutex<Settings> {
+        &self.settings
+    }
+
+    fn state(&self) -> &Mutex<Option<State<TrackWork>>> {
+        &self.state
+    }
+
+    fn streaming(&self) -> &Streaming {
+        &self.streaming
+    }
+}
+
+#[glib::object_subclass]
+impl ObjectSubclass for OctoTrackImp {
+    const NAME: &'static str = "GstOctoTrack";
+    type Type = super::OctoTrack;
+    type ParentType = gst_base::BaseTransform;
+}
+
+impl ObjectImpl for OctoTrackImp {
+    fn properties() -> &'static [glib::ParamSpec] {
+        static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> =
+            LazyLock::new(OctoTrackImp::param_specs);
+        PROPERTIES.as_ref()
+    }
+
+    fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
+        self.set_setting(value, pspec)
+    }
+
+    fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
+        self.setting(pspec)
+    }
+}
+
+impl GstObjectImpl for OctoTrackImp {}
+
+impl ElementImpl for OctoTrackImp {
+    fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
+        static METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
+            element::metadata(
+                "octopipe tracker",
+                "Follows the ROI metadata's boxes from frame to frame (ByteTrack) and writes their track ids",
+            )
+        });
+        Some(&*METADATA)
+    }
+
+    fn pad_templates() -> &'static [gst::PadTemplate] {
+        static TEMPLATES: LazyLock<Vec<gst::PadTemplate>> =
+            LazyLock::new(element::pad_templates::<TrackWork>);
+        TEMPLATES.as_ref()
+    }
+}
+
+impl BaseTransformImpl for OctoTrackImp {
+    const MODE: BaseTransformMode = BaseTransformMode::AlwaysInPlace;
+    const PASSTHROUGH_ON_SAME_CAPS: bool = false;
+    const TRANSFORM_IP_ON_PASSTHROUGH: bool = false;
+
+    fn start(&self) -> Result<(), gst::ErrorMessage> {
+        self.start_work()
+    }
+
+    fn stop(&self) -> Result<(), gst::ErrorMessage> {
+        self.stop_work()
+    }
+
+    fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
+        self.take_caps(incaps, outcaps)
+    }
+
+    fn sink_event(&self, event: gst::Event) -> bool {
+        self.take_event(event)
+    }
+
+    fn transform_ip(&self, buf: &mut gst::BufferRef) -> Result<gst::FlowSuccess, gst::FlowError> {
+        self.work_in_place(buf)
+    }
+}
