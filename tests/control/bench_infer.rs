@@ -25,6 +25,8 @@ fn a_row_per_batch_size_and_one_of_changing_sizes() {
         tunings: Vec::new(),
         fixed_only: false,
         concurrent: 1,
+        ort: true,
+        octopipe: false,
     };
     let table = infer(&opts).unwrap();
     eprintln!("{table}");
@@ -62,6 +64,8 @@ fn cuda_without_its_execution_provider_is_an_error_naming_the_model() {
         tunings: vec![octopipe_tools::bench::Tuning::parse("plain").unwrap()],
         fixed_only: false,
         concurrent: 1,
+        ort: true,
+        octopipe: false,
     };
     match infer(&opts) {
         // A GPU and ONNX Runtime's CUDA build (the device machine): it runs.
