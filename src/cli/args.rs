@@ -220,8 +220,9 @@ pub(crate) struct ControlArgs {
     /// Default: three quarters of the smaller of the machine's memory and the cgroup's limit.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     pub(crate) memory_budget: Option<u64>,
-    /// URI schemes a stream added over HTTP may read besides rtsp, rtsps and srt (caller mode):
-    /// http, https, rtmp, ... (comma-separated).
+    /// URI schemes a stream added over HTTP may read besides rtsp and srt (caller mode): http,
+    /// https, rtsps, rtmp, ... (comma-separated; the answers of https and rtsps servers are not
+    /// bounded by the station, which does not read TLS).
     #[arg(long, value_name = "SCHEMES", value_delimiter = ',')]
     pub(crate) allow_scheme: Vec<String>,
     /// UDP ports a stream added over HTTP may receive on (udp:// locations and `rtp port=`):

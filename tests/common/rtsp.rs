@@ -1,5 +1,7 @@
-//! An RTSP server inside the test process (gstreamer-rtsp-server, a dev-dependency): a live
-//! H.264 test stream on 127.0.0.1, stopped and started again by the test.
+//! RTSP servers inside the test process on 127.0.0.1: a real one (gstreamer-rtsp-server, a
+//! dev-dependency) serving a live H.264 test stream, stopped and started again by the test;
+//! and hostile ones ([`EndlessHeaders`], [`Hostile`] with the test's own answers), bounded in
+//! time and connections.
 
 use gstreamer as gst;
 
@@ -151,6 +153,90 @@ impl EndlessHeaders {
 }
 
 impl Drop for EndlessHeaders {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A hostile RTSP server on 127.0.0.1: each connection's requests are answered by `answer`
+/// (called with the request's CSeq and method, given the connection to write on) until it
+/// returns false; every connection ends within `limit`, all when dropped.
+pub struct Hostile {
+    pub port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+pub type Answer = fn(&mut std::net::TcpStream, &str, &str, std::time::Instant) -> bool;
+
+impl Hostile {
+    pub fn start(answer: Answer, limit: std::time::Duration) -> Hostile {
+        use std::io::Read;
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut conns = Vec::new();
+            while !stopped.load(Ordering::SeqCst) && conns.len() < 256 {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                };
+                let stopped = stopped.clone();
+                conns.push(std::thread::spawn(move || {
+                    let start = std::time::Instant::now();
+                    let _ = conn.set_nonblocking(false);
+                    let _ = conn.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+                    let _ = conn.set_write_timeout(Some(std::time::Duration::from_secs(1)));
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !stopped.load(Ordering::SeqCst) && start.elapsed() < limit {
+                        match conn.read(&mut buf) {
+                            Ok(0) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                            Err(_) => continue,
+                        }
+                        let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            if head.len() > 65536 {
+                                return;
+                            }
+                            continue;
+                        };
+                        let text = String::from_utf8_lossy(&head[..end]).into_owned();
+                        head.drain(..end + 4);
+                        let method = text.split_whitespace().next().unwrap_or("").to_string();
+                        let cseq = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("CSeq:").map(|v| v.trim().to_string()))
+                            .unwrap_or_else(|| "1".into());
+                        let deadline = start + limit;
+                        if stopped.load(Ordering::SeqCst)
+                            || !answer(&mut conn, &cseq, &method, deadline)
+                        {
+                            return;
+                        }
+                    }
+                }));
+            }
+            for c in conns {
+                let _ = c.join();
+            }
+        });
+        Hostile {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Hostile {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
         if let Some(t) = self.thread.take() {

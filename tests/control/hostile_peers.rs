@@ -1,7 +1,7 @@
 //! Hostile inputs and peers against a real station on loopback (issue 50, docs/security.md
 //! "Round 3"): a picture whose size hides behind a stray byte, streams past the station's
-//! memory budget, RTSP servers that answer without end or drip. Each case reproduces the
-//! attack on 127.0.0.1; every loop is bounded in count and time; the memory cases run the
+//! memory budget, RTSP servers that answer without end, drip or redirect. Each case reproduces
+//! the attack on 127.0.0.1; every loop is bounded in count and time; the memory cases run the
 //! station under `ulimit -v`.
 
 use crate::common;
@@ -9,18 +9,19 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::rtsp::Hostile;
 use common::station::{status_kb, Station};
 
 /// The station's own stages: streams bring their boxes.
-const PIPELINE: &str = "batch max-frames=8 max-wait-ms=50 ! jsonl location=/dev/null";
+pub(crate) const PIPELINE: &str = "batch max-frames=8 max-wait-ms=50 ! jsonl location=/dev/null";
 
 /// Address space above the idle station's peak: room for a few streams' threads and small
 /// frames, far less than one 30000x30000 picture (1.35 GB of I420).
-const MARGIN_KB: u64 = 1024 * 1024;
+pub(crate) const MARGIN_KB: u64 = 1024 * 1024;
 
 /// A station under an address-space cap of its idle peak plus `margin_kb`, started with
 /// `args`.
-fn capped_station(name: &str, dir: &Path, args: &[&str], margin_kb: u64) -> Station {
+pub(crate) fn capped_station(name: &str, dir: &Path, args: &[&str], margin_kb: u64) -> Station {
     let env = [("MALLOC_ARENA_MAX", "2")];
     let idle = Station::start(&format!("{name}-idle"), dir, PIPELINE, args, &env);
     let peak = status_kb(idle.child.id(), "VmPeak:");
@@ -34,7 +35,7 @@ fn capped_station(name: &str, dir: &Path, args: &[&str], margin_kb: u64) -> Stat
 
 /// Wait (at most `limit`) until stream `id` no longer runs, `/health` answering 200 all the
 /// while; its entry.
-fn until_over(s: &Station, id: u32, limit: Duration) -> serde_json::Value {
+pub(crate) fn until_over(s: &Station, id: u32, limit: Duration) -> serde_json::Value {
     let start = Instant::now();
     loop {
         let health = s.get("/health").map(|r| r.status);
@@ -192,90 +193,6 @@ fn streams_past_the_station_memory_budget_are_refused_naming_it() {
     assert_eq!(status.code(), Some(143), "{status:?}\n{log}");
 }
 
-/// A hostile RTSP server on 127.0.0.1: each connection's requests are answered by `answer`
-/// (called with the request's CSeq and method, given the connection to write on) until it
-/// returns false; every connection ends within `limit`, all when dropped.
-struct Hostile {
-    port: u16,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-type Answer = fn(&mut std::net::TcpStream, &str, &str, Instant) -> bool;
-
-impl Hostile {
-    fn start(answer: Answer, limit: Duration) -> Hostile {
-        use std::io::Read;
-        use std::sync::atomic::Ordering;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stopped = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut conns = Vec::new();
-            while !stopped.load(Ordering::SeqCst) && conns.len() < 256 {
-                let Ok((mut conn, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                };
-                let stopped = stopped.clone();
-                conns.push(std::thread::spawn(move || {
-                    let start = Instant::now();
-                    let _ = conn.set_nonblocking(false);
-                    let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
-                    let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    while !stopped.load(Ordering::SeqCst) && start.elapsed() < limit {
-                        match conn.read(&mut buf) {
-                            Ok(0) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                            Err(_) => continue,
-                        }
-                        let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
-                            if head.len() > 65536 {
-                                return;
-                            }
-                            continue;
-                        };
-                        let text = String::from_utf8_lossy(&head[..end]).into_owned();
-                        head.drain(..end + 4);
-                        let method = text.split_whitespace().next().unwrap_or("").to_string();
-                        let cseq = text
-                            .lines()
-                            .find_map(|l| l.strip_prefix("CSeq:").map(|v| v.trim().to_string()))
-                            .unwrap_or_else(|| "1".into());
-                        let deadline = start + limit;
-                        if stopped.load(Ordering::SeqCst)
-                            || !answer(&mut conn, &cseq, &method, deadline)
-                        {
-                            return;
-                        }
-                    }
-                }));
-            }
-            for c in conns {
-                let _ = c.join();
-            }
-        });
-        Hostile {
-            port,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Hostile {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// OPTIONS answered as a server does.
 fn options(conn: &mut std::net::TcpStream, cseq: &str) -> bool {
     use std::io::Write;
@@ -339,6 +256,18 @@ fn drip(conn: &mut std::net::TcpStream, cseq: &str, _: &str, until: Instant) -> 
         std::thread::sleep(Duration::from_secs(1));
     }
     false
+}
+
+/// DESCRIBE answered with a redirect to another server (with credentials, to be hidden).
+fn redirect(conn: &mut std::net::TcpStream, cseq: &str, method: &str, _: Instant) -> bool {
+    use std::io::Write;
+    if method == "OPTIONS" {
+        return options(conn, cseq);
+    }
+    let answer = format!(
+        "RTSP/1.0 302 Found\r\nCSeq: {cseq}\r\nLocation: rtsp://admin:pw@10.255.255.1:554/other\r\n\r\n"
+    );
+    conn.write_all(answer.as_bytes()).is_ok()
 }
 
 /// The station's threads and open descriptors.
@@ -577,6 +506,49 @@ fn a_source_pipeline_still_stopping_counts_toward_max_streams() {
         "{}",
         s.log()
     );
+    let (status, _, log) = s.stop();
+    assert_eq!(status.code(), Some(143), "{status:?}\n{log}");
+}
+
+#[test]
+fn an_rtsp_redirect_and_an_rtsps_uri_are_refused_saying_why() {
+    let dir = common::temp_dir("hostile-redirect");
+    let server = Hostile::start(redirect, Duration::from_secs(30));
+    let s = Station::start("redirect", &dir, PIPELINE, &[], &[]);
+    let source = format!(
+        "media location=rtsp://127.0.0.1:{}/cam start-timeout=0 retry=0 ! boxes format=synthetic",
+        server.port
+    );
+    assert_eq!(s.add(&source, Some(1)).status, 201);
+    let e = until_over(&s, 1, Duration::from_secs(30));
+    let error = e["error"].as_str().unwrap_or_default();
+    assert_eq!(e["state"], "failed", "{e}");
+    assert!(
+        error.contains(
+            "a redirect (RTSP 302) to 'rtsp://***@10.255.255.1:554/other': the station follows \
+             no redirect"
+        ),
+        "{e}\n{}",
+        s.log()
+    );
+    // rtsps: TLS the relay does not read, so not taken by default; the refusal says how.
+    let r = s.add(
+        "media location=rtsps://127.0.0.1:1/cam ! boxes format=synthetic",
+        Some(2),
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    let why = r.error();
+    assert!(
+        why.contains("come over TLS, which the station's relay does not read"),
+        "{why}"
+    );
+    assert!(why.contains("--allow-scheme rtsps"), "{why}");
+    let r = s.add(
+        "media location=rtsp://0x0:554/cam ! boxes format=synthetic",
+        Some(3),
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(r.error().contains("host '0x0' is every interface"), "{r:?}");
     let (status, _, log) = s.stop();
     assert_eq!(status.code(), Some(143), "{status:?}\n{log}");
 }

@@ -7,6 +7,7 @@ mod alerts;
 mod bench_infer;
 mod churn;
 mod control;
+mod hostile_http;
 mod hostile_inputs;
 mod hostile_peers;
 mod inputs;
