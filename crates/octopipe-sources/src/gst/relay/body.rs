@@ -225,10 +225,13 @@ pub(super) fn rewrite(document: &[u8], shared: &Shared) -> Result<Vec<u8>, Failu
             })
             .find(|uri| !uri.starts_with(&relay));
         if let Some(uri) = foreign {
+            // Worded as the guard's refusal of a segment source off the playlist's site.
             return Err(Failure::Refused(format!(
-                "a playlist naming '{}', not on the stream's server: the station reads a \
-                 playlist's URIs only from its own server",
-                redact::shown(uri)
+                "a segment of its playlist is '{}', not on the playlist's own scheme and host \
+                 (http://{host}) and port ({}): not read (the station reads a playlist's URIs \
+                 only from its own server)",
+                redact::shown(uri),
+                shared.port
             )));
         }
     }
@@ -280,7 +283,12 @@ mod tests {
             b"#EXTM3U\nhttp://cam:81/a.ts\n",
         ] {
             match rewrite(foreign, &shared) {
-                Err(Failure::Refused(why)) => assert!(why.contains("a playlist naming"), "{why}"),
+                Err(Failure::Refused(why)) => assert!(
+                    why.contains(
+                        "not on the playlist's own scheme and host (http://cam) and port (80)"
+                    ),
+                    "{why}"
+                ),
                 _ => panic!("{}", String::from_utf8_lossy(foreign)),
             }
         }
