@@ -5,6 +5,7 @@ mod common;
 
 mod alerts;
 mod bench_infer;
+mod bounded_book;
 mod churn;
 mod control;
 mod hostile_http;

@@ -27,7 +27,10 @@
 //! thousand streams one after the other serves the page it served with none. A stream that
 //! ended or failed without being removed keeps its series until [`KEPT_ENDED`] streams ended
 //! after it ([`Metrics::ended`]); the counts by state and by reason count it until it is
-//! removed, so the page stays bounded and a failure still shows.
+//! removed (or until the station no longer keeps it, [`KEPT_RECORDS`] streams over after it),
+//! so the page stays bounded and a failure still shows. `ended` and `removed` count every
+//! stream so far. A scrape looks at the streams not over yet and those the station keeps, never
+//! at every stream it had.
 //!
 //! Drops: while the run goes on, the observer sees only the gaps in frame numbers of the frames
 //! that reached the end (`reason="seq-gap"`); when the run finishes they are replaced by the
@@ -41,7 +44,9 @@ use std::time::{Duration, Instant};
 use octopipe_core::budget::{GapCounter, Report};
 use octopipe_core::crops::CropBatch;
 use octopipe_core::observer::Observer;
-use octopipe_pipeline::pipeline::{StreamInfo, StreamState as Where, Streams};
+use octopipe_pipeline::pipeline::{
+    StreamCounts, StreamInfo, StreamState as Where, Streams, KEPT_RECORDS,
+};
 
 /// How many ended streams keep their series (the most recent to end).
 pub const KEPT_ENDED: usize = 32;
@@ -89,7 +94,35 @@ struct State {
     /// Streams that ended, oldest first, whose series are still shown.
     ended: VecDeque<u32>,
     /// Streams whose series were let go: frames of theirs still on their way are not counted.
-    gone: HashSet<u32>,
+    gone: Gone,
+}
+
+/// The newest [`KEPT_RECORDS`] streams whose series were let go (as many as the station keeps
+/// streams over: an older one's frames are long through), so that a station that had a million
+/// streams holds what it held after a thousand.
+#[derive(Debug, Default)]
+struct Gone {
+    ids: HashSet<u32>,
+    /// Oldest first.
+    order: VecDeque<u32>,
+}
+
+impl Gone {
+    fn insert(&mut self, id: u32) {
+        if !self.ids.insert(id) {
+            return;
+        }
+        self.order.push_back(id);
+        while self.order.len() > KEPT_RECORDS {
+            if let Some(old) = self.order.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+    }
+
+    fn contains(&self, id: &u32) -> bool {
+        self.ids.contains(id)
+    }
 }
 
 impl State {
@@ -236,8 +269,8 @@ impl Metrics {
             return String::new();
         };
         let mut text = s.render();
-        if let Some(list) = list {
-            render_streams(&mut text, &list, &s.gone);
+        if let Some((list, counts)) = list {
+            render_streams(&mut text, &list, counts, &s.gone);
         }
         text
     }
@@ -249,17 +282,19 @@ impl Metrics {
         }
     }
 
-    /// Every stream of the watched station ([`Metrics::watch`]), `None` when none is watched.
-    fn stream_list(&self) -> Option<Vec<StreamInfo>> {
+    /// The streams the watched station ([`Metrics::watch`]) keeps (those not over and the
+    /// newest [`KEPT_RECORDS`] over) and its counts by state; `None` when none is watched.
+    fn stream_list(&self) -> Option<(Vec<StreamInfo>, StreamCounts)> {
         let streams = self.streams.lock().ok()?.clone()?;
-        Some(streams.list())
+        Some((streams.list(), streams.counts()))
     }
 
     /// Streams of the watched station by state: (running, failed); `None` when none is watched.
+    /// Only its streams not over yet are looked at (the others are counted as they end).
     pub fn stream_counts(&self) -> Option<(usize, usize)> {
-        let list = self.stream_list()?;
-        let count = |state| list.iter().filter(|s| s.state == state).count();
-        Some((count(Where::Running), count(Where::Failed)))
+        let streams = self.streams.lock().ok()?.clone()?;
+        let counts = streams.counts();
+        Some((counts.running, counts.failed))
     }
 
     /// Stream `stream` was removed: its series go now (frames of it still on their way are not
@@ -434,10 +469,10 @@ pub fn failure_reason(reason: &str) -> &'static str {
     }
 }
 
-/// The stream series of `list` (every stream of the station): a removed stream has none, nor
-/// has one that ended or failed [`KEPT_ENDED`] ends ago (in `gone`); the counts by state and
-/// reason count every stream.
-fn render_streams(o: &mut String, list: &[StreamInfo], gone: &HashSet<u32>) {
+/// The stream series of `list` (the streams the station keeps): a removed stream has none, nor
+/// has one that ended or failed [`KEPT_ENDED`] ends ago (in `gone`); the counts by state are
+/// `counts`, by reason those of the failed streams kept.
+fn render_streams(o: &mut String, list: &[StreamInfo], counts: StreamCounts, gone: &Gone) {
     let shown = || {
         list.iter()
             .filter(|s| s.state != Where::Removed && !gone.contains(&s.id))
@@ -476,7 +511,7 @@ fn render_streams(o: &mut String, list: &[StreamInfo], gone: &HashSet<u32>) {
     );
     let _ = writeln!(o, "# TYPE octopipe_streams gauge");
     for (state, name) in STATES {
-        let n = list.iter().filter(|s| s.state == state).count();
+        let n = counts.get(state);
         let _ = writeln!(o, "octopipe_streams{{state=\"{name}\"}} {n}");
     }
     let _ = writeln!(

@@ -407,7 +407,9 @@ fn remove(streams: &Streams, metrics: &Metrics, id: &str, query: &str, peer: Soc
     };
     match streams.remove(id, remove) {
         Ok(()) => {
-            let source = streams.list().into_iter().find(|s| s.id == id);
+            // Its row alone is looked up: a page of one from the id before it.
+            let (row, _) = streams.page(id.checked_sub(1), 1);
+            let source = row.into_iter().find(|s| s.id == id);
             let source = source.map(|s| shown(&s.source)).unwrap_or_default();
             tracing::info!(target: "octopipe::audit", "stream {id} removed by {peer} (mode={mode}): {source}");
             metrics.removed(id);

@@ -42,4 +42,6 @@ pub use octopipe_core::stage::edge::STREAM_REMOVED;
 pub use octopipe_core::stage::open_chain;
 pub use paths::check as check_paths;
 pub use runner::Pipeline;
-pub use streams::{Added, RemoveMode, StreamInfo, StreamState, Streams};
+pub use streams::{
+    Added, RemoveMode, StreamCounts, StreamInfo, StreamState, Streams, KEPT_RECORDS,
+};

@@ -27,7 +27,10 @@ mod book;
 mod handle;
 mod info;
 mod lifecycle;
+mod records;
 
-pub(super) use book::{Book, Entry};
+pub(super) use book::Book;
 pub use handle::Streams;
-pub use info::{Added, RemoveMode, StreamInfo, StreamState};
+pub use info::{Added, RemoveMode, StreamCounts, StreamInfo, StreamState};
+pub(super) use records::Entry;
+pub use records::KEPT_RECORDS;

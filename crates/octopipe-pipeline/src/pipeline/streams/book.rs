@@ -7,15 +7,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-
 use super::super::admit;
 use super::super::control::{Control, Fate};
 use super::super::ready::{Expected, Ready};
 use super::super::wire::{spawn, StageThread};
 use super::super::PipelineError;
 use super::super::{EdgePolicy, STREAM_REMOVED};
-use super::info::{Added, RemoveMode, StreamInfo, StreamState};
+use super::info::{Added, RemoveMode, StreamInfo};
+use super::records::{Branch, Entry, Records};
 use crate::describe::Description;
 use octopipe_core::budget::Tally;
 use octopipe_core::error::Error;
@@ -42,7 +41,9 @@ pub(in crate::pipeline) struct Book {
     pub(in crate::pipeline) downstream: Arc<Downstream>,
     pub(in crate::pipeline) keep_pixels: Arc<AtomicBool>,
     pub(in crate::pipeline) expected: Arc<Expected>,
-    pub(in crate::pipeline) entries: Mutex<BTreeMap<u32, Entry>>,
+    /// Every stream kept: those not over yet, and the newest of those over
+    /// ([`KEPT_RECORDS`](super::KEPT_RECORDS)).
+    pub(in crate::pipeline) entries: Mutex<Records>,
     /// Streams being opened (their ids taken, and the UDP port each receives on), outside the
     /// lock of `entries`: a slow open holds up no list, health check or other add. Locked
     /// after `entries` when both are.
@@ -64,60 +65,11 @@ pub(in crate::pipeline) struct Book {
     pub(in crate::pipeline) remove_deadline: AtomicU64,
 }
 
-/// One stream of the run, kept (small) after it ended: its id is not used again.
-pub(in crate::pipeline) struct Entry {
-    /// How it is shown: its description, credentials hidden, cut ([`admit::shown`]).
-    pub(in crate::pipeline) source: String,
-    pub(in crate::pipeline) added: bool,
-    /// Whether its source's stream ended, and why it failed.
-    pub(in crate::pipeline) fate: Fate,
-    /// When it was removed.
-    pub(in crate::pipeline) removed: Option<Instant>,
-    /// Its threads did not end within the remove deadline
-    /// ([`Streams::set_remove_deadline`](super::Streams::set_remove_deadline)): left to end on
-    /// their own, the stream no longer counted.
-    pub(in crate::pipeline) detached: bool,
-    /// The UDP port its source receives on.
-    pub(in crate::pipeline) port: Option<u16>,
-    /// A stream added while running, until its threads ended and were joined.
-    pub(in crate::pipeline) branch: Option<Branch>,
-}
-
-/// What a stream added while running holds while it runs.
-pub(in crate::pipeline) struct Branch {
-    pub(super) interrupt: Box<dyn Fn() + Send + Sync>,
-    /// Set by a removal with `mode=drop`: its edges drop what comes.
-    pub(super) discard: Arc<AtomicBool>,
-    /// Its edge into the stage streams join (a removal with `mode=drop` empties it).
-    pub(super) tail: Receiver<Frame>,
-    pub(super) threads: Vec<StageThread>,
-}
-
-impl Entry {
-    pub(super) fn state(&self) -> StreamState {
-        if self.detached {
-            return StreamState::Removed;
-        }
-        let ended = match &self.branch {
-            Some(b) => b.threads.iter().all(|t| t.handle.is_finished()),
-            None if self.added => true,
-            None => self.fate.ended.load(Ordering::SeqCst),
-        };
-        match (self.removed.is_some(), ended) {
-            (false, false) => StreamState::Running,
-            (false, true) if self.fate.failure().is_some() => StreamState::Failed,
-            (false, true) => StreamState::Ended,
-            (true, false) => StreamState::Removing,
-            (true, true) => StreamState::Removed,
-        }
-    }
-}
-
 /// Told the id of a stream that is over ([`Streams::on_end`](super::Streams::on_end)).
 type EndHook = Box<dyn Fn(u32) + Send + Sync>;
 
 impl Book {
-    pub(super) fn entries(&self) -> MutexGuard<'_, BTreeMap<u32, Entry>> {
+    pub(super) fn entries(&self) -> MutexGuard<'_, Records> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -262,11 +214,12 @@ impl Book {
     pub(super) fn remove(&self, id: u32, mode: RemoveMode) -> Result<(), Error> {
         let mut entries = self.entries();
         let entry = entries
-            .get_mut(&id)
+            .get_mut(id)
             .ok_or(PipelineError::UnknownStream(id))?;
         if !entry.added {
             return Err(PipelineError::StaticStream(id).into());
         }
+        let before = entry.state();
         entry.removed.get_or_insert_with(Instant::now);
         if let Some(b) = &entry.branch {
             if mode == RemoveMode::Drop {
@@ -277,6 +230,7 @@ impl Book {
             }
             (b.interrupt)();
         }
+        entries.removed_over(id, before);
         Ok(())
     }
 
@@ -287,8 +241,9 @@ impl Book {
     }
 
     /// At most `limit` streams with an id after `after` (from the first without), in id
-    /// order, and whether more follow. Only the page is looked up and copied (its counts,
-    /// source and error): a station that has had a million streams lists ten as it lists ten.
+    /// order, and whether more follow. Only the streams not over yet are looked at (a reap)
+    /// and the page looked up and copied (its counts, source and error): a station that has had
+    /// a million streams lists ten as it lists ten.
     pub(super) fn page(&self, after: Option<u32>, limit: usize) -> (Vec<StreamInfo>, bool) {
         let mut entries = self.entries();
         self.reap(&mut entries);
@@ -324,7 +279,7 @@ impl Book {
 
     /// Ask every stream added while running to stop (a stop of the run).
     pub(in crate::pipeline) fn interrupt_all(&self) {
-        for e in self.entries().values() {
+        for (_, e) in self.entries().live() {
             if let Some(b) = &e.branch {
                 (b.interrupt)();
             }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::book::Book;
-use super::info::{Added, RemoveMode, StreamInfo, StreamState};
+use super::info::{Added, RemoveMode, StreamCounts, StreamInfo};
 use crate::describe::Description;
 use octopipe_core::error::Error;
 
@@ -37,8 +37,9 @@ impl Streams {
         self.0.remove(id, mode)
     }
 
-    /// Every stream of the run, in id order: those of the description and those added
-    /// (also ended and removed ones).
+    /// Every stream of the run kept, in id order: those of the description and those added,
+    /// also the newest [`KEPT_RECORDS`](crate::pipeline::KEPT_RECORDS) ended, failed or removed
+    /// ones.
     pub fn list(&self) -> Vec<StreamInfo> {
         self.0.list()
     }
@@ -51,12 +52,15 @@ impl Streams {
 
     /// How many streams are running (what `GET /health` says), without listing them.
     pub fn running(&self) -> usize {
+        self.counts().running
+    }
+
+    /// How many streams are in each state (what `GET /health` and `/metrics` say): only the
+    /// streams not over yet are looked at, those over are counted as they end.
+    pub fn counts(&self) -> StreamCounts {
         let mut entries = self.0.entries();
         self.0.reap(&mut entries);
-        let running = entries
-            .values()
-            .filter(|e| e.state() == StreamState::Running);
-        running.count()
+        entries.counts()
     }
 
     /// Take no more streams: the run ends when the streams it has end.

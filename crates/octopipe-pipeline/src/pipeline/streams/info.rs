@@ -74,3 +74,44 @@ pub struct Added {
     /// The handle that feeds it, for an `app` source.
     pub app: Option<AppSource>,
 }
+
+/// How many streams are in each state ([`Streams::counts`](super::Streams::counts)): those
+/// running, removing and failed (and not removed) now; `ended` and `removed` count every stream
+/// of the run so far, also those no longer kept ([`KEPT_RECORDS`](super::KEPT_RECORDS)). A
+/// failed stream no longer kept leaves `failed` (it can no longer be removed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StreamCounts {
+    /// Giving frames.
+    pub running: usize,
+    /// Removed, what they gave still on its way.
+    pub removing: usize,
+    /// Their stream ended.
+    pub ended: usize,
+    /// Failed and not removed.
+    pub failed: usize,
+    /// Removed and gone.
+    pub removed: usize,
+}
+
+impl StreamCounts {
+    /// The count of streams in `state`.
+    pub fn get(&self, state: StreamState) -> usize {
+        match state {
+            StreamState::Running => self.running,
+            StreamState::Removing => self.removing,
+            StreamState::Ended => self.ended,
+            StreamState::Failed => self.failed,
+            StreamState::Removed => self.removed,
+        }
+    }
+
+    pub(super) fn get_mut(&mut self, state: StreamState) -> &mut usize {
+        match state {
+            StreamState::Running => &mut self.running,
+            StreamState::Removing => &mut self.removing,
+            StreamState::Ended => &mut self.ended,
+            StreamState::Failed => &mut self.failed,
+            StreamState::Removed => &mut self.removed,
+        }
+    }
+}

@@ -5,14 +5,14 @@
 //! default): what it gives is dropped, but it counts toward the most streams and the budget
 //! until its threads truly end.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::super::admit;
 use super::super::{PipelineError, STREAM_REMOVED};
-use super::book::{Book, Entry};
+use super::book::Book;
 use super::info::StreamState;
+use super::records::{Entry, Records};
 use octopipe_core::error::Error;
 use octopipe_core::stage::Payload;
 
@@ -33,11 +33,12 @@ impl Book {
         self.reap(&mut entries);
         let mut opening = self.opening.lock().unwrap_or_else(|e| e.into_inner());
         let id = match id {
-            Some(id) if entries.contains_key(&id) || opening.contains_key(&id) => {
+            Some(id) if entries.taken(id) || opening.contains_key(&id) => {
                 return Err(PipelineError::StreamTaken(id).into())
             }
             Some(id) => id,
-            None => admit::next_id(entries.keys().chain(opening.keys()).copied())
+            None => entries
+                .next_id(opening.keys().copied())
                 .ok_or(PipelineError::StreamTaken(admit::AUTO_IDS - 1))?,
         };
         if self.control.joins.lock().map_or(true, |j| j.is_none()) {
@@ -46,9 +47,9 @@ impl Book {
         let busy = |e: &Entry| matches!(e.state(), StreamState::Running | StreamState::Removing);
         if let Some(port) = port {
             let holder = entries
-                .iter()
+                .live()
                 .find(|(_, e)| e.port == Some(port) && busy(e))
-                .map(|(id, _)| *id)
+                .map(|(id, _)| id)
                 .or_else(|| {
                     let mut held = opening.iter();
                     held.find(|(_, p)| **p == Some(port)).map(|(id, _)| *id)
@@ -61,8 +62,8 @@ impl Book {
         // A stream counts until its threads were joined (its branch taken: they ended and its
         // source's pipeline stopped), whatever its state.
         let running = entries
-            .values()
-            .filter(|e| e.added && (busy(e) || e.branch.is_some()))
+            .live()
+            .filter(|(_, e)| e.added && (busy(e) || e.branch.is_some()))
             .count();
         if running + opening.len() >= max {
             return Err(PipelineError::TooManyStreams(max).into());
@@ -79,19 +80,23 @@ impl Book {
     /// Join the threads of the streams that ended and whose source's pipeline stopped (a panic
     /// in one fails that stream), giving back their share of the memory budget; detach those
     /// of streams removed longer than the remove deadline
-    /// ([`REMOVE_DEADLINE`](admit::REMOVE_DEADLINE) by default) ago that did not end.
-    pub(super) fn reap(&self, entries: &mut BTreeMap<u32, Entry>) {
+    /// ([`REMOVE_DEADLINE`](admit::REMOVE_DEADLINE) by default) ago that did not end. Only
+    /// the streams not over yet are looked at; those joined are over ([`Records::over`]).
+    pub(super) fn reap(&self, entries: &mut Records) {
         let deadline = self.remove_deadline();
-        for (id, e) in entries.iter_mut() {
+        for id in entries.live_ids() {
+            let Some(e) = entries.get_mut(id) else {
+                continue;
+            };
             let ended = e
                 .branch
                 .as_ref()
                 .is_some_and(|b| b.threads.iter().all(|t| t.handle.is_finished()));
             // Its threads ended, but its source's pipeline is still stopping: not over yet.
-            let done = ended && !octopipe_sources::stream_stopping(*id);
+            let done = ended && !octopipe_sources::stream_stopping(id);
             let overdue = e.removed.is_some_and(|at| at.elapsed() > deadline);
             if !ended && overdue && e.branch.is_some() && !e.detached {
-                self.detach(*id, e);
+                self.detach(id, e);
                 continue;
             }
             if !done {
@@ -102,11 +107,12 @@ impl Book {
             for t in e.branch.take().map(|b| b.threads).unwrap_or_default() {
                 if t.handle.join().is_err() {
                     let panic = PipelineError::Panic(t.kind.to_string()).into();
-                    self.control.stream_failed(*id, &e.fate, panic);
+                    self.control.stream_failed(id, &e.fate, panic);
                 }
             }
-            self.memory.release(*id);
-            self.ended(*id);
+            self.memory.release(id);
+            entries.over(id);
+            self.ended(id);
         }
     }
 
