@@ -549,6 +549,21 @@ fn an_rtsp_redirect_and_an_rtsps_uri_are_refused_saying_why() {
     );
     assert_eq!(r.status, 403, "{r:?}");
     assert!(r.error().contains("host '0x0' is every interface"), "{r:?}");
+    // A port rtspsrc would read its own way (past 65535): no relay for it, so not opened.
+    let r = s.add(
+        "media location=rtsp://127.0.0.1:99999/cam start-timeout=0 retry=0 ! boxes format=synthetic",
+        Some(4),
+    );
+    assert_eq!(r.status, 201, "{r:?}");
+    let e = until_over(&s, 4, Duration::from_secs(30));
+    assert_eq!(e["state"], "failed", "{e}");
+    assert!(
+        e["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the station cannot read this URI's host and port")),
+        "{e}\n{}",
+        s.log()
+    );
     let (status, _, log) = s.stop();
     assert_eq!(status.code(), Some(143), "{status:?}\n{log}");
 }

@@ -131,7 +131,11 @@ impl Guard {
             .get::<Option<String>>()
             .ok()
             .flatten();
-        let Some((host, port)) = location.as_deref().and_then(relayed_server) else {
+        let Some(location) = location else {
+            return;
+        };
+        let Some((host, port)) = relayed_server(&location) else {
+            self.refuse_unread(rtspsrc, &location, &["rtsp", "rtspt", "rtspu"], poster);
             return;
         };
         let refusal = self.refusal.clone();
@@ -153,6 +157,31 @@ impl Guard {
                 format!("cannot start the station's relay to the RTSP server: {e}"),
             ),
         }
+    }
+
+    /// Refuse `element` (never started) when `location` is of one of the `relayed` schemes yet
+    /// its server (host, port) cannot be read for a relay: the element would read that server
+    /// as it understands the URI, with nothing to bound the answer.
+    fn refuse_unread(
+        &self,
+        element: &gst::Element,
+        location: &str,
+        relayed: &[&str],
+        poster: &gst::Element,
+    ) {
+        let scheme = location.split_once("://").map_or("", |(s, _)| s);
+        if !relayed.iter().any(|r| scheme.eq_ignore_ascii_case(r)) {
+            return;
+        }
+        let _ = element.set_locked_state(true);
+        self.refuse(
+            poster,
+            format!(
+                "'{}': the station cannot read this URI's host and port to relay what its \
+                 server answers (a port past 65535, an empty host?): not opened",
+                redact::shown(location)
+            ),
+        );
     }
 
     /// Whether `element`'s location is one of this pipeline's HTTP relays (a segment URI
@@ -181,7 +210,11 @@ impl Guard {
             .get::<Option<String>>()
             .ok()
             .flatten();
-        let Some(target) = location.as_deref().and_then(relayed_http) else {
+        let Some(location) = location else {
+            return;
+        };
+        let Some(target) = relayed_http(&location) else {
+            self.refuse_unread(souphttpsrc, &location, &["http"], poster);
             return;
         };
         if self.on_relay(souphttpsrc) {
