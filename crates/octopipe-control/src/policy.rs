@@ -5,8 +5,8 @@
 //! allowed (`--allow-dir`, none by default); locations otherwise URIs of the schemes a camera
 //! speaks (rtsp, srt as a caller; udp and `rtp port=` on the ports the operator lists,
 //! `--allow-udp-port`; others, http(s) and rtsps among them, only with `--allow-scheme`), of a
-//! host that is not every interface (a connection there reaches the station itself). Checked on the
-//! parsed description, before any stage is made (a stage may read a file as it is made).
+//! host that is not every interface (a connection there reaches the station itself). Checked
+//! on the parsed description, before any stage is made (a stage may read a file as it is made).
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
@@ -242,17 +242,8 @@ impl Policy {
             })?),
             false => None,
         };
-        if let Some(u) = parsed
-            .as_ref()
-            .filter(|u| uri::CONNECTING.contains(&u.scheme.as_str()))
-        {
-            if uri::is_unspecified(&u.host) {
-                return Err(forbidden(format!(
-                    "{what} '{shown}': host '{}' is every interface, or none: a connection there \
-                     reaches this station's own machine; name the camera's host",
-                    octopipe_core::redact::shown(&u.host)
-                )));
-            }
+        if let Some(why) = parsed.as_ref().and_then(uri::connects_to_itself) {
+            return Err(forbidden(format!("{what} '{shown}': {why}")));
         }
         match (scheme, parsed) {
             ("srt", Some(u)) => {

@@ -32,6 +32,18 @@ pub(super) fn uncapped(scheme: &str) -> Option<&'static str> {
     }
 }
 
+/// Why a URI whose source connects to its host ([`CONNECTING`]) would reach the station's own
+/// machine: its host is every interface, or none, in any spelling; `None` otherwise.
+pub(super) fn connects_to_itself(u: &Uri) -> Option<String> {
+    (CONNECTING.contains(&u.scheme.as_str()) && is_unspecified(&u.host)).then(|| {
+        format!(
+            "host '{}' is every interface, or none: a connection there reaches this station's \
+             own machine; name the camera's host",
+            octopipe_core::redact::shown(&u.host)
+        )
+    })
+}
+
 /// A URI's parts, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Uri {
