@@ -21,6 +21,7 @@
 //! stops the pipeline (its stop grace, then the report) and raises `KeyboardInterrupt`.
 
 mod batch;
+mod duration;
 mod errors;
 mod functions;
 mod image;

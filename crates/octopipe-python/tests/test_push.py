@@ -142,6 +142,22 @@ def test_bad_boxes_raise_clear_errors(boxes, error, words):
     p.stop()
 
 
+@pytest.mark.parametrize("pts_ms", [float("nan"), float("inf"), float("-inf"), 1e300, -1.0, -1e-300])
+def test_a_hostile_pts_is_a_value_error_naming_it(pts_ms):
+    # Each of these once reached Duration::from_secs_f64 (1e300: a Rust panic).
+    p = octopipe.Pipeline(APP)
+    with pytest.raises(ValueError, match="pts_ms must be a non-negative number of milliseconds"):
+        p.push("cam", image(), pts_ms=pts_ms)
+    p.stop()
+
+
+def test_a_pts_below_a_nanosecond_is_zero():
+    # 1e-300 ms is a time, below the clock's nanosecond: the frame comes back at 0.
+    results, _ = labelled_run([(image(), [], {"pts_ms": 1e-300}),
+                               (image(seed=1), [], {"pts_ms": 3.6e9})])
+    assert [f.pts_ms for f in results] == [0.0, 3.6e9]
+
+
 def test_a_closed_or_stopped_pipeline_refuses_pushes():
     p = octopipe.Pipeline(APP)
     Labeller(p).start()

@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::bounded;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -140,12 +139,7 @@ impl Pipeline {
         let mut frame =
             image::app_frame(image, format, &inner.device)?.boxes(image::boxes_of(boxes)?);
         if let Some(ms) = pts_ms {
-            if !(ms.is_finite() && ms >= 0.0) {
-                return Err(PyValueError::new_err(format!(
-                    "pts_ms must be a non-negative number of milliseconds, found {ms}"
-                )));
-            }
-            frame = frame.pts(std::time::Duration::from_secs_f64(ms / 1000.0));
+            frame = frame.pts(crate::duration::from_millis("pts_ms", ms)?);
         }
         if let Some(name) = name {
             frame = frame.name(name);
