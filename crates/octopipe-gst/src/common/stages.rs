@@ -117,7 +117,11 @@ pub(crate) fn alone(ctx: &mut OpenContext<'_>) {
     ctx.budget = Duration::ZERO;
 }
 
-/// A stage opened outside a pipeline, that takes frames and gives `O`.
+/// A stage opened outside a pipeline, that takes frames and gives `O`, called in the element's
+/// streaming thread. Not the core's driver (`Running::start`, which a shared stage runs on:
+/// [`super::shared`]): that one is a thread between channels, and here the buffer must leave
+/// before the next comes, in GStreamer's thread, so it would add a thread and two channel hops
+/// per buffer for nothing.
 pub(crate) struct Driven<O> {
     stage: Box<dyn Stage<Frame, O>>,
 }

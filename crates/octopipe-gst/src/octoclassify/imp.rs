@@ -157,7 +157,7 @@ impl Work for ClassifyWork {
 
     fn start(values: &Values, element: &str, shared: Option<&str>) -> Result<Self, PluginError> {
         let run = match shared {
-            Some(name) => Run::Shared(attach(name, values, || {
+            Some(name) => Run::Shared(attach(name, "classify", values, || {
                 Ok(Box::new(Chain::open(values, false)?) as Box<dyn Stage<Frame, Frame>>)
             })?),
             None => Run::Own(Driven::new(Box::new(Chain::open(values, true)?))),

@@ -62,7 +62,7 @@ impl Work for DetectWork {
             .get::<DetectScore>()
             .map(|s| s.0);
         let detector = match shared {
-            Some(name) => Detector::Shared(attach(name, values, || open(values, false))?),
+            Some(name) => Detector::Shared(attach(name, "detect", values, || open(values, false))?),
             None => Detector::Own(Driven::new(open(values, true)?)),
         };
         Ok(DetectWork { detector, score })
