@@ -172,3 +172,68 @@ fn a_shared_stage_failing_is_the_element_error_the_element_alone_gives() {
     assert_eq!(shared, alone, "{shared_text} vs {alone_text}");
     assert!(alone.contains("OpenRead"), "a model's failure: {alone}");
 }
+
+/// Two branches sharing a classifier whose model gives NaN logits: the shared stage stops at its
+/// first error (as a stage does in `octopipe run`), and each element posts that error, typed,
+/// whether its frames were held in the failing call or handed to the stage after it stopped
+/// (never "the shared stage stopped").
+#[test]
+fn every_element_sharing_a_failed_stage_posts_its_error() {
+    let _serial = serial();
+    if data_and_ort().is_none() {
+        return;
+    }
+    init();
+    let model =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/models/nan-logits.onnx");
+    let mut launch =
+        "videotestsrc num-buffers=3 ! video/x-raw,format=I420,width=160,height=120,framerate=30/1 \
+         ! octoboxes format=synthetic count=3 ! tee name=t"
+            .to_string();
+    // The second branch's frames come 300 ms late: after the stage failed on the first's.
+    for (k, late) in [(0, ""), (1, "identity sleep-time=300000 ! ")] {
+        launch += &format!(
+            " t. ! queue ! {late}octoclassify name=c{k} model={} shared=nan1 ! fakesink",
+            model.display()
+        );
+    }
+    let pipeline = gst::parse::launch(&launch)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
+    let _ = pipeline.set_state(gst::State::Playing);
+    let bus = pipeline.bus().unwrap();
+    let mut errors = std::collections::BTreeMap::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while errors.len() < 2 && std::time::Instant::now() < until {
+        let Some(msg) = bus.timed_pop_filtered(
+            gst::ClockTime::from_seconds(1),
+            &[gst::MessageType::Error, gst::MessageType::Eos],
+        ) else {
+            continue;
+        };
+        match msg.view() {
+            gst::MessageView::Error(e) => {
+                let src = e.src().map(|s| s.name().to_string()).unwrap_or_default();
+                let kind = format!("{:?}", e.error().kind::<gst::ResourceError>());
+                errors
+                    .entry(src)
+                    .or_insert((kind, e.error().message().to_string()));
+            }
+            _ => break,
+        }
+    }
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert_eq!(
+        errors.keys().collect::<Vec<_>>(),
+        ["c0", "c1"],
+        "both elements post an error: {errors:?}"
+    );
+    for (src, (kind, text)) in &errors {
+        assert!(text.contains("NaN logits"), "{src}: {text}");
+        assert!(
+            kind.contains("OpenRead"),
+            "{src}: a model's failure: {kind}"
+        );
+    }
+}
