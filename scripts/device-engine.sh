@@ -40,7 +40,7 @@ run)
     OCTOPIPE_ENGINE_MODEL=$PWD/$E/b6.onnx timeout 240 $E/execution --nocapture --test-threads=1 2>&1 | tee $OUT/engine-test.log
     $E/octopipe_engine --nocapture 2>&1 | tail -4
     echo "=== engine throughput"
-    timeout ${BENCH_S:-180} $E/engine_bench $E/b6.onnx ${BATCHES:-8,32,64,128} ${RUNS:-30} 2>&1 | tee $OUT/engine-bench.md
+    timeout ${BENCH_S:-180} $E/engine_bench $E/b6.onnx ${BATCHES:-8,32,64,128} ${RUNS:-30} ${KERNELS:-tuned,simple} ${PROFILE:-64} 2>&1 | tee $OUT/engine-bench.md
     if [ "${SANITIZE:-0}" = 1 ]; then
         echo "=== compute-sanitizer memcheck"
         OCTOPIPE_ENGINE_MODEL=$PWD/$E/b6.onnx timeout 200 compute-sanitizer --tool memcheck $E/execution the_gpu --nocapture 2>&1 | tail -15

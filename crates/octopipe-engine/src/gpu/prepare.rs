@@ -4,13 +4,22 @@
 use cudarc::driver::{DevicePtr, LaunchConfig};
 use octopipe_cuda::launch_config;
 
-use super::{Args, Buffer, Engine, EngineError, EpiC, EpiOpC, Launch, ENGINE_KERNELS};
-use crate::model::Model;
-use crate::plan::Plan;
-use crate::program::{ConvKind, EpiOp, Epilogue, Kernel};
+use super::engine::Engine;
+use super::types::{
+    Args, Buffer, EngineError, EpiC, EpiOpC, Kernels, Launch, Uploader, ENGINE_KERNELS,
+};
+use crate::program::{ConvKind, EpiOp, Epilogue, Geom, Kernel};
 use crate::shape::TensorId;
 
 impl Engine {
+    /// The GPU's compute capability major number (`compute_90`: 9).
+    fn gpu_major(&self) -> u32 {
+        let digits = self.gpu.arch().trim_start_matches("compute_");
+        digits[..digits.len().saturating_sub(1)]
+            .parse()
+            .unwrap_or(0)
+    }
+
     pub(super) fn ptr(&self, t: TensorId) -> u64 {
         let t = self.alias.get(&t).copied().unwrap_or(t);
         match self.buffers.get(&t) {
@@ -107,7 +116,60 @@ impl Engine {
                 let g = *geom;
                 let wv = up.values(*w)?;
                 let kk = (g.kh * g.kw) as usize;
+                let out_values = g.n as f64 * g.oh as f64 * g.ow as f64 * g.cout as f64;
+                let flops = 2.0
+                    * out_values
+                    * kk as f64
+                    * match kind {
+                        ConvKind::Depthwise => 1.0,
+                        _ => g.cin as f64,
+                    };
+                let bytes =
+                    2.0 * (g.n as f64 * g.ih as f64 * g.iw as f64 * g.cin as f64 + out_values);
+                let tensor_cores = self.kernels == Kernels::Tuned && self.gpu_major() >= 8;
                 match kind {
+                    ConvKind::Pointwise if tensor_cores => {
+                        let (cin, cout) = (g.cin as usize, g.cout as usize);
+                        let cinp = cin.div_ceil(8) * 8;
+                        let mut t = vec![0u16; cout * cinp];
+                        for co in 0..cout {
+                            for ci in 0..cin {
+                                t[co * cinp + ci] =
+                                    half::f16::from_f32(wv[co * cin + ci]).to_bits();
+                            }
+                        }
+                        let wp = self.upload_half(t)?;
+                        let pixels = g.n as u64 * g.oh as u64 * g.ow as u64;
+                        let bn = tile_n(g.cout);
+                        let config = LaunchConfig {
+                            grid_dim: (
+                                g.cout.div_ceil(bn),
+                                pixels.div_ceil(128).min(65535) as u32,
+                                1,
+                            ),
+                            block_dim: (128, 1, 1),
+                            shared_mem_bytes: 0,
+                        };
+                        let name = format!("engine_conv1x1_tc{bn}");
+                        Launch {
+                            func: func(self, &name)?,
+                            config,
+                            args: Args::Conv1x1Tc {
+                                x,
+                                w: wp,
+                                gin,
+                                out: o,
+                                pixels,
+                                cin: g.cin,
+                                cinp: cinp as u32,
+                                cout: g.cout,
+                                epi,
+                            },
+                            label: format!("conv1x1_tc{bn} {}", shape_label(&g)),
+                            flops,
+                            bytes,
+                        }
+                    }
                     ConvKind::Pointwise => {
                         let (cin, cout) = (g.cin as usize, g.cout as usize);
                         let mut t = vec![0u16; cin * cout];
@@ -137,6 +199,9 @@ impl Engine {
                                 cout: g.cout,
                                 epi,
                             },
+                            label: format!("conv1x1 {}", shape_label(&g)),
+                            flops,
+                            bytes,
                         }
                     }
                     ConvKind::Depthwise => {
@@ -149,9 +214,19 @@ impl Engine {
                         }
                         let wp = self.upload_float(t)?;
                         let total = g.n as u64 * g.oh as u64 * g.ow as u64 * g.cout as u64;
+                        let per_thread = match self.kernels {
+                            Kernels::Tuned if g.cout % 8 == 0 => 8,
+                            Kernels::Tuned if g.cout % 2 == 0 => 2,
+                            _ => 1,
+                        };
+                        let name = match per_thread {
+                            8 => "engine_conv_dw8",
+                            2 => "engine_conv_dw2",
+                            _ => "engine_conv_dw",
+                        };
                         Launch {
-                            func: func(self, "engine_conv_dw")?,
-                            config: grid_stride(total),
+                            func: func(self, name)?,
+                            config: grid_stride(total / per_thread),
                             args: Args::Conv {
                                 x,
                                 w: wp,
@@ -160,6 +235,9 @@ impl Engine {
                                 geom: g,
                                 epi,
                             },
+                            label: format!("{} {}", &name[7..], shape_label(&g)),
+                            flops,
+                            bytes,
                         }
                     }
                     ConvKind::Direct => {
@@ -174,9 +252,15 @@ impl Engine {
                         }
                         let wp = self.upload_float(t)?;
                         let total = g.n as u64 * g.oh as u64 * g.ow as u64 * g.cout as u64;
+                        let wide = self.kernels == Kernels::Tuned && g.cout % 8 == 0;
+                        let name = if wide {
+                            "engine_conv_direct8"
+                        } else {
+                            "engine_conv_direct"
+                        };
                         Launch {
-                            func: func(self, "engine_conv_direct")?,
-                            config: grid_stride(total),
+                            func: func(self, name)?,
+                            config: grid_stride(if wide { total / 8 } else { total }),
                             args: Args::Conv {
                                 x,
                                 w: wp,
@@ -185,6 +269,9 @@ impl Engine {
                                 geom: g,
                                 epi,
                             },
+                            label: format!("{} {}", &name[7..], shape_label(&g)),
+                            flops,
+                            bytes,
                         }
                     }
                 }
@@ -202,6 +289,9 @@ impl Engine {
                     hw: *hw,
                     c: *c,
                 },
+                label: format!("gap {n}x{hw}x{c}"),
+                flops: 0.0,
+                bytes: 2.0 * (*n as f64) * (*hw as f64 + 1.0) * *c as f64,
             },
             Kernel::Resize { x, out, geom, epi } => {
                 let g = *geom;
@@ -218,6 +308,9 @@ impl Engine {
                         sx: g.ow as f32 / g.iw as f32,
                         epi,
                     },
+                    label: format!("resize {}x{}x{}>{}x{}", g.ih, g.iw, g.cin, g.oh, g.ow),
+                    flops: 0.0,
+                    bytes: 2.0 * g.n as f64 * g.cin as f64 * (g.ih * g.iw + g.oh * g.ow) as f64,
                 }
             }
             Kernel::Concat {
@@ -230,9 +323,15 @@ impl Engine {
                 epi,
             } => {
                 let epi = self.epi(epi, *out, up)?;
+                let wide = self.kernels == Kernels::Tuned && ca % 8 == 0 && cb % 8 == 0;
+                let (name, per_thread) = if wide {
+                    ("engine_concat8", 8)
+                } else {
+                    ("engine_concat2", 1)
+                };
                 Launch {
-                    func: func(self, "engine_concat2")?,
-                    config: grid_stride(pixels * (ca + cb) as u64),
+                    func: func(self, name)?,
+                    config: grid_stride(pixels * (ca + cb) as u64 / per_thread),
                     args: Args::Concat {
                         a: self.ptr(*a),
                         b: self.ptr(*b),
@@ -242,6 +341,9 @@ impl Engine {
                         cb: *cb,
                         epi,
                     },
+                    label: format!("{} {pixels}x({ca}+{cb})", &name[7..]),
+                    flops: 0.0,
+                    bytes: 4.0 * *pixels as f64 * (ca + cb) as f64,
                 }
             }
             Kernel::Pointwise {
@@ -252,9 +354,15 @@ impl Engine {
                 epi,
             } => {
                 let epi = self.epi(epi, *out, up)?;
+                let wide = self.kernels == Kernels::Tuned && c % 8 == 0;
+                let (name, per_thread) = if wide {
+                    ("engine_pointwise8", 8)
+                } else {
+                    ("engine_pointwise", 1)
+                };
                 Launch {
-                    func: func(self, "engine_pointwise")?,
-                    config: grid_stride(pixels * *c as u64),
+                    func: func(self, name)?,
+                    config: grid_stride(pixels * *c as u64 / per_thread),
                     args: Args::Pointwise {
                         x: self.ptr(*x),
                         out: self.ptr(*out),
@@ -262,31 +370,26 @@ impl Engine {
                         c: *c,
                         epi,
                     },
+                    label: format!("{} {pixels}x{c}", &name[7..]),
+                    flops: 0.0,
+                    bytes: 4.0 * *pixels as f64 * *c as f64,
                 }
             }
         }))
     }
 }
 
-/// The model's weights as f32, by tensor.
-pub(super) struct Uploader<'a> {
-    pub(super) model: &'a Model,
-    pub(super) plan: &'a Plan,
+/// The output channels a tensor-core block computes for `cout` channels: the fewest tiles of at
+/// most 64, each a multiple of 8 (72 channels: two of 40; 4: one of 8).
+fn tile_n(cout: u32) -> u32 {
+    let tiles = cout.div_ceil(64).max(1);
+    (cout.div_ceil(tiles).div_ceil(8) * 8).clamp(8, 64)
 }
 
-impl Uploader<'_> {
-    fn values(&self, t: TensorId) -> Result<Vec<f32>, EngineError> {
-        let name = &self.plan.shapes.tensors[t].name;
-        match self.model.weights.get(name) {
-            Some(w) => Ok(w.data.to_f32()),
-            None => Err(self.weight_error(t, "not a weight".into())),
-        }
-    }
-
-    fn weight_error(&self, t: TensorId, reason: String) -> EngineError {
-        EngineError::Weight {
-            name: self.plan.shapes.tensors[t].name.clone(),
-            reason,
-        }
-    }
+/// `128x128x24>72 k1s1`: a convolution's input, output channels, kernel and stride.
+fn shape_label(g: &Geom) -> String {
+    format!(
+        "{}x{}x{}>{}x{}x{} k{}s{}",
+        g.ih, g.iw, g.cin, g.oh, g.ow, g.cout, g.kh, g.sh
+    )
 }
