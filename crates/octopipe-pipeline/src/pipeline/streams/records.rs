@@ -213,3 +213,48 @@ impl Records {
         counts
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream added while running whose threads were joined: over, ended.
+    fn joined() -> Entry {
+        Entry {
+            source: "testsrc".into(),
+            added: true,
+            fate: Fate::default(),
+            removed: None,
+            detached: false,
+            port: None,
+            branch: None,
+        }
+    }
+
+    #[test]
+    fn the_newest_streams_over_are_kept_and_every_one_counted() {
+        let mut records = Records::default();
+        let n = KEPT_RECORDS as u32 + 500;
+        for id in 0..n {
+            let next = records.next_id(std::iter::empty()).unwrap();
+            assert_eq!(next, id, "automatic ids grow past dropped ones");
+            records.insert(id, joined());
+            records.over(id);
+        }
+        let kept: Vec<u32> = records.iter().map(|(id, _)| *id).collect();
+        assert_eq!(kept, (500..n).collect::<Vec<_>>());
+        assert_eq!(records.live_ids(), Vec::<u32>::new());
+        assert_eq!(records.counts().ended, n as usize);
+        // A dropped id stays taken; a kept one removed moves from ended to removed.
+        assert!(records.taken(0) && records.taken(n - 1) && !records.taken(n));
+        let kept = records.get_mut(600).unwrap();
+        let before = kept.state();
+        kept.removed = Some(Instant::now());
+        records.removed_over(600, before);
+        let counts = records.counts();
+        assert_eq!((counts.ended, counts.removed), (n as usize - 1, 1));
+        // A page is a range of the kept.
+        let page: Vec<u32> = records.range(1000..).take(2).map(|(id, _)| *id).collect();
+        assert_eq!(page, vec![1000, 1001]);
+    }
+}
