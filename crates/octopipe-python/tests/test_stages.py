@@ -78,6 +78,18 @@ def test_a_bad_value_is_the_parsers_error():
         octopipe.stage("testsrc", pattern={"a": 1})
 
 
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e300, 1e-300, -1.0])
+@pytest.mark.parametrize("kind, keyword, name", [("batch", "max_wait_ms", "max-wait-ms"),
+                                                 ("testsrc", "framerate", "framerate")])
+def test_a_hostile_duration_or_rate_from_python_is_refused_naming_it(kind, keyword, name, value):
+    # Floats that become a Duration in the stage: refused by the builder before any Duration is
+    # made (1e300 once panicked there), the property named.
+    with pytest.raises(octopipe.DescriptionError) as e:
+        octopipe.stage(kind, **{keyword: value})
+    assert e.value.reason.startswith(f"{kind}: {name} must be a"), e.value.reason
+    assert "found '" in e.value.reason
+
 def test_from_stages_runs_the_pipeline(tmp_path):
     out = tmp_path / "objects.jsonl"
     p = octopipe.Pipeline.from_stages([
