@@ -7,9 +7,10 @@ use std::time::Duration;
 use pyo3::exceptions::PyValueError;
 use pyo3::PyResult;
 
-/// The most milliseconds taken: GStreamer's clock counts nanoseconds in a `u64` (about 584
-/// years); a time past it cannot be a frame's.
-pub const MAX_MILLIS: f64 = u64::MAX as f64 / 1e6;
+/// The most milliseconds taken: GStreamer's clock differences count nanoseconds in an `i64`
+/// (about 292 years); a time past it cannot be a frame's, and its nanoseconds stay well inside
+/// a `u64` (no conversion of a frame's time wraps or meets `GST_CLOCK_TIME_NONE`).
+pub const MAX_MILLIS: f64 = i64::MAX as f64 / 1e6;
 
 /// `ms` milliseconds, the value of argument `arg`: a `ValueError` naming it unless `ms` is a
 /// finite number from 0 to [`MAX_MILLIS`]. A positive value below a nanosecond is 0 (the

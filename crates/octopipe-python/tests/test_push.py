@@ -142,7 +142,8 @@ def test_bad_boxes_raise_clear_errors(boxes, error, words):
     p.stop()
 
 
-@pytest.mark.parametrize("pts_ms", [float("nan"), float("inf"), float("-inf"), 1e300, -1.0, -1e-300])
+@pytest.mark.parametrize("pts_ms", [float("nan"), float("inf"), float("-inf"), 1e300, 1e13,
+                                    -1.0, -1e-300])
 def test_a_hostile_pts_is_a_value_error_naming_it(pts_ms):
     # Each of these once reached Duration::from_secs_f64 (1e300: a Rust panic).
     p = octopipe.Pipeline(APP)
