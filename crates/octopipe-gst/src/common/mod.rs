@@ -3,9 +3,9 @@
 //! pipeline and driven one frame at a time ([`stages`]), and the BaseTransform every element is
 //! ([`element`]: the [`Work`] an element does, and [`element::OctoElement`], the trait whose
 //! default methods each element's vfuncs call; its buffers: [`flow`]), the stages several
-//! elements share ([`shared`]), and the buffers an element keeps in flight in a shared stage
-//! ([`flight`]); with the `analytics`
-//! feature, the objects as a `GstAnalyticsRelationMeta` too (`analytics`).
+//! elements share, on the core's stage driver ([`shared`]), and the buffers an element keeps in
+//! flight in a shared stage ([`flight`]); with the `analytics` feature, the objects as a
+//! `GstAnalyticsRelationMeta` too (`analytics`).
 
 #[cfg(feature = "analytics")]
 pub(crate) mod analytics;

@@ -1,6 +1,7 @@
 //! The `octoboxes` element: the `boxes` stage on each frame.
 
-use std::sync::{LazyLock, Mutex};
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use gstreamer as gst;
 use gstreamer::glib;
@@ -8,10 +9,6 @@ use gstreamer::subclass::prelude::*;
 use gstreamer_base as gst_base;
 use gstreamer_base::subclass::prelude::*;
 use gstreamer_base::subclass::BaseTransformMode;
-
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use octopipe_core::frame::Frame;
 use octopipe_stages::boxes::BOXES;
 

@@ -1,7 +1,9 @@
 //! The `octoclassify` element: the `batch`, `preprocess` and `classify` stages on each frame,
 //! the element's own or shared with other elements (`shared`).
 
+use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
+use std::time::Instant;
 
 use gstreamer as gst;
 use gstreamer::glib;
@@ -10,10 +12,6 @@ use gstreamer_base as gst_base;
 use gstreamer_base::subclass::base_transform::GenerateOutputSuccess;
 use gstreamer_base::subclass::prelude::*;
 use gstreamer_base::subclass::BaseTransformMode;
-
-use std::collections::HashMap;
-use std::time::Instant;
-
 use octopipe_core::crops::CropBatch;
 use octopipe_core::frame::{Frame, Part};
 use octopipe_core::stage::Stage;
