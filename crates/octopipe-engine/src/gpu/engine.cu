@@ -393,43 +393,68 @@ __device__ __forceinline__ void conv1x1_tc(u16* as, u16* bs, const u16* __restri
 #pragma unroll
             for (int j = 0; j < 2 * NT; ++j) v[r][j] = acc[r / 2][j / 2][(r % 2) * 2 + (j % 2)];
         epilogue_tile<4, 2 * NT>(e, v, m, c, pixels);
+        // The tile leaves through shared memory (free since the last slice's barrier): NHWC rows
+        // in 16-byte stores, a graph output (NCHW) a channel's consecutive pixels at a time.
+        constexpr int OL = BN + 8;
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            if (m[r] >= pixels) continue;
+            const u32 lr = warp * 32 + (r / 2) * 16 + (r % 2) * 8 + g;
 #pragma unroll
             for (int j = 0; j < 2 * NT; j += 2) {
-                const u16 lo = float_to_half(v[r][j]), hi = float_to_half(v[r][j + 1]);
-                if (!e.nchw && (cout & 1) == 0 && c[j] + 1 < cout) {
-                    *reinterpret_cast<u32*>(out + m[r] * cout + c[j]) = pack_half2(lo, hi);
+                const u32 lc = (j / 2) * 8 + 2 * t;
+                *reinterpret_cast<u32*>(&as[lr * OL + lc]) =
+                    pack_half2(float_to_half(v[r][j]), float_to_half(v[r][j + 1]));
+            }
+        }
+        __syncthreads();
+        if (e.nchw) {
+            for (u32 q = tid; q < BN * TC_BM; q += 128) {
+                const u32 lc = q / TC_BM, lr = q % TC_BM;
+                const u64 mm = m0 + lr;
+                const u32 cc = n0 + lc;
+                if (mm < pixels && cc < cout) out[out_index(e, mm, cc)] = as[lr * OL + lc];
+            }
+        } else {
+            for (u32 q = tid; q < TC_BM * (BN / 8); q += 128) {
+                const u32 lr = q / (BN / 8), lc = (q % (BN / 8)) * 8;
+                const u64 mm = m0 + lr;
+                const u32 cc = n0 + lc;
+                if (mm >= pixels || cc >= cout) continue;
+                if ((cout & 7) == 0) {
+                    *reinterpret_cast<uint4*>(out + mm * cout + cc) =
+                        *reinterpret_cast<const uint4*>(&as[lr * OL + lc]);
                 } else {
-                    if (c[j] < cout) out[out_index(e, m[r], c[j])] = lo;
-                    if (c[j] + 1 < cout) out[out_index(e, m[r], c[j] + 1)] = hi;
+                    for (u32 k = 0; k < 8 && cc + k < cout; ++k) out[mm * cout + cc + k] = as[lr * OL + lc + k];
                 }
             }
         }
+        __syncthreads();
     }
 }
 
-#define CONV1X1_TC(BN)                                                                              \
-    extern "C" __global__ void __launch_bounds__(128, 4)                                            \
+// Shared memory of a tensor-core block: the A and B slices, later the output tile.
+#define TC_SMEM(BN) ((TC_BM + BN) * TC_LD > TC_BM * (BN + 8) ? (TC_BM + BN) * TC_LD : TC_BM * (BN + 8))
+
+// MINB: blocks a multiprocessor keeps (4: at most 128 registers a thread; the widest tiles take 3).
+#define CONV1X1_TC(BN, MINB)                                                                        \
+    extern "C" __global__ void __launch_bounds__(128, MINB)                                         \
         engine_conv1x1_tc##BN(const u16* __restrict__ x, const u16* __restrict__ w,                 \
                               const u16* __restrict__ gin, u16* __restrict__ out, u64 pixels,       \
                               u32 cin, u32 cinp, u32 cout, const __grid_constant__ Epi e) {         \
-        __shared__ __align__(16) u16 as[TC_BM * TC_LD];                                             \
-        __shared__ __align__(16) u16 bs[BN * TC_LD];                                                \
+        __shared__ __align__(16) u16 sm[TC_SMEM(BN)];                                               \
         if ((cin & 7) == 0)                                                                         \
-            conv1x1_tc<BN, true>(as, bs, x, w, gin, out, pixels, cin, cinp, cout, e);               \
+            conv1x1_tc<BN, true>(sm, sm + TC_BM * TC_LD, x, w, gin, out, pixels, cin, cinp, cout, e); \
         else                                                                                        \
-            conv1x1_tc<BN, false>(as, bs, x, w, gin, out, pixels, cin, cinp, cout, e);              \
+            conv1x1_tc<BN, false>(sm, sm + TC_BM * TC_LD, x, w, gin, out, pixels, cin, cinp, cout, e); \
     }
-CONV1X1_TC(8)
-CONV1X1_TC(16)
-CONV1X1_TC(24)
-CONV1X1_TC(32)
-CONV1X1_TC(40)
-CONV1X1_TC(48)
-CONV1X1_TC(56)
-CONV1X1_TC(64)
+CONV1X1_TC(8, 4)
+CONV1X1_TC(16, 4)
+CONV1X1_TC(24, 4)
+CONV1X1_TC(32, 4)
+CONV1X1_TC(40, 4)
+CONV1X1_TC(48, 3)
+CONV1X1_TC(56, 3)
+CONV1X1_TC(64, 3)
 
 // Depthwise convolution, V channels a thread (V = 8: 16-byte reads; the channels a multiple of V).
 template <int V>
@@ -499,6 +524,149 @@ extern "C" __global__ void engine_conv_dw2(const u16* __restrict__ x, const floa
                                            const u16* __restrict__ gin, u16* __restrict__ out,
                                            Geom g, const __grid_constant__ Epi e) {
     conv_dw_vec<2>(x, w, gin, out, g, e);
+}
+
+// Depthwise convolution of a K x K filter at stride S (dilation 1), 8 channels and OX
+// neighbouring outputs of a row a thread: each input value of the (OX - 1) * S + K columns under
+// the outputs is read once for every output and tap that uses it (K = 5, S = 1, OX = 4: 40 reads
+// instead of 100). The channels a multiple of 8; the index below fits in 32 bits (the host checks).
+template <int K, int S, int OX>
+__device__ __forceinline__ void conv_dw_tile(const u16* __restrict__ x, const float* __restrict__ w,
+                                             const u16* __restrict__ gin, u16* __restrict__ out,
+                                             const Geom& g, const Epi& e) {
+    const u32 groups = g.cout / 8, xtiles = (g.ow + OX - 1) / OX;
+    const u32 total = g.n * g.oh * xtiles * groups;
+    const u64 rows = (u64)g.n * g.oh * g.ow;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const u32 c0 = (i % groups) * 8;
+        const u32 r = i / groups;
+        const u32 ox0 = (r % xtiles) * OX;
+        const u32 row = r / xtiles;  // n * oh + oy
+        const u32 oy = row % g.oh, n = row / g.oh;
+        float acc[OX][8];
+#pragma unroll
+        for (int o = 0; o < OX; ++o)
+#pragma unroll
+            for (int v = 0; v < 8; ++v) acc[o][v] = 0.f;
+        const int ix0 = (int)(ox0 * S) - (int)g.pl;
+#pragma unroll 1
+        for (int ky = 0; ky < K; ++ky) {
+            const int iy = (int)(oy * S + ky) - (int)g.pt;
+            if (iy < 0 || iy >= (int)g.ih) continue;
+            float wk[K][8];
+#pragma unroll
+            for (int kx = 0; kx < K; ++kx) {
+                const float4* p = reinterpret_cast<const float4*>(w + (ky * K + kx) * g.cout + c0);
+                const float4 a = p[0], b = p[1];
+                wk[kx][0] = a.x; wk[kx][1] = a.y; wk[kx][2] = a.z; wk[kx][3] = a.w;
+                wk[kx][4] = b.x; wk[kx][5] = b.y; wk[kx][6] = b.z; wk[kx][7] = b.w;
+            }
+            const u16* src = x + ((u64)n * g.ih + iy) * g.iw * g.cin + c0;
+#pragma unroll
+            for (int j = 0; j < (OX - 1) * S + K; ++j) {
+                const int ix = ix0 + j;
+                if (ix < 0 || ix >= (int)g.iw) continue;
+                const uint4 raw = *reinterpret_cast<const uint4*>(src + (u64)ix * g.cin);
+                const u16* h = reinterpret_cast<const u16*>(&raw);
+                float xv[8];
+#pragma unroll
+                for (int v = 0; v < 8; ++v) xv[v] = half_to_float(h[v]);
+#pragma unroll
+                for (int o = 0; o < OX; ++o) {
+                    const int kx = j - o * S;
+                    if (kx < 0 || kx >= K) continue;
+#pragma unroll
+                    for (int v = 0; v < 8; ++v) acc[o][v] = fmaf(xv[v], wk[kx][v], acc[o][v]);
+                }
+            }
+        }
+        if (gin) {
+#pragma unroll
+            for (int v = 0; v < 8; ++v) {
+                const float t = half_to_float(gin[(u64)n * g.cin + c0 + v]);
+#pragma unroll
+                for (int o = 0; o < OX; ++o) acc[o][v] *= t;
+            }
+        }
+        u64 m[OX];
+#pragma unroll
+        for (int o = 0; o < OX; ++o) m[o] = ox0 + o < g.ow ? (u64)row * g.ow + ox0 + o : ~0ull;
+        u32 c[8];
+#pragma unroll
+        for (int v = 0; v < 8; ++v) c[v] = c0 + v;
+        epilogue_tile<OX, 8>(e, acc, m, c, rows);
+#pragma unroll
+        for (int o = 0; o < OX; ++o) {
+            if (m[o] >= rows) continue;
+            __align__(16) u16 ov[8];
+#pragma unroll
+            for (int v = 0; v < 8; ++v) ov[v] = float_to_half(acc[o][v]);
+            if (!e.nchw) {
+                *reinterpret_cast<uint4*>(out + m[o] * g.cout + c0) = *reinterpret_cast<const uint4*>(ov);
+            } else {
+#pragma unroll
+                for (int v = 0; v < 8; ++v) out[out_index(e, m[o], c0 + v)] = ov[v];
+            }
+        }
+    }
+}
+
+#define CONV_DW_TILE(K, S)                                                                          \
+    extern "C" __global__ void engine_conv_dw_k##K##s##S(                                           \
+        const u16* __restrict__ x, const float* __restrict__ w, const u16* __restrict__ gin,        \
+        u16* __restrict__ out, Geom g, const __grid_constant__ Epi e) {                             \
+        conv_dw_tile<K, S, 4>(x, w, gin, out, g, e);                                                \
+    }
+CONV_DW_TILE(3, 1)
+CONV_DW_TILE(5, 1)
+CONV_DW_TILE(3, 2)
+CONV_DW_TILE(5, 2)
+
+// ONNX Resize, linear, asymmetric, 8 channels a thread (the channels a multiple of 8).
+extern "C" __global__ void engine_resize_linear8(const u16* __restrict__ x, u16* __restrict__ out,
+                                                 u32 n, u32 ih, u32 iw, u32 oh, u32 ow, u32 c,
+                                                 float sy, float sx, const __grid_constant__ Epi e) {
+    const u32 groups = c / 8;
+    const u32 total = n * oh * ow * groups;
+    const u64 rows = (u64)n * oh * ow;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const u32 c0 = (i % groups) * 8;
+        const u32 mm = i / groups;
+        const u32 ox = mm % ow, oy = (mm / ow) % oh, b = mm / (ow * oh);
+        const float fy = fminf((float)oy / sy, (float)(ih - 1));
+        const float fx = fminf((float)ox / sx, (float)(iw - 1));
+        const u32 y0 = (u32)fy, x0 = (u32)fx;
+        const u32 y1 = min(y0 + 1, ih - 1), x1 = min(x0 + 1, iw - 1);
+        const float wy = fy - y0, wx = fx - x0;
+        const u64 base = (u64)b * ih;
+        const uint4 r00 = *reinterpret_cast<const uint4*>(x + ((base + y0) * iw + x0) * c + c0);
+        const uint4 r01 = *reinterpret_cast<const uint4*>(x + ((base + y0) * iw + x1) * c + c0);
+        const uint4 r10 = *reinterpret_cast<const uint4*>(x + ((base + y1) * iw + x0) * c + c0);
+        const uint4 r11 = *reinterpret_cast<const uint4*>(x + ((base + y1) * iw + x1) * c + c0);
+        const u16 *h00 = reinterpret_cast<const u16*>(&r00), *h01 = reinterpret_cast<const u16*>(&r01);
+        const u16 *h10 = reinterpret_cast<const u16*>(&r10), *h11 = reinterpret_cast<const u16*>(&r11);
+        float v[1][8];
+        u32 cc[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const float v00 = half_to_float(h00[k]), v01 = half_to_float(h01[k]);
+            const float v10 = half_to_float(h10[k]), v11 = half_to_float(h11[k]);
+            const float top = v00 + (v01 - v00) * wx, bottom = v10 + (v11 - v10) * wx;
+            v[0][k] = top + (bottom - top) * wy;
+            cc[k] = c0 + k;
+        }
+        const u64 m[1] = {mm};
+        epilogue_tile<1, 8>(e, v, m, cc, rows);
+        __align__(16) u16 ov[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) ov[k] = float_to_half(v[0][k]);
+        if (!e.nchw) {
+            *reinterpret_cast<uint4*>(out + (u64)mm * c + c0) = *reinterpret_cast<const uint4*>(ov);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; ++k) out[out_index(e, mm, c0 + k)] = ov[k];
+        }
+    }
 }
 
 // A dense convolution, 8 output channels a thread (the stem: 3 input channels): each input value

@@ -214,19 +214,35 @@ impl Engine {
                         }
                         let wp = self.upload_float(t)?;
                         let total = g.n as u64 * g.oh as u64 * g.ow as u64 * g.cout as u64;
-                        let per_thread = match self.kernels {
-                            Kernels::Tuned if g.cout % 8 == 0 => 8,
-                            Kernels::Tuned if g.cout % 2 == 0 => 2,
-                            _ => 1,
-                        };
-                        let name = match per_thread {
-                            8 => "engine_conv_dw8",
-                            2 => "engine_conv_dw2",
-                            _ => "engine_conv_dw",
+                        let tuned = self.kernels == Kernels::Tuned;
+                        // A 3 x 3 or 5 x 5 filter at stride 1 or 2: 4 outputs of a row a thread.
+                        let tiled = tuned
+                            && g.cout % 8 == 0
+                            && g.kh == g.kw
+                            && matches!(g.kh, 3 | 5)
+                            && g.sh == g.sw
+                            && matches!(g.sh, 1 | 2)
+                            && g.dh == 1
+                            && g.dw == 1
+                            && (g.n as u64 * g.oh as u64 * g.ow.div_ceil(4) as u64 * g.cout as u64)
+                                < 1 << 32;
+                        let (name, threads) = if tiled {
+                            let name = format!("engine_conv_dw_k{}s{}", g.kh, g.sh);
+                            let threads = g.n as u64
+                                * g.oh as u64
+                                * g.ow.div_ceil(4) as u64
+                                * (g.cout / 8) as u64;
+                            (name, threads)
+                        } else if tuned && g.cout % 8 == 0 {
+                            ("engine_conv_dw8".to_string(), total / 8)
+                        } else if tuned && g.cout % 2 == 0 {
+                            ("engine_conv_dw2".to_string(), total / 2)
+                        } else {
+                            ("engine_conv_dw".to_string(), total)
                         };
                         Launch {
-                            func: func(self, name)?,
-                            config: grid_stride(total / per_thread),
+                            func: func(self, &name)?,
+                            config: grid_stride(threads.max(1)),
                             args: Args::Conv {
                                 x,
                                 w: wp,
@@ -252,15 +268,14 @@ impl Engine {
                         }
                         let wp = self.upload_float(t)?;
                         let total = g.n as u64 * g.oh as u64 * g.ow as u64 * g.cout as u64;
-                        let wide = self.kernels == Kernels::Tuned && g.cout % 8 == 0;
-                        let name = if wide {
-                            "engine_conv_direct8"
-                        } else {
-                            "engine_conv_direct"
+                        let tuned = self.kernels == Kernels::Tuned;
+                        let (name, per_thread) = match g.cout {
+                            c if tuned && c % 8 == 0 => ("engine_conv_direct8", 8),
+                            _ => ("engine_conv_direct", 1),
                         };
                         Launch {
                             func: func(self, name)?,
-                            config: grid_stride(if wide { total / 8 } else { total }),
+                            config: grid_stride(total / per_thread),
                             args: Args::Conv {
                                 x,
                                 w: wp,
@@ -297,9 +312,15 @@ impl Engine {
                 let g = *geom;
                 let epi = self.epi(epi, *out, up)?;
                 let total = g.n as u64 * g.oh as u64 * g.ow as u64 * g.cin as u64;
+                let wide = self.kernels == Kernels::Tuned && g.cin % 8 == 0 && total < 1 << 32;
+                let (name, per_thread) = if wide {
+                    ("engine_resize_linear8", 8)
+                } else {
+                    ("engine_resize_linear", 1)
+                };
                 Launch {
-                    func: func(self, "engine_resize_linear")?,
-                    config: grid_stride(total),
+                    func: func(self, name)?,
+                    config: grid_stride(total / per_thread),
                     args: Args::Resize {
                         x: self.ptr(*x),
                         out: self.ptr(*out),
@@ -308,7 +329,15 @@ impl Engine {
                         sx: g.ow as f32 / g.iw as f32,
                         epi,
                     },
-                    label: format!("resize {}x{}x{}>{}x{}", g.ih, g.iw, g.cin, g.oh, g.ow),
+                    label: format!(
+                        "{} {}x{}x{}>{}x{}",
+                        &name[7..],
+                        g.ih,
+                        g.iw,
+                        g.cin,
+                        g.oh,
+                        g.ow
+                    ),
                     flops: 0.0,
                     bytes: 2.0 * g.n as f64 * g.cin as f64 * (g.ih * g.iw + g.oh * g.ow) as f64,
                 }
