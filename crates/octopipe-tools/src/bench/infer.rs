@@ -13,6 +13,7 @@ use ort::value::{TensorRef, ValueType};
 
 use super::data::Rng;
 use super::error::BenchError;
+use super::infer_engine::{self, EngineRow};
 use octopipe_onnx::onnx::Ep;
 
 /// A way of running the model on CUDA that `octopipe bench infer --cuda` compares: session
@@ -154,7 +155,31 @@ pub fn infer(opts: &InferOptions) -> Result<String, BenchError> {
         }
     }
     if opts.octopipe {
-        super::infer_engine::rows(opts, &mut out)?;
+        for r in infer_engine::rows(&opts.model, &opts.batches, opts.runs)? {
+            match r {
+                EngineRow::Timed {
+                    batch,
+                    mut times,
+                    note,
+                } => row(
+                    &mut out,
+                    "octopipe",
+                    "graph",
+                    "device",
+                    &batch.to_string(),
+                    &mut times,
+                    (batch * opts.runs, None),
+                    &note,
+                ),
+                EngineRow::Failed { batch, reason } => {
+                    writeln!(
+                        out,
+                        "| octopipe | graph | device | {batch} | - | - | - | - | failed: {reason} |"
+                    )
+                    .ok();
+                }
+            }
+        }
     }
     Ok(out)
 }
@@ -365,7 +390,7 @@ fn bound_runs(
 /// One table row from the run times (ms) of `items` items: items/s over the times' sum, or over
 /// `wall` seconds where runs overlapped.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn row(
+fn row(
     out: &mut String,
     ep: &str,
     tuning: &str,

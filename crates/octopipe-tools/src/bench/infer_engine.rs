@@ -3,7 +3,7 @@
 //! on GPU 0, its input on the device, the program replayed as one CUDA graph, each run waited
 //! for (as ONNX Runtime's bound rows are).
 
-use std::fmt::Write as _;
+use std::path::Path;
 use std::time::Instant;
 
 use octopipe_engine::gpu::Engine;
@@ -11,30 +11,49 @@ use octopipe_engine::Model;
 
 use super::data::Rng;
 use super::error::BenchError;
-use super::infer::{row, InferOptions};
 
-/// The engine's rows, one per batch size; a model or GPU the engine cannot take is one row
-/// saying why.
-pub(super) fn rows(opts: &InferOptions, out: &mut String) -> Result<(), BenchError> {
+/// One batch size's result: its run times (ms) and a note, or why the engine could not take it.
+pub(super) enum EngineRow {
+    /// Timed.
+    Timed {
+        /// Images a run.
+        batch: usize,
+        /// Each run's milliseconds.
+        times: Vec<f64>,
+        /// Kernels a run.
+        note: String,
+    },
+    /// The engine refused the model or GPU at this batch size (the first line of its error).
+    Failed {
+        /// Images a run.
+        batch: usize,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The engine's runs, one row per batch size.
+pub(super) fn rows(
+    model: &Path,
+    batches: &[usize],
+    runs: usize,
+) -> Result<Vec<EngineRow>, BenchError> {
     let err = |e: &dyn std::fmt::Display| BenchError::Options(format!("octopipe engine: {e}"));
-    let model = Model::read(&opts.model).map_err(|e| err(&e))?;
-    for &batch in &opts.batches {
+    let model = Model::read(model).map_err(|e| err(&e))?;
+    let mut rows = Vec::with_capacity(batches.len());
+    for &batch in batches {
         let mut engine = match Engine::new(&model, batch, 0) {
             Ok(e) => e,
             Err(e) => {
-                let first = e.to_string();
-                let first: String = first
+                let reason = e.to_string();
+                let reason = reason
                     .lines()
                     .next()
                     .unwrap_or_default()
                     .chars()
                     .take(200)
                     .collect();
-                writeln!(
-                    out,
-                    "| octopipe | graph | device | {batch} | - | - | - | - | failed: {first} |"
-                )
-                .ok();
+                rows.push(EngineRow::Failed { batch, reason });
                 continue;
             }
         };
@@ -48,24 +67,15 @@ pub(super) fn rows(opts: &InferOptions, out: &mut String) -> Result<(), BenchErr
             engine.launch().map_err(|e| err(&e))?;
         }
         engine.synchronize().map_err(|e| err(&e))?;
-        let mut times = Vec::with_capacity(opts.runs);
-        for _ in 0..opts.runs {
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
             let t = Instant::now();
             engine.launch().map_err(|e| err(&e))?;
             engine.synchronize().map_err(|e| err(&e))?;
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
         let note = format!("{} kernels, fused", engine.program().launches());
-        row(
-            out,
-            "octopipe",
-            "graph",
-            "device",
-            &batch.to_string(),
-            &mut times,
-            (batch * opts.runs, None),
-            &note,
-        );
+        rows.push(EngineRow::Timed { batch, times, note });
     }
-    Ok(())
+    Ok(rows)
 }
