@@ -217,7 +217,8 @@ pub(crate) struct ControlArgs {
     pub(crate) max_stream_memory: u64,
     /// The most memory the streams added over HTTP may hold together (each its estimate, from
     /// its admission until it has truly stopped; 429 beyond): bytes, or with KiB, MiB, GiB.
-    /// Default: three quarters of the smaller of the machine's memory and the cgroup's limit.
+    /// Default: three quarters of the smaller of the machine's memory and the cgroup's limit,
+    /// at most half of what the address-space limit (`ulimit -v`) leaves.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     pub(crate) memory_budget: Option<u64>,
     /// URI schemes a stream added over HTTP may read besides rtsp and srt (caller mode): http,

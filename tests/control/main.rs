@@ -8,6 +8,7 @@ mod bench_infer;
 mod bounded_book;
 mod churn;
 mod control;
+mod default_budget;
 mod hostile_http;
 mod hostile_inputs;
 mod hostile_peers;

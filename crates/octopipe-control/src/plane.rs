@@ -91,6 +91,11 @@ impl ControlPlane {
         streams.set_max_streams(self.shared.config.max_streams);
         streams.set_max_stream_memory(self.shared.config.max_stream_memory);
         streams.set_memory_budget(self.shared.config.memory_budget);
+        tracing::info!(
+            "streams added over HTTP: at most {} at once, --memory-budget {} bytes",
+            self.shared.config.max_streams,
+            self.shared.config.memory_budget
+        );
         let metrics = self.shared.metrics.clone();
         streams.on_end(move |id| metrics.ended(id));
         self.shared.metrics.watch(streams.clone());

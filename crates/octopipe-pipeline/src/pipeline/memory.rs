@@ -133,14 +133,72 @@ pub(crate) fn check(nodes: &[Node], budget: u64) -> Result<u64, PipelineError> {
     }
 }
 
-/// The station's memory budget when none is given: three quarters of the smaller of the
+/// What the machine read when none could: 32 GiB of memory.
+const UNREAD_TOTAL: u64 = 32 << 30;
+
+/// The station's memory budget when none is given: the smaller of three quarters of the
 /// machine's memory and the process's cgroup limit (v2 `memory.max`, v1
-/// `memory.limit_in_bytes`), the rest left to the station itself (models, GStreamer, threads);
-/// 8 GiB when neither can be read.
+/// `memory.limit_in_bytes`), the rest left to the station itself (models, GStreamer, threads),
+/// and half of what the process's address-space limit (RLIMIT_AS: `ulimit -v`, `prlimit
+/// --as`) leaves above the address space it has mapped at the call (`VmSize`). An address-space
+/// limit counts every mapping reserved (thread stacks, allocator arenas, GStreamer's pools,
+/// the GPU and ONNX Runtime libraries), not the memory touched, hence the smaller share. Reads
+/// /proc (`memory_budget` computes it); 24 GiB when nothing can be read.
 pub fn default_memory_budget() -> u64 {
-    let total = meminfo_total().unwrap_or(32 << 30);
-    let limit = cgroup_limit().map_or(total, |c| c.min(total));
-    limit / 4 * 3
+    let (total, cgroup) = (meminfo_total(), cgroup_limit());
+    let (rlimit_as, vm_size) = (address_space_limit(), vm_size());
+    let budget = memory_budget(total, cgroup, rlimit_as, vm_size.unwrap_or(0));
+    tracing::debug!(
+        budget,
+        ?total,
+        ?cgroup,
+        ?rlimit_as,
+        ?vm_size,
+        "default memory budget"
+    );
+    budget
+}
+
+/// The station's default memory budget from what the machine says, in bytes: `total` the
+/// machine's memory (`MemTotal`; 32 GiB when unknown), `cgroup` the cgroup's limit, `rlimit_as`
+/// the address-space limit (`None`: unlimited) and `vm_size` the address space already mapped.
+/// Three quarters of the smaller of `total` and `cgroup`, and at most half of `rlimit_as -
+/// vm_size` (0 when that is all mapped already: every stream is then refused naming the
+/// budget).
+pub(crate) fn memory_budget(
+    total: Option<u64>,
+    cgroup: Option<u64>,
+    rlimit_as: Option<u64>,
+    vm_size: u64,
+) -> u64 {
+    let total = total.unwrap_or(UNREAD_TOTAL);
+    let ram = cgroup.map_or(total, |c| c.min(total)) / 4 * 3;
+    let address_space = rlimit_as.map_or(u64::MAX, |l| l.saturating_sub(vm_size) / 2);
+    ram.min(address_space)
+}
+
+/// The soft limit of this process's address space (RLIMIT_AS, the `Max address space` row of
+/// /proc/self/limits), in bytes; `None` when unlimited or unreadable.
+fn address_space_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    parse_address_space_limit(&text)
+}
+
+/// The soft `Max address space` of a /proc/PID/limits text; `None` for `unlimited`.
+fn parse_address_space_limit(limits: &str) -> Option<u64> {
+    let row = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
+    let soft = row["Max address space".len()..].split_whitespace().next()?;
+    soft.parse().ok()
+}
+
+/// `VmSize` of /proc/self/status (the address space mapped now), in bytes.
+fn vm_size() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmSize:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
 }
 
 /// `MemTotal` of /proc/meminfo, in bytes.
@@ -292,5 +350,56 @@ mod tests {
         budget.release(1);
         budget.reserve(2, 600).unwrap();
         assert!(default_memory_budget() > 0);
+    }
+
+    #[test]
+    fn the_default_budget_is_the_least_of_the_machine_the_cgroup_and_the_address_space() {
+        const GIB: u64 = 1 << 30;
+        // The machine alone: three quarters of it.
+        assert_eq!(memory_budget(Some(32 * GIB), None, None, GIB), 24 * GIB);
+        // A cgroup below the machine's memory bounds it; one above does not.
+        assert_eq!(
+            memory_budget(Some(32 * GIB), Some(8 * GIB), None, 0),
+            6 * GIB
+        );
+        assert_eq!(
+            memory_budget(Some(8 * GIB), Some(64 * GIB), None, 0),
+            6 * GIB
+        );
+        // Nothing read: 32 GiB of memory assumed.
+        assert_eq!(memory_budget(None, None, None, 0), 24 * GIB);
+        // An address-space limit: half of what is left above the mapped address space.
+        let six_gb = 6_000_000_000;
+        let mapped = 200 << 20;
+        assert_eq!(
+            memory_budget(Some(32 * GIB), None, Some(six_gb), mapped),
+            (six_gb - mapped) / 2
+        );
+        // The review's case: 6 GB of address space, 24 GiB of RAM: under 3 GB, not 18.
+        assert!(memory_budget(Some(24 * GIB), None, Some(six_gb), mapped) < 3_000_000_000);
+        // A roomy address-space limit leaves the machine's share in force.
+        assert_eq!(
+            memory_budget(Some(8 * GIB), None, Some(1 << 40), mapped),
+            6 * GIB
+        );
+        // All of it mapped already: nothing left to stream with.
+        assert_eq!(memory_budget(Some(8 * GIB), None, Some(GIB), 2 * GIB), 0);
+    }
+
+    #[test]
+    fn the_address_space_limit_is_read_from_proc_limits() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max stack size            8388608              unlimited            bytes     \n\
+                      Max address space         6000000000           unlimited            bytes     \n";
+        assert_eq!(parse_address_space_limit(limits), Some(6_000_000_000));
+        let unlimited =
+            "Max address space         unlimited            unlimited            bytes\n";
+        assert_eq!(parse_address_space_limit(unlimited), None);
+        assert_eq!(
+            parse_address_space_limit("Max open files  1024  1024  files\n"),
+            None
+        );
+        // This process's own: whatever it is, the mapped size is known.
+        assert!(vm_size().is_some_and(|v| v > 0));
     }
 }
