@@ -1,6 +1,6 @@
-//! The engine on a GPU: the [`Program`] of a model's plan launched with octopipe's own kernels
-//! (`engine.cu`, beside this file: [`ENGINE_KERNELS`]) on FP16 NHWC activations, each
-//! convolution with its fused epilogue, optionally replayed as one CUDA graph.
+//! The engine on a GPU: the [`Program`](crate::program::Program) of a model's plan launched
+//! with octopipe's own kernels (`engine.cu`, beside this file: [`ENGINE_KERNELS`]) on FP16 NHWC
+//! activations, each convolution with its fused epilogue, optionally replayed as one CUDA graph.
 //!
 //! The weights are uploaded once in the layouts the kernels read (a 1 x 1 filter as [cin, cout]
 //! f16, a depthwise one as [kh * kw, c] f32, a dense one as [kh, kw, cin, cout] f32; biases,

@@ -123,7 +123,7 @@ pub enum Kernels {
 }
 
 /// A kernel ready to launch: its function, its grid and its arguments (device addresses fixed at
-/// build: no buffer moves afterwards), and what it computes and moves (for [`Engine::profile`]).
+/// build: no buffer moves afterwards), and what it computes and moves (for [`Engine::profile`](super::Engine::profile)).
 pub(super) struct Launch {
     pub(super) func: CudaFunction,
     pub(super) config: LaunchConfig,
@@ -133,7 +133,7 @@ pub(super) struct Launch {
     pub(super) bytes: f64,
 }
 
-/// One kernel's time in [`Engine::profile`].
+/// One kernel's time in [`Engine::profile`](super::Engine::profile).
 #[derive(Clone, Debug)]
 pub struct KernelTime {
     /// The kernel and its shapes (`conv1x1_tc40 128x128x24>72`).
