@@ -23,6 +23,13 @@ pub(crate) const MARGIN_KB: u64 = 1024 * 1024;
 /// `args`.
 pub(crate) fn capped_station(name: &str, dir: &Path, args: &[&str], margin_kb: u64) -> Station {
     let env = [("MALLOC_ARENA_MAX", "2")];
+    // The default budget takes half of what the cap leaves: these tests are about the peers'
+    // answers under the cap, so the budget is set out of their way.
+    let mut args = args.to_vec();
+    if !args.contains(&"--memory-budget") {
+        args.extend(["--memory-budget", "64GiB"]);
+    }
+    let args = &args[..];
     let idle = Station::start(&format!("{name}-idle"), dir, PIPELINE, args, &env);
     let peak = status_kb(idle.child.id(), "VmPeak:");
     assert!(peak > 0, "no VmPeak for the idle station");

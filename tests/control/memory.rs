@@ -22,8 +22,9 @@ const MARGIN_KB: u64 = 1024 * 1024;
 fn a_frame_the_system_refuses_fails_its_stream_alone_under_an_address_space_cap() {
     let dir = common::temp_dir("control-capped");
     // The frames' estimate (the station's own check) lets the big stream in: the cap, not the
-    // budget, refuses its memory.
-    let args = ["--max-stream-memory", "8GiB"];
+    // budget, refuses its memory (the default budget, half of what the cap leaves, would refuse
+    // the stream itself: set out of the way).
+    let args = ["--max-stream-memory", "8GiB", "--memory-budget", "64GiB"];
     // One malloc arena per thread would reserve 64 MiB of address space each: two, so that
     // the margin measures frames, not arenas.
     let env = [("MALLOC_ARENA_MAX", "2")];
