@@ -5,8 +5,8 @@ Starts the release `octopipe run --streams` station on 127.0.0.1 with one health
 under a cgroup v2 memory limit (`memory.max` of a child group, where one can be made here) or,
 failing that, an address-space cap (`prlimit --as`: RLIMIT_AS, set in the child before exec).
 An address-space cap counts every mapping reserved (thread stacks, malloc arenas, pools), not
-the RSS a cgroup counts, and the station does not read it: under it, give `--memory-budget`
-(about 2/3 of the cap). Then replays each case of the review in turn (scripts/review_cases.py:
+the RSS a cgroup counts; the station's default `--memory-budget` takes at most half of what it
+leaves (crates/octopipe-pipeline/src/pipeline/memory.rs). Then replays each case of the review in turn (scripts/review_cases.py:
 the attack shapes of tests/control/hostile_peers.rs, hostile_inputs.rs, starve.rs,
 mqtt_tls.rs), with small hostile servers of its own on 127.0.0.1 in threads
 (scripts/review_net.py), every loop bounded in count and time. After each case it checks: the
@@ -148,10 +148,13 @@ class Cap:
 
 
 def station_default_budget():
-    """The station's default --memory-budget as octopipe computes it
-    (crates/octopipe-pipeline/src/pipeline/memory.rs `default_memory_budget`): 3/4 of the
-    smaller of MemTotal and the first cgroup limit it finds among /sys/fs/cgroup{v2 path}/
-    memory.max, /sys/fs/cgroup/memory.max, /sys/fs/cgroup/memory/memory.limit_in_bytes."""
+    """About the station's default --memory-budget as octopipe computes it
+    (crates/octopipe-pipeline/src/pipeline/memory.rs `memory_budget`): 3/4 of the smaller of
+    MemTotal and the first cgroup limit it finds among /sys/fs/cgroup{v2 path}/memory.max,
+    /sys/fs/cgroup/memory.max, /sys/fs/cgroup/memory/memory.limit_in_bytes, and at most half of
+    what the address-space limit (RLIMIT_AS) leaves above the address space mapped (this
+    process's VmSize here: the station's own, mapped with its libraries, is larger, so its
+    budget is a little smaller)."""
     total = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal"))
     own = open("/proc/self/cgroup").read().splitlines()
     v2 = next((l[3:] for l in own if l.startswith("0::")), None)
@@ -167,7 +170,14 @@ def station_default_budget():
             found = (p, v)
             break
     limit = min(total, found[1]) if found else total
-    return limit // 4 * 3, found
+    budget = limit // 4 * 3
+    row = next((l for l in open("/proc/self/limits") if l.startswith("Max address space")), "")
+    soft = row.split()[3] if len(row.split()) > 3 else "unlimited"
+    if soft != "unlimited":
+        vm = next((int(l.split()[1]) * 1024 for l in open("/proc/self/status")
+                   if l.startswith("VmSize:")), 0)
+        budget = min(budget, max(int(soft) - vm, 0) // 2)
+    return budget, found
 
 
 class Station:
