@@ -215,7 +215,12 @@ impl Engine {
                         let wp = self.upload_float(t)?;
                         let total = g.n as u64 * g.oh as u64 * g.ow as u64 * g.cout as u64;
                         let tuned = self.kernels == Kernels::Tuned;
-                        // A 3 x 3 or 5 x 5 filter at stride 1 or 2: 4 outputs of a row a thread.
+                        // A 3 x 3 or 5 x 5 filter at stride 1 or 2: 4 outputs of a row and 8
+                        // channels a thread (the kernel's index in 32 bits, 8 times over).
+                        let tile_threads = g.n as u64
+                            * g.oh as u64
+                            * g.ow.div_ceil(4) as u64
+                            * (g.cout / 8) as u64;
                         let tiled = tuned
                             && g.cout % 8 == 0
                             && g.kh == g.kw
@@ -224,15 +229,10 @@ impl Engine {
                             && matches!(g.sh, 1 | 2)
                             && g.dh == 1
                             && g.dw == 1
-                            && (g.n as u64 * g.oh as u64 * g.ow.div_ceil(4) as u64 * g.cout as u64)
-                                < 1 << 32;
+                            && tile_threads * 8 < 1 << 32;
                         let (name, threads) = if tiled {
                             let name = format!("engine_conv_dw_k{}s{}", g.kh, g.sh);
-                            let threads = g.n as u64
-                                * g.oh as u64
-                                * g.ow.div_ceil(4) as u64
-                                * (g.cout / 8) as u64;
-                            (name, threads)
+                            (name, tile_threads)
                         } else if tuned && g.cout % 8 == 0 {
                             ("engine_conv_dw8".to_string(), total / 8)
                         } else if tuned && g.cout % 2 == 0 {
@@ -242,7 +242,7 @@ impl Engine {
                         };
                         Launch {
                             func: func(self, &name)?,
-                            config: grid_stride(threads.max(1)),
+                            config: grid_stride(threads),
                             args: Args::Conv {
                                 x,
                                 w: wp,
