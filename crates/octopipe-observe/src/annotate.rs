@@ -15,6 +15,8 @@ mod canvas;
 mod draw;
 mod mosaic;
 mod mp4;
+mod record;
+mod yuv;
 
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -36,6 +38,8 @@ pub(crate) use draw::save_png;
 pub use draw::{draw_box, draw_text, text_width, GLYPH};
 pub use mosaic::Mosaic;
 pub use mp4::Mp4Encoder;
+pub use record::RecordingCanvas;
+pub use yuv::{yuv_of, YuvRect};
 
 /// Box colours by class id (cycled), chosen to stand out from aerial footage.
 const PALETTE: [[u8; 3]; 6] = [

@@ -30,8 +30,8 @@ mod units;
 
 pub use annotate::Mp4Encoder;
 pub use annotate::{
-    draw_box, draw_objects, draw_text, text_width, AnnotateTarget, Annotator, Canvas, FrameCanvas,
-    Mosaic, Style, GLYPH,
+    draw_box, draw_objects, draw_text, text_width, yuv_of, AnnotateTarget, Annotator, Canvas,
+    FrameCanvas, Mosaic, RecordingCanvas, Style, YuvRect, GLYPH,
 };
 pub use energy::Energy;
 pub use errors::ObserveError;

@@ -4,8 +4,9 @@
 
 use image::{Rgb, RgbImage};
 
-use octopipe_core::frame::{Colorimetry, FrameLayout, Matrix, PixelFormat, Range};
+use octopipe_core::frame::{Colorimetry, FrameLayout, PixelFormat};
 
+use super::yuv::{clip, YuvRect};
 use crate::errors::ObserveError;
 
 /// A picture the renderer draws on: filled rectangles of an RGB colour.
@@ -15,16 +16,6 @@ pub trait Canvas {
 
     /// Fill the rectangle at (`x`, `y`) of `w`x`h` with `color` (RGB), clipped to the picture.
     fn fill_rect(&mut self, x: i64, y: i64, w: i64, h: i64, color: [u8; 3]);
-}
-
-/// `[x, y, w, h]` clipped to `width`x`height`, as pixel ranges (empty when nothing is left).
-fn clip(x: i64, y: i64, w: i64, h: i64, (width, height): (u32, u32)) -> [usize; 4] {
-    let (x0, y0) = (x.max(0), y.max(0));
-    let (x1, y1) = ((x + w).min(width as i64), (y + h).min(height as i64));
-    if x1 <= x0 || y1 <= y0 {
-        return [0; 4];
-    }
-    [x0 as usize, y0 as usize, x1 as usize, y1 as usize]
 }
 
 impl Canvas for RgbImage {
@@ -133,25 +124,27 @@ impl<'a> FrameCanvas<'a> {
         )
     }
 
-    /// `color` as (Y, U, V) bytes in the frame's colorimetry.
-    fn yuv(&self, [r, g, b]: [u8; 3]) -> [u8; 3] {
-        let (kr, kb) = match self.colorimetry.matrix {
-            Matrix::Bt601 => (0.299f32, 0.114f32),
-            Matrix::Bt709 => (0.2126, 0.0722),
-        };
-        let (r, g, b) = (r as f32, g as f32, b as f32);
-        let y = kr * r + (1.0 - kr - kb) * g + kb * b;
-        let (u, v) = ((b - y) / (2.0 * (1.0 - kb)), (r - y) / (2.0 * (1.0 - kr)));
-        let (y, u, v) = match self.colorimetry.range {
-            Range::Full => (y, u, v),
-            Range::Limited => (
-                16.0 + y * 219.0 / 255.0,
-                u * 224.0 / 255.0,
-                v * 224.0 / 255.0,
-            ),
-        };
-        let byte = |v: f32| v.round().clamp(0.0, 255.0) as u8;
-        [byte(y), byte(128.0 + u), byte(128.0 + v)]
+    /// Fill `rect` on an I420 or NV12 frame: its luma pixels, and its chroma samples
+    /// ([`YuvRect::chroma`]).
+    fn fill_yuv(&mut self, rect: &YuvRect) {
+        let s = self.strides;
+        let [yy, u, v] = rect.yuv;
+        let [x0, y0, x1, y1] = [rect.x0, rect.y0, rect.x1, rect.y1].map(|v| v as usize);
+        for row in y0..y1 {
+            self.planes[0][row * s[0] + x0..row * s[0] + x1].fill(yy);
+        }
+        let [cx0, cy0, cx1, cy1] = rect.chroma().map(|v| v as usize);
+        for row in cy0..cy1 {
+            if self.format == PixelFormat::I420 {
+                self.planes[1][row * s[1] + cx0..row * s[1] + cx1].fill(u);
+                self.planes[2][row * s[2] + cx0..row * s[2] + cx1].fill(v);
+            } else {
+                let line = &mut self.planes[1][row * s[1] + 2 * cx0..row * s[1] + 2 * cx1];
+                for uv in line.chunks_exact_mut(2) {
+                    uv.copy_from_slice(&[u, v]);
+                }
+            }
+        }
     }
 }
 
@@ -161,6 +154,12 @@ impl Canvas for FrameCanvas<'_> {
     }
 
     fn fill_rect(&mut self, x: i64, y: i64, w: i64, h: i64, color: [u8; 3]) {
+        if self.format.is_yuv() {
+            if let Some(rect) = YuvRect::clipped(x, y, w, h, self.size, self.colorimetry, color) {
+                self.fill_yuv(&rect);
+            }
+            return;
+        }
         let [x0, y0, x1, y1] = clip(x, y, w, h, self.size);
         if x1 == 0 {
             return;
@@ -174,30 +173,14 @@ impl Canvas for FrameCanvas<'_> {
             (bytes, px)
         };
         let (bytes, px) = match self.format {
-            PixelFormat::I420 | PixelFormat::Nv12 => {
-                let [yy, u, v] = self.yuv(color);
-                for row in y0..y1 {
-                    self.planes[0][row * s[0] + x0..row * s[0] + x1].fill(yy);
-                }
-                let (cx0, cx1) = (x0 / 2, (x1 - 1) / 2 + 1);
-                for row in y0 / 2..(y1 - 1) / 2 + 1 {
-                    if self.format == PixelFormat::I420 {
-                        self.planes[1][row * s[1] + cx0..row * s[1] + cx1].fill(u);
-                        self.planes[2][row * s[2] + cx0..row * s[2] + cx1].fill(v);
-                    } else {
-                        let line = &mut self.planes[1][row * s[1] + 2 * cx0..row * s[1] + 2 * cx1];
-                        for uv in line.chunks_exact_mut(2) {
-                            uv.copy_from_slice(&[u, v]);
-                        }
-                    }
-                }
-                return;
-            }
             PixelFormat::Rgb => packed(3, [0, 1, 2]),
             PixelFormat::Bgr => packed(3, [2, 1, 0]),
             PixelFormat::Rgba => packed(4, [0, 1, 2]),
             PixelFormat::Bgra => packed(4, [2, 1, 0]),
-            PixelFormat::Gray8 | PixelFormat::Gray16 => return,
+            // YUV: filled above; grey: refused by `new`.
+            PixelFormat::I420 | PixelFormat::Nv12 | PixelFormat::Gray8 | PixelFormat::Gray16 => {
+                return
+            }
         };
         for row in y0..y1 {
             let line = &mut self.planes[0][row * s[0] + x0 * bytes..row * s[0] + x1 * bytes];
