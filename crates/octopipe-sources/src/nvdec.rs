@@ -343,33 +343,7 @@ impl SharedCuda {
         buffer: &gst::BufferRef,
         info: &gst_video::VideoInfo,
     ) -> Result<(DeviceFrame, FrameLayout), String> {
-        if info.format() != gst_video::VideoFormat::Nv12 {
-            return Err(format!(
-                "NVDEC gave {} frames in CUDA memory: only NV12 is read there",
-                info.format().to_str()
-            ));
-        }
-        if buffer.n_memory() == 0 {
-            return Err("the decoded buffer holds no memory".into());
-        }
-        let memory = buffer.peek_memory(0).as_mut_ptr();
-        // SAFETY: `memory` is a live GstMemory of `buffer`.
-        if unsafe { (self.api.is_cuda_memory)(memory) } == 0 {
-            return Err("the decoded buffer is not in CUDA memory".into());
-        }
-        // SAFETY: a CUDA memory starts with the public `GstCudaMemory` fields; its context is
-        // a live GstCudaContext (the memory holds a reference).
-        let owner_ctx = unsafe {
-            let head = memory as *const CudaMemoryHead;
-            (self.api.context_get_handle)((*head).context)
-        };
-        if owner_ctx != self.cuda.cu_ctx() as *mut c_void {
-            return Err(format!(
-                "the decoder allocated its frames in a CUDA context other than device {}'s primary \
-                 context, which octopipe reads in (was another context given to the pipeline?)",
-                self.cuda.ordinal()
-            ));
-        }
+        let memory = self.cuda_memory(buffer, info)?;
         let mut mapped = MaybeUninit::<gst_video::ffi::GstVideoFrame>::zeroed();
         // SAFETY: `info` and `buffer` are live; on success the frame holds its own reference to
         // the buffer and the mapping until `gst_video_frame_unmap` (in `Mapped::drop`). A CUDA
@@ -401,6 +375,82 @@ impl SharedCuda {
             Box::new(mapped),
         ));
         Ok((frame, layout))
+    }
+
+    /// The NV12 `buffer` (described by `info`, in CUDA memory of this context) mapped for
+    /// reading and writing on the device, in place, while the returned frame lives (it borrows
+    /// the buffer): to draw on a frame before it goes on. The error is a message for the element.
+    pub fn device_frame_mut<'a>(
+        &self,
+        buffer: &'a mut gst::BufferRef,
+        info: &gst_video::VideoInfo,
+    ) -> Result<DeviceFrameMut<'a>, String> {
+        self.cuda_memory(buffer, info)?;
+        let mut mapped = MaybeUninit::<gst_video::ffi::GstVideoFrame>::zeroed();
+        // SAFETY: `info` and `buffer` are live and `buffer` is writable (borrowed mutably); with
+        // NO_REF the frame takes no reference of its own (as gstreamer-rs maps a writable frame),
+        // so it must not outlive the borrow: `DeviceFrameMut` holds it and unmaps on drop. A CUDA
+        // map gives device pointers, which are never dereferenced on the host.
+        let ok = unsafe {
+            gst_video::ffi::gst_video_frame_map(
+                mapped.as_mut_ptr(),
+                info.to_glib_none().0,
+                buffer.as_mut_ptr(),
+                gst_video::ffi::GST_VIDEO_FRAME_MAP_FLAG_NO_REF
+                    | gst::ffi::GST_MAP_READ
+                    | gst::ffi::GST_MAP_WRITE
+                    | GST_MAP_CUDA,
+            )
+        };
+        if ok == 0 {
+            return Err("cannot map the frame's CUDA memory for writing".into());
+        }
+        // SAFETY: gst_video_frame_map succeeded, so the frame is initialised.
+        let frame = unsafe { mapped.assume_init() };
+        // The memory as mapped (a write map may have replaced a shared memory by a copy).
+        let stream = self.stream_of(buffer.peek_memory(0).as_mut_ptr());
+        Ok(DeviceFrameMut {
+            frame,
+            stream,
+            _buffer: std::marker::PhantomData,
+        })
+    }
+
+    /// The first memory of the NV12 `buffer` (of `info`), checked to be CUDA memory of this
+    /// context.
+    fn cuda_memory(
+        &self,
+        buffer: &gst::BufferRef,
+        info: &gst_video::VideoInfo,
+    ) -> Result<*mut gst::ffi::GstMemory, String> {
+        if info.format() != gst_video::VideoFormat::Nv12 {
+            return Err(format!(
+                "NVDEC gave {} frames in CUDA memory: only NV12 is read there",
+                info.format().to_str()
+            ));
+        }
+        if buffer.n_memory() == 0 {
+            return Err("the decoded buffer holds no memory".into());
+        }
+        let memory = buffer.peek_memory(0).as_mut_ptr();
+        // SAFETY: `memory` is a live GstMemory of `buffer`.
+        if unsafe { (self.api.is_cuda_memory)(memory) } == 0 {
+            return Err("the decoded buffer is not in CUDA memory".into());
+        }
+        // SAFETY: a CUDA memory starts with the public `GstCudaMemory` fields; its context is
+        // a live GstCudaContext (the memory holds a reference).
+        let owner_ctx = unsafe {
+            let head = memory as *const CudaMemoryHead;
+            (self.api.context_get_handle)((*head).context)
+        };
+        if owner_ctx != self.cuda.cu_ctx() as *mut c_void {
+            return Err(format!(
+                "the decoder allocated its frames in a CUDA context other than device {}'s primary \
+                 context, which octopipe reads in (was another context given to the pipeline?)",
+                self.cuda.ordinal()
+            ));
+        }
+        Ok(memory)
     }
 
     /// The `CUstream` the decoder wrote `memory` on, 0 when its writes are complete.
@@ -465,6 +515,39 @@ impl Drop for Mapped {
     fn drop(&mut self) {
         // SAFETY: the frame was mapped by gst_video_frame_map and is unmapped exactly once; this
         // drops the frame's buffer reference, returning the buffer to the decoder's pool.
+        unsafe { gst_video::ffi::gst_video_frame_unmap(&mut self.frame) };
+    }
+}
+
+/// An NV12 frame in CUDA memory mapped for writing in place ([`SharedCuda::device_frame_mut`]):
+/// its planes' device pointers and pitches, and the stream its last writer used.
+pub struct DeviceFrameMut<'a> {
+    frame: gst_video::ffi::GstVideoFrame,
+    stream: u64,
+    /// The buffer stays borrowed while mapped (the mapping holds no reference of its own).
+    _buffer: std::marker::PhantomData<&'a mut gst::BufferRef>,
+}
+
+impl DeviceFrameMut<'_> {
+    /// The luma and the interleaved chroma plane: each its device address and pitch (bytes
+    /// between rows), as the buffer's video meta gives them.
+    pub fn planes(&self) -> [(u64, usize); 2] {
+        let f = &self.frame;
+        let pitch = |p: usize| usize::try_from(f.info.stride[p]).unwrap_or(0);
+        [(f.data[0] as u64, pitch(0)), (f.data[1] as u64, pitch(1))]
+    }
+
+    /// The `CUstream` the frame's last writer used (0 when its writes are complete): work on
+    /// the frame waits for it.
+    pub fn stream(&self) -> u64 {
+        self.stream
+    }
+}
+
+impl Drop for DeviceFrameMut<'_> {
+    fn drop(&mut self) {
+        // SAFETY: mapped by gst_video_frame_map and unmapped exactly once, while the buffer is
+        // still borrowed.
         unsafe { gst_video::ffi::gst_video_frame_unmap(&mut self.frame) };
     }
 }

@@ -64,10 +64,10 @@ pub(crate) fn caps(pixels: bool, cuda: bool) -> gst::Caps {
 }
 
 /// The pad templates of an element doing `W`: `sink` and `src`, always, with [`caps`] (the
-/// formats octopipe reads for an element that reads or draws on the pixels; CUDA memory but
-/// for one that draws).
+/// formats octopipe reads for an element that reads or draws on the pixels, NV12 in CUDA memory
+/// included).
 pub(crate) fn pad_templates<W: Work>() -> Vec<gst::PadTemplate> {
-    let caps = caps(W::PIXELS || W::DRAWS, !W::DRAWS);
+    let caps = caps(W::PIXELS || W::DRAWS, true);
     ["sink", "src"]
         .into_iter()
         .map(|name| {
@@ -196,7 +196,7 @@ pub(crate) trait OctoElement: BaseTransformImpl {
     /// Before `ElementImpl::set_context` hands it on: a CUDA context set on the element is
     /// noted (frames are read in the context of the element's own device).
     fn note_context(&self, context: &gst::Context) {
-        if Self::Work::PIXELS && cuda::is_cuda_context(context) {
+        if (Self::Work::PIXELS || Self::Work::DRAWS) && cuda::is_cuda_context(context) {
             // The decoder's frames are read where they are only if it allocated them in the
             // context this element gave it; each frame's context is checked.
             gst::debug!(
@@ -236,8 +236,8 @@ pub(crate) trait OctoElement: BaseTransformImpl {
     /// element's GPU's context; the latency grows by the buffers kept in flight.
     fn answer_query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
         // The decoder upstream asks which CUDA context to decode into: this element's GPU's, so
-        // its frames are read where it wrote them.
-        if Self::Work::PIXELS && cuda::is_context_query(query) {
+        // its frames are read (or drawn on) where it wrote them.
+        if (Self::Work::PIXELS || Self::Work::DRAWS) && cuda::is_context_query(query) {
             match self.cuda() {
                 Ok(shared) => return cuda::answer(query, &shared),
                 Err(e) => gst::debug!(Self::cat(), imp = self, "no CUDA context to give: {e}"),
@@ -268,7 +268,7 @@ pub(crate) trait OctoElement: BaseTransformImpl {
     /// `BaseTransformImpl::set_caps`: the frame maker for the caps (in the element's CUDA
     /// context for frames in CUDA memory), the frames' source from upstream.
     fn take_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
-        let on_gpu = Self::Work::PIXELS && frame::in_cuda_memory(incaps);
+        let on_gpu = (Self::Work::PIXELS || Self::Work::DRAWS) && frame::in_cuda_memory(incaps);
         let cuda = match on_gpu {
             false => None,
             true => Some(self.cuda().map_err(|e| {

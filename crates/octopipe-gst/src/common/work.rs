@@ -31,7 +31,8 @@ pub(crate) trait Work: Sized + Send + 'static {
     /// (one model session, one collector across their branches: [`shared`]).
     const SHAREABLE: bool = false;
     /// Whether it draws on the frame in place ([`Work::draw`]): then it takes the formats
-    /// octopipe reads in system memory only, and its buffers are made writable.
+    /// octopipe reads (in system memory, and NV12 in CUDA memory), and its buffers are made
+    /// writable.
     const DRAWS: bool = false;
     /// Whether it records the frames' timings and posts octopipe's budget report at end of
     /// stream ([`report`](super::report): the element that writes the objects out).

@@ -1,6 +1,6 @@
 //! The `octooverlay` element: the objects drawn on each frame in place.
 
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use gstreamer as gst;
 use gstreamer::glib;
@@ -12,12 +12,21 @@ use gstreamer_video as gst_video;
 use gstreamer_video::prelude::VideoFrameExt;
 use octopipe_core::frame::Frame;
 use octopipe_core::stage::{PropSpec, PropType};
-use octopipe_observe::{draw_objects, FrameCanvas, Style};
+use octopipe_observe::{draw_objects, FrameCanvas, RecordingCanvas, Style};
+use octopipe_sources::plugin::SharedCuda;
 
+use super::gpu::{GpuOverlay, Nv12Target};
 use crate::common::element::{self, OctoElement, State, Streaming};
 use crate::common::flow::OctoFlow;
 use crate::common::own::Settings;
-use crate::common::{PluginError, Values, Work};
+use crate::common::{cuda, PluginError, Values, Work};
+
+/// The memory type of GStreamer's CUDA memory (`GST_CUDA_MEMORY_TYPE_NAME`).
+const CUDA_MEMORY_TYPE: &str = "gst.cuda.memory";
+
+/// The GPU frames in CUDA memory are drawn on: octooverlay has no `device` property, so GPU 0,
+/// whose primary context it gives the decoder upstream (as the reading elements do by default).
+const DEVICE: usize = 0;
 
 /// The overlay's properties (it runs no stage: these are its own).
 const PROPS: &[PropSpec] = &[
@@ -48,9 +57,11 @@ const PROPS: &[PropSpec] = &[
     ),
 ];
 
-/// What is drawn, from the properties.
+/// What is drawn, from the properties; for frames in CUDA memory, the kernel that draws them
+/// (made at the first such frame, in the context shared with the decoder).
 pub(crate) struct OverlayWork {
     style: Style,
+    gpu: Mutex<Option<(Arc<SharedCuda>, GpuOverlay)>>,
 }
 
 impl Work for OverlayWork {
@@ -73,6 +84,7 @@ impl Work for OverlayWork {
                 line_width: number("line-width"),
                 font_scale: number("font-scale"),
             },
+            gpu: Mutex::new(None),
         })
     }
 
@@ -88,6 +100,10 @@ impl Work for OverlayWork {
     ) -> Result<(), PluginError> {
         if frame.detections.is_empty() {
             return Ok(());
+        }
+        let on_device = buffer.n_memory() > 0 && buffer.peek_memory(0).is_type(CUDA_MEMORY_TYPE);
+        if on_device {
+            return self.draw_on_device(frame, buffer, info);
         }
         let format = octopipe_sources::plugin::pixel_format(info.format()).ok_or_else(|| {
             PluginError::Buffer(format!(
@@ -106,6 +122,53 @@ impl Work for OverlayWork {
         let mut canvas = FrameCanvas::new(format, size, frame.colorimetry, [a, b, c], strides)
             .map_err(|e| PluginError::Buffer(e.to_string()))?;
         draw_objects(&mut canvas, &frame.detections, &self.style);
+        Ok(())
+    }
+}
+
+impl OverlayWork {
+    /// Draw `frame`'s objects on `buffer`, an NV12 frame in CUDA memory, where it is: the
+    /// renderer's rectangles recorded (clipped, in the frame's Y, U, V), then filled by the
+    /// overlay kernel (byte-identical to drawing the frame in system memory).
+    fn draw_on_device(
+        &self,
+        frame: &Frame,
+        buffer: &mut gst::BufferRef,
+        info: &gst_video::VideoInfo,
+    ) -> Result<(), PluginError> {
+        let size = (info.width(), info.height());
+        let mut recorder = RecordingCanvas::new(size, frame.colorimetry);
+        draw_objects(&mut recorder, &frame.detections, &self.style);
+        if recorder.rects().is_empty() {
+            return Ok(());
+        }
+        let mut gpu = self.gpu.lock().unwrap();
+        let (shared, overlay) = match gpu.as_mut() {
+            Some(made) => made,
+            None => {
+                let shared = cuda::shared(DEVICE)?;
+                let overlay = GpuOverlay::new(shared.device()).map_err(|e| {
+                    PluginError::Cuda(format!(
+                        "the overlay kernel cannot start on GPU {}: {e}",
+                        shared.device()
+                    ))
+                })?;
+                gpu.insert((shared, overlay))
+            }
+        };
+        let mapped = shared
+            .device_frame_mut(buffer, info)
+            .map_err(PluginError::Buffer)?;
+        let target = Nv12Target {
+            size,
+            planes: mapped.planes(),
+            producer: mapped.stream(),
+        };
+        overlay
+            .draw(recorder.rects(), &target)
+            .map_err(|e| PluginError::Cuda(format!("drawing on the frame in CUDA memory: {e}")))?;
+        // Unmapped only once the kernel is done (`draw` waits for it).
+        drop(mapped);
         Ok(())
     }
 }

@@ -1,9 +1,15 @@
 //! Frames in CUDA memory: the elements that read pixels take NV12 in CUDA memory (what
-//! `nvh264dec` gives) and read it where the decoder wrote it; where that cannot be done (no GPU,
-//! a stage set to read system memory) the pipeline fails with an element error saying why.
+//! `nvh264dec` gives) and read it where the decoder wrote it, and `octooverlay` draws on it
+//! there; where that cannot be done (no GPU, a stage set to read system memory) the pipeline
+//! fails with an element error saying why.
+
+use std::sync::{Arc, Mutex};
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use gstreamer_video as gst_video;
+use gstreamer_video::prelude::VideoFrameExt;
 
 use super::*;
 
@@ -20,6 +26,7 @@ fn octodetect_and_octoclassify_take_nv12_in_cuda_memory() {
         ("octoboxes", false),
         ("octotrack", false),
         ("octojsonl", false),
+        ("octooverlay", true),
     ] {
         let factory = gst::ElementFactory::find(name).unwrap();
         for template in factory.static_pad_templates() {
@@ -39,7 +46,7 @@ fn octodetect_and_octoclassify_take_nv12_in_cuda_memory() {
     }
     // As gst-inspect-1.0 shows them.
     let Some(plugins) = plugin_dir() else { return };
-    for name in ["octodetect", "octoclassify"] {
+    for name in ["octodetect", "octoclassify", "octooverlay"] {
         let out = gst_command("gst-inspect-1.0", &plugins)
             .arg(name)
             .output()
@@ -198,5 +205,158 @@ fn nvh264dec_frames_read_in_cuda_memory_give_the_objects_of_system_memory() {
     eprintln!(
         "{} objects in {n} frames alike, read in CUDA memory ({device_caps}) and in system memory",
         device.len()
+    );
+}
+
+#[test]
+fn octooverlay_given_cuda_memory_without_a_gpu_is_an_element_error_saying_why() {
+    let _serial = serial();
+    init();
+    let Err(why) = octopipe_sources::plugin::SharedCuda::new(0) else {
+        skip_gpu("CUDA memory can be drawn on here: the refusal is for machines without it");
+        return;
+    };
+    let e = cuda_caps_error("octooverlay name=overlay");
+    assert!(e.starts_with("overlay: "), "{e}");
+    assert!(
+        e.contains(&format!(
+            "frames in CUDA memory (video/x-raw(memory:CUDAMemory)) cannot be read on GPU 0: {why}"
+        )),
+        "{e}"
+    );
+    assert!(!e.contains("panic"), "{e}");
+}
+
+/// The NV12 frames `launch` gives at `appsink name=sink` (NV12 in system memory), each as its
+/// visible bytes (the luma rows, then the chroma rows), and the caps the element named
+/// `overlay` took on its sink pad (empty without one).
+fn nv12_frames(launch: &str) -> (Vec<Vec<u8>>, String) {
+    let pipeline = gst::parse::launch(launch)
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
+    let caps = Arc::new(Mutex::new(String::new()));
+    if let Some(overlay) = pipeline.by_name("overlay") {
+        let seen = caps.clone();
+        let pad = overlay.static_pad("sink").unwrap();
+        pad.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
+            if let Some(gst::PadProbeData::Event(e)) = &info.data {
+                if let gst::EventView::Caps(c) = e.view() {
+                    *seen.lock().unwrap() = c.caps().to_string();
+                }
+            }
+            gst::PadProbeReturn::Ok
+        });
+    }
+    let sink = pipeline
+        .by_name("sink")
+        .unwrap()
+        .downcast::<gst_app::AppSink>()
+        .unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let mut frames = Vec::new();
+    while let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_seconds(300)) {
+        let info = gst_video::VideoInfo::from_caps(sample.caps().unwrap()).unwrap();
+        assert_eq!(info.format(), gst_video::VideoFormat::Nv12);
+        let frame =
+            gst_video::VideoFrameRef::from_buffer_ref_readable(sample.buffer().unwrap(), &info)
+                .unwrap();
+        let (w, h) = (info.width() as usize, info.height() as usize);
+        let mut bytes = Vec::with_capacity(w * h * 3 / 2);
+        for (plane, rows, row) in [(0, h, w), (1, h.div_ceil(2), 2 * w.div_ceil(2))] {
+            let stride = frame.plane_stride()[plane] as usize;
+            let data = frame.plane_data(plane as u32).unwrap();
+            for r in 0..rows {
+                bytes.extend_from_slice(&data[r * stride..r * stride + row]);
+            }
+        }
+        frames.push(bytes);
+        assert!(frames.len() <= 100, "a bounded number of frames");
+    }
+    let error = first_error(&pipeline);
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert!(error.is_none(), "{launch}: {error:?}");
+    let caps = caps.lock().unwrap().clone();
+    (frames, caps)
+}
+
+#[test]
+fn octooverlay_draws_nv12_in_cuda_memory_as_it_draws_it_in_system_memory() {
+    let _serial = serial();
+    let Some(data) = data_and_ort() else { return };
+    init();
+    if let Err(e) = octopipe_sources::nvdec_available() {
+        skip_gpu(&format!("NVDEC into CUDA memory cannot run here: {e}"));
+        return;
+    }
+    for needed in ["x264enc", "nvh264dec", "cudadownload"] {
+        if gst::ElementFactory::find(needed).is_none() {
+            skip_gpu(&format!("{needed} missing"));
+            return;
+        }
+    }
+    let dir = tmp("cuda-overlay");
+    let n = numbered_clip(&data, &dir.join("frames"));
+    let mp4 = clip_h264(&dir, n);
+    // The same decoder and detector (reading CUDA memory) in each run; the objects drawn on the
+    // decoder's frame in CUDA memory, or after `cudadownload` in system memory, or not drawn.
+    let download = "cudadownload ! video/x-raw,format=NV12";
+    let run_with = |tail: &str, jsonl: &str| {
+        let launch = format!(
+            "filesrc location={} ! qtdemux ! h264parse ! nvh264dec \
+             ! octodetect model={} labels=coco scale=1 tiles=640x640 overlap=0.15 ep=cuda backend=cuda \
+             ! octotrack ! {tail} ! appsink name=sink sync=false",
+            mp4.display(),
+            data.join("models/coco-centernet-512.onnx").display(),
+        )
+        .replace("JSONL", &dir.join(jsonl).display().to_string());
+        nv12_frames(&launch)
+    };
+    let (device, device_caps) = run_with(
+        &format!("octooverlay name=overlay ! octojsonl location=JSONL ! {download}"),
+        "device.jsonl",
+    );
+    let (host, host_caps) = run_with(
+        &format!("{download} ! octooverlay name=overlay ! octojsonl location=JSONL"),
+        "host.jsonl",
+    );
+    let (plain, _) = run_with(
+        &format!("octojsonl location=JSONL ! {download}"),
+        "plain.jsonl",
+    );
+    assert!(device_caps.contains(CUDA), "{device_caps}");
+    assert!(
+        !host_caps.is_empty() && !host_caps.contains(CUDA),
+        "{host_caps}"
+    );
+    assert_eq!((device.len(), host.len(), plain.len()), (n, n, n));
+    // Where the frames differ, say whether the detector's objects did (a run-to-run difference
+    // of the model, not of the drawing).
+    let objects_alike = labelled(&dir.join("device.jsonl")) == labelled(&dir.join("host.jsonl"));
+    for (i, (d, h)) in device.iter().zip(&host).enumerate() {
+        if d != h {
+            let differ = d.iter().zip(h).filter(|(a, b)| a != b).count();
+            let first = d.iter().zip(h).position(|(a, b)| a != b);
+            panic!(
+                "frame {i}: {differ} of {} bytes differ (the first at {first:?}) between the \
+                 overlay in CUDA memory and in system memory; the runs' objects alike: \
+                 {objects_alike}",
+                d.len()
+            );
+        }
+    }
+    // Something was drawn.
+    let drawn = device.iter().zip(&plain).filter(|(d, p)| d != p).count();
+    let bytes: usize = device
+        .iter()
+        .zip(&plain)
+        .map(|(d, p)| d.iter().zip(p).filter(|(a, b)| a != b).count())
+        .sum();
+    let objects = labelled(&dir.join("device.jsonl")).len();
+    assert!(objects > 100, "{objects} objects");
+    assert!(drawn > n / 2, "{drawn} of {n} frames drawn on");
+    eprintln!(
+        "{n} frames alike drawn in CUDA memory ({device_caps}) and in system memory: {objects} \
+         objects, {drawn} frames and {bytes} bytes drawn"
     );
 }
