@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Issue 53's measurements on the device machine in one call: the decoders alone (`octopipe bench
-# decode`: each stream's first frame apart from the steady state, per way of starting the
-# streams) and the fused-execution probe of the six-class detector (scripts/engine_probe.py,
-# PyTorch, which the device has: per-node kernels as ONNX Runtime runs them, the same in one CUDA
-# graph, and Inductor's fused kernels).
+# Issue 53's measurements on the device machine, staged here in one folder (.device/c1):
 #
-#   cargo build --release --features bench && bash scripts/device-issue53.sh stage   # here (~42 MiB)
-#   (device, carry [".device/c1"])  bash scripts/device-issue53.sh run             # MORE=1: H.265 and
-#                                                                                  # own-context rows too
+# - `decode`: the decoders alone (`octopipe bench decode`: each stream's first frame apart from
+#   the steady state, per way of starting the streams: one pipeline, one after another, from
+#   threads sharing the device's primary context, each decoder with its own context);
+# - `pipeline` (with ONNX Runtime's CUDA build in /tmp/ort, as scripts/device-gst-cuda.sh's
+#   parts unpack it on a warm machine): the DeepStream-shaped live run at 128 H.264 streams, two
+#   classifiers then one, with `nvidia-smi dmon` beside it: where the detector's third goes
+#   inside the pipeline (its calls' time in ONNX Runtime and in the peaks, against the model
+#   alone at the same batch);
+# - `probe` (staged with PROBE=1): the fused-execution probe of the six-class detector
+#   (scripts/engine_probe.py, PyTorch, which the device has).
 #
-# ONNX Runtime's CUDA provider on the same model (side by side, for the >= 1.5x question) needs
-# its three parts: scripts/device-ort-cuda.sh with CMD="/tmp/octopipe bench infer --model
-# b6.onnx --ep cuda --batch 8,32,64,128 --runs 20 --fixed-only --cuda graph+nhwc+fusebias".
+#   cargo build --release --features bench && bash scripts/device-issue53.sh stage   # here
+#   (device, carry [".device/c1"])  STEPS="decode pipeline" bash scripts/device-issue53.sh run
+#
+# `stage` leaves GStreamer out when NO_GST=1 (a warm machine has /tmp/gst already). MORE=1 adds
+# the H.265 decode row.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=.device/c1
@@ -20,7 +25,7 @@ stage)
     data=${OCTOPIPE_DATA:-../shared/data}
     rm -rf $C && mkdir -p $C/data/visdrone $C/x265
     [ -f .device/gst.tar.xz ] || bash ../shared/tools/pack-gst.sh .device/gst.tar.xz
-    cp .device/gst.tar.xz $C/
+    [ "${NO_GST:-0}" = 1 ] || cp .device/gst.tar.xz $C/
     # The packed GStreamer 1.22 has x264enc only: x265enc and its library for the H.265 video.
     cp /usr/lib/x86_64-linux-gnu/gstreamer-1.0/libgstx265.so $C/x265/
     cp -L /usr/lib/x86_64-linux-gnu/libnuma.so.1 $C/x265/
@@ -31,26 +36,57 @@ stage)
     m="$data/models/coco-centernet-512.onnx"
     six="--fuse hardswish --logits --keep-classes 0,1,2,3,5,7 --drop-reshapes"
     python3 scripts/make_centernet_heads.py "$m" $C/b6.onnx --fp16 --io fp16 --resize-fp16 $six
-    python3 scripts/make_centernet_heads.py "$m" $C/b6-fp32.onnx $six
-    cp scripts/engine_probe.py $C/
+    [ "${PROBE:-0}" != 1 ] || python3 scripts/make_centernet_heads.py "$m" $C/b6-fp32.onnx $six
+    cp scripts/engine_probe.py ../shared/tools/pack-ort-cuda.py $C/
+    mkdir -p $C/data/models && cp "$data/models/visdrone-crops-64.onnx" $C/data/models/
     du -sh $C
     ;;
 run)
-    tar -C /tmp -xJf $C/gst.tar.xz
-    xz -dc $C/x265/libx265.so.199.xz > /tmp/gst/lib/libx265.so.199
-    cp $C/x265/libnuma.so.1 /tmp/gst/lib/ && cp $C/x265/libgstx265.so /tmp/gst/plugins/
+    OUT=${OUT:-/tmp/octopipe-out} && mkdir -p "$OUT"
+    [ -f /tmp/gst/env.sh ] || tar -C /tmp -xJf $C/gst.tar.xz
+    if [ ! -f /tmp/gst/plugins/libgstx265.so ]; then
+        xz -dc $C/x265/libx265.so.199.xz > /tmp/gst/lib/libx265.so.199
+        cp $C/x265/libnuma.so.1 /tmp/gst/lib/ && cp $C/x265/libgstx265.so /tmp/gst/plugins/
+    fi
     xz -dc $C/octopipe.xz > /tmp/octopipe && chmod +x /tmp/octopipe
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u
-    B="/tmp/octopipe bench decode --decoder nvdec --seconds 10 --bitrate 4000 --clip $PWD/$C/data/visdrone/clip-9999999"
-    (. /tmp/gst/env.sh
-     timeout 150 $B --codec h264 --streams 1,96 --start one-pipeline,serial,threads 2>&1 | tee $OUT/decode-h264.md) || true
-    (cd $C && PYTHONUNBUFFERED=1 timeout ${PROBE_S:-270} python3 engine_probe.py b6.onnx --ref b6-fp32.onnx \
-       --batches 8,32,64,128 --reps 30 2>&1 | grep -v "^W1207" | tee $OUT/probe.log) || true
-    if [ "${MORE:-0}" = 1 ]; then
-        (. /tmp/gst/env.sh
-         timeout 100 $B --codec h265 --streams 96 --start ${H265_START:-one-pipeline,threads} 2>&1 | tee $OUT/decode-h265.md
-         [ -n "${NO_OWN:-}" ] || timeout 60 $B --codec h264 --streams 96 --start threads-own-context 2>&1 | tee $OUT/decode-own.md) || true
-    fi
+    clip=$PWD/$C/data/visdrone/clip-9999999
+    B="/tmp/octopipe bench decode --decoder nvdec --seconds 10 --bitrate 4000 --clip $clip"
+    for step in ${STEPS:-decode}; do
+        case $step in
+        decode)
+            (. /tmp/gst/env.sh
+             timeout ${DECODE_S:-240} $B --codec h264 --streams ${DECODE_STREAMS:-1,96} \
+                 --start ${DECODE_START:-one-pipeline,serial,threads,threads-own-context} 2>&1 | tee $OUT/decode-h264.md
+             [ "${MORE:-0}" != 1 ] || timeout 100 $B --codec h265 --streams 96 --start threads 2>&1 | tee $OUT/decode-h265.md) || true
+            ;;
+        pipeline)
+            lib=/tmp/ort/ort-cuda
+            [ -f $lib/libonnxruntime.so.1.31.1 ] || { echo "NEED-PARTS: no ONNX Runtime CUDA build in /tmp/ort"; continue; }
+            torch=$(sed -n 's/^TORCH_NVIDIA = "\(.*\)"$/\1/p' $C/pack-ort-cuda.py)
+            props="labels=person,bicycle,car,motorcycle,bus,truck prefer-nhwc=true fuse-conv-bias=true batch-sizes=32,64 cuda-graph=true gpu-priority=normal"
+            for cls in ${CLASSIFIERS:-2 1}; do
+                nvidia-smi dmon -s u -d 1 > $OUT/dmon-c$cls.log 2>&1 & dmon=$!
+                (. /tmp/gst/env.sh
+                 export ORT_DYLIB_PATH=$lib/libonnxruntime.so.1.31.1 LD_LIBRARY_PATH=$lib:$torch/cu13/lib:$torch/cudnn/lib:$LD_LIBRARY_PATH
+                 export OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels
+                 timeout ${PIPE_S:-200} /tmp/octopipe bench pipeline --clip $clip --model $C/data/models/visdrone-crops-64.onnx \
+                   --decoder nvdec --ep cuda --detector $C/b6.onnx --detector-props "$props" \
+                   --preprocess-props gpu-priority=high --classify-props gpu-priority=high \
+                   --p99-ms 100 --live --tiles 1920x1080 --classifiers $cls --bitrate 4000 --no-decode-only \
+                   --devices 0 --batch-frames 32 --workers 2 --seconds ${PIPE_SECONDS:-10} --detector-batch 64 \
+                   --codec h264 --live-streams ${PIPE_STREAMS:-128} 2>&1 >$OUT/pipeline-c$cls.md | grep -v "^W1207" | tail -40 | tee $OUT/pipeline-c$cls.log
+                 cat $OUT/pipeline-c$cls.md) || true
+                kill $dmon 2>/dev/null || true
+                awk '!/^#/ {n++; for (i = 2; i <= 6; i++) s[i] += $i} END {if (n) printf "dmon mean over %d s: sm %.0f%% mem %.0f%% enc %.0f%% dec %.0f%% jpg %.0f%%\n", n, s[2]/n, s[3]/n, s[4]/n, s[5]/n, s[6]/n}' $OUT/dmon-c$cls.log
+            done
+            ;;
+        probe)
+            (cd $C && PYTHONUNBUFFERED=1 timeout ${PROBE_S:-270} python3 engine_probe.py b6.onnx --ref b6-fp32.onnx \
+               --batches 8,32,64,128 --reps 30 2>&1 | grep -v "^W1207" | tee $OUT/probe.log) || true
+            ;;
+        esac
+    done
     date -u
     ;;
 *) echo "usage: $0 stage|run" >&2; exit 2 ;;

@@ -88,8 +88,11 @@ pub(super) struct Split {
     /// Model runs and the rows they ran (regions and padding).
     pub runs: u64,
     pub rows: u64,
-    /// Time in model runs (for tiles per second).
+    /// Time in model runs (for tiles per second), and of it in ONNX Runtime's runs and in the
+    /// GPU's peaks (fixed batch sizes).
     pub infer_time: Duration,
+    pub model_time: Duration,
+    pub peaks_time: Duration,
     pub kept: u64,
     pub other_classes: u64,
     pub non_finite: u64,
@@ -465,6 +468,8 @@ impl Detector {
         s.non_finite += stats.non_finite as u64;
         s.over_cap += stats.over_cap;
         s.infer_time += infer;
+        s.model_time += stats.model;
+        s.peaks_time += stats.peaks;
         Ok(frames)
     }
 

@@ -62,6 +62,10 @@ pub(super) struct RunStats {
     pub non_finite: usize,
     /// CenterNet peaks past the GPU's slots, left out.
     pub over_cap: u64,
+    /// Time in ONNX Runtime's runs (with fixed sizes: until the outputs are written), and in
+    /// finding the peaks on the GPU and bringing them back: where a call's time goes.
+    pub model: std::time::Duration,
+    pub peaks: std::time::Duration,
 }
 
 impl std::ops::AddAssign for RunStats {
@@ -70,6 +74,8 @@ impl std::ops::AddAssign for RunStats {
         self.rows += other.rows;
         self.non_finite += other.non_finite;
         self.over_cap += other.over_cap;
+        self.model += other.model;
+        self.peaks += other.peaks;
     }
 }
 
@@ -178,7 +184,9 @@ impl Model {
                 }
             };
             let producer = self.sessions.cu_stream();
+            let t = std::time::Instant::now();
             let outputs = self.sessions.run_fixed(n, input)?;
+            stats.model = t.elapsed();
             stats.rows = outputs[0].shape[0];
             if let Some(gpu) = &mut self.peaks {
                 let maps = centernet_maps(outputs[0].shape, io.size);
@@ -186,8 +194,10 @@ impl Model {
                 let min = io.scores.threshold(score);
                 self.found.resize_with(n, Vec::new);
                 self.found.iter_mut().for_each(Vec::clear);
+                let t = std::time::Instant::now();
                 stats.over_cap =
                     gpu.find(heat, wh, half, n, &maps, min, producer, &mut self.found)?;
+                stats.peaks = t.elapsed();
                 for (found, out) in self.found.iter_mut().zip(boxes.iter_mut()) {
                     io.scores.to_probabilities(found);
                     stats.non_finite += centernet::select(found, &maps, out);

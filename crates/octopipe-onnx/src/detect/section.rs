@@ -60,6 +60,13 @@ pub struct DetectCalls {
     pub rows_per_call: f64,
     /// Tiles per second of time in model calls.
     pub tiles_per_s: f64,
+    /// Of a model call's time, on average: ONNX Runtime's run (fixed batch sizes: until the
+    /// outputs are written) and the peaks found on the GPU, ms; 0 where not measured apart
+    /// (batch sizes run as they come; peaks on the host).
+    #[serde(default)]
+    pub model_ms_per_call: f64,
+    #[serde(default)]
+    pub peaks_ms_per_call: f64,
 }
 
 impl SectionKind for DetectSection {
@@ -93,6 +100,13 @@ impl fmt::Display for DetectSection {
                 c.rows_per_call,
                 c.tiles_per_s,
             )?;
+            if c.model_ms_per_call > 0.0 {
+                write!(
+                    f,
+                    " (a call: {:.2} ms in ONNX Runtime, {:.2} ms finding peaks)",
+                    c.model_ms_per_call, c.peaks_ms_per_call
+                )?;
+            }
         }
         if self.other_classes > 0 {
             write!(f, ", {} of other classes left out", self.other_classes)?;
@@ -153,6 +167,8 @@ impl Detector {
                 tiles_per_call: s.tiles as f64 / s.runs as f64,
                 rows_per_call: s.rows as f64 / s.runs as f64,
                 tiles_per_s: s.tiles as f64 / s.infer_time.as_secs_f64().max(1e-9),
+                model_ms_per_call: s.model_time.as_secs_f64() * 1e3 / s.runs as f64,
+                peaks_ms_per_call: s.peaks_time.as_secs_f64() * 1e3 / s.runs as f64,
             }),
             predicted_frames: 0,
             interval: self.config.interval,

@@ -49,6 +49,10 @@ pub struct DetectStats {
     pub call_tiles: f64,
     /// Rows per model call, padding included (the fixed batch size the calls ran at).
     pub call_rows: f64,
+    /// Of a call, ms: in ONNX Runtime's run and finding the peaks (0 when the line does not
+    /// say).
+    pub model_ms: f64,
+    pub peaks_ms: f64,
 }
 
 impl DetectStats {
@@ -60,6 +64,8 @@ impl DetectStats {
             tiles_per_s: sum(|s| s.tiles_per_s),
             call_tiles: sum(|s| s.call_tiles),
             call_rows: sum(|s| s.call_rows),
+            model_ms: sum(|s| s.model_ms),
+            peaks_ms: sum(|s| s.peaks_ms),
         })
     }
 }
@@ -75,6 +81,8 @@ pub fn parse_line(line: &str) -> Option<DetectStats> {
         tiles_per_s: before(" tiles/s in inference")?,
         call_tiles: before(" tiles (")?,
         call_rows: before(" rows with padding")?,
+        model_ms: before(" ms in ONNX Runtime").unwrap_or(0.0),
+        peaks_ms: before(" ms finding peaks").unwrap_or(0.0),
     })
 }
 
@@ -89,6 +97,15 @@ pub(super) fn note(stats: &DetectStats, detectors: usize, alone: Option<f64>) ->
         "{who} {:.0} tiles/s in calls of {:.1} tiles ({:.0} rows)",
         stats.tiles_per_s, stats.call_tiles, stats.call_rows
     );
+    if stats.model_ms > 0.0 {
+        let _ = write!(
+            n,
+            " (a call {:.2} ms in ONNX Runtime + {:.2} ms peaks, of {:.2})",
+            stats.model_ms,
+            stats.peaks_ms,
+            1e3 * stats.call_tiles / stats.tiles_per_s.max(1e-9)
+        );
+    }
     if let Some(a) = alone {
         let _ = write!(
             n,
@@ -120,6 +137,18 @@ mod tests {
             (s.tiles_per_s, s.call_tiles, s.call_rows),
             (3968.0, 60.0, 64.0)
         );
+        assert_eq!((s.model_ms, s.peaks_ms), (0.0, 0.0));
+        let timed = line.replace(
+            "in inference,",
+            "in inference (a call: 11.20 ms in ONNX Runtime, 0.45 ms finding peaks),",
+        );
+        let s = parse_line(&timed).unwrap();
+        assert_eq!(
+            (s.tiles_per_s, s.model_ms, s.peaks_ms),
+            (3968.0, 11.2, 0.45)
+        );
+        assert!(note(&s, 1, Some(5000.0))
+            .contains("11.20 ms in ONNX Runtime + 0.45 ms peaks, of 15.12"));
         assert_eq!(parse_line("detect: nothing"), None);
     }
 }
