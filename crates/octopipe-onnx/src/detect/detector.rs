@@ -88,9 +88,9 @@ pub(super) struct Split {
     /// Model runs and the rows they ran (regions and padding).
     pub runs: u64,
     pub rows: u64,
-    /// Time in model runs (for tiles per second), and of it in ONNX Runtime's runs and in the
-    /// GPU's peaks (fixed batch sizes).
+    /// Time in model runs (for tiles per second).
     pub infer_time: Duration,
+    /// Of it, in ONNX Runtime's runs (fixed batch sizes) and in the GPU's peaks.
     pub model_time: Duration,
     pub peaks_time: Duration,
     pub kept: u64,

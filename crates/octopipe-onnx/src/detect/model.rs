@@ -62,9 +62,9 @@ pub(super) struct RunStats {
     pub non_finite: usize,
     /// CenterNet peaks past the GPU's slots, left out.
     pub over_cap: u64,
-    /// Time in ONNX Runtime's runs (with fixed sizes: until the outputs are written), and in
-    /// finding the peaks on the GPU and bringing them back: where a call's time goes.
+    /// Time in ONNX Runtime's runs (with fixed sizes: until the outputs are written).
     pub model: std::time::Duration,
+    /// Time finding the peaks on the GPU and bringing them back.
     pub peaks: std::time::Duration,
 }
 

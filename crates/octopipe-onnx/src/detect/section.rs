@@ -60,11 +60,12 @@ pub struct DetectCalls {
     pub rows_per_call: f64,
     /// Tiles per second of time in model calls.
     pub tiles_per_s: f64,
-    /// Of a model call's time, on average: ONNX Runtime's run (fixed batch sizes: until the
-    /// outputs are written) and the peaks found on the GPU, ms; 0 where not measured apart
-    /// (batch sizes run as they come; peaks on the host).
+    /// Of a model call's time, on average, ms in ONNX Runtime's run (fixed batch sizes: until
+    /// the outputs are written); 0 where not measured apart (batch sizes run as they come).
     #[serde(default)]
     pub model_ms_per_call: f64,
+    /// Of a model call's time, on average, ms finding the peaks on the GPU and bringing them
+    /// back; 0 where the peaks are found on the host.
     #[serde(default)]
     pub peaks_ms_per_call: f64,
 }

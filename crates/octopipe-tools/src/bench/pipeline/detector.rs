@@ -49,9 +49,9 @@ pub struct DetectStats {
     pub call_tiles: f64,
     /// Rows per model call, padding included (the fixed batch size the calls ran at).
     pub call_rows: f64,
-    /// Of a call, ms: in ONNX Runtime's run and finding the peaks (0 when the line does not
-    /// say).
+    /// Of a call, ms in ONNX Runtime's run (0 when the line does not say).
     pub model_ms: f64,
+    /// Of a call, ms finding the peaks on the GPU (0 when the line does not say).
     pub peaks_ms: f64,
 }
 
