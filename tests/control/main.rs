@@ -19,4 +19,5 @@ mod metrics;
 #[cfg(feature = "mqtt")]
 mod mqtt_tls;
 mod observe;
+mod start;
 mod starve;
