@@ -42,8 +42,14 @@ stage)
     rm -rf "$DEV/g1" "$DEV/g2" "$DEV/g3"
     mkdir -p "$DEV/g1" "$DEV/g2" "$DEV/g3/data/models" "$DEV/g3/data/visdrone/clip-9999999/images"
     # g1: ONNX Runtime's part a and GStreamer; g2: parts b and c; g3: the rest, and the run.
-    for f in "$ort/part.a" "$gst"; do ln "$f" "$DEV/g1/" 2>/dev/null || cp "$f" "$DEV/g1/"; done
-    for f in "$ort/part.b" "$ort/part.c"; do ln "$f" "$DEV/g2/" 2>/dev/null || cp "$f" "$DEV/g2/"; done
+    # TWO_CALLS=1: g1 carries parts a and b with GStreamer, g3 part c (two calls, no g2).
+    if [ "${TWO_CALLS:-0}" = 1 ]; then
+        for f in "$ort/part.a" "$ort/part.b" "$gst"; do ln "$f" "$DEV/g1/" 2>/dev/null || cp "$f" "$DEV/g1/"; done
+        ln "$ort/part.c" "$DEV/g3/" 2>/dev/null || cp "$ort/part.c" "$DEV/g3/"
+    else
+        for f in "$ort/part.a" "$gst"; do ln "$f" "$DEV/g1/" 2>/dev/null || cp "$f" "$DEV/g1/"; done
+        for f in "$ort/part.b" "$ort/part.c"; do ln "$f" "$DEV/g2/" 2>/dev/null || cp "$f" "$DEV/g2/"; done
+    fi
     cp "${OCTOPIPE_BIN_XZ:-$DEV/p2/octopipe.xz}" "$DEV/g3/octopipe.xz"
     strip -o /tmp/libgstoctopipe.so "$root/target/release/libgstoctopipe.so"
     xz -c /tmp/libgstoctopipe.so > "$DEV/g3/libgstoctopipe.so.xz"
@@ -72,7 +78,7 @@ stage)
     exit 0
     ;;
 part1)
-    mkdir -p /tmp/parts && cp .device/g1/part.a /tmp/parts/ && tar -C /tmp -xJf .device/g1/gst.tar.xz
+    mkdir -p /tmp/parts && cp .device/g1/part.* /tmp/parts/ && tar -C /tmp -xJf .device/g1/gst.tar.xz
     exit 0
     ;;
 part2)
@@ -88,6 +94,7 @@ OUT=${OUT:-/tmp/octopipe-out}
 mkdir -p "$OUT" /tmp/data /tmp/t
 # ONNX Runtime's CUDA build and GStreamer: unpacked by parts 1 and 2, or still there from an
 # earlier run on this machine.
+[ ! -f $D/part.c ] || cp $D/part.c /tmp/parts/ 2>/dev/null || true
 if [ -f /tmp/ort/ort-cuda/libonnxruntime.so.1.31.1 ]; then
     torch=$(sed -n 's/^TORCH_NVIDIA = "\(.*\)"$/\1/p' $D/pack-ort-cuda.py)
     lib=/tmp/ort/ort-cuda
@@ -178,7 +185,7 @@ gst() { # $1: what goes between octodetect and octotrack in each branch
     done
     echo "$launch"
 }
-for variant in plain queue; do
+for variant in ${VARIANTS:-plain queue}; do
     extra=""; [ $variant = queue ] && extra="! queue max-size-buffers=4"
     t0=$(date +%s.%N)
     # shellcheck disable=SC2046 # the launch line is words
@@ -190,3 +197,12 @@ for variant in plain queue; do
     grep -m2 "octodetect[0-9]*.GstPad:sink: caps" "$OUT/gst-$variant.log"
     grep -E "ERROR|Execution ended" "$OUT/gst-$variant.log" | head -3
 done
+
+# DECODE=1: issue 53's decoders alone on the same machine (`octopipe bench decode`, 96 NVDEC
+# H.264 streams of the test's clip frames per way of starting; docs/benchmarking.md).
+if [ "${DECODE:-0}" = 1 ]; then
+    echo "=== bench decode"
+    timeout ${DECODE_S:-150} /tmp/t/octopipe bench decode --decoder nvdec --codec h264 --seconds 10 --bitrate 4000 \
+        --clip /tmp/data/visdrone/clip-9999999 --streams ${DECODE_STREAMS:-96} \
+        --start ${DECODE_START:-one-pipeline,threads,threads-own-context} 2>&1 | tee "$OUT/decode.md"
+fi
