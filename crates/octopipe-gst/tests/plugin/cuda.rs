@@ -283,7 +283,7 @@ fn nv12_frames(launch: &str) -> (Vec<Vec<u8>>, String) {
 #[test]
 fn octooverlay_draws_nv12_in_cuda_memory_as_it_draws_it_in_system_memory() {
     let _serial = serial();
-    let Some(data) = data_and_ort() else { return };
+    let Some(data) = data() else { return };
     init();
     if let Err(e) = octopipe_sources::nvdec_available() {
         skip_gpu(&format!("NVDEC into CUDA memory cannot run here: {e}"));
@@ -299,13 +299,12 @@ fn octooverlay_draws_nv12_in_cuda_memory_as_it_draws_it_in_system_memory() {
     let n = numbered_clip(&data, &dir.join("frames"));
     let mp4 = clip_h264(&dir, n);
     // The decoder's frames drawn on in CUDA memory, or copied to the host first (`cudadownload`
-    // before the detector: a copying transform need not carry the ROI metas over, their API has
-    // tags), or not drawn on. The detector gives the same boxes and labels on either memory (the test above);
-    // its scores may differ in the last digits, so the captions leave them out.
+    // before the boxes: a copying transform need not carry the ROI metas over), or not drawn on.
+    // The boxes are the clip's annotations, replayed: the same objects on either memory.
     let download = "cudadownload ! video/x-raw,format=NV12";
-    let detect = format!(
-        "octodetect model={} labels=coco scale=1 tiles=640x640 overlap=0.15 ep=cuda backend=cuda",
-        data.join("models/coco-centernet-512.onnx").display()
+    let replay = format!(
+        "octoboxes format=det location={}",
+        data.join("visdrone/clip-9999999/annotations").display()
     );
     let overlay = "octooverlay name=overlay scores=false tracks=false";
     let run_with = |middle: &str| {
@@ -317,11 +316,11 @@ fn octooverlay_draws_nv12_in_cuda_memory_as_it_draws_it_in_system_memory() {
     };
     let (device_jsonl, host_jsonl) = (dir.join("device.jsonl"), dir.join("host.jsonl"));
     let (device, device_caps) = run_with(&format!(
-        "{detect} ! octojsonl location={} ! {overlay} ! {download}",
+        "{replay} ! octojsonl location={} ! {overlay} ! {download}",
         device_jsonl.display()
     ));
     let (host, host_caps) = run_with(&format!(
-        "{download} ! {detect} ! octojsonl location={} ! {overlay}",
+        "{download} ! {replay} ! octojsonl location={} ! {overlay}",
         host_jsonl.display()
     ));
     let (plain, _) = run_with(download);
