@@ -10,6 +10,13 @@
 #   (device, carry [".device/g3"])  bash .device/g3/device-gst-cuda.sh run
 #
 # The folders carry 27, 38 and 25 MiB beside the repository's tree (64 MiB a call in all).
+# With TWO_CALLS=1 at `stage`, g1 carries parts a and b with GStreamer (46 MiB) and g3 part c
+# (44 MiB): `part1` then `run`, two calls.
+#
+# `stage-lite` then (device, carry [".device/o1"]) `bash .device/o1/device-gst-cuda.sh lite`: one
+# call without ONNX Runtime (32 MiB): the CUDA tests that need no model (octooverlay's kernel
+# against system memory on the clip's annotations, the pad templates) and issue 53's
+# `octopipe bench decode` (96 NVDEC H.264 streams per way of starting; DECODE_START, DECODE_S).
 # `diag` (carry g3, after `run`, on the same warm machine) runs the gst-launch-1.0 pipeline with a queue
 # before and after each octodetect, and again with GST_DEBUG=octopipe-shared:5, and prints the
 # frames per call of the shared detector's and classifier's engines.
@@ -77,6 +84,45 @@ stage)
     du -sh "$DEV/g1" "$DEV/g2" "$DEV/g3"
     exit 0
     ;;
+stage-lite)
+    DEV=${DEV:-.device}
+    data=${OCTOPIPE_DATA:-../shared/data}
+    O=$DEV/o1
+    rm -rf "$O" && mkdir -p "$O/data/visdrone/clip-9999999"
+    cp "${GST_ARCHIVE:-$DEV/gst.tar.xz}" "$O/gst.tar.xz"
+    cp -r "$data/visdrone/clip-9999999/images" "$data/visdrone/clip-9999999/annotations" "$O/data/visdrone/clip-9999999/"
+    bin=$(ls -t target/debug/deps/plugin-* | grep -v '\.d$' | head -1)
+    strip -o /tmp/plugin-test "$bin" && xz -c /tmp/plugin-test > "$O/plugin-test.xz"
+    strip -o /tmp/libgstoctopipe.so target/release/libgstoctopipe.so
+    xz -c /tmp/libgstoctopipe.so > "$O/libgstoctopipe.so.xz"
+    strip -o /tmp/octopipe-stripped "${CARGO_TARGET_DIR:-target}"/release/octopipe
+    xz -c /tmp/octopipe-stripped > "$O/octopipe.xz"
+    cp "$0" "$O/device-gst-cuda.sh"
+    du -sh "$O"
+    exit 0
+    ;;
+lite)
+    O=.device/o1
+    OUT=${OUT:-/tmp/octopipe-out}
+    mkdir -p "$OUT" /tmp/t /tmp/data
+    [ -f /tmp/gst/env.sh ] || tar -C /tmp -xJf $O/gst.tar.xz
+    . /tmp/gst/env.sh
+    cp -r $O/data/* /tmp/data/
+    for f in plugin-test libgstoctopipe.so octopipe; do xz -dc $O/$f.xz > /tmp/t/$f; done
+    chmod +x /tmp/t/plugin-test /tmp/t/octopipe
+    export OCTOPIPE_DATA=/tmp/data OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels GST_PLUGIN_PATH=/tmp/t
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    echo "$(nproc) CPU cores; $(date -u +%FT%TZ)"
+    echo "=== plugin tests"
+    timeout ${TEST_S:-150} /tmp/t/plugin-test --test-threads 1 --nocapture cuda::octooverlay cuda::octodetect_and 2>&1 |
+        tee "$OUT/tests.log" | grep -v "^$" | tail -30
+    echo "=== bench decode $(date -u +%T)"
+    timeout ${DECODE_S:-170} /tmp/t/octopipe bench decode --decoder nvdec --codec h264 --seconds 10 --bitrate 4000 \
+        --clip /tmp/data/visdrone/clip-9999999 --streams ${DECODE_STREAMS:-96} \
+        --start ${DECODE_START:-one-pipeline,threads,threads-own-context} 2>&1 | tee "$OUT/decode.md"
+    date -u +%T
+    exit 0
+    ;;
 part1)
     mkdir -p /tmp/parts && cp .device/g1/part.* /tmp/parts/ && tar -C /tmp -xJf .device/g1/gst.tar.xz
     exit 0
@@ -86,7 +132,7 @@ part2)
     exit 0
     ;;
 run | diag) ;;
-*) echo "usage: $0 stage | part1 | part2 | run | diag" >&2; exit 2 ;;
+*) echo "usage: $0 stage | stage-lite | part1 | part2 | run | diag | lite" >&2; exit 2 ;;
 esac
 
 D=.device/g3
