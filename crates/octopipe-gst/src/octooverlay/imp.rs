@@ -24,12 +24,14 @@ use crate::common::{cuda, PluginError, Values, Work};
 /// The memory type of GStreamer's CUDA memory (`GST_CUDA_MEMORY_TYPE_NAME`).
 const CUDA_MEMORY_TYPE: &str = "gst.cuda.memory";
 
-/// The GPU frames in CUDA memory are drawn on: octooverlay has no `device` property, so GPU 0,
-/// whose primary context it gives the decoder upstream (as the reading elements do by default).
-const DEVICE: usize = 0;
-
 /// The overlay's properties (it runs no stage: these are its own).
 const PROPS: &[PropSpec] = &[
+    PropSpec::new(
+        "device",
+        PropType::Int { min: 0, max: 255 },
+        "0",
+        "the GPU whose frames in CUDA memory are drawn on (its primary context is given to the decoder upstream)",
+    ),
     PropSpec::new(
         "labels",
         PropType::Bool,
@@ -61,6 +63,8 @@ const PROPS: &[PropSpec] = &[
 /// (made at the first such frame, in the context shared with the decoder).
 pub(crate) struct OverlayWork {
     style: Style,
+    /// The GPU of frames in CUDA memory (`device`).
+    device: usize,
     gpu: Mutex<Option<(Arc<SharedCuda>, GpuOverlay)>>,
 }
 
@@ -84,6 +88,7 @@ impl Work for OverlayWork {
                 line_width: number("line-width"),
                 font_scale: number("font-scale"),
             },
+            device: cuda::device(values)?,
             gpu: Mutex::new(None),
         })
     }
@@ -146,7 +151,7 @@ impl OverlayWork {
         let (shared, overlay) = match gpu.as_mut() {
             Some(made) => made,
             None => {
-                let shared = cuda::shared(DEVICE)?;
+                let shared = cuda::shared(self.device)?;
                 let overlay = GpuOverlay::new(shared.device()).map_err(|e| {
                     PluginError::Cuda(format!(
                         "the overlay kernel cannot start on GPU {}: {e}",

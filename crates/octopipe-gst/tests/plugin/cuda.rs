@@ -225,6 +225,14 @@ fn octooverlay_given_cuda_memory_without_a_gpu_is_an_element_error_saying_why() 
         "{e}"
     );
     assert!(!e.contains("panic"), "{e}");
+    // Its `device` names the GPU it would draw on.
+    let e = cuda_caps_error("octooverlay name=overlay device=1");
+    assert!(
+        e.contains(
+            "frames in CUDA memory (video/x-raw(memory:CUDAMemory)) cannot be read on GPU 1"
+        ),
+        "{e}"
+    );
 }
 
 /// The NV12 frames `launch` gives at `appsink name=sink` (NV12 in system memory), each as its
