@@ -139,24 +139,34 @@ fn labelled(path: &Path) -> Vec<(u64, Vec<i64>, u64, String, f64)> {
         .collect()
 }
 
-#[test]
-fn nvh264dec_frames_read_in_cuda_memory_give_the_objects_of_system_memory() {
-    let _serial = serial();
-    let Some(data) = data_and_ort() else { return };
+/// The clip's frames encoded to H.264 in a fresh folder named after `test` (its folder, frame
+/// count and MP4), where NVDEC can decode it into CUDA memory; `None`, the skip printed, where
+/// it cannot (no GPU, no `nvh264dec`, `x264enc` or `cudadownload`).
+fn nvdec_clip(data: &Path, test: &str) -> Option<(PathBuf, usize, PathBuf)> {
     init();
     if let Err(e) = octopipe_sources::nvdec_available() {
         skip_gpu(&format!("NVDEC into CUDA memory cannot run here: {e}"));
-        return;
+        return None;
     }
     for needed in ["x264enc", "nvh264dec", "cudadownload"] {
         if gst::ElementFactory::find(needed).is_none() {
             skip_gpu(&format!("{needed} missing"));
-            return;
+            return None;
         }
     }
-    let dir = tmp("cuda-memory");
-    let n = numbered_clip(&data, &dir.join("frames"));
+    let dir = tmp(test);
+    let n = numbered_clip(data, &dir.join("frames"));
     let mp4 = clip_h264(&dir, n);
+    Some((dir, n, mp4))
+}
+
+#[test]
+fn nvh264dec_frames_read_in_cuda_memory_give_the_objects_of_system_memory() {
+    let _serial = serial();
+    let Some(data) = data_and_ort() else { return };
+    let Some((dir, n, mp4)) = nvdec_clip(&data, "cuda-memory") else {
+        return;
+    };
     let models = data.join("models");
     // The same decoder and stages; the frames stay in CUDA memory, or are copied to the host
     // (`cudadownload`) and read from there.
@@ -292,20 +302,9 @@ fn nv12_frames(launch: &str) -> (Vec<Vec<u8>>, String) {
 fn octooverlay_draws_nv12_in_cuda_memory_as_it_draws_it_in_system_memory() {
     let _serial = serial();
     let Some(data) = data() else { return };
-    init();
-    if let Err(e) = octopipe_sources::nvdec_available() {
-        skip_gpu(&format!("NVDEC into CUDA memory cannot run here: {e}"));
+    let Some((dir, n, mp4)) = nvdec_clip(&data, "cuda-overlay") else {
         return;
-    }
-    for needed in ["x264enc", "nvh264dec", "cudadownload"] {
-        if gst::ElementFactory::find(needed).is_none() {
-            skip_gpu(&format!("{needed} missing"));
-            return;
-        }
-    }
-    let dir = tmp("cuda-overlay");
-    let n = numbered_clip(&data, &dir.join("frames"));
-    let mp4 = clip_h264(&dir, n);
+    };
     // The decoder's frames drawn on in CUDA memory, or copied to the host first (`cudadownload`
     // before the boxes: a copying transform need not carry the ROI metas over), or not drawn on.
     // The boxes are the clip's annotations, replayed: the same objects on either memory.
