@@ -93,6 +93,8 @@ pub(super) struct Split {
     /// Of it, in ONNX Runtime's runs (fixed batch sizes) and in the GPU's peaks.
     pub model_time: Duration,
     pub peaks_time: Duration,
+    /// Of ONNX Runtime's, the GPU's from the input ready to the outputs written.
+    pub gpu_time: Duration,
     pub kept: u64,
     pub other_classes: u64,
     pub non_finite: u64,
@@ -470,6 +472,7 @@ impl Detector {
         s.infer_time += infer;
         s.model_time += stats.model;
         s.peaks_time += stats.peaks;
+        s.gpu_time += stats.gpu;
         Ok(frames)
     }
 

@@ -4,7 +4,7 @@
 use ort::memory::Allocator;
 use ort::session::Session;
 
-use crate::onnx::{FixedInput, Sessions};
+use crate::onnx::{mark, FixedInput, Sessions};
 use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, ValueType};
 
 use super::centernet::{self, Peak, Scores};
@@ -66,6 +66,10 @@ pub(super) struct RunStats {
     pub model: std::time::Duration,
     /// Time finding the peaks on the GPU and bringing them back.
     pub peaks: std::time::Duration,
+    /// Of ONNX Runtime's time, the GPU's between two events on the model's stream: from when
+    /// the stream has its input (the tiles' preprocessing done) to the outputs written. Zero
+    /// where not measured (the CPU, or CUDA refused an event).
+    pub gpu: std::time::Duration,
 }
 
 impl std::ops::AddAssign for RunStats {
@@ -76,6 +80,7 @@ impl std::ops::AddAssign for RunStats {
         self.over_cap += other.over_cap;
         self.model += other.model;
         self.peaks += other.peaks;
+        self.gpu += other.gpu;
     }
 }
 
@@ -185,7 +190,16 @@ impl Model {
             };
             let producer = self.sessions.cu_stream();
             let t = std::time::Instant::now();
+            let timing = self.sessions.stream();
+            let begin = timing.as_deref().and_then(mark);
             let outputs = self.sessions.run_fixed(n, input)?;
+            let end = timing.as_deref().and_then(mark);
+            if let (Some(b), Some(e)) = (&begin, &end) {
+                // Waits for the model's work (the peaks below wait for it anyway), so that the
+                // time in ONNX Runtime runs to the outputs written.
+                let ms = b.elapsed_ms(e).unwrap_or(0.0).max(0.0);
+                stats.gpu = std::time::Duration::from_secs_f64(f64::from(ms) / 1e3);
+            }
             stats.model = t.elapsed();
             stats.rows = outputs[0].shape[0];
             if let Some(gpu) = &mut self.peaks {

@@ -68,6 +68,11 @@ pub struct DetectCalls {
     /// back; 0 where the peaks are found on the host.
     #[serde(default)]
     pub peaks_ms_per_call: f64,
+    /// Of the time in ONNX Runtime, on average, ms of the model's work on the GPU (from its
+    /// input ready to its outputs written: CUDA events on the model's stream); the rest is the
+    /// wait for the tiles' preprocessing and the host's. 0 where not measured.
+    #[serde(default)]
+    pub gpu_ms_per_call: f64,
 }
 
 impl SectionKind for DetectSection {
@@ -104,9 +109,13 @@ impl fmt::Display for DetectSection {
             if c.model_ms_per_call > 0.0 {
                 write!(
                     f,
-                    " (a call: {:.2} ms in ONNX Runtime, {:.2} ms finding peaks)",
+                    " (a call: {:.2} ms in ONNX Runtime, {:.2} ms finding peaks",
                     c.model_ms_per_call, c.peaks_ms_per_call
                 )?;
+                if c.gpu_ms_per_call > 0.0 {
+                    write!(f, ", {:.2} ms the model on the GPU", c.gpu_ms_per_call)?;
+                }
+                write!(f, ")")?;
             }
         }
         if self.other_classes > 0 {
@@ -170,6 +179,7 @@ impl Detector {
                 tiles_per_s: s.tiles as f64 / s.infer_time.as_secs_f64().max(1e-9),
                 model_ms_per_call: s.model_time.as_secs_f64() * 1e3 / s.runs as f64,
                 peaks_ms_per_call: s.peaks_time.as_secs_f64() * 1e3 / s.runs as f64,
+                gpu_ms_per_call: s.gpu_time.as_secs_f64() * 1e3 / s.runs as f64,
             }),
             predicted_frames: 0,
             interval: self.config.interval,

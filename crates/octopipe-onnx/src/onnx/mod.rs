@@ -19,5 +19,5 @@ pub use error::{FixedError, FixedStep, OnnxError};
 pub use fixed::{FixedInput, FixedOutput};
 pub use props::{EpKind, OnnxProps};
 pub use session::{session, CudaOptions, Ep};
-pub use sessions::{cuda_input, DeviceZeros, Sessions};
+pub use sessions::{cuda_input, mark, DeviceZeros, Sessions};
 pub(crate) use worker::{Ticket, Worker};

@@ -2,8 +2,9 @@
 //! device buffers ([`Sessions::fix_sizes`]).
 
 use std::path::Path;
+use std::sync::Arc;
 
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, CudaStream};
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::Session;
 use ort::value::{Shape, TensorRefMut};
@@ -128,6 +129,12 @@ impl Sessions {
             path: self.model.display().to_string(),
             reason: format!("CUDA execution provider: cuda:{}: {e:?}", c.device),
         })
+    }
+
+    /// The sessions' CUDA stream (`None` on the CPU), to time their work with events
+    /// ([`mark`]).
+    pub fn stream(&self) -> Option<Arc<CudaStream>> {
+        self.cuda.as_ref().map(|c| c.stream.clone())
     }
 
     /// The raw CUDA stream the sessions queue their work on (0 on the CPU).
@@ -398,4 +405,11 @@ pub unsafe fn cuda_input<'a>(
             Shape::new(shape.iter().map(|&d| d as i64)),
         )
     }
+}
+
+/// An event with timing recorded now on `stream`: it completes when the work queued before it
+/// has run (`None` where CUDA refuses one: a mark is a measurement, never a run's error).
+pub fn mark(stream: &CudaStream) -> Option<cudarc::driver::CudaEvent> {
+    let flags = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+    stream.record_event(Some(flags)).ok()
 }

@@ -53,6 +53,8 @@ pub struct DetectStats {
     pub model_ms: f64,
     /// Of a call, ms finding the peaks on the GPU (0 when the line does not say).
     pub peaks_ms: f64,
+    /// Of ONNX Runtime's ms, the model's work on the GPU (0 when the line does not say).
+    pub gpu_ms: f64,
 }
 
 impl DetectStats {
@@ -66,6 +68,7 @@ impl DetectStats {
             call_rows: sum(|s| s.call_rows),
             model_ms: sum(|s| s.model_ms),
             peaks_ms: sum(|s| s.peaks_ms),
+            gpu_ms: sum(|s| s.gpu_ms),
         })
     }
 }
@@ -83,6 +86,7 @@ pub fn parse_line(line: &str) -> Option<DetectStats> {
         call_rows: before(" rows with padding")?,
         model_ms: before(" ms in ONNX Runtime").unwrap_or(0.0),
         peaks_ms: before(" ms finding peaks").unwrap_or(0.0),
+        gpu_ms: before(" ms the model on the GPU").unwrap_or(0.0),
     })
 }
 
@@ -100,11 +104,15 @@ pub(super) fn note(stats: &DetectStats, detectors: usize, alone: Option<f64>) ->
     if stats.model_ms > 0.0 {
         let _ = write!(
             n,
-            " (a call {:.2} ms in ONNX Runtime + {:.2} ms peaks, of {:.2})",
+            " (a call {:.2} ms in ONNX Runtime + {:.2} ms peaks, of {:.2}",
             stats.model_ms,
             stats.peaks_ms,
             1e3 * stats.call_tiles / stats.tiles_per_s.max(1e-9)
         );
+        if stats.gpu_ms > 0.0 {
+            let _ = write!(n, "; the model {:.2} ms on the GPU", stats.gpu_ms);
+        }
+        n.push(')');
     }
     if let Some(a) = alone {
         let _ = write!(
@@ -144,11 +152,18 @@ mod tests {
         );
         let s = parse_line(&timed).unwrap();
         assert_eq!(
-            (s.tiles_per_s, s.model_ms, s.peaks_ms),
-            (3968.0, 11.2, 0.45)
+            (s.tiles_per_s, s.model_ms, s.peaks_ms, s.gpu_ms),
+            (3968.0, 11.2, 0.45, 0.0)
         );
         assert!(note(&s, 1, Some(5000.0))
-            .contains("11.20 ms in ONNX Runtime + 0.45 ms peaks, of 15.12"));
+            .contains("(a call 11.20 ms in ONNX Runtime + 0.45 ms peaks, of 15.12)"));
+        let gpu = line.replace(
+            "in inference,",
+            "in inference (a call: 11.20 ms in ONNX Runtime, 0.45 ms finding peaks, 9.80 ms the model on the GPU),",
+        );
+        let s = parse_line(&gpu).unwrap();
+        assert_eq!((s.model_ms, s.peaks_ms, s.gpu_ms), (11.2, 0.45, 9.8));
+        assert!(note(&s, 1, None).contains("of 15.12; the model 9.80 ms on the GPU)"));
         assert_eq!(parse_line("detect: nothing"), None);
     }
 }
