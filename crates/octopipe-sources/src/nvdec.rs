@@ -344,24 +344,13 @@ impl SharedCuda {
         info: &gst_video::VideoInfo,
     ) -> Result<(DeviceFrame, FrameLayout), String> {
         let memory = self.cuda_memory(buffer, info)?;
-        let mut mapped = MaybeUninit::<gst_video::ffi::GstVideoFrame>::zeroed();
-        // SAFETY: `info` and `buffer` are live; on success the frame holds its own reference to
-        // the buffer and the mapping until `gst_video_frame_unmap` (in `Mapped::drop`). A CUDA
-        // map gives device pointers, which are never dereferenced on the host.
-        let ok = unsafe {
-            gst_video::ffi::gst_video_frame_map(
-                mapped.as_mut_ptr(),
-                info.to_glib_none().0,
-                buffer.as_mut_ptr(),
-                gst::ffi::GST_MAP_READ | GST_MAP_CUDA,
-            )
-        };
-        if ok == 0 {
-            return Err("cannot map the decoded frame's CUDA memory".into());
-        }
+        // SAFETY: `info` and `buffer` are live; the frame holds its own reference to the buffer
+        // and the mapping until `gst_video_frame_unmap` (in `Mapped::drop`). A CUDA map gives
+        // device pointers, which are never dereferenced on the host.
+        let frame = unsafe { map_frame(buffer, info, gst::ffi::GST_MAP_READ | GST_MAP_CUDA) }
+            .ok_or("cannot map the decoded frame's CUDA memory")?;
         let mapped = Mapped {
-            // SAFETY: gst_video_frame_map succeeded, so the frame is initialised.
-            frame: unsafe { mapped.assume_init() },
+            frame,
             _cuda: self.cuda.clone(),
         };
         let stream = self.stream_of(memory);
@@ -386,27 +375,16 @@ impl SharedCuda {
         info: &gst_video::VideoInfo,
     ) -> Result<DeviceFrameMut<'a>, String> {
         self.cuda_memory(buffer, info)?;
-        let mut mapped = MaybeUninit::<gst_video::ffi::GstVideoFrame>::zeroed();
+        let flags = gst_video::ffi::GST_VIDEO_FRAME_MAP_FLAG_NO_REF
+            | gst::ffi::GST_MAP_READ
+            | gst::ffi::GST_MAP_WRITE
+            | GST_MAP_CUDA;
         // SAFETY: `info` and `buffer` are live and `buffer` is writable (borrowed mutably); with
         // NO_REF the frame takes no reference of its own (as gstreamer-rs maps a writable frame),
         // so it must not outlive the borrow: `DeviceFrameMut` holds it and unmaps on drop. A CUDA
         // map gives device pointers, which are never dereferenced on the host.
-        let ok = unsafe {
-            gst_video::ffi::gst_video_frame_map(
-                mapped.as_mut_ptr(),
-                info.to_glib_none().0,
-                buffer.as_mut_ptr(),
-                gst_video::ffi::GST_VIDEO_FRAME_MAP_FLAG_NO_REF
-                    | gst::ffi::GST_MAP_READ
-                    | gst::ffi::GST_MAP_WRITE
-                    | GST_MAP_CUDA,
-            )
-        };
-        if ok == 0 {
-            return Err("cannot map the frame's CUDA memory for writing".into());
-        }
-        // SAFETY: gst_video_frame_map succeeded, so the frame is initialised.
-        let frame = unsafe { mapped.assume_init() };
+        let frame = unsafe { map_frame(buffer, info, flags) }
+            .ok_or("cannot map the frame's CUDA memory for writing")?;
         // The memory as mapped (a write map may have replaced a shared memory by a copy).
         let stream = self.stream_of(buffer.peek_memory(0).as_mut_ptr());
         Ok(DeviceFrameMut {
@@ -595,4 +573,28 @@ pub fn answer_context_query(query: &mut gst::QueryRef, shared: &SharedCuda) -> b
 pub(super) fn autoplug_select_result(value: i32) -> Option<gst::glib::Value> {
     let ty = gst::glib::Type::from_name("GstAutoplugSelectResult")?;
     gst::glib::EnumClass::with_type(ty)?.to_value(value)
+}
+
+/// `buffer` (described by `info`) mapped as a video frame with `flags`; `None` when GStreamer
+/// refuses the map.
+///
+/// # Safety
+/// `buffer` and `info` must be live, `buffer` writable where `flags` ask to write; the frame
+/// returned must be unmapped (`gst_video_frame_unmap`) while they are.
+unsafe fn map_frame(
+    buffer: &gst::BufferRef,
+    info: &gst_video::VideoInfo,
+    flags: gst::ffi::GstMapFlags,
+) -> Option<gst_video::ffi::GstVideoFrame> {
+    let mut mapped = MaybeUninit::<gst_video::ffi::GstVideoFrame>::zeroed();
+    // SAFETY: as the caller guarantees; on success the frame is initialised.
+    unsafe {
+        let ok = gst_video::ffi::gst_video_frame_map(
+            mapped.as_mut_ptr(),
+            info.to_glib_none().0,
+            buffer.as_mut_ptr(),
+            flags,
+        );
+        (ok != 0).then(|| mapped.assume_init())
+    }
 }
