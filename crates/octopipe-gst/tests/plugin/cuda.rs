@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
-use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::VideoFrameExt;
 
@@ -266,14 +265,7 @@ fn nv12_frames(launch: &str) -> (Vec<Vec<u8>>, String) {
             gst::PadProbeReturn::Ok
         });
     }
-    let sink = pipeline
-        .by_name("sink")
-        .unwrap()
-        .downcast::<gst_app::AppSink>()
-        .unwrap();
-    pipeline.set_state(gst::State::Playing).unwrap();
-    let mut frames = Vec::new();
-    while let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_seconds(300)) {
+    let frames = sink_samples(&pipeline, launch, |sample| {
         let info = gst_video::VideoInfo::from_caps(sample.caps().unwrap()).unwrap();
         assert_eq!(info.format(), gst_video::VideoFormat::Nv12);
         let frame =
@@ -288,12 +280,8 @@ fn nv12_frames(launch: &str) -> (Vec<Vec<u8>>, String) {
                 bytes.extend_from_slice(&data[r * stride..r * stride + row]);
             }
         }
-        frames.push(bytes);
-        assert!(frames.len() <= 100, "a bounded number of frames");
-    }
-    let error = first_error(&pipeline);
-    pipeline.set_state(gst::State::Null).unwrap();
-    assert!(error.is_none(), "{launch}: {error:?}");
+        bytes
+    });
     let caps = caps.lock().unwrap().clone();
     (frames, caps)
 }

@@ -141,6 +141,31 @@ pub fn run(pipeline: &gst::Pipeline) -> Result<(), String> {
     result
 }
 
+/// Each sample `pipeline` gives at its `appsink name=sink` as `read` reads it (at most 100,
+/// each waited for at most 300 s), the pipeline played to its end; it must post no error
+/// (`what` names it in the failure).
+pub fn sink_samples<T>(
+    pipeline: &gst::Pipeline,
+    what: &str,
+    mut read: impl FnMut(&gst::Sample) -> T,
+) -> Vec<T> {
+    let sink = pipeline
+        .by_name("sink")
+        .unwrap()
+        .downcast::<gstreamer_app::AppSink>()
+        .unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let mut samples = Vec::new();
+    while let Some(sample) = sink.try_pull_sample(gst::ClockTime::from_seconds(300)) {
+        samples.push(read(&sample));
+        assert!(samples.len() <= 100, "a bounded number of frames");
+    }
+    let error = first_error(pipeline);
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert!(error.is_none(), "{what}: {error:?}");
+    samples
+}
+
 /// The first error message waiting on the pipeline's bus.
 pub fn first_error(pipeline: &gst::Pipeline) -> Option<String> {
     let bus = pipeline.bus()?;

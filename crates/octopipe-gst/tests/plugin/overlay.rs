@@ -4,7 +4,6 @@
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
-use gstreamer_app as gst_app;
 
 use super::clip::first_images;
 use super::*;
@@ -28,24 +27,12 @@ fn rgb_frames(launch: &str) -> Vec<(u32, Vec<u8>)> {
         .unwrap()
         .downcast::<gst::Pipeline>()
         .unwrap();
-    let sink = pipeline
-        .by_name("sink")
-        .unwrap()
-        .downcast::<gst_app::AppSink>()
-        .unwrap();
-    pipeline.set_state(gst::State::Playing).unwrap();
-    let mut frames = Vec::new();
-    while let Ok(sample) = sink.pull_sample() {
+    sink_samples(&pipeline, launch, |sample| {
         let caps = sample.caps().unwrap();
         let width = caps.structure(0).unwrap().get::<i32>("width").unwrap() as u32;
         let map = sample.buffer().unwrap().map_readable().unwrap();
-        frames.push((width, map.to_vec()));
-        assert!(frames.len() <= 100, "a bounded number of frames");
-    }
-    let error = first_error(&pipeline);
-    pipeline.set_state(gst::State::Null).unwrap();
-    assert!(error.is_none(), "{error:?}");
-    frames
+        (width, map.to_vec())
+    })
 }
 
 /// The colour `octooverlay` draws `o` in: its class's (the classifier's, else the box
