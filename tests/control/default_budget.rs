@@ -5,7 +5,7 @@
 //! naming the budget instead of failing an allocation. Every loop is bounded in count and time.
 
 use crate::common;
-use crate::hostile_peers::PIPELINE;
+use crate::hostile_peers::{add_big_streams, PIPELINE};
 
 use common::station::{status_kb, Station};
 
@@ -43,25 +43,14 @@ fn the_default_memory_budget_stays_within_the_address_space_limit() {
     eprintln!("idle VmPeak {peak} kB; cap {cap} B; budget {budget} B (unlimited {unlimited} B)");
     assert!(budget > 0 && budget <= cap / 2, "{budget} of {cap}");
     assert!(budget <= unlimited, "{budget} > {unlimited}");
-    let big = "testsrc width=8192 height=8192 pattern=black live=true framerate=2 \
-               num-buffers=100000 ! boxes format=synthetic count=1";
-    let (mut admitted, mut refused) = (Vec::new(), 0);
-    for id in 1..=4 {
-        let r = s.add(big, Some(id));
-        match r.status {
-            201 => admitted.push(id),
-            429 => {
-                refused += 1;
-                let e = r.error();
-                assert!(
-                    e.contains("the station's memory budget (--memory-budget"),
-                    "{e}"
-                );
-            }
-            _ => panic!("stream {id}: {r:?}\n{}", s.log()),
-        }
+    let (admitted, refusals) = add_big_streams(&s, 1..=4);
+    for e in &refusals {
+        assert!(
+            e.contains("the station's memory budget (--memory-budget"),
+            "{e}"
+        );
     }
-    eprintln!("admitted {admitted:?}, refused {refused}");
+    let refused = refusals.len();
     assert!(
         !admitted.is_empty() && refused > 0,
         "{admitted:?}\n{}",

@@ -15,6 +15,30 @@ use common::station::{status_kb, Station};
 /// The station's own stages: streams bring their boxes.
 pub(crate) const PIPELINE: &str = "batch max-frames=8 max-wait-ms=50 ! jsonl location=/dev/null";
 
+/// A live 8192x8192 test stream: its frames fit --max-stream-memory 8GiB, and a few of them
+/// fill a budget of some GiB (~650 MB each, as issue 50's review measured).
+pub(crate) const BIG_STREAM: &str = "testsrc width=8192 height=8192 pattern=black live=true \
+                                     framerate=2 num-buffers=100000 ! boxes format=synthetic count=1";
+
+/// [`BIG_STREAM`] added as each stream of `ids`: the ids admitted (201) and the error of each
+/// refusal (429); any other answer fails the test.
+pub(crate) fn add_big_streams(
+    s: &Station,
+    ids: std::ops::RangeInclusive<u32>,
+) -> (Vec<u32>, Vec<String>) {
+    let (mut admitted, mut refusals) = (Vec::new(), Vec::new());
+    for id in ids {
+        let r = s.add(BIG_STREAM, Some(id));
+        match r.status {
+            201 => admitted.push(id),
+            429 => refusals.push(r.error()),
+            _ => panic!("stream {id}: {r:?}\n{}", s.log()),
+        }
+    }
+    eprintln!("admitted {admitted:?}, refused {}", refusals.len());
+    (admitted, refusals)
+}
+
 /// Address space above the idle station's peak: room for a few streams' threads and small
 /// frames, far less than one 30000x30000 picture (1.35 GB of I420).
 pub(crate) const MARGIN_KB: u64 = 1024 * 1024;
@@ -151,26 +175,15 @@ fn streams_past_the_station_memory_budget_are_refused_naming_it() {
     let args = ["--max-stream-memory", "8GiB", "--memory-budget", "3GiB"];
     // Room for the budget and the station's own, not for ten such streams (6.5 GB).
     let s = capped_station("budget", &dir, &args, 4 * MARGIN_KB);
-    let big = "testsrc width=8192 height=8192 pattern=black live=true framerate=2 \
-               num-buffers=100000 ! boxes format=synthetic count=1";
-    let (mut admitted, mut refused) = (Vec::new(), 0);
-    for id in 1..=10 {
-        let r = s.add(big, Some(id));
-        match r.status {
-            201 => admitted.push(id),
-            429 => {
-                refused += 1;
-                let e = r.error();
-                assert!(e.contains("--memory-budget 3.0 GiB"), "{e}");
-                assert!(
-                    e.contains("remove a stream or raise --memory-budget"),
-                    "{e}"
-                );
-            }
-            _ => panic!("stream {id}: {r:?}\n{}", s.log()),
-        }
+    let (admitted, refusals) = add_big_streams(&s, 1..=10);
+    for e in &refusals {
+        assert!(e.contains("--memory-budget 3.0 GiB"), "{e}");
+        assert!(
+            e.contains("remove a stream or raise --memory-budget"),
+            "{e}"
+        );
     }
-    eprintln!("admitted {admitted:?}, refused {refused}");
+    let refused = refusals.len();
     assert!(!admitted.is_empty() && admitted.len() <= 3, "{admitted:?}");
     assert_eq!(admitted.len() + refused, 10);
     assert_eq!(s.get("/health").map(|r| r.status), Some(200));
@@ -184,7 +197,7 @@ fn streams_past_the_station_memory_budget_are_refused_naming_it() {
     s.wait_state(first, "removed", Duration::from_secs(20));
     let start = Instant::now();
     loop {
-        let r = s.add(big, None);
+        let r = s.add(BIG_STREAM, None);
         if r.status == 201 {
             break;
         }
