@@ -38,6 +38,14 @@ case "$(basename "$(dirname "$0")")" in
 scripts) cd "$(dirname "$0")/.." ;;
 *) cd "$(dirname "$0")/../.." ;;
 esac
+# Issue 53's decoders alone (`octopipe bench decode`, 96 NVDEC H.264 streams of the staged clip
+# frames per way of starting; DECODE_START, DECODE_STREAMS, DECODE_S), into $OUT/decode.md.
+bench_decode() {
+    echo "=== bench decode $(date -u +%T)"
+    timeout ${DECODE_S:-170} /tmp/t/octopipe bench decode --decoder nvdec --codec h264 --seconds 10 --bitrate 4000 \
+        --clip /tmp/data/visdrone/clip-9999999 --streams ${DECODE_STREAMS:-96} \
+        --start ${DECODE_START:-one-pipeline,threads,threads-own-context} 2>&1 | tee "$OUT/decode.md"
+}
 case "${1:-run}" in
 stage)
     # Run from the worktree; DEV is the repository whose .device the device calls carry.
@@ -116,10 +124,7 @@ lite)
     echo "=== plugin tests"
     timeout ${TEST_S:-150} /tmp/t/plugin-test --test-threads 1 --nocapture cuda::octooverlay cuda::octodetect_and 2>&1 |
         tee "$OUT/tests.log" | grep -v "^$" | tail -30
-    echo "=== bench decode $(date -u +%T)"
-    timeout ${DECODE_S:-170} /tmp/t/octopipe bench decode --decoder nvdec --codec h264 --seconds 10 --bitrate 4000 \
-        --clip /tmp/data/visdrone/clip-9999999 --streams ${DECODE_STREAMS:-96} \
-        --start ${DECODE_START:-one-pipeline,threads,threads-own-context} 2>&1 | tee "$OUT/decode.md"
+    bench_decode
     date -u +%T
     exit 0
     ;;
@@ -247,8 +252,5 @@ done
 # DECODE=1: issue 53's decoders alone on the same machine (`octopipe bench decode`, 96 NVDEC
 # H.264 streams of the test's clip frames per way of starting; docs/benchmarking.md).
 if [ "${DECODE:-0}" = 1 ]; then
-    echo "=== bench decode"
-    timeout ${DECODE_S:-150} /tmp/t/octopipe bench decode --decoder nvdec --codec h264 --seconds 10 --bitrate 4000 \
-        --clip /tmp/data/visdrone/clip-9999999 --streams ${DECODE_STREAMS:-96} \
-        --start ${DECODE_START:-one-pipeline,threads,threads-own-context} 2>&1 | tee "$OUT/decode.md"
+    DECODE_S=${DECODE_S:-150} bench_decode
 fi
