@@ -71,9 +71,11 @@ stage)
     bin=$(ls -t "$root"/target/debug/deps/plugin-* | grep -v '\.d$' | head -1)
     strip -o /tmp/plugin-test "$bin" && xz -c /tmp/plugin-test > "$DEV/g3/plugin-test.xz"
     cp "$data/models/visdrone-crops-64.onnx" "$data/models/coco-centernet-512.onnx" "$DEV/g3/data/models/"
-    # The test's clip: its first 8 frames (it encodes them to H.264 there).
+    # The test's clip: its first 8 frames (it encodes them to H.264 there), and its annotations
+    # (octooverlay's test replays them).
     ls "$data/visdrone/clip-9999999/images"/*.jpg | sort | head -8 |
         xargs -I{} cp {} "$DEV/g3/data/visdrone/clip-9999999/images/"
+    cp -r "$data/visdrone/clip-9999999/annotations" "$DEV/g3/data/visdrone/clip-9999999/"
     # The benchmark's stream: 300 frames (10 s) of 1080p H.264 from the clip's frames, looped.
     if [ ! -f "${BENCH_MP4:-/tmp/clip1080.mp4}" ]; then
         tmp=$(mktemp -d) && i=0
