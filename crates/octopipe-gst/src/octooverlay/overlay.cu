@@ -18,13 +18,22 @@ struct OverlayRect {
     u32 x0, y0, x1, y1, yuv;
 };
 
-// The chroma samples the rectangle writes: columns x0/2 .. (x1-1)/2, rows y0/2 .. (y1-1)/2
-// (YuvRect::chroma), as [cx0, cx1) x [cy0, cy1).
-__device__ __forceinline__ void chroma_span(const OverlayRect& r, u32& cx0, u32& cy0, u32& cx1, u32& cy1) {
-    cx0 = r.x0 / 2;
-    cy0 = r.y0 / 2;
-    cx1 = (r.x1 - 1) / 2 + 1;
-    cy1 = (r.y1 - 1) / 2 + 1;
+// Calls `luma(x, y)` for each luma pixel of `r` (x0..x1, y0..y1) and then `chroma(x, y)` for each
+// chroma sample under them (YuvRect::chroma: columns x0/2 .. (x1-1)/2, rows y0/2 .. (y1-1)/2),
+// the block's threads spread over each.
+template <typename Luma, typename Chroma>
+__device__ __forceinline__ void cover(const OverlayRect& r, Luma luma, Chroma chroma) {
+    const u32 w = r.x1 - r.x0;
+    const u64 pixels = (u64)w * (r.y1 - r.y0);
+    for (u64 p = threadIdx.x; p < pixels; p += blockDim.x) {
+        luma(r.x0 + (u32)(p % w), r.y0 + (u32)(p / w));
+    }
+    const u32 cx0 = r.x0 / 2, cy0 = r.y0 / 2;
+    const u32 cw = (r.x1 - 1) / 2 + 1 - cx0, chh = (r.y1 - 1) / 2 + 1 - cy0;
+    const u64 samples = (u64)cw * chh;
+    for (u64 p = threadIdx.x; p < samples; p += blockDim.x) {
+        chroma(cx0 + (u32)(p % cw), cy0 + (u32)(p / cw));
+    }
 }
 
 // Pass 1: each pixel and chroma sample of rectangle i is claimed with i + 1 (0: no rectangle);
@@ -32,22 +41,10 @@ __device__ __forceinline__ void chroma_span(const OverlayRect& r, u32& cx0, u32&
 extern "C" __global__ void overlay_claim_nv12(const OverlayRect* __restrict__ rects, u32 n, u32 width, u32 cw,
                                               u32* __restrict__ owner_y, u32* __restrict__ owner_uv) {
     for (u32 i = blockIdx.x; i < n; i += gridDim.x) {
-        const OverlayRect r = rects[i];
         const u32 me = i + 1;
-        const u32 w = r.x1 - r.x0;
-        const u64 pixels = (u64)w * (r.y1 - r.y0);
-        for (u64 p = threadIdx.x; p < pixels; p += blockDim.x) {
-            const u32 y = r.y0 + (u32)(p / w), x = r.x0 + (u32)(p % w);
-            atomicMax(&owner_y[(u64)y * width + x], me);
-        }
-        u32 cx0, cy0, cx1, cy1;
-        chroma_span(r, cx0, cy0, cx1, cy1);
-        const u32 cwr = cx1 - cx0;
-        const u64 samples = (u64)cwr * (cy1 - cy0);
-        for (u64 p = threadIdx.x; p < samples; p += blockDim.x) {
-            const u32 y = cy0 + (u32)(p / cwr), x = cx0 + (u32)(p % cwr);
-            atomicMax(&owner_uv[(u64)y * cw + x], me);
-        }
+        cover(
+            rects[i], [&](u32 x, u32 y) { atomicMax(&owner_y[(u64)y * width + x], me); },
+            [&](u32 x, u32 y) { atomicMax(&owner_uv[(u64)y * cw + x], me); });
     }
 }
 
@@ -62,23 +59,17 @@ extern "C" __global__ void overlay_paint_nv12(const OverlayRect* __restrict__ re
         const OverlayRect r = rects[i];
         const u32 me = i + 1;
         const u8 yy = (u8)(r.yuv & 0xff), u = (u8)((r.yuv >> 8) & 0xff), v = (u8)((r.yuv >> 16) & 0xff);
-        const u32 w = r.x1 - r.x0;
-        const u64 pixels = (u64)w * (r.y1 - r.y0);
-        for (u64 p = threadIdx.x; p < pixels; p += blockDim.x) {
-            const u32 y = r.y0 + (u32)(p / w), x = r.x0 + (u32)(p % w);
-            if (owner_y[(u64)y * width + x] == me) luma[(u64)y * luma_pitch + x] = yy;
-        }
-        u32 cx0, cy0, cx1, cy1;
-        chroma_span(r, cx0, cy0, cx1, cy1);
-        const u32 cwr = cx1 - cx0;
-        const u64 samples = (u64)cwr * (cy1 - cy0);
-        for (u64 p = threadIdx.x; p < samples; p += blockDim.x) {
-            const u32 y = cy0 + (u32)(p / cwr), x = cx0 + (u32)(p % cwr);
-            if (owner_uv[(u64)y * cw + x] == me) {
-                u8* q = uv + (u64)y * uv_pitch + 2 * (u64)x;
-                q[0] = u;
-                q[1] = v;
-            }
-        }
+        cover(
+            r,
+            [&](u32 x, u32 y) {
+                if (owner_y[(u64)y * width + x] == me) luma[(u64)y * luma_pitch + x] = yy;
+            },
+            [&](u32 x, u32 y) {
+                if (owner_uv[(u64)y * cw + x] == me) {
+                    u8* q = uv + (u64)y * uv_pitch + 2 * (u64)x;
+                    q[0] = u;
+                    q[1] = v;
+                }
+            });
     }
 }
