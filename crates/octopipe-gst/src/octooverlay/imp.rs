@@ -255,6 +255,11 @@ impl ElementImpl for OctoOverlayImp {
             LazyLock::new(element::pad_templates::<OverlayWork>);
         TEMPLATES.as_ref()
     }
+
+    fn set_context(&self, context: &gst::Context) {
+        self.note_context(context);
+        self.parent_set_context(context)
+    }
 }
 
 impl BaseTransformImpl for OctoOverlayImp {
@@ -268,6 +273,11 @@ impl BaseTransformImpl for OctoOverlayImp {
 
     fn stop(&self) -> Result<(), gst::ErrorMessage> {
         self.stop_work()
+    }
+
+    // The decoder upstream asks for the CUDA context to decode into: the one the kernel draws in.
+    fn query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
+        self.answer_query(direction, query)
     }
 
     fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {

@@ -58,6 +58,56 @@ fn octodetect_and_octoclassify_take_nv12_in_cuda_memory() {
     }
 }
 
+/// Each element that reads or draws pixels is asked, through the elements before it that read
+/// none, for the CUDA context the decoder upstream decodes into (`nvh264dec` asks downstream
+/// when it opens), and answers with its GPU's primary context. Without a GPU it cannot answer,
+/// and says why in its debug log.
+#[test]
+fn the_decoders_cuda_context_query_reaches_every_element_that_reads_or_draws_pixels() {
+    let _serial = serial();
+    init();
+    for (name, category) in [
+        ("octodetect", "octopipe-OctoDetect"),
+        ("octoclassify", "octopipe-OctoClassify"),
+        ("octooverlay", "octopipe-OctoOverlay"),
+    ] {
+        let refusals = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen = refusals.clone();
+        gst::log::set_active(true);
+        gst::log::set_threshold_for_name(category, gst::DebugLevel::Debug);
+        let hook = gst::log::add_log_function(move |cat, _level, _file, _fn, _line, _obj, msg| {
+            if let (true, Some(text)) = (cat.name() == category, msg.get()) {
+                if text.starts_with("no CUDA context to give") {
+                    seen.lock().unwrap().push(text.to_string());
+                }
+            }
+        });
+        // Between the decoder and the element: elements that read no pixels pass the query on.
+        let pipeline = gst::parse::launch(&format!(
+            "fakesrc name=src ! octotrack ! octojsonl location=/dev/null ! {name} ! fakesink"
+        ))
+        .unwrap()
+        .downcast::<gst::Pipeline>()
+        .unwrap();
+        let src = pipeline.by_name("src").unwrap().static_pad("src").unwrap();
+        let mut query = gst::query::Context::new("gst.cuda.context");
+        let answered = src.peer_query(&mut query);
+        let context = query.context().map(|c| c.context_type().to_string());
+        gst::log::remove_log_function(hook);
+        gst::log::set_threshold_for_name(category, gst::DebugLevel::None);
+        let refusals = refusals.lock().unwrap().clone();
+        if answered {
+            assert_eq!(context.as_deref(), Some("gst.cuda.context"), "{name}");
+        } else {
+            assert!(
+                !refusals.is_empty(),
+                "{name} was not asked for the CUDA context (nothing answered, nothing logged)"
+            );
+            eprintln!("{name}: {}", refusals[0]);
+        }
+    }
+}
+
 /// The error of `element` given one NV12 buffer whose caps say CUDA memory (an `appsrc`: a
 /// buffer in system memory, which no CUDA context can read).
 fn cuda_caps_error(element: &str) -> String {
