@@ -124,7 +124,7 @@ lite)
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     echo "$(nproc) CPU cores; $(date -u +%FT%TZ)"
     echo "=== plugin tests"
-    timeout ${TEST_S:-150} /tmp/t/plugin-test --test-threads 1 --nocapture cuda::octooverlay cuda::octodetect_and 2>&1 |
+    timeout ${TEST_S:-150} /tmp/t/plugin-test --test-threads 1 --nocapture cuda::octooverlay cuda::octodetect_and cuda::the_decoders 2>&1 |
         tee "$OUT/tests.log" | grep -v "^$" | tail -30
     bench_decode
     date -u +%T

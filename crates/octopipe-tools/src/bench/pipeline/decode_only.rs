@@ -192,6 +192,21 @@ fn mark(pipeline: &gst::Pipeline, i: usize, stream: u32, marks: &Marks) -> Resul
     Ok(())
 }
 
+/// Why pipeline `i` did not start: the error its bus holds, if any.
+fn not_started(i: usize, pipeline: &gst::Pipeline) -> String {
+    let error = pipeline
+        .bus()
+        .and_then(|bus| bus.timed_pop_filtered(gst::ClockTime::ZERO, &[gst::MessageType::Error]));
+    match error.as_ref().map(|m| m.view()) {
+        Some(gst::MessageView::Error(e)) => format!(
+            "pipeline {i} did not start: {}{}",
+            e.error(),
+            e.debug().map(|d| format!(" ({d})")).unwrap_or_default()
+        ),
+        _ => format!("pipeline {i} did not start"),
+    }
+}
+
 /// Wait for `pipeline`'s end of stream (or its error) until `deadline`.
 fn wait_eos(pipeline: &gst::Pipeline, deadline: Instant) -> Result<(), String> {
     let bus = pipeline.bus().ok_or("the pipeline has no bus")?;
@@ -261,10 +276,13 @@ pub fn decode_only(
     };
     let t0 = Instant::now();
     let started: Result<(), String> = match start {
-        DecodeStart::OnePipeline | DecodeStart::Serial => pipelines
-            .iter()
-            .try_for_each(|p| p.set_state(gst::State::Playing).map(|_| ()))
-            .map_err(|_| "a pipeline did not start".to_string()),
+        DecodeStart::OnePipeline | DecodeStart::Serial => {
+            pipelines.iter().enumerate().try_for_each(|(i, p)| {
+                p.set_state(gst::State::Playing)
+                    .map(|_| ())
+                    .map_err(|_| not_started(i, p))
+            })
+        }
         DecodeStart::Threads | DecodeStart::ThreadsOwnContext => {
             let go = Arc::new(Barrier::new(pipelines.len()));
             let results: Vec<bool> = std::thread::scope(|s| {
@@ -283,9 +301,9 @@ pub fn decode_only(
                     .map(|h| h.join().unwrap_or(false))
                     .collect()
             });
-            match results.iter().all(|ok| *ok) {
-                true => Ok(()),
-                false => Err("a pipeline did not start".to_string()),
+            match results.iter().position(|ok| !*ok) {
+                None => Ok(()),
+                Some(i) => Err(not_started(i, &pipelines[i])),
             }
         }
     };

@@ -125,7 +125,10 @@ pub fn decode_bench(
                             );
                         }
                         Err(e) => {
-                            let e = e.lines().next().unwrap_or_default().replace('|', "\\|");
+                            // The whole reason on one line (GStreamer's debug text says why a
+                            // stream stopped on its second line).
+                            let e = e.split_whitespace().collect::<Vec<_>>().join(" ");
+                            let e = e.replace('|', "\\|");
                             let _ = writeln!(out, "{head} - | - | - | - | - | - | failed: {e} |");
                         }
                     }
