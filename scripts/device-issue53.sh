@@ -15,6 +15,10 @@
 #   cargo build --release --features bench && bash scripts/device-issue53.sh stage   # here
 #   (device, carry [".device/c1"])  STEPS="decode pipeline" bash scripts/device-issue53.sh run
 #
+# `pipeline` takes CLASSIFIERS (default "2 1"), PIPE_STREAMS (128), PIPE_S (each run's bound, s)
+# and the CUDA stream priorities DET_PRIORITY (the detector's, default normal) and CLS_PRIORITY
+# (the crops' and the classifiers', default high).
+#
 # `stage` leaves GStreamer out when NO_GST=1 (a warm machine has /tmp/gst already). MORE=1 adds
 # the H.265 decode row.
 set -euo pipefail
@@ -64,7 +68,7 @@ run)
             lib=/tmp/ort/ort-cuda
             [ -f $lib/libonnxruntime.so.1.31.1 ] || { echo "NEED-PARTS: no ONNX Runtime CUDA build in /tmp/ort"; continue; }
             torch=$(sed -n 's/^TORCH_NVIDIA = "\(.*\)"$/\1/p' $C/pack-ort-cuda.py)
-            props="labels=person,bicycle,car,motorcycle,bus,truck prefer-nhwc=true fuse-conv-bias=true batch-sizes=32,64 cuda-graph=true gpu-priority=normal"
+            props="labels=person,bicycle,car,motorcycle,bus,truck prefer-nhwc=true fuse-conv-bias=true batch-sizes=32,64 cuda-graph=true gpu-priority=${DET_PRIORITY:-normal}"
             for cls in ${CLASSIFIERS:-2 1}; do
                 nvidia-smi dmon -s u -d 1 > $OUT/dmon-c$cls.log 2>&1 & dmon=$!
                 (. /tmp/gst/env.sh
@@ -72,7 +76,7 @@ run)
                  export OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels
                  timeout ${PIPE_S:-200} /tmp/octopipe bench pipeline --clip $clip --model $C/data/models/visdrone-crops-64.onnx \
                    --decoder nvdec --ep cuda --detector $C/b6.onnx --detector-props "$props" \
-                   --preprocess-props gpu-priority=high --classify-props gpu-priority=high \
+                   --preprocess-props gpu-priority=${CLS_PRIORITY:-high} --classify-props gpu-priority=${CLS_PRIORITY:-high} \
                    --p99-ms 100 --live --tiles 1920x1080 --classifiers $cls --bitrate 4000 --no-decode-only \
                    --devices 0 --batch-frames 32 --workers 2 --seconds ${PIPE_SECONDS:-10} --detector-batch 64 \
                    --codec h264 --live-streams ${PIPE_STREAMS:-128} 2>&1 >$OUT/pipeline-c$cls.md | grep -v "^W1207" | tail -40 | tee $OUT/pipeline-c$cls.log
