@@ -5,7 +5,7 @@ use crate::model::{Model, Node, Op};
 use crate::plan::{Fused, Plan, StepKind};
 use crate::shape::{Source, TensorId};
 
-use super::{ConvKind, EpiOp, Epilogue, Geom, Kernel, ProgramError, EPILOGUE_MAX};
+use super::kernel::{ConvKind, EpiOp, Epilogue, Geom, Kernel, ProgramError, EPILOGUE_MAX};
 
 /// Builds kernels for the steps of one plan of one model.
 pub(super) struct Builder<'a> {
