@@ -177,13 +177,6 @@ impl Builder<'_> {
             return Err(self.refuse(c, "auto_pad (the kernels take explicit pads)"));
         }
         let geom = Geom {
-            n: is[0] as u32,
-            cin: is[1] as u32,
-            ih: is[2] as u32,
-            iw: is[3] as u32,
-            cout: os[1] as u32,
-            oh: os[2] as u32,
-            ow: os[3] as u32,
             kh: ws[2] as u32,
             kw: ws[3] as u32,
             sh: at(strides, 0, 1) as u32,
@@ -192,6 +185,7 @@ impl Builder<'_> {
             dw: at(dil, 1, 1) as u32,
             pt: at(pads, 0, 0) as u32,
             pl: at(pads, 1, 0) as u32,
+            ..Geom::between(is, os)
         };
         let group = node.int("group", 1).max(1) as u32;
         let kind = if group == 1 {
@@ -284,16 +278,7 @@ impl Builder<'_> {
                     return Err(self.refuse(n, format!("Resize {node_mode}/{ctm}")));
                 }
                 let (i, o) = (self.shape(ins[0]), self.shape(own));
-                let geom = Geom {
-                    n: i[0] as u32,
-                    cin: i[1] as u32,
-                    ih: i[2] as u32,
-                    iw: i[3] as u32,
-                    cout: o[1] as u32,
-                    oh: o[2] as u32,
-                    ow: o[3] as u32,
-                    ..Geom::default()
-                };
+                let geom = Geom::between(i, o);
                 if i[..2] != o[..2] {
                     return Err(self.refuse(n, "a Resize of the batch or channels"));
                 }

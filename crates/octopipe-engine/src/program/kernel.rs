@@ -98,6 +98,23 @@ pub struct Geom {
     pub pl: u32,
 }
 
+impl Geom {
+    /// The sizes of an NCHW input `i` and output `o` (batch, channels, rows, columns), the rest
+    /// zero: what a kernel with no window of its own (a resize) needs.
+    pub(crate) fn between(i: &[u64], o: &[u64]) -> Geom {
+        Geom {
+            n: i[0] as u32,
+            cin: i[1] as u32,
+            ih: i[2] as u32,
+            iw: i[3] as u32,
+            cout: o[1] as u32,
+            oh: o[2] as u32,
+            ow: o[3] as u32,
+            ..Geom::default()
+        }
+    }
+}
+
 /// How a convolution runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConvKind {
