@@ -287,6 +287,24 @@ impl Station {
         }
     }
 
+    /// Wait (at most `limit`) until stream `id` has taken in at least `frames` frames; returns
+    /// its entry.
+    pub fn wait_frames(&self, id: u32, frames: u64, limit: Duration) -> serde_json::Value {
+        let start = Instant::now();
+        loop {
+            let s = self.stream(id);
+            if s["frames_in"].as_u64().unwrap_or(0) >= frames {
+                return s;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "stream {id} took in fewer than {frames} frames in {limit:?}: {s}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// What it wrote on stderr so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

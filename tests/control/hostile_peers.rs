@@ -350,16 +350,7 @@ fn an_rtsp_answer_past_the_caps_fails_its_stream_alone_naming_the_cap() {
     );
     assert_eq!(s.stream(1)["state"], "running", "{}", s.log());
     if camera.is_some() {
-        let start = Instant::now();
-        while s.stream(4)["frames_in"].as_u64().unwrap_or(0) < 10 {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "{}\n{}",
-                s.stream(4),
-                s.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        s.wait_frames(4, 10, Duration::from_secs(20));
         assert_eq!(s.stream(4)["state"], "running", "{}", s.log());
     }
     let (status, _, log) = s.stop();
@@ -442,16 +433,7 @@ fn a_removed_stream_of_a_hundred_thousand_tracked_boxes_stops_at_once() {
                  ! boxes format=synthetic count=100000 ! track";
     let r = s.add(heavy, Some(1));
     assert_eq!(r.status, 201, "{r:?}");
-    let start = Instant::now();
-    while s.stream(1)["frames_in"].as_u64().unwrap_or(0) < 3 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{}\n{}",
-            s.stream(1),
-            s.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    s.wait_frames(1, 3, Duration::from_secs(30));
     let removed = Instant::now();
     assert_eq!(
         s.request("DELETE", "/streams/1", "").map(|r| r.status),

@@ -6,10 +6,9 @@
 use std::time::{Duration, Instant};
 
 use crate::common;
+use crate::hostile_peers::PIPELINE;
 use common::rtsp::Hostile;
 use common::station::Station;
-
-const PIPELINE: &str = "batch max-frames=8 max-wait-ms=50 ! jsonl location=/dev/null";
 
 /// Every request answered with a status line and then nothing more until the deadline: a
 /// camera whose first answer never ends.
@@ -53,16 +52,8 @@ fn a_stream_added_while_others_still_start_is_answered_and_runs_at_once() {
         answered < Duration::from_secs(2),
         "answered in {answered:?}"
     );
-    // 30 frames at 30 fps: about a second once it runs.
-    while s.stream(5)["frames_in"].as_u64().unwrap_or(0) < 30 {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "{}\n{}",
-            s.stream(5),
-            s.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // 30 frames at 30 fps: about a second once it runs (10 s from its POST at most).
+    s.wait_frames(5, 30, Duration::from_secs(10).saturating_sub(t.elapsed()));
     let ran = t.elapsed();
     // The four are still waiting for their camera's answer: nothing of theirs has come.
     for id in 1..=4 {

@@ -271,15 +271,7 @@ fn a_station_keeps_its_healthy_streams_through_every_kind_of_failing_stream() {
         Some(12),
     );
     assert_eq!(reply.status, 201, "{reply:?}");
-    let start = Instant::now();
-    while s.stream(12)["frames_in"].as_u64().unwrap_or(0) < 10 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{}",
-            s.stream(12)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    s.wait_frames(12, 10, Duration::from_secs(20));
     camera.stop();
     failed(12, &[&uri]);
     keep_going(&jsonl, &ids, "an RTSP camera that dropped");
