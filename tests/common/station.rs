@@ -270,39 +270,42 @@ impl Station {
             .clone()
     }
 
-    /// Wait (at most `limit`) until stream `id` is in `state`; returns its entry.
-    pub fn wait_state(&self, id: u32, state: &str, limit: Duration) -> serde_json::Value {
+    /// Wait (at most `limit`) until stream `id`'s entry is `done`; returns it. The failure says
+    /// the stream is still `what` (after the limit) with its entry and the station's log.
+    pub fn wait_until(
+        &self,
+        id: u32,
+        limit: Duration,
+        what: &str,
+        mut done: impl FnMut(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
         let start = Instant::now();
         loop {
             let s = self.stream(id);
-            if s["state"] == state {
+            if done(&s) {
                 return s;
             }
             assert!(
                 start.elapsed() < limit,
-                "stream {id} not {state} after {limit:?}: {s}\n{}",
+                "stream {id} {what} after {limit:?}: {s}\n{}",
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
+    /// Wait (at most `limit`) until stream `id` is in `state`; returns its entry.
+    pub fn wait_state(&self, id: u32, state: &str, limit: Duration) -> serde_json::Value {
+        self.wait_until(id, limit, &format!("not {state}"), |s| s["state"] == state)
+    }
+
     /// Wait (at most `limit`) until stream `id` has taken in at least `frames` frames; returns
     /// its entry.
     pub fn wait_frames(&self, id: u32, frames: u64, limit: Duration) -> serde_json::Value {
-        let start = Instant::now();
-        loop {
-            let s = self.stream(id);
-            if s["frames_in"].as_u64().unwrap_or(0) >= frames {
-                return s;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "stream {id} took in fewer than {frames} frames in {limit:?}: {s}\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let what = format!("took in fewer than {frames} frames");
+        self.wait_until(id, limit, &what, |s| {
+            s["frames_in"].as_u64().unwrap_or(0) >= frames
+        })
     }
 
     /// What it wrote on stderr so far.

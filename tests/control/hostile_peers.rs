@@ -67,21 +67,11 @@ pub(crate) fn capped_station(name: &str, dir: &Path, args: &[&str], margin_kb: u
 /// Wait (at most `limit`) until stream `id` no longer runs, `/health` answering 200 all the
 /// while; its entry.
 pub(crate) fn until_over(s: &Station, id: u32, limit: Duration) -> serde_json::Value {
-    let start = Instant::now();
-    loop {
+    s.wait_until(id, limit, "still running", |e| {
         let health = s.get("/health").map(|r| r.status);
         assert_eq!(health, Some(200), "/health\n{}", s.log());
-        let e = s.stream(id);
-        if e["state"] != "running" {
-            return e;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "stream {id} still running: {e}\n{}",
-            s.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        e["state"] != "running"
+    })
 }
 
 /// A real 16x16 baseline JPEG (GStreamer's jpegenc) whose frame header is made to declare
