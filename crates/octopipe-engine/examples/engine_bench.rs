@@ -4,6 +4,10 @@
 //!
 //!     cargo run --release -p octopipe-engine --example engine_bench -- MODEL.onnx 8,32,64,128 \
 //!         [RUNS] [tuned,simple] [PROFILE_BATCH]
+//!
+//! With `ENGINE_BENCH_LAYERS=FILE`, each profile is also written to FILE as CSV in launch order
+//! (`kernels,index,label,ms,bytes,flops`, one kernel set after the other): what
+//! `scripts/ncu_layers.py` joins with Nsight Compute's per-kernel counters, launch by launch.
 
 use std::time::Instant;
 
@@ -33,6 +37,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let profile: usize = args.next().map(|r| r.parse()).transpose()?.unwrap_or(0);
+    if let Ok(path) = std::env::var("ENGINE_BENCH_LAYERS") {
+        std::fs::write(&path, "kernels,index,label,ms,bytes,flops\n")
+            .map_err(|e| format!("{path}: {e}"))?;
+    }
     let model = Model::read(path.as_ref())?;
     println!("| kernels | batch | launches | per call, kernels (ms) | per call, CUDA graph (ms) | images/s (graph) | build (s) |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
@@ -78,6 +86,22 @@ fn print_profile(
     runs: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut times = e.profile(runs)?;
+    if let Ok(path) = std::env::var("ENGINE_BENCH_LAYERS") {
+        use std::io::Write;
+        let mut csv = String::new();
+        for (i, t) in times.iter().enumerate() {
+            let (ms, bytes, flops) = (t.ms, t.bytes, t.flops);
+            csv += &format!(
+                "{kernels:?},{i},{},{ms:.5},{bytes:.0},{flops:.0}\n",
+                t.label
+            );
+        }
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(csv.as_bytes()))
+            .map_err(|e| format!("{path}: {e}"))?;
+    }
     let total: f64 = times.iter().map(|t| t.ms).sum();
     times.sort_by(|a, b| b.ms.total_cmp(&a.ms));
     eprintln!(
