@@ -15,12 +15,15 @@
 #   cargo build --release --features bench && bash scripts/device-issue53.sh stage   # here
 #   (device, carry [".device/c1"])  STEPS="decode pipeline" bash scripts/device-issue53.sh run
 #
-# `pipeline` takes CLASSIFIERS (default "2 1"), PIPE_STREAMS (128), PIPE_S (each run's bound, s)
-# and the CUDA stream priorities DET_PRIORITY (the detector's, default normal) and CLS_PRIORITY
-# (the crops' and the classifiers', default high).
+# `pipeline` takes CLASSIFIERS (default "2 1"), PIPE_STREAMS (128), PIPE_S (each run's bound, s),
+# the CUDA stream priorities DET_PRIORITY (the detector's, default normal) and CLS_PRIORITY
+# (the crops' and the classifiers', default high), and REINFER (default 1: every box classified
+# on every frame; N > 1: a track's label reused for N frames unless its box's size changes, as
+# DeepStream's secondary classifiers reuse theirs, with one classifier worker).
 #
 # `stage` leaves GStreamer out when NO_GST=1 (a warm machine has /tmp/gst already). MORE=1 adds
-# the H.265 decode row.
+# the H.265 decode row. ORT_C=1 adds ONNX Runtime's part c: then `pipeline` needs only
+# scripts/device-gst-cuda.sh's `part1` before it on the same warm machine (two calls).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=.device/c1
@@ -43,6 +46,7 @@ stage)
     [ "${PROBE:-0}" != 1 ] || python3 scripts/make_centernet_heads.py "$m" $C/b6-fp32.onnx $six
     cp scripts/engine_probe.py ../shared/tools/pack-ort-cuda.py $C/
     mkdir -p $C/data/models && cp "$data/models/visdrone-crops-64.onnx" $C/data/models/
+    [ "${ORT_C:-0}" != 1 ] || cp "${ORT_PARTS:-.device/ort}/part.c" $C/
     du -sh $C
     ;;
 run)
@@ -66,11 +70,16 @@ run)
             ;;
         pipeline)
             lib=/tmp/ort/ort-cuda
+            if [ ! -f $lib/libonnxruntime.so.1.31.1 ] && [ -f $C/part.c ] && [ -f /tmp/parts/part.a ]; then
+                cp $C/part.c /tmp/parts/ && python3 $C/pack-ort-cuda.py /tmp/ort --unpack /tmp/parts > /dev/null
+            fi
             [ -f $lib/libonnxruntime.so.1.31.1 ] || { echo "NEED-PARTS: no ONNX Runtime CUDA build in /tmp/ort"; continue; }
+            reinfer=${REINFER:-1} workers=2
+            [ "$reinfer" = 1 ] || workers=1
             torch=$(sed -n 's/^TORCH_NVIDIA = "\(.*\)"$/\1/p' $C/pack-ort-cuda.py)
             props="labels=person,bicycle,car,motorcycle,bus,truck prefer-nhwc=true fuse-conv-bias=true batch-sizes=32,64 cuda-graph=true gpu-priority=${DET_PRIORITY:-normal}"
             for cls in ${CLASSIFIERS:-2 1}; do
-                nvidia-smi dmon -s u -d 1 > $OUT/dmon-c$cls.log 2>&1 & dmon=$!
+                nvidia-smi dmon -s u -d 1 > $OUT/dmon-c$cls-r$reinfer.log 2>&1 & dmon=$!
                 (. /tmp/gst/env.sh
                  export ORT_DYLIB_PATH=$lib/libonnxruntime.so.1.31.1 LD_LIBRARY_PATH=$lib:$torch/cu13/lib:$torch/cudnn/lib:$LD_LIBRARY_PATH
                  export OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels
@@ -78,11 +87,11 @@ run)
                    --decoder nvdec --ep cuda --detector $C/b6.onnx --detector-props "$props" \
                    --preprocess-props gpu-priority=${CLS_PRIORITY:-high} --classify-props gpu-priority=${CLS_PRIORITY:-high} \
                    --p99-ms 100 --live --tiles 1920x1080 --classifiers $cls --bitrate 4000 --no-decode-only \
-                   --devices 0 --batch-frames 32 --workers 2 --seconds ${PIPE_SECONDS:-10} --detector-batch 64 \
-                   --codec h264 --live-streams ${PIPE_STREAMS:-128} 2>&1 >$OUT/pipeline-c$cls.md | grep -v "^W1207" | tail -40 | tee $OUT/pipeline-c$cls.log
-                 cat $OUT/pipeline-c$cls.md) || true
+                   --devices 0 --batch-frames 32 --workers $workers --reinfer $reinfer --seconds ${PIPE_SECONDS:-10} --detector-batch 64 \
+                   --codec h264 --live-streams ${PIPE_STREAMS:-128} 2>&1 >$OUT/pipeline-c$cls-r$reinfer.md | grep -v "^W1207" | tail -40 | tee $OUT/pipeline-c$cls-r$reinfer.log
+                 cat $OUT/pipeline-c$cls-r$reinfer.md) || true
                 kill $dmon 2>/dev/null || true
-                awk '!/^#/ {n++; for (i = 2; i <= 6; i++) s[i] += $i} END {if (n) printf "dmon mean over %d s: sm %.0f%% mem %.0f%% enc %.0f%% dec %.0f%% jpg %.0f%%\n", n, s[2]/n, s[3]/n, s[4]/n, s[5]/n, s[6]/n}' $OUT/dmon-c$cls.log
+                awk '!/^#/ {n++; for (i = 2; i <= 6; i++) s[i] += $i} END {if (n) printf "dmon mean over %d s: sm %.0f%% mem %.0f%% enc %.0f%% dec %.0f%% jpg %.0f%%\n", n, s[2]/n, s[3]/n, s[4]/n, s[5]/n, s[6]/n}' $OUT/dmon-c$cls-r$reinfer.log
             done
             ;;
         probe)
