@@ -19,7 +19,9 @@
 # the CUDA stream priorities DET_PRIORITY (the detector's, default normal) and CLS_PRIORITY
 # (the crops' and the classifiers', default high), and REINFER (default 1: every box classified
 # on every frame; N > 1: a track's label reused for N frames unless its box's size changes, as
-# DeepStream's secondary classifiers reuse theirs, with one classifier worker).
+# DeepStream's secondary classifiers reuse theirs, with one classifier worker) and MOTION (still:
+# the clip's images in turn, as every row so far; pan: each a one-second panning shot, so that
+# tracks last as in real video).
 #
 # `stage` leaves GStreamer out when NO_GST=1 (a warm machine has /tmp/gst already). MORE=1 adds
 # the H.265 decode row. ORT_C=1 adds ONNX Runtime's part c: then `pipeline` needs only
@@ -74,12 +76,12 @@ run)
                 cp $C/part.c /tmp/parts/ && python3 $C/pack-ort-cuda.py /tmp/ort --unpack /tmp/parts > /dev/null
             fi
             [ -f $lib/libonnxruntime.so.1.31.1 ] || { echo "NEED-PARTS: no ONNX Runtime CUDA build in /tmp/ort"; continue; }
-            reinfer=${REINFER:-1} workers=2
+            reinfer=${REINFER:-1} workers=2 motion=${MOTION:-still}
             [ "$reinfer" = 1 ] || workers=1
             torch=$(sed -n 's/^TORCH_NVIDIA = "\(.*\)"$/\1/p' $C/pack-ort-cuda.py)
             props="labels=person,bicycle,car,motorcycle,bus,truck prefer-nhwc=true fuse-conv-bias=true batch-sizes=32,64 cuda-graph=true gpu-priority=${DET_PRIORITY:-normal}"
             for cls in ${CLASSIFIERS:-2 1}; do
-                nvidia-smi dmon -s u -d 1 > $OUT/dmon-c$cls-r$reinfer.log 2>&1 & dmon=$!
+                nvidia-smi dmon -s u -d 1 > $OUT/dmon-c$cls-r$reinfer-$motion.log 2>&1 & dmon=$!
                 (. /tmp/gst/env.sh
                  export ORT_DYLIB_PATH=$lib/libonnxruntime.so.1.31.1 LD_LIBRARY_PATH=$lib:$torch/cu13/lib:$torch/cudnn/lib:$LD_LIBRARY_PATH
                  export OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels
@@ -87,11 +89,11 @@ run)
                    --decoder nvdec --ep cuda --detector $C/b6.onnx --detector-props "$props" \
                    --preprocess-props gpu-priority=${CLS_PRIORITY:-high} --classify-props gpu-priority=${CLS_PRIORITY:-high} \
                    --p99-ms 100 --live --tiles 1920x1080 --classifiers $cls --bitrate 4000 --no-decode-only \
-                   --devices 0 --batch-frames 32 --workers $workers --reinfer $reinfer --seconds ${PIPE_SECONDS:-10} --detector-batch 64 \
-                   --codec h264 --live-streams ${PIPE_STREAMS:-128} 2>&1 >$OUT/pipeline-c$cls-r$reinfer.md | grep -v "^W1207" | tail -40 | tee $OUT/pipeline-c$cls-r$reinfer.log
-                 cat $OUT/pipeline-c$cls-r$reinfer.md) || true
+                   --devices 0 --batch-frames 32 --workers $workers --reinfer $reinfer --motion $motion --seconds ${PIPE_SECONDS:-10} --detector-batch 64 \
+                   --codec h264 --live-streams ${PIPE_STREAMS:-128} 2>&1 >$OUT/pipeline-c$cls-r$reinfer-$motion.md | grep -v "^W1207" | tail -40 | tee $OUT/pipeline-c$cls-r$reinfer-$motion.log
+                 cat $OUT/pipeline-c$cls-r$reinfer-$motion.md) || true
                 kill $dmon 2>/dev/null || true
-                awk '!/^#/ {n++; for (i = 2; i <= 6; i++) s[i] += $i} END {if (n) printf "dmon mean over %d s: sm %.0f%% mem %.0f%% enc %.0f%% dec %.0f%% jpg %.0f%%\n", n, s[2]/n, s[3]/n, s[4]/n, s[5]/n, s[6]/n}' $OUT/dmon-c$cls-r$reinfer.log
+                awk '!/^#/ {n++; for (i = 2; i <= 6; i++) s[i] += $i} END {if (n) printf "dmon mean over %d s: sm %.0f%% mem %.0f%% enc %.0f%% dec %.0f%% jpg %.0f%%\n", n, s[2]/n, s[3]/n, s[4]/n, s[5]/n, s[6]/n}' $OUT/dmon-c$cls-r$reinfer-$motion.log
             done
             ;;
         probe)

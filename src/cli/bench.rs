@@ -237,6 +237,8 @@ fn bench_pipeline(args: PipelineArgs) -> Result<()> {
         codec: bench::pipeline::Codec::parse(&args.codec)
             .with_context(|| format!("--codec {}: expected h264 or h265", args.codec))?,
         bitrate: args.bitrate,
+        motion: bench::pipeline::Motion::parse(&args.motion)
+            .with_context(|| format!("--motion {}: expected still or pan", args.motion))?,
         classifiers: args.classifiers,
         reinfer: args.reinfer,
         preprocess_props: args.preprocess_props,

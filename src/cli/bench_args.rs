@@ -165,6 +165,11 @@ pub(crate) struct PipelineArgs {
     /// --seconds at 30 frames a stream; --decoders cpu,nvjpeg compares the decoders in one run.
     #[arg(long)]
     pub(crate) images: Option<PathBuf>,
+    /// How the video moves: still (each of the clip's images a frame, in turn) or pan (each
+    /// image a one-second shot of a camera panning across it: tracks last the shot, as in real
+    /// video).
+    #[arg(long, default_value = "still")]
+    pub(crate) motion: String,
     /// The video's codec: h264 (x264enc) or h265 (x265enc).
     #[arg(long, default_value = "h264", value_parser = ["h264", "h265"])]
     pub(crate) codec: String,

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use super::decode_only::{decode_only, DecodeStart};
 use super::settings::{BITRATE_KBPS, FPS};
-use super::video::{encode_clip, Codec, TempFolder};
+use super::video::{encode_clip, Codec, Motion, TempFolder};
 use crate::bench::error::BenchError;
 
 /// What `octopipe bench decode` runs.
@@ -94,6 +94,7 @@ pub fn decode_bench(
             frames,
             codec,
             opts.bitrate,
+            Motion::Still,
         )?;
         progress(&format!("encoded in {:.1} s", t.elapsed().as_secs_f64()));
         for decoder in &opts.decoders {

@@ -75,7 +75,7 @@ pub use settings::{
 pub use spec::{DetectBench, RunSpec};
 pub use table::pipeline;
 pub use usage::GpuStats;
-pub use video::{encode_clip, Codec};
+pub use video::{encode_clip, Codec, Motion, PAN_STEP};
 
 #[cfg(test)]
 mod tests;

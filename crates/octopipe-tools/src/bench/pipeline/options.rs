@@ -9,7 +9,7 @@ use super::settings::{
     DEFAULT_STREAMS, FPS, IMAGE_DECODERS, MAX_CLASSIFIERS,
 };
 use super::spec::DetectBench;
-use super::video::Codec;
+use super::video::{Codec, Motion};
 use crate::bench::error::BenchError;
 use octopipe_core::stage::limits::MAX_INTERVAL;
 
@@ -65,6 +65,8 @@ pub struct PipelineBenchOptions {
     pub codec: Codec,
     /// The video's bitrate, kbit/s (`--bitrate`).
     pub bitrate: u32,
+    /// How the video moves (`--motion`).
+    pub motion: Motion,
     /// Classifier stages per chain, one after the other (`--classifiers`): the first is
     /// `model`, the others copies of it with labels of their own.
     pub classifiers: usize,
@@ -111,6 +113,7 @@ impl PipelineBenchOptions {
             images: None,
             codec: Codec::H264,
             bitrate: BITRATE_KBPS,
+            motion: Motion::Still,
             classifiers: 1,
             reinfer: 1,
             preprocess_props: String::new(),

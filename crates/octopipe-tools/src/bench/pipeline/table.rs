@@ -52,6 +52,7 @@ pub fn pipeline(
             per_stream,
             opts.codec,
             opts.bitrate,
+            opts.motion,
         )?;
         encode_s = t.elapsed().as_secs_f64();
         progress(&format!("encoded in {encode_s:.1} s"));
@@ -262,9 +263,17 @@ fn preamble(
             }
         ),
         None => format!(
-            "{per_stream} frames per stream ({} s at {FPS} fps) of {w}x{h} {} (the clip's JPEG frames scaled and looped; {} 4:2:0, speed-preset=fast, {} kbit/s, key-int-max={KEY_INT}; encoded in {encode_s:.1} s), {}",
+            "{per_stream} frames per stream ({} s at {FPS} fps) of {w}x{h} {} (the clip's JPEG frames {}; {} 4:2:0, speed-preset=fast, {} kbit/s, key-int-max={KEY_INT}; encoded in {encode_s:.1} s), {}",
             opts.seconds,
             opts.codec.title(),
+            match opts.motion {
+                super::Motion::Still => "scaled and looped".to_string(),
+                super::Motion::Pan => format!(
+                    "looped, each a {FPS}-frame shot of a camera panning across it, {} px right and {} px down a frame",
+                    super::PAN_STEP.0,
+                    super::PAN_STEP.1
+                ),
+            },
             match opts.codec {
                 super::Codec::H264 => "x264enc High",
                 super::Codec::H265 => "x265enc Main",

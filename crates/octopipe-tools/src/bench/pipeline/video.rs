@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
+use gstreamer_video as gst_video;
 
 use super::settings::{FPS, KEY_INT};
 use crate::bench::error::BenchError;
@@ -75,9 +76,43 @@ impl Codec {
     }
 }
 
+/// How the benchmark video moves (`--motion`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Motion {
+    /// Each image one frame, in turn: the clip's images are far apart in time, so a tracker
+    /// keeps few tracks from one frame to the next.
+    #[default]
+    Still,
+    /// Each image a one-second shot filmed by a camera panning across it ([`PAN_STEP`] pixels a
+    /// frame), a cut between shots: objects move as in a drone's video and tracks last the
+    /// shot, as a tracker and a classifier that reuses its tracks' labels see real video.
+    Pan,
+}
+
+impl Motion {
+    /// The name `--motion` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Motion::Still => "still",
+            Motion::Pan => "pan",
+        }
+    }
+
+    /// The motion named `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Motion::Still, Motion::Pan]
+            .into_iter()
+            .find(|m| m.name() == s)
+    }
+}
+
+/// How far a [`Motion::Pan`] camera moves each frame: right, down (even, as I420's chroma is).
+pub const PAN_STEP: (u32, u32) = (8, 4);
+
 /// Encode `frames` frames of the images in `images` (file-name order, looped) scaled to `size`
-/// as 30 fps `codec` at `kbps` kbit/s in an mp4 at `out`. The images are decoded and scaled
-/// once, then pushed to the encoder in turn.
+/// as 30 fps `codec` at `kbps` kbit/s in an mp4 at `out`, moving as `motion` says. The images
+/// are decoded and scaled once, then pushed to the encoder in turn (a pan's frames cut from
+/// them).
 pub fn encode_clip(
     images: &Path,
     out: &Path,
@@ -85,6 +120,7 @@ pub fn encode_clip(
     frames: u64,
     codec: Codec,
     kbps: u32,
+    motion: Motion,
 ) -> Result<(), BenchError> {
     gst::init().map_err(|e| encode_error(format!("GStreamer could not be initialised: {e}")))?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(images)
@@ -103,8 +139,70 @@ pub fn encode_clip(
             images.display()
         )));
     }
-    let raw = decode_scaled(&files, size)?;
-    encode_raw(&raw, out, size, frames, codec, kbps)
+    match motion {
+        Motion::Still => {
+            let raw = decode_scaled(&files, size)?;
+            encode_raw(out, size, frames, codec, kbps, |i| {
+                Ok(raw[(i % raw.len() as u64) as usize].copy())
+            })
+        }
+        Motion::Pan => {
+            let shot = u64::from(FPS);
+            let span = (
+                size.0 + PAN_STEP.0 * (FPS - 1),
+                size.1 + PAN_STEP.1 * (FPS - 1),
+            );
+            let raw = decode_scaled(&files, span)?;
+            encode_raw(out, size, frames, codec, kbps, |i| {
+                let k = (i % shot) as u32;
+                let image = &raw[((i / shot) % raw.len() as u64) as usize];
+                crop_i420(image, span, (PAN_STEP.0 * k, PAN_STEP.1 * k), size)
+            })
+        }
+    }
+}
+
+/// The `size` window at `origin` (even) of `image`, an I420 frame of `span`, as an I420 frame.
+fn crop_i420(
+    image: &gst::Buffer,
+    span: (u32, u32),
+    origin: (u32, u32),
+    size: (u32, u32),
+) -> Result<gst::Buffer, BenchError> {
+    let info = |(w, h): (u32, u32)| {
+        gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, w, h)
+            .build()
+            .map_err(|e| encode_error(format!("I420 {w}x{h}: {e}")))
+    };
+    let (from_info, to_info) = (info(span)?, info(size)?);
+    let from = gst_video::VideoFrameRef::from_buffer_ref_readable(image.as_ref(), &from_info)
+        .map_err(|_| encode_error("a scaled frame could not be read".into()))?;
+    let mut out = gst::Buffer::with_size(to_info.size())
+        .map_err(|e| encode_error(format!("a {}x{} frame: {e}", size.0, size.1)))?;
+    {
+        let out = out.get_mut().expect("a new buffer is writable");
+        let mut to = gst_video::VideoFrameRef::from_buffer_ref_writable(out, &to_info)
+            .map_err(|_| encode_error("a cut frame could not be written".into()))?;
+        for plane in 0..3u32 {
+            // Luma at full size, each chroma plane at half.
+            let shift = u32::from(plane > 0);
+            let (x, y) = (origin.0 >> shift, origin.1 >> shift);
+            let (w, h) = ((size.0 >> shift) as usize, (size.1 >> shift) as usize);
+            let src_stride = from_info.stride()[plane as usize] as usize;
+            let dst_stride = to_info.stride()[plane as usize] as usize;
+            let src = from
+                .plane_data(plane)
+                .map_err(|e| encode_error(format!("plane {plane}: {e}")))?;
+            let dst = to
+                .plane_data_mut(plane)
+                .map_err(|e| encode_error(format!("plane {plane}: {e}")))?;
+            for row in 0..h {
+                let at = (y as usize + row) * src_stride + x as usize;
+                dst[row * dst_stride..row * dst_stride + w].copy_from_slice(&src[at..at + w]);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The JPEG `files` decoded and scaled (stretched) to `size`, as I420 buffers.
@@ -136,14 +234,15 @@ fn decode_scaled(files: &[PathBuf], (w, h): (u32, u32)) -> Result<Vec<gst::Buffe
     Ok(buffers)
 }
 
-/// `frames` of `raw` (in turn) at 30 fps through `codec`'s encoder into an mp4 at `out`.
+/// `frames` frames, frame `i` of them `frame(i)` (I420 of `(w, h)`), at 30 fps through `codec`'s
+/// encoder into an mp4 at `out`.
 fn encode_raw(
-    raw: &[gst::Buffer],
     out: &Path,
     (w, h): (u32, u32),
     frames: u64,
     codec: Codec,
     kbps: u32,
+    frame: impl Fn(u64) -> Result<gst::Buffer, BenchError>,
 ) -> Result<(), BenchError> {
     let (pipeline, src, sink) = launch_with(
         &format!(
@@ -160,7 +259,7 @@ fn encode_raw(
     start(&pipeline)?;
     let interval = gst::ClockTime::from_nseconds(1_000_000_000 / FPS as u64);
     for i in 0..frames {
-        let mut buffer = raw[(i % raw.len() as u64) as usize].copy();
+        let mut buffer = frame(i)?;
         {
             let b = buffer.make_mut();
             b.set_pts(gst::ClockTime::from_nseconds(
@@ -312,5 +411,70 @@ impl TempFolder {
 impl Drop for TempFolder {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An I420 frame of `(w, h)` whose every sample says where it is: luma `x + 3y`, chroma
+    /// `x + 7y + 50 * plane` (mod 256).
+    fn pattern((w, h): (u32, u32)) -> gst::Buffer {
+        let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, w, h)
+            .build()
+            .unwrap();
+        let mut buffer = gst::Buffer::with_size(info.size()).unwrap();
+        {
+            let mut frame = gst_video::VideoFrameRef::from_buffer_ref_writable(
+                buffer.get_mut().unwrap(),
+                &info,
+            )
+            .unwrap();
+            for plane in 0..3u32 {
+                let stride = info.stride()[plane as usize] as usize;
+                let shift = u32::from(plane > 0);
+                let data = frame.plane_data_mut(plane).unwrap();
+                for y in 0..(h >> shift) as usize {
+                    for x in 0..(w >> shift) as usize {
+                        data[y * stride + x] = match plane {
+                            0 => (x + 3 * y) % 256,
+                            p => (x + 7 * y + 50 * p as usize) % 256,
+                        } as u8;
+                    }
+                }
+            }
+        }
+        buffer
+    }
+
+    #[test]
+    fn a_pan_frame_is_the_window_of_its_image() {
+        gst::init().unwrap();
+        let (span, size, origin) = ((70, 38), (48, 26), (16, 8));
+        let out = crop_i420(&pattern(span), span, origin, size).unwrap();
+        let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, size.0, size.1)
+            .build()
+            .unwrap();
+        let frame =
+            gst_video::VideoFrameRef::from_buffer_ref_readable(out.as_ref(), &info).unwrap();
+        for plane in 0..3u32 {
+            let stride = info.stride()[plane as usize] as usize;
+            let shift = u32::from(plane > 0);
+            let (ox, oy) = ((origin.0 >> shift) as usize, (origin.1 >> shift) as usize);
+            let data = frame.plane_data(plane).unwrap();
+            for y in 0..(size.1 >> shift) as usize {
+                for x in 0..(size.0 >> shift) as usize {
+                    let want = match plane {
+                        0 => (ox + x + 3 * (oy + y)) % 256,
+                        p => (ox + x + 7 * (oy + y) + 50 * p as usize) % 256,
+                    } as u8;
+                    assert_eq!(data[y * stride + x], want, "plane {plane} at {x},{y}");
+                }
+            }
+        }
+        assert_eq!(Motion::parse("pan"), Some(Motion::Pan));
+        assert_eq!(Motion::parse("still"), Some(Motion::Still));
+        assert_eq!(Motion::parse("zoom"), None);
     }
 }
