@@ -192,11 +192,12 @@ fn mark(pipeline: &gst::Pipeline, i: usize, stream: u32, marks: &Marks) -> Resul
     Ok(())
 }
 
-/// Why pipeline `i` did not start: the error its bus holds, if any.
+/// Why pipeline `i` did not start: the error its bus holds, if any (waiting a second for one
+/// posted from another thread).
 fn not_started(i: usize, pipeline: &gst::Pipeline) -> String {
-    let error = pipeline
-        .bus()
-        .and_then(|bus| bus.timed_pop_filtered(gst::ClockTime::ZERO, &[gst::MessageType::Error]));
+    let error = pipeline.bus().and_then(|bus| {
+        bus.timed_pop_filtered(gst::ClockTime::from_seconds(1), &[gst::MessageType::Error])
+    });
     match error.as_ref().map(|m| m.view()) {
         Some(gst::MessageView::Error(e)) => format!(
             "pipeline {i} did not start: {}{}",
@@ -245,6 +246,11 @@ pub fn decode_only(
     gst::init().map_err(|e| format!("GStreamer could not be initialised: {e}"))?;
     let lines = decode_only_lines(video, codec, decoder, streams, devices);
     let marks: Marks = Arc::new(Mutex::new(Vec::with_capacity(streams * 512)));
+    // The device's primary context, given to each pipeline as octopipe's sources give it. It is
+    // kept until the pipelines have stopped: GStreamer's wrapper of it does not retain it, and a
+    // released primary context is destroyed under the decoders (CUDA_ERROR_CONTEXT_IS_DESTROYED
+    // when they open, then qtdemux's "Internal data stream error").
+    let mut shared = std::collections::HashMap::new();
     let pipelines: Vec<gst::Pipeline> = match start {
         DecodeStart::OnePipeline => {
             let pipeline = launch(&one_pipeline(&lines))?;
@@ -254,8 +260,6 @@ pub fn decode_only(
             vec![pipeline]
         }
         _ => {
-            // The device's primary context, given to each pipeline as octopipe's sources give it.
-            let mut shared = std::collections::HashMap::new();
             let mut v = Vec::with_capacity(streams);
             for (i, (line, gpu)) in lines.iter().enumerate() {
                 let pipeline = launch(line)?;
@@ -313,6 +317,8 @@ pub fn decode_only(
     for p in &pipelines {
         let _ = p.set_state(gst::State::Null);
     }
+    drop(pipelines);
+    drop(shared);
     outcome?;
     let marks = marks.lock().map_err(|_| "the marks' lock".to_string())?;
     Ok(summarize(&marks, streams, t0, wall_s))
