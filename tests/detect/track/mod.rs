@@ -528,5 +528,74 @@ fn reinfer_interval_cuts_the_crops_and_keeps_the_labels() {
     );
 }
 
+/// Two classifiers one after the other with `reinfer-interval=10` on the panned clip: each gives
+/// every box its own answer under its name, a reused box its track's last answer of its own
+/// (not the other classifier's), and the first's is the box's main result. Before the chain
+/// shared one plan, reused boxes came out with no entry at all, and the second classifier kept
+/// the first's answers as its own.
+#[test]
+fn a_chain_of_classifiers_reuses_each_ones_own_answers() {
+    let Some((images, annotations, model)) = clip() else {
+        return;
+    };
+    if !common::ort_ready() {
+        return;
+    }
+    let dir = common::temp_dir("track-reinfer-chain");
+    let (pan_images, pan_annotations) = panned_clip(&images, &annotations, &dir, 2, 30);
+    let out = dir.join("chain.jsonl");
+    let labels = "person,two-wheeler,car,large-vehicle";
+    let text = format!(
+        "images location={} framerate=30 ! boxes format=det location={} ! track \
+         ! classify model={m} labels={labels} reinfer-interval=10 \
+         ! classify name=again model={m} labels=c2:person,c2:two-wheeler,c2:car,c2:large-vehicle \
+         reinfer-interval=10 ! jsonl location={}",
+        pan_images.display(),
+        pan_annotations.display(),
+        out.display(),
+        m = model.display(),
+    );
+    let (report, objects) = run(&text, &out);
+    assert!(report.reused > 0 && report.objects > 0, "{report}");
+    assert_eq!(report.reused_unlabelled, 0, "{report}");
+    // Each classifier's last fresh answer per track, in frame order.
+    let mut last: HashMap<(u64, u64, &str), &serde_json::Value> = HashMap::new();
+    let mut reused = 0;
+    for o in &objects {
+        let c = &o["classifiers"];
+        for name in ["classify", "again"] {
+            assert!(c[name]["label"].is_string(), "{name} missing: {o}");
+        }
+        assert_eq!(o["label"], c["classify"]["label"], "{o}");
+        assert!(
+            c["again"]["label"].as_str().unwrap().starts_with("c2:"),
+            "{o}"
+        );
+        let track = (
+            o["stream"].as_u64().unwrap(),
+            o["track"].as_u64().unwrap_or(u64::MAX),
+        );
+        for name in ["classify", "again"] {
+            let key = (track.0, track.1, name);
+            if o["reused"] == true {
+                assert_eq!(
+                    Some(&&c[name]),
+                    last.get(&key),
+                    "{name}'s reused answer: {o}"
+                );
+            } else {
+                last.insert(key, &c[name]);
+            }
+        }
+        reused += usize::from(o["reused"] == true);
+    }
+    assert_eq!(reused as u64, report.reused);
+    assert!(
+        reused * 2 > objects.len(),
+        "{reused} of {} reused",
+        objects.len()
+    );
+}
+
 #[cfg(feature = "bench")]
 mod mot;

@@ -13,12 +13,18 @@
 //! logits, or its batch was dropped on a live edge) is written with `"reused":true` and no
 //! label, counted in the report (`+ R reused (U with no label ...)`), and its track's next box
 //! gets a crop.
+//!
+//! Several classifiers one after the other on the same boxes (a chain) share one [`Reinfer`]
+//! (the description's builder gives it to each; their intervals must be equal, as the batch
+//! stage makes one crop plan for them): each keeps its own labels ([`Reinfer::chain_labels`])
+//! and gives a reused box its own entry under its name, the first also the box's main result;
+//! any of them missing a label asks the one plan for a crop.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use crate::crops::CropBatch;
-use crate::frame::{Classification, Frame};
+use crate::frame::{Classification, Frame, NamedClassification};
 
 /// A box whose width or height is more than this factor larger or smaller than at its track's
 /// last crop is cropped again, whatever the interval: its label was given to other pixels (an
@@ -33,6 +39,15 @@ pub struct Reinfer {
     interval: u64,
     recrop: Arc<Mutex<HashSet<(u32, u32)>>>,
 }
+
+/// Two are equal when they are the same plan (clones of one `Reinfer`).
+impl PartialEq for Reinfer {
+    fn eq(&self, other: &Self) -> bool {
+        self.interval == other.interval && Arc::ptr_eq(&self.recrop, &other.recrop)
+    }
+}
+
+impl Eq for Reinfer {}
 
 impl Reinfer {
     /// Classify each track every `interval` frames (at least 1).
@@ -58,13 +73,27 @@ impl Reinfer {
         }
     }
 
-    /// The classify stage's side.
+    /// The classify stage's side, for a classifier alone on its boxes: its labels are the
+    /// boxes' main results.
     pub fn labels(&self) -> TrackLabels {
         TrackLabels {
             reinfer: self.clone(),
+            own: None,
+            main: true,
             labels: HashMap::new(),
             latest: HashMap::new(),
             kept: 0,
+        }
+    }
+
+    /// The classify stage's side, for the classifier named `name` in a chain (`first`: the one
+    /// whose answer is the boxes' main result): its labels are its own entries
+    /// ([`Detection::classifications`](crate::frame::Detection::classifications)).
+    pub fn chain_labels(&self, name: Arc<str>, first: bool) -> TrackLabels {
+        TrackLabels {
+            own: Some(name),
+            main: first,
+            ..self.labels()
         }
     }
 
@@ -145,6 +174,10 @@ fn similar(a: [u32; 2], b: [u32; 2]) -> bool {
 #[derive(Debug)]
 pub struct TrackLabels {
     reinfer: Reinfer,
+    /// The classifier's name in a chain: its label is its entry of that name.
+    own: Option<Arc<str>>,
+    /// Whether its label is also the box's main result.
+    main: bool,
     /// Each `(stream, track)`'s last label, and the frame its track was last seen on.
     labels: HashMap<(u32, u32), (Classification, u64)>,
     /// Each stream's latest frame number.
@@ -175,16 +208,36 @@ impl TrackLabels {
                 if reused {
                     match self.labels.get_mut(&key) {
                         Some((label, seen)) => {
-                            d.classification = Some(label.clone());
+                            if let Some(name) = &self.own {
+                                d.classifications.push(NamedClassification {
+                                    classifier: name.clone(),
+                                    classification: label.clone(),
+                                });
+                            }
+                            if self.main {
+                                d.classification = Some(label.clone());
+                            }
                             *seen = (*seen).max(seq);
                         }
                         None => {
-                            d.classification = None;
+                            if self.main {
+                                d.classification = None;
+                            }
                             unlabelled += 1;
                             self.reinfer.ask_recrop(key);
                         }
                     }
-                } else if let Some(label) = &d.classification {
+                    continue;
+                }
+                let fresh = match &self.own {
+                    Some(name) => d
+                        .classifications
+                        .iter()
+                        .find(|c| c.classifier == *name)
+                        .map(|c| &c.classification),
+                    None => d.classification.as_ref(),
+                };
+                if let Some(label) = fresh {
                     self.labels.insert(key, (label.clone(), seq));
                 } else {
                     // Cropped but no answer (non-finite logits): the track keeps its last
@@ -321,5 +374,51 @@ mod tests {
         let mut f2 = frame(2, &[Some(1), Some(2)]);
         plan.plan(&mut f2);
         assert_eq!(f2.reused, [0]);
+    }
+
+    /// `name`'s answer `l` on a box, as a chain's classifier writes it.
+    fn entry(name: &str, l: &str) -> NamedClassification {
+        NamedClassification {
+            classifier: Arc::from(name),
+            classification: label(l),
+        }
+    }
+
+    #[test]
+    fn a_chains_classifiers_each_give_reused_boxes_their_own_answer_from_one_plan() {
+        let reinfer = Reinfer::new(10);
+        let mut plan = reinfer.plan();
+        let mut kind = reinfer.chain_labels(Arc::from("kind"), true);
+        let mut color = reinfer.chain_labels(Arc::from("color"), false);
+        // Frame 0: tracks 1 and 2 cropped; both classifiers answer track 1, only `kind` track 2.
+        let mut f0 = frame(0, &[Some(1), Some(2)]);
+        plan.plan(&mut f0);
+        f0.detections[0].classification = Some(label("car"));
+        f0.detections[0].classifications = vec![entry("kind", "car"), entry("color", "red")];
+        f0.detections[1].classification = Some(label("van"));
+        f0.detections[1].classifications = vec![entry("kind", "van")];
+        let mut f1 = frame(1, &[Some(1), Some(2)]);
+        plan.plan(&mut f1);
+        assert_eq!(f1.reused, [0, 1]);
+        let mut batch = CropBatch::default();
+        batch.push_frame(f0, 8, 8, 3);
+        batch.push_frame(f1, 8, 8, 3);
+        assert_eq!(kind.fill(&mut batch), 0);
+        assert_eq!(color.fill(&mut batch), 1, "color has no answer for track 2");
+        let f1 = &batch.frames[1];
+        // Each classifier's own answer under its name; the first's is the main result.
+        assert_eq!(f1.detections[0].classification, Some(label("car")));
+        assert_eq!(
+            f1.detections[0].classifications,
+            [entry("kind", "car"), entry("color", "red")]
+        );
+        assert_eq!(f1.detections[1].classification, Some(label("van")));
+        assert_eq!(f1.detections[1].classifications, [entry("kind", "van")]);
+        // The later classifier's missing answer asks the one plan for a crop of track 2.
+        let mut f2 = frame(2, &[Some(1), Some(2)]);
+        plan.plan(&mut f2);
+        assert_eq!(f2.reused, [0]);
+        assert_eq!(reinfer, reinfer.clone());
+        assert_ne!(reinfer, Reinfer::new(10), "another plan");
     }
 }

@@ -63,6 +63,10 @@ pub struct ChainPlace {
     pub name: std::sync::Arc<str>,
     /// Whether it is the first of the chain, whose answer is the box's main result.
     pub first: bool,
+    /// With `reinfer-interval` above 1 (the same on every classifier of the chain), the one
+    /// plan of reused labels they share: a box none of them crops, each gives its track's last
+    /// answer; any of them missing one asks the batch stage for a crop.
+    pub reinfer: Option<octopipe_core::stage::Reinfer>,
 }
 
 impl ChainPlace {

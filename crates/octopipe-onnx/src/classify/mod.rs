@@ -25,7 +25,9 @@
 //! classify name=color model=b.onnx ! ...`) each keep their answer on the box under their name
 //! ([`ChainPlace`], told by the description's builder; without `name=`, `classify`,
 //! `classify1`, ... in chain order); the first's stays the box's main result, and a later
-//! classifier's non-finite output leaves it as it is.
+//! classifier's non-finite output leaves it as it is. With `reinfer-interval` they reuse labels
+//! together: the same interval on each, one plan shared ([`ChainPlace::reinfer`]), each giving a
+//! reused box its own track's last answer.
 //!
 //! ONNX Runtime is loaded at run time ([`crate::onnx`]).
 mod classifier;

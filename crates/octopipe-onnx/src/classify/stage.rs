@@ -55,6 +55,17 @@ impl Element for ClassifyConfig {
             .into());
         }
         let interval = self.reinfer_interval;
+        // A chain's classifiers share the plan the description's builder gave them.
+        let reinfer = (interval > 1).then(|| {
+            self.chain
+                .as_ref()
+                .and_then(|c| c.reinfer.clone())
+                .unwrap_or_else(|| Reinfer::new(interval))
+        });
+        let labels = reinfer.as_ref().map(|r| match &self.chain {
+            Some(place) => r.chain_labels(place.name.clone(), place.first),
+            None => r.labels(),
+        });
         // Workers past the first, each with its sessions (`workers` > 1 excludes reused labels).
         let more = (1..self.workers.max(1))
             .map(|_| Classifier::new((*self).clone(), preprocess.layout, preprocess.size))
@@ -65,8 +76,6 @@ impl Element for ClassifyConfig {
         ctx.caps.insert(ClassLabels(classifier.labels().to_vec()));
         ctx.tally.with(|t| t.set_classifier());
         // Opened before the batch stage, which reads it to make no crop of reused boxes.
-        let reinfer = (interval > 1).then(|| Reinfer::new(interval));
-        let labels = reinfer.as_ref().map(Reinfer::labels);
         match reinfer {
             Some(reinfer) => ctx.caps.insert(reinfer),
             None => ctx.caps.remove::<Reinfer>(),

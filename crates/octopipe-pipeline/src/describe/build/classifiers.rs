@@ -5,9 +5,13 @@
 //! A classifier's name is its `name=`, up to any `@` that a GPU's copy of it added
 //! (`batch devices=`: `color@1` is `color`), else `classify`, `classify1`, ... by its place in
 //! the run. A classifier alone keeps no place: its answer is the box's main result only.
+//!
+//! The classifiers of a run reuse their tracks' labels alike or not at all: the batch stage
+//! before them makes one crop plan, so their `reinfer-interval`s must be equal, and with one
+//! above 1 they share one [`Reinfer`].
 
 use super::pending::Pending;
-use octopipe_core::stage::Element;
+use octopipe_core::stage::{Element, Reinfer};
 use octopipe_onnx::classify::{ChainPlace, ClassifyConfig};
 
 /// Tell the classifier `element` (named `name=name` when given), about to follow `nodes`, its
@@ -33,14 +37,27 @@ pub(super) fn place_classifier(
     let at = nodes.len() - run;
     let first = &mut nodes[at];
     let first_name = given(first.name.as_deref());
+    let mut shared = None;
     if let Some(first) = first.element.downcast_mut::<ClassifyConfig>() {
+        let (theirs, ours) = (first.reinfer_interval, config.reinfer_interval);
+        if theirs != ours {
+            let name = given(name).unwrap_or_else(|| ChainPlace::default_name(run));
+            let before = first_name.unwrap_or_else(|| ChainPlace::default_name(0));
+            return Err(format!(
+                "{name}: reinfer-interval={ours}, but the first classifier on the same boxes \
+                 ({before}) has reinfer-interval={theirs}: the batch stage makes one crop plan \
+                 for them (no crop of a box whose label is reused), so give them the same interval"
+            ));
+        }
         if first.chain.is_none() {
             let name = first_name.unwrap_or_else(|| ChainPlace::default_name(0));
             first.chain = Some(ChainPlace {
                 name: name.into(),
                 first: true,
+                reinfer: (ours > 1).then(|| Reinfer::new(ours)),
             });
         }
+        shared = first.chain.as_ref().and_then(|c| c.reinfer.clone());
     }
     let taken: Vec<String> = nodes[at..]
         .iter()
@@ -62,6 +79,7 @@ pub(super) fn place_classifier(
     config.chain = Some(ChainPlace {
         name: name.into(),
         first: false,
+        reinfer: shared,
     });
     Ok(())
 }
@@ -144,5 +162,56 @@ mod tests {
                 place("color", false)
             ]
         );
+    }
+
+    /// Each classifier's shared plan of reused labels in the graph of `text`, in node order.
+    fn plans(text: &str) -> Result<Vec<Option<Reinfer>>, String> {
+        let desc =
+            super::super::super::parse("t", text, &HashMap::new()).map_err(|e| e.to_string())?;
+        let graph = super::super::build(&desc).map_err(|e| e.to_string())?;
+        Ok(graph
+            .nodes
+            .iter()
+            .filter_map(|n| n.element.downcast_ref::<ClassifyConfig>())
+            .map(|c| c.chain.as_ref().and_then(|p| p.reinfer.clone()))
+            .collect())
+    }
+
+    #[test]
+    fn a_chains_classifiers_reuse_labels_alike_from_one_plan() {
+        let chain = |a: u64, b: u64| {
+            plans(&format!(
+                "testsrc ! boxes format=synthetic ! track ! batch ! preprocess \
+                 ! classify model=m.onnx reinfer-interval={a} \
+                 ! classify name=color model=c.onnx reinfer-interval={b} ! jsonl location=o"
+            ))
+        };
+        let shared = chain(10, 10).unwrap();
+        assert!(shared[0].is_some());
+        assert_eq!(shared[0], shared[1], "one plan for both");
+        assert_eq!(shared[0].as_ref().map(Reinfer::interval), Some(10));
+        assert_eq!(chain(1, 1).unwrap(), [None, None]);
+        for (a, b) in [(10, 1), (1, 10), (10, 30)] {
+            let e = chain(a, b).unwrap_err();
+            assert!(
+                e.contains(&format!(
+                    "color: reinfer-interval={b}, but the first classifier on the same boxes \
+                     (classify) has reinfer-interval={a}"
+                )),
+                "{e}"
+            );
+        }
+        // A GPU's copy of the chain has a plan of its own.
+        let copies = plans(
+            "testsrc ! boxes format=synthetic ! mux.\n\
+             testsrc ! boxes format=synthetic ! track ! batch name=mux devices=0,1 ! preprocess \
+             ! classify model=m.onnx reinfer-interval=5 ! classify name=color model=c.onnx \
+             reinfer-interval=5 ! jsonl location=o",
+        )
+        .unwrap();
+        assert_eq!(copies.len(), 4);
+        assert_eq!(copies[0], copies[1]);
+        assert_eq!(copies[2], copies[3]);
+        assert_ne!(copies[0], copies[2]);
     }
 }
