@@ -349,6 +349,14 @@ mod tests {
         assert!(f.reused.is_empty());
     }
 
+    /// The batch of frames `f0` and `f1`, with a crop of each box neither reuses.
+    fn batch_of(f0: Frame, f1: Frame) -> CropBatch {
+        let mut batch = CropBatch::default();
+        batch.push_frame(f0, 8, 8, 3);
+        batch.push_frame(f1, 8, 8, 3);
+        batch
+    }
+
     #[test]
     fn reused_boxes_take_their_tracks_last_label_or_ask_for_a_crop() {
         let reinfer = Reinfer::new(10);
@@ -361,9 +369,7 @@ mod tests {
         let mut f1 = frame(1, &[Some(1), Some(2)]);
         plan.plan(&mut f1);
         assert_eq!(f1.reused, [0, 1]);
-        let mut batch = CropBatch::default();
-        batch.push_frame(f0, 8, 8, 3);
-        batch.push_frame(f1, 8, 8, 3);
+        let mut batch = batch_of(f0, f1);
         // Only frame 0's two boxes were cropped.
         assert_eq!(batch.crops.len(), 2);
         assert_eq!(labels.fill(&mut batch), 1);
@@ -400,9 +406,7 @@ mod tests {
         let mut f1 = frame(1, &[Some(1), Some(2)]);
         plan.plan(&mut f1);
         assert_eq!(f1.reused, [0, 1]);
-        let mut batch = CropBatch::default();
-        batch.push_frame(f0, 8, 8, 3);
-        batch.push_frame(f1, 8, 8, 3);
+        let mut batch = batch_of(f0, f1);
         assert_eq!(kind.fill(&mut batch), 0);
         assert_eq!(color.fill(&mut batch), 1, "color has no answer for track 2");
         let f1 = &batch.frames[1];

@@ -97,7 +97,7 @@ mod tests {
     use std::collections::HashMap;
 
     /// Each classifier's place in the graph of `text`, in node order.
-    fn places(text: &str) -> Result<Vec<Option<(String, bool)>>, String> {
+    fn chain_places(text: &str) -> Result<Vec<Option<ChainPlace>>, String> {
         let desc =
             super::super::super::parse("t", text, &HashMap::new()).map_err(|e| e.to_string())?;
         let graph = super::super::build(&desc).map_err(|e| e.to_string())?;
@@ -105,7 +105,15 @@ mod tests {
             .nodes
             .iter()
             .filter_map(|n| n.element.downcast_ref::<ClassifyConfig>())
-            .map(|c| c.chain.as_ref().map(|p| (p.name.to_string(), p.first)))
+            .map(|c| c.chain.clone())
+            .collect())
+    }
+
+    /// Each classifier's name and whether it is the first, in node order.
+    fn places(text: &str) -> Result<Vec<Option<(String, bool)>>, String> {
+        Ok(chain_places(text)?
+            .into_iter()
+            .map(|p| p.map(|p| (p.name.to_string(), p.first)))
             .collect())
     }
 
@@ -166,14 +174,9 @@ mod tests {
 
     /// Each classifier's shared plan of reused labels in the graph of `text`, in node order.
     fn plans(text: &str) -> Result<Vec<Option<Reinfer>>, String> {
-        let desc =
-            super::super::super::parse("t", text, &HashMap::new()).map_err(|e| e.to_string())?;
-        let graph = super::super::build(&desc).map_err(|e| e.to_string())?;
-        Ok(graph
-            .nodes
-            .iter()
-            .filter_map(|n| n.element.downcast_ref::<ClassifyConfig>())
-            .map(|c| c.chain.as_ref().and_then(|p| p.reinfer.clone()))
+        Ok(chain_places(text)?
+            .into_iter()
+            .map(|p| p.and_then(|p| p.reinfer))
             .collect())
     }
 
