@@ -452,3 +452,58 @@ fn the_decoders_alone_give_their_start_and_steady_state_per_way_of_starting() {
     }
     assert!(progress.iter().any(|l| l.starts_with("encoding 30 frames")));
 }
+
+/// `--motion pan` with the real detector, `track` and `--reinfer 10`: the video's preamble says
+/// it pans, and the row says how many boxes were cropped and how many took their track's label
+/// (tracks last across a panning shot, so most do).
+#[test]
+fn a_panning_video_lets_tracks_reuse_their_labels_and_the_row_says_how_many() {
+    let _serial = common::serial();
+    let Some(mut opts) = small() else { return };
+    let data = common::shared_data().expect("small() found it");
+    opts.motion = pipeline::Motion::Pan;
+    opts.size = (960, 544);
+    opts.streams = vec![1];
+    opts.reinfer = 10;
+    opts.decode_only = false;
+    opts.detector_alone = false;
+    opts.detector = Some(pipeline::DetectBench {
+        model: data.join("models/coco-centernet-512.onnx"),
+        tiles: (960, 544),
+        interval: 1,
+        max_batch: 1,
+        per_stream: false,
+        queue: None,
+        props: "labels=coco".into(),
+    });
+    let mut progress = Vec::new();
+    let table = pipeline::pipeline(&opts, &mut |l| progress.push(l.to_string()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        table.contains(
+            "each a 30-frame shot of a camera panning across it, 8 px right and 4 px down a frame"
+        ),
+        "{table}"
+    );
+    assert!(table.contains("reinfer-interval=10"), "{table}");
+    let rows = rows(&table);
+    assert_eq!(rows.len(), 1, "{table}");
+    let note = cell(&table, &rows[0], "note");
+    let numbers: Vec<u64> = note
+        .split("crops for ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no crop count in {note}"))
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .take(3)
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let [cropped, boxes, reused] = numbers[..] else {
+        panic!("{note}")
+    };
+    assert_eq!(cropped + reused, boxes, "{note}");
+    assert!(
+        reused * 2 > boxes,
+        "most boxes of a panning shot reuse a label: {note}"
+    );
+}

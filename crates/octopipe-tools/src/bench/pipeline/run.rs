@@ -159,6 +159,10 @@ pub struct RunResult {
     pub decode_only: Option<f64>,
     /// Where the frames over the run's bound lost their time (`None`: the run did not start).
     pub lateness: Option<Lateness>,
+    /// Boxes classified from a crop (the report's `objects`).
+    pub classified: u64,
+    /// Boxes that took their track's last label instead (`classify reinfer-interval`).
+    pub reused: u64,
 }
 
 impl RunResult {
@@ -197,6 +201,8 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path, bound_ms: f64) -> Run
         fallbacks: 0,
         decode_only: None,
         lateness: None,
+        classified: 0,
+        reused: 0,
     };
     let mut vars = HashMap::from([
         ("video".to_string(), video.display().to_string()),
@@ -240,6 +246,8 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path, bound_ms: f64) -> Run
     result.dropped = report.dropped_total();
     result.drops = report.dropped.clone();
     result.lost = report.lost;
+    result.classified = report.objects;
+    result.reused = report.reused;
     result.fps = report.processed as f64 / wall.as_secs_f64().max(1e-9);
     result.p50_ms = report.total.p50.as_secs_f64() * 1e3;
     result.p99_ms = report.total.p99.as_secs_f64() * 1e3;

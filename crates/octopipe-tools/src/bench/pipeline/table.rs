@@ -385,6 +385,14 @@ fn table_row(r: &RunResult, per_stream: u64, budget_ms: f64) -> String {
     if let Some(n) = &r.detect_note {
         notes.push(n.clone());
     }
+    if r.reused > 0 {
+        notes.push(format!(
+            "crops for {} of {} boxes ({} took their track's label)",
+            r.classified,
+            r.classified + r.reused,
+            r.reused
+        ));
+    }
     if let Some((stage, ms, total)) = r.lateness.as_ref().and_then(|l| l.bound()) {
         notes.push(format!("bound: {stage} ({ms:.1} of {total:.1} ms a frame)"));
     }
