@@ -4,7 +4,7 @@ per-kernel counters joined, launch by launch, with the engine's own profile.
 
     ENGINE_BENCH_LAYERS=layers.csv engine_bench b6.onnx 64 30 tuned 64       # CUDA events
     ncu --csv --page details ... engine_bench b6.onnx 64 1 tuned > ncu.csv   # first call's kernels
-    python3 scripts/ncu_layers.py layers.csv ncu.csv [--peak-tbs 3.35]
+    python3 scripts/ncu_layers.py layers.csv ncu.csv [--kernels Tuned]
 
 `layers.csv` is engine_bench's launch-order profile (kernels,index,label,ms,bytes,flops); `ncu.csv` is
 `ncu --csv --page details` with the SpeedOfLight section (and, where the GPU knows them,
@@ -77,7 +77,6 @@ def main():
     p.add_argument("layers")
     p.add_argument("ncu")
     p.add_argument("--kernels", default="Tuned", help="the kernel set ncu profiled (engine_bench's Tuned or Simple)")
-    p.add_argument("--peak-tbs", type=float, default=3.35, help="the GPU's DRAM peak, TB/s (H100 SXM: 3.35)")
     a = p.parse_args()
     layers = read_layers(a.layers, a.kernels)
     kernels = read_ncu(a.ncu)
@@ -103,7 +102,7 @@ def main():
                          moved=moved_mb, plan_mb=l["bytes"] / 1e6, bound=bound, kernel=k["name"]))
     total = sum(r["ev"] for r in rows)
     f = lambda v, d=1: "" if v is None else f"{v:.{d}f}"
-    print(f"{len(rows)} kernels; {total:.3f} ms by CUDA events; DRAM peak {a.peak_tbs} TB/s")
+    print(f"{len(rows)} kernels; {total:.3f} ms by CUDA events")
     print()
     print("| # | layer | ms (events) | ms (ncu) | DRAM % | MB moved (ncu) | MB (plan) | SM % | tensor % | bound |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
