@@ -32,7 +32,7 @@ use std::time::Instant;
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
-use super::video::Codec;
+use super::video::{error_text, Codec};
 
 /// The longest a decode-only run may take, seconds.
 const TIMEOUT_S: u64 = 600;
@@ -199,11 +199,9 @@ fn not_started(i: usize, pipeline: &gst::Pipeline) -> String {
         bus.timed_pop_filtered(gst::ClockTime::from_seconds(1), &[gst::MessageType::Error])
     });
     match error.as_ref().map(|m| m.view()) {
-        Some(gst::MessageView::Error(e)) => format!(
-            "pipeline {i} did not start: {}{}",
-            e.error(),
-            e.debug().map(|d| format!(" ({d})")).unwrap_or_default()
-        ),
+        Some(gst::MessageView::Error(e)) => {
+            format!("pipeline {i} did not start: {}", error_text(e))
+        }
         _ => format!("pipeline {i} did not start"),
     }
 }
@@ -221,13 +219,7 @@ fn wait_eos(pipeline: &gst::Pipeline, deadline: Instant) -> Result<(), String> {
         };
         match msg.view() {
             gst::MessageView::Eos(_) => return Ok(()),
-            gst::MessageView::Error(e) => {
-                return Err(format!(
-                    "{}{}",
-                    e.error(),
-                    e.debug().map(|d| format!(" ({d})")).unwrap_or_default()
-                ))
-            }
+            gst::MessageView::Error(e) => return Err(error_text(e)),
             _ => {}
         }
     }

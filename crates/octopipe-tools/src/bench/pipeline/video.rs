@@ -286,11 +286,7 @@ fn encode_raw(
         match msg.view() {
             gst::MessageView::Eos(_) => break Ok(()),
             gst::MessageView::Error(e) => {
-                break Err(encode_error(format!(
-                    "encoding: {}{}",
-                    e.error(),
-                    e.debug().map(|d| format!(" ({d})")).unwrap_or_default()
-                )))
+                break Err(encode_error(format!("encoding: {}", error_text(e))))
             }
             _ => {}
         }
@@ -335,17 +331,22 @@ fn start(pipeline: &gst::Pipeline) -> Result<(), BenchError> {
         .map_err(|_| bus_error(pipeline, "starting"))
 }
 
+/// A bus's error message as one text: the error, then GStreamer's debug detail in brackets.
+pub(super) fn error_text(e: &gst::message::Error) -> String {
+    format!(
+        "{}{}",
+        e.error(),
+        e.debug().map(|d| format!(" ({d})")).unwrap_or_default()
+    )
+}
+
 /// The error on `pipeline`'s bus (if any) after a step failed; the pipeline is stopped.
 fn bus_error(pipeline: &gst::Pipeline, step: &str) -> BenchError {
     let detail = pipeline
         .bus()
         .and_then(|bus| bus.pop_filtered(&[gst::MessageType::Error]))
         .and_then(|msg| match msg.view() {
-            gst::MessageView::Error(e) => Some(format!(
-                "{}{}",
-                e.error(),
-                e.debug().map(|d| format!(" ({d})")).unwrap_or_default()
-            )),
+            gst::MessageView::Error(e) => Some(error_text(e)),
             _ => None,
         })
         .unwrap_or_else(|| "the pipeline stopped".into());
