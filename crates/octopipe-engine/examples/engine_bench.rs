@@ -37,8 +37,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let profile: usize = args.next().map(|r| r.parse()).transpose()?.unwrap_or(0);
-    if let Ok(path) = std::env::var("ENGINE_BENCH_LAYERS") {
-        std::fs::write(&path, "kernels,index,label,ms,bytes,flops\n")
+    let layers = std::env::var("ENGINE_BENCH_LAYERS").ok();
+    if let Some(path) = &layers {
+        std::fs::write(path, "kernels,index,label,ms,bytes,flops\n")
             .map_err(|e| format!("{path}: {e}"))?;
     }
     let model = Model::read(path.as_ref())?;
@@ -65,7 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let plain = time(&mut e)?;
             if batch == profile {
-                print_profile(&e, kernels, runs)?;
+                print_profile(&e, kernels, runs, layers.as_deref())?;
             }
             e.capture()?;
             let graph = time(&mut e)?;
@@ -79,14 +80,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Each kernel's time, the slowest first, with the rates it reached.
+/// Each kernel's time, the slowest first, with the rates it reached; appended to the CSV file
+/// `layers` in launch order too.
 fn print_profile(
     e: &Engine,
     kernels: Kernels,
     runs: usize,
+    layers: Option<&str>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut times = e.profile(runs)?;
-    if let Ok(path) = std::env::var("ENGINE_BENCH_LAYERS") {
+    if let Some(path) = layers {
         use std::io::Write;
         let mut csv = String::new();
         for (i, t) in times.iter().enumerate() {
@@ -98,7 +101,7 @@ fn print_profile(
         }
         std::fs::OpenOptions::new()
             .append(true)
-            .open(&path)
+            .open(path)
             .and_then(|mut f| f.write_all(csv.as_bytes()))
             .map_err(|e| format!("{path}: {e}"))?;
     }
