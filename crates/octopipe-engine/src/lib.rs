@@ -12,8 +12,9 @@
 //! ONNX Runtime's CUDA provider runs it): for the six-class FP16 CenterNet heads model the
 //! unfused graph moves 1.6x the plan's bytes (docs/engine.md has the figures).
 //!
-//! Not built yet: `detect engine=octopipe` (the detect stage still runs ONNX Runtime); tensor-core
-//! kernels. docs/engine.md has what was measured.
+//! The detect stage runs it with `detect engine=octopipe` (one engine per batch size, its heads
+//! read on the GPU by the stage's peak kernel); ONNX Runtime stays the default. docs/engine.md
+//! has what was measured.
 //!
 //! ```no_run
 //! let model = octopipe_engine::Model::read("heads.onnx".as_ref())?;

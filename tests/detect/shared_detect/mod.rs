@@ -13,6 +13,7 @@ use octopipe::pipeline::Pipeline;
 use octopipe::sink::Object;
 use octopipe::Builtin;
 
+mod engine;
 mod gpu;
 
 /// The heads model: `$OCTOPIPE_CENTERNET_HEADS` when set (made ahead, as on the device),

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaGraph, CudaStream, PushKernelArg};
-use octopipe_cuda::{CudaError, Gpu};
+use cudarc::driver::{CudaGraph, CudaStream, DevicePtr, PushKernelArg};
+use octopipe_cuda::{CudaError, Gpu, StreamPriority};
 
 use super::types::{
     Args, Buffer, EngineError, KernelTime, Kernels, Launch, Uploader, ENGINE_KERNELS,
@@ -14,6 +14,15 @@ use crate::model::Model;
 use crate::plan::Plan;
 use crate::program::{Kernel, Program};
 use crate::shape::{Source, TensorId};
+
+/// The captured program. CUDA's graph objects must not be used from two threads at once; the
+/// engine owns its graph and uses it through `&mut self` or its own `&self` launches, so moving
+/// the engine to another thread (the detect stage's model thread) is sound.
+pub(super) struct Graph(CudaGraph);
+
+// SAFETY: see above: one owner, accesses serialized by it; the context is bound on every call
+// (cudarc's `launch` and `upload` bind it).
+unsafe impl Send for Graph {}
 
 /// A model's plan for one batch, on one GPU.
 pub struct Engine {
@@ -24,13 +33,15 @@ pub struct Engine {
     pub(super) input: TensorId,
     pub(super) input_len: usize,
     pub(super) outputs: Vec<(TensorId, usize)>,
+    /// The graph outputs' names and shapes, as `outputs`.
+    pub(super) output_names: Vec<(String, Vec<usize>)>,
     /// Every buffer, by tensor (aliases share their source's).
     pub(super) buffers: HashMap<TensorId, Buffer>,
     pub(super) alias: HashMap<TensorId, TensorId>,
     /// The weights in the kernels' layouts.
     pub(super) consts: Vec<Buffer>,
     pub(super) launches: Vec<Launch>,
-    pub(super) graph: Option<CudaGraph>,
+    pub(super) graph: Option<Graph>,
     pub(super) kernels: Kernels,
 }
 
@@ -48,9 +59,21 @@ impl Engine {
         device: usize,
         kernels: Kernels,
     ) -> Result<Engine, EngineError> {
+        Engine::with_options(model, batch, device, kernels, StreamPriority::Normal)
+    }
+
+    /// [`Engine::with_kernels`] with the engine's stream at `priority` (the detect stage's
+    /// `gpu-priority`).
+    pub fn with_options(
+        model: &Model,
+        batch: usize,
+        device: usize,
+        kernels: Kernels,
+        priority: StreamPriority,
+    ) -> Result<Engine, EngineError> {
         let plan = Plan::new(model, batch as u64)?;
         let program = Program::new(model, &plan)?;
-        let gpu = Gpu::new(device, &[&ENGINE_KERNELS])?;
+        let gpu = Gpu::with_priority(device, &[&ENGINE_KERNELS], priority)?;
         let stream = gpu.stream().clone();
         let shapes = &plan.shapes;
         let numel = |t: TensorId| shapes.tensors[t].shape.iter().product::<u64>() as usize;
@@ -69,6 +92,15 @@ impl Engine {
             input,
             input_len: numel(input),
             outputs: shapes.outputs.iter().map(|&t| (t, numel(t))).collect(),
+            output_names: shapes
+                .outputs
+                .iter()
+                .map(|&t| {
+                    let info = &shapes.tensors[t];
+                    let shape = info.shape.iter().map(|&d| d as usize).collect();
+                    (info.name.clone(), shape)
+                })
+                .collect(),
             buffers: HashMap::new(),
             alias: HashMap::new(),
             consts: Vec::new(),
@@ -139,7 +171,7 @@ impl Engine {
         if let Some(g) = &graph {
             g.upload()?;
         }
-        self.graph = graph;
+        self.graph = graph.map(Graph);
         Ok(())
     }
 
@@ -147,7 +179,7 @@ impl Engine {
     /// captured).
     pub fn launch(&mut self) -> Result<(), EngineError> {
         match &self.graph {
-            Some(g) => Ok(g.launch()?),
+            Some(g) => Ok(g.0.launch()?),
             None => self.launch_each(),
         }
     }
@@ -315,6 +347,76 @@ impl Engine {
         }
         self.stream.synchronize()?;
         Ok(outs)
+    }
+
+    /// The device address of graph output `name` (f16, NCHW as the model declares it; every
+    /// call writes it there), or `None` where the model has no such output.
+    pub fn output_ptr(&self, name: &str) -> Option<u64> {
+        let i = self.output_names.iter().position(|(n, _)| n == name)?;
+        let t = self.outputs[i].0;
+        let t = self.alias.get(&t).copied().unwrap_or(t);
+        match self.buffers.get(&t)? {
+            Buffer::Half(buf) => Some(buf.device_ptr(&self.stream).0),
+            Buffer::Float(buf) => Some(buf.device_ptr(&self.stream).0),
+        }
+    }
+
+    /// The shape of graph output `name` at the engine's batch.
+    pub fn output_shape(&self, name: &str) -> Option<&[usize]> {
+        let (_, shape) = self.output_names.iter().find(|(n, _)| n == name)?;
+        Some(shape)
+    }
+
+    /// Queues, on the engine's stream, the upload of `input` (f16 bits, NHWC: the first
+    /// `input.len() / image` images of a call; the rest of the batch keeps what it held).
+    pub fn load_host(&mut self, input: &[u16]) -> Result<(), EngineError> {
+        self.check_input(input.len())?;
+        if let Some(Buffer::Half(buf)) = self.buffers.get_mut(&self.input) {
+            let mut head = buf.slice_mut(..input.len());
+            self.stream.memcpy_htod(input, &mut head)?;
+        }
+        Ok(())
+    }
+
+    /// Queues, on the engine's stream, a copy of `values` f16 values (NHWC images) from device
+    /// address `src` into the input (the rest of the batch keeps what it held). The stream must
+    /// already be ordered after the work that writes `src` ([`octopipe_cuda::order_after`]).
+    ///
+    /// # Safety
+    /// `src` must hold `values` f16 values in the memory of the engine's GPU, alive until the
+    /// copy has run.
+    pub unsafe fn load_device(&mut self, src: u64, values: usize) -> Result<(), EngineError> {
+        self.check_input(values)?;
+        self.stream.context().bind_to_thread()?;
+        if let Some(Buffer::Half(buf)) = self.buffers.get(&self.input) {
+            let (dst, _sync) = buf.device_ptr(&self.stream);
+            // SAFETY: the input buffer holds `input_len >= values` f16 values; `src` holds
+            // `values` (the caller's contract); the copy is queued on the engine's stream,
+            // before the calls that read the input.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    dst,
+                    src,
+                    values * 2,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(CudaError::from)?;
+        }
+        Ok(())
+    }
+
+    /// `values` fits the input and is whole images.
+    fn check_input(&self, values: usize) -> Result<(), EngineError> {
+        let image = self.input_len / self.batch.max(1);
+        match values <= self.input_len && values.is_multiple_of(image.max(1)) {
+            true => Ok(()),
+            false => Err(EngineError::Input {
+                got: values,
+                expected: self.input_len,
+                batch: self.batch,
+            }),
+        }
     }
 
     /// Waits for what was queued.

@@ -65,8 +65,8 @@ pub enum EngineError {
         /// Why.
         reason: String,
     },
-    /// The input given is not the size of the batch's input.
-    #[error("the input holds {got} values; the engine's batch of {batch} takes {expected}")]
+    /// The input given is not whole images of the engine's input, or more than its batch.
+    #[error("the input holds {got} values: not whole images, or more than the engine's batch of {batch} ({expected} values)")]
     Input {
         /// Values given.
         got: usize,

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Decoder, Fit, Rect, Suppress, COCO_LABELS};
+use super::{Decoder, DetectEngine, Fit, Rect, Suppress, COCO_LABELS};
 use crate::onnx::{CudaOptions, Ep, OnnxProps};
 use octopipe_core::description::DescribeError;
 use octopipe_core::stage::{Element, Properties, Props, Role, StageDecl};
@@ -93,6 +93,8 @@ pub struct DetectConfig {
     pub ep: Ep,
     /// The GPU of the CUDA preprocessing (and of `ep` when it is CUDA's).
     pub device: usize,
+    /// What runs the model: ONNX Runtime, or octopipe's own CUDA engine.
+    pub engine: DetectEngine,
 }
 
 impl DetectConfig {
@@ -311,6 +313,12 @@ pub struct DetectProps {
     /// by default), high schedules it with them, ahead of other applications' kernels
     #[prop(default = "normal")]
     pub gpu_priority: octopipe_cuda::StreamPriority,
+    /// what runs the model: ort (ONNX Runtime, on the execution provider ep picks) or octopipe
+    /// (octopipe's own CUDA engine, for a CenterNet of its op set with an f16 NHWC input and f16
+    /// heads, such as the shared CenterNet's six-class heads model; one CUDA graph per batch
+    /// size, built when the stage opens; a CUDA GPU only; docs/engine.md)
+    #[prop(default = "ort")]
+    pub engine: DetectEngine,
 }
 
 impl From<DetectProps> for DetectConfig {
@@ -364,6 +372,7 @@ impl From<DetectProps> for DetectConfig {
             },
             ep,
             device: d.onnx.device,
+            engine: d.engine,
         }
     }
 }

@@ -204,7 +204,7 @@ fn run_regions(
     found: &mut [Vec<RawBox>],
 ) -> Result<RunStats, RunError> {
     // The model's CUDA stream waits for the preprocess kernel; the host does not.
-    model.sessions.after(producer)?;
+    model.after(producer)?;
     let mut sum = RunStats::default();
     let mut start = 0;
     while start < total {
@@ -233,19 +233,17 @@ impl Detector {
         let mut pre = config.preprocess_config(io.size, io.layout, io.dtype);
         // On CUDA's execution provider the tiles' tensor stays on the GPU it runs on (f16 only
         // into the fixed sizes' bound inputs).
-        pre.device_output = model.sessions.cuda() == i32::try_from(pre.device).ok()
+        pre.device_output = model.cuda() == i32::try_from(pre.device).ok()
             && (io.dtype == DType::F32 || model.fixed())
             && config.backend != BackendKind::Cpu;
         let backend = create_backend(&pre)?;
         warm_up(&mut model, &config)?;
-        let sizes = model.sessions.fixed_sizes();
+        let sizes = model.fixed_sizes();
         let blind = Blind::new(config.score, model.gpu_peaks());
         let chunk = model.chunk(config.max_batch);
         // By default only on CUDA: on the CPU the stage's own work takes its cores from the
         // model's runs (BENCHMARKS.md, "The detector's calls overlapped").
-        let overlap = config
-            .overlap_calls
-            .unwrap_or(model.sessions.cuda().is_some());
+        let overlap = config.overlap_calls.unwrap_or(model.cuda().is_some());
         let runner = if overlap {
             let name = format!(
                 "detect-{}",

@@ -110,6 +110,12 @@ pub enum RunError {
         /// The regions run.
         n: usize,
     },
+    /// octopipe's engine failed a run (`engine=octopipe`).
+    #[error("octopipe's engine: {0}")]
+    Engine(#[from] octopipe_engine::gpu::EngineError),
+    /// `engine=octopipe` with no engine built (no batch size).
+    #[error("octopipe's engine has no batch size to run")]
+    NoEngine,
     /// The model's thread ended (it panicked) before the call's runs were done.
     #[error("the model's thread: {0}")]
     Thread(String),

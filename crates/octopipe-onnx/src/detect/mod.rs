@@ -30,6 +30,13 @@
 //! `interval=N` detects every Nth frame of each stream; a `track` stage after it gives the frames
 //! between the boxes of its tracks, predicted (`"predicted": true` in the output).
 //!
+//! **The runtime.** `engine=ort` (the default) runs the model on ONNX Runtime; `engine=octopipe`
+//! on octopipe's own CUDA engine (`octopipe-engine`, docs/engine.md) for a CenterNet of its op set
+//! with an f16 NHWC input and f16 heads (the shared CenterNet's six-class heads model): one engine
+//! per batch size, each a CUDA graph captured when the stage opens, the tiles copied into its
+//! input on the GPU, the heads read there by the peak kernel. A model it cannot run is refused
+//! when the stage opens, naming why (the input's type or layout, an op and its node, no GPU).
+//!
 //! **Output.** `decoder` reads the output ([`Decoder`]; `auto` picks it from the output's shape):
 //! `end2end` rows `x1, y1, x2, y2, score, class`, `yolov8` `[B, 4 + classes, anchors]`, `yolov5`
 //! `[B, anchors, 5 + classes]`, `centernet` two heads (scores `[B, classes, h, w]`, distances
@@ -56,6 +63,7 @@ mod coco;
 mod config;
 mod decode;
 mod detector;
+mod engine;
 mod error;
 mod gpu;
 mod model;
@@ -72,6 +80,7 @@ pub use coco::COCO_LABELS;
 pub use config::{DetectConfig, DetectProps, DEFAULT_BATCH_SIZES, DETECT};
 pub use decode::{nms, Decoder, Output, ShapeError, Suppress};
 pub use detector::{region_batch, regions_batch, Call, Detector};
+pub use engine::DetectEngine;
 pub use error::{DetectError, RunError};
 pub use gpu::CENTERNET_KERNELS;
 pub use raw::RawBox;

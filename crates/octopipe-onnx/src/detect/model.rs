@@ -4,11 +4,12 @@
 use ort::memory::Allocator;
 use ort::session::Session;
 
-use crate::onnx::{mark, FixedInput, Sessions};
+use crate::onnx::{mark, Ep, FixedInput, Sessions};
 use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, ValueType};
 
 use super::centernet::{self, Peak, Scores};
 use super::decode::{centernet_maps, Output};
+use super::engine::{self, DetectEngine, Engines};
 use super::error::{DetectError, RunError};
 use super::gpu::GpuPeaks;
 use super::raw::RawBox;
@@ -42,7 +43,10 @@ pub(super) struct Io {
 
 /// A loaded detector model.
 pub(super) struct Model {
+    /// ONNX Runtime's sessions (with `engine=octopipe`, one on the CPU that read `io`).
     pub sessions: Sessions,
+    /// With `engine=octopipe`: the engines that run the model on the GPU, one per batch size.
+    engines: Option<Engines>,
     /// Its input and outputs.
     pub io: Io,
     /// CenterNet heads read on the GPU, where the model wrote them (CUDA, fixed batch sizes).
@@ -89,6 +93,9 @@ impl Model {
     /// (`config.batch_sizes`, or 1 for a model of batch 1), each warmed up now; CenterNet heads
     /// are then read on the GPU.
     pub fn open(config: &DetectConfig) -> Result<Self, DetectError> {
+        if config.engine == DetectEngine::Octopipe {
+            return Model::open_engine(config);
+        }
         let mut sessions =
             Sessions::open_with(&config.model, config.ort_threads, config.ep, config.cuda)?;
         let io = model_io(sessions.first(), config).map_err(|reason| DetectError::Model {
@@ -123,16 +130,75 @@ impl Model {
         }
         Ok(Model {
             sessions,
+            engines: None,
             io,
             peaks,
             found: Vec::new(),
         })
     }
 
+    /// `engine=octopipe`: the input and outputs read as for ONNX Runtime (a session on the CPU
+    /// reads them) and checked against what the engine runs, the model read and planned by the
+    /// engine (all of it without a GPU), then one engine per batch size on GPU `device`, each
+    /// captured and run once, and the peak kernel.
+    fn open_engine(config: &DetectConfig) -> Result<Self, DetectError> {
+        let path = config.model.display().to_string();
+        let refused = |reason: String| DetectError::Model {
+            path: path.clone(),
+            reason,
+        };
+        let sessions = Sessions::open_with(&config.model, 1, Ep::Cpu, config.cuda)?;
+        let io = model_io(sessions.first(), config).map_err(&refused)?;
+        engine::check_io(&io).map_err(&refused)?;
+        let sizes = match io.batch {
+            Some(b) => vec![b],
+            None => config.batch_sizes(),
+        };
+        let model = Engines::read(&config.model, &sizes)
+            .map_err(|e| refused(format!("engine=octopipe: {e}")))?;
+        octopipe_cuda::available()
+            .map_err(|e| refused(format!("engine=octopipe runs on a CUDA GPU: {e}")))?;
+        let engines = Engines::open(&model, &io, config.device, &sizes, config.cuda.priority)
+            .map_err(|e| refused(format!("engine=octopipe: {e}")))?;
+        Ok(Model {
+            sessions,
+            engines: Some(engines),
+            io,
+            peaks: None,
+            found: Vec::new(),
+        })
+    }
+
+    /// The GPU the model runs on (`None`: the CPU).
+    pub fn cuda(&self) -> Option<i32> {
+        match &self.engines {
+            Some(e) => i32::try_from(e.device()).ok(),
+            None => self.sessions.cuda(),
+        }
+    }
+
+    /// The batch sizes runs happen at on the GPU (empty where any size runs as it comes).
+    pub fn fixed_sizes(&self) -> Vec<usize> {
+        match &self.engines {
+            Some(e) => e.sizes(),
+            None => self.sessions.fixed_sizes(),
+        }
+    }
+
+    /// Order the next runs after everything queued so far on the raw CUDA stream `producer`
+    /// (the tiles' preprocessing; 0: nothing pending): the model's stream waits, the host does
+    /// not.
+    pub fn after(&self, producer: u64) -> Result<(), RunError> {
+        match &self.engines {
+            Some(e) => e.after(producer),
+            None => Ok(self.sessions.after(producer)?),
+        }
+    }
+
     /// Most regions one run takes: the model's fixed batch, the largest fixed size on CUDA, or
     /// `max_batch`.
     pub fn chunk(&self, max_batch: usize) -> usize {
-        match (self.io.batch, self.sessions.fixed_sizes().last()) {
+        match (self.io.batch, self.fixed_sizes().last()) {
             (Some(b), _) => b,
             (None, Some(&largest)) => largest,
             (None, None) => max_batch.max(1),
@@ -142,12 +208,12 @@ impl Model {
     /// Whether CenterNet's peaks are found on the GPU (a fixed number of slots per image, filled
     /// in no order: a lower threshold could crowd out peaks over the stage's `score`).
     pub fn gpu_peaks(&self) -> bool {
-        self.peaks.is_some()
+        self.peaks.is_some() || self.engines.is_some()
     }
 
     /// Whether runs go through fixed batch sizes bound on the device.
     pub fn fixed(&self) -> bool {
-        !self.sessions.fixed_sizes().is_empty()
+        !self.fixed_sizes().is_empty()
     }
 
     /// Run regions `start..start + n` of `tensor` (each one model input) through the model and
@@ -168,6 +234,29 @@ impl Model {
             runs: 1,
             ..RunStats::default()
         };
+        if let Some(engines) = &mut self.engines {
+            let t = std::time::Instant::now();
+            let mut marks = None;
+            let (heads, gpu) = engines.run(tensor, (start, n, per), &mut marks)?;
+            if let Some((b, e)) = &marks {
+                let ms = b.elapsed_ms(e).unwrap_or(0.0).max(0.0);
+                stats.gpu = std::time::Duration::from_secs_f64(f64::from(ms) / 1e3);
+            }
+            stats.model = t.elapsed();
+            stats.rows = heads.shape.first().copied().unwrap_or(n);
+            let maps = centernet_maps(&heads.shape, io.size);
+            let call = (n, &maps, score, heads.stream);
+            let found = &mut self.found;
+            return read_peaks(
+                gpu,
+                found,
+                io,
+                (heads.heat, heads.wh, true),
+                call,
+                boxes,
+                stats,
+            );
+        }
         if self.fixed() {
             let input = match tensor {
                 TensorData::Host(host) => match (io.dtype, host.values()) {
@@ -204,19 +293,9 @@ impl Model {
             stats.rows = outputs[0].shape[0];
             if let Some(gpu) = &mut self.peaks {
                 let maps = centernet_maps(outputs[0].shape, io.size);
-                let (heat, wh, half) = (outputs[0].device, outputs[1].device, outputs[0].f16);
-                let min = io.scores.threshold(score);
-                self.found.resize_with(n, Vec::new);
-                self.found.iter_mut().for_each(Vec::clear);
-                let t = std::time::Instant::now();
-                stats.over_cap =
-                    gpu.find(heat, wh, half, n, &maps, min, producer, &mut self.found)?;
-                stats.peaks = t.elapsed();
-                for (found, out) in self.found.iter_mut().zip(boxes.iter_mut()) {
-                    io.scores.to_probabilities(found);
-                    stats.non_finite += centernet::select(found, &maps, out);
-                }
-                return Ok(stats);
+                let heads = (outputs[0].device, outputs[1].device, outputs[0].f16);
+                let call = (n, &maps, score, producer);
+                return read_peaks(gpu, &mut self.found, io, heads, call, boxes, stats);
             }
             let outs: Vec<Output<'_>> = outputs
                 .iter()
@@ -301,6 +380,31 @@ impl Model {
         }
         Ok(stats)
     }
+}
+
+/// The boxes of the first `n` images of the CenterNet heads at device addresses `heat` and `wh`
+/// (f16 with `half`), written on the raw stream `producer`: the peaks found on the GPU (into
+/// `found`, reused), then selected on the host into `boxes`.
+fn read_peaks(
+    gpu: &mut GpuPeaks,
+    found: &mut Vec<Vec<Peak>>,
+    io: &Io,
+    (heat, wh, half): (u64, u64, bool),
+    (n, maps, score, producer): (usize, &centernet::Maps, f32, u64),
+    boxes: &mut [Vec<RawBox>],
+    mut stats: RunStats,
+) -> Result<RunStats, RunError> {
+    let min = io.scores.threshold(score);
+    found.resize_with(n, Vec::new);
+    found.iter_mut().for_each(Vec::clear);
+    let t = std::time::Instant::now();
+    stats.over_cap = gpu.find(heat, wh, half, n, maps, min, producer, found)?;
+    stats.peaks = t.elapsed();
+    for (found, out) in found.iter_mut().zip(boxes.iter_mut()) {
+        io.scores.to_probabilities(found);
+        stats.non_finite += centernet::select(found, maps, out);
+    }
+    Ok(stats)
 }
 
 /// An output in host memory as f32 values, with its shape.

@@ -16,6 +16,9 @@ pub struct DetectSection {
     pub backend: String,
     /// The output decoder (`end2end`, `yolov8`, `yolov5`, `centernet`).
     pub decoder: String,
+    /// What ran the model (`ort`: ONNX Runtime, `octopipe`: octopipe's own engine).
+    #[serde(default = "ort")]
+    pub engine: String,
     /// Frames detected on.
     pub frames: u64,
     /// Median time per frame, ms.
@@ -75,6 +78,11 @@ pub struct DetectCalls {
     pub gpu_ms_per_call: f64,
 }
 
+/// The engine of a section written before it was named: ONNX Runtime's.
+fn ort() -> String {
+    "ort".into()
+}
+
 impl SectionKind for DetectSection {
     const KIND: &'static str = "detect";
 }
@@ -107,9 +115,13 @@ impl fmt::Display for DetectSection {
                 c.tiles_per_s,
             )?;
             if c.model_ms_per_call > 0.0 {
+                let runtime = match self.engine.as_str() {
+                    "octopipe" => "octopipe's engine",
+                    _ => "ONNX Runtime",
+                };
                 write!(
                     f,
-                    " (a call: {:.2} ms in ONNX Runtime, {:.2} ms finding peaks",
+                    " (a call: {:.2} ms in {runtime}, {:.2} ms finding peaks",
                     c.model_ms_per_call, c.peaks_ms_per_call
                 )?;
                 if c.gpu_ms_per_call > 0.0 {
@@ -160,6 +172,7 @@ impl Detector {
             regions: s.regions,
             backend: self.backend.name().to_string(),
             decoder: self.io.decoder.name().to_string(),
+            engine: octopipe_core::stage::PropChoice::as_str(&self.config.engine).to_string(),
             frames: s.total.count(),
             p50_ms: p50(&s.total),
             budget_percent: p50(&s.total) / (budget.as_secs_f64() * 1000.0).max(1e-9) * 100.0,

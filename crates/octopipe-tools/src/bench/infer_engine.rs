@@ -79,3 +79,31 @@ pub(super) fn rows(
     }
     Ok(rows)
 }
+
+/// Images per second of `model` on the octopipe engine alone at batch `rows` on GPU `device`
+/// (the median of `runs` graph replays, each waited for): what [`super::model_throughput`] is
+/// for ONNX Runtime, for a detect stage with `engine=octopipe`.
+pub fn engine_throughput(
+    model: &Path,
+    device: usize,
+    rows: usize,
+    runs: usize,
+) -> Result<f64, BenchError> {
+    let err = |e: &dyn std::fmt::Display| BenchError::Options(format!("octopipe engine: {e}"));
+    let model = Model::read(model).map_err(|e| err(&e))?;
+    let mut engine = Engine::new(&model, rows.max(1), device).map_err(|e| err(&e))?;
+    engine.capture().map_err(|e| err(&e))?;
+    for _ in 0..3 {
+        engine.launch().map_err(|e| err(&e))?;
+    }
+    engine.synchronize().map_err(|e| err(&e))?;
+    let mut times = Vec::with_capacity(runs.max(1));
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        engine.launch().map_err(|e| err(&e))?;
+        engine.synchronize().map_err(|e| err(&e))?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(rows.max(1) as f64 / times[times.len() / 2].max(1e-12))
+}

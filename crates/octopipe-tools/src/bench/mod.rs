@@ -34,6 +34,7 @@ pub use detect::{detect_tiles, DetectTilesOptions};
 pub use error::BenchError;
 pub use gpu::{probe, tune, ProbeOptions, TuneChoice};
 pub use infer::{infer, model_throughput, InferOptions, Tuning};
+pub use infer_engine::engine_throughput;
 pub use measure::max_diff_255;
 pub use octopipe_stages::preprocess::cuda::baselines::{BenchEngine, Strategy, FLAT_THREADS};
 pub use octopipe_stages::preprocess::f16_to_f32;

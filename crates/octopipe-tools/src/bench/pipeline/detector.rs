@@ -49,8 +49,11 @@ pub struct DetectStats {
     pub call_tiles: f64,
     /// Rows per model call, padding included (the fixed batch size the calls ran at).
     pub call_rows: f64,
-    /// Of a call, ms in ONNX Runtime's run (0 when the line does not say).
+    /// Of a call, ms in the model's run (ONNX Runtime's, or octopipe's engine's with
+    /// `engine`; 0 when the line does not say).
     pub model_ms: f64,
+    /// The model ran on octopipe's engine (`detect engine=octopipe`).
+    pub engine: bool,
     /// Of a call, ms finding the peaks on the GPU (0 when the line does not say).
     pub peaks_ms: f64,
     /// Of ONNX Runtime's ms, the model's work on the GPU (0 when the line does not say).
@@ -69,6 +72,7 @@ impl DetectStats {
             model_ms: sum(|s| s.model_ms),
             peaks_ms: sum(|s| s.peaks_ms),
             gpu_ms: sum(|s| s.gpu_ms),
+            engine: all.iter().any(|s| s.engine),
         })
     }
 }
@@ -84,7 +88,10 @@ pub fn parse_line(line: &str) -> Option<DetectStats> {
         tiles_per_s: before(" tiles/s in inference")?,
         call_tiles: before(" tiles (")?,
         call_rows: before(" rows with padding")?,
-        model_ms: before(" ms in ONNX Runtime").unwrap_or(0.0),
+        model_ms: before(" ms in ONNX Runtime")
+            .or_else(|| before(" ms in octopipe's engine"))
+            .unwrap_or(0.0),
+        engine: line.contains(" ms in octopipe's engine"),
         peaks_ms: before(" ms finding peaks").unwrap_or(0.0),
         gpu_ms: before(" ms the model on the GPU").unwrap_or(0.0),
     })
@@ -104,8 +111,12 @@ pub(super) fn note(stats: &DetectStats, detectors: usize, alone: Option<f64>) ->
     if stats.model_ms > 0.0 {
         let _ = write!(
             n,
-            " (a call {:.2} ms in ONNX Runtime + {:.2} ms peaks, of {:.2}",
+            " (a call {:.2} ms in {} + {:.2} ms peaks, of {:.2}",
             stats.model_ms,
+            match stats.engine {
+                true => "octopipe's engine",
+                false => "ONNX Runtime",
+            },
             stats.peaks_ms,
             1e3 * stats.call_tiles / stats.tiles_per_s.max(1e-9)
         );
@@ -164,6 +175,15 @@ mod tests {
         let s = parse_line(&gpu).unwrap();
         assert_eq!((s.model_ms, s.peaks_ms, s.gpu_ms), (11.2, 0.45, 9.8));
         assert!(note(&s, 1, None).contains("of 15.12; the model 9.80 ms on the GPU)"));
+        assert!(!s.engine);
+        // `engine=octopipe`: the stage names octopipe's engine, the note too.
+        let own = gpu.replace("in ONNX Runtime", "in octopipe's engine");
+        let s = parse_line(&own).unwrap();
+        assert_eq!(
+            (s.model_ms, s.peaks_ms, s.gpu_ms, s.engine),
+            (11.2, 0.45, 9.8, true)
+        );
+        assert!(note(&s, 1, None).contains("(a call 11.20 ms in octopipe's engine + 0.45 ms peaks"));
         assert_eq!(parse_line("detect: nothing"), None);
     }
 }

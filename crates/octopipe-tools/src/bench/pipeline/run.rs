@@ -272,10 +272,13 @@ pub fn run_one(spec: &RunSpec, video: &Path, model: &Path, bound_ms: f64) -> Run
     result
 }
 
-/// The CUDA options of `spec`'s detect stage as its description sets them (its defaults and
-/// [`DetectBench::props`]), for the model alone to run as the stage does; the stage's defaults
-/// if the description does not build.
-pub(super) fn tuning(spec: &RunSpec, d: &DetectBench) -> octopipe_onnx::onnx::CudaOptions {
+/// `spec`'s detect stage as its description sets it (its defaults and [`DetectBench::props`]),
+/// for the model alone to run as the stage does (its CUDA options, its engine); the stage's
+/// defaults if the description does not build.
+pub(super) fn detect_config(
+    spec: &RunSpec,
+    d: &DetectBench,
+) -> octopipe_onnx::detect::DetectConfig {
     let vars = std::collections::HashMap::from([
         ("video".to_string(), "video.mp4".to_string()),
         ("model".to_string(), "model.onnx".to_string()),
@@ -288,9 +291,9 @@ pub(super) fn tuning(spec: &RunSpec, d: &DetectBench) -> octopipe_onnx::onnx::Cu
             graph
                 .elements::<octopipe_onnx::detect::DetectConfig>()
                 .next()
-                .map(|c| c.cuda)
+                .cloned()
         })
-        .unwrap_or_else(|| octopipe_onnx::detect::DetectConfig::new(&d.model).cuda)
+        .unwrap_or_else(|| octopipe_onnx::detect::DetectConfig::new(&d.model))
 }
 
 /// The run's pipeline: its description built, with the budget of `spec` where it has one.

@@ -17,6 +17,7 @@ use super::spec::RunSpec;
 use super::video::encode_clip;
 use super::video::{keep_copy, TempFolder};
 use crate::bench::error::BenchError;
+use octopipe_onnx::detect::DetectEngine;
 
 /// Run the benchmark: encode the video, run every combination (or, live, search each
 /// decoder and execution provider's most streams), and return the markdown table with its
@@ -163,9 +164,16 @@ pub fn pipeline(
                 false => None,
                 true => *alone.entry((spec.ep, rows)).or_insert_with(|| {
                     progress(&format!("the detector alone at batch {rows} ..."));
-                    let tuning = run::tuning(spec, d);
-                    let ep = detector::ep(spec);
-                    crate::bench::model_throughput(&d.model, ep, tuning, rows, 30).ok()
+                    let config = run::detect_config(spec, d);
+                    match config.engine {
+                        DetectEngine::Octopipe => {
+                            crate::bench::engine_throughput(&d.model, config.device, rows, 30).ok()
+                        }
+                        _ => {
+                            let ep = detector::ep(spec);
+                            crate::bench::model_throughput(&d.model, ep, config.cuda, rows, 30).ok()
+                        }
+                    }
                 }),
             };
             r.detect_note = Some(detector::note(&stats, r.detectors, of_model));

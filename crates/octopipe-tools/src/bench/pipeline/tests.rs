@@ -178,7 +178,7 @@ fn the_detector_alone_runs_with_the_stages_cuda_options() {
         detector: Some(d.clone()),
         ..spec(2, Compute::Cuda)
     };
-    let t = run::tuning(&run, &d);
+    let t = run::detect_config(&run, &d).cuda;
     assert!(!t.graph && !t.nhwc, "the stage's defaults");
     assert_eq!(t.priority, octopipe_cuda::StreamPriority::Normal);
     d.props = "cuda-graph=true prefer-nhwc=true gpu-priority=high".into();
@@ -186,9 +186,19 @@ fn the_detector_alone_runs_with_the_stages_cuda_options() {
         detector: Some(d.clone()),
         ..run
     };
-    let t = run::tuning(&run, &d);
-    assert!(t.graph && t.nhwc, "as --detector-props sets them");
-    assert_eq!(t.priority, octopipe_cuda::StreamPriority::High);
+    let c = run::detect_config(&run, &d);
+    assert!(c.cuda.graph && c.cuda.nhwc, "as --detector-props sets them");
+    assert_eq!(c.cuda.priority, octopipe_cuda::StreamPriority::High);
+    // The model alone is timed on what runs it in the stage: ONNX Runtime by default,
+    // octopipe's engine with `engine=octopipe`.
+    use octopipe_onnx::detect::DetectEngine;
+    assert_eq!(c.engine, DetectEngine::Ort);
+    d.props = "engine=octopipe".into();
+    let run = RunSpec {
+        detector: Some(d.clone()),
+        ..run
+    };
+    assert_eq!(run::detect_config(&run, &d).engine, DetectEngine::Octopipe);
 }
 
 #[test]
