@@ -94,7 +94,8 @@ run)
             ort_lib || continue
             [ -f $C/detect-tests.xz ] || { echo "NEED: stage with ENGINE_TEST=1"; continue; }
             xz -dc $C/detect-tests.xz > /tmp/detect-tests && chmod +x /tmp/detect-tests
-            (export ORT_DYLIB_PATH=$lib/libonnxruntime.so.1.31.1 LD_LIBRARY_PATH=$lib:$torch/cu13/lib:$torch/cudnn/lib:${LD_LIBRARY_PATH:-}
+            (. /tmp/gst/env.sh
+             export ORT_DYLIB_PATH=$lib/libonnxruntime.so.1.31.1 LD_LIBRARY_PATH=$lib:$torch/cu13/lib:$torch/cudnn/lib:${LD_LIBRARY_PATH:-}
              export OCTOPIPE_KERNEL_CACHE=/tmp/octopipe-kernels OCTOPIPE_DATA=$PWD/$C/data OCTOPIPE_CENTERNET_HEADS_SIX=$PWD/$C/b6.onnx
              timeout ${TEST_S:-200} /tmp/detect-tests the_engine_gives --nocapture --test-threads 1 2>&1 | grep -v "^W1207" | tail -40 | tee $OUT/engine-test.log) || true
             ;;
@@ -102,7 +103,7 @@ run)
             ort_lib || continue
             reinfer=${REINFER:-1} workers=2 motion=${MOTION:-still}
             [ "$reinfer" = 1 ] || workers=1
-            props="labels=person,bicycle,car,motorcycle,bus,truck batch-sizes=32,64 gpu-priority=${DET_PRIORITY:-normal}"
+            props="labels=person,bicycle,car,motorcycle,bus,truck batch-sizes=${DET_SIZES:-32,64} gpu-priority=${DET_PRIORITY:-normal}"
             engine=${ENGINE:-ort}
             case $engine in
             ort) props="$props prefer-nhwc=true fuse-conv-bias=true cuda-graph=true" ;;
@@ -118,7 +119,7 @@ run)
                    --decoder nvdec --ep cuda --detector $C/b6.onnx --detector-props "$props" \
                    --preprocess-props gpu-priority=${CLS_PRIORITY:-high} --classify-props gpu-priority=${CLS_PRIORITY:-high} \
                    --p99-ms 100 --live --tiles 1920x1080 --classifiers $cls --bitrate 4000 --no-decode-only \
-                   --devices 0 --batch-frames 32 --workers $workers --reinfer $reinfer --motion $motion --seconds ${PIPE_SECONDS:-10} --detector-batch 64 \
+                   --devices 0 --batch-frames 32 --workers $workers --reinfer $reinfer --motion $motion --seconds ${PIPE_SECONDS:-10} --detector-batch ${DET_BATCH:-64} \
                    --codec h264 --live-streams ${PIPE_STREAMS:-128} 2>&1 >$OUT/pipeline-c$cls-$tag.md | grep -v "^W1207" | tail -40 | tee $OUT/pipeline-c$cls-$tag.log
                  cat $OUT/pipeline-c$cls-$tag.md) || true
                 kill $dmon 2>/dev/null || true

@@ -136,7 +136,7 @@ fn the_engine_gives_onnx_runtimes_boxes_and_recall_on_the_clip() {
     let truth = data.join("visdrone/clip-9999999/annotations");
     let text = |engine: &str| {
         format!(
-            "images location={} ! detect model={} {SIX_LABELS} ep=cuda backend=cuda max-batch=8 engine={engine}",
+            "images location={} ! detect model={} {SIX_LABELS} scale=1 ep=cuda backend=cuda max-batch=8 engine={engine}",
             images.display(),
             model.display()
         )

@@ -13,7 +13,6 @@ use octopipe_stages::preprocess::{DType, Layout};
 
 use super::error::RunError;
 use super::gpu::GpuPeaks;
-use super::model::Io;
 use super::Decoder;
 
 /// Which runtime runs the detector's model.
@@ -47,22 +46,26 @@ pub(super) struct Heads {
     pub shape: Vec<usize>,
 }
 
-/// Why the model cannot run on the engine as the stage reads it, before anything is built.
-pub(super) fn check_io(io: &Io) -> Result<(), String> {
+/// Why the model cannot run on the engine as the stage reads it (its input's element type and
+/// layout, its decoder, the outputs read), before anything is built.
+pub(super) fn check_io(
+    (dtype, layout): (DType, Layout),
+    decoder: Decoder,
+    outputs: &[(String, DType)],
+) -> Result<(), String> {
     let mut wrong = Vec::new();
-    if io.dtype != DType::F16 {
-        wrong.push(format!("its input is {}, not f16", name(io.dtype)));
+    if dtype != DType::F16 {
+        wrong.push(format!("its input is {}, not f16", name(dtype)));
     }
-    if io.layout != Layout::Nhwc {
+    if layout != Layout::Nhwc {
         wrong.push("its input is NCHW, not NHWC".to_string());
     }
-    if io.decoder != Decoder::CenterNet || io.outputs.len() != 2 {
+    if decoder != Decoder::CenterNet || outputs.len() != 2 {
         wrong.push(format!(
-            "its outputs are read as {:?}, not as CenterNet's two heads",
-            io.decoder
+            "its outputs are read as {decoder:?}, not as CenterNet's two heads"
         ));
     }
-    if let Some((n, t)) = io.outputs.iter().find(|(_, t)| *t != DType::F16) {
+    if let Some((n, t)) = outputs.iter().find(|(_, t)| *t != DType::F16) {
         wrong.push(format!("output '{n}' is {}, not f16", name(*t)));
     }
     match wrong.is_empty() {
@@ -89,10 +92,10 @@ impl Engines {
 
     /// Build one engine per size of `sizes` of `model` ([`Engines::read`]) on GPU `device`
     /// (streams at `priority`), capture each as a CUDA graph and run it once, and load the peak
-    /// kernel that reads their heads (named by `io`).
+    /// kernel that reads their `heads` (scores, distances).
     pub fn open(
         model: &octopipe_engine::Model,
-        io: &Io,
+        heads: [String; 2],
         device: usize,
         sizes: &[usize],
         priority: StreamPriority,
@@ -106,7 +109,6 @@ impl Engines {
             engines.push(e);
         }
         engines.sort_by_key(Engine::batch);
-        let heads = [io.outputs[0].0.clone(), io.outputs[1].0.clone()];
         if let Some(e) = engines.first() {
             if let Some(name) = heads.iter().find(|n| e.output_ptr(n).is_none()) {
                 return Err(EngineError::Weight {

@@ -149,7 +149,7 @@ impl Model {
         };
         let sessions = Sessions::open_with(&config.model, 1, Ep::Cpu, config.cuda)?;
         let io = model_io(sessions.first(), config).map_err(&refused)?;
-        engine::check_io(&io).map_err(&refused)?;
+        engine::check_io((io.dtype, io.layout), io.decoder, &io.outputs).map_err(&refused)?;
         let sizes = match io.batch {
             Some(b) => vec![b],
             None => config.batch_sizes(),
@@ -158,7 +158,8 @@ impl Model {
             .map_err(|e| refused(format!("engine=octopipe: {e}")))?;
         octopipe_cuda::available()
             .map_err(|e| refused(format!("engine=octopipe runs on a CUDA GPU: {e}")))?;
-        let engines = Engines::open(&model, &io, config.device, &sizes, config.cuda.priority)
+        let heads = [io.outputs[0].0.clone(), io.outputs[1].0.clone()];
+        let engines = Engines::open(&model, heads, config.device, &sizes, config.cuda.priority)
             .map_err(|e| refused(format!("engine=octopipe: {e}")))?;
         Ok(Model {
             sessions,
