@@ -34,7 +34,7 @@ pub struct Engine {
     pub(super) input_len: usize,
     pub(super) outputs: Vec<(TensorId, usize)>,
     /// The graph outputs' names and shapes, as `outputs`.
-    pub(super) output_names: Vec<(String, Vec<usize>)>,
+    pub(super) output_info: Vec<(String, Vec<usize>)>,
     /// Every buffer, by tensor (aliases share their source's).
     pub(super) buffers: HashMap<TensorId, Buffer>,
     pub(super) alias: HashMap<TensorId, TensorId>,
@@ -92,7 +92,7 @@ impl Engine {
             input,
             input_len: numel(input),
             outputs: shapes.outputs.iter().map(|&t| (t, numel(t))).collect(),
-            output_names: shapes
+            output_info: shapes
                 .outputs
                 .iter()
                 .map(|&t| {
@@ -352,7 +352,7 @@ impl Engine {
     /// The device address of graph output `name` (f16, NCHW as the model declares it; every
     /// call writes it there), or `None` where the model has no such output.
     pub fn output_ptr(&self, name: &str) -> Option<u64> {
-        let i = self.output_names.iter().position(|(n, _)| n == name)?;
+        let i = self.output_info.iter().position(|(n, _)| n == name)?;
         let t = self.outputs[i].0;
         let t = self.alias.get(&t).copied().unwrap_or(t);
         match self.buffers.get(&t)? {
@@ -363,7 +363,7 @@ impl Engine {
 
     /// The shape of graph output `name` at the engine's batch.
     pub fn output_shape(&self, name: &str) -> Option<&[usize]> {
-        let (_, shape) = self.output_names.iter().find(|(n, _)| n == name)?;
+        let (_, shape) = self.output_info.iter().find(|(n, _)| n == name)?;
         Some(shape)
     }
 
