@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::blind::Blind;
 use super::error::{DetectError, RunError};
-use super::model::{Io, Model, RunStats};
+use super::io::Io;
+use super::model::{Model, RunStats};
 use super::raw::RawBox;
 use super::{tiles, DetectConfig, Rect};
 use crate::onnx::{Ticket, Worker};

@@ -66,6 +66,7 @@ mod detector;
 mod engine;
 mod error;
 mod gpu;
+mod io;
 mod model;
 mod place;
 mod raw;

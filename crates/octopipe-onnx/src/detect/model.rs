@@ -1,45 +1,22 @@
-//! The detector model: what its input takes and its outputs give, read from the model, and one
-//! run of it on some regions (of one frame or many), decoded into boxes per region.
+//! The detector model: loaded (on ONNX Runtime or octopipe's engine), and one run of it on some
+//! regions (of one frame or many), decoded into boxes per region. What its input takes and its
+//! outputs give is read in `io.rs`.
 
 use ort::memory::Allocator;
-use ort::session::Session;
 
 use crate::onnx::{mark, Ep, FixedInput, Sessions};
-use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef, ValueType};
+use ort::value::{DynTensor, DynTensorValueType, TensorElementType, TensorRef};
 
-use super::centernet::{self, Peak, Scores};
+use super::centernet::{self, Peak};
 use super::decode::{centernet_maps, Output};
 use super::engine::{self, DetectEngine, Engines};
 use super::error::{DetectError, RunError};
 use super::gpu::GpuPeaks;
+use super::io::{model_io, Io};
 use super::raw::RawBox;
 use super::{Decoder, DetectConfig};
 use octopipe_core::tensor::{HostView, TensorData};
 use octopipe_stages::preprocess::{f16_to_f32, DType, Layout};
-
-/// What the model's input and outputs are.
-#[derive(Debug, Clone)]
-pub(super) struct Io {
-    /// The input's name.
-    pub input: String,
-    /// The input's (width, height).
-    pub size: (u32, u32),
-    /// The input's layout.
-    pub layout: Layout,
-    /// The input's element type.
-    pub dtype: DType,
-    /// The fixed batch size, if the model has one.
-    pub batch: Option<usize>,
-    /// The outputs read (as many as the decoder reads), with their element types.
-    pub outputs: Vec<(String, DType)>,
-    /// How they are read.
-    pub decoder: Decoder,
-    /// What CenterNet score maps hold (the model's metadata `octopipe.scores`).
-    pub scores: Scores,
-    /// The `scale` of the input range the model's metadata states (`octopipe.input_range`:
-    /// `0..1` is 1/255, `0..255` is 1), if it states one.
-    pub input_scale: Option<f32>,
-}
 
 /// A loaded detector model.
 pub(super) struct Model {
@@ -433,235 +410,5 @@ fn host_f32(
                     .into(),
             ))
         }
-    }
-}
-
-/// Read the model's input (rank 4, 3 channels, f32 or f16; the layout from where the 3 is) and
-/// pick its output and decoder.
-fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
-    let input = session.inputs().first().ok_or("has no inputs")?;
-    let name = input.name().to_string();
-    let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
-        return Err(format!("input '{name}' is not a tensor"));
-    };
-    let dtype = element(*ty)
-        .ok_or_else(|| format!("input '{name}' is {ty:?}: a float32 or float16 image is needed"))?;
-    let layout = match &shape[..] {
-        [_, 3, _, _] => Layout::Nchw,
-        [_, _, _, 3] => Layout::Nhwc,
-        _ => {
-            return Err(format!(
-                "input '{name}' is {:?}: an image [batch, 3, height, width] or [batch, height, width, 3] is needed",
-                &shape[..]
-            ))
-        }
-    };
-    let (h, w) = match layout {
-        Layout::Nchw => (shape[2], shape[3]),
-        Layout::Nhwc => (shape[1], shape[2]),
-    };
-    let side = i64::from(octopipe_core::stage::limits::MAX_INPUT_SIDE);
-    if w > side || h > side {
-        return Err(format!(
-            "input '{name}' is {w}x{h}: larger than the {side}x{side} a model input may be"
-        ));
-    }
-    let fixed = (w > 0 && h > 0).then_some((w as u32, h as u32));
-    let size = match (fixed, config.size) {
-        (Some(m), Some(s)) if m != s => {
-            return Err(format!(
-                "input '{name}' is {}x{}, but size={}x{} was given (leave size unset)",
-                m.0, m.1, s.0, s.1
-            ))
-        }
-        (Some(m), _) => m,
-        (None, Some(s)) => s,
-        (None, None) => {
-            return Err(format!(
-                "input '{name}' has a dynamic size {:?}: set detect size=WxH",
-                &shape[..]
-            ))
-        }
-    };
-    let outputs: Vec<(String, Vec<i64>, Option<DType>)> = session
-        .outputs()
-        .iter()
-        .map(|o| match o.dtype() {
-            ValueType::Tensor { ty, shape, .. } => {
-                (o.name().to_string(), shape.to_vec(), element(*ty))
-            }
-            _ => (o.name().to_string(), Vec::new(), None),
-        })
-        .collect();
-    let listed = || {
-        outputs
-            .iter()
-            .map(|(n, s, _)| format!("'{n}' {s:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let fits = |s: &[i64]| match config.decoder {
-        Some(d) => d.check(s).is_ok(),
-        None => Decoder::detect(s).is_some(),
-    };
-    let named = |want: &String| {
-        outputs
-            .iter()
-            .position(|(n, _, _)| n == want)
-            .ok_or_else(|| format!("has no output '{want}' (outputs: {})", listed()))
-    };
-    let shapes: Vec<&[i64]> = outputs.iter().map(|(_, s, _)| s.as_slice()).collect();
-    let pair = || Decoder::centernet_pair(&shapes).map(|(a, b)| vec![a, b]);
-    // The outputs read, and how.
-    let (picked, decoder): (Vec<usize>, Decoder) = match (config.decoder, &config.output[..]) {
-        (Some(Decoder::CenterNet), [heat, wh]) => (vec![named(heat)?, named(wh)?], Decoder::CenterNet),
-        (Some(Decoder::CenterNet), []) => (
-            pair().ok_or_else(|| {
-                format!(
-                    "no CenterNet heads among its outputs ({}): scores [batch, classes, h, w] and distances [batch, 4, h, w]; or name them, output=SCORES,DISTANCES",
-                    listed()
-                )
-            })?,
-            Decoder::CenterNet,
-        ),
-        (Some(Decoder::CenterNet), _) => {
-            return Err("decoder=centernet reads two outputs: output=SCORES,DISTANCES".into())
-        }
-        (decoder, [want]) => {
-            let i = named(want)?;
-            let d = match decoder {
-                Some(d) => d,
-                None => Decoder::detect(&outputs[i].1).ok_or_else(|| {
-                    format!(
-                        "output '{want}' {:?} fits no decoder: set decoder=end2end|yolov8|yolov5|centernet",
-                        outputs[i].1
-                    )
-                })?,
-            };
-            (vec![i], d)
-        }
-        (None, []) => match outputs.iter().position(|(_, s, _)| fits(s)) {
-            Some(i) => (vec![i], Decoder::detect(&outputs[i].1).expect("it fits")),
-            None => (
-                pair().ok_or_else(|| {
-                    format!(
-                        "no output reads as detections with decoder=auto (outputs: {}); set decoder= and output=",
-                        listed()
-                    )
-                })?,
-                Decoder::CenterNet,
-            ),
-        },
-        (Some(d), []) => (
-            vec![outputs.iter().position(|(_, s, _)| fits(s)).ok_or_else(|| {
-                format!(
-                    "no output reads as detections with decoder={} (outputs: {}); set decoder= and output=",
-                    d.name(),
-                    listed()
-                )
-            })?],
-            d,
-        ),
-        (_, more) => {
-            return Err(format!(
-                "output names {} outputs; decoder={} reads one",
-                more.len(),
-                config.decoder.map_or("auto", Decoder::name)
-            ))
-        }
-    };
-    let scores = match session.metadata().ok().and_then(|m| m.custom(SCORES_KEY)) {
-        None => Scores::Probabilities,
-        Some(v) if v == "probabilities" => Scores::Probabilities,
-        Some(v) if v == "logits" => Scores::Logits,
-        Some(v) => {
-            return Err(format!(
-                "its metadata {SCORES_KEY} is '{v}': probabilities or logits"
-            ))
-        }
-    };
-    let input_scale = match session
-        .metadata()
-        .ok()
-        .and_then(|m| m.custom(INPUT_RANGE_KEY))
-    {
-        None => None,
-        Some(v) if v == "0..1" => Some(1.0 / 255.0),
-        Some(v) if v == "0..255" => Some(1.0),
-        Some(v) => {
-            return Err(format!(
-                "its metadata {INPUT_RANGE_KEY} is '{v}': 0..1 or 0..255"
-            ))
-        }
-    };
-    // Labels that do not name the model's classes one for one would put names on the wrong
-    // boxes (a model cut to some of COCO's classes, run with labels=coco).
-    let classes = picked.first().and_then(|&i| decoder.classes(&outputs[i].1));
-    if let Some(n) = classes.filter(|&n| !config.labels.is_empty() && n != config.labels.len()) {
-        let more = if config.labels.len() > 3 { ",..." } else { "" };
-        return Err(format!(
-            "its scores have {n} classes but the labels name {} ({}{more}): give one name per class, in class-index order{}",
-            config.labels.len(),
-            config.labels[..config.labels.len().min(3)].join(","),
-            fewer_labels_hint(&config.labels, n)
-        ));
-    }
-    let mut read = Vec::with_capacity(picked.len());
-    for i in picked {
-        let (out_name, out_shape, out_dtype) = &outputs[i];
-        decoder
-            .check(out_shape)
-            .map_err(|e| format!("output '{out_name}' is {out_shape:?}: {e}"))?;
-        let dtype = out_dtype
-            .ok_or_else(|| format!("output '{out_name}' is not a float32 or float16 tensor"))?;
-        read.push((out_name.clone(), dtype));
-    }
-    Ok(Io {
-        input: name,
-        size,
-        layout,
-        dtype,
-        batch: (shape[0] > 0).then_some(shape[0] as usize),
-        outputs: read,
-        decoder,
-        scores,
-        input_scale,
-    })
-}
-
-/// The model metadata key that states the input range the model was trained on: `0..1` (the
-/// default `scale`, 1/255) or `0..255` (`scale=1`); it is the default of `scale`.
-pub(crate) const INPUT_RANGE_KEY: &str = "octopipe.input_range";
-
-/// For `labels` fewer than the model's `classes`: how to keep only those classes (`classes=`),
-/// naming COCO's list where every label is a COCO name of an 80-class model.
-pub(super) fn fewer_labels_hint(labels: &[String], classes: usize) -> String {
-    if labels.is_empty() || labels.len() >= classes {
-        return String::new();
-    }
-    let coco = classes == super::COCO_LABELS.len()
-        && labels
-            .iter()
-            .all(|l| super::COCO_LABELS.contains(&l.as_str()));
-    let all = if coco {
-        "labels=coco"
-    } else {
-        "labels=NAMES-OF-ALL-CLASSES"
-    };
-    format!(
-        "; to keep only some classes, name them all and pick with classes= (did you mean {all} classes={}?)",
-        labels.join(",")
-    )
-}
-
-/// The model metadata key that says what a CenterNet score map holds: `probabilities` (the
-/// default) or `logits` (`scripts/make_centernet_heads.py --logits`).
-pub(crate) const SCORES_KEY: &str = "octopipe.scores";
-
-fn element(ty: TensorElementType) -> Option<DType> {
-    match ty {
-        TensorElementType::Float32 => Some(DType::F32),
-        TensorElementType::Float16 => Some(DType::F16),
-        _ => None,
     }
 }

@@ -36,7 +36,7 @@ impl Detector {
                     frame.seq,
                     labels.len(),
                     labels[..labels.len().min(3)].join(","),
-                    super::model::fewer_labels_hint(labels, (past as usize + 1).max(80))
+                    super::io::fewer_labels_hint(labels, (past as usize + 1).max(80))
                 ),
             });
         }
