@@ -8,9 +8,8 @@ use super::*;
 use std::process::Output;
 use std::time::Duration;
 
-/// The six-class FP16 heads model the engine runs (the DeepStream-shaped runs' detector):
-/// `$OCTOPIPE_CENTERNET_HEADS_SIX` when set (made ahead, as on the device), else made into
-/// `dir`.
+/// `make_centernet_heads.py`'s arguments for the six-class FP16 heads model the engine runs (the
+/// DeepStream-shaped runs' detector).
 const SIX: &[&str] = &[
     "--fp16",
     "--io",
@@ -27,13 +26,10 @@ const SIX: &[&str] = &[
 /// Its class names.
 const SIX_LABELS: &str = "labels=person,bicycle,car,motorcycle,bus,truck";
 
+/// That model: `$OCTOPIPE_CENTERNET_HEADS_SIX` when set (made ahead, as on the device), else
+/// made into `dir`.
 fn six(dir: &Path) -> Option<PathBuf> {
-    match std::env::var_os("OCTOPIPE_CENTERNET_HEADS_SIX") {
-        Some(made) if common::shared_data().is_some() && common::ort_ready() => {
-            Some(PathBuf::from(made))
-        }
-        _ => make_heads(dir, "six.onnx", SIX),
-    }
+    made_ahead_or_heads("OCTOPIPE_CENTERNET_HEADS_SIX", dir, "six.onnx", SIX)
 }
 
 /// `octopipe run` of the clip's first image through `detect model=MODEL engine=octopipe`.

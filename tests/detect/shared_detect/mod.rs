@@ -20,11 +20,18 @@ mod gpu;
 /// else made into `dir`; `None` (with the reason printed) where the shared data or python's
 /// onnx is missing.
 fn heads_model(dir: &Path) -> Option<PathBuf> {
-    match std::env::var_os("OCTOPIPE_CENTERNET_HEADS") {
+    made_ahead_or_heads("OCTOPIPE_CENTERNET_HEADS", dir, "centernet-heads.onnx", &[])
+}
+
+/// The model that `$VAR` names when set (made ahead, as on the device), else
+/// [`make_heads`]`(dir, name, args)`; `None` (with the reason printed) where the shared data or
+/// ONNX Runtime is missing.
+fn made_ahead_or_heads(var: &str, dir: &Path, name: &str, args: &[&str]) -> Option<PathBuf> {
+    match std::env::var_os(var) {
         Some(made) if common::shared_data().is_some() && common::ort_ready() => {
             Some(PathBuf::from(made))
         }
-        _ => make_heads(dir, "centernet-heads.onnx", &[]),
+        _ => make_heads(dir, name, args),
     }
 }
 
