@@ -152,17 +152,7 @@ impl GstSource {
         use gst::MessageType as T;
         while let Some(msg) = self.bus.pop_filtered(&[T::Error, T::Warning, T::Element]) {
             match msg.view() {
-                gst::MessageView::Element(element) => {
-                    if let Some(s) = element.structure().filter(|s| s.name() == "missing-plugin") {
-                        let name = s.get::<String>("name").unwrap_or_default();
-                        let detail = s
-                            .get::<gst::Caps>("detail")
-                            .map(|c| c.to_string())
-                            .or_else(|_| s.get::<String>("detail"))
-                            .unwrap_or_default();
-                        self.missing.get_or_insert((name, detail));
-                    }
-                }
+                gst::MessageView::Element(_) => self.note_missing(&msg),
                 gst::MessageView::Warning(w) => {
                     if let Some(element) = self.damage_from(&msg) {
                         self.damaged(&element, &w.error().to_string());
@@ -194,6 +184,11 @@ impl GstSource {
         while let Some(sample) = self.appsink.try_pull_sample(gst::ClockTime::ZERO) {
             self.held.push_back(sample);
         }
+        // A missing-plugin message already on the bus names the decoder; stopping the pipeline
+        // flushes the bus, so read it first.
+        while let Some(msg) = self.bus.pop_filtered(&[gst::MessageType::Element]) {
+            self.note_missing(&msg);
+        }
         self.finish();
         if let Some(feeder_error) = self.feeder.as_ref().and_then(Feeder::take_error) {
             return feeder_error;
@@ -204,7 +199,13 @@ impl GstSource {
         }
         let not_found = err.error().matches(gst::StreamError::CodecNotFound)
             || err.error().matches(gst::CoreError::MissingPlugin);
-        if let Some((name, detail)) = self.missing.take().filter(|_| not_found) {
+        // The message may come after the error (another thread posted it); decodebin's error
+        // names the decoder too.
+        let missing = self
+            .missing
+            .take()
+            .or_else(|| err.debug().as_deref().and_then(missing_decoder));
+        if let Some((name, detail)) = missing.filter(|_| not_found) {
             if self.cuda.is_some() {
                 let what = if detail.is_empty() { name } else { detail };
                 return SourceError::Nvdec {
@@ -236,6 +237,22 @@ impl GstSource {
             source_name,
             message: redact::credentials(&message).into_owned(),
             debug: debug.map(|d| redact::credentials(&d).into_owned()),
+        }
+    }
+
+    /// Keep the first missing-plugin message's decoder name and caps.
+    fn note_missing(&mut self, msg: &gst::Message) {
+        let gst::MessageView::Element(element) = msg.view() else {
+            return;
+        };
+        if let Some(s) = element.structure().filter(|s| s.name() == "missing-plugin") {
+            let name = s.get::<String>("name").unwrap_or_default();
+            let detail = s
+                .get::<gst::Caps>("detail")
+                .map(|c| c.to_string())
+                .or_else(|_| s.get::<String>("detail"))
+                .unwrap_or_default();
+            self.missing.get_or_insert((name, detail));
         }
     }
 
@@ -400,5 +417,34 @@ impl GstSource {
         if let Some(tally) = &self.tally {
             tally.with(|t| t.add_line(line));
         }
+    }
+}
+
+/// The decoder decodebin names in its error's debug text (`Missing decoder: MPEG-4 Video (Simple
+/// Profile) (video/mpeg, ...)`): its description as a name, and its caps.
+fn missing_decoder(debug: &str) -> Option<(String, String)> {
+    let line = debug
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Missing decoder: "))?;
+    // The caps are the last parenthesised part; the description may hold parentheses itself.
+    let (name, caps) = match line.strip_suffix(')').and_then(|l| l.rsplit_once(" (")) {
+        Some((name, caps)) if caps.contains('/') => (name, caps),
+        _ => (line, ""),
+    };
+    Some((format!("{name} decoder"), caps.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::missing_decoder;
+
+    #[test]
+    fn decodebins_error_names_the_missing_decoder() {
+        // The debug text of a CI run where the missing-plugin message came after the error.
+        let debug = "../gst/playback/gsturidecodebin.c(1049): no_more_pads_full (): /GstPipeline:pipeline65/GstURIDecodeBin:uridecodebin7:\nno suitable plugins found:\n../gst/playback/gstdecodebin2.c(4704): gst_decode_bin_expose (): /GstPipeline:pipeline65/GstURIDecodeBin:uridecodebin7/GstDecodeBin:decodebin8:\nno suitable plugins found:\nMissing decoder: MPEG-4 Video (Simple Profile) (video/mpeg, mpegversion=(int)4, systemstream=(boolean)false, width=(int)64, profile=(string)simple)\n";
+        let (name, caps) = missing_decoder(debug).expect("named");
+        assert_eq!(name, "MPEG-4 Video (Simple Profile) decoder");
+        assert!(caps.starts_with("video/mpeg, mpegversion=(int)4"), "{caps}");
+        assert_eq!(missing_decoder("no suitable plugins found"), None);
     }
 }
