@@ -149,6 +149,30 @@ fn spawn_with_stalled_stdout(text: &str) -> (Child, JoinHandle<String>) {
     (child, reader)
 }
 
+/// Wait until `child`'s unread stdout pipe is three quarters full (a slow start on a loaded machine
+/// included; at most 30 s), then half a second more, so that its sink is blocked in a write.
+fn wait_for_a_full_pipe(child: &Child) {
+    use std::os::fd::AsRawFd;
+    let fd = child.stdout.as_ref().expect("piped stdout").as_raw_fd();
+    let start = Instant::now();
+    loop {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int, the bytes waiting in the pipe `fd` (open: the child's
+        // stdout, held by `child`).
+        let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) };
+        assert_eq!(rc, 0, "FIONREAD on the child's stdout");
+        if queued >= 48 * 1024 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the pipe holds {queued} bytes after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+}
+
 /// Send `signal` to `child`.
 fn signal(child: &Child, signal: &str) {
     let sent = Command::new("kill")
@@ -192,7 +216,7 @@ const TO_STDOUT: &str = "testsrc width=320 height=240 num-buffers=100000 live=tr
 #[test]
 fn sigterm_with_a_stalled_stdout_reader_exits_within_2_s() {
     let (mut child, stderr) = spawn_with_stalled_stdout(TO_STDOUT);
-    std::thread::sleep(Duration::from_millis(2500));
+    wait_for_a_full_pipe(&child);
     signal(&child, "TERM");
     let (code, took, stderr) = exit_within(&mut child, Duration::from_secs(10), stderr);
     assert!(
@@ -217,7 +241,7 @@ fn sigterm_with_a_stalled_stdout_reader_exits_within_2_s() {
 #[test]
 fn a_second_signal_prints_the_report_so_far_and_exits_at_once() {
     let (mut child, stderr) = spawn_with_stalled_stdout(TO_STDOUT);
-    std::thread::sleep(Duration::from_millis(2500));
+    wait_for_a_full_pipe(&child);
     signal(&child, "TERM");
     // Within the stop grace, while the sink is still blocked.
     std::thread::sleep(Duration::from_millis(200));
