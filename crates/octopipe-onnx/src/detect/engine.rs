@@ -13,6 +13,7 @@ use octopipe_stages::preprocess::{DType, Layout};
 
 use super::error::RunError;
 use super::gpu::GpuPeaks;
+use super::io::{IoError, Unfit};
 use super::Decoder;
 
 /// Which runtime runs the detector's model.
@@ -52,28 +53,26 @@ pub(super) fn check_io(
     (dtype, layout): (DType, Layout),
     decoder: Decoder,
     outputs: &[(String, DType)],
-) -> Result<(), String> {
-    let mut wrong = Vec::new();
+) -> Result<(), IoError> {
+    let mut unfit = Vec::new();
     if dtype != DType::F16 {
-        wrong.push(format!("its input is {}, not f16", name(dtype)));
+        unfit.push(Unfit::InputType(dtype));
     }
     if layout != Layout::Nhwc {
-        wrong.push("its input is NCHW, not NHWC".to_string());
+        unfit.push(Unfit::Nchw);
     }
     if decoder != Decoder::CenterNet || outputs.len() != 2 {
-        wrong.push(format!(
-            "its outputs are read as {decoder:?}, not as CenterNet's two heads"
-        ));
+        unfit.push(Unfit::Outputs(decoder));
     }
     if let Some((n, t)) = outputs.iter().find(|(_, t)| *t != DType::F16) {
-        wrong.push(format!("output '{n}' is {}, not f16", name(*t)));
+        unfit.push(Unfit::OutputType {
+            name: n.clone(),
+            dtype: *t,
+        });
     }
-    match wrong.is_empty() {
+    match unfit.is_empty() {
         true => Ok(()),
-        false => Err(format!(
-            "engine=octopipe runs a CenterNet with an f16 NHWC input and f16 heads (the shared CenterNet's heads model, docs/engine.md); {}",
-            wrong.join("; ")
-        )),
+        false => Err(IoError::NotForEngine(unfit)),
     }
 }
 
@@ -195,13 +194,5 @@ impl Engines {
             shape: e.output_shape(&self.heads[0]).unwrap_or_default().to_vec(),
         };
         Ok((heads, &mut self.peaks))
-    }
-}
-
-/// An element type as the messages write it.
-fn name(t: DType) -> &'static str {
-    match t {
-        DType::F32 => "f32",
-        DType::F16 => "f16",
     }
 }

@@ -18,6 +18,14 @@ pub enum DetectError {
         /// What does not fit.
         reason: String,
     },
+    /// The model's input or outputs do not fit the stage as configured.
+    #[error("detect: model {path}: {source}")]
+    Io {
+        /// The model file.
+        path: String,
+        /// What does not fit.
+        source: super::IoError,
+    },
     /// Preprocessing the tiles failed.
     #[error("detect: {0}")]
     Preprocess(#[from] PreprocessError),
@@ -130,7 +138,9 @@ impl octopipe_core::error::Kind for DetectError {
         match self {
             DetectError::Onnx(e) => octopipe_core::error::Kind::kind(e),
             DetectError::Preprocess(e) => octopipe_core::error::Kind::kind(e),
-            DetectError::Model { .. } | DetectError::Run { .. } => ErrorKind::Model,
+            DetectError::Model { .. } | DetectError::Io { .. } | DetectError::Run { .. } => {
+                ErrorKind::Model
+            }
             DetectError::Tiles { .. } => ErrorKind::Config,
             DetectError::OutOfMemory { .. } => ErrorKind::Busy,
         }

@@ -6,8 +6,177 @@ use ort::session::Session;
 use ort::value::{TensorElementType, ValueType};
 
 use super::centernet::Scores;
+use super::decode::ShapeError;
 use super::{Decoder, DetectConfig};
 use octopipe_stages::preprocess::{DType, Layout};
+
+/// Why the model's input or outputs do not fit the detect stage as configured
+/// ([`DetectError::Io`](super::DetectError::Io) names the model).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IoError {
+    /// The model has no input.
+    #[error("has no inputs")]
+    NoInput,
+    /// The input is not a tensor.
+    #[error("input '{0}' is not a tensor")]
+    NotTensor(String),
+    /// The input's element type is not f32 or f16.
+    #[error("input '{name}' is {ty}: a float32 or float16 image is needed")]
+    InputType {
+        /// The input.
+        name: String,
+        /// Its element type, as ONNX Runtime names it.
+        ty: String,
+    },
+    /// The input is not an image of 3 channels.
+    #[error("input '{name}' is {shape:?}: an image [batch, 3, height, width] or [batch, height, width, 3] is needed")]
+    NotImage {
+        /// The input.
+        name: String,
+        /// Its shape.
+        shape: Vec<i64>,
+    },
+    /// The input is larger than a model input may be.
+    #[error("input '{name}' is {w}x{h}: larger than the {side}x{side} a model input may be")]
+    TooLarge {
+        /// The input.
+        name: String,
+        /// Its width.
+        w: i64,
+        /// Its height.
+        h: i64,
+        /// The largest side.
+        side: i64,
+    },
+    /// `size=` differs from the model's fixed input size.
+    #[error("input '{name}' is {}x{}, but size={}x{} was given (leave size unset)", .model.0, .model.1, .given.0, .given.1)]
+    SizeGiven {
+        /// The input.
+        name: String,
+        /// Its (width, height).
+        model: (u32, u32),
+        /// `size=`.
+        given: (u32, u32),
+    },
+    /// A dynamic input size and no `size=`.
+    #[error("input '{name}' has a dynamic size {shape:?}: set detect size=WxH")]
+    DynamicSize {
+        /// The input.
+        name: String,
+        /// Its shape.
+        shape: Vec<i64>,
+    },
+    /// `output=` names an output the model does not have.
+    #[error("has no output '{want}' (outputs: {outputs})")]
+    NoOutput {
+        /// The name given.
+        want: String,
+        /// The model's outputs with their shapes.
+        outputs: String,
+    },
+    /// `decoder=centernet` and no pair of outputs reads as its heads.
+    #[error("no CenterNet heads among its outputs ({outputs}): scores [batch, classes, h, w] and distances [batch, 4, h, w]; or name them, output=SCORES,DISTANCES")]
+    NoHeads {
+        /// The model's outputs with their shapes.
+        outputs: String,
+    },
+    /// `decoder=centernet` with `output=` naming other than two outputs.
+    #[error("decoder=centernet reads two outputs: output=SCORES,DISTANCES")]
+    TwoHeads,
+    /// The output named fits no decoder.
+    #[error(
+        "output '{name}' {shape:?} fits no decoder: set decoder=end2end|yolov8|yolov5|centernet"
+    )]
+    NoDecoder {
+        /// The output.
+        name: String,
+        /// Its shape.
+        shape: Vec<i64>,
+    },
+    /// No output reads as detections with the decoder.
+    #[error("no output reads as detections with decoder={decoder} (outputs: {outputs}); set decoder= and output=")]
+    NoDetections {
+        /// The decoder (`auto` when none was set).
+        decoder: &'static str,
+        /// The model's outputs with their shapes.
+        outputs: String,
+    },
+    /// `output=` names more outputs than a one-output decoder reads.
+    #[error("output names {count} outputs; decoder={decoder} reads one")]
+    OutputCount {
+        /// Outputs named.
+        count: usize,
+        /// The decoder (`auto` when none was set).
+        decoder: &'static str,
+    },
+    /// A metadata value octopipe reads is none of those it knows.
+    #[error("its metadata {key} is '{value}': {allowed}")]
+    Metadata {
+        /// The key.
+        key: &'static str,
+        /// Its value.
+        value: String,
+        /// The values it may have.
+        allowed: &'static str,
+    },
+    /// `labels=` names another number of classes than the scores have.
+    #[error("{}", labels_message(.labels, *.classes))]
+    Labels {
+        /// The scores' classes.
+        classes: usize,
+        /// `labels=`.
+        labels: Vec<String>,
+    },
+    /// An output read has a shape its decoder does not read.
+    #[error("output '{name}' is {shape:?}: {source}")]
+    OutputShape {
+        /// The output.
+        name: String,
+        /// Its shape.
+        shape: Vec<i64>,
+        /// Why the decoder does not read it.
+        source: ShapeError,
+    },
+    /// An output read is not f32 or f16.
+    #[error("output '{0}' is not a float32 or float16 tensor")]
+    OutputType(String),
+    /// `engine=octopipe` and the model's input or outputs are not what the engine runs.
+    #[error("engine=octopipe runs a CenterNet with an f16 NHWC input and f16 heads (the shared CenterNet's heads model, docs/engine.md); {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    NotForEngine(Vec<Unfit>),
+}
+
+/// What of the model's input and outputs, as the stage reads them, `engine=octopipe` does not
+/// run ([`IoError::NotForEngine`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unfit {
+    /// The input's element type (not f16).
+    #[error("its input is {}, not f16", dtype_name(*.0))]
+    InputType(DType),
+    /// The input is NCHW.
+    #[error("its input is NCHW, not NHWC")]
+    Nchw,
+    /// The outputs are not CenterNet's two heads (read by this decoder).
+    #[error("its outputs are read as {0:?}, not as CenterNet's two heads")]
+    Outputs(Decoder),
+    /// An output's element type (not f16).
+    #[error("output '{name}' is {}, not f16", dtype_name(*.dtype))]
+    OutputType {
+        /// The output.
+        name: String,
+        /// Its element type.
+        dtype: DType,
+    },
+}
+
+/// An element type as the messages write it.
+fn dtype_name(t: DType) -> &'static str {
+    match t {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+    }
+}
 
 /// What the model's input and outputs are.
 #[derive(Debug, Clone)]
@@ -35,22 +204,24 @@ pub(super) struct Io {
 
 /// Read the model's input (rank 4, 3 channels, f32 or f16; the layout from where the 3 is) and
 /// pick its output and decoder.
-pub(super) fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, String> {
-    let input = session.inputs().first().ok_or("has no inputs")?;
+pub(super) fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, IoError> {
+    let input = session.inputs().first().ok_or(IoError::NoInput)?;
     let name = input.name().to_string();
     let ValueType::Tensor { ty, shape, .. } = input.dtype() else {
-        return Err(format!("input '{name}' is not a tensor"));
+        return Err(IoError::NotTensor(name));
     };
-    let dtype = element(*ty)
-        .ok_or_else(|| format!("input '{name}' is {ty:?}: a float32 or float16 image is needed"))?;
+    let dtype = element(*ty).ok_or_else(|| IoError::InputType {
+        name: name.clone(),
+        ty: format!("{ty:?}"),
+    })?;
     let layout = match &shape[..] {
         [_, 3, _, _] => Layout::Nchw,
         [_, _, _, 3] => Layout::Nhwc,
         _ => {
-            return Err(format!(
-                "input '{name}' is {:?}: an image [batch, 3, height, width] or [batch, height, width, 3] is needed",
-                &shape[..]
-            ))
+            return Err(IoError::NotImage {
+                name,
+                shape: shape.to_vec(),
+            })
         }
     };
     let (h, w) = match layout {
@@ -59,25 +230,24 @@ pub(super) fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, S
     };
     let side = i64::from(octopipe_core::stage::limits::MAX_INPUT_SIDE);
     if w > side || h > side {
-        return Err(format!(
-            "input '{name}' is {w}x{h}: larger than the {side}x{side} a model input may be"
-        ));
+        return Err(IoError::TooLarge { name, w, h, side });
     }
     let fixed = (w > 0 && h > 0).then_some((w as u32, h as u32));
     let size = match (fixed, config.size) {
         (Some(m), Some(s)) if m != s => {
-            return Err(format!(
-                "input '{name}' is {}x{}, but size={}x{} was given (leave size unset)",
-                m.0, m.1, s.0, s.1
-            ))
+            return Err(IoError::SizeGiven {
+                name,
+                model: m,
+                given: s,
+            })
         }
         (Some(m), _) => m,
         (None, Some(s)) => s,
         (None, None) => {
-            return Err(format!(
-                "input '{name}' has a dynamic size {:?}: set detect size=WxH",
-                &shape[..]
-            ))
+            return Err(IoError::DynamicSize {
+                name,
+                shape: shape.to_vec(),
+            })
         }
     };
     let outputs: Vec<(String, Vec<i64>, Option<DType>)> = session
@@ -105,34 +275,30 @@ pub(super) fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, S
         outputs
             .iter()
             .position(|(n, _, _)| n == want)
-            .ok_or_else(|| format!("has no output '{want}' (outputs: {})", listed()))
+            .ok_or_else(|| IoError::NoOutput {
+                want: want.clone(),
+                outputs: listed(),
+            })
     };
     let shapes: Vec<&[i64]> = outputs.iter().map(|(_, s, _)| s.as_slice()).collect();
     let pair = || Decoder::centernet_pair(&shapes).map(|(a, b)| vec![a, b]);
     // The outputs read, and how.
     let (picked, decoder): (Vec<usize>, Decoder) = match (config.decoder, &config.output[..]) {
-        (Some(Decoder::CenterNet), [heat, wh]) => (vec![named(heat)?, named(wh)?], Decoder::CenterNet),
+        (Some(Decoder::CenterNet), [heat, wh]) => {
+            (vec![named(heat)?, named(wh)?], Decoder::CenterNet)
+        }
         (Some(Decoder::CenterNet), []) => (
-            pair().ok_or_else(|| {
-                format!(
-                    "no CenterNet heads among its outputs ({}): scores [batch, classes, h, w] and distances [batch, 4, h, w]; or name them, output=SCORES,DISTANCES",
-                    listed()
-                )
-            })?,
+            pair().ok_or_else(|| IoError::NoHeads { outputs: listed() })?,
             Decoder::CenterNet,
         ),
-        (Some(Decoder::CenterNet), _) => {
-            return Err("decoder=centernet reads two outputs: output=SCORES,DISTANCES".into())
-        }
+        (Some(Decoder::CenterNet), _) => return Err(IoError::TwoHeads),
         (decoder, [want]) => {
             let i = named(want)?;
             let d = match decoder {
                 Some(d) => d,
-                None => Decoder::detect(&outputs[i].1).ok_or_else(|| {
-                    format!(
-                        "output '{want}' {:?} fits no decoder: set decoder=end2end|yolov8|yolov5|centernet",
-                        outputs[i].1
-                    )
+                None => Decoder::detect(&outputs[i].1).ok_or_else(|| IoError::NoDecoder {
+                    name: want.clone(),
+                    shape: outputs[i].1.clone(),
                 })?,
             };
             (vec![i], d)
@@ -140,31 +306,28 @@ pub(super) fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, S
         (None, []) => match outputs.iter().position(|(_, s, _)| fits(s)) {
             Some(i) => (vec![i], Decoder::detect(&outputs[i].1).expect("it fits")),
             None => (
-                pair().ok_or_else(|| {
-                    format!(
-                        "no output reads as detections with decoder=auto (outputs: {}); set decoder= and output=",
-                        listed()
-                    )
+                pair().ok_or_else(|| IoError::NoDetections {
+                    decoder: "auto",
+                    outputs: listed(),
                 })?,
                 Decoder::CenterNet,
             ),
         },
         (Some(d), []) => (
-            vec![outputs.iter().position(|(_, s, _)| fits(s)).ok_or_else(|| {
-                format!(
-                    "no output reads as detections with decoder={} (outputs: {}); set decoder= and output=",
-                    d.name(),
-                    listed()
-                )
-            })?],
+            vec![outputs
+                .iter()
+                .position(|(_, s, _)| fits(s))
+                .ok_or_else(|| IoError::NoDetections {
+                    decoder: d.name(),
+                    outputs: listed(),
+                })?],
             d,
         ),
         (_, more) => {
-            return Err(format!(
-                "output names {} outputs; decoder={} reads one",
-                more.len(),
-                config.decoder.map_or("auto", Decoder::name)
-            ))
+            return Err(IoError::OutputCount {
+                count: more.len(),
+                decoder: config.decoder.map_or("auto", Decoder::name),
+            })
         }
     };
     let scores = match session.metadata().ok().and_then(|m| m.custom(SCORES_KEY)) {
@@ -172,9 +335,11 @@ pub(super) fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, S
         Some(v) if v == "probabilities" => Scores::Probabilities,
         Some(v) if v == "logits" => Scores::Logits,
         Some(v) => {
-            return Err(format!(
-                "its metadata {SCORES_KEY} is '{v}': probabilities or logits"
-            ))
+            return Err(IoError::Metadata {
+                key: SCORES_KEY,
+                value: v,
+                allowed: "probabilities or logits",
+            })
         }
     };
     let input_scale = match session
@@ -186,31 +351,33 @@ pub(super) fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, S
         Some(v) if v == "0..1" => Some(1.0 / 255.0),
         Some(v) if v == "0..255" => Some(1.0),
         Some(v) => {
-            return Err(format!(
-                "its metadata {INPUT_RANGE_KEY} is '{v}': 0..1 or 0..255"
-            ))
+            return Err(IoError::Metadata {
+                key: INPUT_RANGE_KEY,
+                value: v,
+                allowed: "0..1 or 0..255",
+            })
         }
     };
     // Labels that do not name the model's classes one for one would put names on the wrong
     // boxes (a model cut to some of COCO's classes, run with labels=coco).
     let classes = picked.first().and_then(|&i| decoder.classes(&outputs[i].1));
     if let Some(n) = classes.filter(|&n| !config.labels.is_empty() && n != config.labels.len()) {
-        let more = if config.labels.len() > 3 { ",..." } else { "" };
-        return Err(format!(
-            "its scores have {n} classes but the labels name {} ({}{more}): give one name per class, in class-index order{}",
-            config.labels.len(),
-            config.labels[..config.labels.len().min(3)].join(","),
-            fewer_labels_hint(&config.labels, n)
-        ));
+        return Err(IoError::Labels {
+            classes: n,
+            labels: config.labels.clone(),
+        });
     }
     let mut read = Vec::with_capacity(picked.len());
     for i in picked {
         let (out_name, out_shape, out_dtype) = &outputs[i];
         decoder
             .check(out_shape)
-            .map_err(|e| format!("output '{out_name}' is {out_shape:?}: {e}"))?;
-        let dtype = out_dtype
-            .ok_or_else(|| format!("output '{out_name}' is not a float32 or float16 tensor"))?;
+            .map_err(|source| IoError::OutputShape {
+                name: out_name.clone(),
+                shape: out_shape.clone(),
+                source,
+            })?;
+        let dtype = out_dtype.ok_or_else(|| IoError::OutputType(out_name.clone()))?;
         read.push((out_name.clone(), dtype));
     }
     Ok(Io {
@@ -224,6 +391,17 @@ pub(super) fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, S
         scores,
         input_scale,
     })
+}
+
+/// [`IoError::Labels`] in words: the first labels, and how to keep only some classes.
+fn labels_message(labels: &[String], classes: usize) -> String {
+    let more = if labels.len() > 3 { ",..." } else { "" };
+    format!(
+        "its scores have {classes} classes but the labels name {} ({}{more}): give one name per class, in class-index order{}",
+        labels.len(),
+        labels[..labels.len().min(3)].join(","),
+        fewer_labels_hint(labels, classes)
+    )
 }
 
 /// The model metadata key that states the input range the model was trained on: `0..1` (the

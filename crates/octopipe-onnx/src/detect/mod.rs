@@ -84,6 +84,7 @@ pub use detector::{region_batch, regions_batch, Call, Detector};
 pub use engine::DetectEngine;
 pub use error::{DetectError, RunError};
 pub use gpu::CENTERNET_KERNELS;
+pub use io::{IoError, Unfit};
 pub use raw::RawBox;
 pub use section::DetectSection;
 pub use tiles::{Fit, Rect};

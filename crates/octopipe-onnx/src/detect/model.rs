@@ -75,9 +75,9 @@ impl Model {
         }
         let mut sessions =
             Sessions::open_with(&config.model, config.ort_threads, config.ep, config.cuda)?;
-        let io = model_io(sessions.first(), config).map_err(|reason| DetectError::Model {
+        let io = model_io(sessions.first(), config).map_err(|source| DetectError::Io {
             path: config.model.display().to_string(),
-            reason,
+            source,
         })?;
         let mut peaks = None;
         if let Some(device) = sessions.cuda() {
@@ -125,8 +125,12 @@ impl Model {
             reason,
         };
         let sessions = Sessions::open_with(&config.model, 1, Ep::Cpu, config.cuda)?;
-        let io = model_io(sessions.first(), config).map_err(&refused)?;
-        engine::check_io((io.dtype, io.layout), io.decoder, &io.outputs).map_err(&refused)?;
+        let unfit = |source| DetectError::Io {
+            path: path.clone(),
+            source,
+        };
+        let io = model_io(sessions.first(), config).map_err(unfit)?;
+        engine::check_io((io.dtype, io.layout), io.decoder, &io.outputs).map_err(unfit)?;
         let sizes = match io.batch {
             Some(b) => vec![b],
             None => config.batch_sizes(),

@@ -74,3 +74,38 @@ fn pixel_boxes_round_and_clip() {
         Err(SkipReason::OutsideFrame)
     );
 }
+
+#[test]
+fn the_engine_names_everything_of_the_models_io_it_does_not_run() {
+    use octopipe_stages::preprocess::{DType, Layout};
+    let heads = [
+        ("heat".to_string(), DType::F16),
+        ("wh".to_string(), DType::F16),
+    ];
+    let fits = engine::check_io((DType::F16, Layout::Nhwc), Decoder::CenterNet, &heads);
+    assert!(fits.is_ok(), "{fits:?}");
+    let one = [("out".to_string(), DType::F32)];
+    let err = engine::check_io((DType::F32, Layout::Nchw), Decoder::Yolov8, &one).unwrap_err();
+    let IoError::NotForEngine(unfit) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        unfit,
+        &[
+            Unfit::InputType(DType::F32),
+            Unfit::Nchw,
+            Unfit::Outputs(Decoder::Yolov8),
+            Unfit::OutputType {
+                name: "out".into(),
+                dtype: DType::F32
+            },
+        ]
+    );
+    assert_eq!(
+        err.to_string(),
+        "engine=octopipe runs a CenterNet with an f16 NHWC input and f16 heads (the shared \
+         CenterNet's heads model, docs/engine.md); its input is f32, not f16; its input is \
+         NCHW, not NHWC; its outputs are read as Yolov8, not as CenterNet's two heads; output \
+         'out' is f32, not f16"
+    );
+}
