@@ -44,7 +44,7 @@ bench_decode() {
     echo "=== bench decode $(date -u +%T)"
     timeout ${DECODE_S:-170} /tmp/t/octopipe bench decode --decoder nvdec --codec h264 --seconds 10 --bitrate 4000 \
         --clip /tmp/data/visdrone/clip-9999999 --streams ${DECODE_STREAMS:-96} \
-        --start ${DECODE_START:-one-pipeline,threads,threads-own-context} 2>&1 | tee "$OUT/decode.md"
+        --start ${DECODE_START:-one-pipeline,threads,threads-own-context,threads-4-contexts} 2>&1 | tee "$OUT/decode.md"
 }
 case "${1:-run}" in
 stage)

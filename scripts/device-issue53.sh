@@ -87,7 +87,7 @@ run)
         decode)
             (. /tmp/gst/env.sh
              timeout ${DECODE_S:-240} $B --codec h264 --streams ${DECODE_STREAMS:-1,96} \
-                 --start ${DECODE_START:-one-pipeline,serial,threads,threads-own-context} 2>&1 | tee $OUT/decode-h264.md
+                 --start ${DECODE_START:-one-pipeline,serial,threads,threads-own-context,threads-4-contexts} 2>&1 | tee $OUT/decode-h264.md
              [ "${MORE:-0}" != 1 ] || timeout 100 $B --codec h265 --streams 96 --start threads 2>&1 | tee $OUT/decode-h265.md) || true
             ;;
         engine-test)

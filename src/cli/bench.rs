@@ -98,7 +98,7 @@ pub(crate) fn bench_command(what: BenchCommand) -> Result<()> {
                 .iter()
                 .map(|s| {
                     DecodeStart::parse(s).with_context(|| {
-                        format!("--start {s}: give one-pipeline, serial, threads or threads-own-context")
+                        format!("--start {s}: give one-pipeline, serial, threads, threads-own-context or threads-4-contexts")
                     })
                 })
                 .collect::<Result<_>>()?;

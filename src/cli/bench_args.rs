@@ -129,7 +129,7 @@ pub(crate) enum BenchCommand {
         /// Codecs: h264, h265 (comma-separated).
         #[arg(long, default_value = "h264", value_delimiter = ',')]
         codec: Vec<String>,
-        /// Ways of starting: one-pipeline, serial, threads, threads-own-context
+        /// Ways of starting: one-pipeline, serial, threads, threads-own-context, threads-4-contexts
         /// (comma-separated).
         #[arg(long, default_value = "one-pipeline,threads", value_delimiter = ',')]
         start: Vec<String>,

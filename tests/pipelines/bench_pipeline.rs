@@ -424,7 +424,13 @@ fn the_decoders_alone_give_their_start_and_steady_state_per_way_of_starting() {
     let starts: Vec<&str> = rows.iter().map(|r| &*r[3]).collect();
     assert_eq!(
         starts,
-        ["one-pipeline", "serial", "threads", "threads-own-context"],
+        [
+            "one-pipeline",
+            "serial",
+            "threads",
+            "threads-own-context",
+            "threads-4-contexts"
+        ],
         "{table}"
     );
     for row in &rows {

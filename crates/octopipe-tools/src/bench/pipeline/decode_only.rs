@@ -23,7 +23,9 @@
 //! branch (GStreamer's bin sets its children's states one after another), one pipeline a stream
 //! set playing one after another from one thread (as a runner opening its sources in turn), or
 //! from a thread each at the same moment, sharing the device's primary CUDA context (as
-//! octopipe's NVDEC sources do) or each decoder with a context of its own.
+//! octopipe's NVDEC sources do), each decoder with a context of its own, or the decoders spread
+//! over a few contexts made ahead (so that a start that takes turns within a context shows
+//! apart from one that takes turns in the driver).
 
 use std::path::Path;
 use std::sync::{Arc, Barrier, Mutex};
@@ -50,15 +52,22 @@ pub enum DecodeStart {
     Threads,
     /// As [`Threads`](Self::Threads), each NVDEC decoder making a CUDA context of its own.
     ThreadsOwnContext,
+    /// As [`Threads`](Self::Threads), the NVDEC decoders spread over [`AHEAD_CONTEXTS`] CUDA
+    /// contexts that the first streams' decoders made before the start (timed apart).
+    ThreadsContextsAhead,
 }
+
+/// The contexts [`DecodeStart::ThreadsContextsAhead`] spreads the decoders over.
+pub const AHEAD_CONTEXTS: usize = 4;
 
 impl DecodeStart {
     /// Every way, in the order the benchmark runs them.
-    pub const ALL: [DecodeStart; 4] = [
+    pub const ALL: [DecodeStart; 5] = [
         DecodeStart::OnePipeline,
         DecodeStart::Serial,
         DecodeStart::Threads,
         DecodeStart::ThreadsOwnContext,
+        DecodeStart::ThreadsContextsAhead,
     ];
 
     /// The name `--start` takes.
@@ -68,6 +77,7 @@ impl DecodeStart {
             DecodeStart::Serial => "serial",
             DecodeStart::Threads => "threads",
             DecodeStart::ThreadsOwnContext => "threads-own-context",
+            DecodeStart::ThreadsContextsAhead => "threads-4-contexts",
         }
     }
 
@@ -91,6 +101,9 @@ pub struct DecodeOnly {
     pub steady_fps: Option<f64>,
     /// The length of that window, seconds.
     pub steady_s: f64,
+    /// Seconds spent before the start making the CUDA contexts the decoders then share
+    /// ([`DecodeStart::ThreadsContextsAhead`]; 0 otherwise).
+    pub ahead_s: f64,
 }
 
 impl DecodeOnly {
@@ -256,7 +269,11 @@ pub fn decode_only(
             for (i, (line, gpu)) in lines.iter().enumerate() {
                 let pipeline = launch(line)?;
                 mark(&pipeline, i, i as u32, &marks)?;
-                if decoder == "nvdec" && start != DecodeStart::ThreadsOwnContext {
+                let shares = !matches!(
+                    start,
+                    DecodeStart::ThreadsOwnContext | DecodeStart::ThreadsContextsAhead
+                );
+                if decoder == "nvdec" && shares {
                     if let std::collections::hash_map::Entry::Vacant(e) = shared.entry(*gpu) {
                         e.insert(
                             octopipe_sources::plugin::SharedCuda::new(*gpu)
@@ -270,6 +287,18 @@ pub fn decode_only(
             v
         }
     };
+    let ahead_s = match start == DecodeStart::ThreadsContextsAhead && decoder == "nvdec" {
+        true => {
+            let t = Instant::now();
+            contexts_ahead(&pipelines).inspect_err(|_| {
+                for p in &pipelines {
+                    let _ = p.set_state(gst::State::Null);
+                }
+            })?;
+            t.elapsed().as_secs_f64()
+        }
+        false => 0.0,
+    };
     let t0 = Instant::now();
     let started: Result<(), String> = match start {
         DecodeStart::OnePipeline | DecodeStart::Serial => {
@@ -279,7 +308,9 @@ pub fn decode_only(
                     .map_err(|_| not_started(i, p))
             })
         }
-        DecodeStart::Threads | DecodeStart::ThreadsOwnContext => {
+        DecodeStart::Threads
+        | DecodeStart::ThreadsOwnContext
+        | DecodeStart::ThreadsContextsAhead => {
             let go = Arc::new(Barrier::new(pipelines.len()));
             let results: Vec<bool> = std::thread::scope(|s| {
                 let handles: Vec<_> = pipelines
@@ -313,7 +344,51 @@ pub fn decode_only(
     drop(shared);
     outcome?;
     let marks = marks.lock().map_err(|_| "the marks' lock".to_string())?;
-    Ok(summarize(&marks, streams, t0, wall_s))
+    Ok(DecodeOnly {
+        ahead_s,
+        ..summarize(&marks, streams, t0, wall_s)
+    })
+}
+
+/// [`DecodeStart::ThreadsContextsAhead`]: the first [`AHEAD_CONTEXTS`] pipelines set ready at
+/// once, each from a thread (a decoder opening without a context makes one of its own), then
+/// every other pipeline given one of those contexts in turn.
+fn contexts_ahead(pipelines: &[gst::Pipeline]) -> Result<(), String> {
+    let k = AHEAD_CONTEXTS.min(pipelines.len());
+    let ready: Vec<bool> = std::thread::scope(|s| {
+        let handles: Vec<_> = pipelines[..k]
+            .iter()
+            .map(|p| s.spawn(move || p.set_state(gst::State::Ready).is_ok()))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(false))
+            .collect()
+    });
+    if let Some(i) = ready.iter().position(|ok| !*ok) {
+        return Err(not_started(i, &pipelines[i]));
+    }
+    let contexts = pipelines[..k]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| cuda_context(p).ok_or(format!("pipeline {i}'s decoder made no CUDA context")))
+        .collect::<Result<Vec<_>, String>>()?;
+    for (i, p) in pipelines.iter().enumerate().skip(k) {
+        p.set_context(&contexts[i % k]);
+    }
+    Ok(())
+}
+
+/// The CUDA context an element of `pipeline` made and told its bin of (`gst.cuda.context`).
+fn cuda_context(pipeline: &gst::Pipeline) -> Option<gst::Context> {
+    const TYPE: &str = "gst.cuda.context";
+    pipeline.context(TYPE).or_else(|| {
+        pipeline
+            .iterate_recurse()
+            .into_iter()
+            .flatten()
+            .find_map(|e| e.context(TYPE))
+    })
 }
 
 /// The start and the steady state of `marks`, `streams` streams set playing at `t0`.
@@ -351,6 +426,7 @@ fn summarize(marks: &[(u32, Instant)], streams: usize, t0: Instant, wall_s: f64)
         first_frame_s,
         steady_fps,
         steady_s,
+        ahead_s: 0.0,
     }
 }
 

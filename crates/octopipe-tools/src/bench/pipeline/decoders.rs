@@ -113,6 +113,14 @@ pub fn decode_bench(
                     match decode_only(&video, codec, decoder, streams, &opts.devices, start) {
                         Ok(d) => {
                             let [a, b, c] = d.first_frame_s;
+                            let head = match d.ahead_s > 0.0 {
+                                true => format!(
+                                    "{} (contexts made {:.2} s ahead) |",
+                                    head.trim_end_matches(" |"),
+                                    d.ahead_s
+                                ),
+                                false => head,
+                            };
                             let _ = writeln!(
                                 out,
                                 "{head} {} | {a:.2} / {b:.2} / {c:.2} | {:.2} | {:.1} | {} | {:.2} | {} |",
