@@ -290,7 +290,8 @@ pub fn decode_only(
     let ahead_s = match start == DecodeStart::ThreadsContextsAhead && decoder == "nvdec" {
         true => {
             let t = Instant::now();
-            contexts_ahead(&pipelines).inspect_err(|_| {
+            let gpus: Vec<usize> = lines.iter().map(|(_, gpu)| *gpu).collect();
+            contexts_ahead(&pipelines, &gpus).inspect_err(|_| {
                 for p in &pipelines {
                     let _ = p.set_state(gst::State::Null);
                 }
@@ -350,33 +351,61 @@ pub fn decode_only(
     })
 }
 
-/// [`DecodeStart::ThreadsContextsAhead`]: the first [`AHEAD_CONTEXTS`] pipelines set ready at
-/// once, each from a thread (a decoder opening without a context makes one of its own), then
-/// every other pipeline given one of those contexts in turn.
-fn contexts_ahead(pipelines: &[gst::Pipeline]) -> Result<(), String> {
-    let k = AHEAD_CONTEXTS.min(pipelines.len());
+/// [`DecodeStart::ThreadsContextsAhead`]: the pipelines that make a context ([`ahead_plan`])
+/// set ready at once, each from a thread (a decoder opening without a context makes one of its
+/// own), then every other pipeline given the context its plan names.
+fn contexts_ahead(pipelines: &[gst::Pipeline], gpus: &[usize]) -> Result<(), String> {
+    let plan = ahead_plan(gpus);
+    let makers: Vec<usize> = (0..plan.len()).filter(|&i| plan[i].is_none()).collect();
     let ready: Vec<bool> = std::thread::scope(|s| {
-        let handles: Vec<_> = pipelines[..k]
+        let handles: Vec<_> = makers
             .iter()
-            .map(|p| s.spawn(move || p.set_state(gst::State::Ready).is_ok()))
+            .map(|&i| {
+                let p = &pipelines[i];
+                s.spawn(move || p.set_state(gst::State::Ready).is_ok())
+            })
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or(false))
             .collect()
     });
-    if let Some(i) = ready.iter().position(|ok| !*ok) {
-        return Err(not_started(i, &pipelines[i]));
+    if let Some(at) = ready.iter().position(|ok| !*ok) {
+        return Err(not_started(makers[at], &pipelines[makers[at]]));
     }
-    let contexts = pipelines[..k]
-        .iter()
-        .enumerate()
-        .map(|(i, p)| cuda_context(p).ok_or(format!("pipeline {i}'s decoder made no CUDA context")))
-        .collect::<Result<Vec<_>, String>>()?;
-    for (i, p) in pipelines.iter().enumerate().skip(k) {
-        p.set_context(&contexts[i % k]);
+    let mut contexts = std::collections::HashMap::new();
+    for &i in &makers {
+        let context = cuda_context(&pipelines[i])
+            .ok_or(format!("pipeline {i}'s decoder made no CUDA context"))?;
+        contexts.insert(i, context);
+    }
+    for (p, maker) in pipelines.iter().zip(&plan) {
+        if let Some(context) = maker.and_then(|m| contexts.get(&m)) {
+            p.set_context(context);
+        }
     }
     Ok(())
+}
+
+/// Which pipeline's context each pipeline takes (`gpus[i]` is pipeline `i`'s GPU): `None` for
+/// the first [`AHEAD_CONTEXTS`] of each GPU (they make one), the others of that GPU the makers'
+/// in turn.
+fn ahead_plan(gpus: &[usize]) -> Vec<Option<usize>> {
+    let mut makers: std::collections::HashMap<usize, Vec<usize>> = Default::default();
+    let mut taken: std::collections::HashMap<usize, usize> = Default::default();
+    gpus.iter()
+        .enumerate()
+        .map(|(i, gpu)| {
+            let of_gpu = makers.entry(*gpu).or_default();
+            if of_gpu.len() < AHEAD_CONTEXTS {
+                of_gpu.push(i);
+                return None;
+            }
+            let turn = taken.entry(*gpu).or_default();
+            *turn += 1;
+            Some(of_gpu[(*turn - 1) % of_gpu.len()])
+        })
+        .collect()
 }
 
 /// The CUDA context an element of `pipeline` made and told its bin of (`gst.cuda.context`).
@@ -434,6 +463,36 @@ fn summarize(marks: &[(u32, Instant)], streams: usize, t0: Instant, wall_s: f64)
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn the_decoders_of_each_gpu_share_its_first_four_contexts_in_turn() {
+        // Two GPUs, the streams spread as the batch stage spreads them: 0-5 on GPU 0, 6-9 on 1.
+        let gpus = [0, 0, 0, 0, 0, 0, 1, 1, 1, 1];
+        let plan = ahead_plan(&gpus);
+        let none = None;
+        assert_eq!(
+            plan,
+            [
+                none,
+                none,
+                none,
+                none,
+                Some(0),
+                Some(1),
+                none,
+                none,
+                none,
+                none
+            ]
+        );
+        let gpus = [0; 7];
+        assert_eq!(
+            ahead_plan(&gpus)[4..],
+            [Some(0), Some(1), Some(2)],
+            "the makers in turn"
+        );
+        assert_eq!(ahead_plan(&[3, 3]), [None, None]);
+    }
 
     #[test]
     fn each_stream_decodes_on_its_gpu() {
