@@ -11,9 +11,8 @@ use octopipe_cuda::{order_after, StreamPriority};
 use octopipe_engine::gpu::{Engine, EngineError, Kernels};
 use octopipe_stages::preprocess::{DType, Layout};
 
-use super::error::RunError;
+use super::error::{IoError, RunError, Unfit};
 use super::gpu::GpuPeaks;
-use super::io::{IoError, Unfit};
 use super::Decoder;
 
 /// Which runtime runs the detector's model.

@@ -6,177 +6,9 @@ use ort::session::Session;
 use ort::value::{TensorElementType, ValueType};
 
 use super::centernet::Scores;
-use super::decode::ShapeError;
+use super::error::IoError;
 use super::{Decoder, DetectConfig};
 use octopipe_stages::preprocess::{DType, Layout};
-
-/// Why the model's input or outputs do not fit the detect stage as configured
-/// ([`DetectError::Io`](super::DetectError::Io) names the model).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum IoError {
-    /// The model has no input.
-    #[error("has no inputs")]
-    NoInput,
-    /// The input is not a tensor.
-    #[error("input '{0}' is not a tensor")]
-    NotTensor(String),
-    /// The input's element type is not f32 or f16.
-    #[error("input '{name}' is {ty}: a float32 or float16 image is needed")]
-    InputType {
-        /// The input.
-        name: String,
-        /// Its element type, as ONNX Runtime names it.
-        ty: String,
-    },
-    /// The input is not an image of 3 channels.
-    #[error("input '{name}' is {shape:?}: an image [batch, 3, height, width] or [batch, height, width, 3] is needed")]
-    NotImage {
-        /// The input.
-        name: String,
-        /// Its shape.
-        shape: Vec<i64>,
-    },
-    /// The input is larger than a model input may be.
-    #[error("input '{name}' is {w}x{h}: larger than the {side}x{side} a model input may be")]
-    TooLarge {
-        /// The input.
-        name: String,
-        /// Its width.
-        w: i64,
-        /// Its height.
-        h: i64,
-        /// The largest side.
-        side: i64,
-    },
-    /// `size=` differs from the model's fixed input size.
-    #[error("input '{name}' is {}x{}, but size={}x{} was given (leave size unset)", .model.0, .model.1, .given.0, .given.1)]
-    SizeGiven {
-        /// The input.
-        name: String,
-        /// Its (width, height).
-        model: (u32, u32),
-        /// `size=`.
-        given: (u32, u32),
-    },
-    /// A dynamic input size and no `size=`.
-    #[error("input '{name}' has a dynamic size {shape:?}: set detect size=WxH")]
-    DynamicSize {
-        /// The input.
-        name: String,
-        /// Its shape.
-        shape: Vec<i64>,
-    },
-    /// `output=` names an output the model does not have.
-    #[error("has no output '{want}' (outputs: {outputs})")]
-    NoOutput {
-        /// The name given.
-        want: String,
-        /// The model's outputs with their shapes.
-        outputs: String,
-    },
-    /// `decoder=centernet` and no pair of outputs reads as its heads.
-    #[error("no CenterNet heads among its outputs ({outputs}): scores [batch, classes, h, w] and distances [batch, 4, h, w]; or name them, output=SCORES,DISTANCES")]
-    NoHeads {
-        /// The model's outputs with their shapes.
-        outputs: String,
-    },
-    /// `decoder=centernet` with `output=` naming other than two outputs.
-    #[error("decoder=centernet reads two outputs: output=SCORES,DISTANCES")]
-    TwoHeads,
-    /// The output named fits no decoder.
-    #[error(
-        "output '{name}' {shape:?} fits no decoder: set decoder=end2end|yolov8|yolov5|centernet"
-    )]
-    NoDecoder {
-        /// The output.
-        name: String,
-        /// Its shape.
-        shape: Vec<i64>,
-    },
-    /// No output reads as detections with the decoder.
-    #[error("no output reads as detections with decoder={decoder} (outputs: {outputs}); set decoder= and output=")]
-    NoDetections {
-        /// The decoder (`auto` when none was set).
-        decoder: &'static str,
-        /// The model's outputs with their shapes.
-        outputs: String,
-    },
-    /// `output=` names more outputs than a one-output decoder reads.
-    #[error("output names {count} outputs; decoder={decoder} reads one")]
-    OutputCount {
-        /// Outputs named.
-        count: usize,
-        /// The decoder (`auto` when none was set).
-        decoder: &'static str,
-    },
-    /// A metadata value octopipe reads is none of those it knows.
-    #[error("its metadata {key} is '{value}': {allowed}")]
-    Metadata {
-        /// The key.
-        key: &'static str,
-        /// Its value.
-        value: String,
-        /// The values it may have.
-        allowed: &'static str,
-    },
-    /// `labels=` names another number of classes than the scores have.
-    #[error("{}", labels_message(.labels, *.classes))]
-    Labels {
-        /// The scores' classes.
-        classes: usize,
-        /// `labels=`.
-        labels: Vec<String>,
-    },
-    /// An output read has a shape its decoder does not read.
-    #[error("output '{name}' is {shape:?}: {source}")]
-    OutputShape {
-        /// The output.
-        name: String,
-        /// Its shape.
-        shape: Vec<i64>,
-        /// Why the decoder does not read it.
-        source: ShapeError,
-    },
-    /// An output read is not f32 or f16.
-    #[error("output '{0}' is not a float32 or float16 tensor")]
-    OutputType(String),
-    /// `engine=octopipe` and the model's input or outputs are not what the engine runs.
-    #[error("engine=octopipe runs a CenterNet with an f16 NHWC input and f16 heads (the shared CenterNet's heads model, docs/engine.md); {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
-    NotForEngine(Vec<Unfit>),
-}
-
-/// What of the model's input and outputs, as the stage reads them, `engine=octopipe` does not
-/// run ([`IoError::NotForEngine`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Unfit {
-    /// The input's element type (not f16).
-    #[error("its input is {}, not f16", dtype_name(*.0))]
-    InputType(DType),
-    /// The input is NCHW.
-    #[error("its input is NCHW, not NHWC")]
-    Nchw,
-    /// The outputs are not CenterNet's two heads (read by this decoder).
-    #[error("its outputs are read as {0:?}, not as CenterNet's two heads")]
-    Outputs(Decoder),
-    /// An output's element type (not f16).
-    #[error("output '{name}' is {}, not f16", dtype_name(*.dtype))]
-    OutputType {
-        /// The output.
-        name: String,
-        /// Its element type.
-        dtype: DType,
-    },
-}
-
-/// An element type as the messages write it.
-fn dtype_name(t: DType) -> &'static str {
-    match t {
-        DType::F32 => "f32",
-        DType::F16 => "f16",
-    }
-}
 
 /// What the model's input and outputs are.
 #[derive(Debug, Clone)]
@@ -365,6 +197,7 @@ pub(super) fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, I
         return Err(IoError::Labels {
             classes: n,
             labels: config.labels.clone(),
+            hint: fewer_labels_hint(&config.labels, n),
         });
     }
     let mut read = Vec::with_capacity(picked.len());
@@ -391,17 +224,6 @@ pub(super) fn model_io(session: &Session, config: &DetectConfig) -> Result<Io, I
         scores,
         input_scale,
     })
-}
-
-/// [`IoError::Labels`] in words: the first labels, and how to keep only some classes.
-fn labels_message(labels: &[String], classes: usize) -> String {
-    let more = if labels.len() > 3 { ",..." } else { "" };
-    format!(
-        "its scores have {classes} classes but the labels name {} ({}{more}): give one name per class, in class-index order{}",
-        labels.len(),
-        labels[..labels.len().min(3)].join(","),
-        fewer_labels_hint(labels, classes)
-    )
 }
 
 /// The model metadata key that states the input range the model was trained on: `0..1` (the
