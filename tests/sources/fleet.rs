@@ -19,6 +19,8 @@ const STREAMS: u32 = 8;
 const FPS: u64 = 30;
 /// Frames of each stream: 8 s at 30 fps.
 const FRAMES: u64 = 240;
+/// The most frames a stream that stayed may lose, each dropped by its live source and counted.
+const MAX_LIVE_DROPS: u64 = 3;
 /// The longest gap a moved stream may have: 2 s (measured: 0.5 s, the health checks' interval).
 const MAX_GAP: u64 = 2 * FPS;
 
@@ -243,7 +245,21 @@ fn three_stations_eight_streams_one_killed() {
             "stream {s}: every frame processed arrived once"
         );
         if !moved.contains(&(s as u32)) {
-            assert_eq!((first, dropped), (0, 0), "stream {s}: {row}");
+            // A stream that stayed: every frame from its station. A live source that finds its
+            // queue full drops its oldest frame and counts it (a loaded CI machine did, once);
+            // any other loss, or more than a few, is a failure.
+            assert_eq!(first, 0, "stream {s}: {row}");
+            let by_source = row["dropped"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(why, _)| why.starts_with("live: oldest dropped at source"))
+                .map(|(_, n)| n.as_u64().unwrap())
+                .sum::<u64>();
+            assert!(
+                dropped == by_source && dropped <= MAX_LIVE_DROPS,
+                "stream {s}: {row}"
+            );
             continue;
         }
         // A moved stream: A's frames 0..=last, none missing, then the gap, then B's.
