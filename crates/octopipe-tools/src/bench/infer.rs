@@ -498,7 +498,6 @@ impl DeviceBuf {
     }
 }
 
-/// The `q`-th percentile (nearest rank) of sorted values.
 /// Run `sessions` at the fixed batch `sizes` with input `input` and every output left on the
 /// device: the model alone, as a consumer on the GPU reads it.
 fn fix_on_device(sessions: &mut Sessions, sizes: &[usize], input: &str) -> Result<(), BenchError> {
@@ -514,6 +513,7 @@ fn fix_on_device(sessions: &mut Sessions, sizes: &[usize], input: &str) -> Resul
         .map_err(|e| BenchError::Options(e.to_string()))
 }
 
+/// The `q`-th percentile (nearest rank) of sorted values.
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;

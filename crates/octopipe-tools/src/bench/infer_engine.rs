@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use octopipe_engine::gpu::Engine;
+use octopipe_engine::gpu::{Engine, EngineError};
 use octopipe_engine::Model;
 
 use super::data::Rng;
@@ -62,18 +62,8 @@ pub(super) fn rows(
             .map(|_| half::f16::from_f32(rng.below(1 << 24) as f32 / (1 << 24) as f32).to_bits())
             .collect();
         engine.run_host(&input).map_err(|e| err(&e))?;
-        engine.capture().map_err(|e| err(&e))?;
-        for _ in 0..3 {
-            engine.launch().map_err(|e| err(&e))?;
-        }
-        engine.synchronize().map_err(|e| err(&e))?;
-        let mut times = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            let t = Instant::now();
-            engine.launch().map_err(|e| err(&e))?;
-            engine.synchronize().map_err(|e| err(&e))?;
-            times.push(t.elapsed().as_secs_f64() * 1e3);
-        }
+        let times = time_replays(&mut engine, runs).map_err(|e| err(&e))?;
+        let times = times.into_iter().map(|s| s * 1e3).collect();
         let note = format!("{} kernels, fused", engine.program().launches());
         rows.push(EngineRow::Timed { batch, times, note });
     }
@@ -92,18 +82,25 @@ pub fn engine_throughput(
     let err = |e: &dyn std::fmt::Display| BenchError::Options(format!("octopipe engine: {e}"));
     let model = Model::read(model).map_err(|e| err(&e))?;
     let mut engine = Engine::new(&model, rows.max(1), device).map_err(|e| err(&e))?;
-    engine.capture().map_err(|e| err(&e))?;
-    for _ in 0..3 {
-        engine.launch().map_err(|e| err(&e))?;
-    }
-    engine.synchronize().map_err(|e| err(&e))?;
-    let mut times = Vec::with_capacity(runs.max(1));
-    for _ in 0..runs.max(1) {
-        let t = Instant::now();
-        engine.launch().map_err(|e| err(&e))?;
-        engine.synchronize().map_err(|e| err(&e))?;
-        times.push(t.elapsed().as_secs_f64());
-    }
+    let mut times = time_replays(&mut engine, runs.max(1)).map_err(|e| err(&e))?;
     times.sort_by(f64::total_cmp);
     Ok(rows.max(1) as f64 / times[times.len() / 2].max(1e-12))
+}
+
+/// Capture `engine`'s program as one CUDA graph, replay it three times to warm up, then time
+/// `runs` replays, each waited for: their seconds, in order.
+fn time_replays(engine: &mut Engine, runs: usize) -> Result<Vec<f64>, EngineError> {
+    engine.capture()?;
+    for _ in 0..3 {
+        engine.launch()?;
+    }
+    engine.synchronize()?;
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        engine.launch()?;
+        engine.synchronize()?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    Ok(times)
 }
