@@ -263,3 +263,70 @@ fn a_picture_too_large_fails_its_stream_alone_and_a_stream_past_the_memory_budge
     assert_eq!(s.stream(0)["state"], "running", "{}", s.stream(0));
     assert_eq!(s.get("/health").map(|r| r.status), Some(200));
 }
+
+/// A character of several bytes just before a second `://` in a URI the station shows
+/// (`rtsp://u:p@host/pathé://x`), and in a playlist a hostile server answers (`segé://evil`):
+/// once the station sliced inside that character where it hides credentials (every answer that
+/// showed the stream, every log line naming it: a panic) and where its relay reads a playlist's
+/// URIs (the relay's thread). Now the stream is listed with its credentials hidden, the
+/// playlist's foreign URI is refused naming it, and the station answers throughout.
+#[test]
+fn characters_of_several_bytes_in_uris_never_take_the_station_down() {
+    for e in ["hlsdemux", "rtspsrc"] {
+        if !common::element_or_skip(e, "gstreamer1.0-plugins-{bad,good}") {
+            return;
+        }
+    }
+    let dir = common::temp_dir("control-multibyte");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let playlist =
+        "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:1.0,\nsegé://camera.evil/a.ts\n#EXT-X-ENDLIST\n";
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = {
+        let stop = stop.clone();
+        std::thread::spawn(move || serve_playlist(listener, playlist.into(), stop))
+    };
+    let s = Station::start("multibyte", &dir, SINK, &["--allow-scheme", "http"], &[]);
+    // Nothing listens on its port: the stream fails, but it is shown (and logged) first.
+    let closed = free_port();
+    let reply = s.add(
+        &format!(
+            "media location=rtsp://me:hunter2@127.0.0.1:{closed}/pathé://x start-timeout=2 retry=0 \
+             ! boxes format=synthetic count=1"
+        ),
+        Some(1),
+    );
+    assert_eq!(reply.status, 201, "{reply:?}");
+    let listed = s.get("/streams").expect("GET /streams is answered");
+    assert_eq!(listed.status, 200, "{listed:?}");
+    assert!(
+        listed.body.contains("rtsp://***@127.0.0.1") && !listed.body.contains("hunter2"),
+        "{listed:?}"
+    );
+    let reply = s.add(
+        &format!(
+            "media location=http://127.0.0.1:{port}/live.m3u8 ! boxes format=synthetic count=1"
+        ),
+        Some(2),
+    );
+    assert_eq!(reply.status, 201, "{reply:?}");
+    let entry = s.wait_state(2, "failed", Duration::from_secs(30));
+    let error = entry["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("a segment of its playlist is '://camera.evil/a.ts'"),
+        "{entry}\n{}",
+        s.log()
+    );
+    s.wait_until(1, Duration::from_secs(30), "not ended", |e| {
+        e["state"] == "failed" || e["state"] == "ended"
+    });
+    assert_eq!(s.get("/health").map(|r| r.status), Some(200));
+    let log = s.log();
+    assert!(
+        !log.contains("panicked") && !log.contains("hunter2"),
+        "{log}"
+    );
+    stop.store(true, Ordering::SeqCst);
+    server.join().unwrap();
+}

@@ -195,17 +195,26 @@ fn user_information(text: &str) -> Cow<'_, str> {
         let path_end = rest
             .find(|c: char| matches!(c, '?' | '#' | '"' | '\'' | '<' | '>') || c.is_whitespace())
             .unwrap_or(rest.len());
-        let path_end = rest[..path_end].find("://").map_or(path_end, |uri| {
-            // The next URI's scheme stays to be read with it.
-            rest[..uri]
-                .rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
-                .map_or(0, |i| i + 1)
-        });
+        // The next URI's scheme stays to be read with it.
+        let path_end = rest[..path_end]
+            .find("://")
+            .map_or(path_end, |uri| scheme_start(&rest[..uri]));
         out.push_str(&path_credentials(&rest[..path_end]));
         rest = &rest[path_end..];
     }
     out.push_str(rest);
     Cow::Owned(out)
+}
+
+/// Where the scheme of a URI whose `://` ends `before` starts: after the last character that
+/// cannot be in a scheme (RFC 3986: letters, digits, `+`, `-`, `.`), or at 0. Always a character
+/// boundary of `before`, whatever characters it holds.
+pub fn scheme_start(before: &str) -> usize {
+    before
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+        .map_or(0, |(i, c)| i + c.len_utf8())
 }
 
 /// A URI's `path` with each segment that holds credentials (`user:password@rest`: a `:`
@@ -285,6 +294,10 @@ mod tests {
             ),
             ("rtsp://h//u:p@cam/s", "rtsp://h//***@cam/s"),
             ("rtsp://h/a@b:c", "rtsp://h/a@b:c"),
+            // A character of several bytes just before a second URI's `://` (its scheme's
+            // start was once taken one byte after it, inside it: a panic).
+            ("rtsp://u@h/pathé://x", "rtsp://***@h/pathé://x"),
+            ("rtsp://u@h/a😀b://u:p@c/s", "rtsp://***@h/a😀b://***@c/s"),
         ];
         for (text, want) in cases {
             assert_eq!(credentials(text), want, "{text}");
@@ -302,7 +315,30 @@ mod tests {
         assert!(!shown("x\ny").contains('\n'));
     }
 
+    #[test]
+    fn a_schemes_start_is_a_character_boundary() {
+        assert_eq!(scheme_start("see rtsp"), 4);
+        assert_eq!(scheme_start("a+b-c.d"), 0);
+        assert_eq!(scheme_start("pathé"), "pathé".len());
+        assert_eq!(scheme_start("xé1"), "xé".len());
+        assert_eq!(scheme_start(""), 0);
+    }
+
     proptest::proptest! {
+        /// Any text, of any characters, around URIs' marks (`://`, `@`, `?`, `=`): shown
+        /// without a panic, and without the password of the URI written in the middle of it.
+        #[test]
+        fn any_text_is_shown_without_a_panic(
+            before in "(\\PC|://|@|\\?|=|/){0,12}",
+            after in "(\\PC|://|@|\\?|=|/|&){0,12}",
+        ) {
+            let text = format!("{before} rtsp://me:hunter2@cam/s {after}");
+            let seen = shown(&text);
+            proptest::prop_assert!(!seen.contains("hunter2"), "{}", seen);
+            let _ = credentials(&before);
+            let _ = credentials(&after);
+        }
+
         #[test]
         fn a_password_never_survives(user in "[a-z]{1,8}", pass in "[!-~]{1,16}", host in "[a-z]{1,8}") {
             let pass = pass.replace(['/', '?', '#', '"', '\'', '<', '>'], "x");

@@ -119,9 +119,11 @@ pub struct Traffic {
 }
 
 impl Traffic {
-    /// All bytes of one call.
+    /// All bytes of one call (sums saturate: a model's sizes are the file's).
     pub fn total(&self) -> u64 {
-        self.read + self.written + self.weights
+        self.read
+            .saturating_add(self.written)
+            .saturating_add(self.weights)
     }
 
     /// Bytes per image at `batch` images a call.
@@ -130,9 +132,9 @@ impl Traffic {
     }
 
     fn add(&mut self, other: Traffic) {
-        self.read += other.read;
-        self.written += other.written;
-        self.weights += other.weights;
+        self.read = self.read.saturating_add(other.read);
+        self.written = self.written.saturating_add(other.written);
+        self.weights = self.weights.saturating_add(other.weights);
     }
 }
 
@@ -268,7 +270,11 @@ fn step(shapes: &Shapes, kind: StepKind, nodes: Vec<usize>) -> Step {
     }
     let last = *nodes.last().expect("a step runs a node");
     let outputs = shapes.nodes[last].outputs.clone();
-    let bytes = |list: &[TensorId]| list.iter().map(|&t| shapes.tensors[t].bytes()).sum();
+    let bytes = |list: &[TensorId]| {
+        list.iter()
+            .map(|&t| shapes.tensors[t].bytes())
+            .fold(0, u64::saturating_add)
+    };
     let traffic = Traffic {
         read: bytes(&inputs),
         written: bytes(&outputs),

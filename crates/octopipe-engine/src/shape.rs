@@ -9,6 +9,10 @@ use crate::model::{Dim, ElemType, Model, Node, Op};
 /// The largest batch the planner takes (its byte counts stay far from overflowing).
 pub const MAX_BATCH: u64 = 1 << 16;
 
+/// The most elements one tensor may have (about 10^12, past any GPU's memory): every size the
+/// planner and the interpreter compute from shapes stays far from overflowing.
+pub const MAX_ELEMENTS: u64 = 1 << 40;
+
 /// A tensor's index in [`Shapes::tensors`].
 pub type TensorId = usize;
 
@@ -45,6 +49,16 @@ pub enum ShapeError {
         op: &'static str,
         /// Why.
         reason: String,
+    },
+    /// A tensor (an input, a weight or a node's output) larger than [`MAX_ELEMENTS`].
+    #[error("tensor {name:?} of shape {shape:?} has more than {MAX_ELEMENTS} elements (2^40){at}")]
+    TooLarge {
+        /// The tensor.
+        name: String,
+        /// Its shape.
+        shape: Vec<u64>,
+        /// Where it comes from, for the message (`", the output of node \"c1\""`, or empty).
+        at: String,
     },
     /// A graph output that is not given, or not as declared.
     #[error("graph output {name:?}: {reason}")]
@@ -135,7 +149,7 @@ pub fn infer(model: &Model, batch: u64) -> Result<Shapes, ShapeError> {
         ids: HashMap::new(),
     };
     for w in model.weights.values() {
-        add(&mut s, &w.name, w.elem, w.dims.clone(), Source::Weight);
+        add(&mut s, &w.name, w.elem, w.dims.clone(), Source::Weight)?;
     }
     for input in &model.inputs {
         let input_error = |reason: String| ShapeError::Input {
@@ -160,7 +174,7 @@ pub fn infer(model: &Model, batch: u64) -> Result<Shapes, ShapeError> {
                 }
             });
         }
-        add(&mut s, &input.name, input.elem, shape, Source::Input);
+        add(&mut s, &input.name, input.elem, shape, Source::Input)?;
     }
     for (index, node) in model.nodes.iter().enumerate() {
         let mut inputs = Vec::with_capacity(node.inputs.len());
@@ -191,7 +205,22 @@ pub fn infer(model: &Model, batch: u64) -> Result<Shapes, ShapeError> {
                     format!("its output {name:?} is given twice in the graph"),
                 ));
             }
-            outputs.push(add(&mut s, name, elem, shape.clone(), Source::Node(index)));
+            let id =
+                add(&mut s, name, elem, shape.clone(), Source::Node(index)).map_err(
+                    |e| match e {
+                        ShapeError::TooLarge { name, shape, .. } => ShapeError::TooLarge {
+                            name,
+                            shape,
+                            at: format!(
+                                ", the output of node {:?} ({})",
+                                node.name,
+                                node.op.name()
+                            ),
+                        },
+                        other => other,
+                    },
+                )?;
+            outputs.push(id);
         }
         s.nodes.push(NodeIo { inputs, outputs });
     }
@@ -224,8 +253,25 @@ pub fn infer(model: &Model, batch: u64) -> Result<Shapes, ShapeError> {
     Ok(s)
 }
 
-/// Adds a tensor, returning its id.
-fn add(s: &mut Shapes, name: &str, elem: ElemType, shape: Vec<u64>, source: Source) -> TensorId {
+/// Adds a tensor, returning its id; one of more than [`MAX_ELEMENTS`] elements (or with an axis
+/// of more, whatever the others) is refused.
+fn add(
+    s: &mut Shapes,
+    name: &str,
+    elem: ElemType,
+    shape: Vec<u64>,
+    source: Source,
+) -> Result<TensorId, ShapeError> {
+    let elements = shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d).filter(|_| d <= MAX_ELEMENTS));
+    if elements.is_none_or(|n| n > MAX_ELEMENTS) {
+        return Err(ShapeError::TooLarge {
+            name: name.to_owned(),
+            shape,
+            at: String::new(),
+        });
+    }
     let id = s.tensors.len();
     s.tensors.push(TensorInfo {
         name: name.to_owned(),
@@ -234,7 +280,7 @@ fn add(s: &mut Shapes, name: &str, elem: ElemType, shape: Vec<u64>, source: Sour
         source,
     });
     s.ids.insert(name.to_owned(), id);
-    id
+    Ok(id)
 }
 
 fn node_error(node: &Node, reason: String) -> ShapeError {
@@ -394,10 +440,11 @@ fn conv_shape(
         .filter(|&g| g > 0)
         .ok_or_else(|| node_error(node, format!("group {group} is not positive")))?;
     let transposed = node.op == Op::ConvTranspose;
+    // Saturated: a product past u64 fits no input's channels, and is refused below.
     let (c, out) = if transposed {
-        (w.shape[0], w.shape[1] * group)
+        (w.shape[0], w.shape[1].saturating_mul(group))
     } else {
-        (w.shape[1] * group, w.shape[0])
+        (w.shape[1].saturating_mul(group), w.shape[0])
     };
     if c != x.shape[1] || out % group != 0 {
         return fail(format!(
@@ -440,18 +487,31 @@ fn conv_shape(
     }
     let mut shape = vec![x.shape[0], out, 0, 0];
     for a in 0..2 {
-        let extent = dilations[a] * (w.shape[2 + a].max(1) - 1) + 1;
-        let size = if transposed {
-            (strides[a] * (x.shape[2 + a].max(1) - 1) + out_pad[a] + extent)
-                .checked_sub(pads[a] + pads[a + 2])
-        } else {
-            (x.shape[2 + a] + pads[a] + pads[a + 2])
-                .checked_sub(extent)
-                .map(|d| d / strides[a] + 1)
-        };
+        // Checked: the attributes are the file's (a stride of 2^63 is no error of ours).
+        let size = (|| {
+            let extent = dilations[a]
+                .checked_mul(w.shape[2 + a].max(1) - 1)?
+                .checked_add(1)?;
+            let pad = pads[a].checked_add(pads[a + 2])?;
+            if transposed {
+                strides[a]
+                    .checked_mul(x.shape[2 + a].max(1) - 1)?
+                    .checked_add(out_pad[a])?
+                    .checked_add(extent)?
+                    .checked_sub(pad)
+            } else {
+                Some(x.shape[2 + a].checked_add(pad)?.checked_sub(extent)? / strides[a] + 1)
+            }
+        })();
         match size.filter(|&n| n > 0) {
             Some(n) => shape[2 + a] = n,
-            None => return fail(format!("its output is empty on axis {}", 2 + a)),
+            None => {
+                return fail(format!(
+                    "its output is empty or past any size on axis {} (pads {pads:?}, strides \
+                     {strides:?}, dilations {dilations:?})",
+                    2 + a
+                ))
+            }
         }
     }
     Ok(shape)

@@ -447,6 +447,56 @@ fn shapes_that_do_not_fit_are_refused_naming_the_node() {
 }
 
 #[test]
+fn sizes_past_any_memory_are_refused_naming_the_tensor() {
+    // A convolution's dilations and pads of 2^63 - 1: its output size past 64 bits.
+    for attr in ["dilations", "pads"] {
+        let mut g = blocks();
+        let c1 = g.proto.node.iter_mut().find(|n| n.name == "c1").unwrap();
+        c1.attribute.retain(|a| a.name != attr);
+        let n = if attr == "pads" { 4 } else { 2 };
+        c1.attribute.push(ints(attr, &vec![i64::MAX; n]));
+        let model = Model::from_proto(g.model(13)).unwrap();
+        let err = Plan::new(&model, 1).expect_err("refused").to_string();
+        assert!(
+            err.contains("node \"c1\" (Conv): its output is empty or past any size on axis 2"),
+            "{attr}: {err}"
+        );
+    }
+    // An input of 2^21 x 2^21 pixels of 3 channels (over 2^43 values): refused naming it.
+    let mut g = blocks();
+    let dims = &mut g.proto.input[0].r#type.as_mut().unwrap();
+    let dims = &mut dims
+        .tensor_type
+        .as_mut()
+        .unwrap()
+        .shape
+        .as_mut()
+        .unwrap()
+        .dim;
+    dims[1].dim_value = Some(1 << 21);
+    dims[2].dim_value = Some(1 << 21);
+    let model = Model::from_proto(g.model(13)).unwrap();
+    let err = Plan::new(&model, 1).expect_err("refused");
+    assert!(
+        matches!(&err, PlanError::Shape(ShapeError::TooLarge { name, .. }) if name == "x"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("has more than 1099511627776 elements (2^40)"),
+        "{err}"
+    );
+    // A group of 2^62 on a depthwise convolution: its channels past 64 bits.
+    let mut g = blocks();
+    let c2 = g.proto.node.iter_mut().find(|n| n.name == "c2").unwrap();
+    c2.attribute.retain(|a| a.name != "group");
+    c2.attribute.push(int("group", 1 << 62));
+    let model = Model::from_proto(g.model(13)).unwrap();
+    let err = Plan::new(&model, 1).expect_err("refused").to_string();
+    assert!(err.contains("node \"c2\" (Conv): input"), "{err}");
+}
+
+#[test]
 fn typed_fields_and_a_constant_shift_are_read_and_fused() {
     // FP16 weights in int32_data (their bits) beside a bias in raw bytes, and an Add of a
     // per-channel constant after the convolution: a shift in its epilogue.
@@ -511,5 +561,196 @@ fn typed_fields_and_a_constant_shift_are_read_and_fused() {
     assert!(
         err.to_string().contains("\"b\"") && err.to_string().contains("type 11"),
         "{err}"
+    );
+}
+
+/// A small xorshift generator: the same mutations on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[self.below(from.len())]
+    }
+}
+
+/// Integers a hostile or broken file may hold where a size, an index or a count goes.
+const ODD_INTS: [i64; 12] = [
+    0,
+    1,
+    2,
+    3,
+    -1,
+    -2,
+    7,
+    65_535,
+    1 << 31,
+    1 << 40,
+    i64::MAX,
+    i64::MIN,
+];
+
+/// `blocks()` with 1 to 4 mutations: an input's or an output's axis, an attribute's value, a
+/// scale, a node's input or output, a weight's dims, a node repeated or removed.
+fn mutated(rng: &mut Rng) -> (octopipe_engine::proto::ModelProto, Vec<String>) {
+    let mut model = blocks().model(13);
+    let g = model.graph.as_mut().unwrap();
+    let mut what = Vec::new();
+    for _ in 0..1 + rng.below(4) {
+        match rng.below(7) {
+            0 => {
+                let v = &mut g.input[0];
+                let dim = &mut v.r#type.as_mut().unwrap().tensor_type.as_mut().unwrap();
+                let dims = &mut dim.shape.as_mut().unwrap().dim;
+                let axis = rng.below(dims.len());
+                let n = rng.pick(&ODD_INTS);
+                dims[axis].dim_value = Some(n);
+                dims[axis].dim_param = None;
+                what.push(format!("input axis {axis} = {n}"));
+            }
+            1 | 2 => {
+                let node = rng.below(g.node.len());
+                let node = &mut g.node[node];
+                if node.attribute.is_empty() {
+                    continue;
+                }
+                let a = rng.below(node.attribute.len());
+                let attr = &mut node.attribute[a];
+                let n = rng.pick(&ODD_INTS);
+                if attr.ints.is_empty() {
+                    attr.i = n;
+                } else {
+                    let at = rng.below(attr.ints.len());
+                    attr.ints[at] = n;
+                }
+                what.push(format!("{} {} = {n}", node.name, attr.name));
+            }
+            3 => {
+                let scales = g
+                    .initializer
+                    .iter_mut()
+                    .find(|t| t.name == "scales")
+                    .unwrap();
+                let at = rng.below(4);
+                let f = rng.pick(&[0.0, -1.0, 0.5, 3.0, 1e9, f32::NAN, f32::INFINITY]);
+                scales.float_data[at] = f;
+                what.push(format!("scales[{at}] = {f}"));
+            }
+            4 => {
+                let node = rng.below(g.node.len());
+                let from = rng.below(g.node.len());
+                let name = g.node[from].output[0].clone();
+                let node = &mut g.node[node];
+                let at = rng.below(node.input.len());
+                node.input[at] = name.clone();
+                what.push(format!("{} input {at} = {name}", node.name));
+            }
+            5 => {
+                let w = rng.below(g.initializer.len());
+                let w = &mut g.initializer[w];
+                if w.dims.is_empty() {
+                    continue;
+                }
+                let at = rng.below(w.dims.len());
+                let n = rng.pick(&ODD_INTS);
+                w.dims[at] = n;
+                what.push(format!("weight {} dims[{at}] = {n}", w.name));
+            }
+            _ => {
+                let at = rng.below(g.node.len());
+                match rng.below(2) {
+                    0 => {
+                        let n = g.node.remove(at);
+                        what.push(format!("{} removed", n.name));
+                    }
+                    _ => {
+                        let n = g.node[at].clone();
+                        what.push(format!("{} repeated", n.name));
+                        g.node.insert(at, n);
+                    }
+                }
+            }
+        }
+    }
+    (model, what)
+}
+
+/// Everything the engine does with a file without a GPU: read, shapes and plan for batches 1
+/// and 3, the kernels' program, and the reference run where every tensor is small.
+fn read_plan_and_run(proto: octopipe_engine::proto::ModelProto) {
+    let bytes = proto.encode_to_vec();
+    let Ok(proto) = octopipe_engine::proto::ModelProto::decode(bytes.as_slice()) else {
+        return;
+    };
+    let Ok(model) = Model::from_proto(proto) else {
+        return;
+    };
+    for batch in [1, 3] {
+        let Ok(shapes) = octopipe_engine::shape::infer(&model, batch) else {
+            continue;
+        };
+        if let Ok(plan) = Plan::new(&model, batch) {
+            let _ = plan.summary();
+            let _ = octopipe_engine::program::Program::new(&model, &plan);
+        }
+        let total = shapes.tensors.iter().try_fold(0u64, |sum, t| {
+            t.shape
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d))
+                .and_then(|n| sum.checked_add(n))
+        });
+        let input = shapes
+            .tensors
+            .iter()
+            .find(|t| t.source == octopipe_engine::shape::Source::Input);
+        if let (Some(input), Some(total @ ..=65_536)) = (input, total) {
+            let n = input.shape.iter().product::<u64>() as usize;
+            let _ = octopipe_engine::reference::run(&model, &vec![0.5; n], batch);
+            let _ = total;
+        }
+    }
+}
+
+/// 20,000 mutations of a model that plans every fusion rule (dims of 2^40 or i64::MAX, strides
+/// of 0, NaN scales, nodes that read their own output...): each is refused naming what is
+/// wrong, or read, planned and run; none panics (an overflow in a size, a slice out of range).
+/// The fuzz target `onnx_model` (fuzz/) does the same on any bytes.
+#[test]
+fn mutated_models_are_refused_or_run_never_a_panic() {
+    // Where each panic was, kept by a hook of this test's own (the default one's backtraces
+    // would flood the output).
+    static WHERE: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|info| {
+        *WHERE.lock().unwrap() = format!(
+            "{} at {:?}",
+            info.payload_as_str().unwrap_or(""),
+            info.location()
+        );
+    }));
+    let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+    let mut panics = Vec::new();
+    for _ in 0..20_000 {
+        let (proto, what) = mutated(&mut rng);
+        if std::panic::catch_unwind(|| read_plan_and_run(proto)).is_err() {
+            panics.push(format!("{}: {}", what.join(", "), WHERE.lock().unwrap()));
+        }
+    }
+    std::panic::set_hook(quiet);
+    assert!(
+        panics.is_empty(),
+        "{} mutations panicked:\n{}",
+        panics.len(),
+        panics[..panics.len().min(20)].join("\n")
     );
 }

@@ -43,5 +43,8 @@ mod source;
 mod teardown;
 mod words;
 
+#[cfg(any(test, fuzzing))]
+pub use relay::fuzzing as relay_fuzzing;
+
 pub use source::GstSource;
 pub use teardown::{pipelines_stopping, stream_stopping};

@@ -96,6 +96,13 @@ pub mod plugin {
     pub use crate::timeline::{interval_of, Origin, Timeline};
 }
 pub use test::TESTSRC;
+
+/// Entry points for the fuzz targets (`fuzz/`): the readers of what a file or a server hands a
+/// source, with the properties each keeps. Built only under `--cfg fuzzing`, which cargo-fuzz
+/// sets (and for the unit tests, which check the same properties on generated inputs).
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub use watch::{
     TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
     DEFAULT_START_TIMEOUT, DEFAULT_STREAM_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,

@@ -157,7 +157,7 @@ pub(super) fn read_document(
 }
 
 /// A chunked body decoded (its trailer dropped); an error for one that is not.
-fn dechunk(mut raw: &[u8]) -> Result<Vec<u8>, String> {
+pub(super) fn dechunk(mut raw: &[u8]) -> Result<Vec<u8>, String> {
     let bad = || "a chunked document that is not one".to_string();
     let mut out = Vec::new();
     loop {
@@ -215,9 +215,7 @@ pub(super) fn rewrite(document: &[u8], shared: &Shared) -> Result<Vec<u8>, Failu
         let foreign = text
             .match_indices("://")
             .map(|(at, _)| {
-                let from = text[..at]
-                    .rfind(|c: char| !c.is_ascii_alphanumeric() && c != '+' && c != '.')
-                    .map_or(0, |s| s + 1);
+                let from = redact::scheme_start(&text[..at]);
                 let to = text[at..]
                     .find(|c: char| c.is_whitespace() || c == '"' || c == ',')
                     .map_or(text.len(), |e| at + e);
@@ -290,6 +288,20 @@ mod tests {
                     "{why}"
                 ),
                 _ => panic!("{}", String::from_utf8_lossy(foreign)),
+            }
+        }
+        // A character of several bytes just before a URI's "://" (a server's hostile playlist
+        // once panicked the relay here, slicing inside it): the URI is refused like any other.
+        for odd in ["é", "→", "😀", "\u{80}"] {
+            let playlist = format!("#EXTM3U\nseg{odd}://camera.evil/a.ts\n{odd}://x\n");
+            match rewrite(playlist.as_bytes(), &shared) {
+                Err(Failure::Refused(why)) => {
+                    assert!(
+                        why.contains("a segment of its playlist is '://camera.evil/a.ts'"),
+                        "{why}"
+                    )
+                }
+                _ => panic!("{playlist}"),
             }
         }
         // A manifest of another kind keeps what it names elsewhere (XML namespaces).

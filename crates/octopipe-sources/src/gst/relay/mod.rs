@@ -33,3 +33,37 @@ pub(super) use shared::Relay;
 pub(super) use http::start as start_http;
 /// A relay to an RTSP server, for `rtspsrc`'s `proxy`.
 pub(super) use rtsp::start as start_rtsp;
+
+/// The readers of what a server answers, for the fuzz targets (`octopipe_sources::fuzzing`).
+#[cfg(any(test, fuzzing))]
+pub mod fuzzing {
+    /// The length of the RTSP message (or interleaved packet) `bytes` start with, once whole,
+    /// or the cap it passes.
+    pub fn rtsp_message(bytes: &[u8]) -> Result<Option<usize>, String> {
+        super::rtsp::message_len(bytes)
+    }
+
+    /// A document of an HTTP server at `host`:`port` rewritten for the relay: `Err` with the
+    /// refusal, or `Err("gone")`.
+    pub fn http_document(document: &[u8], host: &str, port: u16) -> Result<Vec<u8>, String> {
+        let shared = super::shared::test_shared(host, port);
+        super::body::rewrite(document, &shared).map_err(|f| match f {
+            super::body::Failure::Refused(why) => why,
+            super::body::Failure::Gone => "gone".into(),
+        })
+    }
+
+    /// A chunked body decoded.
+    pub fn dechunk(raw: &[u8]) -> Result<Vec<u8>, String> {
+        super::body::dechunk(raw)
+    }
+
+    /// The servers (host, port) a URI names for the RTSP relay and for the HTTP relay.
+    pub fn relayed(uri: &str) -> Vec<(String, u16)> {
+        let http = super::http::relayed_http(uri).map(|t| (t.host, t.port));
+        super::rtsp::relayed_server(uri)
+            .into_iter()
+            .chain(http)
+            .collect()
+    }
+}

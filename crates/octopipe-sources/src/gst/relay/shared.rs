@@ -245,8 +245,9 @@ pub(super) fn send(w: &mut impl std::io::Write, bytes: &[u8]) {
     let _ = w.write_all(bytes);
 }
 
-/// The shared state of an HTTP relay to `host`:`port` listening on port 7, for unit tests.
-#[cfg(test)]
+/// The shared state of an HTTP relay to `host`:`port` listening on port 7, for unit tests and
+/// the fuzz targets.
+#[cfg(any(test, fuzzing))]
 pub(super) fn test_shared(host: &str, port: u16) -> Shared {
     Shared {
         closed: Default::default(),
