@@ -57,7 +57,8 @@ pub enum ShapeError {
         name: String,
         /// Its shape.
         shape: Vec<u64>,
-        /// Where it comes from, for the message (`", the output of node \"c1\""`, or empty).
+        /// Where it comes from, for the message (`", the output of node \"c1\" (Conv)"`, or
+        /// empty).
         at: String,
     },
     /// A graph output that is not given, or not as declared.

@@ -96,6 +96,10 @@ pub mod plugin {
     pub use crate::timeline::{interval_of, Origin, Timeline};
 }
 pub use test::TESTSRC;
+pub use watch::{
+    TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT, DEFAULT_STREAM_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
+};
 
 /// Entry points for the fuzz targets (`fuzz/`): the readers of what a file or a server hands a
 /// source, with the properties each keeps. Built only under `--cfg fuzzing`, which cargo-fuzz
@@ -103,7 +107,3 @@ pub use test::TESTSRC;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
-pub use watch::{
-    TimeoutAction, Watch, DEFAULT_NETWORK_RETRY, DEFAULT_RETRY_INTERVAL, DEFAULT_STALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT, DEFAULT_STREAM_START_TIMEOUT, DEFAULT_TIMEOUT, MAX_RETRY_INTERVAL,
-};
