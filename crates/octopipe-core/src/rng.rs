@@ -26,6 +26,11 @@ impl Rng {
         lo + (self.next_u64() % (u64::from(hi - lo) + 1)) as u32
     }
 
+    /// Uniform in `0..n` (0 when `n` is 0): an index into `n` things.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
@@ -50,5 +55,8 @@ mod tests {
         assert!(v.iter().all(|x| (128..=131).contains(x)));
         assert!(v.contains(&128) && v.contains(&131));
         assert_eq!(Rng::new(9).between(5, 5), 5);
+        let v: Vec<usize> = (0..1000).map(|_| r.below(3)).collect();
+        assert!(v.iter().all(|&x| x < 3) && v.contains(&0) && v.contains(&2));
+        assert_eq!(r.below(0), 0);
     }
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{float, int, ints, string, Graph, F16, F32};
+use octopipe_core::rng::Rng;
 use octopipe_engine::model::Op;
 use octopipe_engine::plan::{Fused, StepKind};
 use octopipe_engine::{Model, ModelError, Plan, PlanError, ShapeError};
@@ -564,24 +565,9 @@ fn typed_fields_and_a_constant_shift_are_read_and_fused() {
     );
 }
 
-/// A small xorshift generator: the same mutations on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
-        from[self.below(from.len())]
-    }
+/// One of `from` (not empty), drawn by `rng`.
+fn pick<T: Copy>(rng: &mut Rng, from: &[T]) -> T {
+    from[rng.below(from.len())]
 }
 
 /// Integers a hostile or broken file may hold where a size, an index or a count goes.
@@ -613,7 +599,7 @@ fn mutated(rng: &mut Rng) -> (octopipe_engine::proto::ModelProto, Vec<String>) {
                 let dim = &mut v.r#type.as_mut().unwrap().tensor_type.as_mut().unwrap();
                 let dims = &mut dim.shape.as_mut().unwrap().dim;
                 let axis = rng.below(dims.len());
-                let n = rng.pick(&ODD_INTS);
+                let n = pick(rng, &ODD_INTS);
                 dims[axis].dim_value = Some(n);
                 dims[axis].dim_param = None;
                 what.push(format!("input axis {axis} = {n}"));
@@ -626,7 +612,7 @@ fn mutated(rng: &mut Rng) -> (octopipe_engine::proto::ModelProto, Vec<String>) {
                 }
                 let a = rng.below(node.attribute.len());
                 let attr = &mut node.attribute[a];
-                let n = rng.pick(&ODD_INTS);
+                let n = pick(rng, &ODD_INTS);
                 if attr.ints.is_empty() {
                     attr.i = n;
                 } else {
@@ -642,7 +628,7 @@ fn mutated(rng: &mut Rng) -> (octopipe_engine::proto::ModelProto, Vec<String>) {
                     .find(|t| t.name == "scales")
                     .unwrap();
                 let at = rng.below(4);
-                let f = rng.pick(&[0.0, -1.0, 0.5, 3.0, 1e9, f32::NAN, f32::INFINITY]);
+                let f = pick(rng, &[0.0, -1.0, 0.5, 3.0, 1e9, f32::NAN, f32::INFINITY]);
                 scales.float_data[at] = f;
                 what.push(format!("scales[{at}] = {f}"));
             }
@@ -662,7 +648,7 @@ fn mutated(rng: &mut Rng) -> (octopipe_engine::proto::ModelProto, Vec<String>) {
                     continue;
                 }
                 let at = rng.below(w.dims.len());
-                let n = rng.pick(&ODD_INTS);
+                let n = pick(rng, &ODD_INTS);
                 w.dims[at] = n;
                 what.push(format!("weight {} dims[{at}] = {n}", w.name));
             }
@@ -738,7 +724,7 @@ fn mutated_models_are_refused_or_run_never_a_panic() {
             info.location()
         );
     }));
-    let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+    let mut rng = Rng::new(0x5DEE_CE66_D1CE_4E5B);
     let mut panics = Vec::new();
     for _ in 0..20_000 {
         let (proto, what) = mutated(&mut rng);

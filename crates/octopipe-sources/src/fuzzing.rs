@@ -75,22 +75,7 @@ pub fn answer(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A small xorshift generator: the same inputs on every run.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-    }
+    use octopipe_core::rng::Rng;
 
     /// `seed` with 1 to 8 mutations: a byte changed (often to a marker's or a length's byte),
     /// bytes inserted or removed, the end cut, a run of bytes repeated.
@@ -101,7 +86,7 @@ mod tests {
             let at = rng.below(v.len() + 1);
             match rng.below(6) {
                 0 if at < v.len() => v[at] = SPECIAL[rng.below(SPECIAL.len())],
-                1 if at < v.len() => v[at] = rng.next() as u8,
+                1 if at < v.len() => v[at] = rng.next_u64() as u8,
                 2 => v.insert(at, SPECIAL[rng.below(SPECIAL.len())]),
                 3 if at < v.len() => {
                     v.remove(at);
@@ -165,7 +150,7 @@ mod tests {
         }
         assert_eq!(declared_size(&seeds[0]), Ok((33, 17)));
         assert_eq!(declared_size(&seeds[1]), Ok((33, 17)));
-        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        let mut rng = Rng::new(0x2545_F491_4F6C_DD1D);
         for i in 0..20_000 {
             let seed = &seeds[i % seeds.len()];
             image(&mutate(seed, &mut rng));
@@ -182,7 +167,7 @@ mod tests {
             b"<MPD xmlns=\"http://www.w3.org/x\"><BaseURL>http://cam/v/</BaseURL></MPD>",
             b"3\r\nabc\r\n2;x\r\nde\r\n0\r\n\r\n",
         ];
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
         for i in 0..20_000 {
             let seed = seeds[i % seeds.len()];
             let mut data = mutate(seed, &mut rng);
