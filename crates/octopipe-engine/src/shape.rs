@@ -150,7 +150,14 @@ pub fn infer(model: &Model, batch: u64) -> Result<Shapes, ShapeError> {
         ids: HashMap::new(),
     };
     for w in model.weights.values() {
-        add(&mut s, &w.name, w.elem, w.dims.clone(), Source::Weight)?;
+        add(
+            &mut s,
+            model,
+            &w.name,
+            w.elem,
+            w.dims.clone(),
+            Source::Weight,
+        )?;
     }
     for input in &model.inputs {
         let input_error = |reason: String| ShapeError::Input {
@@ -175,7 +182,7 @@ pub fn infer(model: &Model, batch: u64) -> Result<Shapes, ShapeError> {
                 }
             });
         }
-        add(&mut s, &input.name, input.elem, shape, Source::Input)?;
+        add(&mut s, model, &input.name, input.elem, shape, Source::Input)?;
     }
     for (index, node) in model.nodes.iter().enumerate() {
         let mut inputs = Vec::with_capacity(node.inputs.len());
@@ -206,22 +213,14 @@ pub fn infer(model: &Model, batch: u64) -> Result<Shapes, ShapeError> {
                     format!("its output {name:?} is given twice in the graph"),
                 ));
             }
-            let id =
-                add(&mut s, name, elem, shape.clone(), Source::Node(index)).map_err(
-                    |e| match e {
-                        ShapeError::TooLarge { name, shape, .. } => ShapeError::TooLarge {
-                            name,
-                            shape,
-                            at: format!(
-                                ", the output of node {:?} ({})",
-                                node.name,
-                                node.op.name()
-                            ),
-                        },
-                        other => other,
-                    },
-                )?;
-            outputs.push(id);
+            outputs.push(add(
+                &mut s,
+                model,
+                name,
+                elem,
+                shape.clone(),
+                Source::Node(index),
+            )?);
         }
         s.nodes.push(NodeIo { inputs, outputs });
     }
@@ -254,10 +253,11 @@ pub fn infer(model: &Model, batch: u64) -> Result<Shapes, ShapeError> {
     Ok(s)
 }
 
-/// Adds a tensor, returning its id; one of more than [`MAX_ELEMENTS`] elements (or with an axis
-/// of more, whatever the others) is refused.
+/// Adds a tensor of `model`, returning its id; one of more than [`MAX_ELEMENTS`] elements (or
+/// with an axis of more, whatever the others) is refused, naming the node that gives it.
 fn add(
     s: &mut Shapes,
+    model: &Model,
     name: &str,
     elem: ElemType,
     shape: Vec<u64>,
@@ -267,10 +267,17 @@ fn add(
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d).filter(|_| d <= MAX_ELEMENTS));
     if elements.is_none_or(|n| n > MAX_ELEMENTS) {
+        let at = match source {
+            Source::Node(i) => {
+                let n = &model.nodes[i];
+                format!(", the output of node {:?} ({})", n.name, n.op.name())
+            }
+            Source::Input | Source::Weight => String::new(),
+        };
         return Err(ShapeError::TooLarge {
             name: name.to_owned(),
             shape,
-            at: String::new(),
+            at,
         });
     }
     let id = s.tensors.len();
