@@ -152,6 +152,29 @@ fn serve_playlist(listener: TcpListener, playlist: String, stop: Arc<AtomicBool>
     }
 }
 
+/// Serve `playlist` on loopback, add it to `s` as stream `id` (`media location=http://...`)
+/// and return the stream's entry once it has failed (at most 30 s); the server stops then.
+fn failed_playlist_stream(s: &Station, id: u32, playlist: String) -> serde_json::Value {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = {
+        let stop = stop.clone();
+        std::thread::spawn(move || serve_playlist(listener, playlist, stop))
+    };
+    let reply = s.add(
+        &format!(
+            "media location=http://127.0.0.1:{port}/live.m3u8 ! boxes format=synthetic count=1"
+        ),
+        Some(id),
+    );
+    assert_eq!(reply.status, 201, "{reply:?}");
+    let entry = s.wait_state(id, "failed", Duration::from_secs(30));
+    stop.store(true, Ordering::SeqCst);
+    server.join().unwrap();
+    entry
+}
+
 fn ts_segment(path: &Path) {
     common::encode(&format!(
         "videotestsrc num-buffers=30 pattern=ball ! video/x-raw,width=160,height=120,framerate=30/1 \
@@ -174,22 +197,8 @@ fn a_playlists_segments_come_only_from_its_own_scheme_and_host() {
         "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:0\n#EXTINF:1.0,\nfile://{}\n#EXT-X-ENDLIST\n",
         segment.display()
     );
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let stop = Arc::new(AtomicBool::new(false));
-    let server = {
-        let stop = stop.clone();
-        std::thread::spawn(move || serve_playlist(listener, playlist, stop))
-    };
     let s = Station::start("hls", &dir, SINK, &["--allow-scheme", "http"], &[]);
-    let reply = s.add(
-        &format!(
-            "media location=http://127.0.0.1:{port}/live.m3u8 ! boxes format=synthetic count=1"
-        ),
-        Some(1),
-    );
-    assert_eq!(reply.status, 201, "{reply:?}");
-    let entry = s.wait_state(1, "failed", Duration::from_secs(30));
+    let entry = failed_playlist_stream(&s, 1, playlist);
     let error = entry["error"].as_str().unwrap_or_default();
     assert!(
         error.contains(&format!(
@@ -200,8 +209,6 @@ fn a_playlists_segments_come_only_from_its_own_scheme_and_host() {
     );
     assert_eq!(entry["frames_in"].as_u64(), Some(0), "{entry}");
     assert_eq!(s.get("/health").map(|r| r.status), Some(200));
-    stop.store(true, Ordering::SeqCst);
-    server.join().unwrap();
 }
 
 #[test]
@@ -278,15 +285,6 @@ fn characters_of_several_bytes_in_uris_never_take_the_station_down() {
         }
     }
     let dir = common::temp_dir("control-multibyte");
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let playlist =
-        "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:1.0,\nsegé://camera.evil/a.ts\n#EXT-X-ENDLIST\n";
-    let stop = Arc::new(AtomicBool::new(false));
-    let server = {
-        let stop = stop.clone();
-        std::thread::spawn(move || serve_playlist(listener, playlist.into(), stop))
-    };
     let s = Station::start("multibyte", &dir, SINK, &["--allow-scheme", "http"], &[]);
     // Nothing listens on its port: the stream fails, but it is shown (and logged) first.
     let closed = free_port();
@@ -304,14 +302,9 @@ fn characters_of_several_bytes_in_uris_never_take_the_station_down() {
         listed.body.contains("rtsp://***@127.0.0.1") && !listed.body.contains("hunter2"),
         "{listed:?}"
     );
-    let reply = s.add(
-        &format!(
-            "media location=http://127.0.0.1:{port}/live.m3u8 ! boxes format=synthetic count=1"
-        ),
-        Some(2),
-    );
-    assert_eq!(reply.status, 201, "{reply:?}");
-    let entry = s.wait_state(2, "failed", Duration::from_secs(30));
+    let playlist =
+        "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:1.0,\nsegé://camera.evil/a.ts\n#EXT-X-ENDLIST\n";
+    let entry = failed_playlist_stream(&s, 2, playlist.into());
     let error = entry["error"].as_str().unwrap_or_default();
     assert!(
         error.contains("a segment of its playlist is '://camera.evil/a.ts'"),
@@ -327,6 +320,4 @@ fn characters_of_several_bytes_in_uris_never_take_the_station_down() {
         !log.contains("panicked") && !log.contains("hunter2"),
         "{log}"
     );
-    stop.store(true, Ordering::SeqCst);
-    server.join().unwrap();
 }
